@@ -1,0 +1,66 @@
+#include "runtime/base/logging.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+
+namespace splitspec {
+namespace {
+
+LogLevel ReadLevelFromEnv() {
+  const char* env = std::getenv("SPLITSPEC_LOG_LEVEL");
+  if (env == nullptr) return LogLevel::kInfo;
+  if (std::strcmp(env, "DEBUG") == 0) return LogLevel::kDebug;
+  if (std::strcmp(env, "WARNING") == 0) return LogLevel::kWarning;
+  if (std::strcmp(env, "ERROR") == 0) return LogLevel::kError;
+  return LogLevel::kInfo;
+}
+
+const char* LevelLetter(LogLevel level) {
+  switch (level) {
+    case LogLevel::kDebug: return "D";
+    case LogLevel::kInfo: return "I";
+    case LogLevel::kWarning: return "W";
+    case LogLevel::kError: return "E";
+    case LogLevel::kFatal: return "F";
+  }
+  return "?";
+}
+
+}  // namespace
+
+bool LogEnabled(LogLevel level) {
+  static const LogLevel min_level = ReadLevelFromEnv();
+  return level >= min_level;
+}
+
+LogMessage::LogMessage(LogLevel level, const char* file, int line) : level_(level) {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  const int micros = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
+      1000000);
+  std::tm tm_utc;
+  gmtime_r(&seconds, &tm_utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%H:%M:%S", &tm_utc);
+  const char* base = std::strrchr(file, '/');
+  stream_ << LevelLetter(level) << ' ' << stamp << '.' << micros / 1000 << ' ' << getpid() << ' '
+          << (base ? base + 1 : file) << ':' << line << "] ";
+}
+
+LogMessage::~LogMessage() {
+  stream_ << '\n';
+  const std::string text = stream_.str();
+  // One write per message keeps lines from different threads whole.
+  ssize_t ignored = ::write(STDERR_FILENO, text.data(), text.size());
+  (void)ignored;
+  if (level_ == LogLevel::kFatal) std::abort();
+}
+
+}  // namespace splitspec

@@ -1,0 +1,60 @@
+// Minimal leveled logging to stderr, and CHECK for programmer errors.
+//
+//   SPLITSPEC_LOG(INFO) << "worker " << id << " registered";
+//   SPLITSPEC_CHECK(n > 0) << "n=" << n;   // aborts: programmer errors only
+//
+// The level is read once from the environment variable SPLITSPEC_LOG_LEVEL
+// (DEBUG, INFO, WARNING, ERROR; default INFO). Thread-safe: each message is
+// formatted into a buffer and written with one call.
+#ifndef SPLITSPEC_RUNTIME_BASE_LOGGING_H_
+#define SPLITSPEC_RUNTIME_BASE_LOGGING_H_
+
+#include <sstream>
+
+namespace splitspec {
+
+enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3, kFatal = 4 };
+
+// True if messages of `level` are printed.
+bool LogEnabled(LogLevel level);
+
+// Formats one log line; writes it (and aborts for kFatal) on destruction.
+class LogMessage {
+ public:
+  LogMessage(LogLevel level, const char* file, int line);
+  ~LogMessage();
+  LogMessage(const LogMessage&) = delete;
+  LogMessage& operator=(const LogMessage&) = delete;
+  std::ostream& stream() { return stream_; }
+
+ private:
+  LogLevel level_;
+  std::ostringstream stream_;
+};
+
+// Swallows the stream expression when a level is disabled.
+struct LogVoidify {
+  void operator&(std::ostream&) {}
+};
+
+}  // namespace splitspec
+
+#define SPLITSPEC_LOG_LEVEL_DEBUG ::splitspec::LogLevel::kDebug
+#define SPLITSPEC_LOG_LEVEL_INFO ::splitspec::LogLevel::kInfo
+#define SPLITSPEC_LOG_LEVEL_WARNING ::splitspec::LogLevel::kWarning
+#define SPLITSPEC_LOG_LEVEL_ERROR ::splitspec::LogLevel::kError
+
+#define SPLITSPEC_LOG(level)                                           \
+  !::splitspec::LogEnabled(SPLITSPEC_LOG_LEVEL_##level)                \
+      ? (void)0                                                        \
+      : ::splitspec::LogVoidify() &                                    \
+            ::splitspec::LogMessage(SPLITSPEC_LOG_LEVEL_##level, __FILE__, __LINE__).stream()
+
+#define SPLITSPEC_CHECK(cond)                                                              \
+  (cond) ? (void)0                                                                         \
+         : ::splitspec::LogVoidify() &                                                     \
+               ::splitspec::LogMessage(::splitspec::LogLevel::kFatal, __FILE__, __LINE__) \
+                       .stream()                                                           \
+                   << "CHECK failed: " #cond " "
+
+#endif  // SPLITSPEC_RUNTIME_BASE_LOGGING_H_
