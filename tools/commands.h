@@ -1,0 +1,18 @@
+// The subcommands of the `splitspec` CLI. Each takes the arguments after its
+// name and returns the process exit code (0 ok, 1 failure, 2 usage error);
+// errors are printed to stderr as one line naming the flag or file at fault.
+#ifndef SPLITSPEC_TOOLS_COMMANDS_H_
+#define SPLITSPEC_TOOLS_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+namespace splitspec::tools {
+
+using CommandArgs = std::vector<std::string>;
+
+
+
+}  // namespace splitspec::tools
+
+#endif  // SPLITSPEC_TOOLS_COMMANDS_H_

@@ -1,0 +1,41 @@
+// `splitspec`: the one command-line entry point. Dispatches to the subcommands
+// declared in tools/commands.h.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tools/commands.h"
+
+namespace {
+
+struct Subcommand {
+  const char* name;
+  const char* summary;
+  int (*run)(const splitspec::tools::CommandArgs&);
+};
+
+constexpr Subcommand kSubcommands[] = {
+    // {"name", "one-line summary", splitspec::tools::RunNameCommand},
+};
+
+void PrintUsage() {
+  std::fprintf(stderr, "usage: splitspec <command> [flags]\n\ncommands:\n");
+  for (const Subcommand& c : kSubcommands) std::fprintf(stderr, "  %-10s %s\n", c.name, c.summary);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "help") == 0) {
+    PrintUsage();
+    return argc < 2 ? 2 : 0;
+  }
+  const splitspec::tools::CommandArgs args(argv + 2, argv + argc);
+  for (const Subcommand& c : kSubcommands) {
+    if (std::strcmp(argv[1], c.name) == 0) return c.run(args);
+  }
+  std::fprintf(stderr, "splitspec: unknown command '%s'\n", argv[1]);
+  PrintUsage();
+  return 2;
+}
