@@ -1,0 +1,176 @@
+// MatMulRows dispatch and the scalar reference of the quantized dot products.
+#include "kernels/cpu/matmul.h"
+
+#include <cstdlib>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/quant_blocks.h"
+#include "kernels/cpu/quantize_activations.h"
+
+namespace splitspec::kernels {
+namespace {
+
+using RowsFn = void (*)(GgmlType, const void*, int64_t, const PackedActivations&, int64_t,
+                        int64_t, float*, int64_t);
+
+float DotFloat(GgmlType type, const void* row, const float* x, int64_t cols) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < cols; ++i) {
+    float w;
+    if (type == GgmlType::kF32) {
+      w = static_cast<const float*>(row)[i];
+    } else if (type == GgmlType::kF16) {
+      w = Fp16ToFloat(static_cast<const uint16_t*>(row)[i]);
+    } else {
+      w = Bf16ToFloat(static_cast<const uint16_t*>(row)[i]);
+    }
+    acc += w * x[i];
+  }
+  return acc;
+}
+
+// sum over the 32 elements of a block of (4-bit quant) * activation.
+int32_t DotNibbles(const uint8_t* qs, const int8_t* x) {
+  int32_t sum = 0;
+  for (int j = 0; j < 16; ++j) sum += (qs[j] & 0xF) * x[j] + (qs[j] >> 4) * x[j + 16];
+  return sum;
+}
+
+float DotBlock32(GgmlType type, const void* row, const ActivationBlock32* x, int64_t blocks) {
+  float acc = 0.0f;
+  float acc_min = 0.0f;
+  for (int64_t b = 0; b < blocks; ++b) {
+    if (type == GgmlType::kQ4_0) {
+      const BlockQ4_0& w = static_cast<const BlockQ4_0*>(row)[b];
+      const int32_t isum = DotNibbles(w.qs, x[b].qs) - 8 * x[b].sum;
+      acc += static_cast<float>(isum) * (Fp16ToFloat(w.d) * x[b].d);
+    } else if (type == GgmlType::kQ4_1) {
+      const BlockQ4_1& w = static_cast<const BlockQ4_1*>(row)[b];
+      acc += static_cast<float>(DotNibbles(w.qs, x[b].qs)) * (Fp16ToFloat(w.d) * x[b].d);
+      acc_min += Fp16ToFloat(w.m) * x[b].d_sum;
+    } else {
+      const BlockQ8_0& w = static_cast<const BlockQ8_0*>(row)[b];
+      int32_t isum = 0;
+      for (int j = 0; j < 32; ++j) isum += w.qs[j] * x[b].qs[j];
+      acc += static_cast<float>(isum) * (Fp16ToFloat(w.d) * x[b].d);
+    }
+  }
+  return acc + acc_min;
+}
+
+// Q4_K / Q5_K super-block: sum_s scale_s * dot_s and sum_s min_s * activation-sum_s.
+void DotSuperBlockK4(const uint8_t* scales, const uint8_t* qs, const uint8_t* qh,
+                     const ActivationBlock256& x, int32_t* isum, int32_t* imin) {
+  *isum = 0;
+  *imin = 0;
+  for (int sub = 0; sub < 8; ++sub) {
+    uint8_t scale, min;
+    UnpackScaleMinK4(scales, sub, &scale, &min);
+    const uint8_t* q = qs + 32 * (sub / 2);
+    const int shift = (sub % 2) * 4;
+    int32_t dot = 0;
+    for (int l = 0; l < 32; ++l) {
+      int value = (q[l] >> shift) & 0xF;
+      if (qh != nullptr) value |= ((qh[l] >> sub) & 1) << 4;
+      dot += value * x.qs[32 * sub + l];
+    }
+    *isum += scale * dot;
+    *imin += min * (x.sums16[2 * sub] + x.sums16[2 * sub + 1]);
+  }
+}
+
+int32_t DotSuperBlockQ6_K(const BlockQ6_K& w, const ActivationBlock256& x) {
+  int32_t dots[16] = {};
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t* ql = w.ql + 64 * half;
+    const uint8_t* qh = w.qh + 32 * half;
+    for (int l = 0; l < 32; ++l) {
+      const int q[4] = {(ql[l] & 0xF) | ((qh[l] >> 0) & 3) << 4,
+                        (ql[l + 32] & 0xF) | ((qh[l] >> 2) & 3) << 4,
+                        (ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4,
+                        (ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4};
+      for (int k = 0; k < 4; ++k) {
+        const int e = 128 * half + 32 * k + l;
+        dots[e / 16] += q[k] * x.qs[e];
+      }
+    }
+  }
+  int32_t isum = 0;
+  for (int g = 0; g < 16; ++g) isum += w.scales[g] * (dots[g] - 32 * x.sums16[g]);
+  return isum;
+}
+
+float DotBlock256(GgmlType type, const void* row, const ActivationBlock256* x, int64_t blocks) {
+  float acc = 0.0f;
+  float acc_min = 0.0f;
+  for (int64_t b = 0; b < blocks; ++b) {
+    if (type == GgmlType::kQ6_K) {
+      const BlockQ6_K& w = static_cast<const BlockQ6_K*>(row)[b];
+      acc += static_cast<float>(DotSuperBlockQ6_K(w, x[b])) * (Fp16ToFloat(w.d) * x[b].d);
+      continue;
+    }
+    int32_t isum, imin;
+    uint16_t d, dmin;
+    if (type == GgmlType::kQ4_K) {
+      const BlockQ4_K& w = static_cast<const BlockQ4_K*>(row)[b];
+      DotSuperBlockK4(w.scales, w.qs, nullptr, x[b], &isum, &imin);
+      d = w.d;
+      dmin = w.dmin;
+    } else {
+      const BlockQ5_K& w = static_cast<const BlockQ5_K*>(row)[b];
+      DotSuperBlockK4(w.scales, w.qs, w.qh, x[b], &isum, &imin);
+      d = w.d;
+      dmin = w.dmin;
+    }
+    acc += static_cast<float>(isum) * (Fp16ToFloat(d) * x[b].d);
+    acc_min += static_cast<float>(imin) * (Fp16ToFloat(dmin) * x[b].d);
+  }
+  return acc - acc_min;
+}
+
+RowsFn ChoosePath() {
+  // The vector paths land in the following commits.
+  return MatMulRowsReference;
+}
+
+void CheckArguments(GgmlType weight_type, int64_t cols, const PackedActivations& x) {
+  // Programmer errors: the activations were packed for another matrix.
+  if (x.weight_type != weight_type || x.cols != cols) std::abort();
+}
+
+}  // namespace
+
+void MatMulRowsReference(GgmlType weight_type, const void* w, int64_t cols,
+                         const PackedActivations& x, int64_t row_begin, int64_t row_end,
+                         float* y, int64_t y_stride) {
+  CheckArguments(weight_type, cols, x);
+  const size_t row_bytes = RowBytes(weight_type, cols);
+  const int64_t token_bytes = PackedTokenBytes(weight_type, cols);
+  const ActivationFamily family = ActivationFamilyOf(weight_type);
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const void* row = static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes;
+    for (int64_t t = 0; t < x.tokens; ++t) {
+      const uint8_t* xt = x.data.data() + t * token_bytes;
+      float value;
+      if (family == ActivationFamily::kFloat) {
+        value = DotFloat(weight_type, row, reinterpret_cast<const float*>(xt), cols);
+      } else if (family == ActivationFamily::kBlock32) {
+        value = DotBlock32(weight_type, row, reinterpret_cast<const ActivationBlock32*>(xt), cols / 32);
+      } else {
+        value = DotBlock256(weight_type, row, reinterpret_cast<const ActivationBlock256*>(xt), cols / 256);
+      }
+      y[t * y_stride + r] = value;
+    }
+  }
+}
+
+void MatMulRows(GgmlType weight_type, const void* w, int64_t cols, const PackedActivations& x,
+                int64_t row_begin, int64_t row_end, float* y, int64_t y_stride) {
+  static const RowsFn path = ChoosePath();
+  CheckArguments(weight_type, cols, x);
+  path(weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+}
+
+const char* MatMulPathName() { return CpuIsaName(); }
+
+}  // namespace splitspec::kernels

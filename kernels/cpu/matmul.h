@@ -1,0 +1,86 @@
+// Matrix-vector / small-batch matrix products of ggml-typed weights with float
+// activations: the inner loop of every linear layer.
+//
+//   PackedActivations packed;                        // keep one per thread/layer and reuse
+//   PackActivations(GgmlType::kQ4_1, x, tokens, 576, &packed);
+//   MatMulRows(GgmlType::kQ4_1, w, 576, packed, 0, 1536, y, 1536);   // y [tokens, 1536]
+//
+// Algorithm. Float weights (F32, F16, BF16) are dotted with float activations
+// (FMA). Quantized weights are dotted with activations quantized to int8 by
+// PackActivations: Q4_0 / Q4_1 / Q8_0 pair with 32-element int8 blocks that carry
+// a float scale and the block sum; the K-quants pair with 256-element int8 blocks
+// with sums per 16 elements. Products are exact integers inside a block and are
+// scaled and summed in float across blocks.
+//
+// Batch invariance. y[t, r] is bitwise identical whatever `tokens`, whatever the
+// other tokens in x and whatever [row_begin, row_end) contains row r: each output
+// follows one fixed sequence of operations that depends only on `cols` and on the
+// instruction-set path, and the path is chosen once per process (CpuFeatures()).
+// The scalar reference (MatMulRowsReference) runs the same integer algorithm with
+// a different float summation order, so it matches the fast paths to rounding only.
+#ifndef SPLITSPEC_KERNELS_CPU_MATMUL_H_
+#define SPLITSPEC_KERNELS_CPU_MATMUL_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/ggml_types.h"
+
+namespace splitspec::kernels {
+
+// Activations prepared once per matmul input for dot products against weights of
+// one type (quantized to 8-bit blocks for the quantized types, floats otherwise).
+// Reusable across calls: `data` is only grown, never shrunk.
+struct PackedActivations {
+  GgmlType weight_type = GgmlType::kF32;
+  int64_t tokens = 0;
+  int64_t cols = 0;
+  std::vector<uint8_t> data;  // layout private to the kernels (quantize_activations.h)
+};
+
+// x [tokens, cols] row-major floats -> *out, ready for MatMulRows against weights of
+// `weight_type`. The packed bytes are the same on every path (fast or scalar).
+// REQUIRES: IsSupportedWeightType(weight_type), tokens >= 0, cols % block_size == 0,
+// x finite. Thread-safe for distinct `out`.
+void PackActivations(GgmlType weight_type, const float* x, int64_t tokens, int64_t cols,
+                     PackedActivations* out);
+
+// y[t * y_stride + r] = dot(row r of w, token t of x) for r in [row_begin, row_end) and
+// every token t < x.tokens.
+// w [rows, cols] in weight_type, rows stored contiguously (RowBytes(weight_type, cols) each),
+// e.g. straight from the memory-mapped file; no alignment needed.
+// REQUIRES: x was packed for weight_type with x.cols == cols; 0 <= row_begin <= row_end;
+// y_stride >= row_end. Violations of type or cols abort (programmer error).
+// Thread-safe for disjoint row ranges (the caller splits rows across its threads);
+// x is only read.
+void MatMulRows(GgmlType weight_type, const void* w, int64_t cols, const PackedActivations& x,
+                int64_t row_begin, int64_t row_end, float* y, int64_t y_stride);
+
+// Scalar reference of the same algorithm (same packed activations, same integer
+// block products, sequential float sum over blocks). Same contract as MatMulRows.
+void MatMulRowsReference(GgmlType weight_type, const void* w, int64_t cols,
+                         const PackedActivations& x, int64_t row_begin, int64_t row_end,
+                         float* y, int64_t y_stride);
+
+// The path MatMulRows uses on this machine: "avx512-vnni", "avx512", "avx2" or "scalar".
+const char* MatMulPathName();
+
+namespace internal {
+// Per-ISA entry points (same contract as MatMulRows). REQUIRES: the CPU supports the ISA.
+// Tests and benchmarks call them directly to compare paths on one machine.
+void MatMulRowsAvx2(GgmlType weight_type, const void* w, int64_t cols,
+                    const PackedActivations& x, int64_t row_begin, int64_t row_end, float* y,
+                    int64_t y_stride);
+// AVX-512 F/BW/VL/DQ without VNNI, and with VNNI (vpdpbusd for the 32-element blocks).
+void MatMulRowsAvx512(GgmlType weight_type, const void* w, int64_t cols,
+                      const PackedActivations& x, int64_t row_begin, int64_t row_end, float* y,
+                      int64_t y_stride);
+void MatMulRowsAvx512Vnni(GgmlType weight_type, const void* w, int64_t cols,
+                          const PackedActivations& x, int64_t row_begin, int64_t row_end,
+                          float* y, int64_t y_stride);
+}  // namespace internal
+
+}  // namespace splitspec::kernels
+
+#endif  // SPLITSPEC_KERNELS_CPU_MATMUL_H_

@@ -1,0 +1,126 @@
+#include "kernels/cpu/quantize_activations.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/matmul.h"
+
+namespace splitspec::kernels {
+namespace {
+
+// Quantizes n values (n <= 256) with one scale; returns d. The vector packers
+// reproduce exactly these operations: amax, d = amax / 127, id = 1 / d, q = rint(x * id).
+float QuantizeSpan(const float* x, int n, int8_t* q) {
+  float amax = 0.0f;
+  for (int i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int i = 0; i < n; ++i) {
+    float v = std::nearbyint(x[i] * id);
+    v = std::fmin(127.0f, std::fmax(-127.0f, v));
+    q[i] = static_cast<int8_t>(v);
+  }
+  return d;
+}
+
+}  // namespace
+
+ActivationFamily ActivationFamilyOf(GgmlType weight_type) {
+  switch (weight_type) {
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+      return ActivationFamily::kFloat;
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ8_0:
+      return ActivationFamily::kBlock32;
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K:
+      return ActivationFamily::kBlock256;
+    default:
+      std::abort();  // programmer error: REQUIRES IsSupportedWeightType
+  }
+}
+
+int64_t PackedTokenBytes(GgmlType weight_type, int64_t cols) {
+  switch (ActivationFamilyOf(weight_type)) {
+    case ActivationFamily::kFloat:
+      return cols * static_cast<int64_t>(sizeof(float));
+    case ActivationFamily::kBlock32:
+      return cols / 32 * static_cast<int64_t>(sizeof(ActivationBlock32));
+    case ActivationFamily::kBlock256:
+      return cols / 256 * static_cast<int64_t>(sizeof(ActivationBlock256));
+  }
+  std::abort();
+}
+
+namespace internal {
+
+void QuantizeBlocks32Scalar(const float* x, int64_t n, ActivationBlock32* out) {
+  for (int64_t b = 0; b < n / 32; ++b) {
+    ActivationBlock32& block = out[b];
+    block.d = QuantizeSpan(x + 32 * b, 32, block.qs);
+    int32_t sum = 0;
+    for (int i = 0; i < 32; ++i) sum += block.qs[i];
+    block.sum = sum;
+    block.d_sum = block.d * static_cast<float>(sum);
+    block.pad = 0;
+  }
+}
+
+void QuantizeBlocks256Scalar(const float* x, int64_t n, ActivationBlock256* out) {
+  for (int64_t b = 0; b < n / 256; ++b) {
+    ActivationBlock256& block = out[b];
+    block.d = QuantizeSpan(x + 256 * b, 256, block.qs);
+    std::memset(block.pad, 0, sizeof(block.pad));
+    for (int g = 0; g < 16; ++g) {
+      int sum = 0;
+      for (int i = 0; i < 16; ++i) sum += block.qs[16 * g + i];
+      block.sums16[g] = static_cast<int16_t>(sum);
+    }
+  }
+}
+
+}  // namespace internal
+
+void PackActivations(GgmlType weight_type, const float* x, int64_t tokens, int64_t cols,
+                     PackedActivations* out) {
+  const int block = GetGgmlTypeTraits(weight_type).block_size;
+  const ActivationFamily family = ActivationFamilyOf(weight_type);
+  if (tokens < 0 || cols < 0 || cols % block != 0) std::abort();  // programmer error
+  const int64_t token_bytes = PackedTokenBytes(weight_type, cols);
+  const size_t bytes = static_cast<size_t>(tokens * token_bytes);
+  if (out->data.size() < bytes) out->data.resize(bytes);
+  out->weight_type = weight_type;
+  out->tokens = tokens;
+  out->cols = cols;
+  const bool avx2 = CpuFeatures().avx2;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* row = x + t * cols;
+    uint8_t* dst = out->data.data() + t * token_bytes;
+    switch (family) {
+      case ActivationFamily::kFloat:
+        std::memcpy(dst, row, static_cast<size_t>(token_bytes));
+        break;
+      case ActivationFamily::kBlock32: {
+        auto* blocks = reinterpret_cast<ActivationBlock32*>(dst);
+        avx2 ? internal::QuantizeBlocks32Avx2(row, cols, blocks)
+             : internal::QuantizeBlocks32Scalar(row, cols, blocks);
+        break;
+      }
+      case ActivationFamily::kBlock256: {
+        auto* blocks = reinterpret_cast<ActivationBlock256*>(dst);
+        avx2 ? internal::QuantizeBlocks256Avx2(row, cols, blocks)
+             : internal::QuantizeBlocks256Scalar(row, cols, blocks);
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace splitspec::kernels
