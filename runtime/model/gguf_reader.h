@@ -108,7 +108,9 @@ class GgufFile {
   const std::string& path() const { return path_; }  // "<memory>" for FromBuffer
 
   // --- metadata ---
-  bool HasKey(std::string_view key) const { return metadata_.contains(key); }
+  bool HasKey(std::string_view key) const {
+    return metadata_.contains(absl::string_view(key.data(), key.size()));
+  }
   // NotFound naming the key if absent.
   absl::StatusOr<GgufValueType> GetType(std::string_view key) const;
   // Keys in file order.
