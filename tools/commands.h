@@ -11,6 +11,8 @@ namespace splitspec::tools {
 
 using CommandArgs = std::vector<std::string>;
 
+int RunStatusCommand(const CommandArgs& args);   // tools/status_command.cc
+
 
 
 }  // namespace splitspec::tools

@@ -16,7 +16,7 @@ struct Subcommand {
 };
 
 constexpr Subcommand kSubcommands[] = {
-    // {"name", "one-line summary", splitspec::tools::RunNameCommand},
+    {"status", "print cluster membership as JSON: --coordinator ENDPOINT", splitspec::tools::RunStatusCommand},
 };
 
 void PrintUsage() {

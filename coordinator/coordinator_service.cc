@@ -1,0 +1,119 @@
+#include "coordinator/coordinator_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "runtime/base/logging.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/net/wire_format.h"
+
+namespace splitspec::coordinator {
+
+absl::Status CoordinatorOptions::Validate() const {
+  if (control_endpoint.empty()) return absl::InvalidArgumentError("control_endpoint must not be empty");
+  return membership.Validate();
+}
+
+absl::StatusOr<std::unique_ptr<CoordinatorService>> CoordinatorService::Create(const CoordinatorOptions& options) {
+  RETURN_IF_ERROR(options.Validate());
+  ASSIGN_OR_RETURN(std::unique_ptr<net::Channel> channel, net::ListenChannel(options.control_endpoint));
+  return std::unique_ptr<CoordinatorService>(new CoordinatorService(options, std::move(channel)));
+}
+
+CoordinatorService::CoordinatorService(const CoordinatorOptions& options, std::unique_ptr<net::Channel> channel)
+    : options_(options),
+      control_(std::move(channel)),
+      control_endpoint_(control_->endpoint()),
+      membership_(options.membership) {}
+
+absl::Status CoordinatorService::Run(const std::atomic<bool>& stop) {
+  // Sweep several times per interval so a death is seen within one interval of
+  // its deadline.
+  const absl::Duration tick = options_.membership.heartbeat_interval / 4;
+  absl::Time next_sweep = absl::Now();
+  while (!stop.load(std::memory_order_relaxed)) {
+    absl::StatusOr<net::Frame> frame = control_->Receive(tick);
+    if (frame.ok()) {
+      Handle(*frame);
+    } else if (!absl::IsDeadlineExceeded(frame.status())) {
+      return frame.status();
+    }
+    const absl::Time now = absl::Now();
+    if (now >= next_sweep) {
+      for (uint64_t id : membership_.Sweep(now)) {
+        SPLITSPEC_LOG(WARNING) << "worker " << id << " declared dead after "
+                               << options_.membership.dead_after_missed << " missed heartbeats";
+      }
+      next_sweep = now + tick;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void CoordinatorService::Handle(const net::Frame& frame) {
+  const proto::Envelope& envelope = frame.envelope;
+  switch (envelope.body_case()) {
+    case proto::Envelope::kRegisterWorker:
+      HandleRegister(frame.peer, envelope.register_worker());
+      break;
+    case proto::Envelope::kHeartbeat:
+      HandleHeartbeat(frame.peer, envelope.heartbeat());
+      break;
+    case proto::Envelope::kDeregister:
+      if (membership_.Deregister(envelope.deregister().worker_id()).ok()) {
+        SPLITSPEC_LOG(INFO) << "worker " << envelope.deregister().worker_id()
+                            << " left: " << envelope.deregister().reason();
+      }
+      break;
+    case proto::Envelope::kStatusRequest:
+      HandleStatus(frame.peer);
+      break;
+    default: {
+      ++unexpected_messages_;
+      proto::Envelope reply = net::NewEnvelope();
+      reply.mutable_error()->set_code(proto::ERROR_CODE_INVALID_ARGUMENT);
+      reply.mutable_error()->set_message(
+          absl::StrCat("unexpected message '", net::BodyName(envelope), "' on the control channel"));
+      Reply(frame.peer, reply);
+    }
+  }
+}
+
+void CoordinatorService::HandleRegister(const std::string& peer, const proto::Register& registration) {
+  const uint64_t id = membership_.Register(registration, absl::Now());
+  SPLITSPEC_LOG(INFO) << "registered " << proto::Role_Name(registration.role()) << " '"
+                      << registration.worker_name() << "' as worker " << id;
+  proto::Envelope reply = net::NewEnvelope();
+  proto::RegisterAck* ack = reply.mutable_register_ack();
+  ack->set_worker_id(id);
+  ack->set_heartbeat_interval_ms(
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.membership.heartbeat_interval)));
+  ack->set_suspect_after_missed(options_.membership.suspect_after_missed);
+  ack->set_dead_after_missed(options_.membership.dead_after_missed);
+  Reply(peer, reply);
+}
+
+void CoordinatorService::HandleHeartbeat(const std::string& peer, const proto::Heartbeat& heartbeat) {
+  proto::Envelope reply = net::NewEnvelope();
+  reply.mutable_heartbeat_ack()->set_worker_id(heartbeat.worker_id());
+  reply.mutable_heartbeat_ack()->set_known(membership_.Heartbeat(heartbeat, absl::Now()));
+  Reply(peer, reply);
+}
+
+void CoordinatorService::HandleStatus(const std::string& peer) {
+  membership_.Sweep(absl::Now());
+  proto::Envelope reply = net::NewEnvelope();
+  proto::StatusReply* status = reply.mutable_status_reply();
+  for (proto::MemberStatus& member : membership_.Snapshot()) *status->add_members() = std::move(member);
+  *status->mutable_control_channel() = control_->CountersProto();
+  status->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - started_));
+  status->set_protocol_version(proto::PROTOCOL_VERSION_CURRENT);
+  Reply(peer, reply);
+}
+
+void CoordinatorService::Reply(const std::string& peer, const proto::Envelope& envelope) {
+  absl::Status status = control_->Send(peer, envelope);
+  if (!status.ok()) {
+    SPLITSPEC_LOG(WARNING) << "reply '" << net::BodyName(envelope) << "' to '" << peer << "' failed: " << status;
+  }
+}
+
+}  // namespace splitspec::coordinator

@@ -1,0 +1,97 @@
+#include "runtime/net/membership_client.h"
+
+#include <unistd.h>
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/base/logging.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/net/wire_format.h"
+
+namespace splitspec::net {
+
+absl::StatusOr<std::unique_ptr<MembershipClient>> MembershipClient::Connect(
+    const std::string& coordinator_endpoint, proto::Register registration) {
+  // Unique across restarts of the same worker, so a stale ROUTER entry never
+  // swallows the new process's replies.
+  std::random_device entropy;
+  const std::string identity = absl::StrCat(registration.worker_name(), "-", getpid(), "-", entropy() % 100000);
+  ASSIGN_OR_RETURN(std::unique_ptr<Channel> channel, ConnectChannel(coordinator_endpoint, identity));
+  return std::unique_ptr<MembershipClient>(new MembershipClient(std::move(channel), std::move(registration)));
+}
+
+MembershipClient::MembershipClient(std::unique_ptr<Channel> channel, proto::Register registration)
+    : channel_(std::move(channel)), registration_(std::move(registration)) {}
+
+absl::Status MembershipClient::SendDue(absl::Time now) {
+  if (now < next_send_) return absl::OkStatus();
+  proto::Envelope envelope = NewEnvelope();
+  if (worker_id_ == 0) {
+    *envelope.mutable_register_worker() = registration_;
+    next_send_ = now + register_retry_;
+  } else {
+    proto::Heartbeat* heartbeat = envelope.mutable_heartbeat();
+    heartbeat->set_worker_id(worker_id_);
+    heartbeat->set_sequence(++heartbeat_sequence_);
+    *heartbeat->mutable_load() = load_;
+    next_send_ = now + heartbeat_interval_;
+  }
+  absl::Status status = channel_->Send("", envelope);
+  // A full queue (coordinator unreachable) is not fatal: retry next interval.
+  if (absl::IsResourceExhausted(status)) return absl::OkStatus();
+  return status;
+}
+
+void MembershipClient::Handle(const proto::Envelope& envelope) {
+  if (envelope.has_register_ack()) {
+    const proto::RegisterAck& ack = envelope.register_ack();
+    if (worker_id_ == 0) {
+      worker_id_ = ack.worker_id();
+      heartbeat_interval_ = absl::Milliseconds(std::max<uint32_t>(ack.heartbeat_interval_ms(), 1));
+      next_send_ = absl::Now() + heartbeat_interval_;
+      SPLITSPEC_LOG(INFO) << "registered as worker " << worker_id_ << ", heartbeat every "
+                          << absl::FormatDuration(heartbeat_interval_);
+    }
+  } else if (envelope.has_heartbeat_ack()) {
+    if (!envelope.heartbeat_ack().known() && worker_id_ != 0) {
+      SPLITSPEC_LOG(WARNING) << "coordinator no longer knows worker " << worker_id_ << "; registering again";
+      worker_id_ = 0;
+      next_send_ = absl::InfinitePast();
+    }
+  }
+}
+
+absl::Status MembershipClient::Poll(absl::Duration budget, proto::Envelope* other, bool* got_other) {
+  if (got_other != nullptr) *got_other = false;
+  const absl::Time deadline = absl::Now() + budget;
+  while (true) {
+    const absl::Time now = absl::Now();
+    RETURN_IF_ERROR(SendDue(now));
+    if (now >= deadline) return absl::OkStatus();
+    const absl::Duration wait = std::min(deadline, next_send_) - now;
+    absl::StatusOr<Frame> frame = channel_->Receive(std::max(wait, absl::ZeroDuration()));
+    if (!frame.ok()) {
+      if (absl::IsDeadlineExceeded(frame.status())) continue;
+      return frame.status();
+    }
+    const proto::Envelope& envelope = frame->envelope;
+    if (envelope.has_register_ack() || envelope.has_heartbeat_ack()) {
+      Handle(envelope);
+    } else if (other != nullptr) {
+      *other = std::move(frame->envelope);
+      if (got_other != nullptr) *got_other = true;
+      return absl::OkStatus();
+    }
+  }
+}
+
+absl::Status MembershipClient::Deregister(const std::string& reason) {
+  if (worker_id_ == 0) return absl::OkStatus();
+  proto::Envelope envelope = NewEnvelope();
+  envelope.mutable_deregister()->set_worker_id(worker_id_);
+  envelope.mutable_deregister()->set_reason(reason);
+  return channel_->Send("", envelope);
+}
+
+}  // namespace splitspec::net

@@ -1,0 +1,66 @@
+// MembershipClient: a worker's side of cluster membership. Registers with the
+// coordinator, then heartbeats at the interval the coordinator asked for, and
+// re-registers if the coordinator forgot it (restart, or declared it dead).
+//
+//   proto::Register me;  me.set_role(proto::ROLE_DRAFT_WORKER); me.set_worker_name("draft-0");
+//   ASSIGN_OR_RETURN(auto client, MembershipClient::Connect("tcp://10.0.0.1:5555", me));
+//   while (!stop) RETURN_IF_ERROR(client->Poll(absl::Milliseconds(50)));
+//   client->Deregister("shutdown");
+//
+// Thread safety: thread-compatible; owned by the worker's control thread, which
+// also owns the underlying control Channel.
+#ifndef SPLITSPEC_RUNTIME_NET_MEMBERSHIP_CLIENT_H_
+#define SPLITSPEC_RUNTIME_NET_MEMBERSHIP_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/splitspec.pb.h"
+#include "runtime/net/channel.h"
+
+namespace splitspec::net {
+
+class MembershipClient {
+ public:
+  // Connects (asynchronously) to the coordinator's control endpoint. The
+  // registration is sent on the first Poll. Errors: those of ConnectChannel.
+  static absl::StatusOr<std::unique_ptr<MembershipClient>> Connect(const std::string& coordinator_endpoint,
+                                                                   proto::Register registration);
+
+  // Sends what is due (Register until acknowledged, then Heartbeat every
+  // interval) and handles replies, returning after about `budget`. Messages
+  // other than membership replies are returned through `other` if non-null
+  // (the caller's data plane may share the control channel), else ignored.
+  // Errors: only transport failures that make the channel unusable.
+  absl::Status Poll(absl::Duration budget, proto::Envelope* other = nullptr, bool* got_other = nullptr);
+
+  // Best-effort graceful leave; the coordinator marks this worker LEFT.
+  absl::Status Deregister(const std::string& reason);
+
+  bool registered() const { return worker_id_ != 0; }
+  uint64_t worker_id() const { return worker_id_; }
+  uint64_t heartbeats_sent() const { return heartbeat_sequence_; }
+  void set_load(const proto::LoadReport& load) { load_ = load; }
+  Channel& channel() { return *channel_; }
+
+ private:
+  MembershipClient(std::unique_ptr<Channel> channel, proto::Register registration);
+  absl::Status SendDue(absl::Time now);
+  void Handle(const proto::Envelope& envelope);
+
+  std::unique_ptr<Channel> channel_;
+  proto::Register registration_;
+  proto::LoadReport load_;
+  uint64_t worker_id_ = 0;
+  uint64_t heartbeat_sequence_ = 0;
+  absl::Duration heartbeat_interval_ = absl::Milliseconds(500);
+  absl::Duration register_retry_ = absl::Milliseconds(250);
+  absl::Time next_send_ = absl::InfinitePast();
+};
+
+}  // namespace splitspec::net
+
+#endif  // SPLITSPEC_RUNTIME_NET_MEMBERSHIP_CLIENT_H_

@@ -1,0 +1,59 @@
+#include "tests/integration/cluster_test_util.h"
+
+#include <unistd.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "runtime/net/channel.h"
+#include "runtime/net/wire_format.h"
+
+namespace splitspec::testing {
+
+std::string BinaryPath(const std::string& name) { return absl::StrCat(SPLITSPEC_BIN_DIR, "/", name); }
+
+absl::StatusOr<std::pair<ChildProcess, std::string>> StartCoordinator(const std::string& dir,
+                                                                     const std::vector<std::string>& extra_flags) {
+  const std::string endpoint_file = dir + "/coordinator.endpoint";
+  std::vector<std::string> argv = {BinaryPath("splitspec-coordinator"), "--control", "tcp://127.0.0.1:*",
+                                   "--endpoint-file", endpoint_file};
+  argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+  absl::StatusOr<ChildProcess> process = ChildProcess::Spawn(argv, dir + "/coordinator.log");
+  if (!process.ok()) return process.status();
+  for (int i = 0; i < 1000; ++i) {
+    std::string endpoint(absl::StripAsciiWhitespace(ReadFileOrEmpty(endpoint_file)));
+    if (!endpoint.empty()) return std::make_pair(*std::move(process), endpoint);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return absl::DeadlineExceededError(absl::StrCat("coordinator never wrote ", endpoint_file, "; log:\n",
+                                                  process->ReadLog()));
+}
+
+absl::StatusOr<proto::StatusReply> FetchStatus(const std::string& endpoint) {
+  static int counter = 0;
+  auto channel = net::ConnectChannel(endpoint, absl::StrCat("test-status-", getpid(), "-", ++counter));
+  if (!channel.ok()) return channel.status();
+  proto::Envelope request = net::NewEnvelope();
+  request.mutable_status_request();
+  if (absl::Status s = (*channel)->Send("", request); !s.ok()) return s;
+  auto frame = (*channel)->Receive(absl::Seconds(5));
+  if (!frame.ok()) return frame.status();
+  if (!frame->envelope.has_status_reply()) return absl::InternalError("reply is not a status_reply");
+  return frame->envelope.status_reply();
+}
+
+bool PollStatusUntil(const std::string& endpoint, const std::function<bool(const proto::StatusReply&)>& done,
+                     int attempts, absl::Duration pause, proto::StatusReply* last) {
+  for (int i = 0; i < attempts; ++i) {
+    absl::StatusOr<proto::StatusReply> status = FetchStatus(endpoint);
+    if (status.ok()) {
+      *last = *status;
+      if (done(*status)) return true;
+    }
+    std::this_thread::sleep_for(absl::ToChronoMilliseconds(pause));
+  }
+  return false;
+}
+
+}  // namespace splitspec::testing
