@@ -69,6 +69,9 @@ class ZmqChannel final : public Channel {
       if (payload_parts >= 1) frame.bytes = parts[payload_index].to_string();
       return frame;
     } catch (const zmq::error_t& e) {
+      // A signal (e.g. SIGTERM asking for shutdown) interrupts the wait: report
+      // "nothing arrived" so the caller's loop can look at its stop flag.
+      if (e.num() == EINTR) return absl::DeadlineExceededError(absl::StrCat("receive on ", endpoint_, " interrupted"));
       return ZmqError(e, absl::StrCat("receive on ", endpoint_));
     }
   }

@@ -13,7 +13,10 @@ namespace splitspec::net {
 namespace {
 
 absl::StatusOr<proto::StatusReply> AskStatus(const std::string& endpoint) {
-  auto channel = ConnectChannel(endpoint, "status-asker");
+  // A fresh identity each time: a ZeroMQ ROUTER keeps routing a reused
+  // identity to the first (closed) connection.
+  static std::atomic<int> counter{0};
+  auto channel = ConnectChannel(endpoint, "status-asker-" + std::to_string(counter.fetch_add(1)));
   if (!channel.ok()) return channel.status();
   proto::Envelope request = NewEnvelope();
   request.mutable_status_request();
