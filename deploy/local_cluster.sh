@@ -29,12 +29,16 @@ done
 mkdir -p "$RUN_DIR"
 
 pids=()
+stopped=0
 stop() {
+  ((stopped)) && return
+  stopped=1
   echo "==> stopping ${#pids[@]} processes"
   kill -TERM "${pids[@]}" 2>/dev/null || true
   wait 2>/dev/null || true
 }
-trap stop EXIT INT TERM
+trap stop EXIT
+trap 'stop; exit 0' INT TERM
 
 echo "==> coordinator on $CONTROL (log $RUN_DIR/coordinator.log)"
 "$BIN/splitspec-coordinator" --control "$CONTROL" >"$RUN_DIR/coordinator.log" 2>&1 &
@@ -57,4 +61,5 @@ echo "==> membership (splitspec status --coordinator $CONTROL):"
 "$BIN/splitspec" status --coordinator "$CONTROL"
 echo "==> cluster running; Ctrl-C to stop"
 wait -n "${pids[@]}" || true
-echo "local_cluster.sh: a process exited; see the logs in $RUN_DIR" >&2
+echo "local_cluster.sh: a process exited on its own; see the logs in $RUN_DIR" >&2
+exit 1
