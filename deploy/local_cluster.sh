@@ -29,16 +29,14 @@ done
 mkdir -p "$RUN_DIR"
 
 pids=()
-stopped=0
 stop() {
-  ((stopped)) && return
-  stopped=1
   echo "==> stopping ${#pids[@]} processes"
   kill -TERM "${pids[@]}" 2>/dev/null || true
   wait 2>/dev/null || true
 }
+# Ctrl-C / SIGTERM exit normally; the EXIT trap then stops the children once.
 trap stop EXIT
-trap 'stop; exit 0' INT TERM
+trap 'exit 0' INT TERM
 
 echo "==> coordinator on $CONTROL (log $RUN_DIR/coordinator.log)"
 "$BIN/splitspec-coordinator" --control "$CONTROL" >"$RUN_DIR/coordinator.log" 2>&1 &
