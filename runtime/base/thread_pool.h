@@ -1,0 +1,85 @@
+// A fixed set of worker threads that run data-parallel loops (matmul row
+// ranges, attention heads) together with the calling thread.
+//
+//   ThreadPool pool(ThreadPool::DefaultThreads());   // hardware_concurrency
+//   pool.ParallelFor(num_chunks, [&](int64_t chunk, int thread) {
+//     MatMulRows(type, w, cols, packed, chunk * 64, std::min(rows, chunk * 64 + 64), y, rows);
+//   });
+//
+// Thread model: `num_threads - 1` workers plus the caller of ParallelFor, which
+// takes tasks too. Tasks are handed out one at a time from a shared counter, so
+// which thread runs which task varies from call to call: a task must not depend
+// on the thread that runs it except through `thread` (an index in
+// [0, num_threads) that is unique among the threads running concurrently, meant
+// for per-thread scratch buffers).
+//
+// Idle policy: after a loop a worker polls for the next loop for a short bounded
+// time (about 50 microseconds, so back-to-back loops of a decode step do not pay
+// a wake-up each) and then sleeps on a condition variable; an idle pool uses no
+// CPU. The destructor wakes and joins the workers.
+//
+// Thread safety: ParallelFor may be called from one thread at a time (calls are
+// serialized by an internal mutex); `fn` must not call ParallelFor on the same
+// pool.
+#ifndef SPLITSPEC_RUNTIME_BASE_THREAD_POOL_H_
+#define SPLITSPEC_RUNTIME_BASE_THREAD_POOL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+#include "absl/synchronization/mutex.h"
+
+namespace splitspec {
+
+class ThreadPool {
+ public:
+  // std::thread::hardware_concurrency(), at least 1.
+  static int DefaultThreads();
+
+  // REQUIRES: num_threads >= 1 (values < 1 are treated as 1).
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return num_threads_; }
+
+  // Runs fn(task, thread) for every task in [0, num_tasks) and returns when all
+  // have finished. num_tasks <= 0 returns at once. fn must not throw.
+  void ParallelFor(int64_t num_tasks, absl::FunctionRef<void(int64_t task, int thread)> fn);
+
+ private:
+  // One loop being run; lives on the caller's stack for the duration of ParallelFor.
+  struct Job {
+    absl::FunctionRef<void(int64_t, int)> fn;
+    int64_t num_tasks;
+    std::atomic<int64_t> next{0};
+  };
+
+  void WorkerMain(int thread);
+  // Takes tasks of `job` until none are left.
+  static void Drain(Job& job, int thread);
+
+  const int num_threads_;
+  std::vector<std::thread> workers_;
+
+  absl::Mutex call_mu_;  // serializes ParallelFor callers
+
+  // Publication of jobs to the workers. The state below is protected by mu_;
+  // `generation_` is also read without the lock while a worker polls.
+  absl::Mutex mu_;
+  absl::CondVar work_cv_;  // signalled when generation_ changes or on shutdown
+  absl::CondVar done_cv_;  // signalled when the last worker finishes a job
+  Job* job_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<uint64_t> generation_{0};      // bumped (under mu_) for every job
+  std::atomic<int> workers_busy_{0};         // workers still draining the current job
+};
+
+}  // namespace splitspec
+
+#endif  // SPLITSPEC_RUNTIME_BASE_THREAD_POOL_H_
