@@ -36,23 +36,25 @@ int32_t DotNibbles(const uint8_t* qs, const int8_t* x) {
   return sum;
 }
 
-float DotBlock32(GgmlType type, const void* row, const ActivationBlock32* x, int64_t blocks) {
+float DotBlock32(GgmlType type, const void* row, const Blocks32View& x, int64_t blocks) {
   float acc = 0.0f;
   float acc_min = 0.0f;
   for (int64_t b = 0; b < blocks; ++b) {
+    const int8_t* xq = x.qs + 32 * b;
+    const int32_t xsum = static_cast<int32_t>(x.sum[b]);
     if (type == GgmlType::kQ4_0) {
       const BlockQ4_0& w = static_cast<const BlockQ4_0*>(row)[b];
-      const int32_t isum = DotNibbles(w.qs, x[b].qs) - 8 * x[b].sum;
-      acc += static_cast<float>(isum) * (Fp16ToFloat(w.d) * x[b].d);
+      const int32_t isum = DotNibbles(w.qs, xq) - 8 * xsum;
+      acc += static_cast<float>(isum) * (Fp16ToFloat(w.d) * x.d[b]);
     } else if (type == GgmlType::kQ4_1) {
       const BlockQ4_1& w = static_cast<const BlockQ4_1*>(row)[b];
-      acc += static_cast<float>(DotNibbles(w.qs, x[b].qs)) * (Fp16ToFloat(w.d) * x[b].d);
-      acc_min += Fp16ToFloat(w.m) * x[b].d_sum;
+      acc += static_cast<float>(DotNibbles(w.qs, xq)) * (Fp16ToFloat(w.d) * x.d[b]);
+      acc_min += Fp16ToFloat(w.m) * x.d_sum[b];
     } else {
       const BlockQ8_0& w = static_cast<const BlockQ8_0*>(row)[b];
       int32_t isum = 0;
-      for (int j = 0; j < 32; ++j) isum += w.qs[j] * x[b].qs[j];
-      acc += static_cast<float>(isum) * (Fp16ToFloat(w.d) * x[b].d);
+      for (int j = 0; j < 32; ++j) isum += w.qs[j] * xq[j];
+      acc += static_cast<float>(isum) * (Fp16ToFloat(w.d) * x.d[b]);
     }
   }
   return acc + acc_min;
@@ -128,8 +130,12 @@ float DotBlock256(GgmlType type, const void* row, const ActivationBlock256* x, i
   return acc - acc_min;
 }
 
+// Chosen once per process, so that every call on this machine takes the same path.
 RowsFn ChoosePath() {
-  // The vector paths land in the following commits.
+  const CpuFeatureSet& f = CpuFeatures();
+  if (f.avx512_vnni) return internal::MatMulRowsAvx512Vnni;
+  if (f.avx512) return internal::MatMulRowsAvx512;
+  if (f.avx2) return internal::MatMulRowsAvx2;
   return MatMulRowsReference;
 }
 
@@ -155,7 +161,7 @@ void MatMulRowsReference(GgmlType weight_type, const void* w, int64_t cols,
       if (family == ActivationFamily::kFloat) {
         value = DotFloat(weight_type, row, reinterpret_cast<const float*>(xt), cols);
       } else if (family == ActivationFamily::kBlock32) {
-        value = DotBlock32(weight_type, row, reinterpret_cast<const ActivationBlock32*>(xt), cols / 32);
+        value = DotBlock32(weight_type, row, ViewBlocks32(xt, cols), cols / 32);
       } else {
         value = DotBlock256(weight_type, row, reinterpret_cast<const ActivationBlock256*>(xt), cols / 256);
       }

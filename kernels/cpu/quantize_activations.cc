@@ -48,33 +48,46 @@ ActivationFamily ActivationFamilyOf(GgmlType weight_type) {
 }
 
 int64_t PackedTokenBytes(GgmlType weight_type, int64_t cols) {
+  int64_t bytes = 0;
   switch (ActivationFamilyOf(weight_type)) {
     case ActivationFamily::kFloat:
-      return cols * static_cast<int64_t>(sizeof(float));
+      bytes = cols * static_cast<int64_t>(sizeof(float));
+      break;
     case ActivationFamily::kBlock32:
-      return cols / 32 * static_cast<int64_t>(sizeof(ActivationBlock32));
+      bytes = cols + 3 * Blocks32Padded(cols / 32) * static_cast<int64_t>(sizeof(float));
+      break;
     case ActivationFamily::kBlock256:
-      return cols / 256 * static_cast<int64_t>(sizeof(ActivationBlock256));
+      bytes = cols / 256 * static_cast<int64_t>(sizeof(ActivationBlock256));
+      break;
   }
-  std::abort();
+  return (bytes + 63) / 64 * 64;
+}
+
+Blocks32View ViewBlocks32(const uint8_t* token, int64_t cols) {
+  uint8_t* base = const_cast<uint8_t*>(token);
+  const int64_t padded = Blocks32Padded(cols / 32);
+  float* d = reinterpret_cast<float*>(base + cols);  // cols % 32 == 0: 4-byte aligned
+  return Blocks32View{reinterpret_cast<int8_t*>(base), d, d + padded, d + 2 * padded};
 }
 
 namespace internal {
 
-void QuantizeBlocks32Scalar(const float* x, int64_t n, ActivationBlock32* out) {
-  for (int64_t b = 0; b < n / 32; ++b) {
-    ActivationBlock32& block = out[b];
-    block.d = QuantizeSpan(x + 32 * b, 32, block.qs);
+void QuantizeBlocks32Scalar(const float* x, int64_t cols, Blocks32View out) {
+  const int64_t nb = cols / 32;
+  for (int64_t b = 0; b < nb; ++b) {
+    int8_t* q = out.qs + 32 * b;
+    const float d = QuantizeSpan(x + 32 * b, 32, q);
     int32_t sum = 0;
-    for (int i = 0; i < 32; ++i) sum += block.qs[i];
-    block.sum = sum;
-    block.d_sum = block.d * static_cast<float>(sum);
-    block.pad = 0;
+    for (int i = 0; i < 32; ++i) sum += q[i];
+    out.d[b] = d;
+    out.sum[b] = static_cast<float>(sum);
+    out.d_sum[b] = d * static_cast<float>(sum);
   }
+  for (int64_t b = nb; b < Blocks32Padded(nb); ++b) out.d[b] = out.sum[b] = out.d_sum[b] = 0.0f;
 }
 
-void QuantizeBlocks256Scalar(const float* x, int64_t n, ActivationBlock256* out) {
-  for (int64_t b = 0; b < n / 256; ++b) {
+void QuantizeBlocks256Scalar(const float* x, int64_t cols, ActivationBlock256* out) {
+  for (int64_t b = 0; b < cols / 256; ++b) {
     ActivationBlock256& block = out[b];
     block.d = QuantizeSpan(x + 256 * b, 256, block.qs);
     std::memset(block.pad, 0, sizeof(block.pad));
@@ -108,7 +121,7 @@ void PackActivations(GgmlType weight_type, const float* x, int64_t tokens, int64
         std::memcpy(dst, row, static_cast<size_t>(token_bytes));
         break;
       case ActivationFamily::kBlock32: {
-        auto* blocks = reinterpret_cast<ActivationBlock32*>(dst);
+        const Blocks32View blocks = ViewBlocks32(dst, cols);
         avx2 ? internal::QuantizeBlocks32Avx2(row, cols, blocks)
              : internal::QuantizeBlocks32Scalar(row, cols, blocks);
         break;

@@ -1,12 +1,15 @@
 // Packing of float activations for MatMulRows: the private layout of
 // PackedActivations::data, shared by the scalar reference and the ISA paths.
 //
-// Family of a weight type -> packed layout of each token (tokens one after another):
-//   kFloat   (F32, F16, BF16):  float[cols], the activations unchanged.
-//   kBlock32 (Q4_0, Q4_1, Q8_0): cols / 32 ActivationBlock32, int8 with one scale per 32.
-//   kBlock256 (Q4_K, Q5_K, Q6_K): cols / 256 ActivationBlock256, int8 with one scale per 256.
-// Quantization: d = amax / 127, q = round-half-even(x * (1 / d)) in [-127, 127]
-// (d = 0 and q = 0 for an all-zero block). The vector packer produces the same bytes.
+// Family of a weight type -> packed layout of one token (tokens follow each other,
+// PackedTokenBytes apart):
+//   kFloat    (F32, F16, BF16):  float[cols], the activations unchanged.
+//   kBlock32  (Q4_0, Q4_1, Q8_0): int8 blocks of 32 with one scale each, as arrays
+//             (see Blocks32View) so that vector code loads 16 scales at once.
+//   kBlock256 (Q4_K, Q5_K, Q6_K): cols / 256 ActivationBlock256, one scale per 256.
+// Quantization of a span: d = amax / 127, q = round-half-even(x * (1 / d)) clamped to
+// [-127, 127] (d = 0 and q = 0 for an all-zero span). The AVX2 packer performs the same
+// float operations and writes identical bytes.
 #ifndef SPLITSPEC_KERNELS_CPU_QUANTIZE_ACTIVATIONS_H_
 #define SPLITSPEC_KERNELS_CPU_QUANTIZE_ACTIVATIONS_H_
 
@@ -21,14 +24,17 @@ enum class ActivationFamily { kFloat, kBlock32, kBlock256 };
 // REQUIRES: IsSupportedWeightType(weight_type).
 ActivationFamily ActivationFamilyOf(GgmlType weight_type);
 
-struct ActivationBlock32 {
-  float d;        // scale: x ~= d * qs[i]
-  float d_sum;    // d * sum(qs), exact product of the two as floats
-  int32_t sum;    // sum(qs)
-  int32_t pad;
-  int8_t qs[32];
+// One packed token of the kBlock32 family: nb = cols / 32 blocks; the per-block arrays
+// hold Blocks32Padded(nb) entries (multiple of 16), the padding is zero.
+struct Blocks32View {
+  int8_t* qs;     // [nb, 32] quants: x[32b + i] ~= d[b] * qs[32b + i]
+  float* d;       // [nb] scales
+  float* d_sum;   // [nb] d[b] * sum[b] (one float multiply)
+  float* sum;     // [nb] sum of the block's quants (an exact integer)
 };
-static_assert(sizeof(ActivationBlock32) == 48);
+inline int64_t Blocks32Padded(int64_t nb) { return (nb + 15) / 16 * 16; }
+// The view of a packed token at `token`; readers of a const buffer must only read.
+Blocks32View ViewBlocks32(const uint8_t* token, int64_t cols);
 
 struct ActivationBlock256 {
   float d;             // scale: x ~= d * qs[i]
@@ -38,16 +44,17 @@ struct ActivationBlock256 {
 };
 static_assert(sizeof(ActivationBlock256) == 320);
 
-// Bytes of one packed token of `cols` activations for weights of `weight_type`.
+// Bytes of one packed token of `cols` activations for weights of `weight_type`
+// (a multiple of 64).
 int64_t PackedTokenBytes(GgmlType weight_type, int64_t cols);
 
 namespace internal {
-// Quantize n floats (n % 32 == 0 / n % 256 == 0) into blocks; scalar and AVX2 versions
+// Quantize one token (cols % 32 == 0 / cols % 256 == 0). Scalar and AVX2 versions
 // produce identical bytes.
-void QuantizeBlocks32Scalar(const float* x, int64_t n, ActivationBlock32* out);
-void QuantizeBlocks256Scalar(const float* x, int64_t n, ActivationBlock256* out);
-void QuantizeBlocks32Avx2(const float* x, int64_t n, ActivationBlock32* out);
-void QuantizeBlocks256Avx2(const float* x, int64_t n, ActivationBlock256* out);
+void QuantizeBlocks32Scalar(const float* x, int64_t cols, Blocks32View out);
+void QuantizeBlocks256Scalar(const float* x, int64_t cols, ActivationBlock256* out);
+void QuantizeBlocks32Avx2(const float* x, int64_t cols, Blocks32View out);
+void QuantizeBlocks256Avx2(const float* x, int64_t cols, ActivationBlock256* out);
 }  // namespace internal
 
 }  // namespace splitspec::kernels

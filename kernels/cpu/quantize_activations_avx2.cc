@@ -49,23 +49,23 @@ inline void Quantize32(const float* x, __m256 id, int8_t* q, int32_t* sum_lo, in
 
 }  // namespace
 
-void QuantizeBlocks32Avx2(const float* x, int64_t n, ActivationBlock32* out) {
-  for (int64_t b = 0; b < n / 32; ++b) {
-    ActivationBlock32& block = out[b];
+void QuantizeBlocks32Avx2(const float* x, int64_t cols, Blocks32View out) {
+  const int64_t nb = cols / 32;
+  for (int64_t b = 0; b < nb; ++b) {
     const float* src = x + 32 * b;
     const float d = AbsMax(src, 32) / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     int32_t lo, hi;
-    Quantize32(src, _mm256_set1_ps(id), block.qs, &lo, &hi);
-    block.d = d;
-    block.sum = lo + hi;
-    block.d_sum = d * static_cast<float>(block.sum);
-    block.pad = 0;
+    Quantize32(src, _mm256_set1_ps(id), out.qs + 32 * b, &lo, &hi);
+    out.d[b] = d;
+    out.sum[b] = static_cast<float>(lo + hi);
+    out.d_sum[b] = d * static_cast<float>(lo + hi);
   }
+  for (int64_t b = nb; b < Blocks32Padded(nb); ++b) out.d[b] = out.sum[b] = out.d_sum[b] = 0.0f;
 }
 
-void QuantizeBlocks256Avx2(const float* x, int64_t n, ActivationBlock256* out) {
-  for (int64_t b = 0; b < n / 256; ++b) {
+void QuantizeBlocks256Avx2(const float* x, int64_t cols, ActivationBlock256* out) {
+  for (int64_t b = 0; b < cols / 256; ++b) {
     ActivationBlock256& block = out[b];
     const float* src = x + 256 * b;
     const float d = AbsMax(src, 256) / 127.0f;

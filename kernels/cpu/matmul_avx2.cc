@@ -1,0 +1,200 @@
+// AVX2 matmul path: float weights (F32, F16, BF16) with FMA, and the 32-element block
+// types (Q4_0, Q4_1, Q8_0) with integer dot products, one block per register.
+//
+// Block types, per row and token: blocks are taken 8 at a time (a "group"); the 8
+// weight scales are converted once and multiplied by the token's 8 activation scales;
+// each block gives 8 int32 partial sums (vpmaddubsw + vpmaddwd; Q8_0 through the
+// abs/sign trick) that are converted to float and FMA'd, with the block's scale, into
+// one of two accumulators (even / odd block). Q4_0's -8 and Q4_1's min are applied per
+// group with the block sums. Every step depends only on `cols`.
+#include <immintrin.h>
+
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_tiles.h"
+#include "kernels/cpu/quant_blocks.h"
+#include "kernels/cpu/quantize_activations.h"
+
+namespace splitspec::kernels::internal {
+namespace {
+
+inline float HorizontalSum(__m256 v) {
+  __m128 v4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  v4 = _mm_add_ps(v4, _mm_movehl_ps(v4, v4));
+  v4 = _mm_add_ss(v4, _mm_shuffle_ps(v4, v4, 1));
+  return _mm_cvtss_f32(v4);
+}
+
+// ---------------------------------------------------------------- float weights
+
+// Lanes [0, n) of a mask for _mm256_maskload_ps (n in [0, 8]).
+inline __m256i LaneMask(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+template <GgmlType kType>
+inline __m256 LoadWeights8(const uint8_t* row, int64_t i) {
+  if constexpr (kType == GgmlType::kF32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  } else if constexpr (kType == GgmlType::kF16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+  } else {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+}
+
+// The last cols % 8 weights, zero-padded (no read past the row).
+template <GgmlType kType>
+inline __m256 LoadWeightsTail(const uint8_t* row, int64_t i, int64_t n) {
+  alignas(32) float w[8] = {};
+  for (int64_t k = 0; k < n; ++k) {
+    if constexpr (kType == GgmlType::kF32) {
+      w[k] = reinterpret_cast<const float*>(row)[i + k];
+    } else {
+      uint16_t h;
+      __builtin_memcpy(&h, row + 2 * (i + k), 2);
+      w[k] = kType == GgmlType::kF16 ? Fp16ToFloat(h) : Bf16ToFloat(h);
+    }
+  }
+  return _mm256_load_ps(w);
+}
+
+template <GgmlType kType>
+struct FloatKernel {
+  int64_t cols;
+
+  template <int N>
+  void Run(const uint8_t* row, const TokenTile& tile) const {
+    __m256 acc[N];
+    const float* x[N];
+    for (int t = 0; t < N; ++t) {
+      acc[t] = _mm256_setzero_ps();
+      x[t] = reinterpret_cast<const float*>(tile.x[t]);
+    }
+    int64_t i = 0;
+    for (; i + 8 <= cols; i += 8) {
+      const __m256 w = LoadWeights8<kType>(row, i);
+      for (int t = 0; t < N; ++t) acc[t] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x[t] + i), acc[t]);
+    }
+    if (i < cols) {
+      const __m256 w = LoadWeightsTail<kType>(row, i, cols - i);
+      const __m256i mask = LaneMask(cols - i);
+      for (int t = 0; t < N; ++t) acc[t] = _mm256_fmadd_ps(w, _mm256_maskload_ps(x[t] + i, mask), acc[t]);
+    }
+    for (int t = 0; t < N; ++t) *tile.y[t] = HorizontalSum(acc[t]);
+  }
+};
+
+// ------------------------------------------------------- 32-element block weights
+
+template <GgmlType kType>
+struct Block32Layout;
+template <>
+struct Block32Layout<GgmlType::kQ4_0> {
+  using Block = BlockQ4_0;
+};
+template <>
+struct Block32Layout<GgmlType::kQ4_1> {
+  using Block = BlockQ4_1;
+};
+template <>
+struct Block32Layout<GgmlType::kQ8_0> {
+  using Block = BlockQ8_0;
+};
+
+// Quants of one block as unsigned bytes in element order (Q8_0: absolute values; the
+// signs are moved onto the activations in Dot).
+template <GgmlType kType>
+inline __m256i LoadWeightBlock(const typename Block32Layout<kType>::Block& block) {
+  if constexpr (kType == GgmlType::kQ8_0) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qs));
+  } else {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block.qs));
+    const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+  }
+}
+
+template <GgmlType kType>
+inline __m256i Dot(__m256i w, __m256i x) {
+  __m256i products;
+  if constexpr (kType == GgmlType::kQ8_0) {
+    products = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+  } else {
+    products = _mm256_maddubs_epi16(w, x);
+  }
+  return _mm256_madd_epi16(products, _mm256_set1_epi16(1));
+}
+
+template <GgmlType kType>
+struct Block32Kernel {
+  int64_t cols;
+
+  template <int N>
+  void Run(const uint8_t* row, const TokenTile& tile) const {
+    using Block = typename Block32Layout<kType>::Block;
+    const auto* blocks = reinterpret_cast<const Block*>(row);
+    const int64_t nb = cols / 32;
+    Blocks32View x[N];
+    __m256 acc[N][2];
+    for (int t = 0; t < N; ++t) {
+      x[t] = ViewBlocks32(tile.x[t], cols);
+      acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    }
+    for (int64_t g = 0; g < nb; g += 8) {
+      const int n = nb - g >= 8 ? 8 : static_cast<int>(nb - g);
+      alignas(16) uint16_t d16[8] = {}, m16[8] = {};
+      for (int k = 0; k < n; ++k) {
+        d16[k] = blocks[g + k].d;
+        if constexpr (kType == GgmlType::kQ4_1) m16[k] = blocks[g + k].m;
+      }
+      const __m256 wd = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d16)));
+      __m256 scale[N];
+      for (int t = 0; t < N; ++t) scale[t] = _mm256_mul_ps(wd, _mm256_loadu_ps(x[t].d + g));
+      for (int k = 0; k < n; ++k) {
+        const __m256i w = LoadWeightBlock<kType>(blocks[g + k]);
+        const __m256i lane = _mm256_set1_epi32(k);
+        for (int t = 0; t < N; ++t) {
+          const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t].qs + 32 * (g + k)));
+          const __m256 partial = _mm256_cvtepi32_ps(Dot<kType>(w, xq));
+          acc[t][k & 1] = _mm256_fmadd_ps(partial, _mm256_permutevar8x32_ps(scale[t], lane), acc[t][k & 1]);
+        }
+      }
+      if constexpr (kType == GgmlType::kQ4_0) {
+        const __m256 bias = _mm256_set1_ps(-8.0f);
+        for (int t = 0; t < N; ++t) {
+          acc[t][0] = _mm256_fmadd_ps(scale[t], _mm256_mul_ps(_mm256_loadu_ps(x[t].sum + g), bias), acc[t][0]);
+        }
+      }
+      if constexpr (kType == GgmlType::kQ4_1) {
+        const __m256 wm = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(m16)));
+        for (int t = 0; t < N; ++t) acc[t][1] = _mm256_fmadd_ps(wm, _mm256_loadu_ps(x[t].d_sum + g), acc[t][1]);
+      }
+    }
+    for (int t = 0; t < N; ++t) *tile.y[t] = HorizontalSum(_mm256_add_ps(acc[t][0], acc[t][1]));
+  }
+};
+
+}  // namespace
+
+void MatMulRowsAvx2(GgmlType weight_type, const void* w, int64_t cols, const PackedActivations& x,
+                    int64_t row_begin, int64_t row_end, float* y, int64_t y_stride) {
+  switch (weight_type) {
+    case GgmlType::kF32:
+      return ForEachRowAndTile(FloatKernel<GgmlType::kF32>{cols}, weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+    case GgmlType::kF16:
+      return ForEachRowAndTile(FloatKernel<GgmlType::kF16>{cols}, weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+    case GgmlType::kBF16:
+      return ForEachRowAndTile(FloatKernel<GgmlType::kBF16>{cols}, weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+    case GgmlType::kQ4_0:
+      return ForEachRowAndTile(Block32Kernel<GgmlType::kQ4_0>{cols}, weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+    case GgmlType::kQ4_1:
+      return ForEachRowAndTile(Block32Kernel<GgmlType::kQ4_1>{cols}, weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+    case GgmlType::kQ8_0:
+      return ForEachRowAndTile(Block32Kernel<GgmlType::kQ8_0>{cols}, weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+    default:
+      return MatMulRowsKQuantsAvx2(weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+  }
+}
+
+}  // namespace splitspec::kernels::internal

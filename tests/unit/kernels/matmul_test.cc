@@ -1,0 +1,277 @@
+#include "kernels/cpu/matmul.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/quantize_activations.h"
+#include "kernels/cpu/quantize_weights.h"
+
+namespace splitspec::kernels {
+namespace {
+
+using RowsFn = void (*)(GgmlType, const void*, int64_t, const PackedActivations&, int64_t, int64_t,
+                        float*, int64_t);
+
+struct Path {
+  std::string name;
+  RowsFn fn;
+};
+
+// The vector paths this CPU can run (each is tested, whatever MatMulRows dispatches to).
+std::vector<Path> FastPaths() {
+  __builtin_cpu_init();
+  std::vector<Path> paths;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    paths.push_back({"avx2", internal::MatMulRowsAvx2});
+  }
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  if (avx512) paths.push_back({"avx512", internal::MatMulRowsAvx512});
+  if (avx512 && __builtin_cpu_supports("avx512vnni")) {
+    paths.push_back({"avx512-vnni", internal::MatMulRowsAvx512Vnni});
+  }
+  return paths;
+}
+
+constexpr GgmlType kAllTypes[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16,
+                                  GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
+                                  GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
+
+// Column counts per type: one block, a few blocks (odd counts to hit the vector
+// tails), and the default model's 576 and 1536 where the block size allows.
+std::vector<int64_t> ColsFor(GgmlType type) {
+  switch (GetGgmlTypeTraits(type).block_size) {
+    case 1:
+      return {1, 13, 32, 100, 576, 1536};
+    case 32:
+      return {32, 96, 544, 576, 1536};
+    default:
+      return {256, 768, 1536};
+  }
+}
+
+std::string Name(GgmlType type) { return GetGgmlTypeTraits(type).name; }
+
+// A random matrix: mostly normal values, with a heavier-tailed column here and there
+// so that block scales vary.
+struct Matrix {
+  GgmlType type;
+  int64_t rows, cols;
+  std::vector<uint8_t> bytes;
+  std::vector<float> dequantized;  // [rows, cols]
+};
+
+Matrix RandomMatrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> scale(0.1f, 3.0f);
+  Matrix m{type, rows, cols, std::vector<uint8_t>(RowBytes(type, cols) * rows), std::vector<float>(rows * cols)};
+  std::vector<float> values(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float s = scale(rng);
+    for (float& v : values) v = s * normal(rng);
+    uint8_t* row = m.bytes.data() + r * RowBytes(type, cols);
+    QuantizeRow(type, values.data(), row, cols);
+    DequantizeRow(type, row, m.dequantized.data() + r * cols, cols);
+  }
+  return m;
+}
+
+std::vector<float> RandomActivations(int64_t tokens, int64_t cols, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(tokens * cols);
+  for (float& v : x) v = normal(rng);
+  // A few outliers, as real hidden states have.
+  for (int64_t t = 0; t < tokens; ++t) x[t * cols + (t * 7919) % cols] *= 20.0f;
+  return x;
+}
+
+std::vector<float> RunRows(RowsFn fn, const Matrix& m, const PackedActivations& x, int64_t row_begin,
+                       int64_t row_end) {
+  std::vector<float> y(x.tokens * m.rows, NAN);
+  fn(m.type, m.bytes.data(), m.cols, x, row_begin, row_end, y.data(), m.rows);
+  return y;
+}
+
+// Bound on the error of a float sum of `n` terms whose absolute values sum to `mass`
+// (gamma_n = n * u, u = 2^-24), used where two paths sum in different orders.
+double SummationBound(int64_t n, double mass) { return 2.0 * n * std::ldexp(1.0, -24) * mass; }
+
+// Sum over the row of |w_i| * (|x_i| + |activation step|) and over blocks of the
+// biases the integer paths carry (|d_w| * 256 * sum |x|): a bound on the absolute
+// value of every partial sum any path forms for this output.
+double Mass(const Matrix& m, int64_t r, const float* x) {
+  double mass = 0;
+  const int block = std::max(32, GetGgmlTypeTraits(m.type).block_size);
+  for (int64_t b = 0; b < m.cols; b += block) {
+    double block_x = 0, block_w_max = 0;
+    for (int64_t i = b; i < std::min<int64_t>(b + block, m.cols); ++i) {
+      const double w = std::fabs(m.dequantized[r * m.cols + i]);
+      mass += w * std::fabs(x[i]);
+      block_x += std::fabs(x[i]);
+      block_w_max = std::max(block_w_max, w);
+    }
+    if (GetGgmlTypeTraits(m.type).block_size > 1) mass += 4.0 * block_w_max * block_x;
+  }
+  return mass;
+}
+
+// Every vector path agrees with the scalar reference of the same integer algorithm:
+// the integer block products are exact in both, so the difference is float summation
+// order only, bounded by SummationBound over the partial sums' mass.
+TEST(MatMulTest, FastPathsMatchReferenceAtRaggedSizes) {
+  const std::vector<Path> paths = FastPaths();
+  if (paths.empty()) GTEST_SKIP() << "no vector path on this CPU";
+  std::mt19937 rng(std::random_device{}());
+  for (GgmlType type : kAllTypes) {
+    for (int64_t cols : ColsFor(type)) {
+      const int64_t rows = 37;  // not a multiple of any row blocking
+      const Matrix m = RandomMatrix(type, rows, cols, rng);
+      for (int64_t tokens : {1, 2, 3, 5, 8, 9}) {
+        const std::vector<float> xf = RandomActivations(tokens, cols, rng);
+        PackedActivations x;
+        PackActivations(type, xf.data(), tokens, cols, &x);
+        const std::vector<float> want = RunRows(MatMulRowsReference, m, x, 0, rows);
+        for (const Path& path : paths) {
+          const std::vector<float> got = RunRows(path.fn, m, x, 0, rows);
+          for (int64_t t = 0; t < tokens; ++t) {
+            for (int64_t r = 0; r < rows; ++r) {
+              const double bound = SummationBound(cols, Mass(m, r, xf.data() + t * cols));
+              ASSERT_NEAR(got[t * rows + r], want[t * rows + r], bound)
+                  << path.name << " " << Name(type) << " cols=" << cols << " tokens=" << tokens
+                  << " t=" << t << " r=" << r;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The reference against the float dot product of dequantized weights with the
+// unquantized activations. Float weight types see float activations: only summation
+// error. Quantized types see activations rounded to the nearest multiple of their block
+// step d = amax / 127, an error of at most d / 2 per element, so
+//   |error| <= sum_i |w_i| * d_block(i) / 2  (+ summation error),
+// a hard bound (not a statistical one) that the test uses as its tolerance.
+TEST(MatMulTest, ReferenceMatchesDequantizedDotWithinActivationRounding) {
+  std::mt19937 rng(std::random_device{}());
+  for (GgmlType type : kAllTypes) {
+    const int act_block = GetGgmlTypeTraits(type).block_size == 1 ? 0 : std::max(32, GetGgmlTypeTraits(type).block_size);
+    for (int64_t cols : ColsFor(type)) {
+      const int64_t rows = 11, tokens = 3;
+      const Matrix m = RandomMatrix(type, rows, cols, rng);
+      const std::vector<float> xf = RandomActivations(tokens, cols, rng);
+      PackedActivations x;
+      PackActivations(type, xf.data(), tokens, cols, &x);
+      const std::vector<float> got = RunRows(MatMulRowsReference, m, x, 0, rows);
+      for (int64_t t = 0; t < tokens; ++t) {
+        const float* xt = xf.data() + t * cols;
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* w = m.dequantized.data() + r * cols;
+          double exact = 0, bound = 0;
+          for (int64_t i = 0; i < cols; ++i) exact += static_cast<double>(w[i]) * xt[i];
+          for (int64_t b = 0; act_block > 0 && b < cols; b += act_block) {
+            float amax = 0;
+            for (int64_t i = b; i < b + act_block; ++i) amax = std::max(amax, std::fabs(xt[i]));
+            for (int64_t i = b; i < b + act_block; ++i) bound += std::fabs(w[i]) * (amax / 127.0) / 2;
+          }
+          bound = bound * 1.0001 + SummationBound(cols, Mass(m, r, xt));
+          ASSERT_NEAR(got[t * rows + r], exact, bound)
+              << Name(type) << " cols=" << cols << " t=" << t << " r=" << r;
+        }
+      }
+    }
+  }
+}
+
+// Batch invariance: a token's outputs are bitwise the same alone, at any position in a
+// batch of 1..9 tokens with other random tokens, and for any split of the rows.
+void ExpectBatchInvariant(const std::string& path_name, RowsFn fn, GgmlType type, int64_t cols,
+                          std::mt19937& rng) {
+  const int64_t rows = 29;
+  const Matrix m = RandomMatrix(type, rows, cols, rng);
+  const std::vector<float> probe = RandomActivations(1, cols, rng);
+  PackedActivations x;
+  PackActivations(type, probe.data(), 1, cols, &x);
+  const std::vector<float> alone = RunRows(fn, m, x, 0, rows);
+  for (int64_t tokens = 1; tokens <= 9; ++tokens) {
+    for (int64_t position = 0; position < tokens; ++position) {
+      std::vector<float> batch = RandomActivations(tokens, cols, rng);
+      std::copy(probe.begin(), probe.end(), batch.begin() + position * cols);
+      PackActivations(type, batch.data(), tokens, cols, &x);  // reuses x's buffer
+      // Rows in three uneven ranges, computed in reverse order.
+      std::vector<float> y(tokens * rows, NAN);
+      for (auto [begin, end] : {std::pair<int64_t, int64_t>{17, 29}, {5, 17}, {0, 5}}) {
+        fn(type, m.bytes.data(), cols, x, begin, end, y.data(), rows);
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(y[position * rows + r], alone[r])
+            << path_name << " " << Name(type) << " cols=" << cols << " tokens=" << tokens
+            << " position=" << position << " r=" << r;
+      }
+    }
+  }
+}
+
+TEST(MatMulTest, OutputsAreBitwiseIndependentOfBatchAndRowRange) {
+  std::mt19937 rng(std::random_device{}());
+  std::vector<Path> paths = FastPaths();
+  paths.push_back({"dispatched", MatMulRows});
+  paths.push_back({"reference", MatMulRowsReference});
+  for (const Path& path : paths) {
+    for (GgmlType type : kAllTypes) {
+      for (int64_t cols : {ColsFor(type).front(), ColsFor(type).back()}) {
+        ExpectBatchInvariant(path.name, path.fn, type, cols, rng);
+      }
+    }
+  }
+}
+
+// The AVX2 activation packer writes exactly the scalar packer's bytes.
+TEST(PackActivationsTest, Avx2PackerMatchesScalarBytes) {
+  if (!CpuFeatures().avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(std::random_device{}());
+  for (int64_t cols : {256, 512, 1536}) {
+    std::vector<float> x = RandomActivations(1, cols, rng);
+    std::fill(x.begin() + 32, x.begin() + 64, 0.0f);  // an all-zero block: d = 0
+    const int64_t bytes32 = PackedTokenBytes(GgmlType::kQ8_0, cols);
+    std::vector<uint8_t> a(bytes32, 0xAB), b(bytes32, 0xAB);
+    internal::QuantizeBlocks32Scalar(x.data(), cols, ViewBlocks32(a.data(), cols));
+    internal::QuantizeBlocks32Avx2(x.data(), cols, ViewBlocks32(b.data(), cols));
+    EXPECT_EQ(a, b) << "cols=" << cols;
+    std::vector<ActivationBlock256> c(cols / 256), d(cols / 256);
+    internal::QuantizeBlocks256Scalar(x.data(), cols, c.data());
+    internal::QuantizeBlocks256Avx2(x.data(), cols, d.data());
+    EXPECT_EQ(std::memcmp(c.data(), d.data(), c.size() * sizeof(ActivationBlock256)), 0) << "cols=" << cols;
+  }
+}
+
+TEST(PackActivationsTest, QuantizedActivationsStayWithinHalfAStep) {
+  std::mt19937 rng(std::random_device{}());
+  const int64_t cols = 576;
+  const std::vector<float> x = RandomActivations(2, cols, rng);
+  PackedActivations packed;
+  PackActivations(GgmlType::kQ4_1, x.data(), 2, cols, &packed);
+  const int64_t token_bytes = PackedTokenBytes(GgmlType::kQ4_1, cols);
+  for (int64_t t = 0; t < 2; ++t) {
+    const Blocks32View v = ViewBlocks32(packed.data.data() + t * token_bytes, cols);
+    for (int64_t i = 0; i < cols; ++i) {
+      const float d = v.d[i / 32];
+      EXPECT_LE(std::fabs(d * v.qs[i] - x[t * cols + i]), d * 0.5f * 1.0001f) << i;
+    }
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      int sum = 0;
+      for (int i = 0; i < 32; ++i) sum += v.qs[32 * b + i];
+      EXPECT_EQ(v.sum[b], static_cast<float>(sum));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace splitspec::kernels
