@@ -1,0 +1,47 @@
+#include "runtime/model/kv_cache.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/base/logging.h"
+
+namespace splitspec::model {
+
+KvCache::KvCache(int n_layers, int kv_dim, int max_tokens)
+    : n_layers_(n_layers), kv_dim_(kv_dim), max_tokens_(max_tokens) {
+  SPLITSPEC_CHECK(n_layers >= 1 && kv_dim >= 1 && max_tokens >= 1)
+      << "n_layers=" << n_layers << " kv_dim=" << kv_dim << " max_tokens=" << max_tokens;
+  keys_.resize(n_layers);
+  values_.resize(n_layers);
+}
+
+absl::Status KvCache::Truncate(int new_length) {
+  if (new_length < 0 || new_length > length_) {
+    return absl::InvalidArgumentError(absl::StrCat("KV cache truncate to ", new_length,
+                                                   " outside [0, ", length_, "]"));
+  }
+  length_ = new_length;
+  return absl::OkStatus();
+}
+
+absl::Status KvCache::Reserve(int new_length) {
+  if (new_length > max_tokens_) {
+    return absl::OutOfRangeError(absl::StrCat("sequence of ", new_length,
+                                              " tokens exceeds the KV cache limit of ",
+                                              max_tokens_));
+  }
+  if (new_length <= capacity_) return absl::OkStatus();
+  const int capacity = std::min(max_tokens_, std::max({new_length, 2 * capacity_, 64}));
+  for (int l = 0; l < n_layers_; ++l) {
+    keys_[l].resize(static_cast<size_t>(capacity) * kv_dim_);
+    values_[l].resize(static_cast<size_t>(capacity) * kv_dim_);
+  }
+  capacity_ = capacity;
+  return absl::OkStatus();
+}
+
+uint64_t KvCache::memory_bytes() const {
+  return static_cast<uint64_t>(capacity_) * kv_dim_ * sizeof(float) * 2 * n_layers_;
+}
+
+}  // namespace splitspec::model

@@ -1,0 +1,77 @@
+// The attention key/value cache of one sequence.
+//
+//   KvCache cache(config.n_layers, config.kv_dim(), /*max_tokens=*/config.context_length);
+//   RETURN_IF_ERROR(model.Forward({{&cache, prompt, LogitsMode::kLast}}, &out));
+//   ...                                    // verification rejected the last 3 tokens:
+//   RETURN_IF_ERROR(cache.Truncate(cache.length() - 3));
+//
+// Storage: float32 (exact, so a recomputed position matches bitwise), per layer
+// keys [capacity, kv_dim] and values [capacity, kv_dim], grown by doubling up to
+// max_tokens. Keys are stored after RoPE. Memory per token:
+// n_layers * 2 * kv_dim * 4 bytes (SmolLM2-135M: 46 KB).
+//
+// Positions [0, length()) are valid. The transformer appends new positions with
+// Reserve + the row accessors + Commit; nothing else writes to the cache.
+// Thread safety: none; one sequence is used by one forward call at a time
+// (concurrent reads of distinct rows during a forward are fine).
+#ifndef SPLITSPEC_RUNTIME_MODEL_KV_CACHE_H_
+#define SPLITSPEC_RUNTIME_MODEL_KV_CACHE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace splitspec::model {
+
+class KvCache {
+ public:
+  // REQUIRES: n_layers >= 1, kv_dim >= 1, max_tokens >= 1. Allocates lazily.
+  KvCache(int n_layers, int kv_dim, int max_tokens);
+
+  int n_layers() const { return n_layers_; }
+  int kv_dim() const { return kv_dim_; }
+  int max_tokens() const { return max_tokens_; }
+  // Number of valid positions.
+  int length() const { return length_; }
+
+  // Drops positions [new_length, length()) so that the next token goes to
+  // position new_length. Errors: InvalidArgument if new_length < 0 or
+  // new_length > length(); the cache is unchanged then. Keeps the memory.
+  absl::Status Truncate(int new_length);
+  // Truncate(0).
+  void Clear() { length_ = 0; }
+
+  // --- used by the transformer ---
+  // Makes room for positions [0, new_length). Errors: OutOfRange naming both
+  // numbers if new_length > max_tokens (cache unchanged).
+  absl::Status Reserve(int new_length);
+  // Row of layer `layer` at position `pos`: kv_dim floats.
+  // REQUIRES: pos < the capacity reserved; 0 <= layer < n_layers.
+  float* key(int layer, int pos) { return &keys_[layer][static_cast<size_t>(pos) * kv_dim_]; }
+  float* value(int layer, int pos) { return &values_[layer][static_cast<size_t>(pos) * kv_dim_]; }
+  const float* key(int layer, int pos) const {
+    return &keys_[layer][static_cast<size_t>(pos) * kv_dim_];
+  }
+  const float* value(int layer, int pos) const {
+    return &values_[layer][static_cast<size_t>(pos) * kv_dim_];
+  }
+  // Marks positions [0, new_length) valid. REQUIRES: new_length <= reserved capacity.
+  void Commit(int new_length) { length_ = new_length; }
+
+  // Bytes held (capacity, not length).
+  uint64_t memory_bytes() const;
+
+ private:
+  int n_layers_;
+  int kv_dim_;
+  int max_tokens_;
+  int length_ = 0;
+  int capacity_ = 0;
+  std::vector<std::vector<float>> keys_;    // [n_layers][capacity * kv_dim]
+  std::vector<std::vector<float>> values_;  // [n_layers][capacity * kv_dim]
+};
+
+}  // namespace splitspec::model
+
+#endif  // SPLITSPEC_RUNTIME_MODEL_KV_CACHE_H_
