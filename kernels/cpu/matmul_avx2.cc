@@ -64,7 +64,7 @@ struct FloatKernel {
   int64_t cols;
 
   template <int N>
-  void Run(const uint8_t* row, const TokenTile& tile) const {
+  void Run(const uint8_t* row, int64_t r, const TokenTile& tile) const {
     __m256 acc[N];
     const float* x[N];
     for (int t = 0; t < N; ++t) {
@@ -81,7 +81,7 @@ struct FloatKernel {
       const __m256i mask = LaneMask(cols - i);
       for (int t = 0; t < N; ++t) acc[t] = _mm256_fmadd_ps(w, _mm256_maskload_ps(x[t] + i, mask), acc[t]);
     }
-    for (int t = 0; t < N; ++t) *tile.y[t] = HorizontalSum(acc[t]);
+    for (int t = 0; t < N; ++t) tile.y[t][r] = HorizontalSum(acc[t]);
   }
 };
 
@@ -131,7 +131,7 @@ struct Block32Kernel {
   int64_t cols;
 
   template <int N>
-  void Run(const uint8_t* row, const TokenTile& tile) const {
+  void Run(const uint8_t* row, int64_t r, const TokenTile& tile) const {
     using Block = typename Block32Layout<kType>::Block;
     const auto* blocks = reinterpret_cast<const Block*>(row);
     const int64_t nb = cols / 32;
@@ -171,7 +171,7 @@ struct Block32Kernel {
         for (int t = 0; t < N; ++t) acc[t][1] = _mm256_fmadd_ps(wm, _mm256_loadu_ps(x[t].d_sum + g), acc[t][1]);
       }
     }
-    for (int t = 0; t < N; ++t) *tile.y[t] = HorizontalSum(_mm256_add_ps(acc[t][0], acc[t][1]));
+    for (int t = 0; t < N; ++t) tile.y[t][r] = HorizontalSum(_mm256_add_ps(acc[t][0], acc[t][1]));
   }
 };
 

@@ -51,7 +51,7 @@ struct FloatKernel {
   int64_t cols;
 
   template <int N>
-  void Run(const uint8_t* row, const TokenTile& tile) const {
+  void Run(const uint8_t* row, int64_t r, const TokenTile& tile) const {
     __m512 acc[N];
     const float* x[N];
     for (int t = 0; t < N; ++t) {
@@ -63,7 +63,7 @@ struct FloatKernel {
       const __m512 w = LoadWeights16<kType>(row, i, mask);
       for (int t = 0; t < N; ++t) acc[t] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(mask, x[t] + i), acc[t]);
     }
-    for (int t = 0; t < N; ++t) *tile.y[t] = HorizontalSum(acc[t]);
+    for (int t = 0; t < N; ++t) tile.y[t][r] = HorizontalSum(acc[t]);
   }
 };
 
@@ -92,13 +92,15 @@ struct WeightPair {
   __mmask64 negative;
 };
 
-inline __m512i NibblePair(const uint8_t* qs0, const uint8_t* qs1, bool has_second) {
-  const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs0));
-  const __m128i b = has_second ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs1)) : _mm_setzero_si128();
-  const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);  // [qs0 | qs1]
-  __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);
-  both = _mm512_and_si512(both, _mm512_set1_epi8(0x0F));          // [lo0 lo1 hi0 hi1]
-  return _mm512_shuffle_i64x2(both, both, _MM_SHUFFLE(3, 1, 2, 0));  // [lo0 hi0 lo1 hi1]
+// [low nibbles of qs0 | high nibbles of qs0 | the same of qs1] = the 64 quants of two
+// Q4 blocks in element order; qs1 == nullptr gives zeros for the second block.
+inline __m512i NibblePair(const uint8_t* qs0, const uint8_t* qs1) {
+  __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs0)));
+  v = qs1 != nullptr ? _mm512_mask_broadcast_i32x4(v, 0xFF00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs1)))
+                     : _mm512_maskz_mov_epi32(0x00FF, v);
+  const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0,
+                                          0x0004000400040004, 0x0004000400040004, 0, 0);
+  return _mm512_and_si512(_mm512_srlv_epi16(v, shifts), _mm512_set1_epi8(0x0F));
 }
 
 template <GgmlType kType, bool kVnni>
@@ -116,7 +118,7 @@ inline WeightPair LoadWeightPair(const typename Block32Layout<kType>::Block* blo
       return {_mm512_abs_epi8(q), _mm512_movepi8_mask(q) & valid};
     }
   } else {
-    return {NibblePair(blocks[b].qs, blocks[b + (has_second ? 1 : 0)].qs, has_second), 0};
+    return {NibblePair(blocks[b].qs, has_second ? blocks[b + 1].qs : nullptr), 0};
   }
 }
 
@@ -131,6 +133,47 @@ inline __m512i DotPair(const WeightPair& w, __m512i x) {
   }
 }
 
+// Lanes [0, n) of a 64-byte mask (n clamped to [0, 64]).
+inline __mmask64 ByteMask(int64_t n) {
+  return n >= 64 ? ~__mmask64(0) : (n <= 0 ? __mmask64(0) : (__mmask64(1) << n) - 1);
+}
+
+// Where the 16-bit fields d (word lanes 0-15) and the next one, Q4_1's m (lanes 16-31),
+// of the 16 blocks of a group sit, per 128-byte chunk of the group: vpermt2w indices
+// into the chunk's 64 words and the lanes they fill.
+template <int kBlockBytes>
+struct BlockHeadIndex {
+  static constexpr int kChunks = (16 * kBlockBytes + 127) / 128;
+  int16_t index[kChunks][32] = {};
+  uint32_t lanes[kChunks] = {};
+  constexpr BlockHeadIndex() {
+    for (int lane = 0; lane < 32; ++lane) {
+      const int word = (lane % 16) * kBlockBytes / 2 + lane / 16;
+      index[word / 64][lane] = static_cast<int16_t>(word % 64);
+      lanes[word / 64] |= 1u << lane;
+    }
+  }
+};
+template <int kBlockBytes>
+alignas(64) inline constexpr BlockHeadIndex<kBlockBytes> kBlockHeadIndex{};
+
+// The d fields of the group's first n blocks as fp16 in word lanes 0-15 and the fields
+// after them in lanes 16-31; lanes of blocks >= n are zero. Reads only the n blocks.
+// (A permute per 128 bytes: cheaper than a 16-lane gather.)
+template <int kBlockBytes>
+inline __m512i LoadBlockHeads(const uint8_t* group, int n) {
+  const BlockHeadIndex<kBlockBytes>& table = kBlockHeadIndex<kBlockBytes>;
+  const int64_t bytes = static_cast<int64_t>(n) * kBlockBytes;
+  __m512i heads = _mm512_setzero_si512();
+  for (int c = 0; c < BlockHeadIndex<kBlockBytes>::kChunks && 128 * c < bytes; ++c) {
+    const __m512i lo = _mm512_maskz_loadu_epi8(ByteMask(bytes - 128 * c), group + 128 * c);
+    const __m512i hi = _mm512_maskz_loadu_epi8(ByteMask(bytes - 128 * c - 64), group + 128 * c + 64);
+    const __m512i index = _mm512_loadu_si512(table.index[c]);
+    heads = _mm512_or_si512(heads, _mm512_maskz_permutex2var_epi16(table.lanes[c], lo, index, hi));
+  }
+  return heads;
+}
+
 // What DotPair sums beyond the true quant * activation, per unit of activation sum.
 template <GgmlType kType, bool kVnni>
 constexpr float kQuantBias = kType == GgmlType::kQ4_0 ? 8.0f : (kType == GgmlType::kQ8_0 && kVnni ? 128.0f : 0.0f);
@@ -139,52 +182,75 @@ template <GgmlType kType, bool kVnni>
 struct Block32Kernel {
   int64_t cols;
 
+  // One pair of blocks (b, b+1; b alone when !has_second) of every token into acc.
   template <int N>
-  void Run(const uint8_t* row, const TokenTile& tile) const {
+  static inline void Pair(const typename Block32Layout<kType>::Block* blocks, int64_t b, bool has_second,
+                          __m512i scale_index, const __m512 (&scale)[N], const int8_t* const (&xq)[N],
+                          __m512 (&acc)[N]) {
+    const WeightPair w = LoadWeightPair<kType, kVnni>(blocks, b, has_second);
+    for (int t = 0; t < N; ++t) {
+      const __m512i x = has_second ? _mm512_loadu_si512(xq[t] + 32 * b)
+                                   : _mm512_maskz_loadu_epi8(__mmask64(0xFFFFFFFFu), xq[t] + 32 * b);
+      const __m512 partial = _mm512_cvtepi32_ps(DotPair<kType, kVnni>(w, x));
+      acc[t] = _mm512_fmadd_ps(partial, _mm512_permutexvar_ps(scale_index, scale[t]), acc[t]);
+    }
+  }
+
+  // Per group of 16 blocks: full pairs alternate between acc0 and acc1 (an odd last full
+  // pair goes to acc0), a lone last block goes to acc1, the per-group offsets to acc0
+  // (Q4_0, Q8_0) or acc1 (Q4_1's min); y = sum of the lanes of acc0 + acc1.
+  template <int N>
+  void Run(const uint8_t* row, int64_t r, const TokenTile& tile) const {
     using Block = typename Block32Layout<kType>::Block;
     const auto* blocks = reinterpret_cast<const Block*>(row);
     const int64_t nb = cols / 32;
-    Blocks32View x[N];
-    __m512 acc[N][2];
+    const int64_t padded = Blocks32Padded(nb);
+    const int8_t* xq[N];  // token t: quants; then d, d_sum, sum at cols, + padded, + 2 padded floats
+    __m512 acc0[N], acc1[N];
     for (int t = 0; t < N; ++t) {
-      x[t] = ViewBlocks32(tile.x[t], cols);
-      acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+      xq[t] = reinterpret_cast<const int8_t*>(tile.x[t]);
+      acc0[t] = acc1[t] = _mm512_setzero_ps();
     }
-    const __m512i offsets = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                               _mm512_set1_epi32(sizeof(Block)));
-    const __m512i pair_index0 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512i first_index = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512i two = _mm512_set1_epi32(2);
     for (int64_t g = 0; g < nb; g += 16) {
       const int n = nb - g >= 16 ? 16 : static_cast<int>(nb - g);
-      const __mmask16 lanes = n == 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
-      // d (low half) and, for Q4_1, m (high half) of the group's 16 blocks.
-      const __m512i dm = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lanes, offsets, blocks + g, 1);
-      const __m512 wd = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
+      const __m512i heads = LoadBlockHeads<sizeof(Block)>(reinterpret_cast<const uint8_t*>(blocks + g), n);
+      const __m512 wd = _mm512_cvtph_ps(_mm512_castsi512_si256(heads));
       __m512 scale[N];
-      for (int t = 0; t < N; ++t) scale[t] = _mm512_mul_ps(wd, _mm512_loadu_ps(x[t].d + g));
-      for (int p = 0; 2 * p < n; ++p) {
-        const int64_t b = g + 2 * p;
-        const bool has_second = 2 * p + 1 < n;
-        const WeightPair w = LoadWeightPair<kType, kVnni>(blocks, b, has_second);
-        const __m512i index = _mm512_add_epi32(pair_index0, _mm512_set1_epi32(2 * p));
-        const __mmask64 x_mask = has_second ? ~__mmask64(0) : __mmask64(0xFFFFFFFFu);
-        for (int t = 0; t < N; ++t) {
-          const __m512i xq = _mm512_maskz_loadu_epi8(x_mask, x[t].qs + 32 * b);
-          const __m512 partial = _mm512_cvtepi32_ps(DotPair<kType, kVnni>(w, xq));
-          acc[t][p & 1] = _mm512_fmadd_ps(partial, _mm512_permutexvar_ps(index, scale[t]), acc[t][p & 1]);
-        }
+      for (int t = 0; t < N; ++t) {
+        scale[t] = _mm512_mul_ps(wd, _mm512_loadu_ps(reinterpret_cast<const float*>(xq[t] + cols) + g));
       }
+      __m512i index = first_index;
+      int p = 0;
+      for (; 2 * p + 3 < n; p += 2) {
+        Pair<N>(blocks, g + 2 * p, true, index, scale, xq, acc0);
+        index = _mm512_add_epi32(index, two);
+        Pair<N>(blocks, g + 2 * p + 2, true, index, scale, xq, acc1);
+        index = _mm512_add_epi32(index, two);
+      }
+      if (2 * p + 1 < n) {
+        Pair<N>(blocks, g + 2 * p, true, index, scale, xq, acc0);
+        index = _mm512_add_epi32(index, two);
+        p += 1;
+      }
+      if (2 * p < n) Pair<N>(blocks, g + 2 * p, false, index, scale, xq, acc1);
       if constexpr (kQuantBias<kType, kVnni> != 0.0f) {
         const __m512 bias = _mm512_set1_ps(-kQuantBias<kType, kVnni>);
         for (int t = 0; t < N; ++t) {
-          acc[t][0] = _mm512_fmadd_ps(scale[t], _mm512_mul_ps(_mm512_loadu_ps(x[t].sum + g), bias), acc[t][0]);
+          const __m512 sum = _mm512_loadu_ps(reinterpret_cast<const float*>(xq[t] + cols) + 2 * padded + g);
+          acc0[t] = _mm512_fmadd_ps(scale[t], _mm512_mul_ps(sum, bias), acc0[t]);
         }
       }
       if constexpr (kType == GgmlType::kQ4_1) {
-        const __m512 wm = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
-        for (int t = 0; t < N; ++t) acc[t][1] = _mm512_fmadd_ps(wm, _mm512_loadu_ps(x[t].d_sum + g), acc[t][1]);
+        const __m512 wm = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(heads, 1));
+        for (int t = 0; t < N; ++t) {
+          const __m512 d_sum = _mm512_loadu_ps(reinterpret_cast<const float*>(xq[t] + cols) + padded + g);
+          acc1[t] = _mm512_fmadd_ps(wm, d_sum, acc1[t]);
+        }
       }
     }
-    for (int t = 0; t < N; ++t) *tile.y[t] = HorizontalSum(_mm512_add_ps(acc[t][0], acc[t][1]));
+    for (int t = 0; t < N; ++t) tile.y[t][r] = HorizontalSum(_mm512_add_ps(acc0[t], acc1[t]));
   }
 };
 

@@ -80,7 +80,7 @@ struct KQuantKernel {
   int64_t cols;
 
   template <int N>
-  void Run(const uint8_t* row, const TokenTile& tile) const {
+  void Run(const uint8_t* row, int64_t r, const TokenTile& tile) const {
     __m256 acc[N], acc_min[N];
     for (int t = 0; t < N; ++t) acc[t] = acc_min[t] = _mm256_setzero_ps();
     UnpackedSuperBlock w;
@@ -111,7 +111,7 @@ struct KQuantKernel {
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(w.d * x.d), acc[t]);
       }
     }
-    for (int t = 0; t < N; ++t) *tile.y[t] = HorizontalSum(acc[t]) - HorizontalSum(acc_min[t]);
+    for (int t = 0; t < N; ++t) tile.y[t][r] = HorizontalSum(acc[t]) - HorizontalSum(acc_min[t]);
   }
 };
 

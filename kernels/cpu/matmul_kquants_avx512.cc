@@ -122,7 +122,7 @@ struct KQuantKernel {
   int64_t cols;
 
   template <int N>
-  void Run(const uint8_t* row, const TokenTile& tile) const {
+  void Run(const uint8_t* row, int64_t r, const TokenTile& tile) const {
     __m512 acc[N];
     __m256 acc_min[N];
     for (int t = 0; t < N; ++t) {
@@ -153,7 +153,7 @@ struct KQuantKernel {
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(w.d * x.d), acc[t]);
       }
     }
-    for (int t = 0; t < N; ++t) *tile.y[t] = HorizontalSum(acc[t]) - HorizontalSum(acc_min[t]);
+    for (int t = 0; t < N; ++t) tile.y[t][r] = HorizontalSum(acc[t]) - HorizontalSum(acc_min[t]);
   }
 };
 

@@ -16,40 +16,51 @@ namespace splitspec::kernels::internal {
 
 inline constexpr int kMaxTokenTile = 8;
 
-// The tokens of one tile: packed activations of token i at x[i], its output at y[i].
+// The tokens of one tile: packed activations of token i at x[i], its outputs at y[i]
+// (y[i][r] is the output of row r).
 struct TokenTile {
   int count = 0;
   const uint8_t* x[kMaxTokenTile];
-  float* y[kMaxTokenTile];  // y[i] + r is the output of row r
+  float* y[kMaxTokenTile];
 };
 
-// Calls kernel.template Run<N>(row_pointer, tile) for every row in [row_begin, row_end)
-// and every tile of N <= kMaxTokenTile tokens. `Kernel` lives in an anonymous namespace
-// of its ISA file, so each file gets its own instantiation.
+// Calls kernel.template Run<N>(row_pointer, r, tile) for every row r in
+// [row_begin, row_end) and every tile of N <= kMaxTokenTile tokens. Each weight row is
+// read once per tile, consecutive tiles of the same row hit it in L1. `Kernel` lives in
+// an anonymous namespace of its ISA file, so each file gets its own instantiation.
 template <class Kernel>
 void ForEachRowAndTile(const Kernel& kernel, GgmlType weight_type, const void* w, int64_t cols,
                        const PackedActivations& x, int64_t row_begin, int64_t row_end, float* y,
                        int64_t y_stride) {
   const size_t row_bytes = RowBytes(weight_type, cols);
   const int64_t token_bytes = PackedTokenBytes(weight_type, cols);
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    const uint8_t* row = static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes;
-    for (int64_t t0 = 0; t0 < x.tokens; t0 += kMaxTokenTile) {
-      TokenTile tile;
+  const int64_t num_tiles = (x.tokens + kMaxTokenTile - 1) / kMaxTokenTile;
+  for (int64_t tile_begin = 0; tile_begin < num_tiles; tile_begin += 4) {
+    TokenTile tiles[4];
+    const int64_t tile_end = num_tiles - tile_begin < 4 ? num_tiles : tile_begin + 4;
+    for (int64_t k = tile_begin; k < tile_end; ++k) {
+      TokenTile& tile = tiles[k - tile_begin];
+      const int64_t t0 = k * kMaxTokenTile;
       tile.count = static_cast<int>(x.tokens - t0 < kMaxTokenTile ? x.tokens - t0 : kMaxTokenTile);
       for (int i = 0; i < tile.count; ++i) {
         tile.x[i] = x.data.data() + (t0 + i) * token_bytes;
-        tile.y[i] = y + (t0 + i) * y_stride + r;
+        tile.y[i] = y + (t0 + i) * y_stride;
       }
-      switch (tile.count) {
-        case 1: kernel.template Run<1>(row, tile); break;
-        case 2: kernel.template Run<2>(row, tile); break;
-        case 3: kernel.template Run<3>(row, tile); break;
-        case 4: kernel.template Run<4>(row, tile); break;
-        case 5: kernel.template Run<5>(row, tile); break;
-        case 6: kernel.template Run<6>(row, tile); break;
-        case 7: kernel.template Run<7>(row, tile); break;
-        default: kernel.template Run<8>(row, tile); break;
+    }
+    for (int64_t r = row_begin; r < row_end; ++r) {
+      const uint8_t* row = static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes;
+      for (int64_t k = 0; k < tile_end - tile_begin; ++k) {
+        const TokenTile& tile = tiles[k];
+        switch (tile.count) {
+          case 1: kernel.template Run<1>(row, r, tile); break;
+          case 2: kernel.template Run<2>(row, r, tile); break;
+          case 3: kernel.template Run<3>(row, r, tile); break;
+          case 4: kernel.template Run<4>(row, r, tile); break;
+          case 5: kernel.template Run<5>(row, r, tile); break;
+          case 6: kernel.template Run<6>(row, r, tile); break;
+          case 7: kernel.template Run<7>(row, r, tile); break;
+          default: kernel.template Run<8>(row, r, tile); break;
+        }
       }
     }
   }

@@ -1,0 +1,189 @@
+// Micro-benchmark of the matmul kernels on one thread: for each weight type, shape
+// and token count, the scalar reference and every vector path this CPU runs.
+//
+//   splitspec_bench_matmul [--types q4_1,q8_0] [--tokens 1,4,8] [--min-ms 200] [--no-scalar]
+//
+// Shapes: 1536 x 576 (the default model's FFN up/gate) and 49152 x 576 (its output
+// head); K-quants need cols % 256 == 0 and use 512 columns instead of 576.
+// Two timings per line:
+//   hot:  the same matrix every call (it stays in cache when it fits);
+//   cold: the call cycles over copies of the matrix totalling >= 256 MiB, so weights
+//         stream from DRAM, as in a decode step over a whole model.
+// Derived figures (printed formulas):  GB/s = rows * RowBytes(type, cols) / ns_per_call,
+// from wall-clock time and from this thread's CPU time (the two differ when other
+// processes share the cores; the CPU-time figure is the kernel's own speed).
+// The activation packing (PackActivations) is timed separately (pack_ns).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quantize_weights.h"
+
+namespace splitspec::kernels {
+namespace {
+
+using RowsFn = void (*)(GgmlType, const void*, int64_t, const PackedActivations&, int64_t, int64_t,
+                        float*, int64_t);
+
+struct Path {
+  const char* name;
+  RowsFn fn;
+};
+
+struct Options {
+  std::vector<GgmlType> types = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16,
+                                 GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
+                                 GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
+  std::vector<int> tokens = {1, 4, 8};
+  double min_ms = 200;
+  bool scalar = true;
+};
+
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t comma = std::min(s.find(',', start), s.size());
+    parts.push_back(s.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return parts;
+}
+
+bool ParseOptions(int argc, char** argv, Options* options) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (flag == "--no-scalar") {
+      options->scalar = false;
+    } else if (flag == "--types" && has_value) {
+      options->types.clear();
+      for (const std::string& name : Split(argv[++i])) {
+        const GgmlTypeTraits* found = nullptr;
+        for (uint32_t raw = 0; raw < 64 && found == nullptr; ++raw) {
+          const GgmlTypeTraits* t = LookupGgmlType(raw);
+          if (t != nullptr && name == t->name && IsSupportedWeightType(t->type)) found = t;
+        }
+        if (found == nullptr) {
+          std::fprintf(stderr, "unknown or unsupported weight type '%s'\n", name.c_str());
+          return false;
+        }
+        options->types.push_back(found->type);
+      }
+    } else if (flag == "--tokens" && has_value) {
+      options->tokens.clear();
+      for (const std::string& n : Split(argv[++i])) options->tokens.push_back(std::max(1, std::atoi(n.c_str())));
+    } else if (flag == "--min-ms" && has_value) {
+      options->min_ms = std::atof(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--types q4_1,...] [--tokens 1,4,8] [--min-ms 200] [--no-scalar]\n"
+                           "unknown or incomplete flag '%s'\n", argv[0], flag.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<Path> Paths(bool scalar) {
+  std::vector<Path> paths;
+  if (scalar) paths.push_back({"scalar", MatMulRowsReference});
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) paths.push_back({"avx2", internal::MatMulRowsAvx2});
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  if (avx512) paths.push_back({"avx512", internal::MatMulRowsAvx512});
+  if (avx512 && __builtin_cpu_supports("avx512vnni")) paths.push_back({"avx512-vnni", internal::MatMulRowsAvx512Vnni});
+  return paths;
+}
+
+double ThreadCpuNs() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+struct Timing {
+  double wall_ns;  // mean wall-clock ns per call
+  double cpu_ns;   // mean ns per call this thread actually ran (excludes time preempted)
+};
+
+// Mean ns per call of `call(i)` over at least min_ms of wall time and 3 calls.
+template <class Call>
+Timing TimeCalls(double min_ms, Call call) {
+  call(0);  // warm-up
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const double cpu_start = ThreadCpuNs();
+  int64_t calls = 0;
+  double elapsed_ns = 0;
+  while (calls < 3 || elapsed_ns < min_ms * 1e6) {
+    call(calls + 1);
+    ++calls;
+    elapsed_ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+  }
+  return {elapsed_ns / static_cast<double>(calls), (ThreadCpuNs() - cpu_start) / static_cast<double>(calls)};
+}
+
+void BenchShape(const Options& options, const std::vector<Path>& paths, GgmlType type, int64_t rows,
+                int64_t cols, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const size_t matrix_bytes = RowBytes(type, cols) * rows;
+  std::vector<uint8_t> matrix(matrix_bytes);
+  std::vector<float> row(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (float& v : row) v = normal(rng);
+    QuantizeRow(type, row.data(), matrix.data() + r * RowBytes(type, cols), cols);
+  }
+  const size_t copies = std::max<size_t>(2, (size_t{256} << 20) / matrix_bytes + 1);
+  std::vector<uint8_t> cold_copies(matrix_bytes * copies);
+  for (size_t c = 0; c < copies; ++c) std::memcpy(cold_copies.data() + c * matrix_bytes, matrix.data(), matrix_bytes);
+
+  for (int tokens : options.tokens) {
+    std::vector<float> x(tokens * cols);
+    for (float& v : x) v = normal(rng);
+    PackedActivations packed;
+    const Timing pack = TimeCalls(20, [&](int64_t) { PackActivations(type, x.data(), tokens, cols, &packed); });
+    std::vector<float> y(static_cast<size_t>(tokens) * rows);
+    for (const Path& path : paths) {
+      const Timing hot = TimeCalls(options.min_ms, [&](int64_t) {
+        path.fn(type, matrix.data(), cols, packed, 0, rows, y.data(), rows);
+      });
+      const Timing cold = TimeCalls(options.min_ms, [&](int64_t i) {
+        path.fn(type, cold_copies.data() + (i % copies) * matrix_bytes, cols, packed, 0, rows, y.data(), rows);
+      });
+      std::printf("%-5s %5lldx%-4lld t=%d %-11s | hot %10.0f ns %6.2f GB/s (cpu %10.0f ns %6.2f GB/s) | "
+                  "cold %10.0f ns %6.2f GB/s (cpu %10.0f ns %6.2f GB/s) | pack %6.0f ns\n",
+                  GetGgmlTypeTraits(type).name, static_cast<long long>(rows), static_cast<long long>(cols), tokens,
+                  path.name, hot.wall_ns, matrix_bytes / hot.wall_ns, hot.cpu_ns, matrix_bytes / hot.cpu_ns,
+                  cold.wall_ns, matrix_bytes / cold.wall_ns, cold.cpu_ns, matrix_bytes / cold.cpu_ns, pack.wall_ns);
+      std::fflush(stdout);
+    }
+  }
+}
+
+int Main(int argc, char** argv) {
+  Options options;
+  if (!ParseOptions(argc, argv, &options)) return 2;
+  const std::vector<Path> paths = Paths(options.scalar);
+  std::printf("# one thread; MatMulRows dispatches to '%s' here\n", MatMulPathName());
+  std::printf("# GB/s = rows * RowBytes(type, cols) / ns_per_call (weight bytes streamed per call)\n");
+  std::mt19937 rng(12345);
+  for (GgmlType type : options.types) {
+    const int64_t cols = GetGgmlTypeTraits(type).block_size == 256 ? 512 : 576;
+    for (int64_t rows : {1536, 49152}) BenchShape(options, paths, type, rows, cols, rng);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace splitspec::kernels
+
+int main(int argc, char** argv) { return splitspec::kernels::Main(argc, argv); }
