@@ -17,6 +17,9 @@ struct Subcommand {
 
 constexpr Subcommand kSubcommands[] = {
     {"status", "print cluster membership as JSON: --coordinator ENDPOINT", splitspec::tools::RunStatusCommand},
+    {"generate", "greedy target-only generation: --target PATH --prompt-ids 1,2 | --prompt TEXT [--json]", splitspec::tools::RunGenerateCommand},
+    {"logits", "last-position logits as JSON: --model PATH --prompt-ids 1,2,3", splitspec::tools::RunLogitsCommand},
+    {"bench", "benchmarks: bench decode --model PATH [--threads N]", splitspec::tools::RunBenchCommand},
 };
 
 void PrintUsage() {

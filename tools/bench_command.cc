@@ -1,0 +1,229 @@
+// `splitspec bench decode --model PATH [--threads N] [--prompt-tokens 32]
+//                         [--decode-tokens 128] [--prefill-tokens 512]`
+//
+// CPU forward-pass benchmark of one model, printed for humans and as a final
+// JSON line (the one tools/bench_decode_vs_llamacpp.py reads):
+//   decode   greedy 1-token steps after a prompt; tok/s = decode tokens / decode seconds
+//   prefill  one forward over N fresh tokens;     tok/s = N / seconds
+//   floor    bytes of weights read per decode token / streaming-read bandwidth
+//            measured in the same run = the memory-bound time per token
+//   rss      resident set after load and after the runs (/proc/self/status VmRSS)
+// Token ids are a fixed pseudo-random sequence, so runs are comparable.
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/matmul.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/base/thread_pool.h"
+#include "runtime/model/transformer.h"
+#include "tools/cli_args.h"
+#include "tools/commands.h"
+
+namespace splitspec::tools {
+namespace {
+
+struct BenchFlags {
+  std::string model;
+  int threads = 0;
+  int prompt_tokens = 32;
+  int decode_tokens = 128;
+  int prefill_tokens = 512;
+};
+
+absl::StatusOr<int> PositiveInt(const CliArgs& args, const std::string& name, int fallback) {
+  ASSIGN_OR_RETURN(int64_t v, args.GetInt(name, fallback));
+  if (v < 1 || v > (1 << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, " ", v, " out of range"));
+  }
+  return static_cast<int>(v);
+}
+
+absl::StatusOr<BenchFlags> ParseFlags(const CommandArgs& argv) {
+  if (argv.empty() || argv[0] != "decode") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown benchmark '", argv.empty() ? "" : argv[0],
+                     "' (available: decode)"));
+  }
+  const CommandArgs rest(argv.begin() + 1, argv.end());
+  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(rest, {"model", "threads", "prompt-tokens",
+                                                       "decode-tokens", "prefill-tokens"}));
+  BenchFlags f;
+  f.model = args.GetString("model", "");
+  if (f.model.empty()) return absl::InvalidArgumentError("--model PATH is required");
+  ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
+  if (threads < 0 || threads > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat("--threads ", threads, " out of range"));
+  }
+  f.threads = static_cast<int>(threads);
+  ASSIGN_OR_RETURN(f.prompt_tokens, PositiveInt(args, "prompt-tokens", 32));
+  ASSIGN_OR_RETURN(f.decode_tokens, PositiveInt(args, "decode-tokens", 128));
+  ASSIGN_OR_RETURN(f.prefill_tokens, PositiveInt(args, "prefill-tokens", 512));
+  return f;
+}
+
+std::string CpuModelName() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown CPU";
+}
+
+// VmRSS in MiB, or -1 if unavailable.
+double RssMiB() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  }
+  return -1;
+}
+
+// Best of three streaming reads of a 256 MiB buffer (far larger than the caches)
+// with every thread of `pool`, in GB/s (1e9 bytes).
+double MeasureReadBandwidth(ThreadPool& pool) {
+  const size_t bytes = size_t{256} << 20;
+  const size_t words = bytes / sizeof(uint64_t);
+  std::vector<uint64_t> buffer(words);
+  for (size_t i = 0; i < words; ++i) buffer[i] = i;
+  const int64_t chunks = 64;
+  std::vector<uint64_t> sums(chunks);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const absl::Time start = absl::Now();
+    pool.ParallelFor(chunks, [&](int64_t c, int) {
+      const uint64_t* p = buffer.data() + c * (words / chunks);
+      uint64_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (size_t i = 0; i < words / chunks; i += 8) {
+        for (int j = 0; j < 8; ++j) acc[j] += p[i + j];
+      }
+      sums[c] = acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
+    });
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    best = std::max(best, bytes / seconds / 1e9);
+  }
+  uint64_t check = 0;
+  for (uint64_t s : sums) check += s;
+  if (check == 0) std::fprintf(stderr, "bench: impossible checksum\n");  // keeps the reads
+  return best;
+}
+
+std::vector<int32_t> BenchTokens(int n, int vocab, uint32_t seed) {
+  std::vector<int32_t> ids(n);
+  uint32_t state = seed;
+  for (int i = 0; i < n; ++i) {
+    state = state * 1664525u + 1013904223u;
+    ids[i] = static_cast<int32_t>((state >> 8) % static_cast<uint32_t>(vocab));
+  }
+  return ids;
+}
+
+int32_t Argmax(const float* logits, int n) {
+  int32_t best = 0;
+  for (int i = 1; i < n; ++i) {
+    if (logits[i] > logits[best]) best = i;
+  }
+  return best;
+}
+
+// Seconds for `decode_tokens` greedy steps after prefilling `prompt`.
+absl::StatusOr<double> TimeDecode(model::Transformer& model, const std::vector<int32_t>& prompt,
+                                  int decode_tokens) {
+  std::unique_ptr<model::KvCache> cache =
+      model.NewCache(static_cast<int>(prompt.size()) + decode_tokens + 1);
+  model::ForwardOutput out;
+  RETURN_IF_ERROR(model.Forward({{cache.get(), prompt, model::LogitsMode::kLast}}, &out));
+  int32_t next = Argmax(out.Row(0, 0), out.vocab_size);
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < decode_tokens; ++i) {
+    RETURN_IF_ERROR(model.Forward({{cache.get(), {&next, 1}, model::LogitsMode::kLast}}, &out));
+    next = Argmax(out.Row(0, 0), out.vocab_size);
+  }
+  return absl::ToDoubleSeconds(absl::Now() - start);
+}
+
+absl::StatusOr<double> TimePrefill(model::Transformer& model, const std::vector<int32_t>& tokens) {
+  std::unique_ptr<model::KvCache> cache = model.NewCache(static_cast<int>(tokens.size()));
+  model::ForwardOutput out;
+  const absl::Time start = absl::Now();
+  RETURN_IF_ERROR(model.Forward({{cache.get(), tokens, model::LogitsMode::kLast}}, &out));
+  return absl::ToDoubleSeconds(absl::Now() - start);
+}
+
+absl::Status RunBench(const BenchFlags& f, const CommandArgs& argv) {
+  const int threads = f.threads > 0 ? f.threads : ThreadPool::DefaultThreads();
+  std::printf("command: splitspec bench %s\n", absl::StrJoin(argv, " ").c_str());
+  std::printf("machine: %s, %d hardware threads, ISA path %s (matmul %s), %d threads used\n",
+              CpuModelName().c_str(), ThreadPool::DefaultThreads(), kernels::CpuIsaName(),
+              kernels::MatMulPathName(), threads);
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> model,
+                   model::Transformer::Load(f.model, {.threads = threads}));
+  const model::ModelConfig& c = model->config();
+  const double rss_load = RssMiB();
+  const double bytes_per_token = static_cast<double>(model->weights().DecodeBytesPerToken());
+  std::printf("model: %s (%s, %d layers, n_embd %d, vocab %d)\n", f.model.c_str(),
+              c.architecture.c_str(), c.n_layers, c.n_embd, c.vocab_size);
+  std::printf("rss after load: %.1f MiB (weights are memory-mapped; pages count once touched)\n",
+              rss_load);
+  ThreadPool bandwidth_pool(threads);
+  const double bandwidth = MeasureReadBandwidth(bandwidth_pool);
+  std::printf("read bandwidth: %.2f GB/s (best of 3 streaming reads of 256 MiB, %d threads)\n",
+              bandwidth, threads);
+
+  const std::vector<int32_t> prompt = BenchTokens(f.prompt_tokens, c.vocab_size, 1);
+  const std::vector<int32_t> prefill = BenchTokens(f.prefill_tokens, c.vocab_size, 2);
+  RETURN_IF_ERROR(TimeDecode(*model, prompt, 4).status());  // warm-up: pages in the weights
+  ASSIGN_OR_RETURN(double decode_s, TimeDecode(*model, prompt, f.decode_tokens));
+  ASSIGN_OR_RETURN(double prefill_s, TimePrefill(*model, prefill));
+  const double decode_tps = f.decode_tokens / decode_s;
+  const double prefill_tps = f.prefill_tokens / prefill_s;
+  const double floor_s = bytes_per_token / (bandwidth * 1e9);
+  std::printf("decode: %d tokens after a %d-token prompt in %.3f s = %.2f tok/s (%.2f ms/token)\n",
+              f.decode_tokens, f.prompt_tokens, decode_s, decode_tps, 1e3 * decode_s / f.decode_tokens);
+  std::printf("floor: %.2f MB weights/token / %.2f GB/s = %.2f ms/token = %.1f tok/s max; "
+              "decode runs at %.0f%% of it\n",
+              bytes_per_token / 1e6, bandwidth, floor_s * 1e3, 1 / floor_s,
+              100.0 * decode_tps * floor_s);
+  std::printf("prefill: %d tokens in %.3f s = %.2f tok/s\n", f.prefill_tokens, prefill_s,
+              prefill_tps);
+  const double rss_end = RssMiB();
+  std::printf("rss after runs: %.1f MiB\n", rss_end);
+  std::printf(
+      "{\"bench\":\"decode\",\"threads\":%d,\"isa\":\"%s\",\"decode_tok_s\":%.3f,"
+      "\"prefill_tok_s\":%.3f,\"prompt_tokens\":%d,\"decode_tokens\":%d,\"prefill_tokens\":%d,"
+      "\"weight_bytes_per_token\":%.0f,\"read_bandwidth_gb_s\":%.3f,\"floor_tok_s\":%.3f,"
+      "\"rss_after_load_mib\":%.1f,\"rss_after_runs_mib\":%.1f}\n",
+      threads, kernels::MatMulPathName(), decode_tps, prefill_tps, f.prompt_tokens,
+      f.decode_tokens, f.prefill_tokens, bytes_per_token, bandwidth, 1 / floor_s, rss_load,
+      rss_end);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunBenchCommand(const CommandArgs& args) {
+  absl::StatusOr<BenchFlags> flags = ParseFlags(args);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "splitspec bench: %s\n", std::string(flags.status().message()).c_str());
+    return 2;
+  }
+  absl::Status s = RunBench(*flags, args);
+  if (s.ok()) return 0;
+  std::fprintf(stderr, "splitspec bench: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+}  // namespace splitspec::tools
