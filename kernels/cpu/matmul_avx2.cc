@@ -5,8 +5,8 @@
 // weight scales are converted once and multiplied by the token's 8 activation scales;
 // each block gives 8 int32 partial sums (vpmaddubsw + vpmaddwd; Q8_0 through the
 // abs/sign trick) that are converted to float and FMA'd, with the block's scale, into
-// one of two accumulators (even / odd block). Q4_0's -8 and Q4_1's min are applied per
-// group with the block sums. Every step depends only on `cols`.
+// one of two accumulators. Q4_0's -8 and Q4_1's min are applied per group with the
+// block sums. Every step depends only on `cols`.
 #include <immintrin.h>
 
 #include "kernels/cpu/matmul.h"
@@ -130,48 +130,76 @@ template <GgmlType kType>
 struct Block32Kernel {
   int64_t cols;
 
+  // Block b of every token into acc.
+  template <int N>
+  static inline void Block(const typename Block32Layout<kType>::Block& block, int64_t b, __m256i scale_index,
+                           const __m256 (&scale)[N], const int8_t* const (&xq)[N], __m256 (&acc)[N]) {
+    const __m256i w = LoadWeightBlock<kType>(block);
+    for (int t = 0; t < N; ++t) {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t] + 32 * b));
+      const __m256 partial = _mm256_cvtepi32_ps(Dot<kType>(w, x));
+      acc[t] = _mm256_fmadd_ps(partial, _mm256_permutevar8x32_ps(scale[t], scale_index), acc[t]);
+    }
+  }
+
+  // Per group of 8 blocks: blocks alternate between acc0 and acc1 (an odd last block goes
+  // to acc0), the per-group offsets to acc0 (Q4_0) or acc1 (Q4_1's min);
+  // y = sum of the lanes of acc0 + acc1.
   template <int N>
   void Run(const uint8_t* row, int64_t r, const TokenTile& tile) const {
-    using Block = typename Block32Layout<kType>::Block;
-    const auto* blocks = reinterpret_cast<const Block*>(row);
+    using BlockType = typename Block32Layout<kType>::Block;
+    const auto* blocks = reinterpret_cast<const BlockType*>(row);
     const int64_t nb = cols / 32;
-    Blocks32View x[N];
-    __m256 acc[N][2];
+    const int64_t padded = Blocks32Padded(nb);
+    const int8_t* xq[N];  // token t: quants; then d, d_sum, sum at cols, + padded, + 2 padded floats
+    __m256 acc0[N], acc1[N];
     for (int t = 0; t < N; ++t) {
-      x[t] = ViewBlocks32(tile.x[t], cols);
-      acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+      xq[t] = reinterpret_cast<const int8_t*>(tile.x[t]);
+      acc0[t] = acc1[t] = _mm256_setzero_ps();
     }
+    const __m256i one = _mm256_set1_epi32(1);
     for (int64_t g = 0; g < nb; g += 8) {
       const int n = nb - g >= 8 ? 8 : static_cast<int>(nb - g);
-      alignas(16) uint16_t d16[8] = {}, m16[8] = {};
-      for (int k = 0; k < n; ++k) {
-        d16[k] = blocks[g + k].d;
-        if constexpr (kType == GgmlType::kQ4_1) m16[k] = blocks[g + k].m;
-      }
-      const __m256 wd = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d16)));
+      // The first 4 bytes of each block: d, and for Q4_1 m (gathered; lanes >= n zero).
+      const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      const __m256i offsets = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                                 _mm256_set1_epi32(sizeof(BlockType)));
+      const __m256i heads = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int*>(blocks + g),
+                                                        offsets, lanes, 1);
+      // [d0-3 m0-3 | d4-7 m4-7] -> [d0-7 | m0-7] as fp16.
+      const __m256i halves = _mm256_permute4x64_epi64(
+          _mm256_packus_epi32(_mm256_and_si256(heads, _mm256_set1_epi32(0xFFFF)), _mm256_srli_epi32(heads, 16)),
+          _MM_SHUFFLE(3, 1, 2, 0));
+      const __m256 wd = _mm256_cvtph_ps(_mm256_castsi256_si128(halves));
       __m256 scale[N];
-      for (int t = 0; t < N; ++t) scale[t] = _mm256_mul_ps(wd, _mm256_loadu_ps(x[t].d + g));
-      for (int k = 0; k < n; ++k) {
-        const __m256i w = LoadWeightBlock<kType>(blocks[g + k]);
-        const __m256i lane = _mm256_set1_epi32(k);
-        for (int t = 0; t < N; ++t) {
-          const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t].qs + 32 * (g + k)));
-          const __m256 partial = _mm256_cvtepi32_ps(Dot<kType>(w, xq));
-          acc[t][k & 1] = _mm256_fmadd_ps(partial, _mm256_permutevar8x32_ps(scale[t], lane), acc[t][k & 1]);
-        }
+      for (int t = 0; t < N; ++t) {
+        scale[t] = _mm256_mul_ps(wd, _mm256_loadu_ps(reinterpret_cast<const float*>(xq[t] + cols) + g));
       }
+      __m256i index = _mm256_setzero_si256();
+      int k = 0;
+      for (; k + 1 < n; k += 2) {
+        Block<N>(blocks[g + k], g + k, index, scale, xq, acc0);
+        index = _mm256_add_epi32(index, one);
+        Block<N>(blocks[g + k + 1], g + k + 1, index, scale, xq, acc1);
+        index = _mm256_add_epi32(index, one);
+      }
+      if (k < n) Block<N>(blocks[g + k], g + k, index, scale, xq, acc0);
       if constexpr (kType == GgmlType::kQ4_0) {
         const __m256 bias = _mm256_set1_ps(-8.0f);
         for (int t = 0; t < N; ++t) {
-          acc[t][0] = _mm256_fmadd_ps(scale[t], _mm256_mul_ps(_mm256_loadu_ps(x[t].sum + g), bias), acc[t][0]);
+          const __m256 sum = _mm256_loadu_ps(reinterpret_cast<const float*>(xq[t] + cols) + 2 * padded + g);
+          acc0[t] = _mm256_fmadd_ps(scale[t], _mm256_mul_ps(sum, bias), acc0[t]);
         }
       }
       if constexpr (kType == GgmlType::kQ4_1) {
-        const __m256 wm = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(m16)));
-        for (int t = 0; t < N; ++t) acc[t][1] = _mm256_fmadd_ps(wm, _mm256_loadu_ps(x[t].d_sum + g), acc[t][1]);
+        const __m256 wm = _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1));
+        for (int t = 0; t < N; ++t) {
+          const __m256 d_sum = _mm256_loadu_ps(reinterpret_cast<const float*>(xq[t] + cols) + padded + g);
+          acc1[t] = _mm256_fmadd_ps(wm, d_sum, acc1[t]);
+        }
       }
     }
-    for (int t = 0; t < N; ++t) tile.y[t][r] = HorizontalSum(_mm256_add_ps(acc[t][0], acc[t][1]));
+    for (int t = 0; t < N; ++t) tile.y[t][r] = HorizontalSum(_mm256_add_ps(acc0[t], acc1[t]));
   }
 };
 

@@ -132,7 +132,7 @@ TEST(MatMulTest, FastPathsMatchReferenceAtRaggedSizes) {
     for (int64_t cols : ColsFor(type)) {
       const int64_t rows = 37;  // not a multiple of any row blocking
       const Matrix m = RandomMatrix(type, rows, cols, rng);
-      for (int64_t tokens : {1, 2, 3, 5, 8, 9}) {
+      for (int64_t tokens = 1; tokens <= 9; ++tokens) {
         const std::vector<float> xf = RandomActivations(tokens, cols, rng);
         PackedActivations x;
         PackActivations(type, xf.data(), tokens, cols, &x);
@@ -230,6 +230,28 @@ TEST(MatMulTest, OutputsAreBitwiseIndependentOfBatchAndRowRange) {
         ExpectBatchInvariant(path.name, path.fn, type, cols, rng);
       }
     }
+  }
+}
+
+// MatMulRows takes the path MatMulPathName() names (the best one the CPU and the
+// SPLITSPEC_CPU_ISA cap allow), bit for bit.
+TEST(MatMulTest, DispatchUsesTheNamedPath) {
+  std::mt19937 rng(std::random_device{}());
+  const std::string name = MatMulPathName();
+  RowsFn expected = MatMulRowsReference;
+  for (const Path& path : FastPaths()) {
+    if (path.name == name) expected = path.fn;
+  }
+  if (name != "scalar") ASSERT_NE(expected, MatMulRowsReference) << "no path named " << name;
+  for (GgmlType type : kAllTypes) {
+    const int64_t cols = ColsFor(type).back(), rows = 19, tokens = 3;
+    const Matrix m = RandomMatrix(type, rows, cols, rng);
+    const std::vector<float> xf = RandomActivations(tokens, cols, rng);
+    PackedActivations x;
+    PackActivations(type, xf.data(), tokens, cols, &x);
+    const std::vector<float> want = RunRows(expected, m, x, 0, rows);
+    const std::vector<float> got = RunRows(MatMulRows, m, x, 0, rows);
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << name << " " << Name(type) << " i=" << i;
   }
 }
 
