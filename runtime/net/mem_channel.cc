@@ -5,7 +5,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "runtime/base/mutex.h"
 
 namespace splitspec::net {
 namespace {
@@ -15,15 +15,20 @@ namespace {
 class Inbox {
  public:
   void Push(RawFrame frame) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     frames_.push_back(std::move(frame));
+    cv_.NotifyOne();
   }
 
   absl::StatusOr<RawFrame> Pop(absl::Duration timeout) {
-    absl::MutexLock lock(&mu_);
-    auto has_frame = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !frames_.empty(); };
-    if (!mu_.AwaitWithTimeout(absl::Condition(&has_frame), timeout)) {
-      return absl::DeadlineExceededError(absl::StrCat("no message within ", absl::FormatDuration(timeout)));
+    const absl::Time deadline = absl::Now() + timeout;
+    MutexLock lock(&mu_);
+    while (frames_.empty()) {
+      const absl::Duration left = deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) {
+        return absl::DeadlineExceededError(absl::StrCat("no message within ", absl::FormatDuration(timeout)));
+      }
+      cv_.WaitWithTimeout(&mu_, left);
     }
     RawFrame frame = std::move(frames_.front());
     frames_.pop_front();
@@ -31,14 +36,15 @@ class Inbox {
   }
 
  private:
-  absl::Mutex mu_;
+  Mutex mu_;
+  CondVar cv_;
   std::deque<RawFrame> frames_ ABSL_GUARDED_BY(mu_);
 };
 
 // Listener-side state: its inbox and its connected peers' inboxes.
 struct Endpoint {
   std::shared_ptr<Inbox> inbox = std::make_shared<Inbox>();
-  absl::Mutex mu;
+  Mutex mu;
   absl::flat_hash_map<std::string, std::shared_ptr<Inbox>> peers ABSL_GUARDED_BY(mu);
 };
 
@@ -50,24 +56,24 @@ class Hub {
     return *hub;
   }
   absl::StatusOr<std::shared_ptr<Endpoint>> Bind(const std::string& name) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (endpoints_.contains(name)) return absl::AlreadyExistsError(absl::StrCat("'", name, "' is already bound"));
     auto endpoint = std::make_shared<Endpoint>();
     endpoints_[name] = endpoint;
     return endpoint;
   }
   void Unbind(const std::string& name) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     endpoints_.erase(name);
   }
   std::shared_ptr<Endpoint> Find(const std::string& name) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = endpoints_.find(name);
     return it == endpoints_.end() ? nullptr : it->second.lock();
   }
 
  private:
-  absl::Mutex mu_;
+  Mutex mu_;
   absl::flat_hash_map<std::string, std::weak_ptr<Endpoint>> endpoints_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -80,7 +86,7 @@ class MemListener final : public Channel {
   absl::Status SendBytes(absl::string_view peer, std::string bytes) override {
     std::shared_ptr<Inbox> inbox;
     {
-      absl::MutexLock lock(&endpoint_->mu);
+      MutexLock lock(&endpoint_->mu);
       auto it = endpoint_->peers.find(peer);
       if (it == endpoint_->peers.end()) {
         return absl::NotFoundError(absl::StrCat("no peer '", peer, "' on ", name_));
@@ -104,7 +110,7 @@ class MemConnector final : public Channel {
                std::shared_ptr<Inbox> inbox)
       : name_(std::move(name)), identity_(std::move(identity)), endpoint_(std::move(endpoint)), inbox_(std::move(inbox)) {}
   ~MemConnector() override {
-    absl::MutexLock lock(&endpoint_->mu);
+    MutexLock lock(&endpoint_->mu);
     endpoint_->peers.erase(identity_);
   }
 
@@ -139,7 +145,7 @@ absl::StatusOr<std::unique_ptr<Channel>> ConnectMemChannel(const std::string& en
   if (target == nullptr) return absl::UnavailableError(absl::StrCat("nothing listens on ", endpoint));
   auto inbox = std::make_shared<Inbox>();
   {
-    absl::MutexLock lock(&target->mu);
+    MutexLock lock(&target->mu);
     if (target->peers.contains(identity)) {
       return absl::AlreadyExistsError(absl::StrCat("peer '", identity, "' is already connected to ", endpoint));
     }

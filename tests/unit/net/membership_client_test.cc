@@ -31,7 +31,9 @@ class MembershipClientTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(MembershipClientTest, RegistersHeartbeatsAndLeaves) {
   coordinator::CoordinatorOptions options;
   options.control_endpoint = GetParam();
+  // Death is not under test here: allow sanitizer-slowed runs plenty of slack.
   options.membership.heartbeat_interval = absl::Milliseconds(20);
+  options.membership.dead_after_missed = 500;
   auto service = coordinator::CoordinatorService::Create(options);
   ASSERT_TRUE(service.ok()) << service.status();
   std::atomic<bool> stop{false};
