@@ -5,7 +5,7 @@
 //
 // Shapes: 1536 x 576 (the default model's FFN up/gate) and 49152 x 576 (its output
 // head); K-quants need cols % 256 == 0 and use 512 columns instead of 576.
-// Two timings per line:
+// Timings are the best of 5 rounds (see TimeCalls). Two per line:
 //   hot:  the same matrix every call (it stays in cache when it fits);
 //   cold: the call cycles over copies of the matrix totalling >= 256 MiB, so weights
 //         stream from DRAM, as in a decode step over a whole model.
@@ -115,21 +115,29 @@ struct Timing {
   double cpu_ns;   // mean ns per call this thread actually ran (excludes time preempted)
 };
 
-// Mean ns per call of `call(i)` over at least min_ms of wall time and 3 calls.
+// ns per call of `call(i)`: the best of 5 rounds, each the mean over at least
+// min_ms / 5 of wall time and 2 calls (the best round is the one least disturbed by
+// other processes on the machine).
 template <class Call>
 Timing TimeCalls(double min_ms, Call call) {
   call(0);  // warm-up
   using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  const double cpu_start = ThreadCpuNs();
-  int64_t calls = 0;
-  double elapsed_ns = 0;
-  while (calls < 3 || elapsed_ns < min_ms * 1e6) {
-    call(calls + 1);
-    ++calls;
-    elapsed_ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+  Timing best = {1e300, 1e300};
+  int64_t i = 1;
+  for (int round = 0; round < 5; ++round) {
+    const auto start = Clock::now();
+    const double cpu_start = ThreadCpuNs();
+    int64_t calls = 0;
+    double elapsed_ns = 0;
+    while (calls < 2 || elapsed_ns < min_ms * 1e6 / 5) {
+      call(i++);
+      ++calls;
+      elapsed_ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+    }
+    best.wall_ns = std::min(best.wall_ns, elapsed_ns / static_cast<double>(calls));
+    best.cpu_ns = std::min(best.cpu_ns, (ThreadCpuNs() - cpu_start) / static_cast<double>(calls));
   }
-  return {elapsed_ns / static_cast<double>(calls), (ThreadCpuNs() - cpu_start) / static_cast<double>(calls)};
+  return best;
 }
 
 void BenchShape(const Options& options, const std::vector<Path>& paths, GgmlType type, int64_t rows,

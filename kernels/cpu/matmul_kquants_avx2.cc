@@ -31,13 +31,12 @@ struct UnpackedSuperBlock {
 
 inline void UnpackK4(uint16_t d, uint16_t dmin, const uint8_t* packed_scales, const uint8_t* qs,
                      const uint8_t* qh, UnpackedSuperBlock* out) {
-  alignas(16) uint8_t min[16] = {};
+  uint64_t scales, mins;
+  UnpackScalesMinsK4(packed_scales, &scales, &mins);
   const __m256i low_mask = _mm256_set1_epi8(0x0F);
   const __m256i bits = qh != nullptr ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh)) : _mm256_setzero_si256();
   for (int s = 0; s < 8; ++s) {
-    uint8_t scale;
-    UnpackScaleMinK4(packed_scales, s, &scale, &min[s]);
-    out->scales[s] = _mm256_set1_epi16(scale);
+    out->scales[s] = _mm256_set1_epi16(static_cast<int16_t>((scales >> (8 * s)) & 0xFF));
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (s / 2)));
     __m256i q = _mm256_and_si256(s % 2 == 0 ? v : _mm256_srli_epi16(v, 4), low_mask);
     if (qh != nullptr) {
@@ -47,7 +46,7 @@ inline void UnpackK4(uint16_t d, uint16_t dmin, const uint8_t* packed_scales, co
     }
     out->q[s] = q;
   }
-  const __m128i min16 = _mm_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(min)));
+  const __m128i min16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(mins)));
   out->sum_weights = _mm256_set_m128i(_mm_unpackhi_epi16(min16, min16), _mm_unpacklo_epi16(min16, min16));
   out->d = Fp16ToFloat(d);
   out->d_correction = Fp16ToFloat(dmin);

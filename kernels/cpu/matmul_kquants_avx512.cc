@@ -49,20 +49,30 @@ struct UnpackedSuperBlock {
   float d_correction;   // Q4_K / Q5_K: dmin (subtracted); Q6_K: unused (folded into ints)
 };
 
-// Index vectors for vpermw: lane i of the result takes int16 lane index[i].
-inline __m512i RepeatIndex(int first, int run) {
-  alignas(64) int16_t index[32];
-  for (int i = 0; i < 32; ++i) index[i] = static_cast<int16_t>(first + i / run);
-  return _mm512_load_si512(index);
-}
+// vpermw indices that spread int16 scales over vpmaddubsw's output lanes: register k
+// (64 elements, 32 int16 lanes) takes scale first(k) + lane / run, with first(k) = k * 64 / (2 * run)
+// (run 16: Q4_K / Q5_K scales per 32 elements; run 8: Q6_K scales per 16).
+template <int kRun>
+struct ScaleIndex {
+  int16_t index[4][32] = {};
+  constexpr ScaleIndex() {
+    for (int k = 0; k < 4; ++k) {
+      for (int lane = 0; lane < 32; ++lane) index[k][lane] = static_cast<int16_t>(k * 32 / kRun + lane / kRun);
+    }
+  }
+};
+template <int kRun>
+alignas(64) inline constexpr ScaleIndex<kRun> kScaleIndex{};
+
+inline __m512i ScaleIndexVector(const int16_t* index) { return _mm512_load_si512(index); }
 
 // Q4_K / Q5_K: low nibbles of qs[32c..] are sub-block 2c, high nibbles 2c+1.
 inline void UnpackK4(const uint16_t d, const uint16_t dmin, const uint8_t* packed_scales,
                      const uint8_t* qs, const uint8_t* qh, UnpackedSuperBlock* out) {
-  alignas(16) uint8_t scale[16] = {}, min[16] = {};
-  for (int s = 0; s < 8; ++s) UnpackScaleMinK4(packed_scales, s, &scale[s], &min[s]);
-  const __m512i scale16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(scale))));
-  const __m128i min16 = _mm_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(min)));
+  uint64_t scales, mins;
+  UnpackScalesMinsK4(packed_scales, &scales, &mins);
+  const __m512i scale16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(scales))));
+  const __m128i min16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(mins)));
   out->sum_weights = _mm256_set_m128i(_mm_unpackhi_epi16(min16, min16), _mm_unpacklo_epi16(min16, min16));
   const __m512i low_mask = _mm512_set1_epi8(0x0F);
   for (int half = 0; half < 2; ++half) {
@@ -81,7 +91,7 @@ inline void UnpackK4(const uint16_t d, const uint16_t dmin, const uint8_t* packe
       select = _mm512_slli_epi16(select, 2);  // bytes stay below 256: 1,2 -> 4,8 -> 16,32 -> 64,128
     }
   }
-  for (int p = 0; p < 4; ++p) out->scales[p] = _mm512_permutexvar_epi16(RepeatIndex(2 * p, 16), scale16);
+  for (int p = 0; p < 4; ++p) out->scales[p] = _mm512_permutexvar_epi16(ScaleIndexVector(kScaleIndex<16>.index[p]), scale16);
   out->d = Fp16ToFloat(d);
   out->d_correction = Fp16ToFloat(dmin);
 }
@@ -101,7 +111,9 @@ inline void UnpackQ6_K(const BlockQ6_K& block, UnpackedSuperBlock* out) {
     out->q[2 * half + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low_mask), high_of_high);
   }
   const __m256i scale16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block.scales)));
-  for (int k = 0; k < 4; ++k) out->scales[k] = _mm512_permutexvar_epi16(RepeatIndex(4 * k, 8), _mm512_castsi256_si512(scale16));
+  for (int k = 0; k < 4; ++k) {
+    out->scales[k] = _mm512_permutexvar_epi16(ScaleIndexVector(kScaleIndex<8>.index[k]), _mm512_castsi256_si512(scale16));
+  }
   out->sum_weights = scale16;
   out->d = Fp16ToFloat(block.d);
   out->d_correction = 0.0f;

@@ -82,6 +82,19 @@ inline void UnpackScaleMinK4(const uint8_t* packed, int j, uint8_t* scale, uint8
   }
 }
 
+// All 8 scales and 8 mins of a Q4_K / Q5_K super-block at once, byte j of *scales / *mins
+// being sub-block j's (the same values as UnpackScaleMinK4, with 32-bit word operations).
+inline void UnpackScalesMinsK4(const uint8_t* packed, uint64_t* scales, uint64_t* mins) {
+  uint32_t a, b, c;  // bytes 0-3, 4-7, 8-11
+  std::memcpy(&a, packed, 4);
+  std::memcpy(&b, packed + 4, 4);
+  std::memcpy(&c, packed + 8, 4);
+  const uint32_t scales_hi = (c & 0x0F0F0F0Fu) | (((a >> 6) & 0x03030303u) << 4);
+  const uint32_t mins_hi = ((c >> 4) & 0x0F0F0F0Fu) | (((b >> 6) & 0x03030303u) << 4);
+  *scales = (a & 0x3F3F3F3Fu) | (static_cast<uint64_t>(scales_hi) << 32);
+  *mins = (b & 0x3F3F3F3Fu) | (static_cast<uint64_t>(mins_hi) << 32);
+}
+
 // Exact IEEE half -> float (subnormals, infinities and NaN included).
 inline float Fp16ToFloat(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;

@@ -125,6 +125,22 @@ TEST(DequantizeTest, Q4_KScalesAndMinsByHand) {
   EXPECT_EQ(out[129], -0.5f * 25);
 }
 
+TEST(DequantizeTest, WordwiseScaleUnpackingMatchesBytewise) {
+  std::mt19937 rng(std::random_device{}());
+  for (int trial = 0; trial < 1000; ++trial) {
+    uint8_t packed[12];
+    for (uint8_t& b : packed) b = static_cast<uint8_t>(rng());
+    uint64_t scales, mins;
+    UnpackScalesMinsK4(packed, &scales, &mins);
+    for (int j = 0; j < 8; ++j) {
+      uint8_t scale, min;
+      UnpackScaleMinK4(packed, j, &scale, &min);
+      ASSERT_EQ((scales >> (8 * j)) & 0xFF, scale) << j;
+      ASSERT_EQ((mins >> (8 * j)) & 0xFF, min) << j;
+    }
+  }
+}
+
 TEST(DequantizeTest, Q5_KHighBitsByHand) {
   const BlockQ4_K q4 = HandQ4_K();
   BlockQ5_K block = {};
