@@ -12,6 +12,12 @@
 // with sums per 16 elements. Products are exact integers inside a block and are
 // scaled and summed in float across blocks.
 //
+// Paths (chosen once per process from CpuFeatures(), capped by SPLITSPEC_CPU_ISA):
+// AVX-512 with VNNI (vpdpbusd), AVX-512 (vpmaddubsw + vpmaddwd), AVX2, and the scalar
+// reference. Each weight row is read once per tile of up to 8 tokens and every token
+// of the tile is accumulated against it, so verification blocks of k+1 <= 8 tokens
+// stream the weights once. One token costs about one pass over the weight bytes.
+//
 // Batch invariance. y[t, r] is bitwise identical whatever `tokens`, whatever the
 // other tokens in x and whatever [row_begin, row_end) contains row r: each output
 // follows one fixed sequence of operations that depends only on `cols` and on the
