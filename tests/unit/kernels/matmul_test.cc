@@ -191,7 +191,8 @@ TEST(MatMulTest, ReferenceMatchesDequantizedDotWithinActivationRounding) {
 }
 
 // Batch invariance: a token's outputs are bitwise the same alone, at any position in a
-// batch of 1..9 tokens with other random tokens, and for any split of the rows.
+// batch of 1..9 tokens (and some positions of a 40-token batch) with other random
+// tokens, and for any split of the rows.
 void ExpectBatchInvariant(const std::string& path_name, RowsFn fn, GgmlType type, int64_t cols,
                           std::mt19937& rng) {
   const int64_t rows = 29;
@@ -200,8 +201,8 @@ void ExpectBatchInvariant(const std::string& path_name, RowsFn fn, GgmlType type
   PackedActivations x;
   PackActivations(type, probe.data(), 1, cols, &x);
   const std::vector<float> alone = RunRows(fn, m, x, 0, rows);
-  for (int64_t tokens = 1; tokens <= 9; ++tokens) {
-    for (int64_t position = 0; position < tokens; ++position) {
+  for (int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 40}) {  // 40: two passes of 32 tokens
+    for (int64_t position = 0; position < tokens; position += tokens > 9 ? 13 : 1) {
       std::vector<float> batch = RandomActivations(tokens, cols, rng);
       std::copy(probe.begin(), probe.end(), batch.begin() + position * cols);
       PackActivations(type, batch.data(), tokens, cols, &x);  // reuses x's buffer
@@ -231,6 +232,52 @@ TEST(MatMulTest, OutputsAreBitwiseIndependentOfBatchAndRowRange) {
       }
     }
   }
+}
+
+// Large batches (several passes of 32 tokens over the rows), a row sub-range and an
+// output stride wider than the matrix: outputs of other rows and the stride padding
+// stay untouched, and the computed ones match the reference.
+TEST(MatMulTest, WritesExactlyItsRowRangeForLargeBatches) {
+  std::mt19937 rng(std::random_device{}());
+  std::vector<Path> paths = FastPaths();
+  paths.push_back({"reference", MatMulRowsReference});
+  for (GgmlType type : {GgmlType::kF16, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ6_K}) {
+    const int64_t cols = ColsFor(type).back(), rows = 23, tokens = 70, stride = 31, begin = 4, end = 19;
+    const Matrix m = RandomMatrix(type, rows, cols, rng);
+    const std::vector<float> xf = RandomActivations(tokens, cols, rng);
+    PackedActivations x;
+    PackActivations(type, xf.data(), tokens, cols, &x);
+    std::vector<float> want(tokens * stride);
+    MatMulRowsReference(type, m.bytes.data(), cols, x, begin, end, want.data(), stride);
+    for (const Path& path : paths) {
+      std::vector<float> y(tokens * stride, -12345.0f);
+      path.fn(type, m.bytes.data(), cols, x, begin, end, y.data(), stride);
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t r = 0; r < stride; ++r) {
+          const float got = y[t * stride + r];
+          if (r < begin || r >= end) {
+            ASSERT_EQ(got, -12345.0f) << path.name << " " << Name(type) << " wrote t=" << t << " r=" << r;
+          } else {
+            const double bound = SummationBound(cols, Mass(m, r, xf.data() + t * cols));
+            ASSERT_NEAR(got, want[t * stride + r], bound) << path.name << " " << Name(type) << " t=" << t << " r=" << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(MatMulTest, EmptyBatchOrRowRangeIsANoOp) {
+  std::mt19937 rng(std::random_device{}());
+  const Matrix m = RandomMatrix(GgmlType::kQ4_1, 4, 64, rng);
+  PackedActivations x;
+  PackActivations(GgmlType::kQ4_1, nullptr, 0, 64, &x);
+  float y[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  MatMulRows(GgmlType::kQ4_1, m.bytes.data(), 64, x, 0, 4, y, 4);
+  const std::vector<float> xf = RandomActivations(2, 64, rng);
+  PackActivations(GgmlType::kQ4_1, xf.data(), 2, 64, &x);
+  MatMulRows(GgmlType::kQ4_1, m.bytes.data(), 64, x, 2, 2, y, 4);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(y[i], i + 1.0f);
 }
 
 // MatMulRows takes the path MatMulPathName() names (the best one the CPU and the
