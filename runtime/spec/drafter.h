@@ -1,0 +1,89 @@
+// The drafter interface: what a draft worker calls to propose draft blocks for
+// all its requests in one batched step.
+//
+//   std::unique_ptr<Drafter> drafter = ...;           // NgramDrafter, or a model drafter
+//   RETURN_IF_ERROR(drafter->Start("req-1", prompt_tokens));
+//   std::vector<DraftRequest> batch(1);
+//   batch[0].request_id = "req-1";
+//   batch[0].context = sequence;                      // committed + already drafted
+//   batch[0].k = 4;
+//   RETURN_IF_ERROR(drafter->Propose(absl::MakeSpan(batch)));
+//   if (batch[0].status.ok()) ship(batch[0].tokens, batch[0].q);
+//   ... on a VerifyResult with a new epoch:
+//   RETURN_IF_ERROR(drafter->Truncate("req-1", frontier));   // then re-Propose with the correction
+//   ... when the request ends, on every path:
+//   drafter->Release("req-1");
+//
+// Per-request state: a drafter holds, per started request, the sequence it has
+// consumed (a model drafter: its KV cache), of length `held`. Start sets it to the
+// given tokens; Propose requires context to extend it (context.size() >= held; the
+// first `held` tokens are the caller's promise, not re-checked) and afterwards holds
+// context + the proposed tokens; Truncate(length) rolls it back to its first
+// `length` tokens; Release forgets it.
+//
+// Thread model: a drafter is used by one thread (the draft worker's loop); it is
+// thread-compatible, not thread-safe.
+#ifndef SPLITSPEC_RUNTIME_SPEC_DRAFTER_H_
+#define SPLITSPEC_RUNTIME_SPEC_DRAFTER_H_
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "runtime/spec/sampling.h"
+#include "runtime/spec/sampling_params.h"
+#include "runtime/spec/sparse_distribution.h"
+#include "runtime/spec/verify_mode.h"
+
+namespace splitspec::spec {
+
+// One request's part of a batched Propose call.
+struct DraftRequest {
+  // Inputs.
+  std::string request_id;
+  absl::Span<const int32_t> context;  // [n] committed + already drafted tokens; borrowed
+  int k = 0;                          // draft tokens wanted; >= 0
+  VerifyMode mode = VerifyMode::kRejection;
+  SamplingParams params;              // shapes q exactly as the target shapes p; seed keys the noise
+  int q_top_k = kDefaultQTopK;        // support of each shipped q row; >= 1
+
+  // Outputs, written by Propose.
+  absl::Status status;                  // this request's error; others are unaffected
+  std::vector<int32_t> tokens;          // [<= k] drafts for positions n, n + 1, ...
+  std::vector<SparseDistribution> q;    // [tokens.size()] in rejection mode, else empty
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+
+  // Short name for logs and capabilities: "ngram", "model", "layerskip:L".
+  virtual absl::string_view name() const = 0;
+
+  // Begins `request_id` holding `tokens` (the prompt, or the committed sequence
+  // on reassignment). AlreadyExists if started and not released; on error
+  // nothing changes.
+  virtual absl::Status Start(const std::string& request_id, absl::Span<const int32_t> tokens) = 0;
+
+  // Rolls the request back to its first `length` tokens. NotFound for an
+  // unknown request; OutOfRange if length > held (naming both); on error the
+  // state is unchanged.
+  virtual absl::Status Truncate(const std::string& request_id, int64_t length) = 0;
+
+  // Forgets the request and frees its state. Unknown ids are ignored.
+  virtual void Release(const std::string& request_id) = 0;
+
+  // Proposes up to k tokens for each request of the batch (one batched forward
+  // per draft step for model drafters). A request's own problems (not started,
+  // context shorter than held, bad k / q_top_k / params) go to its `status`, and
+  // leave its state unchanged. A non-OK return means the whole step failed (e.g.
+  // the forward); then no request's state changed.
+  virtual absl::Status Propose(absl::Span<DraftRequest> batch) = 0;
+};
+
+}  // namespace splitspec::spec
+
+#endif  // SPLITSPEC_RUNTIME_SPEC_DRAFTER_H_

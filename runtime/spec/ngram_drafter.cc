@@ -1,0 +1,90 @@
+#include "runtime/spec/ngram_drafter.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace splitspec::spec {
+
+absl::Status NgramDrafterConfig::Validate() const {
+  if (min_n < 1) return absl::InvalidArgumentError(absl::StrCat("ngram min_n must be >= 1, got ", min_n));
+  if (max_n < min_n) {
+    return absl::InvalidArgumentError(absl::StrCat("ngram max_n must be >= min_n (", min_n, "), got ", max_n));
+  }
+  if (window < max_n + 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ngram window must be >= max_n + 1 (", max_n + 1, "), got ", window));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int32_t> NgramLookup(absl::Span<const int32_t> context, int k, const NgramDrafterConfig& config) {
+  const int64_t length = static_cast<int64_t>(context.size());
+  const int64_t window_begin = std::max<int64_t>(0, length - config.window);
+  for (int n = std::min<int64_t>(config.max_n, length - 1); n >= config.min_n; --n) {
+    const int32_t* suffix = context.data() + length - n;
+    // Candidate matches start at j and end before the suffix itself; latest first.
+    for (int64_t j = length - n - 1; j >= window_begin; --j) {
+      if (!std::equal(suffix, suffix + n, context.data() + j)) continue;
+      const int64_t from = j + n;
+      const int64_t count = std::min<int64_t>(k, length - from);
+      return std::vector<int32_t>(context.begin() + from, context.begin() + from + count);
+    }
+  }
+  return {};
+}
+
+absl::Status NgramDrafter::Start(const std::string& request_id, absl::Span<const int32_t> tokens) {
+  if (!held_.try_emplace(request_id, static_cast<int64_t>(tokens.size())).second) {
+    return absl::AlreadyExistsError(absl::StrCat("ngram drafter: request '", request_id, "' already started"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NgramDrafter::Truncate(const std::string& request_id, int64_t length) {
+  auto it = held_.find(request_id);
+  if (it == held_.end()) {
+    return absl::NotFoundError(absl::StrCat("ngram drafter: unknown request '", request_id, "'"));
+  }
+  if (length < 0 || length > it->second) {
+    return absl::OutOfRangeError(absl::StrCat("ngram drafter: cannot truncate request '", request_id,
+                                              "' to ", length, " tokens, it holds ", it->second));
+  }
+  it->second = length;
+  return absl::OkStatus();
+}
+
+void NgramDrafter::ProposeOne(DraftRequest& request) {
+  request.tokens.clear();
+  request.q.clear();
+  request.status = absl::OkStatus();
+  auto it = held_.find(request.request_id);
+  if (it == held_.end()) {
+    request.status = absl::FailedPreconditionError(
+        absl::StrCat("ngram drafter: request '", request.request_id, "' was not started"));
+    return;
+  }
+  if (static_cast<int64_t>(request.context.size()) < it->second) {
+    request.status = absl::FailedPreconditionError(
+        absl::StrCat("ngram drafter: request '", request.request_id, "' context has ", request.context.size(),
+                     " tokens but the drafter holds ", it->second, "; call Truncate first"));
+    return;
+  }
+  if (request.k < 0 || request.q_top_k < 1) {
+    request.status = absl::InvalidArgumentError(absl::StrCat(
+        "ngram drafter: request '", request.request_id, "' has k = ", request.k, ", q_top_k = ", request.q_top_k));
+    return;
+  }
+  request.tokens = NgramLookup(request.context, request.k, config_);
+  if (request.mode == VerifyMode::kRejection) {
+    for (int32_t token : request.tokens) request.q.push_back(SparseDistribution::OneHot(token));
+  }
+  it->second = static_cast<int64_t>(request.context.size() + request.tokens.size());
+}
+
+absl::Status NgramDrafter::Propose(absl::Span<DraftRequest> batch) {
+  for (DraftRequest& request : batch) ProposeOne(request);
+  return absl::OkStatus();
+}
+
+}  // namespace splitspec::spec

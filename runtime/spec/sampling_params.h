@@ -1,0 +1,41 @@
+// Sampling parameters of one request, applied identically to the target's and
+// the draft's logits (runtime/spec/sampling.h), whether speculation is on or not.
+//
+//   SamplingParams params;            // defaults: plain sampling at temperature 1
+//   params.temperature = 0.7f;
+//   params.top_p = 0.9f;
+//   RETURN_IF_ERROR(params.Validate());
+#ifndef SPLITSPEC_RUNTIME_SPEC_SAMPLING_PARAMS_H_
+#define SPLITSPEC_RUNTIME_SPEC_SAMPLING_PARAMS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace splitspec::spec {
+
+struct SamplingParams {
+  // Logits are divided by this before the softmax. 0 = greedy (a one-hot p at
+  // the argmax of the logits). Must be finite and >= 0. Default 1.
+  float temperature = 1.0f;
+  // Keep only the top_k most probable tokens (ties broken by lower token id).
+  // 0 = off. Must be >= 0. Default 0.
+  int32_t top_k = 0;
+  // Nucleus: keep the smallest most-probable prefix whose mass is >= top_p of the
+  // mass left after top-k. 1 = off. Must be in (0, 1]. Default 1.
+  float top_p = 1.0f;
+  // Drop tokens whose probability is below min_p times the largest one.
+  // 0 = off. Must be in [0, 1]. Default 0.
+  float min_p = 0.0f;
+  // Key of the request's counter-based random stream (kernels/cpu/sampling_philox.h).
+  uint64_t seed = 0;
+
+  bool greedy() const { return temperature == 0.0f; }
+
+  // OK, or InvalidArgument naming the first field out of range and its value.
+  absl::Status Validate() const;
+};
+
+}  // namespace splitspec::spec
+
+#endif  // SPLITSPEC_RUNTIME_SPEC_SAMPLING_PARAMS_H_

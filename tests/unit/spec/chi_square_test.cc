@@ -1,0 +1,61 @@
+#include "tests/unit/spec/chi_square.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/sampling.h"
+#include "kernels/cpu/sampling_philox.h"
+#include "tests/unit/spec/spec_test_util.h"
+
+namespace splitspec::spec::testing {
+namespace {
+
+// Tabulated quantiles of the chi-square distribution.
+TEST(ChiSquareTest, UpperTailMatchesTables) {
+  EXPECT_NEAR(ChiSquareUpperTail(3.841459, 1), 0.05, 1e-6);
+  EXPECT_NEAR(ChiSquareUpperTail(13.81551, 2), 0.001, 1e-7);
+  EXPECT_NEAR(ChiSquareUpperTail(18.30704, 10), 0.05, 1e-6);
+  EXPECT_NEAR(ChiSquareUpperTail(9.341818, 10), 0.5, 1e-6);
+  EXPECT_NEAR(ChiSquareUpperTail(124.3421, 100), 0.05, 1e-5);
+  EXPECT_DOUBLE_EQ(ChiSquareUpperTail(0.0, 3), 1.0);
+}
+
+TEST(ChiSquareTest, ObservationInZeroProbabilityCellFails) {
+  const ChiSquareResult r = ChiSquareTest({10, 10, 1}, {0.5, 0.5, 0.0});
+  EXPECT_EQ(r.p_value, 0.0);
+}
+
+// Draws `trials` tokens from `weights` with the Philox stream of fresh seeds;
+// `bias` moves that much probability from the first token to the last.
+std::vector<int64_t> Draw(std::vector<float> weights, int trials, float bias) {
+  weights.front() -= bias;
+  weights.back() += bias;
+  const uint64_t seed = FreshSeed();
+  std::vector<int64_t> counts(weights.size());
+  for (int t = 0; t < trials; ++t) {
+    const double u = kernels::UniformDouble(seed, t, kernels::RandomPurpose::kSample);
+    ++counts[kernels::SampleFromWeights(weights.data(), static_cast<int>(weights.size()), u)];
+  }
+  return counts;
+}
+
+// A correct sampler passes at significance 1e-3 (fails with probability 1e-3);
+// the same sampler with 0.02 of the mass moved from the first token to the last
+// is rejected: with 100000 trials the expected statistic is ~530 against a 1e-3
+// critical value of 20.5 (dof 5), so the biased sampler passes with negligible
+// probability. This shows the distribution tests can see a wrong sampler.
+TEST(ChiSquareTest, AcceptsCorrectSamplerAndRejectsBiasedOne) {
+  std::mt19937_64 rng(FreshSeed());
+  const std::vector<float> p = RandomDistribution(6, rng);
+  const ChiSquareResult good = ChiSquareTest(Draw(p, 100000, 0.0f), ToDouble(p));
+  PrintChiSquare("correct sampler", good);
+  EXPECT_GT(good.p_value, 1e-3);
+
+  const std::vector<float> fixed = {0.3f, 0.2f, 0.2f, 0.1f, 0.1f, 0.1f};
+  const ChiSquareResult bad = ChiSquareTest(Draw(fixed, 100000, 0.02f), ToDouble(fixed));
+  PrintChiSquare("biased sampler", bad);
+  EXPECT_LT(bad.p_value, 1e-3);
+}
+
+}  // namespace
+}  // namespace splitspec::spec::testing
