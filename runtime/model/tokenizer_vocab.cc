@@ -45,9 +45,6 @@ absl::Status TokenizerVocab::Validate() const {
           absl::StrCat("token ", i, " ('", tokens[i], "') has unknown token type ", t));
     }
   }
-  if (model == "gpt2" && merges.empty()) {
-    return absl::InvalidArgumentError("BPE (gpt2) tokenizer has no merges");
-  }
   RETURN_IF_ERROR(CheckId("bos_id", bos_id, n));
   RETURN_IF_ERROR(CheckId("eos_id", eos_id, n));
   RETURN_IF_ERROR(CheckId("unk_id", unk_id, n));

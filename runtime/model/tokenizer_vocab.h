@@ -47,7 +47,8 @@ struct TokenizerVocab {
   std::vector<float> scores;
   // Empty means all kNormal. Else one per token.
   std::vector<TokenType> token_types;
-  // BPE merges in rank order, "left right" ("gpt2"; required there).
+  // BPE merges in rank order, "left right" ("gpt2"; may be empty: then every
+  // byte is its own token).
   std::vector<std::string> merges;
 
   // Special token ids; kNoToken when the model has none.
