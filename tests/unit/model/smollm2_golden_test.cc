@@ -6,7 +6,8 @@
 //
 // The model comes from $SPLITSPEC_MODEL, else
 // <source dir>/models/SmolLM2-135M-Instruct.Q4_1.gguf; without it the test is
-// skipped.
+// skipped. $SPLITSPEC_TOKENIZER_GOLDEN points the test at another golden file
+// of the same format (e.g. a larger random corpus).
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -35,6 +36,9 @@ std::string ModelPath() {
 }
 
 std::string GoldenPath() {
+  if (const char* env = std::getenv("SPLITSPEC_TOKENIZER_GOLDEN"); env != nullptr && *env != '\0') {
+    return env;
+  }
   return std::string(SPLITSPEC_SOURCE_DIR) + "/tests/data/tokenizer/smollm2_golden.json";
 }
 
