@@ -34,29 +34,30 @@ float DraftQAt(const VerifyBatchView& view, int64_t g, int32_t token) {
   return found;
 }
 
-// residual[v] = max(0, p[v] - q_g[v]) in float. False if p or q is malformed.
-bool BuildResidual(const VerifyBatchView& view, int64_t g, const float* p, float* residual) {
+// residual[v] = max(0, p[v] - q_g[v]) in float. Returns kVerifyOk, or
+// kVerifyBadTargetRow if p is malformed (checked first), else kVerifyBadDraftQ.
+int32_t BuildResidual(const VerifyBatchView& view, int64_t g, const float* p, float* residual) {
   const int32_t vocab = view.vocab;
   for (int32_t v = 0; v < vocab; ++v) {
-    if (!IsValidWeight(p[v])) return false;
+    if (!IsValidWeight(p[v])) return kVerifyBadTargetRow;
     residual[v] = p[v];
   }
   if (view.q_format == kDraftQDense) {
     const float* q = view.q_probs + g * vocab;
     for (int32_t v = 0; v < vocab; ++v) {
-      if (!IsValidWeight(q[v])) return false;
+      if (!IsValidWeight(q[v])) return kVerifyBadDraftQ;
       const float r = p[v] - q[v];
       residual[v] = r > 0.0f ? r : 0.0f;
     }
-    return true;
+    return kVerifyOk;
   }
   for (int32_t j = view.q_offsets[g]; j < view.q_offsets[g + 1]; ++j) {
     const int32_t id = view.q_ids[j];
-    if (id < 0 || id >= vocab || !IsValidWeight(view.q_probs[j])) return false;
+    if (id < 0 || id >= vocab || !IsValidWeight(view.q_probs[j])) return kVerifyBadDraftQ;
     const float r = p[id] - view.q_probs[j];
     residual[id] = r > 0.0f ? r : 0.0f;
   }
-  return true;
+  return kVerifyOk;
 }
 
 // The mode's own choice from row p at `position` (greedy/coupled target token,
@@ -113,7 +114,8 @@ SequenceResult VerifySequence(const VerifyBatchView& view, int32_t s, std::vecto
         out[result.accepted++] = token;
         continue;
       }
-      if (!BuildResidual(view, g, p, residual.data())) return fail(kVerifyBadDraftQ, i);
+      const int32_t residual_error = BuildResidual(view, g, p, residual.data());
+      if (residual_error != kVerifyOk) return fail(residual_error, i);
       const double u_residual = UniformDouble(seed, position, RandomPurpose::kResidual);
       correction = SampleFromWeights(residual.data(), vocab, u_residual);
       if (correction < 0) correction = SampleFromWeights(p, vocab, u_residual);
