@@ -80,12 +80,15 @@ bool ParseOptions(int argc, char** argv, Options* options) {
       }
     } else if (flag == "--tokens" && has_value) {
       options->tokens.clear();
-      for (const std::string& n : Split(argv[++i])) options->tokens.push_back(std::max(1, std::atoi(n.c_str())));
+      for (const std::string& n : Split(argv[++i]))
+        options->tokens.push_back(std::max(1, std::atoi(n.c_str())));
     } else if (flag == "--min-ms" && has_value) {
       options->min_ms = std::atof(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--types q4_1,...] [--tokens 1,4,8] [--min-ms 200] [--no-scalar]\n"
-                           "unknown or incomplete flag '%s'\n", argv[0], flag.c_str());
+      std::fprintf(stderr,
+                   "usage: %s [--types q4_1,...] [--tokens 1,4,8] [--min-ms 200] [--no-scalar]\n"
+                   "unknown or incomplete flag '%s'\n",
+                   argv[0], flag.c_str());
       return false;
     }
   }
@@ -96,11 +99,13 @@ std::vector<Path> Paths(bool scalar) {
   std::vector<Path> paths;
   if (scalar) paths.push_back({"scalar", MatMulRowsReference});
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) paths.push_back({"avx2", internal::MatMulRowsAvx2});
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    paths.push_back({"avx2", internal::MatMulRowsAvx2});
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   if (avx512) paths.push_back({"avx512", internal::MatMulRowsAvx512});
-  if (avx512 && __builtin_cpu_supports("avx512vnni")) paths.push_back({"avx512-vnni", internal::MatMulRowsAvx512Vnni});
+  if (avx512 && __builtin_cpu_supports("avx512vnni"))
+    paths.push_back({"avx512-vnni", internal::MatMulRowsAvx512Vnni});
   return paths;
 }
 
@@ -152,26 +157,31 @@ void BenchShape(const Options& options, const std::vector<Path>& paths, GgmlType
   }
   const size_t copies = std::max<size_t>(2, (size_t{256} << 20) / matrix_bytes + 1);
   std::vector<uint8_t> cold_copies(matrix_bytes * copies);
-  for (size_t c = 0; c < copies; ++c) std::memcpy(cold_copies.data() + c * matrix_bytes, matrix.data(), matrix_bytes);
+  for (size_t c = 0; c < copies; ++c)
+    std::memcpy(cold_copies.data() + c * matrix_bytes, matrix.data(), matrix_bytes);
 
   for (int tokens : options.tokens) {
     std::vector<float> x(tokens * cols);
     for (float& v : x) v = normal(rng);
     PackedActivations packed;
-    const Timing pack = TimeCalls(20, [&](int64_t) { PackActivations(type, x.data(), tokens, cols, &packed); });
+    const Timing pack =
+        TimeCalls(20, [&](int64_t) { PackActivations(type, x.data(), tokens, cols, &packed); });
     std::vector<float> y(static_cast<size_t>(tokens) * rows);
     for (const Path& path : paths) {
       const Timing hot = TimeCalls(options.min_ms, [&](int64_t) {
         path.fn(type, matrix.data(), cols, packed, 0, rows, y.data(), rows);
       });
       const Timing cold = TimeCalls(options.min_ms, [&](int64_t i) {
-        path.fn(type, cold_copies.data() + (i % copies) * matrix_bytes, cols, packed, 0, rows, y.data(), rows);
+        path.fn(type, cold_copies.data() + (i % copies) * matrix_bytes, cols, packed, 0, rows,
+                y.data(), rows);
       });
-      std::printf("%-5s %5lldx%-4lld t=%d %-11s | hot %10.0f ns %6.2f GB/s (cpu %10.0f ns %6.2f GB/s) | "
-                  "cold %10.0f ns %6.2f GB/s (cpu %10.0f ns %6.2f GB/s) | pack %6.0f ns\n",
-                  GetGgmlTypeTraits(type).name, static_cast<long long>(rows), static_cast<long long>(cols), tokens,
-                  path.name, hot.wall_ns, matrix_bytes / hot.wall_ns, hot.cpu_ns, matrix_bytes / hot.cpu_ns,
-                  cold.wall_ns, matrix_bytes / cold.wall_ns, cold.cpu_ns, matrix_bytes / cold.cpu_ns, pack.wall_ns);
+      std::printf(
+          "%-5s %5lldx%-4lld t=%d %-11s | hot %10.0f ns %6.2f GB/s (cpu %10.0f ns %6.2f GB/s) | "
+          "cold %10.0f ns %6.2f GB/s (cpu %10.0f ns %6.2f GB/s) | pack %6.0f ns\n",
+          GetGgmlTypeTraits(type).name, static_cast<long long>(rows), static_cast<long long>(cols),
+          tokens, path.name, hot.wall_ns, matrix_bytes / hot.wall_ns, hot.cpu_ns,
+          matrix_bytes / hot.cpu_ns, cold.wall_ns, matrix_bytes / cold.wall_ns, cold.cpu_ns,
+          matrix_bytes / cold.cpu_ns, pack.wall_ns);
       std::fflush(stdout);
     }
   }
@@ -182,7 +192,8 @@ int Main(int argc, char** argv) {
   if (!ParseOptions(argc, argv, &options)) return 2;
   const std::vector<Path> paths = Paths(options.scalar);
   std::printf("# one thread; MatMulRows dispatches to '%s' here\n", MatMulPathName());
-  std::printf("# GB/s = rows * RowBytes(type, cols) / ns_per_call (weight bytes streamed per call)\n");
+  std::printf(
+      "# GB/s = rows * RowBytes(type, cols) / ns_per_call (weight bytes streamed per call)\n");
   std::mt19937 rng(12345);
   for (GgmlType type : options.types) {
     const int64_t cols = GetGgmlTypeTraits(type).block_size == 256 ? 512 : 576;

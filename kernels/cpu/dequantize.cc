@@ -45,8 +45,8 @@ void DequantizeQ8_0(const BlockQ8_0* blocks, float* dst, int64_t num_blocks) {
 }
 
 // Q4_K and Q5_K share everything but the fifth bit; qh == nullptr means Q4_K.
-void DequantizeSuperBlockK4(uint16_t d16, uint16_t dmin16, const uint8_t* scales,
-                            const uint8_t* qs, const uint8_t* qh, float* dst) {
+void DequantizeSuperBlockK4(uint16_t d16, uint16_t dmin16, const uint8_t* scales, const uint8_t* qs,
+                            const uint8_t* qh, float* dst) {
   const float d = Fp16ToFloat(d16);
   const float dmin = Fp16ToFloat(dmin16);
   for (int sub = 0; sub < 8; ++sub) {
@@ -73,13 +73,13 @@ void DequantizeQ6_K(const BlockQ6_K* blocks, float* dst, int64_t num_blocks) {
       const uint8_t* qh = block.qh + 32 * half;
       float* out = dst + 128 * half;
       for (int l = 0; l < 32; ++l) {
-        const int q[4] = {(ql[l] & 0xF) | ((qh[l] >> 0) & 3) << 4,
-                          (ql[l + 32] & 0xF) | ((qh[l] >> 2) & 3) << 4,
-                          (ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4,
-                          (ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4};
+        const int q[4] = {
+            (ql[l] & 0xF) | ((qh[l] >> 0) & 3) << 4, (ql[l + 32] & 0xF) | ((qh[l] >> 2) & 3) << 4,
+            (ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4, (ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4};
         for (int k = 0; k < 4; ++k) {
           const int e = 128 * half + 32 * k + l;
-          out[32 * k + l] = d * static_cast<float>(block.scales[e / 16]) * static_cast<float>(q[k] - 32);
+          out[32 * k + l] =
+              d * static_cast<float>(block.scales[e / 16]) * static_cast<float>(q[k] - 32);
         }
       }
     }

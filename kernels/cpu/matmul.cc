@@ -10,8 +10,8 @@
 namespace splitspec::kernels {
 namespace {
 
-using RowsFn = void (*)(GgmlType, const void*, int64_t, const PackedActivations&, int64_t,
-                        int64_t, float*, int64_t);
+using RowsFn = void (*)(GgmlType, const void*, int64_t, const PackedActivations&, int64_t, int64_t,
+                        float*, int64_t);
 
 float DotFloat(GgmlType type, const void* row, const float* x, int64_t cols) {
   float acc = 0.0f;
@@ -87,10 +87,9 @@ int32_t DotSuperBlockQ6_K(const BlockQ6_K& w, const ActivationBlock256& x) {
     const uint8_t* ql = w.ql + 64 * half;
     const uint8_t* qh = w.qh + 32 * half;
     for (int l = 0; l < 32; ++l) {
-      const int q[4] = {(ql[l] & 0xF) | ((qh[l] >> 0) & 3) << 4,
-                        (ql[l + 32] & 0xF) | ((qh[l] >> 2) & 3) << 4,
-                        (ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4,
-                        (ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4};
+      const int q[4] = {
+          (ql[l] & 0xF) | ((qh[l] >> 0) & 3) << 4, (ql[l + 32] & 0xF) | ((qh[l] >> 2) & 3) << 4,
+          (ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4, (ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4};
       for (int k = 0; k < 4; ++k) {
         const int e = 128 * half + 32 * k + l;
         dots[e / 16] += q[k] * x.qs[e];
@@ -147,8 +146,8 @@ void CheckArguments(GgmlType weight_type, int64_t cols, const PackedActivations&
 }  // namespace
 
 void MatMulRowsReference(GgmlType weight_type, const void* w, int64_t cols,
-                         const PackedActivations& x, int64_t row_begin, int64_t row_end,
-                         float* y, int64_t y_stride) {
+                         const PackedActivations& x, int64_t row_begin, int64_t row_end, float* y,
+                         int64_t y_stride) {
   CheckArguments(weight_type, cols, x);
   const size_t row_bytes = RowBytes(weight_type, cols);
   const int64_t token_bytes = PackedTokenBytes(weight_type, cols);
@@ -163,7 +162,8 @@ void MatMulRowsReference(GgmlType weight_type, const void* w, int64_t cols,
       } else if (family == ActivationFamily::kBlock32) {
         value = DotBlock32(weight_type, row, ViewBlocks32(xt, cols), cols / 32);
       } else {
-        value = DotBlock256(weight_type, row, reinterpret_cast<const ActivationBlock256*>(xt), cols / 256);
+        value = DotBlock256(weight_type, row, reinterpret_cast<const ActivationBlock256*>(xt),
+                            cols / 256);
       }
       y[t * y_stride + r] = value;
     }

@@ -66,8 +66,8 @@ void MatMulRows(GgmlType weight_type, const void* w, int64_t cols, const PackedA
 // Scalar reference of the same algorithm (same packed activations, same integer
 // block products, sequential float sum over blocks). Same contract as MatMulRows.
 void MatMulRowsReference(GgmlType weight_type, const void* w, int64_t cols,
-                         const PackedActivations& x, int64_t row_begin, int64_t row_end,
-                         float* y, int64_t y_stride);
+                         const PackedActivations& x, int64_t row_begin, int64_t row_end, float* y,
+                         int64_t y_stride);
 
 // The path MatMulRows uses on this machine: "avx512-vnni", "avx512", "avx2" or "scalar".
 const char* MatMulPathName();
@@ -75,16 +75,14 @@ const char* MatMulPathName();
 namespace internal {
 // Per-ISA entry points (same contract as MatMulRows). REQUIRES: the CPU supports the ISA.
 // Tests and benchmarks call them directly to compare paths on one machine.
-void MatMulRowsAvx2(GgmlType weight_type, const void* w, int64_t cols,
-                    const PackedActivations& x, int64_t row_begin, int64_t row_end, float* y,
-                    int64_t y_stride);
+void MatMulRowsAvx2(GgmlType weight_type, const void* w, int64_t cols, const PackedActivations& x,
+                    int64_t row_begin, int64_t row_end, float* y, int64_t y_stride);
 // AVX-512 F/BW/VL/DQ without VNNI, and with VNNI (vpdpbusd for the 32-element blocks).
-void MatMulRowsAvx512(GgmlType weight_type, const void* w, int64_t cols,
-                      const PackedActivations& x, int64_t row_begin, int64_t row_end, float* y,
-                      int64_t y_stride);
+void MatMulRowsAvx512(GgmlType weight_type, const void* w, int64_t cols, const PackedActivations& x,
+                      int64_t row_begin, int64_t row_end, float* y, int64_t y_stride);
 void MatMulRowsAvx512Vnni(GgmlType weight_type, const void* w, int64_t cols,
-                          const PackedActivations& x, int64_t row_begin, int64_t row_end,
-                          float* y, int64_t y_stride);
+                          const PackedActivations& x, int64_t row_begin, int64_t row_end, float* y,
+                          int64_t y_stride);
 }  // namespace internal
 
 }  // namespace splitspec::kernels

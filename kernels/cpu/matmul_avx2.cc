@@ -28,7 +28,8 @@ inline float HorizontalSum(__m256 v) {
 
 // Lanes [0, n) of a mask for _mm256_maskload_ps (n in [0, 8]).
 inline __m256i LaneMask(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 template <GgmlType kType>
@@ -79,7 +80,8 @@ struct FloatKernel {
     if (i < cols) {
       const __m256 w = LoadWeightsTail<kType>(row, i, cols - i);
       const __m256i mask = LaneMask(cols - i);
-      for (int t = 0; t < N; ++t) acc[t] = _mm256_fmadd_ps(w, _mm256_maskload_ps(x[t] + i, mask), acc[t]);
+      for (int t = 0; t < N; ++t)
+        acc[t] = _mm256_fmadd_ps(w, _mm256_maskload_ps(x[t] + i, mask), acc[t]);
     }
     for (int t = 0; t < N; ++t) tile.y[t][r] = HorizontalSum(acc[t]);
   }
@@ -110,7 +112,8 @@ inline __m256i LoadWeightBlock(const typename Block32Layout<kType>::Block& block
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qs));
   } else {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block.qs));
-    const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
+    const __m256i both =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
     return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
   }
 }
@@ -132,8 +135,9 @@ struct Block32Kernel {
 
   // Block b of every token into acc.
   template <int N>
-  static inline void Block(const typename Block32Layout<kType>::Block& block, int64_t b, __m256i scale_index,
-                           const __m256 (&scale)[N], const int8_t* const (&xq)[N], __m256 (&acc)[N]) {
+  static inline void Block(const typename Block32Layout<kType>::Block& block, int64_t b,
+                           __m256i scale_index, const __m256 (&scale)[N],
+                           const int8_t* const (&xq)[N], __m256 (&acc)[N]) {
     const __m256i w = LoadWeightBlock<kType>(block);
     for (int t = 0; t < N; ++t) {
       const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t] + 32 * b));
@@ -151,7 +155,8 @@ struct Block32Kernel {
     const auto* blocks = reinterpret_cast<const BlockType*>(row);
     const int64_t nb = cols / 32;
     const int64_t padded = Blocks32Padded(nb);
-    const int8_t* xq[N];  // token t: quants; then d, d_sum, sum at cols, + padded, + 2 padded floats
+    const int8_t*
+        xq[N];  // token t: quants; then d, d_sum, sum at cols, + padded, + 2 padded floats
     __m256 acc0[N], acc1[N];
     for (int t = 0; t < N; ++t) {
       xq[t] = reinterpret_cast<const int8_t*>(tile.x[t]);
@@ -161,19 +166,22 @@ struct Block32Kernel {
     for (int64_t g = 0; g < nb; g += 8) {
       const int n = nb - g >= 8 ? 8 : static_cast<int>(nb - g);
       // The first 4 bytes of each block: d, and for Q4_1 m (gathered; lanes >= n zero).
-      const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      const __m256i lanes =
+          _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
       const __m256i offsets = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                                                  _mm256_set1_epi32(sizeof(BlockType)));
-      const __m256i heads = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int*>(blocks + g),
-                                                        offsets, lanes, 1);
+      const __m256i heads = _mm256_mask_i32gather_epi32(
+          _mm256_setzero_si256(), reinterpret_cast<const int*>(blocks + g), offsets, lanes, 1);
       // [d0-3 m0-3 | d4-7 m4-7] -> [d0-7 | m0-7] as fp16.
       const __m256i halves = _mm256_permute4x64_epi64(
-          _mm256_packus_epi32(_mm256_and_si256(heads, _mm256_set1_epi32(0xFFFF)), _mm256_srli_epi32(heads, 16)),
+          _mm256_packus_epi32(_mm256_and_si256(heads, _mm256_set1_epi32(0xFFFF)),
+                              _mm256_srli_epi32(heads, 16)),
           _MM_SHUFFLE(3, 1, 2, 0));
       const __m256 wd = _mm256_cvtph_ps(_mm256_castsi256_si128(halves));
       __m256 scale[N];
       for (int t = 0; t < N; ++t) {
-        scale[t] = _mm256_mul_ps(wd, _mm256_loadu_ps(reinterpret_cast<const float*>(xq[t] + cols) + g));
+        scale[t] =
+            _mm256_mul_ps(wd, _mm256_loadu_ps(reinterpret_cast<const float*>(xq[t] + cols) + g));
       }
       __m256i index = _mm256_setzero_si256();
       int k = 0;
@@ -187,14 +195,16 @@ struct Block32Kernel {
       if constexpr (kType == GgmlType::kQ4_0) {
         const __m256 bias = _mm256_set1_ps(-8.0f);
         for (int t = 0; t < N; ++t) {
-          const __m256 sum = _mm256_loadu_ps(reinterpret_cast<const float*>(xq[t] + cols) + 2 * padded + g);
+          const __m256 sum =
+              _mm256_loadu_ps(reinterpret_cast<const float*>(xq[t] + cols) + 2 * padded + g);
           acc0[t] = _mm256_fmadd_ps(scale[t], _mm256_mul_ps(sum, bias), acc0[t]);
         }
       }
       if constexpr (kType == GgmlType::kQ4_1) {
         const __m256 wm = _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1));
         for (int t = 0; t < N; ++t) {
-          const __m256 d_sum = _mm256_loadu_ps(reinterpret_cast<const float*>(xq[t] + cols) + padded + g);
+          const __m256 d_sum =
+              _mm256_loadu_ps(reinterpret_cast<const float*>(xq[t] + cols) + padded + g);
           acc1[t] = _mm256_fmadd_ps(wm, d_sum, acc1[t]);
         }
       }
@@ -209,17 +219,23 @@ void MatMulRowsAvx2(GgmlType weight_type, const void* w, int64_t cols, const Pac
                     int64_t row_begin, int64_t row_end, float* y, int64_t y_stride) {
   switch (weight_type) {
     case GgmlType::kF32:
-      return ForEachRowAndTile(FloatKernel<GgmlType::kF32>{cols}, weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+      return ForEachRowAndTile(FloatKernel<GgmlType::kF32>{cols}, weight_type, w, cols, x,
+                               row_begin, row_end, y, y_stride);
     case GgmlType::kF16:
-      return ForEachRowAndTile(FloatKernel<GgmlType::kF16>{cols}, weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+      return ForEachRowAndTile(FloatKernel<GgmlType::kF16>{cols}, weight_type, w, cols, x,
+                               row_begin, row_end, y, y_stride);
     case GgmlType::kBF16:
-      return ForEachRowAndTile(FloatKernel<GgmlType::kBF16>{cols}, weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+      return ForEachRowAndTile(FloatKernel<GgmlType::kBF16>{cols}, weight_type, w, cols, x,
+                               row_begin, row_end, y, y_stride);
     case GgmlType::kQ4_0:
-      return ForEachRowAndTile(Block32Kernel<GgmlType::kQ4_0>{cols}, weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+      return ForEachRowAndTile(Block32Kernel<GgmlType::kQ4_0>{cols}, weight_type, w, cols, x,
+                               row_begin, row_end, y, y_stride);
     case GgmlType::kQ4_1:
-      return ForEachRowAndTile(Block32Kernel<GgmlType::kQ4_1>{cols}, weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+      return ForEachRowAndTile(Block32Kernel<GgmlType::kQ4_1>{cols}, weight_type, w, cols, x,
+                               row_begin, row_end, y, y_stride);
     case GgmlType::kQ8_0:
-      return ForEachRowAndTile(Block32Kernel<GgmlType::kQ8_0>{cols}, weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+      return ForEachRowAndTile(Block32Kernel<GgmlType::kQ8_0>{cols}, weight_type, w, cols, x,
+                               row_begin, row_end, y, y_stride);
     default:
       return MatMulRowsKQuantsAvx2(weight_type, w, cols, x, row_begin, row_end, y, y_stride);
   }

@@ -39,7 +39,8 @@ inline __m512 LoadWeights16(const uint8_t* row, int64_t i, __mmask16 mask) {
   if constexpr (kType == GgmlType::kF32) {
     return _mm512_maskz_loadu_ps(mask, reinterpret_cast<const float*>(row) + i);
   } else if constexpr (kType == GgmlType::kF16) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, reinterpret_cast<const uint16_t*>(row) + i));
+    return _mm512_cvtph_ps(
+        _mm256_maskz_loadu_epi16(mask, reinterpret_cast<const uint16_t*>(row) + i));
   } else {
     const __m256i h = _mm256_maskz_loadu_epi16(mask, reinterpret_cast<const uint16_t*>(row) + i);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -61,7 +62,8 @@ struct FloatKernel {
     for (int64_t i = 0; i < cols; i += 16) {
       const __mmask16 mask = cols - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (cols - i)) - 1);
       const __m512 w = LoadWeights16<kType>(row, i, mask);
-      for (int t = 0; t < N; ++t) acc[t] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(mask, x[t] + i), acc[t]);
+      for (int t = 0; t < N; ++t)
+        acc[t] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(mask, x[t] + i), acc[t]);
     }
     for (int t = 0; t < N; ++t) tile.y[t][r] = HorizontalSum(acc[t]);
   }
@@ -96,7 +98,8 @@ struct WeightPair {
 // Q4 blocks in element order; qs1 == nullptr gives zeros for the second block.
 inline __m512i NibblePair(const uint8_t* qs0, const uint8_t* qs1) {
   __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs0)));
-  v = qs1 != nullptr ? _mm512_mask_broadcast_i32x4(v, 0xFF00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs1)))
+  v = qs1 != nullptr ? _mm512_mask_broadcast_i32x4(
+                           v, 0xFF00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs1)))
                      : _mm512_maskz_mov_epi32(0x00FF, v);
   const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0,
                                           0x0004000400040004, 0x0004000400040004, 0, 0);
@@ -108,12 +111,15 @@ inline WeightPair LoadWeightPair(const typename Block32Layout<kType>::Block* blo
                                  bool has_second) {
   if constexpr (kType == GgmlType::kQ8_0) {
     const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks[b].qs));
-    const __m256i c = has_second ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks[b + 1].qs))
-                                 : _mm256_setzero_si256();
+    const __m256i c = has_second
+                          ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks[b + 1].qs))
+                          : _mm256_setzero_si256();
     const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(a), c, 1);
     const __mmask64 valid = has_second ? ~__mmask64(0) : __mmask64(0xFFFFFFFFu);
     if constexpr (kVnni) {
-      return {_mm512_maskz_xor_epi32(__mmask16(has_second ? 0xFFFF : 0x00FF), q, _mm512_set1_epi8(char(0x80))), 0};
+      return {_mm512_maskz_xor_epi32(__mmask16(has_second ? 0xFFFF : 0x00FF), q,
+                                     _mm512_set1_epi8(char(0x80))),
+              0};
     } else {
       return {_mm512_abs_epi8(q), _mm512_movepi8_mask(q) & valid};
     }
@@ -128,7 +134,8 @@ inline __m512i DotPair(const WeightPair& w, __m512i x) {
   if constexpr (kVnni) {
     return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q, x);
   } else {
-    if constexpr (kType == GgmlType::kQ8_0) x = _mm512_mask_sub_epi8(x, w.negative, _mm512_setzero_si512(), x);
+    if constexpr (kType == GgmlType::kQ8_0)
+      x = _mm512_mask_sub_epi8(x, w.negative, _mm512_setzero_si512(), x);
     return _mm512_madd_epi16(_mm512_maddubs_epi16(w.q, x), _mm512_set1_epi16(1));
   }
 }
@@ -167,7 +174,8 @@ inline __m512i LoadBlockHeads(const uint8_t* group, int n) {
   __m512i heads = _mm512_setzero_si512();
   for (int c = 0; c < BlockHeadIndex<kBlockBytes>::kChunks && 128 * c < bytes; ++c) {
     const __m512i lo = _mm512_maskz_loadu_epi8(ByteMask(bytes - 128 * c), group + 128 * c);
-    const __m512i hi = _mm512_maskz_loadu_epi8(ByteMask(bytes - 128 * c - 64), group + 128 * c + 64);
+    const __m512i hi =
+        _mm512_maskz_loadu_epi8(ByteMask(bytes - 128 * c - 64), group + 128 * c + 64);
     const __m512i index = _mm512_loadu_si512(table.index[c]);
     heads = _mm512_or_si512(heads, _mm512_maskz_permutex2var_epi16(table.lanes[c], lo, index, hi));
   }
@@ -176,7 +184,9 @@ inline __m512i LoadBlockHeads(const uint8_t* group, int n) {
 
 // What DotPair sums beyond the true quant * activation, per unit of activation sum.
 template <GgmlType kType, bool kVnni>
-constexpr float kQuantBias = kType == GgmlType::kQ4_0 ? 8.0f : (kType == GgmlType::kQ8_0 && kVnni ? 128.0f : 0.0f);
+constexpr float kQuantBias = kType == GgmlType::kQ4_0
+                                 ? 8.0f
+                                 : (kType == GgmlType::kQ8_0 && kVnni ? 128.0f : 0.0f);
 
 template <GgmlType kType, bool kVnni>
 struct Block32Kernel {
@@ -184,13 +194,14 @@ struct Block32Kernel {
 
   // One pair of blocks (b, b+1; b alone when !has_second) of every token into acc.
   template <int N>
-  static inline void Pair(const typename Block32Layout<kType>::Block* blocks, int64_t b, bool has_second,
-                          __m512i scale_index, const __m512 (&scale)[N], const int8_t* const (&xq)[N],
-                          __m512 (&acc)[N]) {
+  static inline void Pair(const typename Block32Layout<kType>::Block* blocks, int64_t b,
+                          bool has_second, __m512i scale_index, const __m512 (&scale)[N],
+                          const int8_t* const (&xq)[N], __m512 (&acc)[N]) {
     const WeightPair w = LoadWeightPair<kType, kVnni>(blocks, b, has_second);
     for (int t = 0; t < N; ++t) {
-      const __m512i x = has_second ? _mm512_loadu_si512(xq[t] + 32 * b)
-                                   : _mm512_maskz_loadu_epi8(__mmask64(0xFFFFFFFFu), xq[t] + 32 * b);
+      const __m512i x = has_second
+                            ? _mm512_loadu_si512(xq[t] + 32 * b)
+                            : _mm512_maskz_loadu_epi8(__mmask64(0xFFFFFFFFu), xq[t] + 32 * b);
       const __m512 partial = _mm512_cvtepi32_ps(DotPair<kType, kVnni>(w, x));
       acc[t] = _mm512_fmadd_ps(partial, _mm512_permutexvar_ps(scale_index, scale[t]), acc[t]);
     }
@@ -205,7 +216,8 @@ struct Block32Kernel {
     const auto* blocks = reinterpret_cast<const Block*>(row);
     const int64_t nb = cols / 32;
     const int64_t padded = Blocks32Padded(nb);
-    const int8_t* xq[N];  // token t: quants; then d, d_sum, sum at cols, + padded, + 2 padded floats
+    const int8_t*
+        xq[N];  // token t: quants; then d, d_sum, sum at cols, + padded, + 2 padded floats
     __m512 acc0[N], acc1[N];
     for (int t = 0; t < N; ++t) {
       xq[t] = reinterpret_cast<const int8_t*>(tile.x[t]);
@@ -215,11 +227,13 @@ struct Block32Kernel {
     const __m512i two = _mm512_set1_epi32(2);
     for (int64_t g = 0; g < nb; g += 16) {
       const int n = nb - g >= 16 ? 16 : static_cast<int>(nb - g);
-      const __m512i heads = LoadBlockHeads<sizeof(Block)>(reinterpret_cast<const uint8_t*>(blocks + g), n);
+      const __m512i heads =
+          LoadBlockHeads<sizeof(Block)>(reinterpret_cast<const uint8_t*>(blocks + g), n);
       const __m512 wd = _mm512_cvtph_ps(_mm512_castsi512_si256(heads));
       __m512 scale[N];
       for (int t = 0; t < N; ++t) {
-        scale[t] = _mm512_mul_ps(wd, _mm512_loadu_ps(reinterpret_cast<const float*>(xq[t] + cols) + g));
+        scale[t] =
+            _mm512_mul_ps(wd, _mm512_loadu_ps(reinterpret_cast<const float*>(xq[t] + cols) + g));
       }
       __m512i index = first_index;
       int p = 0;
@@ -238,14 +252,16 @@ struct Block32Kernel {
       if constexpr (kQuantBias<kType, kVnni> != 0.0f) {
         const __m512 bias = _mm512_set1_ps(-kQuantBias<kType, kVnni>);
         for (int t = 0; t < N; ++t) {
-          const __m512 sum = _mm512_loadu_ps(reinterpret_cast<const float*>(xq[t] + cols) + 2 * padded + g);
+          const __m512 sum =
+              _mm512_loadu_ps(reinterpret_cast<const float*>(xq[t] + cols) + 2 * padded + g);
           acc0[t] = _mm512_fmadd_ps(scale[t], _mm512_mul_ps(sum, bias), acc0[t]);
         }
       }
       if constexpr (kType == GgmlType::kQ4_1) {
         const __m512 wm = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(heads, 1));
         for (int t = 0; t < N; ++t) {
-          const __m512 d_sum = _mm512_loadu_ps(reinterpret_cast<const float*>(xq[t] + cols) + padded + g);
+          const __m512 d_sum =
+              _mm512_loadu_ps(reinterpret_cast<const float*>(xq[t] + cols) + padded + g);
           acc1[t] = _mm512_fmadd_ps(wm, d_sum, acc1[t]);
         }
       }
@@ -260,17 +276,23 @@ void MatMulRowsAvx512Impl(GgmlType weight_type, const void* w, int64_t cols,
                           int64_t y_stride) {
   switch (weight_type) {
     case GgmlType::kF32:
-      return ForEachRowAndTile(FloatKernel<GgmlType::kF32>{cols}, weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+      return ForEachRowAndTile(FloatKernel<GgmlType::kF32>{cols}, weight_type, w, cols, x,
+                               row_begin, row_end, y, y_stride);
     case GgmlType::kF16:
-      return ForEachRowAndTile(FloatKernel<GgmlType::kF16>{cols}, weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+      return ForEachRowAndTile(FloatKernel<GgmlType::kF16>{cols}, weight_type, w, cols, x,
+                               row_begin, row_end, y, y_stride);
     case GgmlType::kBF16:
-      return ForEachRowAndTile(FloatKernel<GgmlType::kBF16>{cols}, weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+      return ForEachRowAndTile(FloatKernel<GgmlType::kBF16>{cols}, weight_type, w, cols, x,
+                               row_begin, row_end, y, y_stride);
     case GgmlType::kQ4_0:
-      return ForEachRowAndTile(Block32Kernel<GgmlType::kQ4_0, kVnni>{cols}, weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+      return ForEachRowAndTile(Block32Kernel<GgmlType::kQ4_0, kVnni>{cols}, weight_type, w, cols, x,
+                               row_begin, row_end, y, y_stride);
     case GgmlType::kQ4_1:
-      return ForEachRowAndTile(Block32Kernel<GgmlType::kQ4_1, kVnni>{cols}, weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+      return ForEachRowAndTile(Block32Kernel<GgmlType::kQ4_1, kVnni>{cols}, weight_type, w, cols, x,
+                               row_begin, row_end, y, y_stride);
     case GgmlType::kQ8_0:
-      return ForEachRowAndTile(Block32Kernel<GgmlType::kQ8_0, kVnni>{cols}, weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+      return ForEachRowAndTile(Block32Kernel<GgmlType::kQ8_0, kVnni>{cols}, weight_type, w, cols, x,
+                               row_begin, row_end, y, y_stride);
     default:
       return MatMulRowsKQuantsAvx512(weight_type, w, cols, x, row_begin, row_end, y, y_stride);
   }

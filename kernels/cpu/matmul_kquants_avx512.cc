@@ -46,18 +46,19 @@ struct UnpackedSuperBlock {
   __m512i scales[4];
   __m256i sum_weights;  // int16 x 16
   float d;
-  float d_correction;   // Q4_K / Q5_K: dmin (subtracted); Q6_K: unused (folded into ints)
+  float d_correction;  // Q4_K / Q5_K: dmin (subtracted); Q6_K: unused (folded into ints)
 };
 
 // vpermw indices that spread int16 scales over vpmaddubsw's output lanes: register k
-// (64 elements, 32 int16 lanes) takes scale first(k) + lane / run, with first(k) = k * 64 / (2 * run)
-// (run 16: Q4_K / Q5_K scales per 32 elements; run 8: Q6_K scales per 16).
+// (64 elements, 32 int16 lanes) takes scale first(k) + lane / run, with first(k) = k * 64 / (2 *
+// run) (run 16: Q4_K / Q5_K scales per 32 elements; run 8: Q6_K scales per 16).
 template <int kRun>
 struct ScaleIndex {
   int16_t index[4][32] = {};
   constexpr ScaleIndex() {
     for (int k = 0; k < 4; ++k) {
-      for (int lane = 0; lane < 32; ++lane) index[k][lane] = static_cast<int16_t>(k * 32 / kRun + lane / kRun);
+      for (int lane = 0; lane < 32; ++lane)
+        index[k][lane] = static_cast<int16_t>(k * 32 / kRun + lane / kRun);
     }
   }
 };
@@ -71,19 +72,22 @@ inline void UnpackK4(const uint16_t d, const uint16_t dmin, const uint8_t* packe
                      const uint8_t* qs, const uint8_t* qh, UnpackedSuperBlock* out) {
   uint64_t scales, mins;
   UnpackScalesMinsK4(packed_scales, &scales, &mins);
-  const __m512i scale16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(scales))));
+  const __m512i scale16 =
+      _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(scales))));
   const __m128i min16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(mins)));
-  out->sum_weights = _mm256_set_m128i(_mm_unpackhi_epi16(min16, min16), _mm_unpacklo_epi16(min16, min16));
+  out->sum_weights =
+      _mm256_set_m128i(_mm_unpackhi_epi16(min16, min16), _mm_unpacklo_epi16(min16, min16));
   const __m512i low_mask = _mm512_set1_epi8(0x0F);
   for (int half = 0; half < 2; ++half) {
     const __m512i v = _mm512_loadu_si512(qs + 64 * half);
-    const __m512i lo = _mm512_and_si512(v, low_mask);                         // [s0 | s2] of this half
-    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_mask);   // [s1 | s3]
-    out->q[2 * half] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));     // [s0 | s1]
-    out->q[2 * half + 1] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(3, 2, 3, 2)); // [s2 | s3]
+    const __m512i lo = _mm512_and_si512(v, low_mask);  // [s0 | s2] of this half
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_mask);        // [s1 | s3]
+    out->q[2 * half] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));      // [s0 | s1]
+    out->q[2 * half + 1] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));  // [s2 | s3]
   }
   if (qh != nullptr) {
-    const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh)));
+    const __m512i bits =
+        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh)));
     __m512i select = _mm512_inserti64x4(_mm512_set1_epi8(1), _mm256_set1_epi8(2), 1);
     for (int p = 0; p < 4; ++p) {
       const __mmask64 high = _mm512_test_epi8_mask(bits, select);
@@ -91,7 +95,8 @@ inline void UnpackK4(const uint16_t d, const uint16_t dmin, const uint8_t* packe
       select = _mm512_slli_epi16(select, 2);  // bytes stay below 256: 1,2 -> 4,8 -> 16,32 -> 64,128
     }
   }
-  for (int p = 0; p < 4; ++p) out->scales[p] = _mm512_permutexvar_epi16(ScaleIndexVector(kScaleIndex<16>.index[p]), scale16);
+  for (int p = 0; p < 4; ++p)
+    out->scales[p] = _mm512_permutexvar_epi16(ScaleIndexVector(kScaleIndex<16>.index[p]), scale16);
   out->d = Fp16ToFloat(d);
   out->d_correction = Fp16ToFloat(dmin);
 }
@@ -103,16 +108,22 @@ inline void UnpackQ6_K(const BlockQ6_K& block, UnpackedSuperBlock* out) {
   const __m512i shift_high = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
   for (int half = 0; half < 2; ++half) {
     const __m512i l = _mm512_loadu_si512(block.ql + 64 * half);
-    const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qh + 32 * half)));
+    const __m512i h = _mm512_broadcast_i64x4(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qh + 32 * half)));
     // 16-bit shifts leak bits across bytes only outside the 0x30 mask.
-    const __m512i high_of_low = _mm512_and_si512(_mm512_sllv_epi16(h, shift_low), high_mask);   // bits 0-1 | 2-3
-    const __m512i high_of_high = _mm512_and_si512(_mm512_srlv_epi16(h, shift_high), high_mask); // bits 4-5 | 6-7
+    const __m512i high_of_low =
+        _mm512_and_si512(_mm512_sllv_epi16(h, shift_low), high_mask);  // bits 0-1 | 2-3
+    const __m512i high_of_high =
+        _mm512_and_si512(_mm512_srlv_epi16(h, shift_high), high_mask);  // bits 4-5 | 6-7
     out->q[2 * half] = _mm512_or_si512(_mm512_and_si512(l, low_mask), high_of_low);
-    out->q[2 * half + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low_mask), high_of_high);
+    out->q[2 * half + 1] =
+        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low_mask), high_of_high);
   }
-  const __m256i scale16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block.scales)));
+  const __m256i scale16 =
+      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block.scales)));
   for (int k = 0; k < 4; ++k) {
-    out->scales[k] = _mm512_permutexvar_epi16(ScaleIndexVector(kScaleIndex<8>.index[k]), _mm512_castsi256_si512(scale16));
+    out->scales[k] = _mm512_permutexvar_epi16(ScaleIndexVector(kScaleIndex<8>.index[k]),
+                                              _mm512_castsi256_si512(scale16));
   }
   out->sum_weights = scale16;
   out->d = Fp16ToFloat(block.d);
@@ -160,7 +171,8 @@ struct KQuantKernel {
         if constexpr (kType == GgmlType::kQ6_K) {
           isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(_mm256_slli_epi32(correction, 5)));
         } else {
-          acc_min[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(correction), _mm256_set1_ps(w.d_correction * x.d), acc_min[t]);
+          acc_min[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(correction),
+                                       _mm256_set1_ps(w.d_correction * x.d), acc_min[t]);
         }
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(w.d * x.d), acc[t]);
       }
@@ -176,11 +188,14 @@ void MatMulRowsKQuantsAvx512(GgmlType weight_type, const void* w, int64_t cols,
                              float* y, int64_t y_stride) {
   switch (weight_type) {
     case GgmlType::kQ4_K:
-      return ForEachRowAndTile(KQuantKernel<GgmlType::kQ4_K>{cols}, weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+      return ForEachRowAndTile(KQuantKernel<GgmlType::kQ4_K>{cols}, weight_type, w, cols, x,
+                               row_begin, row_end, y, y_stride);
     case GgmlType::kQ5_K:
-      return ForEachRowAndTile(KQuantKernel<GgmlType::kQ5_K>{cols}, weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+      return ForEachRowAndTile(KQuantKernel<GgmlType::kQ5_K>{cols}, weight_type, w, cols, x,
+                               row_begin, row_end, y, y_stride);
     case GgmlType::kQ6_K:
-      return ForEachRowAndTile(KQuantKernel<GgmlType::kQ6_K>{cols}, weight_type, w, cols, x, row_begin, row_end, y, y_stride);
+      return ForEachRowAndTile(KQuantKernel<GgmlType::kQ6_K>{cols}, weight_type, w, cols, x,
+                               row_begin, row_end, y, y_stride);
     default:
       __builtin_trap();  // programmer error: MatMulRows only routes K-quants here
   }

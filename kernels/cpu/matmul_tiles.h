@@ -52,14 +52,30 @@ void ForEachRowAndTile(const Kernel& kernel, GgmlType weight_type, const void* w
       for (int64_t k = 0; k < tile_end - tile_begin; ++k) {
         const TokenTile& tile = tiles[k];
         switch (tile.count) {
-          case 1: kernel.template Run<1>(row, r, tile); break;
-          case 2: kernel.template Run<2>(row, r, tile); break;
-          case 3: kernel.template Run<3>(row, r, tile); break;
-          case 4: kernel.template Run<4>(row, r, tile); break;
-          case 5: kernel.template Run<5>(row, r, tile); break;
-          case 6: kernel.template Run<6>(row, r, tile); break;
-          case 7: kernel.template Run<7>(row, r, tile); break;
-          default: kernel.template Run<8>(row, r, tile); break;
+          case 1:
+            kernel.template Run<1>(row, r, tile);
+            break;
+          case 2:
+            kernel.template Run<2>(row, r, tile);
+            break;
+          case 3:
+            kernel.template Run<3>(row, r, tile);
+            break;
+          case 4:
+            kernel.template Run<4>(row, r, tile);
+            break;
+          case 5:
+            kernel.template Run<5>(row, r, tile);
+            break;
+          case 6:
+            kernel.template Run<6>(row, r, tile);
+            break;
+          case 7:
+            kernel.template Run<7>(row, r, tile);
+            break;
+          default:
+            kernel.template Run<8>(row, r, tile);
+            break;
         }
       }
     }
@@ -69,8 +85,8 @@ void ForEachRowAndTile(const Kernel& kernel, GgmlType weight_type, const void* w
 // K-quant (Q4_K, Q5_K, Q6_K) halves of the AVX2 and AVX-512 paths, in their own files;
 // same contract as MatMulRows.
 void MatMulRowsKQuantsAvx2(GgmlType weight_type, const void* w, int64_t cols,
-                           const PackedActivations& x, int64_t row_begin, int64_t row_end,
-                           float* y, int64_t y_stride);
+                           const PackedActivations& x, int64_t row_begin, int64_t row_end, float* y,
+                           int64_t y_stride);
 void MatMulRowsKQuantsAvx512(GgmlType weight_type, const void* w, int64_t cols,
                              const PackedActivations& x, int64_t row_begin, int64_t row_end,
                              float* y, int64_t y_stride);

@@ -18,8 +18,8 @@
 
 namespace splitspec::kernels {
 
-inline constexpr int kQk32 = 32;   // elements per block of Q4_0, Q4_1, Q8_0
-inline constexpr int kQkK = 256;   // elements per super-block of the K-quants
+inline constexpr int kQk32 = 32;  // elements per block of Q4_0, Q4_1, Q8_0
+inline constexpr int kQkK = 256;  // elements per super-block of the K-quants
 
 // x[j] = d * ((qs[j] & 0xF) - 8), x[j + 16] = d * ((qs[j] >> 4) - 8), j in [0, 16).
 struct BlockQ4_0 {
@@ -40,18 +40,18 @@ struct BlockQ8_0 {
 // Sub-block s (32 elements) of chunk c = s / 2: low nibbles of qs[32c .. 32c+32) for even s,
 // high nibbles for odd s. x = d * sc[s] * q - dmin * m[s].
 struct BlockQ4_K {
-  uint16_t d;           // fp16 scale of the sub-block scales
-  uint16_t dmin;        // fp16 scale of the sub-block mins
-  uint8_t scales[12];   // 8 x (6-bit scale, 6-bit min)
-  uint8_t qs[128];      // 4-bit quants
+  uint16_t d;          // fp16 scale of the sub-block scales
+  uint16_t dmin;       // fp16 scale of the sub-block mins
+  uint8_t scales[12];  // 8 x (6-bit scale, 6-bit min)
+  uint8_t qs[128];     // 4-bit quants
 };
 // As Q4_K, plus a fifth bit: bit s of qh[l] is the high bit of element l of sub-block s.
 struct BlockQ5_K {
   uint16_t d;
   uint16_t dmin;
   uint8_t scales[12];
-  uint8_t qh[32];       // high bits
-  uint8_t qs[128];      // low 4 bits
+  uint8_t qh[32];   // high bits
+  uint8_t qs[128];  // low 4 bits
 };
 // Half h (128 elements) uses ql[64h .. 64h+64), qh[32h .. 32h+32). For l in [0, 32):
 //   element 128h + l      = (ql[64h + l] & 0xF)      | ((qh[32h + l] >> 0) & 3) << 4

@@ -27,17 +27,17 @@ ActivationFamily ActivationFamilyOf(GgmlType weight_type);
 // One packed token of the kBlock32 family: nb = cols / 32 blocks; the per-block arrays
 // hold Blocks32Padded(nb) entries (multiple of 16), the padding is zero.
 struct Blocks32View {
-  int8_t* qs;     // [nb, 32] quants: x[32b + i] ~= d[b] * qs[32b + i]
-  float* d;       // [nb] scales
-  float* d_sum;   // [nb] d[b] * sum[b] (one float multiply)
-  float* sum;     // [nb] sum of the block's quants (an exact integer)
+  int8_t* qs;    // [nb, 32] quants: x[32b + i] ~= d[b] * qs[32b + i]
+  float* d;      // [nb] scales
+  float* d_sum;  // [nb] d[b] * sum[b] (one float multiply)
+  float* sum;    // [nb] sum of the block's quants (an exact integer)
 };
 inline int64_t Blocks32Padded(int64_t nb) { return (nb + 15) / 16 * 16; }
 // The view of a packed token at `token`; readers of a const buffer must only read.
 Blocks32View ViewBlocks32(const uint8_t* token, int64_t cols);
 
 struct ActivationBlock256 {
-  float d;             // scale: x ~= d * qs[i]
+  float d;  // scale: x ~= d * qs[i]
   int32_t pad[7];
   int16_t sums16[16];  // sums16[g] = sum(qs[16g .. 16g+16))
   int8_t qs[256];

@@ -91,7 +91,8 @@ void QuantizeSuperBlockK(const float* x, int max_q, uint16_t* d16, uint16_t* dmi
     min[s] = static_cast<uint8_t>(RoundClamp(offset[s] * Reciprocal(dmin), 0, 63));
     const float id = Reciprocal(d * scale[s]);
     const float m = dmin * min[s];
-    for (int l = 0; l < 32; ++l) q[32 * s + l] = static_cast<uint8_t>(RoundClamp((x[32 * s + l] + m) * id, 0, max_q));
+    for (int l = 0; l < 32; ++l)
+      q[32 * s + l] = static_cast<uint8_t>(RoundClamp((x[32 * s + l] + m) * id, 0, max_q));
   }
   PackScaleMinK4(scale, min, packed_scales);
 }
@@ -100,7 +101,8 @@ void QuantizeSuperBlockK(const float* x, int max_q, uint16_t* d16, uint16_t* dmi
 void PackLowNibblesK(const uint8_t* q, uint8_t* qs) {
   for (int c = 0; c < 4; ++c) {
     for (int l = 0; l < 32; ++l) {
-      qs[32 * c + l] = static_cast<uint8_t>((q[64 * c + l] & 0xF) | ((q[64 * c + 32 + l] & 0xF) << 4));
+      qs[32 * c + l] =
+          static_cast<uint8_t>((q[64 * c + l] & 0xF) | ((q[64 * c + 32 + l] & 0xF) << 4));
     }
   }
 }
@@ -119,15 +121,18 @@ void QuantizeQ6_K(const float* x, BlockQ6_K* block) {
   for (int g = 0; g < 16; ++g) {
     block->scales[g] = static_cast<int8_t>(RoundClamp(step[g] * Reciprocal(d), -127, 127));
     const float id = Reciprocal(d * block->scales[g]);
-    for (int i = 0; i < 16; ++i) q[16 * g + i] = static_cast<uint8_t>(RoundClamp(x[16 * g + i] * id + 32.0f, 0, 63));
+    for (int i = 0; i < 16; ++i)
+      q[16 * g + i] = static_cast<uint8_t>(RoundClamp(x[16 * g + i] * id + 32.0f, 0, 63));
   }
   for (int half = 0; half < 2; ++half) {
     const uint8_t* qq = q + 128 * half;
     for (int l = 0; l < 32; ++l) {
       block->ql[64 * half + l] = static_cast<uint8_t>((qq[l] & 0xF) | ((qq[l + 64] & 0xF) << 4));
-      block->ql[64 * half + 32 + l] = static_cast<uint8_t>((qq[l + 32] & 0xF) | ((qq[l + 96] & 0xF) << 4));
-      block->qh[32 * half + l] = static_cast<uint8_t>((qq[l] >> 4) | ((qq[l + 32] >> 4) << 2) |
-                                                      ((qq[l + 64] >> 4) << 4) | ((qq[l + 96] >> 4) << 6));
+      block->ql[64 * half + 32 + l] =
+          static_cast<uint8_t>((qq[l + 32] & 0xF) | ((qq[l + 96] & 0xF) << 4));
+      block->qh[32 * half + l] =
+          static_cast<uint8_t>((qq[l] >> 4) | ((qq[l + 32] >> 4) << 2) | ((qq[l + 64] >> 4) << 4) |
+                               ((qq[l + 96] >> 4) << 6));
     }
   }
 }

@@ -34,7 +34,7 @@ TEST(Fp16Test, KnownValuesAndTiesToEven) {
   // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: ties go to the even mantissa (1).
   EXPECT_EQ(FloatToFp16(1.0f + std::ldexp(1.0f, -11)), kHalfOne);
   EXPECT_EQ(FloatToFp16(1.0f + 3 * std::ldexp(1.0f, -11)), kHalfOne + 2);
-  EXPECT_EQ(FloatToFp16(65520.0f), 0x7C00);  // rounds up past the largest finite half
+  EXPECT_EQ(FloatToFp16(65520.0f), 0x7C00);               // rounds up past the largest finite half
   EXPECT_EQ(FloatToFp16(std::ldexp(1.0f, -25)), 0x0000);  // tie with zero: even
   EXPECT_EQ(FloatToFp16(std::ldexp(1.5f, -25)), 0x0001);
 }
@@ -162,10 +162,10 @@ TEST(DequantizeTest, Q6_KByHand) {
   block.scales[0] = 3;
   block.scales[4] = -2;
   block.scales[10] = 5;
-  block.ql[0] = 0x7A;    // element 0 low 4 bits: 0xA; element 64 low 4 bits: 7
-  block.qh[0] = 0x21;    // element 0 high bits: 1; element 64 high bits: 2
-  block.ql[96] = 0x05;   // element 160 (half 1, second quarter) low bits: 5
-  block.qh[32] = 0x0C;   // element 160 high bits (bits 2-3): 3
+  block.ql[0] = 0x7A;   // element 0 low 4 bits: 0xA; element 64 low 4 bits: 7
+  block.qh[0] = 0x21;   // element 0 high bits: 1; element 64 high bits: 2
+  block.ql[96] = 0x05;  // element 160 (half 1, second quarter) low bits: 5
+  block.qh[32] = 0x0C;  // element 160 high bits (bits 2-3): 3
   std::vector<float> out(256);
   DequantizeRow(GgmlType::kQ6_K, &block, out.data(), 256);
   EXPECT_EQ(out[0], 0.5f * 3 * ((0xA | 16) - 32));

@@ -70,7 +70,8 @@ struct Matrix {
 Matrix RandomMatrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_real_distribution<float> scale(0.1f, 3.0f);
-  Matrix m{type, rows, cols, std::vector<uint8_t>(RowBytes(type, cols) * rows), std::vector<float>(rows * cols)};
+  Matrix m{type, rows, cols, std::vector<uint8_t>(RowBytes(type, cols) * rows),
+           std::vector<float>(rows * cols)};
   std::vector<float> values(cols);
   for (int64_t r = 0; r < rows; ++r) {
     const float s = scale(rng);
@@ -91,8 +92,8 @@ std::vector<float> RandomActivations(int64_t tokens, int64_t cols, std::mt19937&
   return x;
 }
 
-std::vector<float> RunRows(RowsFn fn, const Matrix& m, const PackedActivations& x, int64_t row_begin,
-                       int64_t row_end) {
+std::vector<float> RunRows(RowsFn fn, const Matrix& m, const PackedActivations& x,
+                           int64_t row_begin, int64_t row_end) {
   std::vector<float> y(x.tokens * m.rows, NAN);
   fn(m.type, m.bytes.data(), m.cols, x, row_begin, row_end, y.data(), m.rows);
   return y;
@@ -162,7 +163,9 @@ TEST(MatMulTest, FastPathsMatchReferenceAtRaggedSizes) {
 TEST(MatMulTest, ReferenceMatchesDequantizedDotWithinActivationRounding) {
   std::mt19937 rng(std::random_device{}());
   for (GgmlType type : kAllTypes) {
-    const int act_block = GetGgmlTypeTraits(type).block_size == 1 ? 0 : std::max(32, GetGgmlTypeTraits(type).block_size);
+    const int act_block = GetGgmlTypeTraits(type).block_size == 1
+                              ? 0
+                              : std::max(32, GetGgmlTypeTraits(type).block_size);
     for (int64_t cols : ColsFor(type)) {
       const int64_t rows = 11, tokens = 3;
       const Matrix m = RandomMatrix(type, rows, cols, rng);
@@ -179,7 +182,8 @@ TEST(MatMulTest, ReferenceMatchesDequantizedDotWithinActivationRounding) {
           for (int64_t b = 0; act_block > 0 && b < cols; b += act_block) {
             float amax = 0;
             for (int64_t i = b; i < b + act_block; ++i) amax = std::max(amax, std::fabs(xt[i]));
-            for (int64_t i = b; i < b + act_block; ++i) bound += std::fabs(w[i]) * (amax / 127.0) / 2;
+            for (int64_t i = b; i < b + act_block; ++i)
+              bound += std::fabs(w[i]) * (amax / 127.0) / 2;
           }
           bound = bound * 1.0001 + SummationBound(cols, Mass(m, r, xt));
           ASSERT_NEAR(got[t * rows + r], exact, bound)
@@ -202,7 +206,7 @@ void ExpectBatchInvariant(const std::string& path_name, RowsFn fn, GgmlType type
   PackActivations(type, probe.data(), 1, cols, &x);
   const std::vector<float> alone = RunRows(fn, m, x, 0, rows);
   for (int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 40}) {  // 40: two passes of 32 tokens
-    for (int64_t position = 0; position < tokens; position += tokens > 9 ? 13 : 1) {
+    for (int64_t position = 0; position<tokens; position += tokens> 9 ? 13 : 1) {
       std::vector<float> batch = RandomActivations(tokens, cols, rng);
       std::copy(probe.begin(), probe.end(), batch.begin() + position * cols);
       PackActivations(type, batch.data(), tokens, cols, &x);  // reuses x's buffer
@@ -242,7 +246,8 @@ TEST(MatMulTest, WritesExactlyItsRowRangeForLargeBatches) {
   std::vector<Path> paths = FastPaths();
   paths.push_back({"reference", MatMulRowsReference});
   for (GgmlType type : {GgmlType::kF16, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ6_K}) {
-    const int64_t cols = ColsFor(type).back(), rows = 23, tokens = 70, stride = 31, begin = 4, end = 19;
+    const int64_t cols = ColsFor(type).back(), rows = 23, tokens = 70, stride = 31, begin = 4,
+                  end = 19;
     const Matrix m = RandomMatrix(type, rows, cols, rng);
     const std::vector<float> xf = RandomActivations(tokens, cols, rng);
     PackedActivations x;
@@ -256,10 +261,12 @@ TEST(MatMulTest, WritesExactlyItsRowRangeForLargeBatches) {
         for (int64_t r = 0; r < stride; ++r) {
           const float got = y[t * stride + r];
           if (r < begin || r >= end) {
-            ASSERT_EQ(got, -12345.0f) << path.name << " " << Name(type) << " wrote t=" << t << " r=" << r;
+            ASSERT_EQ(got, -12345.0f)
+                << path.name << " " << Name(type) << " wrote t=" << t << " r=" << r;
           } else {
             const double bound = SummationBound(cols, Mass(m, r, xf.data() + t * cols));
-            ASSERT_NEAR(got, want[t * stride + r], bound) << path.name << " " << Name(type) << " t=" << t << " r=" << r;
+            ASSERT_NEAR(got, want[t * stride + r], bound)
+                << path.name << " " << Name(type) << " t=" << t << " r=" << r;
           }
         }
       }
@@ -298,7 +305,8 @@ TEST(MatMulTest, DispatchUsesTheNamedPath) {
     PackActivations(type, xf.data(), tokens, cols, &x);
     const std::vector<float> want = RunRows(expected, m, x, 0, rows);
     const std::vector<float> got = RunRows(MatMulRows, m, x, 0, rows);
-    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << name << " " << Name(type) << " i=" << i;
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_EQ(got[i], want[i]) << name << " " << Name(type) << " i=" << i;
   }
 }
 
@@ -317,7 +325,8 @@ TEST(PackActivationsTest, Avx2PackerMatchesScalarBytes) {
     std::vector<ActivationBlock256> c(cols / 256), d(cols / 256);
     internal::QuantizeBlocks256Scalar(x.data(), cols, c.data());
     internal::QuantizeBlocks256Avx2(x.data(), cols, d.data());
-    EXPECT_EQ(std::memcmp(c.data(), d.data(), c.size() * sizeof(ActivationBlock256)), 0) << "cols=" << cols;
+    EXPECT_EQ(std::memcmp(c.data(), d.data(), c.size() * sizeof(ActivationBlock256)), 0)
+        << "cols=" << cols;
   }
 }
 
