@@ -198,7 +198,9 @@ TEST(QuantizeWeightsTest, RoundTripErrorMatchesFormatPrecision) {
       ref += x[i] * x[i];
     }
     EXPECT_LE(std::sqrt(err / ref), c.max_relative_rms) << GetGgmlTypeTraits(c.type).name;
-    if (c.type != GgmlType::kF32) EXPECT_GT(err, 0.0) << GetGgmlTypeTraits(c.type).name;
+    if (c.type != GgmlType::kF32) {
+      EXPECT_GT(err, 0.0) << GetGgmlTypeTraits(c.type).name;
+    }
   }
 }
 

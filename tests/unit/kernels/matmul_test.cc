@@ -296,7 +296,9 @@ TEST(MatMulTest, DispatchUsesTheNamedPath) {
   for (const Path& path : FastPaths()) {
     if (path.name == name) expected = path.fn;
   }
-  if (name != "scalar") ASSERT_NE(expected, MatMulRowsReference) << "no path named " << name;
+  if (name != "scalar") {
+    ASSERT_NE(expected, MatMulRowsReference) << "no path named " << name;
+  }
   for (GgmlType type : kAllTypes) {
     const int64_t cols = ColsFor(type).back(), rows = 19, tokens = 3;
     const Matrix m = RandomMatrix(type, rows, cols, rng);
