@@ -15,6 +15,7 @@ int RunStatusCommand(const CommandArgs& args);   // tools/status_command.cc
 int RunLogitsCommand(const CommandArgs& args);   // tools/logits_command.cc
 int RunGenerateCommand(const CommandArgs& args); // tools/generate_command.cc
 int RunBenchCommand(const CommandArgs& args);    // tools/bench_command.cc
+int RunPlanCommand(const CommandArgs& args);     // tools/plan_command.cc
 
 
 

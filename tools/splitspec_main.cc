@@ -20,6 +20,7 @@ constexpr Subcommand kSubcommands[] = {
     {"generate", "greedy target-only generation: --target PATH --prompt-ids 1,2 | --prompt TEXT [--json]", splitspec::tools::RunGenerateCommand},
     {"logits", "last-position logits as JSON: --model PATH --prompt-ids 1,2,3", splitspec::tools::RunLogitsCommand},
     {"bench", "benchmarks: bench decode --model PATH [--threads N]", splitspec::tools::RunBenchCommand},
+    {"plan", "analytic speedup model: --alpha A --cost-ratio C [--k K] [--json]", splitspec::tools::RunPlanCommand},
 };
 
 void PrintUsage() {

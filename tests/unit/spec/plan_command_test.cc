@@ -1,0 +1,73 @@
+// `splitspec plan` end to end through RunPlanCommand: the seeds' table, the JSON
+// fields, and input validation naming the flag.
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tools/commands.h"
+
+namespace splitspec::tools {
+namespace {
+
+std::string RunAndCaptureStdout(const CommandArgs& args, int* exit_code) {
+  ::testing::internal::CaptureStdout();
+  *exit_code = RunPlanCommand(args);
+  return ::testing::internal::GetCapturedStdout();
+}
+
+std::string RunAndCaptureStderr(const CommandArgs& args, int* exit_code) {
+  ::testing::internal::CaptureStderr();
+  *exit_code = RunPlanCommand(args);
+  return ::testing::internal::GetCapturedStderr();
+}
+
+TEST(PlanCommandTest, JsonReproducesTheSeedTable) {
+  int code = -1;
+  const std::string out = RunAndCaptureStdout({"--alpha", "0.8", "--cost-ratio", "20", "--json"}, &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(out.find("\"optimal_k\":8,"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"optimal_speedup\":3.09208"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"expected_tokens\":4.32891"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"overlapped_optimal_k\":20,"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"overlapped_optimal_speedup\":4.95388"), std::string::npos) << out;
+  EXPECT_EQ(out.find('\n'), out.size() - 1) << "one object per line";
+}
+
+TEST(PlanCommandTest, JsonAtAGivenK) {
+  int code = -1;
+  // alpha 0.6, C 4, k 3: E[N] = 2.176, sequential 2.176 / 1.75, overlapped 2.176.
+  const std::string out =
+      RunAndCaptureStdout({"--alpha=0.6", "--cost-ratio=4", "--k=3", "--json"}, &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(out.find("\"k\":3,\"expected_tokens\":2.176,\"speedup\":1.24343,"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"overlapped_k\":3,\"overlapped_expected_tokens\":2.176,\"overlapped_speedup\":2.176,"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("\"optimal_k\":2,"), std::string::npos) << out;
+}
+
+TEST(PlanCommandTest, TableListsKOneToTenAndTheOptimum) {
+  int code = -1;
+  const std::string out = RunAndCaptureStdout({"--alpha", "0.8", "--cost-ratio", "20"}, &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(out.find("   8    4.329      3.092x"), std::string::npos) << out;
+  EXPECT_NE(out.find("  10"), std::string::npos) << out;
+  EXPECT_NE(out.find("sequential k = 8 -> 3.092x"), std::string::npos) << out;
+}
+
+TEST(PlanCommandTest, ValidationNamesTheFlag) {
+  int code = -1;
+  EXPECT_NE(RunAndCaptureStderr({"--alpha", "1.5", "--cost-ratio", "2"}, &code).find("--alpha"), std::string::npos);
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(RunAndCaptureStderr({"--alpha", "0.5", "--cost-ratio", "0"}, &code).find("--cost-ratio"),
+            std::string::npos);
+  EXPECT_NE(RunAndCaptureStderr({"--alpha", "0.5", "--cost-ratio", "-3"}, &code).find("--cost-ratio"),
+            std::string::npos);
+  EXPECT_NE(RunAndCaptureStderr({"--alpha", "x", "--cost-ratio", "2"}, &code).find("--alpha"), std::string::npos);
+  EXPECT_NE(RunAndCaptureStderr({"--cost-ratio", "2"}, &code).find("--alpha is required"), std::string::npos);
+  EXPECT_NE(RunAndCaptureStderr({"--alpha", "0.5", "--cost-ratio", "2", "--k", "0"}, &code).find("--k"),
+            std::string::npos);
+  EXPECT_EQ(code, 2);
+}
+
+}  // namespace
+}  // namespace splitspec::tools
