@@ -48,11 +48,27 @@ ThreadPool::~ThreadPool() {
   for (std::thread& w : workers_) w.join();
 }
 
-void ThreadPool::Drain(Job& job, int thread) {
+void ThreadPool::Drain(uint64_t generation, int thread) {
+  const absl::FunctionRef<void(int64_t, int)>* fn;
+  {
+    absl::MutexLock lock(&mu_);
+    if (generation_ != generation) return;  // that loop is over
+    fn = fn_;
+  }
+  const uint64_t mask = (uint64_t{1} << kTaskBits) - 1;
+  uint64_t claim = claim_.load(std::memory_order_acquire);
   for (;;) {
-    const int64_t task = job.next.fetch_add(1, std::memory_order_relaxed);
-    if (task >= job.num_tasks) return;
-    job.fn(task, thread);
+    if ((claim >> kTaskBits) != generation) return;
+    const int64_t task = static_cast<int64_t>(claim & mask);
+    if (task >= num_tasks_.load(std::memory_order_relaxed)) return;
+    if (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel)) continue;
+    (*fn)(task, thread);
+    if (tasks_done_.fetch_add(1, std::memory_order_acq_rel) + 1 ==
+        num_tasks_.load(std::memory_order_relaxed)) {
+      absl::MutexLock lock(&mu_);
+      done_cv_.SignalAll();
+    }
+    claim = claim_.load(std::memory_order_acquire);
   }
 }
 
@@ -64,44 +80,46 @@ void ThreadPool::ParallelFor(int64_t num_tasks,
     return;
   }
   absl::MutexLock call_lock(&call_mu_);
-  Job job{fn, num_tasks};
+  uint64_t generation;
   {
     absl::MutexLock lock(&mu_);
-    job_ = &job;
-    workers_busy_.store(num_threads_ - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+    generation = ++generation_ & ((uint64_t{1} << (64 - kTaskBits)) - 1);
+    generation_ = generation;
+    fn_ = &fn;
+    num_tasks_.store(num_tasks, std::memory_order_relaxed);
+    tasks_done_.store(0, std::memory_order_relaxed);
+    claim_.store(generation << kTaskBits, std::memory_order_release);
     work_cv_.SignalAll();
   }
-  Drain(job, 0);
-  // Every worker takes part in every job (it decrements workers_busy_ once), so
-  // `job` on this stack stays referenced until workers_busy_ reaches zero.
-  if (!PollFor([this] { return workers_busy_.load(std::memory_order_acquire) == 0; })) {
+  Drain(generation, 0);
+  // Tasks claimed by workers may still be running; wait for them only.
+  auto all_done = [&] { return tasks_done_.load(std::memory_order_acquire) == num_tasks; };
+  if (!PollFor(all_done)) {
     absl::MutexLock lock(&mu_);
-    while (workers_busy_.load(std::memory_order_acquire) != 0) done_cv_.Wait(&mu_);
+    while (!all_done()) done_cv_.Wait(&mu_);
   }
   absl::MutexLock lock(&mu_);
-  job_ = nullptr;
+  fn_ = nullptr;
 }
 
 void ThreadPool::WorkerMain(int thread) {
   uint64_t seen = 0;
   for (;;) {
-    PollFor([&] { return generation_.load(std::memory_order_acquire) != seen; });
-    Job* job = nullptr;
+    const uint64_t mask = (uint64_t{1} << kTaskBits) - 1;
+    PollFor([&] {
+      const uint64_t claim = claim_.load(std::memory_order_acquire);
+      return (claim >> kTaskBits) != seen &&
+             static_cast<int64_t>(claim & mask) < num_tasks_.load(std::memory_order_relaxed);
+    });
+    uint64_t generation;
     {
       absl::MutexLock lock(&mu_);
-      while (!shutdown_ && generation_.load(std::memory_order_acquire) == seen) {
-        work_cv_.Wait(&mu_);
-      }
+      while (!shutdown_ && generation_ == seen) work_cv_.Wait(&mu_);
       if (shutdown_) return;
-      seen = generation_.load(std::memory_order_acquire);
-      job = job_;
+      generation = generation_;
     }
-    Drain(*job, thread);
-    if (workers_busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      absl::MutexLock lock(&mu_);
-      done_cv_.SignalAll();
-    }
+    seen = generation;
+    Drain(generation, thread);
   }
 }
 

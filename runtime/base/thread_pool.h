@@ -18,6 +18,10 @@
 // a wake-up each) and then sleeps on a condition variable; an idle pool uses no
 // CPU. The destructor wakes and joins the workers.
 //
+// ParallelFor returns as soon as every task has run: it never waits for a worker
+// that has not woken up yet (on an oversubscribed machine the caller simply runs
+// more of the tasks itself).
+//
 // Thread safety: ParallelFor may be called from one thread at a time (calls are
 // serialized by an internal mutex); `fn` must not call ParallelFor on the same
 // pool.
@@ -53,31 +57,31 @@ class ThreadPool {
   void ParallelFor(int64_t num_tasks, absl::FunctionRef<void(int64_t task, int thread)> fn);
 
  private:
-  // One loop being run; lives on the caller's stack for the duration of ParallelFor.
-  struct Job {
-    absl::FunctionRef<void(int64_t, int)> fn;
-    int64_t num_tasks;
-    std::atomic<int64_t> next{0};
-  };
+  // Task claims are packed as (generation << kTaskBits) | next task index, so a
+  // worker that wakes late, after its loop finished and a new one began, fails
+  // the generation check instead of running a task of the wrong loop.
+  static constexpr int kTaskBits = 40;
 
   void WorkerMain(int thread);
-  // Takes tasks of `job` until none are left.
-  static void Drain(Job& job, int thread);
+  // Claims and runs tasks of loop `generation` until none are left.
+  void Drain(uint64_t generation, int thread);
 
   const int num_threads_;
   std::vector<std::thread> workers_;
 
   absl::Mutex call_mu_;  // serializes ParallelFor callers
 
-  // Publication of jobs to the workers. The state below is protected by mu_;
-  // `generation_` is also read without the lock while a worker polls.
+  // The loop being run. fn_ and num_tasks_ are written by ParallelFor under mu_
+  // before the generation is published in claim_, and read by workers under mu_.
   absl::Mutex mu_;
-  absl::CondVar work_cv_;  // signalled when generation_ changes or on shutdown
-  absl::CondVar done_cv_;  // signalled when the last worker finishes a job
-  Job* job_ ABSL_GUARDED_BY(mu_) = nullptr;
+  absl::CondVar work_cv_;  // signalled when a loop starts or on shutdown
+  absl::CondVar done_cv_;  // signalled when the last task of a loop finishes
+  const absl::FunctionRef<void(int64_t, int)>* fn_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::atomic<int64_t> num_tasks_{0};  // stored before claim_ is published
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  std::atomic<uint64_t> generation_{0};      // bumped (under mu_) for every job
-  std::atomic<int> workers_busy_{0};         // workers still draining the current job
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> claim_{0};      // (generation << kTaskBits) | next task
+  std::atomic<int64_t> tasks_done_{0};  // tasks of the current loop finished
 };
 
 }  // namespace splitspec
