@@ -2,6 +2,7 @@
 // and token count, the scalar reference and every vector path this CPU runs.
 //
 //   splitspec_bench_matmul [--types q4_1,q8_0] [--tokens 1,4,8] [--min-ms 200] [--no-scalar]
+//   splitspec_bench_matmul --decode-model [--tokens 1,5,9]
 //
 // Shapes: 1536 x 576 (the default model's FFN up/gate) and 49152 x 576 (its output
 // head); K-quants need cols % 256 == 0 and use 512 columns instead of 576.
@@ -13,6 +14,11 @@
 // from wall-clock time and from this thread's CPU time (the two differ when other
 // processes share the cores; the CPU-time figure is the kernel's own speed).
 // The activation packing (PackActivations) is timed separately (pack_ns).
+//
+// --decode-model times, on one thread with the dispatched path, every matmul of one
+// forward step of the default model (SmolLM2-135M: 30 layers of Q4_1 q/k/v/o
+// 576x576, 192x576, 192x576, 576x576, gate/up 1536x576, down 576x1536, then the tied
+// Q8_0 49152x576 head), ~96 MB of weights that stream from DRAM every step.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -45,6 +51,7 @@ struct Options {
   std::vector<int> tokens = {1, 4, 8};
   double min_ms = 200;
   bool scalar = true;
+  bool decode_model = false;
 };
 
 std::vector<std::string> Split(const std::string& s) {
@@ -64,6 +71,8 @@ bool ParseOptions(int argc, char** argv, Options* options) {
     const bool has_value = i + 1 < argc;
     if (flag == "--no-scalar") {
       options->scalar = false;
+    } else if (flag == "--decode-model") {
+      options->decode_model = true;
     } else if (flag == "--types" && has_value) {
       options->types.clear();
       for (const std::string& name : Split(argv[++i])) {
@@ -86,7 +95,8 @@ bool ParseOptions(int argc, char** argv, Options* options) {
       options->min_ms = std::atof(argv[++i]);
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--types q4_1,...] [--tokens 1,4,8] [--min-ms 200] [--no-scalar]\n"
+                   "usage: %s [--types q4_1,...] [--tokens 1,4,8] [--min-ms 200] [--no-scalar] "
+                   "[--decode-model]\n"
                    "unknown or incomplete flag '%s'\n",
                    argv[0], flag.c_str());
       return false;
@@ -187,14 +197,66 @@ void BenchShape(const Options& options, const std::vector<Path>& paths, GgmlType
   }
 }
 
+struct ModelMatrix {
+  GgmlType type;
+  int64_t rows, cols;
+  std::vector<uint8_t> bytes;
+};
+
+void BenchDecodeModel(const Options& options, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<ModelMatrix> matrices;
+  const int64_t layer_shapes[7][2] = {{576, 576},  {192, 576},  {192, 576}, {576, 576},
+                                      {1536, 576}, {1536, 576}, {576, 1536}};
+  for (int layer = 0; layer < 30; ++layer) {
+    for (const auto& shape : layer_shapes)
+      matrices.push_back({GgmlType::kQ4_1, shape[0], shape[1], {}});
+  }
+  matrices.push_back({GgmlType::kQ8_0, 49152, 576, {}});
+  size_t total_bytes = 0;
+  std::vector<float> row(1536);
+  for (ModelMatrix& m : matrices) {
+    m.bytes.resize(RowBytes(m.type, m.cols) * m.rows);
+    for (int64_t r = 0; r < m.rows; ++r) {
+      for (int64_t c = 0; c < m.cols; ++c) row[c] = normal(rng);
+      QuantizeRow(m.type, row.data(), m.bytes.data() + r * RowBytes(m.type, m.cols), m.cols);
+    }
+    total_bytes += m.bytes.size();
+  }
+  std::printf("# decode step of SmolLM2-135M shapes: %zu matmuls, %.1f MB of weights, path '%s'\n",
+              matrices.size(), total_bytes / 1e6, MatMulPathName());
+  for (int tokens : options.tokens) {
+    std::vector<float> x(static_cast<size_t>(tokens) * 1536),
+        y(static_cast<size_t>(tokens) * 49152);
+    for (float& v : x) v = normal(rng);
+    PackedActivations packed;
+    const Timing step = TimeCalls(std::max(options.min_ms, 500.0), [&](int64_t) {
+      for (const ModelMatrix& m : matrices) {
+        PackActivations(m.type, x.data(), tokens, m.cols, &packed);
+        MatMulRows(m.type, m.bytes.data(), m.cols, packed, 0, m.rows, y.data(), m.rows);
+      }
+    });
+    std::printf(
+        "tokens %d: %.2f ms per step (cpu %.2f ms), %.2f GB/s (cpu %.2f GB/s) = weight bytes / "
+        "step time\n",
+        tokens, step.wall_ns / 1e6, step.cpu_ns / 1e6, total_bytes / step.wall_ns,
+        total_bytes / step.cpu_ns);
+    std::fflush(stdout);
+  }
+}
+
 int Main(int argc, char** argv) {
   Options options;
   if (!ParseOptions(argc, argv, &options)) return 2;
+  std::mt19937 rng(12345);
+  if (options.decode_model) {
+    BenchDecodeModel(options, rng);
+    return 0;
+  }
   const std::vector<Path> paths = Paths(options.scalar);
   std::printf("# one thread; MatMulRows dispatches to '%s' here\n", MatMulPathName());
   std::printf(
       "# GB/s = rows * RowBytes(type, cols) / ns_per_call (weight bytes streamed per call)\n");
-  std::mt19937 rng(12345);
   for (GgmlType type : options.types) {
     const int64_t cols = GetGgmlTypeTraits(type).block_size == 256 ? 512 : 576;
     for (int64_t rows : {1536, 49152}) BenchShape(options, paths, type, rows, cols, rng);
