@@ -169,10 +169,22 @@ alignas(64) inline constexpr BlockHeadIndex<kBlockBytes> kBlockHeadIndex{};
 // (A permute per 128 bytes: cheaper than a 16-lane gather.)
 template <int kBlockBytes>
 inline __m512i LoadBlockHeads(const uint8_t* group, int n) {
-  const BlockHeadIndex<kBlockBytes>& table = kBlockHeadIndex<kBlockBytes>;
-  const int64_t bytes = static_cast<int64_t>(n) * kBlockBytes;
+  using Index = BlockHeadIndex<kBlockBytes>;
+  const Index& table = kBlockHeadIndex<kBlockBytes>;
   __m512i heads = _mm512_setzero_si512();
-  for (int c = 0; c < BlockHeadIndex<kBlockBytes>::kChunks && 128 * c < bytes; ++c) {
+  if (n == 16) {  // a full group: the masks are constants
+    constexpr int64_t kBytes = 16 * kBlockBytes;
+    for (int c = 0; c < Index::kChunks; ++c) {
+      const __m512i lo = _mm512_maskz_loadu_epi8(ByteMask(kBytes - 128 * c), group + 128 * c);
+      const __m512i hi =
+          _mm512_maskz_loadu_epi8(ByteMask(kBytes - 128 * c - 64), group + 128 * c + 64);
+      const __m512i index = _mm512_loadu_si512(table.index[c]);
+      heads = _mm512_or_si512(heads, _mm512_maskz_permutex2var_epi16(table.lanes[c], lo, index, hi));
+    }
+    return heads;
+  }
+  const int64_t bytes = static_cast<int64_t>(n) * kBlockBytes;
+  for (int c = 0; c < Index::kChunks && 128 * c < bytes; ++c) {
     const __m512i lo = _mm512_maskz_loadu_epi8(ByteMask(bytes - 128 * c), group + 128 * c);
     const __m512i hi =
         _mm512_maskz_loadu_epi8(ByteMask(bytes - 128 * c - 64), group + 128 * c + 64);
