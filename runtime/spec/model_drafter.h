@@ -1,0 +1,98 @@
+// Drafting with a second, smaller GGUF model that shares the target's
+// vocabulary (drafter "model"). Implements the Drafter protocol of
+// runtime/spec/drafter.h with one KV cache per request and one batched forward
+// of the draft model per draft step, for every request of the batch.
+//
+//   ASSIGN_OR_RETURN(std::unique_ptr<ModelDrafter> drafter,
+//                    ModelDrafter::Load(draft_path, target_tokenizer, target_vocab_size, {}));
+//   RETURN_IF_ERROR(drafter->Start("req-1", prompt));
+//   ... drafter->Propose(batch) ... drafter->Truncate("req-1", frontier) ... drafter->Release("req-1");
+//
+// Each drafted token at position n is chosen from q = LogitsToProbs(params,
+// draft logits at n) by ChooseDraftToken(mode, q, q_top_k, params.seed, n): the
+// request's sampling parameters shape q exactly as they shape the target's p;
+// rejection mode ships the top-q_top_k renormalized q the token was sampled from.
+// Requests draft min(k, max_tokens - held) tokens, where max_tokens is the
+// per-request cache size (the draft's context length by default).
+// Thread model: one thread (see Drafter); Propose runs the draft model's forward.
+#ifndef SPLITSPEC_RUNTIME_SPEC_MODEL_DRAFTER_H_
+#define SPLITSPEC_RUNTIME_SPEC_MODEL_DRAFTER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "runtime/model/kv_cache.h"
+#include "runtime/model/tokenizer.h"
+#include "runtime/model/transformer.h"
+#include "runtime/spec/drafter.h"
+
+namespace splitspec::spec {
+
+struct ModelDrafterOptions {
+  int threads = 0;          // draft forward threads; 0 = the thread pool's default
+  int max_tokens = 0;       // per-request cache size; 0 = the draft's context length
+};
+
+class ModelDrafter : public Drafter {
+ public:
+  // Wraps a loaded draft model. Errors: FailedPrecondition from
+  // CheckSameVocabulary(target_tokenizer, draft_tokenizer), or if the draft's
+  // logits width (config().vocab_size) differs from target_vocab_size (named);
+  // InvalidArgument for a negative max_tokens.
+  static absl::StatusOr<std::unique_ptr<ModelDrafter>> Create(std::unique_ptr<model::Transformer> draft,
+                                                              const model::Tokenizer& draft_tokenizer,
+                                                              const model::Tokenizer& target_tokenizer,
+                                                              int target_vocab_size, const ModelDrafterOptions& options);
+
+  // Loads the draft GGUF at `path` and its tokenizer, then Create. Errors: those
+  // of Transformer::Load and LoadTokenizerFromGguf (naming the file), and Create's.
+  static absl::StatusOr<std::unique_ptr<ModelDrafter>> Load(const std::string& path,
+                                                            const model::Tokenizer& target_tokenizer,
+                                                            int target_vocab_size, const ModelDrafterOptions& options);
+
+  absl::string_view name() const override { return "model"; }
+  // Also InvalidArgument for an empty `tokens` (a draft needs a token to condition on)
+  // or a token outside the vocabulary.
+  absl::Status Start(const std::string& request_id, absl::Span<const int32_t> tokens) override;
+  absl::Status Truncate(const std::string& request_id, int64_t length) override;
+  void Release(const std::string& request_id) override { requests_.erase(request_id); }
+  // Per-request errors (besides Drafter's): a context token outside the vocabulary,
+  // the same request twice in the batch, invalid params, non-finite draft logits.
+  // A failed forward returns its error with every request rolled back.
+  absl::Status Propose(absl::Span<DraftRequest> batch) override;
+
+ private:
+  struct RequestState {
+    std::unique_ptr<model::KvCache> cache;  // positions [0, cache->length()) of `tokens`
+    std::vector<int32_t> tokens;            // the held sequence
+  };
+  // One request of a Propose call.
+  struct Work {
+    DraftRequest* request;
+    RequestState* state;
+    size_t held_before;  // tokens.size() before the call, for rollback
+    int k;               // tokens to draft
+  };
+
+  ModelDrafter(std::unique_ptr<model::Transformer> draft, int max_tokens);
+
+  // Checks one request and appends its new context tokens; errors go to request.status.
+  void Admit(DraftRequest& request, absl::flat_hash_map<std::string, bool>& seen, std::vector<Work>& work);
+  // Chooses the next token of `w` from its logits row; false (and status set) on error.
+  bool Choose(Work& w, const float* logits);
+  static void Rollback(Work& w);
+
+  std::unique_ptr<model::Transformer> model_;
+  int vocab_;
+  int max_tokens_;
+  absl::flat_hash_map<std::string, RequestState> requests_;
+  std::vector<float> probs_;  // [vocab] scratch
+};
+
+}  // namespace splitspec::spec
+
+#endif  // SPLITSPEC_RUNTIME_SPEC_MODEL_DRAFTER_H_
