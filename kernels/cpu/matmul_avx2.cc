@@ -63,6 +63,7 @@ inline __m256 LoadWeightsTail(const uint8_t* row, int64_t i, int64_t n) {
 template <GgmlType kType>
 struct FloatKernel {
   int64_t cols;
+  static constexpr int kTile = 8;
 
   template <int N>
   void Run(const uint8_t* row, int64_t r, const TokenTile& tile) const {
@@ -132,6 +133,8 @@ inline __m256i Dot(__m256i w, __m256i x) {
 template <GgmlType kType>
 struct Block32Kernel {
   int64_t cols;
+  // Tokens per weight pass: 16 ymm registers hold 2 accumulators + 1 scale per token.
+  static constexpr int kTile = 4;
 
   // Block b of every token into acc.
   template <int N>

@@ -85,6 +85,7 @@ inline void UnpackQ6_K(const BlockQ6_K& block, UnpackedSuperBlock* out) {
 template <GgmlType kType>
 struct KQuantKernel {
   int64_t cols;
+  static constexpr int kTile = 8;
 
   template <int N>
   void Run(const uint8_t* row, int64_t r, const TokenTile& tile) const {

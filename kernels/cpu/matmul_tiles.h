@@ -1,6 +1,6 @@
 // Internal to the matmul ISA files: the row/token loop shared by every path.
 //
-// For each row, tokens are processed in tiles of at most kMaxTokenTile; a tile
+// For each row, tokens are processed in tiles of at most Kernel::kTile; a tile
 // kernel reads the weight row once and keeps one accumulator set per token, so
 // each output's arithmetic is the same whatever tile it lands in (batch invariance).
 #ifndef SPLITSPEC_KERNELS_CPU_MATMUL_TILES_H_
@@ -24,24 +24,36 @@ struct TokenTile {
   float* y[kMaxTokenTile];
 };
 
+// kernel.template Run<tile.count>(row, r, tile), for tile.count in [1, N].
+template <class Kernel, int N>
+inline void RunTile(const Kernel& kernel, const uint8_t* row, int64_t r, const TokenTile& tile) {
+  if constexpr (N > 1) {
+    if (tile.count < N) return RunTile<Kernel, N - 1>(kernel, row, r, tile);
+  }
+  kernel.template Run<N>(row, r, tile);
+}
+
 // Calls kernel.template Run<N>(row_pointer, r, tile) for every row r in
-// [row_begin, row_end) and every tile of N <= kMaxTokenTile tokens. Each weight row is
-// read once per tile, consecutive tiles of the same row hit it in L1. `Kernel` lives in
-// an anonymous namespace of its ISA file, so each file gets its own instantiation.
+// [row_begin, row_end) and every tile of N <= Kernel::kTile (<= kMaxTokenTile) tokens.
+// Each weight row is read once per tile; consecutive tiles of the same row hit it in L1.
+// `Kernel` lives in an anonymous namespace of its ISA file, so each file gets its own
+// instantiation.
 template <class Kernel>
 void ForEachRowAndTile(const Kernel& kernel, GgmlType weight_type, const void* w, int64_t cols,
                        const PackedActivations& x, int64_t row_begin, int64_t row_end, float* y,
                        int64_t y_stride) {
+  constexpr int kTile = Kernel::kTile;
+  static_assert(kTile >= 1 && kTile <= kMaxTokenTile);
   const size_t row_bytes = RowBytes(weight_type, cols);
   const int64_t token_bytes = PackedTokenBytes(weight_type, cols);
-  const int64_t num_tiles = (x.tokens + kMaxTokenTile - 1) / kMaxTokenTile;
+  const int64_t num_tiles = (x.tokens + kTile - 1) / kTile;
   for (int64_t tile_begin = 0; tile_begin < num_tiles; tile_begin += 4) {
     TokenTile tiles[4];
     const int64_t tile_end = num_tiles - tile_begin < 4 ? num_tiles : tile_begin + 4;
     for (int64_t k = tile_begin; k < tile_end; ++k) {
       TokenTile& tile = tiles[k - tile_begin];
-      const int64_t t0 = k * kMaxTokenTile;
-      tile.count = static_cast<int>(x.tokens - t0 < kMaxTokenTile ? x.tokens - t0 : kMaxTokenTile);
+      const int64_t t0 = k * kTile;
+      tile.count = static_cast<int>(x.tokens - t0 < kTile ? x.tokens - t0 : kTile);
       for (int i = 0; i < tile.count; ++i) {
         tile.x[i] = x.data.data() + (t0 + i) * token_bytes;
         tile.y[i] = y + (t0 + i) * y_stride;
@@ -50,33 +62,7 @@ void ForEachRowAndTile(const Kernel& kernel, GgmlType weight_type, const void* w
     for (int64_t r = row_begin; r < row_end; ++r) {
       const uint8_t* row = static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes;
       for (int64_t k = 0; k < tile_end - tile_begin; ++k) {
-        const TokenTile& tile = tiles[k];
-        switch (tile.count) {
-          case 1:
-            kernel.template Run<1>(row, r, tile);
-            break;
-          case 2:
-            kernel.template Run<2>(row, r, tile);
-            break;
-          case 3:
-            kernel.template Run<3>(row, r, tile);
-            break;
-          case 4:
-            kernel.template Run<4>(row, r, tile);
-            break;
-          case 5:
-            kernel.template Run<5>(row, r, tile);
-            break;
-          case 6:
-            kernel.template Run<6>(row, r, tile);
-            break;
-          case 7:
-            kernel.template Run<7>(row, r, tile);
-            break;
-          default:
-            kernel.template Run<8>(row, r, tile);
-            break;
-        }
+        RunTile<Kernel, kTile>(kernel, row, r, tiles[k]);
       }
     }
   }
