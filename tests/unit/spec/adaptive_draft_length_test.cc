@@ -64,6 +64,19 @@ TEST(AdaptiveDraftLengthTest, TurnsOffWhenLosingAndProbesPeriodically) {
   EXPECT_GT(controller.NextK(), 0);
 }
 
+// Overlapped draft/verify hides drafting behind verification, so at the same
+// measurements it drafts longer blocks: alpha 0.8, C 20 -> 12 (max_k) instead of 8.
+TEST(AdaptiveDraftLengthTest, OverlappedScheduleDraftsLongerBlocks) {
+  AdaptiveDraftLengthConfig config = Config();
+  config.schedule = Schedule::kOverlapped;
+  AdaptiveDraftLength controller(config);
+  for (int block = 0; block < 400; ++block) {
+    controller.RecordBlock(8, 4, true);
+    controller.RecordCosts(0.020, 0.001);
+  }
+  EXPECT_EQ(controller.NextK(), 12);
+}
+
 TEST(AdaptiveDraftLengthTest, IgnoresUnusableCostSamples) {
   AdaptiveDraftLength controller(Config());
   controller.RecordCosts(0.0, 0.001);

@@ -285,3 +285,18 @@ TEST(VerifyTest, BatchEqualsSingleBlocksAndIsolatesErrors) {
 
 }  // namespace
 }  // namespace splitspec::spec
+
+namespace splitspec::spec {
+namespace {
+
+TEST(VerifyModeTest, ParsesNamesAndRefusesOthersNamingThem) {
+  for (VerifyMode mode : {VerifyMode::kGreedy, VerifyMode::kRejection, VerifyMode::kCoupled}) {
+    EXPECT_EQ(*ParseVerifyMode(VerifyModeName(mode)), mode);
+  }
+  const absl::Status status = ParseVerifyMode("typical").status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("'typical'"), std::string::npos) << status;
+}
+
+}  // namespace
+}  // namespace splitspec::spec
