@@ -14,10 +14,10 @@
 //
 // Paths (chosen once per process from CpuFeatures(), capped by SPLITSPEC_CPU_ISA):
 // AVX-512 with VNNI (vpdpbusd), AVX-512 (vpmaddubsw + vpmaddwd), AVX2, and the scalar
-// reference. Each weight row is read once per tile of up to 8 tokens (4 for AVX2 with
-// 32-element blocks) and every token of the tile is accumulated against it, so a
-// verification block of k+1 <= 8 tokens streams the weights from memory once (later
-// tiles of the same row find it in L1).
+// reference. Each weight row is read once per tile of tokens (up to 9 on AVX-512, 8 on
+// AVX2, 4 for AVX2 with 32-element blocks) and every token of the tile is accumulated
+// against it, so a verification block of k+1 <= 9 tokens streams the weights from
+// memory once (on AVX-512 in a single pass).
 //
 // Batch invariance. y[t, r] is bitwise identical whatever `tokens`, whatever the
 // other tokens in x and whatever [row_begin, row_end) contains row r: each output

@@ -50,7 +50,7 @@ inline __m512 LoadWeights16(const uint8_t* row, int64_t i, __mmask16 mask) {
 template <GgmlType kType>
 struct FloatKernel {
   int64_t cols;
-  static constexpr int kTile = 8;
+  static constexpr int kTile = 9;
 
   template <int N>
   void Run(const uint8_t* row, int64_t r, const TokenTile& tile) const {
@@ -204,7 +204,7 @@ constexpr float kQuantBias = kType == GgmlType::kQ4_0
 template <GgmlType kType, bool kVnni>
 struct Block32Kernel {
   int64_t cols;
-  static constexpr int kTile = 8;
+  static constexpr int kTile = 9;
 
   // One pair of blocks (b, b+1; b alone when !has_second) of every token into acc.
   template <int N>

@@ -143,7 +143,7 @@ inline __m512i ScaledDot(const UnpackedSuperBlock& w, const ActivationBlock256& 
 template <GgmlType kType>
 struct KQuantKernel {
   int64_t cols;
-  static constexpr int kTile = 8;
+  static constexpr int kTile = 9;
 
   template <int N>
   void Run(const uint8_t* row, int64_t r, const TokenTile& tile) const {

@@ -14,7 +14,7 @@
 
 namespace splitspec::kernels::internal {
 
-inline constexpr int kMaxTokenTile = 8;
+inline constexpr int kMaxTokenTile = 9;
 
 // The tokens of one tile: packed activations of token i at x[i], its outputs at y[i]
 // (y[i][r] is the output of row r).
