@@ -205,7 +205,7 @@ void ExpectBatchInvariant(const std::string& path_name, RowsFn fn, GgmlType type
   PackedActivations x;
   PackActivations(type, probe.data(), 1, cols, &x);
   const std::vector<float> alone = RunRows(fn, m, x, 0, rows);
-  for (int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 40}) {  // 40: two passes of 32 tokens
+  for (int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 40}) {  // 40: > 4 tiles, two passes
     for (int64_t position = 0; position<tokens; position += tokens> 9 ? 13 : 1) {
       std::vector<float> batch = RandomActivations(tokens, cols, rng);
       std::copy(probe.begin(), probe.end(), batch.begin() + position * cols);
@@ -238,7 +238,7 @@ TEST(MatMulTest, OutputsAreBitwiseIndependentOfBatchAndRowRange) {
   }
 }
 
-// Large batches (several passes of 32 tokens over the rows), a row sub-range and an
+// Large batches (more than one pass of 4 token tiles over the rows), a row sub-range and an
 // output stride wider than the matrix: outputs of other rows and the stride padding
 // stay untouched, and the computed ones match the reference.
 TEST(MatMulTest, WritesExactlyItsRowRangeForLargeBatches) {
