@@ -206,7 +206,8 @@ void ExpectBatchInvariant(const std::string& path_name, RowsFn fn, GgmlType type
   PackActivations(type, probe.data(), 1, cols, &x);
   const std::vector<float> alone = RunRows(fn, m, x, 0, rows);
   for (int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 40}) {  // 40: > 4 tiles, two passes
-    for (int64_t position = 0; position<tokens; position += tokens> 9 ? 13 : 1) {
+    const int64_t step = tokens > 9 ? 13 : 1;
+    for (int64_t position = 0; position < tokens; position += step) {
       std::vector<float> batch = RandomActivations(tokens, cols, rng);
       std::copy(probe.begin(), probe.end(), batch.begin() + position * cols);
       PackActivations(type, batch.data(), tokens, cols, &x);  // reuses x's buffer
