@@ -85,6 +85,14 @@ TinyModelOptions With(std::string arch, GgmlType type, bool tied = true) {
   return o;
 }
 
+// K-quants need rows of a multiple of 256.
+TinyModelOptions WithKQuant(GgmlType type) {
+  TinyModelOptions o = With("llama", type);
+  o.n_embd = 256;
+  o.n_ff = 512;
+  return o;
+}
+
 TinyModelOptions WithLinearRope() {
   TinyModelOptions o;
   o.rope_linear_factor = 4.f;
@@ -103,7 +111,10 @@ INSTANTIATE_TEST_SUITE_P(
                       ReferenceCase{"LlamaQ8_0", With("llama", GgmlType::kQ8_0), 3e-2},
                       ReferenceCase{"LlamaQ4_1", With("llama", GgmlType::kQ4_1), 3e-2},
                       ReferenceCase{"Qwen2Q4_0", With("qwen2", GgmlType::kQ4_0), 3e-2},
-                      ReferenceCase{"LinearRope", WithLinearRope(), 1e-5}),
+                      ReferenceCase{"LinearRope", WithLinearRope(), 1e-5},
+                      ReferenceCase{"LlamaQ4_K", WithKQuant(GgmlType::kQ4_K), 3e-2},
+                      ReferenceCase{"LlamaQ5_K", WithKQuant(GgmlType::kQ5_K), 3e-2},
+                      ReferenceCase{"LlamaQ6_K", WithKQuant(GgmlType::kQ6_K), 3e-2}),
     [](const ::testing::TestParamInfo<ReferenceCase>& info) { return info.param.name; });
 
 // --- batch invariance: bitwise equality ---
@@ -209,6 +220,7 @@ TEST_P(BatchInvarianceTest, ThreadCountDoesNotChangeLogits) {
 INSTANTIATE_TEST_SUITE_P(Models, BatchInvarianceTest,
                          ::testing::Values(With("llama", GgmlType::kF32),
                                            With("llama", GgmlType::kQ4_1),
+                                           WithKQuant(GgmlType::kQ4_K),
                                            With("qwen2", GgmlType::kQ8_0, false)),
                          [](const ::testing::TestParamInfo<TinyModelOptions>& info) {
                            return info.param.architecture +
