@@ -2,12 +2,14 @@
 // block types (Q4_0, Q4_1, Q8_0) with integer dot products, two blocks per register.
 //
 // Block types, per row and token: blocks are taken 16 at a time (a "group"); the 16
-// weight scales are gathered once and multiplied by the token's 16 activation scales;
-// each pair of blocks gives 16 int32 partial sums (vpdpbusd with VNNI, else
-// vpmaddubsw + vpmaddwd) that are converted to float and FMA'd, with their block's
-// scale, into one of two accumulators (even / odd pair). Offsets (Q4_0's -8, Q8_0's
-// +128 bias under VNNI, Q4_1's min) are applied per group with the block sums.
-// Every step depends only on `cols`, never on the token count or the row range.
+// weight scales are picked out of the blocks with vpermt2w (LoadBlockHeads) once per
+// row and group, and multiplied by the token's 16 activation scales; each pair of
+// blocks gives 16 int32 partial sums (vpdpbusd with VNNI, else vpmaddubsw + vpmaddwd)
+// that are converted to float and FMA'd, with their block's scale, into one of two
+// accumulators. Offsets (Q4_0's -8, Q8_0's +128 bias under VNNI, Q4_1's min) are
+// applied per group with the block sums. Every step depends only on `cols`, never on
+// the token count or the row range. (VNNI instructions appear only in the kVnni = true
+// instantiations, checked with objdump; the file is compiled with -mavx512vnni.)
 
 // GCC 12's AVX-512 intrinsic headers seed some results with _mm512_undefined_*, which
 // -W(maybe-)uninitialized reports inside the header; the values are fully written.
