@@ -51,6 +51,12 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Load(const std::string
 absl::StatusOr<std::unique_ptr<Transformer>> Transformer::FromFile(
     std::unique_ptr<GgufFile> file, const TransformerOptions& options) {
   ASSIGN_OR_RETURN(ModelConfig config, ReadModelConfig(*file));
+  if (options.layers < 0 || options.layers > config.n_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("layers = ", options.layers,
+                                                   " outside [0, ", config.n_layers, "] for ",
+                                                   file->path()));
+  }
+  if (options.layers > 0) config.n_layers = options.layers;
   ASSIGN_OR_RETURN(ModelWeights weights, LoadModelWeights(*file, config));
   return std::unique_ptr<Transformer>(
       new Transformer(std::move(file), std::move(config), std::move(weights), options.threads));

@@ -63,6 +63,10 @@ struct ForwardOutput {
 
 struct TransformerOptions {
   int threads = 0;  // worker threads including the caller; 0 = ThreadPool::DefaultThreads()
+  // 0: every layer. L > 0: only the first L layers, then the final norm and output
+  // head (a layer-skip self-draft of the same file); config().n_layers becomes L and
+  // caches are shaped for L layers. L above the file's layer count is refused.
+  int layers = 0;
 };
 
 class Transformer {

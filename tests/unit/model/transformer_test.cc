@@ -326,6 +326,23 @@ TEST(TransformerTest, RefusesMissingKeyAndTensorByName) {
   }
 }
 
+TEST(TransformerTest, LayerSkipRunsTheFirstLayersOnly) {
+  TinyModelOptions o;
+  o.n_layers = 3;
+  GgufWriter full = MakeTinyModel(o);
+  auto skip = Transformer::FromFile(*GgufFile::FromBuffer(full.Serialize()), {.layers = 2});
+  ASSERT_TRUE(skip.ok()) << skip.status();
+  EXPECT_EQ((*skip)->config().n_layers, 2);
+  GgufWriter truncated = MakeTinyModel(o);
+  truncated.SetUint32("llama.block_count", 2);  // layer 2's tensors stay, unused
+  auto two = Transformer::FromFile(*GgufFile::FromBuffer(truncated.Serialize()), {});
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(AllLogits(**skip, kPrompt), AllLogits(**two, kPrompt));
+  EXPECT_NE(AllLogits(**skip, kPrompt), AllLogits(*LoadTiny(o), kPrompt));
+  auto too_many = Transformer::FromFile(*GgufFile::FromBuffer(full.Serialize()), {.layers = 4});
+  EXPECT_THAT(std::string(too_many.status().message()), HasSubstr("layers = 4 outside [0, 3]"));
+}
+
 TEST(TransformerTest, ReadsConfigFromMetadata) {
   TinyModelOptions o = With("qwen2", GgmlType::kF32, false);
   o.rope_linear_factor = 2.f;
