@@ -22,7 +22,8 @@ CoordinatorService::CoordinatorService(const CoordinatorOptions& options, std::u
     : options_(options),
       control_(std::move(channel)),
       control_endpoint_(control_->endpoint()),
-      membership_(options.membership) {}
+      membership_(options.membership),
+      router_(options.router) {}
 
 absl::Status CoordinatorService::Run(const std::atomic<bool>& stop) {
   // Sweep several times per interval so a death is seen within one interval of
@@ -38,10 +39,13 @@ absl::Status CoordinatorService::Run(const std::atomic<bool>& stop) {
     }
     const absl::Time now = absl::Now();
     if (now >= next_sweep) {
+      std::vector<Outgoing> out;
       for (uint64_t id : membership_.Sweep(now)) {
         SPLITSPEC_LOG(WARNING) << "worker " << id << " declared dead after "
                                << options_.membership.dead_after_missed << " missed heartbeats";
+        router_.OnWorkerGone(id, &out);
       }
+      SendAll(out);
       next_sweep = now + tick;
     }
   }
@@ -61,8 +65,35 @@ void CoordinatorService::Handle(const net::Frame& frame) {
       if (membership_.Deregister(envelope.deregister().worker_id()).ok()) {
         SPLITSPEC_LOG(INFO) << "worker " << envelope.deregister().worker_id()
                             << " left: " << envelope.deregister().reason();
+        std::vector<Outgoing> out;
+        router_.OnWorkerGone(envelope.deregister().worker_id(), &out);
+        SendAll(out);
       }
       break;
+    case proto::Envelope::kSubmit: {
+      std::vector<Outgoing> out;
+      router_.OnSubmit(frame.peer, envelope.submit(), &out);
+      SendAll(out);
+      break;
+    }
+    case proto::Envelope::kCancel: {
+      std::vector<Outgoing> out;
+      router_.OnCancel(envelope.cancel(), &out);
+      SendAll(out);
+      break;
+    }
+    case proto::Envelope::kVerifyResult: {
+      std::vector<Outgoing> out;
+      router_.OnResult(envelope.verify_result(), &out);
+      SendAll(out);
+      break;
+    }
+    case proto::Envelope::kError: {
+      std::vector<Outgoing> out;
+      router_.OnWorkerError(envelope.error(), &out);
+      SendAll(out);
+      break;
+    }
     case proto::Envelope::kStatusRequest:
       HandleStatus(frame.peer);
       break;
@@ -89,6 +120,12 @@ void CoordinatorService::HandleRegister(const std::string& peer, const proto::Re
   ack->set_suspect_after_missed(options_.membership.suspect_after_missed);
   ack->set_dead_after_missed(options_.membership.dead_after_missed);
   Reply(peer, reply);
+  for (const proto::MemberStatus& member : membership_.Snapshot()) {
+    if (member.worker_id() != id) continue;
+    std::vector<Outgoing> out;
+    router_.OnWorkerAlive(member, peer, &out);
+    SendAll(out);
+  }
 }
 
 void CoordinatorService::HandleHeartbeat(const std::string& peer, const proto::Heartbeat& heartbeat) {
@@ -107,6 +144,11 @@ void CoordinatorService::HandleStatus(const std::string& peer) {
   status->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - started_));
   status->set_protocol_version(proto::PROTOCOL_VERSION_CURRENT);
   Reply(peer, reply);
+}
+
+void CoordinatorService::SendAll(std::vector<Outgoing>& out) {
+  for (const Outgoing& message : out) Reply(message.peer, message.envelope);
+  out.clear();
 }
 
 void CoordinatorService::Reply(const std::string& peer, const proto::Envelope& envelope) {

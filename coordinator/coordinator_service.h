@@ -1,5 +1,7 @@
 // CoordinatorService: the coordinator's control plane — worker registration,
-// heartbeats, liveness, and status reports.
+// heartbeats, liveness, status reports — and request routing: clients submit
+// and cancel on the same control channel and receive TokenStreams; workers
+// receive Assignments and Releases and send back VerifyResults.
 //
 //   CoordinatorOptions options;  options.control_endpoint = "tcp://127.0.0.1:5555";
 //   ASSIGN_OR_RETURN(auto service, CoordinatorService::Create(options));
@@ -17,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "coordinator/membership.h"
+#include "coordinator/request_router.h"
 #include "runtime/net/channel.h"
 
 namespace splitspec::coordinator {
@@ -25,6 +28,7 @@ struct CoordinatorOptions {
   // Where workers and tools reach the coordinator. Default: loopback only.
   std::string control_endpoint = "tcp://127.0.0.1:5555";
   MembershipOptions membership;
+  RouterOptions router;
 
   absl::Status Validate() const;
 };
@@ -49,11 +53,13 @@ class CoordinatorService {
   void HandleHeartbeat(const std::string& peer, const proto::Heartbeat& heartbeat);
   void HandleStatus(const std::string& peer);
   void Reply(const std::string& peer, const proto::Envelope& envelope);
+  void SendAll(std::vector<Outgoing>& out);
 
   CoordinatorOptions options_;
   std::unique_ptr<net::Channel> control_;
   std::string control_endpoint_;
   Membership membership_;
+  RequestRouter router_;
   absl::Time started_ = absl::Now();
   uint64_t unexpected_messages_ = 0;
 };

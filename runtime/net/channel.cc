@@ -1,5 +1,9 @@
 #include "runtime/net/channel.h"
 
+#include <zmq.h>
+
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
@@ -57,6 +61,36 @@ proto::ChannelCounters Channel::CountersProto() const {
   out.set_malformed_frames(c.malformed_frames);
   out.set_send_failures(c.send_failures);
   return out;
+}
+
+int WaitAnyReadable(const std::vector<Channel*>& channels, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::vector<zmq_pollitem_t> items;
+  bool all_zmq = true;
+  for (Channel* channel : channels) {
+    void* socket = channel->zmq_socket_handle();
+    if (socket == nullptr) all_zmq = false;
+    items.push_back({socket, 0, ZMQ_POLLIN, 0});
+  }
+  while (true) {
+    for (size_t i = 0; i < channels.size(); ++i) {
+      if (channels[i]->Readable()) return static_cast<int>(i);
+    }
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return -1;
+    if (all_zmq && !items.empty()) {
+      // Returns early when any socket has input; EINTR reads as "nothing yet".
+      zmq_poll(items.data(), static_cast<int>(items.size()), std::max<long>(1, absl::ToInt64Milliseconds(left)));
+      if (absl::Now() >= deadline) {
+        for (size_t i = 0; i < channels.size(); ++i) {
+          if (channels[i]->Readable()) return static_cast<int>(i);
+        }
+        return -1;
+      }
+    } else {
+      absl::SleepFor(std::min(left, absl::Milliseconds(1)));
+    }
+  }
 }
 
 absl::StatusOr<std::unique_ptr<Channel>> ListenChannel(const std::string& endpoint) {

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -74,6 +75,11 @@ class Channel {
   // The endpoint as resolved (a tcp "*" port replaced by the bound port).
   virtual std::string endpoint() const = 0;
 
+  // The ZeroMQ socket handle for zmq_poll, or nullptr for other transports.
+  virtual void* zmq_socket_handle() { return nullptr; }
+  // True if a frame can be received now without waiting (may be a malformed one).
+  virtual bool Readable() = 0;
+
   ChannelCounters counters() const;
   proto::ChannelCounters CountersProto() const;
 
@@ -83,6 +89,11 @@ class Channel {
   std::atomic<uint64_t> malformed_frames_{0};
   std::atomic<uint64_t> send_failures_{0};
 };
+
+// Waits up to `timeout` until one of `channels` is Readable(); returns its
+// index, or -1 on timeout. ZeroMQ channels are waited on together with
+// zmq_poll; other transports are checked in slices of at most 1 ms.
+int WaitAnyReadable(const std::vector<Channel*>& channels, absl::Duration timeout);
 
 // Binds `endpoint` and accepts many peers. Errors: InvalidArgument (unknown
 // scheme), Unavailable (address in use, bad path).

@@ -13,7 +13,7 @@ absl::Status FaultInjectingChannel::SendBytes(absl::string_view peer, std::strin
 
 bool FaultInjectingChannel::PopDue(absl::Time now, RawFrame* out) {
   for (size_t i = 0; i < held_.size(); ++i) {
-    if (!held_[i].until_next && held_[i].release_at <= now) {
+    if (held_[i].release_at <= now) {
       *out = std::move(held_[i].frame);
       held_.erase(held_.begin() + static_cast<long>(i));
       return true;
@@ -22,11 +22,17 @@ bool FaultInjectingChannel::PopDue(absl::Time now, RawFrame* out) {
   return false;
 }
 
+bool FaultInjectingChannel::Readable() {
+  const absl::Time now = absl::Now();
+  for (const HeldFrame& h : held_) {
+    if (h.release_at <= now) return true;
+  }
+  return inner_->Readable();
+}
+
 absl::Time FaultInjectingChannel::NextRelease() const {
   absl::Time next = absl::InfiniteFuture();
-  for (const HeldFrame& h : held_) {
-    if (!h.until_next) next = std::min(next, h.release_at);
-  }
+  for (const HeldFrame& h : held_) next = std::min(next, h.release_at);
   return next;
 }
 
@@ -44,7 +50,8 @@ bool FaultInjectingChannel::Admit(RawFrame frame, absl::Time now, RawFrame* out)
   }
   if (unit(rng_) < options_.reorder_probability) {
     ++fault_counters_.reordered;
-    held_.push_back({std::move(frame), absl::InfiniteFuture(), true});
+    // Held until the next frame is delivered, or max_delay at most.
+    held_.push_back({std::move(frame), now + options_.max_delay, true});
     return false;
   }
   // This frame goes out now; frames held "until next" become due right away,

@@ -25,7 +25,7 @@ struct FaultOptions {
   double drop_probability = 0.0;     // frame vanishes
   double delay_probability = 0.0;    // frame is held for up to max_delay
   absl::Duration max_delay = absl::Milliseconds(10);
-  double reorder_probability = 0.0;  // frame is held until the next one has been delivered
+  double reorder_probability = 0.0;  // frame is held until the next one is delivered (max_delay at most)
   uint64_t seed = 1;
 };
 
@@ -42,6 +42,9 @@ class FaultInjectingChannel final : public Channel {
   absl::Status SendBytes(absl::string_view peer, std::string bytes) override;
   absl::StatusOr<RawFrame> ReceiveBytes(absl::Duration timeout) override;
   std::string endpoint() const override { return inner_->endpoint(); }
+  // Readable if a held frame is due or the inner channel has input. Not a ZeroMQ
+  // socket for polling purposes: held frames must be noticed too.
+  bool Readable() override;
 
   const FaultCounters& fault_counters() const { return fault_counters_; }
 
@@ -49,7 +52,7 @@ class FaultInjectingChannel final : public Channel {
   struct HeldFrame {
     RawFrame frame;
     absl::Time release_at;
-    bool until_next = false;  // reorder: released after the next frame is delivered
+    bool until_next = false;  // reorder: released once the next frame is delivered
   };
   // Returns a held frame that is due, if any.
   bool PopDue(absl::Time now, RawFrame* out);

@@ -35,6 +35,11 @@ class Inbox {
     return frame;
   }
 
+  bool NonEmpty() {
+    MutexLock lock(&mu_);
+    return !frames_.empty();
+  }
+
  private:
   Mutex mu_;
   CondVar cv_;
@@ -98,6 +103,7 @@ class MemListener final : public Channel {
   }
   absl::StatusOr<RawFrame> ReceiveBytes(absl::Duration timeout) override { return endpoint_->inbox->Pop(timeout); }
   std::string endpoint() const override { return name_; }
+  bool Readable() override { return endpoint_->inbox->NonEmpty(); }
 
  private:
   const std::string name_;
@@ -123,6 +129,7 @@ class MemConnector final : public Channel {
   }
   absl::StatusOr<RawFrame> ReceiveBytes(absl::Duration timeout) override { return inbox_->Pop(timeout); }
   std::string endpoint() const override { return name_; }
+  bool Readable() override { return inbox_->NonEmpty(); }
 
  private:
   const std::string name_;

@@ -43,7 +43,8 @@ absl::Status MembershipClient::SendDue(absl::Time now) {
   return status;
 }
 
-void MembershipClient::Handle(const proto::Envelope& envelope) {
+bool MembershipClient::HandleReply(const proto::Envelope& envelope) {
+  if (!envelope.has_register_ack() && !envelope.has_heartbeat_ack()) return false;
   if (envelope.has_register_ack()) {
     const proto::RegisterAck& ack = envelope.register_ack();
     if (worker_id_ == 0) {
@@ -60,6 +61,7 @@ void MembershipClient::Handle(const proto::Envelope& envelope) {
       next_send_ = absl::InfinitePast();
     }
   }
+  return true;
 }
 
 absl::Status MembershipClient::Poll(absl::Duration budget, proto::Envelope* other, bool* got_other) {
@@ -75,10 +77,8 @@ absl::Status MembershipClient::Poll(absl::Duration budget, proto::Envelope* othe
       if (absl::IsDeadlineExceeded(frame.status())) continue;
       return frame.status();
     }
-    const proto::Envelope& envelope = frame->envelope;
-    if (envelope.has_register_ack() || envelope.has_heartbeat_ack()) {
-      Handle(envelope);
-    } else if (other != nullptr) {
+    if (HandleReply(frame->envelope)) continue;
+    if (other != nullptr) {
       *other = std::move(frame->envelope);
       if (got_other != nullptr) *got_other = true;
       return absl::OkStatus();

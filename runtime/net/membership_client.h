@@ -37,6 +37,15 @@ class MembershipClient {
   // Errors: only transport failures that make the channel unusable.
   absl::Status Poll(absl::Duration budget, proto::Envelope* other = nullptr, bool* got_other = nullptr);
 
+  // Finer-grained use by a service loop that receives on channel() itself:
+  // sends the Register or Heartbeat that is due at `now`...
+  absl::Status SendDue(absl::Time now);
+  // ...and consumes membership replies (RegisterAck, HeartbeatAck); returns
+  // false for any other message, which is the caller's to handle.
+  bool HandleReply(const proto::Envelope& envelope);
+  // When the next Register or Heartbeat is due.
+  absl::Time next_send() const { return next_send_; }
+
   // Best-effort graceful leave; the coordinator marks this worker LEFT.
   absl::Status Deregister(const std::string& reason);
 
@@ -48,8 +57,6 @@ class MembershipClient {
 
  private:
   MembershipClient(std::unique_ptr<Channel> channel, proto::Register registration);
-  absl::Status SendDue(absl::Time now);
-  void Handle(const proto::Envelope& envelope);
 
   std::unique_ptr<Channel> channel_;
   proto::Register registration_;

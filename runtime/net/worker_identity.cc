@@ -23,6 +23,8 @@ std::string BaseName(const std::string& path) {
 
 }  // namespace
 
+std::string DraftPeerName(uint64_t draft_worker_id) { return absl::StrCat("draft-", draft_worker_id); }
+
 absl::StatusOr<proto::Register> BuildRegistration(const WorkerIdentity& identity) {
   if (identity.name.empty()) return absl::InvalidArgumentError("worker name must not be empty");
   if (identity.role != proto::ROLE_DRAFT_WORKER && identity.role != proto::ROLE_TARGET_WORKER) {

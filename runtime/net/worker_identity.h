@@ -21,6 +21,10 @@ struct WorkerIdentity {
   int threads = 1;
 };
 
+// The identity a draft worker uses on a target leader's data channel, so the
+// target can address results to the draft worker the coordinator assigned.
+std::string DraftPeerName(uint64_t draft_worker_id);
+
 // Errors: InvalidArgument naming the field (empty name, bad role, tp_rank out
 // of range); the model file's open/read error if it cannot be fingerprinted.
 absl::StatusOr<proto::Register> BuildRegistration(const WorkerIdentity& identity);

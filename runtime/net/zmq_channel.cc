@@ -93,6 +93,14 @@ class ZmqChannel final : public Channel {
   }
 
   std::string endpoint() const override { return endpoint_; }
+  void* zmq_socket_handle() override { return socket_.handle(); }
+  bool Readable() override {
+    try {
+      return (socket_.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
+    } catch (const zmq::error_t&) {
+      return false;
+    }
+  }
 
  private:
   zmq::socket_t socket_;

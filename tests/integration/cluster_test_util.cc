@@ -1,13 +1,10 @@
 #include "tests/integration/cluster_test_util.h"
 
-#include <unistd.h>
-
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "runtime/net/channel.h"
-#include "runtime/net/wire_format.h"
+#include "runtime/net/request_client.h"
 
 namespace splitspec::testing {
 
@@ -31,16 +28,7 @@ absl::StatusOr<std::pair<ChildProcess, std::string>> StartCoordinator(const std:
 }
 
 absl::StatusOr<proto::StatusReply> FetchStatus(const std::string& endpoint) {
-  static int counter = 0;
-  auto channel = net::ConnectChannel(endpoint, absl::StrCat("test-status-", getpid(), "-", ++counter));
-  if (!channel.ok()) return channel.status();
-  proto::Envelope request = net::NewEnvelope();
-  request.mutable_status_request();
-  if (absl::Status s = (*channel)->Send("", request); !s.ok()) return s;
-  auto frame = (*channel)->Receive(absl::Seconds(5));
-  if (!frame.ok()) return frame.status();
-  if (!frame->envelope.has_status_reply()) return absl::InternalError("reply is not a status_reply");
-  return frame->envelope.status_reply();
+  return net::FetchCoordinatorStatus(endpoint, absl::Seconds(5));
 }
 
 bool PollStatusUntil(const std::string& endpoint, const std::function<bool(const proto::StatusReply&)>& done,

@@ -1,0 +1,254 @@
+#include "coordinator/request_router.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/net/wire_format.h"
+
+namespace splitspec::coordinator {
+
+void RequestRouter::OnWorkerAlive(const proto::MemberStatus& member, const std::string& peer,
+                                  std::vector<Outgoing>* out) {
+  const bool usable = member.role() == proto::ROLE_DRAFT_WORKER ||
+                      (member.role() == proto::ROLE_TARGET_WORKER && member.tp_rank() == 0);
+  if (!usable) return;
+  Worker& worker = workers_[member.worker_id()];
+  worker.role = member.role();
+  worker.peer = peer;
+  worker.data_endpoint = member.data_endpoint();
+  for (auto& [id, request] : requests_) {
+    if (request.state == State::kQueued) {
+      Place(id, request, out);
+    } else if (request.state == State::kRunning && member.role() == proto::ROLE_DRAFT_WORKER &&
+               request.draft_id == 0 && request.submit.drafter() != "none") {
+      // A new draft worker takes over requests that were decoding alone.
+      request.draft_id = member.worker_id();
+      ++worker.load;
+      ++counters_.reassigned_draft;
+      proto::Envelope assignment = MakeAssignment(id, request);
+      SendToWorker(request.target_id, assignment, out);
+      SendToWorker(request.draft_id, std::move(assignment), out);
+    }
+  }
+}
+
+void RequestRouter::OnWorkerGone(uint64_t worker_id, std::vector<Outgoing>* out) {
+  if (workers_.erase(worker_id) == 0) return;
+  for (auto& [id, request] : requests_) {
+    if (request.state != State::kRunning) continue;
+    if (request.target_id == worker_id) {
+      // Re-prefill elsewhere from the committed tokens; the old draft restarts too.
+      ++counters_.reassigned_target;
+      if (request.draft_id != 0) {
+        proto::Envelope release = net::NewEnvelope();
+        release.mutable_release()->set_request_id(id);
+        release.mutable_release()->set_reason("target worker lost");
+        SendToWorker(request.draft_id, std::move(release), out);
+        if (auto it = workers_.find(request.draft_id); it != workers_.end()) --it->second.load;
+      }
+      request.target_id = request.draft_id = 0;
+      request.state = State::kQueued;
+      ++request.epoch;
+      Place(id, request, out);
+    } else if (request.draft_id == worker_id) {
+      ++counters_.reassigned_draft;
+      request.draft_id = request.submit.drafter() == "none" ? 0 : LeastLoaded(proto::ROLE_DRAFT_WORKER);
+      if (request.draft_id != 0) ++workers_[request.draft_id].load;
+      proto::Envelope assignment = MakeAssignment(id, request);
+      SendToWorker(request.target_id, assignment, out);
+      if (request.draft_id != 0) SendToWorker(request.draft_id, std::move(assignment), out);
+    }
+  }
+}
+
+void RequestRouter::OnSubmit(const std::string& client_peer, const proto::SubmitRequest& submit,
+                             std::vector<Outgoing>* out) {
+  ++counters_.submitted;
+  const std::string id =
+      submit.request_id().empty() ? absl::StrCat("req-", next_generated_id_++) : submit.request_id();
+  if (requests_.contains(id)) {
+    return Refuse(client_peer, id, proto::ERROR_CODE_INVALID_ARGUMENT,
+                  absl::StrCat("request_id '", id, "' is already in use"), out);
+  }
+  if (submit.prompt_tokens_size() == 0) {
+    return Refuse(client_peer, id, proto::ERROR_CODE_INVALID_ARGUMENT, "prompt_tokens is empty", out);
+  }
+  const int max_tokens =
+      submit.params().max_tokens() > 0 ? static_cast<int>(submit.params().max_tokens()) : options_.default_max_new_tokens;
+  if (max_tokens > options_.max_new_tokens) {
+    return Refuse(client_peer, id, proto::ERROR_CODE_INVALID_ARGUMENT,
+                  absl::StrCat("max_tokens ", max_tokens, " exceeds the limit ", options_.max_new_tokens), out);
+  }
+  if (submit.prompt_tokens_size() + max_tokens > options_.context_length) {
+    return Refuse(client_peer, id, proto::ERROR_CODE_INVALID_ARGUMENT,
+                  absl::StrCat("prompt of ", submit.prompt_tokens_size(), " tokens plus max_tokens ", max_tokens,
+                               " exceeds the context length ", options_.context_length),
+                  out);
+  }
+  if (queued() >= options_.max_queued) {
+    return Refuse(client_peer, id, proto::ERROR_CODE_RESOURCE_EXHAUSTED,
+                  absl::StrCat("queue is full (", options_.max_queued, " requests waiting)"), out);
+  }
+  Request& request = requests_[id];
+  request.client_peer = client_peer;
+  request.submit = submit;
+  request.submit.set_request_id(id);
+  request.submit.mutable_params()->set_max_tokens(static_cast<uint32_t>(max_tokens));
+  request.committed.assign(submit.prompt_tokens().begin(), submit.prompt_tokens().end());
+  request.prompt_length = submit.prompt_tokens_size();
+  request.streamed = request.prompt_length;
+  Place(id, request, out);
+}
+
+void RequestRouter::OnCancel(const proto::Cancel& cancel, std::vector<Outgoing>* out) {
+  auto it = requests_.find(cancel.request_id());
+  if (it == requests_.end()) return;
+  Finish(it->first, it->second, proto::FINISH_REASON_CANCELLED, out);
+}
+
+void RequestRouter::OnResult(const proto::VerifyResult& result, std::vector<Outgoing>* out) {
+  auto it = requests_.find(result.request_id());
+  if (it == requests_.end() || it->second.state != State::kRunning) return;
+  Request& request = it->second;
+  const std::vector<int32_t> tokens(result.committed_tokens().begin(), result.committed_tokens().end());
+  if (result.full_sequence()) {
+    if (tokens.size() >= request.committed.size()) request.committed = tokens;
+  } else if (static_cast<int64_t>(result.frontier()) - static_cast<int64_t>(tokens.size()) ==
+             static_cast<int64_t>(request.committed.size())) {
+    request.committed.insert(request.committed.end(), tokens.begin(), tokens.end());
+  }  // else: an update was lost or reordered; the final full sequence closes the gap
+  request.epoch = std::max(request.epoch, result.epoch());
+  request.stats = result.stats();
+  if (result.finished()) {
+    Finish(it->first, request, result.finish_reason(), out);
+  } else {
+    Stream(it->first, request, out);
+  }
+}
+
+void RequestRouter::OnWorkerError(const proto::Error& error, std::vector<Outgoing>* out) {
+  auto it = requests_.find(error.request_id());
+  if (it == requests_.end()) return;
+  proto::Envelope envelope = net::NewEnvelope();
+  *envelope.mutable_error() = error;
+  out->push_back({it->second.client_peer, std::move(envelope)});
+  Finish(it->first, it->second, proto::FINISH_REASON_ERROR, out);
+}
+
+int RequestRouter::queued() const {
+  return static_cast<int>(std::count_if(requests_.begin(), requests_.end(),
+                                        [](const auto& r) { return r.second.state == State::kQueued; }));
+}
+
+int RequestRouter::running() const {
+  return static_cast<int>(std::count_if(requests_.begin(), requests_.end(),
+                                        [](const auto& r) { return r.second.state == State::kRunning; }));
+}
+
+std::vector<int32_t> RequestRouter::Committed(const std::string& request_id) const {
+  auto it = requests_.find(request_id);
+  return it == requests_.end() ? std::vector<int32_t>() : it->second.committed;
+}
+
+void RequestRouter::Place(const std::string& id, Request& request, std::vector<Outgoing>* out) {
+  const uint64_t target = LeastLoaded(proto::ROLE_TARGET_WORKER);
+  if (target == 0) return;  // stays queued until a target group registers
+  request.state = State::kRunning;
+  request.target_id = target;
+  ++workers_[target].load;
+  request.draft_id = request.submit.drafter() == "none" ? 0 : LeastLoaded(proto::ROLE_DRAFT_WORKER);
+  if (request.draft_id != 0) ++workers_[request.draft_id].load;
+  proto::Envelope assignment = MakeAssignment(id, request);
+  SendToWorker(request.target_id, assignment, out);
+  if (request.draft_id != 0) SendToWorker(request.draft_id, std::move(assignment), out);
+}
+
+uint64_t RequestRouter::LeastLoaded(proto::Role role) const {
+  uint64_t best = 0;
+  int best_load = 0;
+  for (const auto& [id, worker] : workers_) {
+    if (worker.role != role) continue;
+    if (best == 0 || worker.load < best_load) {
+      best = id;
+      best_load = worker.load;
+    }
+  }
+  return best;
+}
+
+proto::Envelope RequestRouter::MakeAssignment(const std::string& id, const Request& request) const {
+  proto::Envelope envelope = net::NewEnvelope();
+  proto::Assignment* a = envelope.mutable_assignment();
+  a->set_request_id(id);
+  a->set_target_worker_id(request.target_id);
+  if (auto it = workers_.find(request.target_id); it != workers_.end()) a->set_target_endpoint(it->second.data_endpoint);
+  a->set_draft_worker_id(request.draft_id);
+  a->mutable_committed_tokens()->Assign(request.committed.begin(), request.committed.end());
+  a->set_prompt_length(static_cast<uint32_t>(request.prompt_length));
+  *a->mutable_params() = request.submit.params();
+  a->set_verify_mode(request.submit.verify_mode());
+  a->set_draft_k(request.submit.draft_k());
+  a->set_epoch(request.epoch);
+  return envelope;
+}
+
+void RequestRouter::SendToWorker(uint64_t worker_id, proto::Envelope envelope, std::vector<Outgoing>* out) const {
+  auto it = workers_.find(worker_id);
+  if (it != workers_.end()) out->push_back({it->second.peer, std::move(envelope)});
+}
+
+void RequestRouter::Stream(const std::string& id, Request& request, std::vector<Outgoing>* out) {
+  const bool finished = request.state == State::kFinished;
+  const int from = std::max(request.streamed, request.prompt_length);
+  if (!finished && from >= static_cast<int>(request.committed.size())) return;
+  proto::Envelope envelope = net::NewEnvelope();
+  proto::TokenStream* stream = envelope.mutable_token_stream();
+  stream->set_request_id(id);
+  for (int i = from; i < static_cast<int>(request.committed.size()); ++i) stream->add_tokens(request.committed[i]);
+  stream->set_frontier(static_cast<uint32_t>(request.committed.size()));
+  stream->set_finished(finished);
+  *stream->mutable_stats() = request.stats;
+  request.streamed = std::max(from, static_cast<int>(request.committed.size()));
+  out->push_back({request.client_peer, std::move(envelope)});
+}
+
+void RequestRouter::Finish(const std::string& id_ref, Request& request, proto::FinishReason reason,
+                           std::vector<Outgoing>* out) {
+  if (request.state == State::kFinished) return;
+  const std::string id = id_ref;  // id_ref may be the map key erased below
+  for (uint64_t worker_id : {request.target_id, request.draft_id}) {
+    if (worker_id == 0) continue;
+    proto::Envelope release = net::NewEnvelope();
+    release.mutable_release()->set_request_id(id);
+    release.mutable_release()->set_reason(proto::FinishReason_Name(reason));
+    SendToWorker(worker_id, std::move(release), out);
+    if (auto it = workers_.find(worker_id); it != workers_.end()) --it->second.load;
+  }
+  request.state = State::kFinished;
+  switch (reason) {
+    case proto::FINISH_REASON_STOP: ++counters_.finished_stop; break;
+    case proto::FINISH_REASON_LENGTH: ++counters_.finished_length; break;
+    case proto::FINISH_REASON_CANCELLED: ++counters_.cancelled; break;
+    default: ++counters_.failed; break;
+  }
+  Stream(id, request, out);
+  out->back().envelope.mutable_token_stream()->set_finish_reason(reason);
+  requests_.erase(id);
+}
+
+void RequestRouter::Refuse(const std::string& client_peer, const std::string& id, proto::ErrorCode code,
+                           const std::string& message, std::vector<Outgoing>* out) {
+  ++counters_.refused;
+  proto::Envelope error = net::NewEnvelope();
+  error.mutable_error()->set_code(code);
+  error.mutable_error()->set_message(message);
+  error.mutable_error()->set_request_id(id);
+  out->push_back({client_peer, std::move(error)});
+  proto::Envelope done = net::NewEnvelope();
+  done.mutable_token_stream()->set_request_id(id);
+  done.mutable_token_stream()->set_finished(true);
+  done.mutable_token_stream()->set_finish_reason(proto::FINISH_REASON_ERROR);
+  out->push_back({client_peer, std::move(done)});
+}
+
+}  // namespace splitspec::coordinator

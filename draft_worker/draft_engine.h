@@ -1,0 +1,109 @@
+// DraftEngine: the draft worker's loop without sockets (DESIGN.md §2–3).
+//
+//   DraftEngine engine(drafter, options);
+//   RETURN_IF_ERROR(engine.AddRequest(assignment));
+//   std::vector<OutgoingBlock> blocks;
+//   RETURN_IF_ERROR(engine.Step(&blocks));        // one batched Propose over all requests
+//   ... send each block to its target; on a VerifyResult:
+//   if (engine.OnResult(result) == ResultAction::kNeedSync) send a SyncRequest;
+//
+// Per request it keeps the sequence it drafts from (committed tokens + its own
+// drafts ahead of the frontier) and the number of blocks in flight. It drafts
+// ahead until `lookahead_blocks` blocks are unresolved (overlap); with
+// lookahead 1 it waits for each verification (the classic sequential loop).
+// On a result with a new epoch it truncates to the frontier, appends the
+// correction, forgets what it had in flight and drafts again.
+//
+// Thread safety: thread-compatible; the draft worker's loop owns it.
+#ifndef SPLITSPEC_DRAFT_WORKER_DRAFT_ENGINE_H_
+#define SPLITSPEC_DRAFT_WORKER_DRAFT_ENGINE_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "proto/splitspec.pb.h"
+#include "runtime/spec/drafter.h"
+#include "runtime/spec/sampling_params.h"
+#include "runtime/spec/verify_mode.h"
+
+namespace splitspec::draft {
+
+struct DraftEngineOptions {
+  int lookahead_blocks = 2;  // unresolved blocks per request; 1 = sequential
+  int default_k = 4;         // draft tokens per block when the assignment says 0
+  int q_top_k = 64;          // support of each q row shipped in rejection mode
+  int max_requests = 256;
+};
+
+struct OutgoingBlock {
+  std::string target_endpoint;  // where the block goes
+  proto::DraftBlock block;
+};
+
+enum class ResultAction {
+  kApplied,   // state updated
+  kIgnored,   // unknown request, or an old/duplicate result
+  kNeedSync,  // a result was lost: ask the target for the full sequence
+  kFinished,  // the request finished; its state was released
+};
+
+struct DraftCounters {
+  uint64_t blocks_sent = 0;
+  uint64_t tokens_drafted = 0;
+  uint64_t epochs_seen = 0;   // results that started a new epoch
+  uint64_t syncs = 0;         // full-sequence resyncs applied
+  uint64_t propose_calls = 0;
+};
+
+class DraftEngine {
+ public:
+  // `drafter` must outlive the engine.
+  DraftEngine(spec::Drafter* drafter, DraftEngineOptions options);
+
+  // Starts drafting for a request, or (a known id) restarts it from the
+  // assignment's committed tokens, e.g. after its target changed.
+  // Errors: InvalidArgument naming the field; ResourceExhausted when full.
+  absl::Status AddRequest(const proto::Assignment& assignment);
+  void Release(const std::string& request_id);
+
+  ResultAction OnResult(const proto::VerifyResult& result);
+
+  // True if some request has room in its lookahead window.
+  bool HasWork() const;
+  // Drafts one block for every request with room (one Propose call).
+  // Errors: only a failed Propose (the whole step); request-level problems
+  // finish nothing but are logged and retried on the next step.
+  absl::Status Step(std::vector<OutgoingBlock>* out);
+
+  int active_requests() const { return static_cast<int>(requests_.size()); }
+  const DraftCounters& counters() const { return counters_; }
+  // The frontier this worker knows for a request (-1 if unknown).
+  int KnownFrontier(const std::string& request_id) const;
+
+ private:
+  struct RequestState {
+    std::string target_endpoint;
+    spec::SamplingParams params;
+    spec::VerifyMode mode = spec::VerifyMode::kGreedy;
+    int k = 4;
+    int max_length = 0;                 // prompt + max new tokens: never draft past it
+    std::vector<int32_t> context;       // committed + drafted ahead
+    int committed_length = 0;
+    uint64_t epoch = 0;
+    int blocks_in_flight = 0;
+    uint64_t next_block_sequence = 1;
+  };
+  void Resync(const std::string& id, RequestState& state, std::vector<int32_t> committed, uint64_t epoch);
+
+  spec::Drafter* drafter_;
+  DraftEngineOptions options_;
+  std::map<std::string, RequestState> requests_;
+  DraftCounters counters_;
+};
+
+}  // namespace splitspec::draft
+
+#endif  // SPLITSPEC_DRAFT_WORKER_DRAFT_ENGINE_H_

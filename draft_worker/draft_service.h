@@ -1,0 +1,60 @@
+// DraftService: the draft worker's sockets around a DraftEngine.
+//
+// Channels: a control DEALER to the coordinator (membership, assignments,
+// releases) and one data DEALER per target leader it drafts for, with identity
+// DraftPeerName(worker id), on which it sends DraftBlocks and SyncRequests and
+// receives VerifyResults.
+//
+// Thread model: Run() is the draft worker's only thread; it owns every socket,
+// the engine and the drafter. Each loop turn drains results, drafts one block
+// for every request with room in its lookahead window (one batched Propose),
+// sends them, and sleeps on all sockets only when there is nothing to draft.
+#ifndef SPLITSPEC_DRAFT_WORKER_DRAFT_SERVICE_H_
+#define SPLITSPEC_DRAFT_WORKER_DRAFT_SERVICE_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "draft_worker/draft_engine.h"
+#include "runtime/net/channel.h"
+#include "runtime/net/membership_client.h"
+#include "runtime/net/worker_identity.h"
+#include "runtime/spec/drafter.h"
+
+namespace splitspec::draft {
+
+struct DraftServiceOptions {
+  std::string coordinator_endpoint = "tcp://127.0.0.1:5555";
+  net::WorkerIdentity identity;  // role is set to ROLE_DRAFT_WORKER
+  DraftEngineOptions engine;
+};
+
+class DraftService {
+ public:
+  // `drafter` must outlive the service. Errors: connect failures, bad identity.
+  static absl::StatusOr<std::unique_ptr<DraftService>> Create(spec::Drafter* drafter, DraftServiceOptions options);
+
+  // Serves until `stop` is true; deregisters on the way out.
+  absl::Status Run(const std::atomic<bool>& stop);
+
+  const DraftEngine& engine() const { return engine_; }
+
+ private:
+  DraftService(spec::Drafter* drafter, DraftServiceOptions options, std::unique_ptr<net::MembershipClient> control);
+  void DrainControl();
+  void DrainTargets();
+  absl::StatusOr<net::Channel*> TargetChannel(const std::string& endpoint);
+  void SendError(const std::string& request_id, const absl::Status& status);
+
+  DraftServiceOptions options_;
+  std::unique_ptr<net::MembershipClient> control_;
+  std::map<std::string, std::unique_ptr<net::Channel>> targets_;  // data endpoint -> channel
+  DraftEngine engine_;
+};
+
+}  // namespace splitspec::draft
+
+#endif  // SPLITSPEC_DRAFT_WORKER_DRAFT_SERVICE_H_

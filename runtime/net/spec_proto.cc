@@ -1,0 +1,55 @@
+#include "runtime/net/spec_proto.h"
+
+#include "runtime/base/status_macros.h"
+
+namespace splitspec::net {
+
+absl::StatusOr<spec::SamplingParams> SamplingParamsFromProto(const proto::SamplingParams& wire) {
+  spec::SamplingParams params;
+  params.temperature = wire.temperature();
+  params.top_k = wire.top_k();
+  params.top_p = wire.top_p() == 0.0f ? 1.0f : wire.top_p();
+  params.min_p = wire.min_p();
+  params.seed = wire.seed();
+  RETURN_IF_ERROR(params.Validate());
+  return params;
+}
+
+proto::SamplingParams SamplingParamsToProto(const spec::SamplingParams& params) {
+  proto::SamplingParams wire;
+  wire.set_temperature(params.temperature);
+  wire.set_top_k(params.top_k);
+  wire.set_top_p(params.top_p);
+  wire.set_min_p(params.min_p);
+  wire.set_seed(params.seed);
+  return wire;
+}
+
+spec::VerifyMode VerifyModeFromProto(proto::VerifyMode wire, const spec::SamplingParams& params) {
+  switch (wire) {
+    case proto::VERIFY_MODE_GREEDY: return spec::VerifyMode::kGreedy;
+    case proto::VERIFY_MODE_REJECTION: return spec::VerifyMode::kRejection;
+    case proto::VERIFY_MODE_COUPLED: return spec::VerifyMode::kCoupled;
+    default: return params.greedy() ? spec::VerifyMode::kGreedy : spec::VerifyMode::kRejection;
+  }
+}
+
+proto::VerifyMode VerifyModeToProto(spec::VerifyMode mode) {
+  switch (mode) {
+    case spec::VerifyMode::kGreedy: return proto::VERIFY_MODE_GREEDY;
+    case spec::VerifyMode::kRejection: return proto::VERIFY_MODE_REJECTION;
+    case spec::VerifyMode::kCoupled: return proto::VERIFY_MODE_COUPLED;
+  }
+  return proto::VERIFY_MODE_UNSPECIFIED;
+}
+
+spec::SparseDistribution SparseFromProto(const proto::SparseDistribution& wire) {
+  return {{wire.token_ids().begin(), wire.token_ids().end()}, {wire.probs().begin(), wire.probs().end()}};
+}
+
+void SparseToProto(const spec::SparseDistribution& q, proto::SparseDistribution* wire) {
+  wire->mutable_token_ids()->Assign(q.token_ids.begin(), q.token_ids.end());
+  wire->mutable_probs()->Assign(q.probs.begin(), q.probs.end());
+}
+
+}  // namespace splitspec::net

@@ -1,0 +1,26 @@
+// Turning an Assignment into a TargetRequest: validation of everything the
+// coordinator sent, with errors naming the field at fault.
+#ifndef SPLITSPEC_TARGET_WORKER_REQUEST_SETUP_H_
+#define SPLITSPEC_TARGET_WORKER_REQUEST_SETUP_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "proto/splitspec.pb.h"
+#include "runtime/model/transformer.h"
+#include "target_worker/target_request.h"
+
+namespace splitspec::target {
+
+// Errors (InvalidArgument): empty request_id; no committed tokens; prompt_length
+// 0 or past the committed tokens; a token outside [0, vocab); committed tokens
+// not shorter than the model's context; bad sampling parameters.
+// params.max_tokens 0 means defaults.max_new_tokens; stop_token_ids come from
+// the assignment (the coordinator adds the model's end-of-sequence id).
+absl::StatusOr<std::unique_ptr<TargetRequest>> NewTargetRequest(const proto::Assignment& assignment,
+                                                                 const model::Transformer& model,
+                                                                 const RequestLimits& defaults);
+
+}  // namespace splitspec::target
+
+#endif  // SPLITSPEC_TARGET_WORKER_REQUEST_SETUP_H_

@@ -1,0 +1,114 @@
+// TargetEngine: the target leader's verification loop without sockets.
+//
+//   TargetEngine engine(model, options);
+//   RETURN_IF_ERROR(engine.AddRequest(assignment));
+//   engine.AddBlock(block, "draft-peer");            // as blocks arrive
+//   std::vector<TargetEvent> events;
+//   RETURN_IF_ERROR(engine.Step(absl::Now(), &events));   // one batched forward
+//
+// Each Step reads as the algorithm (STYLE.md): collect the ready work of every
+// request (prefill chunks, unfed tokens, ready draft blocks) within a token
+// budget -> one batched forward -> verify each request's block -> apply the
+// outcomes -> report. A request with a pending distribution and no block decodes
+// by itself when it has no draft worker, or when it has waited `block_wait`
+// (a lost block must not hang a request).
+//
+// Thread safety: thread-compatible; the target leader's loop owns it.
+#ifndef SPLITSPEC_TARGET_WORKER_TARGET_ENGINE_H_
+#define SPLITSPEC_TARGET_WORKER_TARGET_ENGINE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "proto/splitspec.pb.h"
+#include "runtime/model/transformer.h"
+#include "target_worker/target_request.h"
+
+namespace splitspec::target {
+
+struct TargetEngineOptions {
+  int step_token_budget = 512;  // new tokens fed per forward, all requests together
+  int prefill_chunk = 256;      // prompt tokens of one request per step
+  int max_requests = 64;        // concurrent requests; more are refused
+  absl::Duration block_wait = absl::Milliseconds(200);  // then decode without the draft
+  RequestLimits default_limits;
+};
+
+// Something to send after a step: a result for the coordinator and for the
+// request's draft worker, whose data-channel identity is net::DraftPeerName(id)
+// (draft_peer empty: the request has no draft worker).
+struct TargetEvent {
+  proto::VerifyResult result;  // new tokens; full sequence when full_sequence is set
+  std::string draft_peer;      // data-channel identity of the draft worker, or ""
+  bool to_coordinator = true;
+};
+
+struct TargetCounters {
+  uint64_t steps = 0;
+  uint64_t forward_tokens = 0;
+  uint64_t stale_blocks = 0;      // wrong epoch or start
+  uint64_t malformed_blocks = 0;  // refused by admission or by verification
+  uint64_t own_tokens = 0;        // tokens the target chose without a draft
+};
+
+class TargetEngine {
+ public:
+  // `model` must outlive the engine.
+  TargetEngine(model::Transformer* model, TargetEngineOptions options);
+
+  // A new request, or a reassignment of a known one (only its draft worker
+  // changes then). Errors: InvalidArgument naming the field (empty prompt,
+  // token out of range, bad sampling parameters), ResourceExhausted when full.
+  absl::Status AddRequest(const proto::Assignment& assignment);
+
+  // Queues a draft block; stale and malformed blocks are counted and dropped.
+  BlockAdmission AddBlock(const proto::DraftBlock& block, const std::string& peer);
+
+  // The whole committed sequence of a request, for a peer that saw a gap.
+  // NotFound for an unknown (or already released) request.
+  absl::StatusOr<proto::VerifyResult> SyncResult(const std::string& request_id) const;
+
+  // Forgets a request and frees its KV cache. Unknown ids are ignored.
+  void Release(const std::string& request_id);
+
+  // True if Step would do something at `now`.
+  bool HasWork(absl::Time now) const;
+  // When a waiting request times out into decoding alone (InfiniteFuture if none).
+  absl::Time NextDeadline() const;
+
+  // Runs one step. Finished requests are reported and removed. Errors: only a
+  // failed forward (the step's requests are then finished with an error and
+  // reported in `events`).
+  absl::Status Step(absl::Time now, std::vector<TargetEvent>* events);
+
+  int active_requests() const { return static_cast<int>(requests_.size()); }
+  const TargetCounters& counters() const { return counters_; }
+  const TargetRequest* Find(const std::string& id) const;
+
+ private:
+  struct WorkItem;
+  std::vector<WorkItem> Plan(absl::Time now);
+  bool DecidesAlone(const TargetRequest& request, absl::Time now) const;
+  void DecodeAlone(TargetRequest& request, const std::vector<float>& probs, absl::Time now,
+                   std::vector<TargetEvent>* events);
+  void FinishItem(WorkItem& item, const model::ForwardOutput& out, int index, absl::Time now,
+                  std::vector<TargetEvent>* events);
+  void VerifyItem(WorkItem& item, std::vector<std::vector<float>> rows, absl::Time now,
+                  std::vector<TargetEvent>* events);
+  void Report(TargetRequest& request, proto::VerifyResult result, std::vector<TargetEvent>* events);
+  void ReapFinished();
+
+  model::Transformer* model_;
+  TargetEngineOptions options_;
+  std::map<std::string, std::unique_ptr<TargetRequest>> requests_;
+  TargetCounters counters_;
+};
+
+}  // namespace splitspec::target
+
+#endif  // SPLITSPEC_TARGET_WORKER_TARGET_ENGINE_H_

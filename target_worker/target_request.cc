@@ -1,0 +1,142 @@
+#include "target_worker/target_request.h"
+
+#include <algorithm>
+
+namespace splitspec::target {
+namespace {
+
+// A block may be queued at most this far ahead of the frontier (guards memory
+// against a confused or hostile sender).
+constexpr int kMaxLookaheadTokens = 1024;
+
+}  // namespace
+
+TargetRequest::TargetRequest(const proto::Assignment& assignment, RequestLimits limits,
+                             std::unique_ptr<model::KvCache> cache, spec::SamplingParams params,
+                             spec::VerifyMode mode)
+    : id_(assignment.request_id()),
+      committed_(assignment.committed_tokens().begin(), assignment.committed_tokens().end()),
+      prompt_length_(static_cast<int>(assignment.prompt_length())),
+      epoch_(assignment.epoch()),
+      limits_(std::move(limits)),
+      cache_(std::move(cache)),
+      params_(params),
+      mode_(mode),
+      draft_worker_id_(assignment.draft_worker_id()) {}
+
+BlockAdmission TargetRequest::AdmitBlock(const proto::DraftBlock& block) {
+  if (finished()) return BlockAdmission::kFinished;
+  if (mode_ == spec::VerifyMode::kRejection && block.q_size() != block.tokens_size()) {
+    return BlockAdmission::kMalformed;
+  }
+  if (block.epoch() != epoch_) return BlockAdmission::kStaleEpoch;
+  const int start = static_cast<int>(block.start());
+  if (start < frontier() || start > frontier() + kMaxLookaheadTokens) return BlockAdmission::kStaleStart;
+  if (blocks_.contains(start)) return BlockAdmission::kDuplicate;
+  blocks_.emplace(start, block);
+  return BlockAdmission::kQueued;
+}
+
+const proto::DraftBlock* TargetRequest::ReadyBlock() const {
+  auto it = blocks_.find(frontier());
+  return it == blocks_.end() ? nullptr : &it->second;
+}
+
+bool TargetRequest::HasBlockAt(int start) const { return blocks_.contains(start); }
+
+void TargetRequest::SetPending(std::vector<float> probs) { pending_probs_ = std::move(probs); }
+
+void TargetRequest::SetDraftWorker(uint64_t draft_worker_id) {
+  if (draft_worker_id != draft_worker_id_) {
+    draft_worker_id_ = draft_worker_id;
+    blocks_.clear();
+  }
+}
+
+proto::VerifyResult TargetRequest::ApplyOutcome(const proto::DraftBlock* block, const spec::VerifyOutcome& outcome,
+                                                std::optional<std::vector<float>> pending_next, absl::Time now) {
+  const int old_frontier = frontier();
+  uint64_t block_sequence = 0;
+  int used_start = -1;
+  if (block != nullptr) {
+    block_sequence = block->block_sequence();
+    used_start = static_cast<int>(block->start());
+    metrics_.RecordBlock(block->tokens_size(), outcome.accepted, outcome.rejected,
+                         static_cast<int>(outcome.committed.size()));
+  } else {
+    metrics_.RecordBlock(0, 0, false, static_cast<int>(outcome.committed.size()));
+  }
+  committed_.insert(committed_.end(), outcome.committed.begin(), outcome.committed.end());
+
+  if (pending_next.has_value()) {
+    // Full acceptance, no bonus: the cache holds every committed token and p for
+    // the next position is known; the draft's later blocks stay valid.
+    pending_probs_ = std::move(pending_next);
+  } else {
+    // The last committed token did not come from the draft's assumed future (a
+    // correction, a bonus, or the target's own token): its input is not in the
+    // cache yet and every block drafted beyond it is stale.
+    pending_probs_.reset();
+    const int valid = std::min(cache_->length(), frontier() - 1);
+    (void)cache_->Truncate(valid);  // cannot fail: 0 <= valid <= length
+    ++epoch_;
+  }
+  blocks_.erase(used_start);  // `block` points into blocks_: not used below
+  for (auto it = blocks_.begin(); it != blocks_.end();) {
+    const bool stale = pending_next.has_value() ? it->first < frontier() : true;
+    it = stale ? blocks_.erase(it) : std::next(it);
+  }
+  waiting_since_ = now;
+  CheckStop(old_frontier);
+  return MakeResult(old_frontier, outcome.accepted, block_sequence);
+}
+
+void TargetRequest::CheckStop(int first_new_index) {
+  for (int i = std::max(first_new_index, prompt_length_); i < frontier(); ++i) {
+    const int32_t token = committed_[i];
+    if (std::find(limits_.stop_token_ids.begin(), limits_.stop_token_ids.end(), token) !=
+        limits_.stop_token_ids.end()) {
+      committed_.resize(i + 1);
+      finish_reason_ = proto::FINISH_REASON_STOP;
+      break;
+    }
+  }
+  const int max_total = std::min(prompt_length_ + limits_.max_new_tokens, limits_.context_length);
+  if (frontier() >= max_total) {
+    if (frontier() > max_total) committed_.resize(max_total);
+    if (!finished()) finish_reason_ = proto::FINISH_REASON_LENGTH;
+  }
+  if (finished()) blocks_.clear();
+}
+
+void TargetRequest::Finish(proto::FinishReason reason) {
+  if (!finished()) finish_reason_ = reason;
+  blocks_.clear();
+}
+
+proto::VerifyResult TargetRequest::MakeResult(int first_new_index, int accepted, uint64_t block_sequence) const {
+  proto::VerifyResult result;
+  result.set_request_id(id_);
+  result.set_epoch(epoch_);
+  result.set_accepted(static_cast<uint32_t>(accepted));
+  for (int i = std::min(first_new_index, frontier()); i < frontier(); ++i) result.add_committed_tokens(committed_[i]);
+  result.set_frontier(static_cast<uint32_t>(frontier()));
+  result.set_block_sequence(block_sequence);
+  result.set_finished(finished());
+  result.set_finish_reason(finish_reason_);
+  result.set_prompt_length(static_cast<uint32_t>(prompt_length_));
+  proto::SpecStats* stats = result.mutable_stats();
+  stats->set_drafted(metrics_.drafted);
+  stats->set_verified(metrics_.verified);
+  stats->set_accepted(metrics_.accepted);
+  stats->set_steps(metrics_.steps);
+  return result;
+}
+
+proto::VerifyResult TargetRequest::FullSequenceResult() const {
+  proto::VerifyResult result = MakeResult(0, 0, 0);
+  result.set_full_sequence(true);
+  return result;
+}
+
+}  // namespace splitspec::target

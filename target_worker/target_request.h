@@ -1,0 +1,126 @@
+// TargetRequest: the target leader's authoritative state of one request
+// (DESIGN.md §3) — committed tokens, epoch, the draft blocks queued for it, and
+// how its KV cache relates to the committed sequence.
+//
+// Invariant between steps, with n = committed().size():
+//   - prefill:  cache length < n - 1 ... the prompt is still being fed;
+//   - unfed:    cache length == n - 1: the last committed token (a correction, a
+//               bonus or the target's own token) has not been fed yet;
+//   - pending:  cache length == n and pending_probs() holds p for position n
+//               (after prefill, or after a full acceptance without bonus).
+// A block is usable iff its epoch is the current epoch and its start is n. An
+// empty block is the draft saying "nothing to propose here": the target then
+// chooses the token at n itself, without waiting.
+//
+// Pure policy plus the KV cache memory: no sockets, no model. Thread-compatible
+// (owned by the target leader's loop).
+#ifndef SPLITSPEC_TARGET_WORKER_TARGET_REQUEST_H_
+#define SPLITSPEC_TARGET_WORKER_TARGET_REQUEST_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "proto/splitspec.pb.h"
+#include "runtime/model/kv_cache.h"
+#include "runtime/spec/sampling_params.h"
+#include "runtime/spec/spec_metrics.h"
+#include "runtime/spec/verify.h"
+#include "runtime/spec/verify_mode.h"
+
+namespace splitspec::target {
+
+// Why a block was not queued.
+enum class BlockAdmission { kQueued, kStaleEpoch, kStaleStart, kDuplicate, kMalformed, kFinished };
+
+struct RequestLimits {
+  int max_new_tokens = 256;      // generated tokens, then FINISH_REASON_LENGTH
+  int context_length = 8192;     // committed tokens, then FINISH_REASON_LENGTH
+  std::vector<int32_t> stop_token_ids;  // committed and then FINISH_REASON_STOP
+};
+
+class TargetRequest {
+ public:
+  // `assignment` carries the committed tokens (prompt + generated so far), the
+  // sampling parameters and the epoch to start from.
+  TargetRequest(const proto::Assignment& assignment, RequestLimits limits, std::unique_ptr<model::KvCache> cache,
+                spec::SamplingParams params, spec::VerifyMode mode);
+
+  const std::string& id() const { return id_; }
+  const std::vector<int32_t>& committed() const { return committed_; }
+  int prompt_length() const { return prompt_length_; }
+  uint64_t epoch() const { return epoch_; }
+  int frontier() const { return static_cast<int>(committed_.size()); }
+  model::KvCache& cache() { return *cache_; }
+  const spec::SamplingParams& params() const { return params_; }
+  spec::VerifyMode mode() const { return mode_; }
+  bool finished() const { return finish_reason_ != proto::FINISH_REASON_UNSPECIFIED; }
+  proto::FinishReason finish_reason() const { return finish_reason_; }
+  const spec::SpecMetrics& metrics() const { return metrics_; }
+  uint64_t draft_worker_id() const { return draft_worker_id_; }
+
+  // --- blocks ---
+  // Queues `block` if it can ever be used; stale ones are refused.
+  BlockAdmission AdmitBlock(const proto::DraftBlock& block);
+  // The queued block starting at the frontier with the current epoch, if any.
+  const proto::DraftBlock* ReadyBlock() const;
+  // True if a block starting at `start` (current epoch) is queued.
+  bool HasBlockAt(int start) const;
+  // Drops every queued block (e.g. one that failed verification).
+  void DropBlocks() { blocks_.clear(); }
+  // When the request started waiting for a block (reset by every commit).
+  absl::Time waiting_since() const { return waiting_since_; }
+
+  // --- feeding ---
+  bool prefilling() const { return cache_->length() + 1 < frontier(); }
+  bool has_pending() const { return pending_probs_.has_value(); }
+  const std::vector<float>& pending_probs() const { return *pending_probs_; }
+  // Sets p for position frontier() after the cache caught up with every committed token.
+  void SetPending(std::vector<float> probs);
+
+  // --- outcomes ---
+  // Applies a verification outcome for `block` (nullptr: the target's own token,
+  // no draft). `pending_next` is p_k for a full acceptance without a committed
+  // bonus (the cache then holds every committed token). Truncates the cache to
+  // the tokens that stay valid, bumps the epoch after a correction or a target
+  // token, drops the used block, checks stop conditions.
+  // Returns the VerifyResult to send (new tokens only).
+  proto::VerifyResult ApplyOutcome(const proto::DraftBlock* block, const spec::VerifyOutcome& outcome,
+                                   std::optional<std::vector<float>> pending_next, absl::Time now);
+
+  // Finishes with `reason` (cancellation, error) if not finished yet.
+  void Finish(proto::FinishReason reason);
+
+  // A result that carries the whole committed sequence (resync / final report).
+  proto::VerifyResult FullSequenceResult() const;
+
+  // The coordinator moved the request to another draft worker (0 = none).
+  void SetDraftWorker(uint64_t draft_worker_id);
+
+ private:
+  void CheckStop(int first_new_index);
+  proto::VerifyResult MakeResult(int first_new_index, int accepted, uint64_t block_sequence) const;
+
+  std::string id_;
+  std::vector<int32_t> committed_;
+  int prompt_length_;
+  uint64_t epoch_;
+  RequestLimits limits_;
+  std::unique_ptr<model::KvCache> cache_;
+  spec::SamplingParams params_;
+  spec::VerifyMode mode_;
+  std::optional<std::vector<float>> pending_probs_;
+  std::map<int, proto::DraftBlock> blocks_;  // start -> block
+  proto::FinishReason finish_reason_ = proto::FINISH_REASON_UNSPECIFIED;
+  spec::SpecMetrics metrics_;
+  uint64_t draft_worker_id_;
+  absl::Time waiting_since_ = absl::Now();
+};
+
+}  // namespace splitspec::target
+
+#endif  // SPLITSPEC_TARGET_WORKER_TARGET_REQUEST_H_

@@ -1,0 +1,116 @@
+#include "target_worker/target_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "runtime/base/logging.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/net/wire_format.h"
+
+namespace splitspec::target {
+
+absl::StatusOr<std::unique_ptr<TargetService>> TargetService::Create(model::Transformer* model,
+                                                                     TargetServiceOptions options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<net::Channel> data, net::ListenChannel(options.data_endpoint));
+  options.identity.role = proto::ROLE_TARGET_WORKER;
+  options.identity.data_endpoint = data->endpoint();
+  ASSIGN_OR_RETURN(proto::Register registration, net::BuildRegistration(options.identity));
+  registration.mutable_capabilities()->set_max_sequences(options.engine.max_requests);
+  registration.mutable_capabilities()->set_max_batch_tokens(options.engine.step_token_budget);
+  registration.mutable_model()->set_vocab_size(model->config().vocab_size);
+  ASSIGN_OR_RETURN(std::unique_ptr<net::MembershipClient> control,
+                   net::MembershipClient::Connect(options.coordinator_endpoint, registration));
+  return std::unique_ptr<TargetService>(
+      new TargetService(model, std::move(options), std::move(data), std::move(control)));
+}
+
+TargetService::TargetService(model::Transformer* model, TargetServiceOptions options,
+                             std::unique_ptr<net::Channel> data, std::unique_ptr<net::MembershipClient> control)
+    : options_(std::move(options)),
+      data_(std::move(data)),
+      data_endpoint_(data_->endpoint()),
+      control_(std::move(control)),
+      engine_(model, options_.engine) {}
+
+absl::Status TargetService::Run(const std::atomic<bool>& stop) {
+  while (!stop.load(std::memory_order_relaxed)) {
+    const absl::Time now = absl::Now();
+    RETURN_IF_ERROR(control_->SendDue(now));
+    DrainControl();
+    DrainData();
+    if (engine_.HasWork(absl::Now())) {
+      std::vector<TargetEvent> events;
+      absl::Status step = engine_.Step(absl::Now(), &events);
+      if (!step.ok()) SPLITSPEC_LOG(ERROR) << "target step failed: " << step;
+      SendEvents(events);
+      continue;
+    }
+    const absl::Time wake = std::min({control_->next_send(), engine_.NextDeadline(), now + absl::Milliseconds(50)});
+    net::WaitAnyReadable({&control_->channel(), data_.get()}, std::max(wake - absl::Now(), absl::ZeroDuration()));
+  }
+  return control_->Deregister("shutdown");
+}
+
+void TargetService::DrainControl() {
+  while (control_->channel().Readable()) {
+    absl::StatusOr<net::Frame> frame = control_->channel().Receive(absl::ZeroDuration());
+    if (!frame.ok()) return;
+    if (!control_->HandleReply(frame->envelope)) HandleControl(frame->envelope);
+  }
+}
+
+void TargetService::HandleControl(const proto::Envelope& envelope) {
+  if (envelope.has_assignment()) {
+    absl::Status added = engine_.AddRequest(envelope.assignment());
+    if (!added.ok()) SendError(envelope.assignment().request_id(), added);
+  } else if (envelope.has_release()) {
+    engine_.Release(envelope.release().request_id());
+  } else if (envelope.has_cancel()) {
+    engine_.Release(envelope.cancel().request_id());
+  } else {
+    SPLITSPEC_LOG(DEBUG) << "target: ignored '" << net::BodyName(envelope) << "' on the control channel";
+  }
+}
+
+void TargetService::DrainData() {
+  while (data_->Readable()) {
+    absl::StatusOr<net::Frame> frame = data_->Receive(absl::ZeroDuration());
+    if (!frame.ok()) return;
+    const proto::Envelope& envelope = frame->envelope;
+    if (envelope.has_draft_block()) {
+      engine_.AddBlock(envelope.draft_block(), frame->peer);
+    } else if (envelope.has_sync_request()) {
+      absl::StatusOr<proto::VerifyResult> sync = engine_.SyncResult(envelope.sync_request().request_id());
+      if (!sync.ok()) continue;  // released meanwhile: the coordinator tells the draft
+      proto::Envelope reply = net::NewEnvelope();
+      *reply.mutable_verify_result() = *std::move(sync);
+      (void)data_->Send(frame->peer, reply);
+    }
+  }
+}
+
+void TargetService::SendEvents(std::vector<TargetEvent>& events) {
+  for (TargetEvent& event : events) {
+    proto::Envelope envelope = net::NewEnvelope();
+    *envelope.mutable_verify_result() = std::move(event.result);
+    if (!event.draft_peer.empty()) {
+      // NotFound: that draft worker is not connected (yet, or any more).
+      (void)data_->Send(event.draft_peer, envelope);
+    }
+    if (event.to_coordinator) {
+      absl::Status sent = control_->channel().Send("", envelope);
+      if (!sent.ok()) SPLITSPEC_LOG(WARNING) << "result to coordinator failed: " << sent;
+    }
+  }
+}
+
+void TargetService::SendError(const std::string& request_id, const absl::Status& status) {
+  SPLITSPEC_LOG(WARNING) << "request " << request_id << " refused: " << status;
+  proto::Envelope envelope = net::NewEnvelope();
+  proto::Error* error = envelope.mutable_error();
+  error->set_code(absl::IsResourceExhausted(status) ? proto::ERROR_CODE_RESOURCE_EXHAUSTED
+                                                    : proto::ERROR_CODE_INVALID_ARGUMENT);
+  error->set_message(std::string(status.message()));
+  error->set_request_id(request_id);
+  (void)control_->channel().Send("", envelope);
+}
+
+}  // namespace splitspec::target

@@ -1,0 +1,67 @@
+// TargetService: the target leader's sockets around a TargetEngine.
+//
+// Channels: a control DEALER to the coordinator (membership, assignments,
+// releases; results go back on it) and a data ROUTER on which draft workers
+// send DraftBlocks and SyncRequests and receive VerifyResults.
+//
+//   ASSIGN_OR_RETURN(auto service, TargetService::Create(model, options));
+//   RETURN_IF_ERROR(service->Run(stop));
+//
+// Thread model: Run() is the target leader's only thread; it owns both
+// sockets, the engine and the model's forward calls. A step runs while blocks
+// keep arriving: they queue in ZeroMQ and are drained before the next step.
+#ifndef SPLITSPEC_TARGET_WORKER_TARGET_SERVICE_H_
+#define SPLITSPEC_TARGET_WORKER_TARGET_SERVICE_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "runtime/model/transformer.h"
+#include "runtime/net/channel.h"
+#include "runtime/net/membership_client.h"
+#include "runtime/net/worker_identity.h"
+#include "target_worker/target_engine.h"
+
+namespace splitspec::target {
+
+struct TargetServiceOptions {
+  std::string coordinator_endpoint = "tcp://127.0.0.1:5555";
+  std::string data_endpoint = "tcp://127.0.0.1:*";  // where draft workers connect
+  net::WorkerIdentity identity;                      // role is set to ROLE_TARGET_WORKER
+  TargetEngineOptions engine;
+};
+
+class TargetService {
+ public:
+  // Binds the data endpoint and connects to the coordinator. `model` must
+  // outlive the service. Errors: bind/connect failures, bad identity.
+  static absl::StatusOr<std::unique_ptr<TargetService>> Create(model::Transformer* model,
+                                                               TargetServiceOptions options);
+
+  // Serves until `stop` is true; deregisters on the way out.
+  absl::Status Run(const std::atomic<bool>& stop);
+
+  const std::string& data_endpoint() const { return data_endpoint_; }
+  const TargetEngine& engine() const { return engine_; }
+
+ private:
+  TargetService(model::Transformer* model, TargetServiceOptions options, std::unique_ptr<net::Channel> data,
+                std::unique_ptr<net::MembershipClient> control);
+  void DrainControl();
+  void DrainData();
+  void HandleControl(const proto::Envelope& envelope);
+  void SendEvents(std::vector<TargetEvent>& events);
+  void SendError(const std::string& request_id, const absl::Status& status);
+
+  TargetServiceOptions options_;
+  std::unique_ptr<net::Channel> data_;
+  std::string data_endpoint_;
+  std::unique_ptr<net::MembershipClient> control_;
+  TargetEngine engine_;
+};
+
+}  // namespace splitspec::target
+
+#endif  // SPLITSPEC_TARGET_WORKER_TARGET_SERVICE_H_

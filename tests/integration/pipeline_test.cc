@@ -1,0 +1,179 @@
+// The whole speculative pipeline in one process (coordinator, target worker and
+// draft worker as threads over inproc:// channels) on a tiny random model.
+#include <map>
+
+#include "gtest/gtest.h"
+#include "runtime/model/transformer.h"
+#include "runtime/net/request_client.h"
+#include "runtime/spec/ngram_drafter.h"
+#include "runtime/spec/sampling.h"
+#include "tests/unit/model/tiny_model.h"
+#include "tools/in_process_cluster.h"
+
+namespace splitspec {
+namespace {
+
+constexpr int kMaxTokens = 24;
+
+std::unique_ptr<model::Transformer> LoadTinyModel(const std::string& name) {
+  model::TinyModelOptions options;
+  options.weight_type = kernels::GgmlType::kQ8_0;
+  const std::string path = ::testing::TempDir() + "/" + name + ".gguf";
+  EXPECT_TRUE(model::WriteTinyModel(options, path).ok());
+  auto loaded = model::Transformer::Load(path, {.threads = 1});
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
+  return *std::move(loaded);
+}
+
+// Target-only greedy decoding with the model directly: the reference.
+std::vector<int32_t> PlainGreedy(model::Transformer& model, const std::vector<int32_t>& prompt, int n) {
+  auto cache = model.NewCache();
+  std::vector<int32_t> out;
+  std::vector<int32_t> feed = prompt;
+  spec::SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  std::vector<float> probs(model.config().vocab_size);
+  for (int i = 0; i < n; ++i) {
+    model::ForwardOutput logits;
+    EXPECT_TRUE(model.Forward({{cache.get(), feed, model::LogitsMode::kLast}}, &logits).ok());
+    EXPECT_TRUE(spec::LogitsToProbs(greedy, absl::MakeConstSpan(logits.Row(0, 0), logits.vocab_size),
+                                    absl::MakeSpan(probs))
+                    .ok());
+    const int32_t token = *spec::ChooseTargetToken(spec::VerifyMode::kGreedy, probs, 0, 0);
+    out.push_back(token);
+    feed = {token};
+  }
+  return out;
+}
+
+proto::SubmitRequest GreedyRequest(const std::string& id, const std::vector<int32_t>& prompt) {
+  proto::SubmitRequest submit;
+  submit.set_request_id(id);
+  submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
+  submit.mutable_params()->set_temperature(0.0f);
+  submit.mutable_params()->set_max_tokens(kMaxTokens);
+  submit.set_verify_mode(proto::VERIFY_MODE_GREEDY);
+  return submit;
+}
+
+// Prompts with repetition, so prompt lookup finds matches.
+std::vector<std::vector<int32_t>> TestPrompts() {
+  return {{10, 20, 30, 40, 10, 20, 30}, {5, 6, 7, 5, 6, 7, 5, 6}, {100, 3, 100, 3, 100}, {42}};
+}
+
+struct Mode {
+  std::string name;
+  bool with_draft;
+  int lookahead;
+};
+
+class PipelineGreedyTest : public ::testing::TestWithParam<Mode> {};
+
+TEST_P(PipelineGreedyTest, SpeculativeGreedyEqualsPlainGreedyTokenForToken) {
+  auto model = LoadTinyModel("pipeline-greedy-" + GetParam().name);
+  spec::NgramDrafter ngram(spec::NgramDrafterConfig{});
+  tools::InProcessClusterOptions options;
+  options.target = model.get();
+  options.drafter = GetParam().with_draft ? &ngram : nullptr;
+  options.draft_engine.lookahead_blocks = GetParam().lookahead;
+  auto cluster = tools::InProcessCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
+  ASSERT_TRUE(client.ok());
+
+  uint64_t drafted = 0;
+  int i = 0;
+  for (const std::vector<int32_t>& prompt : TestPrompts()) {
+    const std::vector<int32_t> want = PlainGreedy(*model, prompt, kMaxTokens);
+    auto got = (*client)->Generate(GreedyRequest("greedy-" + std::to_string(i++), prompt), absl::Seconds(60));
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->tokens, want) << "prompt " << i;
+    EXPECT_EQ(got->finish_reason, proto::FINISH_REASON_LENGTH);
+    EXPECT_TRUE(got->error.empty()) << got->error;
+    drafted += got->stats.drafted();
+    EXPECT_LE(got->stats.accepted(), got->stats.verified());
+  }
+  if (GetParam().with_draft) EXPECT_GT(drafted, 0u) << "the ngram drafter never proposed anything";
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, PipelineGreedyTest,
+                         ::testing::Values(Mode{"target_only", false, 2}, Mode{"ngram_overlapped", true, 2},
+                                           Mode{"ngram_sequential", true, 1}),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(PipelineTest, SixteenConcurrentRequestsAllFinishExactly) {
+  auto model = LoadTinyModel("pipeline-concurrent");
+  spec::NgramDrafter ngram(spec::NgramDrafterConfig{});
+  tools::InProcessClusterOptions options;
+  options.target = model.get();
+  options.drafter = &ngram;
+  auto cluster = tools::InProcessCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
+  ASSERT_TRUE(client.ok());
+  std::map<std::string, std::vector<int32_t>> prompts;
+  for (int r = 0; r < 16; ++r) {
+    std::vector<int32_t> prompt = {r + 3, 2 * r + 7, r + 3, 2 * r + 7, 11};
+    const std::string id = "concurrent-" + std::to_string(r);
+    prompts[id] = prompt;
+    ASSERT_TRUE((*client)->Submit(GreedyRequest(id, prompt)).ok());
+  }
+  for (int round = 0; round < 2000; ++round) {
+    bool all_done = true;
+    for (const auto& [id, prompt] : prompts) all_done &= (*client)->Done(id);
+    if (all_done) break;
+    ASSERT_TRUE((*client)->Poll(absl::Milliseconds(50)).ok());
+  }
+  for (const auto& [id, prompt] : prompts) {
+    ASSERT_TRUE((*client)->Done(id)) << id;
+    EXPECT_EQ((*client)->Result(id).tokens, PlainGreedy(*model, prompt, kMaxTokens)) << id;
+  }
+}
+
+TEST(PipelineTest, KilledDraftWorkerLosesNoRequestAndOutputStaysExact) {
+  auto model = LoadTinyModel("pipeline-kill-draft");
+  spec::NgramDrafter ngram(spec::NgramDrafterConfig{});
+  tools::InProcessClusterOptions options;
+  options.target = model.get();
+  options.drafter = &ngram;
+  options.membership.heartbeat_interval = absl::Milliseconds(20);
+  options.target_engine.block_wait = absl::Milliseconds(50);
+  auto cluster = tools::InProcessCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
+  ASSERT_TRUE(client.ok());
+  const std::vector<int32_t> prompt = {10, 20, 30, 40, 10, 20, 30};
+  proto::SubmitRequest submit = GreedyRequest("kill-draft", prompt);
+  submit.mutable_params()->set_max_tokens(400);
+  ASSERT_TRUE((*client)->Submit(submit).ok());
+  // Let some tokens through, then the draft worker dies mid-request.
+  for (int round = 0; round < 1000 && (*client)->Result("kill-draft").tokens.empty(); ++round) {
+    ASSERT_TRUE((*client)->Poll(absl::Milliseconds(5)).ok());
+  }
+  (*cluster)->KillDraftWorker();
+  ASSERT_FALSE((*client)->Done("kill-draft")) << "finished before the draft worker died: nothing tested";
+  for (int round = 0; round < 2000 && !(*client)->Done("kill-draft"); ++round) {
+    ASSERT_TRUE((*client)->Poll(absl::Milliseconds(50)).ok());
+  }
+  ASSERT_TRUE((*client)->Done("kill-draft"));
+  EXPECT_EQ((*client)->Result("kill-draft").tokens, PlainGreedy(*model, prompt, 400));
+  EXPECT_EQ((*client)->Result("kill-draft").finish_reason, proto::FINISH_REASON_LENGTH);
+}
+
+TEST(PipelineTest, PromptBeyondContextIsRefusedWithReason) {
+  auto model = LoadTinyModel("pipeline-refuse");
+  tools::InProcessClusterOptions options;
+  options.target = model.get();
+  auto cluster = tools::InProcessCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
+  ASSERT_TRUE(client.ok());
+  std::vector<int32_t> prompt(600, 5);  // the tiny model's context is 512
+  auto got = (*client)->Generate(GreedyRequest("too-long", prompt), absl::Seconds(30));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->finish_reason, proto::FINISH_REASON_ERROR);
+  EXPECT_NE(got->error.find("exceeds the context length 512"), std::string::npos) << got->error;
+}
+
+}  // namespace
+}  // namespace splitspec
