@@ -37,9 +37,12 @@ void ApplyRope(const ModelConfig& config, const float* cos_angles, const float* 
                int heads, float* x);
 
 // One attention head of one query at position `pos`:
-//   s_j = Dot(q, k_j) * scale for j in [0, pos], p = softmax(s), out = sum_j p_j v_j
+//   s_j = dot(q, k_j) * scale for j in [0, pos], p = softmax(s), out = sum_j p_j v_j
 // in increasing j. k_j = keys + j * kv_stride (head_dim floats), same for values.
 // scratch: at least pos + 1 floats. out: [head_dim].
+// Path: AVX2+FMA (8-lane FMA chains, fixed reduction tree) when the CPU has it and
+// head_dim % 8 == 0, else Dot() and scalar multiply-adds; chosen once per process
+// (CpuFeatures(), so SPLITSPEC_CPU_ISA=scalar forces the scalar path).
 void AttendOneHead(const float* q, const float* keys, const float* values, int64_t kv_stride,
                    int pos, int head_dim, float scale, float* scratch, float* out);
 
