@@ -61,7 +61,11 @@ void CoordinatorService::Handle(const net::Frame& frame) {
     case proto::Envelope::kHeartbeat:
       HandleHeartbeat(frame.peer, envelope.heartbeat());
       break;
-    case proto::Envelope::kDeregister:
+    case proto::Envelope::kDeregister: {
+      proto::Envelope ack = net::NewEnvelope();
+      ack.mutable_heartbeat_ack()->set_worker_id(envelope.deregister().worker_id());
+      ack.mutable_heartbeat_ack()->set_known(false);
+      Reply(frame.peer, ack);
       if (membership_.Deregister(envelope.deregister().worker_id()).ok()) {
         SPLITSPEC_LOG(INFO) << "worker " << envelope.deregister().worker_id()
                             << " left: " << envelope.deregister().reason();
@@ -70,6 +74,7 @@ void CoordinatorService::Handle(const net::Frame& frame) {
         SendAll(out);
       }
       break;
+    }
     case proto::Envelope::kSubmit: {
       std::vector<Outgoing> out;
       router_.OnSubmit(frame.peer, envelope.submit(), &out);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -11,8 +12,13 @@
 namespace splitspec::tools {
 
 absl::StatusOr<WorkerFlags> ParseWorkerFlags(const std::vector<std::string>& args, proto::Role role) {
-  ASSIGN_OR_RETURN(CliArgs parsed, CliArgs::Parse(args, {"coordinator", "name", "model", "data-endpoint", "threads",
-                                                         "tp-group", "tp-rank", "tp-size"}));
+  std::set<std::string> known = {"coordinator", "name", "model", "data-endpoint", "threads"};
+  if (role == proto::ROLE_TARGET_WORKER) {
+    known.insert({"tp-group", "tp-rank", "tp-size", "step-tokens", "block-wait-ms"});
+  } else {
+    known.insert({"drafter", "draft", "target-model", "k", "lookahead"});
+  }
+  ASSIGN_OR_RETURN(CliArgs parsed, CliArgs::Parse(args, known));
   WorkerFlags flags;
   const char* prefix = role == proto::ROLE_DRAFT_WORKER ? "draft" : "target";
   flags.coordinator = parsed.GetString("coordinator", flags.coordinator);
@@ -27,6 +33,21 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(const std::vector<std::string>& arg
   ASSIGN_OR_RETURN(int64_t tp_size, parsed.GetInt("tp-size", 1));
   if (threads < 1) return absl::InvalidArgumentError(absl::StrCat("--threads must be >= 1, got ", threads));
   id.threads = static_cast<int>(threads);
+  ASSIGN_OR_RETURN(int64_t step_tokens, parsed.GetInt("step-tokens", flags.step_tokens));
+  ASSIGN_OR_RETURN(int64_t block_wait_ms, parsed.GetInt("block-wait-ms", flags.block_wait_ms));
+  ASSIGN_OR_RETURN(int64_t k, parsed.GetInt("k", flags.k));
+  ASSIGN_OR_RETURN(int64_t lookahead, parsed.GetInt("lookahead", flags.lookahead));
+  if (step_tokens < 1) return absl::InvalidArgumentError(absl::StrCat("--step-tokens must be >= 1, got ", step_tokens));
+  if (block_wait_ms < 1) return absl::InvalidArgumentError(absl::StrCat("--block-wait-ms must be >= 1, got ", block_wait_ms));
+  if (k < 1 || k > 64) return absl::InvalidArgumentError(absl::StrCat("--k must be in [1, 64], got ", k));
+  if (lookahead < 1) return absl::InvalidArgumentError(absl::StrCat("--lookahead must be >= 1, got ", lookahead));
+  flags.step_tokens = static_cast<int>(step_tokens);
+  flags.block_wait_ms = static_cast<int>(block_wait_ms);
+  flags.k = static_cast<int>(k);
+  flags.lookahead = static_cast<int>(lookahead);
+  flags.drafter = parsed.GetString("drafter", flags.drafter);
+  flags.draft_path = parsed.GetString("draft", "");
+  flags.target_model = parsed.GetString("target-model", "");
   id.tp_rank = static_cast<int>(tp_rank);
   id.tp_size = static_cast<int>(tp_size);
   return flags;

@@ -6,7 +6,10 @@
 //   --model PATH             model file (fingerprinted into the registration)
 //   --data-endpoint EP       where this worker serves data-plane traffic
 //   --threads N              compute threads (default: hardware concurrency)
-//   --tp-group G --tp-rank R --tp-size S   (target workers)
+//   target workers: --tp-group G --tp-rank R --tp-size S, --step-tokens N (512),
+//                   --block-wait-ms N (200)
+//   draft workers:  --drafter NAME (ngram), --draft PATH, --target-model PATH,
+//                   --k N (4), --lookahead N (2; 1 = sequential)
 #ifndef SPLITSPEC_TOOLS_WORKER_FLAGS_H_
 #define SPLITSPEC_TOOLS_WORKER_FLAGS_H_
 
@@ -21,6 +24,15 @@ namespace splitspec::tools {
 struct WorkerFlags {
   std::string coordinator = "tcp://127.0.0.1:5555";
   net::WorkerIdentity identity;
+  // Target workers.
+  int step_tokens = 512;
+  int block_wait_ms = 200;
+  // Draft workers.
+  std::string drafter = "ngram";
+  std::string draft_path;
+  std::string target_model;
+  int k = 4;
+  int lookahead = 2;
 };
 
 // Errors: InvalidArgument naming the flag at fault.

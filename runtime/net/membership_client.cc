@@ -91,7 +91,19 @@ absl::Status MembershipClient::Deregister(const std::string& reason) {
   proto::Envelope envelope = NewEnvelope();
   envelope.mutable_deregister()->set_worker_id(worker_id_);
   envelope.mutable_deregister()->set_reason(reason);
-  return channel_->Send("", envelope);
+  RETURN_IF_ERROR(channel_->Send("", envelope));
+  // Wait for the acknowledgement (a HeartbeatAck with known=false), so the
+  // frame is not lost when the process exits right after.
+  const absl::Time deadline = absl::Now() + absl::Seconds(1);
+  while (absl::Now() < deadline) {
+    absl::StatusOr<Frame> frame = channel_->Receive(deadline - absl::Now());
+    if (!frame.ok()) break;
+    if (frame->envelope.has_heartbeat_ack() && !frame->envelope.heartbeat_ack().known()) {
+      worker_id_ = 0;
+      return absl::OkStatus();
+    }
+  }
+  return absl::DeadlineExceededError("the coordinator did not acknowledge Deregister within 1s");
 }
 
 }  // namespace splitspec::net

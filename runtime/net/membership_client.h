@@ -46,7 +46,8 @@ class MembershipClient {
   // When the next Register or Heartbeat is due.
   absl::Time next_send() const { return next_send_; }
 
-  // Best-effort graceful leave; the coordinator marks this worker LEFT.
+  // Graceful leave: the coordinator marks this worker LEFT and acknowledges;
+  // waits up to 1 s for that (DeadlineExceeded otherwise).
   absl::Status Deregister(const std::string& reason);
 
   bool registered() const { return worker_id_ != 0; }

@@ -1,11 +1,12 @@
 // The three service binaries as separate processes on loopback: they register,
 // heartbeat, and the coordinator notices a killed worker.
 #include <csignal>
-#include <fstream>
+#include <filesystem>
 
 #include "gtest/gtest.h"
 #include "tests/integration/child_process.h"
 #include "tests/integration/cluster_test_util.h"
+#include "tests/unit/model/tiny_model.h"
 
 namespace splitspec::testing {
 namespace {
@@ -30,9 +31,10 @@ class ClusterMembershipTest : public ::testing::Test {
   void SetUp() override {
     dir_ = MakeTempDir("splitspec-membership");
     ASSERT_FALSE(dir_.empty());
-    // A small stand-in "model" file so registration carries a real fingerprint.
-    model_path_ = dir_ + "/model.bin";
-    std::ofstream(model_path_) << "splitspec test model bytes";
+    // A tiny random model: the target worker loads it, and registration
+    // carries its fingerprint.
+    model_path_ = dir_ + "/tiny.gguf";
+    ASSERT_TRUE(model::WriteTinyModel(model::TinyModelOptions{}, model_path_).ok());
     auto coordinator = StartCoordinator(dir_, {"--heartbeat-ms", std::to_string(kHeartbeatMs), "--suspect-after",
                                                "2", "--dead-after", std::to_string(kDeadAfterMissed)});
     ASSERT_TRUE(coordinator.ok()) << coordinator.status();
@@ -70,7 +72,7 @@ TEST_F(ClusterMembershipTest, WorkersRegisterAndAKilledWorkerIsDeclaredDead) {
       << status.DebugString() << "\ncoordinator log:\n" << coordinator_->ReadLog();
   const proto::MemberStatus& registered = *FindMember(status, "draft-0");
   EXPECT_EQ(registered.role(), proto::ROLE_DRAFT_WORKER);
-  EXPECT_EQ(registered.model().file_bytes(), 26u);
+  EXPECT_EQ(registered.model().file_bytes(), std::filesystem::file_size(model_path_));
   EXPECT_NE(registered.model().content_hash(), 0u);
   EXPECT_EQ(FindMember(status, "target-0")->role(), proto::ROLE_TARGET_WORKER);
 

@@ -1,0 +1,70 @@
+#include "runtime/spec/drafter_factory.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/model/transformer.h"
+#include "runtime/spec/model_drafter.h"
+#include "runtime/spec/ngram_drafter.h"
+
+namespace splitspec::spec {
+
+absl::StatusOr<DrafterSpec> ParseDrafterSpec(const std::string& name, const std::string& draft_path) {
+  DrafterSpec spec;
+  spec.name = name;
+  spec.draft_path = draft_path;
+  if (name == "none") {
+    spec.kind = DrafterSpec::Kind::kNone;
+  } else if (name == "ngram") {
+    spec.kind = DrafterSpec::Kind::kNgram;
+  } else if (name == "model") {
+    if (draft_path.empty()) return absl::InvalidArgumentError("drafter 'model' needs a draft model path (--draft PATH)");
+    spec.kind = DrafterSpec::Kind::kModel;
+  } else if (absl::StartsWith(name, "layerskip:")) {
+    if (!absl::SimpleAtoi(name.substr(10), &spec.layers) || spec.layers < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("drafter '", name, "': L must be a positive integer"));
+    }
+    spec.kind = DrafterSpec::Kind::kLayerSkip;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown drafter '", name, "' (expected none, ngram, model or layerskip:L)"));
+  }
+  return spec;
+}
+
+absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const DrafterSpec& spec, const std::string& target_path,
+                                                     const model::Tokenizer* target_tokenizer,
+                                                     int target_vocab_size, int threads) {
+  if (target_tokenizer == nullptr &&
+      (spec.kind == DrafterSpec::Kind::kModel || spec.kind == DrafterSpec::Kind::kLayerSkip)) {
+    return absl::InvalidArgumentError(absl::StrCat("drafter '", spec.name, "' needs the target's tokenizer"));
+  }
+  ModelDrafterOptions options;
+  options.threads = threads;
+  switch (spec.kind) {
+    case DrafterSpec::Kind::kNone:
+      return std::unique_ptr<Drafter>();
+    case DrafterSpec::Kind::kNgram:
+      return std::unique_ptr<Drafter>(new NgramDrafter(NgramDrafterConfig{}));
+    case DrafterSpec::Kind::kModel: {
+      ASSIGN_OR_RETURN(std::unique_ptr<ModelDrafter> drafter,
+                       ModelDrafter::Load(spec.draft_path, *target_tokenizer, target_vocab_size, options));
+      return std::unique_ptr<Drafter>(std::move(drafter));
+    }
+    case DrafterSpec::Kind::kLayerSkip: {
+      model::TransformerOptions model_options;
+      model_options.threads = threads;
+      model_options.layers = spec.layers;
+      ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> truncated,
+                       model::Transformer::Load(target_path, model_options));
+      ASSIGN_OR_RETURN(std::unique_ptr<ModelDrafter> drafter,
+                       ModelDrafter::Create(std::move(truncated), *target_tokenizer, *target_tokenizer,
+                                            target_vocab_size, options));
+      return std::unique_ptr<Drafter>(std::move(drafter));
+    }
+  }
+  return absl::InternalError("unreachable drafter kind");
+}
+
+}  // namespace splitspec::spec

@@ -1,0 +1,45 @@
+// Building a Drafter from its command-line name, for every binary that drafts.
+//
+//   ASSIGN_OR_RETURN(DrafterSpec spec, ParseDrafterSpec("layerskip:8", /*draft_path=*/""));
+//   ASSIGN_OR_RETURN(std::unique_ptr<Drafter> drafter,
+//                    MakeDrafter(spec, target_path, &target_tokenizer, vocab, /*threads=*/1));
+//
+// Names: "none" (no drafter), "ngram" (prompt lookup), "model" (another GGUF
+// with the target's vocabulary, given as draft_path), "layerskip:L" (the first L
+// layers of the target's own file + its final norm and head; the file is
+// mmapped again, so the pages are shared with a co-located target).
+#ifndef SPLITSPEC_RUNTIME_SPEC_DRAFTER_FACTORY_H_
+#define SPLITSPEC_RUNTIME_SPEC_DRAFTER_FACTORY_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "runtime/model/tokenizer.h"
+#include "runtime/spec/drafter.h"
+
+namespace splitspec::spec {
+
+struct DrafterSpec {
+  enum class Kind { kNone, kNgram, kModel, kLayerSkip };
+  Kind kind = Kind::kNone;
+  int layers = 0;          // layerskip: L
+  std::string draft_path;  // model: the draft GGUF
+  std::string name;        // as given
+};
+
+// Errors (InvalidArgument, naming the value): an unknown name, "layerskip:" without
+// a positive integer, "model" without a draft path.
+absl::StatusOr<DrafterSpec> ParseDrafterSpec(const std::string& name, const std::string& draft_path);
+
+// nullptr for kNone. `target_tokenizer` may be null for ngram only. Errors:
+// InvalidArgument if a model drafter has no target tokenizer; those of loading
+// the draft model or the target's file (naming the file) and of the
+// vocabulary check.
+absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const DrafterSpec& spec, const std::string& target_path,
+                                                     const model::Tokenizer* target_tokenizer,
+                                                     int target_vocab_size, int threads);
+
+}  // namespace splitspec::spec
+
+#endif  // SPLITSPEC_RUNTIME_SPEC_DRAFTER_FACTORY_H_
