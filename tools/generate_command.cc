@@ -1,16 +1,20 @@
-// `splitspec generate --target PATH [--drafter none] [--prompt TEXT | --prompt-ids 1,2,3]
-//                     [--max-tokens N] [--temperature 0] [--threads N] [--ignore-eos] [--json]`
+// `splitspec generate --target PATH [--draft PATH | --drafter none|ngram|layerskip:L]
+//     [--prompt TEXT | --prompt-ids 1,2,3] [--max-tokens N] [--temperature T] [--top-k K]
+//     [--top-p P] [--min-p P] [--seed S] [--k K] [--verify greedy|rejection|coupled]
+//     [--samples M] [--threads N] [--draft-threads N] [--sequential] [--ignore-eos] [--json]`
 //
-// Target-only greedy decoding on the CPU transformer: prefill the prompt, then
-// feed back the argmax (lowest id on ties) one token per step until an
-// end-of-generation token (not printed, not in token_ids) or --max-tokens.
-// --prompt TEXT is tokenized with the model's own tokenizer (BOS as the model
-// asks, special-token text such as "<|im_start|>" parsed). With --json it prints
-// one line {"token_ids":[...],"text":"...","stats":{"drafted":0,"verified":0,
-// "accepted":0,"steps":N}} where steps counts target forward calls.
-//
-// Not implemented here (refused with a message): drafters other than "none",
-// --draft, and temperature > 0 (sampling lives in runtime/spec).
+// Runs the whole speculative pipeline in this process: coordinator, target
+// worker and draft worker as threads talking over inproc:// channels, the same
+// services and code paths as a cluster of processes (tools/in_process_cluster.h).
+// --drafter none runs the target alone. --sequential makes the draft wait for
+// each verification (lookahead 1) instead of drafting ahead (lookahead 2).
+// --prompt TEXT is tokenized with the target's tokenizer (BOS as the model asks,
+// special-token text such as "<|im_start|>" parsed). Generation stops at an
+// end-of-generation token (not printed, not in token_ids) unless --ignore-eos.
+// Each of the M samples uses seed S + sample index. With --json each sample
+// prints one line {"token_ids":[...],"text":"...","stats":{"drafted":..,
+// "verified":..,"accepted":..,"steps":..}} where steps counts verified blocks
+// and tokens the target chose alone.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -19,45 +23,71 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/model/tokenizer_gguf.h"
 #include "runtime/model/transformer.h"
+#include "runtime/net/request_client.h"
+#include "runtime/spec/drafter_factory.h"
+#include "runtime/spec/verify_mode.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
+#include "tools/in_process_cluster.h"
 
 namespace splitspec::tools {
 namespace {
 
 struct GenerateFlags {
   std::string target;
+  spec::DrafterSpec drafter;
   std::string prompt;
   std::vector<int32_t> prompt_ids;
   bool has_prompt_text = false;
   int max_tokens = 128;
+  proto::SamplingParams params;
+  proto::VerifyMode verify = proto::VERIFY_MODE_UNSPECIFIED;
+  int k = 4;
+  int samples = 1;
   int threads = 0;
+  int draft_threads = 1;
+  bool sequential = false;
   bool ignore_eos = false;
   bool json = false;
 };
 
+absl::Status ParseSampling(const CliArgs& args, GenerateFlags& f) {
+  ASSIGN_OR_RETURN(double temperature, args.GetDouble("temperature", 0.0));
+  ASSIGN_OR_RETURN(int64_t top_k, args.GetInt("top-k", 0));
+  ASSIGN_OR_RETURN(double top_p, args.GetDouble("top-p", 1.0));
+  ASSIGN_OR_RETURN(double min_p, args.GetDouble("min-p", 0.0));
+  ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", 0));
+  f.params.set_temperature(static_cast<float>(temperature));
+  f.params.set_top_k(static_cast<int32_t>(top_k));
+  f.params.set_top_p(static_cast<float>(top_p));
+  f.params.set_min_p(static_cast<float>(min_p));
+  f.params.set_seed(static_cast<uint64_t>(seed));
+  if (args.Has("verify")) {
+    ASSIGN_OR_RETURN(spec::VerifyMode mode, spec::ParseVerifyMode(args.GetString("verify", "")));
+    f.verify = mode == spec::VerifyMode::kGreedy      ? proto::VERIFY_MODE_GREEDY
+               : mode == spec::VerifyMode::kCoupled ? proto::VERIFY_MODE_COUPLED
+                                                    : proto::VERIFY_MODE_REJECTION;
+  }
+  if (f.verify == proto::VERIFY_MODE_GREEDY && temperature != 0.0) {
+    return absl::InvalidArgumentError("--verify greedy needs --temperature 0");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
-  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv,
-                                                {"target", "draft", "drafter", "prompt",
-                                                 "prompt-ids", "max-tokens", "temperature",
-                                                 "threads"},
-                                                {"json", "ignore-eos"}));
+  ASSIGN_OR_RETURN(CliArgs args,
+                   CliArgs::Parse(argv,
+                                  {"target", "draft", "drafter", "prompt", "prompt-ids", "max-tokens", "temperature",
+                                   "top-k", "top-p", "min-p", "seed", "k", "verify", "samples", "threads",
+                                   "draft-threads"},
+                                  {"json", "ignore-eos", "sequential"}));
   GenerateFlags f;
   f.target = args.GetString("target", "");
   if (f.target.empty()) return absl::InvalidArgumentError("--target PATH is required");
-  if (args.Has("draft")) {
-    return absl::UnimplementedError("--draft is not implemented yet; use --drafter none");
-  }
-  const std::string drafter = args.GetString("drafter", "none");
-  if (drafter != "none") {
-    return absl::UnimplementedError(
-        absl::StrCat("--drafter ", drafter, " is not implemented yet; only 'none' is"));
-  }
-  ASSIGN_OR_RETURN(double temperature, args.GetDouble("temperature", 0.0));
-  if (temperature != 0.0) {
-    return absl::UnimplementedError(absl::StrCat(
-        "--temperature ", temperature, ": only greedy decoding (--temperature 0) is implemented"));
-  }
+  const std::string draft_path = args.GetString("draft", "");
+  const std::string drafter = args.GetString("drafter", draft_path.empty() ? "none" : "model");
+  ASSIGN_OR_RETURN(f.drafter, spec::ParseDrafterSpec(drafter, draft_path));
+  RETURN_IF_ERROR(ParseSampling(args, f));
   f.has_prompt_text = args.Has("prompt");
   f.prompt = args.GetString("prompt", "");
   ASSIGN_OR_RETURN(f.prompt_ids, args.GetIntList("prompt-ids"));
@@ -66,25 +96,29 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
   }
   ASSIGN_OR_RETURN(int64_t max_tokens, args.GetInt("max-tokens", 128));
   ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
+  ASSIGN_OR_RETURN(int64_t draft_threads, args.GetInt("draft-threads", 1));
+  ASSIGN_OR_RETURN(int64_t samples, args.GetInt("samples", 1));
+  const std::string k = args.GetString("k", "4");
+  if (k == "auto") return absl::UnimplementedError("--k auto is not wired into the pipeline yet; give a number");
+  ASSIGN_OR_RETURN(int64_t k_value, args.GetInt("k", 4));
   if (max_tokens < 1 || max_tokens > (1 << 20)) {
     return absl::InvalidArgumentError(absl::StrCat("--max-tokens ", max_tokens, " out of range"));
   }
-  if (threads < 0 || threads > 1024) {
-    return absl::InvalidArgumentError(absl::StrCat("--threads ", threads, " out of range"));
+  if (threads < 0 || threads > 1024) return absl::InvalidArgumentError(absl::StrCat("--threads ", threads, " out of range"));
+  if (draft_threads < 1 || draft_threads > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat("--draft-threads ", draft_threads, " out of range"));
   }
+  if (samples < 1 || samples > 100000) return absl::InvalidArgumentError(absl::StrCat("--samples ", samples, " out of range"));
+  if (k_value < 1 || k_value > 64) return absl::InvalidArgumentError(absl::StrCat("--k ", k_value, " out of range [1, 64]"));
   f.max_tokens = static_cast<int>(max_tokens);
   f.threads = static_cast<int>(threads);
+  f.draft_threads = static_cast<int>(draft_threads);
+  f.samples = static_cast<int>(samples);
+  f.k = static_cast<int>(k_value);
+  f.sequential = args.Has("sequential");
   f.ignore_eos = args.Has("ignore-eos");
   f.json = args.Has("json");
   return f;
-}
-
-int32_t Argmax(const float* logits, int n) {
-  int32_t best = 0;
-  for (int i = 1; i < n; ++i) {
-    if (logits[i] > logits[best]) best = i;
-  }
-  return best;
 }
 
 // Number of bytes of the valid UTF-8 sequence starting at s[i], or 0 if invalid.
@@ -127,49 +161,64 @@ std::string JsonString(const std::string& s) {
   return out;
 }
 
+std::string SampleLine(const GenerateFlags& f, const std::vector<int32_t>& ids, const std::string& text,
+                       const proto::SpecStats& stats) {
+  if (!f.json) return text + "\n";
+  std::string line = "{\"token_ids\":[";
+  for (size_t i = 0; i < ids.size(); ++i) absl::StrAppend(&line, i > 0 ? "," : "", ids[i]);
+  absl::StrAppend(&line, "],\"text\":", JsonString(text), ",\"stats\":{\"drafted\":", stats.drafted(),
+                  ",\"verified\":", stats.verified(), ",\"accepted\":", stats.accepted(),
+                  ",\"steps\":", stats.steps(), "}}\n");
+  return line;
+}
+
 absl::Status RunGenerate(const GenerateFlags& f) {
   ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> target,
                    model::Transformer::Load(f.target, {.threads = f.threads}));
   ASSIGN_OR_RETURN(model::Tokenizer tokenizer, model::LoadTokenizerFromGguf(target->file()));
+  ASSIGN_OR_RETURN(std::unique_ptr<spec::Drafter> drafter,
+                   spec::MakeDrafter(f.drafter, f.target, &tokenizer, target->config().vocab_size, f.draft_threads));
   std::vector<int32_t> prompt = f.prompt_ids;
   if (f.has_prompt_text) {
     prompt = tokenizer.Encode(f.prompt, {.add_special = true, .parse_special = true});
     if (prompt.empty()) return absl::InvalidArgumentError("--prompt encodes to no tokens");
   }
-  const int64_t needed = static_cast<int64_t>(prompt.size()) + f.max_tokens;
-  if (needed > target->config().context_length) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "prompt (", prompt.size(), " tokens) + --max-tokens ", f.max_tokens,
-        " exceeds the model's context of ", target->config().context_length));
-  }
-  std::unique_ptr<model::KvCache> cache = target->NewCache(static_cast<int>(needed));
-  std::vector<int32_t> generated;
-  int steps = 0;
-  model::ForwardOutput out;
-  std::vector<int32_t> input = prompt;
-  for (;;) {
-    RETURN_IF_ERROR(target->Forward({{cache.get(), input, model::LogitsMode::kLast}}, &out));
-    ++steps;
-    const int32_t next = Argmax(out.Row(0, 0), out.vocab_size);
-    if (!f.ignore_eos && tokenizer.IsEndOfGeneration(next)) break;
-    generated.push_back(next);
-    if (static_cast<int>(generated.size()) >= f.max_tokens) break;
-    input.assign(1, next);
-  }
-  ASSIGN_OR_RETURN(std::string text, tokenizer.Decode(generated));
-  std::string line;
-  if (f.json) {
-    line = "{\"token_ids\":[";
-    for (size_t i = 0; i < generated.size(); ++i) {
-      absl::StrAppend(&line, i > 0 ? "," : "", generated[i]);
+  InProcessClusterOptions options;
+  options.target = target.get();
+  options.drafter = drafter.get();
+  options.draft_engine.default_k = f.k;
+  options.draft_engine.lookahead_blocks = f.sequential ? 1 : 2;
+  options.router.max_new_tokens = f.max_tokens;
+  ASSIGN_OR_RETURN(std::unique_ptr<InProcessCluster> cluster, InProcessCluster::Start(options));
+  ASSIGN_OR_RETURN(std::unique_ptr<net::RequestClient> client,
+                   net::RequestClient::Connect(cluster->coordinator_endpoint()));
+
+  proto::SubmitRequest submit;
+  submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
+  *submit.mutable_params() = f.params;
+  submit.mutable_params()->set_max_tokens(static_cast<uint32_t>(f.max_tokens));
+  if (!f.ignore_eos) {
+    for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
+      if (tokenizer.IsEndOfGeneration(id)) submit.mutable_params()->add_stop_token_ids(id);
     }
-    absl::StrAppend(&line, "],\"text\":", JsonString(text),
-                    ",\"stats\":{\"drafted\":0,\"verified\":0,\"accepted\":0,\"steps\":", steps,
-                    "}}\n");
-  } else {
-    line = text + "\n";
   }
-  std::fwrite(line.data(), 1, line.size(), stdout);
+  submit.set_verify_mode(f.verify);
+  submit.set_drafter(f.drafter.name);
+  submit.set_draft_k(static_cast<uint32_t>(f.k));
+  for (int sample = 0; sample < f.samples; ++sample) {
+    submit.set_request_id(absl::StrCat("generate-", sample));
+    submit.mutable_params()->set_seed(f.params.seed() + static_cast<uint64_t>(sample));
+    ASSIGN_OR_RETURN(net::GenerationResult result, client->Generate(submit, absl::Hours(1)));
+    if (result.finish_reason == proto::FINISH_REASON_ERROR) {
+      return absl::InternalError(absl::StrCat("generation failed: ", result.error));
+    }
+    std::vector<int32_t> ids = result.tokens;
+    if (!f.ignore_eos && !ids.empty() && tokenizer.IsEndOfGeneration(ids.back())) ids.pop_back();
+    ASSIGN_OR_RETURN(std::string text, tokenizer.Decode(ids));
+    const std::string line = SampleLine(f, ids, text, result.stats);
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    std::fflush(stdout);
+  }
   return absl::OkStatus();
 }
 
@@ -178,8 +227,7 @@ absl::Status RunGenerate(const GenerateFlags& f) {
 int RunGenerateCommand(const CommandArgs& args) {
   absl::StatusOr<GenerateFlags> flags = ParseFlags(args);
   if (!flags.ok()) {
-    std::fprintf(stderr, "splitspec generate: %s\n",
-                 std::string(flags.status().message()).c_str());
+    std::fprintf(stderr, "splitspec generate: %s\n", std::string(flags.status().message()).c_str());
     return 2;
   }
   absl::Status s = RunGenerate(*flags);
