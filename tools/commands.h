@@ -12,6 +12,8 @@ namespace splitspec::tools {
 using CommandArgs = std::vector<std::string>;
 
 int RunStatusCommand(const CommandArgs& args);   // tools/status_command.cc
+int RunServeCommand(const CommandArgs& args);    // tools/serve_command.cc
+int RunClientCommand(const CommandArgs& args);   // tools/client_command.cc
 int RunLogitsCommand(const CommandArgs& args);   // tools/logits_command.cc
 int RunGenerateCommand(const CommandArgs& args); // tools/generate_command.cc
 int RunBenchCommand(const CommandArgs& args);    // tools/bench_command.cc

@@ -29,6 +29,7 @@
 #include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/in_process_cluster.h"
+#include "tools/json_text.h"
 
 namespace splitspec::tools {
 namespace {
@@ -121,52 +122,12 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
   return f;
 }
 
-// Number of bytes of the valid UTF-8 sequence starting at s[i], or 0 if invalid.
-size_t Utf8Length(const std::string& s, size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
-  }
-  return n;
-}
-
-// A JSON string literal of `s`; bytes that are not valid UTF-8 become U+FFFD.
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size();) {
-    const size_t n = Utf8Length(s, i);
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (n == 0) {
-      out += "\\ufffd";
-      ++i;
-      continue;
-    }
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-    } else {
-      out.append(s, i, n);
-    }
-    i += n;
-  }
-  out.push_back('"');
-  return out;
-}
-
 std::string SampleLine(const GenerateFlags& f, const std::vector<int32_t>& ids, const std::string& text,
                        const proto::SpecStats& stats) {
   if (!f.json) return text + "\n";
   std::string line = "{\"token_ids\":[";
   for (size_t i = 0; i < ids.size(); ++i) absl::StrAppend(&line, i > 0 ? "," : "", ids[i]);
-  absl::StrAppend(&line, "],\"text\":", JsonString(text), ",\"stats\":{\"drafted\":", stats.drafted(),
+  absl::StrAppend(&line, "],\"text\":", JsonQuote(text), ",\"stats\":{\"drafted\":", stats.drafted(),
                   ",\"verified\":", stats.verified(), ",\"accepted\":", stats.accepted(),
                   ",\"steps\":", stats.steps(), "}}\n");
   return line;

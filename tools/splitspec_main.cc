@@ -16,8 +16,10 @@ struct Subcommand {
 };
 
 constexpr Subcommand kSubcommands[] = {
+    {"serve", "start a local cluster as processes: [--model PATH] [--drafter NAME] [--drafts N]", splitspec::tools::RunServeCommand},
+    {"client", "send a request to a running cluster and stream the text: --prompt TEXT", splitspec::tools::RunClientCommand},
     {"status", "print cluster membership as JSON: --coordinator ENDPOINT", splitspec::tools::RunStatusCommand},
-    {"generate", "greedy target-only generation: --target PATH --prompt-ids 1,2 | --prompt TEXT [--json]", splitspec::tools::RunGenerateCommand},
+    {"generate", "speculative generation in one process: --target PATH [--drafter D] --prompt TEXT [--json]", splitspec::tools::RunGenerateCommand},
     {"logits", "last-position logits as JSON: --model PATH --prompt-ids 1,2,3", splitspec::tools::RunLogitsCommand},
     {"bench", "benchmarks: bench decode --model PATH [--threads N]", splitspec::tools::RunBenchCommand},
     {"plan", "analytic speedup model: --alpha A --cost-ratio C [--k K] [--json]", splitspec::tools::RunPlanCommand},

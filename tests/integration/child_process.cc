@@ -1,78 +1,18 @@
 #include "tests/integration/child_process.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <stdlib.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 
-extern char** environ;
-
 namespace splitspec::testing {
-
-absl::StatusOr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>& argv, const std::string& log_path) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return absl::InternalError(absl::StrCat("posix_spawn ", argv[0], " failed: ", rc));
-  return ChildProcess(pid, log_path);
-}
-
-ChildProcess::~ChildProcess() {
-  if (pid_ > 0) Kill();
-}
-
-void ChildProcess::Kill(int signal) {
-  if (pid_ <= 0) return;
-  ::kill(pid_, signal);
-  int status = 0;
-  ::waitpid(pid_, &status, 0);
-  pid_ = -1;
-}
-
-absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (pid_ > 0) {
-    int status = 0;
-    const pid_t done = ::waitpid(pid_, &status, WNOHANG);
-    if (done == pid_) {
-      pid_ = -1;
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    if (absl::Now() > deadline) return absl::DeadlineExceededError("child still running");
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return absl::FailedPreconditionError("no child process");
-}
-
-std::string ChildProcess::ReadLog() const { return ReadFileOrEmpty(log_path_); }
 
 std::string MakeTempDir(const std::string& prefix) {
   const char* base = std::getenv("TMPDIR");
   std::string pattern = absl::StrCat(base ? base : "/tmp", "/", prefix, "-XXXXXX");
   char* made = mkdtemp(pattern.data());
   return made ? std::string(made) : std::string();
-}
-
-std::string ReadFileOrEmpty(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
 }
 
 }  // namespace splitspec::testing

@@ -1,0 +1,135 @@
+// `splitspec client [--coordinator ENDPOINT] [--model PATH] (--prompt TEXT | --prompt-ids 1,2,3)
+//                   [--chat] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]
+//                   [--seed S] [--verify MODE] [--drafter none] [--json]`
+//
+// Sends one request to a running cluster and streams the text to stdout as the
+// coordinator commits tokens (never half a UTF-8 character). --model names the
+// GGUF whose tokenizer encodes the prompt and decodes the stream (default: the
+// default model); --chat wraps --prompt as a user message in the model's chat
+// template. The speculation stats go to stderr at the end; with --json one
+// line {"token_ids":[...],"text":"...","finish_reason":"...","stats":{...}}
+// is printed instead of the stream.
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/model/chat_template.h"
+#include "runtime/model/detokenizer.h"
+#include "runtime/model/gguf_reader.h"
+#include "runtime/model/tokenizer_gguf.h"
+#include "runtime/net/request_client.h"
+#include "tools/cli_args.h"
+#include "tools/commands.h"
+#include "tools/default_paths.h"
+#include "tools/json_text.h"
+
+namespace splitspec::tools {
+namespace {
+
+absl::StatusOr<std::vector<int32_t>> PromptTokens(const CliArgs& args, const model::Tokenizer& tokenizer,
+                                                  const model::GgufFile& file) {
+  ASSIGN_OR_RETURN(std::vector<int32_t> ids, args.GetIntList("prompt-ids"));
+  if (args.Has("prompt") == !ids.empty()) {
+    return absl::InvalidArgumentError("give exactly one of --prompt TEXT and --prompt-ids 1,2,3");
+  }
+  if (!ids.empty()) return ids;
+  std::string text = args.GetString("prompt", "");
+  if (args.Has("chat")) {
+    ASSIGN_OR_RETURN(model::ChatTemplate chat, model::ChatTemplate::FromSource(tokenizer.chat_template()));
+    std::vector<model::ChatMessage> messages = {{"user", text}};
+    ASSIGN_OR_RETURN(text, chat.Apply(messages, /*add_generation_prompt=*/true));
+  }
+  ids = tokenizer.Encode(text, {.add_special = true, .parse_special = true});
+  if (ids.empty()) return absl::InvalidArgumentError("--prompt encodes to no tokens");
+  return ids;
+}
+
+absl::Status Run(const CommandArgs& argv) {
+  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv,
+                                                {"coordinator", "model", "prompt", "prompt-ids", "max-tokens",
+                                                 "temperature", "top-k", "top-p", "seed", "verify", "drafter"},
+                                                {"chat", "json"}));
+  const std::string model_path = args.GetString("model", DefaultModelPath());
+  ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file, model::GgufFile::Open(model_path));
+  ASSIGN_OR_RETURN(model::Tokenizer tokenizer, model::LoadTokenizerFromGguf(*file));
+  ASSIGN_OR_RETURN(std::vector<int32_t> prompt, PromptTokens(args, tokenizer, *file));
+  ASSIGN_OR_RETURN(int64_t max_tokens, args.GetInt("max-tokens", 128));
+  ASSIGN_OR_RETURN(double temperature, args.GetDouble("temperature", 0.0));
+  ASSIGN_OR_RETURN(int64_t top_k, args.GetInt("top-k", 0));
+  ASSIGN_OR_RETURN(double top_p, args.GetDouble("top-p", 1.0));
+  ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", 0));
+
+  proto::SubmitRequest submit;
+  submit.set_request_id(absl::StrCat("client-", getpid()));
+  submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
+  proto::SamplingParams* params = submit.mutable_params();
+  params->set_max_tokens(static_cast<uint32_t>(max_tokens));
+  params->set_temperature(static_cast<float>(temperature));
+  params->set_top_k(static_cast<int32_t>(top_k));
+  params->set_top_p(static_cast<float>(top_p));
+  params->set_seed(static_cast<uint64_t>(seed));
+  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
+    if (tokenizer.IsEndOfGeneration(id)) params->add_stop_token_ids(id);
+  }
+  const std::string verify = args.GetString("verify", "");
+  if (verify == "greedy") submit.set_verify_mode(proto::VERIFY_MODE_GREEDY);
+  else if (verify == "rejection") submit.set_verify_mode(proto::VERIFY_MODE_REJECTION);
+  else if (verify == "coupled") submit.set_verify_mode(proto::VERIFY_MODE_COUPLED);
+  else if (!verify.empty()) return absl::InvalidArgumentError(absl::StrCat("--verify '", verify, "' is not greedy, rejection or coupled"));
+  submit.set_drafter(args.GetString("drafter", ""));
+
+  const std::string endpoint = args.GetString("coordinator", "tcp://127.0.0.1:5555");
+  ASSIGN_OR_RETURN(std::unique_ptr<net::RequestClient> client, net::RequestClient::Connect(endpoint));
+  model::StreamingDetokenizer stream(&tokenizer);
+  const bool json = args.Has("json");
+  auto on_tokens = [&](const std::string&, const std::vector<int32_t>& tokens) {
+    if (json) return;
+    for (int32_t id : tokens) {
+      if (tokenizer.IsEndOfGeneration(id)) continue;
+      absl::StatusOr<std::string> piece = stream.Push(id);
+      if (piece.ok()) std::fwrite(piece->data(), 1, piece->size(), stdout);
+    }
+    std::fflush(stdout);
+  };
+  ASSIGN_OR_RETURN(net::GenerationResult result, client->Generate(submit, absl::Hours(1), on_tokens));
+  if (result.finish_reason == proto::FINISH_REASON_ERROR) {
+    return absl::InternalError(absl::StrCat("request failed: ", result.error));
+  }
+  std::vector<int32_t> ids = result.tokens;
+  if (!ids.empty() && tokenizer.IsEndOfGeneration(ids.back())) ids.pop_back();
+  const proto::SpecStats& s = result.stats;
+  if (json) {
+    ASSIGN_OR_RETURN(std::string text, tokenizer.Decode(ids));
+    std::string line = "{\"token_ids\":[";
+    for (size_t i = 0; i < ids.size(); ++i) absl::StrAppend(&line, i ? "," : "", ids[i]);
+    absl::StrAppend(&line, "],\"text\":", JsonQuote(text), ",\"finish_reason\":\"",
+                    proto::FinishReason_Name(result.finish_reason), "\",\"stats\":{\"drafted\":", s.drafted(),
+                    ",\"verified\":", s.verified(), ",\"accepted\":", s.accepted(), ",\"steps\":", s.steps(), "}}\n");
+    std::fwrite(line.data(), 1, line.size(), stdout);
+  } else {
+    const std::string tail = stream.Finish();
+    std::fwrite(tail.data(), 1, tail.size(), stdout);
+    std::fprintf(stdout, "\n");
+    std::fprintf(stderr, "[%zu tokens, %s; drafted %llu, verified %llu, accepted %llu, steps %llu]\n", ids.size(),
+                 proto::FinishReason_Name(result.finish_reason).c_str(), (unsigned long long)s.drafted(),
+                 (unsigned long long)s.verified(), (unsigned long long)s.accepted(), (unsigned long long)s.steps());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunClientCommand(const CommandArgs& args) {
+  absl::Status status = Run(args);
+  if (!status.ok()) {
+    std::fprintf(stderr, "splitspec client: %s\n", std::string(status.message()).c_str());
+    return absl::IsInvalidArgument(status) ? 2 : 1;
+  }
+  return 0;
+}
+
+}  // namespace splitspec::tools
