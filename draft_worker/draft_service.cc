@@ -58,6 +58,9 @@ absl::StatusOr<net::Channel*> DraftService::TargetChannel(const std::string& end
   if (!control_->registered()) return absl::UnavailableError("not registered yet");
   ASSIGN_OR_RETURN(std::unique_ptr<net::Channel> channel,
                    net::ConnectChannel(endpoint, net::DraftPeerName(control_->worker_id())));
+  if (options_.data_faults.has_value()) {
+    channel = std::make_unique<net::FaultInjectingChannel>(std::move(channel), *options_.data_faults);
+  }
   net::Channel* raw = channel.get();
   targets_.emplace(endpoint, std::move(channel));
   return raw;

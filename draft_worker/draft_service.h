@@ -15,11 +15,13 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "draft_worker/draft_engine.h"
 #include "runtime/net/channel.h"
+#include "runtime/net/fault_injecting_channel.h"
 #include "runtime/net/membership_client.h"
 #include "runtime/net/worker_identity.h"
 #include "runtime/spec/drafter.h"
@@ -30,6 +32,9 @@ struct DraftServiceOptions {
   std::string coordinator_endpoint = "tcp://127.0.0.1:5555";
   net::WorkerIdentity identity;  // role is set to ROLE_DRAFT_WORKER
   DraftEngineOptions engine;
+  // Tests: drop / delay / reorder the results this worker receives from target
+  // leaders (runtime/net/fault_injecting_channel.h). Unset in production.
+  std::optional<net::FaultOptions> data_faults;
 };
 
 class DraftService {

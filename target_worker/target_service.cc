@@ -10,6 +10,9 @@ namespace splitspec::target {
 absl::StatusOr<std::unique_ptr<TargetService>> TargetService::Create(model::Transformer* model,
                                                                      TargetServiceOptions options) {
   ASSIGN_OR_RETURN(std::unique_ptr<net::Channel> data, net::ListenChannel(options.data_endpoint));
+  if (options.data_faults.has_value()) {
+    data = std::make_unique<net::FaultInjectingChannel>(std::move(data), *options.data_faults);
+  }
   options.identity.role = proto::ROLE_TARGET_WORKER;
   options.identity.data_endpoint = data->endpoint();
   ASSIGN_OR_RETURN(proto::Register registration, net::BuildRegistration(options.identity));

@@ -15,11 +15,13 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/channel.h"
+#include "runtime/net/fault_injecting_channel.h"
 #include "runtime/net/membership_client.h"
 #include "runtime/net/worker_identity.h"
 #include "target_worker/target_engine.h"
@@ -31,6 +33,9 @@ struct TargetServiceOptions {
   std::string data_endpoint = "tcp://127.0.0.1:*";  // where draft workers connect
   net::WorkerIdentity identity;                      // role is set to ROLE_TARGET_WORKER
   TargetEngineOptions engine;
+  // Tests: drop / delay / reorder the frames this worker receives from draft
+  // workers (runtime/net/fault_injecting_channel.h). Unset in production.
+  std::optional<net::FaultOptions> data_faults;
 };
 
 class TargetService {

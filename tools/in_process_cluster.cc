@@ -36,6 +36,7 @@ absl::StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::Start(InProc
   target_options.identity.name = "target-0";
   target_options.identity.threads = options.target->num_threads();
   target_options.engine = options.target_engine;
+  target_options.data_faults = options.data_faults;
   ASSIGN_OR_RETURN(cluster->target_, target::TargetService::Create(options.target, target_options));
 
   if (options.drafter != nullptr) {
@@ -43,6 +44,7 @@ absl::StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::Start(InProc
     draft_options.coordinator_endpoint = cluster->coordinator_endpoint_;
     draft_options.identity.name = "draft-0";
     draft_options.engine = options.draft_engine;
+    draft_options.data_faults = options.data_faults;
     ASSIGN_OR_RETURN(cluster->draft_, draft::DraftService::Create(options.drafter, draft_options));
   }
 

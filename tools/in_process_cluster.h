@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -38,6 +39,8 @@ struct InProcessClusterOptions {
   coordinator::MembershipOptions membership;
   coordinator::RouterOptions router;
   bool use_tcp = false;  // tcp://127.0.0.1 with free ports instead of inproc://
+  // Tests: faults on the draft <-> target data path, in both directions.
+  std::optional<net::FaultOptions> data_faults;
 };
 
 class InProcessCluster {

@@ -1,0 +1,201 @@
+// Losslessness through the whole pipeline (coordinator, target worker, draft
+// worker over channels, with faults): sampled continuations are distributed
+// exactly as the target's own distribution, and greedy output survives
+// dropped, delayed and reordered data-plane messages unchanged.
+#include <map>
+
+#include "gtest/gtest.h"
+#include "runtime/model/tokenizer_gguf.h"
+#include "runtime/model/transformer.h"
+#include "runtime/net/request_client.h"
+#include "runtime/spec/model_drafter.h"
+#include "runtime/spec/ngram_drafter.h"
+#include "runtime/spec/sampling.h"
+#include "tests/unit/model/tiny_model.h"
+#include "tests/unit/spec/chi_square.h"
+#include "tools/in_process_cluster.h"
+
+namespace splitspec {
+namespace {
+
+std::string WriteModel(const std::string& name, uint32_t seed) {
+  model::TinyModelOptions options;
+  options.weight_type = kernels::GgmlType::kQ8_0;
+  options.seed = seed;
+  const std::string path = ::testing::TempDir() + "/" + name + ".gguf";
+  EXPECT_TRUE(model::WriteTinyModel(options, path).ok());
+  return path;
+}
+
+// p over the first two generated tokens, exactly, from the target itself.
+std::map<std::pair<int, int>, double> ExactTwoTokenDistribution(model::Transformer& model,
+                                                                const std::vector<int32_t>& prompt,
+                                                                const spec::SamplingParams& params) {
+  const int vocab = model.config().vocab_size;
+  auto probs_after = [&](const std::vector<int32_t>& tokens) {
+    auto cache = model.NewCache();
+    model::ForwardOutput out;
+    EXPECT_TRUE(model.Forward({{cache.get(), tokens, model::LogitsMode::kLast}}, &out).ok());
+    std::vector<float> p(vocab);
+    EXPECT_TRUE(spec::LogitsToProbs(params, absl::MakeConstSpan(out.Row(0, 0), vocab), absl::MakeSpan(p)).ok());
+    return p;
+  };
+  std::map<std::pair<int, int>, double> exact;
+  const std::vector<float> first = probs_after(prompt);
+  for (int a = 0; a < vocab; ++a) {
+    if (first[a] == 0.0f) continue;
+    std::vector<int32_t> extended = prompt;
+    extended.push_back(a);
+    const std::vector<float> second = probs_after(extended);
+    for (int b = 0; b < vocab; ++b) {
+      if (second[b] > 0.0f) exact[{a, b}] = static_cast<double>(first[a]) * second[b];
+    }
+  }
+  return exact;
+}
+
+// Rejection sampling with a different draft model: every committed pair of
+// tokens must follow the target's distribution (chi-square, significance 1e-3).
+TEST(PipelineDistributionTest, RejectionSampledContinuationsFollowTheTarget) {
+  const std::string target_path = WriteModel("dist-target", 1);
+  const std::string draft_path = WriteModel("dist-draft", 7);
+  auto target = model::Transformer::Load(target_path, {.threads = 1});
+  ASSERT_TRUE(target.ok()) << target.status();
+  auto target_file = model::GgufFile::Open(target_path);
+  ASSERT_TRUE(target_file.ok());
+  auto tokenizer = model::LoadTokenizerFromGguf(**target_file);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  auto drafter = spec::ModelDrafter::Load(draft_path, *tokenizer, (*target)->config().vocab_size, {.threads = 1});
+  ASSERT_TRUE(drafter.ok()) << drafter.status();
+
+  tools::InProcessClusterOptions options;
+  options.target = target->get();
+  options.drafter = drafter->get();
+  options.draft_engine.default_k = 3;
+  auto cluster = tools::InProcessCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
+  ASSERT_TRUE(client.ok());
+
+  spec::SamplingParams params;
+  params.temperature = 1.0f;
+  params.top_k = 4;  // a small support keeps the cell count (and the test) small
+  const std::vector<int32_t> prompt = {17, 42, 99};
+  const auto exact = ExactTwoTokenDistribution(**target, prompt, params);
+
+  constexpr int kSamples = 2000;
+  std::map<std::pair<int, int>, int64_t> seen;
+  uint64_t drafted = 0, accepted = 0, verified = 0;
+  for (int batch = 0; batch < kSamples / 50; ++batch) {
+    std::vector<std::string> ids;
+    for (int i = 0; i < 50; ++i) {
+      proto::SubmitRequest submit;
+      submit.set_request_id("dist-" + std::to_string(batch * 50 + i));
+      submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
+      submit.mutable_params()->set_temperature(params.temperature);
+      submit.mutable_params()->set_top_k(params.top_k);
+      submit.mutable_params()->set_seed(1000003ull * (batch * 50 + i) + 17);
+      submit.mutable_params()->set_max_tokens(2);
+      submit.set_verify_mode(proto::VERIFY_MODE_REJECTION);
+      ASSERT_TRUE((*client)->Submit(submit).ok());
+      ids.push_back(submit.request_id());
+    }
+    for (int round = 0; round < 4000; ++round) {
+      bool done = true;
+      for (const std::string& id : ids) done &= (*client)->Done(id);
+      if (done) break;
+      ASSERT_TRUE((*client)->Poll(absl::Milliseconds(20)).ok());
+    }
+    for (const std::string& id : ids) {
+      ASSERT_TRUE((*client)->Done(id)) << id;
+      const net::GenerationResult& r = (*client)->Result(id);
+      ASSERT_EQ(r.tokens.size(), 2u) << id << " " << r.error;
+      ++seen[{r.tokens[0], r.tokens[1]}];
+      drafted += r.stats.drafted();
+      accepted += r.stats.accepted();
+      verified += r.stats.verified();
+    }
+  }
+  std::vector<int64_t> counts;
+  std::vector<double> expected;
+  for (const auto& [pair, p] : exact) {
+    counts.push_back(seen.count(pair) ? seen[pair] : 0);
+    expected.push_back(p);
+    seen.erase(pair);
+  }
+  EXPECT_TRUE(seen.empty()) << "a continuation outside the target's support was committed";
+  const spec::testing::ChiSquareResult result = spec::testing::ChiSquareTest(counts, expected);
+  spec::testing::PrintChiSquare("pipeline rejection, 2-token continuations", result);
+  EXPECT_GT(result.p_value, 1e-3);
+  EXPECT_GT(drafted, 0u);
+  EXPECT_GT(accepted, 0u) << "the draft was never accepted: the test did not exercise acceptance";
+  EXPECT_LT(accepted, verified) << "the draft was always accepted: the test did not exercise the residual";
+}
+
+std::vector<int32_t> PlainGreedy(model::Transformer& model, const std::vector<int32_t>& prompt, int n) {
+  auto cache = model.NewCache();
+  std::vector<int32_t> out, feed = prompt;
+  spec::SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  std::vector<float> probs(model.config().vocab_size);
+  for (int i = 0; i < n; ++i) {
+    model::ForwardOutput logits;
+    EXPECT_TRUE(model.Forward({{cache.get(), feed, model::LogitsMode::kLast}}, &logits).ok());
+    EXPECT_TRUE(spec::LogitsToProbs(greedy, absl::MakeConstSpan(logits.Row(0, 0), logits.vocab_size),
+                                    absl::MakeSpan(probs)).ok());
+    out.push_back(*spec::ChooseTargetToken(spec::VerifyMode::kGreedy, probs, 0, 0));
+    feed = {out.back()};
+  }
+  return out;
+}
+
+// Dropped, delayed and reordered blocks and results: every request still
+// finishes, with exactly the target's greedy output.
+TEST(PipelineFaultTest, GreedyOutputSurvivesDropsDelaysAndReorders) {
+  const std::string path = WriteModel("fault-target", 3);
+  auto target = model::Transformer::Load(path, {.threads = 1});
+  ASSERT_TRUE(target.ok());
+  auto file = model::GgufFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  auto tokenizer = model::LoadTokenizerFromGguf(**file);
+  ASSERT_TRUE(tokenizer.ok());
+  // The same model as its own draft: its blocks are always right, so the
+  // faults alone decide what goes wrong.
+  auto self_draft = spec::ModelDrafter::Load(path, *tokenizer, (*target)->config().vocab_size, {.threads = 1});
+  ASSERT_TRUE(self_draft.ok());
+  tools::InProcessClusterOptions options;
+  options.target = target->get();
+  options.drafter = self_draft->get();
+  options.target_engine.block_wait = absl::Milliseconds(30);
+  options.data_faults = net::FaultOptions{.drop_probability = 0.15, .delay_probability = 0.2,
+                                          .max_delay = absl::Milliseconds(5), .reorder_probability = 0.15,
+                                          .seed = 99};
+  auto cluster = tools::InProcessCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
+  ASSERT_TRUE(client.ok());
+  const std::vector<std::vector<int32_t>> prompts = {{3, 4, 5}, {250, 1, 250, 1}, {77}, {9, 9, 9, 9, 9, 9}};
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    proto::SubmitRequest submit;
+    submit.set_request_id("fault-" + std::to_string(i));
+    submit.mutable_prompt_tokens()->Assign(prompts[i].begin(), prompts[i].end());
+    submit.mutable_params()->set_temperature(0.0f);
+    submit.mutable_params()->set_max_tokens(40);
+    submit.set_verify_mode(proto::VERIFY_MODE_GREEDY);
+    ASSERT_TRUE((*client)->Submit(submit).ok());
+  }
+  for (int round = 0; round < 3000; ++round) {
+    bool done = true;
+    for (size_t i = 0; i < prompts.size(); ++i) done &= (*client)->Done("fault-" + std::to_string(i));
+    if (done) break;
+    ASSERT_TRUE((*client)->Poll(absl::Milliseconds(20)).ok());
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::string id = "fault-" + std::to_string(i);
+    ASSERT_TRUE((*client)->Done(id)) << id << " hung";
+    EXPECT_EQ((*client)->Result(id).tokens, PlainGreedy(**target, prompts[i], 40)) << id;
+  }
+}
+
+}  // namespace
+}  // namespace splitspec
