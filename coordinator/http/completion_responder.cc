@@ -1,0 +1,124 @@
+#include "coordinator/http/completion_responder.h"
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/http/sse.h"
+#include "runtime/base/logging.h"
+
+namespace splitspec::coordinator::http {
+
+HttpResponse ErrorResponse(int status, const std::string& message, const std::string& param,
+                           int retry_after_seconds) {
+  HttpResponse response = HttpResponse::Json(status, ErrorJson(status, message, param));
+  if (status == 429 || status == 503) response.headers.push_back({"Retry-After", absl::StrCat(retry_after_seconds)});
+  if (status == 401) response.headers.push_back({"WWW-Authenticate", "Bearer"});
+  return response;
+}
+
+CompletionResponder::CompletionResponder(ResponderContext context, const model::Tokenizer* tokenizer,
+                                         std::vector<std::string> stop)
+    : context_(std::move(context)), text_(tokenizer, std::move(stop)), last_tokens_at_(context_.received_at) {
+  context_.metrics->AddRunning(1);
+}
+
+CompletionResponder::~CompletionResponder() { context_.metrics->AddRunning(-1); }
+
+bool CompletionResponder::OnTokens(const std::vector<int32_t>& tokens, const proto::SpecStats& stats) {
+  if (done_) return false;
+  stats_ = stats;
+  const int before = text_.tokens();
+  std::string delta;
+  for (int32_t token : tokens) {
+    absl::StatusOr<std::string> piece = text_.Push(token);
+    if (!piece.ok()) {
+      Fail(500, absl::StrCat("cannot detokenize the model's output: ", piece.status().message()));
+      return false;
+    }
+    delta += *piece;
+    if (text_.stopped()) break;
+  }
+  const absl::Time now = absl::Now();
+  context_.metrics->ObserveTokens(text_.tokens() - before, absl::ToDoubleSeconds(now - last_tokens_at_),
+                                  before == 0);
+  last_tokens_at_ = now;
+  if (context_.stream) SendText(delta);
+  if (text_.stopped()) {
+    Complete("stop");
+    return false;
+  }
+  return true;
+}
+
+void CompletionResponder::OnFinished(const GenerationOutcome& outcome) {
+  if (done_) return;
+  stats_ = outcome.stats;
+  if (outcome.error_code != proto::ERROR_CODE_UNSPECIFIED) {
+    Fail(HttpStatusForError(outcome.error_code), outcome.error_message);
+  } else if (outcome.finish_reason == proto::FINISH_REASON_CANCELLED) {
+    // Our client went away (the exchange is gone and nothing reaches it), or
+    // someone cancelled the request at the coordinator.
+    done_ = true;
+    context_.metrics->RecordOutcome(RequestOutcome::kCancelled);
+    SendError(503, "the request was cancelled");
+  } else {
+    Complete(FinishReasonName(outcome.finish_reason));
+  }
+}
+
+void CompletionResponder::StartStream() {
+  if (started_) return;
+  started_ = true;
+  HttpResponse head;
+  head.headers = {{"Content-Type", kSseContentType}, {"Cache-Control", "no-cache"}};
+  context_.server->BeginStream(context_.exchange, std::move(head));
+}
+
+void CompletionResponder::SendText(const std::string& text) {
+  if (text.empty() && started_) return;
+  const bool first = !started_;
+  StartStream();
+  context_.server->StreamWrite(context_.exchange,
+                               SseEvent(CompletionChunkJson(context_.identity, text, first, std::nullopt, std::nullopt)));
+}
+
+void CompletionResponder::Complete(absl::string_view finish_reason) {
+  if (done_) return;
+  done_ = true;
+  const std::string tail = text_.Finish();
+  const CompletionUsage usage{context_.prompt_tokens, text_.tokens(), stats_};
+  context_.metrics->RecordOutcome(finish_reason == "length" ? RequestOutcome::kLength : RequestOutcome::kStop);
+  context_.metrics->ObserveFinished(absl::ToDoubleSeconds(absl::Now() - context_.received_at), stats_);
+  if (!context_.stream) {
+    context_.server->Respond(context_.exchange,
+                             HttpResponse::Json(200, CompletionJson(context_.identity, text_.emitted(), finish_reason, usage)));
+    return;
+  }
+  const bool first = !started_;
+  StartStream();
+  std::string events = SseEvent(CompletionChunkJson(context_.identity, tail, first, finish_reason, usage));
+  events += SseDone();
+  context_.server->StreamWrite(context_.exchange, std::move(events));
+  context_.server->EndStream(context_.exchange);
+}
+
+void CompletionResponder::Fail(int status, const std::string& message) {
+  if (!done_) {
+    done_ = true;
+    context_.metrics->RecordOutcome(status < 500 ? RequestOutcome::kRejected : RequestOutcome::kFailed);
+    context_.metrics->ObserveFinished(absl::ToDoubleSeconds(absl::Now() - context_.received_at), stats_);
+  }
+  context_.metrics->RecordHttpError(status);
+  SendError(status, message);
+}
+
+void CompletionResponder::SendError(int status, const std::string& message) {
+  if (!started_) {
+    context_.server->Respond(context_.exchange, ErrorResponse(status, message, "", context_.retry_after_seconds));
+    return;
+  }
+  std::string events = SseEvent(ErrorJson(status, message));
+  events += SseDone();
+  context_.server->StreamWrite(context_.exchange, std::move(events));
+  context_.server->EndStream(context_.exchange);
+}
+
+}  // namespace splitspec::coordinator::http

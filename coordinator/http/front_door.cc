@@ -1,0 +1,259 @@
+// The coordinator's OpenAI-compatible HTTP front door.
+//
+// Thread model (fixed, whatever the load):
+//   - the HTTP I/O thread (HttpServer) owns every client socket: it accepts,
+//     parses, and calls OnRequest / OnExchangeAborted here. Those handlers
+//     never block: they validate, tokenize, and hand the request to the bridge
+//     (or answer at once: errors, /v1/models).
+//   - the bridge thread (CoordinatorBridge) owns the one ZeroMQ socket to the
+//     coordinator: it submits, cancels and asks for status, and runs each
+//     request's CompletionResponder, which detokenizes and posts response bytes
+//     back to the HttpServer (a mutex-protected outbox + eventfd wakeup).
+// Shared state: the bridge's job queue and the server's outbox (each behind
+// its own splitspec::Mutex), FrontDoorMetrics (its own mutex); the tokenizer
+// and chat template are immutable after Start.
+#include "coordinator/http/front_door.h"
+
+#include <unistd.h>
+
+#include "absl/random/random.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "coordinator/http/completion_responder.h"
+#include "coordinator/http/openai_response.h"
+#include "runtime/base/logging.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/model/gguf_reader.h"
+#include "runtime/model/model_config.h"
+#include "runtime/model/tokenizer_gguf.h"
+
+namespace splitspec::coordinator::http {
+namespace {
+
+int64_t UnixNow() { return absl::ToUnixSeconds(absl::Now()); }
+
+// Compares without an early exit, so the response time does not tell how much
+// of a key of the right length matched.
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (absl::EndsWith(name, ".gguf")) name.resize(name.size() - 5);
+  return name;
+}
+
+}  // namespace
+
+absl::Status FrontDoorOptions::Validate() const {
+  if (model_path.empty()) return absl::InvalidArgumentError("model_path (--model) is required: the target's GGUF");
+  if (coordinator_endpoint.empty()) return absl::InvalidArgumentError("coordinator_endpoint must not be empty");
+  if (max_in_flight < 1) return absl::InvalidArgumentError(absl::StrCat("max_in_flight ", max_in_flight, " < 1"));
+  return http.Validate();
+}
+
+absl::StatusOr<std::unique_ptr<FrontDoor>> FrontDoor::Start(FrontDoorOptions options) {
+  RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<FrontDoor> front_door(new FrontDoor(std::move(options)));
+  RETURN_IF_ERROR(front_door->LoadModel());
+  front_door->request_id_prefix_ = absl::StrCat("http-", getpid(), "-", absl::Uniform<uint32_t>(absl::BitGen()), "-");
+  front_door->started_unix_ = UnixNow();
+  ASSIGN_OR_RETURN(front_door->bridge_,
+                   CoordinatorBridge::Start(front_door->options_.coordinator_endpoint, front_door->options_.bridge));
+  ASSIGN_OR_RETURN(front_door->server_, HttpServer::Start(front_door->options_.http, front_door.get()));
+  SPLITSPEC_LOG(INFO) << "http front door on " << front_door->options_.http.host << ":" << front_door->port()
+                      << " serving '" << front_door->model_name_ << "'";
+  return front_door;
+}
+
+FrontDoor::~FrontDoor() {
+  if (bridge_) bridge_->Stop();  // sinks finish while the server still exists
+  server_.reset();
+  bridge_.reset();
+}
+
+absl::Status FrontDoor::LoadModel() {
+  const std::string& path = options_.model_path;
+  auto file = model::GgufFile::Open(path);
+  if (!file.ok()) return absl::InvalidArgumentError(absl::StrCat("--model ", path, ": ", file.status().message()));
+  auto tokenizer = model::LoadTokenizerFromGguf(**file);
+  if (!tokenizer.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("tokenizer of ", path, ": ", tokenizer.status().message()));
+  }
+  auto config = model::ReadModelConfig(**file);
+  if (!config.ok()) return absl::InvalidArgumentError(absl::StrCat("config of ", path, ": ", config.status().message()));
+  context_length_ = config->context_length;
+  tokenizer_.emplace(*std::move(tokenizer));
+  for (int32_t id = 0; id < tokenizer_->vocab_size(); ++id) {
+    if (tokenizer_->IsEndOfGeneration(id)) end_of_generation_ids_.push_back(id);
+  }
+  model_name_ = options_.model_name;
+  if (model_name_.empty()) {
+    auto name = (*file)->GetString("general.name");
+    model_name_ = name.ok() && !name->empty() ? std::string(*name) : BaseName(path);
+  }
+  const std::string bos = tokenizer_->bos_id() >= 0 ? tokenizer_->TokenText(tokenizer_->bos_id()) : "";
+  auto chat = model::ChatTemplate::FromSource(tokenizer_->chat_template(), bos);
+  if (chat.ok()) {
+    chat_template_.emplace(*std::move(chat));
+  } else {
+    chat_template_error_ = absl::StrCat("chat completions are unavailable for this model: ", chat.status().message(),
+                                        "; use /v1/completions");
+  }
+  return absl::OkStatus();
+}
+
+void FrontDoor::OnRequest(HttpServer& server, ExchangeId id, HttpRequest request) {
+  const std::string& path = request.path;
+  const bool post = request.method == "POST";
+  const bool get = request.method == "GET";
+  auto wrong_method = [&](const char* allowed) {
+    HttpResponse response =
+        ErrorResponse(405, absl::StrCat("method ", request.method, " is not allowed on ", path, " (use ", allowed, ")"));
+    response.headers.push_back({"Allow", allowed});
+    Reply(server, id, std::move(response));
+  };
+  if (absl::StartsWith(path, "/v1/") && !Authorized(request)) {
+    return Reply(server, id, ErrorResponse(401, "missing or invalid API key (send Authorization: Bearer KEY)"));
+  }
+  if (path == "/v1/completions" || path == "/v1/chat/completions") {
+    if (!post) return wrong_method("POST");
+    return HandleCompletion(server, id, request,
+                            path == "/v1/completions" ? CompletionRequest::kCompletion : CompletionRequest::kChat);
+  }
+  if (path == "/v1/models") {
+    if (!get) return wrong_method("GET");
+    return Reply(server, id, HttpResponse::Json(200, ModelsJson(model_name_, started_unix_)));
+  }
+  if (path == "/health") {
+    if (!get) return wrong_method("GET");
+    return HandleHealth(server, id);
+  }
+  if (path == "/metrics") {
+    if (!get) return wrong_method("GET");
+    return HandleMetrics(server, id);
+  }
+  Reply(server, id, ErrorResponse(404, absl::StrCat("no route for ", request.method, " ", path)));
+}
+
+void FrontDoor::OnExchangeAborted(ExchangeId id) { bridge_->Cancel(RequestIdFor(id)); }
+
+HttpResponse FrontDoor::ProtocolError(int status, const std::string& reason) {
+  metrics_.RecordHttpError(status);
+  return ErrorResponse(status, reason, "", options_.http.retry_after_seconds);
+}
+
+bool FrontDoor::Authorized(const HttpRequest& request) const {
+  if (options_.api_key.empty()) return true;
+  const std::string* header = request.FindHeader("Authorization");
+  if (header == nullptr || !absl::StartsWith(*header, "Bearer ")) return false;
+  return ConstantTimeEquals(absl::string_view(*header).substr(7), options_.api_key);
+}
+
+void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRequest& http_request,
+                                 CompletionRequest::Kind kind) {
+  absl::StatusOr<CompletionRequest> request = ParseCompletionRequest(http_request.body, kind);
+  if (!request.ok()) {
+    metrics_.RecordOutcome(RequestOutcome::kRejected);
+    return Reply(server, id, ErrorResponse(400, std::string(request.status().message()), ParamOf(request.status())));
+  }
+  if (!request->model.empty() && request->model != model_name_) {
+    metrics_.RecordOutcome(RequestOutcome::kRejected);
+    return Reply(server, id, ErrorResponse(404, absl::StrCat("model '", request->model, "' is not served here (this server serves '",
+                                                             model_name_, "')"), "model"));
+  }
+  if (metrics_.running() >= options_.max_in_flight) {
+    metrics_.RecordOutcome(RequestOutcome::kRejected);
+    return Reply(server, id, ErrorResponse(429, absl::StrCat("too many requests in flight (limit ", options_.max_in_flight, ")"),
+                                           "", options_.http.retry_after_seconds));
+  }
+  absl::StatusOr<std::vector<int32_t>> prompt = PromptTokens(*request);
+  absl::Status fits = prompt.ok() ? CheckFits(*request, prompt->size()) : prompt.status();
+  if (!fits.ok()) {
+    metrics_.RecordOutcome(RequestOutcome::kRejected);
+    return Reply(server, id, ErrorResponse(400, std::string(fits.message()), ParamOf(fits)));
+  }
+  if (!request->seed) request->seed = absl::Uniform<uint64_t>(absl::BitGen());
+  ResponderContext context;
+  context.server = &server;
+  context.exchange = id;
+  context.identity = {kind, absl::StrCat(kind == CompletionRequest::kChat ? "chatcmpl-" : "cmpl-", RequestIdFor(id)),
+                      UnixNow(), model_name_};
+  context.stream = request->stream;
+  context.prompt_tokens = static_cast<int>(prompt->size());
+  context.retry_after_seconds = options_.http.retry_after_seconds;
+  context.metrics = &metrics_;
+  metrics_.AddPromptTokens(context.prompt_tokens);
+  bridge_->Submit(MakeSubmitRequest(*request, *prompt, RequestIdFor(id), end_of_generation_ids_),
+                  std::make_unique<CompletionResponder>(std::move(context), &*tokenizer_, request->stop));
+}
+
+absl::StatusOr<std::vector<int32_t>> FrontDoor::PromptTokens(const CompletionRequest& request) const {
+  if (request.kind == CompletionRequest::kChat) {
+    if (!chat_template_) return absl::InvalidArgumentError(chat_template_error_);
+    ASSIGN_OR_RETURN(std::string text, chat_template_->Apply(request.messages, /*add_generation_prompt=*/true));
+    return tokenizer_->Encode(text, {.add_special = false, .parse_special = true});
+  }
+  if (request.prompt_text) return tokenizer_->Encode(*request.prompt_text, {.add_special = true, .parse_special = true});
+  for (size_t i = 0; i < request.prompt_tokens.size(); ++i) {
+    if (request.prompt_tokens[i] >= tokenizer_->vocab_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("'prompt' token id ", request.prompt_tokens[i], " at index ", i,
+                                                     " is outside the vocabulary [0, ", tokenizer_->vocab_size(), ")"));
+    }
+  }
+  return request.prompt_tokens;
+}
+
+absl::Status FrontDoor::CheckFits(const CompletionRequest& request, size_t prompt_tokens) const {
+  if (prompt_tokens == 0) return absl::InvalidArgumentError("the prompt encodes to no tokens");
+  const size_t limit = static_cast<size_t>(context_length_);
+  if (prompt_tokens >= limit || (request.max_tokens > 0 && prompt_tokens + request.max_tokens > limit)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "this model's maximum context length is ", context_length_, " tokens; the request has ", prompt_tokens,
+        " prompt tokens", request.max_tokens > 0 ? absl::StrCat(" and asks for ", request.max_tokens, " more") : "",
+        " (the prompt must leave room for the completion)"));
+  }
+  return absl::OkStatus();
+}
+
+void FrontDoor::HandleHealth(HttpServer& server, ExchangeId id) {
+  bridge_->QueryStatus([this, &server, id](absl::StatusOr<proto::StatusReply> status) {
+    if (!status.ok()) {
+      return Reply(server, id, ErrorResponse(503, std::string(status.status().message()), "",
+                                             options_.http.retry_after_seconds));
+    }
+    int targets = 0;
+    int drafts = 0;
+    for (const proto::MemberStatus& member : status->members()) {
+      if (member.state() != proto::MEMBER_STATE_ALIVE) continue;
+      targets += member.role() == proto::ROLE_TARGET_WORKER;
+      drafts += member.role() == proto::ROLE_DRAFT_WORKER;
+    }
+    if (targets == 0) {
+      return Reply(server, id, ErrorResponse(503, "no target worker is alive", "", options_.http.retry_after_seconds));
+    }
+    Reply(server, id, HttpResponse::Json(200, absl::StrCat(R"({"status":"ok","target_workers_alive":)", targets,
+                                                           R"(,"draft_workers_alive":)", drafts, "}")));
+  });
+}
+
+void FrontDoor::HandleMetrics(HttpServer& server, ExchangeId id) {
+  bridge_->QueryStatus([this, &server, id](absl::StatusOr<proto::StatusReply> status) {
+    const std::string text = metrics_.Render(status.ok() ? &*status : nullptr);
+    Reply(server, id, HttpResponse::Text(200, text, "text/plain; version=0.0.4; charset=utf-8"));
+  });
+}
+
+void FrontDoor::Reply(HttpServer& server, ExchangeId id, HttpResponse response) {
+  if (response.status >= 400) metrics_.RecordHttpError(response.status);
+  server.Respond(id, std::move(response));
+}
+
+std::string FrontDoor::RequestIdFor(ExchangeId id) const { return absl::StrCat(request_id_prefix_, id); }
+
+}  // namespace splitspec::coordinator::http

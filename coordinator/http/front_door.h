@@ -1,0 +1,111 @@
+// FrontDoor: the coordinator's OpenAI-compatible HTTP API (DESIGN.md §5).
+//
+//   FrontDoorOptions options;
+//   options.http.host = "127.0.0.1";  options.http.port = 8000;
+//   options.coordinator_endpoint = service->control_endpoint();
+//   options.model_path = "/models/smollm2.gguf";     // the target's GGUF: tokenizer, chat template
+//   ASSIGN_OR_RETURN(auto front_door, FrontDoor::Start(options));
+//   ...                                                // serves until destroyed
+//
+// Endpoints:
+//   POST /v1/completions        prompt (text or token ids) -> text_completion
+//   POST /v1/chat/completions   messages, rendered by the model's chat template
+//                               (both: "stream": true -> server-sent events; see
+//                               openai_request.h for the parameters)
+//   GET  /v1/models             the one served model
+//   GET  /health                200 when at least one target worker is alive in
+//                               the coordinator's membership table, else 503
+//   GET  /metrics               Prometheus text (front_door_metrics.h)
+// With an API key set, /v1/* requires "Authorization: Bearer KEY" (else 401);
+// /health and /metrics stay open (for probes and scrapers).
+//
+// Errors are OpenAI error objects: 400 for bad requests (the reason and the
+// field), prompts that do not fit the context, and the coordinator's
+// INVALID_ARGUMENT; 429 + Retry-After when max_in_flight requests are running
+// here or the coordinator's queue is full; 503 + Retry-After when the
+// coordinator or its workers are unavailable; 404 / 405 for unknown routes.
+// A client that disconnects before its response is complete has its request
+// cancelled at the coordinator, which frees its KV on every worker.
+//
+// Thread model: see front_door.cc. Thread safety: Start and the destructor
+// from one thread; the object is otherwise driven by its own threads.
+#ifndef SPLITSPEC_COORDINATOR_HTTP_FRONT_DOOR_H_
+#define SPLITSPEC_COORDINATOR_HTTP_FRONT_DOOR_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/http/coordinator_bridge.h"
+#include "coordinator/http/front_door_metrics.h"
+#include "coordinator/http/http_server.h"
+#include "coordinator/http/openai_request.h"
+#include "runtime/model/chat_template.h"
+#include "runtime/model/tokenizer.h"
+
+namespace splitspec::coordinator::http {
+
+struct FrontDoorOptions {
+  HttpServerOptions http;                                 // default 127.0.0.1:8000
+  std::string coordinator_endpoint = "tcp://127.0.0.1:5555";
+  std::string model_path;                                 // required: the target model's GGUF
+  std::string model_name;                                 // "" : the GGUF's general.name, else the file name
+  std::string api_key;                                    // "" : no authentication
+  int max_in_flight = 256;                                // generation requests running here; more get 429
+  BridgeOptions bridge;
+
+  // InvalidArgument naming the field: empty model_path or coordinator_endpoint,
+  // max_in_flight < 1, or the HTTP options'.
+  absl::Status Validate() const;
+};
+
+class FrontDoor : public HttpHandler {
+ public:
+  // Loads the tokenizer (and chat template, if the model has one) from
+  // options.model_path, connects to the coordinator and starts serving.
+  // Errors: the options' (InvalidArgument), the GGUF's (naming the file), the
+  // bind failure (Unavailable naming the address).
+  static absl::StatusOr<std::unique_ptr<FrontDoor>> Start(FrontDoorOptions options);
+  // Cancels every open request at the coordinator (their clients get a 503
+  // "shutting down" where it can still be written), then stops the threads.
+  ~FrontDoor() override;
+
+  int port() const { return server_->port(); }
+  const std::string& model_name() const { return model_name_; }
+
+  // HttpHandler (the I/O thread).
+  void OnRequest(HttpServer& server, ExchangeId id, HttpRequest request) override;
+  void OnExchangeAborted(ExchangeId id) override;
+  HttpResponse ProtocolError(int status, const std::string& reason) override;
+
+ private:
+  explicit FrontDoor(FrontDoorOptions options) : options_(std::move(options)) {}
+  absl::Status LoadModel();
+  bool Authorized(const HttpRequest& request) const;
+  void HandleCompletion(HttpServer& server, ExchangeId id, const HttpRequest& request, CompletionRequest::Kind kind);
+  absl::StatusOr<std::vector<int32_t>> PromptTokens(const CompletionRequest& request) const;
+  absl::Status CheckFits(const CompletionRequest& request, size_t prompt_tokens) const;
+  void HandleHealth(HttpServer& server, ExchangeId id);
+  void HandleMetrics(HttpServer& server, ExchangeId id);
+  void Reply(HttpServer& server, ExchangeId id, HttpResponse response);
+  std::string RequestIdFor(ExchangeId id) const;
+
+  const FrontDoorOptions options_;
+  std::string model_name_;
+  std::optional<model::Tokenizer> tokenizer_;
+  std::optional<model::ChatTemplate> chat_template_;
+  std::string chat_template_error_;  // why chat is unavailable, if it is
+  int context_length_ = 0;
+  std::vector<int32_t> end_of_generation_ids_;
+  std::string request_id_prefix_;
+  int64_t started_unix_ = 0;
+  FrontDoorMetrics metrics_;
+  std::unique_ptr<CoordinatorBridge> bridge_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+}  // namespace splitspec::coordinator::http
+
+#endif  // SPLITSPEC_COORDINATOR_HTTP_FRONT_DOOR_H_

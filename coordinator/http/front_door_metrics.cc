@@ -1,0 +1,201 @@
+#include "coordinator/http/front_door_metrics.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace splitspec::coordinator::http {
+namespace {
+
+std::vector<double> LatencyBounds() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+          0.75,  1.0,    2.5,   5.0,  7.5,   10.0, 20.0,  40.0, 80.0};
+}
+
+void Header(const std::string& name, const std::string& type, const std::string& help, std::string* out) {
+  absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+}
+
+void Sample(const std::string& name, double value, std::string* out) { absl::StrAppend(out, name, " ", value, "\n"); }
+
+const char* OutcomeName(RequestOutcome outcome) {
+  switch (outcome) {
+    case RequestOutcome::kStop: return "stop";
+    case RequestOutcome::kLength: return "length";
+    case RequestOutcome::kCancelled: return "cancelled";
+    case RequestOutcome::kRejected: return "rejected";
+    case RequestOutcome::kFailed: return "failed";
+  }
+  return "failed";
+}
+
+const char* RoleName(proto::Role role) {
+  switch (role) {
+    case proto::ROLE_TARGET_WORKER: return "target";
+    case proto::ROLE_DRAFT_WORKER: return "draft";
+    default: return "other";
+  }
+}
+
+const char* StateName(proto::MemberState state) {
+  switch (state) {
+    case proto::MEMBER_STATE_ALIVE: return "alive";
+    case proto::MEMBER_STATE_SUSPECT: return "suspect";
+    case proto::MEMBER_STATE_DEAD: return "dead";
+    case proto::MEMBER_STATE_LEFT: return "left";
+    default: return "unknown";
+  }
+}
+
+void RenderWorkers(const proto::StatusReply& status, std::string* out) {
+  struct Series {
+    const char* name;
+    const char* help;
+    double (*value)(const proto::MemberStatus&);
+  };
+  const Series series[] = {
+      {"splitspec_worker_alive", "1 if the worker is alive in the coordinator's membership table",
+       [](const proto::MemberStatus& m) { return m.state() == proto::MEMBER_STATE_ALIVE ? 1.0 : 0.0; }},
+      {"splitspec_worker_active_requests", "Requests the worker reported in its last heartbeat",
+       [](const proto::MemberStatus& m) { return static_cast<double>(m.load().active_requests()); }},
+      {"splitspec_worker_queued_blocks", "Draft blocks queued at the worker (last heartbeat)",
+       [](const proto::MemberStatus& m) { return static_cast<double>(m.load().queued_blocks()); }},
+  };
+  for (const Series& s : series) {
+    Header(s.name, "gauge", s.help, out);
+    for (const proto::MemberStatus& member : status.members()) {
+      absl::StrAppend(out, s.name, "{worker_id=\"", member.worker_id(), "\",worker_name=\"",
+                      PrometheusLabelValue(member.worker_name()), "\",role=\"", RoleName(member.role()),
+                      "\",state=\"", StateName(member.state()), "\"} ", s.value(member), "\n");
+    }
+  }
+}
+
+}  // namespace
+
+std::string PrometheusLabelValue(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::Observe(double value) {
+  size_t bucket = 0;
+  while (bucket < bounds_.size() && value > bounds_[bucket]) ++bucket;
+  ++counts_[bucket];
+  sum_ += value;
+  ++count_;
+}
+
+void Histogram::Render(const std::string& name, const std::string& help, std::string* out) const {
+  Header(name, "histogram", help, out);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    absl::StrAppend(out, name, "_bucket{le=\"", bounds_[i], "\"} ", cumulative, "\n");
+  }
+  absl::StrAppend(out, name, "_bucket{le=\"+Inf\"} ", count_, "\n");
+  Sample(name + "_sum", sum_, out);
+  absl::StrAppend(out, name, "_count ", count_, "\n");
+}
+
+FrontDoorMetrics::FrontDoorMetrics() : ttft_(LatencyBounds()), inter_token_(LatencyBounds()), e2e_(LatencyBounds()) {}
+
+void FrontDoorMetrics::RecordOutcome(RequestOutcome outcome) {
+  MutexLock lock(&mu_);
+  ++outcomes_[outcome];
+}
+
+void FrontDoorMetrics::RecordHttpError(int status) {
+  MutexLock lock(&mu_);
+  ++http_errors_[status];
+}
+
+void FrontDoorMetrics::AddRunning(int delta) {
+  MutexLock lock(&mu_);
+  running_ += delta;
+}
+
+int64_t FrontDoorMetrics::running() const {
+  MutexLock lock(&mu_);
+  return running_;
+}
+
+void FrontDoorMetrics::AddPromptTokens(int tokens) {
+  MutexLock lock(&mu_);
+  prompt_tokens_ += static_cast<uint64_t>(tokens);
+}
+
+void FrontDoorMetrics::ObserveTokens(int tokens, double gap_seconds, bool first) {
+  MutexLock lock(&mu_);
+  generation_tokens_ += static_cast<uint64_t>(tokens);
+  if (first) {
+    ttft_.Observe(gap_seconds);
+  } else {
+    inter_token_.Observe(gap_seconds);
+  }
+  for (int i = 1; i < tokens; ++i) inter_token_.Observe(0.0);
+}
+
+void FrontDoorMetrics::ObserveFinished(double e2e_seconds, const proto::SpecStats& stats) {
+  MutexLock lock(&mu_);
+  e2e_.Observe(e2e_seconds);
+  spec_.set_drafted(spec_.drafted() + stats.drafted());
+  spec_.set_verified(spec_.verified() + stats.verified());
+  spec_.set_accepted(spec_.accepted() + stats.accepted());
+  spec_.set_steps(spec_.steps() + stats.steps());
+}
+
+std::string FrontDoorMetrics::Render(const proto::StatusReply* status) const {
+  MutexLock lock(&mu_);
+  std::string out;
+  Header("splitspec_requests_total", "counter", "Generation requests by outcome", &out);
+  for (RequestOutcome outcome : {RequestOutcome::kStop, RequestOutcome::kLength, RequestOutcome::kCancelled,
+                                 RequestOutcome::kRejected, RequestOutcome::kFailed}) {
+    auto it = outcomes_.find(outcome);
+    absl::StrAppend(&out, "splitspec_requests_total{outcome=\"", OutcomeName(outcome), "\"} ",
+                    it == outcomes_.end() ? 0 : it->second, "\n");
+  }
+  Header("splitspec_http_errors_total", "counter", "Error responses by HTTP status", &out);
+  for (const auto& [code, count] : http_errors_) {
+    absl::StrAppend(&out, "splitspec_http_errors_total{code=\"", code, "\"} ", count, "\n");
+  }
+  Header("splitspec_num_requests_running", "gauge", "Generation requests in flight at this front door", &out);
+  Sample("splitspec_num_requests_running", static_cast<double>(running_), &out);
+  Header("splitspec_prompt_tokens_total", "counter", "Prompt tokens submitted", &out);
+  Sample("splitspec_prompt_tokens_total", static_cast<double>(prompt_tokens_), &out);
+  Header("splitspec_generation_tokens_total", "counter", "Generated tokens received", &out);
+  Sample("splitspec_generation_tokens_total", static_cast<double>(generation_tokens_), &out);
+  ttft_.Render("splitspec_time_to_first_token_seconds", "Time from request to first token", &out);
+  inter_token_.Render("splitspec_inter_token_latency_seconds", "Gap between consecutive tokens of a request", &out);
+  e2e_.Render("splitspec_e2e_request_latency_seconds", "Time from request to its end", &out);
+  const std::pair<const char*, uint64_t> spec[] = {
+      {"splitspec_spec_decode_num_draft_tokens_total", spec_.drafted()},
+      {"splitspec_spec_decode_num_verified_tokens_total", spec_.verified()},
+      {"splitspec_spec_decode_num_accepted_tokens_total", spec_.accepted()},
+      {"splitspec_spec_decode_num_steps_total", spec_.steps()}};
+  for (const auto& [name, value] : spec) {
+    Header(name, "counter", "Speculative decoding totals of finished requests (SpecStats)", &out);
+    Sample(name, static_cast<double>(value), &out);
+  }
+  Header("splitspec_spec_decode_acceptance_rate", "gauge", "Accepted / verified draft tokens", &out);
+  Sample("splitspec_spec_decode_acceptance_rate",
+         spec_.verified() == 0 ? 0.0 : static_cast<double>(spec_.accepted()) / static_cast<double>(spec_.verified()),
+         &out);
+  Header("splitspec_coordinator_up", "gauge", "1 if the coordinator answered the status query", &out);
+  Sample("splitspec_coordinator_up", status != nullptr ? 1.0 : 0.0, &out);
+  if (status != nullptr) RenderWorkers(*status, &out);
+  return out;
+}
+
+}  // namespace splitspec::coordinator::http

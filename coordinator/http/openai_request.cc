@@ -1,0 +1,279 @@
+#include "coordinator/http/openai_request.h"
+
+#include <cmath>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "runtime/base/status_macros.h"
+
+namespace splitspec::coordinator::http {
+namespace {
+
+using google::protobuf::ListValue;
+using google::protobuf::Struct;
+using google::protobuf::Value;
+
+constexpr char kParamPayload[] = "type.splitspec.dev/openai.param";
+constexpr double kMaxExactInteger = 9007199254740992.0;  // 2^53
+constexpr int kMaxStopStrings = 16;
+
+absl::Status FieldError(absl::string_view field, absl::string_view message) {
+  absl::Status status = absl::InvalidArgumentError(absl::StrCat("'", field, "' ", message));
+  status.SetPayload(kParamPayload, absl::Cord(field));
+  return status;
+}
+
+absl::string_view KindName(const Value& value) {
+  switch (value.kind_case()) {
+    case Value::kNumberValue: return "a number";
+    case Value::kStringValue: return "a string";
+    case Value::kBoolValue: return "a boolean";
+    case Value::kStructValue: return "an object";
+    case Value::kListValue: return "an array";
+    default: return "null";
+  }
+}
+
+absl::Status WrongType(absl::string_view field, absl::string_view expected, const Value& value) {
+  return FieldError(field, absl::StrCat("must be ", expected, ", got ", KindName(value)));
+}
+
+// The field's value, or nullptr when absent or null.
+const Value* Find(const Struct& object, const std::string& name) {
+  auto it = object.fields().find(name);
+  if (it == object.fields().end() || it->second.kind_case() == Value::kNullValue) return nullptr;
+  return &it->second;
+}
+
+absl::StatusOr<int64_t> AsInteger(absl::string_view field, const Value& value) {
+  if (value.kind_case() != Value::kNumberValue) return WrongType(field, "an integer", value);
+  const double number = value.number_value();
+  if (std::floor(number) != number || std::fabs(number) > kMaxExactInteger) {
+    return FieldError(field, absl::StrCat("must be an integer, got ", number));
+  }
+  return static_cast<int64_t>(number);
+}
+
+// Reads an optional number field into *out, checking [low, high] (open at low when `low_open`).
+absl::Status ReadNumber(const Struct& body, const std::string& field, double low, double high, bool low_open,
+                        float* out) {
+  const Value* value = Find(body, field);
+  if (value == nullptr) return absl::OkStatus();
+  if (value->kind_case() != Value::kNumberValue) return WrongType(field, "a number", *value);
+  const double number = value->number_value();
+  if (!(low_open ? number > low : number >= low) || number > high) {
+    return FieldError(field, absl::StrCat("must be in ", low_open ? "(" : "[", low, ", ", high, "], got ", number));
+  }
+  *out = static_cast<float>(number);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> AsString(absl::string_view field, const Value& value) {
+  if (value.kind_case() != Value::kStringValue) return WrongType(field, "a string", value);
+  return value.string_value();
+}
+
+absl::Status ReadPrompt(const Struct& body, CompletionRequest* request) {
+  const Value* prompt = Find(body, "prompt");
+  if (prompt == nullptr) return FieldError("prompt", "is required");
+  if (prompt->kind_case() == Value::kStringValue) {
+    request->prompt_text = prompt->string_value();
+  } else if (prompt->kind_case() == Value::kListValue) {
+    const ListValue& list = prompt->list_value();
+    if (list.values_size() == 1 && list.values(0).kind_case() == Value::kStringValue) {
+      request->prompt_text = list.values(0).string_value();
+      return absl::OkStatus();
+    }
+    for (int i = 0; i < list.values_size(); ++i) {
+      const Value& item = list.values(i);
+      if (item.kind_case() != Value::kNumberValue) {
+        return FieldError("prompt", absl::StrCat("must be a string, one string in an array, or an array of token ids;",
+                                                 " element ", i, " is ", KindName(item),
+                                                 " (batched prompts are not supported)"));
+      }
+      ASSIGN_OR_RETURN(int64_t id, AsInteger(absl::StrCat("prompt[", i, "]"), item));
+      if (id < 0 || id > INT32_MAX) return FieldError("prompt", absl::StrCat("token id ", id, " at index ", i, " is negative or too large"));
+      request->prompt_tokens.push_back(static_cast<int32_t>(id));
+    }
+  } else {
+    return WrongType("prompt", "a string or an array of token ids", *prompt);
+  }
+  if ((request->prompt_text && request->prompt_text->empty()) || (!request->prompt_text && request->prompt_tokens.empty())) {
+    return FieldError("prompt", "must not be empty");
+  }
+  return absl::OkStatus();
+}
+
+// Message content: a string, null, or an array of {type: "text", text} parts.
+absl::StatusOr<std::string> ReadContent(int index, const Struct& message) {
+  const std::string field = absl::StrCat("messages[", index, "].content");
+  const Value* content = Find(message, "content");
+  if (content == nullptr) return std::string();
+  if (content->kind_case() == Value::kStringValue) return content->string_value();
+  if (content->kind_case() != Value::kListValue) return WrongType(field, "a string or an array of text parts", *content);
+  std::string text;
+  for (const Value& part : content->list_value().values()) {
+    if (part.kind_case() != Value::kStructValue) return WrongType(field, "an array of text parts", part);
+    const Value* type = Find(part.struct_value(), "type");
+    const Value* part_text = Find(part.struct_value(), "text");
+    if (type == nullptr || type->kind_case() != Value::kStringValue || type->string_value() != "text" ||
+        part_text == nullptr || part_text->kind_case() != Value::kStringValue) {
+      return FieldError(field, "parts must be {\"type\": \"text\", \"text\": string} (only text is supported)");
+    }
+    text += part_text->string_value();
+  }
+  return text;
+}
+
+absl::Status ReadMessages(const Struct& body, CompletionRequest* request) {
+  const Value* messages = Find(body, "messages");
+  if (messages == nullptr) return FieldError("messages", "is required");
+  if (messages->kind_case() != Value::kListValue) return WrongType("messages", "an array", *messages);
+  if (messages->list_value().values_size() == 0) return FieldError("messages", "must not be empty");
+  int index = 0;
+  for (const Value& item : messages->list_value().values()) {
+    if (item.kind_case() != Value::kStructValue) return WrongType(absl::StrCat("messages[", index, "]"), "an object", item);
+    const Value* role = Find(item.struct_value(), "role");
+    if (role == nullptr) return FieldError(absl::StrCat("messages[", index, "].role"), "is required");
+    ASSIGN_OR_RETURN(std::string role_name, AsString(absl::StrCat("messages[", index, "].role"), *role));
+    ASSIGN_OR_RETURN(std::string content, ReadContent(index, item.struct_value()));
+    if (role_name == "developer") role_name = "system";
+    request->messages.push_back({std::move(role_name), std::move(content)});
+    ++index;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadStop(const Struct& body, CompletionRequest* request) {
+  const Value* stop = Find(body, "stop");
+  if (stop == nullptr) return absl::OkStatus();
+  if (stop->kind_case() == Value::kStringValue) {
+    request->stop.push_back(stop->string_value());
+  } else if (stop->kind_case() == Value::kListValue) {
+    for (const Value& item : stop->list_value().values()) {
+      ASSIGN_OR_RETURN(std::string text, AsString("stop", item));
+      request->stop.push_back(std::move(text));
+    }
+  } else {
+    return WrongType("stop", "a string or an array of strings", *stop);
+  }
+  if (request->stop.size() > kMaxStopStrings) {
+    return FieldError("stop", absl::StrCat("has ", request->stop.size(), " strings; at most ", kMaxStopStrings));
+  }
+  for (const std::string& text : request->stop) {
+    if (text.empty()) return FieldError("stop", "must not contain an empty string");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadMaxTokens(const Struct& body, CompletionRequest* request) {
+  for (const char* field : {"max_tokens", "max_completion_tokens"}) {
+    const Value* value = Find(body, field);
+    if (value == nullptr) continue;
+    ASSIGN_OR_RETURN(int64_t max_tokens, AsInteger(field, *value));
+    if (max_tokens < 1 || max_tokens > UINT32_MAX) return FieldError(field, absl::StrCat("must be at least 1, got ", max_tokens));
+    request->max_tokens = static_cast<uint32_t>(max_tokens);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadSampling(const Struct& body, CompletionRequest* request) {
+  RETURN_IF_ERROR(ReadNumber(body, "temperature", 0.0, 2.0, false, &request->temperature));
+  RETURN_IF_ERROR(ReadNumber(body, "top_p", 0.0, 1.0, true, &request->top_p));
+  RETURN_IF_ERROR(ReadNumber(body, "min_p", 0.0, 1.0, false, &request->min_p));
+  if (const Value* top_k = Find(body, "top_k")) {
+    ASSIGN_OR_RETURN(int64_t k, AsInteger("top_k", *top_k));
+    if (k < -1 || k > INT32_MAX) return FieldError("top_k", absl::StrCat("must be -1 (off), 0 (off) or positive, got ", k));
+    request->top_k = k < 0 ? 0 : static_cast<int32_t>(k);
+  }
+  if (const Value* seed = Find(body, "seed")) {
+    ASSIGN_OR_RETURN(int64_t value, AsInteger("seed", *seed));
+    request->seed = static_cast<uint64_t>(value);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadFlags(const Struct& body, CompletionRequest* request) {
+  if (const Value* n = Find(body, "n")) {
+    ASSIGN_OR_RETURN(int64_t count, AsInteger("n", *n));
+    if (count != 1) return FieldError("n", absl::StrCat("must be 1 (one choice per request is supported), got ", count));
+  }
+  if (const Value* best_of = Find(body, "best_of")) {
+    ASSIGN_OR_RETURN(int64_t count, AsInteger("best_of", *best_of));
+    if (count != 1) return FieldError("best_of", absl::StrCat("must be 1 (not implemented), got ", count));
+  }
+  for (const char* field : {"logprobs", "echo"}) {
+    const Value* value = Find(body, field);
+    if (value == nullptr) continue;
+    const bool off = value->kind_case() == Value::kBoolValue && !value->bool_value();
+    if (!off) return FieldError(field, "is not implemented by this server (leave it unset or false)");
+  }
+  if (const Value* stream = Find(body, "stream")) {
+    if (stream->kind_case() != Value::kBoolValue) return WrongType("stream", "a boolean", *stream);
+    request->stream = stream->bool_value();
+  }
+  if (const Value* options = Find(body, "stream_options")) {
+    if (options->kind_case() != Value::kStructValue) return WrongType("stream_options", "an object", *options);
+    if (const Value* usage = Find(options->struct_value(), "include_usage")) {
+      if (usage->kind_case() != Value::kBoolValue) return WrongType("stream_options.include_usage", "a boolean", *usage);
+      request->include_usage = usage->bool_value();
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json, CompletionRequest::Kind kind) {
+  Value root;
+  const auto parsed = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(json.data(), json.size()), &root);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed JSON body: ", std::string(parsed.message())));
+  }
+  if (root.kind_case() != Value::kStructValue) {
+    return absl::InvalidArgumentError(absl::StrCat("the JSON body must be an object, got ", KindName(root)));
+  }
+  const Struct& body = root.struct_value();
+  CompletionRequest request;
+  request.kind = kind;
+  if (const Value* model = Find(body, "model")) {
+    ASSIGN_OR_RETURN(request.model, AsString("model", *model));
+  }
+  if (kind == CompletionRequest::kChat) {
+    RETURN_IF_ERROR(ReadMessages(body, &request));
+  } else {
+    RETURN_IF_ERROR(ReadPrompt(body, &request));
+  }
+  RETURN_IF_ERROR(ReadMaxTokens(body, &request));
+  RETURN_IF_ERROR(ReadSampling(body, &request));
+  RETURN_IF_ERROR(ReadStop(body, &request));
+  RETURN_IF_ERROR(ReadFlags(body, &request));
+  return request;
+}
+
+proto::SubmitRequest MakeSubmitRequest(const CompletionRequest& request, absl::Span<const int32_t> prompt,
+                                       const std::string& request_id, absl::Span<const int32_t> stop_token_ids) {
+  proto::SubmitRequest submit;
+  submit.set_request_id(request_id);
+  submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
+  proto::SamplingParams* params = submit.mutable_params();
+  params->set_temperature(request.temperature);
+  params->set_top_k(request.top_k);
+  params->set_top_p(request.top_p);
+  params->set_min_p(request.min_p);
+  if (request.seed) params->set_seed(*request.seed);
+  params->set_max_tokens(request.max_tokens);
+  for (const std::string& stop : request.stop) params->add_stop(stop);
+  params->mutable_stop_token_ids()->Assign(stop_token_ids.begin(), stop_token_ids.end());
+  return submit;
+}
+
+std::string ParamOf(const absl::Status& status) {
+  const auto param = status.GetPayload(kParamPayload);
+  return param ? std::string(*param) : std::string();
+}
+
+}  // namespace splitspec::coordinator::http

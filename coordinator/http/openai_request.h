@@ -1,0 +1,72 @@
+// The OpenAI request schema of the front door: JSON bodies of
+// POST /v1/completions and POST /v1/chat/completions parsed into a
+// CompletionRequest, and a CompletionRequest turned into a SubmitRequest.
+//
+//   ASSIGN_OR_RETURN(CompletionRequest request,
+//                    ParseCompletionRequest(body, CompletionRequest::kChat));
+//   proto::SubmitRequest submit = MakeSubmitRequest(request, prompt_ids, "req-1", eog_ids);
+//
+// Fields read (null means "not given"; unknown fields are ignored):
+//   model (string), prompt (completions: string, [string] of one, or [int] token
+//   ids), messages (chat: [{role, content}] where content is a string, null, or
+//   [{type:"text", text}] parts; role "developer" is read as "system"),
+//   max_tokens / max_completion_tokens (integer >= 1), temperature (number in
+//   [0, 2]), top_p (number in (0, 1]), top_k (integer >= -1; -1 and 0 are off),
+//   min_p (number in [0, 1]), seed (integer), stop (string or [string], at most
+//   16, none empty), n (only 1), stream (bool), stream_options.include_usage (bool).
+//   logprobs / echo / best_of > 1 are refused (not implemented), never ignored.
+//
+// Errors: InvalidArgument whose message names the field at fault; the field's
+// name is also attached to the status (ParamOf), for OpenAI's error "param".
+// Malformed JSON gives InvalidArgument "malformed JSON body: <parser's reason>".
+//
+// Thread safety: pure functions.
+#ifndef SPLITSPEC_COORDINATOR_HTTP_OPENAI_REQUEST_H_
+#define SPLITSPEC_COORDINATOR_HTTP_OPENAI_REQUEST_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "proto/splitspec.pb.h"
+#include "runtime/model/chat_template.h"
+
+namespace splitspec::coordinator::http {
+
+struct CompletionRequest {
+  enum Kind { kCompletion, kChat };
+  Kind kind = kCompletion;
+  std::string model;                          // as sent; "" if absent
+  std::optional<std::string> prompt_text;     // completions: a text prompt
+  std::vector<int32_t> prompt_tokens;         // completions: a token-id prompt
+  std::vector<model::ChatMessage> messages;   // chat
+  uint32_t max_tokens = 0;                    // 0: the coordinator's default
+  float temperature = 1.0f;                   // OpenAI's default
+  float top_p = 1.0f;
+  int32_t top_k = 0;
+  float min_p = 0.0f;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;                 // stream_options.include_usage
+};
+
+absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json, CompletionRequest::Kind kind);
+
+// The request's SamplingParams and prompt as a SubmitRequest. `stop_token_ids`
+// are the model's end-of-generation ids. The verify mode is left to the
+// cluster (greedy at temperature 0, rejection otherwise).
+proto::SubmitRequest MakeSubmitRequest(const CompletionRequest& request, absl::Span<const int32_t> prompt,
+                                       const std::string& request_id, absl::Span<const int32_t> stop_token_ids);
+
+// The field an InvalidArgument from ParseCompletionRequest names ("" if none).
+std::string ParamOf(const absl::Status& status);
+
+}  // namespace splitspec::coordinator::http
+
+#endif  // SPLITSPEC_COORDINATOR_HTTP_OPENAI_REQUEST_H_

@@ -1,0 +1,69 @@
+// The OpenAI response schema of the front door: completion objects, streamed
+// chunks, the model list and the error object, as JSON text; and the mapping
+// of coordinator error codes to HTTP statuses.
+//
+//   CompletionUsage usage{.prompt_tokens = 5, .completion_tokens = 3, .stats = stats};
+//   std::string body = CompletionJson({kind, "cmpl-1", created, "smollm2"}, "Hi!", "stop", usage);
+//
+// usage carries OpenAI's prompt_tokens / completion_tokens / total_tokens plus
+// the speculation extension fields drafted_tokens, verified_tokens,
+// accepted_tokens, acceptance_rate (accepted / verified, 0 when nothing was
+// verified; DESIGN.md §3) and steps.
+//
+// Thread safety: pure functions.
+#ifndef SPLITSPEC_COORDINATOR_HTTP_OPENAI_RESPONSE_H_
+#define SPLITSPEC_COORDINATOR_HTTP_OPENAI_RESPONSE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "coordinator/http/openai_request.h"
+#include "proto/splitspec.pb.h"
+
+namespace splitspec::coordinator::http {
+
+// What every object of one response shares.
+struct ResponseIdentity {
+  CompletionRequest::Kind kind = CompletionRequest::kCompletion;
+  std::string id;       // "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0;  // Unix seconds
+  std::string model;
+};
+
+struct CompletionUsage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  proto::SpecStats stats;
+};
+
+// "stop", "length", "cancelled" or "error".
+absl::string_view FinishReasonName(proto::FinishReason reason);
+
+// A whole (non-streamed) text_completion or chat.completion object.
+std::string CompletionJson(const ResponseIdentity& identity, absl::string_view text, absl::string_view finish_reason,
+                           const CompletionUsage& usage);
+
+// One streamed chunk. Chat chunks carry the role in the first chunk
+// (`first`). `finish_reason` and `usage` are set on the last chunk only.
+std::string CompletionChunkJson(const ResponseIdentity& identity, absl::string_view text, bool first,
+                                std::optional<absl::string_view> finish_reason,
+                                const std::optional<CompletionUsage>& usage);
+
+// {"object":"list","data":[{"id":model,"object":"model","created":..,"owned_by":"splitspec"}]}
+std::string ModelsJson(absl::string_view model, int64_t created);
+
+// OpenAI's error object {"error":{"message","type","param","code"}}; an empty
+// `param` is written as null. The type follows the HTTP status
+// ("invalid_request_error" for 4xx but 401 / 404 / 429, "server_error" ...).
+std::string ErrorJson(int http_status, absl::string_view message, absl::string_view param = "",
+                      absl::string_view code = "");
+
+// INVALID_ARGUMENT 400, RESOURCE_EXHAUSTED 429, NOT_FOUND 404, UNAVAILABLE 503,
+// anything else 500.
+int HttpStatusForError(proto::ErrorCode code);
+
+}  // namespace splitspec::coordinator::http
+
+#endif  // SPLITSPEC_COORDINATOR_HTTP_OPENAI_RESPONSE_H_
