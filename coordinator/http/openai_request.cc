@@ -242,6 +242,9 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json,
   if (const Value* model = Find(body, "model")) {
     ASSIGN_OR_RETURN(request.model, AsString("model", *model));
   }
+  if (const Value* drafter = Find(body, "drafter")) {
+    ASSIGN_OR_RETURN(request.drafter, AsString("drafter", *drafter));
+  }
   if (kind == CompletionRequest::kChat) {
     RETURN_IF_ERROR(ReadMessages(body, &request));
   } else {
@@ -259,6 +262,7 @@ proto::SubmitRequest MakeSubmitRequest(const CompletionRequest& request, absl::S
   proto::SubmitRequest submit;
   submit.set_request_id(request_id);
   submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
+  submit.set_drafter(request.drafter);
   proto::SamplingParams* params = submit.mutable_params();
   params->set_temperature(request.temperature);
   params->set_top_k(request.top_k);

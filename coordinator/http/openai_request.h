@@ -15,6 +15,8 @@
 //   min_p (number in [0, 1]), seed (integer), stop (string or [string], at most
 //   16, none empty), n (only 1), stream (bool), stream_options.include_usage (bool).
 //   logprobs / echo / best_of > 1 are refused (not implemented), never ignored.
+//   Extension: drafter (string: "none" decodes without speculation, "" or
+//   absent the cluster's default; SubmitRequest.drafter).
 //
 // Errors: InvalidArgument whose message names the field at fault; the field's
 // name is also attached to the status (ParamOf), for OpenAI's error "param".
@@ -54,6 +56,7 @@ struct CompletionRequest {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;                 // stream_options.include_usage
+  std::string drafter;                        // extension; "" = cluster default
 };
 
 absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json, CompletionRequest::Kind kind);

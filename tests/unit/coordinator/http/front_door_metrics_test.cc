@@ -1,0 +1,112 @@
+// The front door's Prometheus text: counters, histograms, per-worker series.
+#include "coordinator/http/front_door_metrics.h"
+
+#include "absl/strings/numbers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace splitspec::coordinator::http {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TEST(HistogramTest, RendersCumulativeBucketsSumAndCount) {
+  Histogram h({0.1, 1.0});
+  h.Observe(0.05);
+  h.Observe(0.1);
+  h.Observe(0.5);
+  h.Observe(3.0);
+  std::string out;
+  h.Render("x_seconds", "Some latency", &out);
+  EXPECT_EQ(out,
+            "# HELP x_seconds Some latency\n"
+            "# TYPE x_seconds histogram\n"
+            "x_seconds_bucket{le=\"0.1\"} 2\n"
+            "x_seconds_bucket{le=\"1\"} 3\n"
+            "x_seconds_bucket{le=\"+Inf\"} 4\n"
+            "x_seconds_sum 3.65\n"
+            "x_seconds_count 4\n");
+}
+
+TEST(FrontDoorMetricsTest, CountsOutcomesTokensAndSpeculation) {
+  FrontDoorMetrics metrics;
+  metrics.RecordOutcome(RequestOutcome::kStop);
+  metrics.RecordOutcome(RequestOutcome::kStop);
+  metrics.RecordOutcome(RequestOutcome::kCancelled);
+  metrics.RecordHttpError(400);
+  metrics.AddPromptTokens(7);
+  metrics.ObserveTokens(3, 0.2, /*first=*/true);
+  metrics.ObserveTokens(2, 0.01, /*first=*/false);
+  proto::SpecStats stats;
+  stats.set_drafted(10);
+  stats.set_verified(8);
+  stats.set_accepted(6);
+  stats.set_steps(4);
+  metrics.ObserveFinished(1.5, stats);
+  const std::string text = metrics.Render(nullptr);
+  EXPECT_THAT(text, HasSubstr("splitspec_requests_total{outcome=\"stop\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_requests_total{outcome=\"cancelled\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_requests_total{outcome=\"failed\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_http_errors_total{code=\"400\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_prompt_tokens_total 7\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_generation_tokens_total 5\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_time_to_first_token_seconds_count 1\n"));
+  // Three tokens after the first one: 2 of the first burst (gap 0) and 2 more.
+  EXPECT_THAT(text, HasSubstr("splitspec_inter_token_latency_seconds_count 4\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_inter_token_latency_seconds_bucket{le=\"0.001\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_spec_decode_num_draft_tokens_total 10\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_spec_decode_num_verified_tokens_total 8\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_spec_decode_num_accepted_tokens_total 6\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_spec_decode_num_steps_total 4\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_spec_decode_acceptance_rate 0.75\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE splitspec_requests_total counter\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_coordinator_up 0\n"));
+  EXPECT_THAT(text, Not(HasSubstr("splitspec_worker_alive")));
+}
+
+TEST(FrontDoorMetricsTest, PerWorkerLivenessFromTheStatusTable) {
+  proto::StatusReply status;
+  proto::MemberStatus* target = status.add_members();
+  target->set_worker_id(1);
+  target->set_worker_name("target-\"0\"");
+  target->set_role(proto::ROLE_TARGET_WORKER);
+  target->set_state(proto::MEMBER_STATE_ALIVE);
+  target->mutable_load()->set_active_requests(3);
+  proto::MemberStatus* draft = status.add_members();
+  draft->set_worker_id(2);
+  draft->set_worker_name("draft-0");
+  draft->set_role(proto::ROLE_DRAFT_WORKER);
+  draft->set_state(proto::MEMBER_STATE_DEAD);
+  const std::string text = FrontDoorMetrics().Render(&status);
+  EXPECT_THAT(text, HasSubstr("splitspec_coordinator_up 1\n"));
+  EXPECT_THAT(text, HasSubstr(
+      "splitspec_worker_alive{worker_id=\"1\",worker_name=\"target-\\\"0\\\"\",role=\"target\",state=\"alive\"} 1\n"));
+  EXPECT_THAT(text,
+              HasSubstr("splitspec_worker_alive{worker_id=\"2\",worker_name=\"draft-0\",role=\"draft\",state=\"dead\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_worker_active_requests{worker_id=\"1\",worker_name=\"target-\\\"0\\\"\","
+                              "role=\"target\",state=\"alive\"} 3\n"));
+}
+
+TEST(FrontDoorMetricsTest, EveryLineIsACommentOrANameValuePair) {
+  FrontDoorMetrics metrics;
+  metrics.ObserveTokens(1, 0.3, true);
+  const std::string text = metrics.Render(nullptr);
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(text.back(), '\n');
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = text.find('\n', start);
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
+    if (line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0) continue;
+    const size_t space = line.rfind(' ');
+    ASSERT_NE(space, std::string::npos) << line;
+    EXPECT_EQ(line.rfind("splitspec_", 0), 0u) << line;
+    double value;
+    EXPECT_TRUE(absl::SimpleAtod(line.substr(space + 1), &value)) << line;
+  }
+}
+
+}  // namespace
+}  // namespace splitspec::coordinator::http

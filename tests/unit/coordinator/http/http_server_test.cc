@@ -1,0 +1,169 @@
+// HttpServer over real loopback sockets: keep-alive and pipelining, chunked
+// streams posted from another thread, malformed requests, the connection
+// limit, and exchanges aborted by a disconnecting client.
+#include "coordinator/http/http_server.h"
+
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "runtime/base/mutex.h"
+#include "tests/unit/coordinator/http/http_test_client.h"
+
+namespace splitspec::coordinator::http {
+namespace {
+
+class TestHandler : public HttpHandler {
+ public:
+  void OnRequest(HttpServer& server, ExchangeId id, HttpRequest request) override {
+    if (request.path == "/echo") {
+      server.Respond(id, HttpResponse::Text(200, absl::StrCat(request.method, " ", request.target, " ", request.body)));
+    } else if (request.path == "/stream") {
+      // Posted from another thread, as the coordinator bridge does.
+      std::thread([&server, id] {
+        server.BeginStream(id, HttpResponse::Text(200, ""));
+        server.StreamWrite(id, "first");
+        server.StreamWrite(id, "second");
+        server.EndStream(id);
+      }).join();
+    } else {
+      MutexLock lock(&mu_);
+      held_.insert(id);
+      cv_.NotifyAll();
+    }
+  }
+  void OnExchangeAborted(ExchangeId id) override {
+    MutexLock lock(&mu_);
+    aborted_.insert(id);
+    cv_.NotifyAll();
+  }
+  HttpResponse ProtocolError(int status, const std::string& reason) override {
+    return HttpResponse::Text(status, "refused: " + reason);
+  }
+
+  ExchangeId WaitForHeld() {
+    MutexLock lock(&mu_);
+    while (held_.empty()) cv_.Wait(&mu_);
+    return *held_.begin();
+  }
+  void WaitForAborted(ExchangeId id) {
+    MutexLock lock(&mu_);
+    while (!aborted_.contains(id)) cv_.Wait(&mu_);
+  }
+
+ private:
+  Mutex mu_;
+  CondVar cv_;
+  std::set<ExchangeId> held_ ABSL_GUARDED_BY(mu_);
+  std::set<ExchangeId> aborted_ ABSL_GUARDED_BY(mu_);
+};
+
+std::unique_ptr<HttpServer> StartServer(TestHandler* handler, int max_connections = 16) {
+  HttpServerOptions options;
+  options.port = 0;
+  options.max_connections = max_connections;
+  auto server = HttpServer::Start(options, handler);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+TEST(HttpServerTest, KeepAliveAnswersPipelinedRequestsInOrder) {
+  TestHandler handler;
+  auto server = StartServer(&handler);
+  auto connection = TestHttpConnection::Connect(server->port());
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  ASSERT_TRUE((*connection)
+                  ->Send("POST /echo?a=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\none"
+                         "GET /echo HTTP/1.1\r\nHost: h\r\n\r\n")
+                  .ok());
+  auto first = (*connection)->ReadResponse();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->status, 200);
+  EXPECT_EQ(first->body, "POST /echo?a=1 one");
+  EXPECT_EQ(first->Header("connection"), "keep-alive");
+  auto second = (*connection)->ReadResponse();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->body, "GET /echo ");
+  // The same connection serves a third request later.
+  ASSERT_TRUE((*connection)->Send("GET /echo HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n").ok());
+  auto third = (*connection)->ReadResponse();
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(third->Header("connection"), "close");
+  EXPECT_TRUE((*connection)->PeerClosed());
+  EXPECT_EQ(server->counters().requests, 3u);
+}
+
+TEST(HttpServerTest, StreamsUseChunkedTransferCoding) {
+  TestHandler handler;
+  auto server = StartServer(&handler);
+  auto connection = TestHttpConnection::Connect(server->port());
+  ASSERT_TRUE(connection.ok());
+  ASSERT_TRUE((*connection)->Send("GET /stream HTTP/1.1\r\nHost: h\r\n\r\n").ok());
+  auto head = (*connection)->ReadHead();
+  ASSERT_TRUE(head.ok()) << head.status();
+  EXPECT_EQ(head->status, 200);
+  EXPECT_EQ(head->Header("transfer-encoding"), "chunked");
+  EXPECT_EQ(*(*connection)->ReadChunk(), "first");
+  EXPECT_EQ(*(*connection)->ReadChunk(), "second");
+  EXPECT_EQ(*(*connection)->ReadChunk(), "");
+}
+
+TEST(HttpServerTest, MalformedRequestGetsTheReasonAndTheConnectionCloses) {
+  TestHandler handler;
+  auto server = StartServer(&handler);
+  auto connection = TestHttpConnection::Connect(server->port());
+  ASSERT_TRUE(connection.ok());
+  ASSERT_TRUE((*connection)->Send("GET /echo HTTP/1.1\r\nHost h\r\n\r\n").ok());
+  auto response = (*connection)->ReadResponse();
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->status, 400);
+  EXPECT_EQ(response->body, "refused: header line without ':' ('Host h')");
+  EXPECT_TRUE((*connection)->PeerClosed());
+  EXPECT_EQ(server->counters().protocol_errors, 1u);
+}
+
+TEST(HttpServerTest, ConnectionsOverTheLimitGet503WithRetryAfter) {
+  TestHandler handler;
+  auto server = StartServer(&handler, /*max_connections=*/1);
+  auto first = TestHttpConnection::Connect(server->port());
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE((*first)->Send("GET /echo HTTP/1.1\r\nHost: h\r\n\r\n").ok());
+  ASSERT_TRUE((*first)->ReadResponse().ok());  // the first connection is accepted and open
+  auto second = TestHttpConnection::Connect(server->port());
+  ASSERT_TRUE(second.ok());
+  auto refused = (*second)->ReadResponse();
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_EQ(refused->Header("retry-after"), "1");
+  EXPECT_EQ(refused->body, "refused: server is at its limit of 1 connections; retry later");
+  EXPECT_EQ(server->counters().connections_refused, 1u);
+}
+
+TEST(HttpServerTest, ClientDisconnectAbortsItsUnfinishedExchange) {
+  TestHandler handler;
+  auto server = StartServer(&handler);
+  auto connection = TestHttpConnection::Connect(server->port());
+  ASSERT_TRUE(connection.ok());
+  ASSERT_TRUE((*connection)->Send("GET /hold HTTP/1.1\r\nHost: h\r\n\r\n").ok());
+  const ExchangeId id = handler.WaitForHeld();
+  connection->reset();  // the client goes away before any answer
+  handler.WaitForAborted(id);
+  server->Respond(id, HttpResponse::Text(200, "too late"));  // ignored
+  EXPECT_EQ(server->counters().aborted_exchanges, 1u);
+}
+
+TEST(HttpServerTest, BindFailureNamesTheAddress) {
+  TestHandler handler;
+  auto first = StartServer(&handler);
+  HttpServerOptions options;
+  options.port = first->port();
+  auto second = HttpServer::Start(options, &handler);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find(absl::StrCat("cannot bind 127.0.0.1:", first->port())), absl::string_view::npos)
+      << second.status();
+}
+
+}  // namespace
+}  // namespace splitspec::coordinator::http

@@ -1,0 +1,149 @@
+// The OpenAI request schema: every parameter, wrong types naming the field,
+// unsupported options refused, and the mapping to a SubmitRequest.
+#include "coordinator/http/openai_request.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace splitspec::coordinator::http {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+CompletionRequest ParseOk(const std::string& json, CompletionRequest::Kind kind = CompletionRequest::kCompletion) {
+  absl::StatusOr<CompletionRequest> r = ParseCompletionRequest(json, kind);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : CompletionRequest{};
+}
+
+// The error's message and param.
+std::pair<std::string, std::string> ParseError(const std::string& json,
+                                               CompletionRequest::Kind kind = CompletionRequest::kCompletion) {
+  absl::StatusOr<CompletionRequest> r = ParseCompletionRequest(json, kind);
+  EXPECT_FALSE(r.ok()) << json;
+  if (r.ok()) return {};
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  return {std::string(r.status().message()), ParamOf(r.status())};
+}
+
+TEST(OpenAiRequestTest, ReadsEveryParameter) {
+  const CompletionRequest r = ParseOk(R"({"model":"m","prompt":"Hello","max_tokens":7,"temperature":0.5,
+      "top_p":0.9,"top_k":40,"min_p":0.05,"seed":1234,"stop":["\n","END"],"n":1,"stream":true,
+      "stream_options":{"include_usage":true},"user":"ignored","frequency_penalty":0,"drafter":"none"})");
+  EXPECT_EQ(r.kind, CompletionRequest::kCompletion);
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.prompt_text, "Hello");
+  EXPECT_EQ(r.max_tokens, 7u);
+  EXPECT_FLOAT_EQ(r.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.top_p, 0.9f);
+  EXPECT_EQ(r.top_k, 40);
+  EXPECT_FLOAT_EQ(r.min_p, 0.05f);
+  EXPECT_EQ(r.seed, 1234u);
+  EXPECT_THAT(r.stop, ElementsAre("\n", "END"));
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_EQ(r.drafter, "none");
+}
+
+TEST(OpenAiRequestTest, DefaultsAndNullsMeanNotGiven) {
+  const CompletionRequest r = ParseOk(R"({"prompt":"x","temperature":null,"stop":null,"seed":null})");
+  EXPECT_EQ(r.max_tokens, 0u);
+  EXPECT_FLOAT_EQ(r.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(r.top_p, 1.0f);
+  EXPECT_EQ(r.top_k, 0);
+  EXPECT_FALSE(r.seed.has_value());
+  EXPECT_TRUE(r.stop.empty());
+  EXPECT_FALSE(r.stream);
+}
+
+TEST(OpenAiRequestTest, PromptFormsAndSingleStop) {
+  EXPECT_THAT(ParseOk(R"({"prompt":[1,2,300]})").prompt_tokens, ElementsAre(1, 2, 300));
+  EXPECT_EQ(ParseOk(R"({"prompt":["only one"]})").prompt_text, "only one");
+  EXPECT_THAT(ParseOk(R"({"prompt":"x","stop":"##"})").stop, ElementsAre("##"));
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","top_k":-1})").top_k, 0);
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","max_completion_tokens":3})").max_tokens, 3u);
+}
+
+TEST(OpenAiRequestTest, ChatMessagesWithStringAndPartsContent) {
+  const CompletionRequest r = ParseOk(R"({"messages":[{"role":"developer","content":"Be brief."},
+      {"role":"user","content":[{"type":"text","text":"Hi "},{"type":"text","text":"there"}]},
+      {"role":"assistant","content":null}]})",
+                                      CompletionRequest::kChat);
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[0].content, "Be brief.");
+  EXPECT_EQ(r.messages[1].content, "Hi there");
+  EXPECT_EQ(r.messages[2].role, "assistant");
+  EXPECT_EQ(r.messages[2].content, "");
+}
+
+TEST(OpenAiRequestTest, WrongTypesNameTheField) {
+  EXPECT_EQ(ParseError(R"({"prompt":"x","temperature":"hot"})"),
+            std::make_pair(std::string("'temperature' must be a number, got a string"), std::string("temperature")));
+  EXPECT_EQ(ParseError(R"({"prompt":"x","max_tokens":2.5})"),
+            std::make_pair(std::string("'max_tokens' must be an integer, got 2.5"), std::string("max_tokens")));
+  EXPECT_EQ(ParseError(R"({"prompt":"x","stream":"yes"})").second, "stream");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","stop":5})").first, "'stop' must be a string or an array of strings, got a number");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","stop":["a",1]})").first, "'stop' must be a string, got a number");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","seed":true})").first, "'seed' must be an integer, got a boolean");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","top_k":"5"})").second, "top_k");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","model":3})").first, "'model' must be a string, got a number");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","drafter":[]})").first, "'drafter' must be a string, got an array");
+  EXPECT_EQ(ParseError(R"({"prompt":{"a":1}})").second, "prompt");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","stream_options":{"include_usage":1}})").second, "stream_options.include_usage");
+  EXPECT_EQ(ParseError(R"({"messages":"hi"})", CompletionRequest::kChat).first, "'messages' must be an array, got a string");
+  EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":7}]})", CompletionRequest::kChat).second,
+            "messages[0].content");
+  EXPECT_EQ(ParseError(R"({"messages":[{"content":"x"}]})", CompletionRequest::kChat).first,
+            "'messages[0].role' is required");
+}
+
+TEST(OpenAiRequestTest, OutOfRangeValuesNameTheField) {
+  EXPECT_EQ(ParseError(R"({"prompt":"x","temperature":2.5})").first, "'temperature' must be in [0, 2], got 2.5");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","top_p":0})").first, "'top_p' must be in (0, 1], got 0");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","max_tokens":0})").first, "'max_tokens' must be at least 1, got 0");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","top_k":-2})").second, "top_k");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","stop":[""]})").first, "'stop' must not contain an empty string");
+  EXPECT_EQ(ParseError(R"({"prompt":[1,-3]})").first, "'prompt' token id -3 at index 1 is negative or too large");
+  EXPECT_EQ(ParseError(R"({"prompt":""})").first, "'prompt' must not be empty");
+  EXPECT_EQ(ParseError(R"({"max_tokens":3})").first, "'prompt' is required");
+}
+
+TEST(OpenAiRequestTest, UnsupportedOptionsAreRefusedNotIgnored) {
+  EXPECT_EQ(ParseError(R"({"prompt":"x","n":2})"),
+            std::make_pair(std::string("'n' must be 1 (one choice per request is supported), got 2"), std::string("n")));
+  EXPECT_EQ(ParseError(R"({"prompt":"x","logprobs":3})").second, "logprobs");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","echo":true})").second, "echo");
+  EXPECT_EQ(ParseError(R"({"prompt":[[1,2],[3]]})").second, "prompt");
+  ParseOk(R"({"prompt":"x","n":1,"logprobs":null,"echo":false})");
+}
+
+TEST(OpenAiRequestTest, MalformedJsonGivesTheParsersReason) {
+  const auto [message, param] = ParseError(R"({"prompt": "x",)");
+  EXPECT_THAT(message, HasSubstr("malformed JSON body: "));
+  EXPECT_GT(message.size(), std::string("malformed JSON body: ").size());
+  EXPECT_EQ(param, "");
+  EXPECT_EQ(ParseError("[1,2]").first, "the JSON body must be an object, got an array");
+}
+
+TEST(OpenAiRequestTest, MakeSubmitRequestCarriesEveryParameter) {
+  CompletionRequest r = ParseOk(R"({"prompt":"x","max_tokens":9,"temperature":0.7,"top_p":0.8,"top_k":5,
+      "min_p":0.1,"seed":42,"stop":["a"],"drafter":"ngram"})");
+  const proto::SubmitRequest submit = MakeSubmitRequest(r, std::vector<int32_t>{4, 5, 6}, "req-7", {0, 2});
+  EXPECT_EQ(submit.request_id(), "req-7");
+  EXPECT_THAT(submit.prompt_tokens(), ElementsAre(4, 5, 6));
+  EXPECT_FLOAT_EQ(submit.params().temperature(), 0.7f);
+  EXPECT_FLOAT_EQ(submit.params().top_p(), 0.8f);
+  EXPECT_EQ(submit.params().top_k(), 5);
+  EXPECT_FLOAT_EQ(submit.params().min_p(), 0.1f);
+  EXPECT_EQ(submit.params().seed(), 42u);
+  EXPECT_EQ(submit.params().max_tokens(), 9u);
+  EXPECT_THAT(submit.params().stop(), ElementsAre("a"));
+  EXPECT_THAT(submit.params().stop_token_ids(), ElementsAre(0, 2));
+  EXPECT_EQ(submit.drafter(), "ngram");
+  EXPECT_EQ(submit.verify_mode(), proto::VERIFY_MODE_UNSPECIFIED);
+}
+
+}  // namespace
+}  // namespace splitspec::coordinator::http
