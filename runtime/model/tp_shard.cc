@@ -1,0 +1,134 @@
+#include "runtime/model/tp_shard.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/ggml_types.h"
+#include "runtime/base/status_macros.h"
+
+namespace splitspec::model {
+namespace {
+
+IndexRange EvenSplit(int64_t total, int size, int rank) {
+  return {total / size * rank, total / size * (rank + 1)};
+}
+
+// A column split of `m` into `size` parts must cut on quantization blocks.
+absl::Status CheckColumnSplit(const char* tensor, const WeightMatrix& m, int size) {
+  const kernels::GgmlTypeTraits& traits = kernels::GetGgmlTypeTraits(m.type);
+  if (m.cols % size != 0 || (m.cols / size) % traits.block_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor-parallel size ", size, " gives each rank ", m.cols / size, " of the ", m.cols,
+        " input columns of ", tensor, " (type ", traits.name, "): not a whole number of ",
+        traits.block_size, "-element quantization blocks, so the column split is refused"));
+  }
+  return absl::OkStatus();
+}
+
+// Rows [range) of `m`: a contiguous part of the same bytes.
+WeightMatrix RowSlice(const WeightMatrix& m, IndexRange range) {
+  return WeightMatrix{m.type, m.row(range.begin), range.size(), m.cols};
+}
+
+// Columns [range) of `m`, copied block-row by block-row into `bytes`.
+WeightMatrix ColumnSlice(const WeightMatrix& m, IndexRange range, std::vector<uint8_t>* bytes) {
+  const size_t offset = kernels::RowBytes(m.type, range.begin);
+  const size_t row_bytes = kernels::RowBytes(m.type, range.size());
+  bytes->resize(row_bytes * m.rows);
+  for (int64_t r = 0; r < m.rows; ++r) {
+    std::memcpy(bytes->data() + r * row_bytes, m.row(r) + offset, row_bytes);
+  }
+  return WeightMatrix{m.type, bytes->data(), m.rows, range.size()};
+}
+
+std::vector<float> VectorSlice(const std::vector<float>& v, IndexRange range) {
+  if (v.empty()) return {};
+  return std::vector<float>(v.begin() + range.begin, v.begin() + range.end);
+}
+
+uint64_t MatrixBytes(const WeightMatrix& m) {
+  return static_cast<uint64_t>(m.rows) * kernels::RowBytes(m.type, m.cols);
+}
+
+}  // namespace
+
+absl::StatusOr<TensorParallelShard> PlanTensorParallelShard(const ModelConfig& config,
+                                                            const ModelWeights& weights, int size,
+                                                            int rank) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor-parallel rank ", rank, " of size ",
+                                                   size, ": need size >= 1 and 0 <= rank < size"));
+  }
+  if (config.n_kv_heads % size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor-parallel size ", size,
+                                                   " does not divide the ", config.n_kv_heads,
+                                                   " KV heads"));
+  }
+  if (config.n_ff % size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor-parallel size ", size,
+                                                   " does not divide the feed-forward size ",
+                                                   config.n_ff));
+  }
+  if (size > config.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor-parallel size ", size,
+                                                   " exceeds the vocabulary of ",
+                                                   config.vocab_size));
+  }
+  for (const LayerWeights& l : weights.layers) {
+    RETURN_IF_ERROR(CheckColumnSplit("attn_output.weight", l.wo, size));
+    RETURN_IF_ERROR(CheckColumnSplit("ffn_down.weight", l.down, size));
+  }
+  TensorParallelShard shard;
+  shard.size = size;
+  shard.rank = rank;
+  shard.heads = EvenSplit(config.n_heads, size, rank);
+  shard.kv_heads = EvenSplit(config.n_kv_heads, size, rank);
+  shard.ff = EvenSplit(config.n_ff, size, rank);
+  shard.vocab_per_rank = (config.vocab_size + size - 1) / size;
+  shard.vocab = {std::min<int64_t>(config.vocab_size, shard.vocab_per_rank * rank),
+                 std::min<int64_t>(config.vocab_size, shard.vocab_per_rank * (rank + 1))};
+  return shard;
+}
+
+std::unique_ptr<ShardedWeights> ShardWeights(const ModelWeights& weights,
+                                             const TensorParallelShard& shard,
+                                             const ModelConfig& config) {
+  auto out = std::make_unique<ShardedWeights>();
+  out->full = &weights;
+  const int64_t hd = config.head_dim;
+  const IndexRange q_rows{shard.heads.begin * hd, shard.heads.end * hd};
+  const IndexRange kv_rows{shard.kv_heads.begin * hd, shard.kv_heads.end * hd};
+  out->layers.resize(weights.layers.size());
+  for (size_t i = 0; i < weights.layers.size(); ++i) {
+    const LayerWeights& l = weights.layers[i];
+    ShardedLayerWeights& s = out->layers[i];
+    s.attn_norm = &l.attn_norm;
+    s.wq = RowSlice(l.wq, q_rows);
+    s.wk = RowSlice(l.wk, kv_rows);
+    s.wv = RowSlice(l.wv, kv_rows);
+    s.bq = VectorSlice(l.bq, q_rows);
+    s.bk = VectorSlice(l.bk, kv_rows);
+    s.bv = VectorSlice(l.bv, kv_rows);
+    s.wo = ColumnSlice(l.wo, q_rows, &s.wo_bytes);
+    s.ffn_norm = &l.ffn_norm;
+    s.gate = RowSlice(l.gate, shard.ff);
+    s.up = RowSlice(l.up, shard.ff);
+    s.down = ColumnSlice(l.down, shard.ff, &s.down_bytes);
+  }
+  out->output = RowSlice(weights.output, shard.vocab);
+  return out;
+}
+
+uint64_t ShardedWeights::DecodeBytesPerToken() const {
+  uint64_t bytes =
+      kernels::RowBytes(full->token_embd.type, full->token_embd.cols) + MatrixBytes(output);
+  for (const ShardedLayerWeights& l : layers) {
+    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) {
+      bytes += MatrixBytes(*m);
+    }
+  }
+  return bytes;
+}
+
+}  // namespace splitspec::model

@@ -1,0 +1,325 @@
+#include "runtime/model/tp_transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/dequantize.h"
+#include "runtime/base/logging.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/model/transformer_ops.h"
+
+namespace splitspec::model {
+namespace {
+
+// Rows per matmul task: about four tasks per thread per matrix, a multiple of 16.
+int64_t ChunkRows(int64_t rows, int threads) {
+  const int64_t target = (rows + 4 * threads - 1) / (4 * threads);
+  return std::max<int64_t>(16, (target + 15) / 16 * 16);
+}
+
+void AddRows(float* x, const float* delta, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += delta[i];
+}
+
+void AddBias(float* y, const std::vector<float>& bias, int64_t tokens) {
+  const int64_t n = static_cast<int64_t>(bias.size());
+  for (int64_t t = 0; t < tokens; ++t) AddRows(y + t * n, bias.data(), n);
+}
+
+}  // namespace
+
+TensorParallelTransformer::TensorParallelTransformer(std::unique_ptr<GgufFile> file,
+                                                     ModelConfig config,
+                                                     std::unique_ptr<ModelWeights> weights,
+                                                     TensorParallelShard shard,
+                                                     net::Communicator* comm, int threads)
+    : file_(std::move(file)),
+      config_(std::move(config)),
+      full_weights_(std::move(weights)),
+      shard_(shard),
+      sharded_(ShardWeights(*full_weights_, shard_, config_)),
+      comm_(comm),
+      pool_(threads > 0 ? threads : ThreadPool::DefaultThreads()),
+      q_dim_(shard_.q_dim(config_)),
+      kv_dim_(shard_.kv_dim(config_)),
+      ff_(shard_.ff.size()) {
+  thread_scores_.resize(pool_.num_threads());
+  packed_.resize(3);
+}
+
+absl::StatusOr<std::unique_ptr<TensorParallelTransformer>> TensorParallelTransformer::Load(
+    const std::string& path, net::Communicator* comm, const TransformerOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(path));
+  return FromFile(std::move(file), comm, options);
+}
+
+absl::StatusOr<std::unique_ptr<TensorParallelTransformer>> TensorParallelTransformer::FromFile(
+    std::unique_ptr<GgufFile> file, net::Communicator* comm, const TransformerOptions& options) {
+  if (comm == nullptr || comm->buffer_space() != net::BufferSpace::kHost) {
+    return absl::FailedPreconditionError(
+        "the CPU tensor-parallel transformer needs a host-memory communicator (Gloo)");
+  }
+  ASSIGN_OR_RETURN(ModelConfig config, ReadModelConfig(*file));
+  if (options.layers < 0 || options.layers > config.n_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("layers = ", options.layers, " outside [0, ",
+                                                   config.n_layers, "] for ", file->path()));
+  }
+  if (options.layers > 0) config.n_layers = options.layers;
+  ASSIGN_OR_RETURN(ModelWeights weights, LoadModelWeights(*file, config));
+  auto full = std::make_unique<ModelWeights>(std::move(weights));
+  ASSIGN_OR_RETURN(TensorParallelShard shard,
+                   PlanTensorParallelShard(config, *full, comm->size(), comm->rank()));
+  return std::unique_ptr<TensorParallelTransformer>(new TensorParallelTransformer(
+      std::move(file), std::move(config), std::move(full), shard, comm, options.threads));
+}
+
+std::unique_ptr<KvCache> TensorParallelTransformer::NewCache(int max_tokens) const {
+  return std::make_unique<KvCache>(config_.n_layers, static_cast<int>(kv_dim_),
+                                   max_tokens > 0 ? max_tokens : config_.context_length);
+}
+
+absl::Status TensorParallelTransformer::Validate(absl::Span<const SequenceInput> batch) const {
+  if (batch.empty()) return absl::InvalidArgumentError("forward needs at least one sequence");
+  absl::flat_hash_set<const KvCache*> seen;
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const SequenceInput& in = batch[s];
+    if (in.cache == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": no KV cache"));
+    }
+    if (in.cache->n_layers() != config_.n_layers || in.cache->kv_dim() != kv_dim_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sequence ", s, ": KV cache shaped for ", in.cache->n_layers(), " layers x ",
+          in.cache->kv_dim(), ", tensor-parallel rank ", shard_.rank, " needs ", config_.n_layers,
+          " x ", kv_dim_));
+    }
+    if (!seen.insert(in.cache).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sequence ", s, ": KV cache also used by an earlier sequence"));
+    }
+    if (in.tokens.empty()) return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": no tokens"));
+    for (size_t i = 0; i < in.tokens.size(); ++i) {
+      if (in.tokens[i] < 0 || in.tokens[i] >= config_.vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": token ", i, " = ",
+                                                       in.tokens[i], " outside the vocabulary [0, ",
+                                                       config_.vocab_size, ")"));
+      }
+    }
+    const int64_t new_length = static_cast<int64_t>(in.cache->length()) + in.tokens.size();
+    if (new_length > in.cache->max_tokens()) {
+      return absl::OutOfRangeError(absl::StrCat("sequence ", s, ": ", new_length,
+                                                " tokens exceed the KV cache limit of ",
+                                                in.cache->max_tokens()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TensorParallelTransformer::Forward(absl::Span<const SequenceInput> batch,
+                                                ForwardOutput* out) {
+  RETURN_IF_ERROR(Validate(batch));
+  for (const SequenceInput& in : batch) {
+    RETURN_IF_ERROR(in.cache->Reserve(in.cache->length() + static_cast<int>(in.tokens.size())));
+  }
+  PlanTokens(batch);
+  Embed(batch);
+  for (int layer = 0; layer < config_.n_layers; ++layer) RETURN_IF_ERROR(RunLayer(layer, batch));
+  RETURN_IF_ERROR(ComputeLogits(batch, out));
+  for (const SequenceInput& in : batch) {
+    in.cache->Commit(in.cache->length() + static_cast<int>(in.tokens.size()));
+  }
+  return absl::OkStatus();
+}
+
+void TensorParallelTransformer::PlanTokens(absl::Span<const SequenceInput> batch) {
+  token_seq_.clear();
+  token_pos_.clear();
+  for (size_t s = 0; s < batch.size(); ++s) {
+    for (size_t i = 0; i < batch[s].tokens.size(); ++i) {
+      token_seq_.push_back(static_cast<int>(s));
+      token_pos_.push_back(batch[s].cache->length() + static_cast<int>(i));
+    }
+  }
+  const int64_t tokens = static_cast<int64_t>(token_seq_.size());
+  const int pairs = config_.rope_dim / 2;
+  rope_cos_.resize(tokens * pairs);
+  rope_sin_.resize(tokens * pairs);
+  for (int64_t t = 0; t < tokens; ++t) {
+    internal::RopeAngles(config_, full_weights_->rope_freq_factors, token_pos_[t],
+                         &rope_cos_[t * pairs], &rope_sin_[t * pairs]);
+  }
+  x_.resize(tokens * config_.n_embd);
+  xn_.resize(tokens * config_.n_embd);
+  q_.resize(tokens * q_dim_);
+  k_.resize(tokens * kv_dim_);
+  v_.resize(tokens * kv_dim_);
+  attn_.resize(tokens * q_dim_);
+  proj_.resize(tokens * config_.n_embd);
+  gate_.resize(tokens * ff_);
+  up_.resize(tokens * ff_);
+  const int max_positions = *std::max_element(token_pos_.begin(), token_pos_.end()) + 1;
+  for (std::vector<float>& scores : thread_scores_) {
+    if (static_cast<int>(scores.size()) < max_positions) scores.resize(max_positions);
+  }
+}
+
+void TensorParallelTransformer::Embed(absl::Span<const SequenceInput> batch) {
+  const int d = config_.n_embd;
+  const WeightMatrix& embd = full_weights_->token_embd;
+  int64_t t = 0;
+  for (const SequenceInput& in : batch) {
+    for (int32_t id : in.tokens) {
+      kernels::DequantizeRow(embd.type, embd.row(id), &x_[t * d], d);
+      ++t;
+    }
+  }
+}
+
+void TensorParallelTransformer::MatMul(std::initializer_list<MatMulJob> jobs, int64_t tokens) {
+  struct Prepared {
+    const WeightMatrix* w;
+    const kernels::PackedActivations* packed;
+    float* y;
+    int64_t chunk_rows;
+    int64_t first_task;
+  };
+  Prepared prepared[3];
+  std::pair<kernels::GgmlType, const float*> pack_keys[3];
+  int num_jobs = 0;
+  int num_packs = 0;
+  int64_t num_tasks = 0;
+  for (const MatMulJob& job : jobs) {
+    SPLITSPEC_CHECK(num_jobs < 3) << "at most 3 matmuls share a dispatch";
+    int pack = 0;
+    while (pack < num_packs && pack_keys[pack] != std::make_pair(job.w->type, job.x)) ++pack;
+    if (pack == num_packs) {
+      kernels::PackActivations(job.w->type, job.x, tokens, job.w->cols, &packed_[pack]);
+      pack_keys[num_packs++] = {job.w->type, job.x};
+    }
+    const int64_t chunk = ChunkRows(job.w->rows, pool_.num_threads());
+    prepared[num_jobs++] = {job.w, &packed_[pack], job.y, chunk, num_tasks};
+    num_tasks += (job.w->rows + chunk - 1) / chunk;
+  }
+  pool_.ParallelFor(num_tasks, [&](int64_t task, int) {
+    int j = num_jobs - 1;
+    while (prepared[j].first_task > task) --j;
+    const Prepared& p = prepared[j];
+    const int64_t row_begin = (task - p.first_task) * p.chunk_rows;
+    const int64_t row_end = std::min(p.w->rows, row_begin + p.chunk_rows);
+    kernels::MatMulRows(p.w->type, p.w->data, p.w->cols, *p.packed, row_begin, row_end, p.y,
+                        p.w->rows);
+  });
+}
+
+absl::Status TensorParallelTransformer::RunLayer(int layer, absl::Span<const SequenceInput> batch) {
+  const ShardedLayerWeights& lw = sharded_->layers[layer];
+  const int64_t tokens = static_cast<int64_t>(token_seq_.size());
+  const int d = config_.n_embd;
+  const int pairs = config_.rope_dim / 2;
+  const int local_heads = static_cast<int>(shard_.heads.size());
+  const int local_kv_heads = static_cast<int>(shard_.kv_heads.size());
+
+  for (int64_t t = 0; t < tokens; ++t) {
+    internal::RmsNormRow(&x_[t * d], lw.attn_norm->data(), config_.rms_norm_eps, d, &xn_[t * d]);
+  }
+  MatMul({{&lw.wq, xn_.data(), q_.data()},
+          {&lw.wk, xn_.data(), k_.data()},
+          {&lw.wv, xn_.data(), v_.data()}},
+         tokens);
+  if (config_.qkv_bias) {
+    AddBias(q_.data(), lw.bq, tokens);
+    AddBias(k_.data(), lw.bk, tokens);
+    AddBias(v_.data(), lw.bv, tokens);
+  }
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* cos_t = &rope_cos_[t * pairs];
+    const float* sin_t = &rope_sin_[t * pairs];
+    internal::ApplyRope(config_, cos_t, sin_t, local_heads, &q_[t * q_dim_]);
+    internal::ApplyRope(config_, cos_t, sin_t, local_kv_heads, &k_[t * kv_dim_]);
+    KvCache* cache = batch[token_seq_[t]].cache;
+    std::memcpy(cache->key(layer, token_pos_[t]), &k_[t * kv_dim_], kv_dim_ * sizeof(float));
+    std::memcpy(cache->value(layer, token_pos_[t]), &v_[t * kv_dim_], kv_dim_ * sizeof(float));
+  }
+  Attention(layer, batch);
+  MatMul({{&lw.wo, attn_.data(), proj_.data()}}, tokens);
+  RETURN_IF_ERROR(comm_->AllReduceSum(proj_.data(), tokens * d));
+  AddRows(x_.data(), proj_.data(), tokens * d);
+
+  for (int64_t t = 0; t < tokens; ++t) {
+    internal::RmsNormRow(&x_[t * d], lw.ffn_norm->data(), config_.rms_norm_eps, d, &xn_[t * d]);
+  }
+  MatMul({{&lw.gate, xn_.data(), gate_.data()}, {&lw.up, xn_.data(), up_.data()}}, tokens);
+  internal::SiluMul(gate_.data(), up_.data(), tokens * ff_);
+  MatMul({{&lw.down, gate_.data(), proj_.data()}}, tokens);
+  RETURN_IF_ERROR(comm_->AllReduceSum(proj_.data(), tokens * d));
+  AddRows(x_.data(), proj_.data(), tokens * d);
+  return absl::OkStatus();
+}
+
+void TensorParallelTransformer::Attention(int layer, absl::Span<const SequenceInput> batch) {
+  const int64_t tokens = static_cast<int64_t>(token_seq_.size());
+  const int heads = static_cast<int>(shard_.heads.size());
+  const int group = config_.n_heads / config_.n_kv_heads;
+  const int head_dim = config_.head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  pool_.ParallelFor(tokens * heads, [&](int64_t task, int thread) {
+    const int64_t t = task / heads;
+    const int h = static_cast<int>(task % heads);  // local head; its KV head is local too
+    const KvCache* cache = batch[token_seq_[t]].cache;
+    const int64_t kv_offset = static_cast<int64_t>(h / group) * head_dim;
+    internal::AttendOneHead(&q_[t * q_dim_ + h * head_dim], cache->key(layer, 0) + kv_offset,
+                            cache->value(layer, 0) + kv_offset, kv_dim_, token_pos_[t], head_dim,
+                            scale, thread_scores_[thread].data(), &attn_[t * q_dim_ + h * head_dim]);
+  });
+}
+
+absl::Status TensorParallelTransformer::ComputeLogits(absl::Span<const SequenceInput> batch,
+                                                      ForwardOutput* out) {
+  const int d = config_.n_embd;
+  out->vocab_size = config_.vocab_size;
+  out->first_row.assign(batch.size(), 0);
+  out->num_rows.assign(batch.size(), 0);
+  int64_t rows = 0;
+  int64_t t = 0;
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const int64_t n = static_cast<int64_t>(batch[s].tokens.size());
+    const int64_t first = batch[s].logits == LogitsMode::kAll ? 0 : n - 1;
+    out->first_row[s] = static_cast<int>(rows);
+    if (batch[s].logits != LogitsMode::kNone) {
+      for (int64_t i = first; i < n; ++i) {
+        internal::RmsNormRow(&x_[(t + i) * d], full_weights_->output_norm.data(),
+                             config_.rms_norm_eps, d, &xn_[rows * d]);
+        ++rows;
+      }
+      out->num_rows[s] = static_cast<int>(n - first);
+    }
+    t += n;
+  }
+  out->logits.resize(rows * config_.vocab_size);
+  if (rows == 0) return absl::OkStatus();  // every rank sees the same batch: all skip
+  const int64_t local = shard_.vocab.size();
+  const int64_t per_rank = shard_.vocab_per_rank;
+  std::vector<float> y(rows * local);
+  MatMul({{&sharded_->output, xn_.data(), y.data()}}, rows);
+  local_logits_.assign(rows * per_rank, 0.f);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(&local_logits_[r * per_rank], &y[r * local], local * sizeof(float));
+  }
+  gathered_logits_.resize(static_cast<size_t>(shard_.size) * rows * per_rank);
+  RETURN_IF_ERROR(comm_->AllGather(local_logits_.data(), rows * per_rank, gathered_logits_.data()));
+  const int64_t vocab = config_.vocab_size;
+  for (int rank = 0; rank < shard_.size; ++rank) {
+    const int64_t begin = std::min(vocab, per_rank * rank);
+    const int64_t width = std::min(vocab, per_rank * (rank + 1)) - begin;
+    const float* part = &gathered_logits_[static_cast<size_t>(rank) * rows * per_rank];
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(&out->logits[r * vocab + begin], part + r * per_rank, width * sizeof(float));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace splitspec::model
