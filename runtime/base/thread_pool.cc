@@ -49,22 +49,26 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::Drain(uint64_t generation, int thread) {
+  // The loop's function and size, read together under the lock: a claim below only
+  // succeeds on the exact value (generation, task) with task < num_tasks of this
+  // loop, i.e. on a task of this loop that nobody has claimed yet.
   const absl::FunctionRef<void(int64_t, int)>* fn;
+  int64_t num_tasks;
   {
     absl::MutexLock lock(&mu_);
     if (generation_ != generation) return;  // that loop is over
     fn = fn_;
+    num_tasks = num_tasks_.load(std::memory_order_relaxed);
   }
   const uint64_t mask = (uint64_t{1} << kTaskBits) - 1;
   uint64_t claim = claim_.load(std::memory_order_acquire);
   for (;;) {
     if ((claim >> kTaskBits) != generation) return;
     const int64_t task = static_cast<int64_t>(claim & mask);
-    if (task >= num_tasks_.load(std::memory_order_relaxed)) return;
+    if (task >= num_tasks) return;
     if (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel)) continue;
     (*fn)(task, thread);
-    if (tasks_done_.fetch_add(1, std::memory_order_acq_rel) + 1 ==
-        num_tasks_.load(std::memory_order_relaxed)) {
+    if (tasks_done_.fetch_add(1, std::memory_order_acq_rel) + 1 == num_tasks) {
       absl::MutexLock lock(&mu_);
       done_cv_.SignalAll();
     }

@@ -77,7 +77,9 @@ class ThreadPool {
   absl::CondVar work_cv_;  // signalled when a loop starts or on shutdown
   absl::CondVar done_cv_;  // signalled when the last task of a loop finishes
   const absl::FunctionRef<void(int64_t, int)>* fn_ ABSL_GUARDED_BY(mu_) = nullptr;
-  std::atomic<int64_t> num_tasks_{0};  // stored before claim_ is published
+  // Size of the loop: set under mu_ before claim_ is published; read under mu_ by
+  // Drain, and without the lock only as a polling hint.
+  std::atomic<int64_t> num_tasks_{0};
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> claim_{0};      // (generation << kTaskBits) | next task

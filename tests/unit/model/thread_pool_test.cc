@@ -23,6 +23,25 @@ TEST(ThreadPoolTest, RunsEveryTaskExactlyOnce) {
   }
 }
 
+// Many tiny back-to-back loops: a worker that wakes late must neither run a task of
+// an old loop nor count one twice (either would hang or break the counts).
+TEST(ThreadPoolTest, BackToBackLoopsNeverLoseOrRepeatTasks) {
+  ThreadPool pool(4);
+  std::atomic<int64_t> total{0};
+  int64_t expected = 0;
+  for (int round = 0; round < 20000; ++round) {
+    const int n = 2 + round % 5;
+    std::vector<std::atomic<int>> hits(n);
+    pool.ParallelFor(n, [&](int64_t task, int) {
+      hits[task].fetch_add(1);
+      total.fetch_add(task + 1);
+    });
+    for (int i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "round " << round;
+    expected += n * (n + 1) / 2;
+  }
+  EXPECT_EQ(total.load(), expected);
+}
+
 TEST(ThreadPoolTest, ThreadIndicesAreExclusive) {
   ThreadPool pool(3);
   std::vector<std::atomic<int>> in_use(3);
