@@ -12,9 +12,10 @@
 //   const float* next = out.Row(0, 0);                       // [vocab], on every rank
 //
 // Same Forward contract as Transformer (batch of sequences, per-sequence KV
-// caches with Truncate, LogitsMode, logits layout), so a target leader can use
-// either. Per layer a rank does: RMSNorm (replicated), its heads' Q/K/V,
-// RoPE, attention over its KV heads, its columns of wo -> all-reduce; RMSNorm,
+// caches with Truncate, LogitsMode, logits layout): both implement
+// LanguageModel, so a target leader can use either. Per layer a rank does:
+// RMSNorm (replicated), its heads' Q/K/V, RoPE, attention over its KV heads,
+// its columns of wo -> all-reduce; RMSNorm,
 // its gate/up rows, SiLU, its columns of down -> all-reduce; and at the end its
 // vocabulary rows of the head -> all-gather. That is 2 * n_layers + 1
 // collectives per Forward, each of [tokens, n_embd] (or [rows, V/N]) floats.
@@ -54,6 +55,7 @@
 #include "runtime/base/thread_pool.h"
 #include "runtime/model/gguf_reader.h"
 #include "runtime/model/kv_cache.h"
+#include "runtime/model/language_model.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/tp_shard.h"
 #include "runtime/model/transformer.h"
@@ -62,7 +64,7 @@
 
 namespace splitspec::model {
 
-class TensorParallelTransformer {
+class TensorParallelTransformer : public LanguageModel {
  public:
   // Opens and validates the model like Transformer::Load, then plans and slices
   // this rank's shard (comm->rank() of comm->size()). `comm` must be a host-memory
@@ -76,20 +78,20 @@ class TensorParallelTransformer {
       std::unique_ptr<GgufFile> file, net::Communicator* comm, const TransformerOptions& options);
 
   // The full model's config (n_heads etc. are the model's, not the shard's).
-  const ModelConfig& config() const { return config_; }
+  const ModelConfig& config() const override { return config_; }
   const TensorParallelShard& shard() const { return shard_; }
   const ShardedWeights& weights() const { return *sharded_; }
   int num_threads() const { return pool_.num_threads(); }
 
   // A cache for this rank's KV heads: n_layers x (kv_dim / N) per position.
-  std::unique_ptr<KvCache> NewCache(int max_tokens = 0) const;
+  std::unique_ptr<KvCache> NewCache(int max_tokens = 0) const override;
 
   // Transformer::Forward's contract (REQUIRES, errors, state after failure). In
   // addition: a failed collective returns its error (DeadlineExceeded /
   // Unavailable / FailedPrecondition, see net/communicator.h) with every cache
   // at its previous length; the group is then broken. On success every rank's
   // `out` holds the same full-vocabulary logits.
-  absl::Status Forward(absl::Span<const SequenceInput> batch, ForwardOutput* out);
+  absl::Status Forward(absl::Span<const SequenceInput> batch, ForwardOutput* out) override;
 
  private:
   TensorParallelTransformer(std::unique_ptr<GgufFile> file, ModelConfig config,

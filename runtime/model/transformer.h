@@ -32,34 +32,11 @@
 #include "runtime/base/thread_pool.h"
 #include "runtime/model/gguf_reader.h"
 #include "runtime/model/kv_cache.h"
+#include "runtime/model/language_model.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/weights.h"
 
 namespace splitspec::model {
-
-enum class LogitsMode {
-  kNone,  // no logits (e.g. a prefill whose last token is decoded later)
-  kLast,  // the last new position only
-  kAll,   // every new position, in order
-};
-
-struct SequenceInput {
-  KvCache* cache = nullptr;          // appended with tokens.size() positions
-  absl::Span<const int32_t> tokens;  // new tokens, at positions cache->length() ...
-  LogitsMode logits = LogitsMode::kLast;
-};
-
-struct ForwardOutput {
-  int vocab_size = 0;
-  std::vector<float> logits;   // [total rows, vocab_size], sequences in batch order
-  std::vector<int> first_row;  // per sequence: its first row in `logits`
-  std::vector<int> num_rows;   // per sequence: 0, 1 or tokens.size()
-
-  // Row j of sequence s: vocab_size floats. REQUIRES: j < num_rows[s].
-  const float* Row(int s, int j) const {
-    return logits.data() + static_cast<size_t>(first_row[s] + j) * vocab_size;
-  }
-};
 
 struct TransformerOptions {
   int threads = 0;  // worker threads including the caller; 0 = ThreadPool::DefaultThreads()
@@ -69,7 +46,7 @@ struct TransformerOptions {
   int layers = 0;
 };
 
-class Transformer {
+class Transformer : public LanguageModel {
  public:
   // Opens, maps and validates a GGUF model. Errors: those of GgufFile::Open,
   // ReadModelConfig and LoadModelWeights (each names the file, key or tensor).
@@ -79,13 +56,13 @@ class Transformer {
   static absl::StatusOr<std::unique_ptr<Transformer>> FromFile(std::unique_ptr<GgufFile> file,
                                                                const TransformerOptions& options);
 
-  const ModelConfig& config() const { return config_; }
+  const ModelConfig& config() const override { return config_; }
   const ModelWeights& weights() const { return weights_; }
   const GgufFile& file() const { return *file_; }
   int num_threads() const { return pool_.num_threads(); }
 
   // A cache for one sequence of up to `max_tokens` (0: the model's context length).
-  std::unique_ptr<KvCache> NewCache(int max_tokens = 0) const;
+  std::unique_ptr<KvCache> NewCache(int max_tokens = 0) const override;
 
   // Appends every sequence's tokens to its cache and fills `out` with the logits
   // asked for. REQUIRES (checked, InvalidArgument naming the sequence): at least one
@@ -94,7 +71,7 @@ class Transformer {
   // grow past its max_tokens gives OutOfRange.
   // State after a failure: every cache has its previous length (nothing appended)
   // and `out` is unspecified. After success each cache grew by its tokens.size().
-  absl::Status Forward(absl::Span<const SequenceInput> batch, ForwardOutput* out);
+  absl::Status Forward(absl::Span<const SequenceInput> batch, ForwardOutput* out) override;
 
  private:
   Transformer(std::unique_ptr<GgufFile> file, ModelConfig config, ModelWeights weights,

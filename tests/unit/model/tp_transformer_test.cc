@@ -40,9 +40,10 @@ std::unique_ptr<GgufFile> TinyFile(const TinyModelOptions& options) {
   return file.ok() ? std::move(*file) : nullptr;
 }
 
-// Every position's logits of `tokens`, one forward call.
-template <typename Model>
-absl::StatusOr<std::vector<float>> AllLogits(Model& model, const std::vector<int32_t>& tokens) {
+// Every position's logits of `tokens`, one forward call. Both models are used
+// through the LanguageModel interface.
+absl::StatusOr<std::vector<float>> AllLogits(LanguageModel& model,
+                                             const std::vector<int32_t>& tokens) {
   auto cache = model.NewCache();
   ForwardOutput out;
   RETURN_IF_ERROR(model.Forward({{cache.get(), tokens, LogitsMode::kAll}}, &out));
@@ -51,8 +52,7 @@ absl::StatusOr<std::vector<float>> AllLogits(Model& model, const std::vector<int
 
 // Greedy continuation of `prompt` by `steps` decode calls, and the gap between
 // the best and second-best logit at each step (to recognize near-ties).
-template <typename Model>
-absl::Status Greedy(Model& model, const std::vector<int32_t>& prompt, int steps,
+absl::Status Greedy(LanguageModel& model, const std::vector<int32_t>& prompt, int steps,
                     std::vector<int32_t>* tokens, std::vector<float>* gaps) {
   auto cache = model.NewCache();
   ForwardOutput out;

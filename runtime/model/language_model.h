@@ -1,0 +1,69 @@
+// LanguageModel: the forward contract a target or draft engine relies on,
+// whatever computes it: model::Transformer (one process) or
+// TensorParallelTransformer (one rank of a tensor-parallel group).
+//
+//   std::unique_ptr<LanguageModel> model = ...;     // either implementation
+//   std::unique_ptr<KvCache> cache = model->NewCache();
+//   ForwardOutput out;
+//   RETURN_IF_ERROR(model->Forward({{cache.get(), prompt, LogitsMode::kLast}}, &out));
+//   const float* next = out.Row(0, 0);              // [vocab] logits after the prompt
+//
+// The batch types below were first defined in transformer.h, which includes
+// this header, so existing code keeps compiling unchanged.
+#ifndef SPLITSPEC_RUNTIME_MODEL_LANGUAGE_MODEL_H_
+#define SPLITSPEC_RUNTIME_MODEL_LANGUAGE_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "runtime/model/kv_cache.h"
+#include "runtime/model/model_config.h"
+
+namespace splitspec::model {
+
+enum class LogitsMode {
+  kNone,  // no logits (e.g. a prefill whose last token is decoded later)
+  kLast,  // the last new position only
+  kAll,   // every new position, in order
+};
+
+struct SequenceInput {
+  KvCache* cache = nullptr;          // appended with tokens.size() positions
+  absl::Span<const int32_t> tokens;  // new tokens, at positions cache->length() ...
+  LogitsMode logits = LogitsMode::kLast;
+};
+
+struct ForwardOutput {
+  int vocab_size = 0;
+  std::vector<float> logits;   // [total rows, vocab_size], sequences in batch order
+  std::vector<int> first_row;  // per sequence: its first row in `logits`
+  std::vector<int> num_rows;   // per sequence: 0, 1 or tokens.size()
+
+  // Row j of sequence s: vocab_size floats. REQUIRES: j < num_rows[s].
+  const float* Row(int s, int j) const {
+    return logits.data() + static_cast<size_t>(first_row[s] + j) * vocab_size;
+  }
+};
+
+class LanguageModel {
+ public:
+  virtual ~LanguageModel() = default;
+
+  // The model's hyper-parameters (of the whole model, also on a tensor-parallel rank).
+  virtual const ModelConfig& config() const = 0;
+
+  // A cache for one sequence of up to `max_tokens` (0: the model's context
+  // length), shaped for this implementation (a rank's cache holds its KV heads).
+  virtual std::unique_ptr<KvCache> NewCache(int max_tokens = 0) const = 0;
+
+  // Appends every sequence's tokens to its cache and fills `out` with the logits
+  // asked for. Contract (REQUIRES, errors, state after failure): Transformer::Forward.
+  virtual absl::Status Forward(absl::Span<const SequenceInput> batch, ForwardOutput* out) = 0;
+};
+
+}  // namespace splitspec::model
+
+#endif  // SPLITSPEC_RUNTIME_MODEL_LANGUAGE_MODEL_H_
