@@ -45,6 +45,7 @@ absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
   const int max_new = assignment.params().max_tokens() > 0 ? static_cast<int>(assignment.params().max_tokens()) : 1 << 20;
   state.max_length = static_cast<int>(assignment.prompt_length()) + max_new;
   state.committed_length = static_cast<int>(committed.size());
+  state.drafter_held = state.committed_length;
   state.context = std::move(committed);
   state.epoch = assignment.epoch();
   requests_[id] = std::move(state);
@@ -62,10 +63,13 @@ int DraftEngine::KnownFrontier(const std::string& request_id) const {
 
 void DraftEngine::Resync(const std::string& id, RequestState& state, std::vector<int32_t> committed,
                          uint64_t epoch) {
-  const size_t keep = CommonPrefix(state.context, committed);
-  // keep <= context.size(), which is what the drafter holds: Truncate cannot fail.
+  const size_t keep = std::min<size_t>(CommonPrefix(state.context, committed), state.drafter_held);
   absl::Status truncated = drafter_->Truncate(id, static_cast<int64_t>(keep));
-  if (!truncated.ok()) SPLITSPEC_LOG(ERROR) << "request " << id << ": " << truncated;
+  if (truncated.ok()) {
+    state.drafter_held = static_cast<int>(keep);
+  } else {
+    SPLITSPEC_LOG(ERROR) << "request " << id << ": " << truncated;
+  }
   state.context = std::move(committed);
   state.committed_length = static_cast<int>(state.context.size());
   state.epoch = epoch;
@@ -104,6 +108,14 @@ ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
   return ResultAction::kApplied;
 }
 
+void DraftEngine::RestartDrafter(const std::string& id, RequestState& state) {
+  drafter_->Release(id);
+  const std::vector<int32_t> committed(state.context.begin(), state.context.begin() + state.committed_length);
+  absl::Status started = drafter_->Start(id, committed);
+  state.drafter_held = started.ok() ? state.committed_length : 0;
+  if (!started.ok()) SPLITSPEC_LOG(ERROR) << "request " << id << ": drafter restart failed: " << started;
+}
+
 bool DraftEngine::HasWork() const {
   for (const auto& [id, state] : requests_) {
     if (state.blocks_in_flight < options_.lookahead_blocks &&
@@ -137,8 +149,13 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
     spec::DraftRequest& proposal = batch[i];
     RequestState& state = requests_[ids[i]];
     if (!proposal.status.ok()) {
+      // Never spin on a failing request: restart its drafter state and send an
+      // empty block, so the target chooses this position itself.
+      ++counters_.draft_failures;
       SPLITSPEC_LOG(WARNING) << "request " << ids[i] << ": draft failed: " << proposal.status;
-      continue;
+      RestartDrafter(ids[i], state);
+      proposal.tokens.clear();
+      proposal.q.clear();
     }
     OutgoingBlock outgoing;
     outgoing.target_endpoint = state.target_endpoint;
@@ -151,6 +168,7 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
     block.mutable_tokens()->Assign(proposal.tokens.begin(), proposal.tokens.end());
     for (const spec::SparseDistribution& q : proposal.q) net::SparseToProto(q, block.add_q());
     state.context.insert(state.context.end(), proposal.tokens.begin(), proposal.tokens.end());
+    if (proposal.status.ok()) state.drafter_held = static_cast<int>(state.context.size());
     ++state.blocks_in_flight;
     ++counters_.blocks_sent;
     counters_.tokens_drafted += proposal.tokens.size();

@@ -56,6 +56,7 @@ struct DraftCounters {
   uint64_t epochs_seen = 0;   // results that started a new epoch
   uint64_t syncs = 0;         // full-sequence resyncs applied
   uint64_t propose_calls = 0;
+  uint64_t draft_failures = 0;  // per-request proposal errors (an empty block was sent instead)
 };
 
 class DraftEngine {
@@ -91,12 +92,16 @@ class DraftEngine {
     int k = 4;
     int max_length = 0;                 // prompt + max new tokens: never draft past it
     std::vector<int32_t> context;       // committed + drafted ahead
+    int drafter_held = 0;               // how much of `context` the drafter holds (<= context.size())
     int committed_length = 0;
     uint64_t epoch = 0;
     int blocks_in_flight = 0;
     uint64_t next_block_sequence = 1;
   };
   void Resync(const std::string& id, RequestState& state, std::vector<int32_t> committed, uint64_t epoch);
+  // After a failed proposal: restarts the drafter's state for `id` from the
+  // committed tokens, so the next step starts clean.
+  void RestartDrafter(const std::string& id, RequestState& state);
 
   spec::Drafter* drafter_;
   DraftEngineOptions options_;

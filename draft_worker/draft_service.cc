@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/base/trace.h"
 #include "runtime/net/wire_format.h"
 
 namespace splitspec::draft {
@@ -30,7 +31,11 @@ absl::Status DraftService::Run(const std::atomic<bool>& stop) {
     DrainTargets();
     if (engine_.HasWork()) {
       std::vector<OutgoingBlock> blocks;
-      absl::Status step = engine_.Step(&blocks);
+      absl::Status step;
+      {
+        ScopedTrace span("draft", "draft step");
+        step = engine_.Step(&blocks);
+      }
       if (!step.ok()) SPLITSPEC_LOG(ERROR) << "draft step failed: " << step;
       for (OutgoingBlock& outgoing : blocks) {
         absl::StatusOr<net::Channel*> channel = TargetChannel(outgoing.target_endpoint);

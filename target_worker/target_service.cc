@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/base/trace.h"
 #include "runtime/net/wire_format.h"
 
 namespace splitspec::target {
@@ -41,7 +42,11 @@ absl::Status TargetService::Run(const std::atomic<bool>& stop) {
     DrainData();
     if (engine_.HasWork(absl::Now())) {
       std::vector<TargetEvent> events;
-      absl::Status step = engine_.Step(absl::Now(), &events);
+      absl::Status step;
+      {
+        ScopedTrace span("target", "verify step");
+        step = engine_.Step(absl::Now(), &events);
+      }
       if (!step.ok()) SPLITSPEC_LOG(ERROR) << "target step failed: " << step;
       SendEvents(events);
       continue;

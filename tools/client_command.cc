@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/model/chat_template.h"
 #include "runtime/model/detokenizer.h"
@@ -49,6 +50,7 @@ absl::StatusOr<std::vector<int32_t>> PromptTokens(const CliArgs& args, const mod
 }
 
 absl::Status Run(const CommandArgs& argv) {
+  SetDefaultLogLevel(LogLevel::kWarning);  // the in-process services stay quiet
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv,
                                                 {"coordinator", "model", "prompt", "prompt-ids", "max-tokens",
                                                  "temperature", "top-k", "top-p", "seed", "verify", "drafter"},

@@ -17,6 +17,7 @@ int RunClientCommand(const CommandArgs& args);   // tools/client_command.cc
 int RunLogitsCommand(const CommandArgs& args);   // tools/logits_command.cc
 int RunGenerateCommand(const CommandArgs& args); // tools/generate_command.cc
 int RunBenchCommand(const CommandArgs& args);    // tools/bench_command.cc
+int RunBenchSpec(const CommandArgs& args);       // tools/bench_spec.cc (bench spec)
 int RunPlanCommand(const CommandArgs& args);     // tools/plan_command.cc
 
 

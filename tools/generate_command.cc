@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/model/tokenizer_gguf.h"
 #include "runtime/model/transformer.h"
@@ -134,6 +135,7 @@ std::string SampleLine(const GenerateFlags& f, const std::vector<int32_t>& ids, 
 }
 
 absl::Status RunGenerate(const GenerateFlags& f) {
+  SetDefaultLogLevel(LogLevel::kWarning);  // the in-process services stay quiet
   ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> target,
                    model::Transformer::Load(f.target, {.threads = f.threads}));
   ASSIGN_OR_RETURN(model::Tokenizer tokenizer, model::LoadTokenizerFromGguf(target->file()));

@@ -21,7 +21,7 @@ constexpr Subcommand kSubcommands[] = {
     {"status", "print cluster membership as JSON: --coordinator ENDPOINT", splitspec::tools::RunStatusCommand},
     {"generate", "speculative generation in one process: --target PATH [--drafter D] --prompt TEXT [--json]", splitspec::tools::RunGenerateCommand},
     {"logits", "last-position logits as JSON: --model PATH --prompt-ids 1,2,3", splitspec::tools::RunLogitsCommand},
-    {"bench", "benchmarks: bench decode --model PATH [--threads N]", splitspec::tools::RunBenchCommand},
+    {"bench", "benchmarks: bench decode --model PATH [--threads N] | bench spec [--model PATH]", splitspec::tools::RunBenchCommand},
     {"plan", "analytic speedup model: --alpha A --cost-ratio C [--k K] [--json]", splitspec::tools::RunPlanCommand},
 };
 

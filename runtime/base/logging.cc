@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -32,12 +33,19 @@ const char* LevelLetter(LogLevel level) {
   return "?";
 }
 
+std::atomic<int>& MinLevel() {
+  static std::atomic<int> min_level{static_cast<int>(ReadLevelFromEnv())};
+  return min_level;
+}
+
 }  // namespace
 
-bool LogEnabled(LogLevel level) {
-  static const LogLevel min_level = ReadLevelFromEnv();
-  return level >= min_level;
+bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= MinLevel().load(std::memory_order_relaxed); }
+
+void SetDefaultLogLevel(LogLevel level) {
+  if (std::getenv("SPLITSPEC_LOG_LEVEL") == nullptr) MinLevel().store(static_cast<int>(level));
 }
+
 
 LogMessage::LogMessage(LogLevel level, const char* file, int line) : level_(level) {
   const auto now = std::chrono::system_clock::now();

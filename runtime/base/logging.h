@@ -18,6 +18,11 @@ enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3, kFatal = 
 // True if messages of `level` are printed.
 bool LogEnabled(LogLevel level);
 
+// Sets the lowest level printed, unless SPLITSPEC_LOG_LEVEL is set in the
+// environment (the user's choice wins). Tools that run services in-process
+// use it to keep their output clean. Thread-safe.
+void SetDefaultLogLevel(LogLevel level);
+
 // Formats one log line; writes it (and aborts for kFatal) on destruction.
 class LogMessage {
  public:

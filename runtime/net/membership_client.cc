@@ -18,25 +18,32 @@ absl::StatusOr<std::unique_ptr<MembershipClient>> MembershipClient::Connect(
   std::random_device entropy;
   const std::string identity = absl::StrCat(registration.worker_name(), "-", getpid(), "-", entropy() % 100000);
   ASSIGN_OR_RETURN(std::unique_ptr<Channel> channel, ConnectChannel(coordinator_endpoint, identity));
-  return std::unique_ptr<MembershipClient>(new MembershipClient(std::move(channel), std::move(registration)));
+  return std::unique_ptr<MembershipClient>(
+      new MembershipClient(std::move(channel), coordinator_endpoint, std::move(registration)));
 }
 
-MembershipClient::MembershipClient(std::unique_ptr<Channel> channel, proto::Register registration)
-    : channel_(std::move(channel)), registration_(std::move(registration)) {}
+MembershipClient::MembershipClient(std::unique_ptr<Channel> channel, std::string coordinator_endpoint,
+                                   proto::Register registration)
+    : channel_(std::move(channel)),
+      registration_(std::move(registration)),
+      coordinator_endpoint_(std::move(coordinator_endpoint)) {}
+
+void MembershipClient::set_load(const proto::LoadReport& load) {
+  load_ = load;
+  if (heartbeats_) heartbeats_->set_load(load);
+}
 
 absl::Status MembershipClient::SendDue(absl::Time now) {
-  if (now < next_send_) return absl::OkStatus();
-  proto::Envelope envelope = NewEnvelope();
-  if (worker_id_ == 0) {
-    *envelope.mutable_register_worker() = registration_;
-    next_send_ = now + register_retry_;
-  } else {
-    proto::Heartbeat* heartbeat = envelope.mutable_heartbeat();
-    heartbeat->set_worker_id(worker_id_);
-    heartbeat->set_sequence(++heartbeat_sequence_);
-    *heartbeat->mutable_load() = load_;
-    next_send_ = now + heartbeat_interval_;
+  if (heartbeats_ && heartbeats_->forgotten()) {
+    SPLITSPEC_LOG(WARNING) << "coordinator no longer knows worker " << worker_id_ << "; registering again";
+    heartbeats_.reset();
+    worker_id_ = 0;
+    next_send_ = absl::InfinitePast();
   }
+  if (worker_id_ != 0 || now < next_send_) return absl::OkStatus();
+  proto::Envelope envelope = NewEnvelope();
+  *envelope.mutable_register_worker() = registration_;
+  next_send_ = now + register_retry_;
   absl::Status status = channel_->Send("", envelope);
   // A full queue (coordinator unreachable) is not fatal: retry next interval.
   if (absl::IsResourceExhausted(status)) return absl::OkStatus();
@@ -48,17 +55,19 @@ bool MembershipClient::HandleReply(const proto::Envelope& envelope) {
   if (envelope.has_register_ack()) {
     const proto::RegisterAck& ack = envelope.register_ack();
     if (worker_id_ == 0) {
-      worker_id_ = ack.worker_id();
       heartbeat_interval_ = absl::Milliseconds(std::max<uint32_t>(ack.heartbeat_interval_ms(), 1));
-      next_send_ = absl::Now() + heartbeat_interval_;
+      absl::StatusOr<std::unique_ptr<HeartbeatSender>> sender =
+          HeartbeatSender::Start(coordinator_endpoint_, ack.worker_id(), heartbeat_interval_);
+      if (!sender.ok()) {
+        SPLITSPEC_LOG(ERROR) << "cannot start heartbeats: " << sender.status();
+        return true;  // stay unregistered; the next SendDue registers again
+      }
+      heartbeats_ = *std::move(sender);
+      heartbeats_->set_load(load_);
+      worker_id_ = ack.worker_id();
+      next_send_ = absl::InfiniteFuture();
       SPLITSPEC_LOG(INFO) << "registered as worker " << worker_id_ << ", heartbeat every "
                           << absl::FormatDuration(heartbeat_interval_);
-    }
-  } else if (envelope.has_heartbeat_ack()) {
-    if (!envelope.heartbeat_ack().known() && worker_id_ != 0) {
-      SPLITSPEC_LOG(WARNING) << "coordinator no longer knows worker " << worker_id_ << "; registering again";
-      worker_id_ = 0;
-      next_send_ = absl::InfinitePast();
     }
   }
   return true;
@@ -87,6 +96,17 @@ absl::Status MembershipClient::Poll(absl::Duration budget, proto::Envelope* othe
 }
 
 absl::Status MembershipClient::Deregister(const std::string& reason) {
+  heartbeats_.reset();
+  if (worker_id_ == 0 && next_send_ != absl::InfinitePast()) {
+    // A Register is in flight: the coordinator may already count us, so wait
+    // for its acknowledgement and leave properly.
+    const absl::Time deadline = absl::Now() + absl::Seconds(1);
+    while (worker_id_ == 0 && absl::Now() < deadline) {
+      absl::StatusOr<Frame> frame = channel_->Receive(deadline - absl::Now());
+      if (!frame.ok()) break;
+      if (frame->envelope.has_register_ack()) worker_id_ = frame->envelope.register_ack().worker_id();
+    }
+  }
   if (worker_id_ == 0) return absl::OkStatus();
   proto::Envelope envelope = NewEnvelope();
   envelope.mutable_deregister()->set_worker_id(worker_id_);

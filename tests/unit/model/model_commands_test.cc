@@ -103,14 +103,19 @@ TEST_F(ModelCommandsTest, GenerateEncodesPromptText) {
   EXPECT_EQ(by_text.stdout_text, by_ids.stdout_text);
 }
 
-TEST_F(ModelCommandsTest, RefusesWhatIsNotImplemented) {
-  const CommandResult temp = RunSplitspec(
-      absl::StrCat("generate --target ", path_, " --prompt-ids 1 --temperature 0.7"));
-  EXPECT_EQ(temp.exit_code, 2);
-  EXPECT_THAT(temp.stdout_text, HasSubstr("only greedy decoding (--temperature 0) is implemented"));
+TEST_F(ModelCommandsTest, RefusesBadFlagsWithTheirNames) {
+  const CommandResult auto_k = RunSplitspec(
+      absl::StrCat("generate --target ", path_, " --prompt-ids 1 --drafter ngram --k auto"));
+  EXPECT_EQ(auto_k.exit_code, 2);
+  EXPECT_THAT(auto_k.stdout_text, HasSubstr("--k auto is not wired into the pipeline yet"));
   const CommandResult drafter = RunSplitspec(
-      absl::StrCat("generate --target ", path_, " --prompt-ids 1 --drafter ngram"));
-  EXPECT_THAT(drafter.stdout_text, HasSubstr("--drafter ngram is not implemented yet"));
+      absl::StrCat("generate --target ", path_, " --prompt-ids 1 --drafter bogus"));
+  EXPECT_EQ(drafter.exit_code, 2);
+  EXPECT_THAT(drafter.stdout_text, HasSubstr("unknown drafter 'bogus'"));
+  const CommandResult greedy_hot = RunSplitspec(
+      absl::StrCat("generate --target ", path_, " --prompt-ids 1 --verify greedy --temperature 0.7"));
+  EXPECT_EQ(greedy_hot.exit_code, 2);
+  EXPECT_THAT(greedy_hot.stdout_text, HasSubstr("--verify greedy needs --temperature 0"));
   const CommandResult bad_token = RunSplitspec(
       absl::StrCat("logits --model ", path_, " --prompt-ids 1,99999"));
   EXPECT_EQ(bad_token.exit_code, 1);

@@ -1,0 +1,247 @@
+// `splitspec bench spec [--model PATH] [--max-tokens N] [--k K] [--layerskip L]
+//                       [--drafters ngram,layerskip,self] [--trace-dir DIR] [--json]`
+//
+// One run, one machine, the default model: for each workload (an input-grounded
+// edit of a given text, and open-ended chat) it measures greedy generation
+// tokens/s through the whole in-process pipeline (coordinator, target and draft
+// workers as threads over inproc:// channels):
+//   target-only   the target alone, 1 thread (and 2 threads, for reference)
+//   sequential    draft then verify, the classic loop (lookahead 1)
+//   overlapped    the draft runs ahead while the target verifies (lookahead 2)
+// with the target and the draft on one thread each (one core each on a 2-core
+// machine: the "devices"). It prints acceptance rate = accepted / verified,
+// draft utilization = accepted / drafted, tokens per step = generated / steps,
+// and the ratios overlapped/sequential and speculative/target-only. A ping-pong
+// of the real protocol messages (a DraftBlock with sparse q, answered by a
+// VerifyResult) over inproc:// and tcp:// loopback gives the transport and
+// protocol cost per round.
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "kernels/cpu/cpu_features.h"
+#include "runtime/base/logging.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/base/trace.h"
+#include "runtime/model/chat_template.h"
+#include "runtime/model/tokenizer_gguf.h"
+#include "runtime/model/transformer.h"
+#include "runtime/net/channel.h"
+#include "runtime/net/request_client.h"
+#include "runtime/net/wire_format.h"
+#include "runtime/spec/drafter_factory.h"
+#include "tools/cli_args.h"
+#include "tools/commands.h"
+#include "tools/default_paths.h"
+#include "tools/in_process_cluster.h"
+
+namespace splitspec::tools {
+namespace {
+
+constexpr char kEditText[] =
+    "The old lighthouse stood at the edge of the cliff for more than a hundred years. Every night its keeper "
+    "climbed the narrow stairs, cleaned the great lens and lit the lamp, so that ships passing in the dark "
+    "would know where the rocks were. When the keeper grew old, the town decided to replace the lamp with an "
+    "automatic light, but the people still walked to the cliff on summer evenings to watch the beam turn "
+    "slowly over the water.";
+
+struct Workload {
+  std::string name;
+  std::string user_message;
+};
+
+std::vector<Workload> Workloads() {
+  return {{"edit", absl::StrCat("Rewrite the following text exactly, word for word, but change 'lighthouse' to "
+                                "'tower':\n\n",
+                                kEditText)},
+          {"chat", "Write a short story about a robot who learns to paint."}};
+}
+
+struct RunResult {
+  double tokens_per_s = 0;
+  int tokens = 0;
+  proto::SpecStats stats;
+  double draft_busy_s = 0, target_busy_s = 0, wall_s = 0;
+};
+
+struct BenchFlags {
+  std::string model;
+  int max_tokens = 128;
+  int k = 4;
+  int layerskip = 24;
+  std::vector<std::string> drafters = {"ngram", "layerskip", "self"};
+  std::string trace_dir;
+};
+
+absl::StatusOr<RunResult> RunOnce(model::Transformer* target, spec::Drafter* drafter, int lookahead, int k,
+                                  const std::vector<int32_t>& prompt, int max_tokens) {
+  InProcessClusterOptions options;
+  options.target = target;
+  options.drafter = drafter;
+  options.draft_engine.lookahead_blocks = lookahead;
+  options.draft_engine.default_k = k;
+  options.router.max_new_tokens = max_tokens;
+  ASSIGN_OR_RETURN(std::unique_ptr<InProcessCluster> cluster, InProcessCluster::Start(options));
+  ASSIGN_OR_RETURN(std::unique_ptr<net::RequestClient> client, net::RequestClient::Connect(cluster->coordinator_endpoint()));
+  static int run_counter = 0;
+  proto::SubmitRequest submit;
+  submit.set_request_id(absl::StrCat("bench-", ++run_counter));
+  submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
+  submit.mutable_params()->set_temperature(0.0f);
+  submit.mutable_params()->set_max_tokens(static_cast<uint32_t>(max_tokens));
+  submit.set_verify_mode(proto::VERIFY_MODE_GREEDY);
+  submit.set_draft_k(static_cast<uint32_t>(k));
+  if (drafter == nullptr) submit.set_drafter("none");
+  Tracer::Global().Clear();
+  const absl::Time start = absl::Now();
+  ASSIGN_OR_RETURN(net::GenerationResult result, client->Generate(submit, absl::Minutes(10)));
+  const double wall = absl::ToDoubleSeconds(absl::Now() - start);
+  if (result.finish_reason == proto::FINISH_REASON_ERROR) return absl::InternalError(result.error);
+  RunResult run;
+  run.tokens = static_cast<int>(result.tokens.size());
+  run.tokens_per_s = run.tokens / wall;
+  run.stats = result.stats;
+  run.wall_s = wall;
+  run.draft_busy_s = absl::ToDoubleSeconds(Tracer::Global().BusyTime("draft"));
+  run.target_busy_s = absl::ToDoubleSeconds(Tracer::Global().BusyTime("target"));
+  return run;
+}
+
+// Mean microseconds for one block -> result round over `endpoint` (both ends in this process).
+absl::StatusOr<double> PingPongMicros(const std::string& endpoint, int k, int rounds) {
+  ASSIGN_OR_RETURN(std::unique_ptr<net::Channel> server, net::ListenChannel(endpoint));
+  ASSIGN_OR_RETURN(std::unique_ptr<net::Channel> client, net::ConnectChannel(server->endpoint(), "bench-draft"));
+  proto::Envelope block = net::NewEnvelope();
+  proto::DraftBlock* b = block.mutable_draft_block();
+  b->set_request_id("bench");
+  for (int i = 0; i < k; ++i) {
+    b->add_tokens(1000 + i);
+    proto::SparseDistribution* q = b->add_q();
+    for (int j = 0; j < 64; ++j) {
+      q->add_token_ids(j * 37);
+      q->add_probs(1.0f / 64);
+    }
+  }
+  proto::Envelope reply = net::NewEnvelope();
+  reply.mutable_verify_result()->set_request_id("bench");
+  for (int i = 0; i < k + 1; ++i) reply.mutable_verify_result()->add_committed_tokens(2000 + i);
+  std::thread echo([&] {
+    for (int i = 0; i < rounds + 10; ++i) {
+      absl::StatusOr<net::Frame> frame = server->Receive(absl::Seconds(10));
+      if (!frame.ok()) return;
+      proto::Envelope out = reply;
+      out.mutable_verify_result()->set_block_sequence(frame->envelope.draft_block().block_sequence());
+      (void)server->Send(frame->peer, out);
+    }
+  });
+  absl::Time start;
+  for (int i = 0; i < rounds + 10; ++i) {
+    if (i == 10) start = absl::Now();  // 10 warm-up rounds
+    b->set_block_sequence(i);
+    RETURN_IF_ERROR(client->Send("", block));
+    ASSIGN_OR_RETURN(net::Frame frame, client->Receive(absl::Seconds(10)));
+  }
+  const double micros = absl::ToDoubleMicroseconds(absl::Now() - start) / rounds;
+  echo.join();
+  return micros;
+}
+
+absl::StatusOr<BenchFlags> ParseFlags(const CommandArgs& argv) {
+  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, {"model", "max-tokens", "k", "layerskip", "drafters", "trace-dir"}));
+  BenchFlags f;
+  f.model = args.GetString("model", DefaultModelPath());
+  ASSIGN_OR_RETURN(int64_t max_tokens, args.GetInt("max-tokens", 128));
+  ASSIGN_OR_RETURN(int64_t k, args.GetInt("k", 4));
+  ASSIGN_OR_RETURN(int64_t layerskip, args.GetInt("layerskip", 24));
+  if (max_tokens < 8 || max_tokens > 2048) return absl::InvalidArgumentError("--max-tokens must be in [8, 2048]");
+  if (k < 1 || k > 16) return absl::InvalidArgumentError("--k must be in [1, 16]");
+  f.max_tokens = static_cast<int>(max_tokens);
+  f.k = static_cast<int>(k);
+  f.layerskip = static_cast<int>(layerskip);
+  if (args.Has("drafters")) f.drafters = absl::StrSplit(args.GetString("drafters", ""), ',', absl::SkipEmpty());
+  f.trace_dir = args.GetString("trace-dir", "");
+  return f;
+}
+
+void PrintRow(const std::string& workload, const std::string& config, const RunResult& r, double baseline_tps) {
+  const proto::SpecStats& s = r.stats;
+  const double acceptance = s.verified() ? static_cast<double>(s.accepted()) / s.verified() : 0;
+  const double utilization = s.drafted() ? static_cast<double>(s.accepted()) / s.drafted() : 0;
+  const double per_step = s.steps() ? static_cast<double>(r.tokens) / s.steps() : 0;
+  std::printf("| %-6s | %-24s | %7.2f | %5.2fx | %6.3f | %6.3f | %5.2f | %5.2f / %5.2f |\n", workload.c_str(),
+              config.c_str(), r.tokens_per_s, r.tokens_per_s / baseline_tps, acceptance, utilization, per_step,
+              r.draft_busy_s / r.wall_s, r.target_busy_s / r.wall_s);
+}
+
+absl::Status Run(const BenchFlags& f) {
+  SetDefaultLogLevel(LogLevel::kWarning);  // the in-process services stay quiet
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> target, model::Transformer::Load(f.model, {.threads = 1}));
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> target2, model::Transformer::Load(f.model, {.threads = 2}));
+  ASSIGN_OR_RETURN(model::Tokenizer tokenizer, model::LoadTokenizerFromGguf(target->file()));
+  ASSIGN_OR_RETURN(model::ChatTemplate chat, model::ChatTemplate::FromSource(tokenizer.chat_template()));
+  const int vocab = target->config().vocab_size;
+  Tracer::Global().Enable();
+
+  std::printf("splitspec bench spec: model %s, %d new tokens per run, greedy, k=%d, cpu %s, %u hardware threads\n",
+              f.model.c_str(), f.max_tokens, f.k, kernels::CpuIsaName(), std::thread::hardware_concurrency());
+  std::printf("target and draft: 1 thread each; ratio = tok/s / target-only (1 thread) tok/s; busy = draft / target "
+              "busy time / wall time\n\n");
+  std::printf("| work   | configuration            |   tok/s | ratio  | accept | utiliz | tok/st | busy d / t    |\n");
+  std::printf("|--------|--------------------------|---------|--------|--------|--------|--------|---------------|\n");
+  for (const Workload& w : Workloads()) {
+    std::vector<model::ChatMessage> messages = {{"user", w.user_message}};
+    ASSIGN_OR_RETURN(std::string text, chat.Apply(messages, true));
+    const std::vector<int32_t> prompt = tokenizer.Encode(text, {.add_special = true, .parse_special = true});
+    ASSIGN_OR_RETURN(RunResult alone, RunOnce(target.get(), nullptr, 1, f.k, prompt, f.max_tokens));
+    PrintRow(w.name, "target-only 1 thread", alone, alone.tokens_per_s);
+    ASSIGN_OR_RETURN(RunResult alone2, RunOnce(target2.get(), nullptr, 1, f.k, prompt, f.max_tokens));
+    PrintRow(w.name, "target-only 2 threads", alone2, alone.tokens_per_s);
+    for (const std::string& name : f.drafters) {
+      const std::string spec_name = name == "layerskip" ? absl::StrCat("layerskip:", f.layerskip)
+                                    : name == "self"    ? "model"
+                                                        : name;
+      ASSIGN_OR_RETURN(spec::DrafterSpec spec, spec::ParseDrafterSpec(spec_name, name == "self" ? f.model : ""));
+      ASSIGN_OR_RETURN(std::unique_ptr<spec::Drafter> drafter, spec::MakeDrafter(spec, f.model, &tokenizer, vocab, 1));
+      ASSIGN_OR_RETURN(RunResult sequential, RunOnce(target.get(), drafter.get(), 1, f.k, prompt, f.max_tokens));
+      PrintRow(w.name, absl::StrCat(name == "self" ? "self-draft" : spec_name, " sequential"), sequential,
+               alone.tokens_per_s);
+      if (!f.trace_dir.empty()) {
+        RETURN_IF_ERROR(Tracer::Global().WriteChromeJson(absl::StrCat(f.trace_dir, "/", w.name, "-", name, "-sequential.json")));
+      }
+      ASSIGN_OR_RETURN(RunResult overlapped, RunOnce(target.get(), drafter.get(), 2, f.k, prompt, f.max_tokens));
+      PrintRow(w.name, absl::StrCat(name == "self" ? "self-draft" : spec_name, " overlapped"), overlapped,
+               alone.tokens_per_s);
+      if (!f.trace_dir.empty()) {
+        RETURN_IF_ERROR(Tracer::Global().WriteChromeJson(absl::StrCat(f.trace_dir, "/", w.name, "-", name, "-overlapped.json")));
+      }
+      std::printf("|        |   overlapped / sequential = %.2fx\n", overlapped.tokens_per_s / sequential.tokens_per_s);
+    }
+  }
+  std::printf("\ntransport + protocol per round (DraftBlock of k=%d with 64-entry sparse q, then a VerifyResult):\n", f.k);
+  for (const std::string endpoint : {"inproc://bench-pingpong", "tcp://127.0.0.1:*"}) {
+    ASSIGN_OR_RETURN(double micros, PingPongMicros(endpoint, f.k, 2000));
+    std::printf("  %-24s %7.1f us per round (mean of 2000)\n", endpoint.c_str(), micros);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunBenchSpec(const CommandArgs& args) {
+  absl::StatusOr<BenchFlags> flags = ParseFlags(args);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "splitspec bench spec: %s\n", std::string(flags.status().message()).c_str());
+    return 2;
+  }
+  absl::Status status = Run(*flags);
+  if (!status.ok()) {
+    std::fprintf(stderr, "splitspec bench spec: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace splitspec::tools
