@@ -16,11 +16,12 @@ ChannelRendezvousStore::ChannelRendezvousStore(std::unique_ptr<Channel> channel,
                                                absl::Duration reply_timeout)
     : channel_(std::move(channel)), reply_timeout_(reply_timeout) {}
 
-absl::StatusOr<std::string> ChannelRendezvousStore::Call(int op, const std::string& key,
+absl::StatusOr<std::string> ChannelRendezvousStore::Call(RendezvousOp op, const std::string& key,
                                                          std::string value, absl::Duration wait,
-                                                         absl::Duration timeout, int* reply_op) {
+                                                         absl::Duration timeout,
+                                                         RendezvousOp* reply_op) {
   RendezvousMessage request;
-  request.op = static_cast<RendezvousOp>(op);
+  request.op = op;
   request.request_id = next_request_id_++;
   request.wait_ms = absl::ToInt64Milliseconds(wait);
   request.key = key;
@@ -37,7 +38,7 @@ absl::StatusOr<std::string> ChannelRendezvousStore::Call(int op, const std::stri
     }
     absl::StatusOr<RendezvousMessage> reply = internal::DecodeRendezvousMessage(frame->bytes);
     if (!reply.ok() || reply->request_id != request.request_id) continue;  // stale or garbage
-    *reply_op = static_cast<int>(reply->op);
+    *reply_op = reply->op;
     return std::move(reply->value);
   }
   return absl::UnavailableError(absl::StrCat("rendezvous server at ", location(),
@@ -47,18 +48,17 @@ absl::StatusOr<std::string> ChannelRendezvousStore::Call(int op, const std::stri
 
 absl::Status ChannelRendezvousStore::Set(const std::string& key, absl::string_view value) {
   if (key.empty()) return absl::InvalidArgumentError("rendezvous key is empty");
-  int reply_op = 0;
-  ASSIGN_OR_RETURN(std::string ignored,
-                   Call(static_cast<int>(RendezvousOp::kSet), key, std::string(value),
-                        absl::ZeroDuration(), reply_timeout_, &reply_op));
-  if (reply_op == static_cast<int>(RendezvousOp::kRefused)) {
+  RendezvousOp reply_op = RendezvousOp::kMissing;
+  ASSIGN_OR_RETURN(std::string ignored, Call(RendezvousOp::kSet, key, std::string(value),
+                                             absl::ZeroDuration(), reply_timeout_, &reply_op));
+  if (reply_op == RendezvousOp::kRefused) {
     return absl::AlreadyExistsError(
         absl::StrCat("rendezvous key '", key, "' is already set at ", location()));
   }
-  if (reply_op != static_cast<int>(RendezvousOp::kSetDone)) {
+  if (reply_op != RendezvousOp::kSetDone) {
     return absl::UnavailableError(absl::StrCat("rendezvous server at ", location(),
-                                               " answered op ", reply_op, " to a set of '",
-                                               key, "'"));
+                                               " answered op ", static_cast<int>(reply_op),
+                                               " to a set of '", key, "'"));
   }
   return absl::OkStatus();
 }
@@ -66,18 +66,18 @@ absl::Status ChannelRendezvousStore::Set(const std::string& key, absl::string_vi
 absl::StatusOr<std::string> ChannelRendezvousStore::Get(const std::string& key,
                                                         absl::Duration timeout) {
   if (key.empty()) return absl::InvalidArgumentError("rendezvous key is empty");
-  int reply_op = 0;
-  ASSIGN_OR_RETURN(std::string value, Call(static_cast<int>(RendezvousOp::kGet), key, "",
-                                           timeout, timeout + reply_timeout_, &reply_op));
-  if (reply_op == static_cast<int>(RendezvousOp::kValue)) return value;
-  if (reply_op == static_cast<int>(RendezvousOp::kMissing)) {
+  RendezvousOp reply_op = RendezvousOp::kMissing;
+  ASSIGN_OR_RETURN(std::string value, Call(RendezvousOp::kGet, key, "", timeout,
+                                           timeout + reply_timeout_, &reply_op));
+  if (reply_op == RendezvousOp::kValue) return value;
+  if (reply_op == RendezvousOp::kMissing) {
     return absl::DeadlineExceededError(absl::StrCat("rendezvous key '", key, "' not set at ",
                                                     location(), " within ",
                                                     absl::FormatDuration(timeout)));
   }
   return absl::UnavailableError(absl::StrCat("rendezvous server at ", location(),
-                                             " answered op ", reply_op, " to a get of '", key,
-                                             "'"));
+                                             " answered op ", static_cast<int>(reply_op),
+                                             " to a get of '", key, "'"));
 }
 
 absl::StatusOr<std::unique_ptr<RendezvousStore>> ConnectRendezvousStore(

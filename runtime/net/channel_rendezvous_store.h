@@ -19,6 +19,9 @@
 #include "runtime/net/rendezvous_store.h"
 
 namespace splitspec::net {
+namespace internal {
+enum class RendezvousOp : uint8_t;  // rendezvous_wire.h
+}  // namespace internal
 
 class ChannelRendezvousStore final : public RendezvousStore {
  public:
@@ -36,10 +39,13 @@ class ChannelRendezvousStore final : public RendezvousStore {
   std::string location() const override { return channel_->endpoint(); }
 
  private:
-  // Sends `request` and waits up to `timeout` for the reply with its request id
-  // (replies to earlier, abandoned requests are skipped).
-  absl::StatusOr<std::string> Call(int op, const std::string& key, std::string value,
-                                   absl::Duration wait, absl::Duration timeout, int* reply_op);
+  // Sends an `op` request (kGet: the server may wait up to `wait` for the key)
+  // and waits up to `timeout` for the reply with its request id, skipping
+  // replies to earlier, abandoned requests. Returns the reply's value; its op
+  // goes to *reply_op.
+  absl::StatusOr<std::string> Call(internal::RendezvousOp op, const std::string& key,
+                                   std::string value, absl::Duration wait,
+                                   absl::Duration timeout, internal::RendezvousOp* reply_op);
 
   std::unique_ptr<Channel> channel_;
   absl::Duration reply_timeout_;

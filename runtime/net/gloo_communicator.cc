@@ -2,11 +2,13 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gloo/allgather.h"
 #include "gloo/broadcast.h"
 #include "gloo/common/error.h"
@@ -43,10 +45,13 @@ class GlooStoreAdapter final : public gloo::rendezvous::Store {
 
   void wait(const std::vector<std::string>& keys) override { wait(keys, ToChrono(timeout_)); }
 
+  // One deadline for all the keys, however many there are.
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override {
+    const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout.count());
     for (const std::string& key : keys) {
-      Throw(store_.Get(prefix_ + key, absl::Milliseconds(timeout.count())).status());
+      const absl::Duration left = std::max(deadline - absl::Now(), absl::Milliseconds(1));
+      Throw(store_.Get(prefix_ + key, left).status());
     }
   }
 
