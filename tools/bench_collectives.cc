@@ -19,6 +19,7 @@
 // Decode: prefill 8 prompt tokens, then --decode-tokens greedy steps of one
 // token. TP=1 is model::Transformer with --threads-per-rank threads; TP=N runs
 // N ranks of TensorParallelTransformer with --threads-per-rank threads each.
+// TP=1 is also run with every hardware thread: the same cores, one process.
 // Per token:  ms/token = decode wall time / tokens;  tokens/s = 1000 / ms;
 // collective ms/token = time rank 0 spent inside collectives / tokens
 // (2 * n_layers + 1 calls per token); compute ms/token = ms/token - collective.
@@ -258,6 +259,13 @@ absl::Status BenchDecode(const Options& options) {
               "(calling thread CPU %.2f ms/token)\n",
               options.threads_per_rank, base.ms_per_token, 1000 / base.ms_per_token,
               base.cpu_ms_per_token);
+  const int all_threads = static_cast<int>(std::thread::hardware_concurrency());
+  if (all_threads > options.threads_per_rank) {  // the same cores used by one process
+    ASSIGN_OR_RETURN(auto wide, model::Transformer::Load(options.model, {.threads = all_threads}));
+    ASSIGN_OR_RETURN(DecodeResult r, Decode(*wide, options.decode_tokens, nullptr));
+    std::printf("  TP=1  %d thread(s):            %7.2f ms/token  %7.1f tokens/s\n", all_threads,
+                r.ms_per_token, 1000 / r.ms_per_token);
+  }
   for (int tp : options.tp_sizes) {
     std::vector<DecodeResult> results(tp);
     absl::Status s = FirstError(RunGroup(tp, [&](net::Communicator& comm) -> absl::Status {
