@@ -251,6 +251,25 @@ TEST(TpShardTest, SplitsHeadsFeedForwardAndVocabularyInRankOrder) {
   }
 }
 
+// The same comparison with the ranks as separate processes (fork): each maps
+// its own copy of the model, as target-worker ranks do.
+TEST(TpTransformerProcessTest, TwoProcessRanksMatchTheSingleProcessLogits) {
+  const TinyModelOptions options = Tiny("llama", GgmlType::kQ8_0);
+  auto single = Transformer::FromFile(TinyFile(options), {.threads = 1});
+  ASSERT_TRUE(single.ok()) << single.status();
+  auto want = AllLogits(**single, kPrompts[0]);
+  ASSERT_TRUE(want.ok()) << want.status();
+  const auto results = net::RunGlooRanksAsProcesses(Ranks(2), [&](net::Communicator& comm) {
+    ASSIGN_OR_RETURN(auto model,
+                     TensorParallelTransformer::FromFile(TinyFile(options), &comm, {.threads = 1}));
+    ASSIGN_OR_RETURN(std::vector<float> got, AllLogits(*model, kPrompts[0]));
+    const double error = RelativeError(got, *want);
+    if (!(error < 1e-5)) return absl::InternalError(absl::StrCat("relative error ", error));
+    return absl::OkStatus();
+  });
+  for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
+}
+
 // The identity the column split rests on: a matmul over all columns equals the
 // sum of the matmuls over each rank's column slice, for every weight type, at
 // the default model's shapes (wo: 576 columns, 3 ranks of 192; down: 1536, 3 x 512).
