@@ -1,7 +1,8 @@
 // `splitspec generate --target PATH [--draft PATH | --drafter none|ngram|layerskip:L]
 //     [--prompt TEXT | --prompt-ids 1,2,3] [--max-tokens N] [--temperature T] [--top-k K]
 //     [--top-p P] [--min-p P] [--seed S] [--k K] [--verify greedy|rejection|coupled]
-//     [--samples M] [--threads N] [--draft-threads N] [--sequential] [--ignore-eos] [--json]`
+//     [--samples M] [--threads N] [--draft-threads N] [--sequential] [--ignore-eos] [--json]
+//     [--trace FILE]`
 //
 // Runs the whole speculative pipeline in this process: coordinator, target
 // worker and draft worker as threads talking over inproc:// channels, the same
@@ -14,7 +15,8 @@
 // Each of the M samples uses seed S + sample index. With --json each sample
 // prints one line {"token_ids":[...],"text":"...","stats":{"drafted":..,
 // "verified":..,"accepted":..,"steps":..}} where steps counts verified blocks
-// and tokens the target chose alone.
+// and tokens the target chose alone. --trace FILE writes a Chrome trace-event
+// JSON of the draft and target workers' busy intervals (open in Perfetto).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -22,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/base/trace.h"
 #include "runtime/model/tokenizer_gguf.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/request_client.h"
@@ -51,6 +54,7 @@ struct GenerateFlags {
   bool sequential = false;
   bool ignore_eos = false;
   bool json = false;
+  std::string trace_path;  // --trace FILE: Chrome trace of draft / target busy intervals
 };
 
 absl::Status ParseSampling(const CliArgs& args, GenerateFlags& f) {
@@ -81,7 +85,7 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
                    CliArgs::Parse(argv,
                                   {"target", "draft", "drafter", "prompt", "prompt-ids", "max-tokens", "temperature",
                                    "top-k", "top-p", "min-p", "seed", "k", "verify", "samples", "threads",
-                                   "draft-threads"},
+                                   "draft-threads", "trace"},
                                   {"json", "ignore-eos", "sequential"}));
   GenerateFlags f;
   f.target = args.GetString("target", "");
@@ -120,6 +124,7 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
   f.sequential = args.Has("sequential");
   f.ignore_eos = args.Has("ignore-eos");
   f.json = args.Has("json");
+  f.trace_path = args.GetString("trace", "");
   return f;
 }
 
@@ -146,6 +151,7 @@ absl::Status RunGenerate(const GenerateFlags& f) {
     prompt = tokenizer.Encode(f.prompt, {.add_special = true, .parse_special = true});
     if (prompt.empty()) return absl::InvalidArgumentError("--prompt encodes to no tokens");
   }
+  if (!f.trace_path.empty()) Tracer::Global().Enable();
   InProcessClusterOptions options;
   options.target = target.get();
   options.drafter = drafter.get();
@@ -182,6 +188,7 @@ absl::Status RunGenerate(const GenerateFlags& f) {
     std::fwrite(line.data(), 1, line.size(), stdout);
     std::fflush(stdout);
   }
+  if (!f.trace_path.empty()) RETURN_IF_ERROR(Tracer::Global().WriteChromeJson(f.trace_path));
   return absl::OkStatus();
 }
 

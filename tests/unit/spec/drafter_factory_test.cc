@@ -1,0 +1,74 @@
+#include "runtime/spec/drafter_factory.h"
+
+#include "gtest/gtest.h"
+#include "runtime/model/gguf_reader.h"
+#include "runtime/model/tokenizer_gguf.h"
+#include "tests/unit/model/tiny_model.h"
+
+namespace splitspec::spec {
+namespace {
+
+TEST(DrafterFactoryTest, ParsesEveryName) {
+  EXPECT_EQ(ParseDrafterSpec("none", "")->kind, DrafterSpec::Kind::kNone);
+  EXPECT_EQ(ParseDrafterSpec("ngram", "")->kind, DrafterSpec::Kind::kNgram);
+  auto model = ParseDrafterSpec("model", "/tmp/draft.gguf");
+  ASSERT_TRUE(model.ok());
+  EXPECT_EQ(model->kind, DrafterSpec::Kind::kModel);
+  EXPECT_EQ(model->draft_path, "/tmp/draft.gguf");
+  auto skip = ParseDrafterSpec("layerskip:12", "");
+  ASSERT_TRUE(skip.ok());
+  EXPECT_EQ(skip->kind, DrafterSpec::Kind::kLayerSkip);
+  EXPECT_EQ(skip->layers, 12);
+}
+
+TEST(DrafterFactoryTest, RefusesBadNamesWithTheValue) {
+  EXPECT_NE(ParseDrafterSpec("medusa", "").status().message().find("unknown drafter 'medusa'"), std::string::npos);
+  EXPECT_NE(ParseDrafterSpec("layerskip:0", "").status().message().find("layerskip:0"), std::string::npos);
+  EXPECT_NE(ParseDrafterSpec("layerskip:x", "").status().message().find("positive integer"), std::string::npos);
+  EXPECT_NE(ParseDrafterSpec("model", "").status().message().find("--draft PATH"), std::string::npos);
+}
+
+TEST(DrafterFactoryTest, ModelDraftersNeedTheTargetTokenizer) {
+  auto spec = ParseDrafterSpec("layerskip:1", "");
+  ASSERT_TRUE(spec.ok());
+  auto drafter = MakeDrafter(*spec, "/nonexistent.gguf", nullptr, 100, 1);
+  EXPECT_EQ(drafter.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// layerskip:1 on a 2-layer model drafts from the first layer of the same file.
+TEST(DrafterFactoryTest, LayerSkipDraftsFromTheTargetsOwnFile) {
+  const std::string path = ::testing::TempDir() + "/factory-tiny.gguf";
+  ASSERT_TRUE(model::WriteTinyModel(model::TinyModelOptions{}, path).ok());
+  auto file = model::GgufFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  auto tokenizer = model::LoadTokenizerFromGguf(**file);
+  ASSERT_TRUE(tokenizer.ok());
+  auto spec = ParseDrafterSpec("layerskip:1", "");
+  ASSERT_TRUE(spec.ok());
+  auto drafter = MakeDrafter(*spec, path, &*tokenizer, tokenizer->vocab_size(), 1);
+  ASSERT_TRUE(drafter.ok()) << drafter.status();
+  ASSERT_NE(*drafter, nullptr);
+  const std::vector<int32_t> prompt = {5, 6, 7};
+  ASSERT_TRUE((*drafter)->Start("r", prompt).ok());
+  std::vector<DraftRequest> batch(1);
+  batch[0].request_id = "r";
+  batch[0].context = prompt;
+  batch[0].k = 3;
+  batch[0].mode = VerifyMode::kGreedy;
+  batch[0].params.temperature = 0.0f;
+  ASSERT_TRUE((*drafter)->Propose(absl::MakeSpan(batch)).ok());
+  ASSERT_TRUE(batch[0].status.ok()) << batch[0].status;
+  EXPECT_EQ(batch[0].tokens.size(), 3u);
+
+  auto too_deep = MakeDrafter(*ParseDrafterSpec("layerskip:9", ""), path, &*tokenizer, tokenizer->vocab_size(), 1);
+  EXPECT_FALSE(too_deep.ok());
+}
+
+TEST(DrafterFactoryTest, NoneMakesNoDrafter) {
+  auto drafter = MakeDrafter(*ParseDrafterSpec("none", ""), "", nullptr, 0, 1);
+  ASSERT_TRUE(drafter.ok());
+  EXPECT_EQ(*drafter, nullptr);
+}
+
+}  // namespace
+}  // namespace splitspec::spec
