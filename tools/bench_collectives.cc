@@ -3,7 +3,7 @@
 // measured in the same run.
 //
 //   splitspec_bench_collectives [--model PATH] [--tp 2,3] [--iterations 2000]
-//                               [--decode-tokens 32] [--threads-per-rank 1]
+//                               [--decode-tokens 32] [--threads-per-rank 1] [--synthetic 1]
 //
 // Ranks run as threads of this process (one GlooCommunicator each, TCP on
 // 127.0.0.1, rendezvous through a FileRendezvousStore in a fresh directory).
@@ -23,7 +23,10 @@
 // Per token:  ms/token = decode wall time / tokens;  tokens/s = 1000 / ms;
 // collective ms/token = time rank 0 spent inside collectives / tokens
 // (2 * n_layers + 1 calls per token); compute ms/token = ms/token - collective.
-// A TP size the model cannot be split by is printed with the reason.
+// A TP size the model cannot be split by is printed with the reason. The default
+// model (9 heads, 3 KV heads) cannot be split in 2, so --synthetic (on by
+// default) also runs TP=1 vs TP=2 on a random model with its layer shapes but
+// 8 / 4 heads (written with the tests' tiny-model writer).
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,6 +53,7 @@
 #include "runtime/model/transformer.h"
 #include "runtime/net/file_rendezvous_store.h"
 #include "runtime/net/gloo_communicator.h"
+#include "tests/unit/model/tiny_model.h"
 #include "tools/default_paths.h"
 
 namespace splitspec::tools {
@@ -73,6 +77,7 @@ struct Options {
   int iterations = 2000;
   int decode_tokens = 32;
   int threads_per_rank = 1;
+  bool synthetic = true;  // also TP=1 vs TP=2 on a SmolLM2-shaped model TP=2 can split
 };
 
 // A Communicator that times every call of the one it wraps (benchmark only).
@@ -218,7 +223,9 @@ template <typename Model>
 absl::StatusOr<DecodeResult> Decode(Model& model, int steps, TimedCommunicator* timed) {
   auto cache = model.NewCache();
   model::ForwardOutput out;
-  RETURN_IF_ERROR(model.Forward({{cache.get(), kPrompt, model::LogitsMode::kLast}}, &out));
+  std::vector<int32_t> prompt = kPrompt;
+  for (int32_t& id : prompt) id %= model.config().vocab_size;
+  RETURN_IF_ERROR(model.Forward({{cache.get(), prompt, model::LogitsMode::kLast}}, &out));
   DecodeResult result;
   result.prompt_logits.assign(out.Row(0, 0), out.Row(0, 0) + out.vocab_size);
   const double collective_before = timed ? timed->total_ms : 0;
@@ -246,10 +253,11 @@ absl::StatusOr<DecodeResult> Decode(Model& model, int steps, TimedCommunicator* 
   return result;
 }
 
-absl::Status BenchDecode(const Options& options) {
-  std::printf("\n== Decode, %s ==\n", options.model.c_str());
+absl::Status BenchDecode(const Options& options, const std::string& path,
+                         const std::vector<int>& tp_sizes) {
+  std::printf("\n== Decode, %s ==\n", path.c_str());
   ASSIGN_OR_RETURN(auto single,
-                   model::Transformer::Load(options.model, {.threads = options.threads_per_rank}));
+                   model::Transformer::Load(path, {.threads = options.threads_per_rank}));
   const model::ModelConfig& c = single->config();
   std::printf("  model: %d layers, %d heads, %d KV heads, n_embd %d, n_ff %d, vocab %d\n",
               c.n_layers, c.n_heads, c.n_kv_heads, c.n_embd, c.n_ff, c.vocab_size);
@@ -261,17 +269,17 @@ absl::Status BenchDecode(const Options& options) {
               base.cpu_ms_per_token);
   const int all_threads = static_cast<int>(std::thread::hardware_concurrency());
   if (all_threads > options.threads_per_rank) {  // the same cores used by one process
-    ASSIGN_OR_RETURN(auto wide, model::Transformer::Load(options.model, {.threads = all_threads}));
+    ASSIGN_OR_RETURN(auto wide, model::Transformer::Load(path, {.threads = all_threads}));
     ASSIGN_OR_RETURN(DecodeResult r, Decode(*wide, options.decode_tokens, nullptr));
     std::printf("  TP=1  %d thread(s):            %7.2f ms/token  %7.1f tokens/s\n", all_threads,
                 r.ms_per_token, 1000 / r.ms_per_token);
   }
-  for (int tp : options.tp_sizes) {
+  for (int tp : tp_sizes) {
     std::vector<DecodeResult> results(tp);
     absl::Status s = FirstError(RunGroup(tp, [&](net::Communicator& comm) -> absl::Status {
       TimedCommunicator timed(&comm);
       ASSIGN_OR_RETURN(auto model, model::TensorParallelTransformer::Load(
-                                       options.model, &timed,
+                                       path, &timed,
                                        {.threads = options.threads_per_rank}));
       ASSIGN_OR_RETURN(results[comm.rank()], Decode(*model, options.decode_tokens, &timed));
       return absl::OkStatus();
@@ -311,6 +319,28 @@ absl::Status BenchDecode(const Options& options) {
     }
   }
   return absl::OkStatus();
+}
+
+// The default model's layer stack with 8 query / 4 KV heads instead of 9 / 3, so
+// that TP=2 can split it; random weights, tiny vocabulary (the head is negligible).
+absl::Status BenchSyntheticDecode(const Options& options) {
+  model::TinyModelOptions shape;
+  shape.n_layers = 30;
+  shape.n_embd = 576;
+  shape.n_ff = 1536;
+  shape.n_heads = 8;
+  shape.n_kv_heads = 4;
+  shape.weight_type = kernels::GgmlType::kQ4_1;
+  shape.embedding_type = kernels::GgmlType::kQ8_0;
+  std::string path = "/tmp/splitspec-bench-XXXXXX";
+  if (mkdtemp(path.data()) == nullptr) return absl::UnavailableError("mkdtemp failed");
+  path += "/smollm2-shaped-8-heads.gguf";
+  RETURN_IF_ERROR(model::WriteTinyModel(shape, path));
+  std::printf("\n(synthetic: SmolLM2-135M's 30 Q4_1 layers, n_embd 576, n_ff 1536, but 8 heads / "
+              "4 KV heads of 72, random weights, %d-token vocabulary)", model::TinyModelVocabSize());
+  absl::Status s = BenchDecode(options, path, {2});
+  std::remove(path.c_str());
+  return s;
 }
 
 void PrintMachine(int argc, char** argv) {
@@ -354,6 +384,8 @@ bool ParseOptions(int argc, char** argv, Options* options) {
       if (!absl::SimpleAtoi(value, &options->decode_tokens) || options->decode_tokens < 1) {
         return false;
       }
+    } else if (flag == "--synthetic") {
+      options->synthetic = value != "0" && value != "false";
     } else if (flag == "--threads-per-rank") {
       if (!absl::SimpleAtoi(value, &options->threads_per_rank) || options->threads_per_rank < 1) {
         return false;
@@ -374,12 +406,13 @@ int main(int argc, char** argv) {
   if (!ParseOptions(argc, argv, &options)) {
     std::fprintf(stderr,
                  "usage: splitspec_bench_collectives [--model PATH] [--tp 2,3] "
-                 "[--iterations N] [--decode-tokens N] [--threads-per-rank N]\n");
+                 "[--iterations N] [--decode-tokens N] [--threads-per-rank N] [--synthetic 0|1]\n");
     return 2;
   }
   PrintMachine(argc, argv);
   absl::Status s = BenchCollectives(options);
-  if (s.ok()) s = BenchDecode(options);
+  if (s.ok()) s = BenchDecode(options, options.model, options.tp_sizes);
+  if (s.ok() && options.synthetic) s = BenchSyntheticDecode(options);
   if (!s.ok()) {
     std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
     return 1;
