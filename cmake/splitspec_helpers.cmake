@@ -3,6 +3,8 @@
 #   splitspec_runtime_sources(a.cc b.cc)          adds sources to the one runtime library
 #   splitspec_cc_binary(NAME n SRCS ... DEPS ...)   a service or tool binary
 #   splitspec_cc_test(NAME n SRCS ... DEPS ... LABELS unit|integration|gpu [TIMEOUT s])
+#     (unit-labelled tests are also collected into the target splitspec_unit_tests,
+#      which the sanitizer presets build)
 #
 # Sources are listed explicitly; no GLOB.
 
@@ -36,6 +38,9 @@ function(splitspec_cc_test)
     SPLITSPEC_BIN_DIR="${PROJECT_BINARY_DIR}/bin"
     SPLITSPEC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   set_target_properties(${ARG_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+  if("unit" IN_LIST ARG_LABELS)
+    set_property(GLOBAL APPEND PROPERTY SPLITSPEC_UNIT_TEST_TARGETS ${ARG_NAME})
+  endif()
   gtest_discover_tests(${ARG_NAME}
     DISCOVERY_MODE PRE_TEST
     PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})

@@ -24,7 +24,7 @@ say() { echo "==> $*"; }
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git unzip python3 python3-pip
   libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler libabsl-dev
-  libgloo-dev libgtest-dev libgmock-dev iproute2
+  libgloo-dev libgtest-dev libgmock-dev iproute2 ccache
 )
 STEP="1/3 Debian packages"
 say "[${STEP}] checking ${#PACKAGES[@]} packages"
