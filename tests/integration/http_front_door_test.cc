@@ -1,0 +1,438 @@
+// The HTTP front door end to end: an InProcessCluster (coordinator, target and
+// n-gram draft worker as threads) on a tiny model, the FrontDoor on a free
+// loopback port, and a real HTTP client over a socket. Greedy outputs are
+// compared token for token with the same request sent through a RequestClient.
+#include <atomic>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/http/front_door.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "runtime/model/chat_template.h"
+#include "runtime/model/detokenizer.h"
+#include "runtime/model/gguf_reader.h"
+#include "runtime/model/tokenizer_gguf.h"
+#include "runtime/model/transformer.h"
+#include "runtime/net/request_client.h"
+#include "runtime/spec/ngram_drafter.h"
+#include "tests/unit/coordinator/http/http_test_client.h"
+#include "tests/unit/model/tiny_model.h"
+#include "tools/in_process_cluster.h"
+
+namespace splitspec::coordinator::http {
+namespace {
+
+using google::protobuf::Struct;
+using google::protobuf::Value;
+
+constexpr char kChatML[] =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
+    " + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+// Writes the tiny model with a ChatML chat template; returns its path.
+std::string WriteModel(const std::string& name) {
+  model::TinyModelOptions options;
+  options.weight_type = kernels::GgmlType::kQ8_0;
+  model::GgufWriter writer = model::MakeTinyModel(options);
+  writer.SetString("tokenizer.chat_template", kChatML);
+  const std::string path = ::testing::TempDir() + "/" + name + ".gguf";
+  EXPECT_TRUE(writer.WriteFile(path).ok());
+  return path;
+}
+
+Value ParseJson(const std::string& text) {
+  Value value;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(text, &value).ok()) << text;
+  return value;
+}
+
+const Value& Get(const Value& object, const std::string& key) {
+  static const Value* const kNull = new Value();
+  auto it = object.struct_value().fields().find(key);
+  EXPECT_NE(it, object.struct_value().fields().end()) << "no key " << key;
+  return it == object.struct_value().fields().end() ? *kNull : it->second;
+}
+
+const Value& Choice(const Value& response) { return Get(response, "choices").list_value().values(0); }
+
+// A cluster on the tiny model plus a front door in front of it.
+struct Stack {
+  std::string model_path;
+  std::unique_ptr<model::Transformer> target;
+  std::unique_ptr<spec::NgramDrafter> ngram;
+  std::unique_ptr<tools::InProcessCluster> cluster;
+  std::unique_ptr<FrontDoor> front_door;
+  std::unique_ptr<model::Tokenizer> tokenizer;
+
+  void Start(const std::string& name, tools::InProcessClusterOptions options, const std::string& api_key = "") {
+    model_path = WriteModel(name);
+    auto loaded = model::Transformer::Load(model_path, {.threads = 1});
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    target = *std::move(loaded);
+    ngram = std::make_unique<spec::NgramDrafter>(spec::NgramDrafterConfig{});
+    options.target = target.get();
+    options.drafter = ngram.get();
+    auto started = tools::InProcessCluster::Start(options);
+    ASSERT_TRUE(started.ok()) << started.status();
+    cluster = *std::move(started);
+    ASSERT_NO_FATAL_FAILURE(StartFrontDoor(api_key, &front_door));
+    auto file = model::GgufFile::Open(model_path);
+    ASSERT_TRUE(file.ok());
+    auto tok = model::LoadTokenizerFromGguf(**file);
+    ASSERT_TRUE(tok.ok());
+    tokenizer = std::make_unique<model::Tokenizer>(*std::move(tok));
+  }
+
+  void StartFrontDoor(const std::string& api_key, std::unique_ptr<FrontDoor>* out) {
+    FrontDoorOptions options;
+    options.http.port = 0;
+    options.coordinator_endpoint = cluster->coordinator_endpoint();
+    options.model_path = model_path;
+    options.model_name = "tiny";
+    options.api_key = api_key;
+    auto started = FrontDoor::Start(options);
+    ASSERT_TRUE(started.ok()) << started.status();
+    *out = *std::move(started);
+  }
+
+  // What the cluster generates greedily for `prompt`, decoded, and the token count.
+  std::pair<std::string, int> Expected(const std::vector<int32_t>& prompt, int max_tokens) {
+    auto client = net::RequestClient::Connect(cluster->coordinator_endpoint());
+    EXPECT_TRUE(client.ok());
+    static std::atomic<int> counter{0};
+    proto::SubmitRequest submit;
+    submit.set_request_id(absl::StrCat("expected-", counter.fetch_add(1)));
+    submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
+    submit.mutable_params()->set_temperature(0.0f);
+    submit.mutable_params()->set_top_p(1.0f);
+    submit.mutable_params()->set_max_tokens(max_tokens);
+    for (int32_t id = 0; id < tokenizer->vocab_size(); ++id) {
+      if (tokenizer->IsEndOfGeneration(id)) submit.mutable_params()->add_stop_token_ids(id);
+    }
+    auto result = (*client)->Generate(submit, absl::Minutes(2));
+    EXPECT_TRUE(result.ok()) << result.status();
+    // Decoded as a stream: bytes that never form a character become U+FFFD.
+    model::StreamingDetokenizer detokenizer(tokenizer.get());
+    std::string text;
+    for (int32_t token : result->tokens) text += *detokenizer.Push(token);
+    text += detokenizer.Finish();
+    return {text, static_cast<int>(result->tokens.size())};
+  }
+
+  std::vector<int32_t> ChatPrompt(const std::string& user) {
+    auto chat = model::ChatTemplate::FromSource(kChatML);
+    EXPECT_TRUE(chat.ok());
+    auto text = chat->Apply({{"user", user}}, true);
+    EXPECT_TRUE(text.ok());
+    return tokenizer->Encode(*text, {.add_special = false, .parse_special = true});
+  }
+
+  TestHttpResponse Post(const std::string& path, const std::string& body, const std::string& headers = "") {
+    auto response = HttpRequestOnce(front_door->port(), "POST", path, body, headers);
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.ok() ? *response : TestHttpResponse{};
+  }
+  TestHttpResponse GetPath(const std::string& path, const std::string& headers = "", FrontDoor* door = nullptr) {
+    auto response = HttpRequestOnce((door ? door : front_door.get())->port(), "GET", path, "", headers);
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.ok() ? *response : TestHttpResponse{};
+  }
+};
+
+class HttpFrontDoorTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    stack_ = new Stack();
+    tools::InProcessClusterOptions options;
+    options.router.max_new_tokens = 100;  // below the model's context, to see the coordinator refuse
+    options.router.default_max_new_tokens = 64;
+    stack_->Start("http-front-door", options);
+  }
+  static void TearDownTestSuite() { delete stack_; }
+  void SetUp() override { ASSERT_NE(stack_->front_door, nullptr); }
+
+  static Stack* stack_;
+};
+
+Stack* HttpFrontDoorTest::stack_ = nullptr;
+
+constexpr int kMaxTokens = 16;
+
+TEST_F(HttpFrontDoorTest, CompletionEqualsTheClusterOutputTokenForToken) {
+  const std::string prompt = "Hello world, hello world, hello";
+  const auto [expected, count] =
+      stack_->Expected(stack_->tokenizer->Encode(prompt, {.add_special = true, .parse_special = true}), kMaxTokens);
+  const TestHttpResponse response = stack_->Post(
+      "/v1/completions",
+      absl::StrCat(R"({"model":"tiny","prompt":")", prompt, R"(","max_tokens":)", kMaxTokens, R"(,"temperature":0})"));
+  ASSERT_EQ(response.status, 200) << response.body;
+  EXPECT_EQ(response.Header("content-type"), "application/json");
+  const Value body = ParseJson(response.body);
+  EXPECT_EQ(Get(body, "object").string_value(), "text_completion");
+  EXPECT_EQ(Get(body, "model").string_value(), "tiny");
+  EXPECT_TRUE(absl::StartsWith(Get(body, "id").string_value(), "cmpl-"));
+  EXPECT_EQ(Get(Choice(body), "text").string_value(), expected);
+  EXPECT_EQ(Get(Choice(body), "finish_reason").string_value(), count == kMaxTokens ? "length" : "stop");
+  const Value& usage = Get(body, "usage");
+  EXPECT_EQ(Get(usage, "completion_tokens").number_value(), count);
+  EXPECT_EQ(Get(usage, "prompt_tokens").number_value(),
+            stack_->tokenizer->Encode(prompt, {.add_special = true, .parse_special = true}).size());
+  EXPECT_EQ(Get(usage, "total_tokens").number_value(),
+            Get(usage, "prompt_tokens").number_value() + Get(usage, "completion_tokens").number_value());
+  EXPECT_GE(Get(usage, "verified_tokens").number_value(), Get(usage, "accepted_tokens").number_value());
+  EXPECT_GT(Get(usage, "steps").number_value(), 0);
+  EXPECT_GE(Get(usage, "acceptance_rate").number_value(), 0.0);
+  EXPECT_LE(Get(usage, "acceptance_rate").number_value(), 1.0);
+}
+
+TEST_F(HttpFrontDoorTest, TokenIdPromptAndStreamGiveTheSameText) {
+  const std::vector<int32_t> prompt = {10, 20, 30, 40, 10, 20, 30};
+  const auto [expected, count] = stack_->Expected(prompt, kMaxTokens);
+  const TestHttpResponse response = stack_->Post(
+      "/v1/completions", absl::StrCat(R"({"prompt":[10,20,30,40,10,20,30],"max_tokens":)", kMaxTokens,
+                                      R"(,"temperature":0,"stream":true})"));
+  ASSERT_EQ(response.status, 200) << response.body;
+  EXPECT_EQ(response.Header("content-type"), "text/event-stream");
+  EXPECT_EQ(response.Header("transfer-encoding"), "chunked");
+  const std::vector<std::string> events = SseData(response.body);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string text;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    const Value chunk = ParseJson(events[i]);
+    EXPECT_EQ(Get(chunk, "object").string_value(), "text_completion");
+    text += Get(Choice(chunk), "text").string_value();
+    const bool last = i + 2 == events.size();
+    EXPECT_EQ(Get(Choice(chunk), "finish_reason").kind_case() == Value::kNullValue, !last) << events[i];
+  }
+  EXPECT_EQ(text, expected);
+  const Value last = ParseJson(events[events.size() - 2]);
+  EXPECT_EQ(Get(Get(last, "usage"), "completion_tokens").number_value(), count);
+}
+
+TEST_F(HttpFrontDoorTest, ChatUsesTheModelsTemplateStreamedOrNot) {
+  const auto [expected, count] = stack_->Expected(stack_->ChatPrompt("Say hello"), kMaxTokens);
+  const std::string request =
+      absl::StrCat(R"({"model":"tiny","messages":[{"role":"user","content":"Say hello"}],"max_tokens":)", kMaxTokens,
+                   R"(,"temperature":0)");
+  const TestHttpResponse whole = stack_->Post("/v1/chat/completions", request + "}");
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const Value body = ParseJson(whole.body);
+  EXPECT_EQ(Get(body, "object").string_value(), "chat.completion");
+  EXPECT_EQ(Get(Get(Choice(body), "message"), "role").string_value(), "assistant");
+  EXPECT_EQ(Get(Get(Choice(body), "message"), "content").string_value(), expected);
+  EXPECT_EQ(Get(Get(body, "usage"), "completion_tokens").number_value(), count);
+
+  const TestHttpResponse streamed = stack_->Post("/v1/chat/completions", request + R"(,"stream":true})");
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  const std::vector<std::string> events = SseData(streamed.body);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string text;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    const Value chunk = ParseJson(events[i]);
+    EXPECT_EQ(Get(chunk, "object").string_value(), "chat.completion.chunk");
+    const Value& delta = Get(Choice(chunk), "delta");
+    if (i == 0) EXPECT_EQ(Get(delta, "role").string_value(), "assistant");
+    auto content = delta.struct_value().fields().find("content");
+    if (content != delta.struct_value().fields().end()) text += content->second.string_value();
+  }
+  EXPECT_EQ(text, expected);
+}
+
+TEST_F(HttpFrontDoorTest, StopStringCutsTheTextAndEndsTheRequest) {
+  const std::vector<int32_t> prompt = {5, 6, 7, 5, 6, 7, 5, 6};
+  const auto [expected, count] = stack_->Expected(prompt, 24);
+  // A stop string from the second half of the greedy output: a character that
+  // does not occur before (so the cut is not at the start), on a character boundary.
+  auto char_end = [&](size_t at) {
+    size_t end = at + 1;
+    while (end < expected.size() && (static_cast<unsigned char>(expected[end]) & 0xC0) == 0x80) ++end;
+    return end;
+  };
+  std::string stop;
+  for (size_t at = expected.size() / 2; at < expected.size() && stop.empty(); at = char_end(at)) {
+    if ((static_cast<unsigned char>(expected[at]) & 0xC0) == 0x80) continue;
+    const std::string c = expected.substr(at, char_end(at) - at);
+    if (expected.find(c) == at) stop = c;
+  }
+  if (stop.empty()) stop = expected.substr(expected.size() / 2, char_end(expected.size() / 2) - expected.size() / 2);
+  ASSERT_FALSE(stop.empty()) << "the greedy output is too short for this test: '" << expected << "'";
+  const std::string cut = expected.substr(0, expected.find(stop));
+  Struct request;
+  google::protobuf::util::JsonStringToMessage(R"({"prompt":[5,6,7,5,6,7,5,6],"max_tokens":24,"temperature":0})",
+                                              &request);
+  (*request.mutable_fields())["stop"].set_string_value(stop);
+  for (bool stream : {false, true}) {
+    (*request.mutable_fields())["stream"].set_bool_value(stream);
+    std::string json;  // MessageToJsonString appends
+    google::protobuf::util::MessageToJsonString(request, &json);
+    const TestHttpResponse response = stack_->Post("/v1/completions", json);
+    ASSERT_EQ(response.status, 200) << response.body;
+    std::string text;
+    std::string finish;
+    if (!stream) {
+      const Value body = ParseJson(response.body);
+      text = Get(Choice(body), "text").string_value();
+      finish = Get(Choice(body), "finish_reason").string_value();
+    } else {
+      const std::vector<std::string> events = SseData(response.body);
+      ASSERT_GE(events.size(), 2u);
+      for (size_t i = 0; i + 1 < events.size(); ++i) {
+        const Value chunk = ParseJson(events[i]);
+        text += Get(Choice(chunk), "text").string_value();
+        if (Get(Choice(chunk), "finish_reason").has_string_value()) finish = Get(Choice(chunk), "finish_reason").string_value();
+      }
+    }
+    EXPECT_EQ(text, cut) << "stream=" << stream << " stop='" << stop << "'";
+    EXPECT_EQ(finish, "stop");
+  }
+}
+
+TEST_F(HttpFrontDoorTest, MalformedJsonIs400WithTheReason) {
+  const TestHttpResponse response = stack_->Post("/v1/completions", R"({"prompt": "x",)");
+  EXPECT_EQ(response.status, 400);
+  const Value body = ParseJson(response.body);
+  const Value& error = Get(body, "error");
+  EXPECT_TRUE(absl::StartsWith(Get(error, "message").string_value(), "malformed JSON body: "))
+      << Get(error, "message").string_value();
+  EXPECT_EQ(Get(error, "type").string_value(), "invalid_request_error");
+}
+
+TEST_F(HttpFrontDoorTest, BadParametersAre400NamingTheField) {
+  TestHttpResponse response = stack_->Post("/v1/completions", R"({"prompt":"x","n":3})");
+  EXPECT_EQ(response.status, 400);
+  EXPECT_EQ(Get(Get(ParseJson(response.body), "error"), "param").string_value(), "n");
+  response = stack_->Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"temperature":"warm"})");
+  EXPECT_EQ(response.status, 400);
+  EXPECT_EQ(Get(Get(ParseJson(response.body), "error"), "message").string_value(),
+            "'temperature' must be a number, got a string");
+  response = stack_->Post("/v1/completions", R"({"prompt":"x","model":"gpt-4"})");
+  EXPECT_EQ(response.status, 404);
+  EXPECT_EQ(Get(Get(ParseJson(response.body), "error"), "param").string_value(), "model");
+}
+
+TEST_F(HttpFrontDoorTest, PromptOverTheContextIs400) {
+  std::vector<std::string> ids(600, "65");
+  const TestHttpResponse response =
+      stack_->Post("/v1/completions", absl::StrCat(R"({"prompt":[)", absl::StrJoin(ids, ","), "]}"));
+  EXPECT_EQ(response.status, 400);
+  EXPECT_TRUE(absl::StrContains(Get(Get(ParseJson(response.body), "error"), "message").string_value(),
+                                "maximum context length is 512 tokens; the request has 600 prompt tokens"))
+      << response.body;
+}
+
+TEST_F(HttpFrontDoorTest, CoordinatorRefusalMapsTo400) {
+  // Within the model's context but over the coordinator's max_new_tokens (100 here).
+  const TestHttpResponse response = stack_->Post("/v1/completions", R"({"prompt":[1,2],"max_tokens":200})");
+  EXPECT_EQ(response.status, 400) << response.body;
+  EXPECT_EQ(Get(Get(ParseJson(response.body), "error"), "message").string_value(),
+            "max_tokens 200 exceeds the limit 100");
+}
+
+TEST_F(HttpFrontDoorTest, ModelsHealthAndMetrics) {
+  TestHttpResponse response = stack_->GetPath("/v1/models");
+  ASSERT_EQ(response.status, 200);
+  EXPECT_EQ(Get(Get(ParseJson(response.body), "data").list_value().values(0), "id").string_value(), "tiny");
+  response = stack_->GetPath("/health");
+  EXPECT_EQ(response.status, 200);
+  EXPECT_EQ(response.body, R"({"status":"ok","target_workers_alive":1,"draft_workers_alive":1})");
+  response = stack_->GetPath("/metrics");
+  ASSERT_EQ(response.status, 200);
+  EXPECT_TRUE(absl::StartsWith(response.Header("content-type"), "text/plain; version=0.0.4"));
+  EXPECT_TRUE(absl::StrContains(response.body, "splitspec_coordinator_up 1\n")) << response.body;
+  EXPECT_TRUE(absl::StrContains(response.body, "role=\"target\",state=\"alive\"} 1\n")) << response.body;
+  EXPECT_TRUE(absl::StrContains(response.body, "role=\"draft\",state=\"alive\"} 1\n")) << response.body;
+  EXPECT_TRUE(absl::StrContains(response.body, "splitspec_time_to_first_token_seconds_count"));
+}
+
+TEST_F(HttpFrontDoorTest, UnknownRoutesAndMethods) {
+  TestHttpResponse response = stack_->GetPath("/v2/nothing");
+  EXPECT_EQ(response.status, 404);
+  EXPECT_EQ(Get(Get(ParseJson(response.body), "error"), "message").string_value(), "no route for GET /v2/nothing");
+  response = stack_->GetPath("/v1/completions");
+  EXPECT_EQ(response.status, 405);
+  EXPECT_EQ(response.Header("allow"), "POST");
+}
+
+TEST_F(HttpFrontDoorTest, ApiKeyGuardsTheV1Routes) {
+  std::unique_ptr<FrontDoor> guarded;
+  ASSERT_NO_FATAL_FAILURE(stack_->StartFrontDoor("s3cret", &guarded));
+  EXPECT_EQ(stack_->GetPath("/v1/models", "", guarded.get()).status, 401);
+  EXPECT_EQ(stack_->GetPath("/v1/models", "Authorization: Bearer wrong\r\n", guarded.get()).status, 401);
+  EXPECT_EQ(stack_->GetPath("/v1/models", "Authorization: Bearer s3cret\r\n", guarded.get()).status, 200);
+  EXPECT_EQ(stack_->GetPath("/health", "", guarded.get()).status, 200);
+}
+
+TEST(HttpFrontDoorHealthTest, NoTargetWorkerMeans503) {
+  CoordinatorOptions options;
+  options.control_endpoint = "inproc://http-front-door-empty";
+  auto service = CoordinatorService::Create(options);
+  ASSERT_TRUE(service.ok()) << service.status();
+  std::atomic<bool> stop{false};
+  std::thread thread([&] { (void)(*service)->Run(stop); });
+  FrontDoorOptions front_options;
+  front_options.http.port = 0;
+  front_options.coordinator_endpoint = options.control_endpoint;
+  front_options.model_path = WriteModel("http-front-door-empty");
+  auto front_door = FrontDoor::Start(front_options);
+  ASSERT_TRUE(front_door.ok()) << front_door.status();
+  auto response = HttpRequestOnce((*front_door)->port(), "GET", "/health");
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->status, 503);
+  EXPECT_EQ(response->Header("retry-after"), "1");
+  EXPECT_EQ(Get(Get(ParseJson(response->body), "error"), "message").string_value(), "no target worker is alive");
+  front_door->reset();
+  stop.store(true);
+  thread.join();
+}
+
+// The draft worker is killed (but never declared dead) and the target waits
+// an hour for its blocks, so a request stays in flight until it is cancelled.
+// The target serves one request at a time: a follow-up succeeds only if the
+// cancellation released the first request's slot and KV at the target.
+TEST(HttpFrontDoorDisconnectTest, ClientDisconnectCancelsAndFreesTheTarget) {
+  tools::InProcessClusterOptions options;
+  options.target_engine.max_requests = 1;
+  options.target_engine.block_wait = absl::Hours(1);
+  options.membership.suspect_after_missed = 1000000;
+  options.membership.dead_after_missed = 2000000;
+  Stack stack;
+  ASSERT_NO_FATAL_FAILURE(stack.Start("http-front-door-disconnect", options));
+  stack.cluster->KillDraftWorker();
+
+  auto connection = TestHttpConnection::Connect(stack.front_door->port());
+  ASSERT_TRUE(connection.ok());
+  const std::string body = R"({"prompt":[10,20,30],"max_tokens":64,"temperature":0,"stream":true})";
+  ASSERT_TRUE((*connection)
+                  ->Send(absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ", body.size(),
+                                      "\r\n\r\n", body))
+                  .ok());
+  // The target holds the request: a second one is refused (429, target full).
+  TestHttpResponse busy;
+  for (int attempt = 0; attempt < 100000; ++attempt) {  // until the first request reached the target
+    busy = stack.Post("/v1/completions", R"({"prompt":[1,2],"max_tokens":2,"temperature":0,"drafter":"none"})");
+    if (busy.status != 200) break;
+  }
+  EXPECT_EQ(busy.status, 429) << busy.body;
+  EXPECT_FALSE(busy.Header("retry-after").empty());
+
+  connection->reset();  // the client goes away mid-request
+  std::string metrics;
+  do {
+    metrics = stack.GetPath("/metrics").body;
+  } while (!absl::StrContains(metrics, "splitspec_requests_total{outcome=\"cancelled\"} 1\n"));
+  EXPECT_TRUE(absl::StrContains(metrics, "splitspec_num_requests_running 0\n")) << metrics;
+
+  const TestHttpResponse after =
+      stack.Post("/v1/completions", R"({"prompt":[1,2],"max_tokens":2,"temperature":0,"drafter":"none"})");
+  EXPECT_EQ(after.status, 200) << after.body;
+}
+
+}  // namespace
+}  // namespace splitspec::coordinator::http
