@@ -41,9 +41,9 @@ ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads))
 
 ThreadPool::~ThreadPool() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     shutdown_ = true;
-    work_cv_.SignalAll();
+    work_cv_.NotifyAll();
   }
   for (std::thread& w : workers_) w.join();
 }
@@ -55,7 +55,7 @@ void ThreadPool::Drain(uint64_t generation, int thread) {
   const absl::FunctionRef<void(int64_t, int)>* fn;
   int64_t num_tasks;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (generation_ != generation) return;  // that loop is over
     fn = fn_;
     num_tasks = num_tasks_.load(std::memory_order_relaxed);
@@ -69,8 +69,8 @@ void ThreadPool::Drain(uint64_t generation, int thread) {
     if (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel)) continue;
     (*fn)(task, thread);
     if (tasks_done_.fetch_add(1, std::memory_order_acq_rel) + 1 == num_tasks) {
-      absl::MutexLock lock(&mu_);
-      done_cv_.SignalAll();
+      MutexLock lock(&mu_);
+      done_cv_.NotifyAll();
     }
     claim = claim_.load(std::memory_order_acquire);
   }
@@ -83,26 +83,26 @@ void ThreadPool::ParallelFor(int64_t num_tasks,
     for (int64_t t = 0; t < num_tasks; ++t) fn(t, 0);
     return;
   }
-  absl::MutexLock call_lock(&call_mu_);
+  MutexLock call_lock(&call_mu_);
   uint64_t generation;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     generation = ++generation_ & ((uint64_t{1} << (64 - kTaskBits)) - 1);
     generation_ = generation;
     fn_ = &fn;
     num_tasks_.store(num_tasks, std::memory_order_relaxed);
     tasks_done_.store(0, std::memory_order_relaxed);
     claim_.store(generation << kTaskBits, std::memory_order_release);
-    work_cv_.SignalAll();
+    work_cv_.NotifyAll();
   }
   Drain(generation, 0);
   // Tasks claimed by workers may still be running; wait for them only.
   auto all_done = [&] { return tasks_done_.load(std::memory_order_acquire) == num_tasks; };
   if (!PollFor(all_done)) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     while (!all_done()) done_cv_.Wait(&mu_);
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   fn_ = nullptr;
 }
 
@@ -117,7 +117,7 @@ void ThreadPool::WorkerMain(int thread) {
     });
     uint64_t generation;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       while (!shutdown_ && generation_ == seen) work_cv_.Wait(&mu_);
       if (shutdown_) return;
       generation = generation_;

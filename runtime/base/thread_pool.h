@@ -35,7 +35,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
-#include "absl/synchronization/mutex.h"
+#include "runtime/base/mutex.h"
 
 namespace splitspec {
 
@@ -69,13 +69,13 @@ class ThreadPool {
   const int num_threads_;
   std::vector<std::thread> workers_;
 
-  absl::Mutex call_mu_;  // serializes ParallelFor callers
+  Mutex call_mu_;  // serializes ParallelFor callers
 
   // The loop being run. fn_ and num_tasks_ are written by ParallelFor under mu_
   // before the generation is published in claim_, and read by workers under mu_.
-  absl::Mutex mu_;
-  absl::CondVar work_cv_;  // signalled when a loop starts or on shutdown
-  absl::CondVar done_cv_;  // signalled when the last task of a loop finishes
+  Mutex mu_;
+  CondVar work_cv_;  // signalled when a loop starts or on shutdown
+  CondVar done_cv_;  // signalled when the last task of a loop finishes
   const absl::FunctionRef<void(int64_t, int)>* fn_ ABSL_GUARDED_BY(mu_) = nullptr;
   // Size of the loop: set under mu_ before claim_ is published; read under mu_ by
   // Drain, and without the lock only as a polling hint.

@@ -131,7 +131,7 @@ void BpeModel::Encode(std::string_view text, std::vector<TokenId>* out) const {
   for (const std::string& raw_word : pre_.Split(text)) {
     const std::string word = BytesToBpeText(raw_word);
     {
-      absl::MutexLock lock(&cache_mu_);
+      MutexLock lock(&cache_mu_);
       auto it = cache_.find(word);
       if (it != cache_.end()) {
         out->insert(out->end(), it->second.begin(), it->second.end());
@@ -140,7 +140,7 @@ void BpeModel::Encode(std::string_view text, std::vector<TokenId>* out) const {
     }
     std::vector<TokenId> ids = EncodeWord(word);
     out->insert(out->end(), ids.begin(), ids.end());
-    absl::MutexLock lock(&cache_mu_);
+    MutexLock lock(&cache_mu_);
     if (cache_.size() >= kMaxCachedWords) cache_.clear();
     cache_.emplace(word, std::move(ids));
   }

@@ -29,7 +29,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "runtime/base/mutex.h"
 #include "runtime/model/pretokenizer.h"
 #include "runtime/model/tokenizer_vocab.h"
 
@@ -63,7 +63,7 @@ class BpeModel {
   absl::flat_hash_map<std::string, TokenId> token_ids_;
   absl::flat_hash_map<std::string, int> ranks_;  // key: "left right"
 
-  mutable absl::Mutex cache_mu_;
+  mutable Mutex cache_mu_;
   // State below is protected by cache_mu_.
   mutable absl::flat_hash_map<std::string, std::vector<TokenId>> cache_
       ABSL_GUARDED_BY(cache_mu_);
