@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""The HTTP front door driven by the official `openai` Python client.
+
+Usage: openai_client_test.py FIXTURE_BINARY
+The fixture (http_front_door_fixture) runs a tiny-model cluster with the front
+door and prints its port. Exits 77 (skipped, for CTest) when the `openai`
+package is not installed.
+"""
+import subprocess
+import sys
+import tempfile
+import unittest
+
+try:
+    import openai
+except ImportError:
+    print("SKIPPED: the 'openai' Python package is not installed (pip install openai)")
+    sys.exit(77)
+
+FIXTURE = None
+PORT = None
+
+
+class OpenAiClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.client = openai.OpenAI(base_url=f"http://127.0.0.1:{PORT}/v1", api_key="unused")
+
+    def complete(self, **kwargs):
+        return self.client.completions.create(model="tiny", max_tokens=12, temperature=0, **kwargs)
+
+    def chat(self, **kwargs):
+        return self.client.chat.completions.create(
+            model="tiny", messages=[{"role": "user", "content": "Say hi"}], max_tokens=12, temperature=0, **kwargs)
+
+    def test_models_list_the_served_model(self):
+        self.assertEqual([m.id for m in self.client.models.list()], ["tiny"])
+
+    def test_completion_streamed_or_not_gives_the_same_text(self):
+        whole = self.complete(prompt="Hello world, hello")
+        self.assertEqual(whole.object, "text_completion")
+        self.assertIn(whole.choices[0].finish_reason, ("stop", "length"))
+        self.assertLessEqual(whole.usage.completion_tokens, 12)
+        extra = whole.usage.model_dump()
+        for field in ("drafted_tokens", "verified_tokens", "accepted_tokens", "acceptance_rate", "steps"):
+            self.assertIn(field, extra)
+        streamed = "".join(chunk.choices[0].text for chunk in self.complete(prompt="Hello world, hello", stream=True)
+                           if chunk.choices)
+        self.assertEqual(streamed, whole.choices[0].text)
+
+    def test_chat_streamed_or_not_gives_the_same_text(self):
+        whole = self.chat()
+        self.assertEqual(whole.choices[0].message.role, "assistant")
+        streamed = "".join(chunk.choices[0].delta.content or "" for chunk in self.chat(stream=True) if chunk.choices)
+        self.assertEqual(streamed, whole.choices[0].message.content)
+
+    def test_n_above_one_is_a_bad_request_naming_n(self):
+        with self.assertRaises(openai.BadRequestError) as raised:
+            self.complete(prompt="x", n=2)
+        self.assertIn("'n' must be 1", str(raised.exception))
+
+
+def main():
+    global FIXTURE, PORT
+    if len(sys.argv) != 2:
+        print(__doc__)
+        return 2
+    with tempfile.TemporaryDirectory() as model_dir:
+        fixture = subprocess.Popen([sys.argv[1], model_dir], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            line = fixture.stdout.readline().split()
+            if len(line) != 2 or line[0] != "port":
+                print("the fixture did not start")
+                return 1
+            PORT = int(line[1])
+            result = unittest.main(argv=[sys.argv[0]], exit=False).result
+            return 0 if result.wasSuccessful() else 1
+        finally:
+            fixture.stdin.close()
+            fixture.wait(timeout=60)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
