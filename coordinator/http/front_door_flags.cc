@@ -1,0 +1,37 @@
+#include "coordinator/http/front_door_flags.h"
+
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
+
+namespace splitspec::coordinator::http {
+
+absl::StatusOr<std::optional<FrontDoorOptions>> FrontDoorOptionsFromFlags(const tools::CliArgs& args,
+                                                                          const std::string& coordinator_endpoint) {
+  if (!args.Has("http")) return std::nullopt;
+  FrontDoorOptions options;
+  const std::string address = args.GetString("http", "");
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || colon == 0 || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
+    return absl::InvalidArgumentError(absl::StrCat("--http '", address, "' must be HOST:PORT, e.g. 127.0.0.1:8000"));
+  }
+  options.http.host = address.substr(0, colon);
+  options.http.port = port;
+  options.model_path = args.GetString("model", "");
+  if (options.model_path.empty()) return absl::InvalidArgumentError("--http needs --model PATH (the target's GGUF)");
+  options.model_name = args.GetString("model-name", "");
+  const char* env_key = std::getenv("SPLITSPEC_API_KEY");
+  options.api_key = args.GetString("api-key", env_key != nullptr ? env_key : "");
+  ASSIGN_OR_RETURN(int64_t max_connections, args.GetInt("http-max-connections", options.http.max_connections));
+  ASSIGN_OR_RETURN(int64_t max_in_flight, args.GetInt("http-max-in-flight", options.max_in_flight));
+  options.http.max_connections = static_cast<int>(max_connections);
+  options.max_in_flight = static_cast<int>(max_in_flight);
+  options.coordinator_endpoint = coordinator_endpoint;
+  RETURN_IF_ERROR(options.Validate());
+  return options;
+}
+
+}  // namespace splitspec::coordinator::http

@@ -1,0 +1,62 @@
+// The front door's command-line flags.
+#include "coordinator/http/front_door_flags.h"
+
+#include <cstdlib>
+
+#include "gtest/gtest.h"
+
+namespace splitspec::coordinator::http {
+namespace {
+
+absl::StatusOr<std::optional<FrontDoorOptions>> Parse(const std::vector<std::string>& argv) {
+  const std::set<std::string> known(kFrontDoorFlags.begin(), kFrontDoorFlags.end());
+  absl::StatusOr<tools::CliArgs> args = tools::CliArgs::Parse(argv, known);
+  if (!args.ok()) return args.status();
+  return FrontDoorOptionsFromFlags(*args, "tcp://127.0.0.1:5555");
+}
+
+TEST(FrontDoorFlagsTest, NoHttpFlagMeansNoFrontDoor) {
+  auto options = Parse({});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_FALSE(options->has_value());
+}
+
+TEST(FrontDoorFlagsTest, ReadsEveryFlag) {
+  auto options = Parse({"--http", "0.0.0.0:8080", "--model", "/m.gguf", "--model-name", "smol", "--api-key", "k",
+                        "--http-max-connections", "10", "--http-max-in-flight", "3"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  ASSERT_TRUE(options->has_value());
+  const FrontDoorOptions& o = **options;
+  EXPECT_EQ(o.http.host, "0.0.0.0");
+  EXPECT_EQ(o.http.port, 8080);
+  EXPECT_EQ(o.model_path, "/m.gguf");
+  EXPECT_EQ(o.model_name, "smol");
+  EXPECT_EQ(o.api_key, "k");
+  EXPECT_EQ(o.http.max_connections, 10);
+  EXPECT_EQ(o.max_in_flight, 3);
+  EXPECT_EQ(o.coordinator_endpoint, "tcp://127.0.0.1:5555");
+}
+
+TEST(FrontDoorFlagsTest, ApiKeyDefaultsToTheEnvironment) {
+  setenv("SPLITSPEC_API_KEY", "from-env", 1);
+  auto options = Parse({"--http", "127.0.0.1:8000", "--model", "/m.gguf"});
+  unsetenv("SPLITSPEC_API_KEY");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ((*options)->api_key, "from-env");
+  EXPECT_EQ((*options)->http.host, "127.0.0.1");
+}
+
+TEST(FrontDoorFlagsTest, BadFlagsAreRefusedNamingThem) {
+  auto no_port = Parse({"--http", "localhost", "--model", "/m.gguf"});
+  ASSERT_FALSE(no_port.ok());
+  EXPECT_EQ(no_port.status().message(), "--http 'localhost' must be HOST:PORT, e.g. 127.0.0.1:8000");
+  auto no_model = Parse({"--http", "127.0.0.1:8000"});
+  ASSERT_FALSE(no_model.ok());
+  EXPECT_EQ(no_model.status().message(), "--http needs --model PATH (the target's GGUF)");
+  auto bad_port = Parse({"--http", "127.0.0.1:70000", "--model", "/m.gguf"});
+  ASSERT_FALSE(bad_port.ok());
+  EXPECT_EQ(bad_port.status().message(), "port 70000 outside [0, 65535]");
+}
+
+}  // namespace
+}  // namespace splitspec::coordinator::http
