@@ -3,18 +3,27 @@
 // Thread model: one control thread (main) owns the control ROUTER socket and
 // the membership table; it receives, handles and replies to every message and
 // sweeps liveness several times per heartbeat interval. No other thread
-// touches coordinator state. (The HTTP front door and request routing arrive
-// with later issues and will document their threads here.)
+// touches coordinator state. With --http, the OpenAI-compatible front door
+// (coordinator/http/front_door.cc) adds two threads: its HTTP I/O thread and a
+// bridge thread that talks to this coordinator over the control channel like
+// any client; they share no state with the control thread.
 //
 // Flags: --control ENDPOINT (default tcp://127.0.0.1:5555; "tcp://127.0.0.1:*"
 // picks a free port), --endpoint-file PATH (write the bound endpoint there),
-// --heartbeat-ms N (500), --suspect-after N (2), --dead-after N (5).
+// --heartbeat-ms N (500), --suspect-after N (2), --dead-after N (5); HTTP front
+// door: --http HOST:PORT --model PATH [--model-name NAME] [--api-key KEY]
+// (see coordinator/http/front_door_flags.h).
 #include <cstdio>
 #include <fstream>
+#include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "coordinator/coordinator_service.h"
+#include "coordinator/http/front_door.h"
+#include "coordinator/http/front_door_flags.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/shutdown.h"
 #include "runtime/base/status_macros.h"
@@ -23,10 +32,12 @@
 namespace {
 
 absl::StatusOr<splitspec::coordinator::CoordinatorOptions> ParseOptions(const std::vector<std::string>& args,
-                                                                         std::string* endpoint_file) {
-  ASSIGN_OR_RETURN(splitspec::tools::CliArgs parsed,
-                   splitspec::tools::CliArgs::Parse(
-                       args, {"control", "endpoint-file", "heartbeat-ms", "suspect-after", "dead-after"}));
+                                                                         std::string* endpoint_file,
+                                                                         splitspec::tools::CliArgs* parsed_out) {
+  std::set<std::string> known = {"control", "endpoint-file", "heartbeat-ms", "suspect-after", "dead-after"};
+  known.insert(splitspec::coordinator::http::kFrontDoorFlags.begin(), splitspec::coordinator::http::kFrontDoorFlags.end());
+  ASSIGN_OR_RETURN(splitspec::tools::CliArgs parsed, splitspec::tools::CliArgs::Parse(args, known));
+  *parsed_out = parsed;
   splitspec::coordinator::CoordinatorOptions options;
   options.control_endpoint = parsed.GetString("control", options.control_endpoint);
   *endpoint_file = parsed.GetString("endpoint-file", "");
@@ -57,10 +68,17 @@ absl::Status WriteEndpointFile(const std::string& path, const std::string& endpo
 
 int main(int argc, char** argv) {
   std::string endpoint_file;
+  splitspec::tools::CliArgs args;
   absl::StatusOr<splitspec::coordinator::CoordinatorOptions> options =
-      ParseOptions(std::vector<std::string>(argv + 1, argv + argc), &endpoint_file);
+      ParseOptions(std::vector<std::string>(argv + 1, argv + argc), &endpoint_file, &args);
   if (!options.ok()) {
     std::fprintf(stderr, "splitspec-coordinator: %s\n", std::string(options.status().message()).c_str());
+    return 2;
+  }
+  // Checked before binding anything; the endpoint is set once it is resolved.
+  auto http = splitspec::coordinator::http::FrontDoorOptionsFromFlags(args, options->control_endpoint);
+  if (!http.ok()) {
+    std::fprintf(stderr, "splitspec-coordinator: %s\n", std::string(http.status().message()).c_str());
     return 2;
   }
   splitspec::InstallShutdownHandlers();
@@ -76,6 +94,16 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "splitspec-coordinator: %s\n", std::string(written.message()).c_str());
       return 1;
     }
+  }
+  std::unique_ptr<splitspec::coordinator::http::FrontDoor> front_door;
+  if (http->has_value()) {
+    (*http)->coordinator_endpoint = (*service)->control_endpoint();
+    auto started = splitspec::coordinator::http::FrontDoor::Start(**http);
+    if (!started.ok()) {
+      std::fprintf(stderr, "splitspec-coordinator: %s\n", std::string(started.status().message()).c_str());
+      return 1;
+    }
+    front_door = *std::move(started);
   }
   absl::Status status = (*service)->Run(splitspec::ShutdownRequested());
   if (!status.ok()) {
