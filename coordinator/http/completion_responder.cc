@@ -94,7 +94,9 @@ void CompletionResponder::Complete(absl::string_view finish_reason) {
   }
   const bool first = !started_;
   StartStream();
-  std::string events = SseEvent(CompletionChunkJson(context_.identity, tail, first, finish_reason, usage));
+  std::string events = SseEvent(CompletionChunkJson(context_.identity, tail, first, finish_reason,
+                                                    context_.include_usage ? std::nullopt : std::optional(usage)));
+  if (context_.include_usage) events += SseEvent(UsageChunkJson(context_.identity, usage));
   events += SseDone();
   context_.server->StreamWrite(context_.exchange, std::move(events));
   context_.server->EndStream(context_.exchange);

@@ -4,6 +4,10 @@
 // strings (completion_text.h), fills usage with the speculation stats, and
 // records the request's metrics.
 //
+// Usage of a stream: in the last chunk (with finish_reason), or, when the
+// client set stream_options.include_usage, in a usage-only chunk after it
+// (OpenAI's form).
+//
 // Streams start (status 200 and headers) with the first text, so a request the
 // coordinator refuses still gets its real HTTP status (400, 429 + Retry-After,
 // 503) and OpenAI error object. An error after the stream started is sent as a
@@ -30,6 +34,7 @@ struct ResponderContext {
   ExchangeId exchange = 0;
   ResponseIdentity identity;
   bool stream = false;
+  bool include_usage = false;              // stream_options.include_usage: a last usage-only chunk
   int prompt_tokens = 0;
   int retry_after_seconds = 1;             // for 429 / 503
   absl::Time received_at = absl::Now();    // when the HTTP request arrived

@@ -185,6 +185,7 @@ void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRe
   context.identity = {kind, absl::StrCat(kind == CompletionRequest::kChat ? "chatcmpl-" : "cmpl-", RequestIdFor(id)),
                       UnixNow(), model_name_};
   context.stream = request->stream;
+  context.include_usage = request->stream && request->include_usage;
   context.prompt_tokens = static_cast<int>(prompt->size());
   context.retry_after_seconds = options_.http.retry_after_seconds;
   context.metrics = &metrics_;

@@ -102,6 +102,17 @@ std::string CompletionChunkJson(const ResponseIdentity& identity, absl::string_v
   return w.Take();
 }
 
+std::string UsageChunkJson(const ResponseIdentity& identity, const CompletionUsage& usage) {
+  JsonWriter w;
+  w.BeginObject();
+  WriteHeader(identity, IsChat(identity) ? "chat.completion.chunk" : "text_completion", w);
+  w.Key("choices").BeginArray().EndArray();
+  w.Key("usage");
+  WriteUsage(usage, w);
+  w.EndObject();
+  return w.Take();
+}
+
 std::string ModelsJson(absl::string_view model, int64_t created) {
   JsonWriter w;
   w.BeginObject().Key("object").String("list").Key("data").BeginArray().BeginObject();

@@ -51,6 +51,10 @@ std::string CompletionChunkJson(const ResponseIdentity& identity, absl::string_v
                                 std::optional<absl::string_view> finish_reason,
                                 const std::optional<CompletionUsage>& usage);
 
+// The usage-only chunk OpenAI sends last when stream_options.include_usage is
+// set: "choices" is empty.
+std::string UsageChunkJson(const ResponseIdentity& identity, const CompletionUsage& usage);
+
 // {"object":"list","data":[{"id":model,"object":"model","created":..,"owned_by":"splitspec"}]}
 std::string ModelsJson(absl::string_view model, int64_t created);
 

@@ -247,6 +247,23 @@ TEST_F(HttpFrontDoorTest, ChatUsesTheModelsTemplateStreamedOrNot) {
   EXPECT_EQ(text, expected);
 }
 
+TEST_F(HttpFrontDoorTest, IncludeUsageSendsAUsageOnlyChunkLast) {
+  const auto [expected, count] = stack_->Expected({10, 20, 30}, kMaxTokens);
+  const TestHttpResponse response = stack_->Post(
+      "/v1/completions", absl::StrCat(R"({"prompt":[10,20,30],"max_tokens":)", kMaxTokens,
+                                      R"(,"temperature":0,"stream":true,"stream_options":{"include_usage":true}})"));
+  ASSERT_EQ(response.status, 200) << response.body;
+  const std::vector<std::string> events = SseData(response.body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  const Value usage_chunk = ParseJson(events[events.size() - 2]);
+  EXPECT_EQ(Get(usage_chunk, "choices").list_value().values_size(), 0);
+  EXPECT_EQ(Get(Get(usage_chunk, "usage"), "completion_tokens").number_value(), count);
+  const Value finish_chunk = ParseJson(events[events.size() - 3]);
+  EXPECT_TRUE(Get(Choice(finish_chunk), "finish_reason").has_string_value());
+  EXPECT_EQ(finish_chunk.struct_value().fields().count("usage"), 0u);
+}
+
 TEST_F(HttpFrontDoorTest, StopStringCutsTheTextAndEndsTheRequest) {
   const std::vector<int32_t> prompt = {5, 6, 7, 5, 6, 7, 5, 6};
   const auto [expected, count] = stack_->Expected(prompt, 24);

@@ -48,6 +48,11 @@ class OpenAiClientTest(unittest.TestCase):
                            if chunk.choices)
         self.assertEqual(streamed, whole.choices[0].text)
 
+    def test_stream_include_usage_ends_with_a_usage_chunk(self):
+        chunks = list(self.complete(prompt="Hello", stream=True, stream_options={"include_usage": True}))
+        self.assertEqual(chunks[-1].choices, [])
+        self.assertGreater(chunks[-1].usage.completion_tokens, 0)
+
     def test_chat_streamed_or_not_gives_the_same_text(self):
         whole = self.chat()
         self.assertEqual(whole.choices[0].message.role, "assistant")

@@ -56,6 +56,13 @@ TEST(OpenAiResponseTest, CompletionChunk) {
             R"("logprobs":null,"finish_reason":null}]})");
 }
 
+TEST(OpenAiResponseTest, UsageOnlyChunkHasNoChoices) {
+  const ResponseIdentity id{CompletionRequest::kChat, "c", 7, "m"};
+  EXPECT_EQ(UsageChunkJson(id, Usage()),
+            std::string(R"({"id":"c","object":"chat.completion.chunk","created":7,"model":"m","choices":[],)") +
+                kUsageJson + "}");
+}
+
 TEST(OpenAiResponseTest, ErrorObjectAndModels) {
   EXPECT_EQ(ErrorJson(400, "'n' must be 1", "n"),
             R"({"error":{"message":"'n' must be 1","type":"invalid_request_error","param":"n","code":null}})");
