@@ -6,8 +6,7 @@
 
 namespace splitspec::coordinator::http {
 
-HttpResponse ErrorResponse(int status, const std::string& message, const std::string& param,
-                           int retry_after_seconds) {
+HttpResponse ErrorResponse(int status, const std::string& message, const std::string& param, int retry_after_seconds) {
   HttpResponse response = HttpResponse::Json(status, ErrorJson(status, message, param));
   if (status == 429 || status == 503) response.headers.push_back({"Retry-After", absl::StrCat(retry_after_seconds)});
   if (status == 401) response.headers.push_back({"WWW-Authenticate", "Bearer"});
@@ -37,8 +36,7 @@ bool CompletionResponder::OnTokens(const std::vector<int32_t>& tokens, const pro
     if (text_.stopped()) break;
   }
   const absl::Time now = absl::Now();
-  context_.metrics->ObserveTokens(text_.tokens() - before, absl::ToDoubleSeconds(now - last_tokens_at_),
-                                  before == 0);
+  context_.metrics->ObserveTokens(text_.tokens() - before, absl::ToDoubleSeconds(now - last_tokens_at_), before == 0);
   last_tokens_at_ = now;
   if (context_.stream) SendText(delta);
   if (text_.stopped()) {
@@ -76,8 +74,8 @@ void CompletionResponder::SendText(const std::string& text) {
   if (text.empty() && started_) return;
   const bool first = !started_;
   StartStream();
-  context_.server->StreamWrite(context_.exchange,
-                               SseEvent(CompletionChunkJson(context_.identity, text, first, std::nullopt, std::nullopt)));
+  context_.server->StreamWrite(
+      context_.exchange, SseEvent(CompletionChunkJson(context_.identity, text, first, std::nullopt, std::nullopt)));
 }
 
 void CompletionResponder::Complete(absl::string_view finish_reason) {
@@ -88,8 +86,9 @@ void CompletionResponder::Complete(absl::string_view finish_reason) {
   context_.metrics->RecordOutcome(finish_reason == "length" ? RequestOutcome::kLength : RequestOutcome::kStop);
   context_.metrics->ObserveFinished(absl::ToDoubleSeconds(absl::Now() - context_.received_at), stats_);
   if (!context_.stream) {
-    context_.server->Respond(context_.exchange,
-                             HttpResponse::Json(200, CompletionJson(context_.identity, text_.emitted(), finish_reason, usage)));
+    context_.server->Respond(
+        context_.exchange,
+        HttpResponse::Json(200, CompletionJson(context_.identity, text_.emitted(), finish_reason, usage)));
     return;
   }
   const bool first = !started_;

@@ -30,15 +30,15 @@
 namespace splitspec::coordinator::http {
 
 struct ResponderContext {
-  HttpServer* server = nullptr;            // outlives the responder
+  HttpServer* server = nullptr;  // outlives the responder
   ExchangeId exchange = 0;
   ResponseIdentity identity;
   bool stream = false;
-  bool include_usage = false;              // stream_options.include_usage: a last usage-only chunk
+  bool include_usage = false;  // stream_options.include_usage: a last usage-only chunk
   int prompt_tokens = 0;
-  int retry_after_seconds = 1;             // for 429 / 503
-  absl::Time received_at = absl::Now();    // when the HTTP request arrived
-  FrontDoorMetrics* metrics = nullptr;     // outlives the responder
+  int retry_after_seconds = 1;           // for 429 / 503
+  absl::Time received_at = absl::Now();  // when the HTTP request arrived
+  FrontDoorMetrics* metrics = nullptr;   // outlives the responder
 };
 
 class CompletionResponder : public GenerationSink {

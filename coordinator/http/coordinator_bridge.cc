@@ -2,7 +2,6 @@
 
 #include <sys/eventfd.h>
 #include <unistd.h>
-
 #include <zmq.h>
 
 #include "absl/strings/str_cat.h"
@@ -28,9 +27,9 @@ GenerationOutcome Unavailable(const std::string& message) {
 absl::StatusOr<std::unique_ptr<CoordinatorBridge>> CoordinatorBridge::Start(const std::string& coordinator_endpoint,
                                                                             BridgeOptions options) {
   static std::atomic<int> counter{0};
-  ASSIGN_OR_RETURN(std::unique_ptr<net::Channel> channel,
-                   net::ConnectChannel(coordinator_endpoint,
-                                       absl::StrCat("http-", getpid(), "-", counter.fetch_add(1))));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<net::Channel> channel,
+      net::ConnectChannel(coordinator_endpoint, absl::StrCat("http-", getpid(), "-", counter.fetch_add(1))));
   const int wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd < 0) return absl::UnavailableError("eventfd for the coordinator bridge failed");
   std::unique_ptr<CoordinatorBridge> bridge(new CoordinatorBridge(std::move(channel), options, wake_fd));
@@ -51,9 +50,13 @@ void CoordinatorBridge::Submit(proto::SubmitRequest submit, std::unique_ptr<Gene
   Enqueue(std::move(job));
 }
 
-void CoordinatorBridge::Cancel(const std::string& request_id) { Enqueue(Job{Job::kCancel, {}, nullptr, request_id, {}}); }
+void CoordinatorBridge::Cancel(const std::string& request_id) {
+  Enqueue(Job{Job::kCancel, {}, nullptr, request_id, {}});
+}
 
-void CoordinatorBridge::QueryStatus(StatusCallback done) { Enqueue(Job{Job::kStatus, {}, nullptr, {}, std::move(done)}); }
+void CoordinatorBridge::QueryStatus(StatusCallback done) {
+  Enqueue(Job{Job::kStatus, {}, nullptr, {}, std::move(done)});
+}
 
 void CoordinatorBridge::Enqueue(Job job) {
   {

@@ -94,10 +94,10 @@ class CoordinatorBridge {
   struct Job {
     enum Kind { kSubmit, kCancel, kStatus };
     Kind kind;
-    proto::SubmitRequest submit;              // kSubmit
-    std::unique_ptr<GenerationSink> sink;     // kSubmit
-    std::string request_id;                   // kCancel
-    StatusCallback done;                      // kStatus
+    proto::SubmitRequest submit;           // kSubmit
+    std::unique_ptr<GenerationSink> sink;  // kSubmit
+    std::string request_id;                // kCancel
+    StatusCallback done;                   // kStatus
   };
   struct Pending {
     std::unique_ptr<GenerationSink> sink;

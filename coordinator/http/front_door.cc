@@ -86,7 +86,8 @@ absl::Status FrontDoor::LoadModel() {
     return absl::InvalidArgumentError(absl::StrCat("tokenizer of ", path, ": ", tokenizer.status().message()));
   }
   auto config = model::ReadModelConfig(**file);
-  if (!config.ok()) return absl::InvalidArgumentError(absl::StrCat("config of ", path, ": ", config.status().message()));
+  if (!config.ok())
+    return absl::InvalidArgumentError(absl::StrCat("config of ", path, ": ", config.status().message()));
   context_length_ = config->context_length;
   tokenizer_.emplace(*std::move(tokenizer));
   for (int32_t id = 0; id < tokenizer_->vocab_size(); ++id) {
@@ -113,8 +114,8 @@ void FrontDoor::OnRequest(HttpServer& server, ExchangeId id, HttpRequest request
   const bool post = request.method == "POST";
   const bool get = request.method == "GET";
   auto wrong_method = [&](const char* allowed) {
-    HttpResponse response =
-        ErrorResponse(405, absl::StrCat("method ", request.method, " is not allowed on ", path, " (use ", allowed, ")"));
+    HttpResponse response = ErrorResponse(
+        405, absl::StrCat("method ", request.method, " is not allowed on ", path, " (use ", allowed, ")"));
     response.headers.push_back({"Allow", allowed});
     Reply(server, id, std::move(response));
   };
@@ -164,13 +165,17 @@ void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRe
   }
   if (!request->model.empty() && request->model != model_name_) {
     metrics_.RecordOutcome(RequestOutcome::kRejected);
-    return Reply(server, id, ErrorResponse(404, absl::StrCat("model '", request->model, "' is not served here (this server serves '",
-                                                             model_name_, "')"), "model"));
+    return Reply(server, id,
+                 ErrorResponse(404,
+                               absl::StrCat("model '", request->model, "' is not served here (this server serves '",
+                                            model_name_, "')"),
+                               "model"));
   }
   if (metrics_.running() >= options_.max_in_flight) {
     metrics_.RecordOutcome(RequestOutcome::kRejected);
-    return Reply(server, id, ErrorResponse(429, absl::StrCat("too many requests in flight (limit ", options_.max_in_flight, ")"),
-                                           "", options_.http.retry_after_seconds));
+    return Reply(server, id,
+                 ErrorResponse(429, absl::StrCat("too many requests in flight (limit ", options_.max_in_flight, ")"),
+                               "", options_.http.retry_after_seconds));
   }
   absl::StatusOr<std::vector<int32_t>> prompt = PromptTokens(*request);
   absl::Status fits = prompt.ok() ? CheckFits(*request, prompt->size()) : prompt.status();
@@ -200,7 +205,8 @@ absl::StatusOr<std::vector<int32_t>> FrontDoor::PromptTokens(const CompletionReq
     ASSIGN_OR_RETURN(std::string text, chat_template_->Apply(request.messages, /*add_generation_prompt=*/true));
     return tokenizer_->Encode(text, {.add_special = false, .parse_special = true});
   }
-  if (request.prompt_text) return tokenizer_->Encode(*request.prompt_text, {.add_special = true, .parse_special = true});
+  if (request.prompt_text)
+    return tokenizer_->Encode(*request.prompt_text, {.add_special = true, .parse_special = true});
   for (size_t i = 0; i < request.prompt_tokens.size(); ++i) {
     if (request.prompt_tokens[i] >= tokenizer_->vocab_size()) {
       return absl::InvalidArgumentError(absl::StrCat("'prompt' token id ", request.prompt_tokens[i], " at index ", i,
@@ -225,8 +231,8 @@ absl::Status FrontDoor::CheckFits(const CompletionRequest& request, size_t promp
 void FrontDoor::HandleHealth(HttpServer& server, ExchangeId id) {
   bridge_->QueryStatus([this, &server, id](absl::StatusOr<proto::StatusReply> status) {
     if (!status.ok()) {
-      return Reply(server, id, ErrorResponse(503, std::string(status.status().message()), "",
-                                             options_.http.retry_after_seconds));
+      return Reply(server, id,
+                   ErrorResponse(503, std::string(status.status().message()), "", options_.http.retry_after_seconds));
     }
     int targets = 0;
     int drafts = 0;
@@ -238,8 +244,9 @@ void FrontDoor::HandleHealth(HttpServer& server, ExchangeId id) {
     if (targets == 0) {
       return Reply(server, id, ErrorResponse(503, "no target worker is alive", "", options_.http.retry_after_seconds));
     }
-    Reply(server, id, HttpResponse::Json(200, absl::StrCat(R"({"status":"ok","target_workers_alive":)", targets,
-                                                           R"(,"draft_workers_alive":)", drafts, "}")));
+    Reply(server, id,
+          HttpResponse::Json(200, absl::StrCat(R"({"status":"ok","target_workers_alive":)", targets,
+                                               R"(,"draft_workers_alive":)", drafts, "}")));
   });
 }
 

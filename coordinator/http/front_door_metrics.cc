@@ -6,8 +6,8 @@ namespace splitspec::coordinator::http {
 namespace {
 
 std::vector<double> LatencyBounds() {
-  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
-          0.75,  1.0,    2.5,   5.0,  7.5,   10.0, 20.0,  40.0, 80.0};
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,  0.15, 0.2,  0.3,
+          0.4,   0.5,    0.75,  1.0,  2.5,   5.0,  7.5,   10.0, 20.0, 40.0, 80.0};
 }
 
 void Header(const std::string& name, const std::string& type, const std::string& help, std::string* out) {
@@ -18,30 +18,43 @@ void Sample(const std::string& name, double value, std::string* out) { absl::Str
 
 const char* OutcomeName(RequestOutcome outcome) {
   switch (outcome) {
-    case RequestOutcome::kStop: return "stop";
-    case RequestOutcome::kLength: return "length";
-    case RequestOutcome::kCancelled: return "cancelled";
-    case RequestOutcome::kRejected: return "rejected";
-    case RequestOutcome::kFailed: return "failed";
+    case RequestOutcome::kStop:
+      return "stop";
+    case RequestOutcome::kLength:
+      return "length";
+    case RequestOutcome::kCancelled:
+      return "cancelled";
+    case RequestOutcome::kRejected:
+      return "rejected";
+    case RequestOutcome::kFailed:
+      return "failed";
   }
   return "failed";
 }
 
 const char* RoleName(proto::Role role) {
   switch (role) {
-    case proto::ROLE_TARGET_WORKER: return "target";
-    case proto::ROLE_DRAFT_WORKER: return "draft";
-    default: return "other";
+    case proto::ROLE_TARGET_WORKER:
+      return "target";
+    case proto::ROLE_DRAFT_WORKER:
+      return "draft";
+    default:
+      return "other";
   }
 }
 
 const char* StateName(proto::MemberState state) {
   switch (state) {
-    case proto::MEMBER_STATE_ALIVE: return "alive";
-    case proto::MEMBER_STATE_SUSPECT: return "suspect";
-    case proto::MEMBER_STATE_DEAD: return "dead";
-    case proto::MEMBER_STATE_LEFT: return "left";
-    default: return "unknown";
+    case proto::MEMBER_STATE_ALIVE:
+      return "alive";
+    case proto::MEMBER_STATE_SUSPECT:
+      return "suspect";
+    case proto::MEMBER_STATE_DEAD:
+      return "dead";
+    case proto::MEMBER_STATE_LEFT:
+      return "left";
+    default:
+      return "unknown";
   }
 }
 
@@ -63,8 +76,8 @@ void RenderWorkers(const proto::StatusReply& status, std::string* out) {
     Header(s.name, "gauge", s.help, out);
     for (const proto::MemberStatus& member : status.members()) {
       absl::StrAppend(out, s.name, "{worker_id=\"", member.worker_id(), "\",worker_name=\"",
-                      PrometheusLabelValue(member.worker_name()), "\",role=\"", RoleName(member.role()),
-                      "\",state=\"", StateName(member.state()), "\"} ", s.value(member), "\n");
+                      PrometheusLabelValue(member.worker_name()), "\",role=\"", RoleName(member.role()), "\",state=\"",
+                      StateName(member.state()), "\"} ", s.value(member), "\n");
     }
   }
 }

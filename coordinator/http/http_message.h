@@ -10,20 +10,21 @@
 #define SPLITSPEC_COORDINATOR_HTTP_HTTP_MESSAGE_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
+
+#include "absl/strings/string_view.h"
 
 namespace splitspec::coordinator::http {
 
 using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 
 struct HttpRequest {
-  std::string method;   // "GET", "POST", ... (case as sent; methods are case-sensitive)
-  std::string target;   // request-target as sent, e.g. "/v1/models?x=1"
-  std::string path;     // target without the query string
+  std::string method;     // "GET", "POST", ... (case as sent; methods are case-sensitive)
+  std::string target;     // request-target as sent, e.g. "/v1/models?x=1"
+  std::string path;       // target without the query string
   int version_minor = 1;  // HTTP/1.<minor>; only 1.0 and 1.1 are accepted
-  HttpHeaders headers;  // names as sent, values trimmed of surrounding blanks
+  HttpHeaders headers;    // names as sent, values trimmed of surrounding blanks
   std::string body;
 
   // The first header named `name` (ASCII case-insensitive), or nullptr.

@@ -17,8 +17,21 @@ namespace {
 bool IsTokenChar(char c) {
   if (absl::ascii_isalnum(static_cast<unsigned char>(c))) return true;
   switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
-    case '-': case '.': case '^': case '_': case '`': case '|': case '~':
+    case '!':
+    case '#':
+    case '$':
+    case '%':
+    case '&':
+    case '\'':
+    case '*':
+    case '+':
+    case '-':
+    case '.':
+    case '^':
+    case '_':
+    case '`':
+    case '|':
+    case '~':
       return true;
     default:
       return false;
@@ -70,8 +83,8 @@ std::optional<HttpParseResult> ParseRequestLine(absl::string_view line, HttpRequ
     if (!IsTargetChar(c)) return Error(400, "request target contains a control character or space");
   }
   const absl::string_view version = parts[2];
-  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || !absl::ascii_isdigit(version[5]) ||
-      version[6] != '.' || !absl::ascii_isdigit(version[7])) {
+  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || !absl::ascii_isdigit(version[5]) || version[6] != '.' ||
+      !absl::ascii_isdigit(version[7])) {
     return Error(400, absl::StrCat("malformed HTTP version '", absl::CEscape(version), "'"));
   }
   if (version[5] != '1' || (version[7] != '0' && version[7] != '1')) {
@@ -111,8 +124,8 @@ std::optional<HttpParseResult> BodyLength(const HttpRequest& request, const Http
     }
     if (!absl::EqualsIgnoreCase(name, "Content-Length")) continue;
     uint64_t parsed = 0;
-    const bool digits = !value.empty() && std::all_of(value.begin(), value.end(),
-                                                      [](char c) { return absl::ascii_isdigit(c); });
+    const bool digits =
+        !value.empty() && std::all_of(value.begin(), value.end(), [](char c) { return absl::ascii_isdigit(c); });
     if (!digits || !absl::SimpleAtoi(value, &parsed)) {
       return Error(400, absl::StrCat("malformed Content-Length '", absl::CEscape(value), "'"));
     }
@@ -138,8 +151,8 @@ HttpParseResult ParseHttpRequest(absl::string_view buffer, const HttpLimits& lim
   }
   const size_t head_size = head_end + 4;
   if (head_size > limits.max_header_bytes) {
-    return Error(431, absl::StrCat("header section of ", head_size, " bytes exceeds the limit of ",
-                                   limits.max_header_bytes));
+    return Error(
+        431, absl::StrCat("header section of ", head_size, " bytes exceeds the limit of ", limits.max_header_bytes));
   }
   HttpParseResult result;
   HttpRequest& request = result.request;

@@ -26,24 +26,24 @@
 
 #include <cstddef>
 #include <string>
-#include "absl/strings/string_view.h"
 
+#include "absl/strings/string_view.h"
 #include "coordinator/http/http_message.h"
 
 namespace splitspec::coordinator::http {
 
 struct HttpLimits {
-  size_t max_header_bytes = 16 * 1024;       // request line + headers + blank line
-  size_t max_headers = 100;                  // header fields
-  size_t max_body_bytes = 8 * 1024 * 1024;   // Content-Length
+  size_t max_header_bytes = 16 * 1024;      // request line + headers + blank line
+  size_t max_headers = 100;                 // header fields
+  size_t max_body_bytes = 8 * 1024 * 1024;  // Content-Length
 };
 
 struct HttpParseResult {
   enum Kind { kIncomplete, kRequest, kError };
   Kind kind = kIncomplete;
-  HttpRequest request;    // kRequest
-  size_t consumed = 0;    // kRequest: bytes of `buffer` this request took
-  int error_status = 0;   // kError
+  HttpRequest request;   // kRequest
+  size_t consumed = 0;   // kRequest: bytes of `buffer` this request took
+  int error_status = 0;  // kError
   std::string error_reason;
 };
 

@@ -20,14 +20,14 @@ struct HttpServer::Connection {
   int fd = -1;
   std::string in;
   std::string out;
-  ExchangeId exchange = 0;     // the unfinished exchange, 0 if none
-  bool keep_alive = true;      // of the current exchange
-  bool chunked = false;        // the current stream uses chunked coding
+  ExchangeId exchange = 0;  // the unfinished exchange, 0 if none
+  bool keep_alive = true;   // of the current exchange
+  bool chunked = false;     // the current stream uses chunked coding
   bool close_after_write = false;
   absl::Time last_activity = absl::Now();
   absl::Time request_started = absl::InfiniteFuture();  // first byte of a pending request
-  bool registered = false;     // with epoll
-  uint32_t interest = 0;       // epoll events asked for
+  bool registered = false;                              // with epoll
+  uint32_t interest = 0;                                // epoll events asked for
 };
 
 absl::Status HttpServerOptions::Validate() const {
@@ -40,11 +40,9 @@ absl::Status HttpServerOptions::Validate() const {
   return absl::OkStatus();
 }
 
-HttpServer::HttpServer(const HttpServerOptions& options, HttpHandler* handler)
-    : options_(options), handler_(handler) {}
+HttpServer::HttpServer(const HttpServerOptions& options, HttpHandler* handler) : options_(options), handler_(handler) {}
 
-absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
-                                                               HttpHandler* handler) {
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options, HttpHandler* handler) {
   if (absl::Status valid = options.Validate(); !valid.ok()) return valid;
   std::unique_ptr<HttpServer> server(new HttpServer(options, handler));
   if (absl::Status listening = server->Listen(); !listening.ok()) return listening;
@@ -82,7 +80,8 @@ absl::Status HttpServer::Listen() {
   if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     return absl::UnavailableError(absl::StrCat("cannot bind ", address, ": ", strerror(errno)));
   }
-  if (listen(listen_fd_, 128) != 0) return absl::UnavailableError(absl::StrCat("listen on ", address, ": ", strerror(errno)));
+  if (listen(listen_fd_, 128) != 0)
+    return absl::UnavailableError(absl::StrCat("listen on ", address, ": ", strerror(errno)));
   socklen_t len = sizeof(addr);
   getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
   port_ = ntohs(addr.sin_port);
@@ -104,9 +103,7 @@ void HttpServer::Respond(ExchangeId id, HttpResponse response) {
 void HttpServer::BeginStream(ExchangeId id, HttpResponse head) {
   Post(Action{Action::kBeginStream, id, std::move(head), {}});
 }
-void HttpServer::StreamWrite(ExchangeId id, std::string data) {
-  Post(Action{Action::kWrite, id, {}, std::move(data)});
-}
+void HttpServer::StreamWrite(ExchangeId id, std::string data) { Post(Action{Action::kWrite, id, {}, std::move(data)}); }
 void HttpServer::EndStream(ExchangeId id) { Post(Action{Action::kEnd, id, {}, {}}); }
 
 HttpServerCounters HttpServer::counters() const {
@@ -339,8 +336,9 @@ void HttpServer::Sweep() {
     Connection& connection = *slot;
     if (connection.exchange != 0 || connection.close_after_write) continue;
     if (now - connection.request_started > options_.request_timeout) {
-      RefuseWith(connection, 408, absl::StrCat("request not received completely within ",
-                                               absl::FormatDuration(options_.request_timeout)));
+      RefuseWith(
+          connection, 408,
+          absl::StrCat("request not received completely within ", absl::FormatDuration(options_.request_timeout)));
     } else if (connection.in.empty() && now - connection.last_activity > options_.idle_timeout) {
       Close(connection);
     }

@@ -27,12 +27,18 @@ absl::Status FieldError(absl::string_view field, absl::string_view message) {
 
 absl::string_view KindName(const Value& value) {
   switch (value.kind_case()) {
-    case Value::kNumberValue: return "a number";
-    case Value::kStringValue: return "a string";
-    case Value::kBoolValue: return "a boolean";
-    case Value::kStructValue: return "an object";
-    case Value::kListValue: return "an array";
-    default: return "null";
+    case Value::kNumberValue:
+      return "a number";
+    case Value::kStringValue:
+      return "a string";
+    case Value::kBoolValue:
+      return "a boolean";
+    case Value::kStructValue:
+      return "an object";
+    case Value::kListValue:
+      return "an array";
+    default:
+      return "null";
   }
 }
 
@@ -89,18 +95,20 @@ absl::Status ReadPrompt(const Struct& body, CompletionRequest* request) {
     for (int i = 0; i < list.values_size(); ++i) {
       const Value& item = list.values(i);
       if (item.kind_case() != Value::kNumberValue) {
-        return FieldError("prompt", absl::StrCat("must be a string, one string in an array, or an array of token ids;",
-                                                 " element ", i, " is ", KindName(item),
-                                                 " (batched prompts are not supported)"));
+        return FieldError(
+            "prompt", absl::StrCat("must be a string, one string in an array, or an array of token ids;", " element ",
+                                   i, " is ", KindName(item), " (batched prompts are not supported)"));
       }
       ASSIGN_OR_RETURN(int64_t id, AsInteger(absl::StrCat("prompt[", i, "]"), item));
-      if (id < 0 || id > INT32_MAX) return FieldError("prompt", absl::StrCat("token id ", id, " at index ", i, " is negative or too large"));
+      if (id < 0 || id > INT32_MAX)
+        return FieldError("prompt", absl::StrCat("token id ", id, " at index ", i, " is negative or too large"));
       request->prompt_tokens.push_back(static_cast<int32_t>(id));
     }
   } else {
     return WrongType("prompt", "a string or an array of token ids", *prompt);
   }
-  if ((request->prompt_text && request->prompt_text->empty()) || (!request->prompt_text && request->prompt_tokens.empty())) {
+  if ((request->prompt_text && request->prompt_text->empty()) ||
+      (!request->prompt_text && request->prompt_tokens.empty())) {
     return FieldError("prompt", "must not be empty");
   }
   return absl::OkStatus();
@@ -112,7 +120,8 @@ absl::StatusOr<std::string> ReadContent(int index, const Struct& message) {
   const Value* content = Find(message, "content");
   if (content == nullptr) return std::string();
   if (content->kind_case() == Value::kStringValue) return content->string_value();
-  if (content->kind_case() != Value::kListValue) return WrongType(field, "a string or an array of text parts", *content);
+  if (content->kind_case() != Value::kListValue)
+    return WrongType(field, "a string or an array of text parts", *content);
   std::string text;
   for (const Value& part : content->list_value().values()) {
     if (part.kind_case() != Value::kStructValue) return WrongType(field, "an array of text parts", part);
@@ -134,7 +143,8 @@ absl::Status ReadMessages(const Struct& body, CompletionRequest* request) {
   if (messages->list_value().values_size() == 0) return FieldError("messages", "must not be empty");
   int index = 0;
   for (const Value& item : messages->list_value().values()) {
-    if (item.kind_case() != Value::kStructValue) return WrongType(absl::StrCat("messages[", index, "]"), "an object", item);
+    if (item.kind_case() != Value::kStructValue)
+      return WrongType(absl::StrCat("messages[", index, "]"), "an object", item);
     const Value* role = Find(item.struct_value(), "role");
     if (role == nullptr) return FieldError(absl::StrCat("messages[", index, "].role"), "is required");
     ASSIGN_OR_RETURN(std::string role_name, AsString(absl::StrCat("messages[", index, "].role"), *role));
@@ -173,7 +183,8 @@ absl::Status ReadMaxTokens(const Struct& body, CompletionRequest* request) {
     const Value* value = Find(body, field);
     if (value == nullptr) continue;
     ASSIGN_OR_RETURN(int64_t max_tokens, AsInteger(field, *value));
-    if (max_tokens < 1 || max_tokens > UINT32_MAX) return FieldError(field, absl::StrCat("must be at least 1, got ", max_tokens));
+    if (max_tokens < 1 || max_tokens > UINT32_MAX)
+      return FieldError(field, absl::StrCat("must be at least 1, got ", max_tokens));
     request->max_tokens = static_cast<uint32_t>(max_tokens);
   }
   return absl::OkStatus();
@@ -185,7 +196,8 @@ absl::Status ReadSampling(const Struct& body, CompletionRequest* request) {
   RETURN_IF_ERROR(ReadNumber(body, "min_p", 0.0, 1.0, false, &request->min_p));
   if (const Value* top_k = Find(body, "top_k")) {
     ASSIGN_OR_RETURN(int64_t k, AsInteger("top_k", *top_k));
-    if (k < -1 || k > INT32_MAX) return FieldError("top_k", absl::StrCat("must be -1 (off), 0 (off) or positive, got ", k));
+    if (k < -1 || k > INT32_MAX)
+      return FieldError("top_k", absl::StrCat("must be -1 (off), 0 (off) or positive, got ", k));
     request->top_k = k < 0 ? 0 : static_cast<int32_t>(k);
   }
   if (const Value* seed = Find(body, "seed")) {
@@ -198,7 +210,8 @@ absl::Status ReadSampling(const Struct& body, CompletionRequest* request) {
 absl::Status ReadFlags(const Struct& body, CompletionRequest* request) {
   if (const Value* n = Find(body, "n")) {
     ASSIGN_OR_RETURN(int64_t count, AsInteger("n", *n));
-    if (count != 1) return FieldError("n", absl::StrCat("must be 1 (one choice per request is supported), got ", count));
+    if (count != 1)
+      return FieldError("n", absl::StrCat("must be 1 (one choice per request is supported), got ", count));
   }
   if (const Value* best_of = Find(body, "best_of")) {
     ASSIGN_OR_RETURN(int64_t count, AsInteger("best_of", *best_of));
@@ -217,7 +230,8 @@ absl::Status ReadFlags(const Struct& body, CompletionRequest* request) {
   if (const Value* options = Find(body, "stream_options")) {
     if (options->kind_case() != Value::kStructValue) return WrongType("stream_options", "an object", *options);
     if (const Value* usage = Find(options->struct_value(), "include_usage")) {
-      if (usage->kind_case() != Value::kBoolValue) return WrongType("stream_options.include_usage", "a boolean", *usage);
+      if (usage->kind_case() != Value::kBoolValue)
+        return WrongType("stream_options.include_usage", "a boolean", *usage);
       request->include_usage = usage->bool_value();
     }
   }
@@ -228,8 +242,8 @@ absl::Status ReadFlags(const Struct& body, CompletionRequest* request) {
 
 absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json, CompletionRequest::Kind kind) {
   Value root;
-  const auto parsed = google::protobuf::util::JsonStringToMessage(
-      google::protobuf::StringPiece(json.data(), json.size()), &root);
+  const auto parsed =
+      google::protobuf::util::JsonStringToMessage(google::protobuf::StringPiece(json.data(), json.size()), &root);
   if (!parsed.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("malformed JSON body: ", std::string(parsed.message())));
   }

@@ -29,11 +29,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "proto/splitspec.pb.h"
 #include "runtime/model/chat_template.h"
@@ -43,20 +43,20 @@ namespace splitspec::coordinator::http {
 struct CompletionRequest {
   enum Kind { kCompletion, kChat };
   Kind kind = kCompletion;
-  std::string model;                          // as sent; "" if absent
-  std::optional<std::string> prompt_text;     // completions: a text prompt
-  std::vector<int32_t> prompt_tokens;         // completions: a token-id prompt
-  std::vector<model::ChatMessage> messages;   // chat
-  uint32_t max_tokens = 0;                    // 0: the coordinator's default
-  float temperature = 1.0f;                   // OpenAI's default
+  std::string model;                         // as sent; "" if absent
+  std::optional<std::string> prompt_text;    // completions: a text prompt
+  std::vector<int32_t> prompt_tokens;        // completions: a token-id prompt
+  std::vector<model::ChatMessage> messages;  // chat
+  uint32_t max_tokens = 0;                   // 0: the coordinator's default
+  float temperature = 1.0f;                  // OpenAI's default
   float top_p = 1.0f;
   int32_t top_k = 0;
   float min_p = 0.0f;
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   bool stream = false;
-  bool include_usage = false;                 // stream_options.include_usage
-  std::string drafter;                        // extension; "" = cluster default
+  bool include_usage = false;  // stream_options.include_usage
+  std::string drafter;         // extension; "" = cluster default
 };
 
 absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json, CompletionRequest::Kind kind);

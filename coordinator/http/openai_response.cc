@@ -24,18 +24,24 @@ void WriteUsage(const CompletionUsage& usage, JsonWriter& w) {
   w.Key("verified_tokens").Int(static_cast<int64_t>(stats.verified()));
   w.Key("accepted_tokens").Int(static_cast<int64_t>(stats.accepted()));
   w.Key("acceptance_rate")
-      .Double(stats.verified() == 0 ? 0.0 : static_cast<double>(stats.accepted()) / static_cast<double>(stats.verified()));
+      .Double(stats.verified() == 0 ? 0.0
+                                    : static_cast<double>(stats.accepted()) / static_cast<double>(stats.verified()));
   w.Key("steps").Int(static_cast<int64_t>(stats.steps()));
   w.EndObject();
 }
 
 absl::string_view ErrorType(int status) {
   switch (status) {
-    case 401: return "authentication_error";
-    case 404: return "not_found_error";
-    case 429: return "rate_limit_error";
-    case 503: return "service_unavailable_error";
-    default: return status < 500 ? "invalid_request_error" : "server_error";
+    case 401:
+      return "authentication_error";
+    case 404:
+      return "not_found_error";
+    case 429:
+      return "rate_limit_error";
+    case 503:
+      return "service_unavailable_error";
+    default:
+      return status < 500 ? "invalid_request_error" : "server_error";
   }
 }
 
@@ -43,10 +49,14 @@ absl::string_view ErrorType(int status) {
 
 absl::string_view FinishReasonName(proto::FinishReason reason) {
   switch (reason) {
-    case proto::FINISH_REASON_STOP: return "stop";
-    case proto::FINISH_REASON_LENGTH: return "length";
-    case proto::FINISH_REASON_CANCELLED: return "cancelled";
-    default: return "error";
+    case proto::FINISH_REASON_STOP:
+      return "stop";
+    case proto::FINISH_REASON_LENGTH:
+      return "length";
+    case proto::FINISH_REASON_CANCELLED:
+      return "cancelled";
+    default:
+      return "error";
   }
 }
 
@@ -143,11 +153,16 @@ std::string ErrorJson(int http_status, absl::string_view message, absl::string_v
 
 int HttpStatusForError(proto::ErrorCode code) {
   switch (code) {
-    case proto::ERROR_CODE_INVALID_ARGUMENT: return 400;
-    case proto::ERROR_CODE_RESOURCE_EXHAUSTED: return 429;
-    case proto::ERROR_CODE_NOT_FOUND: return 404;
-    case proto::ERROR_CODE_UNAVAILABLE: return 503;
-    default: return 500;
+    case proto::ERROR_CODE_INVALID_ARGUMENT:
+      return 400;
+    case proto::ERROR_CODE_RESOURCE_EXHAUSTED:
+      return 429;
+    case proto::ERROR_CODE_NOT_FOUND:
+      return 404;
+    case proto::ERROR_CODE_UNAVAILABLE:
+      return 503;
+    default:
+      return 500;
   }
 }
 

@@ -17,8 +17,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 
+#include "absl/strings/string_view.h"
 #include "coordinator/http/openai_request.h"
 #include "proto/splitspec.pb.h"
 

@@ -9,6 +9,7 @@
 #define SPLITSPEC_COORDINATOR_HTTP_SSE_H_
 
 #include <string>
+
 #include "absl/strings/string_view.h"
 
 namespace splitspec::coordinator::http {

@@ -12,11 +12,11 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "runtime/base/mutex.h"
 #include "runtime/model/chat_template.h"
 #include "runtime/model/detokenizer.h"
 #include "runtime/model/gguf_reader.h"
 #include "runtime/model/tokenizer_gguf.h"
-#include "runtime/base/mutex.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/request_client.h"
 #include "runtime/spec/ngram_drafter.h"
@@ -195,9 +195,9 @@ TEST_F(HttpFrontDoorTest, CompletionEqualsTheClusterOutputTokenForToken) {
 TEST_F(HttpFrontDoorTest, TokenIdPromptAndStreamGiveTheSameText) {
   const std::vector<int32_t> prompt = {10, 20, 30, 40, 10, 20, 30};
   const auto [expected, count] = stack_->Expected(prompt, kMaxTokens);
-  const TestHttpResponse response = stack_->Post(
-      "/v1/completions", absl::StrCat(R"({"prompt":[10,20,30,40,10,20,30],"max_tokens":)", kMaxTokens,
-                                      R"(,"temperature":0,"stream":true})"));
+  const TestHttpResponse response =
+      stack_->Post("/v1/completions", absl::StrCat(R"({"prompt":[10,20,30,40,10,20,30],"max_tokens":)", kMaxTokens,
+                                                   R"(,"temperature":0,"stream":true})"));
   ASSERT_EQ(response.status, 200) << response.body;
   EXPECT_EQ(response.Header("content-type"), "text/event-stream");
   EXPECT_EQ(response.Header("transfer-encoding"), "chunked");
@@ -305,7 +305,8 @@ TEST_F(HttpFrontDoorTest, StopStringCutsTheTextAndEndsTheRequest) {
       for (size_t i = 0; i + 1 < events.size(); ++i) {
         const Value chunk = ParseJson(events[i]);
         text += Get(Choice(chunk), "text").string_value();
-        if (Get(Choice(chunk), "finish_reason").has_string_value()) finish = Get(Choice(chunk), "finish_reason").string_value();
+        if (Get(Choice(chunk), "finish_reason").has_string_value())
+          finish = Get(Choice(chunk), "finish_reason").string_value();
       }
     }
     EXPECT_EQ(text, cut) << "stream=" << stream << " stop='" << stop << "'";
@@ -327,7 +328,8 @@ TEST_F(HttpFrontDoorTest, BadParametersAre400NamingTheField) {
   TestHttpResponse response = stack_->Post("/v1/completions", R"({"prompt":"x","n":3})");
   EXPECT_EQ(response.status, 400);
   EXPECT_EQ(Get(Get(ParseJson(response.body), "error"), "param").string_value(), "n");
-  response = stack_->Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"temperature":"warm"})");
+  response =
+      stack_->Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"temperature":"warm"})");
   EXPECT_EQ(response.status, 400);
   EXPECT_EQ(Get(Get(ParseJson(response.body), "error"), "message").string_value(),
             "'temperature' must be a number, got a string");

@@ -101,8 +101,8 @@ TEST_F(CompletionTextTest, NeverEmitsHalfAUtf8Character) {
   CompletionText text(tokenizer_, {});
   std::vector<std::string> pieces;
   PushAll(text, ids, &pieces);
-  EXPECT_EQ(pieces[3], "");            // first byte of é held back
-  EXPECT_EQ(pieces[4], "\xc3\xa9");    // é complete
+  EXPECT_EQ(pieces[3], "");          // first byte of é held back
+  EXPECT_EQ(pieces[4], "\xc3\xa9");  // é complete
   EXPECT_EQ(pieces[8], "");
   EXPECT_EQ(pieces[9], "\xf0\x9f\x98\x80");
   EXPECT_EQ(text.emitted(), input);

@@ -80,10 +80,11 @@ TEST(FrontDoorMetricsTest, PerWorkerLivenessFromTheStatusTable) {
   draft->set_state(proto::MEMBER_STATE_DEAD);
   const std::string text = FrontDoorMetrics().Render(&status);
   EXPECT_THAT(text, HasSubstr("splitspec_coordinator_up 1\n"));
-  EXPECT_THAT(text, HasSubstr(
-      "splitspec_worker_alive{worker_id=\"1\",worker_name=\"target-\\\"0\\\"\",role=\"target\",state=\"alive\"} 1\n"));
-  EXPECT_THAT(text,
-              HasSubstr("splitspec_worker_alive{worker_id=\"2\",worker_name=\"draft-0\",role=\"draft\",state=\"dead\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_worker_alive{worker_id=\"1\",worker_name=\"target-\\\"0\\\"\",role=\"target\","
+                              "state=\"alive\"} 1\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("splitspec_worker_alive{worker_id=\"2\",worker_name=\"draft-0\",role=\"draft\",state=\"dead\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("splitspec_worker_active_requests{worker_id=\"1\",worker_name=\"target-\\\"0\\\"\","
                               "role=\"target\",state=\"alive\"} 3\n"));
 }

@@ -94,12 +94,11 @@ TEST(HttpParserTest, OversizedRequestsAreRefused) {
   limits.max_header_bytes = 64;
   limits.max_body_bytes = 10;
   limits.max_headers = 2;
-  ExpectError("GET / HTTP/1.1\r\nHost: h\r\nX-Long: " + std::string(100, 'a'), 431, "exceeds the limit of 64",
-              limits);
+  ExpectError("GET / HTTP/1.1\r\nHost: h\r\nX-Long: " + std::string(100, 'a'), 431, "exceeds the limit of 64", limits);
   ExpectError("GET / HTTP/1.1\r\nHost: h\r\nX-Long: " + std::string(40, 'a') + "\r\n\r\n", 431, "exceeds the limit",
               limits);
-  ExpectError("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 11\r\n\r\n", 413, "body of 11 bytes exceeds the limit of 10",
-              limits);
+  ExpectError("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 11\r\n\r\n", 413,
+              "body of 11 bytes exceeds the limit of 10", limits);
   ExpectError("GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\n\r\n", 431, "3 header fields exceed the limit of 2",
               limits);
 }

@@ -161,7 +161,8 @@ TEST(HttpServerTest, BindFailureNamesTheAddress) {
   auto second = HttpServer::Start(options, &handler);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_NE(second.status().message().find(absl::StrCat("cannot bind 127.0.0.1:", first->port())), absl::string_view::npos)
+  EXPECT_NE(second.status().message().find(absl::StrCat("cannot bind 127.0.0.1:", first->port())),
+            absl::string_view::npos)
       << second.status();
 }
 

@@ -97,7 +97,8 @@ absl::StatusOr<TestHttpResponse> TestHttpConnection::ReadHead() {
 absl::StatusOr<std::string> TestHttpConnection::ReadChunk() {
   ASSIGN_OR_RETURN(std::string size_line, ReadLine());
   size_t size = 0;
-  if (!absl::SimpleHexAtoi(size_line, &size)) return absl::DataLossError(absl::StrCat("bad chunk size '", size_line, "'"));
+  if (!absl::SimpleHexAtoi(size_line, &size))
+    return absl::DataLossError(absl::StrCat("bad chunk size '", size_line, "'"));
   ASSIGN_OR_RETURN(std::string data, ReadExactly(size));
   ASSIGN_OR_RETURN(std::string crlf, ReadLine());
   if (!crlf.empty()) return absl::DataLossError("chunk not followed by CRLF");

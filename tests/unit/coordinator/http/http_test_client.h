@@ -23,7 +23,7 @@ namespace splitspec::coordinator::http {
 struct TestHttpResponse {
   int status = 0;
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
-  std::string body;  // de-chunked
+  std::string body;                                          // de-chunked
 
   // The first header named `name` (lower case), or "".
   std::string Header(const std::string& name) const;

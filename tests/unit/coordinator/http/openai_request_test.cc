@@ -84,15 +84,18 @@ TEST(OpenAiRequestTest, WrongTypesNameTheField) {
   EXPECT_EQ(ParseError(R"({"prompt":"x","max_tokens":2.5})"),
             std::make_pair(std::string("'max_tokens' must be an integer, got 2.5"), std::string("max_tokens")));
   EXPECT_EQ(ParseError(R"({"prompt":"x","stream":"yes"})").second, "stream");
-  EXPECT_EQ(ParseError(R"({"prompt":"x","stop":5})").first, "'stop' must be a string or an array of strings, got a number");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","stop":5})").first,
+            "'stop' must be a string or an array of strings, got a number");
   EXPECT_EQ(ParseError(R"({"prompt":"x","stop":["a",1]})").first, "'stop' must be a string, got a number");
   EXPECT_EQ(ParseError(R"({"prompt":"x","seed":true})").first, "'seed' must be an integer, got a boolean");
   EXPECT_EQ(ParseError(R"({"prompt":"x","top_k":"5"})").second, "top_k");
   EXPECT_EQ(ParseError(R"({"prompt":"x","model":3})").first, "'model' must be a string, got a number");
   EXPECT_EQ(ParseError(R"({"prompt":"x","drafter":[]})").first, "'drafter' must be a string, got an array");
   EXPECT_EQ(ParseError(R"({"prompt":{"a":1}})").second, "prompt");
-  EXPECT_EQ(ParseError(R"({"prompt":"x","stream_options":{"include_usage":1}})").second, "stream_options.include_usage");
-  EXPECT_EQ(ParseError(R"({"messages":"hi"})", CompletionRequest::kChat).first, "'messages' must be an array, got a string");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","stream_options":{"include_usage":1}})").second,
+            "stream_options.include_usage");
+  EXPECT_EQ(ParseError(R"({"messages":"hi"})", CompletionRequest::kChat).first,
+            "'messages' must be an array, got a string");
   EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":7}]})", CompletionRequest::kChat).second,
             "messages[0].content");
   EXPECT_EQ(ParseError(R"({"messages":[{"content":"x"}]})", CompletionRequest::kChat).first,
@@ -111,8 +114,9 @@ TEST(OpenAiRequestTest, OutOfRangeValuesNameTheField) {
 }
 
 TEST(OpenAiRequestTest, UnsupportedOptionsAreRefusedNotIgnored) {
-  EXPECT_EQ(ParseError(R"({"prompt":"x","n":2})"),
-            std::make_pair(std::string("'n' must be 1 (one choice per request is supported), got 2"), std::string("n")));
+  EXPECT_EQ(
+      ParseError(R"({"prompt":"x","n":2})"),
+      std::make_pair(std::string("'n' must be 1 (one choice per request is supported), got 2"), std::string("n")));
   EXPECT_EQ(ParseError(R"({"prompt":"x","logprobs":3})").second, "logprobs");
   EXPECT_EQ(ParseError(R"({"prompt":"x","echo":true})").second, "echo");
   EXPECT_EQ(ParseError(R"({"prompt":[[1,2],[3]]})").second, "prompt");

@@ -17,9 +17,8 @@ CompletionUsage Usage() {
   return usage;
 }
 
-constexpr char kUsageJson[] =
-    R"("usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8,"drafted_tokens":8,)"
-    R"("verified_tokens":4,"accepted_tokens":3,"acceptance_rate":0.75,"steps":2})";
+constexpr char kUsageJson[] = R"("usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8,"drafted_tokens":8,)"
+                              R"("verified_tokens":4,"accepted_tokens":3,"acceptance_rate":0.75,"steps":2})";
 
 TEST(OpenAiResponseTest, TextCompletion) {
   const ResponseIdentity id{CompletionRequest::kCompletion, "cmpl-1", 1700000000, "tiny"};
