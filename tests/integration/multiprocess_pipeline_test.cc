@@ -3,6 +3,7 @@
 // decoding token for token, overlapped and sequential, for the ngram drafter
 // and for the target as its own draft (which must accept every draft token).
 #include "gtest/gtest.h"
+#include "tests/integration/plain_greedy.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/request_client.h"
 #include "runtime/spec/sampling.h"
@@ -15,22 +16,6 @@ namespace {
 
 constexpr int kMaxTokens = 32;
 
-std::vector<int32_t> PlainGreedy(model::Transformer& model, const std::vector<int32_t>& prompt, int n) {
-  auto cache = model.NewCache();
-  std::vector<int32_t> out, feed = prompt;
-  spec::SamplingParams greedy;
-  greedy.temperature = 0.0f;
-  std::vector<float> probs(model.config().vocab_size);
-  for (int i = 0; i < n; ++i) {
-    model::ForwardOutput logits;
-    EXPECT_TRUE(model.Forward({{cache.get(), feed, model::LogitsMode::kLast}}, &logits).ok());
-    EXPECT_TRUE(spec::LogitsToProbs(greedy, absl::MakeConstSpan(logits.Row(0, 0), logits.vocab_size),
-                                    absl::MakeSpan(probs)).ok());
-    out.push_back(*spec::ChooseTargetToken(spec::VerifyMode::kGreedy, probs, 0, 0));
-    feed = {out.back()};
-  }
-  return out;
-}
 
 struct DraftSetup {
   std::string name;

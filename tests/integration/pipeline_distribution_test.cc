@@ -5,6 +5,7 @@
 #include <map>
 
 #include "gtest/gtest.h"
+#include "tests/integration/plain_greedy.h"
 #include "runtime/model/tokenizer_gguf.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/request_client.h"
@@ -132,22 +133,6 @@ TEST(PipelineDistributionTest, RejectionSampledContinuationsFollowTheTarget) {
   EXPECT_LT(accepted, verified) << "the draft was always accepted: the test did not exercise the residual";
 }
 
-std::vector<int32_t> PlainGreedy(model::Transformer& model, const std::vector<int32_t>& prompt, int n) {
-  auto cache = model.NewCache();
-  std::vector<int32_t> out, feed = prompt;
-  spec::SamplingParams greedy;
-  greedy.temperature = 0.0f;
-  std::vector<float> probs(model.config().vocab_size);
-  for (int i = 0; i < n; ++i) {
-    model::ForwardOutput logits;
-    EXPECT_TRUE(model.Forward({{cache.get(), feed, model::LogitsMode::kLast}}, &logits).ok());
-    EXPECT_TRUE(spec::LogitsToProbs(greedy, absl::MakeConstSpan(logits.Row(0, 0), logits.vocab_size),
-                                    absl::MakeSpan(probs)).ok());
-    out.push_back(*spec::ChooseTargetToken(spec::VerifyMode::kGreedy, probs, 0, 0));
-    feed = {out.back()};
-  }
-  return out;
-}
 
 // Dropped, delayed and reordered blocks and results: every request still
 // finishes, with exactly the target's greedy output.
@@ -193,7 +178,7 @@ TEST(PipelineFaultTest, GreedyOutputSurvivesDropsDelaysAndReorders) {
   for (size_t i = 0; i < prompts.size(); ++i) {
     const std::string id = "fault-" + std::to_string(i);
     ASSERT_TRUE((*client)->Done(id)) << id << " hung";
-    EXPECT_EQ((*client)->Result(id).tokens, PlainGreedy(**target, prompts[i], 40)) << id;
+    EXPECT_EQ((*client)->Result(id).tokens, testing::PlainGreedy(**target, prompts[i], 40)) << id;
   }
 }
 

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "gtest/gtest.h"
+#include "tests/integration/plain_greedy.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/request_client.h"
 #include "runtime/spec/ngram_drafter.h"
@@ -25,26 +26,6 @@ std::unique_ptr<model::Transformer> LoadTinyModel(const std::string& name) {
   return *std::move(loaded);
 }
 
-// Target-only greedy decoding with the model directly: the reference.
-std::vector<int32_t> PlainGreedy(model::Transformer& model, const std::vector<int32_t>& prompt, int n) {
-  auto cache = model.NewCache();
-  std::vector<int32_t> out;
-  std::vector<int32_t> feed = prompt;
-  spec::SamplingParams greedy;
-  greedy.temperature = 0.0f;
-  std::vector<float> probs(model.config().vocab_size);
-  for (int i = 0; i < n; ++i) {
-    model::ForwardOutput logits;
-    EXPECT_TRUE(model.Forward({{cache.get(), feed, model::LogitsMode::kLast}}, &logits).ok());
-    EXPECT_TRUE(spec::LogitsToProbs(greedy, absl::MakeConstSpan(logits.Row(0, 0), logits.vocab_size),
-                                    absl::MakeSpan(probs))
-                    .ok());
-    const int32_t token = *spec::ChooseTargetToken(spec::VerifyMode::kGreedy, probs, 0, 0);
-    out.push_back(token);
-    feed = {token};
-  }
-  return out;
-}
 
 proto::SubmitRequest GreedyRequest(const std::string& id, const std::vector<int32_t>& prompt) {
   proto::SubmitRequest submit;
@@ -84,7 +65,7 @@ TEST_P(PipelineGreedyTest, SpeculativeGreedyEqualsPlainGreedyTokenForToken) {
   uint64_t drafted = 0;
   int i = 0;
   for (const std::vector<int32_t>& prompt : TestPrompts()) {
-    const std::vector<int32_t> want = PlainGreedy(*model, prompt, kMaxTokens);
+    const std::vector<int32_t> want = testing::PlainGreedy(*model, prompt, kMaxTokens);
     auto got = (*client)->Generate(GreedyRequest("greedy-" + std::to_string(i++), prompt), absl::Seconds(60));
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(got->tokens, want) << "prompt " << i;
@@ -126,7 +107,7 @@ TEST(PipelineTest, SixteenConcurrentRequestsAllFinishExactly) {
   }
   for (const auto& [id, prompt] : prompts) {
     ASSERT_TRUE((*client)->Done(id)) << id;
-    EXPECT_EQ((*client)->Result(id).tokens, PlainGreedy(*model, prompt, kMaxTokens)) << id;
+    EXPECT_EQ((*client)->Result(id).tokens, testing::PlainGreedy(*model, prompt, kMaxTokens)) << id;
   }
 }
 
@@ -156,7 +137,7 @@ TEST(PipelineTest, KilledDraftWorkerLosesNoRequestAndOutputStaysExact) {
     ASSERT_TRUE((*client)->Poll(absl::Milliseconds(50)).ok());
   }
   ASSERT_TRUE((*client)->Done("kill-draft"));
-  EXPECT_EQ((*client)->Result("kill-draft").tokens, PlainGreedy(*model, prompt, 400));
+  EXPECT_EQ((*client)->Result("kill-draft").tokens, testing::PlainGreedy(*model, prompt, 400));
   EXPECT_EQ((*client)->Result("kill-draft").finish_reason, proto::FINISH_REASON_LENGTH);
 }
 
