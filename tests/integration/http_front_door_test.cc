@@ -2,6 +2,8 @@
 // n-gram draft worker as threads) on a tiny model, the FrontDoor on a free
 // loopback port, and a real HTTP client over a socket. Greedy outputs are
 // compared token for token with the same request sent through a RequestClient.
+#include <unistd.h>
+
 #include <atomic>
 #include <thread>
 
@@ -41,7 +43,7 @@ std::string WriteModel(const std::string& name) {
   options.weight_type = kernels::GgmlType::kQ8_0;
   model::GgufWriter writer = model::MakeTinyModel(options);
   writer.SetString("tokenizer.chat_template", kChatML);
-  const std::string path = ::testing::TempDir() + "/" + name + ".gguf";
+  const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name + ".gguf";
   EXPECT_TRUE(writer.WriteFile(path).ok());
   return path;
 }

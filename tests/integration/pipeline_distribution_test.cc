@@ -2,6 +2,8 @@
 // worker over channels, with faults): sampled continuations are distributed
 // exactly as the target's own distribution, and greedy output survives
 // dropped, delayed and reordered data-plane messages unchanged.
+#include <unistd.h>
+
 #include <map>
 
 #include "gtest/gtest.h"
@@ -23,7 +25,7 @@ std::string WriteModel(const std::string& name, uint32_t seed) {
   model::TinyModelOptions options;
   options.weight_type = kernels::GgmlType::kQ8_0;
   options.seed = seed;
-  const std::string path = ::testing::TempDir() + "/" + name + ".gguf";
+  const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name + ".gguf";
   EXPECT_TRUE(model::WriteTinyModel(options, path).ok());
   return path;
 }

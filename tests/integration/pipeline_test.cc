@@ -1,5 +1,7 @@
 // The whole speculative pipeline in one process (coordinator, target worker and
 // draft worker as threads over inproc:// channels) on a tiny random model.
+#include <unistd.h>
+
 #include <map>
 
 #include "gtest/gtest.h"
@@ -19,7 +21,7 @@ constexpr int kMaxTokens = 24;
 std::unique_ptr<model::Transformer> LoadTinyModel(const std::string& name) {
   model::TinyModelOptions options;
   options.weight_type = kernels::GgmlType::kQ8_0;
-  const std::string path = ::testing::TempDir() + "/" + name + ".gguf";
+  const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name + ".gguf";
   EXPECT_TRUE(model::WriteTinyModel(options, path).ok());
   auto loaded = model::Transformer::Load(path, {.threads = 1});
   EXPECT_TRUE(loaded.ok()) << loaded.status();

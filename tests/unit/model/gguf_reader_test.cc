@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include "runtime/model/gguf_reader.h"
 
 #include <algorithm>
@@ -143,7 +145,7 @@ TEST(GgufReaderTest, HonorsCustomAlignmentAndVersion2) {
 }
 
 TEST(GgufReaderTest, OpensFromDiskAndRefusesMissingFile) {
-  const std::string path = ::testing::TempDir() + "/gguf_reader_test.gguf";
+  const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-gguf_reader_test.gguf";
   ASSERT_TRUE(SampleWriter().WriteFile(path).ok());
   auto file = GgufFile::Open(path);
   ASSERT_TRUE(file.ok()) << file.status();

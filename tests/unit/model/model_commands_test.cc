@@ -1,5 +1,7 @@
 // The `splitspec logits` and `splitspec generate` subcommands on a tiny model,
 // run as a subprocess (the built binary), checked against the library directly.
+#include <unistd.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -39,7 +41,7 @@ CommandResult RunSplitspec(const std::string& args) {
 class ModelCommandsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = ::testing::TempDir() + "/model_commands_test.gguf";
+    path_ = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-model_commands_test.gguf";
     ASSERT_TRUE(WriteTinyModel(TinyModelOptions{}, path_).ok());
     auto model = Transformer::Load(path_, {.threads = 1});
     ASSERT_TRUE(model.ok()) << model.status();

@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include "runtime/spec/drafter_factory.h"
 
 #include "gtest/gtest.h"
@@ -37,7 +39,7 @@ TEST(DrafterFactoryTest, ModelDraftersNeedTheTargetTokenizer) {
 
 // layerskip:1 on a 2-layer model drafts from the first layer of the same file.
 TEST(DrafterFactoryTest, LayerSkipDraftsFromTheTargetsOwnFile) {
-  const std::string path = ::testing::TempDir() + "/factory-tiny.gguf";
+  const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-factory-tiny.gguf";
   ASSERT_TRUE(model::WriteTinyModel(model::TinyModelOptions{}, path).ok());
   auto file = model::GgufFile::Open(path);
   ASSERT_TRUE(file.ok());

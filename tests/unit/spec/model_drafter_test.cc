@@ -1,4 +1,6 @@
 // The "model" drafter on tiny random-weight GGUF models (tests/unit/model/tiny_model.h).
+#include <unistd.h>
+
 #include "runtime/spec/model_drafter.h"
 
 #include <memory>
@@ -19,7 +21,7 @@ namespace {
 std::string WriteModel(uint32_t seed, const std::string& name) {
   model::TinyModelOptions options;
   options.seed = seed;
-  const std::string path = ::testing::TempDir() + "/" + name;
+  const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name;
   EXPECT_TRUE(model::WriteTinyModel(options, path).ok());
   return path;
 }
@@ -198,7 +200,7 @@ TEST_F(ModelDrafterTest, RefusesADraftWithADifferentVocabulary) {
   options.seed = 3;
   model::GgufWriter bos = model::MakeTinyModel(options);
   bos.SetUint32("tokenizer.ggml.bos_token_id", 1);
-  const std::string bos_path = ::testing::TempDir() + "/draft_bos.gguf";
+  const std::string bos_path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-draft_bos.gguf";
   ASSERT_TRUE(bos.WriteFile(bos_path).ok());
   absl::StatusOr<std::unique_ptr<ModelDrafter>> drafter =
       ModelDrafter::Load(bos_path, *target_.tokenizer, target_.model->config().vocab_size, {});
@@ -213,7 +215,7 @@ TEST_F(ModelDrafterTest, RefusesADraftWithADifferentVocabulary) {
   tokens[1] = "<|im_begin|>";
   model::GgufWriter text = model::MakeTinyModel(options);
   text.SetStringArray("tokenizer.ggml.tokens", tokens);
-  const std::string text_path = ::testing::TempDir() + "/draft_text.gguf";
+  const std::string text_path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-draft_text.gguf";
   ASSERT_TRUE(text.WriteFile(text_path).ok());
   drafter = ModelDrafter::Load(text_path, *target_.tokenizer, target_.model->config().vocab_size, {});
   ASSERT_FALSE(drafter.ok());

@@ -1,5 +1,7 @@
 // CompletionText: streaming detokenization with stop strings, on the tiny
 // model's byte-level BPE vocabulary.
+#include <unistd.h>
+
 #include "coordinator/http/completion_text.h"
 
 #include "gtest/gtest.h"
@@ -13,7 +15,7 @@ namespace {
 class CompletionTextTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string path = ::testing::TempDir() + "/completion-text-tiny.gguf";
+    const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-completion-text-tiny.gguf";
     ASSERT_TRUE(model::WriteTinyModel({}, path).ok());
     auto file = model::GgufFile::Open(path);
     ASSERT_TRUE(file.ok()) << file.status();
