@@ -1,12 +1,14 @@
 // `splitspec serve [--control ENDPOINT] [--model PATH] [--drafter NAME] [--draft PATH]
-//                  [--drafts N] [--targets N] [--threads N] [--log-dir DIR]`
+//                  [--drafts N] [--targets N] [--threads N] [--log-dir DIR]
+//                  [--http HOST:PORT | --http none]`
 //
 // Starts a local cluster as separate processes on loopback: one coordinator,
 // N target workers and M draft workers (binaries next to this one), waits until
 // every worker has registered, prints the membership, and keeps running until
 // Ctrl-C / SIGTERM (then stops the workers before the coordinator) or until a
 // process exits on its own (reported, and the rest stopped). Defaults need no
-// arguments after deploy/setup.sh: the default model from models/, drafter ngram.
+// arguments after deploy/setup.sh: the default model from models/, drafter ngram,
+// the coordinator's OpenAI-compatible HTTP API on 127.0.0.1:8000.
 // --config FILE is not implemented yet and is refused.
 #include <signal.h>
 #include <unistd.h>
@@ -39,16 +41,18 @@ struct ServeFlags {
   int targets = 1;
   int threads = 0;
   std::string log_dir;
+  std::string http = "127.0.0.1:8000";  // the coordinator's OpenAI-compatible front door; "none": off
 };
 
 absl::StatusOr<ServeFlags> ParseFlags(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, {"control", "model", "drafter", "draft", "drafts", "targets",
-                                                       "threads", "log-dir", "config"}));
+                                                       "threads", "log-dir", "config", "http"}));
   if (args.Has("config")) {
     return absl::UnimplementedError("--config FILE is not implemented yet; use the flags (see splitspec serve --help)");
   }
   ServeFlags f;
   f.control = args.GetString("control", f.control);
+  f.http = args.GetString("http", f.http);
   f.model = args.GetString("model", DefaultModelPath());
   f.draft = args.GetString("draft", "");
   f.drafter = args.GetString("drafter", f.draft.empty() ? "ngram" : "model");
@@ -98,7 +102,9 @@ absl::Status Serve(const ServeFlags& f) {
     return absl::OkStatus();
   };
   const std::string threads = std::to_string(f.threads > 0 ? f.threads : std::max(1u, std::thread::hardware_concurrency()));
-  RETURN_IF_ERROR(spawn({bin + "/splitspec-coordinator", "--control", f.control}, "coordinator"));
+  std::vector<std::string> coordinator = {bin + "/splitspec-coordinator", "--control", f.control};
+  if (f.http != "none") coordinator.insert(coordinator.end(), {"--http", f.http, "--model", f.model});
+  RETURN_IF_ERROR(spawn(coordinator, "coordinator"));
   for (int i = 0; i < f.targets; ++i) {
     RETURN_IF_ERROR(spawn({bin + "/splitspec-target-worker", "--coordinator", f.control, "--name",
                            absl::StrCat("target-", i), "--model", f.model, "--threads", threads},
@@ -114,6 +120,7 @@ absl::Status Serve(const ServeFlags& f) {
   RETURN_IF_ERROR(WaitForMembers(f.control, f.targets + f.drafts, processes));
   std::printf("==> cluster ready on %s: %d target worker(s), %d draft worker(s) (%s); Ctrl-C stops it\n",
               f.control.c_str(), f.targets, f.drafts, f.drafter.c_str());
+  if (f.http != "none") std::printf("==> OpenAI-compatible API on http://%s/v1\n", f.http.c_str());
   std::fflush(stdout);
   absl::Status outcome = absl::OkStatus();
   while (!ShutdownRequested().load() && outcome.ok()) {
