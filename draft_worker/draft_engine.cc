@@ -42,6 +42,12 @@ absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
   state.params = params;
   state.mode = net::VerifyModeFromProto(assignment.verify_mode(), params);
   state.k = assignment.draft_k() > 0 ? static_cast<int>(assignment.draft_k()) : options_.default_k;
+  if (assignment.draft_k() == 0 && options_.adaptive_default) {
+    spec::AdaptiveDraftLengthConfig config = options_.adaptive;
+    config.schedule = options_.lookahead_blocks > 1 ? spec::Schedule::kOverlapped : spec::Schedule::kSequential;
+    RETURN_IF_ERROR(config.Validate());
+    state.adaptive.emplace(config);
+  }
   const int max_new = assignment.params().max_tokens() > 0 ? static_cast<int>(assignment.params().max_tokens()) : 1 << 20;
   state.max_length = static_cast<int>(assignment.prompt_length()) + max_new;
   state.committed_length = static_cast<int>(committed.size());
@@ -74,12 +80,30 @@ void DraftEngine::Resync(const std::string& id, RequestState& state, std::vector
   state.committed_length = static_cast<int>(state.context.size());
   state.epoch = epoch;
   state.blocks_in_flight = 0;
+  state.sent.clear();  // blocks of the old epoch are dropped by the target: no result comes back
+}
+
+void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult& result, bool new_epoch) {
+  auto sent = state.sent.find(result.block_sequence());
+  if (sent == state.sent.end()) return;
+  const RequestState::SentBlock block = sent->second;
+  state.sent.erase(sent);
+  if (!state.adaptive.has_value()) return;
+  if (block.drafted == 0) {
+    state.adaptive->RecordTargetOnlyStep();
+    return;
+  }
+  const int accepted = std::min<int>(static_cast<int>(result.accepted()), block.drafted);
+  state.adaptive->RecordBlock(block.drafted, accepted, new_epoch && accepted < block.drafted);
+  // The block's round trip stands for the target's step time.
+  state.adaptive->RecordCosts(absl::ToDoubleSeconds(absl::Now() - block.sent), draft_seconds_per_token_);
 }
 
 ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
   auto it = requests_.find(result.request_id());
   if (it == requests_.end()) return ResultAction::kIgnored;
   RequestState& state = it->second;
+  if (!result.full_sequence()) LearnFromResult(state, result, result.epoch() > state.epoch);
   if (result.finished()) {
     Release(result.request_id());
     return ResultAction::kFinished;
@@ -132,10 +156,13 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
   for (auto& [id, state] : requests_) {
     const int room = state.max_length - static_cast<int>(state.context.size());
     if (state.blocks_in_flight >= options_.lookahead_blocks || room <= 0) continue;
+    const int k = state.adaptive.has_value() ? state.adaptive->NextK() : state.k;
     spec::DraftRequest request;
     request.request_id = id;
     request.context = state.context;
-    request.k = std::min(state.k, room);
+    // k = 0 (speculation predicted to lose): the drafter proposes nothing and
+    // an empty block lets the target decide this position.
+    request.k = std::min(k, room);
     request.mode = state.mode;
     request.params = state.params;
     request.q_top_k = options_.q_top_k;
@@ -144,7 +171,11 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
   }
   if (batch.empty()) return absl::OkStatus();
   ++counters_.propose_calls;
+  const absl::Time propose_start = absl::Now();
   RETURN_IF_ERROR(drafter_->Propose(absl::MakeSpan(batch)));
+  size_t proposed = 0;
+  for (const spec::DraftRequest& r : batch) proposed += r.tokens.size();
+  if (proposed > 0) draft_seconds_per_token_ = absl::ToDoubleSeconds(absl::Now() - propose_start) / proposed;
   for (size_t i = 0; i < batch.size(); ++i) {
     spec::DraftRequest& proposal = batch[i];
     RequestState& state = requests_[ids[i]];
@@ -170,6 +201,7 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
     state.context.insert(state.context.end(), proposal.tokens.begin(), proposal.tokens.end());
     if (proposal.status.ok()) state.drafter_held = static_cast<int>(state.context.size());
     ++state.blocks_in_flight;
+    state.sent[block.block_sequence()] = {static_cast<int>(proposal.tokens.size()), absl::Now()};
     ++counters_.blocks_sent;
     counters_.tokens_drafted += proposal.tokens.size();
     out->push_back(std::move(outgoing));

@@ -12,7 +12,9 @@
 // ahead until `lookahead_blocks` blocks are unresolved (overlap); with
 // lookahead 1 it waits for each verification (the classic sequential loop).
 // On a result with a new epoch it truncates to the frontier, appends the
-// correction, forgets what it had in flight and drafts again.
+// correction, forgets what it had in flight and drafts again. A request whose
+// assignment has draft_k 0 picks k per block from measured acceptance and costs
+// (k = 0: it sends an empty block and the target decides that token alone).
 //
 // Thread safety: thread-compatible; the draft worker's loop owns it.
 #ifndef SPLITSPEC_DRAFT_WORKER_DRAFT_ENGINE_H_
@@ -20,11 +22,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "proto/splitspec.pb.h"
+#include "runtime/spec/adaptive_draft_length.h"
 #include "runtime/spec/drafter.h"
 #include "runtime/spec/sampling_params.h"
 #include "runtime/spec/verify_mode.h"
@@ -33,7 +38,12 @@ namespace splitspec::draft {
 
 struct DraftEngineOptions {
   int lookahead_blocks = 2;  // unresolved blocks per request; 1 = sequential
-  int default_k = 4;         // draft tokens per block when the assignment says 0
+  // An assignment with draft_k 0 chooses k per block with an AdaptiveDraftLength
+  // controller (runtime/spec/adaptive_draft_length.h); these are its settings
+  // (schedule is set from lookahead_blocks).
+  spec::AdaptiveDraftLengthConfig adaptive;
+  int default_k = 4;         // k of requests whose assignment names none, when `adaptive_default` is false
+  bool adaptive_default = true;
   int q_top_k = 64;          // support of each q row shipped in rejection mode
   int max_requests = 256;
 };
@@ -97,7 +107,16 @@ class DraftEngine {
     uint64_t epoch = 0;
     int blocks_in_flight = 0;
     uint64_t next_block_sequence = 1;
+    // Adaptive k (assignment draft_k 0): the controller and the blocks it waits on.
+    std::optional<spec::AdaptiveDraftLength> adaptive;
+    struct SentBlock {
+      int drafted = 0;
+      absl::Time sent;
+    };
+    std::map<uint64_t, SentBlock> sent;  // block_sequence -> block
   };
+  // Feeds a resolved block back to the request's controller.
+  void LearnFromResult(RequestState& state, const proto::VerifyResult& result, bool new_epoch);
   void Resync(const std::string& id, RequestState& state, std::vector<int32_t> committed, uint64_t epoch);
   // After a failed proposal: restarts the drafter's state for `id` from the
   // committed tokens, so the next step starts clean.
@@ -107,6 +126,7 @@ class DraftEngine {
   DraftEngineOptions options_;
   std::map<std::string, RequestState> requests_;
   DraftCounters counters_;
+  double draft_seconds_per_token_ = 0.0;  // measured over the last Propose call
 };
 
 }  // namespace splitspec::draft

@@ -47,7 +47,7 @@ struct GenerateFlags {
   int max_tokens = 128;
   proto::SamplingParams params;
   proto::VerifyMode verify = proto::VERIFY_MODE_UNSPECIFIED;
-  int k = 4;
+  int k = 4;  // 0: adaptive (--k auto)
   int samples = 1;
   int threads = 0;
   int draft_threads = 1;
@@ -104,9 +104,13 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
   ASSIGN_OR_RETURN(int64_t draft_threads, args.GetInt("draft-threads", 1));
   ASSIGN_OR_RETURN(int64_t samples, args.GetInt("samples", 1));
-  const std::string k = args.GetString("k", "4");
-  if (k == "auto") return absl::UnimplementedError("--k auto is not wired into the pipeline yet; give a number");
-  ASSIGN_OR_RETURN(int64_t k_value, args.GetInt("k", 4));
+  // --k auto: the draft worker picks k per block from measured acceptance and
+  // costs (runtime/spec/adaptive_draft_length.h); on the wire that is draft_k 0.
+  const bool auto_k = args.GetString("k", "4") == "auto";
+  int64_t k_value = 0;
+  if (!auto_k) {
+    ASSIGN_OR_RETURN(k_value, args.GetInt("k", 4));
+  }
   if (max_tokens < 1 || max_tokens > (1 << 20)) {
     return absl::InvalidArgumentError(absl::StrCat("--max-tokens ", max_tokens, " out of range"));
   }
@@ -115,7 +119,9 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
     return absl::InvalidArgumentError(absl::StrCat("--draft-threads ", draft_threads, " out of range"));
   }
   if (samples < 1 || samples > 100000) return absl::InvalidArgumentError(absl::StrCat("--samples ", samples, " out of range"));
-  if (k_value < 1 || k_value > 64) return absl::InvalidArgumentError(absl::StrCat("--k ", k_value, " out of range [1, 64]"));
+  if (!auto_k && (k_value < 1 || k_value > 64)) {
+    return absl::InvalidArgumentError(absl::StrCat("--k ", k_value, " out of range [1, 64] (or auto)"));
+  }
   f.max_tokens = static_cast<int>(max_tokens);
   f.threads = static_cast<int>(threads);
   f.draft_threads = static_cast<int>(draft_threads);
@@ -155,7 +161,7 @@ absl::Status RunGenerate(const GenerateFlags& f) {
   InProcessClusterOptions options;
   options.target = target.get();
   options.drafter = drafter.get();
-  options.draft_engine.default_k = f.k;
+  if (f.k > 0) options.draft_engine.default_k = f.k;
   options.draft_engine.lookahead_blocks = f.sequential ? 1 : 2;
   options.router.max_new_tokens = f.max_tokens;
   ASSIGN_OR_RETURN(std::unique_ptr<InProcessCluster> cluster, InProcessCluster::Start(options));

@@ -66,6 +66,7 @@ TEST_P(MultiprocessPipelineTest, SpeculativeGreedyEqualsPlainGreedy) {
     submit.mutable_params()->set_temperature(0.0f);
     submit.mutable_params()->set_max_tokens(kMaxTokens);
     submit.set_verify_mode(proto::VERIFY_MODE_GREEDY);
+    submit.set_draft_k(4);
     auto got = (*client)->Generate(submit, absl::Seconds(120));
     ASSERT_TRUE(got.ok()) << got.status() << "\n" << target->ReadLog() << draft->ReadLog();
     EXPECT_EQ(got->tokens, PlainGreedy(**reference, prompts[i], kMaxTokens)) << submit.request_id();

@@ -100,6 +100,7 @@ TEST(PipelineDistributionTest, RejectionSampledContinuationsFollowTheTarget) {
       submit.mutable_params()->set_seed(1000003ull * (batch * 50 + i) + 17);
       submit.mutable_params()->set_max_tokens(2);
       submit.set_verify_mode(proto::VERIFY_MODE_REJECTION);
+      submit.set_draft_k(3);
       ASSERT_TRUE((*client)->Submit(submit).ok());
       ids.push_back(submit.request_id());
     }
@@ -169,6 +170,7 @@ TEST(PipelineFaultTest, GreedyOutputSurvivesDropsDelaysAndReorders) {
     submit.mutable_params()->set_temperature(0.0f);
     submit.mutable_params()->set_max_tokens(40);
     submit.set_verify_mode(proto::VERIFY_MODE_GREEDY);
+    submit.set_draft_k(4);
     ASSERT_TRUE((*client)->Submit(submit).ok());
   }
   for (int round = 0; round < 3000; ++round) {

@@ -36,6 +36,7 @@ proto::SubmitRequest GreedyRequest(const std::string& id, const std::vector<int3
   submit.mutable_params()->set_temperature(0.0f);
   submit.mutable_params()->set_max_tokens(kMaxTokens);
   submit.set_verify_mode(proto::VERIFY_MODE_GREEDY);
+  submit.set_draft_k(4);
   return submit;
 }
 
@@ -77,6 +78,27 @@ TEST_P(PipelineGreedyTest, SpeculativeGreedyEqualsPlainGreedyTokenForToken) {
     EXPECT_LE(got->stats.accepted(), got->stats.verified());
   }
   if (GetParam().with_draft) EXPECT_GT(drafted, 0u) << "the ngram drafter never proposed anything";
+}
+
+// Adaptive k (draft_k 0) changes how much is drafted, never what is committed.
+TEST(PipelineTest, AdaptiveDraftLengthKeepsGreedyOutputExact) {
+  auto model = LoadTinyModel("pipeline-adaptive");
+  spec::NgramDrafter ngram(spec::NgramDrafterConfig{});
+  tools::InProcessClusterOptions options;
+  options.target = model.get();
+  options.drafter = &ngram;
+  auto cluster = tools::InProcessCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
+  ASSERT_TRUE(client.ok());
+  int i = 0;
+  for (const std::vector<int32_t>& prompt : TestPrompts()) {
+    proto::SubmitRequest submit = GreedyRequest("adaptive-" + std::to_string(i++), prompt);
+    submit.set_draft_k(0);
+    auto got = (*client)->Generate(submit, absl::Seconds(60));
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->tokens, testing::PlainGreedy(*model, prompt, kMaxTokens)) << submit.request_id();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, PipelineGreedyTest,

@@ -106,10 +106,10 @@ TEST_F(ModelCommandsTest, GenerateEncodesPromptText) {
 }
 
 TEST_F(ModelCommandsTest, RefusesBadFlagsWithTheirNames) {
-  const CommandResult auto_k = RunSplitspec(
-      absl::StrCat("generate --target ", path_, " --prompt-ids 1 --drafter ngram --k auto"));
-  EXPECT_EQ(auto_k.exit_code, 2);
-  EXPECT_THAT(auto_k.stdout_text, HasSubstr("--k auto is not wired into the pipeline yet"));
+  const CommandResult bad_k = RunSplitspec(
+      absl::StrCat("generate --target ", path_, " --prompt-ids 1 --drafter ngram --k 0"));
+  EXPECT_EQ(bad_k.exit_code, 2);
+  EXPECT_THAT(bad_k.stdout_text, HasSubstr("--k 0 out of range [1, 64] (or auto)"));
   const CommandResult drafter = RunSplitspec(
       absl::StrCat("generate --target ", path_, " --prompt-ids 1 --drafter bogus"));
   EXPECT_EQ(drafter.exit_code, 2);
