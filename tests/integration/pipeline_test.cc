@@ -8,6 +8,8 @@
 #include "tests/integration/plain_greedy.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/request_client.h"
+#include "runtime/model/tokenizer_gguf.h"
+#include "runtime/spec/drafter_factory.h"
 #include "runtime/spec/ngram_drafter.h"
 #include "runtime/spec/sampling.h"
 #include "tests/unit/model/tiny_model.h"
@@ -18,12 +20,16 @@ namespace {
 
 constexpr int kMaxTokens = 24;
 
-std::unique_ptr<model::Transformer> LoadTinyModel(const std::string& name) {
+std::string TinyModelPath(const std::string& name) {
   model::TinyModelOptions options;
   options.weight_type = kernels::GgmlType::kQ8_0;
   const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name + ".gguf";
   EXPECT_TRUE(model::WriteTinyModel(options, path).ok());
-  auto loaded = model::Transformer::Load(path, {.threads = 1});
+  return path;
+}
+
+std::unique_ptr<model::Transformer> LoadTinyModel(const std::string& name) {
+  auto loaded = model::Transformer::Load(TinyModelPath(name), {.threads = 1});
   EXPECT_TRUE(loaded.ok()) << loaded.status();
   return *std::move(loaded);
 }
@@ -47,18 +53,27 @@ std::vector<std::vector<int32_t>> TestPrompts() {
 
 struct Mode {
   std::string name;
-  bool with_draft;
+  std::string drafter;  // a DrafterSpec name: none, ngram, model (the target itself), layerskip:1
   int lookahead;
 };
 
 class PipelineGreedyTest : public ::testing::TestWithParam<Mode> {};
 
 TEST_P(PipelineGreedyTest, SpeculativeGreedyEqualsPlainGreedyTokenForToken) {
-  auto model = LoadTinyModel("pipeline-greedy-" + GetParam().name);
-  spec::NgramDrafter ngram(spec::NgramDrafterConfig{});
+  const std::string path = TinyModelPath("pipeline-greedy-" + GetParam().name);
+  auto loaded = model::Transformer::Load(path, {.threads = 1});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  std::unique_ptr<model::Transformer> model = *std::move(loaded);
+  auto tokenizer = model::LoadTokenizerFromGguf(model->file());
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  auto spec = spec::ParseDrafterSpec(GetParam().drafter, path);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto drafter = spec::MakeDrafter(*spec, path, &*tokenizer, model->config().vocab_size, 1);
+  ASSERT_TRUE(drafter.ok()) << drafter.status();
+  const bool with_draft = *drafter != nullptr;
   tools::InProcessClusterOptions options;
   options.target = model.get();
-  options.drafter = GetParam().with_draft ? &ngram : nullptr;
+  options.drafter = drafter->get();
   options.draft_engine.lookahead_blocks = GetParam().lookahead;
   auto cluster = tools::InProcessCluster::Start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
@@ -77,7 +92,7 @@ TEST_P(PipelineGreedyTest, SpeculativeGreedyEqualsPlainGreedyTokenForToken) {
     drafted += got->stats.drafted();
     EXPECT_LE(got->stats.accepted(), got->stats.verified());
   }
-  if (GetParam().with_draft) EXPECT_GT(drafted, 0u) << "the ngram drafter never proposed anything";
+  if (with_draft) EXPECT_GT(drafted, 0u) << "the drafter never proposed anything";
 }
 
 // Adaptive k (draft_k 0) changes how much is drafted, never what is committed.
@@ -102,8 +117,12 @@ TEST(PipelineTest, AdaptiveDraftLengthKeepsGreedyOutputExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, PipelineGreedyTest,
-                         ::testing::Values(Mode{"target_only", false, 2}, Mode{"ngram_overlapped", true, 2},
-                                           Mode{"ngram_sequential", true, 1}),
+                         ::testing::Values(Mode{"target_only", "none", 2}, Mode{"ngram_overlapped", "ngram", 2},
+                                           Mode{"ngram_sequential", "ngram", 1},
+                                           Mode{"self_draft_overlapped", "model", 2},
+                                           Mode{"self_draft_sequential", "model", 1},
+                                           Mode{"layerskip_overlapped", "layerskip:1", 2},
+                                           Mode{"layerskip_sequential", "layerskip:1", 1}),
                          [](const auto& info) { return info.param.name; });
 
 TEST(PipelineTest, SixteenConcurrentRequestsAllFinishExactly) {
