@@ -47,6 +47,24 @@ proto::SubmitRequest GreedyRequest(const std::string& id, const std::vector<int3
 }
 
 // Prompts with repetition, so prompt lookup finds matches.
+// An in-process cluster and a client connected to it.
+struct Running {
+  std::unique_ptr<tools::InProcessCluster> cluster;
+  std::unique_ptr<net::RequestClient> client;  // null if the start failed
+};
+
+Running StartWithClient(const tools::InProcessClusterOptions& options) {
+  Running running;
+  auto cluster = tools::InProcessCluster::Start(options);
+  EXPECT_TRUE(cluster.ok()) << cluster.status();
+  if (!cluster.ok()) return running;
+  running.cluster = *std::move(cluster);
+  auto client = net::RequestClient::Connect(running.cluster->coordinator_endpoint());
+  EXPECT_TRUE(client.ok()) << client.status();
+  if (client.ok()) running.client = *std::move(client);
+  return running;
+}
+
 std::vector<std::vector<int32_t>> TestPrompts() {
   return {{10, 20, 30, 40, 10, 20, 30}, {5, 6, 7, 5, 6, 7, 5, 6}, {100, 3, 100, 3, 100}, {42}};
 }
@@ -75,16 +93,15 @@ TEST_P(PipelineGreedyTest, SpeculativeGreedyEqualsPlainGreedyTokenForToken) {
   options.target = model.get();
   options.drafter = drafter->get();
   options.draft_engine.lookahead_blocks = GetParam().lookahead;
-  auto cluster = tools::InProcessCluster::Start(options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
-  ASSERT_TRUE(client.ok());
+  Running running = StartWithClient(options);
+  ASSERT_NE(running.client, nullptr);
+  auto& client = running.client;
 
   uint64_t drafted = 0;
   int i = 0;
   for (const std::vector<int32_t>& prompt : TestPrompts()) {
     const std::vector<int32_t> want = testing::PlainGreedy(*model, prompt, kMaxTokens);
-    auto got = (*client)->Generate(GreedyRequest("greedy-" + std::to_string(i++), prompt), absl::Seconds(60));
+    auto got = client->Generate(GreedyRequest("greedy-" + std::to_string(i++), prompt), absl::Seconds(60));
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(got->tokens, want) << "prompt " << i;
     EXPECT_EQ(got->finish_reason, proto::FINISH_REASON_LENGTH);
@@ -102,15 +119,14 @@ TEST(PipelineTest, AdaptiveDraftLengthKeepsGreedyOutputExact) {
   tools::InProcessClusterOptions options;
   options.target = model.get();
   options.drafter = &ngram;
-  auto cluster = tools::InProcessCluster::Start(options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
-  ASSERT_TRUE(client.ok());
+  Running running = StartWithClient(options);
+  ASSERT_NE(running.client, nullptr);
+  auto& client = running.client;
   int i = 0;
   for (const std::vector<int32_t>& prompt : TestPrompts()) {
     proto::SubmitRequest submit = GreedyRequest("adaptive-" + std::to_string(i++), prompt);
     submit.set_draft_k(0);
-    auto got = (*client)->Generate(submit, absl::Seconds(60));
+    auto got = client->Generate(submit, absl::Seconds(60));
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(got->tokens, testing::PlainGreedy(*model, prompt, kMaxTokens)) << submit.request_id();
   }
@@ -131,26 +147,25 @@ TEST(PipelineTest, SixteenConcurrentRequestsAllFinishExactly) {
   tools::InProcessClusterOptions options;
   options.target = model.get();
   options.drafter = &ngram;
-  auto cluster = tools::InProcessCluster::Start(options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
-  ASSERT_TRUE(client.ok());
+  Running running = StartWithClient(options);
+  ASSERT_NE(running.client, nullptr);
+  auto& client = running.client;
   std::map<std::string, std::vector<int32_t>> prompts;
   for (int r = 0; r < 16; ++r) {
     std::vector<int32_t> prompt = {r + 3, 2 * r + 7, r + 3, 2 * r + 7, 11};
     const std::string id = "concurrent-" + std::to_string(r);
     prompts[id] = prompt;
-    ASSERT_TRUE((*client)->Submit(GreedyRequest(id, prompt)).ok());
+    ASSERT_TRUE(client->Submit(GreedyRequest(id, prompt)).ok());
   }
   for (int round = 0; round < 2000; ++round) {
     bool all_done = true;
-    for (const auto& [id, prompt] : prompts) all_done &= (*client)->Done(id);
+    for (const auto& [id, prompt] : prompts) all_done &= client->Done(id);
     if (all_done) break;
-    ASSERT_TRUE((*client)->Poll(absl::Milliseconds(50)).ok());
+    ASSERT_TRUE(client->Poll(absl::Milliseconds(50)).ok());
   }
   for (const auto& [id, prompt] : prompts) {
-    ASSERT_TRUE((*client)->Done(id)) << id;
-    EXPECT_EQ((*client)->Result(id).tokens, testing::PlainGreedy(*model, prompt, kMaxTokens)) << id;
+    ASSERT_TRUE(client->Done(id)) << id;
+    EXPECT_EQ(client->Result(id).tokens, testing::PlainGreedy(*model, prompt, kMaxTokens)) << id;
   }
 }
 
@@ -162,38 +177,37 @@ TEST(PipelineTest, KilledDraftWorkerLosesNoRequestAndOutputStaysExact) {
   options.drafter = &ngram;
   options.membership.heartbeat_interval = absl::Milliseconds(20);
   options.target_engine.block_wait = absl::Milliseconds(50);
-  auto cluster = tools::InProcessCluster::Start(options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
-  ASSERT_TRUE(client.ok());
+  Running running = StartWithClient(options);
+  ASSERT_NE(running.client, nullptr);
+  auto& cluster = running.cluster;
+  auto& client = running.client;
   const std::vector<int32_t> prompt = {10, 20, 30, 40, 10, 20, 30};
   proto::SubmitRequest submit = GreedyRequest("kill-draft", prompt);
   submit.mutable_params()->set_max_tokens(400);
-  ASSERT_TRUE((*client)->Submit(submit).ok());
+  ASSERT_TRUE(client->Submit(submit).ok());
   // Let some tokens through, then the draft worker dies mid-request.
-  for (int round = 0; round < 1000 && (*client)->Result("kill-draft").tokens.empty(); ++round) {
-    ASSERT_TRUE((*client)->Poll(absl::Milliseconds(5)).ok());
+  for (int round = 0; round < 1000 && client->Result("kill-draft").tokens.empty(); ++round) {
+    ASSERT_TRUE(client->Poll(absl::Milliseconds(5)).ok());
   }
-  (*cluster)->KillDraftWorker();
-  ASSERT_FALSE((*client)->Done("kill-draft")) << "finished before the draft worker died: nothing tested";
-  for (int round = 0; round < 2000 && !(*client)->Done("kill-draft"); ++round) {
-    ASSERT_TRUE((*client)->Poll(absl::Milliseconds(50)).ok());
+  cluster->KillDraftWorker();
+  ASSERT_FALSE(client->Done("kill-draft")) << "finished before the draft worker died: nothing tested";
+  for (int round = 0; round < 2000 && !client->Done("kill-draft"); ++round) {
+    ASSERT_TRUE(client->Poll(absl::Milliseconds(50)).ok());
   }
-  ASSERT_TRUE((*client)->Done("kill-draft"));
-  EXPECT_EQ((*client)->Result("kill-draft").tokens, testing::PlainGreedy(*model, prompt, 400));
-  EXPECT_EQ((*client)->Result("kill-draft").finish_reason, proto::FINISH_REASON_LENGTH);
+  ASSERT_TRUE(client->Done("kill-draft"));
+  EXPECT_EQ(client->Result("kill-draft").tokens, testing::PlainGreedy(*model, prompt, 400));
+  EXPECT_EQ(client->Result("kill-draft").finish_reason, proto::FINISH_REASON_LENGTH);
 }
 
 TEST(PipelineTest, PromptBeyondContextIsRefusedWithReason) {
   auto model = LoadTinyModel("pipeline-refuse");
   tools::InProcessClusterOptions options;
   options.target = model.get();
-  auto cluster = tools::InProcessCluster::Start(options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
-  ASSERT_TRUE(client.ok());
+  Running running = StartWithClient(options);
+  ASSERT_NE(running.client, nullptr);
+  auto& client = running.client;
   std::vector<int32_t> prompt(600, 5);  // the tiny model's context is 512
-  auto got = (*client)->Generate(GreedyRequest("too-long", prompt), absl::Seconds(30));
+  auto got = client->Generate(GreedyRequest("too-long", prompt), absl::Seconds(30));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->finish_reason, proto::FINISH_REASON_ERROR);
   EXPECT_NE(got->error.find("exceeds the context length 512"), std::string::npos) << got->error;
