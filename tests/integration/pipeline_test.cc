@@ -109,7 +109,9 @@ TEST_P(PipelineGreedyTest, SpeculativeGreedyEqualsPlainGreedyTokenForToken) {
     drafted += got->stats.drafted();
     EXPECT_LE(got->stats.accepted(), got->stats.verified());
   }
-  if (with_draft) EXPECT_GT(drafted, 0u) << "the drafter never proposed anything";
+  if (with_draft) {
+    EXPECT_GT(drafted, 0u) << "the drafter never proposed anything";
+  }
 }
 
 // Adaptive k (draft_k 0) changes how much is drafted, never what is committed.
