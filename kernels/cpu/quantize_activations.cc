@@ -117,9 +117,13 @@ void PackActivations(GgmlType weight_type, const float* x, int64_t tokens, int64
     const float* row = x + t * cols;
     uint8_t* dst = out->data.data() + t * token_bytes;
     switch (family) {
-      case ActivationFamily::kFloat:
-        std::memcpy(dst, row, static_cast<size_t>(token_bytes));
+      case ActivationFamily::kFloat: {
+        // The packed row is padded to 64 bytes; the input row is not.
+        const size_t row_bytes = static_cast<size_t>(cols) * sizeof(float);
+        std::memcpy(dst, row, row_bytes);
+        std::memset(dst + row_bytes, 0, static_cast<size_t>(token_bytes) - row_bytes);
         break;
+      }
       case ActivationFamily::kBlock32: {
         const Blocks32View blocks = ViewBlocks32(dst, cols);
         avx2 ? internal::QuantizeBlocks32Avx2(row, cols, blocks)
