@@ -10,16 +10,11 @@
 #include "kernels/cpu/dequantize.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/model/matmul_jobs.h"
 #include "runtime/model/transformer_ops.h"
 
 namespace splitspec::model {
 namespace {
-
-// Rows per matmul task: about four tasks per thread per matrix, a multiple of 16.
-int64_t ChunkRows(int64_t rows, int threads) {
-  const int64_t target = (rows + 4 * threads - 1) / (4 * threads);
-  return std::max<int64_t>(16, (target + 15) / 16 * 16);
-}
 
 void AddRows(float* x, const float* delta, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += delta[i];
@@ -179,39 +174,7 @@ void TensorParallelTransformer::Embed(absl::Span<const SequenceInput> batch) {
 }
 
 void TensorParallelTransformer::MatMul(std::initializer_list<MatMulJob> jobs, int64_t tokens) {
-  struct Prepared {
-    const WeightMatrix* w;
-    const kernels::PackedActivations* packed;
-    float* y;
-    int64_t chunk_rows;
-    int64_t first_task;
-  };
-  Prepared prepared[3];
-  std::pair<kernels::GgmlType, const float*> pack_keys[3];
-  int num_jobs = 0;
-  int num_packs = 0;
-  int64_t num_tasks = 0;
-  for (const MatMulJob& job : jobs) {
-    SPLITSPEC_CHECK(num_jobs < 3) << "at most 3 matmuls share a dispatch";
-    int pack = 0;
-    while (pack < num_packs && pack_keys[pack] != std::make_pair(job.w->type, job.x)) ++pack;
-    if (pack == num_packs) {
-      kernels::PackActivations(job.w->type, job.x, tokens, job.w->cols, &packed_[pack]);
-      pack_keys[num_packs++] = {job.w->type, job.x};
-    }
-    const int64_t chunk = ChunkRows(job.w->rows, pool_.num_threads());
-    prepared[num_jobs++] = {job.w, &packed_[pack], job.y, chunk, num_tasks};
-    num_tasks += (job.w->rows + chunk - 1) / chunk;
-  }
-  pool_.ParallelFor(num_tasks, [&](int64_t task, int) {
-    int j = num_jobs - 1;
-    while (prepared[j].first_task > task) --j;
-    const Prepared& p = prepared[j];
-    const int64_t row_begin = (task - p.first_task) * p.chunk_rows;
-    const int64_t row_end = std::min(p.w->rows, row_begin + p.chunk_rows);
-    kernels::MatMulRows(p.w->type, p.w->data, p.w->cols, *p.packed, row_begin, row_end, p.y,
-                        p.w->rows);
-  });
+  RunMatMulJobs(pool_, jobs, tokens, &packed_);
 }
 
 absl::Status TensorParallelTransformer::RunLayer(int layer, absl::Span<const SequenceInput> batch) {

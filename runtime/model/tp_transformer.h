@@ -59,6 +59,7 @@
 #include "runtime/model/model_config.h"
 #include "runtime/model/tp_shard.h"
 #include "runtime/model/transformer.h"
+#include "runtime/model/matmul_jobs.h"
 #include "runtime/model/weights.h"
 #include "runtime/net/communicator.h"
 
@@ -97,12 +98,6 @@ class TensorParallelTransformer : public LanguageModel {
   TensorParallelTransformer(std::unique_ptr<GgufFile> file, ModelConfig config,
                             std::unique_ptr<ModelWeights> weights, TensorParallelShard shard,
                             net::Communicator* comm, int threads);
-
-  struct MatMulJob {
-    const WeightMatrix* w;
-    const float* x;  // [tokens, w->cols]
-    float* y;        // [tokens, w->rows]
-  };
 
   absl::Status Validate(absl::Span<const SequenceInput> batch) const;
   void PlanTokens(absl::Span<const SequenceInput> batch);

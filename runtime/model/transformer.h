@@ -34,6 +34,7 @@
 #include "runtime/model/kv_cache.h"
 #include "runtime/model/language_model.h"
 #include "runtime/model/model_config.h"
+#include "runtime/model/matmul_jobs.h"
 #include "runtime/model/weights.h"
 
 namespace splitspec::model {
@@ -76,12 +77,6 @@ class Transformer : public LanguageModel {
  private:
   Transformer(std::unique_ptr<GgufFile> file, ModelConfig config, ModelWeights weights,
               int threads);
-
-  struct MatMulJob {
-    const WeightMatrix* w;
-    const float* x;  // [tokens, w->cols]
-    float* y;        // [tokens, w->rows]
-  };
 
   absl::Status Validate(absl::Span<const SequenceInput> batch) const;
   void PlanTokens(absl::Span<const SequenceInput> batch);
