@@ -44,7 +44,7 @@ bool Membership::Heartbeat(const proto::Heartbeat& heartbeat, absl::Time now) {
   proto::MemberStatus& s = it->second.status;
   if (s.state() == proto::MEMBER_STATE_DEAD || s.state() == proto::MEMBER_STATE_LEFT) return false;
   it->second.last_seen = now;
-  s.set_state(proto::MEMBER_STATE_ALIVE);
+  if (s.state() != proto::MEMBER_STATE_DRAINING) s.set_state(proto::MEMBER_STATE_ALIVE);
   s.set_missed_heartbeats(0);
   s.set_heartbeats_received(s.heartbeats_received() + 1);
   *s.mutable_load() = heartbeat.load();
@@ -58,6 +58,18 @@ absl::Status Membership::Deregister(uint64_t worker_id) {
   return absl::OkStatus();
 }
 
+absl::Status Membership::MarkDraining(uint64_t worker_id) {
+  auto it = members_.find(worker_id);
+  if (it == members_.end()) return absl::NotFoundError(absl::StrCat("no worker with id ", worker_id));
+  proto::MemberStatus& s = it->second.status;
+  if (s.state() == proto::MEMBER_STATE_DEAD || s.state() == proto::MEMBER_STATE_LEFT) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", worker_id, " is ", proto::MemberState_Name(s.state()), "; it cannot drain"));
+  }
+  s.set_state(proto::MEMBER_STATE_DRAINING);
+  return absl::OkStatus();
+}
+
 std::vector<uint64_t> Membership::Sweep(absl::Time now) {
   std::vector<uint64_t> newly_dead;
   for (auto& [id, member] : members_) {
@@ -68,7 +80,7 @@ std::vector<uint64_t> Membership::Sweep(absl::Time now) {
     if (missed >= options_.dead_after_missed) {
       s.set_state(proto::MEMBER_STATE_DEAD);
       newly_dead.push_back(id);
-    } else if (missed >= options_.suspect_after_missed) {
+    } else if (missed >= options_.suspect_after_missed && s.state() != proto::MEMBER_STATE_DRAINING) {
       s.set_state(proto::MEMBER_STATE_SUSPECT);
     }
   }

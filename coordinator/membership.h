@@ -6,7 +6,13 @@
 //   ALIVE --(suspect_after_missed heartbeat intervals without one)--> SUSPECT
 //   SUSPECT --(heartbeat)--> ALIVE
 //   ALIVE/SUSPECT --(dead_after_missed intervals without one)--> DEAD   (final)
+//   ALIVE/SUSPECT --(MarkDraining)--> DRAINING --(heartbeats)--> DRAINING
+//   DRAINING --(dead_after_missed intervals without one)--> DEAD
 //   any --(Deregister)--> LEFT   (final)
+//
+// DRAINING is sticky: heartbeats keep the worker in it (it must not become
+// ALIVE again and be given work); a missed interval shows in missed_heartbeats
+// but does not make it SUSPECT.
 //
 // "Missed" counts whole heartbeat intervals since the last heartbeat (or the
 // registration). A DEAD or LEFT worker that comes back must register again and
@@ -48,6 +54,10 @@ class Membership {
 
   // Marks the worker LEFT. NotFound if the id is unknown.
   absl::Status Deregister(uint64_t worker_id);
+
+  // Marks an ALIVE or SUSPECT worker DRAINING (a DRAINING one stays so).
+  // NotFound if the id is unknown; FailedPrecondition if it is DEAD or LEFT.
+  absl::Status MarkDraining(uint64_t worker_id);
 
   // Recomputes SUSPECT/DEAD from `now`; returns the ids that became DEAD in this call.
   std::vector<uint64_t> Sweep(absl::Time now);

@@ -53,6 +53,8 @@ const char* StateName(proto::MemberState state) {
       return "dead";
     case proto::MEMBER_STATE_LEFT:
       return "left";
+    case proto::MEMBER_STATE_DRAINING:
+      return "draining";
     default:
       return "unknown";
   }

@@ -95,6 +95,35 @@ TEST(MembershipTest, DeregisterMarksLeftAndUnknownIdIsNotFound) {
   EXPECT_NE(status.message().find("999"), std::string::npos);
 }
 
+TEST(MembershipTest, DrainingIsStickyUnderHeartbeatsAndEndsInLeftOrDead) {
+  Membership m(Options());
+  const uint64_t id = m.Register(Worker("w"), t0);
+  ASSERT_TRUE(m.MarkDraining(id).ok());
+  EXPECT_EQ(StateOf(m, id), proto::MEMBER_STATE_DRAINING);
+  EXPECT_TRUE(m.Heartbeat(Beat(id), t0 + kInterval));  // still known: it keeps heartbeating while it drains
+  EXPECT_EQ(StateOf(m, id), proto::MEMBER_STATE_DRAINING);
+  EXPECT_TRUE(m.Sweep(t0 + kInterval * 3.5).empty());  // missed intervals do not make it SUSPECT
+  EXPECT_EQ(StateOf(m, id), proto::MEMBER_STATE_DRAINING);
+  EXPECT_EQ(m.Sweep(t0 + kInterval * 6), std::vector<uint64_t>{id});  // but it can still die
+  EXPECT_EQ(StateOf(m, id), proto::MEMBER_STATE_DEAD);
+
+  const uint64_t other = m.Register(Worker("x"), t0);
+  ASSERT_TRUE(m.MarkDraining(other).ok());
+  ASSERT_TRUE(m.Deregister(other).ok());
+  EXPECT_EQ(StateOf(m, other), proto::MEMBER_STATE_LEFT);
+}
+
+TEST(MembershipTest, MarkDrainingRefusesUnknownDeadAndLeftWorkers) {
+  Membership m(Options());
+  EXPECT_EQ(m.MarkDraining(42).code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(m.MarkDraining(42).message().find("42"), std::string::npos);
+  const uint64_t id = m.Register(Worker("w"), t0);
+  ASSERT_TRUE(m.Deregister(id).ok());
+  const absl::Status status = m.MarkDraining(id);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(status.message().find("MEMBER_STATE_LEFT"), std::string::npos) << status;
+}
+
 TEST(MembershipTest, OptionsValidationNamesTheField) {
   MembershipOptions options = Options();
   options.dead_after_missed = 2;
