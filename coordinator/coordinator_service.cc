@@ -1,6 +1,7 @@
 #include "coordinator/coordinator_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/net/wire_format.h"
@@ -45,6 +46,7 @@ absl::Status CoordinatorService::Run(const std::atomic<bool>& stop) {
                                << options_.membership.dead_after_missed << " missed heartbeats";
         router_.OnWorkerGone(id, &out);
       }
+      router_.Tick(now, &out);  // drain deadlines, and Drain to workers that hold no request
       SendAll(out);
       next_sweep = now + tick;
     }
@@ -89,18 +91,21 @@ void CoordinatorService::Handle(const net::Frame& frame) {
     }
     case proto::Envelope::kVerifyResult: {
       std::vector<Outgoing> out;
-      router_.OnResult(envelope.verify_result(), &out);
+      router_.OnResult(frame.peer, envelope.verify_result(), &out);
       SendAll(out);
       break;
     }
     case proto::Envelope::kError: {
       std::vector<Outgoing> out;
-      router_.OnWorkerError(envelope.error(), &out);
+      router_.OnWorkerError(frame.peer, envelope.error(), &out);
       SendAll(out);
       break;
     }
     case proto::Envelope::kStatusRequest:
       HandleStatus(frame.peer);
+      break;
+    case proto::Envelope::kDrainRequest:
+      HandleDrainRequest(frame.peer, envelope.drain_request());
       break;
     default: {
       ++unexpected_messages_;
@@ -149,6 +154,31 @@ void CoordinatorService::HandleStatus(const std::string& peer) {
   status->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - started_));
   status->set_protocol_version(proto::PROTOCOL_VERSION_CURRENT);
   Reply(peer, reply);
+}
+
+void CoordinatorService::HandleDrainRequest(const std::string& peer, const proto::DrainRequest& request) {
+  std::vector<Outgoing> out;
+  absl::StatusOr<std::vector<uint64_t>> draining = router_.StartDrain(request, absl::Now(), &out);
+  proto::Envelope reply = net::NewEnvelope();
+  if (!draining.ok()) {
+    SPLITSPEC_LOG(WARNING) << "drain refused: " << draining.status();
+    const absl::StatusCode code = draining.status().code();
+    reply.mutable_error()->set_code(code == absl::StatusCode::kNotFound      ? proto::ERROR_CODE_NOT_FOUND
+                                    : code == absl::StatusCode::kUnavailable ? proto::ERROR_CODE_UNAVAILABLE
+                                                                             : proto::ERROR_CODE_INVALID_ARGUMENT);
+    reply.mutable_error()->set_message(std::string(draining.status().message()));
+    return Reply(peer, reply);
+  }
+  for (uint64_t id : *draining) {
+    absl::Status marked = membership_.MarkDraining(id);
+    if (!marked.ok()) SPLITSPEC_LOG(WARNING) << "drain: " << marked;
+    reply.mutable_drain_reply()->add_worker_ids(id);
+  }
+  reply.mutable_drain_reply()->set_message(
+      absl::StrCat("draining ", draining->size(), " worker(s): ", request.reason()));
+  SPLITSPEC_LOG(INFO) << "draining workers " << absl::StrJoin(*draining, ",") << ": " << request.reason();
+  Reply(peer, reply);
+  SendAll(out);
 }
 
 void CoordinatorService::SendAll(std::vector<Outgoing>& out) {

@@ -1,7 +1,8 @@
 // CoordinatorService: the coordinator's control plane — worker registration,
 // heartbeats, liveness, status reports — and request routing: clients submit
 // and cancel on the same control channel and receive TokenStreams; workers
-// receive Assignments and Releases and send back VerifyResults.
+// receive Assignments and Releases and send back VerifyResults. Admin tools
+// (`splitspec scale`) send DrainRequests: see RequestRouter::StartDrain.
 //
 //   CoordinatorOptions options;  options.control_endpoint = "tcp://127.0.0.1:5555";
 //   ASSIGN_OR_RETURN(auto service, CoordinatorService::Create(options));
@@ -52,6 +53,7 @@ class CoordinatorService {
   void HandleRegister(const std::string& peer, const proto::Register& registration);
   void HandleHeartbeat(const std::string& peer, const proto::Heartbeat& heartbeat);
   void HandleStatus(const std::string& peer);
+  void HandleDrainRequest(const std::string& peer, const proto::DrainRequest& request);
   void Reply(const std::string& peer, const proto::Envelope& envelope);
   void SendAll(std::vector<Outgoing>& out);
 

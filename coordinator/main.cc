@@ -10,7 +10,9 @@
 //
 // Flags: --control ENDPOINT (default tcp://127.0.0.1:5555; "tcp://127.0.0.1:*"
 // picks a free port), --endpoint-file PATH (write the bound endpoint there),
-// --heartbeat-ms N (500), --suspect-after N (2), --dead-after N (5); HTTP front
+// --heartbeat-ms N (500), --suspect-after N (2), --dead-after N (5),
+// --drain-timeout-ms N (30000: how long a draining target group's running
+// requests may take before they are re-placed); HTTP front
 // door: --http HOST:PORT --model PATH [--model-name NAME] [--api-key KEY]
 // (see coordinator/http/front_door_flags.h).
 #include <cstdio>
@@ -21,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/http/front_door.h"
 #include "coordinator/http/front_door_flags.h"
@@ -34,7 +37,8 @@ namespace {
 absl::StatusOr<splitspec::coordinator::CoordinatorOptions> ParseOptions(const std::vector<std::string>& args,
                                                                          std::string* endpoint_file,
                                                                          splitspec::tools::CliArgs* parsed_out) {
-  std::set<std::string> known = {"control", "endpoint-file", "heartbeat-ms", "suspect-after", "dead-after"};
+  std::set<std::string> known = {"control", "endpoint-file", "heartbeat-ms", "suspect-after", "dead-after",
+                                 "drain-timeout-ms"};
   known.insert(splitspec::coordinator::http::kFrontDoorFlags.begin(), splitspec::coordinator::http::kFrontDoorFlags.end());
   ASSIGN_OR_RETURN(splitspec::tools::CliArgs parsed, splitspec::tools::CliArgs::Parse(args, known));
   *parsed_out = parsed;
@@ -47,6 +51,11 @@ absl::StatusOr<splitspec::coordinator::CoordinatorOptions> ParseOptions(const st
   options.membership.heartbeat_interval = absl::Milliseconds(heartbeat_ms);
   options.membership.suspect_after_missed = static_cast<int>(suspect_after);
   options.membership.dead_after_missed = static_cast<int>(dead_after);
+  ASSIGN_OR_RETURN(int64_t drain_timeout_ms, parsed.GetInt("drain-timeout-ms", 30000));
+  if (drain_timeout_ms < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--drain-timeout-ms must be >= 0, got ", drain_timeout_ms));
+  }
+  options.router.drain_timeout = absl::Milliseconds(drain_timeout_ms);
   return options;
 }
 

@@ -9,13 +9,17 @@ namespace splitspec::coordinator {
 
 void RequestRouter::OnWorkerAlive(const proto::MemberStatus& member, const std::string& peer,
                                   std::vector<Outgoing>* out) {
-  const bool usable = member.role() == proto::ROLE_DRAFT_WORKER ||
-                      (member.role() == proto::ROLE_TARGET_WORKER && member.tp_rank() == 0);
+  if (member.role() == proto::ROLE_TARGET_WORKER && member.tp_rank() > 0) {
+    followers_[member.worker_id()] = {peer, member.tp_group()};
+    return;
+  }
+  const bool usable = member.role() == proto::ROLE_DRAFT_WORKER || member.role() == proto::ROLE_TARGET_WORKER;
   if (!usable) return;
   Worker& worker = workers_[member.worker_id()];
   worker.role = member.role();
   worker.peer = peer;
   worker.data_endpoint = member.data_endpoint();
+  worker.tp_group = member.tp_group();
   for (auto& [id, request] : requests_) {
     if (request.state == State::kQueued) {
       Place(id, request, out);
@@ -33,30 +37,14 @@ void RequestRouter::OnWorkerAlive(const proto::MemberStatus& member, const std::
 }
 
 void RequestRouter::OnWorkerGone(uint64_t worker_id, std::vector<Outgoing>* out) {
+  followers_.erase(worker_id);
   if (workers_.erase(worker_id) == 0) return;
   for (auto& [id, request] : requests_) {
     if (request.state != State::kRunning) continue;
     if (request.target_id == worker_id) {
-      // Re-prefill elsewhere from the committed tokens; the old draft restarts too.
-      ++counters_.reassigned_target;
-      if (request.draft_id != 0) {
-        proto::Envelope release = net::NewEnvelope();
-        release.mutable_release()->set_request_id(id);
-        release.mutable_release()->set_reason("target worker lost");
-        SendToWorker(request.draft_id, std::move(release), out);
-        if (auto it = workers_.find(request.draft_id); it != workers_.end()) --it->second.load;
-      }
-      request.target_id = request.draft_id = 0;
-      request.state = State::kQueued;
-      ++request.epoch;
-      Place(id, request, out);
+      ReplaceTarget(id, request, "target worker lost", out);
     } else if (request.draft_id == worker_id) {
-      ++counters_.reassigned_draft;
-      request.draft_id = request.submit.drafter() == "none" ? 0 : LeastLoaded(proto::ROLE_DRAFT_WORKER);
-      if (request.draft_id != 0) ++workers_[request.draft_id].load;
-      proto::Envelope assignment = MakeAssignment(id, request);
-      SendToWorker(request.target_id, assignment, out);
-      if (request.draft_id != 0) SendToWorker(request.draft_id, std::move(assignment), out);
+      ReplaceDraft(id, request, /*release_old=*/false, out);
     }
   }
 }
@@ -106,10 +94,16 @@ void RequestRouter::OnCancel(const proto::Cancel& cancel, std::vector<Outgoing>*
   Finish(it->first, it->second, proto::FINISH_REASON_CANCELLED, out);
 }
 
-void RequestRouter::OnResult(const proto::VerifyResult& result, std::vector<Outgoing>* out) {
+void RequestRouter::OnResult(const std::string& peer, const proto::VerifyResult& result,
+                             std::vector<Outgoing>* out) {
   auto it = requests_.find(result.request_id());
   if (it == requests_.end() || it->second.state != State::kRunning) return;
   Request& request = it->second;
+  if (!ServedBy(request, peer)) {
+    // A target the request was taken from (drain timeout) answering late.
+    ++counters_.ignored_results;
+    return;
+  }
   const std::vector<int32_t> tokens(result.committed_tokens().begin(), result.committed_tokens().end());
   if (result.full_sequence()) {
     if (tokens.size() >= request.committed.size()) request.committed = tokens;
@@ -126,9 +120,13 @@ void RequestRouter::OnResult(const proto::VerifyResult& result, std::vector<Outg
   }
 }
 
-void RequestRouter::OnWorkerError(const proto::Error& error, std::vector<Outgoing>* out) {
+void RequestRouter::OnWorkerError(const std::string& peer, const proto::Error& error, std::vector<Outgoing>* out) {
   auto it = requests_.find(error.request_id());
   if (it == requests_.end()) return;
+  if (!ServedBy(it->second, peer)) {
+    ++counters_.ignored_results;
+    return;
+  }
   proto::Envelope envelope = net::NewEnvelope();
   *envelope.mutable_error() = error;
   out->push_back({it->second.client_peer, std::move(envelope)});
@@ -163,11 +161,59 @@ void RequestRouter::Place(const std::string& id, Request& request, std::vector<O
   if (request.draft_id != 0) SendToWorker(request.draft_id, std::move(assignment), out);
 }
 
+void RequestRouter::ReplaceDraft(const std::string& id, Request& request, bool release_old,
+                                 std::vector<Outgoing>* out) {
+  if (auto it = workers_.find(request.draft_id); it != workers_.end()) {
+    if (release_old) {
+      proto::Envelope release = net::NewEnvelope();
+      release.mutable_release()->set_request_id(id);
+      release.mutable_release()->set_reason("draft worker draining");
+      SendToWorker(request.draft_id, std::move(release), out);
+    }
+    --it->second.load;
+  }
+  ++counters_.reassigned_draft;
+  request.draft_id = request.submit.drafter() == "none" ? 0 : LeastLoaded(proto::ROLE_DRAFT_WORKER);
+  if (request.draft_id != 0) ++workers_[request.draft_id].load;
+  proto::Envelope assignment = MakeAssignment(id, request);
+  SendToWorker(request.target_id, assignment, out);
+  if (request.draft_id != 0) SendToWorker(request.draft_id, std::move(assignment), out);
+}
+
+void RequestRouter::ReplaceTarget(const std::string& id, Request& request, const std::string& reason,
+                                  std::vector<Outgoing>* out) {
+  // Re-prefill elsewhere from the committed tokens; the old draft restarts too.
+  ++counters_.reassigned_target;
+  for (uint64_t worker_id : {request.target_id, request.draft_id}) {
+    auto it = workers_.find(worker_id);
+    if (worker_id == 0 || it == workers_.end()) continue;  // gone: nothing to release
+    proto::Envelope release = net::NewEnvelope();
+    release.mutable_release()->set_request_id(id);
+    release.mutable_release()->set_reason(reason);
+    SendToWorker(worker_id, std::move(release), out);
+    --it->second.load;
+  }
+  request.target_id = request.draft_id = 0;
+  request.state = State::kQueued;
+  ++request.epoch;
+  Place(id, request, out);
+}
+
+bool RequestRouter::ServedBy(const Request& request, const std::string& peer) const {
+  for (uint64_t worker_id : {request.target_id, request.draft_id}) {
+    auto it = workers_.find(worker_id);
+    if (worker_id != 0 && it != workers_.end() && it->second.peer == peer) return true;
+  }
+  // A worker the router does not know (any more) cannot be serving it; an
+  // unknown sender of a known worker's request is someone it was taken from.
+  return false;
+}
+
 uint64_t RequestRouter::LeastLoaded(proto::Role role) const {
   uint64_t best = 0;
   int best_load = 0;
   for (const auto& [id, worker] : workers_) {
-    if (worker.role != role) continue;
+    if (worker.role != role || worker.draining) continue;
     if (best == 0 || worker.load < best_load) {
       best = id;
       best_load = worker.load;
@@ -249,6 +295,135 @@ void RequestRouter::Refuse(const std::string& client_peer, const std::string& id
   done.mutable_token_stream()->set_finished(true);
   done.mutable_token_stream()->set_finish_reason(proto::FINISH_REASON_ERROR);
   out->push_back({client_peer, std::move(done)});
+}
+
+absl::StatusOr<std::vector<uint64_t>> RequestRouter::StartDrain(const proto::DrainRequest& request, absl::Time now,
+                                                                 std::vector<Outgoing>* out) {
+  const bool by_role = request.role() == proto::ROLE_DRAFT_WORKER || request.role() == proto::ROLE_TARGET_WORKER;
+  if (request.count() > 0 && request.worker_ids_size() > 0) {
+    return absl::InvalidArgumentError("DrainRequest: set count or worker_ids, not both");
+  }
+  if (request.count() == 0 && request.worker_ids_size() == 0) {
+    return absl::InvalidArgumentError("DrainRequest names no worker: set count (with role) or worker_ids");
+  }
+  std::vector<uint64_t> chosen;
+  if (request.worker_ids_size() > 0) {
+    for (uint64_t id : request.worker_ids()) {
+      if (auto f = followers_.find(id); f != followers_.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("DrainRequest.worker_ids: worker ", id,
+                                                       " is a tensor-parallel follower of group '", f->second.tp_group,
+                                                       "'; drain the group's leader (tp_rank 0)"));
+      }
+      auto it = workers_.find(id);
+      if (it == workers_.end()) {
+        return absl::NotFoundError(
+            absl::StrCat("DrainRequest.worker_ids: no live draft worker or target group leader has id ", id));
+      }
+      if (by_role && it->second.role != request.role()) {
+        return absl::InvalidArgumentError(absl::StrCat("DrainRequest.worker_ids: worker ", id, " is a ",
+                                                       proto::Role_Name(it->second.role), ", not a ",
+                                                       proto::Role_Name(request.role())));
+      }
+      if (std::find(chosen.begin(), chosen.end(), id) == chosen.end()) chosen.push_back(id);
+    }
+  } else {
+    if (!by_role) {
+      return absl::InvalidArgumentError(absl::StrCat("DrainRequest.role must be ROLE_DRAFT_WORKER or ",
+                                                     "ROLE_TARGET_WORKER with count, got ",
+                                                     proto::Role_Name(request.role())));
+    }
+    // The least-loaded ones; among equals the newest (highest id) first.
+    std::vector<std::pair<int, uint64_t>> candidates;
+    for (const auto& [id, worker] : workers_) {
+      if (worker.role == request.role() && !worker.draining) candidates.push_back({worker.load, id});
+    }
+    std::sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first < b.first : a.second > b.second;
+    });
+    if (request.count() > candidates.size()) {
+      return absl::UnavailableError(absl::StrCat("DrainRequest.count ", request.count(), " exceeds the ",
+                                                 candidates.size(), " ", proto::Role_Name(request.role()),
+                                                 "(s) not already draining"));
+    }
+    for (uint32_t i = 0; i < request.count(); ++i) chosen.push_back(candidates[i].second);
+  }
+  // Never strand a request: keep one target group serving while any waits or runs.
+  int targets_kept = 0;
+  bool drains_a_target = false;
+  for (const auto& [id, worker] : workers_) {
+    if (worker.role != proto::ROLE_TARGET_WORKER || worker.draining) continue;
+    if (std::find(chosen.begin(), chosen.end(), id) == chosen.end()) {
+      ++targets_kept;
+    } else {
+      drains_a_target = true;
+    }
+  }
+  const int waiting = queued() + running();
+  if (drains_a_target && targets_kept == 0 && waiting > 0) {
+    return absl::UnavailableError(absl::StrCat("DrainRequest would leave no target group serving while ", waiting,
+                                               " request(s) are queued or running; add a target group first"));
+  }
+  const absl::Duration timeout =
+      request.timeout_ms() > 0 ? absl::Milliseconds(request.timeout_ms()) : options_.drain_timeout;
+  const std::string reason = request.reason().empty() ? "drain requested" : request.reason();
+  std::vector<uint64_t> draining = chosen;
+  for (uint64_t worker_id : chosen) {
+    Worker& worker = workers_[worker_id];
+    for (const auto& [follower_id, follower] : followers_) {
+      if (!worker.tp_group.empty() && follower.tp_group == worker.tp_group) draining.push_back(follower_id);
+    }
+    if (worker.draining) continue;
+    worker.draining = true;
+    worker.drain_reason = reason;
+    worker.drain_deadline = now + timeout;
+    if (worker.role != proto::ROLE_DRAFT_WORKER) continue;
+    for (auto& [id, r] : requests_) {
+      if (r.state == State::kRunning && r.draft_id == worker_id) ReplaceDraft(id, r, /*release_old=*/true, out);
+    }
+  }
+  SendDrains(out);
+  return draining;
+}
+
+void RequestRouter::Tick(absl::Time now, std::vector<Outgoing>* out) {
+  for (auto& [worker_id, worker] : workers_) {
+    if (!worker.draining || worker.drain_sent || now < worker.drain_deadline) continue;
+    for (auto& [id, request] : requests_) {
+      if (request.state == State::kRunning && request.target_id == worker_id) {
+        ReplaceTarget(id, request, "target group draining: drain timeout", out);
+      }
+    }
+  }
+  SendDrains(out);
+}
+
+bool RequestRouter::IsDraining(uint64_t worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it != workers_.end() && it->second.draining;
+}
+
+bool RequestRouter::HoldsRequests(uint64_t worker_id) const {
+  return std::any_of(requests_.begin(), requests_.end(), [worker_id](const auto& r) {
+    return r.second.state == State::kRunning && (r.second.target_id == worker_id || r.second.draft_id == worker_id);
+  });
+}
+
+void RequestRouter::SendDrains(std::vector<Outgoing>* out) {
+  for (auto& [worker_id, worker] : workers_) {
+    if (!worker.draining || worker.drain_sent || HoldsRequests(worker_id)) continue;
+    worker.drain_sent = true;
+    ++counters_.drained;
+    auto drain = [&](uint64_t id, const std::string& peer) {
+      proto::Envelope envelope = net::NewEnvelope();
+      envelope.mutable_drain()->set_worker_id(id);
+      envelope.mutable_drain()->set_reason(worker.drain_reason);
+      out->push_back({peer, std::move(envelope)});
+    };
+    drain(worker_id, worker.peer);
+    for (const auto& [follower_id, follower] : followers_) {
+      if (!worker.tp_group.empty() && follower.tp_group == worker.tp_group) drain(follower_id, follower.peer);
+    }
+  }
 }
 
 }  // namespace splitspec::coordinator

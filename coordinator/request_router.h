@@ -7,6 +7,16 @@
 // target then decodes alone). Placement is least-loaded by the router's own
 // count of running requests per worker.
 //
+// Draining (run-time scale-down, DrainRequest): a draining worker gets no new
+// placements. A draining draft worker's requests move at once to the other
+// draft workers (or to none). A draining target group keeps its running
+// requests until they finish or until its drain deadline, when the remaining
+// ones are re-placed from their committed tokens like those of a dead target.
+// A draining worker that holds no request any more is sent Drain (its group's
+// followers too), after which it deregisters. Results and errors are taken only
+// from the worker currently serving a request, so a drained target's late
+// results never mix into the re-placed request.
+//
 // Pure policy: no sockets. Every decision is returned as Outgoing messages
 // (addressed by ZeroMQ peer identity) for the service to send.
 //
@@ -19,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "proto/splitspec.pb.h"
 
 namespace splitspec::coordinator {
@@ -33,6 +45,9 @@ struct RouterOptions {
   int max_new_tokens = 4096;     // upper bound on SamplingParams.max_tokens
   int default_max_new_tokens = 256;
   int context_length = 8192;     // prompt + max_tokens must fit
+  // How long a draining target group's running requests may take to finish
+  // before they are re-placed (DrainRequest.timeout_ms overrides it).
+  absl::Duration drain_timeout = absl::Seconds(30);
 };
 
 struct RouterCounters {
@@ -44,6 +59,8 @@ struct RouterCounters {
   uint64_t failed = 0;
   uint64_t reassigned_target = 0;
   uint64_t reassigned_draft = 0;
+  uint64_t drained = 0;         // workers sent Drain (a group's followers not counted)
+  uint64_t ignored_results = 0; // results or errors from a worker no longer serving the request
 };
 
 class RequestRouter {
@@ -59,9 +76,29 @@ class RequestRouter {
   void OnSubmit(const std::string& client_peer, const proto::SubmitRequest& submit, std::vector<Outgoing>* out);
   void OnCancel(const proto::Cancel& cancel, std::vector<Outgoing>* out);
 
-  // Target traffic.
-  void OnResult(const proto::VerifyResult& result, std::vector<Outgoing>* out);
-  void OnWorkerError(const proto::Error& error, std::vector<Outgoing>* out);
+  // Worker traffic; `peer` is the sender's control-channel identity. Traffic
+  // from a worker that no longer serves the request is ignored and counted.
+  void OnResult(const std::string& peer, const proto::VerifyResult& result, std::vector<Outgoing>* out);
+  void OnWorkerError(const std::string& peer, const proto::Error& error, std::vector<Outgoing>* out);
+
+  // Starts draining the workers `request` names (see the top of this file and
+  // proto DrainRequest); `now` starts the target groups' drain deadline.
+  // Returns the ids now draining: the chosen draft workers and group leaders,
+  // then the followers of those groups. Draining an already draining worker by
+  // id is not an error. Errors (nothing changes then), each naming the field:
+  //   InvalidArgument: neither or both of count and worker_ids; count without
+  //     a worker role; an id of a tensor-parallel follower or of the wrong role.
+  //   NotFound: an id that is not a live draft worker or group leader.
+  //   Unavailable: count exceeds the workers of that role not already
+  //     draining; or it would leave no target group that is not draining while
+  //     requests are queued or running (a request must never be stranded).
+  absl::StatusOr<std::vector<uint64_t>> StartDrain(const proto::DrainRequest& request, absl::Time now,
+                                                   std::vector<Outgoing>* out);
+  // Re-places the requests of draining target groups past their deadline, and
+  // sends Drain to draining workers that hold no request. Call it often (the
+  // coordinator does at every liveness sweep).
+  void Tick(absl::Time now, std::vector<Outgoing>* out);
+  bool IsDraining(uint64_t worker_id) const;
 
   int queued() const;
   int running() const;
@@ -87,10 +124,27 @@ class RequestRouter {
     proto::Role role = proto::ROLE_UNSPECIFIED;
     std::string peer;
     std::string data_endpoint;
+    std::string tp_group;  // "" when not tensor-parallel
     int load = 0;
+    bool draining = false;
+    bool drain_sent = false;
+    absl::Time drain_deadline = absl::InfiniteFuture();  // targets: re-place what is left after it
+    std::string drain_reason;
+  };
+  struct Follower {  // a target group's rank > 0: never placed on, drained with its leader
+    std::string peer;
+    std::string tp_group;
   };
 
   void Place(const std::string& id, Request& request, std::vector<Outgoing>* out);
+  // Moves a running request to another draft worker (or none); `release_old`
+  // tells the old one to drop it (it is alive: draining).
+  void ReplaceDraft(const std::string& id, Request& request, bool release_old, std::vector<Outgoing>* out);
+  // Re-queues a running request and places it again from its committed tokens.
+  void ReplaceTarget(const std::string& id, Request& request, const std::string& reason, std::vector<Outgoing>* out);
+  bool ServedBy(const Request& request, const std::string& peer) const;
+  bool HoldsRequests(uint64_t worker_id) const;
+  void SendDrains(std::vector<Outgoing>* out);
   uint64_t LeastLoaded(proto::Role role) const;
   proto::Envelope MakeAssignment(const std::string& id, const Request& request) const;
   void SendToWorker(uint64_t worker_id, proto::Envelope envelope, std::vector<Outgoing>* out) const;
@@ -101,7 +155,8 @@ class RequestRouter {
 
   RouterOptions options_;
   std::map<std::string, Request> requests_;
-  std::map<uint64_t, Worker> workers_;
+  std::map<uint64_t, Worker> workers_;  // draft workers and target group leaders
+  std::map<uint64_t, Follower> followers_;
   RouterCounters counters_;
   uint64_t next_generated_id_ = 1;
 };
