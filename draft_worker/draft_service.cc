@@ -24,7 +24,7 @@ DraftService::DraftService(spec::Drafter* drafter, DraftServiceOptions options,
     : options_(std::move(options)), control_(std::move(control)), engine_(drafter, options_.engine) {}
 
 absl::Status DraftService::Run(const std::atomic<bool>& stop) {
-  while (!stop.load(std::memory_order_relaxed)) {
+  while (!stop.load(std::memory_order_relaxed) && !drain_requested_) {
     const absl::Time now = absl::Now();
     RETURN_IF_ERROR(control_->SendDue(now));
     DrainControl();
@@ -53,6 +53,11 @@ absl::Status DraftService::Run(const std::atomic<bool>& stop) {
     for (auto& [endpoint, channel] : targets_) channels.push_back(channel.get());
     const absl::Time wake = std::min(control_->next_send(), now + absl::Milliseconds(50));
     net::WaitAnyReadable(channels, std::max(wake - absl::Now(), absl::ZeroDuration()));
+  }
+  if (drain_requested_) {
+    SPLITSPEC_LOG(INFO) << "draft worker '" << options_.identity.name << "' drained (" << engine_.active_requests()
+                        << " request(s) left, all handed over); deregistering and exiting";
+    return control_->Deregister("drained");
   }
   return control_->Deregister("shutdown");
 }
@@ -85,6 +90,10 @@ void DraftService::DrainControl() {
       engine_.Release(envelope.release().request_id());
     } else if (envelope.has_cancel()) {
       engine_.Release(envelope.cancel().request_id());
+    } else if (envelope.has_drain()) {
+      // The coordinator has handed every request here to other draft workers.
+      SPLITSPEC_LOG(INFO) << "drain requested: " << envelope.drain().reason();
+      drain_requested_ = true;
     }
   }
 }

@@ -42,7 +42,8 @@ class DraftService {
   // `drafter` must outlive the service. Errors: connect failures, bad identity.
   static absl::StatusOr<std::unique_ptr<DraftService>> Create(spec::Drafter* drafter, DraftServiceOptions options);
 
-  // Serves until `stop` is true; deregisters on the way out.
+  // Serves until `stop` is true, or until the coordinator sends Drain (it has
+  // handed this worker's requests to others: returns OK); deregisters on the way out.
   absl::Status Run(const std::atomic<bool>& stop);
 
   const DraftEngine& engine() const { return engine_; }
@@ -58,6 +59,7 @@ class DraftService {
   std::unique_ptr<net::MembershipClient> control_;
   std::map<std::string, std::unique_ptr<net::Channel>> targets_;  // data endpoint -> channel
   DraftEngine engine_;
+  bool drain_requested_ = false;  // a Drain came: Run deregisters and returns OK
 };
 
 }  // namespace splitspec::draft

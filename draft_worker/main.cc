@@ -4,7 +4,8 @@
 // Thread model: the main thread runs DraftService::Run, which owns the control
 // DEALER to the coordinator and one data DEALER per target leader, and runs
 // every draft step; a model drafter's thread pool (--threads) is used only
-// inside those steps. Signals only set the shutdown flag.
+// inside those steps. Signals only set the shutdown flag. A Drain from the
+// coordinator (run-time scale-down) ends Run with OK: exit status 0.
 //
 // Flags: see tools/worker_flags.h, plus --drafter ngram|model|layerskip:L
 // (default ngram), --draft PATH (drafter "model"), --target-model PATH (the

@@ -35,7 +35,7 @@ TargetService::TargetService(model::Transformer* model, TargetServiceOptions opt
       engine_(model, options_.engine) {}
 
 absl::Status TargetService::Run(const std::atomic<bool>& stop) {
-  while (!stop.load(std::memory_order_relaxed)) {
+  while (!stop.load(std::memory_order_relaxed) && !drain_requested_) {
     const absl::Time now = absl::Now();
     RETURN_IF_ERROR(control_->SendDue(now));
     DrainControl();
@@ -53,6 +53,10 @@ absl::Status TargetService::Run(const std::atomic<bool>& stop) {
     }
     const absl::Time wake = std::min({control_->next_send(), engine_.NextDeadline(), now + absl::Milliseconds(50)});
     net::WaitAnyReadable({&control_->channel(), data_.get()}, std::max(wake - absl::Now(), absl::ZeroDuration()));
+  }
+  if (drain_requested_) {
+    SPLITSPEC_LOG(INFO) << "target worker '" << options_.identity.name << "' drained; deregistering and exiting";
+    return control_->Deregister("drained");
   }
   return control_->Deregister("shutdown");
 }
@@ -73,6 +77,10 @@ void TargetService::HandleControl(const proto::Envelope& envelope) {
     engine_.Release(envelope.release().request_id());
   } else if (envelope.has_cancel()) {
     engine_.Release(envelope.cancel().request_id());
+  } else if (envelope.has_drain()) {
+    // The coordinator has re-placed or seen finished every request here.
+    SPLITSPEC_LOG(INFO) << "drain requested: " << envelope.drain().reason();
+    drain_requested_ = true;
   } else {
     SPLITSPEC_LOG(DEBUG) << "target: ignored '" << net::BodyName(envelope) << "' on the control channel";
   }

@@ -65,6 +65,7 @@ class TargetService {
   std::string data_endpoint_;
   std::unique_ptr<net::MembershipClient> control_;
   TargetEngine engine_;
+  bool drain_requested_ = false;  // a Drain came: Run deregisters and returns OK
 };
 
 }  // namespace splitspec::target
