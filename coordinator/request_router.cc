@@ -413,16 +413,12 @@ void RequestRouter::SendDrains(std::vector<Outgoing>* out) {
     if (!worker.draining || worker.drain_sent || HoldsRequests(worker_id)) continue;
     worker.drain_sent = true;
     ++counters_.drained;
-    auto drain = [&](uint64_t id, const std::string& peer) {
-      proto::Envelope envelope = net::NewEnvelope();
-      envelope.mutable_drain()->set_worker_id(id);
-      envelope.mutable_drain()->set_reason(worker.drain_reason);
-      out->push_back({peer, std::move(envelope)});
-    };
-    drain(worker_id, worker.peer);
-    for (const auto& [follower_id, follower] : followers_) {
-      if (!worker.tp_group.empty() && follower.tp_group == worker.tp_group) drain(follower_id, follower.peer);
-    }
+    // Only the leader: it disbands its group's followers when it leaves (they
+    // must not exit while it still runs a collective with them).
+    proto::Envelope envelope = net::NewEnvelope();
+    envelope.mutable_drain()->set_worker_id(worker_id);
+    envelope.mutable_drain()->set_reason(worker.drain_reason);
+    out->push_back({worker.peer, std::move(envelope)});
   }
 }
 

@@ -12,8 +12,9 @@
 // draft workers (or to none). A draining target group keeps its running
 // requests until they finish or until its drain deadline, when the remaining
 // ones are re-placed from their committed tokens like those of a dead target.
-// A draining worker that holds no request any more is sent Drain (its group's
-// followers too), after which it deregisters. Results and errors are taken only
+// A draining worker that holds no request any more is sent Drain, after which
+// it deregisters (a group leader disbands its followers as it leaves; they are
+// shown DRAINING meanwhile). Results and errors are taken only
 // from the worker currently serving a request, so a drained target's late
 // results never mix into the re-placed request.
 //
@@ -59,7 +60,7 @@ struct RouterCounters {
   uint64_t failed = 0;
   uint64_t reassigned_target = 0;
   uint64_t reassigned_draft = 0;
-  uint64_t drained = 0;         // workers sent Drain (a group's followers not counted)
+  uint64_t drained = 0;         // workers sent Drain (group leaders: followers leave with them)
   uint64_t ignored_results = 0; // results or errors from a worker no longer serving the request
 };
 
