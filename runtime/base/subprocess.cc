@@ -9,15 +9,38 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 extern char** environ;
 
 namespace splitspec {
 
-absl::StatusOr<Subprocess> Subprocess::Spawn(const std::vector<std::string>& argv, const std::string& log_path) {
+namespace {
+
+// environ with `extra_env` ("NAME=VALUE") replacing or adding variables. The
+// pointers stay valid while `extra_env` and environ are unchanged.
+std::vector<char*> MergedEnvironment(const std::vector<std::string>& extra_env) {
+  std::vector<char*> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const absl::string_view entry(*e);
+    const absl::string_view name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const std::string& extra : extra_env) replaced |= absl::StartsWith(extra, absl::StrCat(name, "="));
+    if (!replaced) env.push_back(*e);
+  }
+  for (const std::string& extra : extra_env) env.push_back(const_cast<char*>(extra.c_str()));
+  env.push_back(nullptr);
+  return env;
+}
+
+}  // namespace
+
+absl::StatusOr<Subprocess> Subprocess::Spawn(const std::vector<std::string>& argv, const std::string& log_path,
+                                             const std::vector<std::string>& extra_env) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -26,7 +49,8 @@ absl::StatusOr<Subprocess> Subprocess::Spawn(const std::vector<std::string>& arg
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  std::vector<char*> env = MergedEnvironment(extra_env);
+  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) return absl::InternalError(absl::StrCat("cannot start ", argv[0], ": ", std::strerror(rc)));
   return Subprocess(pid, log_path);

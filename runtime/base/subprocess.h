@@ -21,9 +21,12 @@ namespace splitspec {
 
 class Subprocess {
  public:
-  // argv[0] is the path of the binary. Errors: Internal naming argv[0] if the
-  // spawn fails (missing binary, no permission).
-  static absl::StatusOr<Subprocess> Spawn(const std::vector<std::string>& argv, const std::string& log_path);
+  // argv[0] is the path of the binary. The child inherits this process's
+  // environment, with `extra_env` ("NAME=VALUE" entries) replacing or adding
+  // variables. Errors: Internal naming argv[0] if the spawn fails (missing
+  // binary, no permission).
+  static absl::StatusOr<Subprocess> Spawn(const std::vector<std::string>& argv, const std::string& log_path,
+                                          const std::vector<std::string>& extra_env = {});
 
   Subprocess(Subprocess&& other) noexcept : pid_(other.pid_), log_path_(std::move(other.log_path_)) { other.pid_ = -1; }
   Subprocess& operator=(Subprocess&&) = delete;
