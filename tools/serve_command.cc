@@ -1,77 +1,47 @@
-// `splitspec serve [--control ENDPOINT] [--model PATH] [--drafter NAME] [--draft PATH]
-//                  [--drafts N] [--targets N] [--threads N] [--log-dir DIR]
-//                  [--http HOST:PORT | --http none]`
+// `splitspec serve [--config FILE] [--dry-run] [--control EP] [--advertise EP]
+//                  [--http HOST:PORT | --http none] [--model PATH] [--drafter NAME]
+//                  [--draft PATH] [--drafts N] [--targets N] [--target-tp N]
+//                  [--threads N] [--log-dir DIR]`
 //
-// Starts a local cluster as separate processes on loopback: one coordinator,
-// N target workers and M draft workers (binaries next to this one), waits until
-// every worker has registered, prints the membership, and keeps running until
-// Ctrl-C / SIGTERM (then stops the workers before the coordinator) or until a
-// process exits on its own (reported, and the rest stopped). Defaults need no
-// arguments after deploy/setup.sh: the default model from models/, drafter ngram,
-// the coordinator's OpenAI-compatible HTTP API on 127.0.0.1:8000.
-// --config FILE is not implemented yet and is refused.
+// Starts a cluster on this machine as separate processes, as the cluster
+// config describes it (runtime/config/cluster_config.h; --config FILE, else
+// deploy/cluster.toml, which holds the defaults): one coordinator, every rank of
+// every target group (splitspec-target-worker --tp-group G --tp-rank R
+// --tp-size S) and every draft worker, binaries next to this one. Flags
+// override the file (see tools/serve_plan.h for the list and the precedence).
+// It waits until every group leader (tp_rank 0) and every draft worker has
+// registered, prints the membership, and keeps running until Ctrl-C / SIGTERM
+// (then stops the workers before the coordinator) or until a process exits on
+// its own (reported, and the rest stopped). A config that puts a process on
+// another host is refused (deploy/ssh_cluster.sh starts those).
+//
+// --dry-run prints the processes it would start, one JSON object per line
+// (tools/serve_plan.h: name, role, host, log, group/tp_rank/tp_size, env,
+// env_from, argv), and starts nothing; the deploy/ launchers read it.
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/base/logging.h"
 #include "runtime/base/shutdown.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/base/subprocess.h"
 #include "runtime/net/request_client.h"
-#include "tools/cli_args.h"
 #include "tools/commands.h"
-#include "tools/default_paths.h"
+#include "tools/serve_plan.h"
 
 namespace splitspec::tools {
 namespace {
 
-struct ServeFlags {
-  std::string control = "tcp://127.0.0.1:5555";
-  std::string model;
-  std::string drafter = "ngram";
-  std::string draft;
-  int drafts = 1;
-  int targets = 1;
-  int threads = 0;
-  std::string log_dir;
-  std::string http = "127.0.0.1:8000";  // the coordinator's OpenAI-compatible front door; "none": off
-};
-
-absl::StatusOr<ServeFlags> ParseFlags(const CommandArgs& argv) {
-  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, {"control", "model", "drafter", "draft", "drafts", "targets",
-                                                       "threads", "log-dir", "config", "http"}));
-  if (args.Has("config")) {
-    return absl::UnimplementedError("--config FILE is not implemented yet; use the flags (see splitspec serve --help)");
-  }
-  ServeFlags f;
-  f.control = args.GetString("control", f.control);
-  f.http = args.GetString("http", f.http);
-  f.model = args.GetString("model", DefaultModelPath());
-  f.draft = args.GetString("draft", "");
-  f.drafter = args.GetString("drafter", f.draft.empty() ? "ngram" : "model");
-  f.log_dir = args.GetString("log-dir", absl::StrCat(RepositoryRoot(), "/build/cluster"));
-  ASSIGN_OR_RETURN(int64_t drafts, args.GetInt("drafts", 1));
-  ASSIGN_OR_RETURN(int64_t targets, args.GetInt("targets", 1));
-  ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
-  if (drafts < 0 || drafts > 64) return absl::InvalidArgumentError(absl::StrCat("--drafts ", drafts, " out of range [0, 64]"));
-  if (targets < 1 || targets > 64) return absl::InvalidArgumentError(absl::StrCat("--targets ", targets, " out of range [1, 64]"));
-  f.drafts = static_cast<int>(drafts);
-  f.targets = static_cast<int>(targets);
-  f.threads = static_cast<int>(threads);
-  if (!std::filesystem::exists(f.model)) {
-    return absl::NotFoundError(absl::StrCat("model ", f.model, " not found; run deploy/setup.sh or pass --model PATH"));
-  }
-  return f;
-}
-
-absl::Status WaitForMembers(const std::string& control, int expected, std::vector<Subprocess>& processes) {
+// The coordinator's view counts a target group once its leader (tp_rank 0) is
+// alive; followers may or may not register on their own.
+absl::Status WaitForMembers(const std::string& control, int groups, int drafts, std::vector<Subprocess>& processes) {
   for (int attempt = 0; attempt < 600; ++attempt) {
     for (Subprocess& p : processes) {
       absl::StatusOr<int> exited = p.Wait(absl::ZeroDuration());
@@ -82,45 +52,76 @@ absl::Status WaitForMembers(const std::string& control, int expected, std::vecto
     }
     absl::StatusOr<proto::StatusReply> status = net::FetchCoordinatorStatus(control, absl::Milliseconds(500));
     if (status.ok()) {
-      int alive = 0;
-      for (const proto::MemberStatus& m : status->members()) alive += m.state() == proto::MEMBER_STATE_ALIVE;
-      if (alive >= expected) return absl::OkStatus();
+      int leaders = 0;
+      int draft_workers = 0;
+      for (const proto::MemberStatus& m : status->members()) {
+        if (m.state() != proto::MEMBER_STATE_ALIVE) continue;
+        leaders += m.role() == proto::ROLE_TARGET_WORKER && m.tp_rank() == 0;
+        draft_workers += m.role() == proto::ROLE_DRAFT_WORKER;
+      }
+      if (leaders >= groups && draft_workers >= drafts) return absl::OkStatus();
     }
     absl::SleepFor(absl::Milliseconds(100));
   }
   return absl::DeadlineExceededError(absl::StrCat("workers did not register with ", control, " within 60 s"));
 }
 
-absl::Status Serve(const ServeFlags& f) {
-  std::filesystem::create_directories(f.log_dir);
-  const std::string bin = BinaryDirectory();
+bool IsThisHost(const std::string& host) {
+  if (host == "localhost" || host == "127.0.0.1") return true;
+  char name[256] = {};
+  return gethostname(name, sizeof(name) - 1) == 0 && host == name;
+}
+
+// Refuses what a local start cannot do; done before anything is spawned.
+absl::Status CheckLocal(const config::ClusterConfig& config, const std::vector<PlannedProcess>& plan) {
+  for (const PlannedProcess& p : plan) {
+    if (!IsThisHost(p.host)) {
+      return absl::InvalidArgumentError(absl::StrCat(config.source, ": ", p.name, " is to run on host '", p.host,
+                                                     "'; serve starts processes on this machine only (use deploy/ssh_cluster.sh)"));
+    }
+  }
+  for (const PlannedProcess& p : plan) {
+    if (!std::filesystem::exists(p.argv[0])) {
+      return absl::NotFoundError(absl::StrCat(p.argv[0], " not found; build it (deploy/setup.sh)"));
+    }
+    for (size_t i = 0; i + 1 < p.argv.size(); ++i) {
+      const std::string& flag = p.argv[i];
+      if ((flag == "--model" || flag == "--target-model" || flag == "--draft") && !std::filesystem::exists(p.argv[i + 1])) {
+        return absl::NotFoundError(absl::StrCat("model ", p.argv[i + 1], " (", p.name, " ", flag,
+                                                ") not found; run deploy/setup.sh, set models.* in the config or pass --model PATH"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> ProcessEnvironment(const PlannedProcess& p) {
+  std::vector<std::string> env;
+  for (const auto& [name, value] : p.env) env.push_back(absl::StrCat(name, "=", value));
+  for (const auto& [name, from] : p.env_from) {
+    const char* value = std::getenv(from.c_str());
+    env.push_back(absl::StrCat(name, "=", value != nullptr ? value : ""));
+  }
+  return env;
+}
+
+absl::Status Serve(const config::ClusterConfig& config, const std::vector<PlannedProcess>& plan) {
+  RETURN_IF_ERROR(CheckLocal(config, plan));
   std::vector<Subprocess> processes;
-  auto spawn = [&](std::vector<std::string> argv, const std::string& name) -> absl::Status {
-    ASSIGN_OR_RETURN(Subprocess p, Subprocess::Spawn(argv, absl::StrCat(f.log_dir, "/", name, ".log")));
-    std::printf("==> %s (pid %d, log %s/%s.log)\n", name.c_str(), p.pid(), f.log_dir.c_str(), name.c_str());
-    processes.push_back(std::move(p));
-    return absl::OkStatus();
-  };
-  const std::string threads = std::to_string(f.threads > 0 ? f.threads : std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::string> coordinator = {bin + "/splitspec-coordinator", "--control", f.control};
-  if (f.http != "none") coordinator.insert(coordinator.end(), {"--http", f.http, "--model", f.model});
-  RETURN_IF_ERROR(spawn(coordinator, "coordinator"));
-  for (int i = 0; i < f.targets; ++i) {
-    RETURN_IF_ERROR(spawn({bin + "/splitspec-target-worker", "--coordinator", f.control, "--name",
-                           absl::StrCat("target-", i), "--model", f.model, "--threads", threads},
-                          absl::StrCat("target-", i)));
+  for (const PlannedProcess& p : plan) {
+    std::filesystem::create_directories(std::filesystem::path(p.log).parent_path());
+    ASSIGN_OR_RETURN(Subprocess child, Subprocess::Spawn(p.argv, p.log, ProcessEnvironment(p)));
+    std::printf("==> %s (pid %d, log %s)\n", p.name.c_str(), child.pid(), p.log.c_str());
+    processes.push_back(std::move(child));
   }
-  for (int i = 0; i < f.drafts; ++i) {
-    std::vector<std::string> argv = {bin + "/splitspec-draft-worker", "--coordinator", f.control, "--name",
-                                     absl::StrCat("draft-", i), "--drafter", f.drafter, "--target-model", f.model,
-                                     "--threads", "1"};
-    if (!f.draft.empty()) argv.insert(argv.end(), {"--draft", f.draft});
-    RETURN_IF_ERROR(spawn(argv, absl::StrCat("draft-", i)));
-  }
-  RETURN_IF_ERROR(WaitForMembers(f.control, f.targets + f.drafts, processes));
-  std::printf("==> cluster ready on %s: %d target worker(s), %d draft worker(s) (%s); Ctrl-C stops it\n",
-              f.control.c_str(), f.targets, f.drafts, f.drafter.c_str());
-  if (f.http != "none") std::printf("==> OpenAI-compatible API on http://%s/v1\n", f.http.c_str());
+  int drafts = 0;
+  for (const PlannedProcess& p : plan) drafts += p.role == "draft";
+  const int groups = static_cast<int>(config.target_groups.size());
+  const std::string control = config.coordinator.WorkerEndpoint();
+  RETURN_IF_ERROR(WaitForMembers(control, groups, drafts, processes));
+  std::printf("==> cluster ready on %s: %d target group(s), %d draft worker(s); Ctrl-C stops it\n", control.c_str(),
+              groups, drafts);
+  if (config.coordinator.http != "none") std::printf("==> OpenAI-compatible API on http://%s/v1\n", config.coordinator.http.c_str());
   std::fflush(stdout);
   absl::Status outcome = absl::OkStatus();
   while (!ShutdownRequested().load() && outcome.ok()) {
@@ -144,13 +145,20 @@ absl::Status Serve(const ServeFlags& f) {
 }  // namespace
 
 int RunServeCommand(const CommandArgs& args) {
-  absl::StatusOr<ServeFlags> flags = ParseFlags(args);
-  if (!flags.ok()) {
-    std::fprintf(stderr, "splitspec serve: %s\n", std::string(flags.status().message()).c_str());
+  const ServeEnvironment env = ServeEnvironment::ForThisBinary();
+  absl::StatusOr<ServeOptions> options = ParseServeOptions(args, env);
+  absl::StatusOr<std::vector<PlannedProcess>> plan =
+      options.ok() ? PlanCluster(options->config, env) : absl::StatusOr<std::vector<PlannedProcess>>(options.status());
+  if (!plan.ok()) {
+    std::fprintf(stderr, "splitspec serve: %s\n", std::string(plan.status().message()).c_str());
     return 2;
   }
+  if (options->dry_run) {
+    for (const PlannedProcess& p : *plan) std::printf("%s\n", PlannedProcessJson(p).c_str());
+    return 0;
+  }
   InstallShutdownHandlers();
-  absl::Status status = Serve(*flags);
+  absl::Status status = Serve(options->config, *plan);
   if (!status.ok()) {
     std::fprintf(stderr, "splitspec serve: %s\n", std::string(status.message()).c_str());
     return 1;

@@ -1,0 +1,218 @@
+#include "tools/serve_plan.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace splitspec::tools {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class ServePlanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("splitspec_serve_plan_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    env_ = {.bin_dir = "/bin-dir", .repo_root = "/repo", .default_model = "/repo/models/default.gguf"};
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string WriteConfig(const std::string& text) {
+    const std::string path = (dir_ / "cluster.toml").string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  absl::StatusOr<std::vector<PlannedProcess>> Plan(const CommandArgs& args) {
+    absl::StatusOr<ServeOptions> options = ParseServeOptions(args, env_);
+    if (!options.ok()) return options.status();
+    return PlanCluster(options->config, env_);
+  }
+
+  std::filesystem::path dir_;
+  ServeEnvironment env_;
+};
+
+const char kTp2Config[] = R"(
+[cluster]
+run_dir = "runs"
+[models]
+target = "t.gguf"
+[[target_group]]
+name = "g"
+tp = 2
+devices = ["cuda:0", "cuda:1"]
+threads = 3
+[[draft_pool]]
+name = "d"
+count = 2
+)";
+
+TEST_F(ServePlanTest, Tp2GroupStartsTwoRanksWithTheirFlags) {
+  absl::StatusOr<std::vector<PlannedProcess>> plan = Plan({"--config", WriteConfig(kTp2Config)});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->size(), 5u);  // coordinator, 2 ranks, 2 drafts
+  const std::string model = (dir_ / "t.gguf").string();
+  const PlannedProcess& coordinator = (*plan)[0];
+  EXPECT_EQ(coordinator.role, "coordinator");
+  EXPECT_THAT(coordinator.argv, ElementsAre("/bin-dir/splitspec-coordinator", "--control", "tcp://127.0.0.1:5555",
+                                            "--http", "127.0.0.1:8000", "--model", model));
+  EXPECT_THAT(coordinator.env_from, ElementsAre(std::make_pair("SPLITSPEC_API_KEY", "SPLITSPEC_API_KEY")));
+  const PlannedProcess& r0 = (*plan)[1];
+  const PlannedProcess& r1 = (*plan)[2];
+  EXPECT_EQ(r0.name, "g-rank0");
+  EXPECT_EQ(r0.log, (dir_ / "runs" / "g-rank0.log").string());
+  EXPECT_EQ(r0.tp_rank, 0);
+  EXPECT_EQ(r1.tp_rank, 1);
+  EXPECT_EQ(r1.tp_size, 2);
+  EXPECT_THAT(r0.argv, ElementsAre("/bin-dir/splitspec-target-worker", "--coordinator", "tcp://127.0.0.1:5555", "--name",
+                                   "g-rank0", "--model", model, "--tp-group", "g", "--tp-rank", "0", "--tp-size", "2",
+                                   "--data-endpoint", "tcp://127.0.0.1:*", "--threads", "3"));
+  EXPECT_THAT(r1.argv, ElementsAre("/bin-dir/splitspec-target-worker", "--coordinator", "tcp://127.0.0.1:5555", "--name",
+                                   "g-rank1", "--model", model, "--tp-group", "g", "--tp-rank", "1", "--tp-size", "2",
+                                   "--threads", "3"));
+  EXPECT_THAT(r0.env, ElementsAre(std::make_pair("CUDA_VISIBLE_DEVICES", "0")));
+  EXPECT_THAT(r1.env, ElementsAre(std::make_pair("CUDA_VISIBLE_DEVICES", "1")));
+  EXPECT_EQ((*plan)[3].name, "d-0");
+  EXPECT_THAT((*plan)[4].argv, ElementsAre("/bin-dir/splitspec-draft-worker", "--coordinator", "tcp://127.0.0.1:5555",
+                                           "--name", "d-1", "--drafter", "ngram", "--target-model", model, "--k", "4",
+                                           "--lookahead", "2", "--threads", "1"));
+  EXPECT_TRUE((*plan)[4].env.empty());
+}
+
+TEST_F(ServePlanTest, WithoutConfigUsesTheShippedDefaultConfig) {
+  env_.repo_root = SPLITSPEC_SOURCE_DIR;
+  absl::StatusOr<std::vector<PlannedProcess>> plan = Plan({});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->size(), 3u);
+  EXPECT_EQ((*plan)[1].name, "target");
+  EXPECT_THAT((*plan)[1].argv, ::testing::Contains("/repo/models/default.gguf"));
+  EXPECT_EQ((*plan)[2].name, "draft-0");
+  EXPECT_EQ((*plan)[2].log, std::string(SPLITSPEC_SOURCE_DIR) + "/build/cluster/draft-0.log");
+}
+
+TEST_F(ServePlanTest, FlagsOverrideTheConfig) {
+  const std::string config = WriteConfig(
+      "[coordinator]\ncontrol = \"tcp://127.0.0.1:7000\"\nhttp = \"127.0.0.1:9000\"\n"
+      "[[target_group]]\nname = \"g\"\ntp = 2\nthreads = 2\n[[draft_pool]]\nname = \"d\"\ncount = 1\nk = 8\n");
+  absl::StatusOr<ServeOptions> options =
+      ParseServeOptions({"--config", config, "--control", "ipc:///tmp/x", "--http", "none", "--target-tp", "4",
+                         "--threads", "5", "--drafts", "3", "--drafter", "layerskip:2", "--model", "/m.gguf",
+                         "--log-dir", "/logs", "--targets", "2", "--dry-run"},
+                        env_);
+  ASSERT_TRUE(options.ok()) << options.status();
+  const config::ClusterConfig& c = options->config;
+  EXPECT_TRUE(options->dry_run);
+  EXPECT_EQ(c.coordinator.control, "ipc:///tmp/x");
+  EXPECT_EQ(c.coordinator.http, "none");
+  EXPECT_EQ(c.models.target, "/m.gguf");
+  EXPECT_EQ(c.run_dir, "/logs");
+  ASSERT_EQ(c.target_groups.size(), 2u);
+  EXPECT_EQ(c.target_groups[1].name, "g-1");
+  EXPECT_EQ(c.target_groups[1].tp, 4);
+  EXPECT_EQ(c.target_groups[1].threads, 5);
+  EXPECT_EQ(c.draft_pools[0].count, 3);
+  EXPECT_EQ(c.draft_pools[0].drafter, "layerskip:2");
+  EXPECT_EQ(c.draft_pools[0].k, 8);  // not overridden: the file's value
+  absl::StatusOr<std::vector<PlannedProcess>> plan = PlanCluster(c, env_);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->size(), 1u + 8u + 3u);
+  EXPECT_THAT((*plan)[0].argv, ElementsAre("/bin-dir/splitspec-coordinator", "--control", "ipc:///tmp/x"));
+  EXPECT_EQ((*plan)[8].name, "g-1-rank3");
+  EXPECT_EQ((*plan)[8].log, "/logs/g-1-rank3.log");
+}
+
+TEST_F(ServePlanTest, DraftFlagSelectsTheModelDrafter) {
+  absl::StatusOr<std::vector<PlannedProcess>> plan = Plan({"--config", WriteConfig(""), "--draft", "/d.gguf"});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(plan->back().argv, ::testing::IsSupersetOf({"--drafter", "model", "--draft", "/d.gguf"}));
+}
+
+TEST_F(ServePlanTest, OverrideErrorsNameTheFlag) {
+  const std::string two_groups = WriteConfig("[[target_group]]\nname = \"a\"\n[[target_group]]\nname = \"b\"\n");
+  EXPECT_THAT(std::string(Plan({"--config", two_groups, "--targets", "2"}).status().message()),
+              HasSubstr("--targets needs a config with one [[target_group]]"));
+  EXPECT_THAT(std::string(Plan({"--config", two_groups, "--target-tp", "3"}).status().message()),
+              HasSubstr("--target-tp: target_group[0].tp: 3 is not one of 1, 2, 4, 8"));
+  EXPECT_THAT(std::string(Plan({"--config", two_groups, "--drafts", "99"}).status().message()),
+              HasSubstr("--drafts: draft_pool[0].count: 65 must be in [0, 64]"));
+  EXPECT_THAT(std::string(Plan({"--config", two_groups, "--drafter", "ngram", "--draft", "/d"}).status().message()),
+              HasSubstr("--draft: draft_pool[0].draft_model: \"/d\" is set but drafter is \"ngram\""));
+  EXPECT_THAT(std::string(Plan({"--config", two_groups, "--bogus", "1"}).status().message()), HasSubstr("unknown flag --bogus"));
+  EXPECT_TRUE(absl::IsNotFound(Plan({"--config", (dir_ / "missing.toml").string()}).status()));
+}
+
+TEST_F(ServePlanTest, GpuDevicesMustFollowTpOverride) {
+  const std::string config = WriteConfig("[[target_group]]\ntp = 2\ndevices = [\"cuda:0\", \"cuda:1\"]\n");
+  EXPECT_THAT(std::string(Plan({"--config", config, "--target-tp", "4"}).status().message()),
+              HasSubstr("cluster.toml:3: target_group[0].devices: [\"cuda:0\", \"cuda:1\"] has 2 GPU(s) for tp = 4"));
+}
+
+TEST_F(ServePlanTest, NonDefaultLimitsAreRefusedUntilTheCoordinatorTakesThem) {
+  absl::StatusOr<std::vector<PlannedProcess>> plan =
+      Plan({"--config", WriteConfig("[coordinator.limits]\nmax_queued_requests = 10\n")});
+  EXPECT_TRUE(absl::IsUnimplemented(plan.status())) << plan.status();
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("cluster.toml:2: coordinator.limits.max_queued_requests = 10: splitspec-coordinator has no flag"));
+}
+
+TEST_F(ServePlanTest, ProcessNamesMustBeUnique) {
+  absl::StatusOr<std::vector<PlannedProcess>> plan =
+      Plan({"--config", WriteConfig("[[target_group]]\nname = \"d-0\"\n[[draft_pool]]\nname = \"d\"\n")});
+  EXPECT_THAT(std::string(plan.status().message()), HasSubstr("two processes would be named 'd-0'"));
+}
+
+TEST_F(ServePlanTest, JsonLineHasEveryField) {
+  PlannedProcess p{.name = "g-rank1", .role = "target", .host = "n2", .log = "/r/g-rank1.log", .group = "g",
+                   .tp_rank = 1, .tp_size = 2};
+  p.env = {{"CUDA_VISIBLE_DEVICES", "1"}};
+  p.argv = {"/b/splitspec-target-worker", "--name", "a \"q\""};
+  EXPECT_EQ(PlannedProcessJson(p),
+            "{\"name\":\"g-rank1\",\"role\":\"target\",\"host\":\"n2\",\"log\":\"/r/g-rank1.log\",\"group\":\"g\","
+            "\"tp_rank\":1,\"tp_size\":2,\"env\":{\"CUDA_VISIBLE_DEVICES\":\"1\"},\"env_from\":{},"
+            "\"argv\":[\"/b/splitspec-target-worker\",\"--name\",\"a \\\"q\\\"\"]}");
+}
+
+// The CLI end to end: `splitspec serve --config F --target-tp 2 --dry-run`
+// prints one JSON object per process and starts nothing.
+TEST_F(ServePlanTest, DryRunPrintsThePlanAsJsonLines) {
+  const std::string config = WriteConfig("[[target_group]]\nname = \"grp\"\n[[draft_pool]]\ncount = 1\n");
+  const std::string command = std::string(SPLITSPEC_BIN_DIR) + "/splitspec serve --config " + config +
+                              " --target-tp 2 --dry-run 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) out.append(buffer, n);
+  ASSERT_EQ(pclose(pipe), 0) << out;
+  std::vector<std::string> lines;
+  for (size_t start = 0, end; start < out.size(); start = end + 1) {
+    end = out.find('\n', start);
+    if (end == std::string::npos) end = out.size();
+    lines.push_back(out.substr(start, end - start));
+  }
+  ASSERT_EQ(lines.size(), 4u) << out;
+  EXPECT_THAT(lines[0], HasSubstr("\"role\":\"coordinator\""));
+  EXPECT_THAT(lines[1], HasSubstr("\"name\":\"grp-rank0\",\"role\":\"target\""));
+  EXPECT_THAT(lines[1], HasSubstr("\"tp_rank\":0,\"tp_size\":2"));
+  EXPECT_THAT(lines[1], HasSubstr("\"--tp-group\",\"grp\",\"--tp-rank\",\"0\",\"--tp-size\",\"2\""));
+  EXPECT_THAT(lines[2], HasSubstr("\"--tp-group\",\"grp\",\"--tp-rank\",\"1\",\"--tp-size\",\"2\""));
+  EXPECT_THAT(lines[2], HasSubstr("\"tp_rank\":1,\"tp_size\":2"));
+  EXPECT_THAT(lines[2], ::testing::Not(HasSubstr("--data-endpoint")));  // followers serve no drafts
+  EXPECT_THAT(lines[3], HasSubstr("\"name\":\"draft-0\",\"role\":\"draft\""));
+  for (const std::string& line : lines) {
+    EXPECT_EQ(line.front(), '{');
+    EXPECT_EQ(line.back(), '}');
+  }
+}
+
+}  // namespace
+}  // namespace splitspec::tools

@@ -1,0 +1,235 @@
+#include "tools/serve_plan.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/base/status_macros.h"
+#include "tools/cli_args.h"
+#include "tools/default_paths.h"
+#include "tools/json_text.h"
+
+namespace splitspec::tools {
+namespace {
+
+using config::ClusterConfig;
+
+const std::set<std::string> kServeFlags = {"config", "control", "advertise", "http", "model", "draft", "drafter",
+                                           "drafts", "targets", "target-tp", "threads", "log-dir"};
+
+// A path from the command line: relative to the current directory.
+std::string AbsolutePath(const std::string& path) {
+  if (path.empty()) return path;
+  std::error_code error;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, error);
+  return error ? path : absolute.lexically_normal().string();
+}
+
+absl::StatusOr<ClusterConfig> LoadBaseConfig(const CliArgs& args, const ServeEnvironment& env) {
+  if (args.Has("config")) return config::LoadClusterConfig(args.GetString("config", ""));
+  const std::string shipped = env.repo_root + "/deploy/cluster.toml";
+  std::error_code error;
+  if (std::filesystem::exists(shipped, error)) return config::LoadClusterConfig(shipped);
+  return ClusterConfig{};
+}
+
+// --targets N: N copies of the config's only group, named NAME-0 .. NAME-(N-1).
+absl::Status OverrideTargets(const CliArgs& args, ClusterConfig* c) {
+  if (!args.Has("targets")) return absl::OkStatus();
+  ASSIGN_OR_RETURN(int64_t n, args.GetInt("targets", 1));
+  if (n < 1 || n > 64) return absl::InvalidArgumentError(absl::StrCat("--targets ", n, " out of range [1, 64]"));
+  if (c->target_groups.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--targets needs a config with one [[target_group]]; ", c->source,
+                                                   " has ", c->target_groups.size(), " (edit the file instead)"));
+  }
+  if (n == 1) return absl::OkStatus();
+  const config::TargetGroupConfig group = c->target_groups[0];
+  c->target_groups.assign(n, group);
+  for (int64_t i = 0; i < n; ++i) {
+    c->target_groups[i].name = absl::StrCat(group.name, "-", i);
+    SetFieldOrigin(c, absl::StrCat("target_group[", i, "].name"), "--targets");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OverrideDraftPools(const CliArgs& args, ClusterConfig* c) {
+  if (args.Has("drafts")) {
+    ASSIGN_OR_RETURN(int64_t n, args.GetInt("drafts", 1));
+    if (c->draft_pools.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("--drafts needs a config with one [[draft_pool]]; ", c->source,
+                                                     " has ", c->draft_pools.size(), " (edit the file instead)"));
+    }
+    c->draft_pools[0].count = static_cast<int>(std::clamp<int64_t>(n, -1, 65));  // out of range: validation names it
+    SetFieldOrigin(c, "draft_pool[0].count", "--drafts");
+  }
+  const std::string draft = AbsolutePath(args.GetString("draft", ""));
+  if (!draft.empty()) {
+    c->models.draft = draft;
+    SetFieldOrigin(c, "models.draft", "--draft");
+  }
+  for (size_t i = 0; i < c->draft_pools.size(); ++i) {
+    config::DraftPoolConfig& pool = c->draft_pools[i];
+    if (!draft.empty()) {
+      pool.draft_model = draft;
+      SetFieldOrigin(c, absl::StrCat("draft_pool[", i, "].draft_model"), "--draft");
+    }
+    if (args.Has("drafter") || !draft.empty()) {
+      pool.drafter = args.GetString("drafter", "model");
+      SetFieldOrigin(c, absl::StrCat("draft_pool[", i, "].drafter"), args.Has("drafter") ? "--drafter" : "--draft");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OverrideTargetGroups(const CliArgs& args, ClusterConfig* c) {
+  RETURN_IF_ERROR(OverrideTargets(args, c));
+  for (size_t i = 0; i < c->target_groups.size(); ++i) {
+    config::TargetGroupConfig& g = c->target_groups[i];
+    if (args.Has("target-tp")) {
+      ASSIGN_OR_RETURN(int64_t tp, args.GetInt("target-tp", 1));
+      g.tp = static_cast<int>(std::clamp<int64_t>(tp, -1, 1 << 20));
+      SetFieldOrigin(c, absl::StrCat("target_group[", i, "].tp"), "--target-tp");
+    }
+    if (args.Has("threads")) {
+      ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
+      g.threads = static_cast<int>(std::clamp<int64_t>(threads, -1, 1 << 20));
+      SetFieldOrigin(c, absl::StrCat("target_group[", i, "].threads"), "--threads");
+    }
+  }
+  return absl::OkStatus();
+}
+
+void OverrideString(const CliArgs& args, const char* flag, const char* field, std::string* value, ClusterConfig* c,
+                    bool is_path = false) {
+  if (!args.Has(flag)) return;
+  *value = is_path ? AbsolutePath(args.GetString(flag, "")) : args.GetString(flag, "");
+  SetFieldOrigin(c, field, absl::StrCat("--", flag));
+}
+
+std::string ProcessName(const config::TargetGroupConfig& g, int rank) {
+  return g.tp == 1 ? g.name : absl::StrCat(g.name, "-rank", rank);
+}
+
+// "cuda:3" -> CUDA_VISIBLE_DEVICES=3, so the process sees one GPU.
+void SetDeviceEnv(const std::string& device, PlannedProcess* p) {
+  int index = 0;
+  if (config::IsCudaDevice(device, &index)) p->env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(index));
+}
+
+absl::Status CheckLimitsHaveFlags(const ClusterConfig& c) {
+  const config::CoordinatorLimits defaults;
+  const config::CoordinatorLimits& l = c.coordinator.limits;
+  const std::pair<const char*, std::pair<int, int>> fields[] = {
+      {"max_queued_requests", {l.max_queued_requests, defaults.max_queued_requests}},
+      {"max_new_tokens", {l.max_new_tokens, defaults.max_new_tokens}},
+      {"context_length", {l.context_length, defaults.context_length}}};
+  for (const auto& [name, values] : fields) {
+    if (values.first == values.second) continue;
+    const std::string field = absl::StrCat("coordinator.limits.", name);
+    auto origin = c.origins.find(field);
+    return absl::UnimplementedError(absl::StrCat(origin != c.origins.end() ? origin->second : c.source, ": ", field, " = ",
+                                                 values.first, ": splitspec-coordinator has no flag for this limit yet (it uses ",
+                                                 values.second, "); remove the key or set ", values.second));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+ServeEnvironment ServeEnvironment::ForThisBinary() {
+  return ServeEnvironment{.bin_dir = BinaryDirectory(), .repo_root = RepositoryRoot(), .default_model = DefaultModelPath()};
+}
+
+absl::StatusOr<ServeOptions> ParseServeOptions(const CommandArgs& argv, const ServeEnvironment& env) {
+  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, kServeFlags, {"dry-run"}));
+  ServeOptions options;
+  options.dry_run = args.Has("dry-run");
+  ASSIGN_OR_RETURN(options.config, LoadBaseConfig(args, env));
+  ClusterConfig& c = options.config;
+  OverrideString(args, "control", "coordinator.control", &c.coordinator.control, &c);
+  OverrideString(args, "advertise", "coordinator.advertise", &c.coordinator.advertise, &c);
+  OverrideString(args, "http", "coordinator.http", &c.coordinator.http, &c);
+  OverrideString(args, "model", "models.target", &c.models.target, &c, /*is_path=*/true);
+  OverrideString(args, "log-dir", "cluster.run_dir", &c.run_dir, &c, /*is_path=*/true);
+  RETURN_IF_ERROR(OverrideTargetGroups(args, &c));
+  RETURN_IF_ERROR(OverrideDraftPools(args, &c));
+  RETURN_IF_ERROR(config::ValidateClusterConfig(c));
+  return options;
+}
+
+absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(const ClusterConfig& c, const ServeEnvironment& env) {
+  RETURN_IF_ERROR(CheckLimitsHaveFlags(c));
+  const std::string run_dir = c.run_dir.empty() ? env.repo_root + "/build/cluster" : c.run_dir;
+  const std::string model = c.models.target.empty() ? env.default_model : c.models.target;
+  const std::string endpoint = c.coordinator.WorkerEndpoint();
+  std::vector<PlannedProcess> plan;
+  auto add = [&](PlannedProcess p) {
+    p.log = absl::StrCat(run_dir, "/", p.name, ".log");
+    plan.push_back(std::move(p));
+  };
+
+  PlannedProcess coordinator{.name = "coordinator", .role = "coordinator", .host = c.coordinator.host};
+  coordinator.argv = {env.bin_dir + "/splitspec-coordinator", "--control", c.coordinator.control};
+  if (c.coordinator.http != "none") coordinator.argv.insert(coordinator.argv.end(), {"--http", c.coordinator.http, "--model", model});
+  coordinator.env_from.emplace_back("SPLITSPEC_API_KEY", c.coordinator.api_key_env);
+  add(std::move(coordinator));
+
+  for (const config::TargetGroupConfig& g : c.target_groups) {
+    for (int rank = 0; rank < g.tp; ++rank) {
+      PlannedProcess p{.name = ProcessName(g, rank), .role = "target", .host = g.host, .group = g.name,
+                       .tp_rank = rank, .tp_size = g.tp};
+      p.argv = {env.bin_dir + "/splitspec-target-worker", "--coordinator", endpoint, "--name", p.name, "--model", model,
+                "--tp-group", g.name, "--tp-rank", std::to_string(rank), "--tp-size", std::to_string(g.tp)};
+      // The leader owns the sockets draft workers connect to (DESIGN.md §2).
+      if (rank == 0) p.argv.insert(p.argv.end(), {"--data-endpoint", g.data_endpoint});
+      if (g.threads > 0) p.argv.insert(p.argv.end(), {"--threads", std::to_string(g.threads)});
+      SetDeviceEnv(g.DeviceOfRank(rank), &p);
+      add(std::move(p));
+    }
+  }
+
+  for (const config::DraftPoolConfig& pool : c.draft_pools) {
+    for (int i = 0; i < pool.count; ++i) {
+      PlannedProcess p{.name = absl::StrCat(pool.name, "-", i), .role = "draft", .host = pool.host};
+      p.argv = {env.bin_dir + "/splitspec-draft-worker", "--coordinator", endpoint, "--name", p.name,
+                "--drafter", pool.drafter, "--target-model", model, "--k", std::to_string(pool.k),
+                "--lookahead", std::to_string(pool.lookahead), "--threads", std::to_string(pool.threads)};
+      if (pool.drafter == "model") {
+        p.argv.insert(p.argv.end(), {"--draft", pool.draft_model.empty() ? c.models.draft : pool.draft_model});
+      }
+      SetDeviceEnv(pool.devices[i % pool.devices.size()], &p);
+      add(std::move(p));
+    }
+  }
+
+  std::set<std::string> names;
+  for (const PlannedProcess& p : plan) {
+    if (!names.insert(p.name).second) {
+      return absl::InvalidArgumentError(absl::StrCat(c.source, ": two processes would be named '", p.name,
+                                                     "' (group ranks are NAME-rankR, pool workers NAME-I); rename a group or pool"));
+    }
+  }
+  return plan;
+}
+
+std::string PlannedProcessJson(const PlannedProcess& p) {
+  auto object = [](const std::vector<std::pair<std::string, std::string>>& pairs) {
+    std::vector<std::string> fields;
+    for (const auto& [k, v] : pairs) fields.push_back(absl::StrCat(JsonQuote(k), ":", JsonQuote(v)));
+    return absl::StrCat("{", absl::StrJoin(fields, ","), "}");
+  };
+  std::vector<std::string> argv;
+  for (const std::string& a : p.argv) argv.push_back(JsonQuote(a));
+  std::string out = absl::StrCat("{\"name\":", JsonQuote(p.name), ",\"role\":", JsonQuote(p.role),
+                                 ",\"host\":", JsonQuote(p.host), ",\"log\":", JsonQuote(p.log));
+  if (p.role == "target") {
+    absl::StrAppend(&out, ",\"group\":", JsonQuote(p.group), ",\"tp_rank\":", p.tp_rank, ",\"tp_size\":", p.tp_size);
+  }
+  absl::StrAppend(&out, ",\"env\":", object(p.env), ",\"env_from\":", object(p.env_from), ",\"argv\":[",
+                  absl::StrJoin(argv, ","), "]}");
+  return out;
+}
+
+}  // namespace splitspec::tools

@@ -1,0 +1,84 @@
+// What `splitspec serve` starts: the cluster config with the command-line
+// overrides applied, turned into one PlannedProcess per process (coordinator,
+// every rank of every target group, every draft worker). `serve` spawns the
+// plan; `serve --dry-run` prints it (one JSON object per line), and the
+// launchers in deploy/ (ssh, Slurm, Kubernetes) start the same command lines
+// elsewhere, so the config has one interpretation.
+//
+//   ASSIGN_OR_RETURN(ServeOptions options, ParseServeOptions(args, ServeEnvironment::ForThisBinary()));
+//   ASSIGN_OR_RETURN(std::vector<PlannedProcess> plan, PlanCluster(options.config, env));
+//   for (const PlannedProcess& p : plan) std::puts(PlannedProcessJson(p).c_str());
+//
+// Precedence: built-in defaults < the config file < command-line flags. The
+// config file is --config FILE, else REPO/deploy/cluster.toml when it exists
+// (it holds the defaults), else the built-in defaults. Flags:
+//   --control EP      coordinator.control         --advertise EP  coordinator.advertise
+//   --http H:P|none   coordinator.http            --model PATH    models.target
+//   --draft PATH      models.draft and every pool's draft_model; drafter "model"
+//                     unless --drafter is given
+//   --drafter NAME    every pool's drafter        --log-dir DIR   cluster.run_dir
+//   --targets N       N copies of the config's only target group, named NAME-0..
+//   --target-tp N     every group's tp            --threads N     every group's threads
+//   --drafts N        the count of the config's only draft pool
+// Relative paths given as flags resolve against the current directory (paths
+// in the file resolve against the file's folder).
+#ifndef SPLITSPEC_TOOLS_SERVE_PLAN_H_
+#define SPLITSPEC_TOOLS_SERVE_PLAN_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/config/cluster_config.h"
+#include "tools/commands.h"
+
+namespace splitspec::tools {
+
+// Where serve finds things; tests pass their own.
+struct ServeEnvironment {
+  std::string bin_dir;        // the splitspec-* binaries
+  std::string repo_root;      // default config (deploy/cluster.toml) and run_dir (build/cluster)
+  std::string default_model;  // for models.target = ""
+  static ServeEnvironment ForThisBinary();
+};
+
+struct ServeOptions {
+  config::ClusterConfig config;  // overrides applied, validated
+  bool dry_run = false;
+};
+
+// Errors: InvalidArgument naming the flag, or the config's file, line and
+// field (see cluster_config.h); NotFound for an unreadable --config.
+absl::StatusOr<ServeOptions> ParseServeOptions(const CommandArgs& args, const ServeEnvironment& env);
+
+struct PlannedProcess {
+  std::string name;  // unique; also the log file's stem
+  std::string role;  // "coordinator", "target" or "draft"
+  std::string host;  // from the config ("localhost" for this machine)
+  std::string log;   // RUN_DIR/NAME.log
+  // Target ranks only.
+  std::string group;
+  int tp_rank = 0;
+  int tp_size = 1;
+  // Environment variables set for the process (CUDA_VISIBLE_DEVICES), and ones
+  // copied from a variable of the launcher's environment (NAME <- $FROM: the
+  // API key, which never goes onto a command line).
+  std::vector<std::pair<std::string, std::string>> env;
+  std::vector<std::pair<std::string, std::string>> env_from;
+  std::vector<std::string> argv;  // argv[0]: the binary's absolute path
+};
+
+// The processes in start order: coordinator, target ranks (group by group,
+// rank 0 first), draft workers. Errors: InvalidArgument when two processes
+// would share a name; Unimplemented for a coordinator limit other than the
+// default (splitspec-coordinator has no flag for it yet).
+absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(const config::ClusterConfig& config, const ServeEnvironment& env);
+
+// {"name":..,"role":..,"host":..,"log":..,["group":..,"tp_rank":..,"tp_size":..,]
+//  "env":{..},"env_from":{..},"argv":[..]} on one line.
+std::string PlannedProcessJson(const PlannedProcess& process);
+
+}  // namespace splitspec::tools
+
+#endif  // SPLITSPEC_TOOLS_SERVE_PLAN_H_
