@@ -107,6 +107,21 @@ void CoordinatorService::Handle(const net::Frame& frame) {
     case proto::Envelope::kDrainRequest:
       HandleDrainRequest(frame.peer, envelope.drain_request());
       break;
+    case proto::Envelope::kGroupAnnounce: {
+      proto::Envelope reply = net::NewEnvelope();
+      *reply.mutable_group_info() = groups_.Announce(envelope.group_announce());
+      SPLITSPEC_LOG(INFO) << "tp group '" << envelope.group_announce().group() << "' generation "
+                          << envelope.group_announce().generation() << " at "
+                          << envelope.group_announce().rendezvous_endpoint();
+      Reply(frame.peer, reply);
+      break;
+    }
+    case proto::Envelope::kGroupLookup: {
+      proto::Envelope reply = net::NewEnvelope();
+      *reply.mutable_group_info() = groups_.Lookup(envelope.group_lookup());
+      Reply(frame.peer, reply);
+      break;
+    }
     default: {
       ++unexpected_messages_;
       proto::Envelope reply = net::NewEnvelope();

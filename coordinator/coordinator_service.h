@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "coordinator/group_directory.h"
 #include "coordinator/membership.h"
 #include "coordinator/request_router.h"
 #include "runtime/net/channel.h"
@@ -62,6 +63,7 @@ class CoordinatorService {
   std::string control_endpoint_;
   Membership membership_;
   RequestRouter router_;
+  GroupDirectory groups_;  // tensor-parallel group rendezvous
   absl::Time started_ = absl::Now();
   uint64_t unexpected_messages_ = 0;
 };

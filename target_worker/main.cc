@@ -1,13 +1,22 @@
-// splitspec-target-worker: the leader of a target group (TP=1 here): verifies
-// draft blocks of many requests in batched forward steps.
+// splitspec-target-worker: one rank of a target group. With --tp-size 1 (the
+// default) it is the whole group: it verifies draft blocks of many requests in
+// batched forward steps. With --tp-size N > 1, N processes started with the
+// same --tp-group name and ranks 0..N-1 form a tensor-parallel group through
+// the coordinator (target_worker/tp_group_runner.h): rank 0 leads (sockets,
+// scheduling, verification), ranks 1..N-1 follow its step plans.
 //
-// Thread model: the main thread runs TargetService::Run, which owns the control
-// DEALER to the coordinator and the data ROUTER that draft workers connect to,
-// and runs every forward step; the model's thread pool (--threads) is used only
-// inside those steps. Signals only set the shutdown flag.
+// Thread model: the main thread runs the rank's loop: TargetService::Run for a
+// leader (it owns the control DEALER to the coordinator and the data ROUTER
+// that draft workers connect to, and runs every forward step), or the
+// follower's step loop. The model's thread pool (--threads) is used only inside
+// forward steps; a group's Gloo collectives run on the calling thread; the
+// membership client's heartbeat thread only sends heartbeats. Signals only set
+// the shutdown flag.
 //
 // Flags: see tools/worker_flags.h; --model PATH is required. Also
-// --step-tokens N (token budget per step, 512), --block-wait-ms N (200).
+// --step-tokens N (token budget per step, 512), --block-wait-ms N (200),
+// --tp-group G --tp-rank R --tp-size N (tensor parallelism; N in 1, 2, 4, 8),
+// --tp-timeout-ms N (bound on every collective of the group, 30000).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -17,23 +26,47 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/model/transformer.h"
 #include "target_worker/target_service.h"
+#include "target_worker/tp_group_runner.h"
 #include "tools/worker_flags.h"
 
 namespace {
 
-absl::Status Run(const std::vector<std::string>& args) {
-  ASSIGN_OR_RETURN(splitspec::tools::WorkerFlags flags,
-                   splitspec::tools::ParseWorkerFlags(args, splitspec::proto::ROLE_TARGET_WORKER));
-  if (flags.identity.model_path.empty()) return absl::InvalidArgumentError("--model PATH is required");
-  ASSIGN_OR_RETURN(auto model, splitspec::model::Transformer::Load(flags.identity.model_path,
-                                                                   {.threads = flags.identity.threads}));
+splitspec::target::TargetServiceOptions ServiceOptions(const splitspec::tools::WorkerFlags& flags) {
   splitspec::target::TargetServiceOptions options;
   options.coordinator_endpoint = flags.coordinator;
   if (!flags.identity.data_endpoint.empty()) options.data_endpoint = flags.identity.data_endpoint;
   options.identity = flags.identity;
   options.engine.step_token_budget = flags.step_tokens;
   options.engine.block_wait = absl::Milliseconds(flags.block_wait_ms);
-  ASSIGN_OR_RETURN(auto service, splitspec::target::TargetService::Create(model.get(), options));
+  return options;
+}
+
+absl::Status RunTensorParallelRank(const splitspec::tools::WorkerFlags& flags) {
+  splitspec::target::TpRankOptions options;
+  options.group = {.coordinator_endpoint = flags.coordinator,
+                   .group = flags.identity.tp_group,
+                   .rank = flags.identity.tp_rank,
+                   .size = flags.identity.tp_size,
+                   .host = splitspec::target::GroupHostFor(flags.identity.data_endpoint, flags.coordinator),
+                   .timeout = absl::Milliseconds(flags.tp_timeout_ms)};
+  options.model_path = flags.identity.model_path;
+  options.threads = flags.identity.threads;
+  options.service = ServiceOptions(flags);
+  SPLITSPEC_LOG(INFO) << "target worker '" << flags.identity.name << "': rank " << flags.identity.tp_rank << " of tp group '"
+                      << flags.identity.tp_group << "' (size " << flags.identity.tp_size << ")";
+  const std::atomic<bool>& stop = splitspec::ShutdownRequested();
+  return flags.identity.tp_rank == 0 ? splitspec::target::RunGroupLeader(options, stop)
+                                     : splitspec::target::RunGroupFollower(options, stop);
+}
+
+absl::Status Run(const std::vector<std::string>& args) {
+  ASSIGN_OR_RETURN(splitspec::tools::WorkerFlags flags,
+                   splitspec::tools::ParseWorkerFlags(args, splitspec::proto::ROLE_TARGET_WORKER));
+  if (flags.identity.model_path.empty()) return absl::InvalidArgumentError("--model PATH is required");
+  if (flags.identity.tp_size > 1) return RunTensorParallelRank(flags);
+  ASSIGN_OR_RETURN(auto model, splitspec::model::Transformer::Load(flags.identity.model_path,
+                                                                   {.threads = flags.identity.threads}));
+  ASSIGN_OR_RETURN(auto service, splitspec::target::TargetService::Create(model.get(), ServiceOptions(flags)));
   SPLITSPEC_LOG(INFO) << "target worker '" << flags.identity.name << "' serving " << flags.identity.model_path
                       << " on " << service->data_endpoint();
   return service->Run(splitspec::ShutdownRequested());

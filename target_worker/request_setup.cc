@@ -7,7 +7,7 @@
 namespace splitspec::target {
 
 absl::StatusOr<std::unique_ptr<TargetRequest>> NewTargetRequest(const proto::Assignment& assignment,
-                                                                 const model::Transformer& model,
+                                                                 const model::LanguageModel& model,
                                                                  const RequestLimits& defaults) {
   const std::string& id = assignment.request_id();
   if (id.empty()) return absl::InvalidArgumentError("Assignment.request_id is empty");

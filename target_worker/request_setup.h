@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/splitspec.pb.h"
-#include "runtime/model/transformer.h"
+#include "runtime/model/language_model.h"
 #include "target_worker/target_request.h"
 
 namespace splitspec::target {
@@ -18,7 +18,7 @@ namespace splitspec::target {
 // params.max_tokens 0 means defaults.max_new_tokens; stop_token_ids come from
 // the assignment (the coordinator adds the model's end-of-sequence id).
 absl::StatusOr<std::unique_ptr<TargetRequest>> NewTargetRequest(const proto::Assignment& assignment,
-                                                                 const model::Transformer& model,
+                                                                 const model::LanguageModel& model,
                                                                  const RequestLimits& defaults);
 
 }  // namespace splitspec::target

@@ -21,7 +21,7 @@ struct TargetEngine::WorkItem {
   bool prefill = false;
 };
 
-TargetEngine::TargetEngine(model::Transformer* model, TargetEngineOptions options)
+TargetEngine::TargetEngine(model::LanguageModel* model, TargetEngineOptions options)
     : model_(model), options_(std::move(options)) {}
 
 absl::Status TargetEngine::AddRequest(const proto::Assignment& assignment) {

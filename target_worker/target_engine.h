@@ -26,7 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "proto/splitspec.pb.h"
-#include "runtime/model/transformer.h"
+#include "runtime/model/language_model.h"
 #include "target_worker/target_request.h"
 
 namespace splitspec::target {
@@ -59,7 +59,7 @@ struct TargetCounters {
 class TargetEngine {
  public:
   // `model` must outlive the engine.
-  TargetEngine(model::Transformer* model, TargetEngineOptions options);
+  TargetEngine(model::LanguageModel* model, TargetEngineOptions options);
 
   // A new request, or a reassignment of a known one (only its draft worker
   // changes then). Errors: InvalidArgument naming the field (empty prompt,
@@ -103,7 +103,7 @@ class TargetEngine {
   void Report(TargetRequest& request, proto::VerifyResult result, std::vector<TargetEvent>* events);
   void ReapFinished();
 
-  model::Transformer* model_;
+  model::LanguageModel* model_;
   TargetEngineOptions options_;
   std::map<std::string, std::unique_ptr<TargetRequest>> requests_;
   TargetCounters counters_;

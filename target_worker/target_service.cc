@@ -8,7 +8,7 @@
 
 namespace splitspec::target {
 
-absl::StatusOr<std::unique_ptr<TargetService>> TargetService::Create(model::Transformer* model,
+absl::StatusOr<std::unique_ptr<TargetService>> TargetService::Create(model::LanguageModel* model,
                                                                      TargetServiceOptions options) {
   ASSIGN_OR_RETURN(std::unique_ptr<net::Channel> data, net::ListenChannel(options.data_endpoint));
   if (options.data_faults.has_value()) {
@@ -26,7 +26,7 @@ absl::StatusOr<std::unique_ptr<TargetService>> TargetService::Create(model::Tran
       new TargetService(model, std::move(options), std::move(data), std::move(control)));
 }
 
-TargetService::TargetService(model::Transformer* model, TargetServiceOptions options,
+TargetService::TargetService(model::LanguageModel* model, TargetServiceOptions options,
                              std::unique_ptr<net::Channel> data, std::unique_ptr<net::MembershipClient> control)
     : options_(std::move(options)),
       data_(std::move(data)),
@@ -47,9 +47,16 @@ absl::Status TargetService::Run(const std::atomic<bool>& stop) {
         ScopedTrace span("target", "verify step");
         step = engine_.Step(absl::Now(), &events);
       }
+      if (!step.ok() && options_.group_leader != nullptr && !options_.group_leader->status().ok()) {
+        return LeaveBrokenGroup(step);
+      }
       if (!step.ok()) SPLITSPEC_LOG(ERROR) << "target step failed: " << step;
       SendEvents(events);
       continue;
+    }
+    if (options_.group_leader != nullptr) {
+      absl::Status alive = options_.group_leader->KeepAliveIfIdle(absl::Now());
+      if (!alive.ok()) return LeaveBrokenGroup(alive);
     }
     const absl::Time wake = std::min({control_->next_send(), engine_.NextDeadline(), now + absl::Milliseconds(50)});
     net::WaitAnyReadable({&control_->channel(), data_.get()}, std::max(wake - absl::Now(), absl::ZeroDuration()));
@@ -59,6 +66,15 @@ absl::Status TargetService::Run(const std::atomic<bool>& stop) {
     return control_->Deregister("drained");
   }
   return control_->Deregister("shutdown");
+}
+
+absl::Status TargetService::LeaveBrokenGroup(absl::Status failure) {
+  SPLITSPEC_LOG(ERROR) << "tp group '" << options_.identity.tp_group << "' failed: " << failure
+                       << "; leaving the cluster so its " << engine_.active_requests()
+                       << " request(s) are re-placed";
+  absl::Status left = control_->Deregister(absl::StrCat("tp group failed: ", failure.message()));
+  if (!left.ok()) SPLITSPEC_LOG(WARNING) << "deregistering: " << left;
+  return failure;
 }
 
 void TargetService::DrainControl() {

@@ -19,11 +19,12 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "runtime/model/transformer.h"
+#include "runtime/model/language_model.h"
 #include "runtime/net/channel.h"
 #include "runtime/net/fault_injecting_channel.h"
 #include "runtime/net/membership_client.h"
 #include "runtime/net/worker_identity.h"
+#include "target_worker/group_leader_model.h"
 #include "target_worker/target_engine.h"
 
 namespace splitspec::target {
@@ -36,28 +37,37 @@ struct TargetServiceOptions {
   // Tests: drop / delay / reorder the frames this worker receives from draft
   // workers (runtime/net/fault_injecting_channel.h). Unset in production.
   std::optional<net::FaultOptions> data_faults;
+  // Set when this worker leads a tensor-parallel group (rank 0) and `model` is
+  // this object: the service keeps the idle group alive, and when the group
+  // breaks it deregisters (the coordinator re-places its requests) and Run
+  // returns the failure, for the owner to re-form the group. Null for TP=1.
+  GroupLeaderModel* group_leader = nullptr;
 };
 
 class TargetService {
  public:
   // Binds the data endpoint and connects to the coordinator. `model` must
   // outlive the service. Errors: bind/connect failures, bad identity.
-  static absl::StatusOr<std::unique_ptr<TargetService>> Create(model::Transformer* model,
+  static absl::StatusOr<std::unique_ptr<TargetService>> Create(model::LanguageModel* model,
                                                                TargetServiceOptions options);
 
-  // Serves until `stop` is true; deregisters on the way out.
+  // Serves until `stop` is true; deregisters on the way out. Errors: a broken
+  // control channel; a broken tensor-parallel group (after deregistering).
   absl::Status Run(const std::atomic<bool>& stop);
 
   const std::string& data_endpoint() const { return data_endpoint_; }
   const TargetEngine& engine() const { return engine_; }
 
  private:
-  TargetService(model::Transformer* model, TargetServiceOptions options, std::unique_ptr<net::Channel> data,
+  TargetService(model::LanguageModel* model, TargetServiceOptions options, std::unique_ptr<net::Channel> data,
                 std::unique_ptr<net::MembershipClient> control);
   void DrainControl();
   void DrainData();
   void HandleControl(const proto::Envelope& envelope);
   void SendEvents(std::vector<TargetEvent>& events);
+  // The group failed: deregister so the coordinator re-places the requests
+  // (their results of the failed step are dropped), and return `failure`.
+  absl::Status LeaveBrokenGroup(absl::Status failure);
   void SendError(const std::string& request_id, const absl::Status& status);
 
   TargetServiceOptions options_;

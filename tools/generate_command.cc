@@ -2,7 +2,7 @@
 //     [--prompt TEXT | --prompt-ids 1,2,3] [--max-tokens N] [--temperature T] [--top-k K]
 //     [--top-p P] [--min-p P] [--seed S] [--k K] [--verify greedy|rejection|coupled]
 //     [--samples M] [--threads N] [--draft-threads N] [--sequential] [--ignore-eos] [--json]
-//     [--trace FILE]`
+//     [--trace FILE] [--target-tp N]`
 //
 // Runs the whole speculative pipeline in this process: coordinator, target
 // worker and draft worker as threads talking over inproc:// channels, the same
@@ -17,6 +17,10 @@
 // "verified":..,"accepted":..,"steps":..}} where steps counts verified blocks
 // and tokens the target chose alone. --trace FILE writes a Chrome trace-event
 // JSON of the draft and target workers' busy intervals (open in Perfetto).
+// --target-tp N (1, 2, 4, 8) runs the target as a tensor-parallel group of N
+// rank threads joined by Gloo on 127.0.0.1 (target_worker/tp_group_runner.h),
+// each with --threads / N threads; the model must split N ways (its KV heads).
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -54,6 +58,7 @@ struct GenerateFlags {
   bool sequential = false;
   bool ignore_eos = false;
   bool json = false;
+  int target_tp = 1;  // --target-tp N: the target as a tensor-parallel group of N rank threads
   std::string trace_path;  // --trace FILE: Chrome trace of draft / target busy intervals
 };
 
@@ -85,7 +90,7 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
                    CliArgs::Parse(argv,
                                   {"target", "draft", "drafter", "prompt", "prompt-ids", "max-tokens", "temperature",
                                    "top-k", "top-p", "min-p", "seed", "k", "verify", "samples", "threads",
-                                   "draft-threads", "trace"},
+                                   "draft-threads", "trace", "target-tp"},
                                   {"json", "ignore-eos", "sequential"}));
   GenerateFlags f;
   f.target = args.GetString("target", "");
@@ -104,6 +109,11 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
   ASSIGN_OR_RETURN(int64_t draft_threads, args.GetInt("draft-threads", 1));
   ASSIGN_OR_RETURN(int64_t samples, args.GetInt("samples", 1));
+  ASSIGN_OR_RETURN(int64_t target_tp, args.GetInt("target-tp", 1));
+  if (target_tp != 1 && target_tp != 2 && target_tp != 4 && target_tp != 8) {
+    return absl::InvalidArgumentError(absl::StrCat("--target-tp must be 1, 2, 4 or 8, got ", target_tp));
+  }
+  f.target_tp = static_cast<int>(target_tp);
   // --k auto: the draft worker picks k per block from measured acceptance and
   // costs (runtime/spec/adaptive_draft_length.h); on the wire that is draft_k 0.
   const bool auto_k = args.GetString("k", "4") == "auto";
@@ -161,6 +171,10 @@ absl::Status RunGenerate(const GenerateFlags& f) {
   InProcessClusterOptions options;
   options.target = target.get();
   options.drafter = drafter.get();
+  options.target_tp = f.target_tp;
+  options.target_path = f.target;
+  // Each rank gets an equal share of --threads (at least one).
+  options.target_threads = std::max(1, target->num_threads() / f.target_tp);
   if (f.k > 0) options.draft_engine.default_k = f.k;
   options.draft_engine.lookahead_blocks = f.sequential ? 1 : 2;
   options.router.max_new_tokens = f.max_tokens;

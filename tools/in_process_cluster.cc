@@ -6,6 +6,7 @@
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/net/request_client.h"
+#include "target_worker/tp_group_runner.h"
 
 namespace splitspec::tools {
 namespace {
@@ -30,6 +31,9 @@ absl::StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::Start(InProc
   ASSIGN_OR_RETURN(cluster->coordinator_, coordinator::CoordinatorService::Create(coordinator_options));
   cluster->coordinator_endpoint_ = cluster->coordinator_->control_endpoint();
 
+  if (options.target_tp < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("InProcessClusterOptions.target_tp is ", options.target_tp));
+  }
   target::TargetServiceOptions target_options;
   target_options.coordinator_endpoint = cluster->coordinator_endpoint_;
   target_options.data_endpoint = Endpoint(options.use_tcp, "target-0");
@@ -37,7 +41,9 @@ absl::StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::Start(InProc
   target_options.identity.threads = options.target->num_threads();
   target_options.engine = options.target_engine;
   target_options.data_faults = options.data_faults;
-  ASSIGN_OR_RETURN(cluster->target_, target::TargetService::Create(options.target, target_options));
+  if (options.target_tp == 1) {
+    ASSIGN_OR_RETURN(cluster->target_, target::TargetService::Create(options.target, target_options));
+  }
 
   if (options.drafter != nullptr) {
     draft::DraftServiceOptions draft_options;
@@ -53,18 +59,43 @@ absl::StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::Start(InProc
     absl::Status status = c->coordinator_->Run(c->stop_coordinator_);
     if (!status.ok()) SPLITSPEC_LOG(ERROR) << "coordinator: " << status;
   });
-  c->target_thread_ = std::thread([c] {
-    absl::Status status = c->target_->Run(c->stop_target_);
-    if (!status.ok()) SPLITSPEC_LOG(ERROR) << "target worker: " << status;
-  });
+  if (c->target_ != nullptr) {
+    c->target_thread_ = std::thread([c] {
+      absl::Status status = c->target_->Run(c->stop_target_);
+      if (!status.ok()) SPLITSPEC_LOG(ERROR) << "target worker: " << status;
+    });
+  } else {
+    c->StartTensorParallelGroup(options, target_options);
+  }
   if (c->draft_ != nullptr) {
     c->draft_thread_ = std::thread([c] {
       absl::Status status = c->draft_->Run(c->stop_draft_);
       if (!status.ok()) SPLITSPEC_LOG(ERROR) << "draft worker: " << status;
     });
   }
-  RETURN_IF_ERROR(c->WaitForWorkers(c->draft_ != nullptr ? 2 : 1));
+  RETURN_IF_ERROR(c->WaitForWorkers(options.target_tp + (c->draft_ != nullptr ? 1 : 0)));
   return cluster;
+}
+
+void InProcessCluster::StartTensorParallelGroup(const InProcessClusterOptions& options,
+                                                const target::TargetServiceOptions& leader_service) {
+  for (int rank = 0; rank < options.target_tp; ++rank) {
+    target::TpRankOptions rank_options;
+    rank_options.group = {.coordinator_endpoint = coordinator_endpoint_,
+                          .group = "target-0",
+                          .rank = rank,
+                          .size = options.target_tp,
+                          .host = "127.0.0.1"};
+    rank_options.model_path = options.target_path;
+    rank_options.threads = options.target_threads;
+    rank_options.service = leader_service;
+    rank_options.service.identity.name = absl::StrCat("target-0-rank-", rank);
+    tp_rank_threads_.emplace_back([this, rank_options] {
+      absl::Status status = rank_options.group.rank == 0 ? target::RunGroupLeader(rank_options, stop_target_)
+                                                         : target::RunGroupFollower(rank_options, stop_target_);
+      if (!status.ok()) SPLITSPEC_LOG(ERROR) << "target rank " << rank_options.group.rank << ": " << status;
+    });
+  }
 }
 
 absl::Status InProcessCluster::WaitForWorkers(int expected) {
@@ -90,6 +121,7 @@ InProcessCluster::~InProcessCluster() {
   if (draft_thread_.joinable()) draft_thread_.join();
   stop_target_ = true;
   if (target_thread_.joinable()) target_thread_.join();
+  for (std::thread& rank : tp_rank_threads_) rank.join();
   stop_coordinator_ = true;
   if (coordinator_thread_.joinable()) coordinator_thread_.join();
 }

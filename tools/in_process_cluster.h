@@ -11,7 +11,8 @@
 //   ASSIGN_OR_RETURN(auto client, net::RequestClient::Connect(cluster->coordinator_endpoint()));
 //
 // Thread model: one thread per service (coordinator, target leader, draft
-// worker), each owning its sockets; the caller's thread owns its clients.
+// worker), each owning its sockets, plus one per follower rank of a
+// tensor-parallel target group; the caller's thread owns its clients.
 // The destructor stops the services (draft, target, coordinator) and joins.
 #ifndef SPLITSPEC_TOOLS_IN_PROCESS_CLUSTER_H_
 #define SPLITSPEC_TOOLS_IN_PROCESS_CLUSTER_H_
@@ -21,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "coordinator/coordinator_service.h"
@@ -41,6 +43,13 @@ struct InProcessClusterOptions {
   bool use_tcp = false;  // tcp://127.0.0.1 with free ports instead of inproc://
   // Tests: faults on the draft <-> target data path, in both directions.
   std::optional<net::FaultOptions> data_faults;
+  // Tensor parallelism of the target group: with target_tp > 1 the group is
+  // target_tp rank threads (target_worker/tp_group_runner.h; Gloo over
+  // 127.0.0.1) that each load their shard of `target_path` with
+  // `target_threads` threads; `target` then only supplies the config.
+  int target_tp = 1;
+  std::string target_path;
+  int target_threads = 1;
 };
 
 class InProcessCluster {
@@ -56,6 +65,8 @@ class InProcessCluster {
  private:
   InProcessCluster() = default;
   absl::Status WaitForWorkers(int expected);
+  void StartTensorParallelGroup(const InProcessClusterOptions& options,
+                                const target::TargetServiceOptions& leader_service);
 
   std::string coordinator_endpoint_;
   std::unique_ptr<coordinator::CoordinatorService> coordinator_;
@@ -66,6 +77,7 @@ class InProcessCluster {
   std::atomic<bool> stop_draft_{false};
   std::thread coordinator_thread_;
   std::thread target_thread_;
+  std::vector<std::thread> tp_rank_threads_;  // target_tp > 1: one per rank
   std::thread draft_thread_;
 };
 

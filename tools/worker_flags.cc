@@ -14,7 +14,7 @@ namespace splitspec::tools {
 absl::StatusOr<WorkerFlags> ParseWorkerFlags(const std::vector<std::string>& args, proto::Role role) {
   std::set<std::string> known = {"coordinator", "name", "model", "data-endpoint", "threads"};
   if (role == proto::ROLE_TARGET_WORKER) {
-    known.insert({"tp-group", "tp-rank", "tp-size", "step-tokens", "block-wait-ms"});
+    known.insert({"tp-group", "tp-rank", "tp-size", "tp-timeout-ms", "step-tokens", "block-wait-ms"});
   } else {
     known.insert({"drafter", "draft", "target-model", "k", "lookahead"});
   }
@@ -48,6 +48,18 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(const std::vector<std::string>& arg
   flags.drafter = parsed.GetString("drafter", flags.drafter);
   flags.draft_path = parsed.GetString("draft", "");
   flags.target_model = parsed.GetString("target-model", "");
+  ASSIGN_OR_RETURN(int64_t tp_timeout_ms, parsed.GetInt("tp-timeout-ms", flags.tp_timeout_ms));
+  if (tp_size != 1 && tp_size != 2 && tp_size != 4 && tp_size != 8) {
+    return absl::InvalidArgumentError(absl::StrCat("--tp-size must be 1, 2, 4 or 8, got ", tp_size));
+  }
+  if (tp_rank < 0 || tp_rank >= tp_size) {
+    return absl::InvalidArgumentError(absl::StrCat("--tp-rank must be in [0, ", tp_size, "), got ", tp_rank));
+  }
+  if (tp_size > 1 && id.tp_group.empty()) {
+    return absl::InvalidArgumentError("--tp-group NAME is required with --tp-size > 1 (every rank of a group names it)");
+  }
+  if (tp_timeout_ms < 1) return absl::InvalidArgumentError(absl::StrCat("--tp-timeout-ms must be >= 1, got ", tp_timeout_ms));
+  flags.tp_timeout_ms = static_cast<int>(tp_timeout_ms);
   id.tp_rank = static_cast<int>(tp_rank);
   id.tp_size = static_cast<int>(tp_size);
   return flags;

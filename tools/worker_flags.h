@@ -6,7 +6,8 @@
 //   --model PATH             model file (fingerprinted into the registration)
 //   --data-endpoint EP       where this worker serves data-plane traffic
 //   --threads N              compute threads (default: hardware concurrency)
-//   target workers: --tp-group G --tp-rank R --tp-size S, --step-tokens N (512),
+//   target workers: --tp-group G --tp-rank R --tp-size S (1, 2, 4, 8),
+//                   --tp-timeout-ms N (30000), --step-tokens N (512),
 //                   --block-wait-ms N (200)
 //   draft workers:  --drafter NAME (ngram), --draft PATH, --target-model PATH,
 //                   --k N (4), --lookahead N (2; 1 = sequential)
@@ -27,6 +28,7 @@ struct WorkerFlags {
   // Target workers.
   int step_tokens = 512;
   int block_wait_ms = 200;
+  int tp_timeout_ms = 30000;  // bound on each collective of a tensor-parallel group
   // Draft workers.
   std::string drafter = "ngram";
   std::string draft_path;

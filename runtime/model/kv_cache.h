@@ -28,6 +28,13 @@ class KvCache {
  public:
   // REQUIRES: n_layers >= 1, kv_dim >= 1, max_tokens >= 1. Allocates lazily.
   KvCache(int n_layers, int kv_dim, int max_tokens);
+  // Virtual so that a wrapper model can hand out caches that report their
+  // release (target_worker/group_leader_model.h mirrors caches on other ranks).
+  virtual ~KvCache() = default;
+  KvCache(const KvCache&) = default;
+  KvCache& operator=(const KvCache&) = default;
+  KvCache(KvCache&&) = default;
+  KvCache& operator=(KvCache&&) = default;
 
   int n_layers() const { return n_layers_; }
   int kv_dim() const { return kv_dim_; }

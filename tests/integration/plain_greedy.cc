@@ -5,7 +5,7 @@
 
 namespace splitspec::testing {
 
-std::vector<int32_t> PlainGreedy(model::Transformer& model, const std::vector<int32_t>& prompt, int n) {
+std::vector<int32_t> PlainGreedy(model::LanguageModel& model, const std::vector<int32_t>& prompt, int n) {
   auto cache = model.NewCache();
   std::vector<int32_t> out, feed = prompt;
   spec::SamplingParams greedy;

@@ -1,0 +1,87 @@
+// GroupLeaderModel: the target leader's view of a tensor-parallel group as one
+// LanguageModel. Before every forward it broadcasts the step's plan
+// (proto::GroupStep) to the followers, which run the same forward on their
+// shards (group_follower.h); the leader's TargetEngine never knows it is
+// sharded.
+//
+//   GroupLeaderModel leader(tp_model.get(), comm.get());   // rank 0
+//   TargetEngine engine(&leader, options);                 // as with a Transformer
+//   ...  RETURN_IF_ERROR(leader.KeepAliveIfIdle(absl::Now()));   // in the idle loop
+//   leader.Leave(/*disband=*/false);                        // on the way out
+//
+// Mirroring the KV caches: the caches NewCache hands out carry a key. A step
+// names each sequence by key, with `start` = the leader's cache length before
+// the step, so a follower first truncates its cache for that key to `start`
+// (this replays every KvCache::Truncate the engine did since the last step)
+// and then appends the same tokens. Caches destroyed on the leader are listed
+// in the next step so followers free theirs.
+//
+// Failure: a failed broadcast or forward breaks the group for good (the
+// communicator's contract); status() then returns that error and every later
+// Forward / KeepAliveIfIdle returns it. The owner re-forms the group.
+//
+// Thread safety: thread-compatible; the leader's service thread owns it. The
+// caches it hands out must be destroyed before it.
+#ifndef SPLITSPEC_TARGET_WORKER_GROUP_LEADER_MODEL_H_
+#define SPLITSPEC_TARGET_WORKER_GROUP_LEADER_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "proto/splitspec.pb.h"
+#include "runtime/model/language_model.h"
+#include "runtime/model/tp_transformer.h"
+#include "runtime/net/communicator.h"
+
+namespace splitspec::target {
+
+// True for the Forward errors every rank finds identically before any
+// collective (InvalidArgument, OutOfRange): the group is still in step.
+bool IsInputError(const absl::Status& status);
+
+class GroupLeaderModel : public model::LanguageModel {
+ public:
+  // `model` and `comm` (rank 0 of the group) must outlive this object.
+  // keep_alive: how long the group may go without a broadcast before
+  // KeepAliveIfIdle sends an empty step (well below the collective timeout, so
+  // an idle follower's wait never times out, and a dead follower is noticed
+  // while idle).
+  GroupLeaderModel(model::TensorParallelTransformer* model, net::Communicator* comm,
+                   absl::Duration keep_alive = absl::Seconds(1));
+  ~GroupLeaderModel() override;
+
+  const model::ModelConfig& config() const override { return model_->config(); }
+  std::unique_ptr<model::KvCache> NewCache(int max_tokens = 0) const override;
+  // REQUIRES: every cache in `batch` came from this object's NewCache.
+  absl::Status Forward(absl::Span<const model::SequenceInput> batch, model::ForwardOutput* out) override;
+
+  // Sends an empty step if nothing was broadcast for keep_alive.
+  absl::Status KeepAliveIfIdle(absl::Time now);
+  // Tells the followers the leader is going: disband=false -> they wait for
+  // the group to re-form; true -> they exit. Best effort (errors are logged).
+  void Leave(bool disband);
+
+  // OK while the group works; the first failure afterwards.
+  const absl::Status& status() const { return broken_; }
+  uint64_t steps() const { return next_step_; }
+
+ private:
+  class KeyedCache;
+  absl::Status Broadcast(proto::GroupStep& step);
+
+  model::TensorParallelTransformer* model_;
+  net::Communicator* comm_;
+  absl::Duration keep_alive_;
+  absl::Time last_broadcast_ = absl::Now();
+  uint64_t next_step_ = 0;
+  mutable uint64_t next_cache_key_ = 1;
+  std::vector<uint64_t> released_keys_;  // freed since the last broadcast
+  absl::Status broken_;
+};
+
+}  // namespace splitspec::target
+
+#endif  // SPLITSPEC_TARGET_WORKER_GROUP_LEADER_MODEL_H_

@@ -1,0 +1,83 @@
+// Forming a tensor-parallel target group through the coordinator.
+//
+// The leader (rank 0) serves a RendezvousServer and announces it to the
+// coordinator under the group's name with a generation number; followers look
+// the name up, join the store, and every rank creates the group's Gloo
+// communicator under "<group>/gen-<generation>". A failed group is re-formed
+// with a higher generation, so keys of the dead formation never mix in.
+//
+//   // leader                                     // follower
+//   ASSIGN_OR_RETURN(auto server, StartGroupRendezvous(options));
+//   ASSIGN_OR_RETURN(FormedGroup g, FormAsLeader(options, *server, generation));
+//                                                 ASSIGN_OR_RETURN(FormedGroup g,
+//                                                     JoinAsFollower(options, min_generation, stop));
+//   ... TensorParallelTransformer::Load(path, g.comm.get(), ...)
+//
+// Every call is bounded: announce/lookup by the coordinator's answer time,
+// communicator creation by options.timeout (DeadlineExceeded names the group
+// when a rank did not appear). Nothing here retries; the runners in
+// tp_group_runner.h loop.
+#ifndef SPLITSPEC_TARGET_WORKER_TP_GROUP_H_
+#define SPLITSPEC_TARGET_WORKER_TP_GROUP_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/splitspec.pb.h"
+#include "runtime/net/communicator.h"
+#include "runtime/net/rendezvous_server.h"
+
+namespace splitspec::target {
+
+struct TpGroupOptions {
+  std::string coordinator_endpoint = "tcp://127.0.0.1:5555";
+  std::string group;  // required; the name the launcher gave every rank
+  int rank = 0;
+  int size = 2;  // >= 2 (TP=1 needs no group)
+  // Address this rank's Gloo listener publishes, and where the leader's
+  // rendezvous store listens. Empty: derived by GroupHostFor().
+  std::string host;
+  // Bound on every collective and on forming the group.
+  absl::Duration timeout = absl::Seconds(30);
+};
+
+// The host a rank binds and publishes: the host of its data endpoint when that
+// names one (tcp://10.0.0.5:7000 -> 10.0.0.5), else 127.0.0.1 when the
+// coordinator is on loopback, else "" (Gloo then uses the machine's host name).
+std::string GroupHostFor(const std::string& data_endpoint, const std::string& coordinator_endpoint);
+
+// InvalidArgument naming the field (empty group, size < 2, rank out of range).
+absl::Status ValidateTpGroupOptions(const TpGroupOptions& options);
+
+struct FormedGroup {
+  std::unique_ptr<net::Communicator> comm;
+  uint64_t generation = 0;
+};
+
+// Leader: the store every formation of this leader process uses.
+absl::StatusOr<std::unique_ptr<net::RendezvousServer>> StartGroupRendezvous(const TpGroupOptions& options);
+
+// Leader: announces `generation` and creates the communicator (waits up to
+// options.timeout for the followers). Errors: Unavailable (the coordinator did
+// not answer), FailedPrecondition (it recorded a newer generation: another
+// leader holds the name), DeadlineExceeded (a follower did not join).
+absl::StatusOr<FormedGroup> FormAsLeader(const TpGroupOptions& options, net::RendezvousServer& server,
+                                         uint64_t generation);
+
+// Follower: polls the coordinator until the group's leader announced a
+// generation >= min_generation (or `stop`: Cancelled), then joins.
+absl::StatusOr<FormedGroup> JoinAsFollower(const TpGroupOptions& options, uint64_t min_generation,
+                                           const std::atomic<bool>& stop);
+
+// One request/answer with the coordinator on a short-lived connection.
+// Errors: Unavailable naming the endpoint when no GroupInfo came within `timeout`.
+absl::StatusOr<proto::GroupInfo> AskCoordinator(const std::string& coordinator_endpoint,
+                                                const proto::Envelope& request, absl::Duration timeout);
+
+}  // namespace splitspec::target
+
+#endif  // SPLITSPEC_TARGET_WORKER_TP_GROUP_H_
