@@ -19,6 +19,7 @@ int RunGenerateCommand(const CommandArgs& args); // tools/generate_command.cc
 int RunBenchCommand(const CommandArgs& args);    // tools/bench_command.cc
 int RunBenchSpec(const CommandArgs& args);       // tools/bench_spec.cc (bench spec)
 int RunPlanCommand(const CommandArgs& args);     // tools/plan_command.cc
+int RunScaleCommand(const CommandArgs& args);    // tools/scale_command.cc
 
 
 

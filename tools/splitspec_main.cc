@@ -19,6 +19,7 @@ constexpr Subcommand kSubcommands[] = {
     {"serve", "start a local cluster as processes: [--model PATH] [--drafter NAME] [--drafts N]", splitspec::tools::RunServeCommand},
     {"client", "send a request to a running cluster and stream the text: --prompt TEXT", splitspec::tools::RunClientCommand},
     {"status", "print cluster membership as JSON: --coordinator ENDPOINT", splitspec::tools::RunStatusCommand},
+    {"scale", "grow or drain pools of a running cluster: --draft +N|-N, --target-groups +N|-N", splitspec::tools::RunScaleCommand},
     {"generate", "speculative generation in one process: --target PATH [--drafter D] --prompt TEXT [--json]", splitspec::tools::RunGenerateCommand},
     {"logits", "last-position logits as JSON: --model PATH --prompt-ids 1,2,3", splitspec::tools::RunLogitsCommand},
     {"bench", "benchmarks: bench decode --model PATH [--threads N] | bench spec [--model PATH]", splitspec::tools::RunBenchCommand},

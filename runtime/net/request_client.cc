@@ -27,6 +27,34 @@ absl::StatusOr<proto::StatusReply> FetchCoordinatorStatus(const std::string& end
       absl::StrCat("no status reply from ", endpoint, " within ", absl::FormatDuration(timeout)));
 }
 
+absl::StatusOr<proto::DrainReply> RequestDrain(const std::string& endpoint, const proto::DrainRequest& request,
+                                               absl::Duration timeout) {
+  static std::atomic<int> counter{0};
+  ASSIGN_OR_RETURN(std::unique_ptr<Channel> channel,
+                   ConnectChannel(endpoint, absl::StrCat("drain-", getpid(), "-", counter.fetch_add(1))));
+  proto::Envelope envelope = NewEnvelope();
+  *envelope.mutable_drain_request() = request;
+  RETURN_IF_ERROR(channel->Send("", envelope));
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    absl::StatusOr<Frame> frame = channel->Receive(deadline - absl::Now());
+    if (!frame.ok()) break;
+    if (frame->envelope.has_drain_reply()) return frame->envelope.drain_reply();
+    if (frame->envelope.has_error()) {
+      const proto::Error& error = frame->envelope.error();
+      const std::string message = absl::StrCat("coordinator refused the drain: ", error.message());
+      switch (error.code()) {
+        case proto::ERROR_CODE_NOT_FOUND: return absl::NotFoundError(message);
+        case proto::ERROR_CODE_UNAVAILABLE: return absl::UnavailableError(message);
+        case proto::ERROR_CODE_INVALID_ARGUMENT: return absl::InvalidArgumentError(message);
+        default: return absl::InternalError(message);
+      }
+    }
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("no answer to DrainRequest from ", endpoint, " within ", absl::FormatDuration(timeout)));
+}
+
 absl::StatusOr<std::unique_ptr<RequestClient>> RequestClient::Connect(const std::string& coordinator_endpoint) {
   static std::atomic<int> counter{0};
   ASSIGN_OR_RETURN(std::unique_ptr<Channel> channel,

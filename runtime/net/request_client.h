@@ -38,6 +38,13 @@ struct GenerationResult {
 // connection). DeadlineExceeded if no reply comes within `timeout`.
 absl::StatusOr<proto::StatusReply> FetchCoordinatorStatus(const std::string& endpoint, absl::Duration timeout);
 
+// Asks the coordinator at `endpoint` to drain workers (a one-off connection;
+// see proto DrainRequest). Returns its DrainReply. Errors: the coordinator's
+// refusal with its message (InvalidArgument, NotFound or Unavailable, as it
+// coded it), or DeadlineExceeded if no answer comes within `timeout`.
+absl::StatusOr<proto::DrainReply> RequestDrain(const std::string& endpoint, const proto::DrainRequest& request,
+                                               absl::Duration timeout);
+
 class RequestClient {
  public:
   static absl::StatusOr<std::unique_ptr<RequestClient>> Connect(const std::string& coordinator_endpoint);
