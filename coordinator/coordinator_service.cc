@@ -46,7 +46,13 @@ absl::Status CoordinatorService::Run(const std::atomic<bool>& stop) {
                                << options_.membership.dead_after_missed << " missed heartbeats";
         router_.OnWorkerGone(id, &out);
       }
+      const uint64_t replaced_before = router_.counters().reassigned_target;
       router_.Tick(now, &out);  // drain deadlines, and Drain to workers that hold no request
+      if (router_.counters().reassigned_target > replaced_before) {
+        SPLITSPEC_LOG(INFO) << "drain timeout: re-placed " << router_.counters().reassigned_target - replaced_before
+                            << " request(s) of draining target group(s) from their committed tokens";
+      }
+      LogDrainsSent(out);
       SendAll(out);
       next_sweep = now + tick;
     }
@@ -193,7 +199,16 @@ void CoordinatorService::HandleDrainRequest(const std::string& peer, const proto
       absl::StrCat("draining ", draining->size(), " worker(s): ", request.reason()));
   SPLITSPEC_LOG(INFO) << "draining workers " << absl::StrJoin(*draining, ",") << ": " << request.reason();
   Reply(peer, reply);
+  LogDrainsSent(out);
   SendAll(out);
+}
+
+void CoordinatorService::LogDrainsSent(const std::vector<Outgoing>& out) {
+  for (const Outgoing& message : out) {
+    if (!message.envelope.has_drain()) continue;
+    SPLITSPEC_LOG(INFO) << "worker " << message.envelope.drain().worker_id()
+                        << " holds no request any more: sent Drain";
+  }
 }
 
 void CoordinatorService::SendAll(std::vector<Outgoing>& out) {

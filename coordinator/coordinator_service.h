@@ -55,6 +55,7 @@ class CoordinatorService {
   void HandleHeartbeat(const std::string& peer, const proto::Heartbeat& heartbeat);
   void HandleStatus(const std::string& peer);
   void HandleDrainRequest(const std::string& peer, const proto::DrainRequest& request);
+  void LogDrainsSent(const std::vector<Outgoing>& out);
   void Reply(const std::string& peer, const proto::Envelope& envelope);
   void SendAll(std::vector<Outgoing>& out);
 
