@@ -1,63 +1,39 @@
 #!/usr/bin/env bash
-# Starts a local splitspec cluster on this host as separate processes:
-# one coordinator, N draft workers and M target workers, all on loopback.
+# Starts a splitspec cluster on this host as separate processes, as a cluster
+# config describes it (default deploy/cluster.toml: one coordinator with the
+# HTTP API on 127.0.0.1:8000, one target worker, one n-gram draft worker).
 #
-#   deploy/local_cluster.sh                  # 1 draft + 1 target, default model
-#   DRAFTS=2 TARGETS=1 deploy/local_cluster.sh
+#   deploy/local_cluster.sh                         # deploy/cluster.toml
+#   CONFIG=deploy/examples/tp2_cpu.toml deploy/local_cluster.sh
+#   DRAFTS=2 TARGETS=1 deploy/local_cluster.sh --http none
+#   deploy/local_cluster.sh --dry-run               # print the plan only
 #
-# Environment:
+# Why it just execs `splitspec serve`: serve already reads the config, starts
+# the processes, waits for them to register, reports a process that dies and
+# stops them all on Ctrl-C; a second implementation in shell would drift from
+# it. This script keeps the environment overrides the old script had, mapped
+# onto serve's flags (which override the config; arguments are passed on):
+#
 #   SPLITSPEC_BIN   folder of the binaries (default build/release/bin)
-#   MODEL           model file (default models/SmolLM2-135M-Instruct.Q4_1.gguf)
-#   CONTROL         coordinator control endpoint (default tcp://127.0.0.1:5555)
-#   RUN_DIR         logs go here (default build/cluster)
-#   DRAFTS, TARGETS number of workers of each kind (default 1 each)
-# Ctrl-C (or SIGTERM) stops every process it started.
+#   CONFIG          cluster config (default deploy/cluster.toml)
+#   MODEL           --model (target model file)
+#   CONTROL         --control (coordinator control endpoint)
+#   RUN_DIR         --log-dir (logs; default build/cluster)
+#   DRAFTS          --drafts (workers in the config's only draft pool)
+#   TARGETS         --targets (copies of the config's only target group)
+#   TARGET_TP       --target-tp (ranks per target group)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${SPLITSPEC_BIN:-$ROOT/build/release/bin}"
-MODEL="${MODEL:-$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
-CONTROL="${CONTROL:-tcp://127.0.0.1:5555}"
-RUN_DIR="${RUN_DIR:-$ROOT/build/cluster}"
-DRAFTS="${DRAFTS:-1}"
-TARGETS="${TARGETS:-1}"
+CONFIG="${CONFIG:-$ROOT/deploy/cluster.toml}"
+[[ -x "$BIN/splitspec" ]] || { echo "local_cluster.sh: $BIN/splitspec not found; run deploy/setup.sh first" >&2; exit 1; }
 
-for b in splitspec-coordinator splitspec-draft-worker splitspec-target-worker splitspec; do
-  [[ -x "$BIN/$b" ]] || { echo "local_cluster.sh: $BIN/$b not found; run deploy/setup.sh first" >&2; exit 1; }
-done
-[[ -f "$MODEL" ]] || { echo "local_cluster.sh: model $MODEL not found; run deploy/setup.sh first" >&2; exit 1; }
-mkdir -p "$RUN_DIR"
-
-pids=()
-stop() {
-  echo "==> stopping ${#pids[@]} processes"
-  kill -TERM "${pids[@]}" 2>/dev/null || true
-  wait 2>/dev/null || true
-}
-# Ctrl-C / SIGTERM exit normally; the EXIT trap then stops the children once.
-trap stop EXIT
-trap 'exit 0' INT TERM
-
-echo "==> coordinator on $CONTROL (log $RUN_DIR/coordinator.log)"
-"$BIN/splitspec-coordinator" --control "$CONTROL" >"$RUN_DIR/coordinator.log" 2>&1 &
-pids+=($!)
-for ((i = 0; i < TARGETS; i++)); do
-  echo "==> target worker target-$i (log $RUN_DIR/target-$i.log)"
-  "$BIN/splitspec-target-worker" --coordinator "$CONTROL" --name "target-$i" --model "$MODEL" \
-    --tp-group "group-$i" >"$RUN_DIR/target-$i.log" 2>&1 &
-  pids+=($!)
-done
-for ((i = 0; i < DRAFTS; i++)); do
-  echo "==> draft worker draft-$i (log $RUN_DIR/draft-$i.log)"
-  "$BIN/splitspec-draft-worker" --coordinator "$CONTROL" --name "draft-$i" --model "$MODEL" \
-    >"$RUN_DIR/draft-$i.log" 2>&1 &
-  pids+=($!)
-done
-
-sleep 2
-echo "==> membership (splitspec status --coordinator $CONTROL):"
-"$BIN/splitspec" status --coordinator "$CONTROL"
-echo "==> cluster running; Ctrl-C to stop"
-wait -n "${pids[@]}" || true
-echo "local_cluster.sh: a process exited on its own; see the logs in $RUN_DIR" >&2
-exit 1
+args=(--config "$CONFIG")
+[[ -n "${MODEL:-}" ]] && args+=(--model "$MODEL")
+[[ -n "${CONTROL:-}" ]] && args+=(--control "$CONTROL")
+[[ -n "${RUN_DIR:-}" ]] && args+=(--log-dir "$RUN_DIR")
+[[ -n "${DRAFTS:-}" ]] && args+=(--drafts "$DRAFTS")
+[[ -n "${TARGETS:-}" ]] && args+=(--targets "$TARGETS")
+[[ -n "${TARGET_TP:-}" ]] && args+=(--target-tp "$TARGET_TP")
+exec "$BIN/splitspec" serve "${args[@]}" "$@"
