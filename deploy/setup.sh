@@ -22,7 +22,7 @@ say() { echo "==> $*"; }
 
 # ---- 1. Debian packages -------------------------------------------------------
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config git unzip python3 python3-pip
+  build-essential cmake ninja-build pkg-config git unzip python3 python3-pip python3-yaml
   libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler libabsl-dev
   libgloo-dev libgtest-dev libgmock-dev iproute2 ccache
 )
