@@ -11,8 +11,10 @@
 // "<group>/gloo/..." in the store, reads everybody else's and connects the full
 // mesh (Gloo's rendezvous::Context). Create returns once every pair is connected.
 //
-// AllReduceSum sums in rank order: each rank gathers every rank's vector and
-// adds them as ((r0 + r1) + r2) + ..., so element i's result depends only on the
+// AllGather is one Gloo broadcast per rank in rank order (for the small
+// vectors of tensor-parallel decode, far cheaper on loopback than Gloo's ring
+// allgather: see gloo_communicator.cc). AllReduceSum sums in rank order: each
+// rank gathers every rank's vector and adds them as ((r0 + r1) + r2) + ..., so element i's result depends only on the
 // ranks' values of element i, never on `count` or on how Gloo segments the
 // buffer. This keeps the model forward batch-invariant (DESIGN.md: a position's
 // logits do not depend on the batch) for any group size, at the cost of moving
