@@ -174,6 +174,8 @@ void CoordinatorService::HandleStatus(const std::string& peer) {
   *status->mutable_control_channel() = control_->CountersProto();
   status->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - started_));
   status->set_protocol_version(proto::PROTOCOL_VERSION_CURRENT);
+  status->set_queued_requests(static_cast<uint32_t>(router_.queued()));
+  status->set_running_requests(static_cast<uint32_t>(router_.running()));
   Reply(peer, reply);
 }
 

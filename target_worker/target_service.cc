@@ -43,10 +43,12 @@ absl::Status TargetService::Run(const std::atomic<bool>& stop) {
     if (engine_.HasWork(absl::Now())) {
       std::vector<TargetEvent> events;
       absl::Status step;
+      const absl::Time step_start = absl::Now();
       {
         ScopedTrace span("target", "verify step");
-        step = engine_.Step(absl::Now(), &events);
+        step = engine_.Step(step_start, &events);
       }
+      ReportLoad(absl::Now() - step_start);
       if (!step.ok() && options_.group_leader != nullptr && !options_.group_leader->status().ok()) {
         return LeaveBrokenGroup(step);
       }
@@ -66,6 +68,17 @@ absl::Status TargetService::Run(const std::atomic<bool>& stop) {
     return control_->Deregister("drained");
   }
   return control_->Deregister("shutdown");
+}
+
+void TargetService::ReportLoad(absl::Duration step_time) {
+  // An exponential moving average over ~10 steps: recent enough to show a
+  // slow worker, smooth enough not to jump with one long prefill.
+  const double ms = absl::ToDoubleMilliseconds(step_time);
+  mean_step_ms_ = mean_step_ms_ == 0 ? ms : 0.9 * mean_step_ms_ + 0.1 * ms;
+  proto::LoadReport load;
+  load.set_active_requests(static_cast<uint32_t>(engine_.active_requests()));
+  load.set_mean_step_ms(mean_step_ms_);
+  control_->set_load(load);
 }
 
 absl::Status TargetService::LeaveBrokenGroup(absl::Status failure) {

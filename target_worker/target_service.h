@@ -68,6 +68,8 @@ class TargetService {
   // The group failed: deregister so the coordinator re-places the requests
   // (their results of the failed step are dropped), and return `failure`.
   absl::Status LeaveBrokenGroup(absl::Status failure);
+  // Publishes active requests and the mean step time in the next heartbeats.
+  void ReportLoad(absl::Duration step_time);
   void SendError(const std::string& request_id, const absl::Status& status);
 
   TargetServiceOptions options_;
@@ -76,6 +78,7 @@ class TargetService {
   std::unique_ptr<net::MembershipClient> control_;
   TargetEngine engine_;
   bool drain_requested_ = false;  // a Drain came: Run deregisters and returns OK
+  double mean_step_ms_ = 0;       // moving average, reported in heartbeats
 };
 
 }  // namespace splitspec::target

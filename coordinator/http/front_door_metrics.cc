@@ -60,6 +60,18 @@ const char* StateName(proto::MemberState state) {
   }
 }
 
+void AddPerPosition(const google::protobuf::RepeatedField<uint64_t>& add,
+                    google::protobuf::RepeatedField<uint64_t>* total) {
+  while (total->size() < add.size()) total->Add(0);
+  for (int i = 0; i < add.size(); ++i) total->Set(i, total->Get(i) + add.Get(i));
+}
+
+void RenderPerPosition(const char* name, const char* help, const google::protobuf::RepeatedField<uint64_t>& counts,
+                       std::string* out) {
+  Header(name, "counter", help, out);
+  for (int i = 0; i < counts.size(); ++i) absl::StrAppend(out, name, "{position=\"", i, "\"} ", counts.Get(i), "\n");
+}
+
 void RenderWorkers(const proto::StatusReply& status, std::string* out) {
   struct Series {
     const char* name;
@@ -73,6 +85,8 @@ void RenderWorkers(const proto::StatusReply& status, std::string* out) {
        [](const proto::MemberStatus& m) { return static_cast<double>(m.load().active_requests()); }},
       {"splitspec_worker_queued_blocks", "Draft blocks queued at the worker (last heartbeat)",
        [](const proto::MemberStatus& m) { return static_cast<double>(m.load().queued_blocks()); }},
+      {"splitspec_worker_step_seconds", "Mean time of the worker's recent forward steps (last heartbeat)",
+       [](const proto::MemberStatus& m) { return m.load().mean_step_ms() / 1000.0; }},
   };
   for (const Series& s : series) {
     Header(s.name, "gauge", s.help, out);
@@ -169,6 +183,8 @@ void FrontDoorMetrics::ObserveFinished(double e2e_seconds, const proto::SpecStat
   spec_.set_verified(spec_.verified() + stats.verified());
   spec_.set_accepted(spec_.accepted() + stats.accepted());
   spec_.set_steps(spec_.steps() + stats.steps());
+  AddPerPosition(stats.verified_at(), spec_.mutable_verified_at());
+  AddPerPosition(stats.accepted_at(), spec_.mutable_accepted_at());
 }
 
 std::string FrontDoorMetrics::Render(const proto::StatusReply* status) const {
@@ -207,9 +223,21 @@ std::string FrontDoorMetrics::Render(const proto::StatusReply* status) const {
   Sample("splitspec_spec_decode_acceptance_rate",
          spec_.verified() == 0 ? 0.0 : static_cast<double>(spec_.accepted()) / static_cast<double>(spec_.verified()),
          &out);
+  RenderPerPosition("splitspec_spec_decode_num_verified_tokens_per_pos",
+                    "Verified draft tokens by position in their block (finished requests)", spec_.verified_at(), &out);
+  RenderPerPosition("splitspec_spec_decode_num_accepted_tokens_per_pos",
+                    "Accepted draft tokens by position in their block (finished requests)", spec_.accepted_at(), &out);
   Header("splitspec_coordinator_up", "gauge", "1 if the coordinator answered the status query", &out);
   Sample("splitspec_coordinator_up", status != nullptr ? 1.0 : 0.0, &out);
-  if (status != nullptr) RenderWorkers(*status, &out);
+  if (status != nullptr) {
+    Header("splitspec_num_requests_waiting", "gauge", "Requests the coordinator admitted that wait for a target group",
+           &out);
+    Sample("splitspec_num_requests_waiting", status->queued_requests(), &out);
+    Header("splitspec_coordinator_requests_running", "gauge", "Requests placed on target groups (all front doors)",
+           &out);
+    Sample("splitspec_coordinator_requests_running", status->running_requests(), &out);
+    RenderWorkers(*status, &out);
+  }
   return out;
 }
 

@@ -17,13 +17,14 @@
 //   splitspec_spec_decode_num_draft_tokens_total / _num_verified_tokens_total /
 //   splitspec_spec_decode_num_accepted_tokens_total / _num_steps_total   counters from SpecStats
 //   splitspec_spec_decode_acceptance_rate        gauge    accepted / verified over all finished requests
+//   splitspec_spec_decode_num_verified_tokens_per_pos{position} / _num_accepted_tokens_per_pos{position}
+//                                                counters: draft tokens at block position i (0 = first)
+//   splitspec_num_requests_waiting               gauge    the coordinator's queue depth (admitted, not placed)
+//   splitspec_coordinator_requests_running       gauge    requests placed on target groups
 //   splitspec_coordinator_up                     gauge    1 if the coordinator answered its status
 //   splitspec_worker_alive{worker_id,worker_name,role,state}  gauge  per worker: 1 if alive
-//   splitspec_worker_active_requests{worker_id,...}, splitspec_worker_queued_blocks{...}  gauges
-//                                                         from the workers' load reports
-//
-// The coordinator's own queue depth is not in its StatusReply, so it is not
-// exported; per-worker queued blocks are.
+//   splitspec_worker_active_requests{worker_id,...}, splitspec_worker_queued_blocks{...},
+//   splitspec_worker_step_seconds{...}           gauges from the workers' load reports (heartbeats)
 //
 // Thread safety: thread-safe (one internal mutex).
 #ifndef SPLITSPEC_COORDINATOR_HTTP_FRONT_DOOR_METRICS_H_

@@ -147,6 +147,12 @@ TEST_P(TensorParallelPipelineTest, SpeculativeGreedyOnTp2EqualsTp2PlainGreedy) {
     if (GetParam().accepts_everything) {
       EXPECT_GT(got->stats.verified(), 0u);
       EXPECT_EQ(got->stats.accepted(), got->stats.verified()) << "a self-draft must be accepted in full";
+      // The per-position counters reach the client and add up.
+      uint64_t accepted_at_sum = 0;
+      for (uint64_t n : got->stats.accepted_at()) accepted_at_sum += n;
+      EXPECT_EQ(accepted_at_sum, got->stats.accepted());
+      EXPECT_EQ(std::vector<uint64_t>(got->stats.accepted_at().begin(), got->stats.accepted_at().end()),
+                std::vector<uint64_t>(got->stats.verified_at().begin(), got->stats.verified_at().end()));
     }
   }
 }

@@ -89,6 +89,40 @@ TEST(FrontDoorMetricsTest, PerWorkerLivenessFromTheStatusTable) {
                               "role=\"target\",state=\"alive\"} 3\n"));
 }
 
+TEST(FrontDoorMetricsTest, AcceptancePerDraftPositionAddsUpOverRequests) {
+  FrontDoorMetrics metrics;
+  proto::SpecStats first, second;
+  for (uint64_t v : {5, 5, 4}) first.add_verified_at(v);
+  for (uint64_t a : {4, 3, 1}) first.add_accepted_at(a);
+  for (uint64_t v : {2, 2, 2, 2}) second.add_verified_at(v);  // a longer block than the first request's
+  for (uint64_t a : {2, 1, 0, 0}) second.add_accepted_at(a);
+  metrics.ObserveFinished(1.0, first);
+  metrics.ObserveFinished(1.0, second);
+  const std::string text = metrics.Render(nullptr);
+  EXPECT_THAT(text, HasSubstr("splitspec_spec_decode_num_verified_tokens_per_pos{position=\"0\"} 7\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_spec_decode_num_verified_tokens_per_pos{position=\"3\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_spec_decode_num_accepted_tokens_per_pos{position=\"0\"} 6\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_spec_decode_num_accepted_tokens_per_pos{position=\"2\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_spec_decode_num_accepted_tokens_per_pos{position=\"3\"} 0\n"));
+}
+
+TEST(FrontDoorMetricsTest, QueueDepthAndStepTimeFromTheCoordinatorStatus) {
+  proto::StatusReply status;
+  status.set_queued_requests(4);
+  status.set_running_requests(9);
+  proto::MemberStatus* target = status.add_members();
+  target->set_worker_id(1);
+  target->set_worker_name("t");
+  target->set_role(proto::ROLE_TARGET_WORKER);
+  target->set_state(proto::MEMBER_STATE_ALIVE);
+  target->mutable_load()->set_mean_step_ms(12.5);
+  const std::string text = FrontDoorMetrics().Render(&status);
+  EXPECT_THAT(text, HasSubstr("splitspec_num_requests_waiting 4\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_coordinator_requests_running 9\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_worker_step_seconds{worker_id=\"1\",worker_name=\"t\",role=\"target\","
+                              "state=\"alive\"} 0.0125\n"));
+}
+
 TEST(FrontDoorMetricsTest, EveryLineIsACommentOrANameValuePair) {
   FrontDoorMetrics metrics;
   metrics.ObserveTokens(1, 0.3, true);
