@@ -11,8 +11,9 @@
 // override the file (see tools/serve_plan.h for the list and the precedence).
 // It waits until every group leader (tp_rank 0) and every draft worker has
 // registered, prints the membership, and keeps running until Ctrl-C / SIGTERM
-// (then stops the workers before the coordinator) or until a process exits on
-// its own (reported, and the rest stopped). A config that puts a process on
+// (then stops the workers before the coordinator) or until a process fails on
+// its own (reported, and the rest stopped). A worker that exits with status 0
+// was drained by `splitspec scale` and is let go; the rest keep serving. A config that puts a process on
 // another host is refused (deploy/ssh_cluster.sh starts those).
 //
 // --dry-run prints the processes it would start, one JSON object per line
@@ -124,12 +125,22 @@ absl::Status Serve(const config::ClusterConfig& config, const std::vector<Planne
   if (config.coordinator.http != "none") std::printf("==> OpenAI-compatible API on http://%s/v1\n", config.coordinator.http.c_str());
   std::fflush(stdout);
   absl::Status outcome = absl::OkStatus();
+  std::vector<bool> drained(processes.size(), false);
   while (!ShutdownRequested().load() && outcome.ok()) {
-    for (Subprocess& p : processes) {
-      absl::StatusOr<int> exited = p.Wait(absl::ZeroDuration());
-      if (exited.ok()) {
-        outcome = absl::UnavailableError(absl::StrCat("process with log ", p.log_path(), " exited with ", *exited));
+    for (size_t i = 0; i < processes.size(); ++i) {
+      if (drained[i]) continue;
+      absl::StatusOr<int> exited = processes[i].Wait(absl::ZeroDuration());
+      if (!exited.ok()) continue;
+      // A worker that exits 0 was drained (splitspec scale): its requests
+      // finished or were handed over, so the cluster keeps serving.
+      if (*exited == 0 && plan[i].role != "coordinator") {
+        drained[i] = true;
+        std::printf("==> %s drained and exited; the cluster keeps running\n", plan[i].name.c_str());
+        std::fflush(stdout);
+        continue;
       }
+      outcome = absl::UnavailableError(
+          absl::StrCat(plan[i].name, " (log ", processes[i].log_path(), ") exited with ", *exited));
     }
     absl::SleepFor(absl::Milliseconds(200));
   }
