@@ -24,9 +24,10 @@
 // collective ms/token = time rank 0 spent inside collectives / tokens
 // (2 * n_layers + 1 calls per token); compute ms/token = ms/token - collective.
 // A TP size the model cannot be split by is printed with the reason. The default
-// model (9 heads, 3 KV heads) cannot be split in 2, so --synthetic (on by
-// default) also runs TP=1 vs TP=2 on a random model with its layer shapes but
-// 8 / 4 heads (written with the tests' tiny-model writer).
+// model (9 heads, 3 KV heads) splits 2 ways only by replicating KV head 1 on both
+// ranks (runtime/model/tp_shard.h), so --synthetic (on by default) also runs
+// TP=1 vs TP=2 on a random model with its layer shapes but 8 / 4 heads (written
+// with the tests' tiny-model writer), whose split needs no replication.
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>

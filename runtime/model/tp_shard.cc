@@ -14,14 +14,33 @@ IndexRange EvenSplit(int64_t total, int size, int rank) {
   return {total / size * rank, total / size * (rank + 1)};
 }
 
-// A column split of `m` into `size` parts must cut on quantization blocks.
-absl::Status CheckColumnSplit(const char* tensor, const WeightMatrix& m, int size) {
+// As even as possible: the first total % size ranks get one more.
+IndexRange BalancedSplit(int64_t total, int size, int rank) {
+  const int64_t base = total / size;
+  const int64_t extra = total % size;
+  const int64_t begin = base * rank + std::min<int64_t>(rank, extra);
+  return {begin, begin + base + (rank < extra ? 1 : 0)};
+}
+
+// The KV heads the query heads [heads) read: with GQA groups of `group` query
+// heads per KV head, a group cut by a rank boundary puts its KV head on both
+// ranks (replicated: each computes and caches it).
+IndexRange KvHeadsFor(IndexRange heads, int64_t group) {
+  return {heads.begin / group, (heads.end - 1) / group + 1};
+}
+
+// Every rank's column range [unit * begin, unit * end) of `m` must start and
+// end on a quantization block.
+absl::Status CheckColumnSplit(const char* tensor, const WeightMatrix& m, int size, int64_t units, int64_t unit) {
   const kernels::GgmlTypeTraits& traits = kernels::GetGgmlTypeTraits(m.type);
-  if (m.cols % size != 0 || (m.cols / size) % traits.block_size != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor-parallel size ", size, " gives each rank ", m.cols / size, " of the ", m.cols,
-        " input columns of ", tensor, " (type ", traits.name, "): not a whole number of ",
-        traits.block_size, "-element quantization blocks, so the column split is refused"));
+  for (int r = 0; r < size; ++r) {
+    const IndexRange part = BalancedSplit(units, size, r);
+    if ((part.begin * unit) % traits.block_size != 0 || (part.end * unit) % traits.block_size != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor-parallel size ", size, " gives rank ", r, " columns [", part.begin * unit, ", ", part.end * unit,
+          ") of the ", m.cols, " input columns of ", tensor, " (type ", traits.name, "): not whole ",
+          traits.block_size, "-element quantization blocks, so the column split is refused"));
+    }
   }
   return absl::OkStatus();
 }
@@ -60,10 +79,9 @@ absl::StatusOr<TensorParallelShard> PlanTensorParallelShard(const ModelConfig& c
     return absl::InvalidArgumentError(absl::StrCat("tensor-parallel rank ", rank, " of size ",
                                                    size, ": need size >= 1 and 0 <= rank < size"));
   }
-  if (config.n_kv_heads % size != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor-parallel size ", size,
-                                                   " does not divide the ", config.n_kv_heads,
-                                                   " KV heads"));
+  if (size > config.n_heads) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor-parallel size ", size, " exceeds the ", config.n_heads,
+                                                   " attention heads (every rank needs at least one)"));
   }
   if (config.n_ff % size != 0) {
     return absl::InvalidArgumentError(absl::StrCat("tensor-parallel size ", size,
@@ -76,14 +94,14 @@ absl::StatusOr<TensorParallelShard> PlanTensorParallelShard(const ModelConfig& c
                                                    config.vocab_size));
   }
   for (const LayerWeights& l : weights.layers) {
-    RETURN_IF_ERROR(CheckColumnSplit("attn_output.weight", l.wo, size));
-    RETURN_IF_ERROR(CheckColumnSplit("ffn_down.weight", l.down, size));
+    RETURN_IF_ERROR(CheckColumnSplit("attn_output.weight", l.wo, size, config.n_heads, config.head_dim));
+    RETURN_IF_ERROR(CheckColumnSplit("ffn_down.weight", l.down, size, config.n_ff, 1));
   }
   TensorParallelShard shard;
   shard.size = size;
   shard.rank = rank;
-  shard.heads = EvenSplit(config.n_heads, size, rank);
-  shard.kv_heads = EvenSplit(config.n_kv_heads, size, rank);
+  shard.heads = BalancedSplit(config.n_heads, size, rank);
+  shard.kv_heads = KvHeadsFor(shard.heads, config.n_heads / config.n_kv_heads);
   shard.ff = EvenSplit(config.n_ff, size, rank);
   shard.vocab_per_rank = (config.vocab_size + size - 1) / size;
   shard.vocab = {std::min<int64_t>(config.vocab_size, shard.vocab_per_rank * rank),

@@ -6,9 +6,14 @@
 //   ASSIGN_OR_RETURN(ShardedWeights w, ShardWeights(weights, shard));
 //
 // The split (rank r of N; ranges are contiguous and in rank order):
-//   attention   query heads [r H/N, (r+1) H/N) and KV heads [r K/N, (r+1) K/N): with
-//               GQA groups of H/K query heads per KV head, a rank's query heads use
-//               exactly its own KV heads. wq, wk, wv (and their biases) are row
+//   attention   query heads split as evenly as possible (the first H mod N ranks
+//               get one more): [r H/N, (r+1) H/N) when N divides H. A rank holds the
+//               KV heads its query heads read (GQA groups of H/K query heads per KV
+//               head): when N divides K that is [r K/N, (r+1) K/N); otherwise a group
+//               cut by a rank boundary has its KV head on both ranks (replicated:
+//               computed and cached twice), e.g. SmolLM2-135M's 9 heads / 3 KV heads
+//               at N=2: rank 0 heads 0-4 with KV heads 0-1, rank 1 heads 5-8 with KV
+//               heads 1-2. N > H is refused. wq, wk, wv (and their biases) are row
 //               slices; wo is a column slice (its input is the rank's heads), and
 //               its partial output is summed over ranks (all-reduce).
 //   MLP         gate and up are row slices [r F/N, (r+1) F/N); down is the matching
@@ -22,8 +27,8 @@
 // a rank reads only its rows). Column slices of a quantized matrix are not
 // contiguous: wo and down are copied, row by row, from the rank's blocks into
 // owned memory at load. That requires each rank's column range to start and end
-// on a quantization block: (q_dim / N) and (n_ff / N) must be multiples of the
-// type's block size (32 for Q4_0, Q4_1, Q8_0; 256 for Q4_K, Q5_K, Q6_K; 1 for
+// on a quantization block: every rank's head boundary (heads x head_dim) and
+// n_ff / N must be multiples of the type's block size (32 for Q4_0, Q4_1, Q8_0; 256 for Q4_K, Q5_K, Q6_K; 1 for
 // float types). Other splits are refused at load with the numbers in the message.
 #ifndef SPLITSPEC_RUNTIME_MODEL_TP_SHARD_H_
 #define SPLITSPEC_RUNTIME_MODEL_TP_SHARD_H_
@@ -60,8 +65,8 @@ struct TensorParallelShard {
 };
 
 // Plans rank `rank` of `size`. Errors (InvalidArgument, naming both numbers):
-// size < 1 or rank outside [0, size); size does not divide n_kv_heads ("tensor-
-// parallel size 3 does not divide the 2 KV heads"); a column split of wo or down
+// size < 1 or rank outside [0, size); size > n_heads ("tensor-parallel size 8
+// exceeds the 4 attention heads"); size does not divide n_ff; a column split of wo or down
 // that is not block-aligned for its type (names the tensor, the type and sizes);
 // size > vocab.
 absl::StatusOr<TensorParallelShard> PlanTensorParallelShard(const ModelConfig& config,

@@ -84,7 +84,8 @@ class TensorParallelTransformer : public LanguageModel {
   const ShardedWeights& weights() const { return *sharded_; }
   int num_threads() const { return pool_.num_threads(); }
 
-  // A cache for this rank's KV heads: n_layers x (kv_dim / N) per position.
+  // A cache for this rank's KV heads (tp_shard.h: some may be replicated on a
+  // neighbour rank): n_layers x (its KV heads x head_dim) per position.
   std::unique_ptr<KvCache> NewCache(int max_tokens = 0) const override;
 
   // Transformer::Forward's contract (REQUIRES, errors, state after failure). In

@@ -191,19 +191,47 @@ INSTANTIATE_TEST_SUITE_P(
                       TpCase{"LlamaQ4_1Tp2", Tiny("llama", GgmlType::kQ4_1), 2, 1e-5},
                       TpCase{"LlamaF32Tp3", Tiny("llama", GgmlType::kF32, 6, 3, 96, 192), 3, 1e-5},
                       TpCase{"LlamaQ8_0Tp3", Tiny("llama", GgmlType::kQ8_0, 6, 3, 96, 192), 3,
-                             1e-5}),
+                             1e-5},
+                      // 3 KV heads over 2 ranks: KV head 1 on both (replicated).
+                      TpCase{"LlamaF32Tp2ReplicatedKv", Tiny("llama", GgmlType::kF32, 6, 3, 96, 192), 2, 1e-5},
+                      // SmolLM2-135M's 9 heads / 3 KV heads (groups of 3) over 2 ranks:
+                      // rank 1's heads 5-8 start inside KV head 1's group.
+                      TpCase{"LlamaF32Tp2SmolLM2Heads", Tiny("llama", GgmlType::kF32, 9, 3, 144, 192), 2, 1e-5},
+                      // 6 heads over 4 ranks: 2, 2, 1, 1 heads.
+                      TpCase{"LlamaF32Tp4UnevenHeads", Tiny("llama", GgmlType::kF32, 6, 3, 96, 192), 4, 1e-5}),
     [](const auto& info) { return info.param.name; });
 
-TEST(TpShardTest, RefusesASizeThatDoesNotDivideTheKvHeads) {
-  auto file = TinyFile(Tiny("llama", GgmlType::kF32));
+TEST(TpShardTest, RefusesMoreRanksThanHeads) {
+  auto file = TinyFile(Tiny("llama", GgmlType::kF32));  // 4 heads
   auto config = ReadModelConfig(*file);
   ASSERT_TRUE(config.ok());
   auto weights = LoadModelWeights(*file, *config);
   ASSERT_TRUE(weights.ok());
-  auto shard = PlanTensorParallelShard(*config, *weights, 3, 0);
+  auto shard = PlanTensorParallelShard(*config, *weights, 8, 0);
   EXPECT_TRUE(absl::IsInvalidArgument(shard.status()));
-  EXPECT_THAT(shard.status().message(),
-              HasSubstr("tensor-parallel size 3 does not divide the 2 KV heads"));
+  EXPECT_THAT(shard.status().message(), HasSubstr("tensor-parallel size 8 exceeds the 4 attention heads"));
+}
+
+// 6 heads, 3 KV heads (groups of 2): uneven head splits replicate the KV head of
+// a group cut by a rank boundary.
+TEST(TpShardTest, UnevenHeadSplitsReplicateTheSharedKvHead) {
+  auto file = TinyFile(Tiny("llama", GgmlType::kF32, 6, 3, 96, 192));
+  auto config = ReadModelConfig(*file);
+  ASSERT_TRUE(config.ok());
+  auto weights = LoadModelWeights(*file, *config);
+  ASSERT_TRUE(weights.ok());
+  struct Want {
+    int size, rank, heads_begin, heads_end, kv_begin, kv_end;
+  };
+  for (const Want& w : {Want{2, 0, 0, 3, 0, 2}, Want{2, 1, 3, 6, 1, 3}, Want{4, 0, 0, 2, 0, 1},
+                        Want{4, 1, 2, 4, 1, 2}, Want{4, 2, 4, 5, 2, 3}, Want{4, 3, 5, 6, 2, 3}}) {
+    auto shard = PlanTensorParallelShard(*config, *weights, w.size, w.rank);
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    EXPECT_EQ(shard->heads.begin, w.heads_begin) << w.size << "/" << w.rank;
+    EXPECT_EQ(shard->heads.end, w.heads_end) << w.size << "/" << w.rank;
+    EXPECT_EQ(shard->kv_heads.begin, w.kv_begin) << w.size << "/" << w.rank;
+    EXPECT_EQ(shard->kv_heads.end, w.kv_end) << w.size << "/" << w.rank;
+  }
 }
 
 TEST(TpShardTest, RefusesAColumnSplitInsideAQuantizationBlock) {
@@ -216,8 +244,8 @@ TEST(TpShardTest, RefusesAColumnSplitInsideAQuantizationBlock) {
   auto shard = PlanTensorParallelShard(*config, *weights, 4, 1);
   EXPECT_TRUE(absl::IsInvalidArgument(shard.status()));
   EXPECT_THAT(shard.status().message(),
-              HasSubstr("gives each rank 16 of the 64 input columns of attn_output.weight "
-                        "(type q8_0): not a whole number of 32-element quantization blocks"));
+              HasSubstr("gives rank 0 columns [0, 16) of the 64 input columns of attn_output.weight "
+                        "(type q8_0): not whole 32-element quantization blocks"));
 }
 
 TEST(TpShardTest, SplitsHeadsFeedForwardAndVocabularyInRankOrder) {
