@@ -1,7 +1,8 @@
 // `splitspec scale` against a cluster of processes on loopback, under a steady
 // load of greedy requests: a draft worker is added and the old one drained, a
-// target worker is added and the old one drained (with a 1 ms drain timeout,
-// so the requests running on it are re-placed from their committed tokens).
+// tensor-parallel target group (2 ranks) is added and the old TP=1 target
+// drained (with a 1 ms drain timeout, so the requests running on it are
+// re-placed on the group from their committed tokens).
 // Every request must finish with its full length and equal plain greedy
 // decoding token for token; the drained workers must exit with status 0.
 #include <atomic>
@@ -87,7 +88,7 @@ TEST(ScaleTest, ScaleUpAndDrainUnderLoadLosesNothing) {
     const std::vector<std::vector<std::string>> steps = {
         with({"--draft", "+1", "--draft-model", model_path}),
         with({"--draft", "-1", "--worker-ids", std::to_string(draft0)}),
-        with({"--target-groups", "+1"}),
+        with({"--target-groups", "+1", "--target-tp", "2"}),  // a tensor-parallel group of 2 ranks
         // A 1 ms drain timeout: what still runs on target-0 is re-placed on the new target at once.
         with({"--target-groups", "-1", "--worker-ids", std::to_string(target0), "--drain-timeout-ms", "1"}),
     };
@@ -127,7 +128,7 @@ TEST(ScaleTest, ScaleUpAndDrainUnderLoadLosesNothing) {
   for (const ScaleRun& run : runs) EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(runs[0].Values("registered", "worker_id").size(), 1u) << runs[0].output;
   EXPECT_EQ(runs[1].Values("left", "worker_id"), std::vector<int64_t>{static_cast<int64_t>(draft0)}) << runs[1].output;
-  EXPECT_EQ(runs[2].Values("registered", "worker_id").size(), 1u) << runs[2].output;
+  EXPECT_EQ(runs[2].Values("registered", "worker_id").size(), 2u) << runs[2].output;
   EXPECT_EQ(runs[3].Values("left", "worker_id"), std::vector<int64_t>{static_cast<int64_t>(target0)}) << runs[3].output;
   EXPECT_EQ(runs[3].Values("pools", "draft_workers"), std::vector<int64_t>{1});
   EXPECT_EQ(runs[3].Values("pools", "target_groups"), std::vector<int64_t>{1});
