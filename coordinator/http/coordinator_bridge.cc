@@ -22,6 +22,17 @@ GenerationOutcome Unavailable(const std::string& message) {
   return outcome;
 }
 
+// The coordinator's Error answering a DrainRequest, as a status with its code.
+absl::Status DrainRefusal(const proto::Error& error) {
+  const std::string message = error.message();
+  switch (error.code()) {
+    case proto::ERROR_CODE_INVALID_ARGUMENT: return absl::InvalidArgumentError(message);
+    case proto::ERROR_CODE_NOT_FOUND: return absl::NotFoundError(message);
+    case proto::ERROR_CODE_UNAVAILABLE: return absl::UnavailableError(message);
+    default: return absl::InternalError(message);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CoordinatorBridge>> CoordinatorBridge::Start(const std::string& coordinator_endpoint,
@@ -56,6 +67,13 @@ void CoordinatorBridge::Cancel(const std::string& request_id) {
 
 void CoordinatorBridge::QueryStatus(StatusCallback done) {
   Enqueue(Job{Job::kStatus, {}, nullptr, {}, std::move(done)});
+}
+
+void CoordinatorBridge::Drain(proto::DrainRequest request, DrainCallback done) {
+  Job job{Job::kDrain, {}, nullptr, {}, nullptr};
+  job.drain = std::move(request);
+  job.drain_done = std::move(done);
+  Enqueue(std::move(job));
 }
 
 void CoordinatorBridge::Enqueue(Job job) {
@@ -146,6 +164,16 @@ void CoordinatorBridge::RunJob(Job& job) {
       status_waiters_.emplace_back(absl::Now() + options_.status_timeout, std::move(job.done));
       return;
     }
+    case Job::kDrain: {
+      proto::Envelope envelope = net::NewEnvelope();
+      *envelope.mutable_drain_request() = std::move(job.drain);
+      if (absl::Status sent = channel_->Send("", envelope); !sent.ok()) {
+        job.drain_done(absl::UnavailableError(absl::StrCat("cannot reach the coordinator: ", sent.message())));
+        return;
+      }
+      drain_waiters_.emplace_back(absl::Now() + options_.status_timeout, std::move(job.drain_done));
+      return;
+    }
   }
 }
 
@@ -156,6 +184,14 @@ void CoordinatorBridge::Receive() {
     const proto::Envelope& envelope = frame->envelope;
     if (envelope.has_token_stream()) {
       OnTokenStream(envelope.token_stream());
+    } else if (envelope.has_drain_reply() && !drain_waiters_.empty()) {
+      DrainCallback done = std::move(drain_waiters_.front().second);
+      drain_waiters_.pop_front();
+      done(envelope.drain_reply());
+    } else if (envelope.has_error() && envelope.error().request_id().empty() && !drain_waiters_.empty()) {
+      DrainCallback done = std::move(drain_waiters_.front().second);
+      drain_waiters_.pop_front();
+      done(DrainRefusal(envelope.error()));
     } else if (envelope.has_error()) {
       auto it = requests_.find(envelope.error().request_id());
       if (it == requests_.end()) {
@@ -217,6 +253,12 @@ void CoordinatorBridge::ExpireStatusQueries(bool all) {
     done(absl::DeadlineExceededError(absl::StrCat("the coordinator did not answer a status query within ",
                                                   absl::FormatDuration(options_.status_timeout))));
   }
+  while (!drain_waiters_.empty() && (all || drain_waiters_.front().first <= now)) {
+    DrainCallback done = std::move(drain_waiters_.front().second);
+    drain_waiters_.pop_front();
+    done(absl::DeadlineExceededError(absl::StrCat("the coordinator did not answer a drain request within ",
+                                                  absl::FormatDuration(options_.status_timeout))));
+  }
 }
 
 void CoordinatorBridge::Shutdown() {
@@ -229,6 +271,7 @@ void CoordinatorBridge::Shutdown() {
   for (Job& job : jobs) {
     if (job.kind == Job::kSubmit) job.sink->OnFinished(Unavailable(reason));
     if (job.kind == Job::kStatus) job.done(absl::UnavailableError(reason));
+    if (job.kind == Job::kDrain) job.drain_done(absl::UnavailableError(reason));
   }
   for (auto& [id, pending] : requests_) {
     SendCancel(id);

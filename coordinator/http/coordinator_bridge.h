@@ -6,15 +6,17 @@
 //   bridge->Submit(submit, std::make_unique<MySink>(...));   // from any thread
 //   bridge->Cancel(submit.request_id());                     // the client went away
 //   bridge->QueryStatus([](absl::StatusOr<proto::StatusReply> s) { ... });
+//   bridge->Drain(drain_request, [](absl::StatusOr<proto::DrainReply> r) { ... });
 //
 // It speaks the RequestClient protocol (SubmitRequest / Cancel out,
-// TokenStream / Error in, StatusRequest / StatusReply), but keeps each error's
+// TokenStream / Error in, StatusRequest / StatusReply, DrainRequest /
+// DrainReply or Error), but keeps each error's
 // code (for the HTTP status), forgets requests once they end (a server runs
 // for months), and fans results out to one GenerationSink per request.
 //
 // Thread model: one bridge thread. Sinks and status callbacks run on it and
-// must not block (posting to HttpServer is fine). Submit, Cancel, QueryStatus
-// and Stop are thread-safe.
+// must not block (posting to HttpServer is fine). Submit, Cancel, QueryStatus,
+// Drain and Stop are thread-safe.
 #ifndef SPLITSPEC_COORDINATOR_HTTP_COORDINATOR_BRIDGE_H_
 #define SPLITSPEC_COORDINATOR_HTTP_COORDINATOR_BRIDGE_H_
 
@@ -66,6 +68,7 @@ struct BridgeOptions {
 class CoordinatorBridge {
  public:
   using StatusCallback = std::function<void(absl::StatusOr<proto::StatusReply>)>;
+  using DrainCallback = std::function<void(absl::StatusOr<proto::DrainReply>)>;
 
   // Connects (asynchronously: ZeroMQ queues until the coordinator is
   // reachable) and starts the bridge thread. Errors: ConnectChannel's.
@@ -83,6 +86,11 @@ class CoordinatorBridge {
   // Asks the coordinator for its membership table; `done` runs on the bridge
   // thread with the reply, or DeadlineExceeded after options.status_timeout.
   void QueryStatus(StatusCallback done);
+  // Asks the coordinator to drain workers (proto DrainRequest); `done` runs on
+  // the bridge thread with its DrainReply, its refusal (InvalidArgument,
+  // NotFound or Unavailable with the coordinator's message), or
+  // DeadlineExceeded after options.status_timeout.
+  void Drain(proto::DrainRequest request, DrainCallback done);
   // Cancels every request in flight at the coordinator, finishes their sinks
   // with UNAVAILABLE, fails pending status queries, and joins the thread.
   // Later calls to Submit / Cancel / QueryStatus are dropped.
@@ -92,12 +100,14 @@ class CoordinatorBridge {
 
  private:
   struct Job {
-    enum Kind { kSubmit, kCancel, kStatus };
+    enum Kind { kSubmit, kCancel, kStatus, kDrain };
     Kind kind;
     proto::SubmitRequest submit;           // kSubmit
     std::unique_ptr<GenerationSink> sink;  // kSubmit
     std::string request_id;                // kCancel
     StatusCallback done;                   // kStatus
+    proto::DrainRequest drain;             // kDrain
+    DrainCallback drain_done;              // kDrain
   };
   struct Pending {
     std::unique_ptr<GenerationSink> sink;
@@ -126,6 +136,8 @@ class CoordinatorBridge {
   // Bridge thread only.
   std::map<std::string, Pending> requests_;
   std::deque<std::pair<absl::Time, StatusCallback>> status_waiters_;  // oldest first
+  // The coordinator answers drains in order: a DrainReply, or an Error with no request_id.
+  std::deque<std::pair<absl::Time, DrainCallback>> drain_waiters_;  // oldest first
 
   Mutex mu_;
   // State below is protected by mu_.

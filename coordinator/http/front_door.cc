@@ -6,7 +6,7 @@
 //     never block: they validate, tokenize, and hand the request to the bridge
 //     (or answer at once: errors, /v1/models).
 //   - the bridge thread (CoordinatorBridge) owns the one ZeroMQ socket to the
-//     coordinator: it submits, cancels and asks for status, and runs each
+//     coordinator: it submits, cancels, asks for status and drains, and runs each
 //     request's CompletionResponder, which detokenizes and posts response bytes
 //     back to the HttpServer (a mutex-protected outbox + eventfd wakeup).
 // Shared state: the bridge's job queue and the server's outbox (each behind
@@ -20,7 +20,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/http/completion_responder.h"
+#include "coordinator/http/json_writer.h"
 #include "coordinator/http/openai_response.h"
+#include "google/protobuf/util/json_util.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/model/gguf_reader.h"
@@ -119,7 +121,7 @@ void FrontDoor::OnRequest(HttpServer& server, ExchangeId id, HttpRequest request
     response.headers.push_back({"Allow", allowed});
     Reply(server, id, std::move(response));
   };
-  if (absl::StartsWith(path, "/v1/") && !Authorized(request)) {
+  if ((absl::StartsWith(path, "/v1/") || absl::StartsWith(path, "/admin/")) && !Authorized(request)) {
     return Reply(server, id, ErrorResponse(401, "missing or invalid API key (send Authorization: Bearer KEY)"));
   }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
@@ -138,6 +140,10 @@ void FrontDoor::OnRequest(HttpServer& server, ExchangeId id, HttpRequest request
   if (path == "/metrics") {
     if (!get) return wrong_method("GET");
     return HandleMetrics(server, id);
+  }
+  if (path == "/admin/drain") {
+    if (!post) return wrong_method("POST");
+    return HandleDrain(server, id, request);
   }
   Reply(server, id, ErrorResponse(404, absl::StrCat("no route for ", request.method, " ", path)));
 }
@@ -254,6 +260,34 @@ void FrontDoor::HandleMetrics(HttpServer& server, ExchangeId id) {
   bridge_->QueryStatus([this, &server, id](absl::StatusOr<proto::StatusReply> status) {
     const std::string text = metrics_.Render(status.ok() ? &*status : nullptr);
     Reply(server, id, HttpResponse::Text(200, text, "text/plain; version=0.0.4; charset=utf-8"));
+  });
+}
+
+void FrontDoor::HandleDrain(HttpServer& server, ExchangeId id, const HttpRequest& request) {
+  proto::DrainRequest drain;
+  const auto parsed = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(request.body.data(), request.body.size()), &drain);
+  if (!parsed.ok()) {
+    return Reply(server, id,
+                 ErrorResponse(400, absl::StrCat("malformed drain request: ", std::string(parsed.message()),
+                                                 R"( (expected {"role":"ROLE_DRAFT_WORKER","count":1} or )",
+                                                 R"({"worker_ids":[3]}, optional "reason", "timeout_ms"))")));
+  }
+  if (drain.reason().empty()) drain.set_reason("POST /admin/drain");
+  bridge_->Drain(std::move(drain), [this, &server, id](absl::StatusOr<proto::DrainReply> reply) {
+    if (!reply.ok()) {
+      // 409: the cluster's state (too few workers, the last target group busy) forbids it now.
+      const int status = absl::IsInvalidArgument(reply.status()) ? 400
+                         : absl::IsNotFound(reply.status())      ? 404
+                         : absl::IsUnavailable(reply.status())   ? 409
+                                                                 : 503;
+      return Reply(server, id, ErrorResponse(status, std::string(reply.status().message())));
+    }
+    JsonWriter json;
+    json.BeginObject().Key("worker_ids").BeginArray();
+    for (uint64_t worker_id : reply->worker_ids()) json.Int(static_cast<int64_t>(worker_id));
+    json.EndArray().Key("message").String(reply->message()).EndObject();
+    Reply(server, id, HttpResponse::Json(200, json.Take()));
   });
 }
 

@@ -16,7 +16,11 @@
 //   GET  /health                200 when at least one target worker is alive in
 //                               the coordinator's membership table, else 503
 //   GET  /metrics               Prometheus text (front_door_metrics.h)
-// With an API key set, /v1/* requires "Authorization: Bearer KEY" (else 401);
+//   POST /admin/drain           run-time scale-down: a proto DrainRequest as JSON
+//                               ({"role":"ROLE_DRAFT_WORKER","count":1} or
+//                               {"worker_ids":[3]}) -> {"worker_ids":[...],"message":"..."};
+//                               the coordinator's refusal -> 400 / 404 / 409
+// With an API key set, /v1/* and /admin/* require "Authorization: Bearer KEY" (else 401);
 // /health and /metrics stay open (for probes and scrapers).
 //
 // Errors are OpenAI error objects: 400 for bad requests (the reason and the
@@ -89,6 +93,7 @@ class FrontDoor : public HttpHandler {
   absl::Status CheckFits(const CompletionRequest& request, size_t prompt_tokens) const;
   void HandleHealth(HttpServer& server, ExchangeId id);
   void HandleMetrics(HttpServer& server, ExchangeId id);
+  void HandleDrain(HttpServer& server, ExchangeId id, const HttpRequest& request);
   void Reply(HttpServer& server, ExchangeId id, HttpResponse response);
   std::string RequestIdFor(ExchangeId id) const;
 

@@ -392,6 +392,49 @@ TEST_F(HttpFrontDoorTest, ApiKeyGuardsTheV1Routes) {
   EXPECT_EQ(stack_->GetPath("/health", "", guarded.get()).status, 200);
 }
 
+TEST_F(HttpFrontDoorTest, AdminDrainRefusalsMapToHttpStatuses) {
+  TestHttpResponse response = stack_->Post("/admin/drain", "{not json");
+  EXPECT_EQ(response.status, 400) << response.body;
+  EXPECT_TRUE(absl::StrContains(response.body, "malformed drain request")) << response.body;
+  response = stack_->Post("/admin/drain", "{}");
+  EXPECT_EQ(response.status, 400) << response.body;
+  EXPECT_TRUE(absl::StrContains(response.body, "names no worker")) << response.body;
+  response = stack_->Post("/admin/drain", R"({"worker_ids":[999]})");
+  EXPECT_EQ(response.status, 404) << response.body;
+  EXPECT_TRUE(absl::StrContains(response.body, "999")) << response.body;
+  response = stack_->Post("/admin/drain", R"({"role":"ROLE_TARGET_WORKER","count":2})");
+  EXPECT_EQ(response.status, 409) << response.body;
+  EXPECT_TRUE(absl::StrContains(response.body, "DrainRequest.count 2")) << response.body;
+  EXPECT_EQ(stack_->GetPath("/admin/drain").status, 405);
+  std::unique_ptr<FrontDoor> guarded;
+  ASSERT_NO_FATAL_FAILURE(stack_->StartFrontDoor("s3cret", &guarded));
+  auto unauthorized = HttpRequestOnce(guarded->port(), "POST", "/admin/drain", R"({"worker_ids":[999]})");
+  ASSERT_TRUE(unauthorized.ok());
+  EXPECT_EQ(unauthorized->status, 401);
+}
+
+// Its own cluster: the drained draft worker is gone for good afterwards.
+TEST(HttpFrontDoorAdminTest, DrainingTheDraftWorkerKeepsServing) {
+  Stack stack;
+  ASSERT_NO_FATAL_FAILURE(stack.Start("http-front-door-drain", tools::InProcessClusterOptions{}));
+  const std::pair<std::string, int> expected = stack.Expected({5, 6, 7}, kMaxTokens);
+  TestHttpResponse response = stack.Post("/admin/drain", R"({"role":"ROLE_DRAFT_WORKER","count":1,"reason":"test"})");
+  ASSERT_EQ(response.status, 200) << response.body;
+  const Value reply = ParseJson(response.body);
+  EXPECT_EQ(Get(reply, "worker_ids").list_value().values_size(), 1) << response.body;
+  // The draft worker leaves; the target then decodes alone, with the same greedy output.
+  bool left = false;
+  for (int i = 0; i < 500 && !left; ++i) {
+    left = absl::StrContains(stack.GetPath("/metrics").body, "role=\"draft\",state=\"left\"}");
+    if (!left) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(left) << stack.GetPath("/metrics").body;
+  response = stack.Post("/v1/completions",
+                        absl::StrCat(R"({"prompt":[5,6,7],"temperature":0,"max_tokens":)", kMaxTokens, "}"));
+  ASSERT_EQ(response.status, 200) << response.body;
+  EXPECT_EQ(Get(Choice(ParseJson(response.body)), "text").string_value(), expected.first);
+}
+
 TEST(HttpFrontDoorHealthTest, NoTargetWorkerMeans503) {
   CoordinatorOptions options;
   options.control_endpoint = "inproc://http-front-door-empty";
