@@ -386,8 +386,11 @@ absl::StatusOr<std::vector<uint64_t>> RequestRouter::StartDrain(const proto::Dra
 }
 
 void RequestRouter::Tick(absl::Time now, std::vector<Outgoing>* out) {
+  // With no other target group left (it died meanwhile), re-placing would only
+  // queue the requests: they finish where they are instead.
+  const bool elsewhere = LeastLoaded(proto::ROLE_TARGET_WORKER) != 0;
   for (auto& [worker_id, worker] : workers_) {
-    if (!worker.draining || worker.drain_sent || now < worker.drain_deadline) continue;
+    if (!elsewhere || !worker.draining || worker.drain_sent || now < worker.drain_deadline) continue;
     for (auto& [id, request] : requests_) {
       if (request.state == State::kRunning && request.target_id == worker_id) {
         ReplaceTarget(id, request, "target group draining: drain timeout", out);

@@ -95,7 +95,8 @@ class RequestRouter {
   //     requests are queued or running (a request must never be stranded).
   absl::StatusOr<std::vector<uint64_t>> StartDrain(const proto::DrainRequest& request, absl::Time now,
                                                    std::vector<Outgoing>* out);
-  // Re-places the requests of draining target groups past their deadline, and
+  // Re-places the requests of draining target groups past their deadline (if
+  // another target group is there to take them; else they finish in place), and
   // sends Drain to draining workers that hold no request. Call it often (the
   // coordinator does at every liveness sweep).
   void Tick(absl::Time now, std::vector<Outgoing>* out);

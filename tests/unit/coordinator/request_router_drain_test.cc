@@ -232,6 +232,25 @@ TEST_F(RouterDrainTest, TargetDrainReplacesWhatIsLeftAfterTheTimeoutFromCommitte
   EXPECT_TRUE(finished);
 }
 
+TEST_F(RouterDrainTest, PastTheTimeoutRequestsStayWhenNoOtherTargetIsLeft) {
+  AddWorker(1, proto::ROLE_TARGET_WORKER);
+  Submit("a");
+  AddWorker(2, proto::ROLE_TARGET_WORKER);
+  ASSERT_TRUE(router_.StartDrain(DrainIds({1}, /*timeout_ms=*/1000), t0, &out_).ok());
+  router_.OnWorkerGone(2, &out_);  // the only other group dies during the drain
+  Streamed(Take(), "a");
+  router_.Tick(t0 + absl::Seconds(5), &out_);
+  std::vector<Outgoing> out = Take();
+  EXPECT_TRUE(Filter(out, proto::Envelope::kRelease).empty());
+  EXPECT_TRUE(Filter(out, proto::Envelope::kDrain).empty());
+  EXPECT_EQ(router_.running(), 1);
+  Result(1, "a", {3, 3}, 3, /*finished=*/true);
+  router_.Tick(t0 + absl::Seconds(6), &out_);
+  out = Take();
+  EXPECT_EQ(Streamed(out, "a"), std::make_pair(std::vector<int32_t>{3, 3}, true));
+  EXPECT_EQ(Filter(out, proto::Envelope::kDrain, PeerOf(1)).size(), 1u);
+}
+
 TEST_F(RouterDrainTest, CountPicksTheLeastLoadedWorkersOfTheRole) {
   AddWorker(1, proto::ROLE_TARGET_WORKER);
   AddWorker(2, proto::ROLE_DRAFT_WORKER);
