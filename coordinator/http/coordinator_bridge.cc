@@ -57,23 +57,20 @@ CoordinatorBridge::~CoordinatorBridge() {
 }
 
 void CoordinatorBridge::Submit(proto::SubmitRequest submit, std::unique_ptr<GenerationSink> sink) {
-  Job job{Job::kSubmit, std::move(submit), std::move(sink), {}, {}};
+  Job job{Job::kSubmit, std::move(submit), std::move(sink), {}, {}, {}, {}};
   Enqueue(std::move(job));
 }
 
 void CoordinatorBridge::Cancel(const std::string& request_id) {
-  Enqueue(Job{Job::kCancel, {}, nullptr, request_id, {}});
+  Enqueue(Job{Job::kCancel, {}, nullptr, request_id, {}, {}, {}});
 }
 
 void CoordinatorBridge::QueryStatus(StatusCallback done) {
-  Enqueue(Job{Job::kStatus, {}, nullptr, {}, std::move(done)});
+  Enqueue(Job{Job::kStatus, {}, nullptr, {}, std::move(done), {}, {}});
 }
 
 void CoordinatorBridge::Drain(proto::DrainRequest request, DrainCallback done) {
-  Job job{Job::kDrain, {}, nullptr, {}, nullptr};
-  job.drain = std::move(request);
-  job.drain_done = std::move(done);
-  Enqueue(std::move(job));
+  Enqueue(Job{Job::kDrain, {}, nullptr, {}, nullptr, std::move(request), std::move(done)});
 }
 
 void CoordinatorBridge::Enqueue(Job job) {
