@@ -53,20 +53,20 @@ struct ServeOptions {
 absl::StatusOr<ServeOptions> ParseServeOptions(const CommandArgs& args, const ServeEnvironment& env);
 
 struct PlannedProcess {
-  std::string name;  // unique; also the log file's stem
-  std::string role;  // "coordinator", "target" or "draft"
-  std::string host;  // from the config ("localhost" for this machine)
-  std::string log;   // RUN_DIR/NAME.log
+  std::string name = {};  // unique; also the log file's stem
+  std::string role = {};  // "coordinator", "target" or "draft"
+  std::string host = {};  // from the config ("localhost" for this machine)
+  std::string log = {};   // RUN_DIR/NAME.log
   // Target ranks only.
-  std::string group;
+  std::string group = {};
   int tp_rank = 0;
   int tp_size = 1;
   // Environment variables set for the process (CUDA_VISIBLE_DEVICES), and ones
   // copied from a variable of the launcher's environment (NAME <- $FROM: the
   // API key, which never goes onto a command line).
-  std::vector<std::pair<std::string, std::string>> env;
-  std::vector<std::pair<std::string, std::string>> env_from;
-  std::vector<std::string> argv;  // argv[0]: the binary's absolute path
+  std::vector<std::pair<std::string, std::string>> env = {};
+  std::vector<std::pair<std::string, std::string>> env_from = {};
+  std::vector<std::string> argv = {};  // argv[0]: the binary's absolute path
 };
 
 // The processes in start order: coordinator, target ranks (group by group,

@@ -27,7 +27,7 @@ struct GlooGroupOptions {
   absl::Duration timeout = absl::Seconds(10);  // of the rendezvous and every collective
   // Ranks that never create a communicator (they return OK at once): the others'
   // rendezvous must time out.
-  std::vector<int> absent_ranks;
+  std::vector<int> absent_ranks = {};
   // Rendezvous through a RendezvousServer (the leader's store) instead of a directory.
   bool use_channel_store = false;
 };
