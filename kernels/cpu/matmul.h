@@ -19,12 +19,22 @@
 // against it, so a verification block of k+1 <= 9 tokens streams the weights from
 // memory once (on AVX-512 in a single pass).
 //
+// Q4_1 order. Q4_1 weights (the default model's) are summed in llama.cpp's order
+// (ggml_vec_dot_q4_1_q8_1 on x86): per output, 8 float lanes, lane i taking the integer
+// dot of elements 4i..4i+3 of each block; block b adds lane = fma(d_w * d_x, dot, lane)
+// in increasing b; the lanes are added as (l4 + l0) + (l6 + l2) + ((l5 + l1) + (l7 + l3));
+// then the minimum terms, a sequential fma chain of m_b * half(d_x * sum_b), are added.
+// Every path (scalar included) does exactly this, so for Q4_1 all paths agree bitwise
+// with each other and with llama.cpp: the 8-bit activation rounding downstream turns any
+// last-bit difference into a whole quantization step, which grows over the layers.
+//
 // Batch invariance. y[t, r] is bitwise identical whatever `tokens`, whatever the
 // other tokens in x and whatever [row_begin, row_end) contains row r: each output
 // follows one fixed sequence of operations that depends only on `cols` and on the
 // instruction-set path, and the path is chosen once per process (CpuFeatures()).
 // The scalar reference (MatMulRowsReference) runs the same integer algorithm with
-// a different float summation order, so it matches the fast paths to rounding only.
+// a different float summation order (except Q4_1, see above), so it matches the fast
+// paths to rounding only.
 #ifndef SPLITSPEC_KERNELS_CPU_MATMUL_H_
 #define SPLITSPEC_KERNELS_CPU_MATMUL_H_
 

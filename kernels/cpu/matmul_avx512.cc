@@ -6,8 +6,9 @@
 // row and group, and multiplied by the token's 16 activation scales; each pair of
 // blocks gives 16 int32 partial sums (vpdpbusd with VNNI, else vpmaddubsw + vpmaddwd)
 // that are converted to float and FMA'd, with their block's scale, into one of two
-// accumulators. Offsets (Q4_0's -8, Q8_0's +128 bias under VNNI, Q4_1's min) are
-// applied per group with the block sums. Every step depends only on `cols`, never on
+// accumulators. Offsets (Q4_0's -8, Q8_0's +128 bias under VNNI) are applied per group
+// with the block sums; Q4_1 has its own kernel, in llama.cpp's order (matmul.h). Every
+// step depends only on `cols`, never on
 // the token count or the row range. (VNNI instructions appear only in the kVnni = true
 // instantiations, checked with objdump; the file is compiled with -mavx512vnni.)
 
@@ -17,6 +18,8 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include <immintrin.h>
+
+#include <cmath>
 
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_tiles.h"
@@ -31,6 +34,14 @@ inline float HorizontalSum(__m512 v) {
   __m128 v4 = _mm_add_ps(_mm256_castps256_ps128(v8), _mm256_extractf128_ps(v8, 1));
   v4 = _mm_add_ps(v4, _mm_movehl_ps(v4, v4));
   v4 = _mm_add_ss(v4, _mm_shuffle_ps(v4, v4, 1));
+  return _mm_cvtss_f32(v4);
+}
+
+// ggml's hsum_float_8: (l4 + l0) + (l6 + l2) + ((l5 + l1) + (l7 + l3)).
+inline float HorizontalSum8(__m256 v) {
+  __m128 v4 = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+  v4 = _mm_add_ps(v4, _mm_movehl_ps(v4, v4));
+  v4 = _mm_add_ss(v4, _mm_movehdup_ps(v4));
   return _mm_cvtss_f32(v4);
 }
 
@@ -225,7 +236,7 @@ struct Block32Kernel {
 
   // Per group of 16 blocks: full pairs alternate between acc0 and acc1 (an odd last full
   // pair goes to acc0), a lone last block goes to acc1, the per-group offsets to acc0
-  // (Q4_0, Q8_0) or acc1 (Q4_1's min); y = sum of the lanes of acc0 + acc1.
+  // (Q4_0, Q8_0); y = sum of the lanes of acc0 + acc1. (Not used for Q4_1: Q4_1Kernel.)
   template <int N>
   void Run(const uint8_t* row, int64_t r, const TokenTile& tile) const {
     using Block = typename Block32Layout<kType>::Block;
@@ -273,16 +284,68 @@ struct Block32Kernel {
           acc0[t] = _mm512_fmadd_ps(scale[t], _mm512_mul_ps(sum, bias), acc0[t]);
         }
       }
-      if constexpr (kType == GgmlType::kQ4_1) {
-        const __m512 wm = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(heads, 1));
-        for (int t = 0; t < N; ++t) {
-          const __m512 d_sum =
-              _mm512_loadu_ps(reinterpret_cast<const float*>(xq[t] + cols) + padded + g);
-          acc1[t] = _mm512_fmadd_ps(wm, d_sum, acc1[t]);
-        }
-      }
     }
     for (int t = 0; t < N; ++t) tile.y[t][r] = HorizontalSum(_mm512_add_ps(acc0[t], acc1[t]));
+  }
+};
+
+// Q4_1 in llama.cpp's order (matmul.h, "Q4_1 order"): per token one 8-lane FMA chain
+// over the blocks in sequence (the two blocks of a register pair go in one after the
+// other), reduced in ggml's tree, plus a separate scalar FMA chain of min * activation
+// sum. Slower per row than a kernel with independent chains, but bitwise llama.cpp's.
+template <bool kVnni>
+struct Q4_1Kernel {
+  int64_t cols;
+  static constexpr int kTile = 9;
+
+  template <int N>
+  void Run(const uint8_t* row, int64_t r, const TokenTile& tile) const {
+    const auto* blocks = reinterpret_cast<const BlockQ4_1*>(row);
+    const int64_t nb = cols / 32;
+    const int64_t padded = Blocks32Padded(nb);
+    const int8_t* xq[N];
+    const float* xd[N];  // activation scales [padded], then d_sum [padded]
+    __m256 acc[N];
+    float mins[N];
+    for (int t = 0; t < N; ++t) {
+      xq[t] = reinterpret_cast<const int8_t*>(tile.x[t]);
+      xd[t] = reinterpret_cast<const float*>(xq[t] + cols);
+      acc[t] = _mm256_setzero_ps();
+      mins[t] = 0.0f;
+    }
+    alignas(64) float wm[16];
+    alignas(64) float scale[N][16];
+    for (int64_t g = 0; g < nb; g += 16) {
+      const int n = nb - g >= 16 ? 16 : static_cast<int>(nb - g);
+      const __m512i heads =
+          LoadBlockHeads<sizeof(BlockQ4_1)>(reinterpret_cast<const uint8_t*>(blocks + g), n);
+      const __m512 wd = _mm512_cvtph_ps(_mm512_castsi512_si256(heads));
+      _mm512_store_ps(wm, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(heads, 1)));
+      for (int t = 0; t < N; ++t) {
+        _mm512_store_ps(scale[t], _mm512_mul_ps(wd, _mm512_loadu_ps(xd[t] + g)));
+      }
+      for (int k = 0; k < n; k += 2) {
+        const bool second = k + 1 < n;
+        const WeightPair w = LoadWeightPair<GgmlType::kQ4_1, kVnni>(blocks, g + k, second);
+        for (int t = 0; t < N; ++t) {
+          const __m512i x = second ? _mm512_loadu_si512(xq[t] + 32 * (g + k))
+                                   : _mm512_maskz_loadu_epi8(__mmask64(0xFFFFFFFFu),
+                                                             xq[t] + 32 * (g + k));
+          const __m512 partial = _mm512_cvtepi32_ps(DotPair<GgmlType::kQ4_1, kVnni>(w, x));
+          acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale[t][k]),
+                                   _mm512_castps512_ps256(partial), acc[t]);
+          if (second) {
+            acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale[t][k + 1]),
+                                     _mm512_extractf32x8_ps(partial, 1), acc[t]);
+          }
+        }
+      }
+      for (int t = 0; t < N; ++t) {
+        const float* d_sum = xd[t] + padded + g;
+        for (int k = 0; k < n; ++k) mins[t] = std::fma(wm[k], d_sum[k], mins[t]);
+      }
+    }
+    for (int t = 0; t < N; ++t) tile.y[t][r] = HorizontalSum8(acc[t]) + mins[t];
   }
 };
 
@@ -304,8 +367,8 @@ void MatMulRowsAvx512Impl(GgmlType weight_type, const void* w, int64_t cols,
       return ForEachRowAndTile(Block32Kernel<GgmlType::kQ4_0, kVnni>{cols}, weight_type, w, cols, x,
                                row_begin, row_end, y, y_stride);
     case GgmlType::kQ4_1:
-      return ForEachRowAndTile(Block32Kernel<GgmlType::kQ4_1, kVnni>{cols}, weight_type, w, cols, x,
-                               row_begin, row_end, y, y_stride);
+      return ForEachRowAndTile(Q4_1Kernel<kVnni>{cols}, weight_type, w, cols, x, row_begin,
+                               row_end, y, y_stride);
     case GgmlType::kQ8_0:
       return ForEachRowAndTile(Block32Kernel<GgmlType::kQ8_0, kVnni>{cols}, weight_type, w, cols, x,
                                row_begin, row_end, y, y_stride);

@@ -123,6 +123,9 @@ inline float Fp16ToFloat(uint16_t h) {
 // Float -> half, round to nearest even; overflow gives infinity.
 uint16_t FloatToFp16(float f);
 
+// f rounded to the nearest half-precision value (ties to even), as a float.
+inline float RoundToHalf(float f) { return Fp16ToFloat(FloatToFp16(f)); }
+
 inline float Bf16ToFloat(uint16_t h) {
   const uint32_t bits = static_cast<uint32_t>(h) << 16;
   float f;

@@ -7,17 +7,21 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant_blocks.h"
 
 namespace splitspec::kernels {
 namespace {
 
-// Quantizes n values (n <= 256) with one scale; returns d. The vector packers
-// reproduce exactly these operations: amax, d = amax / 127, id = 1 / d, q = rint(x * id).
+// Quantizes n values (n <= 256) with one scale; returns the unrounded scale
+// amax / 127. The reciprocal is 127 / amax (not 1 / d): ggml's x86 quantizers
+// compute it so, and one ulp of difference in the reciprocal flips the rounding
+// of values near a half step. The vector packers reproduce exactly these
+// operations: amax, d = amax / 127, id = 127 / amax, q = rint(x * id).
 float QuantizeSpan(const float* x, int n, int8_t* q) {
   float amax = 0.0f;
   for (int i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
   const float d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
   for (int i = 0; i < n; ++i) {
     float v = std::nearbyint(x[i] * id);
     v = std::fmin(127.0f, std::fmax(-127.0f, v));
@@ -79,9 +83,9 @@ void QuantizeBlocks32Scalar(const float* x, int64_t cols, Blocks32View out) {
     const float d = QuantizeSpan(x + 32 * b, 32, q);
     int32_t sum = 0;
     for (int i = 0; i < 32; ++i) sum += q[i];
-    out.d[b] = d;
+    out.d[b] = RoundToHalf(d);
     out.sum[b] = static_cast<float>(sum);
-    out.d_sum[b] = d * static_cast<float>(sum);
+    out.d_sum[b] = RoundToHalf(d * static_cast<float>(sum));
   }
   for (int64_t b = nb; b < Blocks32Padded(nb); ++b) out.d[b] = out.sum[b] = out.d_sum[b] = 0.0f;
 }

@@ -7,9 +7,13 @@
 //   kBlock32  (Q4_0, Q4_1, Q8_0): int8 blocks of 32 with one scale each, as arrays
 //             (see Blocks32View) so that vector code loads 16 scales at once.
 //   kBlock256 (Q4_K, Q5_K, Q6_K): cols / 256 ActivationBlock256, one scale per 256.
-// Quantization of a span: d = amax / 127, q = round-half-even(x * (1 / d)) clamped to
-// [-127, 127] (d = 0 and q = 0 for an all-zero span). The AVX2 packer performs the same
-// float operations and writes identical bytes.
+// Quantization of a span: d = amax / 127, q = round-half-even(x * (127 / amax)) clamped
+// to [-127, 127] (d = 0 and q = 0 for an all-zero span). The kBlock32 family stores d and
+// d * sum(q) rounded to half precision (as floats), exactly as llama.cpp's Q8_0 / Q8_1
+// activation blocks hold them, so that products with Q4_0 / Q4_1 / Q8_0 weights see the
+// same numbers in both engines; kBlock256 keeps d in float (llama.cpp's Q8_K differs in
+// its rounding anyway). The AVX2 packer performs the same float operations and writes
+// identical bytes.
 #ifndef SPLITSPEC_KERNELS_CPU_QUANTIZE_ACTIVATIONS_H_
 #define SPLITSPEC_KERNELS_CPU_QUANTIZE_ACTIVATIONS_H_
 
@@ -28,8 +32,8 @@ ActivationFamily ActivationFamilyOf(GgmlType weight_type);
 // hold Blocks32Padded(nb) entries (multiple of 16), the padding is zero.
 struct Blocks32View {
   int8_t* qs;    // [nb, 32] quants: x[32b + i] ~= d[b] * qs[32b + i]
-  float* d;      // [nb] scales
-  float* d_sum;  // [nb] d[b] * sum[b] (one float multiply)
+  float* d;      // [nb] scales (half-precision values)
+  float* d_sum;  // [nb] half(unrounded d * sum[b])
   float* sum;    // [nb] sum of the block's quants (an exact integer)
 };
 inline int64_t Blocks32Padded(int64_t nb) { return (nb + 15) / 16 * 16; }

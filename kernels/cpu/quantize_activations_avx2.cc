@@ -3,6 +3,7 @@
 // round-half-even, clamp), so both write identical bytes.
 #include <immintrin.h>
 
+#include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/quantize_activations.h"
 
 namespace splitspec::kernels::internal {
@@ -54,13 +55,14 @@ void QuantizeBlocks32Avx2(const float* x, int64_t cols, Blocks32View out) {
   const int64_t nb = cols / 32;
   for (int64_t b = 0; b < nb; ++b) {
     const float* src = x + 32 * b;
-    const float d = AbsMax(src, 32) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float amax = AbsMax(src, 32);
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     int32_t lo, hi;
     Quantize32(src, _mm256_set1_ps(id), out.qs + 32 * b, &lo, &hi);
-    out.d[b] = d;
+    out.d[b] = RoundToHalf(d);
     out.sum[b] = static_cast<float>(lo + hi);
-    out.d_sum[b] = d * static_cast<float>(lo + hi);
+    out.d_sum[b] = RoundToHalf(d * static_cast<float>(lo + hi));
   }
   for (int64_t b = nb; b < Blocks32Padded(nb); ++b) out.d[b] = out.sum[b] = out.d_sum[b] = 0.0f;
 }
@@ -69,8 +71,9 @@ void QuantizeBlocks256Avx2(const float* x, int64_t cols, ActivationBlock256* out
   for (int64_t b = 0; b < cols / 256; ++b) {
     ActivationBlock256& block = out[b];
     const float* src = x + 256 * b;
-    const float d = AbsMax(src, 256) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float amax = AbsMax(src, 256);
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     const __m256 vid = _mm256_set1_ps(id);
     for (int s = 0; s < 8; ++s) {
       int32_t lo, hi;

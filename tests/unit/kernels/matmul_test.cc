@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/quantize_activations.h"
 #include "kernels/cpu/quantize_weights.h"
 
@@ -124,7 +125,8 @@ double Mass(const Matrix& m, int64_t r, const float* x) {
 
 // Every vector path agrees with the scalar reference of the same integer algorithm:
 // the integer block products are exact in both, so the difference is float summation
-// order only, bounded by SummationBound over the partial sums' mass.
+// order only, bounded by SummationBound over the partial sums' mass. Q4_1 follows
+// llama.cpp's summation order on every path (matmul.h), so there they agree bitwise.
 TEST(MatMulTest, FastPathsMatchReferenceAtRaggedSizes) {
   const std::vector<Path> paths = FastPaths();
   if (paths.empty()) GTEST_SKIP() << "no vector path on this CPU";
@@ -140,6 +142,13 @@ TEST(MatMulTest, FastPathsMatchReferenceAtRaggedSizes) {
         const std::vector<float> want = RunRows(MatMulRowsReference, m, x, 0, rows);
         for (const Path& path : paths) {
           const std::vector<float> got = RunRows(path.fn, m, x, 0, rows);
+          if (type == GgmlType::kQ4_1) {  // llama.cpp's order on every path: bitwise equal
+            for (size_t i = 0; i < got.size(); ++i) {
+              ASSERT_EQ(got[i], want[i]) << path.name << " Q4_1 cols=" << cols
+                                         << " tokens=" << tokens << " i=" << i;
+            }
+            continue;
+          }
           for (int64_t t = 0; t < tokens; ++t) {
             for (int64_t r = 0; r < rows; ++r) {
               const double bound = SummationBound(cols, Mass(m, r, xf.data() + t * cols));
@@ -157,8 +166,9 @@ TEST(MatMulTest, FastPathsMatchReferenceAtRaggedSizes) {
 // The reference against the float dot product of dequantized weights with the
 // unquantized activations. Float weight types see float activations: only summation
 // error. Quantized types see activations rounded to the nearest multiple of their block
-// step d = amax / 127, an error of at most d / 2 per element, so
-//   |error| <= sum_i |w_i| * d_block(i) / 2  (+ summation error),
+// step d = amax / 127, an error of at most d / 2 per element (plus the half-precision
+// rounding of d for 32-element blocks), so
+//   |error| <= sum_i |w_i| * d_block(i) / 2  (+ that rounding, + summation error),
 // a hard bound (not a statistical one) that the test uses as its tolerance.
 TEST(MatMulTest, ReferenceMatchesDequantizedDotWithinActivationRounding) {
   std::mt19937 rng(std::random_device{}());
@@ -182,8 +192,11 @@ TEST(MatMulTest, ReferenceMatchesDequantizedDotWithinActivationRounding) {
           for (int64_t b = 0; act_block > 0 && b < cols; b += act_block) {
             float amax = 0;
             for (int64_t i = b; i < b + act_block; ++i) amax = std::max(amax, std::fabs(xt[i]));
+            // The 32-element blocks keep their scale at half precision (llama.cpp's Q8_1 /
+            // Q8_0): d_half * q is off by up to 127 * |d_half - d| <= 127 * 2^-11 * d more.
+            const double step_error = act_block == 32 ? 0.5 + 127.0 * std::ldexp(1.0, -11) : 0.5;
             for (int64_t i = b; i < b + act_block; ++i)
-              bound += std::fabs(w[i]) * (amax / 127.0) / 2;
+              bound += std::fabs(w[i]) * (amax / 127.0) * step_error;
           }
           bound = bound * 1.0001 + SummationBound(cols, Mass(m, r, xt));
           ASSERT_NEAR(got[t * rows + r], exact, bound)
@@ -333,7 +346,10 @@ TEST(PackActivationsTest, Avx2PackerMatchesScalarBytes) {
   }
 }
 
-TEST(PackActivationsTest, QuantizedActivationsStayWithinHalfAStep) {
+// llama.cpp's Q8_1 activation blocks: q = round-half-even(x * (127 / amax)) within half a
+// step of x, the scale stored as the half-precision value of amax / 127, and the scaled
+// sum as the half-precision value of (amax / 127) * sum(q).
+TEST(PackActivationsTest, QuantizedActivationsAreLlamaCppQ8_1Blocks) {
   std::mt19937 rng(std::random_device{}());
   const int64_t cols = 576;
   const std::vector<float> x = RandomActivations(2, cols, rng);
@@ -342,14 +358,21 @@ TEST(PackActivationsTest, QuantizedActivationsStayWithinHalfAStep) {
   const int64_t token_bytes = PackedTokenBytes(GgmlType::kQ4_1, cols);
   for (int64_t t = 0; t < 2; ++t) {
     const Blocks32View v = ViewBlocks32(packed.data.data() + t * token_bytes, cols);
-    for (int64_t i = 0; i < cols; ++i) {
-      const float d = v.d[i / 32];
-      EXPECT_LE(std::fabs(d * v.qs[i] - x[t * cols + i]), d * 0.5f * 1.0001f) << i;
-    }
     for (int64_t b = 0; b < cols / 32; ++b) {
+      const float* xb = x.data() + t * cols + 32 * b;
+      float amax = 0;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
+      const float d = amax / 127.0f;
       int sum = 0;
-      for (int i = 0; i < 32; ++i) sum += v.qs[32 * b + i];
+      for (int i = 0; i < 32; ++i) {
+        const int8_t q = v.qs[32 * b + i];
+        EXPECT_EQ(q, static_cast<int8_t>(std::nearbyint(xb[i] * (127.0f / amax)))) << b << " " << i;
+        EXPECT_LE(std::fabs(d * q - xb[i]), d * 0.5f * 1.0001f) << b << " " << i;
+        sum += q;
+      }
       EXPECT_EQ(v.sum[b], static_cast<float>(sum));
+      EXPECT_EQ(v.d[b], RoundToHalf(d));
+      EXPECT_EQ(v.d_sum[b], RoundToHalf(d * static_cast<float>(sum)));
     }
   }
 }
