@@ -5,7 +5,8 @@
 //   ...                                    // verification rejected the last 3 tokens:
 //   RETURN_IF_ERROR(cache.Truncate(cache.length() - 3));
 //
-// Storage: float32 (exact, so a recomputed position matches bitwise), per layer
+// Storage: float32 (exact, so a recomputed position matches bitwise; the transformer
+// stores K and V already rounded to half precision, as llama.cpp's F16 cache), per layer
 // keys [capacity, kv_dim] and values [capacity, kv_dim], grown by doubling up to
 // max_tokens. Keys are stored after RoPE. Memory per token:
 // n_layers * 2 * kv_dim * 4 bytes (SmolLM2-135M: 46 KB).

@@ -200,8 +200,8 @@ absl::Status TensorParallelTransformer::RunLayer(int layer, absl::Span<const Seq
   for (int64_t t = 0; t < tokens; ++t) {
     const float* cos_t = &rope_cos_[t * pairs];
     const float* sin_t = &rope_sin_[t * pairs];
-    internal::ApplyRope(config_, cos_t, sin_t, local_heads, &q_[t * q_dim_]);
-    internal::ApplyRope(config_, cos_t, sin_t, local_kv_heads, &k_[t * kv_dim_]);
+    internal::PrepareAttentionInputs(config_, cos_t, sin_t, local_heads, local_kv_heads,
+                                     &q_[t * q_dim_], &k_[t * kv_dim_], &v_[t * kv_dim_]);
     KvCache* cache = batch[token_seq_[t]].cache;
     std::memcpy(cache->key(layer, token_pos_[t]), &k_[t * kv_dim_], kv_dim_ * sizeof(float));
     std::memcpy(cache->value(layer, token_pos_[t]), &v_[t * kv_dim_], kv_dim_ * sizeof(float));

@@ -185,8 +185,8 @@ void Transformer::RunLayer(int layer, absl::Span<const SequenceInput> batch) {
   for (int64_t t = 0; t < tokens; ++t) {
     const float* cos_t = &rope_cos_[t * pairs];
     const float* sin_t = &rope_sin_[t * pairs];
-    internal::ApplyRope(config_, cos_t, sin_t, config_.n_heads, &q_[t * q_dim]);
-    internal::ApplyRope(config_, cos_t, sin_t, config_.n_kv_heads, &k_[t * kv_dim]);
+    internal::PrepareAttentionInputs(config_, cos_t, sin_t, config_.n_heads, config_.n_kv_heads,
+                                     &q_[t * q_dim], &k_[t * kv_dim], &v_[t * kv_dim]);
     KvCache* cache = batch[token_seq_[t]].cache;
     std::memcpy(cache->key(layer, token_pos_[t]), &k_[t * kv_dim], kv_dim * sizeof(float));
     std::memcpy(cache->value(layer, token_pos_[t]), &v_[t * kv_dim], kv_dim * sizeof(float));

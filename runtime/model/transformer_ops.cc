@@ -7,25 +7,14 @@
 #endif
 
 #include "kernels/cpu/cpu_features.h"
-#include "kernels/cpu/softmax.h"
+#include "kernels/cpu/exp_approx.h"
+#include "kernels/cpu/quant_blocks.h"
 
 namespace splitspec::model::internal {
 
-float Dot(const float* a, const float* b, int n) {
-  float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  }
-  float tail = 0.f;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return (((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))) +
-         tail;
-}
-
 void RmsNormRow(const float* x, const float* weight, float eps, int n, float* y) {
   double sum = 0.0;
-  for (int i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  for (int i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
   const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n) + eps);
   for (int i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
 }
@@ -33,13 +22,18 @@ void RmsNormRow(const float* x, const float* weight, float eps, int n, float* y)
 void RopeAngles(const ModelConfig& config, const std::vector<float>& freq_factors, int pos,
                 float* cos_out, float* sin_out) {
   const int pairs = config.rope_dim / 2;
+  // llama.cpp's order of float operations (ggml's rope cache), so that both engines
+  // rotate by the same angles to the last bit: the base angle is advanced by repeated
+  // multiplication, divided by the pair's factor, scaled, and cosf/sinf taken in float.
+  const float theta_scale =
+      std::pow(config.rope_freq_base, -2.0f / static_cast<float>(config.rope_dim));
+  float theta = static_cast<float>(pos);
   for (int i = 0; i < pairs; ++i) {
-    double angle = static_cast<double>(pos) * config.rope_freq_scale *
-                   std::pow(static_cast<double>(config.rope_freq_base),
-                            -2.0 * i / static_cast<double>(config.rope_dim));
-    if (!freq_factors.empty()) angle /= freq_factors[i];
-    cos_out[i] = static_cast<float>(std::cos(angle));
-    sin_out[i] = static_cast<float>(std::sin(angle));
+    const float factor = freq_factors.empty() ? 1.0f : freq_factors[i];
+    const float angle = config.rope_freq_scale * (theta / factor);
+    cos_out[i] = std::cos(angle);
+    sin_out[i] = std::sin(angle);
+    theta *= theta_scale;
   }
 }
 
@@ -54,78 +48,87 @@ void ApplyRope(const ModelConfig& config, const float* cos_angles, const float* 
       const int b = adjacent ? 2 * i + 1 : i + pairs;
       const float x0 = v[a];
       const float x1 = v[b];
-      v[a] = x0 * cos_angles[i] - x1 * sin_angles[i];
-      v[b] = x0 * sin_angles[i] + x1 * cos_angles[i];
+      v[a] = std::fma(x0, cos_angles[i], -(x1 * sin_angles[i]));
+      v[b] = std::fma(x0, sin_angles[i], x1 * cos_angles[i]);
     }
   }
 }
 
 namespace {
 
-void AttendOneHeadScalar(const float* q, const float* keys, const float* values,
-                         int64_t kv_stride, int pos, int head_dim, float scale, float* scratch,
-                         float* out) {
-  const int n = pos + 1;
-  for (int j = 0; j < n; ++j) scratch[j] = Dot(q, keys + j * kv_stride, head_dim) * scale;
-  kernels::SoftmaxRows(scratch, scratch, 1, n);
-  for (int d = 0; d < head_dim; ++d) out[d] = 0.f;
-  for (int j = 0; j < n; ++j) {
-    const float p = scratch[j];
-    const float* v = values + j * kv_stride;
-    for (int d = 0; d < head_dim; ++d) out[d] += p * v[d];
-  }
+void RoundToHalfScalar(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = kernels::RoundToHalf(x[i]);
 }
 
 #if defined(__x86_64__)
-// The same algorithm with 8-wide FMA: each score is one 8-lane FMA chain over the
-// head dimension reduced in a fixed tree; REQUIRES head_dim % 8 == 0.
-__attribute__((target("avx2,fma"))) void AttendOneHeadAvx2(
-    const float* q, const float* keys, const float* values, int64_t kv_stride, int pos,
-    int head_dim, float scale, float* scratch, float* out) {
-  const int n = pos + 1;
-  for (int j = 0; j < n; ++j) {
-    const float* k = keys + j * kv_stride;
-    __m256 acc = _mm256_setzero_ps();
-    for (int d = 0; d < head_dim; d += 8) {
-      acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(k + d), acc);
-    }
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    scratch[j] = _mm_cvtss_f32(s) * scale;
+__attribute__((target("avx2,f16c"))) void RoundToHalfF16c(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm256_storeu_ps(x + i, _mm256_cvtph_ps(h));
   }
-  kernels::SoftmaxRows(scratch, scratch, 1, n);
-  for (int d = 0; d < head_dim; d += 8) _mm256_storeu_ps(out + d, _mm256_setzero_ps());
-  for (int j = 0; j < n; ++j) {
-    const __m256 p = _mm256_set1_ps(scratch[j]);
-    const float* v = values + j * kv_stride;
-    for (int d = 0; d < head_dim; d += 8) {
-      _mm256_storeu_ps(out + d, _mm256_fmadd_ps(p, _mm256_loadu_ps(v + d),
-                                                _mm256_loadu_ps(out + d)));
-    }
-  }
+  RoundToHalfScalar(x + i, n - i);
 }
 #endif
 
 }  // namespace
 
-void AttendOneHead(const float* q, const float* keys, const float* values, int64_t kv_stride,
-                   int pos, int head_dim, float scale, float* scratch, float* out) {
+void RoundToHalf(float* x, int64_t n) {
 #if defined(__x86_64__)
-  static const bool avx2 = kernels::CpuFeatures().avx2;
-  if (avx2 && head_dim % 8 == 0) {
-    AttendOneHeadAvx2(q, keys, values, kv_stride, pos, head_dim, scale, scratch, out);
+  static const bool f16c = kernels::CpuFeatures().avx2;
+  if (f16c) {
+    RoundToHalfF16c(x, n);
     return;
   }
 #endif
-  AttendOneHeadScalar(q, keys, values, kv_stride, pos, head_dim, scale, scratch, out);
+  RoundToHalfScalar(x, n);
+}
+
+void PrepareAttentionInputs(const ModelConfig& config, const float* cos_angles,
+                            const float* sin_angles, int q_heads, int kv_heads, float* q, float* k,
+                            float* v) {
+  ApplyRope(config, cos_angles, sin_angles, q_heads, q);
+  ApplyRope(config, cos_angles, sin_angles, kv_heads, k);
+  RoundToHalf(q, static_cast<int64_t>(q_heads) * config.head_dim);
+  RoundToHalf(k, static_cast<int64_t>(kv_heads) * config.head_dim);
+  RoundToHalf(v, static_cast<int64_t>(kv_heads) * config.head_dim);
+}
+
+namespace {
+
+// ggml's SiLU step by step: x / (1 + exp(0 - x)), times up.
+inline float SiluTimes(float x, float up) {
+  return x / (1.0f + kernels::ExpApprox(0.0f - x)) * up;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) void SiluMulAvx2(float* gate, const float* up, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(gate + i);
+    const __m256 e = kernels::ExpApprox8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    const __m256 silu = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) gate[i] = SiluTimes(gate[i], up[i]);
+}
+#endif
+
+}  // namespace
+
+void SiluMulReference(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) gate[i] = SiluTimes(gate[i], up[i]);
 }
 
 void SiluMul(float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+#if defined(__x86_64__)
+  static const bool avx2 = kernels::CpuFeatures().avx2;
+  if (avx2) {
+    SiluMulAvx2(gate, up, n);
+    return;
   }
+#endif
+  SiluMulReference(gate, up, n);
 }
 
 }  // namespace splitspec::model::internal

@@ -16,17 +16,14 @@
 
 namespace splitspec::model::internal {
 
-// Dot product of a[n] and b[n]: eight interleaved partial sums (lane j takes
-// elements i with i % 8 == j), combined pairwise, then the tail. Fixed order.
-float Dot(const float* a, const float* b, int n);
-
-// y[n] = x[n] / sqrt(mean(x^2) + eps) * weight[n]; the sum of squares is taken in
-// double, sequentially. x and y may alias.
+// y[n] = x[n] / sqrt(mean(x^2) + eps) * weight[n]: the float squares are summed in
+// double, sequentially, as llama.cpp does (bitwise the same result). x and y may alias.
 void RmsNormRow(const float* x, const float* weight, float eps, int n, float* y);
 
 // cos/sin of the RoPE angles of one position: for pair i in [0, rope_dim / 2),
-// angle = pos * freq_scale * base^(-2i / rope_dim) / factor[i] (factor 1 when
-// `freq_factors` is empty). Computed in double, stored as float.
+// angle = freq_scale * (theta_i / factor[i]) (factor 1 when `freq_factors` is
+// empty), theta_0 = pos, theta_{i+1} = theta_i * base^(-2 / rope_dim), all in float
+// as llama.cpp computes them (not the exact angle: the engines must agree bitwise).
 // cos_out, sin_out: [rope_dim / 2].
 void RopeAngles(const ModelConfig& config, const std::vector<float>& freq_factors, int pos,
                 float* cos_out, float* sin_out);
@@ -36,18 +33,41 @@ void RopeAngles(const ModelConfig& config, const std::vector<float>& freq_factor
 void ApplyRope(const ModelConfig& config, const float* cos_angles, const float* sin_angles,
                int heads, float* x);
 
-// One attention head of one query at position `pos`:
+// x[n] <- x rounded to the nearest half-precision (fp16) value, ties to even.
+// F16C conversions when the CPU has AVX2 (CpuFeatures()), else the scalar
+// conversion; both give the same bits (the rounding is exactly defined).
+void RoundToHalf(float* x, int64_t n);
+
+// The attention inputs of one token at llama.cpp's precision: RoPE on q
+// [q_heads, head_dim] and k [kv_heads, head_dim], then q, k and v [kv_heads,
+// head_dim] rounded to half precision. llama.cpp keeps K and V in an F16 cache
+// and converts Q to F16 for the K*Q product by default; doing the same keeps the
+// two engines' logits within their own noise of each other.
+void PrepareAttentionInputs(const ModelConfig& config, const float* cos_angles,
+                            const float* sin_angles, int q_heads, int kv_heads, float* q, float* k,
+                            float* v);
+
+// One attention head of one query at position `pos` (transformer_attention.cc):
 //   s_j = dot(q, k_j) * scale for j in [0, pos], p = softmax(s), out = sum_j p_j v_j
-// in increasing j. k_j = keys + j * kv_stride (head_dim floats), same for values.
-// scratch: at least pos + 1 floats. out: [head_dim].
-// Path: AVX2+FMA (8-lane FMA chains, fixed reduction tree) when the CPU has it and
-// head_dim % 8 == 0, else Dot() and scalar multiply-adds; chosen once per process
-// (CpuFeatures(), so SPLITSPEC_CPU_ISA=scalar forces the scalar path).
+// in llama.cpp's order of float operations (16-lane sums, ExpApprox, the softmax
+// sum in double per chunk of 16), with p rounded to half precision (llama.cpp
+// multiplies its F16 V cache by F16 probabilities). k_j = keys + j * kv_stride
+// (head_dim floats), same for values. scratch: at least pos + 1 floats. out: [head_dim].
+// Path: AVX2+FMA+F16C when the CPU has it (CpuFeatures(), so SPLITSPEC_CPU_ISA=scalar
+// forces the reference) and head_dim % 16 == 0, head_dim <= 256; else the reference.
+// Both give the same bits.
 void AttendOneHead(const float* q, const float* keys, const float* values, int64_t kv_stride,
                    int pos, int head_dim, float scale, float* scratch, float* out);
+// The scalar reference of AttendOneHead (any head_dim).
+void AttendOneHeadReference(const float* q, const float* keys, const float* values,
+                            int64_t kv_stride, int pos, int head_dim, float scale, float* scratch,
+                            float* out);
 
-// gate[n] <- silu(gate[n]) * up[n], silu(x) = x / (1 + exp(-x)).
+// gate[n] <- silu(gate[n]) * up[n], silu(x) = x / (1 + ExpApprox(0 - x)), each step
+// rounded as llama.cpp's CPU backend rounds it. AVX2 path when the CPU has it; the
+// reference gives the same bits.
 void SiluMul(float* gate, const float* up, int64_t n);
+void SiluMulReference(float* gate, const float* up, int64_t n);
 
 }  // namespace splitspec::model::internal
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/quant_blocks.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/model/model_config.h"
 
@@ -44,6 +45,10 @@ std::vector<double> RmsNorm(const std::vector<double>& x, const std::vector<doub
   for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * scale * w[i];
   return y;
 }
+
+// The nearest half-precision value: llama.cpp (and the transformer) keep Q, K, V
+// and the attention probabilities at half precision.
+double Half(double x) { return kernels::RoundToHalf(static_cast<float>(x)); }
 
 void Rope(const ModelConfig& c, int pos, double* head) {
   const int half = c.rope_dim / 2;
@@ -97,6 +102,9 @@ absl::StatusOr<std::vector<std::vector<float>>> ReferenceForward(
       for (size_t i = 0; i < k[t].size(); ++i) k[t][i] += bk[0][i], v[t][i] += bv[0][i];
       for (int h2 = 0; h2 < c.n_heads; ++h2) Rope(c, t, &q[t][h2 * hd]);
       for (int h2 = 0; h2 < c.n_kv_heads; ++h2) Rope(c, t, &k[t][h2 * hd]);
+      for (double& e : q[t]) e = Half(e);
+      for (double& e : k[t]) e = Half(e);
+      for (double& e : v[t]) e = Half(e);
     }
     for (int t = 0; t < n; ++t) {
       std::vector<double> attn(c.q_dim(), 0.0);
@@ -112,7 +120,8 @@ absl::StatusOr<std::vector<std::vector<float>>> ReferenceForward(
         }
         for (int j = 0; j <= t; ++j) sum += (w[j] = std::exp(w[j] - max));
         for (int j = 0; j <= t; ++j) {
-          for (int d = 0; d < hd; ++d) attn[h * hd + d] += w[j] / sum * v[j][kvh * hd + d];
+          const double p = Half(w[j] / sum);
+          for (int d = 0; d < hd; ++d) attn[h * hd + d] += p * v[j][kvh * hd + d];
         }
       }
       const std::vector<double> o = MatVec(wo, attn);

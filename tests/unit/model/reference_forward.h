@@ -1,7 +1,8 @@
 // A slow, straightforward float64 forward pass of a Llama-family GGUF model, written
 // independently of runtime/model/transformer.cc for tests: every matrix is
 // dequantized to floats, attention is the textbook loop. Only the config is
-// read with ReadModelConfig.
+// read with ReadModelConfig. Like llama.cpp (and the transformer), it rounds Q, K,
+// V and the attention probabilities to half precision; everything else is exact.
 #ifndef SPLITSPEC_TESTS_UNIT_MODEL_REFERENCE_FORWARD_H_
 #define SPLITSPEC_TESTS_UNIT_MODEL_REFERENCE_FORWARD_H_
 

@@ -1,0 +1,172 @@
+#include "runtime/model/transformer_ops.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/exp_approx.h"
+#include "kernels/cpu/quant_blocks.h"
+
+namespace splitspec::model::internal {
+namespace {
+
+std::vector<float> Normal(int64_t n, float stddev, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, stddev);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+std::vector<float> Half(std::vector<float> v) {
+  RoundToHalf(v.data(), static_cast<int64_t>(v.size()));
+  return v;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) void Exp8(const float* x, float* y) {
+  _mm256_storeu_ps(y, kernels::ExpApprox8(_mm256_loadu_ps(x)));
+}
+#endif
+
+TEST(ExpApproxTest, VectorAndScalarAgreeBitwiseAndStayWithinFourUlp) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "no AVX2 path on this architecture";
+#else
+  if (!kernels::CpuFeatures().avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<float> range(-110.0f, 95.0f);
+  std::vector<float> x(4096);
+  for (float& v : x) v = range(rng);
+  x[0] = -std::numeric_limits<float>::infinity();
+  x[1] = 0.0f;
+  x[2] = -0.0f;
+  x[3] = std::numeric_limits<float>::quiet_NaN();
+  for (size_t i = 0; i < x.size(); i += 8) {
+    float vec[8];
+    Exp8(&x[i], vec);
+    for (int k = 0; k < 8; ++k) {
+      const float x_k = x[i + k];
+      const float scalar = kernels::ExpApprox(x_k);
+      if (std::isnan(x_k)) {
+        EXPECT_TRUE(std::isnan(vec[k]) && std::isnan(scalar));
+        continue;
+      }
+      ASSERT_EQ(std::memcmp(&vec[k], &scalar, sizeof(float)), 0) << "x=" << x_k;
+      if (x_k > -87.0f && x_k < 88.0f) {
+        const double exact = std::exp(static_cast<double>(x_k));
+        EXPECT_NEAR(scalar, exact, 4 * std::ldexp(1.0, -24) * exact) << "x=" << x_k;
+      }
+    }
+  }
+  EXPECT_EQ(kernels::ExpApprox(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_EQ(kernels::ExpApprox(-100.0f), 0.0f);
+  EXPECT_EQ(kernels::ExpApprox(100.0f), std::numeric_limits<float>::infinity());
+#endif
+}
+
+TEST(RoundToHalfTest, MatchesTheScalarConversionAtRaggedSizes) {
+  std::mt19937 rng(std::random_device{}());
+  for (int64_t n : {1, 7, 8, 9, 33, 200}) {
+    std::vector<float> x = Normal(n, 3.0f, rng);
+    x[0] = 1.0f + std::ldexp(1.0f, -11);  // a tie: rounds to even (1.0)
+    std::vector<float> y = x;
+    RoundToHalf(y.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y[i], kernels::RoundToHalf(x[i])) << i;
+    EXPECT_EQ(y[0], 1.0f);
+  }
+}
+
+// The dispatched path (AVX2 where available) performs the reference's operations:
+// bitwise equal at ragged lengths (inside and across 16-position chunks), several
+// head sizes, strided caches.
+TEST(AttendOneHeadTest, FastPathEqualsReferenceBitwise) {
+  std::mt19937 rng(std::random_device{}());
+  for (int head_dim : {16, 64, 128}) {
+    const int64_t stride = 3 * head_dim + 16;
+    for (int pos : {0, 1, 7, 15, 16, 17, 40, 100}) {
+      const std::vector<float> q = Half(Normal(head_dim, 1.0f, rng));
+      const std::vector<float> keys = Half(Normal((pos + 1) * stride, 1.0f, rng));
+      const std::vector<float> values = Half(Normal((pos + 1) * stride, 1.0f, rng));
+      std::vector<float> scratch_a(pos + 1), scratch_b(pos + 1), a(head_dim), b(head_dim);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      AttendOneHead(q.data(), keys.data() + head_dim, values.data() + head_dim, stride, pos,
+                    head_dim, scale, scratch_a.data(), a.data());
+      AttendOneHeadReference(q.data(), keys.data() + head_dim, values.data() + head_dim, stride,
+                             pos, head_dim, scale, scratch_b.data(), b.data());
+      for (int d = 0; d < head_dim; ++d) {
+        ASSERT_EQ(a[d], b[d]) << "head_dim=" << head_dim << " pos=" << pos << " d=" << d;
+      }
+    }
+  }
+}
+
+// The reference against exact softmax attention: only the half-precision probabilities
+// (2^-11 relative each) and float rounding separate them.
+TEST(AttendOneHeadTest, ReferenceMatchesExactAttentionWithinHalfPrecision) {
+  std::mt19937 rng(std::random_device{}());
+  const int head_dim = 64, pos = 37;
+  const std::vector<float> q = Half(Normal(head_dim, 1.0f, rng));
+  const std::vector<float> k = Half(Normal((pos + 1) * head_dim, 1.0f, rng));
+  const std::vector<float> v = Half(Normal((pos + 1) * head_dim, 1.0f, rng));
+  std::vector<float> scratch(pos + 1), out(head_dim);
+  AttendOneHeadReference(q.data(), k.data(), v.data(), head_dim, pos, head_dim, 0.125f,
+                         scratch.data(), out.data());
+  std::vector<double> p(pos + 1);
+  double max = -1e300, sum = 0;
+  for (int j = 0; j <= pos; ++j) {
+    double s = 0;
+    for (int d = 0; d < head_dim; ++d) s += static_cast<double>(q[d]) * k[j * head_dim + d];
+    p[j] = s * 0.125;
+    max = std::max(max, p[j]);
+  }
+  for (double& e : p) sum += (e = std::exp(e - max));
+  for (int d = 0; d < head_dim; ++d) {
+    double exact = 0, mass = 0;
+    for (int j = 0; j <= pos; ++j) {
+      exact += p[j] / sum * v[j * head_dim + d];
+      mass += p[j] / sum * std::fabs(v[j * head_dim + d]);
+    }
+    EXPECT_NEAR(out[d], exact, 2 * std::ldexp(1.0, -11) * mass + 1e-6) << d;
+  }
+}
+
+TEST(SiluMulTest, FastPathEqualsReferenceBitwiseAndApproximatesSilu) {
+  std::mt19937 rng(std::random_device{}());
+  for (int64_t n : {1, 5, 8, 13, 1536}) {
+    const std::vector<float> gate = Normal(n, 4.0f, rng);
+    const std::vector<float> up = Normal(n, 1.0f, rng);
+    std::vector<float> a = gate, b = gate;
+    SiluMul(a.data(), up.data(), n);
+    SiluMulReference(b.data(), up.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(a[i], b[i]) << "n=" << n << " i=" << i;
+      const double g = gate[i];
+      const double exact = g / (1.0 + std::exp(-g)) * up[i];
+      EXPECT_NEAR(b[i], exact, 1e-6 * (std::fabs(exact) + 1e-3)) << "n=" << n << " i=" << i;
+    }
+  }
+}
+
+TEST(RopeAnglesTest, FloatRecurrenceStaysCloseToTheExactAngles) {
+  ModelConfig config;
+  config.rope_dim = 64;
+  config.rope_freq_base = 100000.0f;
+  for (int pos : {0, 1, 100, 2000}) {
+    std::vector<float> cos_a(32), sin_a(32);
+    RopeAngles(config, {}, pos, cos_a.data(), sin_a.data());
+    for (int i = 0; i < 32; ++i) {
+      const double angle = pos * std::pow(100000.0, -2.0 * i / 64);
+      // theta is advanced by i float multiplications: relative error <= ~(i + 2) ulp.
+      const double tolerance = (i + 4) * std::ldexp(1.0, -24) * angle + 1e-6;
+      EXPECT_NEAR(cos_a[i], std::cos(angle), tolerance) << "pos=" << pos << " i=" << i;
+      EXPECT_NEAR(sin_a[i], std::sin(angle), tolerance) << "pos=" << pos << " i=" << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace splitspec::model::internal
