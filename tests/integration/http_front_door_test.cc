@@ -242,7 +242,9 @@ TEST_F(HttpFrontDoorTest, ChatUsesTheModelsTemplateStreamedOrNot) {
     const Value chunk = ParseJson(events[i]);
     EXPECT_EQ(Get(chunk, "object").string_value(), "chat.completion.chunk");
     const Value& delta = Get(Choice(chunk), "delta");
-    if (i == 0) EXPECT_EQ(Get(delta, "role").string_value(), "assistant");
+    if (i == 0) {
+      EXPECT_EQ(Get(delta, "role").string_value(), "assistant");
+    }
     auto content = delta.struct_value().fields().find("content");
     if (content != delta.struct_value().fields().end()) text += content->second.string_value();
   }

@@ -80,7 +80,9 @@ TEST(SamplingTest, TopKKeepsTheKMostProbable) {
   }
   EXPECT_EQ(kept, 5);
   for (int v = 0; v < 50; ++v) {
-    if (probs[v] > 0.0f) EXPECT_NEAR(probs[v], full[v] / kept_mass, 1e-6);
+    if (probs[v] > 0.0f) {
+      EXPECT_NEAR(probs[v], full[v] / kept_mass, 1e-6);
+    }
   }
 }
 
