@@ -1,5 +1,6 @@
 #include "kernels/cpu/cpu_features.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -34,6 +35,25 @@ const char* CpuIsaName() {
   if (f.avx512) return "avx512";
   if (f.avx2) return "avx2";
   return "scalar";
+}
+
+GgmlOrder NativeGgmlOrder() {
+  static const GgmlOrder order = [] {
+    if (const char* forced = std::getenv("SPLITSPEC_GGML_ORDER")) {
+      if (std::strcmp(forced, "avx512") == 0) return GgmlOrder::kAvx512;
+      if (std::strcmp(forced, "avx2") == 0) return GgmlOrder::kAvx2;
+      std::fprintf(stderr, "SPLITSPEC_GGML_ORDER=%s: not avx512 or avx2; using this CPU's order\n",
+                   forced);
+    }
+    __builtin_cpu_init();
+    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+    return avx512 ? GgmlOrder::kAvx512 : GgmlOrder::kAvx2;
+  }();
+  return order;
+}
+
+const char* GgmlOrderName(GgmlOrder order) {
+  return order == GgmlOrder::kAvx512 ? "avx512" : "avx2";
 }
 
 }  // namespace splitspec::kernels

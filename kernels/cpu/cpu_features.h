@@ -21,6 +21,21 @@ const CpuFeatureSet& CpuFeatures();
 // "avx512-vnni", "avx512", "avx2" or "scalar": the best path in use.
 const char* CpuIsaName();
 
+// The x86 build of llama.cpp's CPU backend whose order of float operations the
+// model's attention, softmax and SiLU reproduce (runtime/model/transformer_ops.h).
+// ggml compiles for the machine it is built on and picks its vectorized expf, its
+// softmax chunks and its F16 GEMM lanes by that ISA:
+//   kAvx512  AVX-512 F and DQ: 16-lane sums, ggml's AVX-512 expf
+//   kAvx2    everything else:  8-lane sums, ggml's AVX2 expf
+// Every kernel path (scalar, AVX2) computes either order bit for bit; only the order
+// decides the bits. NativeGgmlOrder() reads the CPU itself, not the SPLITSPEC_CPU_ISA
+// cap, so capping the paths never changes a result; SPLITSPEC_GGML_ORDER=avx512|avx2
+// overrides it (to give machines of different kinds the same bits).
+enum class GgmlOrder { kAvx512, kAvx2 };
+
+GgmlOrder NativeGgmlOrder();
+const char* GgmlOrderName(GgmlOrder order);
+
 }  // namespace splitspec::kernels
 
 #endif  // SPLITSPEC_KERNELS_CPU_CPU_FEATURES_H_

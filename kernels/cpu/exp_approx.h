@@ -1,24 +1,29 @@
-// exp(x) as llama.cpp's CPU backend computes it for softmax and SiLU on x86 with
-// AVX-512 (ggml's vectorized expf): a degree-5 polynomial on the reduced argument
-// b = x - n*ln2 (n = round(x / ln2), ln2 split in two parts), scaled by 2^n.
-// Error about 1.5 ulp against the exact exp; what matters here is that both
-// engines round identically, so that attention probabilities and SiLU outputs are
-// bitwise the same as llama.cpp's when the inputs are.
+// exp(x) as llama.cpp's CPU backend computes it for softmax and SiLU on x86 (ggml's
+// vectorized expf), in both of its x86 builds (GgmlOrder, cpu_features.h): a
+// degree-5 polynomial on the reduced argument b = x - n*ln2 (n = round(x / ln2), ln2
+// split in two parts), scaled by 2^n. The AVX-512 build adds the 1 inside the
+// polynomial and scales with vscalefps; the AVX2 build keeps it out and finishes
+// with fma(j, 2^n, 2^n). The two differ in the last bit for some inputs, and that
+// bit matters here: attention probabilities and SiLU outputs must be bitwise
+// llama.cpp's when the inputs are. Error about 1.5 ulp against the exact exp.
 //
-//   float e = kernels::ExpApprox(x);                 // scalar reference
-//   __m256 e8 = kernels::ExpApprox8(_mm256_loadu_ps(p));  // AVX2 + FMA, same bits
+//   float e = kernels::ExpApprox<GgmlOrder::kAvx2>(x);        // scalar reference
+//   __m256 e8 = kernels::ExpApprox8<GgmlOrder::kAvx2>(v);     // AVX2 + FMA, same bits
 //
-// Both perform the same IEEE float operations (fused multiply-adds where the
-// original fuses), so they agree bitwise for every input. Inputs above ~88.7
-// give +inf, inputs below ~-87.3 give 0 (ggml returns subnormals down to -103.97;
-// no caller can tell: such values vanish in the half-precision probabilities and
-// against 1 in the sums). NaN gives NaN.
+// For each order the scalar and the vector function perform the same IEEE float
+// operations (fused multiply-adds where the original fuses), so they agree bitwise
+// for every input. NaN gives NaN; inputs above ~88.7 give +inf. Below ~-87.3 the
+// AVX-512 order gives 0 (ggml returns subnormals down to -103.97; no caller can
+// tell: such values vanish in the half-precision probabilities and against 1 in the
+// sums); the AVX2 order follows ggml's own special case and gives its subnormals.
 #ifndef SPLITSPEC_KERNELS_CPU_EXP_APPROX_H_
 #define SPLITSPEC_KERNELS_CPU_EXP_APPROX_H_
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
+#include "kernels/cpu/cpu_features.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -46,7 +51,8 @@ inline float Pow2(int n) {
 }
 }  // namespace exp_approx_internal
 
-inline float ExpApprox(float x) {
+// ggml_v_expf of the AVX-512 build.
+inline float ExpApproxAvx512Order(float x) {
   using namespace exp_approx_internal;
   const float z = std::fma(x, kInvLn2, kShift);
   const float n = z - kShift;
@@ -60,7 +66,7 @@ inline float ExpApprox(float x) {
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2,fma"))) inline __m256 ExpApprox8(__m256 x) {
+__attribute__((target("avx2,fma"))) inline __m256 ExpApprox8Avx512Order(__m256 x) {
   using namespace exp_approx_internal;
   const __m256 shift = _mm256_set1_ps(kShift);
   const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(kInvLn2), shift);
@@ -75,7 +81,8 @@ __attribute__((target("avx2,fma"))) inline __m256 ExpApprox8(__m256 x) {
   // 2^n from the exponent bits, n clamped to [-126, 127]; larger n multiply twice.
   const __m256 lo = _mm256_set1_ps(-126.0f), hi = _mm256_set1_ps(127.0f);
   const __m256 n1 = _mm256_min_ps(_mm256_max_ps(n, lo), hi);
-  const __m256 n2 = _mm256_max_ps(_mm256_sub_ps(n, hi), _mm256_setzero_ps());  // 0 unless n > 127
+  const __m256 n2 = _mm256_max_ps(_mm256_sub_ps(n, hi),
+                                  _mm256_setzero_ps());  // 0 unless n > 127
   const __m256i bias = _mm256_set1_epi32(127);
   const __m256 p1 =
       _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n1), bias), 23));
@@ -86,6 +93,83 @@ __attribute__((target("avx2,fma"))) inline __m256 ExpApprox8(__m256 x) {
   const __m256 under = _mm256_cmp_ps(n, lo, _CMP_LT_OQ);
   result = _mm256_andnot_ps(under, result);
   return _mm256_blendv_ps(result, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+#endif
+
+// ggml_v_expf of the AVX2 build. k = 2^n is built from z's low bits, which hold n;
+// |n| > 126 takes ggml's scaled path (two factors s1 * s2, or s1 * s1 past 192).
+inline float ExpApproxAvx2Order(float x) {
+  using namespace exp_approx_internal;
+  const float z = std::fma(x, kInvLn2, kShift);
+  const float n = z - kShift;
+  const float b = std::fma(-n, kLn2Lo, std::fma(-n, kLn2Hi, x));
+  uint32_t z_bits;
+  std::memcpy(&z_bits, &z, sizeof(z_bits));
+  const uint32_t e = z_bits << 23;
+  const float u = b * b;
+  const float j = std::fma(std::fma(std::fma(kC5, b, kC4), u, std::fma(kC3, b, kC2)), u, kC1 * b);
+  const auto as_float = [](uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return f;
+  };
+  if (!(std::fabs(n) > 126.0f))
+    return std::fma(j, as_float(e + 0x3f800000u), as_float(e + 0x3f800000u));
+  const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
+  const float s1 = as_float(g + 0x7f000000u);
+  if (std::fabs(n) > 192.0f) return s1 * s1;
+  const float s2 = as_float(e - g);
+  return std::fma(s2, j, s2) * s1;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) inline __m256 ExpApprox8Avx2Order(__m256 x) {
+  using namespace exp_approx_internal;
+  const __m256 shift = _mm256_set1_ps(kShift);
+  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(kInvLn2), shift);
+  const __m256 n = _mm256_sub_ps(z, shift);
+  const __m256 b =
+      _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x));
+  const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
+  const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_set1_epi32(0x3f800000)));
+  const __m256 abs_n = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+  const __m256 scaled = _mm256_cmp_ps(abs_n, _mm256_set1_ps(126.0f), _CMP_GT_OQ);
+  const __m256 u = _mm256_mul_ps(b, b);
+  const __m256 j = _mm256_fmadd_ps(
+      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(kC5), b, _mm256_set1_ps(kC4)), u,
+                      _mm256_fmadd_ps(_mm256_set1_ps(kC3), b, _mm256_set1_ps(kC2))),
+      u, _mm256_mul_ps(_mm256_set1_ps(kC1), b));
+  const __m256 plain = _mm256_fmadd_ps(j, k, k);
+  if (_mm256_movemask_ps(scaled) == 0) return plain;
+  const __m256i g =
+      _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
+                       _mm256_set1_epi32(static_cast<int>(0x82000000u)));
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
+  const __m256 far = _mm256_cmp_ps(abs_n, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+  const __m256 near = _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1);
+  return _mm256_blendv_ps(plain, _mm256_blendv_ps(near, _mm256_mul_ps(s1, s1), far), scaled);
+}
+#endif
+
+// The order's expf: ExpApprox<GgmlOrder::kAvx2>(x) and, on x86, ExpApprox8<...>(v).
+template <GgmlOrder kOrder>
+inline float ExpApprox(float x) {
+  if constexpr (kOrder == GgmlOrder::kAvx512) {
+    return ExpApproxAvx512Order(x);
+  } else {
+    return ExpApproxAvx2Order(x);
+  }
+}
+
+#if defined(__x86_64__)
+template <GgmlOrder kOrder>
+__attribute__((target("avx2,fma"))) inline __m256 ExpApprox8(__m256 x) {
+  if constexpr (kOrder == GgmlOrder::kAvx512) {
+    return ExpApprox8Avx512Order(x);
+  } else {
+    return ExpApprox8Avx2Order(x);
+  }
 }
 #endif
 

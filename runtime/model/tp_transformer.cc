@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dequantize.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
@@ -215,7 +216,7 @@ absl::Status TensorParallelTransformer::RunLayer(int layer, absl::Span<const Seq
     internal::RmsNormRow(&x_[t * d], lw.ffn_norm->data(), config_.rms_norm_eps, d, &xn_[t * d]);
   }
   MatMul({{&lw.gate, xn_.data(), gate_.data()}, {&lw.up, xn_.data(), up_.data()}}, tokens);
-  internal::SiluMul(gate_.data(), up_.data(), tokens * ff_);
+  internal::SiluMul(kernels::NativeGgmlOrder(), gate_.data(), up_.data(), tokens * ff_);
   MatMul({{&lw.down, gate_.data(), proj_.data()}}, tokens);
   RETURN_IF_ERROR(comm_->AllReduceSum(proj_.data(), tokens * d));
   AddRows(x_.data(), proj_.data(), tokens * d);
@@ -234,9 +235,10 @@ void TensorParallelTransformer::Attention(int layer, absl::Span<const SequenceIn
     const KvCache* cache = batch[token_seq_[t]].cache;
     // The KV head of global head (heads.begin + h), in this rank's KV heads.
     const int64_t kv_offset = ((shard_.heads.begin + h) / group - shard_.kv_heads.begin) * head_dim;
-    internal::AttendOneHead(&q_[t * q_dim_ + h * head_dim], cache->key(layer, 0) + kv_offset,
-                            cache->value(layer, 0) + kv_offset, kv_dim_, token_pos_[t], head_dim,
-                            scale, thread_scores_[thread].data(), &attn_[t * q_dim_ + h * head_dim]);
+    internal::AttendOneHead(kernels::NativeGgmlOrder(), &q_[t * q_dim_ + h * head_dim],
+                            cache->key(layer, 0) + kv_offset, cache->value(layer, 0) + kv_offset,
+                            kv_dim_, token_pos_[t], head_dim, scale, thread_scores_[thread].data(),
+                            &attn_[t * q_dim_ + h * head_dim]);
   });
 }
 

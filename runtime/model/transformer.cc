@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dequantize.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
@@ -199,7 +200,7 @@ void Transformer::RunLayer(int layer, absl::Span<const SequenceInput> batch) {
     internal::RmsNormRow(&x_[t * d], lw.ffn_norm.data(), config_.rms_norm_eps, d, &xn_[t * d]);
   }
   MatMul({{&lw.gate, xn_.data(), gate_.data()}, {&lw.up, xn_.data(), up_.data()}}, tokens);
-  internal::SiluMul(gate_.data(), up_.data(), tokens * config_.n_ff);
+  internal::SiluMul(kernels::NativeGgmlOrder(), gate_.data(), up_.data(), tokens * config_.n_ff);
   MatMul({{&lw.down, gate_.data(), proj_.data()}}, tokens);
   AddRows(x_.data(), proj_.data(), tokens * d);
 }
@@ -217,9 +218,10 @@ void Transformer::Attention(int layer, absl::Span<const SequenceInput> batch) {
     const int h = static_cast<int>(task % heads);
     const KvCache* cache = batch[token_seq_[t]].cache;
     const int64_t kv_offset = static_cast<int64_t>(h / group) * head_dim;
-    internal::AttendOneHead(&q_[t * q_dim + h * head_dim], cache->key(layer, 0) + kv_offset,
-                            cache->value(layer, 0) + kv_offset, kv_dim, token_pos_[t], head_dim,
-                            scale, thread_scores_[thread].data(), &attn_[t * q_dim + h * head_dim]);
+    internal::AttendOneHead(kernels::NativeGgmlOrder(), &q_[t * q_dim + h * head_dim],
+                            cache->key(layer, 0) + kv_offset, cache->value(layer, 0) + kv_offset,
+                            kv_dim, token_pos_[t], head_dim, scale, thread_scores_[thread].data(),
+                            &attn_[t * q_dim + h * head_dim]);
   });
 }
 

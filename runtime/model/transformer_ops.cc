@@ -97,38 +97,53 @@ void PrepareAttentionInputs(const ModelConfig& config, const float* cos_angles,
 namespace {
 
 // ggml's SiLU step by step: x / (1 + exp(0 - x)), times up.
+template <kernels::GgmlOrder kOrder>
 inline float SiluTimes(float x, float up) {
-  return x / (1.0f + kernels::ExpApprox(0.0f - x)) * up;
+  return x / (1.0f + kernels::ExpApprox<kOrder>(0.0f - x)) * up;
+}
+
+template <kernels::GgmlOrder kOrder>
+void SiluMulReferenceT(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) gate[i] = SiluTimes<kOrder>(gate[i], up[i]);
 }
 
 #if defined(__x86_64__)
+template <kernels::GgmlOrder kOrder>
 __attribute__((target("avx2,fma"))) void SiluMulAvx2(float* gate, const float* up, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 x = _mm256_loadu_ps(gate + i);
-    const __m256 e = kernels::ExpApprox8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    const __m256 e = kernels::ExpApprox8<kOrder>(_mm256_sub_ps(_mm256_setzero_ps(), x));
     const __m256 silu = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
     _mm256_storeu_ps(gate + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
   }
-  for (; i < n; ++i) gate[i] = SiluTimes(gate[i], up[i]);
+  SiluMulReferenceT<kOrder>(gate + i, up + i, n - i);
 }
 #endif
 
 }  // namespace
 
-void SiluMulReference(float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) gate[i] = SiluTimes(gate[i], up[i]);
+void SiluMulReference(kernels::GgmlOrder order, float* gate, const float* up, int64_t n) {
+  if (order == kernels::GgmlOrder::kAvx512) {
+    SiluMulReferenceT<kernels::GgmlOrder::kAvx512>(gate, up, n);
+  } else {
+    SiluMulReferenceT<kernels::GgmlOrder::kAvx2>(gate, up, n);
+  }
 }
 
-void SiluMul(float* gate, const float* up, int64_t n) {
+void SiluMul(kernels::GgmlOrder order, float* gate, const float* up, int64_t n) {
 #if defined(__x86_64__)
   static const bool avx2 = kernels::CpuFeatures().avx2;
   if (avx2) {
-    SiluMulAvx2(gate, up, n);
+    if (order == kernels::GgmlOrder::kAvx512) {
+      SiluMulAvx2<kernels::GgmlOrder::kAvx512>(gate, up, n);
+    } else {
+      SiluMulAvx2<kernels::GgmlOrder::kAvx2>(gate, up, n);
+    }
     return;
   }
 #endif
-  SiluMulReference(gate, up, n);
+  SiluMulReference(order, gate, up, n);
 }
 
 }  // namespace splitspec::model::internal

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/cpu_features.h"
 #include "runtime/model/model_config.h"
 
 namespace splitspec::model::internal {
@@ -49,25 +50,28 @@ void PrepareAttentionInputs(const ModelConfig& config, const float* cos_angles,
 
 // One attention head of one query at position `pos` (transformer_attention.cc):
 //   s_j = dot(q, k_j) * scale for j in [0, pos], p = softmax(s), out = sum_j p_j v_j
-// in llama.cpp's order of float operations (16-lane sums, ExpApprox, the softmax
-// sum in double per chunk of 16), with p rounded to half precision (llama.cpp
-// multiplies its F16 V cache by F16 probabilities). k_j = keys + j * kv_stride
-// (head_dim floats), same for values. scratch: at least pos + 1 floats. out: [head_dim].
+// in the order of float operations of llama.cpp's CPU backend built for `order`
+// (kernels::GgmlOrder: 16-lane sums for kAvx512, 8-lane for kAvx2; that build's
+// expf; the softmax sum in double per chunk of lanes), with p rounded to half
+// precision (llama.cpp multiplies its F16 V cache by F16 probabilities). The model
+// passes kernels::NativeGgmlOrder(). k_j = keys + j * kv_stride (head_dim floats),
+// same for values. scratch: at least pos + 1 floats. out: [head_dim].
 // Path: AVX2+FMA+F16C when the CPU has it (CpuFeatures(), so SPLITSPEC_CPU_ISA=scalar
 // forces the reference) and head_dim % 16 == 0, head_dim <= 256; else the reference.
-// Both give the same bits.
-void AttendOneHead(const float* q, const float* keys, const float* values, int64_t kv_stride,
-                   int pos, int head_dim, float scale, float* scratch, float* out);
+// Both give the same bits for either order.
+void AttendOneHead(kernels::GgmlOrder order, const float* q, const float* keys,
+                   const float* values, int64_t kv_stride, int pos, int head_dim, float scale,
+                   float* scratch, float* out);
 // The scalar reference of AttendOneHead (any head_dim).
-void AttendOneHeadReference(const float* q, const float* keys, const float* values,
-                            int64_t kv_stride, int pos, int head_dim, float scale, float* scratch,
-                            float* out);
+void AttendOneHeadReference(kernels::GgmlOrder order, const float* q, const float* keys,
+                            const float* values, int64_t kv_stride, int pos, int head_dim,
+                            float scale, float* scratch, float* out);
 
-// gate[n] <- silu(gate[n]) * up[n], silu(x) = x / (1 + ExpApprox(0 - x)), each step
-// rounded as llama.cpp's CPU backend rounds it. AVX2 path when the CPU has it; the
-// reference gives the same bits.
-void SiluMul(float* gate, const float* up, int64_t n);
-void SiluMulReference(float* gate, const float* up, int64_t n);
+// gate[n] <- silu(gate[n]) * up[n], silu(x) = x / (1 + ExpApprox<order>(0 - x)), each
+// step rounded as llama.cpp's CPU backend built for `order` rounds it. AVX2 path when
+// the CPU has it; the reference gives the same bits.
+void SiluMul(kernels::GgmlOrder order, float* gate, const float* up, int64_t n);
+void SiluMulReference(kernels::GgmlOrder order, float* gate, const float* up, int64_t n);
 
 }  // namespace splitspec::model::internal
 

@@ -26,11 +26,22 @@ std::vector<float> Half(std::vector<float> v) {
   return v;
 }
 
+using kernels::GgmlOrder;
+
+constexpr GgmlOrder kBothOrders[] = {GgmlOrder::kAvx512, GgmlOrder::kAvx2};
+
 #if defined(__x86_64__)
-__attribute__((target("avx2,fma"))) void Exp8(const float* x, float* y) {
-  _mm256_storeu_ps(y, kernels::ExpApprox8(_mm256_loadu_ps(x)));
+__attribute__((target("avx2,fma"))) void Exp8(GgmlOrder order, const float* x, float* y) {
+  const __m256 v = _mm256_loadu_ps(x);
+  _mm256_storeu_ps(y, order == GgmlOrder::kAvx512 ? kernels::ExpApprox8<GgmlOrder::kAvx512>(v)
+                                                  : kernels::ExpApprox8<GgmlOrder::kAvx2>(v));
 }
 #endif
+
+float Exp(GgmlOrder order, float x) {
+  return order == GgmlOrder::kAvx512 ? kernels::ExpApprox<GgmlOrder::kAvx512>(x)
+                                     : kernels::ExpApprox<GgmlOrder::kAvx2>(x);
+}
 
 TEST(ExpApproxTest, VectorAndScalarAgreeBitwiseAndStayWithinFourUlp) {
 #if !defined(__x86_64__)
@@ -45,27 +56,51 @@ TEST(ExpApproxTest, VectorAndScalarAgreeBitwiseAndStayWithinFourUlp) {
   x[1] = 0.0f;
   x[2] = -0.0f;
   x[3] = std::numeric_limits<float>::quiet_NaN();
-  for (size_t i = 0; i < x.size(); i += 8) {
-    float vec[8];
-    Exp8(&x[i], vec);
-    for (int k = 0; k < 8; ++k) {
-      const float x_k = x[i + k];
-      const float scalar = kernels::ExpApprox(x_k);
-      if (std::isnan(x_k)) {
-        EXPECT_TRUE(std::isnan(vec[k]) && std::isnan(scalar));
-        continue;
-      }
-      ASSERT_EQ(std::memcmp(&vec[k], &scalar, sizeof(float)), 0) << "x=" << x_k;
-      if (x_k > -87.0f && x_k < 88.0f) {
-        const double exact = std::exp(static_cast<double>(x_k));
-        EXPECT_NEAR(scalar, exact, 4 * std::ldexp(1.0, -24) * exact) << "x=" << x_k;
+  x[4] = -95.0f;  // the AVX2 order's scaled path (|n| > 126) beside ordinary lanes
+  x[5] = 89.0f;
+  for (GgmlOrder order : kBothOrders) {
+    for (size_t i = 0; i < x.size(); i += 8) {
+      float vec[8];
+      Exp8(order, &x[i], vec);
+      for (int k = 0; k < 8; ++k) {
+        const float x_k = x[i + k];
+        const float scalar = Exp(order, x_k);
+        if (std::isnan(x_k)) {
+          EXPECT_TRUE(std::isnan(vec[k]) && std::isnan(scalar));
+          continue;
+        }
+        ASSERT_EQ(std::memcmp(&vec[k], &scalar, sizeof(float)), 0)
+            << kernels::GgmlOrderName(order) << " x=" << x_k;
+        if (x_k > -87.0f && x_k < 88.0f) {
+          const double exact = std::exp(static_cast<double>(x_k));
+          EXPECT_NEAR(scalar, exact, 4 * std::ldexp(1.0, -24) * exact)
+              << kernels::GgmlOrderName(order) << " x=" << x_k;
+        }
       }
     }
+    EXPECT_EQ(Exp(order, -std::numeric_limits<float>::infinity()), 0.0f);
+    EXPECT_EQ(Exp(order, -110.0f), 0.0f);
+    EXPECT_EQ(Exp(order, 100.0f), std::numeric_limits<float>::infinity());
   }
-  EXPECT_EQ(kernels::ExpApprox(-std::numeric_limits<float>::infinity()), 0.0f);
-  EXPECT_EQ(kernels::ExpApprox(-100.0f), 0.0f);
-  EXPECT_EQ(kernels::ExpApprox(100.0f), std::numeric_limits<float>::infinity());
+  // The AVX2 order reaches into the subnormals as ggml's does; the AVX-512 order stops at 0.
+  EXPECT_GT(Exp(GgmlOrder::kAvx2, -95.0f), 0.0f);
+  EXPECT_NEAR(Exp(GgmlOrder::kAvx2, -95.0f), std::exp(-95.0), 1e-3 * std::exp(-95.0));
 #endif
+}
+
+// The two orders are different functions: some inputs round differently in the last bit
+// (so a model that used the wrong one would drift from llama.cpp), never by more.
+TEST(ExpApproxTest, TheTwoOrdersDifferOnlyInTheLastBit) {
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<float> range(-80.0f, 80.0f);
+  int differ = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const float x = range(rng);
+    const float a = Exp(GgmlOrder::kAvx512, x), b = Exp(GgmlOrder::kAvx2, x);
+    ASSERT_LE(std::fabs(a - b), std::ldexp(std::fabs(a), -23)) << "x=" << x;
+    differ += a != b;
+  }
+  EXPECT_GT(differ, 0);
 }
 
 TEST(RoundToHalfTest, MatchesTheScalarConversionAtRaggedSizes) {
@@ -80,25 +115,28 @@ TEST(RoundToHalfTest, MatchesTheScalarConversionAtRaggedSizes) {
   }
 }
 
-// The dispatched path (AVX2 where available) performs the reference's operations:
-// bitwise equal at ragged lengths (inside and across 16-position chunks), several
-// head sizes, strided caches.
+// The dispatched path (AVX2 where available) performs the reference's operations, in
+// both orders: bitwise equal at ragged lengths (inside and across 8- and 16-position
+// chunks), several head sizes, strided caches.
 TEST(AttendOneHeadTest, FastPathEqualsReferenceBitwise) {
   std::mt19937 rng(std::random_device{}());
-  for (int head_dim : {16, 64, 128}) {
-    const int64_t stride = 3 * head_dim + 16;
-    for (int pos : {0, 1, 7, 15, 16, 17, 40, 100}) {
-      const std::vector<float> q = Half(Normal(head_dim, 1.0f, rng));
-      const std::vector<float> keys = Half(Normal((pos + 1) * stride, 1.0f, rng));
-      const std::vector<float> values = Half(Normal((pos + 1) * stride, 1.0f, rng));
-      std::vector<float> scratch_a(pos + 1), scratch_b(pos + 1), a(head_dim), b(head_dim);
-      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-      AttendOneHead(q.data(), keys.data() + head_dim, values.data() + head_dim, stride, pos,
-                    head_dim, scale, scratch_a.data(), a.data());
-      AttendOneHeadReference(q.data(), keys.data() + head_dim, values.data() + head_dim, stride,
-                             pos, head_dim, scale, scratch_b.data(), b.data());
-      for (int d = 0; d < head_dim; ++d) {
-        ASSERT_EQ(a[d], b[d]) << "head_dim=" << head_dim << " pos=" << pos << " d=" << d;
+  for (GgmlOrder order : kBothOrders) {
+    for (int head_dim : {16, 64, 128}) {
+      const int64_t stride = 3 * head_dim + 16;
+      for (int pos : {0, 1, 7, 15, 16, 17, 40, 100}) {
+        const std::vector<float> q = Half(Normal(head_dim, 1.0f, rng));
+        const std::vector<float> keys = Half(Normal((pos + 1) * stride, 1.0f, rng));
+        const std::vector<float> values = Half(Normal((pos + 1) * stride, 1.0f, rng));
+        std::vector<float> scratch_a(pos + 1), scratch_b(pos + 1), a(head_dim), b(head_dim);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+        AttendOneHead(order, q.data(), keys.data() + head_dim, values.data() + head_dim, stride,
+                      pos, head_dim, scale, scratch_a.data(), a.data());
+        AttendOneHeadReference(order, q.data(), keys.data() + head_dim, values.data() + head_dim,
+                               stride, pos, head_dim, scale, scratch_b.data(), b.data());
+        for (int d = 0; d < head_dim; ++d) {
+          ASSERT_EQ(a[d], b[d]) << kernels::GgmlOrderName(order) << " head_dim=" << head_dim
+                                << " pos=" << pos << " d=" << d;
+        }
       }
     }
   }
@@ -112,41 +150,46 @@ TEST(AttendOneHeadTest, ReferenceMatchesExactAttentionWithinHalfPrecision) {
   const std::vector<float> q = Half(Normal(head_dim, 1.0f, rng));
   const std::vector<float> k = Half(Normal((pos + 1) * head_dim, 1.0f, rng));
   const std::vector<float> v = Half(Normal((pos + 1) * head_dim, 1.0f, rng));
-  std::vector<float> scratch(pos + 1), out(head_dim);
-  AttendOneHeadReference(q.data(), k.data(), v.data(), head_dim, pos, head_dim, 0.125f,
-                         scratch.data(), out.data());
-  std::vector<double> p(pos + 1);
-  double max = -1e300, sum = 0;
-  for (int j = 0; j <= pos; ++j) {
-    double s = 0;
-    for (int d = 0; d < head_dim; ++d) s += static_cast<double>(q[d]) * k[j * head_dim + d];
-    p[j] = s * 0.125;
-    max = std::max(max, p[j]);
-  }
-  for (double& e : p) sum += (e = std::exp(e - max));
-  for (int d = 0; d < head_dim; ++d) {
-    double exact = 0, mass = 0;
+  for (GgmlOrder order : kBothOrders) {
+    std::vector<float> scratch(pos + 1), out(head_dim);
+    AttendOneHeadReference(order, q.data(), k.data(), v.data(), head_dim, pos, head_dim, 0.125f,
+                           scratch.data(), out.data());
+    std::vector<double> p(pos + 1);
+    double max = -1e300, sum = 0;
     for (int j = 0; j <= pos; ++j) {
-      exact += p[j] / sum * v[j * head_dim + d];
-      mass += p[j] / sum * std::fabs(v[j * head_dim + d]);
+      double s = 0;
+      for (int d = 0; d < head_dim; ++d) s += static_cast<double>(q[d]) * k[j * head_dim + d];
+      p[j] = s * 0.125;
+      max = std::max(max, p[j]);
     }
-    EXPECT_NEAR(out[d], exact, 2 * std::ldexp(1.0, -11) * mass + 1e-6) << d;
+    for (double& e : p) sum += (e = std::exp(e - max));
+    for (int d = 0; d < head_dim; ++d) {
+      double exact = 0, mass = 0;
+      for (int j = 0; j <= pos; ++j) {
+        exact += p[j] / sum * v[j * head_dim + d];
+        mass += p[j] / sum * std::fabs(v[j * head_dim + d]);
+      }
+      EXPECT_NEAR(out[d], exact, 2 * std::ldexp(1.0, -11) * mass + 1e-6)
+          << kernels::GgmlOrderName(order) << " d=" << d;
+    }
   }
 }
 
 TEST(SiluMulTest, FastPathEqualsReferenceBitwiseAndApproximatesSilu) {
   std::mt19937 rng(std::random_device{}());
-  for (int64_t n : {1, 5, 8, 13, 1536}) {
-    const std::vector<float> gate = Normal(n, 4.0f, rng);
-    const std::vector<float> up = Normal(n, 1.0f, rng);
-    std::vector<float> a = gate, b = gate;
-    SiluMul(a.data(), up.data(), n);
-    SiluMulReference(b.data(), up.data(), n);
-    for (int64_t i = 0; i < n; ++i) {
-      ASSERT_EQ(a[i], b[i]) << "n=" << n << " i=" << i;
-      const double g = gate[i];
-      const double exact = g / (1.0 + std::exp(-g)) * up[i];
-      EXPECT_NEAR(b[i], exact, 1e-6 * (std::fabs(exact) + 1e-3)) << "n=" << n << " i=" << i;
+  for (GgmlOrder order : kBothOrders) {
+    for (int64_t n : {1, 5, 8, 13, 1536}) {
+      const std::vector<float> gate = Normal(n, 4.0f, rng);
+      const std::vector<float> up = Normal(n, 1.0f, rng);
+      std::vector<float> a = gate, b = gate;
+      SiluMul(order, a.data(), up.data(), n);
+      SiluMulReference(order, b.data(), up.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(a[i], b[i]) << "n=" << n << " i=" << i;
+        const double g = gate[i];
+        const double exact = g / (1.0 + std::exp(-g)) * up[i];
+        EXPECT_NEAR(b[i], exact, 1e-6 * (std::fabs(exact) + 1e-3)) << "n=" << n << " i=" << i;
+      }
     }
   }
 }
