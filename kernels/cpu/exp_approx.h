@@ -66,23 +66,38 @@ inline float ExpApproxAvx512Order(float x) {
 }
 
 #if defined(__x86_64__)
+namespace exp_approx_internal {
+// The steps both orders share: z = x / ln2 + 1.5 * 2^23 (n in its low bits),
+// n = round(x / ln2), b = x - n * ln2, u = b * b, and the polynomial's upper part
+// (c5 b + c4) u + (c3 b + c2).
+struct Reduced8 {
+  __m256 z, n, b, u, upper;
+};
+
+__attribute__((target("avx2,fma"))) inline Reduced8 Reduce8(__m256 x) {
+  Reduced8 r;
+  const __m256 shift = _mm256_set1_ps(kShift);
+  r.z = _mm256_fmadd_ps(x, _mm256_set1_ps(kInvLn2), shift);
+  r.n = _mm256_sub_ps(r.z, shift);
+  r.b = _mm256_fnmadd_ps(r.n, _mm256_set1_ps(kLn2Lo),
+                         _mm256_fnmadd_ps(r.n, _mm256_set1_ps(kLn2Hi), x));
+  r.u = _mm256_mul_ps(r.b, r.b);
+  r.upper = _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(kC5), r.b, _mm256_set1_ps(kC4)), r.u,
+                            _mm256_fmadd_ps(_mm256_set1_ps(kC3), r.b, _mm256_set1_ps(kC2)));
+  return r;
+}
+}  // namespace exp_approx_internal
+
 __attribute__((target("avx2,fma"))) inline __m256 ExpApprox8Avx512Order(__m256 x) {
   using namespace exp_approx_internal;
-  const __m256 shift = _mm256_set1_ps(kShift);
-  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(kInvLn2), shift);
-  const __m256 n = _mm256_sub_ps(z, shift);
-  const __m256 b =
-      _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x));
-  const __m256 u = _mm256_mul_ps(b, b);
-  const __m256 j = _mm256_fmadd_ps(
-      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(kC5), b, _mm256_set1_ps(kC4)), u,
-                      _mm256_fmadd_ps(_mm256_set1_ps(kC3), b, _mm256_set1_ps(kC2))),
-      u, _mm256_fmadd_ps(_mm256_set1_ps(kC1), b, _mm256_set1_ps(1.0f)));
+  const Reduced8 r = Reduce8(x);
+  const __m256 n = r.n;
+  const __m256 j = _mm256_fmadd_ps(r.upper, r.u,
+                                   _mm256_fmadd_ps(_mm256_set1_ps(kC1), r.b, _mm256_set1_ps(1.0f)));
   // 2^n from the exponent bits, n clamped to [-126, 127]; larger n multiply twice.
   const __m256 lo = _mm256_set1_ps(-126.0f), hi = _mm256_set1_ps(127.0f);
   const __m256 n1 = _mm256_min_ps(_mm256_max_ps(n, lo), hi);
-  const __m256 n2 = _mm256_max_ps(_mm256_sub_ps(n, hi),
-                                  _mm256_setzero_ps());  // 0 unless n > 127
+  const __m256 n2 = _mm256_max_ps(_mm256_sub_ps(n, hi), _mm256_setzero_ps());  // 0 unless n > 127
   const __m256i bias = _mm256_set1_epi32(127);
   const __m256 p1 =
       _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n1), bias), 23));
@@ -125,20 +140,13 @@ inline float ExpApproxAvx2Order(float x) {
 #if defined(__x86_64__)
 __attribute__((target("avx2,fma"))) inline __m256 ExpApprox8Avx2Order(__m256 x) {
   using namespace exp_approx_internal;
-  const __m256 shift = _mm256_set1_ps(kShift);
-  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(kInvLn2), shift);
-  const __m256 n = _mm256_sub_ps(z, shift);
-  const __m256 b =
-      _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x));
-  const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
+  const Reduced8 r = Reduce8(x);
+  const __m256 n = r.n;
+  const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(r.z), 23);
   const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_set1_epi32(0x3f800000)));
   const __m256 abs_n = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
   const __m256 scaled = _mm256_cmp_ps(abs_n, _mm256_set1_ps(126.0f), _CMP_GT_OQ);
-  const __m256 u = _mm256_mul_ps(b, b);
-  const __m256 j = _mm256_fmadd_ps(
-      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(kC5), b, _mm256_set1_ps(kC4)), u,
-                      _mm256_fmadd_ps(_mm256_set1_ps(kC3), b, _mm256_set1_ps(kC2))),
-      u, _mm256_mul_ps(_mm256_set1_ps(kC1), b));
+  const __m256 j = _mm256_fmadd_ps(r.upper, r.u, _mm256_mul_ps(_mm256_set1_ps(kC1), r.b));
   const __m256 plain = _mm256_fmadd_ps(j, k, k);
   if (_mm256_movemask_ps(scaled) == 0) return plain;
   const __m256i g =
