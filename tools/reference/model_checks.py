@@ -163,12 +163,20 @@ def part_greedy(args):
         ours_logits = run_splitspec(binary, ["logits", "--model", args.model, "--prompt-ids",
                                              ",".join(map(str, ids + ref[:i]))])["logits"]
         our_top, our_margin = top2_margin(ours_logits)
+        # llama.cpp's reference tokens come from its 1-token decode path; its batch path
+        # (other kernels) over the same prefix tells which of the two engines' choices
+        # llama.cpp itself makes when it computes the position the way splitspec does.
+        llm._ctx.kv_cache_clear()
+        batch_row = decode_last(llm, ids + ref[:i], 0)
+        batch_top = int(batch_row.argmax())
         print("greedy: prompt %d: diverges at generated token %d: llama.cpp %d (top-2 margin "
               "%.4f), splitspec %d (its margin %.4f, its logit for llama.cpp's token %.4f lower)"
-              " -> %s" % (n, i, ref[i], margins[i], ours[i], our_margin,
-                          ours_logits[our_top] - ours_logits[ref[i]],
-                          "near-tie" if max(margins[i], our_margin) < NEAR_TIE_LOGITS
-                          else "NOT a near-tie"))
+              " -> %s; llama.cpp's batch forward of the same prefix picks %d (%s)"
+              % (n, i, ref[i], margins[i], ours[i], our_margin,
+                 ours_logits[our_top] - ours_logits[ref[i]],
+                 "near-tie" if max(margins[i], our_margin) < NEAR_TIE_LOGITS else "NOT a near-tie",
+                 batch_top, "= splitspec's" if batch_top == ours[i] else
+                 ("= llama.cpp decode's" if batch_top == ref[i] else "neither")))
     print("greedy: %d / %d continuations identical: %s" %
           (identical, len(PROMPTS), "PASS" if identical == len(PROMPTS) else "FAIL"))
     return 0 if identical == len(PROMPTS) else 1
