@@ -14,11 +14,18 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 S=build/release/bin/splitspec
 OUT="${1:-build/scale_session}"
 mkdir -p "$OUT"
-rm -f $OUT/requests.txt $OUT/session.txt
-log() { echo "[$(date +%H:%M:%S)] $*" | tee -a $OUT/session.txt; }
-$S serve --target-tp 2 --threads 1 --log-dir $OUT/cluster > $OUT/serve.log 2>&1 &
+rm -f "$OUT/requests.txt" "$OUT/session.txt"
+log() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$OUT/session.txt"; }
+"$S" serve --target-tp 2 --threads 1 --log-dir "$OUT/cluster" > "$OUT/serve.log" 2>&1 &
 SERVE=$!
+# Whatever happens below, the cluster does not outlive the script.
+trap 'kill -INT $SERVE 2>/dev/null' EXIT
 for i in $(seq 1 120); do curl -sf http://127.0.0.1:8000/health >/dev/null && break; sleep 1; done
+if ! curl -sf http://127.0.0.1:8000/health >/dev/null; then
+  echo "serve did not become healthy in 120 s; its log ($OUT/serve.log) ends:" >&2
+  tail -20 "$OUT/serve.log" >&2
+  exit 1
+fi
 log "serve up: $(curl -s http://127.0.0.1:8000/health)"
 END=$((SECONDS + 70))
 client() {
@@ -36,19 +43,21 @@ try:
   d=json.load(sys.stdin); c=d["choices"][0]; u=d.get("usage",{})
   print(c["finish_reason"], "tokens=%d" % u["completion_tokens"], "accepted=%d/%d" % (u["accepted_tokens"], u["verified_tokens"]))
 except Exception as e: print("unparsable", e)')
-    echo "$(date +%H:%M:%S) client=$c req=$n http=$code $fin" >> $OUT/requests.txt
+    echo "$(date +%H:%M:%S) client=$c req=$n http=$code $fin" >> "$OUT/requests.txt"
   done
 }
 for c in 1 2 3; do client $c & done
-sleep 10; log "scale --draft +1";           $S scale --draft +1 --log-dir $OUT/cluster 2>&1 | tee -a $OUT/session.txt
-sleep 8;  log "status";                     $S status | python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps(d)[:600])' | tee -a $OUT/session.txt
-sleep 5;  log "scale --draft -1";           $S scale --draft -1 2>&1 | tee -a $OUT/session.txt
-sleep 5;  log "scale --target-groups +1 --target-tp 2 --threads 1"; $S scale --target-groups +1 --target-tp 2 --threads 1 --log-dir $OUT/cluster 2>&1 | tee -a $OUT/session.txt
-sleep 10; log "scale --target-groups -1";   $S scale --target-groups -1 2>&1 | tee -a $OUT/session.txt
+sleep 10; log "scale --draft +1";           $S scale --draft +1 --log-dir "$OUT/cluster" 2>&1 | tee -a "$OUT/session.txt"
+sleep 8;  log "status";                     $S status | python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps(d)[:600])' | tee -a "$OUT/session.txt"
+sleep 5;  log "scale --draft -1";           $S scale --draft -1 2>&1 | tee -a "$OUT/session.txt"
+sleep 5;  log "scale --target-groups +1 --target-tp 2 --threads 1"; $S scale --target-groups +1 --target-tp 2 --threads 1 --log-dir "$OUT/cluster" 2>&1 | tee -a "$OUT/session.txt"
+sleep 10; log "scale --target-groups -1";   $S scale --target-groups -1 2>&1 | tee -a "$OUT/session.txt"
 wait $(jobs -p | grep -v "^$SERVE\$") 2>/dev/null
 sleep 1
-log "metrics:"; curl -s http://127.0.0.1:8000/metrics | grep -E '^splitspec_(requests_total|num_requests|spec_decode_num_(draft|accepted)_tokens_total)' | tee -a $OUT/session.txt
-log "requests: $(wc -l < $OUT/requests.txt) total; by outcome:"
-awk '{print $4, $5}' $OUT/requests.txt | sort | uniq -c | tee -a $OUT/session.txt
+log "metrics:"; curl -s http://127.0.0.1:8000/metrics | grep -E '^splitspec_(requests_total|num_requests|spec_decode_num_(draft|accepted)_tokens_total)' | tee -a "$OUT/session.txt"
+log "requests: $(wc -l < "$OUT/requests.txt") total; by outcome:"
+awk '{print $4, $5}' "$OUT/requests.txt" | sort | uniq -c | tee -a "$OUT/session.txt"
 kill -INT $SERVE; wait $SERVE
-log "serve exited $?"
+status=$?
+trap - EXIT
+log "serve exited $status"

@@ -42,13 +42,14 @@ inline constexpr float kC3 = 0x1.555e66p-3f;
 inline constexpr float kC4 = 0x1.573e2ep-5f;
 inline constexpr float kC5 = 0x1.0e4020p-7f;
 
-// 2^n for integral n in [-126, 127].
-inline float Pow2(int n) {
-  const uint32_t bits = static_cast<uint32_t>(n + 127) << 23;
+inline float FloatFromBits(uint32_t bits) {
   float f;
   std::memcpy(&f, &bits, sizeof(f));
   return f;
 }
+
+// 2^n for integral n in [-126, 127].
+inline float Pow2(int n) { return FloatFromBits(static_cast<uint32_t>(n + 127) << 23); }
 }  // namespace exp_approx_internal
 
 // ggml_v_expf of the AVX-512 build.
@@ -123,17 +124,14 @@ inline float ExpApproxAvx2Order(float x) {
   const uint32_t e = z_bits << 23;
   const float u = b * b;
   const float j = std::fma(std::fma(std::fma(kC5, b, kC4), u, std::fma(kC3, b, kC2)), u, kC1 * b);
-  const auto as_float = [](uint32_t bits) {
-    float f;
-    std::memcpy(&f, &bits, sizeof(f));
-    return f;
-  };
-  if (!(std::fabs(n) > 126.0f))
-    return std::fma(j, as_float(e + 0x3f800000u), as_float(e + 0x3f800000u));
+  if (!(std::fabs(n) > 126.0f)) {
+    const float k = FloatFromBits(e + 0x3f800000u);  // 2^n
+    return std::fma(j, k, k);
+  }
   const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
-  const float s1 = as_float(g + 0x7f000000u);
+  const float s1 = FloatFromBits(g + 0x7f000000u);
   if (std::fabs(n) > 192.0f) return s1 * s1;
-  const float s2 = as_float(e - g);
+  const float s2 = FloatFromBits(e - g);
   return std::fma(s2, j, s2) * s1;
 }
 

@@ -229,13 +229,14 @@ void TensorParallelTransformer::Attention(int layer, absl::Span<const SequenceIn
   const int group = config_.n_heads / config_.n_kv_heads;
   const int head_dim = config_.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const kernels::GgmlOrder order = kernels::NativeGgmlOrder();
   pool_.ParallelFor(tokens * heads, [&](int64_t task, int thread) {
     const int64_t t = task / heads;
     const int h = static_cast<int>(task % heads);  // local head
     const KvCache* cache = batch[token_seq_[t]].cache;
     // The KV head of global head (heads.begin + h), in this rank's KV heads.
     const int64_t kv_offset = ((shard_.heads.begin + h) / group - shard_.kv_heads.begin) * head_dim;
-    internal::AttendOneHead(kernels::NativeGgmlOrder(), &q_[t * q_dim_ + h * head_dim],
+    internal::AttendOneHead(order, &q_[t * q_dim_ + h * head_dim],
                             cache->key(layer, 0) + kv_offset, cache->value(layer, 0) + kv_offset,
                             kv_dim_, token_pos_[t], head_dim, scale, thread_scores_[thread].data(),
                             &attn_[t * q_dim_ + h * head_dim]);

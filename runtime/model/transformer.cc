@@ -213,12 +213,13 @@ void Transformer::Attention(int layer, absl::Span<const SequenceInput> batch) {
   const int q_dim = config_.q_dim();
   const int kv_dim = config_.kv_dim();
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const kernels::GgmlOrder order = kernels::NativeGgmlOrder();
   pool_.ParallelFor(tokens * heads, [&](int64_t task, int thread) {
     const int64_t t = task / heads;
     const int h = static_cast<int>(task % heads);
     const KvCache* cache = batch[token_seq_[t]].cache;
     const int64_t kv_offset = static_cast<int64_t>(h / group) * head_dim;
-    internal::AttendOneHead(kernels::NativeGgmlOrder(), &q_[t * q_dim + h * head_dim],
+    internal::AttendOneHead(order, &q_[t * q_dim + h * head_dim],
                             cache->key(layer, 0) + kv_offset, cache->value(layer, 0) + kv_offset,
                             kv_dim, token_pos_[t], head_dim, scale, thread_scores_[thread].data(),
                             &attn_[t * q_dim + h * head_dim]);
