@@ -74,8 +74,9 @@ void CompletionResponder::SendText(const std::string& text) {
   if (text.empty() && started_) return;
   const bool first = !started_;
   StartStream();
-  context_.server->StreamWrite(
-      context_.exchange, SseEvent(CompletionChunkJson(context_.identity, text, first, std::nullopt, std::nullopt)));
+  context_.server->StreamWrite(context_.exchange,
+                               SseEvent(CompletionChunkJson(context_.identity, first ? context_.echo + text : text,
+                                                            first, std::nullopt, std::nullopt)));
 }
 
 void CompletionResponder::Complete(absl::string_view finish_reason) {
@@ -88,12 +89,14 @@ void CompletionResponder::Complete(absl::string_view finish_reason) {
   if (!context_.stream) {
     context_.server->Respond(
         context_.exchange,
-        HttpResponse::Json(200, CompletionJson(context_.identity, text_.emitted(), finish_reason, usage)));
+        HttpResponse::Json(200,
+                           CompletionJson(context_.identity, context_.echo + text_.emitted(), finish_reason, usage)));
     return;
   }
   const bool first = !started_;
   StartStream();
-  std::string events = SseEvent(CompletionChunkJson(context_.identity, tail, first, finish_reason,
+  std::string events = SseEvent(CompletionChunkJson(context_.identity, first ? context_.echo + tail : tail, first,
+                                                    finish_reason,
                                                     context_.include_usage ? std::nullopt : std::optional(usage)));
   if (context_.include_usage) events += SseEvent(UsageChunkJson(context_.identity, usage));
   events += SseDone();

@@ -35,6 +35,7 @@ struct ResponderContext {
   ResponseIdentity identity;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last usage-only chunk
+  std::string echo;            // text before the completion's (echo: the prompt), not stop-checked
   int prompt_tokens = 0;
   int retry_after_seconds = 1;           // for 429 / 503
   absl::Time received_at = absl::Now();  // when the HTTP request arrived

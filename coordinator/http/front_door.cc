@@ -197,6 +197,14 @@ void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRe
                       UnixNow(), model_name_};
   context.stream = request->stream;
   context.include_usage = request->stream && request->include_usage;
+  if (request->echo) {
+    absl::StatusOr<std::string> echo = EchoText(*request);
+    if (!echo.ok()) {
+      metrics_.RecordOutcome(RequestOutcome::kRejected);
+      return Reply(server, id, ErrorResponse(400, std::string(echo.status().message()), "echo"));
+    }
+    context.echo = *std::move(echo);
+  }
   context.prompt_tokens = static_cast<int>(prompt->size());
   context.retry_after_seconds = options_.http.retry_after_seconds;
   context.metrics = &metrics_;
@@ -220,6 +228,11 @@ absl::StatusOr<std::vector<int32_t>> FrontDoor::PromptTokens(const CompletionReq
     }
   }
   return request.prompt_tokens;
+}
+
+absl::StatusOr<std::string> FrontDoor::EchoText(const CompletionRequest& request) const {
+  if (request.prompt_text) return *request.prompt_text;
+  return tokenizer_->Decode(request.prompt_tokens);
 }
 
 absl::Status FrontDoor::CheckFits(const CompletionRequest& request, size_t prompt_tokens) const {

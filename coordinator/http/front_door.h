@@ -91,6 +91,8 @@ class FrontDoor : public HttpHandler {
   void HandleCompletion(HttpServer& server, ExchangeId id, const HttpRequest& request, CompletionRequest::Kind kind);
   absl::StatusOr<std::vector<int32_t>> PromptTokens(const CompletionRequest& request) const;
   absl::Status CheckFits(const CompletionRequest& request, size_t prompt_tokens) const;
+  // echo: the prompt as the client sent it (a text prompt verbatim, token ids decoded).
+  absl::StatusOr<std::string> EchoText(const CompletionRequest& request) const;
   void HandleHealth(HttpServer& server, ExchangeId id);
   void HandleMetrics(HttpServer& server, ExchangeId id);
   void HandleDrain(HttpServer& server, ExchangeId id, const HttpRequest& request);

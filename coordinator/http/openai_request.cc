@@ -215,13 +215,22 @@ absl::Status ReadFlags(const Struct& body, CompletionRequest* request) {
   }
   if (const Value* best_of = Find(body, "best_of")) {
     ASSIGN_OR_RETURN(int64_t count, AsInteger("best_of", *best_of));
-    if (count != 1) return FieldError("best_of", absl::StrCat("must be 1 (not implemented), got ", count));
+    if (count != 1)
+      return FieldError("best_of", absl::StrCat("must be 1 (one choice per request is supported), got ", count));
   }
-  for (const char* field : {"logprobs", "echo"}) {
-    const Value* value = Find(body, field);
-    if (value == nullptr) continue;
-    const bool off = value->kind_case() == Value::kBoolValue && !value->bool_value();
-    if (!off) return FieldError(field, "is not implemented by this server (leave it unset or false)");
+  if (const Value* logprobs = Find(body, "logprobs")) {
+    const bool off = (logprobs->kind_case() == Value::kBoolValue && !logprobs->bool_value()) ||
+                     (logprobs->kind_case() == Value::kNumberValue && logprobs->number_value() == 0);
+    if (!off)
+      return FieldError("logprobs",
+                        "is not supported: target workers return accepted tokens, not their log probabilities "
+                        "(leave it unset, null, false or 0)");
+  }
+  if (const Value* echo = Find(body, "echo")) {
+    if (echo->kind_case() != Value::kBoolValue) return WrongType("echo", "a boolean", *echo);
+    if (echo->bool_value() && request->kind == CompletionRequest::kChat)
+      return FieldError("echo", "is a /v1/completions parameter; chat completions have no echo");
+    request->echo = echo->bool_value();
   }
   if (const Value* stream = Find(body, "stream")) {
     if (stream->kind_case() != Value::kBoolValue) return WrongType("stream", "a boolean", *stream);

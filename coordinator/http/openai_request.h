@@ -13,8 +13,11 @@
 //   max_tokens / max_completion_tokens (integer >= 1), temperature (number in
 //   [0, 2]), top_p (number in (0, 1]), top_k (integer >= -1; -1 and 0 are off),
 //   min_p (number in [0, 1]), seed (integer), stop (string or [string], at most
-//   16, none empty), n (only 1), stream (bool), stream_options.include_usage (bool).
-//   logprobs / echo / best_of > 1 are refused (not implemented), never ignored.
+//   16, none empty), n (only 1), stream (bool), stream_options.include_usage (bool),
+//   echo (completions: bool; the prompt's text comes back before the completion).
+//   Refused, never ignored: logprobs other than null / false / 0 (target workers
+//   return tokens, not log probabilities), best_of > 1 and n > 1 (one choice per
+//   request), echo on chat completions (not a chat parameter).
 //   Extension: drafter (string: "none" decodes without speculation, "" or
 //   absent the cluster's default; SubmitRequest.drafter).
 //
@@ -56,6 +59,7 @@ struct CompletionRequest {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  bool echo = false;           // completions: return the prompt's text before the completion
   std::string drafter;         // extension; "" = cluster default
 };
 

@@ -219,6 +219,38 @@ TEST_F(HttpFrontDoorTest, TokenIdPromptAndStreamGiveTheSameText) {
   EXPECT_EQ(Get(Get(last, "usage"), "completion_tokens").number_value(), count);
 }
 
+// echo: the prompt as sent (text verbatim, token ids decoded) comes first, in the whole
+// completion and in the first chunk of a stream; the completion after it is unchanged.
+TEST_F(HttpFrontDoorTest, EchoPutsThePromptBeforeTheCompletionStreamedOrNot) {
+  const std::string prompt = "Hello world, hello world, hello";
+  const auto [expected, count] =
+      stack_->Expected(stack_->tokenizer->Encode(prompt, {.add_special = true, .parse_special = true}), kMaxTokens);
+  const std::string body = absl::StrCat(R"({"prompt":")", prompt, R"(","max_tokens":)", kMaxTokens,
+                                        R"(,"temperature":0,"echo":true)");
+  const TestHttpResponse whole = stack_->Post("/v1/completions", body + "}");
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  EXPECT_EQ(Get(Choice(ParseJson(whole.body)), "text").string_value(), prompt + expected);
+
+  const TestHttpResponse streamed = stack_->Post("/v1/completions", body + R"(,"stream":true})");
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  const std::vector<std::string> events = SseData(streamed.body);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_TRUE(absl::StartsWith(Get(Choice(ParseJson(events[0])), "text").string_value(), prompt)) << events[0];
+  std::string text;
+  for (size_t i = 0; i + 1 < events.size(); ++i) text += Get(Choice(ParseJson(events[i])), "text").string_value();
+  EXPECT_EQ(text, prompt + expected);
+
+  const std::vector<int32_t> ids = {10, 20, 30, 40, 10, 20, 30};
+  const auto [expected_ids, count_ids] = stack_->Expected(ids, kMaxTokens);
+  const TestHttpResponse from_ids = stack_->Post(
+      "/v1/completions",
+      absl::StrCat(R"({"prompt":[10,20,30,40,10,20,30],"max_tokens":)", kMaxTokens,
+                   R"(,"temperature":0,"echo":true})"));
+  ASSERT_EQ(from_ids.status, 200) << from_ids.body;
+  EXPECT_EQ(Get(Choice(ParseJson(from_ids.body)), "text").string_value(),
+            *stack_->tokenizer->Decode(ids) + expected_ids);
+}
+
 TEST_F(HttpFrontDoorTest, ChatUsesTheModelsTemplateStreamedOrNot) {
   const auto [expected, count] = stack_->Expected(stack_->ChatPrompt("Say hello"), kMaxTokens);
   const std::string request =

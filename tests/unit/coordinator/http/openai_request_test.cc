@@ -118,9 +118,23 @@ TEST(OpenAiRequestTest, UnsupportedOptionsAreRefusedNotIgnored) {
       ParseError(R"({"prompt":"x","n":2})"),
       std::make_pair(std::string("'n' must be 1 (one choice per request is supported), got 2"), std::string("n")));
   EXPECT_EQ(ParseError(R"({"prompt":"x","logprobs":3})").second, "logprobs");
-  EXPECT_EQ(ParseError(R"({"prompt":"x","echo":true})").second, "echo");
+  EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true})", CompletionRequest::kChat)
+                .second,
+            "logprobs");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","best_of":2})").second, "best_of");
+  EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x"}],"echo":true})", CompletionRequest::kChat),
+            std::make_pair(std::string("'echo' is a /v1/completions parameter; chat completions have no echo"),
+                           std::string("echo")));
+  EXPECT_EQ(ParseError(R"({"prompt":"x","echo":1})").second, "echo");
   EXPECT_EQ(ParseError(R"({"prompt":[[1,2],[3]]})").second, "prompt");
-  ParseOk(R"({"prompt":"x","n":1,"logprobs":null,"echo":false})");
+  ParseOk(R"({"prompt":"x","n":1,"best_of":1,"logprobs":null,"echo":false})");
+  ParseOk(R"({"prompt":"x","logprobs":0})");
+}
+
+TEST(OpenAiRequestTest, EchoIsReadForCompletions) {
+  EXPECT_FALSE(ParseOk(R"({"prompt":"x"})").echo);
+  EXPECT_TRUE(ParseOk(R"({"prompt":"x","echo":true})").echo);
+  EXPECT_FALSE(ParseOk(R"({"prompt":"x","echo":false})").echo);
 }
 
 TEST(OpenAiRequestTest, MalformedJsonGivesTheParsersReason) {
