@@ -38,6 +38,9 @@ absl::Status TargetService::Run(const std::atomic<bool>& stop) {
   while (!stop.load(std::memory_order_relaxed) && !drain_requested_) {
     const absl::Time now = absl::Now();
     RETURN_IF_ERROR(control_->SendDue(now));
+    if (absl::Status flushed = to_coordinator_.Flush(control_->channel()); !flushed.ok()) {
+      SPLITSPEC_LOG(WARNING) << "result to coordinator failed: " << flushed;
+    }
     DrainControl();
     DrainData();
     if (engine_.HasWork(absl::Now())) {
@@ -60,9 +63,12 @@ absl::Status TargetService::Run(const std::atomic<bool>& stop) {
       absl::Status alive = options_.group_leader->KeepAliveIfIdle(absl::Now());
       if (!alive.ok()) return LeaveBrokenGroup(alive);
     }
-    const absl::Time wake = std::min({control_->next_send(), engine_.NextDeadline(), now + absl::Milliseconds(50)});
+    // Waiting results are retried every millisecond until the coordinator takes them.
+    const absl::Duration poll = to_coordinator_.empty() ? absl::Milliseconds(50) : absl::Milliseconds(1);
+    const absl::Time wake = std::min({control_->next_send(), engine_.NextDeadline(), now + poll});
     net::WaitAnyReadable({&control_->channel(), data_.get()}, std::max(wake - absl::Now(), absl::ZeroDuration()));
   }
+  FlushBeforeLeaving();
   if (drain_requested_) {
     SPLITSPEC_LOG(INFO) << "target worker '" << options_.identity.name << "' drained; deregistering and exiting";
     return control_->Deregister("drained");
@@ -140,10 +146,7 @@ void TargetService::SendEvents(std::vector<TargetEvent>& events) {
       // NotFound: that draft worker is not connected (yet, or any more).
       (void)data_->Send(event.draft_peer, envelope);
     }
-    if (event.to_coordinator) {
-      absl::Status sent = control_->channel().Send("", envelope);
-      if (!sent.ok()) SPLITSPEC_LOG(WARNING) << "result to coordinator failed: " << sent;
-    }
+    if (event.to_coordinator) SendToCoordinator(std::move(envelope));
   }
 }
 
@@ -155,7 +158,23 @@ void TargetService::SendError(const std::string& request_id, const absl::Status&
                                                     : proto::ERROR_CODE_INVALID_ARGUMENT);
   error->set_message(std::string(status.message()));
   error->set_request_id(request_id);
-  (void)control_->channel().Send("", envelope);
+  SendToCoordinator(std::move(envelope));
+}
+
+void TargetService::SendToCoordinator(proto::Envelope envelope) {
+  absl::Status sent = to_coordinator_.Send(control_->channel(), std::move(envelope));
+  if (!sent.ok()) SPLITSPEC_LOG(WARNING) << "result to coordinator failed: " << sent;
+}
+
+void TargetService::FlushBeforeLeaving() {
+  const absl::Time give_up = absl::Now() + absl::Seconds(1);
+  while (!to_coordinator_.empty() && absl::Now() < give_up) {
+    (void)to_coordinator_.Flush(control_->channel());
+    if (!to_coordinator_.empty()) absl::SleepFor(absl::Milliseconds(1));
+  }
+  if (!to_coordinator_.empty()) {
+    SPLITSPEC_LOG(WARNING) << to_coordinator_.pending() << " result(s) for the coordinator were not sent";
+  }
 }
 
 }  // namespace splitspec::target

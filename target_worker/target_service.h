@@ -23,6 +23,7 @@
 #include "runtime/net/channel.h"
 #include "runtime/net/fault_injecting_channel.h"
 #include "runtime/net/membership_client.h"
+#include "runtime/net/ordered_outbox.h"
 #include "runtime/net/worker_identity.h"
 #include "target_worker/group_leader_model.h"
 #include "target_worker/target_engine.h"
@@ -71,12 +72,18 @@ class TargetService {
   // Publishes active requests and the mean step time in the next heartbeats.
   void ReportLoad(absl::Duration step_time);
   void SendError(const std::string& request_id, const absl::Status& status);
+  // Results and errors for the coordinator go through to_coordinator_, so that a
+  // full control queue delays them instead of losing a request.
+  void SendToCoordinator(proto::Envelope envelope);
+  // Before deregistering: gives the waiting results up to a second to leave.
+  void FlushBeforeLeaving();
 
   TargetServiceOptions options_;
   std::unique_ptr<net::Channel> data_;
   std::string data_endpoint_;
   std::unique_ptr<net::MembershipClient> control_;
   TargetEngine engine_;
+  net::OrderedOutbox to_coordinator_{"", /*max_pending=*/1 << 16};
   bool drain_requested_ = false;  // a Drain came: Run deregisters and returns OK
   double mean_step_ms_ = 0;       // moving average, reported in heartbeats
 };
