@@ -3,6 +3,7 @@
 #
 #   deploy/setup.sh            # packages, default model, Release build
 #   SPLITSPEC_SKIP_BUILD=1 deploy/setup.sh    # packages and model only
+#   SPLITSPEC_PRESET=werror deploy/setup.sh   # the same build with warnings as errors (CI)
 #
 # Steps:
 #   1. Debian packages (apt-get update + install; skipped when all are present)
@@ -87,10 +88,11 @@ else
   if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
     export PATH="/usr/local/cuda/bin:$PATH"
   fi
-  say "[${STEP}] configuring build/release"
-  cmake --preset release
+  preset="${SPLITSPEC_PRESET:-release}"
+  say "[${STEP}] configuring build/release (preset ${preset})"
+  cmake --preset "$preset"
   say "[${STEP}] building with $(nproc) jobs"
-  cmake --build --preset release -j "$(nproc)"
+  cmake --build --preset "$preset" -j "$(nproc)"
   say "[${STEP}] binaries in build/release/bin: $(ls build/release/bin | tr '\n' ' ')"
 fi
 say "setup complete"
