@@ -51,7 +51,7 @@ absl::StatusOr<BenchFlags> ParseFlags(const CommandArgs& argv) {
   if (argv.empty() || argv[0] != "decode") {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown benchmark '", argv.empty() ? "" : argv[0],
-                     "' (available: decode, spec)"));
+                     "' (available: decode, spec, verify)"));
   }
   const CommandArgs rest(argv.begin() + 1, argv.end());
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(rest, {"model", "threads", "prompt-tokens",
@@ -216,6 +216,9 @@ absl::Status RunBench(const BenchFlags& f, const CommandArgs& argv) {
 
 int RunBenchCommand(const CommandArgs& args) {
   if (!args.empty() && args[0] == "spec") return RunBenchSpec(CommandArgs(args.begin() + 1, args.end()));
+  if (!args.empty() && args[0] == "verify") {
+    return RunBenchVerify(CommandArgs(args.begin() + 1, args.end()));
+  }
   absl::StatusOr<BenchFlags> flags = ParseFlags(args);
   if (!flags.ok()) {
     std::fprintf(stderr, "splitspec bench: %s\n", std::string(flags.status().message()).c_str());

@@ -18,6 +18,7 @@ int RunLogitsCommand(const CommandArgs& args);   // tools/logits_command.cc
 int RunGenerateCommand(const CommandArgs& args); // tools/generate_command.cc
 int RunBenchCommand(const CommandArgs& args);    // tools/bench_command.cc
 int RunBenchSpec(const CommandArgs& args);       // tools/bench_spec.cc (bench spec)
+int RunBenchVerify(const CommandArgs& args);     // tools/bench_verify.cc (bench verify)
 int RunPlanCommand(const CommandArgs& args);     // tools/plan_command.cc
 int RunScaleCommand(const CommandArgs& args);    // tools/scale_command.cc
 

@@ -22,7 +22,7 @@ constexpr Subcommand kSubcommands[] = {
     {"scale", "grow or drain pools of a running cluster: --draft +N|-N, --target-groups +N|-N", splitspec::tools::RunScaleCommand},
     {"generate", "speculative generation in one process: --target PATH [--drafter D] --prompt TEXT [--json]", splitspec::tools::RunGenerateCommand},
     {"logits", "last-position logits as JSON: --model PATH --prompt-ids 1,2,3", splitspec::tools::RunLogitsCommand},
-    {"bench", "benchmarks: bench decode --model PATH [--threads N] | bench spec [--model PATH]", splitspec::tools::RunBenchCommand},
+    {"bench", "benchmarks: bench decode --model PATH [--threads N] | bench spec [--model PATH] | bench verify --model PATH", splitspec::tools::RunBenchCommand},
     {"plan", "analytic speedup model: --alpha A --cost-ratio C [--k K] [--json]", splitspec::tools::RunPlanCommand},
 };
 

@@ -1,0 +1,157 @@
+// `splitspec bench verify --model PATH [--threads N] [--prompt-tokens 32] [--repeats 30]
+//                         [--k 1,2,3,5,8,9,16]`
+//
+// The cost of a verification block: whole-model forward time of k new tokens of one
+// sequence (logits of every new position, as a verifier needs them) after a prompt,
+// relative to k = 1. Each repeat runs every k once, in order, and truncates the KV cache
+// back to the prompt after each forward, so every forward sees the same context; the
+// ks are interleaved so that load from other processes hits them alike. Per k it prints
+// the median and the minimum over the repeats; the ratio is median(k) / median(1).
+// The final JSON line carries "verify_ms" (medians) and "verify_cost_ratio"
+// (tools/bench_verify_vs_llamacpp.py reads it). Token ids: a fixed pseudo-random
+// sequence (the LCG of bench decode), so runs are comparable.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/matmul.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/base/thread_pool.h"
+#include "runtime/model/transformer.h"
+#include "tools/cli_args.h"
+#include "tools/commands.h"
+
+namespace splitspec::tools {
+namespace {
+
+struct VerifyFlags {
+  std::string model;
+  int threads = 0;
+  int prompt_tokens = 32;
+  int repeats = 30;
+  std::vector<int> ks = {1, 2, 3, 5, 8, 9, 16};
+};
+
+absl::StatusOr<VerifyFlags> ParseVerifyFlags(const CommandArgs& argv) {
+  ASSIGN_OR_RETURN(CliArgs args,
+                   CliArgs::Parse(argv, {"model", "threads", "prompt-tokens", "repeats", "k"}));
+  VerifyFlags f;
+  f.model = args.GetString("model", "");
+  if (f.model.empty()) return absl::InvalidArgumentError("--model PATH is required");
+  ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
+  ASSIGN_OR_RETURN(int64_t prompt, args.GetInt("prompt-tokens", f.prompt_tokens));
+  ASSIGN_OR_RETURN(int64_t repeats, args.GetInt("repeats", f.repeats));
+  if (threads < 0 || threads > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat("--threads ", threads, " out of range"));
+  }
+  if (prompt < 1 || prompt > (1 << 16)) {
+    return absl::InvalidArgumentError(absl::StrCat("--prompt-tokens ", prompt, " out of range"));
+  }
+  if (repeats < 1 || repeats > 100000) {
+    return absl::InvalidArgumentError(absl::StrCat("--repeats ", repeats, " out of range"));
+  }
+  f.threads = static_cast<int>(threads);
+  f.prompt_tokens = static_cast<int>(prompt);
+  f.repeats = static_cast<int>(repeats);
+  if (!args.GetString("k", "").empty()) {
+    ASSIGN_OR_RETURN(std::vector<int32_t> ks, args.GetIntList("k"));
+    f.ks.assign(ks.begin(), ks.end());
+  }
+  if (f.ks.empty() || f.ks[0] != 1) {
+    return absl::InvalidArgumentError("--k must start with 1 (the ratios are relative to k = 1)");
+  }
+  for (int k : f.ks) {
+    if (k < 1 || k > 4096) return absl::InvalidArgumentError(absl::StrCat("--k ", k, " out of range"));
+  }
+  return f;
+}
+
+// The ids of BenchTokens() in bench_command.cc (same LCG, seeds 1 and 3).
+std::vector<int32_t> LcgTokens(int n, int vocab, uint32_t seed) {
+  std::vector<int32_t> ids(n);
+  uint32_t state = seed;
+  for (int i = 0; i < n; ++i) {
+    state = state * 1664525u + 1013904223u;
+    ids[i] = static_cast<int32_t>((state >> 8) % static_cast<uint32_t>(vocab));
+  }
+  return ids;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+absl::Status RunVerify(const VerifyFlags& f, const CommandArgs& argv) {
+  const int threads = f.threads > 0 ? f.threads : ThreadPool::DefaultThreads();
+  std::printf("command: splitspec bench verify %s\n", absl::StrJoin(argv, " ").c_str());
+  std::printf("machine: %d hardware threads, ISA path %s (matmul %s), %d threads used\n",
+              ThreadPool::DefaultThreads(), kernels::CpuIsaName(), kernels::MatMulPathName(),
+              threads);
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> model,
+                   model::Transformer::Load(f.model, {.threads = threads}));
+  const model::ModelConfig& c = model->config();
+  std::printf("model: %s (%s, %d layers, n_embd %d, vocab %d)\n", f.model.c_str(),
+              c.architecture.c_str(), c.n_layers, c.n_embd, c.vocab_size);
+  const int max_k = *std::max_element(f.ks.begin(), f.ks.end());
+  const std::vector<int32_t> prompt = LcgTokens(f.prompt_tokens, c.vocab_size, 1);
+  const std::vector<int32_t> block = LcgTokens(max_k, c.vocab_size, 3);
+  std::unique_ptr<model::KvCache> cache = model->NewCache(f.prompt_tokens + max_k);
+  model::ForwardOutput out;
+  RETURN_IF_ERROR(model->Forward({{cache.get(), prompt, model::LogitsMode::kLast}}, &out));
+
+  std::vector<std::vector<double>> ms(f.ks.size());
+  for (int rep = -2; rep < f.repeats; ++rep) {  // two warm-up rounds page the weights in
+    for (size_t i = 0; i < f.ks.size(); ++i) {
+      const absl::Span<const int32_t> tokens(block.data(), f.ks[i]);
+      const absl::Time start = absl::Now();
+      RETURN_IF_ERROR(model->Forward({{cache.get(), tokens, model::LogitsMode::kAll}}, &out));
+      const double elapsed_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+      RETURN_IF_ERROR(cache->Truncate(f.prompt_tokens));
+      if (rep >= 0) ms[i].push_back(elapsed_ms);
+    }
+  }
+  std::vector<double> medians(f.ks.size());
+  for (size_t i = 0; i < f.ks.size(); ++i) medians[i] = Median(ms[i]);
+  std::string ms_json, ratio_json;
+  for (size_t i = 0; i < f.ks.size(); ++i) {
+    const double ratio = medians[i] / medians[0];
+    std::printf("k=%-3d forward %8.3f ms median, %8.3f ms min (%d repeats)  T(k)/T(1) = %.3f\n",
+                f.ks[i], medians[i], *std::min_element(ms[i].begin(), ms[i].end()), f.repeats,
+                ratio);
+    const char* sep = i == 0 ? "" : ",";
+    absl::StrAppend(&ms_json, sep, "\"", f.ks[i], "\":", absl::StrFormat("%.4f", medians[i]));
+    absl::StrAppend(&ratio_json, sep, "\"", f.ks[i], "\":", absl::StrFormat("%.4f", ratio));
+  }
+  std::printf(
+      "{\"bench\":\"verify\",\"threads\":%d,\"isa\":\"%s\",\"prompt_tokens\":%d,\"repeats\":%d,"
+      "\"verify_ms\":{%s},\"verify_cost_ratio\":{%s}}\n",
+      threads, kernels::MatMulPathName(), f.prompt_tokens, f.repeats, ms_json.c_str(),
+      ratio_json.c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunBenchVerify(const CommandArgs& args) {
+  absl::StatusOr<VerifyFlags> flags = ParseVerifyFlags(args);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "splitspec bench verify: %s\n",
+                 std::string(flags.status().message()).c_str());
+    return 2;
+  }
+  absl::Status s = RunVerify(*flags, args);
+  if (s.ok()) return 0;
+  std::fprintf(stderr, "splitspec bench verify: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+}  // namespace splitspec::tools
