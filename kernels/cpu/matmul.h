@@ -17,7 +17,9 @@
 // reference. Each weight row is read once per tile of tokens (up to 9 on AVX-512, 8 on
 // AVX2, 4 for AVX2 with 32-element blocks) and every token of the tile is accumulated
 // against it, so a verification block of k+1 <= 9 tokens streams the weights from
-// memory once (on AVX-512 in a single pass).
+// memory once (on AVX-512 in a single pass). Q4_1 on AVX-512 with 2 or more tokens
+// carries two tokens per register (tiles of up to 10), so that each further token costs
+// about half of what the 1-token kernel spends per token (matmul_avx512.cc).
 //
 // Q4_1 order. Q4_1 weights (the default model's) are summed in llama.cpp's order
 // (ggml_vec_dot_q4_1_q8_1 on x86): per output, 8 float lanes, lane i taking the integer

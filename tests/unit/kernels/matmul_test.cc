@@ -135,7 +135,7 @@ TEST(MatMulTest, FastPathsMatchReferenceAtRaggedSizes) {
     for (int64_t cols : ColsFor(type)) {
       const int64_t rows = 37;  // not a multiple of any row blocking
       const Matrix m = RandomMatrix(type, rows, cols, rng);
-      for (int64_t tokens = 1; tokens <= 9; ++tokens) {
+      for (int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 16}) {
         const std::vector<float> xf = RandomActivations(tokens, cols, rng);
         PackedActivations x;
         PackActivations(type, xf.data(), tokens, cols, &x);
@@ -208,8 +208,8 @@ TEST(MatMulTest, ReferenceMatchesDequantizedDotWithinActivationRounding) {
 }
 
 // Batch invariance: a token's outputs are bitwise the same alone, at any position in a
-// batch of 1..9 tokens (and some positions of a 40-token batch) with other random
-// tokens, and for any split of the rows.
+// batch of 1..11, 16 or 21 tokens (and some positions of 40- and 45-token batches) with
+// other random tokens, and for any split of the rows.
 void ExpectBatchInvariant(const std::string& path_name, RowsFn fn, GgmlType type, int64_t cols,
                           std::mt19937& rng) {
   const int64_t rows = 29;
@@ -218,8 +218,11 @@ void ExpectBatchInvariant(const std::string& path_name, RowsFn fn, GgmlType type
   PackedActivations x;
   PackActivations(type, probe.data(), 1, cols, &x);
   const std::vector<float> alone = RunRows(fn, m, x, 0, rows);
-  for (int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 40}) {  // 40: > 4 tiles, two passes
-    const int64_t step = tokens > 9 ? 13 : 1;
+  // Every tile size of every path (up to 9 tokens; Q4_1 on AVX-512 pairs tokens in tiles of
+  // up to 10, so 10, 11, 16 and 21 split into balanced tiles with a repeated last token),
+  // and batches of more than 4 tiles (two passes over the rows).
+  for (int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 16, 21, 40, 45}) {
+    const int64_t step = tokens > 11 ? 7 : 1;
     for (int64_t position = 0; position < tokens; position += step) {
       std::vector<float> batch = RandomActivations(tokens, cols, rng);
       std::copy(probe.begin(), probe.end(), batch.begin() + position * cols);
