@@ -393,11 +393,11 @@ void Q4_1PairRow(const BlockQ4_1* blocks, int64_t nb, int64_t r, const Q4_1PairT
     const __m512i heads =
         LoadBlockHeads<sizeof(BlockQ4_1)>(reinterpret_cast<const uint8_t*>(blocks + g), n);
     const __m512 wd = _mm512_cvtph_ps(_mm512_castsi512_si256(heads));
-    const __m512 wm = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(heads, 1));
+    alignas(64) float wm[16];
+    _mm512_store_ps(wm, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(heads, 1)));
     __m512 scale[2 * P];  // the Q4_1Kernel products wd * xd of the group's blocks, per token
     for (int i = 0; i < 2 * P; ++i) scale[i] = _mm512_mul_ps(wd, _mm512_loadu_ps(tile.xd[i] + g));
     __m512i index = first_index;
-    __m512i block_index = _mm512_setzero_si512();
     for (int k = 0; k < n; ++k) {
       const WeightPair w = {NibbleDup(blocks[g + k].qs), 0};
       for (int p = 0; p < P; ++p) {
@@ -406,10 +406,9 @@ void Q4_1PairRow(const BlockQ4_1* blocks, int64_t nb, int64_t r, const Q4_1PairT
         const __m512 s = _mm512_permutex2var_ps(scale[2 * p], index, scale[2 * p + 1]);
         acc[p] = _mm512_fmadd_ps(s, partial, acc[p]);
       }
-      mins = _mm512_fmadd_ps(_mm512_permutexvar_ps(block_index, wm),
-                             _mm512_loadu_ps(tile.d_sum + 16 * (g + k)), mins);
+      mins = _mm512_fmadd_ps(_mm512_set1_ps(wm[k]), _mm512_loadu_ps(tile.d_sum + 16 * (g + k)),
+                             mins);
       index = _mm512_add_epi32(index, one);
-      block_index = _mm512_add_epi32(block_index, one);
     }
   }
   alignas(64) float min_sums[16];
