@@ -72,7 +72,9 @@ absl::StatusOr<VerifyFlags> ParseVerifyFlags(const CommandArgs& argv) {
     return absl::InvalidArgumentError("--k must start with 1 (the ratios are relative to k = 1)");
   }
   for (int k : f.ks) {
-    if (k < 1 || k > 4096) return absl::InvalidArgumentError(absl::StrCat("--k ", k, " out of range"));
+    if (k < 1 || k > 4096) {
+      return absl::InvalidArgumentError(absl::StrCat("--k ", k, " out of range"));
+    }
   }
   return f;
 }

@@ -416,7 +416,8 @@ void Q4_1PairRow(const BlockQ4_1* blocks, int64_t nb, int64_t r, const Q4_1PairT
   for (int p = 0; p < P; ++p) {
     tile.y[2 * p][r] = HorizontalSum8(_mm512_castps512_ps256(acc[p])) + min_sums[2 * p];
     if (2 * p + 1 < tile.tokens) {
-      tile.y[2 * p + 1][r] = HorizontalSum8(_mm512_extractf32x8_ps(acc[p], 1)) + min_sums[2 * p + 1];
+      tile.y[2 * p + 1][r] =
+          HorizontalSum8(_mm512_extractf32x8_ps(acc[p], 1)) + min_sums[2 * p + 1];
     }
   }
 }
