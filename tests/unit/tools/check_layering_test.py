@@ -44,20 +44,20 @@ class CheckLayeringTest(unittest.TestCase):
         root = plant(self, {"runtime/base/planted.h": '// planted\n#include "runtime/net/channel.h"\n'})
         code, output = run_check(root)
         self.assertEqual(code, 1, output)
-        self.assertIn('runtime/base/planted.h:2: base (rank 0) -> net (rank 7): '
+        self.assertIn('runtime/base/planted.h:2: base (rank 0) -> net (rank 8): '
                       '"runtime/net/channel.h"', output)
 
     def test_model_including_spec_fails(self):
         root = plant(self, {"runtime/model/transformer.cc": '#include "runtime/spec/verify.h"\n'})
         code, output = run_check(root)
         self.assertEqual(code, 1, output)
-        self.assertIn("model (rank 4) -> spec (rank 6)", output)
+        self.assertIn("model (rank 5) -> spec (rank 7)", output)
 
     def test_service_including_another_service_fails(self):
         root = plant(self, {"draft_worker/main.cc": '#include "target_worker/target_engine.h"\n'})
         code, output = run_check(root)
         self.assertEqual(code, 1, output)
-        self.assertIn("draft_worker (rank 10) -> target_worker (rank 10)", output)
+        self.assertIn("draft_worker (rank 11) -> target_worker (rank 11)", output)
 
     def test_product_code_including_tests_fails(self):
         root = plant(self, {"tools/bench.cc": '#include "tests/testing/tiny_model.h"\n'})
