@@ -12,7 +12,8 @@ ignored. A file outside tests/ may never include tests/. Forbidden edges are pri
 `file:line: layer -> layer: "path"` and the exit status is 1.
 
 --loops also prints the folder-level include cycles (strongly connected groups of folders,
-and the number of simple cycles among them), the measure issue 13 reports before and after.
+and the number of simple cycles among them), the measure issue 13 reports before and after,
+and the same count over layers (folders grouped as LAYERS groups them).
 
 The ranks are the DAG written at the top of runtime/CMakeLists.txt; keep the two in step.
 """
@@ -110,6 +111,18 @@ def folder_graph(root):
     return graph
 
 
+def layer_graph(root):
+    """Layer -> set of layers it includes from (the LAYERS table's grouping of folders)."""
+    graph = {layer: set() for _, layer, _ in LAYERS}
+    for rel_path in source_files(root):
+        source_layer = layer_of(rel_path)
+        for _, included in includes(root, rel_path):
+            target_layer = layer_of(included)
+            if source_layer and target_layer and source_layer[0] != target_layer[0]:
+                graph[source_layer[0]].add(target_layer[0])
+    return graph
+
+
 def strongly_connected(graph):
     """Tarjan's algorithm; returns the groups of more than one folder."""
     index, low, on_stack, stack, groups = {}, {}, set(), [], []
@@ -173,6 +186,12 @@ def main(argv):
         for cycle in cycles:
             print("folder cycle: " + " -> ".join(cycle))
         print(f"folder loops: {len(groups)} group(s), {len(cycles)} simple cycle(s)")
+        graph = layer_graph(root)
+        groups = strongly_connected(graph)
+        cycles = [c for g in groups for c in simple_cycles(graph, g)]
+        for cycle in cycles:
+            print("layer cycle: " + " -> ".join(cycle))
+        print(f"layer loops: {len(groups)} group(s), {len(cycles)} simple cycle(s)")
     errors = forbidden_edges(root)
     for error in errors:
         print(error)

@@ -41,7 +41,8 @@ class CheckLayeringTest(unittest.TestCase):
         self.assertIn("no forbidden includes", output)
 
     def test_lower_layer_including_higher_layer_fails_with_file_line_and_edge(self):
-        root = plant(self, {"runtime/base/planted.h": '// planted\n#include "runtime/net/channel.h"\n'})
+        root = plant(self, {"runtime/base/planted.h":
+                            '// planted\n#include "runtime/net/channel.h"\n'})
         code, output = run_check(root)
         self.assertEqual(code, 1, output)
         self.assertIn('runtime/base/planted.h:2: base (rank 0) -> net (rank 8): '
@@ -84,6 +85,15 @@ class CheckLayeringTest(unittest.TestCase):
         self.assertEqual(code, 0, output)
         self.assertIn("folder cycle: a -> b -> a", output)
         self.assertIn("folder loops: 1 group(s), 1 simple cycle(s)", output)
+        self.assertIn("layer loops: 0 group(s), 0 simple cycle(s)", output)
+
+    def test_loops_counts_a_planted_layer_cycle(self):
+        root = plant(self, {"runtime/spec/a.h": '#include "runtime/net/b.h"\n',
+                            "runtime/net/b.h": '#include "runtime/spec/a.h"\n'})
+        code, output = run_check(root, "--loops")
+        self.assertEqual(code, 1, output)
+        self.assertIn("layer cycle: net -> spec -> net", output)
+        self.assertIn("layer loops: 1 group(s), 1 simple cycle(s)", output)
 
 
 if __name__ == "__main__":
