@@ -1,7 +1,11 @@
 # One helper per kind of target (abseil's absl_cc_library, leveldb's leveldb_test).
 #
-#   splitspec_runtime_sources(a.cc b.cc)          adds sources to the one runtime library
-#   splitspec_cc_binary(NAME n SRCS ... DEPS ...)   a service or tool binary
+#   splitspec_cc_library(NAME n SRCS ... HDRS ... DEPS ... [TESTONLY])
+#     one layer's library (runtime/CMakeLists.txt has the layer DAG): every library it
+#     includes from is in DEPS, linked PUBLIC; sources include "folder/file.h" from the
+#     repository root. No SRCS: a header-only INTERFACE library. TESTONLY: test helpers;
+#     only TESTONLY libraries, tests and TESTONLY binaries may link one.
+#   splitspec_cc_binary(NAME n SRCS ... DEPS ... [TESTONLY])   a service or tool binary
 #   splitspec_cc_test(NAME n SRCS ... DEPS ... LABELS unit|integration|gpu [TIMEOUT s])
 #     (unit-labelled tests are also collected into the target splitspec_unit_tests,
 #      which the sanitizer presets build)
@@ -10,12 +14,39 @@
 
 include(GoogleTest)
 
-function(splitspec_runtime_sources)
-  target_sources(splitspec_runtime PRIVATE ${ARGN})
+# Fails the configure when a product target (not TESTONLY) lists a TESTONLY library.
+function(_splitspec_refuse_testonly_deps name testonly)
+  if(testonly)
+    return()
+  endif()
+  foreach(dep IN LISTS ARGN)
+    if(TARGET ${dep})
+      get_target_property(dep_testonly ${dep} SPLITSPEC_TESTONLY)
+      if(dep_testonly)
+        message(FATAL_ERROR "${name} is product code but links the TESTONLY library ${dep}")
+      endif()
+    endif()
+  endforeach()
+endfunction()
+
+function(splitspec_cc_library)
+  cmake_parse_arguments(ARG "TESTONLY" "NAME" "SRCS;HDRS;DEPS" ${ARGN})
+  _splitspec_refuse_testonly_deps(${ARG_NAME} "${ARG_TESTONLY}" ${ARG_DEPS})
+  if(ARG_SRCS)
+    add_library(${ARG_NAME} STATIC ${ARG_SRCS} ${ARG_HDRS})
+    target_include_directories(${ARG_NAME} PUBLIC ${PROJECT_SOURCE_DIR})
+    target_link_libraries(${ARG_NAME} PUBLIC ${ARG_DEPS})
+  else()
+    add_library(${ARG_NAME} INTERFACE ${ARG_HDRS})
+    target_include_directories(${ARG_NAME} INTERFACE ${PROJECT_SOURCE_DIR})
+    target_link_libraries(${ARG_NAME} INTERFACE ${ARG_DEPS})
+  endif()
+  set_target_properties(${ARG_NAME} PROPERTIES SPLITSPEC_TESTONLY "${ARG_TESTONLY}")
 endfunction()
 
 function(splitspec_cc_binary)
-  cmake_parse_arguments(ARG "" "NAME;OUTPUT_NAME" "SRCS;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "TESTONLY" "NAME;OUTPUT_NAME" "SRCS;DEPS" ${ARGN})
+  _splitspec_refuse_testonly_deps(${ARG_NAME} "${ARG_TESTONLY}" ${ARG_DEPS})
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS})
   if(ARG_OUTPUT_NAME)

@@ -21,7 +21,7 @@
 #include "runtime/base/shutdown.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/model/gguf_reader.h"
-#include "runtime/model/tokenizer_gguf.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "runtime/spec/drafter_factory.h"
 #include "tools/worker_flags.h"
 

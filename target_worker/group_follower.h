@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/model/tp_transformer.h"
-#include "runtime/net/communicator.h"
+#include "runtime/dist/communicator.h"
 
 namespace splitspec::target {
 

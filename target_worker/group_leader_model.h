@@ -34,7 +34,7 @@
 #include "proto/splitspec.pb.h"
 #include "runtime/model/language_model.h"
 #include "runtime/model/tp_transformer.h"
-#include "runtime/net/communicator.h"
+#include "runtime/dist/communicator.h"
 
 namespace splitspec::target {
 

@@ -10,7 +10,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/net/channel.h"
 #include "runtime/net/channel_rendezvous_store.h"
-#include "runtime/net/gloo_communicator.h"
+#include "runtime/dist/gloo_communicator.h"
 #include "runtime/net/wire_format.h"
 
 namespace splitspec::target {

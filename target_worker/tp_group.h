@@ -28,7 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/splitspec.pb.h"
-#include "runtime/net/communicator.h"
+#include "runtime/dist/communicator.h"
 #include "runtime/net/rendezvous_server.h"
 
 namespace splitspec::target {

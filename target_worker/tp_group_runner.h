@@ -1,7 +1,7 @@
 // The lives of the ranks of a tensor-parallel target group (TP >= 2): form the
 // group through the coordinator, load this rank's shard, serve, and re-form
 // after a failure until told to stop. splitspec-target-worker runs one of
-// these per process; tools/in_process_cluster runs them as threads.
+// these per process; tools/cluster/in_process_cluster runs them as threads.
 //
 //   TpRankOptions options;  options.group = {.group = "g0", .rank = r, .size = 2};
 //   options.model_path = path;  options.service = ...;   // rank 0: the leader's sockets

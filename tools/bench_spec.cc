@@ -26,8 +26,8 @@
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/base/trace.h"
-#include "runtime/model/chat_template.h"
-#include "runtime/model/tokenizer_gguf.h"
+#include "runtime/tokenizer/chat_template.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/channel.h"
 #include "runtime/net/request_client.h"
@@ -36,7 +36,7 @@
 #include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/default_paths.h"
-#include "tools/in_process_cluster.h"
+#include "tools/cluster/in_process_cluster.h"
 
 namespace splitspec::tools {
 namespace {

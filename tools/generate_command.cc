@@ -6,7 +6,7 @@
 //
 // Runs the whole speculative pipeline in this process: coordinator, target
 // worker and draft worker as threads talking over inproc:// channels, the same
-// services and code paths as a cluster of processes (tools/in_process_cluster.h).
+// services and code paths as a cluster of processes (tools/cluster/in_process_cluster.h).
 // --drafter none runs the target alone. --sequential makes the draft wait for
 // each verification (lookahead 1) instead of drafting ahead (lookahead 2).
 // --prompt TEXT is tokenized with the target's tokenizer (BOS as the model asks,
@@ -29,14 +29,14 @@
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/base/trace.h"
-#include "runtime/model/tokenizer_gguf.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/request_client.h"
 #include "runtime/spec/drafter_factory.h"
 #include "runtime/spec/verify_mode.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
-#include "tools/in_process_cluster.h"
+#include "tools/cluster/in_process_cluster.h"
 #include "tools/json_text.h"
 
 namespace splitspec::tools {

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/model/detokenizer.h"
-#include "runtime/model/tokenizer.h"
+#include "runtime/tokenizer/detokenizer.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 namespace splitspec::coordinator::http {
 

@@ -27,7 +27,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/model/gguf_reader.h"
 #include "runtime/model/model_config.h"
-#include "runtime/model/tokenizer_gguf.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
 
 namespace splitspec::coordinator::http {
 namespace {

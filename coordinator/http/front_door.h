@@ -46,8 +46,8 @@
 #include "coordinator/http/front_door_metrics.h"
 #include "coordinator/http/http_server.h"
 #include "coordinator/http/openai_request.h"
-#include "runtime/model/chat_template.h"
-#include "runtime/model/tokenizer.h"
+#include "runtime/tokenizer/chat_template.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 namespace splitspec::coordinator::http {
 

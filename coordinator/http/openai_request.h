@@ -39,7 +39,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "proto/splitspec.pb.h"
-#include "runtime/model/chat_template.h"
+#include "runtime/tokenizer/chat_template.h"
 
 namespace splitspec::coordinator::http {
 

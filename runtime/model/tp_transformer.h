@@ -61,7 +61,7 @@
 #include "runtime/model/transformer.h"
 #include "runtime/model/matmul_jobs.h"
 #include "runtime/model/weights.h"
-#include "runtime/net/communicator.h"
+#include "runtime/dist/communicator.h"
 
 namespace splitspec::model {
 

@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "runtime/net/channel.h"
-#include "runtime/net/rendezvous_store.h"
+#include "runtime/dist/rendezvous_store.h"
 
 namespace splitspec::net {
 namespace internal {

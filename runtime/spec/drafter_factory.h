@@ -15,7 +15,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "runtime/model/tokenizer.h"
+#include "runtime/tokenizer/tokenizer.h"
 #include "runtime/spec/drafter.h"
 
 namespace splitspec::spec {

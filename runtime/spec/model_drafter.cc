@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/model/tokenizer_gguf.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "runtime/spec/vocabulary_check.h"
 
 namespace splitspec::spec {

@@ -26,7 +26,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "runtime/model/kv_cache.h"
-#include "runtime/model/tokenizer.h"
+#include "runtime/tokenizer/tokenizer.h"
 #include "runtime/model/transformer.h"
 #include "runtime/spec/drafter.h"
 

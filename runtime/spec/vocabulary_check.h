@@ -6,7 +6,7 @@
 #define SPLITSPEC_RUNTIME_SPEC_VOCABULARY_CHECK_H_
 
 #include "absl/status/status.h"
-#include "runtime/model/tokenizer.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 namespace splitspec::spec {
 

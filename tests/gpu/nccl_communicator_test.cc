@@ -1,6 +1,6 @@
 // NcclCommunicator on real GPUs: skipped without a CUDA device; the two-rank
 // collectives need two devices (NCCL refuses two ranks on one GPU).
-#include "runtime/net/nccl_communicator.h"
+#include "runtime/dist/nccl_communicator.h"
 
 #include <cuda_runtime_api.h>
 
@@ -15,7 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/cuda_check.h"
-#include "runtime/net/file_rendezvous_store.h"
+#include "runtime/dist/file_rendezvous_store.h"
 
 namespace splitspec::net {
 namespace {

@@ -10,8 +10,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/net/communicator.h"
-#include "tests/unit/net/gloo_group.h"
+#include "runtime/dist/communicator.h"
+#include "tests/testing/gloo_group.h"
 
 namespace splitspec::net {
 namespace {

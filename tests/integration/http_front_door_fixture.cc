@@ -10,8 +10,8 @@
 #include "coordinator/http/front_door.h"
 #include "runtime/model/transformer.h"
 #include "runtime/spec/ngram_drafter.h"
-#include "tests/unit/model/tiny_model.h"
-#include "tools/in_process_cluster.h"
+#include "tests/testing/tiny_model.h"
+#include "tools/cluster/in_process_cluster.h"
 
 namespace {
 

@@ -15,16 +15,16 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "runtime/base/mutex.h"
-#include "runtime/model/chat_template.h"
-#include "runtime/model/detokenizer.h"
+#include "runtime/tokenizer/chat_template.h"
+#include "runtime/tokenizer/detokenizer.h"
 #include "runtime/model/gguf_reader.h"
-#include "runtime/model/tokenizer_gguf.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/request_client.h"
 #include "runtime/spec/ngram_drafter.h"
-#include "tests/unit/coordinator/http/http_test_client.h"
-#include "tests/unit/model/tiny_model.h"
-#include "tools/in_process_cluster.h"
+#include "tests/testing/http_test_client.h"
+#include "tests/testing/tiny_model.h"
+#include "tools/cluster/in_process_cluster.h"
 
 namespace splitspec::coordinator::http {
 namespace {

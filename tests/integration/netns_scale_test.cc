@@ -29,7 +29,7 @@
 #include "tests/integration/child_process.h"
 #include "tests/integration/cluster_test_util.h"
 #include "tests/integration/scale_test_util.h"
-#include "tests/unit/model/tiny_model.h"
+#include "tests/testing/tiny_model.h"
 
 namespace splitspec::testing {
 namespace {

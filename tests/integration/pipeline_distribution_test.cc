@@ -8,15 +8,15 @@
 
 #include "gtest/gtest.h"
 #include "tests/integration/plain_greedy.h"
-#include "runtime/model/tokenizer_gguf.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/request_client.h"
 #include "runtime/spec/model_drafter.h"
 #include "runtime/spec/ngram_drafter.h"
 #include "runtime/spec/sampling.h"
-#include "tests/unit/model/tiny_model.h"
-#include "tests/unit/spec/chi_square.h"
-#include "tools/in_process_cluster.h"
+#include "tests/testing/tiny_model.h"
+#include "tests/testing/chi_square.h"
+#include "tools/cluster/in_process_cluster.h"
 
 namespace splitspec {
 namespace {

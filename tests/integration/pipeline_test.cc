@@ -8,12 +8,12 @@
 #include "tests/integration/plain_greedy.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/request_client.h"
-#include "runtime/model/tokenizer_gguf.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "runtime/spec/drafter_factory.h"
 #include "runtime/spec/ngram_drafter.h"
 #include "runtime/spec/sampling.h"
-#include "tests/unit/model/tiny_model.h"
-#include "tools/in_process_cluster.h"
+#include "tests/testing/tiny_model.h"
+#include "tools/cluster/in_process_cluster.h"
 
 namespace splitspec {
 namespace {

@@ -28,18 +28,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "runtime/model/tokenizer_gguf.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "runtime/model/tp_transformer.h"
 #include "runtime/model/transformer.h"
-#include "runtime/net/file_rendezvous_store.h"
-#include "runtime/net/gloo_communicator.h"
+#include "runtime/dist/file_rendezvous_store.h"
+#include "runtime/dist/gloo_communicator.h"
 #include "runtime/net/request_client.h"
 #include "runtime/spec/drafter_factory.h"
 #include "tests/integration/child_process.h"
 #include "tests/integration/cluster_test_util.h"
 #include "tests/integration/plain_greedy.h"
-#include "tests/unit/model/tiny_model.h"
-#include "tools/in_process_cluster.h"
+#include "tests/testing/tiny_model.h"
+#include "tools/cluster/in_process_cluster.h"
 
 namespace splitspec::testing {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/model/gguf_writer.h"
+#include "tests/testing/gguf_writer.h"
 
 namespace splitspec::model {
 namespace {

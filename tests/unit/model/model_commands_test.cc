@@ -11,9 +11,9 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/model/tokenizer_gguf.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "runtime/model/transformer.h"
-#include "tests/unit/model/tiny_model.h"
+#include "tests/testing/tiny_model.h"
 
 namespace splitspec::model {
 namespace {

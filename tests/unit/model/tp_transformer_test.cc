@@ -19,8 +19,8 @@
 #include "kernels/cpu/quantize_weights.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/model/transformer.h"
-#include "tests/unit/model/tiny_model.h"
-#include "tests/unit/net/gloo_group.h"
+#include "tests/testing/tiny_model.h"
+#include "tests/testing/gloo_group.h"
 
 namespace splitspec::model {
 namespace {

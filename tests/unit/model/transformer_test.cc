@@ -7,8 +7,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/unit/model/reference_forward.h"
-#include "tests/unit/model/tiny_model.h"
+#include "tests/testing/reference_forward.h"
+#include "tests/testing/tiny_model.h"
 
 namespace splitspec::model {
 namespace {

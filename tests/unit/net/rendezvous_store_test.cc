@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "runtime/net/channel.h"
 #include "runtime/net/channel_rendezvous_store.h"
-#include "runtime/net/file_rendezvous_store.h"
+#include "runtime/dist/file_rendezvous_store.h"
 #include "runtime/net/rendezvous_server.h"
 #include "runtime/net/rendezvous_wire.h"
 

@@ -1,4 +1,4 @@
-#include "tests/unit/spec/chi_square.h"
+#include "tests/testing/chi_square.h"
 
 #include <vector>
 

@@ -4,8 +4,8 @@
 
 #include "gtest/gtest.h"
 #include "runtime/model/gguf_reader.h"
-#include "runtime/model/tokenizer_gguf.h"
-#include "tests/unit/model/tiny_model.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
+#include "tests/testing/tiny_model.h"
 
 namespace splitspec::spec {
 namespace {

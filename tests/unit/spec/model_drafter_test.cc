@@ -1,4 +1,4 @@
-// The "model" drafter on tiny random-weight GGUF models (tests/unit/model/tiny_model.h).
+// The "model" drafter on tiny random-weight GGUF models (tests/testing/tiny_model.h).
 #include <unistd.h>
 
 #include "runtime/spec/model_drafter.h"
@@ -9,11 +9,11 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/sampling.h"
-#include "runtime/model/tokenizer_gguf.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "runtime/model/transformer.h"
 #include "runtime/spec/sampling.h"
 #include "runtime/spec/verify.h"
-#include "tests/unit/model/tiny_model.h"
+#include "tests/testing/tiny_model.h"
 
 namespace splitspec::spec {
 namespace {

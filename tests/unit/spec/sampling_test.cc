@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/unit/spec/chi_square.h"
+#include "tests/testing/chi_square.h"
 #include "tests/unit/spec/spec_test_util.h"
 
 namespace splitspec::spec {

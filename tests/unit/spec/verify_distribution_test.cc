@@ -14,7 +14,7 @@
 #include "kernels/cpu/sampling_philox.h"
 #include "runtime/spec/sampling.h"
 #include "runtime/spec/verify.h"
-#include "tests/unit/spec/chi_square.h"
+#include "tests/testing/chi_square.h"
 #include "tests/unit/spec/markov_model.h"
 #include "tests/unit/spec/spec_test_util.h"
 

@@ -15,8 +15,8 @@
 #include "runtime/model/transformer.h"
 #include "target_worker/group_follower.h"
 #include "target_worker/group_leader_model.h"
-#include "tests/unit/model/tiny_model.h"
-#include "tests/unit/net/gloo_group.h"
+#include "tests/testing/tiny_model.h"
+#include "tests/testing/gloo_group.h"
 
 namespace splitspec::target {
 namespace {

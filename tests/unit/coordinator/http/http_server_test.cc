@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/base/mutex.h"
-#include "tests/unit/coordinator/http/http_test_client.h"
+#include "tests/testing/http_test_client.h"
 
 namespace splitspec::coordinator::http {
 namespace {

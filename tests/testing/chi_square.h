@@ -1,0 +1,38 @@
+// Pearson's chi-square goodness-of-fit test for the distribution tests of
+// runtime/spec (test-only helper).
+//
+//   ChiSquareResult r = ChiSquareTest(counts, expected_probs);
+//   PrintChiSquare("rejection/random p,q #1", r);
+//   EXPECT_GT(r.p_value, 1e-3);
+//
+// Cells whose expected count is below 5 are pooled into one cell (and that
+// pooled cell is dropped if its expected count is still below 5), the classic
+// validity rule. An observation in a cell of expected probability 0 gives an
+// infinite statistic and p-value 0.
+#ifndef SPLITSPEC_TESTS_TESTING_CHI_SQUARE_H_
+#define SPLITSPEC_TESTS_TESTING_CHI_SQUARE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace splitspec::spec::testing {
+
+struct ChiSquareResult {
+  double statistic = 0.0;
+  int dof = 0;           // cells used - 1
+  double p_value = 1.0;  // P(chi2_dof >= statistic)
+};
+
+// Upper tail of the chi-square distribution: Q(dof / 2, x / 2). REQUIRES dof >= 1, x >= 0.
+double ChiSquareUpperTail(double x, int dof);
+
+// counts [cells] observed, expected [cells] probabilities summing to 1.
+ChiSquareResult ChiSquareTest(const std::vector<int64_t>& counts, const std::vector<double>& expected);
+
+// Prints "chi2[name]: statistic=.. dof=.. p=.." to stdout for the report.
+void PrintChiSquare(const std::string& name, const ChiSquareResult& result);
+
+}  // namespace splitspec::spec::testing
+
+#endif  // SPLITSPEC_TESTS_TESTING_CHI_SQUARE_H_

@@ -1,0 +1,23 @@
+// A slow, straightforward float64 forward pass of a Llama-family GGUF model, written
+// independently of runtime/model/transformer.cc for tests: every matrix is
+// dequantized to floats, attention is the textbook loop. Only the config is
+// read with ReadModelConfig. Like llama.cpp (and the transformer), it rounds Q, K,
+// V and the attention probabilities to half precision; everything else is exact.
+#ifndef SPLITSPEC_TESTS_TESTING_REFERENCE_FORWARD_H_
+#define SPLITSPEC_TESTS_TESTING_REFERENCE_FORWARD_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/model/gguf_reader.h"
+
+namespace splitspec::model {
+
+// Logits [tokens.size()][vocab] for every position of one sequence starting at 0.
+absl::StatusOr<std::vector<std::vector<float>>> ReferenceForward(
+    const GgufFile& file, const std::vector<int32_t>& tokens);
+
+}  // namespace splitspec::model
+
+#endif  // SPLITSPEC_TESTS_TESTING_REFERENCE_FORWARD_H_

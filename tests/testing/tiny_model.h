@@ -1,0 +1,61 @@
+// Tiny random-weight Llama-family GGUF models for tests (library
+// splitspec_testing; link it from any test that needs a model).
+//
+//   TinyModelOptions options;                    // llama, 2 layers, hidden 64, f32
+//   options.weight_type = GgmlType::kQ8_0;
+//   std::string path = ::testing::TempDir() + "/tiny.gguf";
+//   ASSERT_TRUE(WriteTinyModel(options, path).ok());
+//   auto model = Transformer::Load(path, {.threads = 2});
+//
+// The model carries a valid byte-level BPE tokenizer section ("gpt2" model,
+// "smollm" pre-tokenizer): token 0 "<|endoftext|>" (also BOS and EOS by default),
+// 1 "<|im_start|>", 2 "<|im_end|>", then the 256 GPT-2 byte tokens, then one
+// token per merge (ids 259 ...), so vocab_size() == 259 + number of merges.
+// Weights are drawn from a seeded generator: the same options give the same bytes.
+#ifndef SPLITSPEC_TESTS_TESTING_TINY_MODEL_H_
+#define SPLITSPEC_TESTS_TESTING_TINY_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "kernels/cpu/ggml_types.h"
+#include "tests/testing/gguf_writer.h"
+
+namespace splitspec::model {
+
+struct TinyModelOptions {
+  std::string architecture = "llama";  // "llama" or "qwen2" (adds QKV biases)
+  kernels::GgmlType weight_type = kernels::GgmlType::kF32;  // layer matrices and output
+  kernels::GgmlType embedding_type = kernels::GgmlType::kF32;
+  int n_layers = 2;
+  int n_embd = 64;
+  int n_ff = 128;
+  int n_heads = 4;
+  int n_kv_heads = 2;
+  int context_length = 512;
+  bool tied_output = true;     // false: write a separate output.weight
+  float rope_freq_base = 10000.f;
+  float rope_linear_factor = 0.f;  // > 0: rope.scaling.type "linear" with this factor
+  float rms_norm_eps = 1e-5f;
+  uint32_t seed = 1;
+};
+
+// The merges of the tiny vocabulary, in rank order ("Ġ t", "h e", ...).
+const std::vector<std::string>& TinyModelMerges();
+// 259 + TinyModelMerges().size().
+int TinyModelVocabSize();
+
+// A writer holding the complete model (tests may add or override keys / tensors).
+GgufWriter MakeTinyModel(const TinyModelOptions& options);
+
+// MakeTinyModel(options).WriteFile(path).
+absl::Status WriteTinyModel(const TinyModelOptions& options, const std::string& path);
+
+// The GPT-2 byte-level encoding of a byte (e.g. ' ' -> "Ġ"), as UTF-8.
+std::string Gpt2ByteToken(uint8_t byte);
+
+}  // namespace splitspec::model
+
+#endif  // SPLITSPEC_TESTS_TESTING_TINY_MODEL_H_
