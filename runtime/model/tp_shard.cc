@@ -50,8 +50,10 @@ WeightMatrix RowSlice(const WeightMatrix& m, IndexRange range) {
   return WeightMatrix{m.type, m.row(range.begin), range.size(), m.cols};
 }
 
-// Columns [range) of `m`, copied block-row by block-row into `bytes`.
+// Columns [range) of `m`, copied block-row by block-row into `bytes`; all of
+// them (a one-rank group) are `m` itself, borrowed like a row slice.
 WeightMatrix ColumnSlice(const WeightMatrix& m, IndexRange range, std::vector<uint8_t>* bytes) {
+  if (range.begin == 0 && range.end == m.cols) return m;
   const size_t offset = kernels::RowBytes(m.type, range.begin);
   const size_t row_bytes = kernels::RowBytes(m.type, range.size());
   bytes->resize(row_bytes * m.rows);

@@ -26,7 +26,8 @@
 // Row slices are contiguous byte ranges of the memory-mapped file (zero copy;
 // a rank reads only its rows). Column slices of a quantized matrix are not
 // contiguous: wo and down are copied, row by row, from the rank's blocks into
-// owned memory at load. That requires each rank's column range to start and end
+// owned memory at load (with one rank, N = 1, nothing is copied: every slice
+// is the whole matrix, borrowed). That requires each rank's column range to start and end
 // on a quantization block: every rank's head boundary (heads x head_dim) and
 // n_ff / N must be multiples of the type's block size (32 for Q4_0, Q4_1, Q8_0; 256 for Q4_K, Q5_K, Q6_K; 1 for
 // float types). Other splits are refused at load with the numbers in the message.
@@ -73,19 +74,19 @@ absl::StatusOr<TensorParallelShard> PlanTensorParallelShard(const ModelConfig& c
                                                             const ModelWeights& weights, int size,
                                                             int rank);
 
-// A layer's slices. Row slices borrow the file mapping; wo and down own their
-// repacked bytes (the *_bytes vectors; the matrices point into them).
+// A layer's slices. Row slices borrow the file mapping; for N > 1, wo and down
+// own their repacked bytes (the *_bytes vectors; the matrices point into them).
 struct ShardedLayerWeights {
   const std::vector<float>* attn_norm = nullptr;  // [n_embd], the full model's
   WeightMatrix wq;              // [q_dim/N, n_embd]
   WeightMatrix wk;              // [kv_dim/N, n_embd]
   WeightMatrix wv;              // [kv_dim/N, n_embd]
   std::vector<float> bq, bk, bv;  // slices; empty without qkv_bias
-  WeightMatrix wo;              // [n_embd, q_dim/N], owned by wo_bytes
+  WeightMatrix wo;              // [n_embd, q_dim/N], owned by wo_bytes if N > 1
   const std::vector<float>* ffn_norm = nullptr;  // [n_embd]
   WeightMatrix gate;            // [n_ff/N, n_embd]
   WeightMatrix up;              // [n_ff/N, n_embd]
-  WeightMatrix down;            // [n_embd, n_ff/N], owned by down_bytes
+  WeightMatrix down;            // [n_embd, n_ff/N], owned by down_bytes if N > 1
   std::vector<uint8_t> wo_bytes, down_bytes;
 };
 
