@@ -17,7 +17,7 @@ namespace {
 using CacheMap = std::map<uint64_t, std::unique_ptr<model::KvCache>>;
 
 // Builds the batch of one step, creating and truncating caches as planned.
-absl::Status PrepareBatch(const proto::GroupStep& step, const model::TensorParallelTransformer& model,
+absl::Status PrepareBatch(const proto::GroupStep& step, const model::Transformer& model,
                           CacheMap& caches, std::vector<model::SequenceInput>* batch) {
   for (const proto::GroupStepSequence& sequence : step.sequences()) {
     std::unique_ptr<model::KvCache>& cache = caches[sequence.cache_key()];
@@ -46,7 +46,7 @@ absl::Status PrepareBatch(const proto::GroupStep& step, const model::TensorParal
 
 }  // namespace
 
-absl::StatusOr<FollowerExit> RunGroupFollower(model::TensorParallelTransformer& model, net::Communicator& comm,
+absl::StatusOr<FollowerExit> RunGroupFollower(model::Transformer& model, net::Communicator& comm,
                                               const std::atomic<bool>& stop, FollowerCounters* counters) {
   FollowerCounters local;
   if (counters == nullptr) counters = &local;

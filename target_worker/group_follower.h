@@ -15,7 +15,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "runtime/model/tp_transformer.h"
+#include "runtime/model/transformer.h"
 #include "runtime/dist/communicator.h"
 
 namespace splitspec::target {
@@ -36,7 +36,7 @@ struct FollowerCounters {
 // Errors: the first failed collective (the group is broken; re-form), or
 // DataLoss naming the step when the leader's plan cannot be followed (an
 // unknown cache key with start > 0, a start past the cache's length).
-absl::StatusOr<FollowerExit> RunGroupFollower(model::TensorParallelTransformer& model, net::Communicator& comm,
+absl::StatusOr<FollowerExit> RunGroupFollower(model::Transformer& model, net::Communicator& comm,
                                               const std::atomic<bool>& stop, FollowerCounters* counters = nullptr);
 
 }  // namespace splitspec::target

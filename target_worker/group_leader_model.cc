@@ -25,7 +25,7 @@ bool IsInputError(const absl::Status& status) {
   return absl::IsInvalidArgument(status) || absl::IsOutOfRange(status);
 }
 
-GroupLeaderModel::GroupLeaderModel(model::TensorParallelTransformer* model, net::Communicator* comm,
+GroupLeaderModel::GroupLeaderModel(model::Transformer* model, net::Communicator* comm,
                                    absl::Duration keep_alive)
     : model_(model), comm_(comm), keep_alive_(keep_alive) {}
 

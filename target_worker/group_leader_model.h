@@ -33,7 +33,7 @@
 #include "absl/time/time.h"
 #include "proto/splitspec.pb.h"
 #include "runtime/model/language_model.h"
-#include "runtime/model/tp_transformer.h"
+#include "runtime/model/transformer.h"
 #include "runtime/dist/communicator.h"
 
 namespace splitspec::target {
@@ -49,7 +49,7 @@ class GroupLeaderModel : public model::LanguageModel {
   // KeepAliveIfIdle sends an empty step (well below the collective timeout, so
   // an idle follower's wait never times out, and a dead follower is noticed
   // while idle).
-  GroupLeaderModel(model::TensorParallelTransformer* model, net::Communicator* comm,
+  GroupLeaderModel(model::Transformer* model, net::Communicator* comm,
                    absl::Duration keep_alive = absl::Seconds(1));
   ~GroupLeaderModel() override;
 
@@ -72,7 +72,7 @@ class GroupLeaderModel : public model::LanguageModel {
   class KeyedCache;
   absl::Status Broadcast(proto::GroupStep& step);
 
-  model::TensorParallelTransformer* model_;
+  model::Transformer* model_;
   net::Communicator* comm_;
   absl::Duration keep_alive_;
   absl::Time last_broadcast_ = absl::Now();

@@ -11,7 +11,7 @@
 //   ASSIGN_OR_RETURN(FormedGroup g, FormAsLeader(options, *server, generation));
 //                                                 ASSIGN_OR_RETURN(FormedGroup g,
 //                                                     JoinAsFollower(options, min_generation, stop));
-//   ... TensorParallelTransformer::Load(path, g.comm.get(), ...)
+//   ... Transformer::Load(path, g.comm.get(), ...)
 //
 // Every call is bounded: announce/lookup by the coordinator's answer time,
 // communicator creation by options.timeout (DeadlineExceeded names the group

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/model/tp_transformer.h"
+#include "runtime/model/transformer.h"
 #include "runtime/net/membership_client.h"
 #include "runtime/net/worker_identity.h"
 #include "target_worker/group_follower.h"
@@ -41,7 +41,7 @@ net::WorkerIdentity RankIdentity(const TpRankOptions& options) {
 
 // One formation of the group, as its leader. OK: stopped or drained.
 absl::Status LeadOneFormation(const TpRankOptions& options, FormedGroup& formed, const std::atomic<bool>& stop) {
-  ASSIGN_OR_RETURN(auto model, model::TensorParallelTransformer::Load(options.model_path, formed.comm.get(),
+  ASSIGN_OR_RETURN(auto model, model::Transformer::Load(options.model_path, formed.comm.get(),
                                                                       {.threads = options.threads}));
   GroupLeaderModel leader(model.get(), formed.comm.get());
   TargetServiceOptions service_options = options.service;
@@ -60,7 +60,7 @@ absl::Status LeadOneFormation(const TpRankOptions& options, FormedGroup& formed,
 // One formation of the group, as a follower.
 absl::StatusOr<FollowerExit> FollowOneFormation(const TpRankOptions& options, FormedGroup& formed,
                                                 const std::atomic<bool>& stop) {
-  ASSIGN_OR_RETURN(auto model, model::TensorParallelTransformer::Load(options.model_path, formed.comm.get(),
+  ASSIGN_OR_RETURN(auto model, model::Transformer::Load(options.model_path, formed.comm.get(),
                                                                       {.threads = options.threads}));
   // Registered for liveness only (the router places requests on leaders).
   ASSIGN_OR_RETURN(proto::Register registration, net::BuildRegistration(RankIdentity(options)));

@@ -1,6 +1,6 @@
 // LanguageModel: the forward contract a target or draft engine relies on,
-// whatever computes it: model::Transformer (one process) or
-// TensorParallelTransformer (one rank of a tensor-parallel group).
+// whatever computes it: model::Transformer (one process, or one rank of a
+// tensor-parallel group) or a wrapper (target_worker's GroupLeaderModel).
 //
 //   std::unique_ptr<LanguageModel> model = ...;     // either implementation
 //   std::unique_ptr<KvCache> cache = model->NewCache();

@@ -1,5 +1,5 @@
-// Several matmuls over the same tokens in one thread-pool dispatch: the shared
-// core of Transformer and TensorParallelTransformer.
+// Several matmuls over the same tokens in one thread-pool dispatch: the matmul
+// core of the CPU transformer backend (cpu_backend.h).
 //
 //   RunMatMulJobs(pool, {{&wq, xn, q}, {&wk, xn, k}, {&wv, xn, v}}, tokens, &packed);
 //

@@ -1,7 +1,8 @@
-// The Llama-family transformer on the CPU: one forward call runs a batch of
-// sequences, each with any number of new tokens (a prompt prefill, a 1-token
-// decode step, a k+1-token verification block), and returns the logits of the
-// positions asked for.
+// The Llama-family transformer: one forward call runs a batch of sequences,
+// each with any number of new tokens (a prompt prefill, a 1-token decode step,
+// a k+1-token verification block), and returns the logits of the positions
+// asked for. The same class runs one rank of a tensor-parallel group; a single
+// process is a one-rank group.
 //
 //   ASSIGN_OR_RETURN(auto model, Transformer::Load(path, {.threads = 2}));
 //   std::unique_ptr<KvCache> cache = model->NewCache();
@@ -10,32 +11,65 @@
 //   RETURN_IF_ERROR(model->Forward({{cache.get(), prompt, LogitsMode::kLast}}, &out));
 //   const float* next = out.Row(0, 0);      // [vocab] logits after token 3
 //
-// Numerics are batch-invariant: the logits of a position are bitwise identical
-// whether it is computed alone, inside a multi-token block, or batched with other
-// sequences (the matmul kernels and the row ops fix one reduction order per output
-// element; attention for (sequence, position, head) always reduces over positions
-// 0..pos in increasing order). The thread count does not change results either.
+//   // rank r of N, after the group's communicator is up:
+//   ASSIGN_OR_RETURN(auto rank_model, Transformer::Load(path, comm.get(), {.threads = 2}));
+//   // NewCache holds this rank's KV heads; Forward gives the full logits on every rank.
 //
-// Thread safety: Forward uses internal scratch buffers and the thread pool: call
-// it from one thread at a time. config(), weights() are immutable.
+// Structure: this class checks the inputs, plans the tokens, keeps the KV
+// caches' lengths and runs the group's collectives; the math of each layer is
+// a TransformerBackend's (backend.h states buffers, shapes, memory ownership
+// and which calls communicate; the CPU backend is cpu_backend.h).
+//
+// Tensor parallelism (the split is in tp_shard.h): per layer a rank computes
+// RMSNorm (replicated), its heads' Q/K/V, RoPE, attention over its KV heads,
+// its columns of wo -> all-reduce; RMSNorm, its gate/up rows, SiLU, its columns
+// of down -> all-reduce; and at the end its vocabulary rows of the head ->
+// all-gather. That is 2 * n_layers + 1 collectives per Forward, each of
+// [tokens, n_embd] (or [rows, V/N]) floats; with one rank there are none, and
+// the forward is the single-process model's.
+//
+// Numerics are batch-invariant: the logits of a position are bitwise identical
+// whether it is computed alone, inside a multi-token block, or batched with
+// other sequences (backend.h, "Batch invariance"). The thread count does not
+// change results either. TP=N differs from TP=1 only in float summation order
+// (each wo/down output is the sum of N partial dot products instead of one).
+// With float weights that stays at float rounding (measured: 6e-7 of the
+// largest logit on a 30-layer random model at SmolLM2-135M's shapes). With
+// quantized weights the activations are quantized too (Q8, per 32-element
+// block), and a last-bit difference can flip one activation's rounding; over
+// many layers the flips add up: 1.7e-2 relative on that random Q4_1 model, and
+// up to 0.93 on logits of magnitude 27.5 on SmolLM2-135M Q4_1 at TP=3, so
+// greedy decoding can pick a different token where the top two are close. TP=N
+// is therefore a different (equally valid) rounding of the model, not bitwise
+// TP=1; every rank of one group holds the same logits, batch-invariant too (the
+// all-reduce adds in rank order per element, GlooCommunicator).
+//
+// The step-plan contract a group's leader must keep: all ranks call Forward
+// with the same sequences in the same order, the same tokens, and caches of
+// the same lengths; and call KvCache::Truncate identically. A rank that
+// diverges makes the collectives disagree in size (an error) or silently mix
+// sequences.
+//
+// Thread safety: Forward uses internal scratch buffers and the thread pool
+// (and owns the communicator's call order): call it from one thread at a time.
+// config(), weights() are immutable.
 #ifndef SPLITSPEC_RUNTIME_MODEL_TRANSFORMER_H_
 #define SPLITSPEC_RUNTIME_MODEL_TRANSFORMER_H_
 
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "kernels/cpu/matmul.h"
-#include "runtime/base/thread_pool.h"
+#include "runtime/model/backend.h"
 #include "runtime/model/gguf_reader.h"
 #include "runtime/model/kv_cache.h"
 #include "runtime/model/language_model.h"
 #include "runtime/model/model_config.h"
-#include "runtime/model/matmul_jobs.h"
+#include "runtime/model/tp_shard.h"
 #include "runtime/model/weights.h"
+#include "runtime/dist/communicator.h"
 
 namespace splitspec::model {
 
@@ -50,60 +84,78 @@ struct TransformerOptions {
 class Transformer : public LanguageModel {
  public:
   // Opens, maps and validates a GGUF model. Errors: those of GgufFile::Open,
-  // ReadModelConfig and LoadModelWeights (each names the file, key or tensor).
+  // ReadModelConfig and LoadModelWeights (each names the file, key or tensor);
+  // InvalidArgument for options.layers out of range.
   static absl::StatusOr<std::unique_ptr<Transformer>> Load(const std::string& path,
                                                            const TransformerOptions& options);
   // Same, from an already opened file (takes ownership).
   static absl::StatusOr<std::unique_ptr<Transformer>> FromFile(std::unique_ptr<GgufFile> file,
                                                                const TransformerOptions& options);
 
-  const ModelConfig& config() const override { return config_; }
-  const ModelWeights& weights() const { return weights_; }
-  const GgufFile& file() const { return *file_; }
-  int num_threads() const { return pool_.num_threads(); }
+  // Rank group->rank() of a tensor-parallel group of group->size() ranks; a
+  // null `group` is a one-rank group. `group` must outlive the model, and its
+  // buffers live where the backend's do (host memory for the CPU backend:
+  // FailedPrecondition otherwise). Errors, in addition to Load's:
+  // InvalidArgument from PlanTensorParallelShard (a split the model does not
+  // allow, naming the numbers).
+  static absl::StatusOr<std::unique_ptr<Transformer>> Load(const std::string& path,
+                                                           net::Communicator* group,
+                                                           const TransformerOptions& options);
+  static absl::StatusOr<std::unique_ptr<Transformer>> FromFile(std::unique_ptr<GgufFile> file,
+                                                               net::Communicator* group,
+                                                               const TransformerOptions& options);
 
-  // A cache for one sequence of up to `max_tokens` (0: the model's context length).
+  ~Transformer() override;
+
+  // The whole model's config (n_heads etc. are the model's, not the shard's).
+  const ModelConfig& config() const override { return config_; }
+  // The whole model's weights, as located in the file.
+  const ModelWeights& weights() const { return *weights_; }
+  // This rank's part of the model (the whole model in a one-rank group).
+  const TensorParallelShard& shard() const { return shard_; }
+  const GgufFile& file() const { return *file_; }
+  int num_threads() const { return threads_; }
+
+  // A cache for one sequence of up to `max_tokens` (0: the model's context
+  // length), holding this rank's KV heads (tp_shard.h: some may be replicated
+  // on a neighbour rank): n_layers x (its KV heads x head_dim) per position.
   std::unique_ptr<KvCache> NewCache(int max_tokens = 0) const override;
 
   // Appends every sequence's tokens to its cache and fills `out` with the logits
   // asked for. REQUIRES (checked, InvalidArgument naming the sequence): at least one
-  // sequence; each has a non-null cache shaped for this model, distinct from the
-  // others, and at least one token; every token id in [0, vocab). A cache that would
-  // grow past its max_tokens gives OutOfRange.
+  // sequence; each has a non-null cache shaped for this model (and rank), distinct
+  // from the others, and at least one token; every token id in [0, vocab). A cache
+  // that would grow past its max_tokens gives OutOfRange. These checks come before
+  // any collective, so every rank of a group finds the same error.
+  // A failed collective returns its error (DeadlineExceeded / Unavailable /
+  // FailedPrecondition, see dist/communicator.h); the group is then broken.
   // State after a failure: every cache has its previous length (nothing appended)
-  // and `out` is unspecified. After success each cache grew by its tokens.size().
+  // and `out` is unspecified. After success each cache grew by its tokens.size(),
+  // and every rank's `out` holds the same full-vocabulary logits.
   absl::Status Forward(absl::Span<const SequenceInput> batch, ForwardOutput* out) override;
 
  private:
-  Transformer(std::unique_ptr<GgufFile> file, ModelConfig config, ModelWeights weights,
-              int threads);
+  Transformer(std::unique_ptr<GgufFile> file, ModelConfig config,
+              std::unique_ptr<ModelWeights> weights, TensorParallelShard shard,
+              net::Communicator* group, int threads);
 
   absl::Status Validate(absl::Span<const SequenceInput> batch) const;
+  absl::Status CheckCacheShape(size_t s, const KvCache& cache) const;
   void PlanTokens(absl::Span<const SequenceInput> batch);
-  void Embed(absl::Span<const SequenceInput> batch);
-  void RunLayer(int layer, absl::Span<const SequenceInput> batch);
-  void Attention(int layer, absl::Span<const SequenceInput> batch);
-  void ComputeLogits(absl::Span<const SequenceInput> batch, ForwardOutput* out);
-  // y = x W^T for each job, all jobs over the same `tokens`, rows split across threads.
-  void MatMul(std::initializer_list<MatMulJob> jobs, int64_t tokens);
+  absl::Status RunLayer(int layer);
+  absl::Status ComputeLogits(ForwardOutput* out);
+  // Sums `data` [count] over the group in place; nothing with one rank.
+  absl::Status SumOverGroup(float* data, int64_t count);
 
   std::unique_ptr<GgufFile> file_;
   ModelConfig config_;
-  ModelWeights weights_;
-  ThreadPool pool_;
-
-  // Scratch, sized per call; T = total new tokens of the call.
-  std::vector<int> token_seq_;    // [T] index of the token's sequence in the batch
-  std::vector<int> token_pos_;    // [T] position of the token in its sequence
-  std::vector<float> rope_cos_, rope_sin_;  // [T, rope_dim / 2]
-  std::vector<float> x_;          // [T, n_embd] residual stream
-  std::vector<float> xn_;         // [T, n_embd] normalized
-  std::vector<float> q_, k_, v_;  // [T, q_dim], [T, kv_dim], [T, kv_dim]
-  std::vector<float> attn_;       // [T, q_dim]
-  std::vector<float> proj_;       // [T, n_embd]
-  std::vector<float> gate_, up_;  // [T, n_ff]
-  std::vector<std::vector<float>> thread_scores_;  // [threads][max positions]
-  std::vector<kernels::PackedActivations> packed_;  // one per weight type in a MatMul
+  std::unique_ptr<ModelWeights> weights_;  // located in file_
+  TensorParallelShard shard_;
+  std::unique_ptr<ShardedWeights> shard_weights_;  // slices of weights_
+  net::Communicator* group_;  // null or size 1: a one-rank group
+  int threads_;
+  std::unique_ptr<TransformerBackend> backend_;  // borrows shard_weights_, config_
+  ForwardPlan plan_;  // the current call's
 };
 
 }  // namespace splitspec::model

@@ -1,5 +1,5 @@
 // Row-wise building blocks of the transformer forward pass. Internal to
-// runtime/model (transformer.cc and the tests' reference forward use them).
+// runtime/model (cpu_backend.cc and the tests' reference forward use them).
 //
 // Batch invariance: every function here computes each output row with a fixed
 // sequence of float operations that depends only on the row's own inputs and

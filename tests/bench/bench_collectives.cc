@@ -18,7 +18,7 @@
 //
 // Decode: prefill 8 prompt tokens, then --decode-tokens greedy steps of one
 // token. TP=1 is model::Transformer with --threads-per-rank threads; TP=N runs
-// N ranks of TensorParallelTransformer with --threads-per-rank threads each.
+// N ranks of Transformer with --threads-per-rank threads each.
 // TP=1 is also run with every hardware thread: the same cores, one process.
 // Per token:  ms/token = decode wall time / tokens;  tokens/s = 1000 / ms;
 // collective ms/token = time rank 0 spent inside collectives / tokens
@@ -50,7 +50,6 @@
 #include "absl/strings/str_split.h"
 #include "kernels/cpu/matmul.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/model/tp_transformer.h"
 #include "runtime/model/transformer.h"
 #include "runtime/dist/file_rendezvous_store.h"
 #include "runtime/dist/gloo_communicator.h"
@@ -279,7 +278,7 @@ absl::Status BenchDecode(const Options& options, const std::string& path,
     std::vector<DecodeResult> results(tp);
     absl::Status s = FirstError(RunGroup(tp, [&](net::Communicator& comm) -> absl::Status {
       TimedCommunicator timed(&comm);
-      ASSIGN_OR_RETURN(auto model, model::TensorParallelTransformer::Load(
+      ASSIGN_OR_RETURN(auto model, model::Transformer::Load(
                                        path, &timed,
                                        {.threads = options.threads_per_rank}));
       ASSIGN_OR_RETURN(results[comm.rank()], Decode(*model, options.decode_tokens, &timed));

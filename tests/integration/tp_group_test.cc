@@ -1,7 +1,7 @@
 // Tensor-parallel target groups end to end.
 //
 // In one process (rank threads, Gloo on 127.0.0.1): a TP=2 target group decodes
-// exactly as TP=2 plain decoding computed directly on TensorParallelTransformer
+// exactly as TP=2 plain decoding computed directly on Transformer ranks
 // ranks, and speculative decoding on it (ngram drafter, and the target as its
 // own draft) is lossless at temperature 0 against that.
 //
@@ -13,7 +13,7 @@
 // the group re-form and register again.
 //
 // The tiny model has F32 weights, so TP=2 and TP=1 differ only by float
-// summation order (~1e-7 relative, runtime/model/tp_transformer.h); greedy
+// summation order (~1e-7 relative, runtime/model/transformer.h); greedy
 // decoding picks the same tokens unless two logits tie that closely, which the
 // direct comparison in TensorParallelPlainGreedyEqualsTp1 checks for this
 // model and these prompts. Every wait is bounded by attempts, never timed.
@@ -29,7 +29,6 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
-#include "runtime/model/tp_transformer.h"
 #include "runtime/model/transformer.h"
 #include "runtime/dist/file_rendezvous_store.h"
 #include "runtime/dist/gloo_communicator.h"
@@ -59,7 +58,7 @@ std::string WriteModel(const std::string& dir) {
   return path;
 }
 
-// Plain greedy decoding on `size` TensorParallelTransformer ranks (threads),
+// Plain greedy decoding on `size` Transformer ranks (threads),
 // the reference for the group's outputs. Returns rank 0's tokens per prompt.
 std::vector<std::vector<int32_t>> TensorParallelPlainGreedy(const std::string& model_path, const std::string& dir,
                                                             int size) {
@@ -72,7 +71,7 @@ std::vector<std::vector<int32_t>> TensorParallelPlainGreedy(const std::string& m
       auto comm = net::GlooCommunicator::Create(**store, {.group = "reference", .rank = rank, .size = size},
                                                 {.hostname = "127.0.0.1", .iface = ""});
       ASSERT_TRUE(comm.ok()) << comm.status();
-      auto model = model::TensorParallelTransformer::Load(model_path, comm->get(), {.threads = 1});
+      auto model = model::Transformer::Load(model_path, comm->get(), {.threads = 1});
       ASSERT_TRUE(model.ok()) << model.status();
       for (const auto& prompt : Prompts()) per_rank[rank].push_back(PlainGreedy(**model, prompt, kMaxTokens));
     });

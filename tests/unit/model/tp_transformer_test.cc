@@ -1,6 +1,5 @@
 // Tensor-parallel forward (ranks as threads over Gloo on loopback) against the
 // single-process Transformer on tiny random models.
-#include "runtime/model/tp_transformer.h"
 
 #include <algorithm>
 #include <atomic>
@@ -92,7 +91,7 @@ net::GlooGroupOptions Ranks(int size) {
 // 32-element block, and a last-bit difference can flip one activation's
 // rounding, which then propagates: the 2-layer models here stay at ~3e-7, but
 // a 30-layer random model at SmolLM2-135M's shapes measured 6e-7 (F32) against
-// 1.7e-2 (Q4_1) relative (too slow to keep as a test; see tp_transformer.h).
+// 1.7e-2 (Q4_1) relative (too slow to keep as a test; see transformer.h).
 // Q, K, V and the attention probabilities are rounded to half precision (as
 // llama.cpp does), so a last-bit difference can also move one of them by a half
 // step (2^-11 relative): measured up to 6e-5 (F32) and 6e-4 (Q8_0, TP=3).
@@ -121,7 +120,7 @@ TEST_P(TpTransformerTest, LogitsMatchTheSingleProcessTransformer) {
   std::vector<double> errors(c.size, 0);
   const auto results = net::RunGlooRanksAsThreads(Ranks(c.size), [&](net::Communicator& comm) {
     ASSIGN_OR_RETURN(auto model,
-                     TensorParallelTransformer::FromFile(TinyFile(c.options), &comm, {.threads = 1}));
+                     Transformer::FromFile(TinyFile(c.options), &comm, {.threads = 1}));
     for (size_t p = 0; p < kPrompts.size(); ++p) {
       ASSIGN_OR_RETURN(std::vector<float> got, AllLogits(*model, kPrompts[p]));
       if (got.size() != want[p].size()) return absl::InternalError("logits size differs");
@@ -152,7 +151,7 @@ TEST_P(TpTransformerTest, GreedyContinuationsMatch) {
   std::vector<std::vector<int32_t>> got(kPrompts.size());
   const auto results = net::RunGlooRanksAsThreads(Ranks(c.size), [&](net::Communicator& comm) {
     ASSIGN_OR_RETURN(auto model,
-                     TensorParallelTransformer::FromFile(TinyFile(c.options), &comm, {.threads = 1}));
+                     Transformer::FromFile(TinyFile(c.options), &comm, {.threads = 1}));
     for (size_t p = 0; p < kPrompts.size(); ++p) {
       std::vector<int32_t> tokens;
       std::vector<float> unused;
@@ -299,7 +298,7 @@ TEST(TpTransformerProcessTest, TwoProcessRanksMatchTheSingleProcessLogits) {
   ASSERT_TRUE(want.ok()) << want.status();
   const auto results = net::RunGlooRanksAsProcesses(Ranks(2), [&](net::Communicator& comm) {
     ASSIGN_OR_RETURN(auto model,
-                     TensorParallelTransformer::FromFile(TinyFile(options), &comm, {.threads = 1}));
+                     Transformer::FromFile(TinyFile(options), &comm, {.threads = 1}));
     ASSIGN_OR_RETURN(std::vector<float> got, AllLogits(*model, kPrompts[0]));
     const double error = RelativeError(got, *want);
     if (!(error < 1e-5)) return absl::InternalError(absl::StrCat("relative error ", error));
@@ -360,7 +359,7 @@ TEST(TpTransformerBatchTest, BatchedAndTruncatedSequencesGiveTheSameLogitsAsAlon
   const TinyModelOptions options = Tiny("llama", GgmlType::kQ8_0);
   const auto results = net::RunGlooRanksAsThreads(Ranks(2), [&](net::Communicator& comm) -> absl::Status {
     ASSIGN_OR_RETURN(auto model,
-                     TensorParallelTransformer::FromFile(TinyFile(options), &comm, {.threads = 2}));
+                     Transformer::FromFile(TinyFile(options), &comm, {.threads = 2}));
     ASSIGN_OR_RETURN(std::vector<float> alone, AllLogits(*model, kPrompts[0]));
     auto a = model->NewCache();
     auto b = model->NewCache();
@@ -388,7 +387,7 @@ TEST(TpTransformerBatchTest, AMissingRankFailsTheForwardAndKeepsTheCache) {
   std::atomic<bool> done{false};
   const auto results = net::RunGlooRanksAsThreads(group, [&](net::Communicator& comm) -> absl::Status {
     ASSIGN_OR_RETURN(auto model,
-                     TensorParallelTransformer::FromFile(TinyFile(options), &comm, {.threads = 1}));
+                     Transformer::FromFile(TinyFile(options), &comm, {.threads = 1}));
     if (comm.rank() == 1) {  // alive, never calls Forward
       while (!done.load()) absl::SleepFor(absl::Milliseconds(10));
       return absl::OkStatus();

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "runtime/model/tp_transformer.h"
 #include "runtime/model/transformer.h"
 #include "target_worker/group_follower.h"
 #include "target_worker/group_leader_model.h"
@@ -83,7 +82,7 @@ TEST(GroupStepTest, FollowersMirrorTheLeadersCachesThroughRollbackAndRelease) {
   std::atomic<bool> stop{false};
   std::vector<absl::Status> results =
       net::RunGlooRanksAsThreads({.size = 2}, [&](net::Communicator& comm) -> absl::Status {
-        auto model = model::TensorParallelTransformer::Load(TinyPath(), &comm, {.threads = 1});
+        auto model = model::Transformer::Load(TinyPath(), &comm, {.threads = 1});
         if (!model.ok()) return model.status();
         if (comm.rank() == 0) {
           GroupLeaderModel leader(model->get(), &comm);
@@ -104,7 +103,7 @@ TEST(GroupStepTest, APlanTheFollowerCannotFollowIsDataLoss) {
   std::atomic<bool> stop{false};
   std::vector<absl::Status> results =
       net::RunGlooRanksAsThreads({.size = 2}, [&](net::Communicator& comm) -> absl::Status {
-        auto model = model::TensorParallelTransformer::Load(TinyPath(), &comm, {.threads = 1});
+        auto model = model::Transformer::Load(TinyPath(), &comm, {.threads = 1});
         if (!model.ok()) return model.status();
         if (comm.rank() == 0) {
           proto::GroupStep step;  // a cache the follower never saw, already 4 positions long

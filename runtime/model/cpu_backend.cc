@@ -1,0 +1,198 @@
+#include "runtime/model/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/dequantize.h"
+#include "runtime/model/transformer_ops.h"
+
+namespace splitspec::model {
+namespace {
+
+void AddRows(float* x, const float* delta, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += delta[i];
+}
+
+void AddBias(float* y, const std::vector<float>& bias, int64_t tokens) {
+  const int64_t n = static_cast<int64_t>(bias.size());
+  for (int64_t t = 0; t < tokens; ++t) AddRows(y + t * n, bias.data(), n);
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(const ModelConfig& config, const TensorParallelShard& shard,
+                       const ShardedWeights& weights, int threads)
+    : config_(config),
+      shard_(shard),
+      weights_(weights),
+      pool_(threads),
+      q_dim_(shard.q_dim(config)),
+      kv_dim_(shard.kv_dim(config)),
+      ff_(shard.ff.size()) {
+  thread_scores_.resize(pool_.num_threads());
+  packed_.resize(kMaxMatMulJobs);
+}
+
+std::unique_ptr<KvCache> CpuBackend::NewCache(int max_tokens) const {
+  return std::make_unique<KvCache>(config_.n_layers, static_cast<int>(kv_dim_), max_tokens);
+}
+
+void CpuBackend::Begin(const ForwardPlan& plan) {
+  plan_ = &plan;
+  const int64_t t_count = tokens();
+  const int pairs = config_.rope_dim / 2;
+  rope_cos_.resize(t_count * pairs);
+  rope_sin_.resize(t_count * pairs);
+  for (int64_t t = 0; t < t_count; ++t) {
+    internal::RopeAngles(config_, weights_.full->rope_freq_factors, plan.token_pos[t],
+                         &rope_cos_[t * pairs], &rope_sin_[t * pairs]);
+  }
+  x_.resize(t_count * config_.n_embd);
+  xn_.resize(t_count * config_.n_embd);
+  q_.resize(t_count * q_dim_);
+  k_.resize(t_count * kv_dim_);
+  v_.resize(t_count * kv_dim_);
+  attn_.resize(t_count * q_dim_);
+  partial_.resize(t_count * config_.n_embd);
+  gate_.resize(t_count * ff_);
+  up_.resize(t_count * ff_);
+  for (std::vector<float>& scores : thread_scores_) {
+    if (static_cast<int>(scores.size()) < plan.max_positions) scores.resize(plan.max_positions);
+  }
+  Embed();
+}
+
+void CpuBackend::Embed() {
+  const int d = config_.n_embd;
+  const WeightMatrix& embd = weights_.full->token_embd;
+  int64_t t = 0;
+  for (const SequenceInput& in : plan_->batch) {
+    for (int32_t id : in.tokens) {
+      kernels::DequantizeRow(embd.type, embd.row(id), &x_[t * d], d);
+      ++t;
+    }
+  }
+}
+
+void CpuBackend::MatMul(std::initializer_list<MatMulJob> jobs, int64_t rows) {
+  RunMatMulJobs(pool_, jobs, rows, &packed_);
+}
+
+void CpuBackend::NormRows(const float* weight) {
+  const int d = config_.n_embd;
+  for (int64_t t = 0; t < tokens(); ++t) {
+    internal::RmsNormRow(&x_[t * d], weight, config_.rms_norm_eps, d, &xn_[t * d]);
+  }
+}
+
+float* CpuBackend::Attention(int layer) {
+  const ShardedLayerWeights& lw = weights_.layers[layer];
+  NormRows(lw.attn_norm->data());
+  MatMul({{&lw.wq, xn_.data(), q_.data()},
+          {&lw.wk, xn_.data(), k_.data()},
+          {&lw.wv, xn_.data(), v_.data()}},
+         tokens());
+  if (config_.qkv_bias) {
+    AddBias(q_.data(), lw.bq, tokens());
+    AddBias(k_.data(), lw.bk, tokens());
+    AddBias(v_.data(), lw.bv, tokens());
+  }
+  RopeAndStore(layer);
+  AttendAllHeads(layer);
+  MatMul({{&lw.wo, attn_.data(), partial_.data()}}, tokens());
+  return partial_.data();
+}
+
+void CpuBackend::RopeAndStore(int layer) {
+  const int pairs = config_.rope_dim / 2;
+  const int heads = static_cast<int>(shard_.heads.size());
+  const int kv_heads = static_cast<int>(shard_.kv_heads.size());
+  for (int64_t t = 0; t < tokens(); ++t) {
+    internal::PrepareAttentionInputs(config_, &rope_cos_[t * pairs], &rope_sin_[t * pairs], heads,
+                                     kv_heads, &q_[t * q_dim_], &k_[t * kv_dim_],
+                                     &v_[t * kv_dim_]);
+    KvCache* cache = plan_->batch[plan_->token_seq[t]].cache;
+    const int pos = plan_->token_pos[t];
+    std::memcpy(cache->key(layer, pos), &k_[t * kv_dim_], kv_dim_ * sizeof(float));
+    std::memcpy(cache->value(layer, pos), &v_[t * kv_dim_], kv_dim_ * sizeof(float));
+  }
+}
+
+void CpuBackend::AttendAllHeads(int layer) {
+  const int heads = static_cast<int>(shard_.heads.size());
+  const int group = config_.n_heads / config_.n_kv_heads;
+  const int head_dim = config_.head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const kernels::GgmlOrder order = kernels::NativeGgmlOrder();
+  pool_.ParallelFor(tokens() * heads, [&](int64_t task, int thread) {
+    const int64_t t = task / heads;
+    const int h = static_cast<int>(task % heads);  // this rank's head h
+    const KvCache* cache = plan_->batch[plan_->token_seq[t]].cache;
+    // The KV head of model head (heads.begin + h), among this rank's KV heads.
+    const int64_t kv_offset =
+        ((shard_.heads.begin + h) / group - shard_.kv_heads.begin) * head_dim;
+    internal::AttendOneHead(order, &q_[t * q_dim_ + h * head_dim],
+                            cache->key(layer, 0) + kv_offset, cache->value(layer, 0) + kv_offset,
+                            kv_dim_, plan_->token_pos[t], head_dim, scale,
+                            thread_scores_[thread].data(), &attn_[t * q_dim_ + h * head_dim]);
+  });
+}
+
+float* CpuBackend::FeedForward(int layer) {
+  const ShardedLayerWeights& lw = weights_.layers[layer];
+  NormRows(lw.ffn_norm->data());
+  MatMul({{&lw.gate, xn_.data(), gate_.data()}, {&lw.up, xn_.data(), up_.data()}}, tokens());
+  internal::SiluMul(kernels::NativeGgmlOrder(), gate_.data(), up_.data(), tokens() * ff_);
+  MatMul({{&lw.down, gate_.data(), partial_.data()}}, tokens());
+  return partial_.data();
+}
+
+void CpuBackend::AddToResidual() {
+  AddRows(x_.data(), partial_.data(), tokens() * config_.n_embd);
+}
+
+const float* CpuBackend::OutputHead() {
+  const int d = config_.n_embd;
+  const int64_t rows = logit_rows();
+  for (int64_t r = 0; r < rows; ++r) {
+    internal::RmsNormRow(&x_[plan_->logit_tokens[r] * d], weights_.full->output_norm.data(),
+                         config_.rms_norm_eps, d, &xn_[r * d]);
+  }
+  const int64_t local = shard_.vocab.size();
+  const int64_t per_rank = shard_.vocab_per_rank;
+  logits_.resize(rows * per_rank);
+  if (local == per_rank) {  // no padding: the matmul writes the rows in place
+    MatMul({{&weights_.output, xn_.data(), logits_.data()}}, rows);
+    return logits_.data();
+  }
+  head_out_.resize(rows * local);
+  MatMul({{&weights_.output, xn_.data(), head_out_.data()}}, rows);
+  std::fill(logits_.begin(), logits_.end(), 0.f);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(&logits_[r * per_rank], &head_out_[r * local], local * sizeof(float));
+  }
+  return logits_.data();
+}
+
+float* CpuBackend::GatherBuffer() {
+  gathered_.resize(static_cast<size_t>(shard_.size) * logit_rows() * shard_.vocab_per_rank);
+  return gathered_.data();
+}
+
+void CpuBackend::CopyLogitsToHost(const float* parts, float* host_logits) {
+  const int64_t rows = logit_rows();
+  const int64_t vocab = config_.vocab_size;
+  const int64_t per_rank = shard_.vocab_per_rank;
+  for (int rank = 0; rank < shard_.size; ++rank) {
+    const int64_t begin = std::min(vocab, per_rank * rank);
+    const int64_t width = std::min(vocab, per_rank * (rank + 1)) - begin;
+    const float* part = parts + static_cast<size_t>(rank) * rows * per_rank;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(&host_logits[r * vocab + begin], part + r * per_rank, width * sizeof(float));
+    }
+  }
+}
+
+}  // namespace splitspec::model
