@@ -18,6 +18,7 @@
 #include "kernels/cpu/quantize_weights.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/model/transformer.h"
+#include "runtime/dist/communicator.h"
 #include "tests/testing/tiny_model.h"
 #include "tests/testing/gloo_group.h"
 
@@ -404,6 +405,70 @@ TEST(TpTransformerBatchTest, AMissingRankFailsTheForwardAndKeepsTheCache) {
     return absl::OkStatus();
   });
   for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
+}
+
+// A one-rank group whose collectives all fail and are counted: a model on it
+// must run without calling one.
+class OneRankWithoutCollectives final : public net::Communicator {
+ public:
+  explicit OneRankWithoutCollectives(net::BufferSpace space) : space_(space) {}
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  absl::Duration timeout() const override { return absl::Seconds(1); }
+  net::BufferSpace buffer_space() const override { return space_; }
+  const char* backend_name() const override { return "counting"; }
+  absl::Status AllReduceSum(float*, int64_t) override { return Called(); }
+  absl::Status AllGather(const float*, int64_t, float*) override { return Called(); }
+  absl::Status Broadcast(void*, int64_t, int) override { return Called(); }
+  int calls() const { return calls_; }
+
+ private:
+  absl::Status Called() {
+    ++calls_;
+    return absl::InternalError("a one-rank group called a collective");
+  }
+  net::BufferSpace space_;
+  int calls_ = 0;
+};
+
+// TP=1 is a one-rank group: the same forward, no communication, and bitwise
+// the logits of the model loaded without a group (alone and batched).
+TEST(TpTransformerOneRankTest, AOneRankGroupIsBitwiseTheModelWithoutAGroup) {
+  for (const TinyModelOptions& options :
+       {Tiny("llama", GgmlType::kQ4_1), Tiny("qwen2", GgmlType::kQ8_0),
+        Tiny("llama", GgmlType::kF32, 6, 3, 96, 192)}) {
+    auto alone = Transformer::FromFile(TinyFile(options), {.threads = 2});
+    ASSERT_TRUE(alone.ok()) << alone.status();
+    OneRankWithoutCollectives group(net::BufferSpace::kHost);
+    auto ranked = Transformer::FromFile(TinyFile(options), &group, {.threads = 1});
+    ASSERT_TRUE(ranked.ok()) << ranked.status();
+    EXPECT_EQ((*ranked)->shard().size, 1);
+    for (const auto& prompt : kPrompts) {
+      auto want = AllLogits(**alone, prompt);
+      auto got = AllLogits(**ranked, prompt);
+      ASSERT_TRUE(want.ok() && got.ok()) << want.status() << " " << got.status();
+      EXPECT_EQ(*got, *want) << options.architecture;
+    }
+    auto a = (*ranked)->NewCache();
+    auto b = (*ranked)->NewCache();
+    ForwardOutput out;
+    ASSERT_TRUE((*ranked)
+                    ->Forward({{a.get(), kPrompts[1], LogitsMode::kLast},
+                               {b.get(), kPrompts[0], LogitsMode::kAll}},
+                              &out)
+                    .ok());
+    auto want = AllLogits(**alone, kPrompts[0]);
+    ASSERT_TRUE(want.ok());
+    EXPECT_EQ(std::vector<float>(out.Row(1, 0), out.Row(1, 0) + want->size()), *want);
+    EXPECT_EQ(group.calls(), 0);
+  }
+}
+
+TEST(TpTransformerOneRankTest, RefusesACommunicatorInAnotherMemorySpace) {
+  OneRankWithoutCollectives group(net::BufferSpace::kDevice);
+  auto model = Transformer::FromFile(TinyFile(Tiny("llama", GgmlType::kF32)), &group, {});
+  EXPECT_TRUE(absl::IsFailedPrecondition(model.status())) << model.status();
+  EXPECT_THAT(model.status().message(), HasSubstr("needs a host-memory communicator"));
 }
 
 }  // namespace
