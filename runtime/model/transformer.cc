@@ -12,16 +12,27 @@
 namespace splitspec::model {
 namespace {
 
+// How many rows of logits a sequence asks for: those of its last LogitRows tokens.
+int LogitRows(const SequenceInput& in) {
+  switch (in.logits) {
+    case LogitsMode::kNone:
+      return 0;
+    case LogitsMode::kLast:
+      return 1;
+    case LogitsMode::kAll:
+      break;
+  }
+  return static_cast<int>(in.tokens.size());
+}
+
 // The logits' layout: each sequence's rows in batch order (plan.logit_tokens').
 void LayOutRows(absl::Span<const SequenceInput> batch, ForwardOutput* out) {
-  out->first_row.assign(batch.size(), 0);
-  out->num_rows.assign(batch.size(), 0);
+  out->first_row.resize(batch.size());
+  out->num_rows.resize(batch.size());
   int rows = 0;
   for (size_t s = 0; s < batch.size(); ++s) {
-    const int n = static_cast<int>(batch[s].tokens.size());
     out->first_row[s] = rows;
-    if (batch[s].logits == LogitsMode::kAll) out->num_rows[s] = n;
-    if (batch[s].logits == LogitsMode::kLast) out->num_rows[s] = 1;
+    out->num_rows[s] = LogitRows(batch[s]);
     rows += out->num_rows[s];
   }
 }
@@ -155,9 +166,7 @@ void Transformer::PlanTokens(absl::Span<const SequenceInput> batch) {
   plan_.logit_tokens.clear();
   for (size_t s = 0; s < batch.size(); ++s) {
     const int n = static_cast<int>(batch[s].tokens.size());
-    const int first_logit = batch[s].logits == LogitsMode::kAll    ? 0
-                            : batch[s].logits == LogitsMode::kLast ? n - 1
-                                                                   : n;
+    const int first_logit = n - LogitRows(batch[s]);
     for (int i = 0; i < n; ++i) {
       if (i >= first_logit) plan_.logit_tokens.push_back(plan_.token_seq.size());
       plan_.token_seq.push_back(static_cast<int>(s));
