@@ -1,0 +1,280 @@
+// DraftEngine's specification (DESIGN.md §2-3) over a deterministic fake
+// drafter: the lookahead window, resync on a new epoch (truncate to the
+// frontier, append the correction, forget what was in flight), lost results
+// (ask for a sync), finished requests, failed proposals and the length limit.
+#include "draft_worker/draft_engine.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/unit/draft_worker/fake_drafter.h"
+
+namespace splitspec::draft {
+namespace {
+
+using testing::FakeDrafter;
+
+const std::vector<int32_t> kPrompt = {4, 8, 15, 16};
+constexpr int kP = 4;  // prompt length
+
+proto::Assignment Assign(const std::string& id, int draft_k, int max_tokens = 64,
+                         const std::vector<int32_t>& committed = kPrompt, uint64_t epoch = 0) {
+  proto::Assignment a;
+  a.set_request_id(id);
+  a.set_target_endpoint("tcp://target");
+  a.mutable_committed_tokens()->Assign(committed.begin(), committed.end());
+  a.set_prompt_length(kP);
+  a.set_draft_k(static_cast<uint32_t>(draft_k));
+  a.set_verify_mode(proto::VERIFY_MODE_GREEDY);
+  a.mutable_params()->set_max_tokens(static_cast<uint32_t>(max_tokens));
+  a.set_epoch(epoch);
+  return a;
+}
+
+// A result committing `tokens` up to `frontier` in `epoch`.
+proto::VerifyResult Result(const std::string& id, uint64_t epoch,
+                           const std::vector<int32_t>& tokens, int frontier,
+                           uint64_t block_sequence = 0) {
+  proto::VerifyResult r;
+  r.set_request_id(id);
+  r.set_epoch(epoch);
+  r.mutable_committed_tokens()->Assign(tokens.begin(), tokens.end());
+  r.set_frontier(static_cast<uint32_t>(frontier));
+  r.set_block_sequence(block_sequence);
+  return r;
+}
+
+std::vector<int32_t> Tokens(const proto::DraftBlock& block) {
+  return {block.tokens().begin(), block.tokens().end()};
+}
+
+std::vector<int32_t> Slice(const std::vector<int32_t>& v, int from, int to) {
+  return {v.begin() + from, v.begin() + to};
+}
+
+class DraftEngineTest : public ::testing::Test {
+ protected:
+  void Make(int lookahead, int max_requests = 256) {
+    DraftEngineOptions options;
+    options.lookahead_blocks = lookahead;
+    options.max_requests = max_requests;
+    engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+  }
+
+  // One step; returns the blocks it sent.
+  std::vector<proto::DraftBlock> Step() {
+    std::vector<OutgoingBlock> out;
+    EXPECT_TRUE(engine_->Step(&out).ok());
+    std::vector<proto::DraftBlock> blocks;
+    for (OutgoingBlock& o : out) {
+      EXPECT_EQ(o.target_endpoint, "tcp://target");
+      blocks.push_back(std::move(o.block));
+    }
+    return blocks;
+  }
+
+  FakeDrafter drafter_;
+  std::unique_ptr<DraftEngine> engine_;
+};
+
+TEST_F(DraftEngineTest, LookaheadWindowKeepsAtMostNBlocksInFlight) {
+  Make(/*lookahead=*/2);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", 3)).ok());
+  const std::vector<int32_t> drafts = FakeDrafter::Extend(kPrompt, 9);
+  auto first = Step();
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].start(), static_cast<uint32_t>(kP));
+  EXPECT_EQ(first[0].epoch(), 0u);
+  EXPECT_EQ(Tokens(first[0]), Slice(drafts, kP, kP + 3));
+  auto second = Step();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].start(), static_cast<uint32_t>(kP + 3)) << "drafted on top of its own block";
+  EXPECT_EQ(Tokens(second[0]), Slice(drafts, kP + 3, kP + 6));
+  EXPECT_GT(second[0].block_sequence(), first[0].block_sequence());
+  EXPECT_FALSE(engine_->HasWork());
+  EXPECT_TRUE(Step().empty()) << "two blocks unresolved: the window is full";
+  // The first block fully accepted without a bonus (same epoch): room for one more.
+  ASSERT_EQ(engine_->OnResult(Result("r", 0, Tokens(first[0]), kP + 3, first[0].block_sequence())),
+            ResultAction::kApplied);
+  EXPECT_EQ(engine_->KnownFrontier("r"), kP + 3);
+  EXPECT_TRUE(engine_->HasWork());
+  auto third = Step();
+  ASSERT_EQ(third.size(), 1u);
+  EXPECT_EQ(third[0].start(), static_cast<uint32_t>(kP + 6));
+  EXPECT_EQ(Tokens(third[0]), Slice(drafts, kP + 6, kP + 9));
+  EXPECT_TRUE(Step().empty());
+  EXPECT_EQ(engine_->counters().blocks_sent, 3u);
+  EXPECT_EQ(engine_->counters().tokens_drafted, 9u);
+}
+
+TEST_F(DraftEngineTest, LookaheadOneWaitsForEveryVerification) {
+  Make(/*lookahead=*/1);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", 2)).ok());
+  auto block = Step();
+  ASSERT_EQ(block.size(), 1u);
+  EXPECT_FALSE(engine_->HasWork());
+  EXPECT_TRUE(Step().empty());
+  EXPECT_EQ(engine_->counters().propose_calls, 1u);
+}
+
+TEST_F(DraftEngineTest, NewEpochTruncatesToTheFrontierAppendsTheCorrectionAndDropsInFlight) {
+  Make(/*lookahead=*/2);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", 3)).ok());
+  auto first = Step();
+  auto second = Step();
+  ASSERT_EQ(first.size() + second.size(), 2u);
+  // The target accepted one token of the first block, then corrected the next.
+  const int32_t accepted = first[0].tokens(0);
+  const int32_t correction = (first[0].tokens(1) + 1) % FakeDrafter::kVocab;
+  ASSERT_EQ(
+      engine_->OnResult(Result("r", 1, {accepted, correction}, kP + 2, first[0].block_sequence())),
+      ResultAction::kApplied);
+  EXPECT_EQ(engine_->counters().epochs_seen, 1u);
+  EXPECT_EQ(engine_->KnownFrontier("r"), kP + 2);
+  std::vector<int32_t> committed = kPrompt;
+  committed.push_back(accepted);
+  committed.push_back(correction);
+  // In-flight blocks are forgotten: the window is open again for two blocks,
+  // drafted from the committed sequence in the new epoch.
+  auto next = Step();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].epoch(), 1u);
+  EXPECT_EQ(next[0].start(), static_cast<uint32_t>(kP + 2));
+  EXPECT_EQ(Tokens(next[0]), Slice(FakeDrafter::Extend(committed, 3), kP + 2, kP + 5));
+  EXPECT_EQ(drafter_.proposals().back().context, committed);
+  EXPECT_EQ(Step().size(), 1u);
+  EXPECT_FALSE(engine_->HasWork());
+  // The second block's result can never come (the target dropped it); a late
+  // result of the old epoch is ignored.
+  EXPECT_EQ(
+      engine_->OnResult(Result("r", 0, Tokens(second[0]), kP + 6, second[0].block_sequence())),
+      ResultAction::kIgnored);
+  EXPECT_EQ(engine_->KnownFrontier("r"), kP + 2);
+}
+
+TEST_F(DraftEngineTest, LostResultAsksForASyncAndTheSyncRestartsFromTheFullSequence) {
+  Make(/*lookahead=*/2);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", 3)).ok());
+  auto first = Step();
+  auto second = Step();
+  // The first block's result went missing; the second's leaves a gap.
+  ASSERT_EQ(
+      engine_->OnResult(Result("r", 0, Tokens(second[0]), kP + 6, second[0].block_sequence())),
+      ResultAction::kNeedSync);
+  EXPECT_EQ(engine_->KnownFrontier("r"), kP);
+  // The target's full sequence, with its bonus in a new epoch.
+  std::vector<int32_t> full = FakeDrafter::Extend(kPrompt, 6);
+  full.push_back(7);
+  proto::VerifyResult sync = Result("r", 1, full, static_cast<int>(full.size()));
+  sync.set_full_sequence(true);
+  ASSERT_EQ(engine_->OnResult(sync), ResultAction::kApplied);
+  EXPECT_EQ(engine_->counters().syncs, 1u);
+  EXPECT_EQ(engine_->KnownFrontier("r"), static_cast<int>(full.size()));
+  auto next = Step();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].epoch(), 1u);
+  EXPECT_EQ(next[0].start(), full.size());
+  EXPECT_EQ(drafter_.proposals().back().context, full);
+  // An older sync is ignored.
+  proto::VerifyResult old = Result("r", 0, kPrompt, kP);
+  old.set_full_sequence(true);
+  EXPECT_EQ(engine_->OnResult(old), ResultAction::kIgnored);
+  EXPECT_EQ(engine_->KnownFrontier("r"), static_cast<int>(full.size()));
+}
+
+TEST_F(DraftEngineTest, FinishedResultReleasesTheRequestEverywhere) {
+  Make(/*lookahead=*/2);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", 3)).ok());
+  Step();
+  proto::VerifyResult done = Result("r", 1, FakeDrafter::Extend(kPrompt, 1), kP + 1);
+  done.set_finished(true);
+  done.set_full_sequence(true);
+  EXPECT_EQ(engine_->OnResult(done), ResultAction::kFinished);
+  EXPECT_EQ(engine_->KnownFrontier("r"), -1);
+  EXPECT_EQ(engine_->active_requests(), 0);
+  EXPECT_FALSE(drafter_.Held("r").has_value()) << "the drafter's state is freed too";
+  EXPECT_EQ(engine_->OnResult(Result("r", 1, {1}, kP + 2)), ResultAction::kIgnored);
+}
+
+TEST_F(DraftEngineTest, FailedProposalSendsAnEmptyBlockAndRestartsTheDrafter) {
+  Make(/*lookahead=*/2);
+  ASSERT_TRUE(engine_->AddRequest(Assign("bad", 3)).ok());
+  ASSERT_TRUE(engine_->AddRequest(Assign("good", 3)).ok());
+  drafter_.FailRequest("bad");
+  auto blocks = Step();
+  ASSERT_EQ(blocks.size(), 2u);
+  for (const proto::DraftBlock& b : blocks) {
+    if (b.request_id() == "bad") {
+      EXPECT_EQ(b.tokens_size(), 0) << "the target chooses this position itself";
+      EXPECT_EQ(b.start(), static_cast<uint32_t>(kP));
+    } else {
+      EXPECT_EQ(b.tokens_size(), 3);
+    }
+  }
+  EXPECT_EQ(engine_->counters().draft_failures, 1u);
+  EXPECT_EQ(drafter_.Held("bad"), kPrompt);
+}
+
+TEST_F(DraftEngineTest, FailedProposeStepSendsNothing) {
+  Make(/*lookahead=*/2);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", 3)).ok());
+  drafter_.FailNextPropose(absl::InternalError("fake draft forward failed"));
+  std::vector<OutgoingBlock> out;
+  const absl::Status status = engine_->Step(&out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(status.message().find("fake draft forward failed"), std::string::npos);
+  EXPECT_TRUE(out.empty());
+  auto retry = Step();
+  ASSERT_EQ(retry.size(), 1u);
+  EXPECT_EQ(retry[0].start(), static_cast<uint32_t>(kP)) << "nothing was counted as in flight";
+}
+
+TEST_F(DraftEngineTest, NeverDraftsPastTheRequestsMaxTokens) {
+  Make(/*lookahead=*/3);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", 3, /*max_tokens=*/4)).ok());
+  auto first = Step();
+  auto second = Step();
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(first[0].tokens_size(), 3);
+  EXPECT_EQ(second[0].tokens_size(), 1);
+  EXPECT_FALSE(engine_->HasWork());
+  EXPECT_TRUE(Step().empty());
+}
+
+TEST_F(DraftEngineTest, ReassignmentRestartsFromTheAssignmentsCommittedTokens) {
+  Make(/*lookahead=*/2);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", 3)).ok());
+  Step();
+  Step();
+  const std::vector<int32_t> committed = {4, 8, 15, 16, 23, 42 % FakeDrafter::kVocab};
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", 3, 64, committed, /*epoch=*/3)).ok());
+  EXPECT_EQ(engine_->KnownFrontier("r"), 6);
+  auto next = Step();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].epoch(), 3u);
+  EXPECT_EQ(next[0].start(), 6u);
+  EXPECT_EQ(drafter_.proposals().back().context, committed);
+}
+
+TEST_F(DraftEngineTest, AddRequestRefusesBadAssignmentsAndAFullWorker) {
+  Make(/*lookahead=*/2, /*max_requests=*/1);
+  proto::Assignment no_id = Assign("", 3);
+  EXPECT_EQ(engine_->AddRequest(no_id).message(), "Assignment.request_id is empty");
+  proto::Assignment no_tokens = Assign("r", 3);
+  no_tokens.clear_committed_tokens();
+  EXPECT_EQ(engine_->AddRequest(no_tokens).message(), "request r: no committed tokens");
+  proto::Assignment no_target = Assign("r", 3);
+  no_target.clear_target_endpoint();
+  EXPECT_EQ(engine_->AddRequest(no_target).message(),
+            "request r: Assignment.target_endpoint is empty");
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", 3)).ok());
+  const absl::Status full = engine_->AddRequest(Assign("s", 3));
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(full.message(), "draft worker is full (1 requests)");
+  EXPECT_EQ(engine_->OnResult(Result("unknown", 0, {1}, 5)), ResultAction::kIgnored);
+}
+
+}  // namespace
+}  // namespace splitspec::draft

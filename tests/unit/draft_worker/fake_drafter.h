@@ -1,0 +1,122 @@
+// FakeDrafter: a small deterministic Drafter for the DraftEngine specs (tests
+// only; never linked into a binary users run).
+//
+// It keeps the Drafter protocol (runtime/spec/drafter.h) strictly: Propose
+// refuses a context that does not extend the sequence it holds, so an engine
+// that forgets to truncate after a resync is caught. Its proposal after a
+// sequence is a fixed function of that sequence (NextToken), so a test can
+// predict every block. Failures can be injected per request or for a whole step.
+#ifndef SPLITSPEC_TESTS_UNIT_DRAFT_WORKER_FAKE_DRAFTER_H_
+#define SPLITSPEC_TESTS_UNIT_DRAFT_WORKER_FAKE_DRAFTER_H_
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/spec/drafter.h"
+
+namespace splitspec::testing {
+
+class FakeDrafter : public spec::Drafter {
+ public:
+  static constexpr int kVocab = 32;
+
+  // One request of one recorded Propose call.
+  struct Proposal {
+    std::string request_id;
+    std::vector<int32_t> context;
+    int k = 0;
+  };
+
+  static int32_t NextToken(const std::vector<int32_t>& sequence) {
+    return static_cast<int32_t>((3 * sequence.back() + 1 + static_cast<int>(sequence.size())) %
+                                kVocab);
+  }
+
+  // `sequence` followed by its next n draft tokens.
+  static std::vector<int32_t> Extend(std::vector<int32_t> sequence, int n) {
+    for (int i = 0; i < n; ++i) sequence.push_back(NextToken(sequence));
+    return sequence;
+  }
+
+  void FailRequest(const std::string& id) { failing_.insert(id); }
+  void FailNextPropose(absl::Status status) { fail_next_ = std::move(status); }
+
+  const std::vector<Proposal>& proposals() const { return proposals_; }
+  // The sequence held for `id`, or nullopt if not started.
+  std::optional<std::vector<int32_t>> Held(const std::string& id) const {
+    auto it = held_.find(id);
+    if (it == held_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  absl::string_view name() const override { return "fake"; }
+
+  absl::Status Start(const std::string& id, absl::Span<const int32_t> tokens) override {
+    if (held_.contains(id))
+      return absl::AlreadyExistsError(absl::StrCat("request ", id, " started twice"));
+    held_[id].assign(tokens.begin(), tokens.end());
+    return absl::OkStatus();
+  }
+
+  absl::Status Truncate(const std::string& id, int64_t length) override {
+    auto it = held_.find(id);
+    if (it == held_.end()) return absl::NotFoundError(absl::StrCat("request ", id, " not started"));
+    if (length < 0 || length > static_cast<int64_t>(it->second.size())) {
+      return absl::OutOfRangeError(
+          absl::StrCat("truncate ", id, " to ", length, " > ", it->second.size()));
+    }
+    it->second.resize(static_cast<size_t>(length));
+    return absl::OkStatus();
+  }
+
+  void Release(const std::string& id) override { held_.erase(id); }
+
+  absl::Status Propose(absl::Span<spec::DraftRequest> batch) override {
+    if (fail_next_.has_value()) {
+      absl::Status status = *std::move(fail_next_);
+      fail_next_.reset();
+      return status;
+    }
+    for (spec::DraftRequest& request : batch) {
+      std::vector<int32_t> context(request.context.begin(), request.context.end());
+      proposals_.push_back({request.request_id, context, request.k});
+      auto it = held_.find(request.request_id);
+      if (it == held_.end()) {
+        request.status =
+            absl::NotFoundError(absl::StrCat("request ", request.request_id, " not started"));
+        continue;
+      }
+      const std::vector<int32_t>& held = it->second;
+      if (context.size() < held.size() || !std::equal(held.begin(), held.end(), context.begin())) {
+        request.status = absl::FailedPreconditionError(absl::StrCat(
+            "request ", request.request_id, ": context does not extend the held sequence"));
+        continue;
+      }
+      if (failing_.contains(request.request_id)) {
+        request.status = absl::InternalError("fake draft failure");
+        continue;
+      }
+      std::vector<int32_t> extended = Extend(context, request.k);
+      request.tokens.assign(extended.begin() + context.size(), extended.end());
+      if (request.mode == spec::VerifyMode::kRejection) {
+        for (int32_t token : request.tokens) request.q.push_back({{token}, {1.0f}});
+      }
+      it->second = std::move(extended);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::map<std::string, std::vector<int32_t>> held_;
+  std::set<std::string> failing_;
+  std::optional<absl::Status> fail_next_;
+  std::vector<Proposal> proposals_;
+};
+
+}  // namespace splitspec::testing
+
+#endif  // SPLITSPEC_TESTS_UNIT_DRAFT_WORKER_FAKE_DRAFTER_H_
