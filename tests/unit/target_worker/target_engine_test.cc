@@ -434,18 +434,18 @@ TEST_F(TargetEngineTest, FailedVerificationForwardReportsTheCommittedSequence) {
   EXPECT_EQ(engine_->active_requests(), 0);
 }
 
-TEST_F(TargetEngineTest, RejectionModeAcceptsEveryTokenWhoseDraftQEqualsTheTargetP) {
-  Make();
-  ASSERT_TRUE(Add(Assign("r", kPrompt, 8, kDraftWorker, proto::VERIFY_MODE_REJECTION)).ok());
-  RunWhileWork();
-  spec::SamplingParams params;
+// A rejection-mode block of `n` tokens after `sequence` whose every q row is
+// the target's p there (so each token is accepted: p / q = 1). Token i is the
+// i-th most likely but one, so the block is not simply the greedy chain.
+proto::DraftBlock BlockWithQEqualToP(std::vector<int32_t> sequence, int n,
+                                     uint64_t block_sequence) {
+  spec::SamplingParams params;  // what Assign sets for rejection mode
   params.temperature = 1.0f;
   params.seed = 42;
-  std::vector<int32_t> sequence = kPrompt;
-  proto::DraftBlock block = Block("r", 0, 5, {});
-  for (int i = 0; i < 3; ++i) {
+  proto::DraftBlock block = Block("r", 0, static_cast<int>(sequence.size()), {}, block_sequence);
+  for (int i = 0; i < n; ++i) {
     std::vector<float> p(FakeLanguageModel::kVocab);
-    ASSERT_TRUE(
+    EXPECT_TRUE(
         spec::LogitsToProbs(params, FakeLanguageModel::Logits(sequence), absl::MakeSpan(p)).ok());
     const int32_t token = (FakeLanguageModel::NextToken(sequence) + i) % FakeLanguageModel::kVocab;
     proto::SparseDistribution* q = block.add_q();
@@ -456,6 +456,16 @@ TEST_F(TargetEngineTest, RejectionModeAcceptsEveryTokenWhoseDraftQEqualsTheTarge
     block.add_tokens(token);
     sequence.push_back(token);
   }
+  return block;
+}
+
+TEST_F(TargetEngineTest, RejectionModeAcceptsEveryTokenWhoseDraftQEqualsTheTargetP) {
+  Make();
+  ASSERT_TRUE(Add(Assign("r", kPrompt, 8, kDraftWorker, proto::VERIFY_MODE_REJECTION)).ok());
+  RunWhileWork();
+  const proto::DraftBlock block = BlockWithQEqualToP(kPrompt, 3, 1);
+  std::vector<int32_t> sequence = kPrompt;
+  sequence.insert(sequence.end(), block.tokens().begin(), block.tokens().end());
   ASSERT_EQ(engine_->AddBlock(block, "d"), BlockAdmission::kQueued);
   ASSERT_TRUE(Step().ok());
   const auto results = ResultsFor("r");
@@ -485,13 +495,15 @@ TEST_F(TargetEngineTest, UnverifiableBlockIsDroppedAndTheCacheCutBackToTheFronti
   ASSERT_NE(engine_->Find("r"), nullptr);
   EXPECT_EQ(engine_->Find("r")->frontier(), 5);
   EXPECT_FALSE(engine_->HasWork(now_)) << "it waits for a usable block";
-  // The target's own token at 5 is fed at position 5: the drafted tokens left the cache.
-  ASSERT_EQ(engine_->AddBlock(Block("r", 0, 5, {}, 3), "d"), BlockAdmission::kQueued);
-  RunWhileWork();
-  ASSERT_EQ(seen_["r"].size(), 6u);
+  // The next block is fed at position 5: the dropped block's tokens left the cache.
+  const proto::DraftBlock usable = BlockWithQEqualToP(kPrompt, 2, 3);
+  ASSERT_EQ(engine_->AddBlock(usable, "d"), BlockAdmission::kQueued);
+  ASSERT_TRUE(Step().ok());
   const auto fed = FedAt(5);
-  ASSERT_EQ(fed.size(), 2u) << "the dropped block, then the target's own token";
-  EXPECT_EQ(fed[1].tokens, std::vector<int32_t>{seen_["r"][5]});
+  ASSERT_EQ(fed.size(), 2u) << "the dropped block, then the usable one";
+  EXPECT_EQ(fed[1].tokens, std::vector<int32_t>(usable.tokens().begin(), usable.tokens().end()));
+  ASSERT_EQ(seen_["r"].size(), 8u) << "2 accepted and a bonus sample";
+  EXPECT_EQ(Slice(seen_["r"], 5, 7), fed[1].tokens);
 }
 
 TEST_F(TargetEngineTest, AddRequestRefusesBadAssignmentsAndAFullEngine) {
