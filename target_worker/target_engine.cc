@@ -1,24 +1,44 @@
 #include "target_worker/target_engine.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/net/worker_identity.h"
 #include "runtime/spec/sampling.h"
+#include "runtime/spec/verify.h"
 #include "target_worker/request_setup.h"
 
 namespace splitspec::target {
 
-// One request's share of a step.
+// One request's share of a step: what Plan chose, then what the forward and
+// the verification made of it.
 struct TargetEngine::WorkItem {
+  enum class Decision {
+    kNone,         // nothing to decide this step (a prompt chunk, or p kept pending)
+    kVerifyBlock,  // verify `block` from p at the frontier and the block's rows
+    kOwnToken,     // no block: the target chooses the frontier's token itself
+  };
+
   TargetRequest* request = nullptr;
-  std::vector<int32_t> tokens;  // fed this step, at positions cache.length() ...
+  // --- Plan ---
+  std::vector<int32_t> tokens;  // fed this step at positions cache.length() ...; empty: no forward
   model::LogitsMode logits = model::LogitsMode::kNone;
   const proto::DraftBlock* block = nullptr;  // verified this step, if any
-  bool feeds_unfed = false;  // tokens[0] is the last committed token
-  bool prefill = false;
+  bool prefill = false;                      // tokens are a prompt chunk
+  bool feeds_unfed = false;                  // tokens[0] is the last committed token
+  int batch_index = -1;                      // index in the forward's batch, -1 if not fed
+  // --- after the forward ---
+  Decision decision = Decision::kNone;
+  std::vector<std::vector<float>> rows;  // p for positions frontier, frontier + 1, ...
+  // --- verification ---
+  std::vector<float> target_probs;  // rows, flattened [k + 1, vocab]
+  std::vector<int32_t> draft_tokens;
+  std::vector<spec::SparseDistribution> draft_q;
+  spec::VerifyRequest verify;
+  absl::StatusOr<spec::VerifyOutcome> outcome = absl::UnknownError("not verified");
 };
 
 TargetEngine::TargetEngine(model::LanguageModel* model, TargetEngineOptions options)
@@ -56,7 +76,8 @@ BlockAdmission TargetEngine::AddBlock(const proto::DraftBlock& block, const std:
 
 absl::StatusOr<proto::VerifyResult> TargetEngine::SyncResult(const std::string& request_id) const {
   const TargetRequest* request = Find(request_id);
-  if (request == nullptr) return absl::NotFoundError(absl::StrCat("no request '", request_id, "' on this target"));
+  if (request == nullptr)
+    return absl::NotFoundError(absl::StrCat("no request '", request_id, "' on this target"));
   return request->FullSequenceResult();
 }
 
@@ -90,177 +111,244 @@ absl::Time TargetEngine::NextDeadline() const {
   return next;
 }
 
+absl::Status TargetEngine::Step(absl::Time now, std::vector<TargetEvent>* events) {
+  std::vector<WorkItem> items = Plan(now);
+  const absl::Status forward = Forward(items, events);
+  Verify(items, now);
+  Resolve(items, now, events);
+  ReapFinished();
+  return forward;
+}
+
 std::vector<TargetEngine::WorkItem> TargetEngine::Plan(absl::Time now) {
   std::vector<WorkItem> items;
   int budget = options_.step_token_budget;
-  for (auto& [id, request_ptr] : requests_) {
-    TargetRequest& request = *request_ptr;
-    if (request.finished()) continue;
-    const int length = request.cache().length();
-    const int frontier = request.frontier();
-    WorkItem item;
-    item.request = &request;
-    if (request.prefilling()) {
-      const int chunk = std::min({options_.prefill_chunk, frontier - length, std::max(budget, 1)});
-      item.tokens.assign(request.committed().begin() + length, request.committed().begin() + length + chunk);
-      item.logits = length + chunk == frontier ? model::LogitsMode::kLast : model::LogitsMode::kNone;
-      item.prefill = true;
-    } else {
-      item.block = request.ReadyBlock();
-      if (length == frontier - 1) {
-        item.feeds_unfed = true;
-        item.tokens.push_back(request.committed().back());
-      } else if (item.block == nullptr || item.block->tokens_size() == 0) {
-        continue;  // pending: waiting for a block, or handled without a forward
-      }
-      if (item.block != nullptr) item.tokens.insert(item.tokens.end(), item.block->tokens().begin(), item.block->tokens().end());
-      item.logits = model::LogitsMode::kAll;
-    }
-    // The first item always runs, so a large block can never starve.
-    if (!items.empty() && static_cast<int>(item.tokens.size()) > budget) continue;
-    budget -= static_cast<int>(item.tokens.size());
-    items.push_back(std::move(item));
-    if (budget <= 0) break;
+  bool fed_any = false;
+  for (auto& [id, request] : requests_) {
+    if (request->finished()) continue;
+    std::optional<WorkItem> item = PlanRequest(*request, now, budget);
+    if (!item.has_value()) continue;
+    const int size = static_cast<int>(item->tokens.size());
+    // A decision from pending p costs no budget. The first fed item always
+    // runs, so a large block can never starve.
+    if (size > 0 && fed_any && size > budget) continue;
+    budget -= size;
+    fed_any = fed_any || size > 0;
+    items.push_back(*std::move(item));
   }
   return items;
 }
 
-absl::Status TargetEngine::Step(absl::Time now, std::vector<TargetEvent>* events) {
-  // Requests that have p for the frontier need no forward when their block is
-  // empty, or when they have no block and may not wait longer.
-  for (auto& [id, request] : requests_) {
-    if (request->finished() || !request->has_pending()) continue;
-    const proto::DraftBlock* block = request->ReadyBlock();
-    if (block != nullptr && block->tokens_size() == 0) {
-      WorkItem item;
-      item.request = request.get();
-      item.block = block;
-      VerifyItem(item, {request->pending_probs()}, now, events);
-    } else if (block == nullptr && DecidesAlone(*request, now)) {
-      DecodeAlone(*request, request->pending_probs(), now, events);
+std::optional<TargetEngine::WorkItem> TargetEngine::PlanRequest(TargetRequest& request,
+                                                                absl::Time now, int budget) const {
+  const int length = request.cache().length();
+  const int frontier = request.frontier();
+  const proto::DraftBlock* ready = request.ReadyBlock();
+  WorkItem item;
+  item.request = &request;
+  if (request.prefilling()) {
+    const int chunk = std::min({options_.prefill_chunk, frontier - length, std::max(budget, 1)});
+    item.tokens.assign(request.committed().begin() + length,
+                       request.committed().begin() + length + chunk);
+    item.prefill = true;
+    if (length + chunk == frontier) {
+      item.logits = model::LogitsMode::kLast;
+      // An empty block needs only p at the frontier, which this chunk gives.
+      if (ready != nullptr && ready->tokens_size() == 0) item.block = ready;
     }
-  }
-  std::vector<WorkItem> items = Plan(now);
-  if (!items.empty()) {
-    std::vector<model::SequenceInput> batch;
-    batch.reserve(items.size());
-    for (const WorkItem& item : items) batch.push_back({&item.request->cache(), item.tokens, item.logits});
-    model::ForwardOutput out;
-    absl::Status forward = model_->Forward(batch, &out);
-    if (!forward.ok()) {
-      for (WorkItem& item : items) {
-        item.request->Finish(proto::FINISH_REASON_ERROR);
-        Report(*item.request, item.request->FullSequenceResult(), events);
-      }
-      ReapFinished();
-      return forward;
+  } else if (!request.has_pending()) {  // unfed: feed the last committed token
+    item.feeds_unfed = true;
+    item.tokens.push_back(request.committed().back());
+    item.block = ready;
+    if (ready != nullptr) {
+      item.tokens.insert(item.tokens.end(), ready->tokens().begin(), ready->tokens().end());
     }
-    ++counters_.steps;
-    for (const WorkItem& item : items) counters_.forward_tokens += item.tokens.size();
-    for (size_t i = 0; i < items.size(); ++i) FinishItem(items[i], out, static_cast<int>(i), now, events);
+    item.logits = model::LogitsMode::kAll;
+  } else if (ready != nullptr && ready->tokens_size() > 0) {  // p pending: feed the block
+    item.block = ready;
+    item.tokens.assign(ready->tokens().begin(), ready->tokens().end());
+    item.logits = model::LogitsMode::kAll;
+  } else if (ready != nullptr || DecidesAlone(request, now)) {
+    // p pending and an empty block, or no block and no more waiting: decided
+    // from p, nothing to feed.
+    item.block = ready;
+  } else {
+    return std::nullopt;  // waits for a block
   }
-  ReapFinished();
+  return item;
+}
+
+absl::Status TargetEngine::Forward(std::vector<WorkItem>& items, std::vector<TargetEvent>* events) {
+  std::vector<model::SequenceInput> batch;
+  for (WorkItem& item : items) {
+    if (item.tokens.empty()) continue;
+    item.batch_index = static_cast<int>(batch.size());
+    batch.push_back({&item.request->cache(), item.tokens, item.logits});
+  }
+  if (batch.empty()) return absl::OkStatus();
+  model::ForwardOutput out;
+  absl::Status forward = model_->Forward(batch, &out);
+  if (!forward.ok()) {
+    // The model left every cache as it was; the fed requests end with an error.
+    for (WorkItem& item : items) {
+      if (item.batch_index < 0) continue;
+      item.request->Finish(proto::FINISH_REASON_ERROR);
+      Report(*item.request, item.request->FullSequenceResult(), events);
+    }
+    return forward;
+  }
+  ++counters_.steps;
+  for (const WorkItem& item : items) counters_.forward_tokens += item.tokens.size();
+  for (WorkItem& item : items) {
+    if (item.batch_index >= 0) ReadRows(item, out, events);
+  }
   return absl::OkStatus();
 }
 
-void TargetEngine::FinishItem(WorkItem& item, const model::ForwardOutput& out, int index, absl::Time now,
-                              std::vector<TargetEvent>* events) {
+void TargetEngine::ReadRows(WorkItem& item, const model::ForwardOutput& out,
+                            std::vector<TargetEvent>* events) {
   TargetRequest& request = *item.request;
   const int vocab = out.vocab_size;
-  auto probs_of_row = [&](int row) -> absl::StatusOr<std::vector<float>> {
+  for (int r = 0; r < out.num_rows[item.batch_index]; ++r) {
     std::vector<float> probs(vocab);
-    RETURN_IF_ERROR(spec::LogitsToProbs(request.params(), absl::MakeConstSpan(out.Row(index, row), vocab),
-                                        absl::MakeSpan(probs)));
-    return probs;
-  };
-  std::vector<std::vector<float>> rows;
-  for (int r = 0; r < out.num_rows[index]; ++r) {
-    absl::StatusOr<std::vector<float>> probs = probs_of_row(r);
-    if (!probs.ok()) {
-      SPLITSPEC_LOG(ERROR) << "request " << request.id() << ": " << probs.status();
+    const absl::Status status = spec::LogitsToProbs(
+        request.params(), absl::MakeConstSpan(out.Row(item.batch_index, r), vocab),
+        absl::MakeSpan(probs));
+    if (!status.ok()) {
+      SPLITSPEC_LOG(ERROR) << "request " << request.id() << ": " << status;
       request.Finish(proto::FINISH_REASON_ERROR);
       Report(request, request.FullSequenceResult(), events);
       return;
     }
-    rows.push_back(*std::move(probs));
+    item.rows.push_back(std::move(probs));
   }
-  if (item.prefill) {
-    if (!rows.empty()) request.SetPending(std::move(rows[0]));
-    return;
-  }
-  if (item.block == nullptr) {  // fed the unfed token only: p for the frontier
-    if (DecidesAlone(request, now)) {
-      DecodeAlone(request, rows[0], now, events);
-    } else {
-      request.SetPending(std::move(rows[0]));
-    }
-    return;
-  }
-  if (!item.feeds_unfed) rows.insert(rows.begin(), request.pending_probs());
-  VerifyItem(item, std::move(rows), now, events);
 }
 
-void TargetEngine::VerifyItem(WorkItem& item, std::vector<std::vector<float>> rows, absl::Time now,
-                              std::vector<TargetEvent>* events) {
-  TargetRequest& request = *item.request;
-  const proto::DraftBlock& block = *item.block;
-  const int k = block.tokens_size();
-  const int vocab = static_cast<int>(rows[0].size());
-  std::vector<float> target_probs;
-  target_probs.reserve(static_cast<size_t>(k + 1) * vocab);
-  for (const std::vector<float>& row : rows) target_probs.insert(target_probs.end(), row.begin(), row.end());
-  std::vector<spec::SparseDistribution> q;
-  for (const proto::SparseDistribution& wire : block.q()) {
-    q.push_back({{wire.token_ids().begin(), wire.token_ids().end()}, {wire.probs().begin(), wire.probs().end()}});
+void TargetEngine::Verify(std::vector<WorkItem>& items, absl::Time now) {
+  std::vector<spec::VerifyRequest> batch;
+  std::vector<WorkItem*> deciding;
+  for (WorkItem& item : items) {
+    if (!Decide(item, now)) continue;
+    batch.push_back(item.verify);
+    deciding.push_back(&item);
   }
-  std::vector<int32_t> tokens(block.tokens().begin(), block.tokens().end());
-  spec::VerifyRequest verify;
+  if (batch.empty()) return;
+  const int vocab = static_cast<int>(deciding.front()->rows.front().size());
+  absl::StatusOr<std::vector<absl::StatusOr<spec::VerifyOutcome>>> outcomes =
+      spec::VerifyBatch(batch, vocab);
+  for (size_t j = 0; j < deciding.size(); ++j) {
+    deciding[j]->outcome = outcomes.ok() ? std::move((*outcomes)[j]) : outcomes.status();
+  }
+}
+
+bool TargetEngine::Decide(WorkItem& item, absl::Time now) {
+  TargetRequest& request = *item.request;
+  if (request.finished()) return false;                 // the forward or its rows failed
+  if (item.prefill && item.rows.empty()) return false;  // not the prompt's last chunk
+  // rows[0] must be p at the frontier: from this forward (prefill, unfed) or pending.
+  if (!item.prefill && !item.feeds_unfed) {
+    item.rows.insert(item.rows.begin(), request.pending_probs());
+  }
+  if (item.block != nullptr) {
+    item.decision = WorkItem::Decision::kVerifyBlock;
+  } else if (request.ReadyBlock() == nullptr && DecidesAlone(request, now)) {
+    // (A ready block not fed yet, after a prompt's last chunk, is verified next step.)
+    item.decision = WorkItem::Decision::kOwnToken;
+  } else {
+    return false;  // Resolve keeps p pending until a block comes
+  }
+  FillVerifyRequest(item);
+  return true;
+}
+
+void TargetEngine::FillVerifyRequest(WorkItem& item) const {
+  const TargetRequest& request = *item.request;
+  const int k = item.block == nullptr ? 0 : item.block->tokens_size();
+  for (int i = 0; i <= k; ++i) {
+    item.target_probs.insert(item.target_probs.end(), item.rows[i].begin(), item.rows[i].end());
+  }
+  spec::VerifyRequest& verify = item.verify;
   verify.mode = request.mode();
-  verify.target_probs = target_probs;
-  verify.draft_tokens = tokens;
-  if (request.mode() == spec::VerifyMode::kRejection) verify.draft_q_sparse = q;
   verify.seed = request.params().seed;
   verify.start_position = request.frontier();
   // No bonus when the next block is already queued: it verifies that position
   // (an empty block is that position's only block, so it always takes the bonus).
   verify.want_bonus = k == 0 || !request.HasBlockAt(request.frontier() + k);
-  absl::StatusOr<spec::VerifyOutcome> outcome = spec::VerifyBlock(verify, vocab);
-  if (!outcome.ok()) {
+  if (item.block != nullptr) {
+    item.draft_tokens.assign(item.block->tokens().begin(), item.block->tokens().end());
+    if (request.mode() == spec::VerifyMode::kRejection) {
+      for (const proto::SparseDistribution& wire : item.block->q()) {
+        item.draft_q.push_back({{wire.token_ids().begin(), wire.token_ids().end()},
+                                {wire.probs().begin(), wire.probs().end()}});
+      }
+    }
+  }
+  verify.target_probs = item.target_probs;
+  verify.draft_tokens = item.draft_tokens;
+  verify.draft_q_sparse = item.draft_q;
+}
+
+void TargetEngine::Resolve(std::vector<WorkItem>& items, absl::Time now,
+                           std::vector<TargetEvent>* events) {
+  for (WorkItem& item : items) {
+    TargetRequest& request = *item.request;
+    if (request.finished()) continue;
+    switch (item.decision) {
+      case WorkItem::Decision::kNone:
+        // p at the frontier, newly computed, waits for the draft's block.
+        if (!item.rows.empty()) request.SetPending(std::move(item.rows[0]));
+        break;
+      case WorkItem::Decision::kOwnToken:
+        ResolveOwnToken(item, now, events);
+        break;
+      case WorkItem::Decision::kVerifyBlock:
+        ResolveBlock(item, now, events);
+        break;
+    }
+  }
+}
+
+void TargetEngine::ResolveBlock(WorkItem& item, absl::Time now, std::vector<TargetEvent>* events) {
+  TargetRequest& request = *item.request;
+  const proto::DraftBlock& block = *item.block;
+  if (!item.outcome.ok()) {
     // A block that cannot be verified (e.g. q(x) = 0 for a drafted token) is
     // dropped; the cache goes back to holding exactly the committed tokens.
     ++counters_.malformed_blocks;
-    SPLITSPEC_LOG(WARNING) << "request " << request.id() << ": dropped block at " << block.start() << ": "
-                           << outcome.status();
+    SPLITSPEC_LOG(WARNING) << "request " << request.id() << ": dropped block at " << block.start()
+                           << ": " << item.outcome.status();
     (void)request.cache().Truncate(request.frontier());
-    request.SetPending(std::move(rows[0]));
+    request.SetPending(std::move(item.rows[0]));
     request.DropBlocks();
     return;
   }
+  const int k = block.tokens_size();
   std::optional<std::vector<float>> pending_next;
-  if (outcome->accepted == k && !verify.want_bonus) pending_next = std::move(rows[k]);
-  proto::VerifyResult result = request.ApplyOutcome(&block, *outcome, std::move(pending_next), now);
+  if (item.outcome->accepted == k && !item.verify.want_bonus)
+    pending_next = std::move(item.rows[k]);
+  proto::VerifyResult result =
+      request.ApplyOutcome(&block, *item.outcome, std::move(pending_next), now);
   Report(request, std::move(result), events);
 }
 
-void TargetEngine::DecodeAlone(TargetRequest& request, const std::vector<float>& probs, absl::Time now,
-                               std::vector<TargetEvent>* events) {
-  absl::StatusOr<int32_t> token =
-      spec::ChooseTargetToken(request.mode(), probs, request.params().seed, request.frontier());
-  if (!token.ok()) {
-    SPLITSPEC_LOG(ERROR) << "request " << request.id() << ": " << token.status();
+void TargetEngine::ResolveOwnToken(WorkItem& item, absl::Time now,
+                                   std::vector<TargetEvent>* events) {
+  TargetRequest& request = *item.request;
+  if (!item.outcome.ok()) {
+    SPLITSPEC_LOG(ERROR) << "request " << request.id() << ": " << item.outcome.status();
     request.Finish(proto::FINISH_REASON_ERROR);
     Report(request, request.FullSequenceResult(), events);
     return;
   }
   ++counters_.own_tokens;
-  spec::VerifyOutcome outcome;
-  outcome.committed = {*token};
-  Report(request, request.ApplyOutcome(nullptr, outcome, std::nullopt, now), events);
+  Report(request, request.ApplyOutcome(nullptr, *item.outcome, std::nullopt, now), events);
 }
 
-void TargetEngine::Report(TargetRequest& request, proto::VerifyResult result, std::vector<TargetEvent>* events) {
-  const std::string draft_peer =
-      request.draft_worker_id() == 0 ? std::string() : net::DraftPeerName(request.draft_worker_id());
+void TargetEngine::Report(TargetRequest& request, proto::VerifyResult result,
+                          std::vector<TargetEvent>* events) {
+  const std::string draft_peer = request.draft_worker_id() == 0
+                                     ? std::string()
+                                     : net::DraftPeerName(request.draft_worker_id());
   if (request.finished()) {
     // The coordinator gets the whole sequence, so a lost update never leaves a gap at the end.
     events->push_back({request.FullSequenceResult(), "", true});

@@ -6,12 +6,21 @@
 //   std::vector<TargetEvent> events;
 //   RETURN_IF_ERROR(engine.Step(absl::Now(), &events));   // one batched forward
 //
-// Each Step reads as the algorithm (STYLE.md): collect the ready work of every
-// request (prefill chunks, unfed tokens, ready draft blocks) within a token
-// budget -> one batched forward -> verify each request's block -> apply the
-// outcomes -> report. A request with a pending distribution and no block decodes
-// by itself when it has no draft worker, or when it has waited `block_wait`
-// (a lost block must not hang a request).
+// Each Step reads as the algorithm (STYLE.md):
+//   Plan    -> each request's share within the token budget: a prompt chunk,
+//              the unfed token and/or a ready draft block to feed, or a
+//              decision that needs no forward (p at the frontier is pending);
+//   Forward -> one batched forward of everything fed;
+//   Verify  -> one spec::VerifyBatch over every request that decides this step:
+//              a block (empty or not), or the target's own token (k = 0);
+//   Resolve -> apply each outcome (commit, truncate the KV cache, bump the
+//              epoch), keep p pending for requests still waiting, and report.
+// A token committed in Resolve is fed at the next step (with the next block if
+// one is ready). Every choice is a function of (p, seed, position), so how
+// decisions fall into steps never changes what is committed.
+// A request with p for the frontier and no block decides alone when it has no
+// draft worker, or when it has waited `block_wait` (a lost block must not hang
+// a request).
 //
 // Thread safety: thread-compatible; the target leader's loop owns it.
 #ifndef SPLITSPEC_TARGET_WORKER_TARGET_ENGINE_H_
@@ -20,6 +29,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,13 +103,21 @@ class TargetEngine {
  private:
   struct WorkItem;
   std::vector<WorkItem> Plan(absl::Time now);
+  // What `request` does this step (nullopt: it waits for a block); `budget` caps a prompt chunk.
+  std::optional<WorkItem> PlanRequest(TargetRequest& request, absl::Time now, int budget) const;
+  // Feeds the planned tokens and reads each fed item's rows as probabilities.
+  // On failure the fed requests are finished with an error and reported.
+  absl::Status Forward(std::vector<WorkItem>& items, std::vector<TargetEvent>* events);
+  void ReadRows(WorkItem& item, const model::ForwardOutput& out, std::vector<TargetEvent>* events);
+  // Chooses what `item` decides this step and fills its VerifyRequest; false if nothing.
+  bool Decide(WorkItem& item, absl::Time now);
+  // The VerifyRequest of a deciding item (k = 0 for the target's own token).
+  void FillVerifyRequest(WorkItem& item) const;
+  void Verify(std::vector<WorkItem>& items, absl::Time now);
+  void Resolve(std::vector<WorkItem>& items, absl::Time now, std::vector<TargetEvent>* events);
+  void ResolveBlock(WorkItem& item, absl::Time now, std::vector<TargetEvent>* events);
+  void ResolveOwnToken(WorkItem& item, absl::Time now, std::vector<TargetEvent>* events);
   bool DecidesAlone(const TargetRequest& request, absl::Time now) const;
-  void DecodeAlone(TargetRequest& request, const std::vector<float>& probs, absl::Time now,
-                   std::vector<TargetEvent>* events);
-  void FinishItem(WorkItem& item, const model::ForwardOutput& out, int index, absl::Time now,
-                  std::vector<TargetEvent>* events);
-  void VerifyItem(WorkItem& item, std::vector<std::vector<float>> rows, absl::Time now,
-                  std::vector<TargetEvent>* events);
   void Report(TargetRequest& request, proto::VerifyResult result, std::vector<TargetEvent>* events);
   void ReapFinished();
 
