@@ -258,6 +258,22 @@ TEST_F(DraftEngineTest, ReassignmentRestartsFromTheAssignmentsCommittedTokens) {
   EXPECT_EQ(drafter_.proposals().back().context, committed);
 }
 
+TEST_F(DraftEngineTest, RejectionModeShipsOneQRowPerDraftedToken) {
+  Make(/*lookahead=*/2);
+  proto::Assignment assignment = Assign("r", 3);
+  assignment.set_verify_mode(proto::VERIFY_MODE_REJECTION);
+  assignment.mutable_params()->set_temperature(1.0f);
+  ASSERT_TRUE(engine_->AddRequest(assignment).ok());
+  auto blocks = Step();
+  ASSERT_EQ(blocks.size(), 1u);
+  ASSERT_EQ(blocks[0].q_size(), 3) << "the target refuses a rejection block without them";
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(blocks[0].q(i).token_ids_size(), 1);
+    EXPECT_EQ(blocks[0].q(i).token_ids(0), blocks[0].tokens(i));
+    EXPECT_EQ(blocks[0].q(i).probs(0), 1.0f);
+  }
+}
+
 TEST_F(DraftEngineTest, AddRequestRefusesBadAssignmentsAndAFullWorker) {
   Make(/*lookahead=*/2, /*max_requests=*/1);
   proto::Assignment no_id = Assign("", 3);
