@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
+#include "runtime/base/json_string.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/tokenizer/chat_template.h"
 #include "runtime/tokenizer/detokenizer.h"
@@ -26,7 +27,6 @@
 #include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/default_paths.h"
-#include "tools/json_text.h"
 
 namespace splitspec::tools {
 namespace {

@@ -27,6 +27,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
+#include "runtime/base/json_string.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/base/trace.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
@@ -37,7 +38,6 @@
 #include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/cluster/in_process_cluster.h"
-#include "tools/json_text.h"
 
 namespace splitspec::tools {
 namespace {

@@ -40,13 +40,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/base/json_string.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/base/subprocess.h"
 #include "runtime/net/request_client.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/default_paths.h"
-#include "tools/json_text.h"
 
 extern char** environ;
 

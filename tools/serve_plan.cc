@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/base/json_string.h"
 #include "runtime/base/status_macros.h"
 #include "tools/cli_args.h"
 #include "tools/default_paths.h"
-#include "tools/json_text.h"
 
 namespace splitspec::tools {
 namespace {
