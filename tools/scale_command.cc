@@ -40,7 +40,6 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/base/subprocess.h"
 #include "runtime/net/request_client.h"
-#include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/default_paths.h"
 
@@ -79,9 +78,7 @@ absl::StatusOr<int> ParseDelta(const CliArgs& args, const std::string& flag) {
 
 absl::StatusOr<ScaleFlags> ParseFlags(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(CliArgs args,
-                   CliArgs::Parse(argv, {"coordinator", "draft", "target-groups", "worker-ids", "model", "drafter",
-                                         "draft-model", "threads", "target-tp", "host", "log-dir",
-                                         "drain-timeout-ms", "wait-s"}));
+                   CliArgs::Parse(argv, ScaleFlagTable()));
   ScaleFlags f;
   f.coordinator = args.GetString("coordinator", f.coordinator);
   ASSIGN_OR_RETURN(f.draft_delta, ParseDelta(args, "draft"));
