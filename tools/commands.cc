@@ -24,6 +24,13 @@ std::vector<cli::Flag> SamplingFlags() {
           {"verify", "MODE", "", "greedy, rejection or coupled verification"}};
 }
 
+// `table` with the sampling flags inserted before its flag number `at`.
+const cli::FlagTable& TableWithSampling(cli::FlagTable table, size_t at) {
+  std::vector<cli::Flag> sampling = SamplingFlags();
+  table.flags.insert(table.flags.begin() + at, sampling.begin(), sampling.end());
+  return Table(std::move(table));
+}
+
 }  // namespace
 
 const cli::FlagTable& StatusFlagTable() {
@@ -62,21 +69,17 @@ const cli::FlagTable& ServeFlagTable() {
 }
 
 const cli::FlagTable& ClientFlagTable() {
-  static const cli::FlagTable& table = []() -> const cli::FlagTable& {
-    cli::FlagTable t{
-        .command = "splitspec client",
-        .summary = "send one request to a running cluster and stream the text",
-        .flags = {{"coordinator", "ENDPOINT", kCoordinator, "the coordinator's control endpoint"},
-                  {"model", "PATH", kDefaultModel, "the GGUF whose tokenizer encodes and decodes"},
-                  {"prompt", "TEXT", "", "the prompt (or --prompt-ids)"},
-                  {"prompt-ids", "1,2,3", "", "the prompt as token ids (or --prompt)"},
-                  {"chat", "", "", "wrap --prompt as a user message in the chat template"},
-                  {"drafter", "NAME", "", "ask for a drafter; none = the target alone"},
-                  {"json", "", "", "print one JSON line with tokens, text and stats"}}};
-    std::vector<cli::Flag> sampling = SamplingFlags();
-    t.flags.insert(t.flags.begin() + 4, sampling.begin(), sampling.end());
-    return Table(std::move(t));
-  }();
+  static const cli::FlagTable& table = TableWithSampling(
+      {.command = "splitspec client",
+       .summary = "send one request to a running cluster and stream the text",
+       .flags = {{"coordinator", "ENDPOINT", kCoordinator, "the coordinator's control endpoint"},
+                 {"model", "PATH", kDefaultModel, "the GGUF whose tokenizer encodes and decodes"},
+                 {"prompt", "TEXT", "", "the prompt (or --prompt-ids)"},
+                 {"prompt-ids", "1,2,3", "", "the prompt as token ids (or --prompt)"},
+                 {"chat", "", "", "wrap --prompt as a user message in the chat template"},
+                 {"drafter", "NAME", "", "ask for a drafter; none = the target alone"},
+                 {"json", "", "", "print one JSON line with tokens, text and stats"}}},
+      /*at=*/4);
   return table;
 }
 
@@ -93,33 +96,27 @@ const cli::FlagTable& LogitsFlagTable() {
 }
 
 const cli::FlagTable& GenerateFlagTable() {
-  static const cli::FlagTable& table = []() -> const cli::FlagTable& {
-    cli::FlagTable t{
-        .command = "splitspec generate",
-        .summary =
-            "speculative generation in one process: coordinator, target and draft "
-            "workers as threads over inproc:// channels",
-        .flags = {
-            {"target", "PATH", "", "the target model's GGUF (required)"},
-            {"draft", "PATH", "", "a draft model's GGUF (drafter 'model')"},
-            {"drafter", "NAME", "model with --draft, else none",
-             "none, ngram, model or layerskip:L"},
-            {"prompt", "TEXT", "", "the prompt, tokenized with the target's tokenizer"},
-            {"prompt-ids", "1,2,3", "", "the prompt as token ids (or --prompt)"},
-            {"min-p", "P", "0", "drop tokens below P times the most likely one"},
-            {"k", "K|auto", "4", "draft tokens per block; auto adapts k per block"},
-            {"samples", "M", "1", "samples to generate; sample i uses seed S + i"},
-            {"threads", "N", "0", "the target's compute threads; 0 = one per core"},
-            {"draft-threads", "N", "1", "the draft model's compute threads"},
-            {"target-tp", "N", "1", "the target as a tensor-parallel group of N (1, 2, 4, 8)"},
-            {"trace", "FILE", "", "write a Chrome trace of the workers' busy intervals"},
-            {"sequential", "", "", "the draft waits for each verification (lookahead 1)"},
-            {"ignore-eos", "", "", "do not stop at an end-of-generation token"},
-            {"json", "", "", "print one JSON line per sample"}}};
-    std::vector<cli::Flag> sampling = SamplingFlags();
-    t.flags.insert(t.flags.begin() + 5, sampling.begin(), sampling.end());
-    return Table(std::move(t));
-  }();
+  static const cli::FlagTable& table = TableWithSampling(
+      {.command = "splitspec generate",
+       .summary = "speculative generation in one process: coordinator, target and draft "
+                  "workers as threads over inproc:// channels",
+       .flags = {{"target", "PATH", "", "the target model's GGUF (required)"},
+                 {"draft", "PATH", "", "a draft model's GGUF (drafter 'model')"},
+                 {"drafter", "NAME", "model with --draft, else none",
+                  "none, ngram, model or layerskip:L"},
+                 {"prompt", "TEXT", "", "the prompt, tokenized with the target's tokenizer"},
+                 {"prompt-ids", "1,2,3", "", "the prompt as token ids (or --prompt)"},
+                 {"min-p", "P", "0", "drop tokens below P times the most likely one"},
+                 {"k", "K|auto", "4", "draft tokens per block; auto adapts k per block"},
+                 {"samples", "M", "1", "samples to generate; sample i uses seed S + i"},
+                 {"threads", "N", "0", "the target's compute threads; 0 = one per core"},
+                 {"draft-threads", "N", "1", "the draft model's compute threads"},
+                 {"target-tp", "N", "1", "the target as a tensor-parallel group of N (1, 2, 4, 8)"},
+                 {"trace", "FILE", "", "write a Chrome trace of the workers' busy intervals"},
+                 {"sequential", "", "", "the draft waits for each verification (lookahead 1)"},
+                 {"ignore-eos", "", "", "do not stop at an end-of-generation token"},
+                 {"json", "", "", "print one JSON line per sample"}}},
+      /*at=*/5);
   return table;
 }
 
