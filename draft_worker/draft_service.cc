@@ -14,14 +14,14 @@ absl::StatusOr<std::unique_ptr<DraftService>> DraftService::Create(spec::Drafter
   ASSIGN_OR_RETURN(proto::Register registration, net::BuildRegistration(options.identity));
   registration.mutable_capabilities()->add_drafters(std::string(drafter->name()));
   registration.mutable_capabilities()->set_max_sequences(options.engine.max_requests);
-  ASSIGN_OR_RETURN(std::unique_ptr<net::WorkerSkeleton> skeleton,
-                   net::WorkerSkeleton::Connect(options.coordinator_endpoint, registration));
+  ASSIGN_OR_RETURN(std::unique_ptr<worker::WorkerSkeleton> skeleton,
+                   worker::WorkerSkeleton::Connect(options.coordinator_endpoint, registration));
   return std::unique_ptr<DraftService>(
       new DraftService(drafter, std::move(options), std::move(skeleton)));
 }
 
 DraftService::DraftService(spec::Drafter* drafter, DraftServiceOptions options,
-                           std::unique_ptr<net::WorkerSkeleton> skeleton)
+                           std::unique_ptr<worker::WorkerSkeleton> skeleton)
     : options_(std::move(options)),
       skeleton_(std::move(skeleton)),
       engine_(drafter, options_.engine) {}

@@ -22,9 +22,9 @@
 #include "draft_worker/draft_engine.h"
 #include "runtime/net/channel.h"
 #include "runtime/net/fault_injecting_channel.h"
-#include "runtime/net/worker_skeleton.h"
 #include "runtime/net/worker_identity.h"
 #include "runtime/spec/drafter.h"
+#include "runtime/worker/worker_skeleton.h"
 
 namespace splitspec::draft {
 
@@ -37,7 +37,7 @@ struct DraftServiceOptions {
   std::optional<net::FaultOptions> data_faults;
 };
 
-class DraftService : private net::ControlHandler {
+class DraftService : private worker::ControlHandler {
  public:
   // `drafter` must outlive the service. Errors: connect failures, bad identity.
   static absl::StatusOr<std::unique_ptr<DraftService>> Create(spec::Drafter* drafter, DraftServiceOptions options);
@@ -50,8 +50,8 @@ class DraftService : private net::ControlHandler {
 
  private:
   DraftService(spec::Drafter* drafter, DraftServiceOptions options,
-               std::unique_ptr<net::WorkerSkeleton> skeleton);
-  // net::ControlHandler: the coordinator's requests.
+               std::unique_ptr<worker::WorkerSkeleton> skeleton);
+  // worker::ControlHandler: the coordinator's requests.
   absl::Status Assign(const proto::Assignment& assignment) override;
   void Release(const std::string& request_id) override { engine_.Release(request_id); }
   void DrainTargets();
@@ -59,7 +59,7 @@ class DraftService : private net::ControlHandler {
   absl::StatusOr<net::Channel*> TargetChannel(const std::string& endpoint);
 
   DraftServiceOptions options_;
-  std::unique_ptr<net::WorkerSkeleton> skeleton_;  // membership, control dispatch, drain
+  std::unique_ptr<worker::WorkerSkeleton> skeleton_;  // membership, control dispatch, drain
   std::map<std::string, std::unique_ptr<net::Channel>> targets_;  // data endpoint -> channel
   DraftEngine engine_;
 };

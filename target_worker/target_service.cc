@@ -20,15 +20,15 @@ absl::StatusOr<std::unique_ptr<TargetService>> TargetService::Create(model::Lang
   registration.mutable_capabilities()->set_max_sequences(options.engine.max_requests);
   registration.mutable_capabilities()->set_max_batch_tokens(options.engine.step_token_budget);
   registration.mutable_model()->set_vocab_size(model->config().vocab_size);
-  ASSIGN_OR_RETURN(std::unique_ptr<net::WorkerSkeleton> skeleton,
-                   net::WorkerSkeleton::Connect(options.coordinator_endpoint, registration));
+  ASSIGN_OR_RETURN(std::unique_ptr<worker::WorkerSkeleton> skeleton,
+                   worker::WorkerSkeleton::Connect(options.coordinator_endpoint, registration));
   return std::unique_ptr<TargetService>(
       new TargetService(model, std::move(options), std::move(data), std::move(skeleton)));
 }
 
 TargetService::TargetService(model::LanguageModel* model, TargetServiceOptions options,
                              std::unique_ptr<net::Channel> data,
-                             std::unique_ptr<net::WorkerSkeleton> skeleton)
+                             std::unique_ptr<worker::WorkerSkeleton> skeleton)
     : options_(std::move(options)),
       data_(std::move(data)),
       data_endpoint_(data_->endpoint()),

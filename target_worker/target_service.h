@@ -22,8 +22,8 @@
 #include "runtime/model/language_model.h"
 #include "runtime/net/channel.h"
 #include "runtime/net/fault_injecting_channel.h"
-#include "runtime/net/worker_skeleton.h"
 #include "runtime/net/worker_identity.h"
+#include "runtime/worker/worker_skeleton.h"
 #include "target_worker/group_leader_model.h"
 #include "target_worker/target_engine.h"
 
@@ -44,7 +44,7 @@ struct TargetServiceOptions {
   GroupLeaderModel* group_leader = nullptr;
 };
 
-class TargetService : private net::ControlHandler {
+class TargetService : private worker::ControlHandler {
  public:
   // Binds the data endpoint and connects to the coordinator. `model` must
   // outlive the service. Errors: bind/connect failures, bad identity.
@@ -60,8 +60,8 @@ class TargetService : private net::ControlHandler {
 
  private:
   TargetService(model::LanguageModel* model, TargetServiceOptions options,
-                std::unique_ptr<net::Channel> data, std::unique_ptr<net::WorkerSkeleton> skeleton);
-  // net::ControlHandler: the coordinator's requests.
+                std::unique_ptr<net::Channel> data, std::unique_ptr<worker::WorkerSkeleton> skeleton);
+  // worker::ControlHandler: the coordinator's requests.
   absl::Status Assign(const proto::Assignment& assignment) override {
     return engine_.AddRequest(assignment);
   }
@@ -80,7 +80,7 @@ class TargetService : private net::ControlHandler {
   // Membership, control dispatch, errors, drain; results for the coordinator go
   // through its outbox, so that a full control queue delays them instead of
   // losing a request.
-  std::unique_ptr<net::WorkerSkeleton> skeleton_;
+  std::unique_ptr<worker::WorkerSkeleton> skeleton_;
   TargetEngine engine_;
   double mean_step_ms_ = 0;  // moving average, reported in heartbeats
 };

@@ -1,4 +1,4 @@
-#include "runtime/net/worker_skeleton.h"
+#include "runtime/worker/worker_skeleton.h"
 
 #include <algorithm>
 
@@ -6,12 +6,16 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/net/wire_format.h"
 
-namespace splitspec::net {
+namespace splitspec::worker {
+
+using net::BodyName;
+using net::Frame;
+using net::NewEnvelope;
 
 absl::StatusOr<std::unique_ptr<WorkerSkeleton>> WorkerSkeleton::Connect(
     const std::string& coordinator_endpoint, const proto::Register& registration) {
-  ASSIGN_OR_RETURN(std::unique_ptr<MembershipClient> membership,
-                   MembershipClient::Connect(coordinator_endpoint, registration));
+  ASSIGN_OR_RETURN(std::unique_ptr<net::MembershipClient> membership,
+                   net::MembershipClient::Connect(coordinator_endpoint, registration));
   return std::unique_ptr<WorkerSkeleton>(new WorkerSkeleton(std::move(membership)));
 }
 
@@ -87,4 +91,4 @@ absl::Status WorkerSkeleton::Leave(const std::string& worker_description) {
   return membership_->Deregister("drained");
 }
 
-}  // namespace splitspec::net
+}  // namespace splitspec::worker

@@ -1,7 +1,7 @@
-// WorkerSkeleton (runtime/net/worker_skeleton.h) against a scripted coordinator:
+// WorkerSkeleton (runtime/worker/worker_skeleton.h) against a scripted coordinator:
 // registration, control dispatch to the handler, errors back with their codes,
 // and a drain that ends in a Deregister "drained".
-#include "runtime/net/worker_skeleton.h"
+#include "runtime/worker/worker_skeleton.h"
 
 #include <atomic>
 #include <mutex>
@@ -12,7 +12,14 @@
 #include "gtest/gtest.h"
 #include "runtime/net/wire_format.h"
 
-namespace splitspec::net {
+namespace splitspec::worker {
+
+using net::BodyName;
+using net::Channel;
+using net::Frame;
+using net::ListenChannel;
+using net::NewEnvelope;
+using net::WaitAnyReadable;
 namespace {
 
 using ::testing::ElementsAre;
@@ -132,4 +139,4 @@ TEST(WorkerSkeletonTest, DispatchesControlRefusesWithCodesAndLeavesDrained) {
 }
 
 }  // namespace
-}  // namespace splitspec::net
+}  // namespace splitspec::worker

@@ -14,8 +14,8 @@
 //
 // Thread safety: none; the service's loop thread only (the membership client's
 // heartbeat thread is its own business).
-#ifndef SPLITSPEC_RUNTIME_NET_WORKER_SKELETON_H_
-#define SPLITSPEC_RUNTIME_NET_WORKER_SKELETON_H_
+#ifndef SPLITSPEC_RUNTIME_WORKER_WORKER_SKELETON_H_
+#define SPLITSPEC_RUNTIME_WORKER_WORKER_SKELETON_H_
 
 #include <memory>
 #include <string>
@@ -27,7 +27,7 @@
 #include "runtime/net/membership_client.h"
 #include "runtime/net/ordered_outbox.h"
 
-namespace splitspec::net {
+namespace splitspec::worker {
 
 // What a worker does with the coordinator's requests.
 class ControlHandler {
@@ -70,19 +70,19 @@ class WorkerSkeleton {
   absl::Status Leave(const std::string& worker_description);
 
   bool drain_requested() const { return drain_requested_; }
-  MembershipClient& membership() { return *membership_; }
-  Channel& control_channel() { return membership_->channel(); }
+  net::MembershipClient& membership() { return *membership_; }
+  net::Channel& control_channel() { return membership_->channel(); }
 
  private:
-  explicit WorkerSkeleton(std::unique_ptr<MembershipClient> membership)
+  explicit WorkerSkeleton(std::unique_ptr<net::MembershipClient> membership)
       : membership_(std::move(membership)) {}
   void FlushBeforeLeaving();
 
-  std::unique_ptr<MembershipClient> membership_;
-  OrderedOutbox to_coordinator_{"", /*max_pending=*/1 << 16};
+  std::unique_ptr<net::MembershipClient> membership_;
+  net::OrderedOutbox to_coordinator_{"", /*max_pending=*/1 << 16};
   bool drain_requested_ = false;
 };
 
-}  // namespace splitspec::net
+}  // namespace splitspec::worker
 
-#endif  // SPLITSPEC_RUNTIME_NET_WORKER_SKELETON_H_
+#endif  // SPLITSPEC_RUNTIME_WORKER_WORKER_SKELETON_H_
