@@ -21,31 +21,32 @@ std::vector<Flag> CommonFlags() {
   };
 }
 
+// A worker binary's table: the flags every worker takes, then its role's.
+FlagTable WorkerTable(std::string command, std::string summary, std::vector<Flag> role_flags) {
+  FlagTable table{
+      .command = std::move(command), .summary = std::move(summary), .flags = CommonFlags()};
+  table.flags.insert(table.flags.end(), role_flags.begin(), role_flags.end());
+  return table;
+}
+
 FlagTable MakeTargetTable() {
-  FlagTable table{.command = "splitspec-target-worker",
-                  .summary =
-                      "one rank of a target group: verifies draft blocks in batched forward steps "
-                      "(--model PATH is required)",
-                  .flags = CommonFlags()};
-  table.flags.insert(
-      table.flags.end(),
+  return WorkerTable(
+      "splitspec-target-worker",
+      "one rank of a target group: verifies draft blocks in batched forward steps "
+      "(--model PATH is required)",
       {{"step-tokens", "N", "512", "token budget of one forward step"},
        {"block-wait-ms", "N", "200", "how long a request waits for its next draft block"},
        {"tp-group", "G", "", "tensor-parallel group name (required with --tp-size > 1)"},
        {"tp-rank", "R", "0", "this process's rank in the group (0 leads)"},
        {"tp-size", "N", "1", "ranks in the group: 1, 2, 4 or 8"},
        {"tp-timeout-ms", "N", "30000", "bound on every collective of the group"}});
-  return table;
 }
 
 FlagTable MakeDraftTable() {
-  FlagTable table{.command = "splitspec-draft-worker",
-                  .summary =
-                      "drafts blocks of candidate tokens for the requests the coordinator assigns "
-                      "and streams them to their target leaders",
-                  .flags = CommonFlags()};
-  table.flags.insert(
-      table.flags.end(),
+  return WorkerTable(
+      "splitspec-draft-worker",
+      "drafts blocks of candidate tokens for the requests the coordinator assigns and streams "
+      "them to their target leaders",
       {{"drafter", "NAME", "ngram", "ngram, model or layerskip:L"},
        {"draft", "PATH", "", "the draft model's GGUF (drafter model)"},
        {"target-model", "PATH", "",
@@ -53,7 +54,6 @@ FlagTable MakeDraftTable() {
         "weights"},
        {"k", "N", "4", "draft tokens per block, in [1, 64]"},
        {"lookahead", "N", "2", "blocks in flight per request; 1 = sequential"}});
-  return table;
 }
 
 absl::Status CheckAtLeastOne(const char* flag, int64_t value) {

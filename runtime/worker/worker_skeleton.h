@@ -33,8 +33,8 @@ namespace splitspec::worker {
 class ControlHandler {
  public:
   virtual ~ControlHandler() = default;
-  // Takes the request on. An error is sent back as an Error for that request
-  // (WorkerSkeleton::SendError) and the request is not served here.
+  // Takes the request on. An error goes back to the coordinator as an Error
+  // for that request (WorkerSkeleton::SendError), which fails the request.
   virtual absl::Status Assign(const proto::Assignment& assignment) = 0;
   // Release (the request finished) or Cancel (the client went away): forget it.
   virtual void Release(const std::string& request_id) = 0;
