@@ -55,5 +55,6 @@ absl::Status ServeDrafts(splitspec::cli::WorkerFlags flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return splitspec::cli::RunWorkerMain(argc, argv, splitspec::proto::ROLE_DRAFT_WORKER, ServeDrafts);
+  return splitspec::cli::RunWorkerMain(argc, argv, splitspec::proto::ROLE_DRAFT_WORKER,
+                                       ServeDrafts);
 }

@@ -69,5 +69,6 @@ absl::Status ServeTargets(splitspec::cli::WorkerFlags flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return splitspec::cli::RunWorkerMain(argc, argv, splitspec::proto::ROLE_TARGET_WORKER, ServeTargets);
+  return splitspec::cli::RunWorkerMain(argc, argv, splitspec::proto::ROLE_TARGET_WORKER,
+                                       ServeTargets);
 }

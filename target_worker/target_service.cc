@@ -83,7 +83,8 @@ absl::Status TargetService::LeaveBrokenGroup(absl::Status failure) {
   SPLITSPEC_LOG(ERROR) << "tp group '" << options_.identity.tp_group << "' failed: " << failure
                        << "; leaving the cluster so its " << engine_.active_requests()
                        << " request(s) are re-placed";
-  absl::Status left = skeleton_->membership().Deregister(absl::StrCat("tp group failed: ", failure.message()));
+  absl::Status left =
+      skeleton_->membership().Deregister(absl::StrCat("tp group failed: ", failure.message()));
   if (!left.ok()) SPLITSPEC_LOG(WARNING) << "deregistering: " << left;
   return failure;
 }

@@ -60,7 +60,8 @@ class TargetService : private worker::ControlHandler {
 
  private:
   TargetService(model::LanguageModel* model, TargetServiceOptions options,
-                std::unique_ptr<net::Channel> data, std::unique_ptr<worker::WorkerSkeleton> skeleton);
+                std::unique_ptr<net::Channel> data,
+                std::unique_ptr<worker::WorkerSkeleton> skeleton);
   // worker::ControlHandler: the coordinator's requests.
   absl::Status Assign(const proto::Assignment& assignment) override {
     return engine_.AddRequest(assignment);

@@ -71,14 +71,15 @@ std::vector<std::string> Split(const std::string& s) {
 const cli::FlagTable& FlagTable() {
   static const cli::FlagTable* const table = new cli::FlagTable{
       .command = "splitspec_bench_matmul",
-      .summary = "one-thread micro-benchmark of the matmul kernels: the scalar reference and "
-                 "every vector path this CPU runs, per weight type, shape and token count",
-      .flags = {{"types", "LIST", "f32,f16,bf16,q8_0,q4_0,q4_1,q4_K,q5_K,q6_K",
-                 "weight types to time"},
-                {"tokens", "LIST", "1,4,8", "token counts per call"},
-                {"min-ms", "MS", "200", "time each case for at least this long"},
-                {"no-scalar", "", "", "skip the scalar reference"},
-                {"decode-model", "", "", "time every matmul of one decode step of the default model"}}};
+      .summary =
+          "one-thread micro-benchmark of the matmul kernels: the scalar reference and "
+          "every vector path this CPU runs, per weight type, shape and token count",
+      .flags = {
+          {"types", "LIST", "f32,f16,bf16,q8_0,q4_0,q4_1,q4_K,q5_K,q6_K", "weight types to time"},
+          {"tokens", "LIST", "1,4,8", "token counts per call"},
+          {"min-ms", "MS", "200", "time each case for at least this long"},
+          {"no-scalar", "", "", "skip the scalar reference"},
+          {"decode-model", "", "", "time every matmul of one decode step of the default model"}}};
   return *table;
 }
 
@@ -87,7 +88,8 @@ absl::StatusOr<GgmlType> WeightType(const std::string& name) {
     const GgmlTypeTraits* t = LookupGgmlType(raw);
     if (t != nullptr && name == t->name && IsSupportedWeightType(t->type)) return t->type;
   }
-  return absl::InvalidArgumentError(absl::StrCat("--types: unknown or unsupported weight type '", name, "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--types: unknown or unsupported weight type '", name, "'"));
 }
 
 absl::StatusOr<Options> ParseOptions(const cli::CliArgs& args) {

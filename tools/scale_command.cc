@@ -204,7 +204,8 @@ absl::Status WaitRegistered(const ScaleFlags& f, std::vector<Started>& started) 
       s.exited = true;
       const std::string& log = s.process.log_path();
       failure = absl::UnavailableError(absl::StrCat("worker ", s.name, " exited with ", *code,
-                                                    " before registering; log ", log, ":\n", LogTail(log)));
+                                                    " before registering; log ", log, ":\n",
+                                                    LogTail(log)));
     }
     absl::StatusOr<proto::StatusReply> status = net::FetchCoordinatorStatus(f.coordinator, absl::Seconds(2));
     if (status.ok() && absl::IsDeadlineExceeded(failure)) {

@@ -13,8 +13,10 @@ void AppendFrontDoorFlags(cli::FlagTable* table) {
   const FrontDoorOptions defaults;
   table->flags.insert(
       table->flags.end(),
-      {{"http", "HOST:PORT", "", "serve the OpenAI-compatible HTTP API there; absent: no front door"},
-       {"model", "PATH", "", "the target model's GGUF (tokenizer, chat template); needed by --http"},
+      {{"http", "HOST:PORT", "",
+        "serve the OpenAI-compatible HTTP API there; absent: no front door"},
+       {"model", "PATH", "",
+        "the target model's GGUF (tokenizer, chat template); needed by --http"},
        {"model-name", "NAME", "general.name, else the file name", "the served model id"},
        {"api-key", "KEY", "$SPLITSPEC_API_KEY",
         "require 'Authorization: Bearer KEY' on /v1/*; empty: no authentication"},

@@ -51,7 +51,8 @@ absl::StatusOr<Subprocess> Subprocess::SpawnDetached(const std::vector<std::stri
 
 absl::StatusOr<Subprocess> Subprocess::Start(const std::vector<std::string>& argv,
                                              const std::string& log_path,
-                                             const std::vector<std::string>& extra_env, bool detached) {
+                                             const std::vector<std::string>& extra_env,
+                                             bool detached) {
   if (argv.empty()) return absl::InvalidArgumentError("Subprocess: empty argv");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -61,8 +62,8 @@ absl::StatusOr<Subprocess> Subprocess::Start(const std::vector<std::string>& arg
     posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
     posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID);
   }
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));

@@ -369,12 +369,13 @@ const cli::FlagTable& FlagTable() {
   static const cli::FlagTable* const table = new cli::FlagTable{
       .command = "splitspec_bench_collectives",
       .summary = "Gloo collective latency on loopback, and decode tokens/s at TP=1 against TP=N",
-      .flags = {{"model", "PATH", "$SPLITSPEC_MODEL, else the default model", "the model to decode"},
-                {"tp", "LIST", "2,3", "tensor-parallel sizes to decode with (each >= 2)"},
-                {"iterations", "N", "2000", "calls per collective after 100 warm-up calls"},
-                {"decode-tokens", "N", "32", "greedy decode steps per run"},
-                {"threads-per-rank", "N", "1", "compute threads of each rank"},
-                {"synthetic", "0|1", "1", "also TP=1 vs TP=2 on a model with 8 / 4 heads"}}};
+      .flags = {
+          {"model", "PATH", "$SPLITSPEC_MODEL, else the default model", "the model to decode"},
+          {"tp", "LIST", "2,3", "tensor-parallel sizes to decode with (each >= 2)"},
+          {"iterations", "N", "2000", "calls per collective after 100 warm-up calls"},
+          {"decode-tokens", "N", "32", "greedy decode steps per run"},
+          {"threads-per-rank", "N", "1", "compute threads of each rank"},
+          {"synthetic", "0|1", "1", "also TP=1 vs TP=2 on a model with 8 / 4 heads"}}};
   return *table;
 }
 
@@ -397,7 +398,8 @@ absl::StatusOr<Options> ParseOptions(const cli::CliArgs& args) {
     }
   }
   ASSIGN_OR_RETURN(options.iterations, PositiveInt(args, "iterations", options.iterations));
-  ASSIGN_OR_RETURN(options.decode_tokens, PositiveInt(args, "decode-tokens", options.decode_tokens));
+  ASSIGN_OR_RETURN(options.decode_tokens,
+                   PositiveInt(args, "decode-tokens", options.decode_tokens));
   ASSIGN_OR_RETURN(options.threads_per_rank,
                    PositiveInt(args, "threads-per-rank", options.threads_per_rank));
   const std::string synthetic = args.GetString("synthetic", "1");
