@@ -8,18 +8,12 @@
 // bridge thread that talks to this coordinator over the control channel like
 // any client; they share no state with the control thread.
 //
-// Flags: --control ENDPOINT (default tcp://127.0.0.1:5555; "tcp://127.0.0.1:*"
-// picks a free port), --endpoint-file PATH (write the bound endpoint there),
-// --heartbeat-ms N (500), --suspect-after N (2), --dead-after N (5),
-// --drain-timeout-ms N (30000: how long a draining target group's running
-// requests may take before they are re-placed); HTTP front
-// door: --http HOST:PORT --model PATH [--model-name NAME] [--api-key KEY]
-// (see coordinator/http/front_door_flags.h).
+// Flags: `splitspec-coordinator --help` (the table below, with the HTTP front
+// door's from coordinator/http/front_door_flags.h).
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -30,18 +24,32 @@
 #include "runtime/base/logging.h"
 #include "runtime/base/shutdown.h"
 #include "runtime/base/status_macros.h"
-#include "tools/cli_args.h"
+#include "runtime/cli/cli_args.h"
 
 namespace {
 
-absl::StatusOr<splitspec::coordinator::CoordinatorOptions> ParseOptions(const std::vector<std::string>& args,
-                                                                         std::string* endpoint_file,
-                                                                         splitspec::tools::CliArgs* parsed_out) {
-  std::set<std::string> known = {"control", "endpoint-file", "heartbeat-ms", "suspect-after", "dead-after",
-                                 "drain-timeout-ms"};
-  known.insert(splitspec::coordinator::http::kFrontDoorFlags.begin(), splitspec::coordinator::http::kFrontDoorFlags.end());
-  ASSIGN_OR_RETURN(splitspec::tools::CliArgs parsed, splitspec::tools::CliArgs::Parse(args, known));
-  *parsed_out = parsed;
+splitspec::cli::FlagTable CoordinatorFlagTable() {
+  splitspec::cli::FlagTable table{
+      .command = "splitspec-coordinator",
+      .summary = "the cluster's membership authority and request router, with an optional "
+                 "OpenAI-compatible HTTP front door",
+      .flags = {
+          {"control", "ENDPOINT", "tcp://127.0.0.1:5555",
+           "the control endpoint to bind; tcp://127.0.0.1:* picks a free port"},
+          {"endpoint-file", "PATH", "", "write the bound control endpoint there"},
+          {"heartbeat-ms", "N", "500", "the heartbeat interval workers are told"},
+          {"suspect-after", "N", "2", "missed heartbeats before a worker is suspect"},
+          {"dead-after", "N", "5", "missed heartbeats before a worker is dead"},
+          {"drain-timeout-ms", "N", "30000",
+           "how long a draining target group's running requests may take before they are "
+           "re-placed"},
+      }};
+  splitspec::coordinator::http::AppendFrontDoorFlags(&table);
+  return table;
+}
+
+absl::StatusOr<splitspec::coordinator::CoordinatorOptions> ParseOptions(
+    const splitspec::cli::CliArgs& parsed, std::string* endpoint_file) {
   splitspec::coordinator::CoordinatorOptions options;
   options.control_endpoint = parsed.GetString("control", options.control_endpoint);
   *endpoint_file = parsed.GetString("endpoint-file", "");
@@ -53,7 +61,8 @@ absl::StatusOr<splitspec::coordinator::CoordinatorOptions> ParseOptions(const st
   options.membership.dead_after_missed = static_cast<int>(dead_after);
   ASSIGN_OR_RETURN(int64_t drain_timeout_ms, parsed.GetInt("drain-timeout-ms", 30000));
   if (drain_timeout_ms < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--drain-timeout-ms must be >= 0, got ", drain_timeout_ms));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--drain-timeout-ms must be >= 0, got ", drain_timeout_ms));
   }
   options.router.drain_timeout = absl::Milliseconds(drain_timeout_ms);
   return options;
@@ -73,51 +82,36 @@ absl::Status WriteEndpointFile(const std::string& path, const std::string& endpo
   return absl::OkStatus();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+absl::Status Serve(const splitspec::cli::CliArgs& args) {
   std::string endpoint_file;
-  splitspec::tools::CliArgs args;
-  absl::StatusOr<splitspec::coordinator::CoordinatorOptions> options =
-      ParseOptions(std::vector<std::string>(argv + 1, argv + argc), &endpoint_file, &args);
-  if (!options.ok()) {
-    std::fprintf(stderr, "splitspec-coordinator: %s\n", std::string(options.status().message()).c_str());
-    return 2;
-  }
+  ASSIGN_OR_RETURN(splitspec::coordinator::CoordinatorOptions options,
+                   ParseOptions(args, &endpoint_file));
   // Checked before binding anything; the endpoint is set once it is resolved.
-  auto http = splitspec::coordinator::http::FrontDoorOptionsFromFlags(args, options->control_endpoint);
-  if (!http.ok()) {
-    std::fprintf(stderr, "splitspec-coordinator: %s\n", std::string(http.status().message()).c_str());
-    return 2;
-  }
+  ASSIGN_OR_RETURN(auto http, splitspec::coordinator::http::FrontDoorOptionsFromFlags(
+                                  args, options.control_endpoint));
   splitspec::InstallShutdownHandlers();
-  auto service = splitspec::coordinator::CoordinatorService::Create(*options);
-  if (!service.ok()) {
-    std::fprintf(stderr, "splitspec-coordinator: %s\n", std::string(service.status().message()).c_str());
-    return 1;
-  }
+  // From here on every failure is a run-time one (exit status 1), not a usage error.
+  auto failed = [](const absl::Status& status) { return absl::UnavailableError(status.message()); };
+  auto service = splitspec::coordinator::CoordinatorService::Create(options);
+  if (!service.ok()) return failed(service.status());
   SPLITSPEC_LOG(INFO) << "coordinator control endpoint " << (*service)->control_endpoint();
   if (!endpoint_file.empty()) {
     absl::Status written = WriteEndpointFile(endpoint_file, (*service)->control_endpoint());
-    if (!written.ok()) {
-      std::fprintf(stderr, "splitspec-coordinator: %s\n", std::string(written.message()).c_str());
-      return 1;
-    }
+    if (!written.ok()) return failed(written);
   }
   std::unique_ptr<splitspec::coordinator::http::FrontDoor> front_door;
-  if (http->has_value()) {
-    (*http)->coordinator_endpoint = (*service)->control_endpoint();
-    auto started = splitspec::coordinator::http::FrontDoor::Start(**http);
-    if (!started.ok()) {
-      std::fprintf(stderr, "splitspec-coordinator: %s\n", std::string(started.status().message()).c_str());
-      return 1;
-    }
+  if (http.has_value()) {
+    http->coordinator_endpoint = (*service)->control_endpoint();
+    auto started = splitspec::coordinator::http::FrontDoor::Start(*http);
+    if (!started.ok()) return failed(started.status());
     front_door = *std::move(started);
   }
   absl::Status status = (*service)->Run(splitspec::ShutdownRequested());
-  if (!status.ok()) {
-    std::fprintf(stderr, "splitspec-coordinator: %s\n", std::string(status.message()).c_str());
-    return 1;
-  }
-  return 0;
+  return status.ok() ? status : failed(status);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return splitspec::cli::RunMain(argc, argv, CoordinatorFlagTable(), Serve);
 }

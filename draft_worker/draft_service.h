@@ -22,9 +22,9 @@
 #include "draft_worker/draft_engine.h"
 #include "runtime/net/channel.h"
 #include "runtime/net/fault_injecting_channel.h"
-#include "runtime/net/membership_client.h"
 #include "runtime/net/worker_identity.h"
 #include "runtime/spec/drafter.h"
+#include "runtime/worker/worker_skeleton.h"
 
 namespace splitspec::draft {
 
@@ -37,7 +37,7 @@ struct DraftServiceOptions {
   std::optional<net::FaultOptions> data_faults;
 };
 
-class DraftService {
+class DraftService : private worker::ControlHandler {
  public:
   // `drafter` must outlive the service. Errors: connect failures, bad identity.
   static absl::StatusOr<std::unique_ptr<DraftService>> Create(spec::Drafter* drafter, DraftServiceOptions options);
@@ -49,17 +49,19 @@ class DraftService {
   const DraftEngine& engine() const { return engine_; }
 
  private:
-  DraftService(spec::Drafter* drafter, DraftServiceOptions options, std::unique_ptr<net::MembershipClient> control);
-  void DrainControl();
+  DraftService(spec::Drafter* drafter, DraftServiceOptions options,
+               std::unique_ptr<worker::WorkerSkeleton> skeleton);
+  // worker::ControlHandler: the coordinator's requests.
+  absl::Status Assign(const proto::Assignment& assignment) override;
+  void Release(const std::string& request_id) override { engine_.Release(request_id); }
   void DrainTargets();
+  void SendBlocks(std::vector<OutgoingBlock>& blocks);
   absl::StatusOr<net::Channel*> TargetChannel(const std::string& endpoint);
-  void SendError(const std::string& request_id, const absl::Status& status);
 
   DraftServiceOptions options_;
-  std::unique_ptr<net::MembershipClient> control_;
+  std::unique_ptr<worker::WorkerSkeleton> skeleton_;  // membership, control dispatch, drain
   std::map<std::string, std::unique_ptr<net::Channel>> targets_;  // data endpoint -> channel
   DraftEngine engine_;
-  bool drain_requested_ = false;  // a Drain came: Run deregisters and returns OK
 };
 
 }  // namespace splitspec::draft

@@ -7,29 +7,22 @@
 // inside those steps. Signals only set the shutdown flag. A Drain from the
 // coordinator (run-time scale-down) ends Run with OK: exit status 0.
 //
-// Flags: see tools/worker_flags.h, plus --drafter ngram|model|layerskip:L
-// (default ngram), --draft PATH (drafter "model"), --target-model PATH (the
-// target's GGUF: its tokenizer for the vocabulary check, and the weights of a
-// layerskip drafter), --k N (draft tokens per block, 4), --lookahead N (blocks
-// in flight per request, 2; 1 = sequential).
-#include <cstdio>
+// Flags: `splitspec-draft-worker --help` (the table in runtime/cli/worker_flags.cc).
+#include <memory>
 #include <string>
-#include <vector>
 
 #include "draft_worker/draft_service.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/shutdown.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/cli/worker_flags.h"
 #include "runtime/model/gguf_reader.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
 #include "runtime/spec/drafter_factory.h"
-#include "tools/worker_flags.h"
 
 namespace {
 
-absl::Status Run(const std::vector<std::string>& args) {
-  ASSIGN_OR_RETURN(splitspec::tools::WorkerFlags flags,
-                   splitspec::tools::ParseWorkerFlags(args, splitspec::proto::ROLE_DRAFT_WORKER));
+absl::Status ServeDrafts(splitspec::cli::WorkerFlags flags) {
   ASSIGN_OR_RETURN(splitspec::spec::DrafterSpec spec, splitspec::spec::ParseDrafterSpec(flags.drafter, flags.draft_path));
   if (spec.kind == splitspec::spec::DrafterSpec::Kind::kNone) {
     return absl::InvalidArgumentError("a draft worker needs a drafter: --drafter ngram|model|layerskip:L");
@@ -62,11 +55,6 @@ absl::Status Run(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  splitspec::InstallShutdownHandlers();
-  absl::Status status = Run(std::vector<std::string>(argv + 1, argv + argc));
-  if (!status.ok()) {
-    std::fprintf(stderr, "splitspec-draft-worker: %s\n", std::string(status.message()).c_str());
-    return absl::IsInvalidArgument(status) ? 2 : 1;
-  }
-  return 0;
+  return splitspec::cli::RunWorkerMain(argc, argv, splitspec::proto::ROLE_DRAFT_WORKER,
+                                       ServeDrafts);
 }

@@ -13,25 +13,21 @@
 // membership client's heartbeat thread only sends heartbeats. Signals only set
 // the shutdown flag.
 //
-// Flags: see tools/worker_flags.h; --model PATH is required. Also
-// --step-tokens N (token budget per step, 512), --block-wait-ms N (200),
-// --tp-group G --tp-rank R --tp-size N (tensor parallelism; N in 1, 2, 4, 8),
-// --tp-timeout-ms N (bound on every collective of the group, 30000).
-#include <cstdio>
-#include <string>
-#include <vector>
+// Flags: `splitspec-target-worker --help` (the table in runtime/cli/worker_flags.cc);
+// --model PATH is required.
+#include <atomic>
 
 #include "runtime/base/logging.h"
 #include "runtime/base/shutdown.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/cli/worker_flags.h"
 #include "runtime/model/transformer.h"
 #include "target_worker/target_service.h"
 #include "target_worker/tp_group_runner.h"
-#include "tools/worker_flags.h"
 
 namespace {
 
-splitspec::target::TargetServiceOptions ServiceOptions(const splitspec::tools::WorkerFlags& flags) {
+splitspec::target::TargetServiceOptions ServiceOptions(const splitspec::cli::WorkerFlags& flags) {
   splitspec::target::TargetServiceOptions options;
   options.coordinator_endpoint = flags.coordinator;
   if (!flags.identity.data_endpoint.empty()) options.data_endpoint = flags.identity.data_endpoint;
@@ -41,7 +37,7 @@ splitspec::target::TargetServiceOptions ServiceOptions(const splitspec::tools::W
   return options;
 }
 
-absl::Status RunTensorParallelRank(const splitspec::tools::WorkerFlags& flags) {
+absl::Status RunTensorParallelRank(const splitspec::cli::WorkerFlags& flags) {
   splitspec::target::TpRankOptions options;
   options.group = {.coordinator_endpoint = flags.coordinator,
                    .group = flags.identity.tp_group,
@@ -59,9 +55,7 @@ absl::Status RunTensorParallelRank(const splitspec::tools::WorkerFlags& flags) {
                                      : splitspec::target::RunGroupFollower(options, stop);
 }
 
-absl::Status Run(const std::vector<std::string>& args) {
-  ASSIGN_OR_RETURN(splitspec::tools::WorkerFlags flags,
-                   splitspec::tools::ParseWorkerFlags(args, splitspec::proto::ROLE_TARGET_WORKER));
+absl::Status ServeTargets(splitspec::cli::WorkerFlags flags) {
   if (flags.identity.model_path.empty()) return absl::InvalidArgumentError("--model PATH is required");
   if (flags.identity.tp_size > 1) return RunTensorParallelRank(flags);
   ASSIGN_OR_RETURN(auto model, splitspec::model::Transformer::Load(flags.identity.model_path,
@@ -75,11 +69,6 @@ absl::Status Run(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  splitspec::InstallShutdownHandlers();
-  absl::Status status = Run(std::vector<std::string>(argv + 1, argv + argc));
-  if (!status.ok()) {
-    std::fprintf(stderr, "splitspec-target-worker: %s\n", std::string(status.message()).c_str());
-    return absl::IsInvalidArgument(status) ? 2 : 1;
-  }
-  return 0;
+  return splitspec::cli::RunWorkerMain(argc, argv, splitspec::proto::ROLE_TARGET_WORKER,
+                                       ServeTargets);
 }

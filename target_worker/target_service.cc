@@ -20,28 +20,26 @@ absl::StatusOr<std::unique_ptr<TargetService>> TargetService::Create(model::Lang
   registration.mutable_capabilities()->set_max_sequences(options.engine.max_requests);
   registration.mutable_capabilities()->set_max_batch_tokens(options.engine.step_token_budget);
   registration.mutable_model()->set_vocab_size(model->config().vocab_size);
-  ASSIGN_OR_RETURN(std::unique_ptr<net::MembershipClient> control,
-                   net::MembershipClient::Connect(options.coordinator_endpoint, registration));
+  ASSIGN_OR_RETURN(std::unique_ptr<worker::WorkerSkeleton> skeleton,
+                   worker::WorkerSkeleton::Connect(options.coordinator_endpoint, registration));
   return std::unique_ptr<TargetService>(
-      new TargetService(model, std::move(options), std::move(data), std::move(control)));
+      new TargetService(model, std::move(options), std::move(data), std::move(skeleton)));
 }
 
 TargetService::TargetService(model::LanguageModel* model, TargetServiceOptions options,
-                             std::unique_ptr<net::Channel> data, std::unique_ptr<net::MembershipClient> control)
+                             std::unique_ptr<net::Channel> data,
+                             std::unique_ptr<worker::WorkerSkeleton> skeleton)
     : options_(std::move(options)),
       data_(std::move(data)),
       data_endpoint_(data_->endpoint()),
-      control_(std::move(control)),
+      skeleton_(std::move(skeleton)),
       engine_(model, options_.engine) {}
 
 absl::Status TargetService::Run(const std::atomic<bool>& stop) {
-  while (!stop.load(std::memory_order_relaxed) && !drain_requested_) {
+  while (!stop.load(std::memory_order_relaxed) && !skeleton_->drain_requested()) {
     const absl::Time now = absl::Now();
-    RETURN_IF_ERROR(control_->SendDue(now));
-    if (absl::Status flushed = to_coordinator_.Flush(control_->channel()); !flushed.ok()) {
-      SPLITSPEC_LOG(WARNING) << "result to coordinator failed: " << flushed;
-    }
-    DrainControl();
+    RETURN_IF_ERROR(skeleton_->Tick(now));
+    skeleton_->DispatchControl(*this);
     DrainData();
     if (engine_.HasWork(absl::Now())) {
       std::vector<TargetEvent> events;
@@ -63,17 +61,11 @@ absl::Status TargetService::Run(const std::atomic<bool>& stop) {
       absl::Status alive = options_.group_leader->KeepAliveIfIdle(absl::Now());
       if (!alive.ok()) return LeaveBrokenGroup(alive);
     }
-    // Waiting results are retried every millisecond until the coordinator takes them.
-    const absl::Duration poll = to_coordinator_.empty() ? absl::Milliseconds(50) : absl::Milliseconds(1);
-    const absl::Time wake = std::min({control_->next_send(), engine_.NextDeadline(), now + poll});
-    net::WaitAnyReadable({&control_->channel(), data_.get()}, std::max(wake - absl::Now(), absl::ZeroDuration()));
+    const absl::Time wake = std::min(skeleton_->NextWake(now), engine_.NextDeadline());
+    net::WaitAnyReadable({&skeleton_->control_channel(), data_.get()},
+                         std::max(wake - absl::Now(), absl::ZeroDuration()));
   }
-  FlushBeforeLeaving();
-  if (drain_requested_) {
-    SPLITSPEC_LOG(INFO) << "target worker '" << options_.identity.name << "' drained; deregistering and exiting";
-    return control_->Deregister("drained");
-  }
-  return control_->Deregister("shutdown");
+  return skeleton_->Leave(absl::StrCat("target worker '", options_.identity.name, "'"));
 }
 
 void TargetService::ReportLoad(absl::Duration step_time) {
@@ -84,41 +76,17 @@ void TargetService::ReportLoad(absl::Duration step_time) {
   proto::LoadReport load;
   load.set_active_requests(static_cast<uint32_t>(engine_.active_requests()));
   load.set_mean_step_ms(mean_step_ms_);
-  control_->set_load(load);
+  skeleton_->membership().set_load(load);
 }
 
 absl::Status TargetService::LeaveBrokenGroup(absl::Status failure) {
   SPLITSPEC_LOG(ERROR) << "tp group '" << options_.identity.tp_group << "' failed: " << failure
                        << "; leaving the cluster so its " << engine_.active_requests()
                        << " request(s) are re-placed";
-  absl::Status left = control_->Deregister(absl::StrCat("tp group failed: ", failure.message()));
+  absl::Status left =
+      skeleton_->membership().Deregister(absl::StrCat("tp group failed: ", failure.message()));
   if (!left.ok()) SPLITSPEC_LOG(WARNING) << "deregistering: " << left;
   return failure;
-}
-
-void TargetService::DrainControl() {
-  while (control_->channel().Readable()) {
-    absl::StatusOr<net::Frame> frame = control_->channel().Receive(absl::ZeroDuration());
-    if (!frame.ok()) return;
-    if (!control_->HandleReply(frame->envelope)) HandleControl(frame->envelope);
-  }
-}
-
-void TargetService::HandleControl(const proto::Envelope& envelope) {
-  if (envelope.has_assignment()) {
-    absl::Status added = engine_.AddRequest(envelope.assignment());
-    if (!added.ok()) SendError(envelope.assignment().request_id(), added);
-  } else if (envelope.has_release()) {
-    engine_.Release(envelope.release().request_id());
-  } else if (envelope.has_cancel()) {
-    engine_.Release(envelope.cancel().request_id());
-  } else if (envelope.has_drain()) {
-    // The coordinator has re-placed or seen finished every request here.
-    SPLITSPEC_LOG(INFO) << "drain requested: " << envelope.drain().reason();
-    drain_requested_ = true;
-  } else {
-    SPLITSPEC_LOG(DEBUG) << "target: ignored '" << net::BodyName(envelope) << "' on the control channel";
-  }
 }
 
 void TargetService::DrainData() {
@@ -146,34 +114,7 @@ void TargetService::SendEvents(std::vector<TargetEvent>& events) {
       // NotFound: that draft worker is not connected (yet, or any more).
       (void)data_->Send(event.draft_peer, envelope);
     }
-    if (event.to_coordinator) SendToCoordinator(std::move(envelope));
-  }
-}
-
-void TargetService::SendError(const std::string& request_id, const absl::Status& status) {
-  SPLITSPEC_LOG(WARNING) << "request " << request_id << " refused: " << status;
-  proto::Envelope envelope = net::NewEnvelope();
-  proto::Error* error = envelope.mutable_error();
-  error->set_code(absl::IsResourceExhausted(status) ? proto::ERROR_CODE_RESOURCE_EXHAUSTED
-                                                    : proto::ERROR_CODE_INVALID_ARGUMENT);
-  error->set_message(std::string(status.message()));
-  error->set_request_id(request_id);
-  SendToCoordinator(std::move(envelope));
-}
-
-void TargetService::SendToCoordinator(proto::Envelope envelope) {
-  absl::Status sent = to_coordinator_.Send(control_->channel(), std::move(envelope));
-  if (!sent.ok()) SPLITSPEC_LOG(WARNING) << "result to coordinator failed: " << sent;
-}
-
-void TargetService::FlushBeforeLeaving() {
-  const absl::Time give_up = absl::Now() + absl::Seconds(1);
-  while (!to_coordinator_.empty() && absl::Now() < give_up) {
-    (void)to_coordinator_.Flush(control_->channel());
-    if (!to_coordinator_.empty()) absl::SleepFor(absl::Milliseconds(1));
-  }
-  if (!to_coordinator_.empty()) {
-    SPLITSPEC_LOG(WARNING) << to_coordinator_.pending() << " result(s) for the coordinator were not sent";
+    if (event.to_coordinator) skeleton_->SendToCoordinator(std::move(envelope));
   }
 }
 

@@ -22,9 +22,8 @@
 #include "runtime/model/language_model.h"
 #include "runtime/net/channel.h"
 #include "runtime/net/fault_injecting_channel.h"
-#include "runtime/net/membership_client.h"
-#include "runtime/net/ordered_outbox.h"
 #include "runtime/net/worker_identity.h"
+#include "runtime/worker/worker_skeleton.h"
 #include "target_worker/group_leader_model.h"
 #include "target_worker/target_engine.h"
 
@@ -45,7 +44,7 @@ struct TargetServiceOptions {
   GroupLeaderModel* group_leader = nullptr;
 };
 
-class TargetService {
+class TargetService : private worker::ControlHandler {
  public:
   // Binds the data endpoint and connects to the coordinator. `model` must
   // outlive the service. Errors: bind/connect failures, bad identity.
@@ -60,32 +59,31 @@ class TargetService {
   const TargetEngine& engine() const { return engine_; }
 
  private:
-  TargetService(model::LanguageModel* model, TargetServiceOptions options, std::unique_ptr<net::Channel> data,
-                std::unique_ptr<net::MembershipClient> control);
-  void DrainControl();
+  TargetService(model::LanguageModel* model, TargetServiceOptions options,
+                std::unique_ptr<net::Channel> data,
+                std::unique_ptr<worker::WorkerSkeleton> skeleton);
+  // worker::ControlHandler: the coordinator's requests.
+  absl::Status Assign(const proto::Assignment& assignment) override {
+    return engine_.AddRequest(assignment);
+  }
+  void Release(const std::string& request_id) override { engine_.Release(request_id); }
   void DrainData();
-  void HandleControl(const proto::Envelope& envelope);
   void SendEvents(std::vector<TargetEvent>& events);
   // The group failed: deregister so the coordinator re-places the requests
   // (their results of the failed step are dropped), and return `failure`.
   absl::Status LeaveBrokenGroup(absl::Status failure);
   // Publishes active requests and the mean step time in the next heartbeats.
   void ReportLoad(absl::Duration step_time);
-  void SendError(const std::string& request_id, const absl::Status& status);
-  // Results and errors for the coordinator go through to_coordinator_, so that a
-  // full control queue delays them instead of losing a request.
-  void SendToCoordinator(proto::Envelope envelope);
-  // Before deregistering: gives the waiting results up to a second to leave.
-  void FlushBeforeLeaving();
 
   TargetServiceOptions options_;
   std::unique_ptr<net::Channel> data_;
   std::string data_endpoint_;
-  std::unique_ptr<net::MembershipClient> control_;
+  // Membership, control dispatch, errors, drain; results for the coordinator go
+  // through its outbox, so that a full control queue delays them instead of
+  // losing a request.
+  std::unique_ptr<worker::WorkerSkeleton> skeleton_;
   TargetEngine engine_;
-  net::OrderedOutbox to_coordinator_{"", /*max_pending=*/1 << 16};
-  bool drain_requested_ = false;  // a Drain came: Run deregisters and returns OK
-  double mean_step_ms_ = 0;       // moving average, reported in heartbeats
+  double mean_step_ms_ = 0;  // moving average, reported in heartbeats
 };
 
 }  // namespace splitspec::target

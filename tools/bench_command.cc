@@ -25,7 +25,6 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/base/thread_pool.h"
 #include "runtime/model/transformer.h"
-#include "tools/cli_args.h"
 #include "tools/commands.h"
 
 namespace splitspec::tools {
@@ -54,8 +53,7 @@ absl::StatusOr<BenchFlags> ParseFlags(const CommandArgs& argv) {
                      "' (available: decode, spec, verify)"));
   }
   const CommandArgs rest(argv.begin() + 1, argv.end());
-  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(rest, {"model", "threads", "prompt-tokens",
-                                                       "decode-tokens", "prefill-tokens"}));
+  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(rest, BenchDecodeFlagTable()));
   BenchFlags f;
   f.model = args.GetString("model", "");
   if (f.model.empty()) return absl::InvalidArgumentError("--model PATH is required");

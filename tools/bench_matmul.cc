@@ -29,6 +29,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "runtime/cli/cli_args.h"
+
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quantize_weights.h"
@@ -65,44 +68,52 @@ std::vector<std::string> Split(const std::string& s) {
   return parts;
 }
 
-bool ParseOptions(int argc, char** argv, Options* options) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (flag == "--no-scalar") {
-      options->scalar = false;
-    } else if (flag == "--decode-model") {
-      options->decode_model = true;
-    } else if (flag == "--types" && has_value) {
-      options->types.clear();
-      for (const std::string& name : Split(argv[++i])) {
-        const GgmlTypeTraits* found = nullptr;
-        for (uint32_t raw = 0; raw < 64 && found == nullptr; ++raw) {
-          const GgmlTypeTraits* t = LookupGgmlType(raw);
-          if (t != nullptr && name == t->name && IsSupportedWeightType(t->type)) found = t;
-        }
-        if (found == nullptr) {
-          std::fprintf(stderr, "unknown or unsupported weight type '%s'\n", name.c_str());
-          return false;
-        }
-        options->types.push_back(found->type);
-      }
-    } else if (flag == "--tokens" && has_value) {
-      options->tokens.clear();
-      for (const std::string& n : Split(argv[++i]))
-        options->tokens.push_back(std::max(1, std::atoi(n.c_str())));
-    } else if (flag == "--min-ms" && has_value) {
-      options->min_ms = std::atof(argv[++i]);
-    } else {
-      std::fprintf(stderr,
-                   "usage: %s [--types q4_1,...] [--tokens 1,4,8] [--min-ms 200] [--no-scalar] "
-                   "[--decode-model]\n"
-                   "unknown or incomplete flag '%s'\n",
-                   argv[0], flag.c_str());
-      return false;
+const cli::FlagTable& FlagTable() {
+  static const cli::FlagTable* const table = new cli::FlagTable{
+      .command = "splitspec_bench_matmul",
+      .summary =
+          "one-thread micro-benchmark of the matmul kernels: the scalar reference and "
+          "every vector path this CPU runs, per weight type, shape and token count",
+      .flags = {
+          {"types", "LIST", "f32,f16,bf16,q8_0,q4_0,q4_1,q4_K,q5_K,q6_K", "weight types to time"},
+          {"tokens", "LIST", "1,4,8", "token counts per call"},
+          {"min-ms", "MS", "200", "time each case for at least this long"},
+          {"no-scalar", "", "", "skip the scalar reference"},
+          {"decode-model", "", "", "time every matmul of one decode step of the default model"}}};
+  return *table;
+}
+
+absl::StatusOr<GgmlType> WeightType(const std::string& name) {
+  for (uint32_t raw = 0; raw < 64; ++raw) {
+    const GgmlTypeTraits* t = LookupGgmlType(raw);
+    if (t != nullptr && name == t->name && IsSupportedWeightType(t->type)) return t->type;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--types: unknown or unsupported weight type '", name, "'"));
+}
+
+absl::StatusOr<Options> ParseOptions(const cli::CliArgs& args) {
+  Options options;
+  options.scalar = !args.Has("no-scalar");
+  options.decode_model = args.Has("decode-model");
+  if (args.Has("types")) {
+    options.types.clear();
+    for (const std::string& name : Split(args.GetString("types", ""))) {
+      absl::StatusOr<GgmlType> type = WeightType(name);
+      if (!type.ok()) return type.status();
+      options.types.push_back(*type);
     }
   }
-  return true;
+  if (args.Has("tokens")) {
+    absl::StatusOr<std::vector<int32_t>> tokens = args.GetIntList("tokens");
+    if (!tokens.ok()) return tokens.status();
+    options.tokens.clear();
+    for (int32_t n : *tokens) options.tokens.push_back(std::max(1, n));
+  }
+  absl::StatusOr<double> min_ms = args.GetDouble("min-ms", options.min_ms);
+  if (!min_ms.ok()) return min_ms.status();
+  options.min_ms = *min_ms;
+  return options;
 }
 
 std::vector<Path> Paths(bool scalar) {
@@ -245,13 +256,14 @@ void BenchDecodeModel(const Options& options, std::mt19937& rng) {
   }
 }
 
-int Main(int argc, char** argv) {
-  Options options;
-  if (!ParseOptions(argc, argv, &options)) return 2;
+absl::Status Run(const cli::CliArgs& args) {
+  absl::StatusOr<Options> parsed = ParseOptions(args);
+  if (!parsed.ok()) return parsed.status();
+  const Options& options = *parsed;
   std::mt19937 rng(12345);
   if (options.decode_model) {
     BenchDecodeModel(options, rng);
-    return 0;
+    return absl::OkStatus();
   }
   const std::vector<Path> paths = Paths(options.scalar);
   std::printf("# one thread; MatMulRows dispatches to '%s' here\n", MatMulPathName());
@@ -261,10 +273,13 @@ int Main(int argc, char** argv) {
     const int64_t cols = GetGgmlTypeTraits(type).block_size == 256 ? 512 : 576;
     for (int64_t rows : {1536, 49152}) BenchShape(options, paths, type, rows, cols, rng);
   }
-  return 0;
+  return absl::OkStatus();
 }
 
 }  // namespace
 }  // namespace splitspec::kernels
 
-int main(int argc, char** argv) { return splitspec::kernels::Main(argc, argv); }
+int main(int argc, char** argv) {
+  return splitspec::cli::RunMain(argc, argv, splitspec::kernels::FlagTable(),
+                                 splitspec::kernels::Run);
+}

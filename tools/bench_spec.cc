@@ -33,7 +33,6 @@
 #include "runtime/net/request_client.h"
 #include "runtime/net/wire_format.h"
 #include "runtime/spec/drafter_factory.h"
-#include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/default_paths.h"
 #include "tools/cluster/in_process_cluster.h"
@@ -150,7 +149,7 @@ absl::StatusOr<double> PingPongMicros(const std::string& endpoint, int k, int ro
 }
 
 absl::StatusOr<BenchFlags> ParseFlags(const CommandArgs& argv) {
-  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, {"model", "max-tokens", "k", "layerskip", "drafters", "trace-dir"}));
+  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, BenchSpecFlagTable()));
   BenchFlags f;
   f.model = args.GetString("model", DefaultModelPath());
   ASSIGN_OR_RETURN(int64_t max_tokens, args.GetInt("max-tokens", 128));

@@ -29,7 +29,6 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/base/thread_pool.h"
 #include "runtime/model/transformer.h"
-#include "tools/cli_args.h"
 #include "tools/commands.h"
 
 namespace splitspec::tools {
@@ -45,7 +44,7 @@ struct VerifyFlags {
 
 absl::StatusOr<VerifyFlags> ParseVerifyFlags(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(CliArgs args,
-                   CliArgs::Parse(argv, {"model", "threads", "prompt-tokens", "repeats", "k"}));
+                   CliArgs::Parse(argv, BenchVerifyFlagTable()));
   VerifyFlags f;
   f.model = args.GetString("model", "");
   if (f.model.empty()) return absl::InvalidArgumentError("--model PATH is required");

@@ -17,16 +17,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
+#include "runtime/base/json_string.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/tokenizer/chat_template.h"
 #include "runtime/tokenizer/detokenizer.h"
 #include "runtime/model/gguf_reader.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
 #include "runtime/net/request_client.h"
-#include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/default_paths.h"
-#include "tools/json_text.h"
 
 namespace splitspec::tools {
 namespace {
@@ -51,10 +50,7 @@ absl::StatusOr<std::vector<int32_t>> PromptTokens(const CliArgs& args, const mod
 
 absl::Status Run(const CommandArgs& argv) {
   SetDefaultLogLevel(LogLevel::kWarning);  // the in-process services stay quiet
-  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv,
-                                                {"coordinator", "model", "prompt", "prompt-ids", "max-tokens",
-                                                 "temperature", "top-k", "top-p", "seed", "verify", "drafter"},
-                                                {"chat", "json"}));
+  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, ClientFlagTable()));
   const std::string model_path = args.GetString("model", DefaultModelPath());
   ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file, model::GgufFile::Open(model_path));
   ASSIGN_OR_RETURN(model::Tokenizer tokenizer, model::LoadTokenizerFromGguf(*file));

@@ -27,6 +27,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
+#include "runtime/base/json_string.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/base/trace.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
@@ -34,10 +35,8 @@
 #include "runtime/net/request_client.h"
 #include "runtime/spec/drafter_factory.h"
 #include "runtime/spec/verify_mode.h"
-#include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/cluster/in_process_cluster.h"
-#include "tools/json_text.h"
 
 namespace splitspec::tools {
 namespace {
@@ -87,11 +86,7 @@ absl::Status ParseSampling(const CliArgs& args, GenerateFlags& f) {
 
 absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(CliArgs args,
-                   CliArgs::Parse(argv,
-                                  {"target", "draft", "drafter", "prompt", "prompt-ids", "max-tokens", "temperature",
-                                   "top-k", "top-p", "min-p", "seed", "k", "verify", "samples", "threads",
-                                   "draft-threads", "trace", "target-tp"},
-                                  {"json", "ignore-eos", "sequential"}));
+                   CliArgs::Parse(argv, GenerateFlagTable()));
   GenerateFlags f;
   f.target = args.GetString("target", "");
   if (f.target.empty()) return absl::InvalidArgumentError("--target PATH is required");

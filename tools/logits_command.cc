@@ -12,7 +12,6 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/model/transformer.h"
-#include "tools/cli_args.h"
 #include "tools/commands.h"
 
 namespace splitspec::tools {
@@ -38,7 +37,7 @@ struct LogitsFlags {
 
 absl::StatusOr<LogitsFlags> ParseFlags(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(CliArgs args,
-                   CliArgs::Parse(argv, {"model", "prompt-ids", "threads"}, {"all-positions"}));
+                   CliArgs::Parse(argv, LogitsFlagTable()));
   LogitsFlags flags;
   flags.model = args.GetString("model", "");
   if (flags.model.empty()) return absl::InvalidArgumentError("--model PATH is required");

@@ -15,7 +15,6 @@
 #include "absl/strings/str_format.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/spec/analytic_model.h"
-#include "tools/cli_args.h"
 #include "tools/commands.h"
 
 namespace splitspec::tools {
@@ -32,7 +31,7 @@ struct PlanInputs {
 };
 
 absl::StatusOr<PlanInputs> ParsePlanInputs(const CommandArgs& args) {
-  ASSIGN_OR_RETURN(CliArgs cli, CliArgs::Parse(args, {"alpha", "cost-ratio", "k"}, {"json"}));
+  ASSIGN_OR_RETURN(CliArgs cli, CliArgs::Parse(args, PlanFlagTable()));
   if (!cli.Has("alpha")) return absl::InvalidArgumentError("--alpha is required (acceptance rate in [0, 1])");
   if (!cli.Has("cost-ratio")) {
     return absl::InvalidArgumentError("--cost-ratio is required (C = T_target / T_draft, > 0)");

@@ -21,10 +21,7 @@
 // draining / left, then {"event":"pools",...} with the final pool sizes.
 // Flags for new workers mirror `splitspec serve`: --model, --drafter,
 // --threads; the draft model's path is --draft-model (--draft is the count).
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,7 +29,6 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,15 +36,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/base/json_string.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/base/subprocess.h"
 #include "runtime/net/request_client.h"
-#include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/default_paths.h"
-#include "tools/json_text.h"
-
-extern char** environ;
 
 namespace splitspec::tools {
 namespace {
@@ -85,9 +78,7 @@ absl::StatusOr<int> ParseDelta(const CliArgs& args, const std::string& flag) {
 
 absl::StatusOr<ScaleFlags> ParseFlags(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(CliArgs args,
-                   CliArgs::Parse(argv, {"coordinator", "draft", "target-groups", "worker-ids", "model", "drafter",
-                                         "draft-model", "threads", "target-tp", "host", "log-dir",
-                                         "drain-timeout-ms", "wait-s"}));
+                   CliArgs::Parse(argv, ScaleFlagTable()));
   ScaleFlags f;
   f.coordinator = args.GetString("coordinator", f.coordinator);
   ASSIGN_OR_RETURN(f.draft_delta, ParseDelta(args, "draft"));
@@ -139,43 +130,13 @@ void PrintLine(const std::string& json) {
   std::fflush(stdout);
 }
 
-// A worker process this command started.
+// A worker process this command started, detached: it outlives this command.
 struct Started {
   std::string name;
   std::string role;  // "draft" or "target"
-  pid_t pid = -1;
-  std::string log;
+  Subprocess process;
   bool exited = false;
 };
-
-// Starts argv[0] in a new session (setsid: Ctrl-C here does not reach it, and
-// it outlives this command), stdin from /dev/null, stdout and stderr to `log`.
-absl::StatusOr<pid_t> SpawnDetached(const std::vector<std::string>& argv, const std::string& log) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, &attributes, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attributes);
-  if (rc != 0) return absl::InternalError(absl::StrCat("cannot start ", argv[0], ": ", std::strerror(rc)));
-  return pid;
-}
-
-// The exit status if `pid` (our child) has exited, else nullopt.
-std::optional<int> ExitStatus(pid_t pid) {
-  int status = 0;
-  if (::waitpid(pid, &status, WNOHANG) != pid) return std::nullopt;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 std::string LogTail(const std::string& path) {
   std::string log = ReadFileOrEmpty(path);
@@ -190,13 +151,12 @@ absl::StatusOr<std::vector<Started>> StartWorkers(const ScaleFlags& f) {
       std::to_string(f.threads > 0 ? f.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   std::vector<Started> started;
   auto spawn = [&](const std::vector<std::string>& argv, const std::string& name, const std::string& role) {
-    Started s{name, role, -1, absl::StrCat(f.log_dir, "/", name, ".log")};
-    absl::StatusOr<pid_t> pid = SpawnDetached(argv, s.log);
-    if (!pid.ok()) return pid.status();
-    s.pid = *pid;
+    const std::string log = absl::StrCat(f.log_dir, "/", name, ".log");
+    absl::StatusOr<Subprocess> process = Subprocess::SpawnDetached(argv, log);
+    if (!process.ok()) return process.status();
     PrintLine(absl::StrCat(R"({"event":"started","role":")", role, R"(","name":)", JsonQuote(name), R"(,"pid":)",
-                           s.pid, R"(,"log":)", JsonQuote(s.log), "}"));
-    started.push_back(std::move(s));
+                           process->pid(), R"(,"log":)", JsonQuote(log), "}"));
+    started.push_back(Started{name, role, *std::move(process)});
     return absl::OkStatus();
   };
   absl::Status status = absl::OkStatus();
@@ -223,7 +183,7 @@ absl::StatusOr<std::vector<Started>> StartWorkers(const ScaleFlags& f) {
     status = spawn(argv, name, "draft");
   }
   if (!status.ok()) {
-    for (Started& s : started) ::kill(s.pid, SIGTERM);
+    for (Started& s : started) s.process.Signal(SIGTERM);
     return status;
   }
   return started;
@@ -238,11 +198,14 @@ absl::Status WaitRegistered(const ScaleFlags& f, std::vector<Started>& started) 
       "new workers did not register with ", f.coordinator, " within ", absl::FormatDuration(f.wait)));
   while (absl::Now() < deadline && absl::IsDeadlineExceeded(failure)) {
     for (Started& s : started) {
-      std::optional<int> code = ExitStatus(s.pid);
-      if (!code.has_value()) continue;
+      if (s.exited) continue;
+      absl::StatusOr<int> code = s.process.Wait(absl::ZeroDuration());
+      if (!code.ok()) continue;  // still running
       s.exited = true;
+      const std::string& log = s.process.log_path();
       failure = absl::UnavailableError(absl::StrCat("worker ", s.name, " exited with ", *code,
-                                                    " before registering; log ", s.log, ":\n", LogTail(s.log)));
+                                                    " before registering; log ", log, ":\n",
+                                                    LogTail(log)));
     }
     absl::StatusOr<proto::StatusReply> status = net::FetchCoordinatorStatus(f.coordinator, absl::Seconds(2));
     if (status.ok() && absl::IsDeadlineExceeded(failure)) {
@@ -262,7 +225,7 @@ absl::Status WaitRegistered(const ScaleFlags& f, std::vector<Started>& started) 
     absl::SleepFor(absl::Milliseconds(200));
   }
   for (Started& s : started) {
-    if (!s.exited) ::kill(s.pid, SIGTERM);
+    if (!s.exited) s.process.Signal(SIGTERM);
   }
   return failure;
 }

@@ -6,18 +6,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/base/json_string.h"
 #include "runtime/base/status_macros.h"
-#include "tools/cli_args.h"
 #include "tools/default_paths.h"
-#include "tools/json_text.h"
 
 namespace splitspec::tools {
 namespace {
 
 using config::ClusterConfig;
-
-const std::set<std::string> kServeFlags = {"config", "control", "advertise", "http", "model", "draft", "drafter",
-                                           "drafts", "targets", "target-tp", "threads", "log-dir"};
 
 // A path from the command line: relative to the current directory.
 std::string AbsolutePath(const std::string& path) {
@@ -143,7 +139,7 @@ ServeEnvironment ServeEnvironment::ForThisBinary() {
 }
 
 absl::StatusOr<ServeOptions> ParseServeOptions(const CommandArgs& argv, const ServeEnvironment& env) {
-  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, kServeFlags, {"dry-run"}));
+  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, ServeFlagTable()));
   ServeOptions options;
   options.dry_run = args.Has("dry-run");
   ASSIGN_OR_RETURN(options.config, LoadBaseConfig(args, env));

@@ -7,14 +7,13 @@
 #include "google/protobuf/util/json_util.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/net/request_client.h"
-#include "tools/cli_args.h"
 #include "tools/commands.h"
 
 namespace splitspec::tools {
 namespace {
 
 absl::Status Run(const CommandArgs& args) {
-  ASSIGN_OR_RETURN(CliArgs parsed, CliArgs::Parse(args, {"coordinator", "timeout-ms"}));
+  ASSIGN_OR_RETURN(CliArgs parsed, CliArgs::Parse(args, StatusFlagTable()));
   const std::string endpoint = parsed.GetString("coordinator", "tcp://127.0.0.1:5555");
   ASSIGN_OR_RETURN(int64_t timeout_ms, parsed.GetInt("timeout-ms", 3000));
   ASSIGN_OR_RETURN(proto::StatusReply reply, net::FetchCoordinatorStatus(endpoint, absl::Milliseconds(timeout_ms)));

@@ -19,10 +19,12 @@
 #include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "coordinator/http/completion_responder.h"
 #include "coordinator/http/json_writer.h"
 #include "coordinator/http/openai_response.h"
 #include "google/protobuf/util/json_util.h"
+#include "runtime/base/file_path.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/model/gguf_reader.h"
@@ -43,11 +45,9 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   return diff == 0;
 }
 
-std::string BaseName(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  if (absl::EndsWith(name, ".gguf")) name.resize(name.size() - 5);
-  return name;
+// The served model id from the file name: "models/smol.gguf" -> "smol".
+std::string ModelNameFromPath(const std::string& path) {
+  return std::string(absl::StripSuffix(BaseName(path), ".gguf"));
 }
 
 }  // namespace
@@ -98,7 +98,7 @@ absl::Status FrontDoor::LoadModel() {
   model_name_ = options_.model_name;
   if (model_name_.empty()) {
     auto name = (*file)->GetString("general.name");
-    model_name_ = name.ok() && !name->empty() ? std::string(*name) : BaseName(path);
+    model_name_ = name.ok() && !name->empty() ? std::string(*name) : ModelNameFromPath(path);
   }
   const std::string bos = tokenizer_->bos_id() >= 0 ? tokenizer_->TokenText(tokenizer_->bos_id()) : "";
   auto chat = model::ChatTemplate::FromSource(tokenizer_->chat_template(), bos);

@@ -1,6 +1,7 @@
 #include "coordinator/http/front_door_flags.h"
 
 #include <cstdlib>
+#include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -8,7 +9,24 @@
 
 namespace splitspec::coordinator::http {
 
-absl::StatusOr<std::optional<FrontDoorOptions>> FrontDoorOptionsFromFlags(const tools::CliArgs& args,
+void AppendFrontDoorFlags(cli::FlagTable* table) {
+  const FrontDoorOptions defaults;
+  table->flags.insert(
+      table->flags.end(),
+      {{"http", "HOST:PORT", "",
+        "serve the OpenAI-compatible HTTP API there; absent: no front door"},
+       {"model", "PATH", "",
+        "the target model's GGUF (tokenizer, chat template); needed by --http"},
+       {"model-name", "NAME", "general.name, else the file name", "the served model id"},
+       {"api-key", "KEY", "$SPLITSPEC_API_KEY",
+        "require 'Authorization: Bearer KEY' on /v1/*; empty: no authentication"},
+       {"http-max-connections", "N", std::to_string(defaults.http.max_connections),
+        "open HTTP connections at most"},
+       {"http-max-in-flight", "N", std::to_string(defaults.max_in_flight),
+        "requests in flight through the front door at most"}});
+}
+
+absl::StatusOr<std::optional<FrontDoorOptions>> FrontDoorOptionsFromFlags(const cli::CliArgs& args,
                                                                           const std::string& coordinator_endpoint) {
   if (!args.Has("http")) return std::nullopt;
   FrontDoorOptions options;

@@ -1,8 +1,8 @@
 // Command-line flags of the HTTP front door, for the coordinator binary.
 //
-//   std::set<std::string> known = {...coordinator flags...};
-//   known.insert(kFrontDoorFlags.begin(), kFrontDoorFlags.end());
-//   ASSIGN_OR_RETURN(tools::CliArgs args, tools::CliArgs::Parse(argv, known));
+//   cli::FlagTable table = {...coordinator flags...};
+//   AppendFrontDoorFlags(&table);
+//   ASSIGN_OR_RETURN(cli::CliArgs args, cli::CliArgs::Parse(argv, table));
 //   ASSIGN_OR_RETURN(std::optional<FrontDoorOptions> http,
 //                    FrontDoorOptionsFromFlags(args, service->control_endpoint()));
 //   if (http) ASSIGN_OR_RETURN(front_door, FrontDoor::Start(*http));   // keep it alive while serving
@@ -17,22 +17,21 @@
 #ifndef SPLITSPEC_COORDINATOR_HTTP_FRONT_DOOR_FLAGS_H_
 #define SPLITSPEC_COORDINATOR_HTTP_FRONT_DOOR_FLAGS_H_
 
-#include <array>
 #include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "coordinator/http/front_door.h"
-#include "tools/cli_args.h"
+#include "runtime/cli/cli_args.h"
 
 namespace splitspec::coordinator::http {
 
-inline constexpr std::array<const char*, 6> kFrontDoorFlags = {
-    "http", "model", "model-name", "api-key", "http-max-connections", "http-max-in-flight"};
+// Adds the front door's flags (above) to `table`.
+void AppendFrontDoorFlags(cli::FlagTable* table);
 
 // nullopt when --http is absent. Errors (InvalidArgument naming the flag): a
 // malformed --http, --http without --model, a non-integer limit.
-absl::StatusOr<std::optional<FrontDoorOptions>> FrontDoorOptionsFromFlags(const tools::CliArgs& args,
+absl::StatusOr<std::optional<FrontDoorOptions>> FrontDoorOptionsFromFlags(const cli::CliArgs& args,
                                                                           const std::string& coordinator_endpoint);
 
 }  // namespace splitspec::coordinator::http

@@ -5,8 +5,9 @@
 //   w.BeginObject().Key("id").String("cmpl-1").Key("n").Int(3).EndObject();
 //   std::string text = w.Take();   // {"id":"cmpl-1","n":3}
 //
-// Strings are escaped ('"', '\\', control characters); other bytes pass
-// through, so callers pass valid UTF-8. Non-finite doubles become null.
+// Strings are written with splitspec::JsonQuote (runtime/base/json_string.h):
+// valid JSON for any bytes, invalid UTF-8 replaced by U+FFFD. Non-finite
+// doubles become null.
 // REQUIRES: calls nest properly (Key only inside an object, before a value).
 // Thread safety: none; one writer per document.
 #ifndef SPLITSPEC_COORDINATOR_HTTP_JSON_WRITER_H_
@@ -43,9 +44,6 @@ class JsonWriter {
   std::vector<bool> first_;  // per open container: nothing written in it yet
   bool after_key_ = false;
 };
-
-// `value` as a JSON string literal, quotes included.
-std::string JsonQuote(absl::string_view value);
 
 }  // namespace splitspec::coordinator::http
 

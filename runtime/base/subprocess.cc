@@ -41,23 +41,48 @@ std::vector<char*> MergedEnvironment(const std::vector<std::string>& extra_env) 
 
 absl::StatusOr<Subprocess> Subprocess::Spawn(const std::vector<std::string>& argv, const std::string& log_path,
                                              const std::vector<std::string>& extra_env) {
+  return Start(argv, log_path, extra_env, /*detached=*/false);
+}
+
+absl::StatusOr<Subprocess> Subprocess::SpawnDetached(const std::vector<std::string>& argv,
+                                                     const std::string& log_path) {
+  return Start(argv, log_path, {}, /*detached=*/true);
+}
+
+absl::StatusOr<Subprocess> Subprocess::Start(const std::vector<std::string>& argv,
+                                             const std::string& log_path,
+                                             const std::vector<std::string>& extra_env,
+                                             bool detached) {
+  if (argv.empty()) return absl::InvalidArgumentError("Subprocess: empty argv");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  if (detached) {
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID);
+  }
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = -1;
   std::vector<char*> env = MergedEnvironment(extra_env);
-  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), env.data());
+  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, &attributes, args.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
   if (rc != 0) return absl::InternalError(absl::StrCat("cannot start ", argv[0], ": ", std::strerror(rc)));
-  return Subprocess(pid, log_path);
+  return Subprocess(pid, log_path, detached);
 }
 
 Subprocess::~Subprocess() {
-  if (pid_ > 0) Kill();
+  if (pid_ > 0 && !detached_) Kill();
+}
+
+void Subprocess::Signal(int signal) const {
+  if (pid_ > 0) ::kill(pid_, signal);
 }
 
 void Subprocess::Kill(int signal) {

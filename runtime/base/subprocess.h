@@ -1,5 +1,6 @@
-// Subprocess: a child process started with posix_spawn, its stdout and stderr
-// sent to a log file, killed (SIGKILL) on destruction if still running.
+// Subprocess: a child process started with posix_spawn (the one place that
+// starts processes), its stdout and stderr sent to a log file, killed (SIGKILL)
+// on destruction if still running, unless it was started detached.
 //
 //   ASSIGN_OR_RETURN(Subprocess worker, Subprocess::Spawn({bin, "--name", "w"}, "/tmp/w.log"));
 //   ...
@@ -28,12 +29,23 @@ class Subprocess {
   static absl::StatusOr<Subprocess> Spawn(const std::vector<std::string>& argv, const std::string& log_path,
                                           const std::vector<std::string>& extra_env = {});
 
-  Subprocess(Subprocess&& other) noexcept : pid_(other.pid_), log_path_(std::move(other.log_path_)) { other.pid_ = -1; }
+  // Like Spawn, but the child runs in a new session (setsid: Ctrl-C on this
+  // terminal does not reach it) with stdin from /dev/null, and outlives this
+  // object: the destructor leaves it running (Wait and Kill still work).
+  static absl::StatusOr<Subprocess> SpawnDetached(const std::vector<std::string>& argv,
+                                                  const std::string& log_path);
+
+  Subprocess(Subprocess&& other) noexcept
+      : pid_(other.pid_), log_path_(std::move(other.log_path_)), detached_(other.detached_) {
+    other.pid_ = -1;
+  }
   Subprocess& operator=(Subprocess&&) = delete;
   ~Subprocess();
 
   // Sends `signal` (SIGKILL by default) and reaps the process.
   void Kill(int signal = 9);
+  // Sends `signal` and returns; the process is still this object's to reap.
+  void Signal(int signal) const;
   // Waits up to `timeout` for exit: the exit code (128 + signal if killed), or
   // DeadlineExceeded if still running.
   absl::StatusOr<int> Wait(absl::Duration timeout);
@@ -43,9 +55,14 @@ class Subprocess {
   std::string ReadLog() const;
 
  private:
-  Subprocess(pid_t pid, std::string log_path) : pid_(pid), log_path_(std::move(log_path)) {}
+  Subprocess(pid_t pid, std::string log_path, bool detached)
+      : pid_(pid), log_path_(std::move(log_path)), detached_(detached) {}
+  static absl::StatusOr<Subprocess> Start(const std::vector<std::string>& argv,
+                                          const std::string& log_path,
+                                          const std::vector<std::string>& extra_env, bool detached);
   pid_t pid_;
   std::string log_path_;
+  bool detached_;
 };
 
 // Reads the whole file; empty if it does not exist.

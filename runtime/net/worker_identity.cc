@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_features.h"
 #include "runtime/base/file_fingerprint.h"
+#include "runtime/base/file_path.h"
 #include "runtime/base/status_macros.h"
 
 namespace splitspec::net {
@@ -14,11 +15,6 @@ std::string HostName() {
   char buffer[256] = {};
   if (gethostname(buffer, sizeof(buffer) - 1) != 0) return "unknown";
   return buffer;
-}
-
-std::string BaseName(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
 }  // namespace

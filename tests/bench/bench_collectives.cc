@@ -50,6 +50,7 @@
 #include "absl/strings/str_split.h"
 #include "kernels/cpu/matmul.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/cli/cli_args.h"
 #include "runtime/model/transformer.h"
 #include "runtime/dist/file_rendezvous_store.h"
 #include "runtime/dist/gloo_communicator.h"
@@ -364,37 +365,46 @@ void PrintMachine(int argc, char** argv) {
   std::printf("command: %s\n", command.c_str());
 }
 
-bool ParseOptions(int argc, char** argv, Options* options) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) return false;
-    const std::string value = argv[++i];
-    if (flag == "--model") {
-      options->model = value;
-    } else if (flag == "--tp") {
-      options->tp_sizes.clear();
-      for (absl::string_view part : absl::StrSplit(value, ',')) {
-        int n = 0;
-        if (!absl::SimpleAtoi(part, &n) || n < 2) return false;
-        options->tp_sizes.push_back(n);
-      }
-    } else if (flag == "--iterations") {
-      if (!absl::SimpleAtoi(value, &options->iterations) || options->iterations < 1) return false;
-    } else if (flag == "--decode-tokens") {
-      if (!absl::SimpleAtoi(value, &options->decode_tokens) || options->decode_tokens < 1) {
-        return false;
-      }
-    } else if (flag == "--synthetic") {
-      options->synthetic = value != "0" && value != "false";
-    } else if (flag == "--threads-per-rank") {
-      if (!absl::SimpleAtoi(value, &options->threads_per_rank) || options->threads_per_rank < 1) {
-        return false;
-      }
-    } else {
-      return false;
+const cli::FlagTable& FlagTable() {
+  static const cli::FlagTable* const table = new cli::FlagTable{
+      .command = "splitspec_bench_collectives",
+      .summary = "Gloo collective latency on loopback, and decode tokens/s at TP=1 against TP=N",
+      .flags = {
+          {"model", "PATH", "$SPLITSPEC_MODEL, else the default model", "the model to decode"},
+          {"tp", "LIST", "2,3", "tensor-parallel sizes to decode with (each >= 2)"},
+          {"iterations", "N", "2000", "calls per collective after 100 warm-up calls"},
+          {"decode-tokens", "N", "32", "greedy decode steps per run"},
+          {"threads-per-rank", "N", "1", "compute threads of each rank"},
+          {"synthetic", "0|1", "1", "also TP=1 vs TP=2 on a model with 8 / 4 heads"}}};
+  return *table;
+}
+
+absl::StatusOr<int> PositiveInt(const cli::CliArgs& args, const std::string& name, int fallback) {
+  ASSIGN_OR_RETURN(int64_t value, args.GetInt(name, fallback));
+  if (value < 1 || value > (1 << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, " must be >= 1, got ", value));
+  }
+  return static_cast<int>(value);
+}
+
+absl::StatusOr<Options> ParseOptions(const cli::CliArgs& args) {
+  Options options;
+  options.model = args.GetString("model", options.model);
+  if (args.Has("tp")) {
+    ASSIGN_OR_RETURN(std::vector<int32_t> sizes, args.GetIntList("tp"));
+    options.tp_sizes.assign(sizes.begin(), sizes.end());
+    for (int n : options.tp_sizes) {
+      if (n < 2) return absl::InvalidArgumentError(absl::StrCat("--tp: ", n, " is not >= 2"));
     }
   }
-  return true;
+  ASSIGN_OR_RETURN(options.iterations, PositiveInt(args, "iterations", options.iterations));
+  ASSIGN_OR_RETURN(options.decode_tokens,
+                   PositiveInt(args, "decode-tokens", options.decode_tokens));
+  ASSIGN_OR_RETURN(options.threads_per_rank,
+                   PositiveInt(args, "threads-per-rank", options.threads_per_rank));
+  const std::string synthetic = args.GetString("synthetic", "1");
+  options.synthetic = synthetic != "0" && synthetic != "false";
+  return options;
 }
 
 }  // namespace
@@ -402,20 +412,12 @@ bool ParseOptions(int argc, char** argv, Options* options) {
 
 int main(int argc, char** argv) {
   using namespace splitspec::tools;
-  Options options;
-  if (!ParseOptions(argc, argv, &options)) {
-    std::fprintf(stderr,
-                 "usage: splitspec_bench_collectives [--model PATH] [--tp 2,3] "
-                 "[--iterations N] [--decode-tokens N] [--threads-per-rank N] [--synthetic 0|1]\n");
-    return 2;
-  }
-  PrintMachine(argc, argv);
-  absl::Status s = BenchCollectives(options);
-  if (s.ok()) s = BenchDecode(options, options.model, options.tp_sizes);
-  if (s.ok() && options.synthetic) s = BenchSyntheticDecode(options);
-  if (!s.ok()) {
-    std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return splitspec::cli::RunMain(argc, argv, FlagTable(), [&](const splitspec::cli::CliArgs& args) {
+    ASSIGN_OR_RETURN(Options options, ParseOptions(args));
+    PrintMachine(argc, argv);
+    RETURN_IF_ERROR(BenchCollectives(options));
+    RETURN_IF_ERROR(BenchDecode(options, options.model, options.tp_sizes));
+    if (options.synthetic) RETURN_IF_ERROR(BenchSyntheticDecode(options));
+    return absl::OkStatus();
+  });
 }

@@ -9,8 +9,9 @@ namespace splitspec::coordinator::http {
 namespace {
 
 absl::StatusOr<std::optional<FrontDoorOptions>> Parse(const std::vector<std::string>& argv) {
-  const std::set<std::string> known(kFrontDoorFlags.begin(), kFrontDoorFlags.end());
-  absl::StatusOr<tools::CliArgs> args = tools::CliArgs::Parse(argv, known);
+  cli::FlagTable table{.command = "front door test", .summary = "", .flags = {}};
+  AppendFrontDoorFlags(&table);
+  absl::StatusOr<cli::CliArgs> args = cli::CliArgs::Parse(argv, table);
   if (!args.ok()) return args.status();
   return FrontDoorOptionsFromFlags(*args, "tcp://127.0.0.1:5555");
 }

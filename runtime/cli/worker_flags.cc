@@ -1,0 +1,151 @@
+#include "runtime/cli/worker_flags.h"
+
+#include <unistd.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/base/shutdown.h"
+#include "runtime/base/status_macros.h"
+
+namespace splitspec::cli {
+namespace {
+
+std::vector<Flag> CommonFlags() {
+  return {
+      {"coordinator", "ENDPOINT", "tcp://127.0.0.1:5555", "the coordinator's control endpoint"},
+      {"name", "NAME", "<role>-<pid>", "this worker's name in the membership table"},
+      {"model", "PATH", "", "the model's GGUF (fingerprinted into the registration)"},
+      {"data-endpoint", "EP", "", "where this worker serves data-plane traffic"},
+      {"threads", "N", "hardware concurrency", "compute threads"},
+  };
+}
+
+// A worker binary's table: the flags every worker takes, then its role's.
+FlagTable WorkerTable(std::string command, std::string summary, std::vector<Flag> role_flags) {
+  FlagTable table{
+      .command = std::move(command), .summary = std::move(summary), .flags = CommonFlags()};
+  table.flags.insert(table.flags.end(), role_flags.begin(), role_flags.end());
+  return table;
+}
+
+FlagTable MakeTargetTable() {
+  return WorkerTable(
+      "splitspec-target-worker",
+      "one rank of a target group: verifies draft blocks in batched forward steps "
+      "(--model PATH is required)",
+      {{"step-tokens", "N", "512", "token budget of one forward step"},
+       {"block-wait-ms", "N", "200", "how long a request waits for its next draft block"},
+       {"tp-group", "G", "", "tensor-parallel group name (required with --tp-size > 1)"},
+       {"tp-rank", "R", "0", "this process's rank in the group (0 leads)"},
+       {"tp-size", "N", "1", "ranks in the group: 1, 2, 4 or 8"},
+       {"tp-timeout-ms", "N", "30000", "bound on every collective of the group"}});
+}
+
+FlagTable MakeDraftTable() {
+  return WorkerTable(
+      "splitspec-draft-worker",
+      "drafts blocks of candidate tokens for the requests the coordinator assigns and streams "
+      "them to their target leaders",
+      {{"drafter", "NAME", "ngram", "ngram, model or layerskip:L"},
+       {"draft", "PATH", "", "the draft model's GGUF (drafter model)"},
+       {"target-model", "PATH", "",
+        "the target's GGUF: its tokenizer for the vocabulary check, and a layerskip drafter's "
+        "weights"},
+       {"k", "N", "4", "draft tokens per block, in [1, 64]"},
+       {"lookahead", "N", "2", "blocks in flight per request; 1 = sequential"}});
+}
+
+absl::Status CheckAtLeastOne(const char* flag, int64_t value) {
+  if (value >= 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, " must be >= 1, got ", value));
+}
+
+absl::Status ReadTensorParallel(const CliArgs& parsed, WorkerFlags& flags) {
+  net::WorkerIdentity& id = flags.identity;
+  id.tp_group = parsed.GetString("tp-group", "");
+  ASSIGN_OR_RETURN(int64_t tp_rank, parsed.GetInt("tp-rank", 0));
+  ASSIGN_OR_RETURN(int64_t tp_size, parsed.GetInt("tp-size", 1));
+  ASSIGN_OR_RETURN(int64_t tp_timeout_ms, parsed.GetInt("tp-timeout-ms", flags.tp_timeout_ms));
+  if (tp_size != 1 && tp_size != 2 && tp_size != 4 && tp_size != 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tp-size must be 1, 2, 4 or 8, got ", tp_size));
+  }
+  if (tp_rank < 0 || tp_rank >= tp_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tp-rank must be in [0, ", tp_size, "), got ", tp_rank));
+  }
+  if (tp_size > 1 && id.tp_group.empty()) {
+    return absl::InvalidArgumentError(
+        "--tp-group NAME is required with --tp-size > 1 (every rank of a group names it)");
+  }
+  RETURN_IF_ERROR(CheckAtLeastOne("tp-timeout-ms", tp_timeout_ms));
+  flags.tp_timeout_ms = static_cast<int>(tp_timeout_ms);
+  id.tp_rank = static_cast<int>(tp_rank);
+  id.tp_size = static_cast<int>(tp_size);
+  return absl::OkStatus();
+}
+
+absl::Status ReadSizes(const CliArgs& parsed, WorkerFlags& flags) {
+  ASSIGN_OR_RETURN(int64_t step_tokens, parsed.GetInt("step-tokens", flags.step_tokens));
+  ASSIGN_OR_RETURN(int64_t block_wait_ms, parsed.GetInt("block-wait-ms", flags.block_wait_ms));
+  ASSIGN_OR_RETURN(int64_t k, parsed.GetInt("k", flags.k));
+  ASSIGN_OR_RETURN(int64_t lookahead, parsed.GetInt("lookahead", flags.lookahead));
+  RETURN_IF_ERROR(CheckAtLeastOne("step-tokens", step_tokens));
+  RETURN_IF_ERROR(CheckAtLeastOne("block-wait-ms", block_wait_ms));
+  if (k < 1 || k > 64) {
+    return absl::InvalidArgumentError(absl::StrCat("--k must be in [1, 64], got ", k));
+  }
+  RETURN_IF_ERROR(CheckAtLeastOne("lookahead", lookahead));
+  flags.step_tokens = static_cast<int>(step_tokens);
+  flags.block_wait_ms = static_cast<int>(block_wait_ms);
+  flags.k = static_cast<int>(k);
+  flags.lookahead = static_cast<int>(lookahead);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const FlagTable& WorkerFlagTable(proto::Role role) {
+  static const FlagTable* const target = new FlagTable(MakeTargetTable());
+  static const FlagTable* const draft = new FlagTable(MakeDraftTable());
+  return role == proto::ROLE_TARGET_WORKER ? *target : *draft;
+}
+
+absl::StatusOr<WorkerFlags> WorkerFlagsFrom(const CliArgs& parsed, proto::Role role) {
+  WorkerFlags flags;
+  const char* prefix = role == proto::ROLE_DRAFT_WORKER ? "draft" : "target";
+  flags.coordinator = parsed.GetString("coordinator", flags.coordinator);
+  net::WorkerIdentity& id = flags.identity;
+  id.role = role;
+  id.name = parsed.GetString("name", absl::StrCat(prefix, "-", getpid()));
+  id.model_path = parsed.GetString("model", "");
+  id.data_endpoint = parsed.GetString("data-endpoint", "");
+  ASSIGN_OR_RETURN(int64_t threads,
+                   parsed.GetInt("threads", std::max(1u, std::thread::hardware_concurrency())));
+  RETURN_IF_ERROR(CheckAtLeastOne("threads", threads));
+  id.threads = static_cast<int>(threads);
+  RETURN_IF_ERROR(ReadSizes(parsed, flags));
+  flags.drafter = parsed.GetString("drafter", flags.drafter);
+  flags.draft_path = parsed.GetString("draft", "");
+  flags.target_model = parsed.GetString("target-model", "");
+  RETURN_IF_ERROR(ReadTensorParallel(parsed, flags));
+  return flags;
+}
+
+absl::StatusOr<WorkerFlags> ParseWorkerFlags(const std::vector<std::string>& args,
+                                             proto::Role role) {
+  ASSIGN_OR_RETURN(CliArgs parsed, CliArgs::Parse(args, WorkerFlagTable(role)));
+  return WorkerFlagsFrom(parsed, role);
+}
+
+int RunWorkerMain(int argc, char** argv, proto::Role role,
+                  absl::FunctionRef<absl::Status(WorkerFlags)> serve) {
+  InstallShutdownHandlers();
+  return RunMain(argc, argv, WorkerFlagTable(role), [&](const CliArgs& args) -> absl::Status {
+    ASSIGN_OR_RETURN(WorkerFlags flags, WorkerFlagsFrom(args, role));
+    return serve(std::move(flags));
+  });
+}
+
+}  // namespace splitspec::cli

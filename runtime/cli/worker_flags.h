@@ -1,0 +1,59 @@
+// Command-line flags of the worker binaries (splitspec-draft-worker,
+// splitspec-target-worker), and the main() they share.
+//
+//   int main(int argc, char** argv) {
+//     return cli::RunWorkerMain(argc, argv, proto::ROLE_DRAFT_WORKER, ServeDrafts);
+//   }
+//
+// The flags, their defaults and meanings are the table WorkerFlagTable(role)
+// (`splitspec-target-worker --help` prints it): every worker takes
+// --coordinator, --name, --model, --data-endpoint, --threads; target workers
+// also --step-tokens, --block-wait-ms and the tensor-parallel group's --tp-*;
+// draft workers --drafter, --draft, --target-model, --k, --lookahead.
+#ifndef SPLITSPEC_RUNTIME_CLI_WORKER_FLAGS_H_
+#define SPLITSPEC_RUNTIME_CLI_WORKER_FLAGS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "runtime/cli/cli_args.h"
+#include "runtime/net/worker_identity.h"
+
+namespace splitspec::cli {
+
+struct WorkerFlags {
+  std::string coordinator = "tcp://127.0.0.1:5555";
+  net::WorkerIdentity identity;
+  // Target workers.
+  int step_tokens = 512;
+  int block_wait_ms = 200;
+  int tp_timeout_ms = 30000;  // bound on each collective of a tensor-parallel group
+  // Draft workers.
+  std::string drafter = "ngram";
+  std::string draft_path;
+  std::string target_model;
+  int k = 4;
+  int lookahead = 2;
+};
+
+// The flag table of a worker of `role` (ROLE_TARGET_WORKER or ROLE_DRAFT_WORKER).
+const FlagTable& WorkerFlagTable(proto::Role role);
+
+// Errors: InvalidArgument naming the flag at fault.
+absl::StatusOr<WorkerFlags> ParseWorkerFlags(const std::vector<std::string>& args,
+                                             proto::Role role);
+absl::StatusOr<WorkerFlags> WorkerFlagsFrom(const CliArgs& args, proto::Role role);
+
+// A worker binary's main(): installs the shutdown signal handlers, parses the
+// flags of `role` (--help prints them and returns 0), and runs `serve`, which
+// returns when shutdown is requested, the coordinator drains the worker, or it
+// fails. Exit status: 0, 2 for a usage error (InvalidArgument), else 1, the
+// error printed on stderr as "splitspec-ROLE-worker: message".
+int RunWorkerMain(int argc, char** argv, proto::Role role,
+                  absl::FunctionRef<absl::Status(WorkerFlags)> serve);
+
+}  // namespace splitspec::cli
+
+#endif  // SPLITSPEC_RUNTIME_CLI_WORKER_FLAGS_H_

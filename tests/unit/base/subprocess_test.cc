@@ -1,0 +1,71 @@
+// Subprocess (runtime/base/subprocess.h): the one way splitspec starts processes.
+#include "runtime/base/subprocess.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace splitspec {
+namespace {
+
+std::string TempLog(const std::string& name) {
+  const char* dir = std::getenv("TMPDIR");
+  return std::string(dir != nullptr ? dir : "/tmp") + "/splitspec-subprocess-" +
+         std::to_string(getpid()) + "-" + name + ".log";
+}
+
+TEST(SubprocessTest, RunsWithExtraEnvironmentAndLogsOutput) {
+  const std::string log = TempLog("env");
+  absl::StatusOr<Subprocess> child =
+      Subprocess::Spawn({"/bin/sh", "-c", "echo value=$SPLITSPEC_TEST_VALUE; exit 3"}, log,
+                        {"SPLITSPEC_TEST_VALUE=42"});
+  ASSERT_TRUE(child.ok()) << child.status();
+  absl::StatusOr<int> code = child->Wait(absl::Seconds(30));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 3);
+  EXPECT_EQ(child->ReadLog(), "value=42\n");
+  std::remove(log.c_str());
+}
+
+TEST(SubprocessTest, DetachedChildHasItsOwnSessionAndNoStdin) {
+  const std::string log = TempLog("detached");
+  // Prints whether it leads its own session (sid == pid) and what stdin gives.
+  absl::StatusOr<Subprocess> child = Subprocess::SpawnDetached(
+      {"/bin/sh", "-c",
+       "sid=$(ps -o sid= -p $$ | tr -d ' '); [ \"$sid\" = \"$$\" ] && echo own-session; "
+       "read line || echo stdin-empty"},
+      log);
+  ASSERT_TRUE(child.ok()) << child.status();
+  absl::StatusOr<int> code = child->Wait(absl::Seconds(30));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(child->ReadLog(), "own-session\nstdin-empty\n");
+  std::remove(log.c_str());
+}
+
+TEST(SubprocessTest, DetachedChildOutlivesItsSubprocessObject) {
+  const std::string log = TempLog("outlive");
+  pid_t pid = -1;
+  {
+    absl::StatusOr<Subprocess> child = Subprocess::SpawnDetached({"/bin/sleep", "30"}, log);
+    ASSERT_TRUE(child.ok()) << child.status();
+    pid = child->pid();
+  }
+  EXPECT_EQ(::kill(pid, 0), 0) << "the detached child was killed with its Subprocess";
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  std::remove(log.c_str());
+}
+
+TEST(SubprocessTest, MissingBinaryIsNamed) {
+  absl::StatusOr<Subprocess> child = Subprocess::Spawn({"/no/such/binary"}, TempLog("missing"));
+  ASSERT_FALSE(child.ok());
+  EXPECT_NE(std::string(child.status().message()).find("/no/such/binary"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace splitspec

@@ -1,0 +1,128 @@
+// The flag table parser and its --help (runtime/cli/cli_args.h), and the worker
+// binaries' table (runtime/cli/worker_flags.h).
+#include "runtime/cli/cli_args.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/cli/worker_flags.h"
+
+namespace splitspec::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const FlagTable kTable = {.command = "splitspec demo",
+                          .summary = "a demonstration",
+                          .flags = {{"model", "PATH", "", "the model's GGUF"},
+                                    {"threads", "N", "4", "compute threads"},
+                                    {"json", "", "", "print JSON"}},
+                          .details = "More words."};
+
+TEST(CliArgsTest, ParsesValuesSwitchesAndInlineValues) {
+  absl::StatusOr<CliArgs> args =
+      CliArgs::Parse({"--model", "m.gguf", "--threads=8", "--json"}, kTable);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_FALSE(args->help_requested());
+  EXPECT_EQ(args->GetString("model", ""), "m.gguf");
+  EXPECT_EQ(*args->GetInt("threads", 4), 8);
+  EXPECT_TRUE(args->Has("json"));
+  EXPECT_EQ(args->GetString("json", ""), "true");
+}
+
+TEST(CliArgsTest, UnknownFlagIsRefusedByName) {
+  absl::StatusOr<CliArgs> args = CliArgs::Parse({"--model", "m", "--modle", "x"}, kTable);
+  ASSERT_FALSE(args.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(args.status()));
+  EXPECT_THAT(std::string(args.status().message()), HasSubstr("unknown flag --modle"));
+  EXPECT_THAT(std::string(args.status().message()), HasSubstr("splitspec demo --help"));
+}
+
+TEST(CliArgsTest, PositionalArgumentAndMissingValueAreRefused) {
+  EXPECT_THAT(std::string(CliArgs::Parse({"stray"}, kTable).status().message()),
+              HasSubstr("unexpected argument 'stray'"));
+  EXPECT_THAT(std::string(CliArgs::Parse({"--model"}, kTable).status().message()),
+              HasSubstr("flag --model needs a value"));
+}
+
+TEST(CliArgsTest, HelpAndShortHelpAreRecognizedWhereAFlagStands) {
+  for (const char* help : {"--help", "-h"}) {
+    absl::StatusOr<CliArgs> args = CliArgs::Parse({"--json", help, "--ignored-after-help"}, kTable);
+    ASSERT_TRUE(args.ok()) << args.status();
+    EXPECT_TRUE(args->help_requested()) << help;
+    EXPECT_TRUE(HelpRequested({help}, kTable));
+  }
+  // As the value of a flag, "-h" is a value.
+  absl::StatusOr<CliArgs> args = CliArgs::Parse({"--model", "-h"}, kTable);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_FALSE(args->help_requested());
+  EXPECT_EQ(args->GetString("model", ""), "-h");
+  EXPECT_FALSE(HelpRequested({"--model", "m"}, kTable));
+}
+
+TEST(CliArgsTest, HelpListsEveryFlagWithPlaceholderMeaningAndDefault) {
+  const std::string help = Help(kTable);
+  EXPECT_THAT(help, HasSubstr("usage: splitspec demo [flags]"));
+  EXPECT_THAT(help, HasSubstr("a demonstration"));
+  EXPECT_THAT(help, HasSubstr("--model PATH"));
+  EXPECT_THAT(help, HasSubstr("the model's GGUF"));
+  EXPECT_THAT(help, HasSubstr("--threads N"));
+  EXPECT_THAT(help, HasSubstr("compute threads (default: 4)"));
+  EXPECT_THAT(help, HasSubstr("--json"));
+  EXPECT_THAT(help, Not(HasSubstr("print JSON (default")));
+  EXPECT_THAT(help, HasSubstr("-h, --help"));
+  EXPECT_THAT(help, HasSubstr("More words."));
+}
+
+TEST(CliArgsTest, GettersNameTheFlagOfABadValue) {
+  absl::StatusOr<CliArgs> args = CliArgs::Parse({"--threads", "many"}, kTable);
+  ASSERT_TRUE(args.ok());
+  EXPECT_THAT(std::string(args->GetInt("threads", 1).status().message()),
+              HasSubstr("--threads must be an integer, got 'many'"));
+}
+
+TEST(WorkerFlagsTest, EachRoleAcceptsExactlyItsTable) {
+  for (proto::Role role : {proto::ROLE_TARGET_WORKER, proto::ROLE_DRAFT_WORKER}) {
+    const FlagTable& table = WorkerFlagTable(role);
+    const std::string help = Help(table);
+    for (const Flag& flag : table.flags) {
+      EXPECT_THAT(help, HasSubstr("--" + flag.name)) << table.command;
+      std::vector<std::string> args = {"--" + flag.name};
+      if (!flag.value.empty()) args.push_back(flag.name == "tp-group" ? "g" : "1");
+      absl::StatusOr<CliArgs> parsed = CliArgs::Parse(args, table);
+      EXPECT_TRUE(parsed.ok()) << table.command << " --" << flag.name << ": " << parsed.status();
+    }
+  }
+  // A target worker's flag is unknown to a draft worker, and the reverse.
+  EXPECT_THAT(
+      std::string(
+          ParseWorkerFlags({"--step-tokens", "8"}, proto::ROLE_DRAFT_WORKER).status().message()),
+      HasSubstr("unknown flag --step-tokens"));
+  EXPECT_THAT(
+      std::string(
+          ParseWorkerFlags({"--lookahead", "1"}, proto::ROLE_TARGET_WORKER).status().message()),
+      HasSubstr("unknown flag --lookahead"));
+}
+
+TEST(WorkerFlagsTest, ReadsValuesAndChecksRanges) {
+  absl::StatusOr<WorkerFlags> flags =
+      ParseWorkerFlags({"--name", "t1", "--tp-group", "g", "--tp-size", "2", "--tp-rank", "1",
+                        "--step-tokens", "64"},
+                       proto::ROLE_TARGET_WORKER);
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->identity.name, "t1");
+  EXPECT_EQ(flags->identity.tp_size, 2);
+  EXPECT_EQ(flags->identity.tp_rank, 1);
+  EXPECT_EQ(flags->step_tokens, 64);
+  EXPECT_EQ(flags->coordinator, "tcp://127.0.0.1:5555");
+  EXPECT_THAT(
+      std::string(
+          ParseWorkerFlags({"--tp-size", "3"}, proto::ROLE_TARGET_WORKER).status().message()),
+      HasSubstr("--tp-size must be 1, 2, 4 or 8, got 3"));
+  EXPECT_THAT(
+      std::string(ParseWorkerFlags({"--k", "65"}, proto::ROLE_DRAFT_WORKER).status().message()),
+      HasSubstr("--k must be in [1, 64], got 65"));
+}
+
+}  // namespace
+}  // namespace splitspec::cli

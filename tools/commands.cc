@@ -1,0 +1,270 @@
+#include "tools/commands.h"
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+
+namespace splitspec::tools {
+namespace {
+
+constexpr char kDefaultModel[] = "$SPLITSPEC_MODEL, else models/SmolLM2-135M-Instruct.Q4_1.gguf";
+constexpr char kCoordinator[] = "tcp://127.0.0.1:5555";
+
+const cli::FlagTable& Table(cli::FlagTable table) {
+  // Tables live as long as the process; callers keep references.
+  return *new cli::FlagTable(std::move(table));
+}
+
+std::vector<cli::Flag> SamplingFlags() {
+  return {{"max-tokens", "N", "128", "tokens to generate at most"},
+          {"temperature", "T", "0", "sampling temperature; 0 = greedy"},
+          {"top-k", "K", "0", "keep the K most likely tokens; 0 = all"},
+          {"top-p", "P", "1", "nucleus sampling mass"},
+          {"seed", "S", "0", "sampling seed"},
+          {"verify", "MODE", "", "greedy, rejection or coupled verification"}};
+}
+
+// `table` with the sampling flags inserted before its flag number `at`.
+const cli::FlagTable& TableWithSampling(cli::FlagTable table, size_t at) {
+  std::vector<cli::Flag> sampling = SamplingFlags();
+  table.flags.insert(table.flags.begin() + at, sampling.begin(), sampling.end());
+  return Table(std::move(table));
+}
+
+}  // namespace
+
+const cli::FlagTable& StatusFlagTable() {
+  static const cli::FlagTable& table = Table(
+      {.command = "splitspec status",
+       .summary = "print the coordinator's membership table as one JSON object",
+       .flags = {{"coordinator", "ENDPOINT", kCoordinator, "the coordinator's control endpoint"},
+                 {"timeout-ms", "N", "3000", "how long to wait for the reply"}}});
+  return table;
+}
+
+const cli::FlagTable& ServeFlagTable() {
+  static const cli::FlagTable& table = Table(
+      {.command = "splitspec serve",
+       .summary = "start the cluster a config describes (coordinator, target groups, draft "
+                  "workers) as processes on this host, until Ctrl-C; flags override the file",
+       .flags = {{"config", "FILE", "deploy/cluster.toml when it exists",
+                  "the cluster config (TOML)"},
+                 {"dry-run", "", "",
+                  "print the processes it would start as JSON lines; start none"},
+                 {"control", "EP", "", "the coordinator's control endpoint (coordinator.control)"},
+                 {"advertise", "EP", "", "the endpoint workers connect to (coordinator.advertise)"},
+                 {"http", "HOST:PORT|none", "", "the coordinator's HTTP API (coordinator.http)"},
+                 {"model", "PATH", "", "the target model (models.target)"},
+                 {"draft", "PATH", "",
+                  "the draft model (models.draft, every pool's draft_model; drafter 'model')"},
+                 {"drafter", "NAME", "", "every pool's drafter: ngram, model or layerskip:L"},
+                 {"drafts", "N", "", "the count of the config's only draft pool"},
+                 {"targets", "N", "", "N copies of the config's only target group, NAME-0.."},
+                 {"target-tp", "N", "", "every target group's tensor-parallel size"},
+                 {"threads", "N", "", "every target group's compute threads"},
+                 {"log-dir", "DIR", "", "where process logs go (cluster.run_dir)"}},
+       .details = "Unset flags keep the config file's value. Relative paths given as flags "
+                  "resolve against the current directory."});
+  return table;
+}
+
+const cli::FlagTable& ClientFlagTable() {
+  static const cli::FlagTable& table = TableWithSampling(
+      {.command = "splitspec client",
+       .summary = "send one request to a running cluster and stream the text",
+       .flags = {{"coordinator", "ENDPOINT", kCoordinator, "the coordinator's control endpoint"},
+                 {"model", "PATH", kDefaultModel, "the GGUF whose tokenizer encodes and decodes"},
+                 {"prompt", "TEXT", "", "the prompt (or --prompt-ids)"},
+                 {"prompt-ids", "1,2,3", "", "the prompt as token ids (or --prompt)"},
+                 {"chat", "", "", "wrap --prompt as a user message in the chat template"},
+                 {"drafter", "NAME", "", "ask for a drafter; none = the target alone"},
+                 {"json", "", "", "print one JSON line with tokens, text and stats"}}},
+      /*at=*/4);
+  return table;
+}
+
+const cli::FlagTable& LogitsFlagTable() {
+  static const cli::FlagTable& table =
+      Table({.command = "splitspec logits",
+             .summary = "run a prompt through the model in one forward call and print the last "
+                        "position's logits as one JSON line",
+             .flags = {{"model", "PATH", "", "the model's GGUF (required)"},
+                       {"prompt-ids", "1,2,3", "", "the prompt's token ids (required)"},
+                       {"threads", "N", "0", "compute threads; 0 = one per core"},
+                       {"all-positions", "", "", "print one row per prompt position"}}});
+  return table;
+}
+
+const cli::FlagTable& GenerateFlagTable() {
+  static const cli::FlagTable& table = TableWithSampling(
+      {.command = "splitspec generate",
+       .summary = "speculative generation in one process: coordinator, target and draft "
+                  "workers as threads over inproc:// channels",
+       .flags = {{"target", "PATH", "", "the target model's GGUF (required)"},
+                 {"draft", "PATH", "", "a draft model's GGUF (drafter 'model')"},
+                 {"drafter", "NAME", "model with --draft, else none",
+                  "none, ngram, model or layerskip:L"},
+                 {"prompt", "TEXT", "", "the prompt, tokenized with the target's tokenizer"},
+                 {"prompt-ids", "1,2,3", "", "the prompt as token ids (or --prompt)"},
+                 {"min-p", "P", "0", "drop tokens below P times the most likely one"},
+                 {"k", "K|auto", "4", "draft tokens per block; auto adapts k per block"},
+                 {"samples", "M", "1", "samples to generate; sample i uses seed S + i"},
+                 {"threads", "N", "0", "the target's compute threads; 0 = one per core"},
+                 {"draft-threads", "N", "1", "the draft model's compute threads"},
+                 {"target-tp", "N", "1", "the target as a tensor-parallel group of N (1, 2, 4, 8)"},
+                 {"trace", "FILE", "", "write a Chrome trace of the workers' busy intervals"},
+                 {"sequential", "", "", "the draft waits for each verification (lookahead 1)"},
+                 {"ignore-eos", "", "", "do not stop at an end-of-generation token"},
+                 {"json", "", "", "print one JSON line per sample"}}},
+      /*at=*/5);
+  return table;
+}
+
+const cli::FlagTable& BenchDecodeFlagTable() {
+  static const cli::FlagTable& table =
+      Table({.command = "splitspec bench decode",
+             .summary = "CPU forward-pass benchmark of one model: decode, prefill, memory floor",
+             .flags = {{"model", "PATH", "", "the model's GGUF (required)"},
+                       {"threads", "N", "0", "compute threads; 0 = one per core"},
+                       {"prompt-tokens", "N", "32", "prompt length before decoding"},
+                       {"decode-tokens", "N", "128", "greedy decode steps timed"},
+                       {"prefill-tokens", "N", "512", "tokens of the timed prefill"}}});
+  return table;
+}
+
+const cli::FlagTable& BenchSpecFlagTable() {
+  static const cli::FlagTable& table =
+      Table({.command = "splitspec bench spec",
+             .summary = "tokens/s of target-only, sequential and overlapped speculative decoding "
+                        "through the in-process pipeline, and the transport cost per round",
+             .flags = {{"model", "PATH", kDefaultModel, "the model's GGUF"},
+                       {"max-tokens", "N", "128", "tokens per run, in [8, 2048]"},
+                       {"k", "K", "4", "draft tokens per block, in [1, 16]"},
+                       {"layerskip", "L", "24", "the layers the layerskip drafter keeps"},
+                       {"drafters", "LIST", "ngram,layerskip,self", "the drafters to measure"},
+                       {"trace-dir", "DIR", "", "write a Chrome trace per run there"}}});
+  return table;
+}
+
+const cli::FlagTable& BenchVerifyFlagTable() {
+  static const cli::FlagTable& table =
+      Table({.command = "splitspec bench verify",
+             .summary = "the cost of a verification block: whole-model forward time of k new "
+                        "tokens after a prompt, relative to k = 1",
+             .flags = {{"model", "PATH", "", "the model's GGUF (required)"},
+                       {"threads", "N", "0", "compute threads; 0 = one per core"},
+                       {"prompt-tokens", "N", "32", "prompt length before the timed forwards"},
+                       {"repeats", "N", "30", "rounds over every k (medians and minima)"},
+                       {"k", "LIST", "1,2,3,5,8,9,16", "block sizes to time; must start with 1"}}});
+  return table;
+}
+
+const cli::FlagTable& PlanFlagTable() {
+  static const cli::FlagTable& table =
+      Table({.command = "splitspec plan",
+             .summary = "the analytic speedup model for sequential and overlapped draft/verify",
+             .flags = {{"alpha", "A", "", "acceptance rate in [0, 1] (required)"},
+                       {"cost-ratio", "C", "", "T_target / T_draft, > 0 (required)"},
+                       {"k", "K", "the optimum", "draft tokens per block, in [1, 100]"},
+                       {"json", "", "", "print one JSON object instead of the table"}}});
+  return table;
+}
+
+const cli::FlagTable& ScaleFlagTable() {
+  static const cli::FlagTable& table = Table(
+      {.command = "splitspec scale",
+       .summary = "grow (+N: start workers here) or drain (-N) the pools of a running cluster",
+       .flags = {{"coordinator", "ENDPOINT", kCoordinator, "the coordinator's control endpoint"},
+                 {"draft", "+N|-N", "", "start or drain N draft workers"},
+                 {"target-groups", "+N|-N", "", "start or drain N target groups"},
+                 {"worker-ids", "ID,ID", "", "with one -N: drain exactly these workers"},
+                 {"model", "PATH", kDefaultModel, "new workers' target model"},
+                 {"drafter", "NAME", "model with --draft-model, else ngram",
+                  "new draft workers' drafter"},
+                 {"draft-model", "PATH", "", "new draft workers' draft model"},
+                 {"threads", "N", "0", "new target workers' threads; 0 = one per core"},
+                 {"target-tp", "N", "1", "ranks per new target group"},
+                 {"host", "ADDR", "127.0.0.1", "where new target workers bind their data endpoint"},
+                 {"log-dir", "DIR", "build/cluster", "new workers' logs"},
+                 {"drain-timeout-ms", "N", "0",
+                  "a draining group's time to finish; 0 = the coordinator's"},
+                 {"wait-s", "N", "120", "how long to wait for workers to register or leave"}}});
+  return table;
+}
+
+const std::vector<Subcommand>& Subcommands() {
+  static const std::vector<Subcommand>* const commands = new std::vector<Subcommand>{
+      {"serve", ServeFlagTable().summary, &ServeFlagTable(), RunServeCommand},
+      {"client", ClientFlagTable().summary, &ClientFlagTable(), RunClientCommand},
+      {"status", StatusFlagTable().summary, &StatusFlagTable(), RunStatusCommand},
+      {"scale", ScaleFlagTable().summary, &ScaleFlagTable(), RunScaleCommand},
+      {"generate", GenerateFlagTable().summary, &GenerateFlagTable(), RunGenerateCommand},
+      {"logits", LogitsFlagTable().summary, &LogitsFlagTable(), RunLogitsCommand},
+      {"bench",
+       "benchmarks: decode (one model's forward pass), spec (speculative pipeline), verify (the "
+       "cost of a verification block)",
+       nullptr,
+       RunBenchCommand,
+       {{"decode", BenchDecodeFlagTable().summary, &BenchDecodeFlagTable(), RunBenchCommand},
+        {"spec", BenchSpecFlagTable().summary, &BenchSpecFlagTable(), RunBenchSpec},
+        {"verify", BenchVerifyFlagTable().summary, &BenchVerifyFlagTable(), RunBenchVerify}}},
+      {"plan", PlanFlagTable().summary, &PlanFlagTable(), RunPlanCommand},
+  };
+  return *commands;
+}
+
+namespace {
+
+bool IsHelpWord(const std::string& arg) { return arg == "--help" || arg == "-h" || arg == "help"; }
+
+std::string Listing(const std::string& usage, const char* heading,
+                    const std::vector<Subcommand>& commands) {
+  std::string out = absl::StrCat("usage: ", usage, "\n\n", heading, ":\n");
+  for (const Subcommand& c : commands) {
+    absl::StrAppend(&out, "  ", c.name,
+                    std::string(c.name.size() < 10 ? 10 - c.name.size() : 1, ' '), c.summary, "\n");
+  }
+  return out;
+}
+
+// Runs `command` with `args` (after its name), or prints the help asked for.
+int Dispatch(const Subcommand& command, const CommandArgs& args) {
+  if (command.flags != nullptr) {
+    if (cli::HelpRequested(args, *command.flags)) {
+      std::fputs(cli::Help(*command.flags).c_str(), stdout);
+      return 0;
+    }
+    return command.run(args);
+  }
+  const std::string usage = absl::StrCat("splitspec ", command.name, " <name> [flags]");
+  if (!args.empty() && IsHelpWord(args[0])) {
+    std::fputs(Listing(usage, "names", command.children).c_str(), stdout);
+    return 0;
+  }
+  for (const Subcommand& child : command.children) {
+    if (args.empty() || args[0] != child.name || child.flags == nullptr) continue;
+    if (cli::HelpRequested(CommandArgs(args.begin() + 1, args.end()), *child.flags)) {
+      std::fputs(cli::Help(*child.flags).c_str(), stdout);
+      return 0;
+    }
+  }
+  return command.run(args);
+}
+
+}  // namespace
+
+int RunSplitspec(const CommandArgs& args) {
+  const std::string usage = "splitspec <command> [flags]   (splitspec <command> --help: its flags)";
+  if (args.empty() || IsHelpWord(args[0])) {
+    std::fputs(Listing(usage, "commands", Subcommands()).c_str(), args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  for (const Subcommand& c : Subcommands()) {
+    if (args[0] == c.name) return Dispatch(c, CommandArgs(args.begin() + 1, args.end()));
+  }
+  std::fprintf(stderr, "splitspec: unknown command '%s'\n", args[0].c_str());
+  std::fputs(Listing(usage, "commands", Subcommands()).c_str(), stderr);
+  return 2;
+}
+
+}  // namespace splitspec::tools
