@@ -521,6 +521,10 @@ void MatMulRowsAvx512Impl(GgmlType weight_type, const void* w, int64_t cols,
       return ForEachRowAndTile(Block32Kernel<GgmlType::kQ8_0, kVnni>{cols}, weight_type, w, cols, x,
                                row_begin, row_end, y, y_stride);
     default:
+      if constexpr (kVnni) {
+        return MatMulRowsKQuantsAvx512Vnni(weight_type, w, cols, x, row_begin, row_end, y,
+                                           y_stride);
+      }
       return MatMulRowsKQuantsAvx512(weight_type, w, cols, x, row_begin, row_end, y, y_stride);
   }
 }

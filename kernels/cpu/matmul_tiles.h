@@ -68,14 +68,17 @@ void ForEachRowAndTile(const Kernel& kernel, GgmlType weight_type, const void* w
   }
 }
 
-// K-quant (Q4_K, Q5_K, Q6_K) halves of the AVX2 and AVX-512 paths, in their own files;
-// same contract as MatMulRows.
+// K-quant (Q4_K, Q5_K, Q6_K) halves of the AVX2, AVX-512 and AVX-512 VNNI paths, in their
+// own files; same contract as MatMulRows. The VNNI one gives bitwise the same outputs.
 void MatMulRowsKQuantsAvx2(GgmlType weight_type, const void* w, int64_t cols,
                            const PackedActivations& x, int64_t row_begin, int64_t row_end, float* y,
                            int64_t y_stride);
 void MatMulRowsKQuantsAvx512(GgmlType weight_type, const void* w, int64_t cols,
                              const PackedActivations& x, int64_t row_begin, int64_t row_end,
                              float* y, int64_t y_stride);
+void MatMulRowsKQuantsAvx512Vnni(GgmlType weight_type, const void* w, int64_t cols,
+                                 const PackedActivations& x, int64_t row_begin, int64_t row_end,
+                                 float* y, int64_t y_stride);
 
 }  // namespace splitspec::kernels::internal
 

@@ -255,6 +255,35 @@ TEST(MatMulTest, OutputsAreBitwiseIndependentOfBatchAndRowRange) {
   }
 }
 
+// The K-quant kernels of the AVX-512 VNNI path (vpdpwssd, Q6_K's offset as the sum's first
+// term) form the same exact integer sums as the AVX-512 path's and then the same float
+// operations, so the two agree bitwise, alone and in tiles, on fresh random data.
+TEST(MatMulTest, KQuantsVnniMatchAvx512Bitwise) {
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+      !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq") ||
+      !__builtin_cpu_supports("avx512vnni")) {
+    GTEST_SKIP() << "no AVX-512 VNNI on this machine";
+  }
+  std::mt19937 rng(std::random_device{}());
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+    for (int64_t cols : ColsFor(type)) {
+      const int64_t rows = 23;
+      const Matrix m = RandomMatrix(type, rows, cols, rng);
+      for (int64_t tokens : {1, 2, 5, 9, 11, 21}) {
+        const std::vector<float> batch = RandomActivations(tokens, cols, rng);
+        PackedActivations x;
+        PackActivations(type, batch.data(), tokens, cols, &x);
+        const std::vector<float> plain = RunRows(internal::MatMulRowsAvx512, m, x, 0, rows);
+        const std::vector<float> vnni = RunRows(internal::MatMulRowsAvx512Vnni, m, x, 0, rows);
+        for (size_t i = 0; i < plain.size(); ++i) {
+          ASSERT_EQ(vnni[i], plain[i]) << Name(type) << " cols=" << cols << " tokens=" << tokens
+                                       << " output=" << i;
+        }
+      }
+    }
+  }
+}
+
 // Large batches (more than one pass of 4 token tiles over the rows), a row sub-range and an
 // output stride wider than the matrix: outputs of other rows and the stride padding
 // stay untouched, and the computed ones match the reference.
