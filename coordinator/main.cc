@@ -4,7 +4,7 @@
 // the membership table; it receives, handles and replies to every message and
 // sweeps liveness several times per heartbeat interval. No other thread
 // touches coordinator state. With --http, the OpenAI-compatible front door
-// (coordinator/http/front_door.cc) adds two threads: its HTTP I/O thread and a
+// (coordinator/http/front_door.cc) adds its HTTP I/O thread, its parse pool and a
 // bridge thread that talks to this coordinator over the control channel like
 // any client; they share no state with the control thread.
 //
@@ -12,7 +12,8 @@
 // picks a free port), --endpoint-file PATH (write the bound endpoint there),
 // --heartbeat-ms N (500), --suspect-after N (2), --dead-after N (5),
 // --drain-timeout-ms N (30000: how long a draining target group's running
-// requests may take before they are re-placed); HTTP front
+// requests may take before they are re-placed), --queue-timeout-ms N (30000:
+// how long a request may wait queued for a target group before it fails); HTTP front
 // door: --http HOST:PORT --model PATH [--model-name NAME] [--api-key KEY]
 // (see coordinator/http/front_door_flags.h).
 #include <cstdio>
@@ -38,9 +39,11 @@ absl::StatusOr<splitspec::coordinator::CoordinatorOptions> ParseOptions(const st
                                                                          std::string* endpoint_file,
                                                                          splitspec::tools::CliArgs* parsed_out) {
   std::set<std::string> known = {"control", "endpoint-file", "heartbeat-ms", "suspect-after", "dead-after",
-                                 "drain-timeout-ms"};
+                                 "drain-timeout-ms", "queue-timeout-ms"};
   known.insert(splitspec::coordinator::http::kFrontDoorFlags.begin(), splitspec::coordinator::http::kFrontDoorFlags.end());
-  ASSIGN_OR_RETURN(splitspec::tools::CliArgs parsed, splitspec::tools::CliArgs::Parse(args, known));
+  const std::set<std::string> switches(splitspec::coordinator::http::kFrontDoorSwitches.begin(),
+                                       splitspec::coordinator::http::kFrontDoorSwitches.end());
+  ASSIGN_OR_RETURN(splitspec::tools::CliArgs parsed, splitspec::tools::CliArgs::Parse(args, known, switches));
   *parsed_out = parsed;
   splitspec::coordinator::CoordinatorOptions options;
   options.control_endpoint = parsed.GetString("control", options.control_endpoint);
@@ -56,6 +59,11 @@ absl::StatusOr<splitspec::coordinator::CoordinatorOptions> ParseOptions(const st
     return absl::InvalidArgumentError(absl::StrCat("--drain-timeout-ms must be >= 0, got ", drain_timeout_ms));
   }
   options.router.drain_timeout = absl::Milliseconds(drain_timeout_ms);
+  ASSIGN_OR_RETURN(int64_t queue_timeout_ms, parsed.GetInt("queue-timeout-ms", 30000));
+  if (queue_timeout_ms < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--queue-timeout-ms must be >= 1, got ", queue_timeout_ms));
+  }
+  options.router.queue_timeout = absl::Milliseconds(queue_timeout_ms);
   return options;
 }
 

@@ -4,12 +4,26 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "coordinator/http/json_guard.h"
 
 namespace splitspec::coordinator::http {
 
 std::string JsonQuote(absl::string_view value) {
   std::string out = "\"";
-  for (char c : value) {
+  for (size_t i = 0; i < value.size(); ++i) {
+    const char c = value[i];
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      // Not every byte string is UTF-8 (a client's field, a byte-level token):
+      // a malformed sequence becomes U+FFFD, so the document stays valid JSON.
+      const size_t length = Utf8SequenceLength(value, i);
+      if (length == 0) {
+        out += "\\ufffd";  // JSON escape of U+FFFD
+      } else {
+        out.append(value.data() + i, length);
+        i += length - 1;
+      }
+      continue;
+    }
     switch (c) {
       case '"':
         out += "\\\"";

@@ -44,7 +44,8 @@ class JsonWriter {
   bool after_key_ = false;
 };
 
-// `value` as a JSON string literal, quotes included.
+// `value` as a JSON string literal, quotes included. Bytes that are not
+// well-formed UTF-8 are written as \ufffd (the result is always valid JSON).
 std::string JsonQuote(absl::string_view value);
 
 }  // namespace splitspec::coordinator::http
