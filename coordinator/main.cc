@@ -38,12 +38,14 @@ namespace {
 absl::StatusOr<splitspec::coordinator::CoordinatorOptions> ParseOptions(const std::vector<std::string>& args,
                                                                          std::string* endpoint_file,
                                                                          splitspec::tools::CliArgs* parsed_out) {
-  std::set<std::string> known = {"control", "endpoint-file", "heartbeat-ms", "suspect-after", "dead-after",
-                                 "drain-timeout-ms", "queue-timeout-ms"};
+  std::set<std::string> known = {"control",         "endpoint-file", "heartbeat-ms",
+                                 "suspect-after",   "dead-after",    "drain-timeout-ms",
+                                 "queue-timeout-ms"};
   known.insert(splitspec::coordinator::http::kFrontDoorFlags.begin(), splitspec::coordinator::http::kFrontDoorFlags.end());
   const std::set<std::string> switches(splitspec::coordinator::http::kFrontDoorSwitches.begin(),
                                        splitspec::coordinator::http::kFrontDoorSwitches.end());
-  ASSIGN_OR_RETURN(splitspec::tools::CliArgs parsed, splitspec::tools::CliArgs::Parse(args, known, switches));
+  ASSIGN_OR_RETURN(splitspec::tools::CliArgs parsed,
+                   splitspec::tools::CliArgs::Parse(args, known, switches));
   *parsed_out = parsed;
   splitspec::coordinator::CoordinatorOptions options;
   options.control_endpoint = parsed.GetString("control", options.control_endpoint);
@@ -61,7 +63,8 @@ absl::StatusOr<splitspec::coordinator::CoordinatorOptions> ParseOptions(const st
   options.router.drain_timeout = absl::Milliseconds(drain_timeout_ms);
   ASSIGN_OR_RETURN(int64_t queue_timeout_ms, parsed.GetInt("queue-timeout-ms", 30000));
   if (queue_timeout_ms < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--queue-timeout-ms must be >= 1, got ", queue_timeout_ms));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--queue-timeout-ms must be >= 1, got ", queue_timeout_ms));
   }
   options.router.queue_timeout = absl::Milliseconds(queue_timeout_ms);
   return options;

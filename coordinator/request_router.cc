@@ -78,8 +78,9 @@ void RequestRouter::OnSubmit(const std::string& client_peer, const proto::Submit
                   absl::StrCat("queue is full (", options_.max_queued, " requests waiting)"), out);
   }
   if (LeastLoaded(proto::ROLE_TARGET_WORKER) == 0) {
-    return Refuse(client_peer, id, proto::ERROR_CODE_UNAVAILABLE,
-                  "no target group is serving (none registered, or all dead or draining); retry later", out);
+    return Refuse(
+        client_peer, id, proto::ERROR_CODE_UNAVAILABLE,
+        "no target group is serving (none registered, or all dead or draining); retry later", out);
   }
   Request& request = requests_[id];
   request.client_peer = client_peer;
@@ -370,8 +371,8 @@ absl::StatusOr<std::vector<uint64_t>> RequestRouter::StartDrain(const proto::Dra
   }
   if (drains_a_target && targets_kept == 0 && !request.force()) {
     return absl::UnavailableError(
-        "DrainRequest would remove the last target group serving (the cluster would refuse every request); "
-        "add a target group first, or set force");
+        "DrainRequest would remove the last target group serving (the cluster would refuse "
+        "every request); add a target group first, or set force");
   }
   const absl::Duration timeout =
       request.timeout_ms() > 0 ? absl::Milliseconds(request.timeout_ms()) : options_.drain_timeout;

@@ -87,10 +87,11 @@ absl::StatusOr<int> ParseDelta(const CliArgs& args, const std::string& flag) {
 
 absl::StatusOr<ScaleFlags> ParseFlags(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(CliArgs args,
-                   CliArgs::Parse(argv, {"coordinator", "draft", "target-groups", "worker-ids", "model", "drafter",
-                                         "draft-model", "threads", "target-tp", "host", "log-dir",
-                                         "drain-timeout-ms", "wait-s"},
-                                        {"force"}));
+                   CliArgs::Parse(argv,
+                                  {"coordinator", "draft", "target-groups", "worker-ids", "model",
+                                   "drafter", "draft-model", "threads", "target-tp", "host",
+                                   "log-dir", "drain-timeout-ms", "wait-s"},
+                                  {"force"}));
   ScaleFlags f;
   f.coordinator = args.GetString("coordinator", f.coordinator);
   f.force = args.Has("force");

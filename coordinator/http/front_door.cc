@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "absl/random/random.h"
-#include "absl/strings/match.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/http/completion_responder.h"
 #include "coordinator/http/json_guard.h"
@@ -61,11 +61,14 @@ absl::Status FrontDoorOptions::Validate() const {
   if (model_path.empty()) return absl::InvalidArgumentError("model_path (--model) is required: the target's GGUF");
   if (coordinator_endpoint.empty()) return absl::InvalidArgumentError("coordinator_endpoint must not be empty");
   if (max_in_flight < 1) return absl::InvalidArgumentError(absl::StrCat("max_in_flight ", max_in_flight, " < 1"));
-  if (parse_threads < 1) return absl::InvalidArgumentError(absl::StrCat("parse_threads ", parse_threads, " < 1"));
+  if (parse_threads < 1)
+    return absl::InvalidArgumentError(absl::StrCat("parse_threads ", parse_threads, " < 1"));
   if (max_queued_parses < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("max_queued_parses ", max_queued_parses, " < 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_queued_parses ", max_queued_parses, " < 1"));
   }
-  if (max_json_depth < 1) return absl::InvalidArgumentError(absl::StrCat("max_json_depth ", max_json_depth, " < 1"));
+  if (max_json_depth < 1)
+    return absl::InvalidArgumentError(absl::StrCat("max_json_depth ", max_json_depth, " < 1"));
   return http.Validate();
 }
 
@@ -75,8 +78,8 @@ absl::StatusOr<std::unique_ptr<FrontDoor>> FrontDoor::Start(FrontDoorOptions opt
   RETURN_IF_ERROR(front_door->LoadModel());
   front_door->request_id_prefix_ = absl::StrCat("http-", getpid(), "-", absl::Uniform<uint32_t>(absl::BitGen()), "-");
   front_door->started_unix_ = UnixNow();
-  front_door->parse_pool_ =
-      std::make_unique<JobPool>(front_door->options_.parse_threads, front_door->options_.max_queued_parses);
+  front_door->parse_pool_ = std::make_unique<JobPool>(front_door->options_.parse_threads,
+                                                      front_door->options_.max_queued_parses);
   ASSIGN_OR_RETURN(front_door->bridge_,
                    CoordinatorBridge::Start(front_door->options_.coordinator_endpoint, front_door->options_.bridge));
   ASSIGN_OR_RETURN(front_door->server_, HttpServer::Start(front_door->options_.http, front_door.get()));
@@ -161,8 +164,9 @@ void FrontDoor::OnRequest(HttpServer& server, ExchangeId id, HttpRequest request
   }
   if (path == "/admin/drain") {
     if (!post) return wrong_method("POST");
-    return OffloadOrRefuse(server, id,
-                           [this, &server, id, request = std::move(request)] { HandleDrain(server, id, request); });
+    return OffloadOrRefuse(server, id, [this, &server, id, request = std::move(request)] {
+      HandleDrain(server, id, request);
+    });
   }
   Reply(server, id, ErrorResponse(404, absl::StrCat("no route for ", request.method, " ", path)));
 }
@@ -188,15 +192,15 @@ void FrontDoor::OffloadOrRefuse(HttpServer& server, ExchangeId id, std::function
   metrics_.RecordOutcome(RequestOutcome::kRejected);
   Reply(server, id,
         ErrorResponse(503,
-                      absl::StrCat("the server is busy parsing other requests (", options_.max_queued_parses,
-                                   " waiting); retry later"),
+                      absl::StrCat("the server is busy parsing other requests (",
+                                   options_.max_queued_parses, " waiting); retry later"),
                       "", options_.http.retry_after_seconds));
 }
 
 void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRequest& http_request,
                                  CompletionRequest::Kind kind) {
-  absl::StatusOr<CompletionRequest> request =
-      ParseCompletionRequest(http_request.body, kind, JsonLimits{.max_depth = options_.max_json_depth});
+  absl::StatusOr<CompletionRequest> request = ParseCompletionRequest(
+      http_request.body, kind, JsonLimits{.max_depth = options_.max_json_depth});
   if (!request.ok()) {
     metrics_.RecordOutcome(RequestOutcome::kRejected);
     return Reply(server, id, ErrorResponse(400, std::string(request.status().message()), ParamOf(request.status())));
@@ -312,17 +316,20 @@ void FrontDoor::HandleMetrics(HttpServer& server, ExchangeId id) {
 
 void FrontDoor::HandleDrain(HttpServer& server, ExchangeId id, const HttpRequest& request) {
   proto::DrainRequest drain;
-  absl::Status parsed = CheckJsonText(request.body, JsonLimits{.max_depth = options_.max_json_depth});
+  absl::Status parsed =
+      CheckJsonText(request.body, JsonLimits{.max_depth = options_.max_json_depth});
   if (parsed.ok()) {
     const auto converted = google::protobuf::util::JsonStringToMessage(
         google::protobuf::StringPiece(request.body.data(), request.body.size()), &drain);
     if (!converted.ok()) parsed = absl::InvalidArgumentError(std::string(converted.message()));
   }
   if (!parsed.ok()) {
-    return Reply(server, id,
-                 ErrorResponse(400, absl::StrCat("malformed drain request: ", std::string(parsed.message()),
-                                                 R"( (expected {"role":"ROLE_DRAFT_WORKER","count":1} or )",
-                                                 R"({"worker_ids":[3]}, optional "reason", "timeout_ms", "force"))")));
+    return Reply(
+        server, id,
+        ErrorResponse(
+            400, absl::StrCat("malformed drain request: ", std::string(parsed.message()),
+                              R"( (expected {"role":"ROLE_DRAFT_WORKER","count":1} or )",
+                              R"({"worker_ids":[3]}, optional "reason", "timeout_ms", "force"))")));
   }
   if (drain.reason().empty()) drain.set_reason("POST /admin/drain");
   bridge_->Drain(std::move(drain), [this, &server, id](absl::StatusOr<proto::DrainReply> reply) {

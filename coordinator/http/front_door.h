@@ -81,8 +81,8 @@ struct FrontDoorOptions {
   std::string model_name;   // "" : the GGUF's general.name, else the file name
   std::string api_key;      // "" : no authentication
   int max_in_flight = 256;  // generation requests running here; more get 429
-  bool metrics_open = false;  // serve /metrics without the API key
-  int parse_threads = 2;      // JobPool threads: JSON parsing, tokenization
+  bool metrics_open = false;   // serve /metrics without the API key
+  int parse_threads = 2;       // JobPool threads: JSON parsing, tokenization
   int max_queued_parses = 64;  // requests waiting for a parse thread; more get 503
   int max_json_depth = 64;     // nesting of arrays and objects in a request body
   BridgeOptions bridge;

@@ -27,8 +27,8 @@ absl::StatusOr<std::optional<FrontDoorOptions>> FrontDoorOptionsFromFlags(const 
   options.api_key = args.GetString("api-key", env_key != nullptr ? env_key : "");
   ASSIGN_OR_RETURN(int64_t max_connections, args.GetInt("http-max-connections", options.http.max_connections));
   ASSIGN_OR_RETURN(int64_t max_in_flight, args.GetInt("http-max-in-flight", options.max_in_flight));
-  ASSIGN_OR_RETURN(int64_t per_client,
-                   args.GetInt("http-max-connections-per-client", options.http.max_connections_per_client));
+  ASSIGN_OR_RETURN(int64_t per_client, args.GetInt("http-max-connections-per-client",
+                                                   options.http.max_connections_per_client));
   ASSIGN_OR_RETURN(int64_t parse_threads, args.GetInt("http-parse-threads", options.parse_threads));
   options.http.max_connections = static_cast<int>(max_connections);
   options.http.max_connections_per_client = static_cast<int>(per_client);

@@ -6,11 +6,13 @@
 //   ASSIGN_OR_RETURN(tools::CliArgs args, tools::CliArgs::Parse(argv, known, switches));
 //   ASSIGN_OR_RETURN(std::optional<FrontDoorOptions> http,
 //                    FrontDoorOptionsFromFlags(args, service->control_endpoint()));
-//   if (http) ASSIGN_OR_RETURN(front_door, FrontDoor::Start(*http));   // keep it alive while serving
+//   if (http) ASSIGN_OR_RETURN(front_door, FrontDoor::Start(*http));   // keep it alive while
+//   serving
 //
 // Flags:
 //   --http HOST:PORT          serve HTTP there (e.g. 127.0.0.1:8000); absent: no front door
-//   --model PATH              the target model's GGUF (tokenizer, chat template); required with --http
+//   --model PATH              the target model's GGUF (tokenizer, chat template); required with
+//   --http
 //   --model-name NAME         the served model id (default: general.name, else the file name)
 //   --api-key KEY             require "Authorization: Bearer KEY" on /v1/*; default: the
 //                             environment variable SPLITSPEC_API_KEY; empty: no authentication
@@ -32,9 +34,14 @@
 
 namespace splitspec::coordinator::http {
 
-inline constexpr std::array<const char*, 8> kFrontDoorFlags = {
-    "http",        "model", "model-name", "api-key", "http-max-connections", "http-max-in-flight",
-    "http-max-connections-per-client", "http-parse-threads"};
+inline constexpr std::array<const char*, 8> kFrontDoorFlags = {"http",
+                                                               "model",
+                                                               "model-name",
+                                                               "api-key",
+                                                               "http-max-connections",
+                                                               "http-max-in-flight",
+                                                               "http-max-connections-per-client",
+                                                               "http-parse-threads"};
 // Flags without a value (CliArgs::Parse's `switches`).
 inline constexpr std::array<const char*, 1> kFrontDoorSwitches = {"metrics-open"};
 

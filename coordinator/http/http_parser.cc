@@ -113,8 +113,8 @@ std::optional<HttpParseResult> ParseHeaderLine(absl::string_view line, HttpReque
 
 // How the headers frame the body: a length (Content-Length, or none: 0) or
 // the chunked coding; an error result for anything else.
-std::optional<HttpParseResult> BodyFraming(const HttpRequest& request, const HttpLimits& limits, size_t* length,
-                                           bool* chunked) {
+std::optional<HttpParseResult> BodyFraming(const HttpRequest& request, const HttpLimits& limits,
+                                           size_t* length, bool* chunked) {
   *length = 0;
   *chunked = false;
   bool seen = false;
@@ -125,8 +125,9 @@ std::optional<HttpParseResult> BodyFraming(const HttpRequest& request, const Htt
       }
       if (request.version_minor == 0) return Error(400, "Transfer-Encoding in an HTTP/1.0 request");
       if (*chunked || !absl::EqualsIgnoreCase(value, "chunked")) {
-        return Error(501, absl::StrCat("Transfer-Encoding '", absl::CEscape(value),
-                                       "' is not supported (only 'chunked'); or send Content-Length"));
+        return Error(501,
+                     absl::StrCat("Transfer-Encoding '", absl::CEscape(value),
+                                  "' is not supported (only 'chunked'); or send Content-Length"));
       }
       *chunked = true;
       continue;
@@ -154,8 +155,8 @@ constexpr size_t kMaxChunkLine = 1024;  // chunk size, extensions and CRLF
 // *body; *consumed: the bytes it took, trailer section included. nullopt
 // with *consumed == 0: incomplete. Chunk extensions and trailers are read and
 // ignored.
-std::optional<HttpParseResult> DecodeChunked(absl::string_view data, const HttpLimits& limits, std::string* body,
-                                             size_t* consumed) {
+std::optional<HttpParseResult> DecodeChunked(absl::string_view data, const HttpLimits& limits,
+                                             std::string* body, size_t* consumed) {
   *consumed = 0;
   size_t pos = 0;
   while (true) {
@@ -170,14 +171,17 @@ std::optional<HttpParseResult> DecodeChunked(absl::string_view data, const HttpL
     size_text = absl::StripTrailingAsciiWhitespace(size_text);
     uint64_t size = 0;
     if (size_text.empty() || size_text.size() > 15 ||
-        !std::all_of(size_text.begin(), size_text.end(), [](char c) { return absl::ascii_isxdigit(c); }) ||
+        !std::all_of(size_text.begin(), size_text.end(),
+                     [](char c) { return absl::ascii_isxdigit(c); }) ||
         !absl::SimpleHexAtoi(size_text, &size)) {
-      return Error(400, absl::StrCat("malformed chunk size '", absl::CEscape(size_text.substr(0, 40)), "'"));
+      return Error(
+          400, absl::StrCat("malformed chunk size '", absl::CEscape(size_text.substr(0, 40)), "'"));
     }
     pos = line_end + 2;
     if (size == 0) break;
     if (body->size() + size > limits.max_body_bytes) {
-      return Error(413, absl::StrCat("chunked body exceeds the limit of ", limits.max_body_bytes, " bytes"));
+      return Error(
+          413, absl::StrCat("chunked body exceeds the limit of ", limits.max_body_bytes, " bytes"));
     }
     if (data.size() - pos < size + 2) return std::nullopt;
     if (data.substr(pos + size, 2) != "\r\n") return Error(400, "chunk data not followed by CRLF");
@@ -188,7 +192,8 @@ std::optional<HttpParseResult> DecodeChunked(absl::string_view data, const HttpL
   while (true) {
     const size_t line_end = data.find("\r\n", pos);
     if (line_end == absl::string_view::npos) {
-      if (data.size() - pos > limits.max_header_bytes) return Error(431, "trailer section too large");
+      if (data.size() - pos > limits.max_header_bytes)
+        return Error(431, "trailer section too large");
       return std::nullopt;
     }
     if (line_end - pos > limits.max_header_bytes) return Error(431, "trailer section too large");

@@ -167,7 +167,8 @@ void HttpServer::Accept() {
   while (true) {
     sockaddr_in peer{};
     socklen_t peer_len = sizeof(peer);
-    const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len,
+                           SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;  // EAGAIN, or a connection that died in the backlog
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -183,13 +184,16 @@ void HttpServer::Accept() {
     const int from_client = ++client_connections_[connection.client];
     UpdateInterest(connection);
     if (open_connections_ > options_.max_connections) {
-      RefuseConnection(connection, absl::StrCat("server is at its limit of ", options_.max_connections,
-                                                " connections; retry later"));
+      RefuseConnection(connection,
+                       absl::StrCat("server is at its limit of ", options_.max_connections,
+                                    " connections; retry later"));
       continue;
     }
     if (from_client > options_.max_connections_per_client) {
-      RefuseConnection(connection, absl::StrCat("client ", connection.client_text, " is at its limit of ",
-                                                options_.max_connections_per_client, " connections; retry later"));
+      RefuseConnection(
+          connection,
+          absl::StrCat("client ", connection.client_text, " is at its limit of ",
+                       options_.max_connections_per_client, " connections; retry later"));
       continue;
     }
     MutexLock lock(&mu_);
@@ -210,10 +214,12 @@ void HttpServer::RefuseConnection(Connection& connection, const std::string& rea
   Flush(connection);
 }
 
-void HttpServer::LogAccess(const Connection& connection, ExchangeId id, const std::string& status) const {
+void HttpServer::LogAccess(const Connection& connection, ExchangeId id,
+                           const std::string& status) const {
   const double ms = absl::ToDoubleMilliseconds(absl::Now() - connection.exchange_started);
-  SPLITSPEC_LOG(INFO) << "http: " << connection.method << " " << connection.path << " " << status << " "
-                      << absl::StrFormat("%.1fms", ms) << " id=" << (id == 0 ? "-" : handler_->RequestId(id))
+  SPLITSPEC_LOG(INFO) << "http: " << connection.method << " " << connection.path << " " << status
+                      << " " << absl::StrFormat("%.1fms", ms)
+                      << " id=" << (id == 0 ? "-" : handler_->RequestId(id))
                       << " client=" << connection.client_text;
 }
 
@@ -276,7 +282,8 @@ void HttpServer::RefuseWith(Connection& connection, int status, const std::strin
   }
   const HttpResponse response = handler_->ProtocolError(status, reason);
   connection.method = connection.path = "-";  // what did not parse is not echoed to the log
-  if (connection.request_started != absl::InfiniteFuture()) connection.exchange_started = connection.request_started;
+  if (connection.request_started != absl::InfiniteFuture())
+    connection.exchange_started = connection.request_started;
   LogAccess(connection, 0, absl::StrCat(status));
   connection.out += SerializeResponseHead(response, false) + response.body;
   connection.in.clear();
@@ -372,7 +379,8 @@ void HttpServer::Close(Connection& connection) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   close(fd);
   --open_connections_;
-  if (auto it = client_connections_.find(connection.client); it != client_connections_.end() && --it->second <= 0) {
+  if (auto it = client_connections_.find(connection.client);
+      it != client_connections_.end() && --it->second <= 0) {
     client_connections_.erase(it);
   }
   slots_[fd].reset();

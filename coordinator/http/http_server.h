@@ -84,7 +84,7 @@ struct HttpServerOptions {
   int port = 8000;                 // 0 picks a free port (see HttpServer::port())
   HttpLimits limits;
   int max_connections = 512;                           // open connections; more are answered 503
-  int max_connections_per_client = 64;                 // from one IPv4 address; more are answered 503
+  int max_connections_per_client = 64;  // from one IPv4 address; more are answered 503
   absl::Duration request_timeout = absl::Seconds(30);  // first byte of a request to its last
   absl::Duration idle_timeout = absl::Seconds(60);     // keep-alive connection with nothing to do
   size_t max_output_bytes = 16 << 20;                  // unread response bytes per connection

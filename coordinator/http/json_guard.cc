@@ -30,13 +30,15 @@ class JsonChecker {
         return absl::OkStatus();
       }
       const char close = stack_.back() == '[' ? ']' : '}';
-      if (AtEnd()) return Malformed(absl::StrCat("unterminated ", stack_.back() == '[' ? "array" : "object"));
+      if (AtEnd())
+        return Malformed(absl::StrCat("unterminated ", stack_.back() == '[' ? "array" : "object"));
       if (text_[pos_] == close) {
         ++pos_;
         stack_.pop_back();
         continue;
       }
-      if (text_[pos_] != ',') return Malformed(absl::StrCat("expected ',' or '", std::string(1, close), "'"));
+      if (text_[pos_] != ',')
+        return Malformed(absl::StrCat("expected ',' or '", std::string(1, close), "'"));
       ++pos_;
       SkipWhitespace();
       if (!AtEnd() && text_[pos_] == close) return Malformed("trailing comma");
@@ -51,11 +53,13 @@ class JsonChecker {
   bool AtEnd() const { return pos_ >= text_.size(); }
 
   absl::Status Malformed(absl::string_view what) const {
-    return absl::InvalidArgumentError(absl::StrCat("malformed JSON body: ", what, " at byte ", pos_));
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed JSON body: ", what, " at byte ", pos_));
   }
 
   void SkipWhitespace() {
-    while (!AtEnd() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r')) {
+    while (!AtEnd() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' ||
+                        text_[pos_] == '\r')) {
       ++pos_;
     }
   }
@@ -81,7 +85,8 @@ class JsonChecker {
     const char c = text_[pos_];
     if (c == '[' || c == '{') {
       if (static_cast<int>(stack_.size()) >= limits_.max_depth) {
-        return absl::InvalidArgumentError(absl::StrCat("JSON body nests deeper than the limit of ", limits_.max_depth,
+        return absl::InvalidArgumentError(absl::StrCat("JSON body nests deeper than the limit of ",
+                                                       limits_.max_depth,
                                                        " arrays and objects at byte ", pos_));
       }
       stack_.push_back(c);
@@ -131,7 +136,8 @@ class JsonChecker {
     const char kind = text_[pos_ + 1];
     if (kind == 'u') {
       for (size_t i = 2; i < 6; ++i) {
-        if (pos_ + i >= text_.size() || !IsHexDigit(text_[pos_ + i])) return Malformed("malformed \\u escape");
+        if (pos_ + i >= text_.size() || !IsHexDigit(text_[pos_ + i]))
+          return Malformed("malformed \\u escape");
       }
       pos_ += 6;
       return absl::OkStatus();
@@ -162,13 +168,15 @@ class JsonChecker {
     }
     if (!AtEnd() && text_[pos_] == '.') {
       ++pos_;
-      if (AtEnd() || !IsDigit(text_[pos_])) return Malformed("malformed number (digits must follow '.')");
+      if (AtEnd() || !IsDigit(text_[pos_]))
+        return Malformed("malformed number (digits must follow '.')");
       while (!AtEnd() && IsDigit(text_[pos_])) ++pos_;
     }
     if (!AtEnd() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
       ++pos_;
       if (!AtEnd() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
-      if (AtEnd() || !IsDigit(text_[pos_])) return Malformed("malformed number (digits must follow the exponent)");
+      if (AtEnd() || !IsDigit(text_[pos_]))
+        return Malformed("malformed number (digits must follow the exponent)");
       while (!AtEnd() && IsDigit(text_[pos_])) ++pos_;
     }
     return absl::OkStatus();

@@ -67,7 +67,8 @@ struct CompletionRequest {
   std::string drafter;         // extension; "" = cluster default
 };
 
-absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json, CompletionRequest::Kind kind,
+absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json,
+                                                         CompletionRequest::Kind kind,
                                                          const JsonLimits& limits = {});
 
 // The request's SamplingParams and prompt as a SubmitRequest. `stop_token_ids`

@@ -5,8 +5,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/tokenizer/tokenizer.h"
-#include "runtime/tokenizer/unicode.h"
 #include "runtime/tokenizer/tokenizer_internal.h"
+#include "runtime/tokenizer/unicode.h"
 
 namespace splitspec::model {
 namespace {
@@ -160,8 +160,8 @@ absl::StatusOr<std::string> ChatTemplate::Apply(absl::Span<const ChatMessage> me
   return out;
 }
 
-absl::StatusOr<std::vector<ChatSegment>> ChatTemplate::Render(absl::Span<const ChatMessage> messages,
-                                                              bool add_generation_prompt) const {
+absl::StatusOr<std::vector<ChatSegment>> ChatTemplate::Render(
+    absl::Span<const ChatMessage> messages, bool add_generation_prompt) const {
   if (messages.empty()) return absl::InvalidArgumentError("chat has no messages");
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& role = messages[i].role;
@@ -197,7 +197,8 @@ void ChatTemplate::RenderLlama3(absl::Span<const ChatMessage> messages, bool add
     out.Marker(kStartHeader).Text(m.role).Marker(kEndHeader).Text("\n\n");
     out.Text(Trim(m.content)).Marker(kEotId);
   }
-  if (add_generation_prompt) out.Marker(kStartHeader).Text("assistant").Marker(kEndHeader).Text("\n\n");
+  if (add_generation_prompt)
+    out.Marker(kStartHeader).Text("assistant").Marker(kEndHeader).Text("\n\n");
 }
 
 ChatTemplate::SegmentBuilder& ChatTemplate::SegmentBuilder::Marker(std::string_view text) {
@@ -208,7 +209,8 @@ ChatTemplate::SegmentBuilder& ChatTemplate::SegmentBuilder::Text(std::string_vie
   return Append(text, /*marker=*/false);
 }
 
-ChatTemplate::SegmentBuilder& ChatTemplate::SegmentBuilder::Append(std::string_view text, bool marker) {
+ChatTemplate::SegmentBuilder& ChatTemplate::SegmentBuilder::Append(std::string_view text,
+                                                                   bool marker) {
   if (text.empty()) return *this;
   if (!marker && !segments_.empty() && !segments_.back().marker) {
     segments_.back().text.append(text);  // one plain span between two markers
@@ -218,7 +220,8 @@ ChatTemplate::SegmentBuilder& ChatTemplate::SegmentBuilder::Append(std::string_v
   return *this;
 }
 
-std::vector<TokenId> EncodeChat(const Tokenizer& tokenizer, absl::Span<const ChatSegment> segments) {
+std::vector<TokenId> EncodeChat(const Tokenizer& tokenizer,
+                                absl::Span<const ChatSegment> segments) {
   std::vector<TokenId> ids;
   for (const ChatSegment& segment : segments) {
     const std::vector<TokenId> part =

@@ -44,7 +44,8 @@ std::string WriteModel(const std::string& name) {
   options.weight_type = kernels::GgmlType::kQ8_0;
   model::GgufWriter writer = model::MakeTinyModel(options);
   writer.SetString("tokenizer.chat_template", kChatML);
-  const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name + ".gguf";
+  const std::string path =
+      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name + ".gguf";
   EXPECT_TRUE(writer.WriteFile(path).ok());
   return path;
 }
@@ -63,8 +64,8 @@ std::string ErrorMessage(const std::string& body) {
   return error->second.struct_value().fields().at("message").string_value();
 }
 
-TestHttpResponse Request(int port, const std::string& method, const std::string& path, const std::string& body = "",
-                         const std::string& headers = "") {
+TestHttpResponse Request(int port, const std::string& method, const std::string& path,
+                         const std::string& body = "", const std::string& headers = "") {
   auto response = HttpRequestOnce(port, method, path, body, headers);
   EXPECT_TRUE(response.ok()) << response.status();
   return response.ok() ? *response : TestHttpResponse{};
@@ -155,9 +156,11 @@ model::Tokenizer* HttpFrontDoorLimitsTest::tokenizer_ = nullptr;
 // meanwhile on another connection.
 TEST_F(HttpFrontDoorLimitsTest, DeepNestingIs400AndHealthIsServedMeanwhile) {
   const int depth = 100000;
-  const std::string deep = R"({"prompt":)" + std::string(depth, '[') + std::string(depth, ']') + "}";
+  const std::string deep =
+      R"({"prompt":)" + std::string(depth, '[') + std::string(depth, ']') + "}";
   TestHttpResponse deep_response;
-  std::thread deep_client([&] { deep_response = Request(front_door_->port(), "POST", "/v1/completions", deep); });
+  std::thread deep_client(
+      [&] { deep_response = Request(front_door_->port(), "POST", "/v1/completions", deep); });
   const TestHttpResponse health = Request(front_door_->port(), "GET", "/health");
   deep_client.join();
   EXPECT_EQ(health.status, 200) << health.body;
@@ -167,21 +170,24 @@ TEST_F(HttpFrontDoorLimitsTest, DeepNestingIs400AndHealthIsServedMeanwhile) {
 }
 
 TEST_F(HttpFrontDoorLimitsTest, TrailingCommaIs400) {
-  const TestHttpResponse response =
-      Request(front_door_->port(), "POST", "/v1/completions", R"({"prompt":[1,2],"max_tokens":2,})");
+  const TestHttpResponse response = Request(front_door_->port(), "POST", "/v1/completions",
+                                            R"({"prompt":[1,2],"max_tokens":2,})");
   EXPECT_EQ(response.status, 400);
   EXPECT_EQ(ErrorMessage(response.body), "malformed JSON body: trailing comma at byte 31");
 }
 
 // Whatever bytes a client sends, the error body is valid JSON (and UTF-8).
 TEST_F(HttpFrontDoorLimitsTest, InvalidUtf8GetsAValidJsonError) {
-  for (const std::string body : {std::string("{\"prompt\":\"x\",\"model\":\"a\xff\xfe\"}"),
-                                 std::string("{\"messages\":[{\"role\":\"us\xc3\",\"content\":\"x\"}]}")}) {
+  for (const std::string body :
+       {std::string("{\"prompt\":\"x\",\"model\":\"a\xff\xfe\"}"),
+        std::string("{\"messages\":[{\"role\":\"us\xc3\",\"content\":\"x\"}]}")}) {
     for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
       const TestHttpResponse response = Request(front_door_->port(), "POST", path, body);
       EXPECT_EQ(response.status, 400) << response.body;
-      EXPECT_TRUE(CheckJsonText(response.body).ok()) << CheckJsonText(response.body) << ": " << response.body;
-      EXPECT_TRUE(absl::StrContains(ErrorMessage(response.body), "invalid UTF-8 in a string")) << response.body;
+      EXPECT_TRUE(CheckJsonText(response.body).ok())
+          << CheckJsonText(response.body) << ": " << response.body;
+      EXPECT_TRUE(absl::StrContains(ErrorMessage(response.body), "invalid UTF-8 in a string"))
+          << response.body;
     }
   }
 }
@@ -191,28 +197,42 @@ TEST_F(HttpFrontDoorLimitsTest, ChunkedRequestBodyIsServed) {
   auto connection = TestHttpConnection::Connect(front_door_->port());
   ASSERT_TRUE(connection.ok()) << connection.status();
   const std::string body = R"({"prompt":[10,20,30],"max_tokens":6,"temperature":0})";
-  const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string head =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
   ASSERT_TRUE((*connection)
                   ->Send(absl::StrCat(head, absl::Hex(10), "\r\n", body.substr(0, 10), "\r\n",
-                                      absl::Hex(body.size() - 10), "\r\n", body.substr(10), "\r\n0\r\n\r\n"))
+                                      absl::Hex(body.size() - 10), "\r\n", body.substr(10),
+                                      "\r\n0\r\n\r\n"))
                   .ok());
   auto response = (*connection)->ReadResponse();
   ASSERT_TRUE(response.ok()) << response.status();
   ASSERT_EQ(response->status, 200) << response->body;
   const Value reply = ParseJson(response->body);
-  const std::string text =
-      reply.struct_value().fields().at("choices").list_value().values(0).struct_value().fields().at("text").string_value();
+  const std::string text = reply.struct_value()
+                               .fields()
+                               .at("choices")
+                               .list_value()
+                               .values(0)
+                               .struct_value()
+                               .fields()
+                               .at("text")
+                               .string_value();
   EXPECT_EQ(text, *tokenizer_->Decode(expected));
 }
 
 TEST_F(HttpFrontDoorLimitsTest, BearerSchemeIsCaseInsensitive) {
   for (const char* scheme : {"Bearer", "bearer", "BEARER"}) {
-    const TestHttpResponse response = Request(guarded_->port(), "GET", "/v1/models", "",
-                                              absl::StrCat("Authorization: ", scheme, " ", kKey, "\r\n"));
+    const TestHttpResponse response =
+        Request(guarded_->port(), "GET", "/v1/models", "",
+                absl::StrCat("Authorization: ", scheme, " ", kKey, "\r\n"));
     EXPECT_EQ(response.status, 200) << scheme << ": " << response.body;
   }
-  EXPECT_EQ(Request(guarded_->port(), "GET", "/v1/models", "", "Authorization: bearer wrong\r\n").status, 401);
-  EXPECT_EQ(Request(guarded_->port(), "GET", "/v1/models", "", "Authorization: Basic s3cret\r\n").status, 401);
+  EXPECT_EQ(
+      Request(guarded_->port(), "GET", "/v1/models", "", "Authorization: bearer wrong\r\n").status,
+      401);
+  EXPECT_EQ(
+      Request(guarded_->port(), "GET", "/v1/models", "", "Authorization: Basic s3cret\r\n").status,
+      401);
 }
 
 TEST_F(HttpFrontDoorLimitsTest, MetricsNeedTheKeyUnlessOpened) {
@@ -237,8 +257,10 @@ TEST_F(HttpFrontDoorLimitsTest, SpecialTokenTextInChatContentIsPlainText) {
   auto segments = chat->Render({{"user", content}}, true);
   ASSERT_TRUE(segments.ok());
   const std::vector<int32_t> as_text = model::EncodeChat(*tokenizer_, *segments);
-  const int32_t im_end = tokenizer_->Encode("<|im_end|>", {.add_special = false, .parse_special = true})[0];
-  EXPECT_EQ(std::count(as_text.begin(), as_text.end(), im_end), 1);  // the template's own marker only
+  const int32_t im_end =
+      tokenizer_->Encode("<|im_end|>", {.add_special = false, .parse_special = true})[0];
+  EXPECT_EQ(std::count(as_text.begin(), as_text.end(), im_end),
+            1);  // the template's own marker only
   const std::vector<int32_t> expected = Expected(as_text, 6);
   const TestHttpResponse response = Request(
       front_door_->port(), "POST", "/v1/chat/completions",
@@ -247,9 +269,18 @@ TEST_F(HttpFrontDoorLimitsTest, SpecialTokenTextInChatContentIsPlainText) {
   ASSERT_EQ(response.status, 200) << response.body;
   const Value reply = ParseJson(response.body);
   const auto& fields = reply.struct_value().fields();
-  EXPECT_EQ(fields.at("usage").struct_value().fields().at("prompt_tokens").number_value(), as_text.size());
-  EXPECT_EQ(fields.at("choices").list_value().values(0).struct_value().fields().at("message").struct_value().fields()
-                .at("content").string_value(),
+  EXPECT_EQ(fields.at("usage").struct_value().fields().at("prompt_tokens").number_value(),
+            as_text.size());
+  EXPECT_EQ(fields.at("choices")
+                .list_value()
+                .values(0)
+                .struct_value()
+                .fields()
+                .at("message")
+                .struct_value()
+                .fields()
+                .at("content")
+                .string_value(),
             *tokenizer_->Decode(expected));
 }
 
@@ -273,7 +304,8 @@ TEST(HttpFrontDoorNoTargetTest, RequestGets503AtOnce) {
                 absl::StrCat(R"({"prompt":[1,2,3],"max_tokens":4,"stream":)", stream, "}"));
     EXPECT_EQ(response.status, 503) << response.body;
     EXPECT_EQ(response.Header("retry-after"), "1");
-    EXPECT_TRUE(absl::StrContains(ErrorMessage(response.body), "no target group is serving")) << response.body;
+    EXPECT_TRUE(absl::StrContains(ErrorMessage(response.body), "no target group is serving"))
+        << response.body;
   }
   front_door->reset();
   stop.store(true);

@@ -305,7 +305,8 @@ TEST_F(RouterDrainTest, TheLastTargetGroupIsKeptUnlessForcedWhileIdle) {
   for (const proto::DrainRequest& drain : {DrainCount(proto::ROLE_TARGET_WORKER, 1), forced}) {
     auto refused = router_.StartDrain(drain, t0, &out_);
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
-    EXPECT_NE(refused.status().message().find("no target group serving while 1 request"), std::string::npos)
+    EXPECT_NE(refused.status().message().find("no target group serving while 1 request"),
+              std::string::npos)
         << refused.status();
   }
   EXPECT_FALSE(router_.IsDraining(1));
@@ -313,7 +314,8 @@ TEST_F(RouterDrainTest, TheLastTargetGroupIsKeptUnlessForcedWhileIdle) {
   Result(1, "a", {1}, 3, /*finished=*/true);
   auto refused = router_.StartDrain(DrainCount(proto::ROLE_TARGET_WORKER, 1), t0, &out_);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_NE(refused.status().message().find("would remove the last target group serving"), std::string::npos)
+  EXPECT_NE(refused.status().message().find("would remove the last target group serving"),
+            std::string::npos)
       << refused.status();
   EXPECT_FALSE(router_.IsDraining(1));
   EXPECT_TRUE(router_.StartDrain(forced, t0, &out_).ok());
@@ -322,7 +324,8 @@ TEST_F(RouterDrainTest, TheLastTargetGroupIsKeptUnlessForcedWhileIdle) {
   Submit("b");
   const std::vector<Outgoing> out = Take();
   ASSERT_EQ(Filter(out, proto::Envelope::kError, kClient).size(), 1u);
-  EXPECT_EQ(Filter(out, proto::Envelope::kError, kClient)[0]->envelope.error().code(), proto::ERROR_CODE_UNAVAILABLE);
+  EXPECT_EQ(Filter(out, proto::Envelope::kError, kClient)[0]->envelope.error().code(),
+            proto::ERROR_CODE_UNAVAILABLE);
   EXPECT_EQ(router_.queued(), 0);
   AddWorker(2, proto::ROLE_TARGET_WORKER);
   Submit("c");

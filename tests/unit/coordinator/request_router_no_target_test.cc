@@ -54,8 +54,9 @@ class RouterNoTargetTest : public ::testing::Test {
 
   bool ClientStreamFinished(const std::string& id, proto::FinishReason reason) {
     for (const Outgoing& o : out_) {
-      if (o.peer == kClient && o.envelope.has_token_stream() && o.envelope.token_stream().request_id() == id &&
-          o.envelope.token_stream().finished() && o.envelope.token_stream().finish_reason() == reason) {
+      if (o.peer == kClient && o.envelope.has_token_stream() &&
+          o.envelope.token_stream().request_id() == id && o.envelope.token_stream().finished() &&
+          o.envelope.token_stream().finish_reason() == reason) {
         return true;
       }
     }
@@ -72,7 +73,8 @@ TEST_F(RouterNoTargetTest, SubmissionWithNoTargetGroupIsRefusedAtOnce) {
   const proto::Error* error = ClientError("a");
   ASSERT_NE(error, nullptr);
   EXPECT_EQ(error->code(), proto::ERROR_CODE_UNAVAILABLE);
-  EXPECT_TRUE(absl::StrContains(error->message(), "no target group is serving")) << error->message();
+  EXPECT_TRUE(absl::StrContains(error->message(), "no target group is serving"))
+      << error->message();
   EXPECT_TRUE(ClientStreamFinished("a", proto::FINISH_REASON_ERROR));
   EXPECT_EQ(router_.queued(), 0);
   EXPECT_EQ(router_.counters().refused, 1u);
@@ -93,7 +95,8 @@ TEST_F(RouterNoTargetTest, AQueuedRequestFailsAfterTheQueueTimeout) {
   const proto::Error* error = ClientError("a");
   ASSERT_NE(error, nullptr);
   EXPECT_EQ(error->code(), proto::ERROR_CODE_UNAVAILABLE);
-  EXPECT_EQ(error->message(), "no target group became available within 30s (the request waited queued; retry later)");
+  EXPECT_EQ(error->message(),
+            "no target group became available within 30s (the request waited queued; retry later)");
   EXPECT_TRUE(ClientStreamFinished("a", proto::FINISH_REASON_ERROR));
   EXPECT_EQ(router_.queued(), 0);
   EXPECT_EQ(router_.counters().timed_out, 1u);

@@ -154,13 +154,16 @@ TEST_F(SmolLM2GoldenTest, SpecialTokenTextInContentIsEncodedAsText) {
   absl::StatusOr<std::vector<ChatSegment>> segments = chat->Render({{"user", content}}, true);
   ASSERT_TRUE(segments.ok()) << segments.status();
   const std::vector<TokenId> ids = EncodeChat(*tokenizer_, *segments);
-  const TokenId im_start = tokenizer_->Encode("<|im_start|>", {.add_special = false, .parse_special = true})[0];
-  const TokenId im_end = tokenizer_->Encode("<|im_end|>", {.add_special = false, .parse_special = true})[0];
+  const TokenId im_start =
+      tokenizer_->Encode("<|im_start|>", {.add_special = false, .parse_special = true})[0];
+  const TokenId im_end =
+      tokenizer_->Encode("<|im_end|>", {.add_special = false, .parse_special = true})[0];
   // Default system turn + user turn + generation prompt: 3 starts, 2 ends.
   EXPECT_EQ(std::count(ids.begin(), ids.end(), im_start), 3);
   EXPECT_EQ(std::count(ids.begin(), ids.end(), im_end), 2);
   // The content's own tokens decode back to the text the user sent.
-  const std::vector<TokenId> plain = tokenizer_->Encode(content, {.add_special = false, .parse_special = false});
+  const std::vector<TokenId> plain =
+      tokenizer_->Encode(content, {.add_special = false, .parse_special = false});
   EXPECT_NE(std::search(ids.begin(), ids.end(), plain.begin(), plain.end()), ids.end());
   EXPECT_EQ(*tokenizer_->Decode(plain, {.render_special = true}), content);
 }

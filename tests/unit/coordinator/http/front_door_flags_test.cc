@@ -23,9 +23,10 @@ TEST(FrontDoorFlagsTest, NoHttpFlagMeansNoFrontDoor) {
 }
 
 TEST(FrontDoorFlagsTest, ReadsEveryFlag) {
-  auto options = Parse({"--http", "0.0.0.0:8080", "--model", "/m.gguf", "--model-name", "smol", "--api-key", "k",
-                        "--http-max-connections", "10", "--http-max-in-flight", "3",
-                        "--http-max-connections-per-client", "4", "--http-parse-threads", "5", "--metrics-open"});
+  auto options = Parse({"--http", "0.0.0.0:8080", "--model", "/m.gguf", "--model-name", "smol",
+                        "--api-key", "k", "--http-max-connections", "10", "--http-max-in-flight",
+                        "3", "--http-max-connections-per-client", "4", "--http-parse-threads", "5",
+                        "--metrics-open"});
   ASSERT_TRUE(options.ok()) << options.status();
   ASSERT_TRUE(options->has_value());
   const FrontDoorOptions& o = **options;

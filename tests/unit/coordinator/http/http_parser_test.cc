@@ -86,7 +86,8 @@ TEST(HttpParserTest, MalformedHeadersAreRefusedWithAReason) {
               "conflicting Content-Length");
   ExpectError("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", 400,
               "ambiguous");
-  ExpectError("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n", 501, "only 'chunked'");
+  ExpectError("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n", 501,
+              "only 'chunked'");
 }
 
 TEST(HttpParserTest, OversizedRequestsAreRefused) {

@@ -4,8 +4,8 @@
 #include "coordinator/http/http_server.h"
 
 #include <set>
-#include <vector>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -60,7 +60,8 @@ class TestHandler : public HttpHandler {
   std::set<ExchangeId> aborted_ ABSL_GUARDED_BY(mu_);
 };
 
-std::unique_ptr<HttpServer> StartServer(TestHandler* handler, int max_connections = 16, int per_client = 16) {
+std::unique_ptr<HttpServer> StartServer(TestHandler* handler, int max_connections = 16,
+                                        int per_client = 16) {
   HttpServerOptions options;
   options.port = 0;
   options.max_connections = max_connections;
@@ -161,7 +162,8 @@ TEST(HttpServerTest, SlowClientPastThePerClientLimitIsRefused) {
   ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_EQ(refused->status, 503) << refused->body;
   EXPECT_EQ(refused->Header("retry-after"), "1");
-  EXPECT_EQ(refused->body, "refused: client 127.0.0.1 is at its limit of 3 connections; retry later");
+  EXPECT_EQ(refused->body,
+            "refused: client 127.0.0.1 is at its limit of 3 connections; retry later");
   EXPECT_EQ(server->counters().connections_refused, 1u);
   // The slow ones are still served once they finish their request.
   ASSERT_TRUE(slow[0]->Send("1\r\n\r\n").ok());
@@ -175,7 +177,10 @@ TEST(HttpServerTest, ChunkedRequestBodyIsDecoded) {
   auto server = StartServer(&handler);
   auto connection = TestHttpConnection::Connect(server->port());
   ASSERT_TRUE(connection.ok());
-  ASSERT_TRUE((*connection)->Send("POST /echo HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n").ok());
+  ASSERT_TRUE(
+      (*connection)
+          ->Send("POST /echo HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n")
+          .ok());
   ASSERT_TRUE((*connection)->Send("2\r\nde\r\n0\r\n\r\n").ok());
   auto response = (*connection)->ReadResponse();
   ASSERT_TRUE(response.ok()) << response.status();

@@ -20,9 +20,9 @@ void ExpectRefused(const std::string& json, const std::string& reason_part) {
 }
 
 TEST(JsonGuardTest, AcceptsRfc8259Json) {
-  for (const char* json : {R"({"prompt":"hi","max_tokens":5,"stop":["a","b"],"x":null})", "[]", "{}", " 1 ",
-                           R"("\u00e9\n\"\\\/")", "-0.5e+10", R"({"a":[{"b":[true,false]},{}],"c":"ü€😀"})",
-                           "[1,2,[3,[4]]]"}) {
+  for (const char* json : {R"({"prompt":"hi","max_tokens":5,"stop":["a","b"],"x":null})", "[]",
+                           "{}", " 1 ", R"("\u00e9\n\"\\\/")", "-0.5e+10",
+                           R"({"a":[{"b":[true,false]},{}],"c":"ü€😀"})", "[1,2,[3,[4]]]"}) {
     EXPECT_TRUE(CheckJsonText(json).ok()) << json << " -> " << CheckJsonText(json);
   }
 }
@@ -51,7 +51,8 @@ TEST(JsonGuardTest, RefusesMalformedJsonNamingTheByte) {
 }
 
 TEST(JsonGuardTest, RefusesInvalidUtf8InStrings) {
-  for (const std::string bad : {"\xff", "\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\x80"}) {
+  for (const std::string bad :
+       {"\xff", "\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\x80"}) {
     ExpectRefused("{\"prompt\":\"a" + bad + "\"}", "invalid UTF-8 in a string at byte 12");
   }
 }
@@ -60,12 +61,15 @@ TEST(JsonGuardTest, NestingPastTheLimitIsRefusedInOnePass) {
   const int depth = 100000;
   const std::string deep = std::string(depth, '[') + std::string(depth, ']');
   const absl::Status status = CheckJsonText(deep, JsonLimits{.max_depth = 64});
-  EXPECT_EQ(status.message(), "JSON body nests deeper than the limit of 64 arrays and objects at byte 64");
-  EXPECT_TRUE(CheckJsonText(std::string(64, '[') + std::string(64, ']'), JsonLimits{.max_depth = 64}).ok());
+  EXPECT_EQ(status.message(),
+            "JSON body nests deeper than the limit of 64 arrays and objects at byte 64");
+  EXPECT_TRUE(
+      CheckJsonText(std::string(64, '[') + std::string(64, ']'), JsonLimits{.max_depth = 64}).ok());
   EXPECT_FALSE(CheckJsonText(std::string(65, '{'), JsonLimits{.max_depth = 64}).ok());
   std::string objects;
   for (int i = 0; i < 65; ++i) objects += R"({"a":)";
-  EXPECT_TRUE(absl::StrContains(CheckJsonText(objects).message(), "nests deeper than the limit of 64"));
+  EXPECT_TRUE(
+      absl::StrContains(CheckJsonText(objects).message(), "nests deeper than the limit of 64"));
 }
 
 TEST(JsonGuardTest, Utf8SequenceLengthFollowsTheStandard) {
@@ -79,7 +83,9 @@ TEST(JsonGuardTest, Utf8SequenceLengthFollowsTheStandard) {
 }
 
 TEST(JsonGuardTest, JsonQuoteNeverEchoesInvalidUtf8) {
-  EXPECT_EQ(JsonQuote("model 'a\xff" "b\xc3' \xc3\xa9"), "\"model 'a\\ufffdb\\ufffd' \xc3\xa9\"");
+  EXPECT_EQ(JsonQuote("model 'a\xff"
+                      "b\xc3' \xc3\xa9"),
+            "\"model 'a\\ufffdb\\ufffd' \xc3\xa9\"");
   EXPECT_TRUE(CheckJsonText(JsonQuote("\xed\xa0\x80\xf8\x80")).ok());
 }
 

@@ -146,11 +146,16 @@ TEST(OpenAiRequestTest, MalformedJsonGivesTheParsersReason) {
 }
 
 TEST(OpenAiRequestTest, StrictJsonRefusesTrailingCommasDeepNestingAndInvalidUtf8) {
-  EXPECT_EQ(ParseError(R"({"prompt":"x","max_tokens":5,})").first, "malformed JSON body: trailing comma at byte 29");
-  EXPECT_EQ(ParseError(R"({"prompt":"x","stop":["a",]})").first, "malformed JSON body: trailing comma at byte 26");
-  const std::string deep = R"({"prompt":)" + std::string(100000, '[') + std::string(100000, ']') + "}";
-  EXPECT_EQ(ParseError(deep).first, "JSON body nests deeper than the limit of 64 arrays and objects at byte 73");
-  EXPECT_EQ(ParseError("{\"prompt\":\"a\xff\"}").first, "malformed JSON body: invalid UTF-8 in a string at byte 12");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","max_tokens":5,})").first,
+            "malformed JSON body: trailing comma at byte 29");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","stop":["a",]})").first,
+            "malformed JSON body: trailing comma at byte 26");
+  const std::string deep =
+      R"({"prompt":)" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  EXPECT_EQ(ParseError(deep).first,
+            "JSON body nests deeper than the limit of 64 arrays and objects at byte 73");
+  EXPECT_EQ(ParseError("{\"prompt\":\"a\xff\"}").first,
+            "malformed JSON body: invalid UTF-8 in a string at byte 12");
 }
 
 TEST(OpenAiRequestTest, MakeSubmitRequestCarriesEveryParameter) {
