@@ -19,6 +19,7 @@
 
 #include <unistd.h>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/random/random.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -146,6 +147,10 @@ void FrontDoor::OnRequest(HttpServer& server, ExchangeId id, HttpRequest request
     if (!post) return wrong_method("POST");
     const CompletionRequest::Kind kind =
         path == "/v1/completions" ? CompletionRequest::kCompletion : CompletionRequest::kChat;
+    {
+      MutexLock lock(&parse_mu_);
+      parsing_[id] = false;
+    }
     return OffloadOrRefuse(server, id, [this, &server, id, kind, request = std::move(request)] {
       HandleCompletion(server, id, request, kind);
     });
@@ -171,7 +176,16 @@ void FrontDoor::OnRequest(HttpServer& server, ExchangeId id, HttpRequest request
   Reply(server, id, ErrorResponse(404, absl::StrCat("no route for ", request.method, " ", path)));
 }
 
-void FrontDoor::OnExchangeAborted(ExchangeId id) { bridge_->Cancel(RequestIdFor(id)); }
+void FrontDoor::OnExchangeAborted(ExchangeId id) {
+  {
+    MutexLock lock(&parse_mu_);
+    if (auto it = parsing_.find(id); it != parsing_.end()) {
+      it->second = true;  // not submitted yet: HandleCompletion drops it
+      return;
+    }
+  }
+  bridge_->Cancel(RequestIdFor(id));
+}
 
 HttpResponse FrontDoor::ProtocolError(int status, const std::string& reason) {
   metrics_.RecordHttpError(status);
@@ -189,6 +203,10 @@ bool FrontDoor::Authorized(const HttpRequest& request) const {
 
 void FrontDoor::OffloadOrRefuse(HttpServer& server, ExchangeId id, std::function<void()> job) {
   if (parse_pool_->TrySubmit(std::move(job))) return;
+  {
+    MutexLock lock(&parse_mu_);
+    parsing_.erase(id);
+  }
   metrics_.RecordOutcome(RequestOutcome::kRejected);
   Reply(server, id,
         ErrorResponse(503,
@@ -199,6 +217,10 @@ void FrontDoor::OffloadOrRefuse(HttpServer& server, ExchangeId id, std::function
 
 void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRequest& http_request,
                                  CompletionRequest::Kind kind) {
+  absl::Cleanup forget = [this, id] {
+    MutexLock lock(&parse_mu_);
+    parsing_.erase(id);
+  };
   absl::StatusOr<CompletionRequest> request = ParseCompletionRequest(
       http_request.body, kind, JsonLimits{.max_depth = options_.max_json_depth});
   if (!request.ok()) {
@@ -244,6 +266,13 @@ void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRe
   context.prompt_tokens = static_cast<int>(prompt->size());
   context.retry_after_seconds = options_.http.retry_after_seconds;
   context.metrics = &metrics_;
+  // Under parse_mu_: an abort either came before (nothing to submit) or
+  // comes after, and its Cancel then follows the Submit at the bridge.
+  MutexLock lock(&parse_mu_);
+  auto parsing = parsing_.find(id);
+  const bool aborted = parsing != parsing_.end() && parsing->second;
+  if (parsing != parsing_.end()) parsing_.erase(parsing);
+  if (aborted) return metrics_.RecordOutcome(RequestOutcome::kCancelled);
   metrics_.AddPromptTokens(context.prompt_tokens);
   bridge_->Submit(MakeSubmitRequest(*request, *prompt, RequestIdFor(id), end_of_generation_ids_),
                   std::make_unique<CompletionResponder>(std::move(context), &*tokenizer_, request->stop));

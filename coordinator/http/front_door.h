@@ -63,6 +63,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "coordinator/http/coordinator_bridge.h"
 #include "coordinator/http/front_door_metrics.h"
@@ -141,6 +142,10 @@ class FrontDoor : public HttpHandler {
   int64_t started_unix_ = 0;
   FrontDoorMetrics metrics_;
   std::unique_ptr<JobPool> parse_pool_;
+  Mutex parse_mu_;
+  // Completions handed to the parse pool and not yet submitted -> whether
+  // their client went away meanwhile (then they are never submitted).
+  absl::flat_hash_map<ExchangeId, bool> parsing_ ABSL_GUARDED_BY(parse_mu_);
   std::unique_ptr<CoordinatorBridge> bridge_;
   std::unique_ptr<HttpServer> server_;
 };

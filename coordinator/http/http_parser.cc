@@ -242,7 +242,16 @@ HttpParseResult ParseHttpRequest(absl::string_view buffer, const HttpLimits& lim
     if (auto error = DecodeChunked(buffer.substr(head_size), limits, &request.body, &consumed)) {
       return *std::move(error);
     }
-    if (consumed == 0) return HttpParseResult{};
+    if (consumed == 0) {
+      // The server buffers at most header + body limit bytes of a request: an
+      // encoding bigger than that (tiny chunks, long extensions) cannot finish.
+      if (buffer.size() >= limits.max_header_bytes + limits.max_body_bytes) {
+        return Error(413, absl::StrCat("chunked request exceeds ",
+                                       limits.max_header_bytes + limits.max_body_bytes,
+                                       " bytes on the wire"));
+      }
+      return HttpParseResult{};
+    }
     result.kind = HttpParseResult::kRequest;
     result.consumed = head_size + consumed;
     return result;

@@ -17,7 +17,8 @@
 //        Content-Length or chunk; obsolete line folding; an HTTP/1.1 request
 //        without Host; Content-Length together with Transfer-Encoding;
 //        Transfer-Encoding in HTTP/1.0
-//   413  Content-Length, or the decoded chunked body, above limits.max_body_bytes
+//   413  Content-Length, or the decoded chunked body, above limits.max_body_bytes;
+//        an unfinished chunked request of max_header_bytes + max_body_bytes or more
 //   431  a header section above limits.max_header_bytes or with more than
 //        limits.max_headers fields
 //   501  a Transfer-Encoding other than "chunked"
