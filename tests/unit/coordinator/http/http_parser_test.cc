@@ -128,8 +128,8 @@ TEST(HttpParserTest, RefusesMalformedOrOversizedChunks) {
   ExpectError(head + "6\r\nabcdef\r\n6\r\n", 413, "chunked body exceeds the limit of 10", limits);
   ExpectError("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400, "HTTP/1.0");
   limits.max_header_bytes = 100;
-  ExpectError(head + "1;" + std::string(50, 'x') + "\r\na\r\n1;" + std::string(50, 'x') + "\r\n", 413,
-              "chunked request exceeds 110 bytes on the wire", limits);
+  ExpectError(head + "1;" + std::string(50, 'x') + "\r\na\r\n1;" + std::string(50, 'x') + "\r\n",
+              413, "chunked request exceeds 110 bytes on the wire", limits);
 }
 
 }  // namespace
