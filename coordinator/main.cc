@@ -4,7 +4,7 @@
 // the membership table; it receives, handles and replies to every message and
 // sweeps liveness several times per heartbeat interval. No other thread
 // touches coordinator state. With --http, the OpenAI-compatible front door
-// (coordinator/http/front_door.cc) adds two threads: its HTTP I/O thread and a
+// (coordinator/http/front_door.cc) adds its HTTP I/O thread, its parse pool and a
 // bridge thread that talks to this coordinator over the control channel like
 // any client; they share no state with the control thread.
 //
@@ -43,6 +43,8 @@ splitspec::cli::FlagTable CoordinatorFlagTable() {
           {"drain-timeout-ms", "N", "30000",
            "how long a draining target group's running requests may take before they are "
            "re-placed"},
+          {"queue-timeout-ms", "N", "30000",
+           "how long a request may wait queued for a target group before it fails"},
       }};
   splitspec::coordinator::http::AppendFrontDoorFlags(&table);
   return table;
@@ -65,6 +67,12 @@ absl::StatusOr<splitspec::coordinator::CoordinatorOptions> ParseOptions(
         absl::StrCat("--drain-timeout-ms must be >= 0, got ", drain_timeout_ms));
   }
   options.router.drain_timeout = absl::Milliseconds(drain_timeout_ms);
+  ASSIGN_OR_RETURN(int64_t queue_timeout_ms, parsed.GetInt("queue-timeout-ms", 30000));
+  if (queue_timeout_ms < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--queue-timeout-ms must be >= 1, got ", queue_timeout_ms));
+  }
+  options.router.queue_timeout = absl::Milliseconds(queue_timeout_ms);
   return options;
 }
 

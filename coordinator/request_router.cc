@@ -77,6 +77,11 @@ void RequestRouter::OnSubmit(const std::string& client_peer, const proto::Submit
     return Refuse(client_peer, id, proto::ERROR_CODE_RESOURCE_EXHAUSTED,
                   absl::StrCat("queue is full (", options_.max_queued, " requests waiting)"), out);
   }
+  if (LeastLoaded(proto::ROLE_TARGET_WORKER) == 0) {
+    return Refuse(
+        client_peer, id, proto::ERROR_CODE_UNAVAILABLE,
+        "no target group is serving (none registered, or all dead or draining); retry later", out);
+  }
   Request& request = requests_[id];
   request.client_peer = client_peer;
   request.submit = submit;
@@ -152,6 +157,7 @@ void RequestRouter::Place(const std::string& id, Request& request, std::vector<O
   const uint64_t target = LeastLoaded(proto::ROLE_TARGET_WORKER);
   if (target == 0) return;  // stays queued until a target group registers
   request.state = State::kRunning;
+  request.queued_since = absl::InfiniteFuture();
   request.target_id = target;
   ++workers_[target].load;
   request.draft_id = request.submit.drafter() == "none" ? 0 : LeastLoaded(proto::ROLE_DRAFT_WORKER);
@@ -363,6 +369,11 @@ absl::StatusOr<std::vector<uint64_t>> RequestRouter::StartDrain(const proto::Dra
     return absl::UnavailableError(absl::StrCat("DrainRequest would leave no target group serving while ", waiting,
                                                " request(s) are queued or running; add a target group first"));
   }
+  if (drains_a_target && targets_kept == 0 && !request.force()) {
+    return absl::UnavailableError(
+        "DrainRequest would remove the last target group serving (the cluster would refuse "
+        "every request); add a target group first, or set force");
+  }
   const absl::Duration timeout =
       request.timeout_ms() > 0 ? absl::Milliseconds(request.timeout_ms()) : options_.drain_timeout;
   const std::string reason = request.reason().empty() ? "drain requested" : request.reason();
@@ -397,7 +408,29 @@ void RequestRouter::Tick(absl::Time now, std::vector<Outgoing>* out) {
       }
     }
   }
+  FailStaleQueued(now, out);
   SendDrains(out);
+}
+
+void RequestRouter::FailStaleQueued(absl::Time now, std::vector<Outgoing>* out) {
+  std::vector<std::string> stale;
+  for (auto& [id, request] : requests_) {
+    if (request.state != State::kQueued) continue;
+    if (request.queued_since == absl::InfiniteFuture()) request.queued_since = now;
+    if (now - request.queued_since >= options_.queue_timeout) stale.push_back(id);
+  }
+  for (const std::string& id : stale) {
+    Request& request = requests_[id];
+    ++counters_.timed_out;
+    proto::Envelope error = net::NewEnvelope();
+    error.mutable_error()->set_code(proto::ERROR_CODE_UNAVAILABLE);
+    error.mutable_error()->set_request_id(id);
+    error.mutable_error()->set_message(absl::StrCat("no target group became available within ",
+                                                    absl::FormatDuration(options_.queue_timeout),
+                                                    " (the request waited queued; retry later)"));
+    out->push_back({request.client_peer, std::move(error)});
+    Finish(id, request, proto::FINISH_REASON_ERROR, out);
+  }
 }
 
 bool RequestRouter::IsDraining(uint64_t worker_id) const {

@@ -18,6 +18,11 @@
 // from the worker currently serving a request, so a drained target's late
 // results never mix into the re-placed request.
 //
+// No request waits forever: a submission while no target group serves (none
+// registered, all dead or draining) is refused at once (UNAVAILABLE), and a
+// request queued because its target died with no other to take it fails
+// (UNAVAILABLE, naming the wait) once it has waited RouterOptions.queue_timeout.
+//
 // Pure policy: no sockets. Every decision is returned as Outgoing messages
 // (addressed by ZeroMQ peer identity) for the service to send.
 //
@@ -49,6 +54,9 @@ struct RouterOptions {
   // How long a draining target group's running requests may take to finish
   // before they are re-placed (DrainRequest.timeout_ms overrides it).
   absl::Duration drain_timeout = absl::Seconds(30);
+  // How long a queued request (its target gone, no other there) may wait for
+  // a target group before it fails.
+  absl::Duration queue_timeout = absl::Seconds(30);
 };
 
 struct RouterCounters {
@@ -62,6 +70,7 @@ struct RouterCounters {
   uint64_t reassigned_draft = 0;
   uint64_t drained = 0;         // workers sent Drain (group leaders: followers leave with them)
   uint64_t ignored_results = 0; // results or errors from a worker no longer serving the request
+  uint64_t timed_out = 0;       // queued requests failed after queue_timeout
 };
 
 class RequestRouter {
@@ -73,7 +82,8 @@ class RequestRouter {
   void OnWorkerGone(uint64_t worker_id, std::vector<Outgoing>* out);
 
   // Client traffic. A refused submission gets an Error (with the reason) and a
-  // finished TokenStream.
+  // finished TokenStream; with no target group serving, it is refused
+  // UNAVAILABLE at once.
   void OnSubmit(const std::string& client_peer, const proto::SubmitRequest& submit, std::vector<Outgoing>* out);
   void OnCancel(const proto::Cancel& cancel, std::vector<Outgoing>* out);
 
@@ -91,14 +101,17 @@ class RequestRouter {
   //     a worker role; an id of a tensor-parallel follower or of the wrong role.
   //   NotFound: an id that is not a live draft worker or group leader.
   //   Unavailable: count exceeds the workers of that role not already
-  //     draining; or it would leave no target group that is not draining while
-  //     requests are queued or running (a request must never be stranded).
+  //     draining; or it would leave no target group that is not draining
+  //     (the cluster would refuse every request) unless request.force(); even
+  //     forced, not while requests are queued or running (a request must never
+  //     be stranded).
   absl::StatusOr<std::vector<uint64_t>> StartDrain(const proto::DrainRequest& request, absl::Time now,
                                                    std::vector<Outgoing>* out);
   // Re-places the requests of draining target groups past their deadline (if
-  // another target group is there to take them; else they finish in place), and
-  // sends Drain to draining workers that hold no request. Call it often (the
-  // coordinator does at every liveness sweep).
+  // another target group is there to take them; else they finish in place),
+  // fails requests queued longer than queue_timeout, and sends Drain to
+  // draining workers that hold no request. Call it often (the coordinator does
+  // at every liveness sweep).
   void Tick(absl::Time now, std::vector<Outgoing>* out);
   bool IsDraining(uint64_t worker_id) const;
 
@@ -121,6 +134,7 @@ class RequestRouter {
     uint64_t epoch = 0;
     int streamed = 0;  // committed tokens already sent to the client
     proto::SpecStats stats;
+    absl::Time queued_since = absl::InfiniteFuture();  // first Tick that saw it queued
   };
   struct Worker {
     proto::Role role = proto::ROLE_UNSPECIFIED;
@@ -147,6 +161,7 @@ class RequestRouter {
   bool ServedBy(const Request& request, const std::string& peer) const;
   bool HoldsRequests(uint64_t worker_id) const;
   void SendDrains(std::vector<Outgoing>* out);
+  void FailStaleQueued(absl::Time now, std::vector<Outgoing>* out);
   uint64_t LeastLoaded(proto::Role role) const;
   proto::Envelope MakeAssignment(const std::string& id, const Request& request) const;
   void SendToWorker(uint64_t worker_id, proto::Envelope envelope, std::vector<Outgoing>* out) const;

@@ -188,7 +188,9 @@ const cli::FlagTable& ScaleFlagTable() {
                  {"log-dir", "DIR", "build/cluster", "new workers' logs"},
                  {"drain-timeout-ms", "N", "0",
                   "a draining group's time to finish; 0 = the coordinator's"},
-                 {"wait-s", "N", "120", "how long to wait for workers to register or leave"}}});
+                 {"wait-s", "N", "120", "how long to wait for workers to register or leave"},
+                 {"force", "", "off",
+                  "allow draining the last target group (only while no request waits or runs)"}}});
   return table;
 }
 

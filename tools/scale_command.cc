@@ -1,7 +1,7 @@
 // `splitspec scale [--coordinator EP] [--draft +N|-N] [--target-groups +N|-N]
 //                  [--worker-ids ID,ID] [--model PATH] [--drafter NAME] [--draft-model PATH]
 //                  [--threads N] [--target-tp N] [--host ADDR] [--log-dir DIR]
-//                  [--drain-timeout-ms N] [--wait-s N]`
+//                  [--drain-timeout-ms N] [--wait-s N] [--force]`
 //
 // Grows or shrinks the pools of a running cluster without a restart.
 //   +N  starts N worker processes on this host (N target groups of --target-tp
@@ -16,7 +16,8 @@
 //       group's running requests finish, or are re-placed from their committed
 //       tokens after the drain timeout (--drain-timeout-ms, else the
 //       coordinator's, 30 s). No request is lost; the coordinator refuses to
-//       drain the last target group while requests wait or run.
+//       drain the last target group (after which it refuses every request)
+//       unless --force, and even forced, not while requests wait or run.
 // Prints one JSON object per line: each worker started / registered /
 // draining / left, then {"event":"pools",...} with the final pool sizes.
 // Flags for new workers mirror `splitspec serve`: --model, --drafter,
@@ -60,6 +61,7 @@ struct ScaleFlags {
   std::string log_dir;
   int drain_timeout_ms = 0;  // 0: the coordinator's
   absl::Duration wait = absl::Seconds(120);
+  bool force = false;  // DrainRequest.force: the last target group may go
 };
 
 // "+N" or "-N" (N >= 1).
@@ -81,6 +83,7 @@ absl::StatusOr<ScaleFlags> ParseFlags(const CommandArgs& argv) {
                    CliArgs::Parse(argv, ScaleFlagTable()));
   ScaleFlags f;
   f.coordinator = args.GetString("coordinator", f.coordinator);
+  f.force = args.Has("force");
   ASSIGN_OR_RETURN(f.draft_delta, ParseDelta(args, "draft"));
   ASSIGN_OR_RETURN(f.target_delta, ParseDelta(args, "target-groups"));
   if (f.draft_delta == 0 && f.target_delta == 0) {
@@ -242,6 +245,7 @@ absl::Status Shrink(const ScaleFlags& f, proto::Role role, int delta) {
   }
   request.set_reason(absl::StrCat("splitspec scale (pid ", getpid(), ")"));
   request.set_timeout_ms(static_cast<uint32_t>(f.drain_timeout_ms));
+  request.set_force(f.force);
   ASSIGN_OR_RETURN(proto::DrainReply reply, net::RequestDrain(f.coordinator, request, absl::Seconds(10)));
   const char* role_name = role == proto::ROLE_DRAFT_WORKER ? "draft" : "target";
   PrintLine(absl::StrCat(R"({"event":"draining","role":")", role_name, R"(","worker_ids":[)",

@@ -2,9 +2,12 @@
 //
 // Thread model (fixed, whatever the load):
 //   - the HTTP I/O thread (HttpServer) owns every client socket: it accepts,
-//     parses, and calls OnRequest / OnExchangeAborted here. Those handlers
-//     never block: they validate, tokenize, and hand the request to the bridge
-//     (or answer at once: errors, /v1/models).
+//     parses HTTP, and calls OnRequest / OnExchangeAborted here. Those handlers
+//     never block and never parse JSON: they route, check the key, and answer
+//     at once (errors, /v1/models) or hand the work on.
+//   - the parse pool (JobPool, bounded): parses the JSON body (after the
+//     linear json_guard check), tokenizes, and hands the request to the bridge
+//     (completions), or parses a DrainRequest.
 //   - the bridge thread (CoordinatorBridge) owns the one ZeroMQ socket to the
 //     coordinator: it submits, cancels, asks for status and drains, and runs each
 //     request's CompletionResponder, which detokenizes and posts response bytes
@@ -16,11 +19,14 @@
 
 #include <unistd.h>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/random/random.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "coordinator/http/completion_responder.h"
+#include "coordinator/http/json_guard.h"
 #include "coordinator/http/json_writer.h"
 #include "coordinator/http/openai_response.h"
 #include "google/protobuf/util/json_util.h"
@@ -56,6 +62,14 @@ absl::Status FrontDoorOptions::Validate() const {
   if (model_path.empty()) return absl::InvalidArgumentError("model_path (--model) is required: the target's GGUF");
   if (coordinator_endpoint.empty()) return absl::InvalidArgumentError("coordinator_endpoint must not be empty");
   if (max_in_flight < 1) return absl::InvalidArgumentError(absl::StrCat("max_in_flight ", max_in_flight, " < 1"));
+  if (parse_threads < 1)
+    return absl::InvalidArgumentError(absl::StrCat("parse_threads ", parse_threads, " < 1"));
+  if (max_queued_parses < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_queued_parses ", max_queued_parses, " < 1"));
+  }
+  if (max_json_depth < 1)
+    return absl::InvalidArgumentError(absl::StrCat("max_json_depth ", max_json_depth, " < 1"));
   return http.Validate();
 }
 
@@ -65,6 +79,8 @@ absl::StatusOr<std::unique_ptr<FrontDoor>> FrontDoor::Start(FrontDoorOptions opt
   RETURN_IF_ERROR(front_door->LoadModel());
   front_door->request_id_prefix_ = absl::StrCat("http-", getpid(), "-", absl::Uniform<uint32_t>(absl::BitGen()), "-");
   front_door->started_unix_ = UnixNow();
+  front_door->parse_pool_ = std::make_unique<JobPool>(front_door->options_.parse_threads,
+                                                      front_door->options_.max_queued_parses);
   ASSIGN_OR_RETURN(front_door->bridge_,
                    CoordinatorBridge::Start(front_door->options_.coordinator_endpoint, front_door->options_.bridge));
   ASSIGN_OR_RETURN(front_door->server_, HttpServer::Start(front_door->options_.http, front_door.get()));
@@ -74,7 +90,8 @@ absl::StatusOr<std::unique_ptr<FrontDoor>> FrontDoor::Start(FrontDoorOptions opt
 }
 
 FrontDoor::~FrontDoor() {
-  if (bridge_) bridge_->Stop();  // sinks finish while the server still exists
+  if (parse_pool_) parse_pool_->Stop();  // no job submits to the bridge after it stops
+  if (bridge_) bridge_->Stop();          // sinks finish while the server still exists
   server_.reset();
   bridge_.reset();
 }
@@ -121,13 +138,22 @@ void FrontDoor::OnRequest(HttpServer& server, ExchangeId id, HttpRequest request
     response.headers.push_back({"Allow", allowed});
     Reply(server, id, std::move(response));
   };
-  if ((absl::StartsWith(path, "/v1/") || absl::StartsWith(path, "/admin/")) && !Authorized(request)) {
+  const bool guarded = absl::StartsWith(path, "/v1/") || absl::StartsWith(path, "/admin/") ||
+                       (path == "/metrics" && !options_.metrics_open);
+  if (guarded && !Authorized(request)) {
     return Reply(server, id, ErrorResponse(401, "missing or invalid API key (send Authorization: Bearer KEY)"));
   }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     if (!post) return wrong_method("POST");
-    return HandleCompletion(server, id, request,
-                            path == "/v1/completions" ? CompletionRequest::kCompletion : CompletionRequest::kChat);
+    const CompletionRequest::Kind kind =
+        path == "/v1/completions" ? CompletionRequest::kCompletion : CompletionRequest::kChat;
+    {
+      MutexLock lock(&parse_mu_);
+      parsing_[id] = false;
+    }
+    return OffloadOrRefuse(server, id, [this, &server, id, kind, request = std::move(request)] {
+      HandleCompletion(server, id, request, kind);
+    });
   }
   if (path == "/v1/models") {
     if (!get) return wrong_method("GET");
@@ -143,12 +169,23 @@ void FrontDoor::OnRequest(HttpServer& server, ExchangeId id, HttpRequest request
   }
   if (path == "/admin/drain") {
     if (!post) return wrong_method("POST");
-    return HandleDrain(server, id, request);
+    return OffloadOrRefuse(server, id, [this, &server, id, request = std::move(request)] {
+      HandleDrain(server, id, request);
+    });
   }
   Reply(server, id, ErrorResponse(404, absl::StrCat("no route for ", request.method, " ", path)));
 }
 
-void FrontDoor::OnExchangeAborted(ExchangeId id) { bridge_->Cancel(RequestIdFor(id)); }
+void FrontDoor::OnExchangeAborted(ExchangeId id) {
+  {
+    MutexLock lock(&parse_mu_);
+    if (auto it = parsing_.find(id); it != parsing_.end()) {
+      it->second = true;  // not submitted yet: HandleCompletion drops it
+      return;
+    }
+  }
+  bridge_->Cancel(RequestIdFor(id));
+}
 
 HttpResponse FrontDoor::ProtocolError(int status, const std::string& reason) {
   metrics_.RecordHttpError(status);
@@ -158,13 +195,34 @@ HttpResponse FrontDoor::ProtocolError(int status, const std::string& reason) {
 bool FrontDoor::Authorized(const HttpRequest& request) const {
   if (options_.api_key.empty()) return true;
   const std::string* header = request.FindHeader("Authorization");
-  if (header == nullptr || !absl::StartsWith(*header, "Bearer ")) return false;
-  return ConstantTimeEquals(absl::string_view(*header).substr(7), options_.api_key);
+  // RFC 9110 §11.1: the scheme name is case-insensitive.
+  if (header == nullptr || !absl::StartsWithIgnoreCase(*header, "Bearer ")) return false;
+  return ConstantTimeEquals(absl::StripLeadingAsciiWhitespace(absl::string_view(*header).substr(7)),
+                            options_.api_key);
+}
+
+void FrontDoor::OffloadOrRefuse(HttpServer& server, ExchangeId id, std::function<void()> job) {
+  if (parse_pool_->TrySubmit(std::move(job))) return;
+  {
+    MutexLock lock(&parse_mu_);
+    parsing_.erase(id);
+  }
+  metrics_.RecordOutcome(RequestOutcome::kRejected);
+  Reply(server, id,
+        ErrorResponse(503,
+                      absl::StrCat("the server is busy parsing other requests (",
+                                   options_.max_queued_parses, " waiting); retry later"),
+                      "", options_.http.retry_after_seconds));
 }
 
 void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRequest& http_request,
                                  CompletionRequest::Kind kind) {
-  absl::StatusOr<CompletionRequest> request = ParseCompletionRequest(http_request.body, kind);
+  absl::Cleanup forget = [this, id] {
+    MutexLock lock(&parse_mu_);
+    parsing_.erase(id);
+  };
+  absl::StatusOr<CompletionRequest> request = ParseCompletionRequest(
+      http_request.body, kind, JsonLimits{.max_depth = options_.max_json_depth});
   if (!request.ok()) {
     metrics_.RecordOutcome(RequestOutcome::kRejected);
     return Reply(server, id, ErrorResponse(400, std::string(request.status().message()), ParamOf(request.status())));
@@ -208,6 +266,13 @@ void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRe
   context.prompt_tokens = static_cast<int>(prompt->size());
   context.retry_after_seconds = options_.http.retry_after_seconds;
   context.metrics = &metrics_;
+  // Under parse_mu_: an abort either came before (nothing to submit) or
+  // comes after, and its Cancel then follows the Submit at the bridge.
+  MutexLock lock(&parse_mu_);
+  auto parsing = parsing_.find(id);
+  const bool aborted = parsing != parsing_.end() && parsing->second;
+  if (parsing != parsing_.end()) parsing_.erase(parsing);
+  if (aborted) return metrics_.RecordOutcome(RequestOutcome::kCancelled);
   metrics_.AddPromptTokens(context.prompt_tokens);
   bridge_->Submit(MakeSubmitRequest(*request, *prompt, RequestIdFor(id), end_of_generation_ids_),
                   std::make_unique<CompletionResponder>(std::move(context), &*tokenizer_, request->stop));
@@ -216,8 +281,10 @@ void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRe
 absl::StatusOr<std::vector<int32_t>> FrontDoor::PromptTokens(const CompletionRequest& request) const {
   if (request.kind == CompletionRequest::kChat) {
     if (!chat_template_) return absl::InvalidArgumentError(chat_template_error_);
-    ASSIGN_OR_RETURN(std::string text, chat_template_->Apply(request.messages, /*add_generation_prompt=*/true));
-    return tokenizer_->Encode(text, {.add_special = false, .parse_special = true});
+    // Only the template's markers become special tokens; message contents stay text.
+    ASSIGN_OR_RETURN(std::vector<model::ChatSegment> segments,
+                     chat_template_->Render(request.messages, /*add_generation_prompt=*/true));
+    return model::EncodeChat(*tokenizer_, segments);
   }
   if (request.prompt_text)
     return tokenizer_->Encode(*request.prompt_text, {.add_special = true, .parse_special = true});
@@ -278,13 +345,20 @@ void FrontDoor::HandleMetrics(HttpServer& server, ExchangeId id) {
 
 void FrontDoor::HandleDrain(HttpServer& server, ExchangeId id, const HttpRequest& request) {
   proto::DrainRequest drain;
-  const auto parsed = google::protobuf::util::JsonStringToMessage(
-      google::protobuf::StringPiece(request.body.data(), request.body.size()), &drain);
+  absl::Status parsed =
+      CheckJsonText(request.body, JsonLimits{.max_depth = options_.max_json_depth});
+  if (parsed.ok()) {
+    const auto converted = google::protobuf::util::JsonStringToMessage(
+        google::protobuf::StringPiece(request.body.data(), request.body.size()), &drain);
+    if (!converted.ok()) parsed = absl::InvalidArgumentError(std::string(converted.message()));
+  }
   if (!parsed.ok()) {
-    return Reply(server, id,
-                 ErrorResponse(400, absl::StrCat("malformed drain request: ", std::string(parsed.message()),
-                                                 R"( (expected {"role":"ROLE_DRAFT_WORKER","count":1} or )",
-                                                 R"({"worker_ids":[3]}, optional "reason", "timeout_ms"))")));
+    return Reply(
+        server, id,
+        ErrorResponse(
+            400, absl::StrCat("malformed drain request: ", std::string(parsed.message()),
+                              R"( (expected {"role":"ROLE_DRAFT_WORKER","count":1} or )",
+                              R"({"worker_ids":[3]}, optional "reason", "timeout_ms", "force"))")));
   }
   if (drain.reason().empty()) drain.set_reason("POST /admin/drain");
   bridge_->Drain(std::move(drain), [this, &server, id](absl::StatusOr<proto::DrainReply> reply) {

@@ -15,13 +15,34 @@
 //   GET  /v1/models             the one served model
 //   GET  /health                200 when at least one target worker is alive in
 //                               the coordinator's membership table, else 503
-//   GET  /metrics               Prometheus text (front_door_metrics.h)
+//   GET  /metrics               Prometheus text (front_door_metrics.h); behind the API
+//                               key when one is set, unless metrics_open (--metrics-open:
+//                               a scraper on a private network)
 //   POST /admin/drain           run-time scale-down: a proto DrainRequest as JSON
 //                               ({"role":"ROLE_DRAFT_WORKER","count":1} or
 //                               {"worker_ids":[3]}) -> {"worker_ids":[...],"message":"..."};
 //                               the coordinator's refusal -> 400 / 404 / 409
-// With an API key set, /v1/* and /admin/* require "Authorization: Bearer KEY" (else 401);
-// /health and /metrics stay open (for probes and scrapers).
+//                               ({"force":true} also removes the last target group)
+// With an API key set, /v1/*, /admin/* and /metrics require "Authorization: Bearer KEY"
+// (the scheme's case does not matter; else 401); /health stays open for probes.
+//
+// Limits, enforced before any JSON parser runs (a request cannot freeze the
+// front door): the body size (HttpLimits.max_body_bytes: 413), a linear
+// strict-JSON check with a nesting limit (json_guard.h, JsonLimits.max_depth
+// 64: 400 naming the limit; trailing commas and invalid UTF-8 refused), and
+// connection limits, global and per client address (http_server.h: 503 +
+// Retry-After). JSON parsing and tokenization run on a bounded JobPool
+// (parse_threads threads, max_queued_parses waiting); when it is full the
+// request gets 503 + Retry-After. Error messages never echo bytes that are not
+// UTF-8 (JsonQuote writes U+FFFD), so every error body is valid JSON.
+//
+// Why our own HTTP parser and protobuf's JSON rather than cpp-httplib and
+// nlohmann-json: the protections above are what keep the front door alive,
+// and they live in our code whichever libraries sit under it (cpp-httplib's
+// thread-per-connection model would still need the connection limits and the
+// off-I/O-thread parsing; nlohmann-json would still need the depth pre-check,
+// its recursive parser being the same hazard). Swapping libraries would cost a
+// rewrite of tested code for no protection we lack.
 //
 // Errors are OpenAI error objects: 400 for bad requests (the reason and the
 // field), prompts that do not fit the context, and the coordinator's
@@ -36,15 +57,18 @@
 #ifndef SPLITSPEC_COORDINATOR_HTTP_FRONT_DOOR_H_
 #define SPLITSPEC_COORDINATOR_HTTP_FRONT_DOOR_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "coordinator/http/coordinator_bridge.h"
 #include "coordinator/http/front_door_metrics.h"
 #include "coordinator/http/http_server.h"
+#include "coordinator/http/job_pool.h"
 #include "coordinator/http/openai_request.h"
 #include "runtime/tokenizer/chat_template.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -58,10 +82,15 @@ struct FrontDoorOptions {
   std::string model_name;   // "" : the GGUF's general.name, else the file name
   std::string api_key;      // "" : no authentication
   int max_in_flight = 256;  // generation requests running here; more get 429
+  bool metrics_open = false;   // serve /metrics without the API key
+  int parse_threads = 2;       // JobPool threads: JSON parsing, tokenization
+  int max_queued_parses = 64;  // requests waiting for a parse thread; more get 503
+  int max_json_depth = 64;     // nesting of arrays and objects in a request body
   BridgeOptions bridge;
 
   // InvalidArgument naming the field: empty model_path or coordinator_endpoint,
-  // max_in_flight < 1, or the HTTP options'.
+  // max_in_flight, parse_threads, max_queued_parses or max_json_depth < 1,
+  // or the HTTP options'.
   absl::Status Validate() const;
 };
 
@@ -83,11 +112,14 @@ class FrontDoor : public HttpHandler {
   void OnRequest(HttpServer& server, ExchangeId id, HttpRequest request) override;
   void OnExchangeAborted(ExchangeId id) override;
   HttpResponse ProtocolError(int status, const std::string& reason) override;
+  std::string RequestId(ExchangeId id) const override { return RequestIdFor(id); }
 
  private:
   explicit FrontDoor(FrontDoorOptions options) : options_(std::move(options)) {}
   absl::Status LoadModel();
   bool Authorized(const HttpRequest& request) const;
+  // Runs `job` on the parse pool; when the pool is full, answers 503 + Retry-After.
+  void OffloadOrRefuse(HttpServer& server, ExchangeId id, std::function<void()> job);
   void HandleCompletion(HttpServer& server, ExchangeId id, const HttpRequest& request, CompletionRequest::Kind kind);
   absl::StatusOr<std::vector<int32_t>> PromptTokens(const CompletionRequest& request) const;
   absl::Status CheckFits(const CompletionRequest& request, size_t prompt_tokens) const;
@@ -109,6 +141,11 @@ class FrontDoor : public HttpHandler {
   std::string request_id_prefix_;
   int64_t started_unix_ = 0;
   FrontDoorMetrics metrics_;
+  std::unique_ptr<JobPool> parse_pool_;
+  Mutex parse_mu_;
+  // Completions handed to the parse pool and not yet submitted -> whether
+  // their client went away meanwhile (then they are never submitted).
+  absl::flat_hash_map<ExchangeId, bool> parsing_ ABSL_GUARDED_BY(parse_mu_);
   std::unique_ptr<CoordinatorBridge> bridge_;
   std::unique_ptr<HttpServer> server_;
 };

@@ -23,7 +23,14 @@ void AppendFrontDoorFlags(cli::FlagTable* table) {
        {"http-max-connections", "N", std::to_string(defaults.http.max_connections),
         "open HTTP connections at most"},
        {"http-max-in-flight", "N", std::to_string(defaults.max_in_flight),
-        "requests in flight through the front door at most"}});
+        "requests in flight through the front door at most"},
+       {"http-max-connections-per-client", "N",
+        std::to_string(defaults.http.max_connections_per_client),
+        "open HTTP connections from one client address at most (more: 503 + Retry-After)"},
+       {"http-parse-threads", "N", std::to_string(defaults.parse_threads),
+        "threads that parse JSON and tokenize, off the HTTP I/O thread"},
+       {"metrics-open", "", "off",
+        "serve /metrics without the API key (for a scraper on a private network)"}});
 }
 
 absl::StatusOr<std::optional<FrontDoorOptions>> FrontDoorOptionsFromFlags(const cli::CliArgs& args,
@@ -45,7 +52,13 @@ absl::StatusOr<std::optional<FrontDoorOptions>> FrontDoorOptionsFromFlags(const 
   options.api_key = args.GetString("api-key", env_key != nullptr ? env_key : "");
   ASSIGN_OR_RETURN(int64_t max_connections, args.GetInt("http-max-connections", options.http.max_connections));
   ASSIGN_OR_RETURN(int64_t max_in_flight, args.GetInt("http-max-in-flight", options.max_in_flight));
+  ASSIGN_OR_RETURN(int64_t per_client, args.GetInt("http-max-connections-per-client",
+                                                   options.http.max_connections_per_client));
+  ASSIGN_OR_RETURN(int64_t parse_threads, args.GetInt("http-parse-threads", options.parse_threads));
   options.http.max_connections = static_cast<int>(max_connections);
+  options.http.max_connections_per_client = static_cast<int>(per_client);
+  options.parse_threads = static_cast<int>(parse_threads);
+  options.metrics_open = args.Has("metrics-open");
   options.max_in_flight = static_cast<int>(max_in_flight);
   options.coordinator_endpoint = coordinator_endpoint;
   RETURN_IF_ERROR(options.Validate());

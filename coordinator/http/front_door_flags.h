@@ -5,15 +5,21 @@
 //   ASSIGN_OR_RETURN(cli::CliArgs args, cli::CliArgs::Parse(argv, table));
 //   ASSIGN_OR_RETURN(std::optional<FrontDoorOptions> http,
 //                    FrontDoorOptionsFromFlags(args, service->control_endpoint()));
-//   if (http) ASSIGN_OR_RETURN(front_door, FrontDoor::Start(*http));   // keep it alive while serving
+//   if (http) ASSIGN_OR_RETURN(front_door, FrontDoor::Start(*http));   // keep it alive while
+//   serving
 //
 // Flags:
 //   --http HOST:PORT          serve HTTP there (e.g. 127.0.0.1:8000); absent: no front door
-//   --model PATH              the target model's GGUF (tokenizer, chat template); required with --http
+//   --model PATH              the target model's GGUF (tokenizer, chat template); required with
+//   --http
 //   --model-name NAME         the served model id (default: general.name, else the file name)
 //   --api-key KEY             require "Authorization: Bearer KEY" on /v1/*; default: the
 //                             environment variable SPLITSPEC_API_KEY; empty: no authentication
 //   --http-max-connections N  (512)   --http-max-in-flight N (256)
+//   --http-max-connections-per-client N (64): from one client address
+//   --http-parse-threads N    (2): threads that parse JSON and tokenize
+//   --metrics-open            (a switch) serve /metrics without the API key,
+//                             for a scraper on a private network
 #ifndef SPLITSPEC_COORDINATOR_HTTP_FRONT_DOOR_FLAGS_H_
 #define SPLITSPEC_COORDINATOR_HTTP_FRONT_DOOR_FLAGS_H_
 

@@ -111,16 +111,26 @@ std::optional<HttpParseResult> ParseHeaderLine(absl::string_view line, HttpReque
   return std::nullopt;
 }
 
-// The body length the headers announce, or an error result.
-std::optional<HttpParseResult> BodyLength(const HttpRequest& request, const HttpLimits& limits, size_t* length) {
+// How the headers frame the body: a length (Content-Length, or none: 0) or
+// the chunked coding; an error result for anything else.
+std::optional<HttpParseResult> BodyFraming(const HttpRequest& request, const HttpLimits& limits,
+                                           size_t* length, bool* chunked) {
   *length = 0;
+  *chunked = false;
   bool seen = false;
   for (const auto& [name, value] : request.headers) {
     if (absl::EqualsIgnoreCase(name, "Transfer-Encoding")) {
       if (request.FindHeader("Content-Length") != nullptr) {
         return Error(400, "Content-Length and Transfer-Encoding together are ambiguous");
       }
-      return Error(501, absl::StrCat("Transfer-Encoding '", value, "' is not supported; send Content-Length"));
+      if (request.version_minor == 0) return Error(400, "Transfer-Encoding in an HTTP/1.0 request");
+      if (*chunked || !absl::EqualsIgnoreCase(value, "chunked")) {
+        return Error(501,
+                     absl::StrCat("Transfer-Encoding '", absl::CEscape(value),
+                                  "' is not supported (only 'chunked'); or send Content-Length"));
+      }
+      *chunked = true;
+      continue;
     }
     if (!absl::EqualsIgnoreCase(name, "Content-Length")) continue;
     uint64_t parsed = 0;
@@ -136,6 +146,62 @@ std::optional<HttpParseResult> BodyLength(const HttpRequest& request, const Http
     *length = static_cast<size_t>(parsed);
     seen = true;
   }
+  return std::nullopt;
+}
+
+constexpr size_t kMaxChunkLine = 1024;  // chunk size, extensions and CRLF
+
+// Decodes a chunked body (RFC 9112 §7.1) from the start of `data` into
+// *body; *consumed: the bytes it took, trailer section included. nullopt
+// with *consumed == 0: incomplete. Chunk extensions and trailers are read and
+// ignored.
+std::optional<HttpParseResult> DecodeChunked(absl::string_view data, const HttpLimits& limits,
+                                             std::string* body, size_t* consumed) {
+  *consumed = 0;
+  size_t pos = 0;
+  while (true) {
+    const size_t line_end = data.find("\r\n", pos);
+    if (line_end == absl::string_view::npos) {
+      if (data.size() - pos > kMaxChunkLine) return Error(400, "chunk size line too long");
+      return std::nullopt;
+    }
+    if (line_end - pos > kMaxChunkLine) return Error(400, "chunk size line too long");
+    absl::string_view size_text = data.substr(pos, line_end - pos);
+    size_text = size_text.substr(0, size_text.find(';'));  // chunk extensions
+    size_text = absl::StripTrailingAsciiWhitespace(size_text);
+    uint64_t size = 0;
+    if (size_text.empty() || size_text.size() > 15 ||
+        !std::all_of(size_text.begin(), size_text.end(),
+                     [](char c) { return absl::ascii_isxdigit(c); }) ||
+        !absl::SimpleHexAtoi(size_text, &size)) {
+      return Error(
+          400, absl::StrCat("malformed chunk size '", absl::CEscape(size_text.substr(0, 40)), "'"));
+    }
+    pos = line_end + 2;
+    if (size == 0) break;
+    if (body->size() + size > limits.max_body_bytes) {
+      return Error(
+          413, absl::StrCat("chunked body exceeds the limit of ", limits.max_body_bytes, " bytes"));
+    }
+    if (data.size() - pos < size + 2) return std::nullopt;
+    if (data.substr(pos + size, 2) != "\r\n") return Error(400, "chunk data not followed by CRLF");
+    body->append(data.data() + pos, size);
+    pos += size + 2;
+  }
+  // The trailer section: field lines up to an empty line.
+  while (true) {
+    const size_t line_end = data.find("\r\n", pos);
+    if (line_end == absl::string_view::npos) {
+      if (data.size() - pos > limits.max_header_bytes)
+        return Error(431, "trailer section too large");
+      return std::nullopt;
+    }
+    if (line_end - pos > limits.max_header_bytes) return Error(431, "trailer section too large");
+    const bool last = line_end == pos;
+    pos = line_end + 2;
+    if (last) break;
+  }
+  *consumed = pos;
   return std::nullopt;
 }
 
@@ -169,7 +235,27 @@ HttpParseResult ParseHttpRequest(absl::string_view buffer, const HttpLimits& lim
     return Error(400, "HTTP/1.1 request without a Host header");
   }
   size_t body_length = 0;
-  if (auto error = BodyLength(request, limits, &body_length)) return *std::move(error);
+  bool chunked = false;
+  if (auto error = BodyFraming(request, limits, &body_length, &chunked)) return *std::move(error);
+  if (chunked) {
+    size_t consumed = 0;
+    if (auto error = DecodeChunked(buffer.substr(head_size), limits, &request.body, &consumed)) {
+      return *std::move(error);
+    }
+    if (consumed == 0) {
+      // The server buffers at most header + body limit bytes of a request: an
+      // encoding bigger than that (tiny chunks, long extensions) cannot finish.
+      if (buffer.size() >= limits.max_header_bytes + limits.max_body_bytes) {
+        return Error(413, absl::StrCat("chunked request exceeds ",
+                                       limits.max_header_bytes + limits.max_body_bytes,
+                                       " bytes on the wire"));
+      }
+      return HttpParseResult{};
+    }
+    result.kind = HttpParseResult::kRequest;
+    result.consumed = head_size + consumed;
+    return result;
+  }
   if (buffer.size() - head_size < body_length) return HttpParseResult{};
   request.body = std::string(buffer.substr(head_size, body_length));
   result.kind = HttpParseResult::kRequest;

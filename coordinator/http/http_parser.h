@@ -9,15 +9,19 @@
 //   }
 //
 // Accepted: origin-form targets ("/path?query"), HTTP/1.0 and HTTP/1.1, CRLF
-// line ends, bodies framed by Content-Length (none means an empty body).
+// line ends, bodies framed by Content-Length (none means an empty body) or,
+// in HTTP/1.1, by "Transfer-Encoding: chunked" (request.body is the decoded
+// body; chunk extensions and trailer fields are ignored).
 // Refused (kError, the reason names the part at fault):
 //   400  a malformed request line, header line, header name or value, or
-//        Content-Length; obsolete line folding; an HTTP/1.1 request without
-//        Host; Content-Length together with Transfer-Encoding
-//   413  Content-Length above limits.max_body_bytes
+//        Content-Length or chunk; obsolete line folding; an HTTP/1.1 request
+//        without Host; Content-Length together with Transfer-Encoding;
+//        Transfer-Encoding in HTTP/1.0
+//   413  Content-Length, or the decoded chunked body, above limits.max_body_bytes;
+//        an unfinished chunked request of max_header_bytes + max_body_bytes or more
 //   431  a header section above limits.max_header_bytes or with more than
 //        limits.max_headers fields
-//   501  Transfer-Encoding (request bodies must carry Content-Length)
+//   501  a Transfer-Encoding other than "chunked"
 //   505  an HTTP version other than 1.0 / 1.1
 //
 // Thread safety: a pure function.
@@ -35,7 +39,7 @@ namespace splitspec::coordinator::http {
 struct HttpLimits {
   size_t max_header_bytes = 16 * 1024;      // request line + headers + blank line
   size_t max_headers = 100;                 // header fields
-  size_t max_body_bytes = 8 * 1024 * 1024;  // Content-Length
+  size_t max_body_bytes = 8 * 1024 * 1024;  // Content-Length, or the decoded chunked body
 };
 
 struct HttpParseResult {

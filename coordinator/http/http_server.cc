@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "runtime/base/logging.h"
 
 namespace splitspec::coordinator::http {
@@ -28,11 +29,22 @@ struct HttpServer::Connection {
   absl::Time request_started = absl::InfiniteFuture();  // first byte of a pending request
   bool registered = false;                              // with epoll
   uint32_t interest = 0;                                // epoll events asked for
+  uint32_t client = 0;                                  // peer IPv4 address, network order
+  std::string client_text;                              // the same, dotted, for the access log
+  // The current exchange, for the access log.
+  std::string method = "-";
+  std::string path = "-";
+  std::string status = "-";
+  absl::Time exchange_started = absl::Now();
 };
 
 absl::Status HttpServerOptions::Validate() const {
   if (port < 0 || port > 65535) return absl::InvalidArgumentError(absl::StrCat("port ", port, " outside [0, 65535]"));
   if (max_connections < 1) return absl::InvalidArgumentError(absl::StrCat("max_connections ", max_connections, " < 1"));
+  if (max_connections_per_client < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_connections_per_client ", max_connections_per_client, " < 1"));
+  }
   if (limits.max_header_bytes < 64) return absl::InvalidArgumentError("limits.max_header_bytes must be at least 64");
   if (request_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("request_timeout must be positive");
   if (idle_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("idle_timeout must be positive");
@@ -153,7 +165,10 @@ void HttpServer::Loop() {
 
 void HttpServer::Accept() {
   while (true) {
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_in peer{};
+    socklen_t peer_len = sizeof(peer);
+    const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len,
+                           SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;  // EAGAIN, or a connection that died in the backlog
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -161,24 +176,51 @@ void HttpServer::Accept() {
     slots_[fd] = std::make_unique<Connection>();
     Connection& connection = *slots_[fd];
     connection.fd = fd;
+    connection.client = peer.sin_addr.s_addr;
+    char text[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &peer.sin_addr, text, sizeof(text));
+    connection.client_text = text;
     ++open_connections_;
+    const int from_client = ++client_connections_[connection.client];
     UpdateInterest(connection);
     if (open_connections_ > options_.max_connections) {
-      {
-        MutexLock lock(&mu_);
-        ++counters_.connections_refused;
-      }
-      HttpResponse busy = handler_->ProtocolError(
-          503, absl::StrCat("server is at its limit of ", options_.max_connections, " connections; retry later"));
-      busy.headers.push_back({"Retry-After", absl::StrCat(options_.retry_after_seconds)});
-      connection.out = SerializeResponseHead(busy, false) + busy.body;
-      connection.close_after_write = true;
-      Flush(connection);
+      RefuseConnection(connection,
+                       absl::StrCat("server is at its limit of ", options_.max_connections,
+                                    " connections; retry later"));
+      continue;
+    }
+    if (from_client > options_.max_connections_per_client) {
+      RefuseConnection(
+          connection,
+          absl::StrCat("client ", connection.client_text, " is at its limit of ",
+                       options_.max_connections_per_client, " connections; retry later"));
       continue;
     }
     MutexLock lock(&mu_);
     ++counters_.connections_accepted;
   }
+}
+
+void HttpServer::RefuseConnection(Connection& connection, const std::string& reason) {
+  {
+    MutexLock lock(&mu_);
+    ++counters_.connections_refused;
+  }
+  HttpResponse busy = handler_->ProtocolError(503, reason);
+  busy.headers.push_back({"Retry-After", absl::StrCat(options_.retry_after_seconds)});
+  connection.out = SerializeResponseHead(busy, false) + busy.body;
+  connection.close_after_write = true;
+  LogAccess(connection, 0, "503");
+  Flush(connection);
+}
+
+void HttpServer::LogAccess(const Connection& connection, ExchangeId id,
+                           const std::string& status) const {
+  const double ms = absl::ToDoubleMilliseconds(absl::Now() - connection.exchange_started);
+  SPLITSPEC_LOG(INFO) << "http: " << connection.method << " " << connection.path << " " << status
+                      << " " << absl::StrFormat("%.1fms", ms)
+                      << " id=" << (id == 0 ? "-" : handler_->RequestId(id))
+                      << " client=" << connection.client_text;
 }
 
 void HttpServer::OnReadable(Connection& connection) {
@@ -218,6 +260,10 @@ void HttpServer::Dispatch(Connection& connection) {
   connection.in.erase(0, parsed.consumed);
   connection.request_started = connection.in.empty() ? absl::InfiniteFuture() : absl::Now();
   connection.exchange = next_exchange_++;
+  connection.method = parsed.request.method;
+  connection.path = parsed.request.path;
+  connection.status = "-";
+  connection.exchange_started = absl::Now();
   connection.keep_alive = parsed.request.KeepAlive();
   connection.chunked = parsed.request.version_minor >= 1;
   exchange_fds_[connection.exchange] = connection.fd;
@@ -235,6 +281,10 @@ void HttpServer::RefuseWith(Connection& connection, int status, const std::strin
     ++counters_.protocol_errors;
   }
   const HttpResponse response = handler_->ProtocolError(status, reason);
+  connection.method = connection.path = "-";  // what did not parse is not echoed to the log
+  if (connection.request_started != absl::InfiniteFuture())
+    connection.exchange_started = connection.request_started;
+  LogAccess(connection, 0, absl::StrCat(status));
   connection.out += SerializeResponseHead(response, false) + response.body;
   connection.in.clear();
   connection.close_after_write = true;
@@ -248,11 +298,13 @@ void HttpServer::Apply(Action& action) {
   bool finished = false;
   switch (action.kind) {
     case Action::kRespond:
+      connection.status = absl::StrCat(action.response.status);
       connection.out += SerializeResponseHead(action.response, connection.keep_alive) + action.response.body;
       connection.close_after_write = !connection.keep_alive;
       finished = true;
       break;
     case Action::kBeginStream:
+      connection.status = absl::StrCat(action.response.status);
       connection.out += SerializeStreamHead(action.response, connection.chunked, connection.keep_alive);
       break;
     case Action::kWrite:
@@ -265,6 +317,7 @@ void HttpServer::Apply(Action& action) {
       break;
   }
   if (finished) {
+    LogAccess(connection, action.id, connection.status);
     exchange_fds_.erase(it);
     connection.exchange = 0;
     connection.last_activity = absl::Now();
@@ -315,6 +368,7 @@ void HttpServer::UpdateInterest(Connection& connection) {
 void HttpServer::Close(Connection& connection) {
   const int fd = connection.fd;
   if (connection.exchange != 0) {
+    LogAccess(connection, connection.exchange, absl::StrCat(connection.status, "-aborted"));
     exchange_fds_.erase(connection.exchange);
     {
       MutexLock lock(&mu_);
@@ -325,6 +379,10 @@ void HttpServer::Close(Connection& connection) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   close(fd);
   --open_connections_;
+  if (auto it = client_connections_.find(connection.client);
+      it != client_connections_.end() && --it->second <= 0) {
+    client_connections_.erase(it);
+  }
   slots_[fd].reset();
 }
 

@@ -22,8 +22,10 @@
 // Streams use chunked transfer coding for HTTP/1.1 clients and
 // close-delimited bodies for HTTP/1.0 ones.
 //
-// Limits and overload: a connection beyond max_connections is answered 503
-// (Retry-After) and closed; malformed or oversized requests get the parser's
+// Limits and overload: a connection beyond max_connections, or beyond
+// max_connections_per_client from one client address, is answered 503
+// (Retry-After) and closed (so ~512 slow connections from one address cannot
+// lock everyone else out); malformed or oversized requests get the parser's
 // status and reason (formatted by the handler's ProtocolError) and the
 // connection is closed; a request that does not arrive completely within
 // request_timeout gets 408; idle keep-alive connections close after
@@ -31,6 +33,10 @@
 // is dropped. When a connection closes (peer gone, write error, too slow)
 // while its exchange's response is unfinished, the handler's
 // OnExchangeAborted(id) is called once and later posts for `id` are ignored.
+//
+// Access log: one INFO line per request when its response is complete, and
+// one per refusal (over a limit, malformed, timed out) or abort:
+//   http: POST /v1/completions 200 12.3ms id=<handler's RequestId> client=127.0.0.1
 #ifndef SPLITSPEC_COORDINATOR_HTTP_HTTP_SERVER_H_
 #define SPLITSPEC_COORDINATOR_HTTP_HTTP_SERVER_H_
 
@@ -68,6 +74,9 @@ class HttpHandler {
   // The response for a request the server refuses itself (malformed: 400,
   // 413, 431, 501, 505; timeout: 408; overload: 503). Runs on the I/O thread.
   virtual HttpResponse ProtocolError(int status, const std::string& reason) = 0;
+  // The id the access log names exchange `id` by (the handler's request id).
+  // Runs on the I/O thread.
+  virtual std::string RequestId(ExchangeId id) const { return std::to_string(id); }
 };
 
 struct HttpServerOptions {
@@ -75,6 +84,7 @@ struct HttpServerOptions {
   int port = 8000;                 // 0 picks a free port (see HttpServer::port())
   HttpLimits limits;
   int max_connections = 512;                           // open connections; more are answered 503
+  int max_connections_per_client = 64;  // from one IPv4 address; more are answered 503
   absl::Duration request_timeout = absl::Seconds(30);  // first byte of a request to its last
   absl::Duration idle_timeout = absl::Seconds(60);     // keep-alive connection with nothing to do
   size_t max_output_bytes = 16 << 20;                  // unread response bytes per connection
@@ -86,7 +96,7 @@ struct HttpServerOptions {
 
 struct HttpServerCounters {
   uint64_t connections_accepted = 0;
-  uint64_t connections_refused = 0;  // over max_connections
+  uint64_t connections_refused = 0;  // over max_connections or max_connections_per_client
   uint64_t requests = 0;             // complete requests handed to the handler
   uint64_t protocol_errors = 0;      // answered by ProtocolError (malformed, oversized, timeout)
   uint64_t aborted_exchanges = 0;    // OnExchangeAborted calls
@@ -135,6 +145,9 @@ class HttpServer {
   void Close(Connection& connection);
   void Sweep();
   void RefuseWith(Connection& connection, int status, const std::string& reason);
+  // Answers a connection over a limit with 503 + Retry-After and closes it.
+  void RefuseConnection(Connection& connection, const std::string& reason);
+  void LogAccess(const Connection& connection, ExchangeId id, const std::string& status) const;
 
   const HttpServerOptions options_;
   HttpHandler* const handler_;
@@ -150,6 +163,7 @@ class HttpServer {
   int open_connections_ = 0;
   ExchangeId next_exchange_ = 1;
   absl::flat_hash_map<ExchangeId, int> exchange_fds_;  // unfinished exchanges -> connection fd
+  absl::flat_hash_map<uint32_t, int> client_connections_;  // open connections per client address
   absl::Time last_sweep_ = absl::Now();
 
   mutable Mutex mu_;

@@ -249,7 +249,10 @@ absl::Status ReadFlags(const Struct& body, CompletionRequest* request) {
 
 }  // namespace
 
-absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json, CompletionRequest::Kind kind) {
+absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json,
+                                                         CompletionRequest::Kind kind,
+                                                         const JsonLimits& limits) {
+  RETURN_IF_ERROR(CheckJsonText(json, limits));
   Value root;
   const auto parsed =
       google::protobuf::util::JsonStringToMessage(google::protobuf::StringPiece(json.data(), json.size()), &root);

@@ -23,7 +23,10 @@
 //
 // Errors: InvalidArgument whose message names the field at fault; the field's
 // name is also attached to the status (ParamOf), for OpenAI's error "param".
-// Malformed JSON gives InvalidArgument "malformed JSON body: <parser's reason>".
+// The body passes CheckJsonText (json_guard.h: strict RFC 8259, valid UTF-8,
+// nesting within limits.max_depth) before protobuf's parser sees it; a failure
+// gives its InvalidArgument ("malformed JSON body: ..." or "JSON body nests
+// deeper than the limit of 64 ...").
 //
 // Thread safety: pure functions.
 #ifndef SPLITSPEC_COORDINATOR_HTTP_OPENAI_REQUEST_H_
@@ -38,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "coordinator/http/json_guard.h"
 #include "proto/splitspec.pb.h"
 #include "runtime/tokenizer/chat_template.h"
 
@@ -63,7 +67,9 @@ struct CompletionRequest {
   std::string drafter;         // extension; "" = cluster default
 };
 
-absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json, CompletionRequest::Kind kind);
+absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json,
+                                                         CompletionRequest::Kind kind,
+                                                         const JsonLimits& limits = {});
 
 // The request's SamplingParams and prompt as a SubmitRequest. `stop_token_ids`
 // are the model's end-of-generation ids. The verify mode is left to the

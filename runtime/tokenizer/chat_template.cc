@@ -4,8 +4,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/tokenizer/unicode.h"
+#include "runtime/tokenizer/tokenizer.h"
 #include "runtime/tokenizer/tokenizer_internal.h"
+#include "runtime/tokenizer/unicode.h"
 
 namespace splitspec::model {
 namespace {
@@ -152,6 +153,15 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromSource(std::string_view source,
 
 absl::StatusOr<std::string> ChatTemplate::Apply(absl::Span<const ChatMessage> messages,
                                                 bool add_generation_prompt) const {
+  absl::StatusOr<std::vector<ChatSegment>> segments = Render(messages, add_generation_prompt);
+  if (!segments.ok()) return segments.status();
+  std::string out;
+  for (const ChatSegment& segment : *segments) out.append(segment.text);
+  return out;
+}
+
+absl::StatusOr<std::vector<ChatSegment>> ChatTemplate::Render(
+    absl::Span<const ChatMessage> messages, bool add_generation_prompt) const {
   if (messages.empty()) return absl::InvalidArgumentError("chat has no messages");
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& role = messages[i].role;
@@ -160,32 +170,65 @@ absl::StatusOr<std::string> ChatTemplate::Apply(absl::Span<const ChatMessage> me
           "message ", i, " has role '", role, "'; supported: system, user, assistant"));
     }
   }
-  return format_ == ChatTemplateFormat::kChatML ? ApplyChatML(messages, add_generation_prompt)
-                                                : ApplyLlama3(messages, add_generation_prompt);
+  SegmentBuilder out;
+  if (format_ == ChatTemplateFormat::kChatML) {
+    RenderChatML(messages, add_generation_prompt, out);
+  } else {
+    RenderLlama3(messages, add_generation_prompt, out);
+  }
+  return out.Take();
 }
 
-std::string ChatTemplate::ApplyChatML(absl::Span<const ChatMessage> messages,
-                                      bool add_generation_prompt) const {
-  std::string out;
+void ChatTemplate::RenderChatML(absl::Span<const ChatMessage> messages, bool add_generation_prompt,
+                                SegmentBuilder& out) const {
   if (default_system_.has_value() && messages[0].role != "system") {
-    out.append(kChatMLSystemPrefix).append(*default_system_).append(kImEnd).append("\n");
+    out.Marker(kImStart).Text("system\n").Text(*default_system_).Marker(kImEnd).Text("\n");
   }
   for (const ChatMessage& m : messages) {
-    out.append(kImStart).append(m.role).append("\n").append(m.content).append(kImEnd).append("\n");
+    out.Marker(kImStart).Text(m.role).Text("\n").Text(m.content).Marker(kImEnd).Text("\n");
   }
-  if (add_generation_prompt) out.append(kChatMLAssistantPrompt);
-  return out;
+  if (add_generation_prompt) out.Marker(kImStart).Text("assistant\n");
 }
 
-std::string ChatTemplate::ApplyLlama3(absl::Span<const ChatMessage> messages,
-                                      bool add_generation_prompt) const {
-  std::string out = bos_text_;
+void ChatTemplate::RenderLlama3(absl::Span<const ChatMessage> messages, bool add_generation_prompt,
+                                SegmentBuilder& out) const {
+  out.Marker(bos_text_);
   for (const ChatMessage& m : messages) {
-    out.append(kStartHeader).append(m.role).append(kEndHeader).append("\n\n");
-    out.append(Trim(m.content)).append(kEotId);
+    out.Marker(kStartHeader).Text(m.role).Marker(kEndHeader).Text("\n\n");
+    out.Text(Trim(m.content)).Marker(kEotId);
   }
-  if (add_generation_prompt) out.append(kStartHeader).append("assistant").append(kEndHeader).append("\n\n");
-  return out;
+  if (add_generation_prompt)
+    out.Marker(kStartHeader).Text("assistant").Marker(kEndHeader).Text("\n\n");
+}
+
+ChatTemplate::SegmentBuilder& ChatTemplate::SegmentBuilder::Marker(std::string_view text) {
+  return Append(text, /*marker=*/true);
+}
+
+ChatTemplate::SegmentBuilder& ChatTemplate::SegmentBuilder::Text(std::string_view text) {
+  return Append(text, /*marker=*/false);
+}
+
+ChatTemplate::SegmentBuilder& ChatTemplate::SegmentBuilder::Append(std::string_view text,
+                                                                   bool marker) {
+  if (text.empty()) return *this;
+  if (!marker && !segments_.empty() && !segments_.back().marker) {
+    segments_.back().text.append(text);  // one plain span between two markers
+  } else {
+    segments_.push_back({std::string(text), marker});
+  }
+  return *this;
+}
+
+std::vector<TokenId> EncodeChat(const Tokenizer& tokenizer,
+                                absl::Span<const ChatSegment> segments) {
+  std::vector<TokenId> ids;
+  for (const ChatSegment& segment : segments) {
+    const std::vector<TokenId> part =
+        tokenizer.Encode(segment.text, {.add_special = false, .parse_special = segment.marker});
+    ids.insert(ids.end(), part.begin(), part.end());
+  }
+  return ids;
 }
 
 }  // namespace splitspec::model

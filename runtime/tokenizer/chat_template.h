@@ -24,8 +24,19 @@
 //            generation prompt "<|start_header_id|>assistant<|end_header_id|>\n\n".
 //            Llama 3.1+ templates (date/tool preamble) are refused.
 //
-// The result contains special-token text: encode it with parse_special = true
-// and add_special = false (the template already placed BOS where it wants it).
+// Apply's result contains special-token text, and so may the messages: for a
+// model's input use Render + EncodeChat, which encode only the template's own
+// markers ("<|im_start|>", "<|im_end|>", BOS, ...) as special tokens and every
+// message's content (and role) as plain text, as OpenAI's API does: a user who
+// writes "<|im_end|>" gets those characters, not a forged turn boundary.
+//
+//   ASSIGN_OR_RETURN(std::vector<ChatSegment> segments, chat.Render(messages, true));
+//   std::vector<TokenId> ids = EncodeChat(tok, segments);
+//
+// For messages without special-token text, EncodeChat gives exactly
+// tok.Encode(Apply(...), {.add_special = false, .parse_special = true}): the
+// tokenizer splits at special tokens either way and encodes the text between
+// them alone.
 //
 // Thread safety: immutable; Apply may be called concurrently.
 #ifndef SPLITSPEC_RUNTIME_TOKENIZER_CHAT_TEMPLATE_H_
@@ -38,12 +49,20 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 namespace splitspec::model {
 
 struct ChatMessage {
   std::string role;     // "system", "user" or "assistant"
   std::string content;
+};
+
+// A piece of a rendered chat: a template marker (special-token text) or the
+// plain text between two markers (adjacent plain pieces are merged).
+struct ChatSegment {
+  std::string text;
+  bool marker = false;
 };
 
 enum class ChatTemplateFormat { kChatML, kLlama3 };
@@ -62,6 +81,9 @@ class ChatTemplate {
   // role, or a role other than system/user/assistant (naming it and its index).
   absl::StatusOr<std::string> Apply(absl::Span<const ChatMessage> messages,
                                     bool add_generation_prompt) const;
+  // The same rendering as segments; Apply is their concatenation. Same errors.
+  absl::StatusOr<std::vector<ChatSegment>> Render(absl::Span<const ChatMessage> messages,
+                                                  bool add_generation_prompt) const;
 
   ChatTemplateFormat format() const { return format_; }
   // The ChatML default system prompt, if the template has one.
@@ -72,13 +94,30 @@ class ChatTemplate {
                std::string bos_text)
       : format_(format), default_system_(std::move(default_system)), bos_text_(std::move(bos_text)) {}
 
-  std::string ApplyChatML(absl::Span<const ChatMessage> messages, bool add_generation_prompt) const;
-  std::string ApplyLlama3(absl::Span<const ChatMessage> messages, bool add_generation_prompt) const;
+  class SegmentBuilder {
+   public:
+    SegmentBuilder& Marker(std::string_view text);
+    SegmentBuilder& Text(std::string_view text);
+    std::vector<ChatSegment> Take() { return std::move(segments_); }
+
+   private:
+    SegmentBuilder& Append(std::string_view text, bool marker);
+    std::vector<ChatSegment> segments_;
+  };
+
+  void RenderChatML(absl::Span<const ChatMessage> messages, bool add_generation_prompt,
+                    SegmentBuilder& out) const;
+  void RenderLlama3(absl::Span<const ChatMessage> messages, bool add_generation_prompt,
+                    SegmentBuilder& out) const;
 
   ChatTemplateFormat format_;
   std::optional<std::string> default_system_;
   std::string bos_text_;  // empty when the template does not print bos_token
 };
+
+// Encodes Render's segments: markers with parse_special, text without it;
+// add_special is off (the template placed BOS where it wants it).
+std::vector<TokenId> EncodeChat(const Tokenizer& tokenizer, absl::Span<const ChatSegment> segments);
 
 // The string literals of a Jinja template, in order, with escapes (\n, \t,
 // \\, \', \") resolved. Only literals inside {{ }} and {% %} tags count.

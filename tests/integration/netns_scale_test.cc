@@ -278,10 +278,12 @@ TEST(NetnsScaleTest, DraftPoolScalesAcrossHostsUnderLoadWithATensorParallelTarge
   EXPECT_EQ(*draft_exit, 0) << drafts[0].ReadLog();
   EXPECT_NE(drafts[0].ReadLog().find("drained"), std::string::npos) << drafts[0].ReadLog();
 
-  // The idle group may go: its leader is drained and disbands the follower.
-  ScaleRun group_down = RunScale(hosts.Exec("coord"),
-                                 {"--coordinator", endpoint, "--target-groups", "-1", "--wait-s", "120"},
-                                 dir + "/scale-group-down.log");
+  // The idle group may go (forced: it is the last one); its leader is drained
+  // and disbands the follower.
+  ScaleRun group_down =
+      RunScale(hosts.Exec("coord"),
+               {"--coordinator", endpoint, "--target-groups", "-1", "--wait-s", "120", "--force"},
+               dir + "/scale-group-down.log");
   std::printf("--- splitspec scale (exit %d):\n%s", group_down.exit_code, group_down.output.c_str());
   EXPECT_EQ(group_down.exit_code, 0) << group_down.output << logs();
   EXPECT_EQ(group_down.Values("left", "worker_id").size(), 2u) << group_down.output;

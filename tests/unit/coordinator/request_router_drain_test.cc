@@ -297,20 +297,38 @@ TEST_F(RouterDrainTest, RequestErrorsNameTheFieldAndChangeNothing) {
   EXPECT_TRUE(Take().empty());
 }
 
-TEST_F(RouterDrainTest, TheLastTargetGroupIsKeptWhileRequestsWaitOrRun) {
+TEST_F(RouterDrainTest, TheLastTargetGroupIsKeptUnlessForcedWhileIdle) {
   AddWorker(1, proto::ROLE_TARGET_WORKER);
   Submit("a");
+  proto::DrainRequest forced = DrainCount(proto::ROLE_TARGET_WORKER, 1);
+  forced.set_force(true);
+  for (const proto::DrainRequest& drain : {DrainCount(proto::ROLE_TARGET_WORKER, 1), forced}) {
+    auto refused = router_.StartDrain(drain, t0, &out_);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_NE(refused.status().message().find("no target group serving while 1 request"),
+              std::string::npos)
+        << refused.status();
+  }
+  EXPECT_FALSE(router_.IsDraining(1));
+  // Idle, it stays unless forced (an admin emptying the cluster on purpose).
+  Result(1, "a", {1}, 3, /*finished=*/true);
   auto refused = router_.StartDrain(DrainCount(proto::ROLE_TARGET_WORKER, 1), t0, &out_);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_NE(refused.status().message().find("no target group serving"), std::string::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find("would remove the last target group serving"),
+            std::string::npos)
+      << refused.status();
   EXPECT_FALSE(router_.IsDraining(1));
-  // Idle, it may go (an admin emptying the cluster); later requests then wait queued.
-  Result(1, "a", {1}, 3, /*finished=*/true);
-  EXPECT_TRUE(router_.StartDrain(DrainCount(proto::ROLE_TARGET_WORKER, 1), t0, &out_).ok());
+  EXPECT_TRUE(router_.StartDrain(forced, t0, &out_).ok());
+  // Then requests are refused at once rather than queued with nobody to serve them.
+  Take();
   Submit("b");
-  EXPECT_EQ(router_.queued(), 1);
-  AddWorker(2, proto::ROLE_TARGET_WORKER);
+  const std::vector<Outgoing> out = Take();
+  ASSERT_EQ(Filter(out, proto::Envelope::kError, kClient).size(), 1u);
+  EXPECT_EQ(Filter(out, proto::Envelope::kError, kClient)[0]->envelope.error().code(),
+            proto::ERROR_CODE_UNAVAILABLE);
   EXPECT_EQ(router_.queued(), 0);
+  AddWorker(2, proto::ROLE_TARGET_WORKER);
+  Submit("c");
   EXPECT_EQ(router_.running(), 1);
 }
 

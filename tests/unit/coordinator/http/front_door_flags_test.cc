@@ -23,8 +23,10 @@ TEST(FrontDoorFlagsTest, NoHttpFlagMeansNoFrontDoor) {
 }
 
 TEST(FrontDoorFlagsTest, ReadsEveryFlag) {
-  auto options = Parse({"--http", "0.0.0.0:8080", "--model", "/m.gguf", "--model-name", "smol", "--api-key", "k",
-                        "--http-max-connections", "10", "--http-max-in-flight", "3"});
+  auto options = Parse({"--http", "0.0.0.0:8080", "--model", "/m.gguf", "--model-name", "smol",
+                        "--api-key", "k", "--http-max-connections", "10", "--http-max-in-flight",
+                        "3", "--http-max-connections-per-client", "4", "--http-parse-threads", "5",
+                        "--metrics-open"});
   ASSERT_TRUE(options.ok()) << options.status();
   ASSERT_TRUE(options->has_value());
   const FrontDoorOptions& o = **options;
@@ -35,6 +37,9 @@ TEST(FrontDoorFlagsTest, ReadsEveryFlag) {
   EXPECT_EQ(o.api_key, "k");
   EXPECT_EQ(o.http.max_connections, 10);
   EXPECT_EQ(o.max_in_flight, 3);
+  EXPECT_EQ(o.http.max_connections_per_client, 4);
+  EXPECT_EQ(o.parse_threads, 5);
+  EXPECT_TRUE(o.metrics_open);
   EXPECT_EQ(o.coordinator_endpoint, "tcp://127.0.0.1:5555");
 }
 
@@ -45,6 +50,7 @@ TEST(FrontDoorFlagsTest, ApiKeyDefaultsToTheEnvironment) {
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ((*options)->api_key, "from-env");
   EXPECT_EQ((*options)->http.host, "127.0.0.1");
+  EXPECT_FALSE((*options)->metrics_open);  // /metrics needs the key unless opened
 }
 
 TEST(FrontDoorFlagsTest, BadFlagsAreRefusedNamingThem) {

@@ -5,6 +5,7 @@
 
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -59,10 +60,12 @@ class TestHandler : public HttpHandler {
   std::set<ExchangeId> aborted_ ABSL_GUARDED_BY(mu_);
 };
 
-std::unique_ptr<HttpServer> StartServer(TestHandler* handler, int max_connections = 16) {
+std::unique_ptr<HttpServer> StartServer(TestHandler* handler, int max_connections = 16,
+                                        int per_client = 16) {
   HttpServerOptions options;
   options.port = 0;
   options.max_connections = max_connections;
+  options.max_connections_per_client = per_client;
   auto server = HttpServer::Start(options, handler);
   EXPECT_TRUE(server.ok()) << server.status();
   return server.ok() ? *std::move(server) : nullptr;
@@ -138,6 +141,51 @@ TEST(HttpServerTest, ConnectionsOverTheLimitGet503WithRetryAfter) {
   EXPECT_EQ(refused->Header("retry-after"), "1");
   EXPECT_EQ(refused->body, "refused: server is at its limit of 1 connections; retry later");
   EXPECT_EQ(server->counters().connections_refused, 1u);
+}
+
+// Slowloris: connections that trickle a request and never finish it. Past the
+// per-client limit, one address gets 503 while the server has room for others.
+TEST(HttpServerTest, SlowClientPastThePerClientLimitIsRefused) {
+  TestHandler handler;
+  auto server = StartServer(&handler, /*max_connections=*/100, /*per_client=*/3);
+  std::vector<std::unique_ptr<TestHttpConnection>> slow;
+  for (int i = 0; i < 3; ++i) {
+    auto connection = TestHttpConnection::Connect(server->port());
+    ASSERT_TRUE(connection.ok()) << connection.status();
+    ASSERT_TRUE((*connection)->Send("GET /echo HTTP/1.1\r\nHost: h\r\nX-Slow: ").ok());
+    slow.push_back(*std::move(connection));
+  }
+  auto extra = TestHttpConnection::Connect(server->port());
+  ASSERT_TRUE(extra.ok());
+  ASSERT_TRUE((*extra)->Send("GET /echo HTTP/1.1\r\nHost: h\r\n\r\n").ok());
+  auto refused = (*extra)->ReadResponse();
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->status, 503) << refused->body;
+  EXPECT_EQ(refused->Header("retry-after"), "1");
+  EXPECT_EQ(refused->body,
+            "refused: client 127.0.0.1 is at its limit of 3 connections; retry later");
+  EXPECT_EQ(server->counters().connections_refused, 1u);
+  // The slow ones are still served once they finish their request.
+  ASSERT_TRUE(slow[0]->Send("1\r\n\r\n").ok());
+  auto served = slow[0]->ReadResponse();
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(served->status, 200);
+}
+
+TEST(HttpServerTest, ChunkedRequestBodyIsDecoded) {
+  TestHandler handler;
+  auto server = StartServer(&handler);
+  auto connection = TestHttpConnection::Connect(server->port());
+  ASSERT_TRUE(connection.ok());
+  ASSERT_TRUE(
+      (*connection)
+          ->Send("POST /echo HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n")
+          .ok());
+  ASSERT_TRUE((*connection)->Send("2\r\nde\r\n0\r\n\r\n").ok());
+  auto response = (*connection)->ReadResponse();
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->status, 200);
+  EXPECT_EQ(response->body, "POST /echo abcde");
 }
 
 TEST(HttpServerTest, ClientDisconnectAbortsItsUnfinishedExchange) {

@@ -145,6 +145,19 @@ TEST(OpenAiRequestTest, MalformedJsonGivesTheParsersReason) {
   EXPECT_EQ(ParseError("[1,2]").first, "the JSON body must be an object, got an array");
 }
 
+TEST(OpenAiRequestTest, StrictJsonRefusesTrailingCommasDeepNestingAndInvalidUtf8) {
+  EXPECT_EQ(ParseError(R"({"prompt":"x","max_tokens":5,})").first,
+            "malformed JSON body: trailing comma at byte 29");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","stop":["a",]})").first,
+            "malformed JSON body: trailing comma at byte 26");
+  const std::string deep =
+      R"({"prompt":)" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  EXPECT_EQ(ParseError(deep).first,
+            "JSON body nests deeper than the limit of 64 arrays and objects at byte 73");
+  EXPECT_EQ(ParseError("{\"prompt\":\"a\xff\"}").first,
+            "malformed JSON body: invalid UTF-8 in a string at byte 12");
+}
+
 TEST(OpenAiRequestTest, MakeSubmitRequestCarriesEveryParameter) {
   CompletionRequest r = ParseOk(R"({"prompt":"x","max_tokens":9,"temperature":0.7,"top_p":0.8,"top_k":5,
       "min_p":0.1,"seed":42,"stop":["a"],"drafter":"ngram"})");

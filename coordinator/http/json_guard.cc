@@ -1,0 +1,226 @@
+#include "coordinator/http/json_guard.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace splitspec::coordinator::http {
+namespace {
+
+bool IsContinuation(unsigned char c) { return (c & 0xC0) == 0x80; }
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsHexDigit(char c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+// One pass over the text; `stack_` holds the open containers ('[' or '{').
+class JsonChecker {
+ public:
+  JsonChecker(absl::string_view text, const JsonLimits& limits) : text_(text), limits_(limits) {}
+
+  absl::Status Run() {
+    bool want_value = true;
+    while (true) {
+      if (want_value) {
+        if (absl::Status value = Value(&want_value); !value.ok()) return value;
+        continue;
+      }
+      SkipWhitespace();
+      if (stack_.empty()) {
+        if (pos_ != text_.size()) return Malformed("unexpected data after the JSON value");
+        return absl::OkStatus();
+      }
+      const char close = stack_.back() == '[' ? ']' : '}';
+      if (AtEnd())
+        return Malformed(absl::StrCat("unterminated ", stack_.back() == '[' ? "array" : "object"));
+      if (text_[pos_] == close) {
+        ++pos_;
+        stack_.pop_back();
+        continue;
+      }
+      if (text_[pos_] != ',')
+        return Malformed(absl::StrCat("expected ',' or '", std::string(1, close), "'"));
+      ++pos_;
+      SkipWhitespace();
+      if (!AtEnd() && text_[pos_] == close) return Malformed("trailing comma");
+      if (stack_.back() == '{') {
+        if (absl::Status key = Key(); !key.ok()) return key;
+      }
+      want_value = true;
+    }
+  }
+
+ private:
+  bool AtEnd() const { return pos_ >= text_.size(); }
+
+  absl::Status Malformed(absl::string_view what) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed JSON body: ", what, " at byte ", pos_));
+  }
+
+  void SkipWhitespace() {
+    while (!AtEnd() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' ||
+                        text_[pos_] == '\r')) {
+      ++pos_;
+    }
+  }
+
+  // An object member's name and its ':'.
+  absl::Status Key() {
+    SkipWhitespace();
+    if (AtEnd() || text_[pos_] != '"') return Malformed("expected a member name in double quotes");
+    if (absl::Status name = String(); !name.ok()) return name;
+    SkipWhitespace();
+    if (AtEnd() || text_[pos_] != ':') return Malformed("expected ':' after a member name");
+    ++pos_;
+    return absl::OkStatus();
+  }
+
+  // One value; a container is only opened here (Run reads its members).
+  // *first_member_next: a non-empty container was opened and its first
+  // member's value comes next (an object's first name and ':' are read here).
+  absl::Status Value(bool* first_member_next) {
+    *first_member_next = false;
+    SkipWhitespace();
+    if (AtEnd()) return Malformed("expected a value, found the end of the body");
+    const char c = text_[pos_];
+    if (c == '[' || c == '{') {
+      if (static_cast<int>(stack_.size()) >= limits_.max_depth) {
+        return absl::InvalidArgumentError(absl::StrCat("JSON body nests deeper than the limit of ",
+                                                       limits_.max_depth,
+                                                       " arrays and objects at byte ", pos_));
+      }
+      stack_.push_back(c);
+      ++pos_;
+      SkipWhitespace();
+      const char close = c == '[' ? ']' : '}';
+      if (!AtEnd() && text_[pos_] == close) return absl::OkStatus();  // empty: Run closes it
+      if (c == '{') {
+        if (absl::Status key = Key(); !key.ok()) return key;
+      }
+      *first_member_next = true;
+      return absl::OkStatus();
+    }
+    if (c == '"') return String();
+    if (c == '-' || IsDigit(c)) return Number();
+    for (absl::string_view literal : {"true", "false", "null"}) {
+      if (text_.substr(pos_, literal.size()) == literal) {
+        pos_ += literal.size();
+        return absl::OkStatus();
+      }
+    }
+    return Malformed("expected a value");
+  }
+
+  absl::Status String() {
+    ++pos_;  // the opening quote
+    while (!AtEnd()) {
+      const unsigned char c = static_cast<unsigned char>(text_[pos_]);
+      if (c == '"') {
+        ++pos_;
+        return absl::OkStatus();
+      }
+      if (c < 0x20) return Malformed("raw control character in a string");
+      if (c == '\\') {
+        if (absl::Status escape = Escape(); !escape.ok()) return escape;
+        continue;
+      }
+      const size_t length = Utf8SequenceLength(text_, pos_);
+      if (length == 0) return Malformed("invalid UTF-8 in a string");
+      pos_ += length;
+    }
+    return Malformed("unterminated string");
+  }
+
+  absl::Status Escape() {
+    if (pos_ + 1 >= text_.size()) return Malformed("unterminated escape");
+    const char kind = text_[pos_ + 1];
+    if (kind == 'u') {
+      for (size_t i = 2; i < 6; ++i) {
+        if (pos_ + i >= text_.size() || !IsHexDigit(text_[pos_ + i]))
+          return Malformed("malformed \\u escape");
+      }
+      pos_ += 6;
+      return absl::OkStatus();
+    }
+    switch (kind) {
+      case '"':
+      case '\\':
+      case '/':
+      case 'b':
+      case 'f':
+      case 'n':
+      case 'r':
+      case 't':
+        pos_ += 2;
+        return absl::OkStatus();
+      default:
+        return Malformed("unknown escape");
+    }
+  }
+
+  absl::Status Number() {
+    if (text_[pos_] == '-') ++pos_;
+    if (AtEnd() || !IsDigit(text_[pos_])) return Malformed("malformed number");
+    if (text_[pos_] == '0') {
+      ++pos_;
+    } else {
+      while (!AtEnd() && IsDigit(text_[pos_])) ++pos_;
+    }
+    if (!AtEnd() && text_[pos_] == '.') {
+      ++pos_;
+      if (AtEnd() || !IsDigit(text_[pos_]))
+        return Malformed("malformed number (digits must follow '.')");
+      while (!AtEnd() && IsDigit(text_[pos_])) ++pos_;
+    }
+    if (!AtEnd() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
+      ++pos_;
+      if (!AtEnd() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
+      if (AtEnd() || !IsDigit(text_[pos_]))
+        return Malformed("malformed number (digits must follow the exponent)");
+      while (!AtEnd() && IsDigit(text_[pos_])) ++pos_;
+    }
+    return absl::OkStatus();
+  }
+
+  const absl::string_view text_;
+  const JsonLimits limits_;
+  size_t pos_ = 0;
+  std::vector<char> stack_;
+};
+
+}  // namespace
+
+absl::Status CheckJsonText(absl::string_view json, const JsonLimits& limits) {
+  return JsonChecker(json, limits).Run();
+}
+
+size_t Utf8SequenceLength(absl::string_view text, size_t pos) {
+  const unsigned char lead = static_cast<unsigned char>(text[pos]);
+  if (lead < 0x80) return 1;
+  size_t length = 0;
+  uint32_t code_point = 0;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+    code_point = lead & 0x1F;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    code_point = lead & 0x0F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    code_point = lead & 0x07;
+  } else {
+    return 0;  // a continuation byte, an overlong 2-byte lead (C0, C1), or F5..FF
+  }
+  if (pos + length > text.size()) return 0;
+  for (size_t i = 1; i < length; ++i) {
+    const unsigned char next = static_cast<unsigned char>(text[pos + i]);
+    if (!IsContinuation(next)) return 0;
+    code_point = (code_point << 6) | (next & 0x3F);
+  }
+  const uint32_t smallest = length == 2 ? 0x80 : length == 3 ? 0x800 : 0x10000;
+  if (code_point < smallest || code_point > 0x10FFFF) return 0;
+  if (code_point >= 0xD800 && code_point <= 0xDFFF) return 0;
+  return length;
+}
+
+}  // namespace splitspec::coordinator::http
