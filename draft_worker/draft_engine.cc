@@ -95,19 +95,23 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
   // the previous result if it was still busy with that block) to its result.
   // With lookahead > 1 the block waited behind its predecessor; the round trip
   // alone would count that wait twice.
+  // The first result of a request also paid for the prompt's prefill: no sample.
   const absl::Time now = absl::Now();
+  const bool first = state.last_result == absl::InfinitePast();
   const double step_seconds = absl::ToDoubleSeconds(now - std::max(block.sent, state.last_result));
   state.last_result = now;
   if (!state.adaptive.has_value()) return;
-  state.adaptive->RecordVerify(block.drafted, step_seconds);
+  if (!first) state.adaptive->RecordVerify(block.drafted, step_seconds);
   if (block.drafted == 0) {
     state.adaptive->RecordTargetOnlyStep();
     return;
   }
   const int accepted = std::min<int>(static_cast<int>(result.accepted()), block.drafted);
   state.adaptive->RecordBlock(block.drafted, accepted, new_epoch && accepted < block.drafted);
-  state.adaptive->RecordCosts(step_seconds / state.adaptive->curve().Relative(block.drafted),
-                              draft_seconds_per_token_);
+  if (!first) {
+    state.adaptive->RecordCosts(step_seconds / state.adaptive->curve().Relative(block.drafted),
+                                draft_seconds_per_token_);
+  }
 }
 
 ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
