@@ -16,6 +16,8 @@
 // of the real protocol messages (a DraftBlock with sparse q, answered by a
 // VerifyResult) over inproc:// and tcp:// loopback gives the transport and
 // protocol cost per round.
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -41,6 +43,17 @@
 #include "tools/cluster/in_process_cluster.h"
 
 namespace splitspec::tools {
+namespace {
+
+// User + system CPU time of this process (every thread).
+double ProcessCpuSeconds() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+}  // namespace
 
 absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec::Drafter* drafter, int lookahead, int k,
                                   const std::vector<int32_t>& prompt, int max_tokens,
@@ -64,15 +77,18 @@ absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec
   submit.set_draft_k(static_cast<uint32_t>(k));
   if (drafter == nullptr) submit.set_drafter("none");
   Tracer::Global().Clear();
+  const double cpu_start = ProcessCpuSeconds();
   const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(net::GenerationResult result, client->Generate(submit, absl::Minutes(10)));
   const double wall = absl::ToDoubleSeconds(absl::Now() - start);
+  const double cpu = ProcessCpuSeconds() - cpu_start;
   if (result.finish_reason == proto::FINISH_REASON_ERROR) return absl::InternalError(result.error);
   SpecRunResult run;
   run.tokens = static_cast<int>(result.tokens.size());
   run.tokens_per_s = run.tokens / wall;
   run.stats = result.stats;
   run.wall_s = wall;
+  run.cpu_s = cpu;
   run.draft_busy_s = absl::ToDoubleSeconds(Tracer::Global().BusyTime("draft"));
   run.target_busy_s = absl::ToDoubleSeconds(Tracer::Global().BusyTime("target"));
   return run;

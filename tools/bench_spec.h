@@ -24,6 +24,7 @@ struct SpecRunResult {
   int tokens = 0;
   proto::SpecStats stats;
   double draft_busy_s = 0, target_busy_s = 0, wall_s = 0;
+  double cpu_s = 0;  // CPU time of the whole process (all threads) during the generation
 };
 
 // One greedy generation through a fresh in-process cluster (coordinator, target

@@ -120,12 +120,12 @@ absl::StatusOr<std::vector<Prepared>> Tokenize(const std::vector<WorkloadRequest
 }
 
 void PrintTable(const std::vector<WorkloadRow>& rows) {
-  std::printf("| category      | configuration      | reqs |   tok/s | ratio  | accept | tok/step |\n");
-  std::printf("|---------------|--------------------|------|---------|--------|--------|----------|\n");
+  std::printf("| category      | configuration      | reqs |   tok/s | ratio  | accept | tok/step | cpu ms/tok |\n");
+  std::printf("|---------------|--------------------|------|---------|--------|--------|----------|------------|\n");
   for (const WorkloadRow& r : rows) {
-    std::printf("| %-13s | %-18s | %4d | %7.2f | %5.2fx | %6.3f | %8.2f |\n", r.category.c_str(),
+    std::printf("| %-13s | %-18s | %4d | %7.2f | %5.2fx | %6.3f | %8.2f | %10.2f |\n", r.category.c_str(),
                 r.configuration.c_str(), r.requests, r.tok_s, r.ratio_to_target_only, r.acceptance,
-                r.tokens_per_step);
+                r.tokens_per_step, r.cpu_ms_per_token);
   }
 }
 
@@ -174,7 +174,8 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
                   .wall_seconds = run->wall_s,
                   .verified = static_cast<int64_t>(run->stats.verified()),
                   .accepted = static_cast<int64_t>(run->stats.accepted()),
-                  .steps = static_cast<int64_t>(run->stats.steps())});
+                  .steps = static_cast<int64_t>(run->stats.steps()),
+                  .cpu_seconds = run->cpu_s});
     }
     std::fprintf(stderr, "bench spec: %zu/%zu requests done\n", i + 1, prepared.size());
   }
@@ -183,7 +184,7 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
     for (const WorkloadRow& row : rows) std::printf("%s\n", WorkloadRowJson(row).c_str());
   } else {
     std::printf("ratio = tok/s / target-only tok/s of the same category in this run; accept = accepted / verified "
-                "draft tokens; tok/step = tokens / target steps\n\n");
+                "draft tokens; tok/step = tokens / target steps; cpu ms/tok = CPU time of all threads / tokens\n\n");
     PrintTable(rows);
   }
   return absl::OkStatus();

@@ -150,6 +150,7 @@ void WorkloadTotals::Add(const std::string& category, const std::string& configu
   sum.run.verified += run.verified;
   sum.run.accepted += run.accepted;
   sum.run.steps += run.steps;
+  sum.run.cpu_seconds += run.cpu_seconds;
 }
 
 std::vector<WorkloadRow> WorkloadTotals::Rows() const {
@@ -168,6 +169,7 @@ std::vector<WorkloadRow> WorkloadTotals::Rows() const {
       row.ratio_to_target_only = baseline_tok_s > 0 ? row.tok_s / baseline_tok_s : 0.0;
       row.acceptance = run.verified > 0 ? static_cast<double>(run.accepted) / run.verified : 0.0;
       row.tokens_per_step = run.steps > 0 ? static_cast<double>(run.tokens) / run.steps : 0.0;
+      row.cpu_ms_per_token = run.tokens > 0 ? 1e3 * run.cpu_seconds / run.tokens : 0.0;
       rows.push_back(std::move(row));
     }
   }

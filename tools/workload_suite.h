@@ -59,6 +59,7 @@ struct WorkloadRun {
   int64_t verified = 0;       // draft tokens verified / accepted (speculative runs)
   int64_t accepted = 0;
   int64_t steps = 0;          // target steps (0: not reported)
+  double cpu_seconds = 0.0;   // CPU time of every thread that served it
 };
 
 // One (category, configuration) aggregate. Rates are over the sums (total
@@ -71,6 +72,9 @@ struct WorkloadRow {
   double ratio_to_target_only = 0.0;  // tok_s / the category's target-only tok_s; 0 without one
   double acceptance = 0.0;            // accepted / verified; 0 without verified tokens
   double tokens_per_step = 0.0;       // tokens / steps; 0 without steps
+  // CPU milliseconds per token: unlike tok/s, barely moved by other processes'
+  // load (preemption does not count), so configurations compare on a busy machine.
+  double cpu_ms_per_token = 0.0;
 };
 
 inline constexpr char kTargetOnly[] = "target-only";

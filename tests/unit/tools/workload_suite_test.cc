@@ -78,7 +78,8 @@ TEST(WorkloadTotalsTest, AggregatesPerCategoryOverSums) {
   WorkloadTotals totals;
   // qa: target-only 100 tokens in 4 s (25 tok/s); ngram 100 tokens in 2 s.
   totals.Add("qa", kTargetOnly, {.tokens = 60, .wall_seconds = 3.0, .steps = 60});
-  totals.Add("qa", "ngram k=4", {.tokens = 60, .wall_seconds = 1.0, .verified = 40, .accepted = 30, .steps = 20});
+  totals.Add("qa", "ngram k=4",
+             {.tokens = 60, .wall_seconds = 1.0, .verified = 40, .accepted = 30, .steps = 20, .cpu_seconds = 1.5});
   totals.Add("chat", kTargetOnly, {.tokens = 10, .wall_seconds = 1.0, .steps = 10});
   totals.Add("qa", kTargetOnly, {.tokens = 40, .wall_seconds = 1.0, .steps = 40});
   totals.Add("qa", "ngram k=4", {.tokens = 40, .wall_seconds = 1.0, .verified = 10, .accepted = 0, .steps = 30});
@@ -94,6 +95,7 @@ TEST(WorkloadTotalsTest, AggregatesPerCategoryOverSums) {
   EXPECT_DOUBLE_EQ(rows[1].ratio_to_target_only, 2.0);
   EXPECT_DOUBLE_EQ(rows[1].acceptance, 0.6);
   EXPECT_DOUBLE_EQ(rows[1].tokens_per_step, 2.0);
+  EXPECT_DOUBLE_EQ(rows[1].cpu_ms_per_token, 15.0);  // 1.5 s / 100 tokens
   EXPECT_EQ(rows[2].category, "chat");  // no ngram row: chat never ran it
   EXPECT_DOUBLE_EQ(rows[2].tok_s, 10.0);
   EXPECT_EQ(WorkloadRowJson(rows[1]),
