@@ -155,12 +155,17 @@ void DraftEngine::RestartDrafter(const std::string& id, RequestState& state) {
   if (!started.ok()) SPLITSPEC_LOG(ERROR) << "request " << id << ": drafter restart failed: " << started;
 }
 
+bool DraftEngine::HasRoom(const RequestState& state) const {
+  if (state.blocks_in_flight >= options_.lookahead_blocks) return false;
+  if (static_cast<int>(state.context.size()) >= state.max_length) return false;
+  // After an empty block the target decides that position itself and starts a
+  // new epoch, so any block sent before its result would be stale: wait for it.
+  return state.sent.empty() || state.sent.rbegin()->second.drafted > 0;
+}
+
 bool DraftEngine::HasWork() const {
   for (const auto& [id, state] : requests_) {
-    if (state.blocks_in_flight < options_.lookahead_blocks &&
-        static_cast<int>(state.context.size()) < state.max_length) {
-      return true;
-    }
+    if (HasRoom(state)) return true;
   }
   return false;
 }
@@ -170,7 +175,7 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
   std::vector<std::string> ids;
   for (auto& [id, state] : requests_) {
     const int room = state.max_length - static_cast<int>(state.context.size());
-    if (state.blocks_in_flight >= options_.lookahead_blocks || room <= 0) continue;
+    if (!HasRoom(state)) continue;
     const int k = state.adaptive.has_value() ? state.adaptive->NextK() : state.k;
     spec::DraftRequest request;
     request.request_id = id;

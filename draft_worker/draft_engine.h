@@ -117,6 +117,8 @@ class DraftEngine {
     std::map<uint64_t, SentBlock> sent;  // block_sequence -> block
     absl::Time last_result = absl::InfinitePast();  // when the previous result arrived
   };
+  // True if the request may send another block now.
+  bool HasRoom(const RequestState& state) const;
   // Feeds a resolved block back to the request's controller.
   void LearnFromResult(RequestState& state, const proto::VerifyResult& result, bool new_epoch);
   void Resync(const std::string& id, RequestState& state, std::vector<int32_t> committed, uint64_t epoch);
