@@ -199,12 +199,14 @@ def main():
         llama_lookup = t["lookup_tokens"] / t["lookup_seconds"]
         llama_accept = t["accepted"] / t["verified"] if t["verified"] else 0.0
         ratio = row["tok_s"] / llama_lookup
-        print("| %-13s | %11.3f | %16.3f | %12.2f (%5.2fx)       | %14.2f (%5.2fx)        | %15.2fx |" %
+        print("| %-13s | %11.3f | %16.3f | %12.2f (%5.2fx)       "
+              "| %14.2f (%5.2fx)        | %15.2fx |" %
               (category, row["acceptance"], llama_accept, row["tok_s"], row["ratio_to_target_only"],
                llama_lookup, llama_lookup / llama_alone, ratio))
         summary.append({"category": category, "splitspec_acceptance": row["acceptance"],
                         "llamacpp_acceptance": llama_accept, "splitspec_tok_s": row["tok_s"],
-                        "llamacpp_lookup_tok_s": llama_lookup, "llamacpp_target_only_tok_s": llama_alone,
+                        "llamacpp_lookup_tok_s": llama_lookup,
+                        "llamacpp_target_only_tok_s": llama_alone,
                         "ratio_vs_llamacpp_lookup": ratio})
     for s in summary:
         print(json.dumps(s))

@@ -55,9 +55,10 @@ double ProcessCpuSeconds() {
 
 }  // namespace
 
-absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec::Drafter* drafter, int lookahead, int k,
-                                  const std::vector<int32_t>& prompt, int max_tokens,
-                                  const std::vector<int32_t>& stop_token_ids) {
+absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec::Drafter* drafter,
+                                                int lookahead, int k,
+                                                const std::vector<int32_t>& prompt, int max_tokens,
+                                                const std::vector<int32_t>& stop_token_ids) {
   InProcessClusterOptions options;
   options.target = target;
   options.drafter = drafter;
@@ -72,7 +73,8 @@ absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec
   submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
   submit.mutable_params()->set_temperature(0.0f);
   submit.mutable_params()->set_max_tokens(static_cast<uint32_t>(max_tokens));
-  submit.mutable_params()->mutable_stop_token_ids()->Assign(stop_token_ids.begin(), stop_token_ids.end());
+  submit.mutable_params()->mutable_stop_token_ids()->Assign(stop_token_ids.begin(),
+                                                            stop_token_ids.end());
   submit.set_verify_mode(proto::VERIFY_MODE_GREEDY);
   submit.set_draft_k(static_cast<uint32_t>(k));
   if (drafter == nullptr) submit.set_drafter("none");
@@ -97,10 +99,14 @@ absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec
 namespace {
 
 constexpr char kEditText[] =
-    "The old lighthouse stood at the edge of the cliff for more than a hundred years. Every night its keeper "
-    "climbed the narrow stairs, cleaned the great lens and lit the lamp, so that ships passing in the dark "
-    "would know where the rocks were. When the keeper grew old, the town decided to replace the lamp with an "
-    "automatic light, but the people still walked to the cliff on summer evenings to watch the beam turn "
+    "The old lighthouse stood at the edge of the cliff for more than a hundred years. Every night "
+    "its keeper "
+    "climbed the narrow stairs, cleaned the great lens and lit the lamp, so that ships passing in "
+    "the dark "
+    "would know where the rocks were. When the keeper grew old, the town decided to replace the "
+    "lamp with an "
+    "automatic light, but the people still walked to the cliff on summer evenings to watch the "
+    "beam turn "
     "slowly over the water.";
 
 struct Workload {
@@ -109,10 +115,12 @@ struct Workload {
 };
 
 std::vector<Workload> Workloads() {
-  return {{"edit", absl::StrCat("Rewrite the following text exactly, word for word, but change 'lighthouse' to "
-                                "'tower':\n\n",
-                                kEditText)},
-          {"chat", "Write a short story about a robot who learns to paint."}};
+  return {
+      {"edit",
+       absl::StrCat("Rewrite the following text exactly, word for word, but change 'lighthouse' to "
+                    "'tower':\n\n",
+                    kEditText)},
+      {"chat", "Write a short story about a robot who learns to paint."}};
 }
 
 struct BenchFlags {
@@ -180,7 +188,8 @@ absl::StatusOr<BenchFlags> ParseFlags(const CommandArgs& argv) {
   return f;
 }
 
-void PrintRow(const std::string& workload, const std::string& config, const SpecRunResult& r, double baseline_tps) {
+void PrintRow(const std::string& workload, const std::string& config, const SpecRunResult& r,
+              double baseline_tps) {
   const proto::SpecStats& s = r.stats;
   const double acceptance = s.verified() ? static_cast<double>(s.accepted()) / s.verified() : 0;
   const double utilization = s.drafted() ? static_cast<double>(s.accepted()) / s.drafted() : 0;
@@ -209,9 +218,11 @@ absl::Status Run(const BenchFlags& f) {
     std::vector<model::ChatMessage> messages = {{"user", w.user_message}};
     ASSIGN_OR_RETURN(std::string text, chat.Apply(messages, true));
     const std::vector<int32_t> prompt = tokenizer.Encode(text, {.add_special = true, .parse_special = true});
-    ASSIGN_OR_RETURN(SpecRunResult alone, RunSpecGeneration(target.get(), nullptr, 1, f.k, prompt, f.max_tokens, {}));
+    ASSIGN_OR_RETURN(SpecRunResult alone,
+                     RunSpecGeneration(target.get(), nullptr, 1, f.k, prompt, f.max_tokens, {}));
     PrintRow(w.name, "target-only 1 thread", alone, alone.tokens_per_s);
-    ASSIGN_OR_RETURN(SpecRunResult alone2, RunSpecGeneration(target2.get(), nullptr, 1, f.k, prompt, f.max_tokens, {}));
+    ASSIGN_OR_RETURN(SpecRunResult alone2,
+                     RunSpecGeneration(target2.get(), nullptr, 1, f.k, prompt, f.max_tokens, {}));
     PrintRow(w.name, "target-only 2 threads", alone2, alone.tokens_per_s);
     for (const std::string& name : f.drafters) {
       const std::string spec_name = name == "layerskip" ? absl::StrCat("layerskip:", f.layerskip)
@@ -219,13 +230,15 @@ absl::Status Run(const BenchFlags& f) {
                                                         : name;
       ASSIGN_OR_RETURN(spec::DrafterSpec spec, spec::ParseDrafterSpec(spec_name, name == "self" ? f.model : ""));
       ASSIGN_OR_RETURN(std::unique_ptr<spec::Drafter> drafter, spec::MakeDrafter(spec, f.model, &tokenizer, vocab, 1));
-      ASSIGN_OR_RETURN(SpecRunResult sequential, RunSpecGeneration(target.get(), drafter.get(), 1, f.k, prompt, f.max_tokens, {}));
+      ASSIGN_OR_RETURN(SpecRunResult sequential, RunSpecGeneration(target.get(), drafter.get(), 1,
+                                                                   f.k, prompt, f.max_tokens, {}));
       PrintRow(w.name, absl::StrCat(name == "self" ? "self-draft" : spec_name, " sequential"), sequential,
                alone.tokens_per_s);
       if (!f.trace_dir.empty()) {
         RETURN_IF_ERROR(Tracer::Global().WriteChromeJson(absl::StrCat(f.trace_dir, "/", w.name, "-", name, "-sequential.json")));
       }
-      ASSIGN_OR_RETURN(SpecRunResult overlapped, RunSpecGeneration(target.get(), drafter.get(), 2, f.k, prompt, f.max_tokens, {}));
+      ASSIGN_OR_RETURN(SpecRunResult overlapped, RunSpecGeneration(target.get(), drafter.get(), 2,
+                                                                   f.k, prompt, f.max_tokens, {}));
       PrintRow(w.name, absl::StrCat(name == "self" ? "self-draft" : spec_name, " overlapped"), overlapped,
                alone.tokens_per_s);
       if (!f.trace_dir.empty()) {

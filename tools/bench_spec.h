@@ -32,8 +32,9 @@ struct SpecRunResult {
 // target alone; k = 0 lets the draft worker's adaptive controller choose k per
 // block. Wall time runs from submit to the last token (cluster start excluded).
 // Generation stops at max_tokens or at one of `stop_token_ids`.
-absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec::Drafter* drafter, int lookahead,
-                                                int k, const std::vector<int32_t>& prompt, int max_tokens,
+absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec::Drafter* drafter,
+                                                int lookahead, int k,
+                                                const std::vector<int32_t>& prompt, int max_tokens,
                                                 const std::vector<int32_t>& stop_token_ids);
 
 // `splitspec bench spec --workload FILE ...` (argv without "bench spec").

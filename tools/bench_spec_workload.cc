@@ -54,17 +54,20 @@ struct WorkloadBenchFlags {
   bool json = false;
 };
 
-absl::StatusOr<int> BoundedInt(const CliArgs& args, const char* flag, int fallback, int low, int high) {
+absl::StatusOr<int> BoundedInt(const CliArgs& args, const char* flag, int fallback, int low,
+                               int high) {
   ASSIGN_OR_RETURN(int64_t value, args.GetInt(flag, fallback));
   if (value < low || value > high) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, " must be in [", low, ", ", high, "], got ", value));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " must be in [", low, ", ", high, "], got ", value));
   }
   return static_cast<int>(value);
 }
 
 absl::StatusOr<WorkloadBenchFlags> ParseWorkloadFlags(const CommandArgs& argv) {
-  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, {"workload", "model", "limit", "threads", "k", "drafters",
-                                                       "layerskip", "lookahead"},
+  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv,
+                                                {"workload", "model", "limit", "threads", "k",
+                                                 "drafters", "layerskip", "lookahead"},
                                                 {"json"}));
   WorkloadBenchFlags f;
   f.workload = args.GetString("workload", "");
@@ -79,28 +82,33 @@ absl::StatusOr<WorkloadBenchFlags> ParseWorkloadFlags(const CommandArgs& argv) {
     for (absl::string_view part : absl::StrSplit(args.GetString("k", ""), ',', absl::SkipEmpty())) {
       int k = 0;
       if (!absl::SimpleAtoi(part, &k) || k < 1 || k > 16) {
-        return absl::InvalidArgumentError(absl::StrCat("--k: each K must be an integer in [1, 16], got '", part, "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--k: each K must be an integer in [1, 16], got '", part, "'"));
       }
       f.ks.push_back(k);
     }
   }
-  if (args.Has("drafters")) f.drafters = absl::StrSplit(args.GetString("drafters", ""), ',', absl::SkipEmpty());
+  if (args.Has("drafters"))
+    f.drafters = absl::StrSplit(args.GetString("drafters", ""), ',', absl::SkipEmpty());
   f.json = args.Has("json");
   return f;
 }
 
 struct Configuration {
-  std::string name;                 // "target-only", "ngram k=4", "ngram auto"
+  std::string name;                  // "target-only", "ngram k=4", "ngram auto"
   spec::Drafter* drafter = nullptr;  // null: target-only
-  int k = 0;                        // 0: adaptive
+  int k = 0;                         // 0: adaptive
 };
 
-absl::StatusOr<std::unique_ptr<spec::Drafter>> LoadDrafter(const std::string& name, const WorkloadBenchFlags& f,
-                                                           const model::Tokenizer& tokenizer, int vocab) {
+absl::StatusOr<std::unique_ptr<spec::Drafter>> LoadDrafter(const std::string& name,
+                                                           const WorkloadBenchFlags& f,
+                                                           const model::Tokenizer& tokenizer,
+                                                           int vocab) {
   const std::string spec_name = name == "layerskip" ? absl::StrCat("layerskip:", f.layerskip)
                                 : name == "self"    ? "model"
                                                     : name;
-  ASSIGN_OR_RETURN(spec::DrafterSpec spec, spec::ParseDrafterSpec(spec_name, name == "self" ? f.model : ""));
+  ASSIGN_OR_RETURN(spec::DrafterSpec spec,
+                   spec::ParseDrafterSpec(spec_name, name == "self" ? f.model : ""));
   return spec::MakeDrafter(spec, f.model, &tokenizer, vocab, 1);
 }
 
@@ -110,22 +118,29 @@ struct Prepared {
 };
 
 absl::StatusOr<std::vector<Prepared>> Tokenize(const std::vector<WorkloadRequest>& requests,
-                                               const model::Tokenizer& tokenizer, const model::ChatTemplate& chat) {
+                                               const model::Tokenizer& tokenizer,
+                                               const model::ChatTemplate& chat) {
   std::vector<Prepared> prepared;
   for (const WorkloadRequest& request : requests) {
-    ASSIGN_OR_RETURN(std::string text, chat.Apply(request.messages, /*add_generation_prompt=*/true));
-    prepared.push_back({&request, tokenizer.Encode(text, {.add_special = true, .parse_special = true})});
+    ASSIGN_OR_RETURN(std::string text,
+                     chat.Apply(request.messages, /*add_generation_prompt=*/true));
+    prepared.push_back(
+        {&request, tokenizer.Encode(text, {.add_special = true, .parse_special = true})});
   }
   return prepared;
 }
 
 void PrintTable(const std::vector<WorkloadRow>& rows) {
-  std::printf("| category      | configuration      | reqs |   tok/s | ratio  | accept | tok/step | cpu ms/tok |\n");
-  std::printf("|---------------|--------------------|------|---------|--------|--------|----------|------------|\n");
+  std::printf(
+      "| category      | configuration      | reqs |   tok/s | ratio  | accept | tok/step | cpu "
+      "ms/tok |\n");
+  std::printf(
+      "|---------------|--------------------|------|---------|--------|--------|----------|--------"
+      "----|\n");
   for (const WorkloadRow& r : rows) {
-    std::printf("| %-13s | %-18s | %4d | %7.2f | %5.2fx | %6.3f | %8.2f | %10.2f |\n", r.category.c_str(),
-                r.configuration.c_str(), r.requests, r.tok_s, r.ratio_to_target_only, r.acceptance,
-                r.tokens_per_step, r.cpu_ms_per_token);
+    std::printf("| %-13s | %-18s | %4d | %7.2f | %5.2fx | %6.3f | %8.2f | %10.2f |\n",
+                r.category.c_str(), r.configuration.c_str(), r.requests, r.tok_s,
+                r.ratio_to_target_only, r.acceptance, r.tokens_per_step, r.cpu_ms_per_token);
   }
 }
 
@@ -136,7 +151,8 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
   ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> target,
                    model::Transformer::Load(f.model, {.threads = f.threads}));
   ASSIGN_OR_RETURN(model::Tokenizer tokenizer, model::LoadTokenizerFromGguf(target->file()));
-  ASSIGN_OR_RETURN(model::ChatTemplate chat, model::ChatTemplate::FromSource(tokenizer.chat_template()));
+  ASSIGN_OR_RETURN(model::ChatTemplate chat,
+                   model::ChatTemplate::FromSource(tokenizer.chat_template()));
   ASSIGN_OR_RETURN(std::vector<Prepared> prepared, Tokenize(requests, tokenizer, chat));
   std::vector<int32_t> stop_ids;
   for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
@@ -154,20 +170,22 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
   }
 
   if (!f.json) {
-    std::printf("splitspec bench spec --workload %s: model %s, %zu requests, greedy, target %d thread(s), "
-                "drafters 1 thread, lookahead %d, cpu %s, %u hardware threads\n",
-                f.workload.c_str(), f.model.c_str(), requests.size(), f.threads, f.lookahead,
-                kernels::CpuIsaName(), std::thread::hardware_concurrency());
+    std::printf(
+        "splitspec bench spec --workload %s: model %s, %zu requests, greedy, target %d thread(s), "
+        "drafters 1 thread, lookahead %d, cpu %s, %u hardware threads\n",
+        f.workload.c_str(), f.model.c_str(), requests.size(), f.threads, f.lookahead,
+        kernels::CpuIsaName(), std::thread::hardware_concurrency());
   }
   WorkloadTotals totals;
   for (size_t i = 0; i < prepared.size(); ++i) {
     const Prepared& p = prepared[i];
     for (const Configuration& c : configurations) {
-      absl::StatusOr<SpecRunResult> run =
-          RunSpecGeneration(target.get(), c.drafter, f.lookahead, c.k, p.prompt, p.request->max_tokens, stop_ids);
+      absl::StatusOr<SpecRunResult> run = RunSpecGeneration(
+          target.get(), c.drafter, f.lookahead, c.k, p.prompt, p.request->max_tokens, stop_ids);
       if (!run.ok()) {
-        return absl::Status(run.status().code(), absl::StrCat(f.workload, ":", p.request->line, " (", c.name,
-                                                              "): ", run.status().message()));
+        return absl::Status(run.status().code(),
+                            absl::StrCat(f.workload, ":", p.request->line, " (", c.name,
+                                         "): ", run.status().message()));
       }
       totals.Add(p.request->category, c.name,
                  {.tokens = run->tokens,
@@ -183,8 +201,11 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
   if (f.json) {
     for (const WorkloadRow& row : rows) std::printf("%s\n", WorkloadRowJson(row).c_str());
   } else {
-    std::printf("ratio = tok/s / target-only tok/s of the same category in this run; accept = accepted / verified "
-                "draft tokens; tok/step = tokens / target steps; cpu ms/tok = CPU time of all threads / tokens\n\n");
+    std::printf(
+        "ratio = tok/s / target-only tok/s of the same category in this run; accept = accepted / "
+        "verified "
+        "draft tokens; tok/step = tokens / target steps; cpu ms/tok = CPU time of all threads / "
+        "tokens\n\n");
     PrintTable(rows);
   }
   return absl::OkStatus();
@@ -195,7 +216,8 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
 int RunBenchSpecWorkload(const CommandArgs& args) {
   absl::StatusOr<WorkloadBenchFlags> flags = ParseWorkloadFlags(args);
   if (!flags.ok()) {
-    std::fprintf(stderr, "splitspec bench spec: %s\n", std::string(flags.status().message()).c_str());
+    std::fprintf(stderr, "splitspec bench spec: %s\n",
+                 std::string(flags.status().message()).c_str());
     return 2;
   }
   absl::Status status = RunWorkload(*flags);

@@ -40,17 +40,20 @@ struct WorkloadRequest {
 };
 
 // One line; `file` and `line` only label errors.
-absl::StatusOr<WorkloadRequest> ParseWorkloadLine(absl::string_view text, absl::string_view file, int line);
+absl::StatusOr<WorkloadRequest> ParseWorkloadLine(absl::string_view text, absl::string_view file,
+                                                  int line);
 
 // Every request of `contents` (the text of `file`), in file order.
-absl::StatusOr<std::vector<WorkloadRequest>> ParseWorkload(absl::string_view contents, absl::string_view file);
+absl::StatusOr<std::vector<WorkloadRequest>> ParseWorkload(absl::string_view contents,
+                                                           absl::string_view file);
 
 // Reads and parses `path`; NotFound naming it when unreadable, InvalidArgument
 // when it holds no request.
 absl::StatusOr<std::vector<WorkloadRequest>> LoadWorkload(const std::string& path);
 
 // The first `limit` requests of each category (limit <= 0: all), in file order.
-std::vector<WorkloadRequest> FirstPerCategory(const std::vector<WorkloadRequest>& requests, int limit);
+std::vector<WorkloadRequest> FirstPerCategory(const std::vector<WorkloadRequest>& requests,
+                                              int limit);
 
 // The measurements of one generation.
 struct WorkloadRun {
@@ -58,8 +61,8 @@ struct WorkloadRun {
   double wall_seconds = 0.0;  // submit to last token
   int64_t verified = 0;       // draft tokens verified / accepted (speculative runs)
   int64_t accepted = 0;
-  int64_t steps = 0;          // target steps (0: not reported)
-  double cpu_seconds = 0.0;   // CPU time of every thread that served it
+  int64_t steps = 0;         // target steps (0: not reported)
+  double cpu_seconds = 0.0;  // CPU time of every thread that served it
 };
 
 // One (category, configuration) aggregate. Rates are over the sums (total

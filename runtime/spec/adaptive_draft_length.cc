@@ -30,8 +30,9 @@ absl::Status AdaptiveDraftLengthConfig::Validate() const {
 AdaptiveDraftLength::AdaptiveDraftLength(const AdaptiveDraftLengthConfig& config,
                                          std::shared_ptr<VerifyCostCurve> curve)
     : config_(config),
-      curve_(curve != nullptr ? std::move(curve)
-                              : std::make_shared<VerifyCostCurve>(config.verify_cost_slope, config.decay)),
+      curve_(curve != nullptr
+                 ? std::move(curve)
+                 : std::make_shared<VerifyCostCurve>(config.verify_cost_slope, config.decay)),
       accepted_(config.prior_weight * config.prior_alpha),
       verified_(config.prior_weight) {}
 
@@ -44,8 +45,9 @@ double AdaptiveDraftLength::EstimatedCostRatio() const {
 }
 
 int AdaptiveDraftLength::NextK() const {
-  const PlanChoice best = OptimalKWithVerifyCost(EstimatedAlpha(), EstimatedCostRatio(), config_.schedule,
-                                                 curve_->Slope(), config_.min_k, config_.max_k);
+  const PlanChoice best =
+      OptimalKWithVerifyCost(EstimatedAlpha(), EstimatedCostRatio(), config_.schedule,
+                             curve_->Slope(), config_.min_k, config_.max_k);
   if (best.speedup > config_.min_speedup) return best.k;
   return target_only_steps_ >= config_.probe_interval ? config_.min_k : 0;
 }

@@ -65,9 +65,10 @@ PlanChoice OptimalK(double alpha, double cost_ratio, Schedule schedule, int min_
 // (1 + verify_slope * k) + k / C sequentially and max(1 + verify_slope * k, k / C)
 // overlapped, in units of T_target. verify_slope = 0 gives Speedup / OptimalK.
 // REQUIRES verify_slope >= 0.
-double SpeedupWithVerifyCost(double alpha, double cost_ratio, int k, Schedule schedule, double verify_slope);
-PlanChoice OptimalKWithVerifyCost(double alpha, double cost_ratio, Schedule schedule, double verify_slope,
-                                  int min_k, int max_k);
+double SpeedupWithVerifyCost(double alpha, double cost_ratio, int k, Schedule schedule,
+                             double verify_slope);
+PlanChoice OptimalKWithVerifyCost(double alpha, double cost_ratio, Schedule schedule,
+                                  double verify_slope, int min_k, int max_k);
 
 }  // namespace splitspec::spec
 

@@ -30,8 +30,8 @@ absl::StatusOr<DrafterSpec> ParseDrafterSpec(const std::string& name, const std:
     }
     spec.kind = DrafterSpec::Kind::kLayerSkip;
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown drafter '", name, "' (expected none, ngram, lookup, model or layerskip:L)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown drafter '", name, "' (expected none, ngram, lookup, model or layerskip:L)"));
   }
   return spec;
 }

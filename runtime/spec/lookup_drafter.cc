@@ -8,10 +8,12 @@ namespace splitspec::spec {
 
 absl::Status LookupDrafterConfig::Validate() const {
   auto bad = [](const char* field, int value, const std::string& want) {
-    return absl::InvalidArgumentError(absl::StrCat("lookup drafter: ", field, " must be ", want, ", got ", value));
+    return absl::InvalidArgumentError(
+        absl::StrCat("lookup drafter: ", field, " must be ", want, ", got ", value));
   };
   if (min_match < 1) return bad("min_match", min_match, ">= 1");
-  if (max_match < min_match) return bad("max_match", max_match, absl::StrCat(">= min_match (", min_match, ")"));
+  if (max_match < min_match)
+    return bad("max_match", max_match, absl::StrCat(">= min_match (", min_match, ")"));
   if (tokens_per_matched < 1) return bad("tokens_per_matched", tokens_per_matched, ">= 1");
   if (max_candidates < 1) return bad("max_candidates", max_candidates, ">= 1");
   return absl::OkStatus();
@@ -40,11 +42,12 @@ LookupMatch LookupIndex::Find(const LookupDrafterConfig& config) const {
   auto it = positions_.find(tokens_[n - 1]);
   const std::vector<int64_t>& occurrences = it->second;  // the last token itself is the final entry
   int examined = 0;
-  for (auto pos = occurrences.rbegin() + 1; pos != occurrences.rend() && examined < config.max_candidates;
-       ++pos, ++examined) {
+  for (auto pos = occurrences.rbegin() + 1;
+       pos != occurrences.rend() && examined < config.max_candidates; ++pos, ++examined) {
     const int64_t j = *pos;
     int length = 1;
-    while (length < config.max_match && j - length >= 0 && tokens_[j - length] == tokens_[n - 1 - length]) {
+    while (length < config.max_match && j - length >= 0 &&
+           tokens_[j - length] == tokens_[n - 1 - length]) {
       ++length;
     }
     if (length > best.length) best = {j + 1, length};
@@ -54,21 +57,24 @@ LookupMatch LookupIndex::Find(const LookupDrafterConfig& config) const {
   return best;
 }
 
-std::vector<int32_t> LookupProposal(absl::Span<const int32_t> context, int k, const LookupDrafterConfig& config) {
+std::vector<int32_t> LookupProposal(absl::Span<const int32_t> context, int k,
+                                    const LookupDrafterConfig& config) {
   LookupIndex index;
   index.Extend(context);
   const LookupMatch match = index.Find(config);
   if (match.length == 0 || k <= 0) return {};
   const int64_t available = static_cast<int64_t>(context.size()) - match.continuation;
-  const int64_t count =
-      std::min<int64_t>({k, static_cast<int64_t>(config.tokens_per_matched) * match.length, available});
-  return std::vector<int32_t>(context.begin() + match.continuation, context.begin() + match.continuation + count);
+  const int64_t count = std::min<int64_t>(
+      {k, static_cast<int64_t>(config.tokens_per_matched) * match.length, available});
+  return std::vector<int32_t>(context.begin() + match.continuation,
+                              context.begin() + match.continuation + count);
 }
 
 absl::Status LookupDrafter::Start(const std::string& request_id, absl::Span<const int32_t> tokens) {
   auto [it, inserted] = requests_.try_emplace(request_id);
   if (!inserted) {
-    return absl::AlreadyExistsError(absl::StrCat("lookup drafter: request '", request_id, "' already started"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("lookup drafter: request '", request_id, "' already started"));
   }
   it->second.held = static_cast<int64_t>(tokens.size());
   it->second.index.Extend(tokens);
@@ -81,8 +87,9 @@ absl::Status LookupDrafter::Truncate(const std::string& request_id, int64_t leng
     return absl::NotFoundError(absl::StrCat("lookup drafter: unknown request '", request_id, "'"));
   }
   if (length < 0 || length > it->second.held) {
-    return absl::OutOfRangeError(absl::StrCat("lookup drafter: cannot truncate request '", request_id, "' to ",
-                                              length, " tokens, it holds ", it->second.held));
+    return absl::OutOfRangeError(absl::StrCat("lookup drafter: cannot truncate request '",
+                                              request_id, "' to ", length, " tokens, it holds ",
+                                              it->second.held));
   }
   it->second.held = length;
   it->second.index.Truncate(length);
@@ -108,15 +115,17 @@ void LookupDrafter::ProposeOne(DraftRequest& request) {
     return;
   }
   if (request.k < 0 || request.q_top_k < 1) {
-    request.status = absl::InvalidArgumentError(absl::StrCat(
-        "lookup drafter: request '", request.request_id, "' has k = ", request.k, ", q_top_k = ", request.q_top_k));
+    request.status = absl::InvalidArgumentError(
+        absl::StrCat("lookup drafter: request '", request.request_id, "' has k = ", request.k,
+                     ", q_top_k = ", request.q_top_k));
     return;
   }
   state.index.Extend(request.context);
   const LookupMatch match = state.index.Find(config_);
   if (match.length > 0 && request.k > 0) {
     const int64_t count = std::min<int64_t>(
-        {request.k, static_cast<int64_t>(config_.tokens_per_matched) * match.length, length - match.continuation});
+        {request.k, static_cast<int64_t>(config_.tokens_per_matched) * match.length,
+         length - match.continuation});
     request.tokens.assign(request.context.begin() + match.continuation,
                           request.context.begin() + match.continuation + count);
   }

@@ -72,7 +72,8 @@ class LookupIndex {
 
 // The proposal for `context` (at most k tokens; empty without a match). Builds
 // a fresh index: for tests and one-off use; the drafter keeps its index.
-std::vector<int32_t> LookupProposal(absl::Span<const int32_t> context, int k, const LookupDrafterConfig& config);
+std::vector<int32_t> LookupProposal(absl::Span<const int32_t> context, int k,
+                                    const LookupDrafterConfig& config);
 
 class LookupDrafter : public Drafter {
  public:

@@ -13,7 +13,10 @@ constexpr double kMaxBucketWeight = 16.0;
 }  // namespace
 
 VerifyCostCurve::VerifyCostCurve(double prior_slope, double decay, int max_k)
-    : prior_slope_(prior_slope), decay_(decay), mean_seconds_(max_k + 1, 0.0), weight_(max_k + 1, 0.0) {}
+    : prior_slope_(prior_slope),
+      decay_(decay),
+      mean_seconds_(max_k + 1, 0.0),
+      weight_(max_k + 1, 0.0) {}
 
 void VerifyCostCurve::Record(int drafted, double seconds) {
   if (drafted < 0 || drafted >= static_cast<int>(mean_seconds_.size())) return;

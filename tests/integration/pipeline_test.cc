@@ -137,7 +137,8 @@ TEST(PipelineTest, AdaptiveDraftLengthKeepsGreedyOutputExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, PipelineGreedyTest,
-                         ::testing::Values(Mode{"target_only", "none", 2}, Mode{"ngram_overlapped", "ngram", 2},
+                         ::testing::Values(Mode{"target_only", "none", 2},
+                                           Mode{"ngram_overlapped", "ngram", 2},
                                            Mode{"ngram_sequential", "ngram", 1},
                                            Mode{"lookup_overlapped", "lookup", 2},
                                            Mode{"lookup_sequential", "lookup", 1},

@@ -159,7 +159,7 @@ TEST(VerifyCostCurveTest, FitsSlopeAndBaseFromSamples) {
   VerifyCostCurve curve(/*prior_slope=*/0.25, /*decay=*/0.9, /*max_k=*/16);
   EXPECT_FALSE(curve.measured());
   EXPECT_DOUBLE_EQ(curve.Relative(4), 2.0);  // the prior
-  curve.Record(4, 0.024);                     // one k: the prior's shape through it
+  curve.Record(4, 0.024);                    // one k: the prior's shape through it
   EXPECT_DOUBLE_EQ(curve.Slope(), 0.25);
   EXPECT_NEAR(curve.BaseSeconds(), 0.012, 1e-12);
   curve = VerifyCostCurve(0.25, 0.9, 16);

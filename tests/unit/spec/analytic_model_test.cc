@@ -66,7 +66,8 @@ TEST(AnalyticModelTest, VerifyCostSlopeChargesLongBlocks) {
   EXPECT_NEAR(SpeedupWithVerifyCost(0.6, 4.0, 4, Schedule::kOverlapped, 0.25), 2.3056 / 2.0, 1e-12);
   EXPECT_EQ(OptimalKWithVerifyCost(0.6, 4.0, Schedule::kSequential, 0.25, 1, 20).k, 1);
   // Slope 0 is the plain model.
-  EXPECT_DOUBLE_EQ(SpeedupWithVerifyCost(0.8, 20.0, 8, Schedule::kSequential, 0.0), Speedup(0.8, 20.0, 8));
+  EXPECT_DOUBLE_EQ(SpeedupWithVerifyCost(0.8, 20.0, 8, Schedule::kSequential, 0.0),
+                   Speedup(0.8, 20.0, 8));
   EXPECT_EQ(OptimalKWithVerifyCost(0.8, 20.0, Schedule::kSequential, 0.0, 1, 20).k, 8);
 }
 
