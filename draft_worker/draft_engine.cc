@@ -19,7 +19,10 @@ size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b
 }  // namespace
 
 DraftEngine::DraftEngine(spec::Drafter* drafter, DraftEngineOptions options)
-    : drafter_(drafter), options_(options) {}
+    : drafter_(drafter),
+      options_(options),
+      verify_cost_(std::make_shared<spec::VerifyCostCurve>(options.adaptive.verify_cost_slope,
+                                                           options.adaptive.decay)) {}
 
 absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
   const std::string& id = assignment.request_id();
@@ -46,7 +49,7 @@ absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
     spec::AdaptiveDraftLengthConfig config = options_.adaptive;
     config.schedule = options_.lookahead_blocks > 1 ? spec::Schedule::kOverlapped : spec::Schedule::kSequential;
     RETURN_IF_ERROR(config.Validate());
-    state.adaptive.emplace(config);
+    state.adaptive.emplace(config, verify_cost_);
   }
   const int max_new = assignment.params().max_tokens() > 0 ? static_cast<int>(assignment.params().max_tokens()) : 1 << 20;
   state.max_length = static_cast<int>(assignment.prompt_length()) + max_new;
@@ -88,15 +91,27 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
   if (sent == state.sent.end()) return;
   const RequestState::SentBlock block = sent->second;
   state.sent.erase(sent);
+  // The target's time on this block: from when it could start on it (sent, or
+  // the previous result if it was still busy with that block) to its result.
+  // With lookahead > 1 the block waited behind its predecessor; the round trip
+  // alone would count that wait twice.
+  // The first result of a request also paid for the prompt's prefill: no sample.
+  const absl::Time now = absl::Now();
+  const bool first = state.last_result == absl::InfinitePast();
+  const double step_seconds = absl::ToDoubleSeconds(now - std::max(block.sent, state.last_result));
+  state.last_result = now;
   if (!state.adaptive.has_value()) return;
+  if (!first) state.adaptive->RecordVerify(block.drafted, step_seconds);
   if (block.drafted == 0) {
     state.adaptive->RecordTargetOnlyStep();
     return;
   }
   const int accepted = std::min<int>(static_cast<int>(result.accepted()), block.drafted);
   state.adaptive->RecordBlock(block.drafted, accepted, new_epoch && accepted < block.drafted);
-  // The block's round trip stands for the target's step time.
-  state.adaptive->RecordCosts(absl::ToDoubleSeconds(absl::Now() - block.sent), draft_seconds_per_token_);
+  if (!first) {
+    state.adaptive->RecordCosts(step_seconds / state.adaptive->curve().Relative(block.drafted),
+                                draft_seconds_per_token_);
+  }
 }
 
 ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
@@ -140,12 +155,17 @@ void DraftEngine::RestartDrafter(const std::string& id, RequestState& state) {
   if (!started.ok()) SPLITSPEC_LOG(ERROR) << "request " << id << ": drafter restart failed: " << started;
 }
 
+bool DraftEngine::HasRoom(const RequestState& state) const {
+  if (state.blocks_in_flight >= options_.lookahead_blocks) return false;
+  if (static_cast<int>(state.context.size()) >= state.max_length) return false;
+  // After an empty block the target decides that position itself and starts a
+  // new epoch, so any block sent before its result would be stale: wait for it.
+  return state.sent.empty() || state.sent.rbegin()->second.drafted > 0;
+}
+
 bool DraftEngine::HasWork() const {
   for (const auto& [id, state] : requests_) {
-    if (state.blocks_in_flight < options_.lookahead_blocks &&
-        static_cast<int>(state.context.size()) < state.max_length) {
-      return true;
-    }
+    if (HasRoom(state)) return true;
   }
   return false;
 }
@@ -155,7 +175,7 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
   std::vector<std::string> ids;
   for (auto& [id, state] : requests_) {
     const int room = state.max_length - static_cast<int>(state.context.size());
-    if (state.blocks_in_flight >= options_.lookahead_blocks || room <= 0) continue;
+    if (!HasRoom(state)) continue;
     const int k = state.adaptive.has_value() ? state.adaptive->NextK() : state.k;
     spec::DraftRequest request;
     request.request_id = id;

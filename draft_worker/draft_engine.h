@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -114,7 +115,10 @@ class DraftEngine {
       absl::Time sent;
     };
     std::map<uint64_t, SentBlock> sent;  // block_sequence -> block
+    absl::Time last_result = absl::InfinitePast();  // when the previous result arrived
   };
+  // True if the request may send another block now.
+  bool HasRoom(const RequestState& state) const;
   // Feeds a resolved block back to the request's controller.
   void LearnFromResult(RequestState& state, const proto::VerifyResult& result, bool new_epoch);
   void Resync(const std::string& id, RequestState& state, std::vector<int32_t> committed, uint64_t epoch);
@@ -127,6 +131,9 @@ class DraftEngine {
   std::map<std::string, RequestState> requests_;
   DraftCounters counters_;
   double draft_seconds_per_token_ = 0.0;  // measured over the last Propose call
+  // T_verify(k) of this worker's target(s), shared by the adaptive controllers:
+  // it depends on the target, not on the request.
+  std::shared_ptr<spec::VerifyCostCurve> verify_cost_;
 };
 
 }  // namespace splitspec::draft

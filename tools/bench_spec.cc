@@ -1,5 +1,6 @@
 // `splitspec bench spec [--model PATH] [--max-tokens N] [--k K] [--layerskip L]
-//                       [--drafters ngram,layerskip,self] [--trace-dir DIR] [--json]`
+//                       [--drafters ngram,layerskip,self] [--trace-dir DIR]`
+// (with --workload FILE: the workload-suite mode of tools/bench_spec_workload.cc)
 //
 // One run, one machine, the default model: for each workload (an input-grounded
 // edit of a given text, and open-ended chat) it measures greedy generation
@@ -15,6 +16,8 @@
 // of the real protocol messages (a DraftBlock with sparse q, answered by a
 // VerifyResult) over inproc:// and tcp:// loopback gives the transport and
 // protocol cost per round.
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -33,6 +36,7 @@
 #include "runtime/net/request_client.h"
 #include "runtime/net/wire_format.h"
 #include "runtime/spec/drafter_factory.h"
+#include "tools/bench_spec.h"
 #include "tools/commands.h"
 #include "tools/default_paths.h"
 #include "tools/cluster/in_process_cluster.h"
@@ -40,43 +44,20 @@
 namespace splitspec::tools {
 namespace {
 
-constexpr char kEditText[] =
-    "The old lighthouse stood at the edge of the cliff for more than a hundred years. Every night its keeper "
-    "climbed the narrow stairs, cleaned the great lens and lit the lamp, so that ships passing in the dark "
-    "would know where the rocks were. When the keeper grew old, the town decided to replace the lamp with an "
-    "automatic light, but the people still walked to the cliff on summer evenings to watch the beam turn "
-    "slowly over the water.";
-
-struct Workload {
-  std::string name;
-  std::string user_message;
-};
-
-std::vector<Workload> Workloads() {
-  return {{"edit", absl::StrCat("Rewrite the following text exactly, word for word, but change 'lighthouse' to "
-                                "'tower':\n\n",
-                                kEditText)},
-          {"chat", "Write a short story about a robot who learns to paint."}};
+// User + system CPU time of this process (every thread).
+double ProcessCpuSeconds() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
-struct RunResult {
-  double tokens_per_s = 0;
-  int tokens = 0;
-  proto::SpecStats stats;
-  double draft_busy_s = 0, target_busy_s = 0, wall_s = 0;
-};
+}  // namespace
 
-struct BenchFlags {
-  std::string model;
-  int max_tokens = 128;
-  int k = 4;
-  int layerskip = 24;
-  std::vector<std::string> drafters = {"ngram", "layerskip", "self"};
-  std::string trace_dir;
-};
-
-absl::StatusOr<RunResult> RunOnce(model::Transformer* target, spec::Drafter* drafter, int lookahead, int k,
-                                  const std::vector<int32_t>& prompt, int max_tokens) {
+absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec::Drafter* drafter,
+                                                int lookahead, int k,
+                                                const std::vector<int32_t>& prompt, int max_tokens,
+                                                const std::vector<int32_t>& stop_token_ids) {
   InProcessClusterOptions options;
   options.target = target;
   options.drafter = drafter;
@@ -91,23 +72,64 @@ absl::StatusOr<RunResult> RunOnce(model::Transformer* target, spec::Drafter* dra
   submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
   submit.mutable_params()->set_temperature(0.0f);
   submit.mutable_params()->set_max_tokens(static_cast<uint32_t>(max_tokens));
+  submit.mutable_params()->mutable_stop_token_ids()->Assign(stop_token_ids.begin(),
+                                                            stop_token_ids.end());
   submit.set_verify_mode(proto::VERIFY_MODE_GREEDY);
   submit.set_draft_k(static_cast<uint32_t>(k));
   if (drafter == nullptr) submit.set_drafter("none");
   Tracer::Global().Clear();
+  const double cpu_start = ProcessCpuSeconds();
   const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(net::GenerationResult result, client->Generate(submit, absl::Minutes(10)));
   const double wall = absl::ToDoubleSeconds(absl::Now() - start);
+  const double cpu = ProcessCpuSeconds() - cpu_start;
   if (result.finish_reason == proto::FINISH_REASON_ERROR) return absl::InternalError(result.error);
-  RunResult run;
+  SpecRunResult run;
   run.tokens = static_cast<int>(result.tokens.size());
   run.tokens_per_s = run.tokens / wall;
   run.stats = result.stats;
   run.wall_s = wall;
+  run.cpu_s = cpu;
   run.draft_busy_s = absl::ToDoubleSeconds(Tracer::Global().BusyTime("draft"));
   run.target_busy_s = absl::ToDoubleSeconds(Tracer::Global().BusyTime("target"));
   return run;
 }
+
+namespace {
+
+constexpr char kEditText[] =
+    "The old lighthouse stood at the edge of the cliff for more than a hundred years. Every night "
+    "its keeper "
+    "climbed the narrow stairs, cleaned the great lens and lit the lamp, so that ships passing in "
+    "the dark "
+    "would know where the rocks were. When the keeper grew old, the town decided to replace the "
+    "lamp with an "
+    "automatic light, but the people still walked to the cliff on summer evenings to watch the "
+    "beam turn "
+    "slowly over the water.";
+
+struct Workload {
+  std::string name;
+  std::string user_message;
+};
+
+std::vector<Workload> Workloads() {
+  return {
+      {"edit",
+       absl::StrCat("Rewrite the following text exactly, word for word, but change 'lighthouse' to "
+                    "'tower':\n\n",
+                    kEditText)},
+      {"chat", "Write a short story about a robot who learns to paint."}};
+}
+
+struct BenchFlags {
+  std::string model;
+  int max_tokens = 128;
+  int k = 4;
+  int layerskip = 24;
+  std::vector<std::string> drafters = {"ngram", "layerskip", "self"};
+  std::string trace_dir;
+};
 
 // Mean microseconds for one block -> result round over `endpoint` (both ends in this process).
 absl::StatusOr<double> PingPongMicros(const std::string& endpoint, int k, int rounds) {
@@ -165,7 +187,8 @@ absl::StatusOr<BenchFlags> ParseFlags(const CommandArgs& argv) {
   return f;
 }
 
-void PrintRow(const std::string& workload, const std::string& config, const RunResult& r, double baseline_tps) {
+void PrintRow(const std::string& workload, const std::string& config, const SpecRunResult& r,
+              double baseline_tps) {
   const proto::SpecStats& s = r.stats;
   const double acceptance = s.verified() ? static_cast<double>(s.accepted()) / s.verified() : 0;
   const double utilization = s.drafted() ? static_cast<double>(s.accepted()) / s.drafted() : 0;
@@ -194,9 +217,11 @@ absl::Status Run(const BenchFlags& f) {
     std::vector<model::ChatMessage> messages = {{"user", w.user_message}};
     ASSIGN_OR_RETURN(std::string text, chat.Apply(messages, true));
     const std::vector<int32_t> prompt = tokenizer.Encode(text, {.add_special = true, .parse_special = true});
-    ASSIGN_OR_RETURN(RunResult alone, RunOnce(target.get(), nullptr, 1, f.k, prompt, f.max_tokens));
+    ASSIGN_OR_RETURN(SpecRunResult alone,
+                     RunSpecGeneration(target.get(), nullptr, 1, f.k, prompt, f.max_tokens, {}));
     PrintRow(w.name, "target-only 1 thread", alone, alone.tokens_per_s);
-    ASSIGN_OR_RETURN(RunResult alone2, RunOnce(target2.get(), nullptr, 1, f.k, prompt, f.max_tokens));
+    ASSIGN_OR_RETURN(SpecRunResult alone2,
+                     RunSpecGeneration(target2.get(), nullptr, 1, f.k, prompt, f.max_tokens, {}));
     PrintRow(w.name, "target-only 2 threads", alone2, alone.tokens_per_s);
     for (const std::string& name : f.drafters) {
       const std::string spec_name = name == "layerskip" ? absl::StrCat("layerskip:", f.layerskip)
@@ -204,13 +229,15 @@ absl::Status Run(const BenchFlags& f) {
                                                         : name;
       ASSIGN_OR_RETURN(spec::DrafterSpec spec, spec::ParseDrafterSpec(spec_name, name == "self" ? f.model : ""));
       ASSIGN_OR_RETURN(std::unique_ptr<spec::Drafter> drafter, spec::MakeDrafter(spec, f.model, &tokenizer, vocab, 1));
-      ASSIGN_OR_RETURN(RunResult sequential, RunOnce(target.get(), drafter.get(), 1, f.k, prompt, f.max_tokens));
+      ASSIGN_OR_RETURN(SpecRunResult sequential, RunSpecGeneration(target.get(), drafter.get(), 1,
+                                                                   f.k, prompt, f.max_tokens, {}));
       PrintRow(w.name, absl::StrCat(name == "self" ? "self-draft" : spec_name, " sequential"), sequential,
                alone.tokens_per_s);
       if (!f.trace_dir.empty()) {
         RETURN_IF_ERROR(Tracer::Global().WriteChromeJson(absl::StrCat(f.trace_dir, "/", w.name, "-", name, "-sequential.json")));
       }
-      ASSIGN_OR_RETURN(RunResult overlapped, RunOnce(target.get(), drafter.get(), 2, f.k, prompt, f.max_tokens));
+      ASSIGN_OR_RETURN(SpecRunResult overlapped, RunSpecGeneration(target.get(), drafter.get(), 2,
+                                                                   f.k, prompt, f.max_tokens, {}));
       PrintRow(w.name, absl::StrCat(name == "self" ? "self-draft" : spec_name, " overlapped"), overlapped,
                alone.tokens_per_s);
       if (!f.trace_dir.empty()) {
@@ -230,6 +257,9 @@ absl::Status Run(const BenchFlags& f) {
 }  // namespace
 
 int RunBenchSpec(const CommandArgs& args) {
+  for (const std::string& arg : args) {
+    if (arg == "--workload" || arg.rfind("--workload=", 0) == 0) return RunBenchSpecWorkload(args);
+  }
   absl::StatusOr<BenchFlags> flags = ParseFlags(args);
   if (!flags.ok()) {
     std::fprintf(stderr, "splitspec bench spec: %s\n", std::string(flags.status().message()).c_str());

@@ -141,8 +141,18 @@ const cli::FlagTable& BenchSpecFlagTable() {
                        {"max-tokens", "N", "128", "tokens per run, in [8, 2048]"},
                        {"k", "K", "4", "draft tokens per block, in [1, 16]"},
                        {"layerskip", "L", "24", "the layers the layerskip drafter keeps"},
-                       {"drafters", "LIST", "ngram,layerskip,self", "the drafters to measure"},
-                       {"trace-dir", "DIR", "", "write a Chrome trace per run there"}}});
+                       {"drafters", "LIST", "ngram,layerskip,self",
+                        "the drafters to measure (with --workload also lookup)"},
+                       {"trace-dir", "DIR", "", "write a Chrome trace per run there"},
+                       {"workload", "FILE", "",
+                        "run a workload suite (JSONL, bench/workloads/) instead: per category, "
+                        "target-only vs each drafter at each --k K[,K..] and auto"},
+                       {"limit", "N", "0", "with --workload: the first N requests per category; "
+                        "0 = all"},
+                       {"threads", "N", "1", "with --workload: the target's threads"},
+                       {"lookahead", "N", "2", "with --workload: blocks in flight per request"},
+                       {"json", "", "", "with --workload: one JSON object per (category, "
+                        "configuration)"}}});
   return table;
 }
 

@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -108,6 +109,9 @@ std::vector<std::string> ProcessEnvironment(const PlannedProcess& p) {
 
 absl::Status Serve(const config::ClusterConfig& config, const std::vector<PlannedProcess>& plan) {
   RETURN_IF_ERROR(CheckLocal(config, plan));
+  std::printf("==> decoding with %s (config %s)\n",
+              DecodingChoices(config, std::thread::hardware_concurrency()).c_str(),
+              config.source.c_str());
   std::vector<Subprocess> processes;
   for (const PlannedProcess& p : plan) {
     std::filesystem::create_directories(std::filesystem::path(p.log).parent_path());

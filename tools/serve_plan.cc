@@ -210,6 +210,31 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(const ClusterConfig& c, 
   return plan;
 }
 
+std::string DecodingChoices(const ClusterConfig& c, unsigned hardware_threads) {
+  auto origin = [&](const std::string& field) {
+    auto it = c.origins.find(field);
+    return it == c.origins.end() || it->second.rfind("--", 0) != 0
+               ? std::string()
+               : absl::StrCat(" (", it->second, ")");
+  };
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < c.target_groups.size(); ++i) {
+    const config::TargetGroupConfig& g = c.target_groups[i];
+    const std::string threads = g.threads > 0
+                                    ? absl::StrCat("threads ", g.threads)
+                                    : absl::StrCat("threads ", hardware_threads, " (all cores)");
+    parts.push_back(
+        absl::StrCat(g.name, ": ", threads, origin(absl::StrCat("target_group[", i, "].threads"))));
+  }
+  for (size_t i = 0; i < c.draft_pools.size(); ++i) {
+    const config::DraftPoolConfig& pool = c.draft_pools[i];
+    parts.push_back(absl::StrCat(pool.name, ": drafter ", pool.drafter,
+                                 origin(absl::StrCat("draft_pool[", i, "].drafter")),
+                                 ", k auto, lookahead ", pool.lookahead));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
 std::string PlannedProcessJson(const PlannedProcess& p) {
   auto object = [](const std::vector<std::pair<std::string, std::string>>& pairs) {
     std::vector<std::string> fields;

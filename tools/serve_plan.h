@@ -75,6 +75,15 @@ struct PlannedProcess {
 // default (splitspec-coordinator has no flag for it yet).
 absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(const config::ClusterConfig& config, const ServeEnvironment& env);
 
+// What the cluster will decode with, for serve's start-up line: per target
+// group its compute threads (threads = 0: all `hardware_threads`), per draft
+// pool its drafter, lookahead and k, and where each came from when a flag or a
+// --config file set it. k is "auto" because HTTP requests carry no draft length:
+// the draft worker's adaptive controller picks k per block and turns
+// speculation off for a request while it is predicted to lose.
+//   "target: threads 2 (all cores); draft: drafter lookup, k auto, lookahead 2"
+std::string DecodingChoices(const config::ClusterConfig& config, unsigned hardware_threads);
+
 // {"name":..,"role":..,"host":..,"log":..,["group":..,"tp_rank":..,"tp_size":..,]
 //  "env":{..},"env_from":{..},"argv":[..]} on one line.
 std::string PlannedProcessJson(const PlannedProcess& process);

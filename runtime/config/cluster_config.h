@@ -43,7 +43,7 @@
 //   [[draft_pool]]               # one table per pool [one pool, as below]
 //   name = "draft"               # workers are named NAME-0, NAME-1, ...
 //   count = 1                    # workers in the pool (0..64)
-//   drafter = "ngram"            # "ngram", "model" or "layerskip:L" (L >= 1)
+//   drafter = "lookup"           # "ngram", "lookup", "model" or "layerskip:L" (L >= 1)
 //   draft_model = ""             # ["" = models.draft]; needed by drafter "model"
 //   k = 4                        # draft tokens per block (1..64)
 //   lookahead = 2                # blocks drafted ahead (1 = sequential; 1..64)
@@ -112,7 +112,7 @@ struct TargetGroupConfig {
 struct DraftPoolConfig {
   std::string name = "draft";
   int count = 1;
-  std::string drafter = "ngram";
+  std::string drafter = "lookup";
   std::string draft_model;  // "" = models.draft
   int k = 4;
   int lookahead = 2;

@@ -193,8 +193,12 @@ class Validator {
     if (layerskip && (!absl::SimpleAtoi(layers, &l) || l < 1)) {
       return Fail(p + ".drafter", absl::StrCat(Quoted(pool.drafter), ": layerskip:L needs a layer count L >= 1"));
     }
-    if (!layerskip && pool.drafter != "ngram" && pool.drafter != "model") {
-      return Fail(p + ".drafter", absl::StrCat(Quoted(pool.drafter), " is not \"ngram\", \"model\" or \"layerskip:L\""));
+    const bool named =
+        pool.drafter == "ngram" || pool.drafter == "lookup" || pool.drafter == "model";
+    if (!layerskip && !named) {
+      return Fail(p + ".drafter",
+                  absl::StrCat(Quoted(pool.drafter),
+                               " is not \"ngram\", \"lookup\", \"model\" or \"layerskip:L\""));
     }
     if (pool.drafter == "model" && pool.draft_model.empty() && c_.models.draft.empty() && pool.count > 0) {
       return Fail(p + ".drafter", "\"model\" needs draft_model here or models.draft");

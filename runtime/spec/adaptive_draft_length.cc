@@ -1,6 +1,7 @@
 #include "runtime/spec/adaptive_draft_length.h"
 
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -20,11 +21,18 @@ absl::Status AdaptiveDraftLengthConfig::Validate() const {
   }
   if (!(min_speedup > 0.0) || !std::isfinite(min_speedup)) return bad("min_speedup", min_speedup, "> 0");
   if (probe_interval < 1) return bad("probe_interval", probe_interval, ">= 1");
+  if (!(verify_cost_slope >= 0.0) || !std::isfinite(verify_cost_slope)) {
+    return bad("verify_cost_slope", verify_cost_slope, ">= 0");
+  }
   return absl::OkStatus();
 }
 
-AdaptiveDraftLength::AdaptiveDraftLength(const AdaptiveDraftLengthConfig& config)
+AdaptiveDraftLength::AdaptiveDraftLength(const AdaptiveDraftLengthConfig& config,
+                                         std::shared_ptr<VerifyCostCurve> curve)
     : config_(config),
+      curve_(curve != nullptr
+                 ? std::move(curve)
+                 : std::make_shared<VerifyCostCurve>(config.verify_cost_slope, config.decay)),
       accepted_(config.prior_weight * config.prior_alpha),
       verified_(config.prior_weight) {}
 
@@ -38,7 +46,8 @@ double AdaptiveDraftLength::EstimatedCostRatio() const {
 
 int AdaptiveDraftLength::NextK() const {
   const PlanChoice best =
-      OptimalK(EstimatedAlpha(), EstimatedCostRatio(), config_.schedule, config_.min_k, config_.max_k);
+      OptimalKWithVerifyCost(EstimatedAlpha(), EstimatedCostRatio(), config_.schedule,
+                             curve_->Slope(), config_.min_k, config_.max_k);
   if (best.speedup > config_.min_speedup) return best.k;
   return target_only_steps_ >= config_.probe_interval ? config_.min_k : 0;
 }

@@ -5,9 +5,11 @@
 //   int k = controller.NextK();                   // 0: decode target-only this step
 //   ... verify a block of k tokens ...
 //   controller.RecordBlock(k, outcome.accepted, outcome.rejected);
+//   controller.RecordVerify(k, block_verify_seconds);     // the verify-cost curve
 //   controller.RecordCosts(target_step_seconds, draft_token_seconds);
 //   ... or, after a step taken at k = 0:
 //   controller.RecordTargetOnlyStep();
+//   controller.RecordVerify(0, step_seconds);
 //
 // The rule:
 //   alpha_hat = A / V, where A and V are the accepted and verified draft tokens
@@ -17,17 +19,27 @@
 //   C_hat = (EWMA of target step time) / (EWMA of draft time per token), both
 //     EWMAs with weight (1 - decay) on the newest sample; initial_cost_ratio until
 //     the first measurement;
-//   best = OptimalK(alpha_hat, C_hat, schedule, min_k, max_k);
+//   slope_hat = the verify-cost curve's slope (runtime/spec/verify_cost_curve.h:
+//     T_verify(k) = T_target * (1 + slope * k), fitted to RecordVerify samples,
+//     verify_cost_slope before there are two distinct k);
+//   best = OptimalKWithVerifyCost(alpha_hat, C_hat, schedule, slope_hat, min_k, max_k);
 //   NextK = best.k if best.speedup > min_speedup; otherwise 0 (speculation off),
 //     except that after probe_interval consecutive target-only steps it returns
 //     min_k once (a probe); the probe's RecordBlock refreshes alpha_hat and the
 //     rule starts over.
+// min_speedup is above 1 because the model is optimistic at the margin (iid
+// acceptance, no protocol cost per round): a predicted 1.02x is a coin toss.
+// The curve may be shared by the controllers of one draft worker (it is a
+// property of the target, not of a request): pass it to the constructor.
 // Thread-compatible: one instance per request, used by one thread at a time.
 #ifndef SPLITSPEC_RUNTIME_SPEC_ADAPTIVE_DRAFT_LENGTH_H_
 #define SPLITSPEC_RUNTIME_SPEC_ADAPTIVE_DRAFT_LENGTH_H_
 
+#include <memory>
+
 #include "absl/status/status.h"
 #include "runtime/spec/analytic_model.h"
+#include "runtime/spec/verify_cost_curve.h"
 
 namespace splitspec::spec {
 
@@ -38,7 +50,8 @@ struct AdaptiveDraftLengthConfig {
   double prior_weight = 4.0;        // pseudo-tokens behind prior_alpha; > 0
   double decay = 0.9;               // forgetting per block / per cost sample; (0, 1)
   double initial_cost_ratio = 10.0; // T_target / T_draft before measurements; > 0
-  double min_speedup = 1.0;         // speculate only if the predicted speedup exceeds this; > 0
+  double min_speedup = 1.05;        // speculate only if the predicted speedup exceeds this; > 0
+  double verify_cost_slope = 0.25;  // prior T_verify(k) / T_target - 1 per draft token; >= 0
   int probe_interval = 32;          // target-only steps between probes; >= 1
   Schedule schedule = Schedule::kSequential;
 
@@ -48,8 +61,10 @@ struct AdaptiveDraftLengthConfig {
 
 class AdaptiveDraftLength {
  public:
-  // REQUIRES config.Validate().ok().
-  explicit AdaptiveDraftLength(const AdaptiveDraftLengthConfig& config);
+  // REQUIRES config.Validate().ok(). `curve`: a verify-cost curve shared with
+  // other controllers; null: this controller keeps its own.
+  explicit AdaptiveDraftLength(const AdaptiveDraftLengthConfig& config,
+                               std::shared_ptr<VerifyCostCurve> curve = nullptr);
 
   // The k to draft for the next block; 0 = do not speculate.
   int NextK() const;
@@ -61,15 +76,22 @@ class AdaptiveDraftLength {
   // A step decoded without a draft (k = 0).
   void RecordTargetOnlyStep() { ++target_only_steps_; }
 
+  // One target step that verified `drafted` tokens (0: a plain step) took
+  // `seconds`: a sample of the verify-cost curve.
+  void RecordVerify(int drafted, double seconds) { curve_->Record(drafted, seconds); }
+
   // Measured wall-clock costs: one target step (a verification forward) and one
   // draft forward per drafted token. Non-positive or non-finite samples are ignored.
   void RecordCosts(double target_step_seconds, double draft_token_seconds);
 
   double EstimatedAlpha() const;
   double EstimatedCostRatio() const;
+  double EstimatedVerifySlope() const { return curve_->Slope(); }
+  const VerifyCostCurve& curve() const { return *curve_; }
 
  private:
   AdaptiveDraftLengthConfig config_;
+  std::shared_ptr<VerifyCostCurve> curve_;
   double accepted_;  // decayed accepted draft tokens, prior included
   double verified_;  // decayed verified draft tokens, prior included; > 0
   double target_seconds_ = 0.0;

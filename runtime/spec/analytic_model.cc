@@ -40,4 +40,22 @@ PlanChoice OptimalK(double alpha, double cost_ratio, Schedule schedule, int min_
   return best;
 }
 
+double SpeedupWithVerifyCost(double alpha, double cost_ratio, int k, Schedule schedule,
+                             double verify_slope) {
+  const double verify = 1.0 + verify_slope * k;
+  const double draft = k / cost_ratio;
+  const double cost = schedule == Schedule::kSequential ? verify + draft : std::max(verify, draft);
+  return ExpectedTokensPerStep(alpha, k) / cost;
+}
+
+PlanChoice OptimalKWithVerifyCost(double alpha, double cost_ratio, Schedule schedule,
+                                  double verify_slope, int min_k, int max_k) {
+  PlanChoice best;
+  for (int k = min_k; k <= max_k; ++k) {
+    const double s = SpeedupWithVerifyCost(alpha, cost_ratio, k, schedule, verify_slope);
+    if (k == min_k || s > best.speedup) best = {k, ExpectedTokensPerStep(alpha, k), s};
+  }
+  return best;
+}
+
 }  // namespace splitspec::spec

@@ -59,6 +59,17 @@ struct PlanChoice {
 PlanChoice OptimalK(double alpha, double cost_ratio, Schedule schedule, int min_k = 1,
                     int max_k = kPlanMaxK);
 
+// The same with a verification cost that grows with k: verifying a block of k
+// drafts costs verify_slope * k more than a plain step, T_verify(k) = T_target *
+// (1 + verify_slope * k) (runtime/spec/verify_cost_curve.h), so a step costs
+// (1 + verify_slope * k) + k / C sequentially and max(1 + verify_slope * k, k / C)
+// overlapped, in units of T_target. verify_slope = 0 gives Speedup / OptimalK.
+// REQUIRES verify_slope >= 0.
+double SpeedupWithVerifyCost(double alpha, double cost_ratio, int k, Schedule schedule,
+                             double verify_slope);
+PlanChoice OptimalKWithVerifyCost(double alpha, double cost_ratio, Schedule schedule,
+                                  double verify_slope, int min_k, int max_k);
+
 }  // namespace splitspec::spec
 
 #endif  // SPLITSPEC_RUNTIME_SPEC_ANALYTIC_MODEL_H_

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/model/transformer.h"
+#include "runtime/spec/lookup_drafter.h"
 #include "runtime/spec/model_drafter.h"
 #include "runtime/spec/ngram_drafter.h"
 
@@ -18,6 +19,8 @@ absl::StatusOr<DrafterSpec> ParseDrafterSpec(const std::string& name, const std:
     spec.kind = DrafterSpec::Kind::kNone;
   } else if (name == "ngram") {
     spec.kind = DrafterSpec::Kind::kNgram;
+  } else if (name == "lookup") {
+    spec.kind = DrafterSpec::Kind::kLookup;
   } else if (name == "model") {
     if (draft_path.empty()) return absl::InvalidArgumentError("drafter 'model' needs a draft model path (--draft PATH)");
     spec.kind = DrafterSpec::Kind::kModel;
@@ -27,8 +30,8 @@ absl::StatusOr<DrafterSpec> ParseDrafterSpec(const std::string& name, const std:
     }
     spec.kind = DrafterSpec::Kind::kLayerSkip;
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown drafter '", name, "' (expected none, ngram, model or layerskip:L)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown drafter '", name, "' (expected none, ngram, lookup, model or layerskip:L)"));
   }
   return spec;
 }
@@ -47,6 +50,8 @@ absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const DrafterSpec& spec, co
       return std::unique_ptr<Drafter>();
     case DrafterSpec::Kind::kNgram:
       return std::unique_ptr<Drafter>(new NgramDrafter(NgramDrafterConfig{}));
+    case DrafterSpec::Kind::kLookup:
+      return std::unique_ptr<Drafter>(new LookupDrafter(LookupDrafterConfig{}));
     case DrafterSpec::Kind::kModel: {
       ASSIGN_OR_RETURN(std::unique_ptr<ModelDrafter> drafter,
                        ModelDrafter::Load(spec.draft_path, *target_tokenizer, target_vocab_size, options));

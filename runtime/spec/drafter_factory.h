@@ -4,7 +4,8 @@
 //   ASSIGN_OR_RETURN(std::unique_ptr<Drafter> drafter,
 //                    MakeDrafter(spec, target_path, &target_tokenizer, vocab, /*threads=*/1));
 //
-// Names: "none" (no drafter), "ngram" (prompt lookup), "model" (another GGUF
+// Names: "none" (no drafter), "ngram" (prompt lookup, suffixes of <= 3 tokens),
+// "lookup" (longest-suffix prompt lookup, runtime/spec/lookup_drafter.h), "model" (another GGUF
 // with the target's vocabulary, given as draft_path), "layerskip:L" (the first L
 // layers of the target's own file + its final norm and head; the file is
 // mmapped again, so the pages are shared with a co-located target).
@@ -21,7 +22,7 @@
 namespace splitspec::spec {
 
 struct DrafterSpec {
-  enum class Kind { kNone, kNgram, kModel, kLayerSkip };
+  enum class Kind { kNone, kNgram, kLookup, kModel, kLayerSkip };
   Kind kind = Kind::kNone;
   int layers = 0;          // layerskip: L
   std::string draft_path;  // model: the draft GGUF
@@ -32,7 +33,7 @@ struct DrafterSpec {
 // a positive integer, "model" without a draft path.
 absl::StatusOr<DrafterSpec> ParseDrafterSpec(const std::string& name, const std::string& draft_path);
 
-// nullptr for kNone. `target_tokenizer` may be null for ngram only. Errors:
+// nullptr for kNone. `target_tokenizer` may be null for ngram and lookup only. Errors:
 // InvalidArgument if a model drafter has no target tokenizer; those of loading
 // the draft model or the target's file (naming the file) and of the
 // vocabulary check.

@@ -114,13 +114,15 @@ TEST_P(PipelineGreedyTest, SpeculativeGreedyEqualsPlainGreedyTokenForToken) {
   }
 }
 
-// Adaptive k (draft_k 0) changes how much is drafted, never what is committed.
+// Adaptive k (draft_k 0) changes how much is drafted, never what is committed,
+// including the k = 0 steps while speculation is off for a request.
 TEST(PipelineTest, AdaptiveDraftLengthKeepsGreedyOutputExact) {
   auto model = LoadTinyModel("pipeline-adaptive");
   spec::NgramDrafter ngram(spec::NgramDrafterConfig{});
   tools::InProcessClusterOptions options;
   options.target = model.get();
   options.drafter = &ngram;
+  options.draft_engine.adaptive.probe_interval = 3;  // short requests still see probes
   Running running = StartWithClient(options);
   ASSERT_NE(running.client, nullptr);
   auto& client = running.client;
@@ -135,8 +137,11 @@ TEST(PipelineTest, AdaptiveDraftLengthKeepsGreedyOutputExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, PipelineGreedyTest,
-                         ::testing::Values(Mode{"target_only", "none", 2}, Mode{"ngram_overlapped", "ngram", 2},
+                         ::testing::Values(Mode{"target_only", "none", 2},
+                                           Mode{"ngram_overlapped", "ngram", 2},
                                            Mode{"ngram_sequential", "ngram", 1},
+                                           Mode{"lookup_overlapped", "lookup", 2},
+                                           Mode{"lookup_sequential", "lookup", 1},
                                            Mode{"self_draft_overlapped", "model", 2},
                                            Mode{"self_draft_sequential", "model", 1},
                                            Mode{"layerskip_overlapped", "layerskip:1", 2},

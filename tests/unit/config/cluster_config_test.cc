@@ -41,7 +41,7 @@ TEST(ClusterConfigTest, EmptyFileGivesTheDocumentedDefaults) {
   ASSERT_EQ(c->draft_pools.size(), 1u);
   EXPECT_EQ(c->draft_pools[0].name, "draft");
   EXPECT_EQ(c->draft_pools[0].count, 1);
-  EXPECT_EQ(c->draft_pools[0].drafter, "ngram");
+  EXPECT_EQ(c->draft_pools[0].drafter, "lookup");
   EXPECT_EQ(c->draft_pools[0].k, 4);
   EXPECT_EQ(c->draft_pools[0].lookahead, 2);
 }
@@ -151,10 +151,13 @@ TEST(ClusterConfigTest, EachErrorNamesFileLineAndField) {
       {"[coordinator.limits]\nmax_queued_requests = 0\n", "c.toml:2: coordinator.limits.max_queued_requests: 0 must be >= 1"},
       {"[coordinator.limits]\nmax_new_tokens = 9000\n", "c.toml:2: coordinator.limits.max_new_tokens: 9000 must be in [1, context_length = 8192]"},
       {"[[draft_pool]]\ncount = 65\n", "c.toml:2: draft_pool[0].count: 65 must be in [0, 64]"},
-      {"[[draft_pool]]\ndrafter = \"eagle\"\n", "c.toml:2: draft_pool[0].drafter: \"eagle\" is not \"ngram\", \"model\" or \"layerskip:L\""},
+      {"[[draft_pool]]\ndrafter = \"eagle\"\n",
+       "c.toml:2: draft_pool[0].drafter: \"eagle\" is not \"ngram\", \"lookup\", \"model\" or "
+       "\"layerskip:L\""},
       {"[[draft_pool]]\ndrafter = \"layerskip:0\"\n", "c.toml:2: draft_pool[0].drafter: \"layerskip:0\": layerskip:L needs"},
       {"[[draft_pool]]\ndrafter = \"model\"\n", "c.toml:2: draft_pool[0].drafter: \"model\" needs draft_model here or models.draft"},
-      {"[[draft_pool]]\ndraft_model = \"/d.gguf\"\n", "c.toml:2: draft_pool[0].draft_model: \"/d.gguf\" is set but drafter is \"ngram\""},
+      {"[[draft_pool]]\ndraft_model = \"/d.gguf\"\n",
+       "c.toml:2: draft_pool[0].draft_model: \"/d.gguf\" is set but drafter is \"lookup\""},
       {"[[draft_pool]]\nk = 0\n", "c.toml:2: draft_pool[0].k: 0 must be in [1, 64]"},
       {"[[draft_pool]]\nlookahead = 0\n", "c.toml:2: draft_pool[0].lookahead: 0 must be in [1, 64]"},
       {"[[draft_pool]]\nthreads = 0\n", "c.toml:2: draft_pool[0].threads: 0 must be in [1, 1024]"},

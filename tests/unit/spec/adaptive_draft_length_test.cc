@@ -3,6 +3,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "runtime/spec/verify_cost_curve.h"
 
 namespace splitspec::spec {
 namespace {
@@ -12,6 +13,8 @@ AdaptiveDraftLengthConfig Config() {
   config.min_k = 1;
   config.max_k = 12;
   config.probe_interval = 5;
+  config.min_speedup = 1.0;
+  config.verify_cost_slope = 0.0;  // a flat verify cost: the plain analytic model
   return config;
 }
 
@@ -77,6 +80,112 @@ TEST(AdaptiveDraftLengthTest, OverlappedScheduleDraftsLongerBlocks) {
   EXPECT_EQ(controller.NextK(), 12);
 }
 
+// The verify-cost curve decides: at the same acceptance (0.5) and a free draft
+// (C = 1000), a measured curve T(k) = T0 (1 + 0.05 k) makes speculation pay (best
+// k = 3: 1.875 / 1.15 = 1.63x), while T(k) = T0 (1 + 0.6 k) makes every k lose
+// (k = 1: 1.5 / 1.6 = 0.94x), so k = 0 is predicted to win and it turns off.
+TEST(AdaptiveDraftLengthTest, MeasuredVerifyCostCurveDecidesWhetherToSpeculate) {
+  for (const double slope : {0.05, 0.6}) {
+    AdaptiveDraftLengthConfig config = Config();
+    config.min_speedup = 1.05;
+    AdaptiveDraftLength controller(config);
+    for (int block = 0; block < 200; ++block) {
+      controller.RecordBlock(4, 1, true);  // 1 of 2 verified: alpha 0.5
+      controller.RecordCosts(0.010, 0.00001);
+      for (int k : {0, 2, 4}) controller.RecordVerify(k, 0.010 * (1.0 + slope * k));
+    }
+    ASSERT_NEAR(controller.EstimatedAlpha(), 0.5, 0.01);
+    EXPECT_NEAR(controller.EstimatedVerifySlope(), slope, 1e-9);
+    EXPECT_EQ(controller.NextK(), slope < 0.1 ? 3 : 0) << "slope " << slope;
+  }
+}
+
+// Before any verify sample the prior slope stands in: a steep prior keeps a
+// low-acceptance drafter off from the start.
+TEST(AdaptiveDraftLengthTest, PriorVerifySlopeAppliesUntilMeasured) {
+  AdaptiveDraftLengthConfig config = Config();
+  config.prior_alpha = 0.3;
+  config.initial_cost_ratio = 1000;
+  config.verify_cost_slope = 0.0;
+  EXPECT_GT(AdaptiveDraftLength(config).NextK(), 0);  // 1.3x at k = 1 with a flat cost
+  config.verify_cost_slope = 0.5;
+  EXPECT_EQ(AdaptiveDraftLength(config).NextK(), 0);  // 1.3 / 1.5 at k = 1
+}
+
+// An acceptance sequence that turns bad then good again, on a curve of slope
+// 0.25: speculation on while drafts are accepted, off once k = 0 is predicted
+// to win, probes of min_k every probe_interval plain steps, and on again once
+// the probes are accepted.
+TEST(AdaptiveDraftLengthTest, SwitchesOffWhenLosingAndBackOnAfterProbes) {
+  AdaptiveDraftLengthConfig config = Config();
+  config.min_speedup = 1.05;
+  AdaptiveDraftLength controller(config);
+  auto feed_curve = [&] {
+    for (int k : {0, 1, 4, 8}) controller.RecordVerify(k, 0.010 * (1.0 + 0.25 * k));
+    controller.RecordCosts(0.010, 0.00001);
+  };
+  for (int block = 0; block < 30; ++block) {
+    controller.RecordBlock(6, 6, false);
+    feed_curve();
+  }
+  EXPECT_GT(controller.NextK(), 1);
+  int blocks_until_off = 0;
+  while (controller.NextK() > 0 && blocks_until_off < 100) {
+    controller.RecordBlock(controller.NextK(), 0, true);
+    feed_curve();
+    ++blocks_until_off;
+  }
+  EXPECT_EQ(controller.NextK(), 0);
+  EXPECT_LT(blocks_until_off, 40);
+  // Off: plain steps until the probe.
+  for (int step = 0; step < config.probe_interval; ++step) {
+    EXPECT_EQ(controller.NextK(), 0) << "step " << step;
+    controller.RecordTargetOnlyStep();
+  }
+  EXPECT_EQ(controller.NextK(), config.min_k);
+  int probes = 0;
+  while (controller.NextK() <= config.min_k && probes < 50) {
+    controller.RecordBlock(config.min_k, config.min_k, false);  // accepted probes
+    for (int step = 0; step < config.probe_interval && controller.NextK() == 0; ++step) {
+      controller.RecordTargetOnlyStep();
+    }
+    ++probes;
+  }
+  EXPECT_GT(controller.NextK(), config.min_k);
+  EXPECT_LT(probes, 50);
+}
+
+TEST(VerifyCostCurveTest, FitsSlopeAndBaseFromSamples) {
+  VerifyCostCurve curve(/*prior_slope=*/0.25, /*decay=*/0.9, /*max_k=*/16);
+  EXPECT_FALSE(curve.measured());
+  EXPECT_DOUBLE_EQ(curve.Relative(4), 2.0);  // the prior
+  curve.Record(4, 0.024);                    // one k: the prior's shape through it
+  EXPECT_DOUBLE_EQ(curve.Slope(), 0.25);
+  EXPECT_NEAR(curve.BaseSeconds(), 0.012, 1e-12);
+  curve = VerifyCostCurve(0.25, 0.9, 16);
+  for (int i = 0; i < 50; ++i) {
+    for (int k : {0, 2, 5, 8}) curve.Record(k, 0.010 * (1.0 + 0.1 * k));
+  }
+  EXPECT_NEAR(curve.Slope(), 0.1, 1e-3);
+  EXPECT_NEAR(curve.BaseSeconds(), 0.010, 1e-5);
+  EXPECT_NEAR(curve.Relative(5), 1.5, 1e-3);
+  // Unusable samples change nothing.
+  curve.Record(17, 1.0);
+  curve.Record(-1, 1.0);
+  curve.Record(3, -1.0);
+  curve.Record(3, NAN);
+  EXPECT_NEAR(curve.Slope(), 0.1, 1e-3);
+}
+
+TEST(VerifyCostCurveTest, SlopeIsNeverNegative) {
+  VerifyCostCurve curve(0.25, 0.5, 8);
+  for (int i = 0; i < 20; ++i) {
+    curve.Record(0, 0.020);
+    curve.Record(4, 0.010);  // noise: a longer block measured faster
+  }
+  EXPECT_DOUBLE_EQ(curve.Slope(), 0.0);
+}
+
 TEST(AdaptiveDraftLengthTest, IgnoresUnusableCostSamples) {
   AdaptiveDraftLength controller(Config());
   controller.RecordCosts(0.0, 0.001);
@@ -91,6 +200,9 @@ TEST(AdaptiveDraftLengthTest, ConfigValidationNamesTheField) {
   config = AdaptiveDraftLengthConfig{};
   config.decay = 1.0;
   EXPECT_NE(config.Validate().message().find("decay"), std::string::npos);
+  config = AdaptiveDraftLengthConfig{};
+  config.verify_cost_slope = -0.1;
+  EXPECT_NE(config.Validate().message().find("verify_cost_slope"), std::string::npos);
   EXPECT_TRUE(AdaptiveDraftLengthConfig{}.Validate().ok());
 }
 

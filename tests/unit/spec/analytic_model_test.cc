@@ -57,5 +57,19 @@ TEST(AnalyticModelTest, ValidatesInputsNamingThem) {
   EXPECT_FALSE(ValidateModelInputs(NAN, 2.0).ok());
 }
 
+// A verify cost growing with k: alpha 0.6, C 4, slope 0.25. By hand:
+// k = 1: 1.6 / (1.25 + 0.25) = 1.0667; k = 2: 1.96 / (1.5 + 0.5) = 0.98, so k = 1.
+// Overlapped, k = 4: 2.3056 / max(2.0, 1.0) = 1.1528.
+TEST(AnalyticModelTest, VerifyCostSlopeChargesLongBlocks) {
+  EXPECT_NEAR(SpeedupWithVerifyCost(0.6, 4.0, 1, Schedule::kSequential, 0.25), 1.6 / 1.5, 1e-12);
+  EXPECT_NEAR(SpeedupWithVerifyCost(0.6, 4.0, 2, Schedule::kSequential, 0.25), 0.98, 1e-12);
+  EXPECT_NEAR(SpeedupWithVerifyCost(0.6, 4.0, 4, Schedule::kOverlapped, 0.25), 2.3056 / 2.0, 1e-12);
+  EXPECT_EQ(OptimalKWithVerifyCost(0.6, 4.0, Schedule::kSequential, 0.25, 1, 20).k, 1);
+  // Slope 0 is the plain model.
+  EXPECT_DOUBLE_EQ(SpeedupWithVerifyCost(0.8, 20.0, 8, Schedule::kSequential, 0.0),
+                   Speedup(0.8, 20.0, 8));
+  EXPECT_EQ(OptimalKWithVerifyCost(0.8, 20.0, Schedule::kSequential, 0.0, 1, 20).k, 8);
+}
+
 }  // namespace
 }  // namespace splitspec::spec

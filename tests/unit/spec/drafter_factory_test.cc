@@ -66,6 +66,16 @@ TEST(DrafterFactoryTest, LayerSkipDraftsFromTheTargetsOwnFile) {
   EXPECT_FALSE(too_deep.ok());
 }
 
+TEST(DrafterFactoryTest, LookupNeedsNoTokenizer) {
+  auto spec = ParseDrafterSpec("lookup", "");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->kind, DrafterSpec::Kind::kLookup);
+  auto drafter = MakeDrafter(*spec, "", nullptr, 0, 1);
+  ASSERT_TRUE(drafter.ok()) << drafter.status();
+  ASSERT_NE(*drafter, nullptr);
+  EXPECT_EQ((*drafter)->name(), "lookup");
+}
+
 TEST(DrafterFactoryTest, NoneMakesNoDrafter) {
   auto drafter = MakeDrafter(*ParseDrafterSpec("none", ""), "", nullptr, 0, 1);
   ASSERT_TRUE(drafter.ok());

@@ -82,10 +82,24 @@ TEST_F(ServePlanTest, Tp2GroupStartsTwoRanksWithTheirFlags) {
   EXPECT_THAT(r0.env, ElementsAre(std::make_pair("CUDA_VISIBLE_DEVICES", "0")));
   EXPECT_THAT(r1.env, ElementsAre(std::make_pair("CUDA_VISIBLE_DEVICES", "1")));
   EXPECT_EQ((*plan)[3].name, "d-0");
-  EXPECT_THAT((*plan)[4].argv, ElementsAre("/bin-dir/splitspec-draft-worker", "--coordinator", "tcp://127.0.0.1:5555",
-                                           "--name", "d-1", "--drafter", "ngram", "--target-model", model, "--k", "4",
+  EXPECT_THAT((*plan)[4].argv, ElementsAre("/bin-dir/splitspec-draft-worker", "--coordinator",
+                                           "tcp://127.0.0.1:5555", "--name", "d-1", "--drafter",
+                                           "lookup", "--target-model", model, "--k", "4",
                                            "--lookahead", "2", "--threads", "1"));
   EXPECT_TRUE((*plan)[4].env.empty());
+}
+
+TEST_F(ServePlanTest, DecodingChoicesNameThreadsDrafterAndKAuto) {
+  env_.repo_root = SPLITSPEC_SOURCE_DIR;
+  absl::StatusOr<ServeOptions> shipped = ParseServeOptions({}, env_);
+  ASSERT_TRUE(shipped.ok()) << shipped.status();
+  EXPECT_EQ(DecodingChoices(shipped->config, 2),
+            "target: threads 2 (all cores); draft: drafter lookup, k auto, lookahead 2");
+  absl::StatusOr<ServeOptions> flagged =
+      ParseServeOptions({"--threads", "1", "--drafter", "ngram"}, env_);
+  ASSERT_TRUE(flagged.ok()) << flagged.status();
+  EXPECT_EQ(DecodingChoices(flagged->config, 2),
+            "target: threads 1 (--threads); draft: drafter ngram (--drafter), k auto, lookahead 2");
 }
 
 TEST_F(ServePlanTest, WithoutConfigUsesTheShippedDefaultConfig) {

@@ -1,0 +1,143 @@
+#include "runtime/spec/lookup_drafter.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace splitspec::spec {
+
+absl::Status LookupDrafterConfig::Validate() const {
+  auto bad = [](const char* field, int value, const std::string& want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lookup drafter: ", field, " must be ", want, ", got ", value));
+  };
+  if (min_match < 1) return bad("min_match", min_match, ">= 1");
+  if (max_match < min_match)
+    return bad("max_match", max_match, absl::StrCat(">= min_match (", min_match, ")"));
+  if (tokens_per_matched < 1) return bad("tokens_per_matched", tokens_per_matched, ">= 1");
+  if (max_candidates < 1) return bad("max_candidates", max_candidates, ">= 1");
+  return absl::OkStatus();
+}
+
+void LookupIndex::Extend(absl::Span<const int32_t> tokens) {
+  for (int64_t i = size(); i < static_cast<int64_t>(tokens.size()); ++i) {
+    tokens_.push_back(tokens[i]);
+    positions_[tokens[i]].push_back(i);
+  }
+}
+
+void LookupIndex::Truncate(int64_t length) {
+  while (size() > std::max<int64_t>(length, 0)) {
+    auto it = positions_.find(tokens_.back());
+    it->second.pop_back();
+    if (it->second.empty()) positions_.erase(it);
+    tokens_.pop_back();
+  }
+}
+
+LookupMatch LookupIndex::Find(const LookupDrafterConfig& config) const {
+  const int64_t n = size();
+  LookupMatch best;
+  if (n < 2) return best;
+  auto it = positions_.find(tokens_[n - 1]);
+  const std::vector<int64_t>& occurrences = it->second;  // the last token itself is the final entry
+  int examined = 0;
+  for (auto pos = occurrences.rbegin() + 1;
+       pos != occurrences.rend() && examined < config.max_candidates; ++pos, ++examined) {
+    const int64_t j = *pos;
+    int length = 1;
+    while (length < config.max_match && j - length >= 0 &&
+           tokens_[j - length] == tokens_[n - 1 - length]) {
+      ++length;
+    }
+    if (length > best.length) best = {j + 1, length};
+    if (length == config.max_match) break;  // nothing later can be longer; this is the latest such
+  }
+  if (best.length < config.min_match) return LookupMatch{};
+  return best;
+}
+
+std::vector<int32_t> LookupProposal(absl::Span<const int32_t> context, int k,
+                                    const LookupDrafterConfig& config) {
+  LookupIndex index;
+  index.Extend(context);
+  const LookupMatch match = index.Find(config);
+  if (match.length == 0 || k <= 0) return {};
+  const int64_t available = static_cast<int64_t>(context.size()) - match.continuation;
+  const int64_t count = std::min<int64_t>(
+      {k, static_cast<int64_t>(config.tokens_per_matched) * match.length, available});
+  return std::vector<int32_t>(context.begin() + match.continuation,
+                              context.begin() + match.continuation + count);
+}
+
+absl::Status LookupDrafter::Start(const std::string& request_id, absl::Span<const int32_t> tokens) {
+  auto [it, inserted] = requests_.try_emplace(request_id);
+  if (!inserted) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("lookup drafter: request '", request_id, "' already started"));
+  }
+  it->second.held = static_cast<int64_t>(tokens.size());
+  it->second.index.Extend(tokens);
+  return absl::OkStatus();
+}
+
+absl::Status LookupDrafter::Truncate(const std::string& request_id, int64_t length) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) {
+    return absl::NotFoundError(absl::StrCat("lookup drafter: unknown request '", request_id, "'"));
+  }
+  if (length < 0 || length > it->second.held) {
+    return absl::OutOfRangeError(absl::StrCat("lookup drafter: cannot truncate request '",
+                                              request_id, "' to ", length, " tokens, it holds ",
+                                              it->second.held));
+  }
+  it->second.held = length;
+  it->second.index.Truncate(length);
+  return absl::OkStatus();
+}
+
+void LookupDrafter::ProposeOne(DraftRequest& request) {
+  request.tokens.clear();
+  request.q.clear();
+  request.status = absl::OkStatus();
+  auto it = requests_.find(request.request_id);
+  if (it == requests_.end()) {
+    request.status = absl::FailedPreconditionError(
+        absl::StrCat("lookup drafter: request '", request.request_id, "' was not started"));
+    return;
+  }
+  RequestState& state = it->second;
+  const int64_t length = static_cast<int64_t>(request.context.size());
+  if (length < state.held) {
+    request.status = absl::FailedPreconditionError(
+        absl::StrCat("lookup drafter: request '", request.request_id, "' context has ", length,
+                     " tokens but the drafter holds ", state.held, "; call Truncate first"));
+    return;
+  }
+  if (request.k < 0 || request.q_top_k < 1) {
+    request.status = absl::InvalidArgumentError(
+        absl::StrCat("lookup drafter: request '", request.request_id, "' has k = ", request.k,
+                     ", q_top_k = ", request.q_top_k));
+    return;
+  }
+  state.index.Extend(request.context);
+  const LookupMatch match = state.index.Find(config_);
+  if (match.length > 0 && request.k > 0) {
+    const int64_t count = std::min<int64_t>(
+        {request.k, static_cast<int64_t>(config_.tokens_per_matched) * match.length,
+         length - match.continuation});
+    request.tokens.assign(request.context.begin() + match.continuation,
+                          request.context.begin() + match.continuation + count);
+  }
+  if (request.mode == VerifyMode::kRejection) {
+    for (int32_t token : request.tokens) request.q.push_back(SparseDistribution::OneHot(token));
+  }
+  state.held = length + static_cast<int64_t>(request.tokens.size());
+}
+
+absl::Status LookupDrafter::Propose(absl::Span<DraftRequest> batch) {
+  for (DraftRequest& request : batch) ProposeOne(request);
+  return absl::OkStatus();
+}
+
+}  // namespace splitspec::spec

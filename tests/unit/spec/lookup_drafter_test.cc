@@ -1,0 +1,116 @@
+#include "runtime/spec/lookup_drafter.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace splitspec::spec {
+namespace {
+
+using Tokens = std::vector<int32_t>;
+
+TEST(LookupProposalTest, FindsTheLongestMatchNotTheLatest) {
+  const LookupDrafterConfig config;
+  // The suffix (1 2 3) occurred at 0..2 followed by 9 5; the later (2 3) at 5..6
+  // is followed by 7, but its match is shorter.
+  const Tokens context = {1, 2, 3, 9, 5, 2, 3, 7, 0, 1, 2, 3};
+  EXPECT_EQ(LookupProposal(context, 2, config), Tokens({9, 5}));
+  LookupIndex index;
+  index.Extend(context);
+  const LookupMatch match = index.Find(config);
+  EXPECT_EQ(match.length, 3);
+  EXPECT_EQ(match.continuation, 3);
+}
+
+TEST(LookupProposalTest, AmongEqualMatchesTheLatestWins) {
+  const Tokens context = {4, 5, 1, 4, 6, 2, 4};
+  EXPECT_EQ(LookupProposal(context, 1, LookupDrafterConfig{}), Tokens({6}));
+}
+
+TEST(LookupProposalTest, ProposesNothingWithoutAMatch) {
+  const LookupDrafterConfig config;
+  EXPECT_TRUE(LookupProposal(Tokens{1, 2, 3, 4}, 4, config).empty());
+  EXPECT_TRUE(LookupProposal(Tokens{}, 4, config).empty());
+  EXPECT_TRUE(LookupProposal(Tokens{7}, 4, config).empty());
+  // A match of 1 token is below min_match 2.
+  LookupDrafterConfig strict;
+  strict.min_match = 2;
+  EXPECT_TRUE(LookupProposal(Tokens{8, 1, 2, 9, 1}, 4, strict).empty());
+  EXPECT_EQ(LookupProposal(Tokens{8, 1, 2, 9, 1}, 4, config), Tokens({2, 9}));
+  // k = 0 proposes nothing even with a match.
+  EXPECT_TRUE(LookupProposal(Tokens{8, 1, 2, 9, 1}, 0, config).empty());
+}
+
+TEST(LookupProposalTest, ProposalGrowsWithTheMatch) {
+  const LookupDrafterConfig config;  // tokens_per_matched 2
+  const Tokens passage = {10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23};
+  auto repeat = [&](int matched) {
+    Tokens context = passage;
+    context.push_back(99);
+    context.insert(context.end(), passage.begin(), passage.begin() + matched);
+    return LookupProposal(context, 16, config);
+  };
+  // Matching the passage's first 1, 2, 3 tokens proposes 2, 4, 6 of what followed.
+  EXPECT_EQ(repeat(1), Tokens({11, 12}));
+  EXPECT_EQ(repeat(2), Tokens({12, 13, 14, 15}));
+  EXPECT_EQ(repeat(3), Tokens({13, 14, 15, 16, 17, 18}));
+  EXPECT_LT(repeat(1).size(), repeat(3).size());
+  // The end of the sequence bounds it too: 15 tokens follow the match, k is 16.
+  EXPECT_EQ(repeat(12), Tokens({22, 23, 99, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21}));
+}
+
+TEST(LookupIndexTest, TruncateForgetsLaterPositions) {
+  LookupIndex index;
+  const Tokens context = {5, 6, 7, 5, 6, 8, 5, 6};
+  index.Extend(context);
+  EXPECT_EQ(index.Find(LookupDrafterConfig{}).continuation, 5);  // (5 6) at 3..4, followed by 8
+  index.Truncate(5);  // {5, 6, 7, 5, 6}: (5 6) at 0..1, followed by 7
+  EXPECT_EQ(index.size(), 5);
+  EXPECT_EQ(index.Find(LookupDrafterConfig{}).continuation, 2);
+  index.Truncate(1);
+  EXPECT_EQ(index.Find(LookupDrafterConfig{}).length, 0);
+}
+
+TEST(LookupDrafterTest, ProposesFromPromptAndOutputAndFollowsTruncation) {
+  LookupDrafter drafter(LookupDrafterConfig{});
+  const Tokens prompt = {1, 2, 3, 4, 5, 6};
+  ASSERT_TRUE(drafter.Start("r", prompt).ok());
+  EXPECT_EQ(drafter.Start("r", prompt).code(), absl::StatusCode::kAlreadyExists);
+  Tokens context = prompt;
+  context.insert(context.end(), {9, 1, 2});  // the output repeats the prompt's start
+  std::vector<DraftRequest> batch(1);
+  batch[0].request_id = "r";
+  batch[0].context = context;
+  batch[0].k = 3;
+  batch[0].mode = VerifyMode::kRejection;
+  ASSERT_TRUE(drafter.Propose(absl::MakeSpan(batch)).ok());
+  ASSERT_TRUE(batch[0].status.ok()) << batch[0].status;
+  EXPECT_EQ(batch[0].tokens, Tokens({3, 4, 5}));
+  ASSERT_EQ(batch[0].q.size(), 3u);
+  // Holds context + 3 proposed: 12 tokens.
+  EXPECT_EQ(drafter.Truncate("r", 13).code(), absl::StatusCode::kOutOfRange);
+  ASSERT_TRUE(drafter.Truncate("r", 7).ok());
+  const Tokens corrected = {1, 2, 3, 4, 5, 6, 9, 4};  // after the truncation: (4) at 3 -> 5 6
+  batch[0].context = corrected;
+  batch[0].mode = VerifyMode::kGreedy;
+  ASSERT_TRUE(drafter.Propose(absl::MakeSpan(batch)).ok());
+  EXPECT_EQ(batch[0].tokens, Tokens({5, 6}));
+  EXPECT_TRUE(batch[0].q.empty());
+  drafter.Release("r");
+  ASSERT_TRUE(drafter.Propose(absl::MakeSpan(batch)).ok());
+  EXPECT_EQ(batch[0].status.code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(LookupDrafterConfigTest, ValidationNamesTheField) {
+  LookupDrafterConfig config;
+  config.max_match = 0;
+  EXPECT_NE(config.Validate().message().find("max_match"), std::string::npos);
+  config = LookupDrafterConfig{};
+  config.tokens_per_matched = 0;
+  EXPECT_NE(config.Validate().message().find("tokens_per_matched"), std::string::npos);
+  EXPECT_TRUE(LookupDrafterConfig{}.Validate().ok());
+}
+
+}  // namespace
+}  // namespace splitspec::spec

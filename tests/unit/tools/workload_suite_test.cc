@@ -1,0 +1,125 @@
+#include "tools/workload_suite.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace splitspec::tools {
+namespace {
+
+std::string ErrorOf(const std::string& line) {
+  absl::StatusOr<WorkloadRequest> request = ParseWorkloadLine(line, "w.jsonl", 7);
+  EXPECT_FALSE(request.ok()) << line;
+  EXPECT_EQ(request.status().code(), absl::StatusCode::kInvalidArgument) << line;
+  return std::string(request.status().message());
+}
+
+TEST(WorkloadParseTest, ReadsCategoryMessagesAndMaxTokens) {
+  absl::StatusOr<WorkloadRequest> request = ParseWorkloadLine(
+      R"({"category": "qa", "messages": [{"role": "system", "content": "Be brief."},)"
+      R"( {"role": "user", "content": "Why?\nBecause."}], "max_tokens": 64, "note": "ignored"})",
+      "w.jsonl", 3);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->category, "qa");
+  ASSERT_EQ(request->messages.size(), 2u);
+  EXPECT_EQ(request->messages[0].role, "system");
+  EXPECT_EQ(request->messages[1].content, "Why?\nBecause.");
+  EXPECT_EQ(request->max_tokens, 64);
+  EXPECT_EQ(request->line, 3);
+}
+
+TEST(WorkloadParseTest, MalformedLinesNameFileLineAndField) {
+  EXPECT_EQ(ErrorOf(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 8})"),
+            "w.jsonl:7: missing field 'category'");
+  EXPECT_EQ(
+      ErrorOf(
+          R"({"category": 3, "messages": [{"role": "user", "content": "x"}], "max_tokens": 8})"),
+      "w.jsonl:7: field 'category' must be a string");
+  EXPECT_EQ(ErrorOf(R"({"category": "qa", "messages": [], "max_tokens": 8})"),
+            "w.jsonl:7: field 'messages' must be a non-empty array");
+  EXPECT_EQ(
+      ErrorOf(
+          R"({"category": "qa", "messages": [{"role": "bot", "content": "x"}], "max_tokens": 8})"),
+      "w.jsonl:7: field 'messages[0].role' must be system, user or assistant, got 'bot'");
+  EXPECT_EQ(ErrorOf(R"({"category": "qa", "messages": [{"role": "user"}], "max_tokens": 8})"),
+            "w.jsonl:7: missing field 'messages[0].content'");
+  EXPECT_EQ(
+      ErrorOf(
+          R"({"category": "qa", "messages": [{"role": "user", "content": "x"}], )"
+          R"("max_tokens": 2.5})"),
+      "w.jsonl:7: field 'max_tokens' must be an integer in [1, 4096]");
+  EXPECT_EQ(ErrorOf(R"({"category": "qa", "messages": [{"role": "user", "content": "x"}]})"),
+            "w.jsonl:7: missing field 'max_tokens'");
+  EXPECT_EQ(
+      ErrorOf(
+          R"({"category": "qa", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0})"),
+      "w.jsonl:7: field 'max_tokens' must be an integer in [1, 4096]");
+  EXPECT_EQ(ErrorOf("not json").rfind("w.jsonl:7: not a JSON object", 0), 0u);
+}
+
+TEST(WorkloadParseTest, FileSkipsBlankLinesAndReportsTheBadLine) {
+  const std::string good =
+      R"({"category": "a", "messages": [{"role": "user", "content": "x"}], "max_tokens": 8})";
+  absl::StatusOr<std::vector<WorkloadRequest>> requests =
+      ParseWorkload(good + "\n\n" + good + "\n", "f.jsonl");
+  ASSERT_TRUE(requests.ok()) << requests.status();
+  ASSERT_EQ(requests->size(), 2u);
+  EXPECT_EQ((*requests)[1].line, 3);
+  absl::StatusOr<std::vector<WorkloadRequest>> bad =
+      ParseWorkload(good + "\n{\"category\": \"b\"}\n", "f.jsonl");
+  EXPECT_EQ(bad.status().message(), "f.jsonl:2: missing field 'messages'");
+  EXPECT_EQ(LoadWorkload("/nonexistent/w.jsonl").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(WorkloadParseTest, FirstPerCategoryKeepsFileOrder) {
+  std::vector<WorkloadRequest> requests;
+  for (const char* category : {"a", "b", "a", "a", "b", "c"}) {
+    WorkloadRequest request;
+    request.category = category;
+    requests.push_back(request);
+  }
+  const std::vector<WorkloadRequest> kept = FirstPerCategory(requests, 2);
+  std::string order;
+  for (const WorkloadRequest& r : kept) order += r.category;
+  EXPECT_EQ(order, "ababc");
+  EXPECT_EQ(FirstPerCategory(requests, 0).size(), requests.size());
+}
+
+TEST(WorkloadTotalsTest, AggregatesPerCategoryOverSums) {
+  WorkloadTotals totals;
+  // qa: target-only 100 tokens in 4 s (25 tok/s); ngram 100 tokens in 2 s.
+  totals.Add("qa", kTargetOnly, {.tokens = 60, .wall_seconds = 3.0, .steps = 60});
+  totals.Add("qa", "ngram k=4",
+             {.tokens = 60,
+              .wall_seconds = 1.0,
+              .verified = 40,
+              .accepted = 30,
+              .steps = 20,
+              .cpu_seconds = 1.5});
+  totals.Add("chat", kTargetOnly, {.tokens = 10, .wall_seconds = 1.0, .steps = 10});
+  totals.Add("qa", kTargetOnly, {.tokens = 40, .wall_seconds = 1.0, .steps = 40});
+  totals.Add("qa", "ngram k=4",
+             {.tokens = 40, .wall_seconds = 1.0, .verified = 10, .accepted = 0, .steps = 30});
+  const std::vector<WorkloadRow> rows = totals.Rows();
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].category, "qa");
+  EXPECT_EQ(rows[0].configuration, "target-only");
+  EXPECT_EQ(rows[0].requests, 2);
+  EXPECT_DOUBLE_EQ(rows[0].tok_s, 25.0);
+  EXPECT_DOUBLE_EQ(rows[0].ratio_to_target_only, 1.0);
+  EXPECT_EQ(rows[1].configuration, "ngram k=4");
+  EXPECT_DOUBLE_EQ(rows[1].tok_s, 50.0);
+  EXPECT_DOUBLE_EQ(rows[1].ratio_to_target_only, 2.0);
+  EXPECT_DOUBLE_EQ(rows[1].acceptance, 0.6);
+  EXPECT_DOUBLE_EQ(rows[1].tokens_per_step, 2.0);
+  EXPECT_DOUBLE_EQ(rows[1].cpu_ms_per_token, 15.0);  // 1.5 s / 100 tokens
+  EXPECT_EQ(rows[2].category, "chat");               // no ngram row: chat never ran it
+  EXPECT_DOUBLE_EQ(rows[2].tok_s, 10.0);
+  EXPECT_EQ(WorkloadRowJson(rows[1]),
+            "{\"category\":\"qa\",\"configuration\":\"ngram k=4\",\"tok_s\":50.000,"
+            "\"ratio_to_target_only\":2.0000,\"acceptance\":0.6000,\"tokens_per_step\":2.0000}");
+}
+
+}  // namespace
+}  // namespace splitspec::tools

@@ -1,0 +1,45 @@
+// What `splitspec bench spec` measures, shared by its two modes: the built-in
+// two-workload comparison (tools/bench_spec.cc) and `--workload FILE`
+// (tools/bench_spec_workload.cc).
+//
+//   ASSIGN_OR_RETURN(SpecRunResult run, RunSpecGeneration(target, drafter, /*lookahead=*/2,
+//                                                          /*k=*/0, prompt, 96, stop_ids));
+#ifndef SPLITSPEC_TOOLS_BENCH_SPEC_H_
+#define SPLITSPEC_TOOLS_BENCH_SPEC_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/splitspec.pb.h"
+#include "runtime/model/transformer.h"
+#include "runtime/spec/drafter.h"
+#include "tools/commands.h"
+
+namespace splitspec::tools {
+
+struct SpecRunResult {
+  double tokens_per_s = 0;
+  int tokens = 0;
+  proto::SpecStats stats;
+  double draft_busy_s = 0, target_busy_s = 0, wall_s = 0;
+  double cpu_s = 0;  // CPU time of the whole process (all threads) during the generation
+};
+
+// One greedy generation through a fresh in-process cluster (coordinator, target
+// and draft workers as threads over inproc://): `drafter` null decodes with the
+// target alone; k = 0 lets the draft worker's adaptive controller choose k per
+// block. Wall time runs from submit to the last token (cluster start excluded).
+// Generation stops at max_tokens or at one of `stop_token_ids`.
+absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec::Drafter* drafter,
+                                                int lookahead, int k,
+                                                const std::vector<int32_t>& prompt, int max_tokens,
+                                                const std::vector<int32_t>& stop_token_ids);
+
+// `splitspec bench spec --workload FILE ...` (argv without "bench spec").
+int RunBenchSpecWorkload(const CommandArgs& args);
+
+}  // namespace splitspec::tools
+
+#endif  // SPLITSPEC_TOOLS_BENCH_SPEC_H_

@@ -1,0 +1,229 @@
+// `splitspec bench spec --workload FILE [--model PATH] [--limit N] [--threads N]
+//                       [--k K[,K..]] [--drafters ngram,lookup,layerskip,self]
+//                       [--layerskip L] [--lookahead N] [--json]`
+//
+// Runs every request of a workload file (tools/workload_suite.h; the suite is
+// bench/workloads/suite.jsonl) through the whole in-process pipeline, greedily
+// (temperature 0, greedy verification: the output equals the target's own
+// greedy decode), once per configuration:
+//   target-only       the target alone
+//   NAME k=K          drafter NAME with a fixed k (each K of --k)
+//   NAME auto         drafter NAME with the adaptive controller (draft_k 0)
+// Configurations are interleaved per request (request 1 in every configuration,
+// then request 2, ...), so machine noise hits them alike. It prints per category
+// tok/s (total tokens / total wall time), the ratio to target-only measured in
+// the same run, acceptance (accepted / verified draft tokens) and tokens per
+// target step; with --json one object per line per (category, configuration)
+// (tools/workload_suite.h: WorkloadRowJson). --limit N keeps the first N
+// requests of each category. The target runs on --threads threads (1), each
+// drafter on 1 thread; generation stops at the model's end-of-generation tokens.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "kernels/cpu/cpu_features.h"
+#include "runtime/base/logging.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/tokenizer/chat_template.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
+#include "runtime/model/transformer.h"
+#include "runtime/spec/drafter_factory.h"
+#include "tools/bench_spec.h"
+#include "runtime/cli/cli_args.h"
+#include "tools/commands.h"
+#include "tools/default_paths.h"
+#include "tools/workload_suite.h"
+
+namespace splitspec::tools {
+namespace {
+
+struct WorkloadBenchFlags {
+  std::string workload;
+  std::string model;
+  int limit = 0;
+  int threads = 1;
+  std::vector<int> ks = {4};
+  std::vector<std::string> drafters = {"ngram", "lookup", "layerskip", "self"};
+  int layerskip = 24;
+  int lookahead = 2;
+  bool json = false;
+};
+
+absl::StatusOr<int> BoundedInt(const CliArgs& args, const char* flag, int fallback, int low,
+                               int high) {
+  ASSIGN_OR_RETURN(int64_t value, args.GetInt(flag, fallback));
+  if (value < low || value > high) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " must be in [", low, ", ", high, "], got ", value));
+  }
+  return static_cast<int>(value);
+}
+
+absl::StatusOr<WorkloadBenchFlags> ParseWorkloadFlags(const CommandArgs& argv) {
+  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, BenchSpecFlagTable()));
+  WorkloadBenchFlags f;
+  f.workload = args.GetString("workload", "");
+  if (f.workload.empty()) return absl::InvalidArgumentError("--workload needs a file");
+  f.model = args.GetString("model", DefaultModelPath());
+  ASSIGN_OR_RETURN(f.limit, BoundedInt(args, "limit", 0, 0, 1 << 20));
+  ASSIGN_OR_RETURN(f.threads, BoundedInt(args, "threads", 1, 1, 256));
+  ASSIGN_OR_RETURN(f.layerskip, BoundedInt(args, "layerskip", 24, 1, 1024));
+  ASSIGN_OR_RETURN(f.lookahead, BoundedInt(args, "lookahead", 2, 1, 8));
+  if (args.Has("k")) {
+    f.ks.clear();
+    for (absl::string_view part : absl::StrSplit(args.GetString("k", ""), ',', absl::SkipEmpty())) {
+      int k = 0;
+      if (!absl::SimpleAtoi(part, &k) || k < 1 || k > 16) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--k: each K must be an integer in [1, 16], got '", part, "'"));
+      }
+      f.ks.push_back(k);
+    }
+  }
+  if (args.Has("drafters"))
+    f.drafters = absl::StrSplit(args.GetString("drafters", ""), ',', absl::SkipEmpty());
+  f.json = args.Has("json");
+  return f;
+}
+
+struct Configuration {
+  std::string name;                  // "target-only", "ngram k=4", "ngram auto"
+  spec::Drafter* drafter = nullptr;  // null: target-only
+  int k = 0;                         // 0: adaptive
+};
+
+absl::StatusOr<std::unique_ptr<spec::Drafter>> LoadDrafter(const std::string& name,
+                                                           const WorkloadBenchFlags& f,
+                                                           const model::Tokenizer& tokenizer,
+                                                           int vocab) {
+  const std::string spec_name = name == "layerskip" ? absl::StrCat("layerskip:", f.layerskip)
+                                : name == "self"    ? "model"
+                                                    : name;
+  ASSIGN_OR_RETURN(spec::DrafterSpec spec,
+                   spec::ParseDrafterSpec(spec_name, name == "self" ? f.model : ""));
+  return spec::MakeDrafter(spec, f.model, &tokenizer, vocab, 1);
+}
+
+struct Prepared {
+  const WorkloadRequest* request;
+  std::vector<int32_t> prompt;
+};
+
+absl::StatusOr<std::vector<Prepared>> Tokenize(const std::vector<WorkloadRequest>& requests,
+                                               const model::Tokenizer& tokenizer,
+                                               const model::ChatTemplate& chat) {
+  std::vector<Prepared> prepared;
+  for (const WorkloadRequest& request : requests) {
+    ASSIGN_OR_RETURN(std::string text,
+                     chat.Apply(request.messages, /*add_generation_prompt=*/true));
+    prepared.push_back(
+        {&request, tokenizer.Encode(text, {.add_special = true, .parse_special = true})});
+  }
+  return prepared;
+}
+
+void PrintTable(const std::vector<WorkloadRow>& rows) {
+  std::printf(
+      "| category      | configuration      | reqs |   tok/s | ratio  | accept | tok/step | cpu "
+      "ms/tok |\n");
+  std::printf(
+      "|---------------|--------------------|------|---------|--------|--------|----------|--------"
+      "----|\n");
+  for (const WorkloadRow& r : rows) {
+    std::printf("| %-13s | %-18s | %4d | %7.2f | %5.2fx | %6.3f | %8.2f | %10.2f |\n",
+                r.category.c_str(), r.configuration.c_str(), r.requests, r.tok_s,
+                r.ratio_to_target_only, r.acceptance, r.tokens_per_step, r.cpu_ms_per_token);
+  }
+}
+
+absl::Status RunWorkload(const WorkloadBenchFlags& f) {
+  SetDefaultLogLevel(LogLevel::kWarning);  // the in-process services stay quiet
+  ASSIGN_OR_RETURN(std::vector<WorkloadRequest> all, LoadWorkload(f.workload));
+  const std::vector<WorkloadRequest> requests = FirstPerCategory(all, f.limit);
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> target,
+                   model::Transformer::Load(f.model, {.threads = f.threads}));
+  ASSIGN_OR_RETURN(model::Tokenizer tokenizer, model::LoadTokenizerFromGguf(target->file()));
+  ASSIGN_OR_RETURN(model::ChatTemplate chat,
+                   model::ChatTemplate::FromSource(tokenizer.chat_template()));
+  ASSIGN_OR_RETURN(std::vector<Prepared> prepared, Tokenize(requests, tokenizer, chat));
+  std::vector<int32_t> stop_ids;
+  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
+    if (tokenizer.IsEndOfGeneration(id)) stop_ids.push_back(id);
+  }
+
+  std::vector<std::unique_ptr<spec::Drafter>> drafters;
+  std::vector<Configuration> configurations = {{kTargetOnly, nullptr, 0}};
+  for (const std::string& name : f.drafters) {
+    ASSIGN_OR_RETURN(std::unique_ptr<spec::Drafter> drafter,
+                     LoadDrafter(name, f, tokenizer, target->config().vocab_size));
+    for (int k : f.ks) configurations.push_back({absl::StrCat(name, " k=", k), drafter.get(), k});
+    configurations.push_back({absl::StrCat(name, " auto"), drafter.get(), 0});
+    drafters.push_back(std::move(drafter));
+  }
+
+  if (!f.json) {
+    std::printf(
+        "splitspec bench spec --workload %s: model %s, %zu requests, greedy, target %d thread(s), "
+        "drafters 1 thread, lookahead %d, cpu %s, %u hardware threads\n",
+        f.workload.c_str(), f.model.c_str(), requests.size(), f.threads, f.lookahead,
+        kernels::CpuIsaName(), std::thread::hardware_concurrency());
+  }
+  WorkloadTotals totals;
+  for (size_t i = 0; i < prepared.size(); ++i) {
+    const Prepared& p = prepared[i];
+    for (const Configuration& c : configurations) {
+      absl::StatusOr<SpecRunResult> run = RunSpecGeneration(
+          target.get(), c.drafter, f.lookahead, c.k, p.prompt, p.request->max_tokens, stop_ids);
+      if (!run.ok()) {
+        return absl::Status(run.status().code(),
+                            absl::StrCat(f.workload, ":", p.request->line, " (", c.name,
+                                         "): ", run.status().message()));
+      }
+      totals.Add(p.request->category, c.name,
+                 {.tokens = run->tokens,
+                  .wall_seconds = run->wall_s,
+                  .verified = static_cast<int64_t>(run->stats.verified()),
+                  .accepted = static_cast<int64_t>(run->stats.accepted()),
+                  .steps = static_cast<int64_t>(run->stats.steps()),
+                  .cpu_seconds = run->cpu_s});
+    }
+    std::fprintf(stderr, "bench spec: %zu/%zu requests done\n", i + 1, prepared.size());
+  }
+  const std::vector<WorkloadRow> rows = totals.Rows();
+  if (f.json) {
+    for (const WorkloadRow& row : rows) std::printf("%s\n", WorkloadRowJson(row).c_str());
+  } else {
+    std::printf(
+        "ratio = tok/s / target-only tok/s of the same category in this run; accept = accepted / "
+        "verified "
+        "draft tokens; tok/step = tokens / target steps; cpu ms/tok = CPU time of all threads / "
+        "tokens\n\n");
+    PrintTable(rows);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunBenchSpecWorkload(const CommandArgs& args) {
+  absl::StatusOr<WorkloadBenchFlags> flags = ParseWorkloadFlags(args);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "splitspec bench spec: %s\n",
+                 std::string(flags.status().message()).c_str());
+    return 2;
+  }
+  absl::Status status = RunWorkload(*flags);
+  if (!status.ok()) {
+    std::fprintf(stderr, "splitspec bench spec: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace splitspec::tools

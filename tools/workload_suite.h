@@ -1,0 +1,108 @@
+// Workload files for `splitspec bench spec --workload FILE` (bench/workloads/):
+// one chat request per line as JSON,
+//   {"category": "qa", "messages": [{"role": "user", "content": "..."}], "max_tokens": 96}
+// and the per-(category, configuration) totals the bench prints.
+//
+//   ASSIGN_OR_RETURN(std::vector<WorkloadRequest> requests, LoadWorkload("suite.jsonl"));
+//   WorkloadTotals totals;
+//   totals.Add("qa", "target-only", {.tokens = 96, .wall_seconds = 2.0});
+//   for (const WorkloadRow& row : totals.Rows()) ...
+//
+// Rules of a line: an object; "category" a non-empty string; "messages" a
+// non-empty array of objects whose "role" is "system", "user" or "assistant"
+// and whose "content" is a string; "max_tokens" an integer in [1, 4096]; other
+// fields are ignored; blank lines are skipped. A malformed line is refused with
+// InvalidArgument "FILE:LINE: ..." naming the field at fault.
+//
+// Thread safety: functions are pure; WorkloadTotals is thread-compatible.
+#ifndef SPLITSPEC_TOOLS_WORKLOAD_SUITE_H_
+#define SPLITSPEC_TOOLS_WORKLOAD_SUITE_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "runtime/tokenizer/chat_template.h"
+
+namespace splitspec::tools {
+
+inline constexpr int kWorkloadMaxTokens = 4096;
+
+struct WorkloadRequest {
+  std::string category;
+  std::vector<model::ChatMessage> messages;
+  int max_tokens = 0;
+  int line = 0;  // 1-based line in its file
+};
+
+// One line; `file` and `line` only label errors.
+absl::StatusOr<WorkloadRequest> ParseWorkloadLine(absl::string_view text, absl::string_view file,
+                                                  int line);
+
+// Every request of `contents` (the text of `file`), in file order.
+absl::StatusOr<std::vector<WorkloadRequest>> ParseWorkload(absl::string_view contents,
+                                                           absl::string_view file);
+
+// Reads and parses `path`; NotFound naming it when unreadable, InvalidArgument
+// when it holds no request.
+absl::StatusOr<std::vector<WorkloadRequest>> LoadWorkload(const std::string& path);
+
+// The first `limit` requests of each category (limit <= 0: all), in file order.
+std::vector<WorkloadRequest> FirstPerCategory(const std::vector<WorkloadRequest>& requests,
+                                              int limit);
+
+// The measurements of one generation.
+struct WorkloadRun {
+  int64_t tokens = 0;         // generated
+  double wall_seconds = 0.0;  // submit to last token
+  int64_t verified = 0;       // draft tokens verified / accepted (speculative runs)
+  int64_t accepted = 0;
+  int64_t steps = 0;         // target steps (0: not reported)
+  double cpu_seconds = 0.0;  // CPU time of every thread that served it
+};
+
+// One (category, configuration) aggregate. Rates are over the sums (total
+// tokens / total seconds), so long requests weigh by their length.
+struct WorkloadRow {
+  std::string category;
+  std::string configuration;
+  int requests = 0;
+  double tok_s = 0.0;
+  double ratio_to_target_only = 0.0;  // tok_s / the category's target-only tok_s; 0 without one
+  double acceptance = 0.0;            // accepted / verified; 0 without verified tokens
+  double tokens_per_step = 0.0;       // tokens / steps; 0 without steps
+  // CPU milliseconds per token: unlike tok/s, barely moved by other processes'
+  // load (preemption does not count), so configurations compare on a busy machine.
+  double cpu_ms_per_token = 0.0;
+};
+
+inline constexpr char kTargetOnly[] = "target-only";
+
+class WorkloadTotals {
+ public:
+  void Add(const std::string& category, const std::string& configuration, const WorkloadRun& run);
+
+  // Categories in first-added order, configurations in first-added order within each.
+  std::vector<WorkloadRow> Rows() const;
+
+ private:
+  struct Sum {
+    int requests = 0;
+    WorkloadRun run;
+  };
+  std::vector<std::string> categories_;
+  std::vector<std::string> configurations_;
+  std::map<std::pair<std::string, std::string>, Sum> sums_;
+};
+
+// {"category":..,"configuration":..,"tok_s":..,"ratio_to_target_only":..,
+//  "acceptance":..,"tokens_per_step":..} on one line.
+std::string WorkloadRowJson(const WorkloadRow& row);
+
+}  // namespace splitspec::tools
+
+#endif  // SPLITSPEC_TOOLS_WORKLOAD_SUITE_H_
