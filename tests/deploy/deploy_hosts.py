@@ -119,7 +119,7 @@ def remove_leftovers():
 class Hosts:
     """Network-namespace hosts on one bridge; remove() kills everything in them."""
 
-    def __init__(self, subnet, names, workdir):
+    def __init__(self, subnet, names, workdir, extra_hosts=None):
         self.subnet = subnet          # e.g. "10.78.0"
         self.tag = f"{PREFIX}{os.getpid()}-"
         self.workdir = workdir
@@ -133,6 +133,8 @@ class Hosts:
         for i, name in enumerate(names, start=1):
             self.add(name, i)
         hosts_file = "127.0.0.1 localhost\n" + "".join(f"{self.address(n)} {n}\n" for n in names)
+        # Names with an address on the bridge where nothing answers (unreachable hosts).
+        hosts_file += "".join(f"{addr} {n}\n" for n, addr in (extra_hosts or {}).items())
         for name in names:
             os.makedirs(f"/etc/netns/{self.ns(name)}", exist_ok=True)
             with open(f"/etc/netns/{self.ns(name)}/hosts", "w") as f:
