@@ -23,6 +23,13 @@ Slurm and Kubernetes launchers run exactly the command lines `serve` would.
       values from stdin (one a line: secrets never appear on a command line),
       then starts the process in the background, in its own session, with its
       log and pid file.
+  plan.py slurm PLAN
+      prints the #SBATCH lines that size deploy/slurm/splitspec.sbatch's
+      heterogeneous job to the plan: component 0 one task for the coordinator
+      plus one per draft worker (on one node), component 1 one task per target
+      rank with --ntasks-per-node = the groups' tp, and --cpus-per-task from the
+      threads (a GPU per task for GPU ranks). deploy/slurm/submit.sh passes
+      them to sbatch.
   plan.py scale PLAN --draft +N|-N [--host HOST]
       prints HOST 0x1f SCRIPT: the `splitspec scale` command line that grows
       the first draft pool by N workers on HOST (default: the pool's host), with
@@ -118,6 +125,30 @@ def flag_value(argv, flag):
     return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
 
 
+def cmd_slurm(args):
+    processes = load(args.plan)
+    drafts = [p for p in processes if p["role"] == "draft"]
+    ranks = [p for p in processes if p["role"] == "target"]
+    if not ranks:
+        sys.exit("plan.py: the plan has no target rank")
+    tps = sorted({p["tp_size"] for p in ranks})
+    if len(tps) != 1:
+        sys.exit(f"plan.py: target groups of different tp {tps} cannot share one --ntasks-per-node; "
+                 "give each tp its own hetjob component (edit the #SBATCH lines) or one tp to every group")
+
+    def threads(p):
+        value = flag_value(p["argv"], "--threads")
+        return int(value) if value else 1
+
+    c0_cpus = max([threads(p) for p in drafts] + [1])
+    c1_cpus = max(threads(p) for p in ranks)
+    gpus = " --gpus-per-task=1" if any("CUDA_VISIBLE_DEVICES" in p["env"] for p in ranks) else ""
+    d_gpus = " --gpus-per-task=1" if any("CUDA_VISIBLE_DEVICES" in p["env"] for p in drafts) else ""
+    print(f"#SBATCH --ntasks={1 + len(drafts)} --nodes=1 --cpus-per-task={c0_cpus}{d_gpus}")
+    print("#SBATCH hetjob")
+    print(f"#SBATCH --ntasks={len(ranks)} --ntasks-per-node={tps[0]} --cpus-per-task={c1_cpus}{gpus}")
+
+
 def cmd_scale(args):
     processes = load(args.plan)
     drafts = [p for p in processes if p["role"] == "draft"]
@@ -165,6 +196,8 @@ def main():
     c.add_argument("--role", required=True)
     s = sub.add_parser("ssh")
     s.add_argument("plan")
+    sl = sub.add_parser("slurm")
+    sl.add_argument("plan")
     sc = sub.add_parser("scale")
     sc.add_argument("plan")
     sc.add_argument("--draft", required=True)
@@ -180,6 +213,8 @@ def main():
         cmd_exec(args)
     elif args.command == "count":
         cmd_count(args)
+    elif args.command == "slurm":
+        cmd_slurm(args)
     elif args.command == "scale":
         cmd_scale(args)
     else:
