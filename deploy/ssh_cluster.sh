@@ -224,14 +224,19 @@ if kill -0 \"\$pid\" 2>/dev/null; then kill -KILL \"\$pid\"; echo '$name on $hos
 echo '$name on $host: stopped'" </dev/null
 }
 
-# Stops scaled workers, then the first $1 plan processes in reverse (the coordinator last).
+# Stops, of the first $1 plan processes: scaled workers and draft workers, then
+# target ranks (a group's leader before its followers: the leader disbands the
+# group, so followers do not try to re-form it), the coordinator last.
 stop_entries() {
-  local n="$1" i rc=0 host name pid_file log
+  local n="$1" i rc=0 host name pid_file log order=()
   while IFS=$'\x1f' read -r host name pid_file log; do
     [[ -n "$host" ]] || continue
     stop_process "$host" "$name" "$pid_file" || rc=1
   done < <(scaled_workers)
-  for ((i = n - 1; i >= 0; i--)); do
+  for ((i = n - 1; i >= 1; i--)); do [[ "${P_ROLE[$i]}" == "target" ]] || order+=("$i"); done
+  for ((i = 1; i < n; i++)); do [[ "${P_ROLE[$i]}" != "target" ]] || order+=("$i"); done
+  ((n > 0)) && order+=(0)
+  for i in "${order[@]}"; do
     stop_process "${P_HOST[$i]}" "${P_NAME[$i]}" "${P_PID[$i]}" || rc=1
   done
   if [[ "$DRY_RUN" != "1" ]] && ((rc == 0)); then
