@@ -18,10 +18,23 @@ Slurm and Kubernetes launchers run exactly the command lines `serve` would.
   plan.py ssh PLAN
       prints one line per process for deploy/ssh_cluster.sh, fields separated
       by the byte 0x1f (not a tab: bash's read merges empty tab fields):
-      host, name, pid file, the env_from source variables (comma-separated),
-      and a POSIX sh script that reads those variables' values from stdin (one
-      a line: secrets never appear on a command line), then starts the process
-      in the background with its log and pid file.
+      host, name, role, pid file, log, the env_from source variables
+      (comma-separated), and a POSIX sh script that reads those variables'
+      values from stdin (one a line: secrets never appear on a command line),
+      then starts the process in the background, in its own session, with its
+      log and pid file.
+  plan.py slurm PLAN
+      prints the #SBATCH lines that size deploy/slurm/splitspec.sbatch's
+      heterogeneous job to the plan: component 0 one task for the coordinator
+      plus one per draft worker (on one node), component 1 one task per target
+      rank with --ntasks-per-node = the groups' tp, and --cpus-per-task from the
+      threads (a GPU per task for GPU ranks). deploy/slurm/submit.sh passes
+      them to sbatch.
+  plan.py scale PLAN --draft +N|-N [--host HOST]
+      prints HOST 0x1f SCRIPT: the `splitspec scale` command line that grows
+      the first draft pool by N workers on HOST (default: the pool's host), with
+      the pool's drafter, model and threads and the plan's log folder, or that
+      drains N draft workers (run on the coordinator's host).
 
 PLAN is a file, or - for stdin. Python 3 standard library only.
 """
@@ -98,11 +111,71 @@ def cmd_ssh(args):
         reads = "".join(f"IFS= read -r {n} || true; export {n}; " for n in p["env_from"])
         env = " ".join(shlex.quote(f"{k}={v}") for k, v in p["env"].items())
         command = " ".join(shlex.quote(a) for a in p["argv"])
+        # setsid: the process leaves the ssh session's process group, so the
+        # session closing cannot signal it.
         script = (f"mkdir -p {shlex.quote(run_dir)} && {reads}"
-                  f"nohup env {env} {command} >{shlex.quote(p['log'])} 2>&1 </dev/null & "
+                  f"if command -v setsid >/dev/null; then S=setsid; else S=; fi; "
+                  f"$S nohup env {env} {command} >{shlex.quote(p['log'])} 2>&1 </dev/null & "
                   f"echo $! >{shlex.quote(pid_file)}")
         sources = ",".join(p["env_from"].values())
-        print("\x1f".join([p["host"], p["name"], pid_file, sources, script]))
+        print("\x1f".join([p["host"], p["name"], p["role"], pid_file, p["log"], sources, script]))
+
+
+def flag_value(argv, flag):
+    return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
+
+
+def cmd_slurm(args):
+    processes = load(args.plan)
+    drafts = [p for p in processes if p["role"] == "draft"]
+    ranks = [p for p in processes if p["role"] == "target"]
+    if not ranks:
+        sys.exit("plan.py: the plan has no target rank")
+    tps = sorted({p["tp_size"] for p in ranks})
+    if len(tps) != 1:
+        sys.exit(f"plan.py: target groups of different tp {tps} cannot share one --ntasks-per-node; "
+                 "give each tp its own hetjob component (edit the #SBATCH lines) or one tp to every group")
+
+    def threads(p):
+        value = flag_value(p["argv"], "--threads")
+        return int(value) if value else 1
+
+    c0_cpus = max([threads(p) for p in drafts] + [1])
+    c1_cpus = max(threads(p) for p in ranks)
+    gpus = " --gpus-per-task=1" if any("CUDA_VISIBLE_DEVICES" in p["env"] for p in ranks) else ""
+    d_gpus = " --gpus-per-task=1" if any("CUDA_VISIBLE_DEVICES" in p["env"] for p in drafts) else ""
+    print(f"#SBATCH --ntasks={1 + len(drafts)} --nodes=1 --cpus-per-task={c0_cpus}{d_gpus}")
+    print("#SBATCH hetjob")
+    print(f"#SBATCH --ntasks={len(ranks)} --ntasks-per-node={tps[0]} --cpus-per-task={c1_cpus}{gpus}")
+
+
+def cmd_scale(args):
+    processes = load(args.plan)
+    drafts = [p for p in processes if p["role"] == "draft"]
+    coordinator = next(p for p in processes if p["role"] == "coordinator")
+    workers = [p for p in processes if p["role"] != "coordinator"]
+    if not workers:
+        sys.exit("plan.py: the plan has no worker, so no coordinator endpoint for workers")
+    endpoint = flag_value(workers[0]["argv"], "--coordinator")
+    binary = posixpath.join(posixpath.dirname(coordinator["argv"][0]), "splitspec")
+    delta = args.draft
+    if not re.fullmatch(r"[+-][0-9]+", delta) or int(delta) == 0:
+        sys.exit(f"plan.py: --draft {delta}: expected +N or -N (N >= 1)")
+    command = [binary, "scale", "--coordinator", endpoint, "--draft", delta, "--wait-s", "120"]
+    if delta.startswith("-"):
+        host = args.host or coordinator["host"]
+    else:
+        if not drafts:
+            sys.exit("plan.py: the config has no draft worker to copy the pool's settings from; "
+                     "run `splitspec scale` on the host by hand")
+        pool = drafts[0]["argv"]
+        host = args.host or drafts[0]["host"]
+        command += ["--log-dir", posixpath.dirname(drafts[0]["log"]),
+                    "--model", flag_value(pool, "--target-model"), "--drafter", flag_value(pool, "--drafter"),
+                    "--threads", flag_value(pool, "--threads")]
+        if flag_value(pool, "--draft"):
+            command += ["--draft-model", flag_value(pool, "--draft")]
+    print("\x1f".join([host, " ".join(shlex.quote(a) for a in command)]))
 
 
 def main():
@@ -123,6 +196,12 @@ def main():
     c.add_argument("--role", required=True)
     s = sub.add_parser("ssh")
     s.add_argument("plan")
+    sl = sub.add_parser("slurm")
+    sl.add_argument("plan")
+    sc = sub.add_parser("scale")
+    sc.add_argument("plan")
+    sc.add_argument("--draft", required=True)
+    sc.add_argument("--host")
     # Everything after the first "--" is appended to the process's argv.
     argv = sys.argv[1:]
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -134,6 +213,10 @@ def main():
         cmd_exec(args)
     elif args.command == "count":
         cmd_count(args)
+    elif args.command == "slurm":
+        cmd_slurm(args)
+    elif args.command == "scale":
+        cmd_scale(args)
     else:
         cmd_ssh(args)
 

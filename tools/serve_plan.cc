@@ -174,7 +174,7 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(const ClusterConfig& c, 
 
   for (const config::TargetGroupConfig& g : c.target_groups) {
     for (int rank = 0; rank < g.tp; ++rank) {
-      PlannedProcess p{.name = ProcessName(g, rank), .role = "target", .host = g.host, .group = g.name,
+      PlannedProcess p{.name = ProcessName(g, rank), .role = "target", .host = g.HostOfRank(rank), .group = g.name,
                        .tp_rank = rank, .tp_size = g.tp};
       p.argv = {env.bin_dir + "/splitspec-target-worker", "--coordinator", endpoint, "--name", p.name, "--model", model,
                 "--tp-group", g.name, "--tp-rank", std::to_string(rank), "--tp-size", std::to_string(g.tp)};

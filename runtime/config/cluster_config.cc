@@ -162,6 +162,7 @@ absl::Status ReadTargetGroup(const TomlTable& table, int index, const std::strin
   RETURN_IF_ERROR(r.StringList("devices", &g.devices));
   RETURN_IF_ERROR(r.Int("threads", &g.threads));
   RETURN_IF_ERROR(r.String("host", &g.host));
+  RETURN_IF_ERROR(r.StringList("hosts", &g.hosts));
   RETURN_IF_ERROR(r.String("data_endpoint", &g.data_endpoint));
   return r.Finish();
 }

@@ -38,7 +38,9 @@
 //                                # per rank (count must equal tp)
 //   threads = 0                  # compute threads per rank [0 = the worker's
 //                                # default, the host's hardware concurrency]
-//   host = "localhost"
+//   host = "localhost"           # where every rank runs, unless hosts is set
+//   hosts = []                   # one host per rank (length tp), e.g. ["n1", "n2"]:
+//                                # rank r runs on hosts[r]; [] = every rank on host
 //   data_endpoint = "tcp://127.0.0.1:*"  # where its leader serves draft workers
 //   [[draft_pool]]               # one table per pool [one pool, as below]
 //   name = "draft"               # workers are named NAME-0, NAME-1, ...
@@ -104,7 +106,10 @@ struct TargetGroupConfig {
   std::vector<std::string> devices = {"cpu"};
   int threads = 0;
   std::string host = "localhost";
+  std::vector<std::string> hosts;  // one per rank, or empty: every rank on `host`
   std::string data_endpoint = "tcp://127.0.0.1:*";
+  // Where rank `rank` runs: hosts[rank] when hosts is set, else host.
+  const std::string& HostOfRank(int rank) const { return hosts.empty() ? host : hosts[rank]; }
   // The device of rank `rank`: devices[rank] for GPUs, "cpu" for ["cpu"].
   const std::string& DeviceOfRank(int rank) const { return devices.size() == 1 ? devices[0] : devices[rank]; }
 };

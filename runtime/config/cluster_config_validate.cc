@@ -171,6 +171,19 @@ class Validator {
     return absl::OkStatus();
   }
 
+  // hosts: empty, or one valid host per rank.
+  absl::Status CheckRankHosts(const std::string& p, const TargetGroupConfig& g) const {
+    if (g.hosts.empty()) return absl::OkStatus();
+    if (static_cast<int>(g.hosts.size()) != g.tp) {
+      return Fail(p + ".hosts", absl::StrCat(QuotedList(g.hosts), " has ", g.hosts.size(), " host(s) for tp = ", g.tp,
+                                             " ranks; list one host per rank, or set host alone"));
+    }
+    for (const std::string& h : g.hosts) {
+      if (!IsValidHost(h)) return Fail(p + ".hosts", absl::StrCat(Quoted(h), " is not a host name"));
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status CheckGroup(size_t i, std::set<std::string>* names) const {
     const TargetGroupConfig& g = c_.target_groups[i];
     const std::string p = absl::StrCat("target_group[", i, "]");
@@ -179,6 +192,7 @@ class Validator {
     RETURN_IF_ERROR(CheckDevices(p + ".devices", g.devices, g.tp));
     if (g.threads < 0 || g.threads > kMaxThreads) return Fail(p + ".threads", absl::StrCat(g.threads, " must be in [0, ", kMaxThreads, "] (0: the host's cores)"));
     if (!IsValidHost(g.host)) return Fail(p + ".host", absl::StrCat(Quoted(g.host), " is not a host name"));
+    RETURN_IF_ERROR(CheckRankHosts(p, g));
     Endpoint data;
     if (!ParseEndpoint(g.data_endpoint, true, &data) || IsWildcardHost(data.host)) {
       return Fail(p + ".data_endpoint", absl::StrCat(Quoted(g.data_endpoint), " must be tcp://ADDRESS:PORT (PORT may be *; ADDRESS an interface address draft workers can reach, not *) or ipc://PATH"));
@@ -229,7 +243,9 @@ class Validator {
   // must not be loopback or ipc.
   absl::Status CheckReachability() const {
     std::set<std::string> hosts = {CanonicalHost(c_.coordinator.host)};
-    for (const TargetGroupConfig& g : c_.target_groups) hosts.insert(CanonicalHost(g.host));
+    for (const TargetGroupConfig& g : c_.target_groups) {
+      for (int rank = 0; rank < g.tp; ++rank) hosts.insert(CanonicalHost(g.HostOfRank(rank)));
+    }
     for (const DraftPoolConfig& pool : c_.draft_pools) {
       if (pool.count > 0) hosts.insert(CanonicalHost(pool.host));
     }

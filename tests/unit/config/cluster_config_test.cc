@@ -166,6 +166,11 @@ TEST(ClusterConfigTest, EachErrorNamesFileLineAndField) {
        "c.toml: target_group[0].data_endpoint: \"tcp://127.0.0.1:*\" is reachable from one host only"},
       {"[coordinator]\nhost = \"n1\"\ncontrol = \"tcp://0.0.0.0:5555\"\nadvertise = \"ipc:///tmp/x\"\n[[draft_pool]]\nhost = \"n2\"\n",
        "c.toml:4: coordinator.advertise: \"ipc:///tmp/x\" is reachable from one host only"},
+      {"[[target_group]]\ntp = 2\nhosts = [\"n1\"]\n",
+       "c.toml:3: target_group[0].hosts: [\"n1\"] has 1 host(s) for tp = 2 ranks"},
+      {"[[target_group]]\ntp = 2\nhosts = [\"n1\", \"n 2\"]\n", "c.toml:3: target_group[0].hosts: \"n 2\" is not a host name"},
+      {"[[target_group]]\ntp = 2\nhosts = [\"localhost\", \"n2\"]\n",
+       "c.toml: coordinator.control: \"tcp://127.0.0.1:5555\" is reachable from one host only, but processes run on localhost, n2"},
       {"a = [\n", "c.toml:1: unterminated array"},  // TOML errors come through unchanged
   };
   for (const ErrorCase& c : cases) {

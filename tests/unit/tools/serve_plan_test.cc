@@ -102,6 +102,26 @@ TEST_F(ServePlanTest, DecodingChoicesNameThreadsDrafterAndKAuto) {
             "target: threads 1 (--threads); draft: drafter ngram (--drafter), k auto, lookahead 2");
 }
 
+TEST_F(ServePlanTest, GroupHostsPutEachRankOnItsHost) {
+  absl::StatusOr<std::vector<PlannedProcess>> plan = Plan({"--config", WriteConfig(R"(
+[coordinator]
+host = "n1"
+control = "tcp://10.0.0.1:5555"
+[[target_group]]
+name = "g"
+tp = 2
+hosts = ["n2", "n3"]
+data_endpoint = "tcp://10.0.0.2:*"
+[[draft_pool]]
+host = "n1"
+)")});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->size(), 4u);
+  EXPECT_EQ((*plan)[1].host, "n2");
+  EXPECT_EQ((*plan)[2].host, "n3");
+  EXPECT_EQ((*plan)[3].host, "n1");
+}
+
 TEST_F(ServePlanTest, WithoutConfigUsesTheShippedDefaultConfig) {
   env_.repo_root = SPLITSPEC_SOURCE_DIR;
   absl::StatusOr<std::vector<PlannedProcess>> plan = Plan({});
