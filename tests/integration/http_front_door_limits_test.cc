@@ -178,7 +178,7 @@ TEST_F(HttpFrontDoorLimitsTest, TrailingCommaIs400) {
 
 // Whatever bytes a client sends, the error body is valid JSON (and UTF-8).
 TEST_F(HttpFrontDoorLimitsTest, InvalidUtf8GetsAValidJsonError) {
-  for (const std::string body :
+  for (const std::string& body :
        {std::string("{\"prompt\":\"x\",\"model\":\"a\xff\xfe\"}"),
         std::string("{\"messages\":[{\"role\":\"us\xc3\",\"content\":\"x\"}]}")}) {
     for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {

@@ -137,12 +137,16 @@ TEST_F(RequestRouterTest, PlacesLeastLoadedAcrossTargetGroupsAndDraftWorkers) {
   EXPECT_EQ(AssignmentTo(out, 3, "a").SerializeAsString(), at_target.SerializeAsString());
 }
 
+// With no target group at all a submission is refused at once
+// (request_router_no_target_test); requests whose only target died wait queued.
 TEST_F(RequestRouterTest, QueuesUntilATargetRegistersAndHonoursDrafterNone) {
   AddWorker(3, proto::ROLE_DRAFT_WORKER);
+  AddWorker(2, proto::ROLE_TARGET_WORKER);
   Submit("a", 8, "none");
   Submit("b");
+  router_.OnWorkerGone(2, &out_);
   EXPECT_EQ(router_.queued(), 2);
-  EXPECT_TRUE(Filter(Take(), proto::Envelope::kAssignment).empty());
+  Take();
   AddWorker(1, proto::ROLE_TARGET_WORKER);
   const std::vector<Outgoing> out = Take();
   EXPECT_EQ(router_.queued(), 0);
@@ -287,8 +291,11 @@ TEST_F(RequestRouterLimitsTest, RefusesOverLimitSubmissionsWithClearErrors) {
                 "prompt of 3 tokens plus max_tokens 48 exceeds the context length 50");
   Submit("empty", 8, "", {});
   ExpectRefused(Take(), proto::ERROR_CODE_INVALID_ARGUMENT, "prompt_tokens is empty");
+  AddWorker(9, proto::ROLE_TARGET_WORKER);
   Submit("q1");
-  Submit("q2");  // no target: both wait
+  Submit("q2");
+  router_.OnWorkerGone(9, &out_);  // their only target died: both wait queued
+  Take();
   Submit("q1");
   ExpectRefused(Take(), proto::ERROR_CODE_INVALID_ARGUMENT, "request_id 'q1' is already in use");
   Submit("q3");

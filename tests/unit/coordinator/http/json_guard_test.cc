@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
-#include "coordinator/http/json_writer.h"
+#include "runtime/base/json_string.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
