@@ -9,17 +9,21 @@
 namespace splitspec::coordinator {
 
 absl::Status CoordinatorOptions::Validate() const {
-  if (control_endpoint.empty()) return absl::InvalidArgumentError("control_endpoint must not be empty");
+  if (control_endpoint.empty())
+    return absl::InvalidArgumentError("control_endpoint must not be empty");
   return membership.Validate();
 }
 
-absl::StatusOr<std::unique_ptr<CoordinatorService>> CoordinatorService::Create(const CoordinatorOptions& options) {
+absl::StatusOr<std::unique_ptr<CoordinatorService>> CoordinatorService::Create(
+    const CoordinatorOptions& options) {
   RETURN_IF_ERROR(options.Validate());
-  ASSIGN_OR_RETURN(std::unique_ptr<net::Channel> channel, net::ListenChannel(options.control_endpoint));
+  ASSIGN_OR_RETURN(std::unique_ptr<net::Channel> channel,
+                   net::ListenChannel(options.control_endpoint));
   return std::unique_ptr<CoordinatorService>(new CoordinatorService(options, std::move(channel)));
 }
 
-CoordinatorService::CoordinatorService(const CoordinatorOptions& options, std::unique_ptr<net::Channel> channel)
+CoordinatorService::CoordinatorService(const CoordinatorOptions& options,
+                                       std::unique_ptr<net::Channel> channel)
     : options_(options),
       control_(std::move(channel)),
       control_endpoint_(control_->endpoint()),
@@ -49,8 +53,9 @@ absl::Status CoordinatorService::Run(const std::atomic<bool>& stop) {
       const uint64_t replaced_before = router_.counters().reassigned_target;
       router_.Tick(now, &out);  // drain deadlines, and Drain to workers that hold no request
       if (router_.counters().reassigned_target > replaced_before) {
-        SPLITSPEC_LOG(INFO) << "drain timeout: re-placed " << router_.counters().reassigned_target - replaced_before
-                            << " request(s) of draining target group(s) from their committed tokens";
+        SPLITSPEC_LOG(INFO)
+            << "drain timeout: re-placed " << router_.counters().reassigned_target - replaced_before
+            << " request(s) of draining target group(s) from their committed tokens";
       }
       LogDrainsSent(out);
       SendAll(out);
@@ -132,14 +137,15 @@ void CoordinatorService::Handle(const net::Frame& frame) {
       ++unexpected_messages_;
       proto::Envelope reply = net::NewEnvelope();
       reply.mutable_error()->set_code(proto::ERROR_CODE_INVALID_ARGUMENT);
-      reply.mutable_error()->set_message(
-          absl::StrCat("unexpected message '", net::BodyName(envelope), "' on the control channel"));
+      reply.mutable_error()->set_message(absl::StrCat(
+          "unexpected message '", net::BodyName(envelope), "' on the control channel"));
       Reply(frame.peer, reply);
     }
   }
 }
 
-void CoordinatorService::HandleRegister(const std::string& peer, const proto::Register& registration) {
+void CoordinatorService::HandleRegister(const std::string& peer,
+                                        const proto::Register& registration) {
   const uint64_t id = membership_.Register(registration, absl::Now());
   SPLITSPEC_LOG(INFO) << "registered " << proto::Role_Name(registration.role()) << " '"
                       << registration.worker_name() << "' as worker " << id;
@@ -159,7 +165,8 @@ void CoordinatorService::HandleRegister(const std::string& peer, const proto::Re
   }
 }
 
-void CoordinatorService::HandleHeartbeat(const std::string& peer, const proto::Heartbeat& heartbeat) {
+void CoordinatorService::HandleHeartbeat(const std::string& peer,
+                                         const proto::Heartbeat& heartbeat) {
   proto::Envelope reply = net::NewEnvelope();
   reply.mutable_heartbeat_ack()->set_worker_id(heartbeat.worker_id());
   reply.mutable_heartbeat_ack()->set_known(membership_.Heartbeat(heartbeat, absl::Now()));
@@ -170,7 +177,8 @@ void CoordinatorService::HandleStatus(const std::string& peer) {
   membership_.Sweep(absl::Now());
   proto::Envelope reply = net::NewEnvelope();
   proto::StatusReply* status = reply.mutable_status_reply();
-  for (proto::MemberStatus& member : membership_.Snapshot()) *status->add_members() = std::move(member);
+  for (proto::MemberStatus& member : membership_.Snapshot())
+    *status->add_members() = std::move(member);
   *status->mutable_control_channel() = control_->CountersProto();
   status->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - started_));
   status->set_protocol_version(proto::PROTOCOL_VERSION_CURRENT);
@@ -179,16 +187,18 @@ void CoordinatorService::HandleStatus(const std::string& peer) {
   Reply(peer, reply);
 }
 
-void CoordinatorService::HandleDrainRequest(const std::string& peer, const proto::DrainRequest& request) {
+void CoordinatorService::HandleDrainRequest(const std::string& peer,
+                                            const proto::DrainRequest& request) {
   std::vector<Outgoing> out;
   absl::StatusOr<std::vector<uint64_t>> draining = router_.StartDrain(request, absl::Now(), &out);
   proto::Envelope reply = net::NewEnvelope();
   if (!draining.ok()) {
     SPLITSPEC_LOG(WARNING) << "drain refused: " << draining.status();
     const absl::StatusCode code = draining.status().code();
-    reply.mutable_error()->set_code(code == absl::StatusCode::kNotFound      ? proto::ERROR_CODE_NOT_FOUND
-                                    : code == absl::StatusCode::kUnavailable ? proto::ERROR_CODE_UNAVAILABLE
-                                                                             : proto::ERROR_CODE_INVALID_ARGUMENT);
+    reply.mutable_error()->set_code(
+        code == absl::StatusCode::kNotFound      ? proto::ERROR_CODE_NOT_FOUND
+        : code == absl::StatusCode::kUnavailable ? proto::ERROR_CODE_UNAVAILABLE
+                                                 : proto::ERROR_CODE_INVALID_ARGUMENT);
     reply.mutable_error()->set_message(std::string(draining.status().message()));
     return Reply(peer, reply);
   }
@@ -199,7 +209,8 @@ void CoordinatorService::HandleDrainRequest(const std::string& peer, const proto
   }
   reply.mutable_drain_reply()->set_message(
       absl::StrCat("draining ", draining->size(), " worker(s): ", request.reason()));
-  SPLITSPEC_LOG(INFO) << "draining workers " << absl::StrJoin(*draining, ",") << ": " << request.reason();
+  SPLITSPEC_LOG(INFO) << "draining workers " << absl::StrJoin(*draining, ",") << ": "
+                      << request.reason();
   Reply(peer, reply);
   LogDrainsSent(out);
   SendAll(out);
@@ -221,7 +232,8 @@ void CoordinatorService::SendAll(std::vector<Outgoing>& out) {
 void CoordinatorService::Reply(const std::string& peer, const proto::Envelope& envelope) {
   absl::Status status = control_->Send(peer, envelope);
   if (!status.ok()) {
-    SPLITSPEC_LOG(WARNING) << "reply '" << net::BodyName(envelope) << "' to '" << peer << "' failed: " << status;
+    SPLITSPEC_LOG(WARNING) << "reply '" << net::BodyName(envelope) << "' to '" << peer
+                           << "' failed: " << status;
   }
 }
 

@@ -39,7 +39,8 @@ class CoordinatorService {
  public:
   // Binds the control endpoint. Errors: invalid options (naming the field), or
   // the bind failure (address in use, bad endpoint).
-  static absl::StatusOr<std::unique_ptr<CoordinatorService>> Create(const CoordinatorOptions& options);
+  static absl::StatusOr<std::unique_ptr<CoordinatorService>> Create(
+      const CoordinatorOptions& options);
 
   // Serves until `stop` is true. Bad or unexpected traffic is counted and
   // dropped; only a broken control channel ends the loop with an error.

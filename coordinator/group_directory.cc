@@ -5,7 +5,8 @@ namespace splitspec::coordinator {
 proto::GroupInfo GroupDirectory::Announce(const proto::GroupAnnounce& announce) {
   proto::GroupInfo not_recorded;
   not_recorded.set_group(announce.group());
-  if (announce.group().empty() || announce.rendezvous_endpoint().empty() || announce.tp_size() < 2) {
+  if (announce.group().empty() || announce.rendezvous_endpoint().empty() ||
+      announce.tp_size() < 2) {
     return not_recorded;
   }
   auto it = groups_.find(announce.group());

@@ -31,8 +31,9 @@ namespace {
 splitspec::cli::FlagTable CoordinatorFlagTable() {
   splitspec::cli::FlagTable table{
       .command = "splitspec-coordinator",
-      .summary = "the cluster's membership authority and request router, with an optional "
-                 "OpenAI-compatible HTTP front door",
+      .summary =
+          "the cluster's membership authority and request router, with an optional "
+          "OpenAI-compatible HTTP front door",
       .flags = {
           {"control", "ENDPOINT", "tcp://127.0.0.1:5555",
            "the control endpoint to bind; tcp://127.0.0.1:* picks a free port"},

@@ -10,11 +10,13 @@ absl::Status MembershipOptions::Validate() const {
                                                    absl::FormatDuration(heartbeat_interval)));
   }
   if (suspect_after_missed < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("suspect_after_missed must be >= 1, got ", suspect_after_missed));
+    return absl::InvalidArgumentError(
+        absl::StrCat("suspect_after_missed must be >= 1, got ", suspect_after_missed));
   }
   if (dead_after_missed <= suspect_after_missed) {
     return absl::InvalidArgumentError(absl::StrCat("dead_after_missed (", dead_after_missed,
-                                                   ") must exceed suspect_after_missed (", suspect_after_missed, ")"));
+                                                   ") must exceed suspect_after_missed (",
+                                                   suspect_after_missed, ")"));
   }
   return absl::OkStatus();
 }
@@ -53,18 +55,20 @@ bool Membership::Heartbeat(const proto::Heartbeat& heartbeat, absl::Time now) {
 
 absl::Status Membership::Deregister(uint64_t worker_id) {
   auto it = members_.find(worker_id);
-  if (it == members_.end()) return absl::NotFoundError(absl::StrCat("no worker with id ", worker_id));
+  if (it == members_.end())
+    return absl::NotFoundError(absl::StrCat("no worker with id ", worker_id));
   it->second.status.set_state(proto::MEMBER_STATE_LEFT);
   return absl::OkStatus();
 }
 
 absl::Status Membership::MarkDraining(uint64_t worker_id) {
   auto it = members_.find(worker_id);
-  if (it == members_.end()) return absl::NotFoundError(absl::StrCat("no worker with id ", worker_id));
+  if (it == members_.end())
+    return absl::NotFoundError(absl::StrCat("no worker with id ", worker_id));
   proto::MemberStatus& s = it->second.status;
   if (s.state() == proto::MEMBER_STATE_DEAD || s.state() == proto::MEMBER_STATE_LEFT) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("worker ", worker_id, " is ", proto::MemberState_Name(s.state()), "; it cannot drain"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", worker_id, " is ", proto::MemberState_Name(s.state()), "; it cannot drain"));
   }
   s.set_state(proto::MEMBER_STATE_DRAINING);
   return absl::OkStatus();
@@ -80,7 +84,8 @@ std::vector<uint64_t> Membership::Sweep(absl::Time now) {
     if (missed >= options_.dead_after_missed) {
       s.set_state(proto::MEMBER_STATE_DEAD);
       newly_dead.push_back(id);
-    } else if (missed >= options_.suspect_after_missed && s.state() != proto::MEMBER_STATE_DRAINING) {
+    } else if (missed >= options_.suspect_after_missed &&
+               s.state() != proto::MEMBER_STATE_DRAINING) {
       s.set_state(proto::MEMBER_STATE_SUSPECT);
     }
   }

@@ -13,7 +13,8 @@ void RequestRouter::OnWorkerAlive(const proto::MemberStatus& member, const std::
     followers_[member.worker_id()] = {peer, member.tp_group()};
     return;
   }
-  const bool usable = member.role() == proto::ROLE_DRAFT_WORKER || member.role() == proto::ROLE_TARGET_WORKER;
+  const bool usable =
+      member.role() == proto::ROLE_DRAFT_WORKER || member.role() == proto::ROLE_TARGET_WORKER;
   if (!usable) return;
   Worker& worker = workers_[member.worker_id()];
   worker.role = member.role();
@@ -52,26 +53,31 @@ void RequestRouter::OnWorkerGone(uint64_t worker_id, std::vector<Outgoing>* out)
 void RequestRouter::OnSubmit(const std::string& client_peer, const proto::SubmitRequest& submit,
                              std::vector<Outgoing>* out) {
   ++counters_.submitted;
-  const std::string id =
-      submit.request_id().empty() ? absl::StrCat("req-", next_generated_id_++) : submit.request_id();
+  const std::string id = submit.request_id().empty() ? absl::StrCat("req-", next_generated_id_++)
+                                                     : submit.request_id();
   if (requests_.contains(id)) {
     return Refuse(client_peer, id, proto::ERROR_CODE_INVALID_ARGUMENT,
                   absl::StrCat("request_id '", id, "' is already in use"), out);
   }
   if (submit.prompt_tokens_size() == 0) {
-    return Refuse(client_peer, id, proto::ERROR_CODE_INVALID_ARGUMENT, "prompt_tokens is empty", out);
+    return Refuse(client_peer, id, proto::ERROR_CODE_INVALID_ARGUMENT, "prompt_tokens is empty",
+                  out);
   }
-  const int max_tokens =
-      submit.params().max_tokens() > 0 ? static_cast<int>(submit.params().max_tokens()) : options_.default_max_new_tokens;
+  const int max_tokens = submit.params().max_tokens() > 0
+                             ? static_cast<int>(submit.params().max_tokens())
+                             : options_.default_max_new_tokens;
   if (max_tokens > options_.max_new_tokens) {
-    return Refuse(client_peer, id, proto::ERROR_CODE_INVALID_ARGUMENT,
-                  absl::StrCat("max_tokens ", max_tokens, " exceeds the limit ", options_.max_new_tokens), out);
+    return Refuse(
+        client_peer, id, proto::ERROR_CODE_INVALID_ARGUMENT,
+        absl::StrCat("max_tokens ", max_tokens, " exceeds the limit ", options_.max_new_tokens),
+        out);
   }
   if (submit.prompt_tokens_size() + max_tokens > options_.context_length) {
-    return Refuse(client_peer, id, proto::ERROR_CODE_INVALID_ARGUMENT,
-                  absl::StrCat("prompt of ", submit.prompt_tokens_size(), " tokens plus max_tokens ", max_tokens,
-                               " exceeds the context length ", options_.context_length),
-                  out);
+    return Refuse(
+        client_peer, id, proto::ERROR_CODE_INVALID_ARGUMENT,
+        absl::StrCat("prompt of ", submit.prompt_tokens_size(), " tokens plus max_tokens ",
+                     max_tokens, " exceeds the context length ", options_.context_length),
+        out);
   }
   if (queued() >= options_.max_queued) {
     return Refuse(client_peer, id, proto::ERROR_CODE_RESOURCE_EXHAUSTED,
@@ -109,7 +115,8 @@ void RequestRouter::OnResult(const std::string& peer, const proto::VerifyResult&
     ++counters_.ignored_results;
     return;
   }
-  const std::vector<int32_t> tokens(result.committed_tokens().begin(), result.committed_tokens().end());
+  const std::vector<int32_t> tokens(result.committed_tokens().begin(),
+                                    result.committed_tokens().end());
   if (result.full_sequence()) {
     if (tokens.size() >= request.committed.size()) request.committed = tokens;
   } else if (static_cast<int64_t>(result.frontier()) - static_cast<int64_t>(tokens.size()) ==
@@ -125,7 +132,8 @@ void RequestRouter::OnResult(const std::string& peer, const proto::VerifyResult&
   }
 }
 
-void RequestRouter::OnWorkerError(const std::string& peer, const proto::Error& error, std::vector<Outgoing>* out) {
+void RequestRouter::OnWorkerError(const std::string& peer, const proto::Error& error,
+                                  std::vector<Outgoing>* out) {
   auto it = requests_.find(error.request_id());
   if (it == requests_.end()) return;
   if (!ServedBy(it->second, peer)) {
@@ -139,13 +147,15 @@ void RequestRouter::OnWorkerError(const std::string& peer, const proto::Error& e
 }
 
 int RequestRouter::queued() const {
-  return static_cast<int>(std::count_if(requests_.begin(), requests_.end(),
-                                        [](const auto& r) { return r.second.state == State::kQueued; }));
+  return static_cast<int>(std::count_if(requests_.begin(), requests_.end(), [](const auto& r) {
+    return r.second.state == State::kQueued;
+  }));
 }
 
 int RequestRouter::running() const {
-  return static_cast<int>(std::count_if(requests_.begin(), requests_.end(),
-                                        [](const auto& r) { return r.second.state == State::kRunning; }));
+  return static_cast<int>(std::count_if(requests_.begin(), requests_.end(), [](const auto& r) {
+    return r.second.state == State::kRunning;
+  }));
 }
 
 std::vector<int32_t> RequestRouter::Committed(const std::string& request_id) const {
@@ -186,8 +196,8 @@ void RequestRouter::ReplaceDraft(const std::string& id, Request& request, bool r
   if (request.draft_id != 0) SendToWorker(request.draft_id, std::move(assignment), out);
 }
 
-void RequestRouter::ReplaceTarget(const std::string& id, Request& request, const std::string& reason,
-                                  std::vector<Outgoing>* out) {
+void RequestRouter::ReplaceTarget(const std::string& id, Request& request,
+                                  const std::string& reason, std::vector<Outgoing>* out) {
   // Re-prefill elsewhere from the committed tokens; the old draft restarts too.
   ++counters_.reassigned_target;
   for (uint64_t worker_id : {request.target_id, request.draft_id}) {
@@ -233,7 +243,8 @@ proto::Envelope RequestRouter::MakeAssignment(const std::string& id, const Reque
   proto::Assignment* a = envelope.mutable_assignment();
   a->set_request_id(id);
   a->set_target_worker_id(request.target_id);
-  if (auto it = workers_.find(request.target_id); it != workers_.end()) a->set_target_endpoint(it->second.data_endpoint);
+  if (auto it = workers_.find(request.target_id); it != workers_.end())
+    a->set_target_endpoint(it->second.data_endpoint);
   a->set_draft_worker_id(request.draft_id);
   a->mutable_committed_tokens()->Assign(request.committed.begin(), request.committed.end());
   a->set_prompt_length(static_cast<uint32_t>(request.prompt_length));
@@ -244,7 +255,8 @@ proto::Envelope RequestRouter::MakeAssignment(const std::string& id, const Reque
   return envelope;
 }
 
-void RequestRouter::SendToWorker(uint64_t worker_id, proto::Envelope envelope, std::vector<Outgoing>* out) const {
+void RequestRouter::SendToWorker(uint64_t worker_id, proto::Envelope envelope,
+                                 std::vector<Outgoing>* out) const {
   auto it = workers_.find(worker_id);
   if (it != workers_.end()) out->push_back({it->second.peer, std::move(envelope)});
 }
@@ -256,7 +268,8 @@ void RequestRouter::Stream(const std::string& id, Request& request, std::vector<
   proto::Envelope envelope = net::NewEnvelope();
   proto::TokenStream* stream = envelope.mutable_token_stream();
   stream->set_request_id(id);
-  for (int i = from; i < static_cast<int>(request.committed.size()); ++i) stream->add_tokens(request.committed[i]);
+  for (int i = from; i < static_cast<int>(request.committed.size()); ++i)
+    stream->add_tokens(request.committed[i]);
   stream->set_frontier(static_cast<uint32_t>(request.committed.size()));
   stream->set_finished(finished);
   *stream->mutable_stats() = request.stats;
@@ -278,18 +291,27 @@ void RequestRouter::Finish(const std::string& id_ref, Request& request, proto::F
   }
   request.state = State::kFinished;
   switch (reason) {
-    case proto::FINISH_REASON_STOP: ++counters_.finished_stop; break;
-    case proto::FINISH_REASON_LENGTH: ++counters_.finished_length; break;
-    case proto::FINISH_REASON_CANCELLED: ++counters_.cancelled; break;
-    default: ++counters_.failed; break;
+    case proto::FINISH_REASON_STOP:
+      ++counters_.finished_stop;
+      break;
+    case proto::FINISH_REASON_LENGTH:
+      ++counters_.finished_length;
+      break;
+    case proto::FINISH_REASON_CANCELLED:
+      ++counters_.cancelled;
+      break;
+    default:
+      ++counters_.failed;
+      break;
   }
   Stream(id, request, out);
   out->back().envelope.mutable_token_stream()->set_finish_reason(reason);
   requests_.erase(id);
 }
 
-void RequestRouter::Refuse(const std::string& client_peer, const std::string& id, proto::ErrorCode code,
-                           const std::string& message, std::vector<Outgoing>* out) {
+void RequestRouter::Refuse(const std::string& client_peer, const std::string& id,
+                           proto::ErrorCode code, const std::string& message,
+                           std::vector<Outgoing>* out) {
   ++counters_.refused;
   proto::Envelope error = net::NewEnvelope();
   error.mutable_error()->set_code(code);
@@ -303,53 +325,57 @@ void RequestRouter::Refuse(const std::string& client_peer, const std::string& id
   out->push_back({client_peer, std::move(done)});
 }
 
-absl::StatusOr<std::vector<uint64_t>> RequestRouter::StartDrain(const proto::DrainRequest& request, absl::Time now,
-                                                                 std::vector<Outgoing>* out) {
-  const bool by_role = request.role() == proto::ROLE_DRAFT_WORKER || request.role() == proto::ROLE_TARGET_WORKER;
+absl::StatusOr<std::vector<uint64_t>> RequestRouter::StartDrain(const proto::DrainRequest& request,
+                                                                absl::Time now,
+                                                                std::vector<Outgoing>* out) {
+  const bool by_role =
+      request.role() == proto::ROLE_DRAFT_WORKER || request.role() == proto::ROLE_TARGET_WORKER;
   if (request.count() > 0 && request.worker_ids_size() > 0) {
     return absl::InvalidArgumentError("DrainRequest: set count or worker_ids, not both");
   }
   if (request.count() == 0 && request.worker_ids_size() == 0) {
-    return absl::InvalidArgumentError("DrainRequest names no worker: set count (with role) or worker_ids");
+    return absl::InvalidArgumentError(
+        "DrainRequest names no worker: set count (with role) or worker_ids");
   }
   std::vector<uint64_t> chosen;
   if (request.worker_ids_size() > 0) {
     for (uint64_t id : request.worker_ids()) {
       if (auto f = followers_.find(id); f != followers_.end()) {
-        return absl::InvalidArgumentError(absl::StrCat("DrainRequest.worker_ids: worker ", id,
-                                                       " is a tensor-parallel follower of group '", f->second.tp_group,
-                                                       "'; drain the group's leader (tp_rank 0)"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "DrainRequest.worker_ids: worker ", id, " is a tensor-parallel follower of group '",
+            f->second.tp_group, "'; drain the group's leader (tp_rank 0)"));
       }
       auto it = workers_.find(id);
       if (it == workers_.end()) {
-        return absl::NotFoundError(
-            absl::StrCat("DrainRequest.worker_ids: no live draft worker or target group leader has id ", id));
+        return absl::NotFoundError(absl::StrCat(
+            "DrainRequest.worker_ids: no live draft worker or target group leader has id ", id));
       }
       if (by_role && it->second.role != request.role()) {
-        return absl::InvalidArgumentError(absl::StrCat("DrainRequest.worker_ids: worker ", id, " is a ",
-                                                       proto::Role_Name(it->second.role), ", not a ",
-                                                       proto::Role_Name(request.role())));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "DrainRequest.worker_ids: worker ", id, " is a ", proto::Role_Name(it->second.role),
+            ", not a ", proto::Role_Name(request.role())));
       }
       if (std::find(chosen.begin(), chosen.end(), id) == chosen.end()) chosen.push_back(id);
     }
   } else {
     if (!by_role) {
-      return absl::InvalidArgumentError(absl::StrCat("DrainRequest.role must be ROLE_DRAFT_WORKER or ",
-                                                     "ROLE_TARGET_WORKER with count, got ",
-                                                     proto::Role_Name(request.role())));
+      return absl::InvalidArgumentError(
+          absl::StrCat("DrainRequest.role must be ROLE_DRAFT_WORKER or ",
+                       "ROLE_TARGET_WORKER with count, got ", proto::Role_Name(request.role())));
     }
     // The least-loaded ones; among equals the newest (highest id) first.
     std::vector<std::pair<int, uint64_t>> candidates;
     for (const auto& [id, worker] : workers_) {
-      if (worker.role == request.role() && !worker.draining) candidates.push_back({worker.load, id});
+      if (worker.role == request.role() && !worker.draining)
+        candidates.push_back({worker.load, id});
     }
     std::sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
       return a.first != b.first ? a.first < b.first : a.second > b.second;
     });
     if (request.count() > candidates.size()) {
-      return absl::UnavailableError(absl::StrCat("DrainRequest.count ", request.count(), " exceeds the ",
-                                                 candidates.size(), " ", proto::Role_Name(request.role()),
-                                                 "(s) not already draining"));
+      return absl::UnavailableError(
+          absl::StrCat("DrainRequest.count ", request.count(), " exceeds the ", candidates.size(),
+                       " ", proto::Role_Name(request.role()), "(s) not already draining"));
     }
     for (uint32_t i = 0; i < request.count(); ++i) chosen.push_back(candidates[i].second);
   }
@@ -366,8 +392,9 @@ absl::StatusOr<std::vector<uint64_t>> RequestRouter::StartDrain(const proto::Dra
   }
   const int waiting = queued() + running();
   if (drains_a_target && targets_kept == 0 && waiting > 0) {
-    return absl::UnavailableError(absl::StrCat("DrainRequest would leave no target group serving while ", waiting,
-                                               " request(s) are queued or running; add a target group first"));
+    return absl::UnavailableError(
+        absl::StrCat("DrainRequest would leave no target group serving while ", waiting,
+                     " request(s) are queued or running; add a target group first"));
   }
   if (drains_a_target && targets_kept == 0 && !request.force()) {
     return absl::UnavailableError(
@@ -381,7 +408,8 @@ absl::StatusOr<std::vector<uint64_t>> RequestRouter::StartDrain(const proto::Dra
   for (uint64_t worker_id : chosen) {
     Worker& worker = workers_[worker_id];
     for (const auto& [follower_id, follower] : followers_) {
-      if (!worker.tp_group.empty() && follower.tp_group == worker.tp_group) draining.push_back(follower_id);
+      if (!worker.tp_group.empty() && follower.tp_group == worker.tp_group)
+        draining.push_back(follower_id);
     }
     if (worker.draining) continue;
     worker.draining = true;
@@ -389,7 +417,8 @@ absl::StatusOr<std::vector<uint64_t>> RequestRouter::StartDrain(const proto::Dra
     worker.drain_deadline = now + timeout;
     if (worker.role != proto::ROLE_DRAFT_WORKER) continue;
     for (auto& [id, r] : requests_) {
-      if (r.state == State::kRunning && r.draft_id == worker_id) ReplaceDraft(id, r, /*release_old=*/true, out);
+      if (r.state == State::kRunning && r.draft_id == worker_id)
+        ReplaceDraft(id, r, /*release_old=*/true, out);
     }
   }
   SendDrains(out);
@@ -401,7 +430,8 @@ void RequestRouter::Tick(absl::Time now, std::vector<Outgoing>* out) {
   // queue the requests: they finish where they are instead.
   const bool elsewhere = LeastLoaded(proto::ROLE_TARGET_WORKER) != 0;
   for (auto& [worker_id, worker] : workers_) {
-    if (!elsewhere || !worker.draining || worker.drain_sent || now < worker.drain_deadline) continue;
+    if (!elsewhere || !worker.draining || worker.drain_sent || now < worker.drain_deadline)
+      continue;
     for (auto& [id, request] : requests_) {
       if (request.state == State::kRunning && request.target_id == worker_id) {
         ReplaceTarget(id, request, "target group draining: drain timeout", out);
@@ -440,7 +470,8 @@ bool RequestRouter::IsDraining(uint64_t worker_id) const {
 
 bool RequestRouter::HoldsRequests(uint64_t worker_id) const {
   return std::any_of(requests_.begin(), requests_.end(), [worker_id](const auto& r) {
-    return r.second.state == State::kRunning && (r.second.target_id == worker_id || r.second.draft_id == worker_id);
+    return r.second.state == State::kRunning &&
+           (r.second.target_id == worker_id || r.second.draft_id == worker_id);
   });
 }
 

@@ -47,10 +47,10 @@ struct Outgoing {
 };
 
 struct RouterOptions {
-  int max_queued = 256;          // waiting requests before submissions are refused
-  int max_new_tokens = 4096;     // upper bound on SamplingParams.max_tokens
+  int max_queued = 256;       // waiting requests before submissions are refused
+  int max_new_tokens = 4096;  // upper bound on SamplingParams.max_tokens
   int default_max_new_tokens = 256;
-  int context_length = 8192;     // prompt + max_tokens must fit
+  int context_length = 8192;  // prompt + max_tokens must fit
   // How long a draining target group's running requests may take to finish
   // before they are re-placed (DrainRequest.timeout_ms overrides it).
   absl::Duration drain_timeout = absl::Seconds(30);
@@ -68,9 +68,9 @@ struct RouterCounters {
   uint64_t failed = 0;
   uint64_t reassigned_target = 0;
   uint64_t reassigned_draft = 0;
-  uint64_t drained = 0;         // workers sent Drain (group leaders: followers leave with them)
-  uint64_t ignored_results = 0; // results or errors from a worker no longer serving the request
-  uint64_t timed_out = 0;       // queued requests failed after queue_timeout
+  uint64_t drained = 0;          // workers sent Drain (group leaders: followers leave with them)
+  uint64_t ignored_results = 0;  // results or errors from a worker no longer serving the request
+  uint64_t timed_out = 0;        // queued requests failed after queue_timeout
 };
 
 class RequestRouter {
@@ -78,19 +78,23 @@ class RequestRouter {
   explicit RequestRouter(RouterOptions options) : options_(options) {}
 
   // Workers come and go; queued requests are placed as targets appear.
-  void OnWorkerAlive(const proto::MemberStatus& member, const std::string& peer, std::vector<Outgoing>* out);
+  void OnWorkerAlive(const proto::MemberStatus& member, const std::string& peer,
+                     std::vector<Outgoing>* out);
   void OnWorkerGone(uint64_t worker_id, std::vector<Outgoing>* out);
 
   // Client traffic. A refused submission gets an Error (with the reason) and a
   // finished TokenStream; with no target group serving, it is refused
   // UNAVAILABLE at once.
-  void OnSubmit(const std::string& client_peer, const proto::SubmitRequest& submit, std::vector<Outgoing>* out);
+  void OnSubmit(const std::string& client_peer, const proto::SubmitRequest& submit,
+                std::vector<Outgoing>* out);
   void OnCancel(const proto::Cancel& cancel, std::vector<Outgoing>* out);
 
   // Worker traffic; `peer` is the sender's control-channel identity. Traffic
   // from a worker that no longer serves the request is ignored and counted.
-  void OnResult(const std::string& peer, const proto::VerifyResult& result, std::vector<Outgoing>* out);
-  void OnWorkerError(const std::string& peer, const proto::Error& error, std::vector<Outgoing>* out);
+  void OnResult(const std::string& peer, const proto::VerifyResult& result,
+                std::vector<Outgoing>* out);
+  void OnWorkerError(const std::string& peer, const proto::Error& error,
+                     std::vector<Outgoing>* out);
 
   // Starts draining the workers `request` names (see the top of this file and
   // proto DrainRequest); `now` starts the target groups' drain deadline.
@@ -105,8 +109,8 @@ class RequestRouter {
   //     (the cluster would refuse every request) unless request.force(); even
   //     forced, not while requests are queued or running (a request must never
   //     be stranded).
-  absl::StatusOr<std::vector<uint64_t>> StartDrain(const proto::DrainRequest& request, absl::Time now,
-                                                   std::vector<Outgoing>* out);
+  absl::StatusOr<std::vector<uint64_t>> StartDrain(const proto::DrainRequest& request,
+                                                   absl::Time now, std::vector<Outgoing>* out);
   // Re-places the requests of draining target groups past their deadline (if
   // another target group is there to take them; else they finish in place),
   // fails requests queued longer than queue_timeout, and sends Drain to
@@ -155,9 +159,11 @@ class RequestRouter {
   void Place(const std::string& id, Request& request, std::vector<Outgoing>* out);
   // Moves a running request to another draft worker (or none); `release_old`
   // tells the old one to drop it (it is alive: draining).
-  void ReplaceDraft(const std::string& id, Request& request, bool release_old, std::vector<Outgoing>* out);
+  void ReplaceDraft(const std::string& id, Request& request, bool release_old,
+                    std::vector<Outgoing>* out);
   // Re-queues a running request and places it again from its committed tokens.
-  void ReplaceTarget(const std::string& id, Request& request, const std::string& reason, std::vector<Outgoing>* out);
+  void ReplaceTarget(const std::string& id, Request& request, const std::string& reason,
+                     std::vector<Outgoing>* out);
   bool ServedBy(const Request& request, const std::string& peer) const;
   bool HoldsRequests(uint64_t worker_id) const;
   void SendDrains(std::vector<Outgoing>* out);
@@ -166,7 +172,8 @@ class RequestRouter {
   proto::Envelope MakeAssignment(const std::string& id, const Request& request) const;
   void SendToWorker(uint64_t worker_id, proto::Envelope envelope, std::vector<Outgoing>* out) const;
   void Stream(const std::string& id, Request& request, std::vector<Outgoing>* out);
-  void Finish(const std::string& id, Request& request, proto::FinishReason reason, std::vector<Outgoing>* out);
+  void Finish(const std::string& id, Request& request, proto::FinishReason reason,
+              std::vector<Outgoing>* out);
   void Refuse(const std::string& client_peer, const std::string& id, proto::ErrorCode code,
               const std::string& message, std::vector<Outgoing>* out);
 

@@ -31,14 +31,17 @@ absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
     return absl::InvalidArgumentError(absl::StrCat("request ", id, ": no committed tokens"));
   }
   if (assignment.target_endpoint().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("request ", id, ": Assignment.target_endpoint is empty"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("request ", id, ": Assignment.target_endpoint is empty"));
   }
   if (!requests_.contains(id) && static_cast<int>(requests_.size()) >= options_.max_requests) {
-    return absl::ResourceExhaustedError(absl::StrCat("draft worker is full (", options_.max_requests, " requests)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("draft worker is full (", options_.max_requests, " requests)"));
   }
   ASSIGN_OR_RETURN(spec::SamplingParams params, net::SamplingParamsFromProto(assignment.params()));
   Release(id);
-  std::vector<int32_t> committed(assignment.committed_tokens().begin(), assignment.committed_tokens().end());
+  std::vector<int32_t> committed(assignment.committed_tokens().begin(),
+                                 assignment.committed_tokens().end());
   RETURN_IF_ERROR(drafter_->Start(id, committed));
   RequestState state;
   state.target_endpoint = assignment.target_endpoint();
@@ -47,11 +50,14 @@ absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
   state.k = assignment.draft_k() > 0 ? static_cast<int>(assignment.draft_k()) : options_.default_k;
   if (assignment.draft_k() == 0 && options_.adaptive_default) {
     spec::AdaptiveDraftLengthConfig config = options_.adaptive;
-    config.schedule = options_.lookahead_blocks > 1 ? spec::Schedule::kOverlapped : spec::Schedule::kSequential;
+    config.schedule =
+        options_.lookahead_blocks > 1 ? spec::Schedule::kOverlapped : spec::Schedule::kSequential;
     RETURN_IF_ERROR(config.Validate());
     state.adaptive.emplace(config, verify_cost_);
   }
-  const int max_new = assignment.params().max_tokens() > 0 ? static_cast<int>(assignment.params().max_tokens()) : 1 << 20;
+  const int max_new = assignment.params().max_tokens() > 0
+                          ? static_cast<int>(assignment.params().max_tokens())
+                          : 1 << 20;
   state.max_length = static_cast<int>(assignment.prompt_length()) + max_new;
   state.committed_length = static_cast<int>(committed.size());
   state.drafter_held = state.committed_length;
@@ -86,7 +92,8 @@ void DraftEngine::Resync(const std::string& id, RequestState& state, std::vector
   state.sent.clear();  // blocks of the old epoch are dropped by the target: no result comes back
 }
 
-void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult& result, bool new_epoch) {
+void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult& result,
+                                  bool new_epoch) {
   auto sent = state.sent.find(result.block_sequence());
   if (sent == state.sent.end()) return;
   const RequestState::SentBlock block = sent->second;
@@ -132,7 +139,8 @@ ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
   }
   const int frontier = static_cast<int>(result.frontier());
   const int base = frontier - static_cast<int>(tokens.size());
-  if (result.epoch() < state.epoch || frontier <= state.committed_length) return ResultAction::kIgnored;
+  if (result.epoch() < state.epoch || frontier <= state.committed_length)
+    return ResultAction::kIgnored;
   if (base != state.committed_length) return ResultAction::kNeedSync;  // a result went missing
   if (result.epoch() == state.epoch) {
     // Full acceptance without bonus: the tokens are our own draft.
@@ -149,10 +157,12 @@ ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
 
 void DraftEngine::RestartDrafter(const std::string& id, RequestState& state) {
   drafter_->Release(id);
-  const std::vector<int32_t> committed(state.context.begin(), state.context.begin() + state.committed_length);
+  const std::vector<int32_t> committed(state.context.begin(),
+                                       state.context.begin() + state.committed_length);
   absl::Status started = drafter_->Start(id, committed);
   state.drafter_held = started.ok() ? state.committed_length : 0;
-  if (!started.ok()) SPLITSPEC_LOG(ERROR) << "request " << id << ": drafter restart failed: " << started;
+  if (!started.ok())
+    SPLITSPEC_LOG(ERROR) << "request " << id << ": drafter restart failed: " << started;
 }
 
 bool DraftEngine::HasRoom(const RequestState& state) const {
@@ -195,7 +205,8 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
   RETURN_IF_ERROR(drafter_->Propose(absl::MakeSpan(batch)));
   size_t proposed = 0;
   for (const spec::DraftRequest& r : batch) proposed += r.tokens.size();
-  if (proposed > 0) draft_seconds_per_token_ = absl::ToDoubleSeconds(absl::Now() - propose_start) / proposed;
+  if (proposed > 0)
+    draft_seconds_per_token_ = absl::ToDoubleSeconds(absl::Now() - propose_start) / proposed;
   for (size_t i = 0; i < batch.size(); ++i) {
     spec::DraftRequest& proposal = batch[i];
     RequestState& state = requests_[ids[i]];

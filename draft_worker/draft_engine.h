@@ -43,9 +43,9 @@ struct DraftEngineOptions {
   // controller (runtime/spec/adaptive_draft_length.h); these are its settings
   // (schedule is set from lookahead_blocks).
   spec::AdaptiveDraftLengthConfig adaptive;
-  int default_k = 4;         // k of requests whose assignment names none, when `adaptive_default` is false
+  int default_k = 4;  // k of requests whose assignment names none, when `adaptive_default` is false
   bool adaptive_default = true;
-  int q_top_k = 64;          // support of each q row shipped in rejection mode
+  int q_top_k = 64;  // support of each q row shipped in rejection mode
   int max_requests = 256;
 };
 
@@ -64,8 +64,8 @@ enum class ResultAction {
 struct DraftCounters {
   uint64_t blocks_sent = 0;
   uint64_t tokens_drafted = 0;
-  uint64_t epochs_seen = 0;   // results that started a new epoch
-  uint64_t syncs = 0;         // full-sequence resyncs applied
+  uint64_t epochs_seen = 0;  // results that started a new epoch
+  uint64_t syncs = 0;        // full-sequence resyncs applied
   uint64_t propose_calls = 0;
   uint64_t draft_failures = 0;  // per-request proposal errors (an empty block was sent instead)
 };
@@ -101,9 +101,9 @@ class DraftEngine {
     spec::SamplingParams params;
     spec::VerifyMode mode = spec::VerifyMode::kGreedy;
     int k = 4;
-    int max_length = 0;                 // prompt + max new tokens: never draft past it
-    std::vector<int32_t> context;       // committed + drafted ahead
-    int drafter_held = 0;               // how much of `context` the drafter holds (<= context.size())
+    int max_length = 0;            // prompt + max new tokens: never draft past it
+    std::vector<int32_t> context;  // committed + drafted ahead
+    int drafter_held = 0;          // how much of `context` the drafter holds (<= context.size())
     int committed_length = 0;
     uint64_t epoch = 0;
     int blocks_in_flight = 0;
@@ -114,14 +114,15 @@ class DraftEngine {
       int drafted = 0;
       absl::Time sent;
     };
-    std::map<uint64_t, SentBlock> sent;  // block_sequence -> block
+    std::map<uint64_t, SentBlock> sent;             // block_sequence -> block
     absl::Time last_result = absl::InfinitePast();  // when the previous result arrived
   };
   // True if the request may send another block now.
   bool HasRoom(const RequestState& state) const;
   // Feeds a resolved block back to the request's controller.
   void LearnFromResult(RequestState& state, const proto::VerifyResult& result, bool new_epoch);
-  void Resync(const std::string& id, RequestState& state, std::vector<int32_t> committed, uint64_t epoch);
+  void Resync(const std::string& id, RequestState& state, std::vector<int32_t> committed,
+              uint64_t epoch);
   // After a failed proposal: restarts the drafter's state for `id` from the
   // committed tokens, so the next step starts clean.
   void RestartDrafter(const std::string& id, RequestState& state);

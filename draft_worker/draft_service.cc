@@ -74,7 +74,8 @@ absl::StatusOr<net::Channel*> DraftService::TargetChannel(const std::string& end
   ASSIGN_OR_RETURN(std::unique_ptr<net::Channel> channel,
                    net::ConnectChannel(endpoint, net::DraftPeerName(membership.worker_id())));
   if (options_.data_faults.has_value()) {
-    channel = std::make_unique<net::FaultInjectingChannel>(std::move(channel), *options_.data_faults);
+    channel =
+        std::make_unique<net::FaultInjectingChannel>(std::move(channel), *options_.data_faults);
   }
   net::Channel* raw = channel.get();
   targets_.emplace(endpoint, std::move(channel));

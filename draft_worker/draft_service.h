@@ -40,7 +40,8 @@ struct DraftServiceOptions {
 class DraftService : private worker::ControlHandler {
  public:
   // `drafter` must outlive the service. Errors: connect failures, bad identity.
-  static absl::StatusOr<std::unique_ptr<DraftService>> Create(spec::Drafter* drafter, DraftServiceOptions options);
+  static absl::StatusOr<std::unique_ptr<DraftService>> Create(spec::Drafter* drafter,
+                                                              DraftServiceOptions options);
 
   // Serves until `stop` is true, or until the coordinator sends Drain (it has
   // handed this worker's requests to others: returns OK); deregisters on the way out.

@@ -17,30 +17,37 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/cli/worker_flags.h"
 #include "runtime/model/gguf_reader.h"
-#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "runtime/spec/drafter_factory.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
 
 namespace {
 
 absl::Status ServeDrafts(splitspec::cli::WorkerFlags flags) {
-  ASSIGN_OR_RETURN(splitspec::spec::DrafterSpec spec, splitspec::spec::ParseDrafterSpec(flags.drafter, flags.draft_path));
+  ASSIGN_OR_RETURN(splitspec::spec::DrafterSpec spec,
+                   splitspec::spec::ParseDrafterSpec(flags.drafter, flags.draft_path));
   if (spec.kind == splitspec::spec::DrafterSpec::Kind::kNone) {
-    return absl::InvalidArgumentError("a draft worker needs a drafter: --drafter ngram|model|layerskip:L");
+    return absl::InvalidArgumentError(
+        "a draft worker needs a drafter: --drafter ngram|model|layerskip:L");
   }
   std::unique_ptr<splitspec::spec::Drafter> drafter;
   if (spec.kind == splitspec::spec::DrafterSpec::Kind::kNgram) {
     ASSIGN_OR_RETURN(drafter, splitspec::spec::MakeDrafter(spec, "", nullptr, 0, 1));
   } else {
     if (flags.target_model.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("drafter '", spec.name, "' needs --target-model PATH"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("drafter '", spec.name, "' needs --target-model PATH"));
     }
     ASSIGN_OR_RETURN(auto target_file, splitspec::model::GgufFile::Open(flags.target_model));
-    ASSIGN_OR_RETURN(splitspec::model::Tokenizer tokenizer, splitspec::model::LoadTokenizerFromGguf(*target_file));
-    ASSIGN_OR_RETURN(drafter, splitspec::spec::MakeDrafter(spec, flags.target_model, &tokenizer,
-                                                           tokenizer.vocab_size(), flags.identity.threads));
+    ASSIGN_OR_RETURN(splitspec::model::Tokenizer tokenizer,
+                     splitspec::model::LoadTokenizerFromGguf(*target_file));
+    ASSIGN_OR_RETURN(drafter,
+                     splitspec::spec::MakeDrafter(spec, flags.target_model, &tokenizer,
+                                                  tokenizer.vocab_size(), flags.identity.threads));
   }
   if (flags.identity.model_path.empty()) {
-    flags.identity.model_path = spec.kind == splitspec::spec::DrafterSpec::Kind::kModel ? spec.draft_path : flags.target_model;
+    flags.identity.model_path = spec.kind == splitspec::spec::DrafterSpec::Kind::kModel
+                                    ? spec.draft_path
+                                    : flags.target_model;
   }
   splitspec::draft::DraftServiceOptions options;
   options.coordinator_endpoint = flags.coordinator;

@@ -23,23 +23,26 @@ absl::Status PrepareBatch(const proto::GroupStep& step, const model::Transformer
     std::unique_ptr<model::KvCache>& cache = caches[sequence.cache_key()];
     if (cache == nullptr) {
       if (sequence.start() != 0) {
-        return absl::DataLossError(absl::StrCat("tp step ", step.step(), ": cache key ", sequence.cache_key(),
-                                                " is unknown here but the leader's starts at ", sequence.start()));
+        return absl::DataLossError(
+            absl::StrCat("tp step ", step.step(), ": cache key ", sequence.cache_key(),
+                         " is unknown here but the leader's starts at ", sequence.start()));
       }
       cache = model.NewCache();
     }
     if (static_cast<int>(sequence.start()) > cache->length()) {
-      return absl::DataLossError(absl::StrCat("tp step ", step.step(), ": cache key ", sequence.cache_key(), " has ",
-                                              cache->length(), " positions here, the leader's step starts at ",
-                                              sequence.start()));
+      return absl::DataLossError(absl::StrCat(
+          "tp step ", step.step(), ": cache key ", sequence.cache_key(), " has ", cache->length(),
+          " positions here, the leader's step starts at ", sequence.start()));
     }
     RETURN_IF_ERROR(cache->Truncate(static_cast<int>(sequence.start())));
     if (sequence.logits() > static_cast<uint32_t>(model::LogitsMode::kAll)) {
-      return absl::DataLossError(absl::StrCat("tp step ", step.step(), ": logits mode ", sequence.logits()));
+      return absl::DataLossError(
+          absl::StrCat("tp step ", step.step(), ": logits mode ", sequence.logits()));
     }
-    batch->push_back({.cache = cache.get(),
-                      .tokens = absl::MakeConstSpan(sequence.tokens().data(), sequence.tokens().size()),
-                      .logits = static_cast<model::LogitsMode>(sequence.logits())});
+    batch->push_back(
+        {.cache = cache.get(),
+         .tokens = absl::MakeConstSpan(sequence.tokens().data(), sequence.tokens().size()),
+         .logits = static_cast<model::LogitsMode>(sequence.logits())});
   }
   return absl::OkStatus();
 }
@@ -47,7 +50,8 @@ absl::Status PrepareBatch(const proto::GroupStep& step, const model::Transformer
 }  // namespace
 
 absl::StatusOr<FollowerExit> RunGroupFollower(model::Transformer& model, net::Communicator& comm,
-                                              const std::atomic<bool>& stop, FollowerCounters* counters) {
+                                              const std::atomic<bool>& stop,
+                                              FollowerCounters* counters) {
   FollowerCounters local;
   if (counters == nullptr) counters = &local;
   CacheMap caches;
@@ -58,11 +62,12 @@ absl::StatusOr<FollowerExit> RunGroupFollower(model::Transformer& model, net::Co
     RETURN_IF_ERROR(net::BroadcastString(comm, &bytes, /*root=*/0));
     proto::GroupStep step;
     if (!step.ParseFromString(bytes)) {
-      return absl::DataLossError(absl::StrCat("tp step after ", expected_step, ": unparsable plan of ",
-                                              bytes.size(), " bytes"));
+      return absl::DataLossError(absl::StrCat("tp step after ", expected_step,
+                                              ": unparsable plan of ", bytes.size(), " bytes"));
     }
     if (step.step() != expected_step) {
-      return absl::DataLossError(absl::StrCat("tp step ", step.step(), " arrived, expected ", expected_step));
+      return absl::DataLossError(
+          absl::StrCat("tp step ", step.step(), " arrived, expected ", expected_step));
     }
     ++expected_step;
     ++counters->steps;
@@ -75,11 +80,13 @@ absl::StatusOr<FollowerExit> RunGroupFollower(model::Transformer& model, net::Co
     if (!forward.ok()) {
       if (!IsInputError(forward)) return forward;
       // The leader found the same input error before any collective.
-      SPLITSPEC_LOG(DEBUG) << "tp step " << step.step() << " skipped like the leader's: " << forward;
+      SPLITSPEC_LOG(DEBUG) << "tp step " << step.step()
+                           << " skipped like the leader's: " << forward;
       continue;
     }
     ++counters->forwards;
-    for (const proto::GroupStepSequence& sequence : step.sequences()) counters->tokens += sequence.tokens_size();
+    for (const proto::GroupStepSequence& sequence : step.sequences())
+      counters->tokens += sequence.tokens_size();
   }
   return FollowerExit::kStopped;
 }

@@ -15,8 +15,8 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "runtime/model/transformer.h"
 #include "runtime/dist/communicator.h"
+#include "runtime/model/transformer.h"
 
 namespace splitspec::target {
 
@@ -37,7 +37,8 @@ struct FollowerCounters {
 // DataLoss naming the step when the leader's plan cannot be followed (an
 // unknown cache key with start > 0, a start past the cache's length).
 absl::StatusOr<FollowerExit> RunGroupFollower(model::Transformer& model, net::Communicator& comm,
-                                              const std::atomic<bool>& stop, FollowerCounters* counters = nullptr);
+                                              const std::atomic<bool>& stop,
+                                              FollowerCounters* counters = nullptr);
 
 }  // namespace splitspec::target
 

@@ -12,7 +12,9 @@ namespace splitspec::target {
 class GroupLeaderModel::KeyedCache final : public model::KvCache {
  public:
   KeyedCache(const model::KvCache& shape, uint64_t key, std::vector<uint64_t>* released)
-      : KvCache(shape.n_layers(), shape.kv_dim(), shape.max_tokens()), key_(key), released_(released) {}
+      : KvCache(shape.n_layers(), shape.kv_dim(), shape.max_tokens()),
+        key_(key),
+        released_(released) {}
   ~KeyedCache() override { released_->push_back(key_); }
   uint64_t key() const { return key_; }
 
@@ -50,12 +52,14 @@ absl::Status GroupLeaderModel::Broadcast(proto::GroupStep& step) {
   return sent;
 }
 
-absl::Status GroupLeaderModel::Forward(absl::Span<const model::SequenceInput> batch, model::ForwardOutput* out) {
+absl::Status GroupLeaderModel::Forward(absl::Span<const model::SequenceInput> batch,
+                                       model::ForwardOutput* out) {
   proto::GroupStep step;
   for (const model::SequenceInput& input : batch) {
     auto* cache = dynamic_cast<const KeyedCache*>(input.cache);
     if (cache == nullptr) {
-      return absl::InvalidArgumentError("GroupLeaderModel::Forward: a cache did not come from this model's NewCache");
+      return absl::InvalidArgumentError(
+          "GroupLeaderModel::Forward: a cache did not come from this model's NewCache");
     }
     proto::GroupStepSequence* sequence = step.add_sequences();
     sequence->set_cache_key(cache->key());
@@ -85,7 +89,8 @@ void GroupLeaderModel::Leave(bool disband) {
   step.set_leave(true);
   step.set_disband(disband);
   absl::Status sent = Broadcast(step);
-  if (!sent.ok()) SPLITSPEC_LOG(WARNING) << "tp group: telling the followers to leave failed: " << sent;
+  if (!sent.ok())
+    SPLITSPEC_LOG(WARNING) << "tp group: telling the followers to leave failed: " << sent;
 }
 
 }  // namespace splitspec::target

@@ -32,9 +32,9 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "proto/splitspec.pb.h"
+#include "runtime/dist/communicator.h"
 #include "runtime/model/language_model.h"
 #include "runtime/model/transformer.h"
-#include "runtime/dist/communicator.h"
 
 namespace splitspec::target {
 
@@ -56,7 +56,8 @@ class GroupLeaderModel : public model::LanguageModel {
   const model::ModelConfig& config() const override { return model_->config(); }
   std::unique_ptr<model::KvCache> NewCache(int max_tokens = 0) const override;
   // REQUIRES: every cache in `batch` came from this object's NewCache.
-  absl::Status Forward(absl::Span<const model::SequenceInput> batch, model::ForwardOutput* out) override;
+  absl::Status Forward(absl::Span<const model::SequenceInput> batch,
+                       model::ForwardOutput* out) override;
 
   // Sends an empty step if nothing was broadcast for keep_alive.
   absl::Status KeepAliveIfIdle(absl::Time now);

@@ -39,30 +39,34 @@ splitspec::target::TargetServiceOptions ServiceOptions(const splitspec::cli::Wor
 
 absl::Status RunTensorParallelRank(const splitspec::cli::WorkerFlags& flags) {
   splitspec::target::TpRankOptions options;
-  options.group = {.coordinator_endpoint = flags.coordinator,
-                   .group = flags.identity.tp_group,
-                   .rank = flags.identity.tp_rank,
-                   .size = flags.identity.tp_size,
-                   .host = splitspec::target::GroupHostFor(flags.identity.data_endpoint, flags.coordinator),
-                   .timeout = absl::Milliseconds(flags.tp_timeout_ms)};
+  options.group = {
+      .coordinator_endpoint = flags.coordinator,
+      .group = flags.identity.tp_group,
+      .rank = flags.identity.tp_rank,
+      .size = flags.identity.tp_size,
+      .host = splitspec::target::GroupHostFor(flags.identity.data_endpoint, flags.coordinator),
+      .timeout = absl::Milliseconds(flags.tp_timeout_ms)};
   options.model_path = flags.identity.model_path;
   options.threads = flags.identity.threads;
   options.service = ServiceOptions(flags);
-  SPLITSPEC_LOG(INFO) << "target worker '" << flags.identity.name << "': rank " << flags.identity.tp_rank << " of tp group '"
-                      << flags.identity.tp_group << "' (size " << flags.identity.tp_size << ")";
+  SPLITSPEC_LOG(INFO) << "target worker '" << flags.identity.name << "': rank "
+                      << flags.identity.tp_rank << " of tp group '" << flags.identity.tp_group
+                      << "' (size " << flags.identity.tp_size << ")";
   const std::atomic<bool>& stop = splitspec::ShutdownRequested();
   return flags.identity.tp_rank == 0 ? splitspec::target::RunGroupLeader(options, stop)
                                      : splitspec::target::RunGroupFollower(options, stop);
 }
 
 absl::Status ServeTargets(splitspec::cli::WorkerFlags flags) {
-  if (flags.identity.model_path.empty()) return absl::InvalidArgumentError("--model PATH is required");
+  if (flags.identity.model_path.empty())
+    return absl::InvalidArgumentError("--model PATH is required");
   if (flags.identity.tp_size > 1) return RunTensorParallelRank(flags);
-  ASSIGN_OR_RETURN(auto model, splitspec::model::Transformer::Load(flags.identity.model_path,
-                                                                   {.threads = flags.identity.threads}));
-  ASSIGN_OR_RETURN(auto service, splitspec::target::TargetService::Create(model.get(), ServiceOptions(flags)));
-  SPLITSPEC_LOG(INFO) << "target worker '" << flags.identity.name << "' serving " << flags.identity.model_path
-                      << " on " << service->data_endpoint();
+  ASSIGN_OR_RETURN(auto model, splitspec::model::Transformer::Load(
+                                   flags.identity.model_path, {.threads = flags.identity.threads}));
+  ASSIGN_OR_RETURN(auto service,
+                   splitspec::target::TargetService::Create(model.get(), ServiceOptions(flags)));
+  SPLITSPEC_LOG(INFO) << "target worker '" << flags.identity.name << "' serving "
+                      << flags.identity.model_path << " on " << service->data_endpoint();
   return service->Run(splitspec::ShutdownRequested());
 }
 

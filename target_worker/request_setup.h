@@ -18,8 +18,8 @@ namespace splitspec::target {
 // params.max_tokens 0 means defaults.max_new_tokens; stop_token_ids come from
 // the assignment (the coordinator adds the model's end-of-sequence id).
 absl::StatusOr<std::unique_ptr<TargetRequest>> NewTargetRequest(const proto::Assignment& assignment,
-                                                                 const model::LanguageModel& model,
-                                                                 const RequestLimits& defaults);
+                                                                const model::LanguageModel& model,
+                                                                const RequestLimits& defaults);
 
 }  // namespace splitspec::target
 

@@ -31,7 +31,8 @@ BlockAdmission TargetRequest::AdmitBlock(const proto::DraftBlock& block) {
   }
   if (block.epoch() != epoch_) return BlockAdmission::kStaleEpoch;
   const int start = static_cast<int>(block.start());
-  if (start < frontier() || start > frontier() + kMaxLookaheadTokens) return BlockAdmission::kStaleStart;
+  if (start < frontier() || start > frontier() + kMaxLookaheadTokens)
+    return BlockAdmission::kStaleStart;
   if (blocks_.contains(start)) return BlockAdmission::kDuplicate;
   blocks_.emplace(start, block);
   return BlockAdmission::kQueued;
@@ -53,8 +54,10 @@ void TargetRequest::SetDraftWorker(uint64_t draft_worker_id) {
   }
 }
 
-proto::VerifyResult TargetRequest::ApplyOutcome(const proto::DraftBlock* block, const spec::VerifyOutcome& outcome,
-                                                std::optional<std::vector<float>> pending_next, absl::Time now) {
+proto::VerifyResult TargetRequest::ApplyOutcome(const proto::DraftBlock* block,
+                                                const spec::VerifyOutcome& outcome,
+                                                std::optional<std::vector<float>> pending_next,
+                                                absl::Time now) {
   const int old_frontier = frontier();
   uint64_t block_sequence = 0;
   int used_start = -1;
@@ -114,12 +117,14 @@ void TargetRequest::Finish(proto::FinishReason reason) {
   blocks_.clear();
 }
 
-proto::VerifyResult TargetRequest::MakeResult(int first_new_index, int accepted, uint64_t block_sequence) const {
+proto::VerifyResult TargetRequest::MakeResult(int first_new_index, int accepted,
+                                              uint64_t block_sequence) const {
   proto::VerifyResult result;
   result.set_request_id(id_);
   result.set_epoch(epoch_);
   result.set_accepted(static_cast<uint32_t>(accepted));
-  for (int i = std::min(first_new_index, frontier()); i < frontier(); ++i) result.add_committed_tokens(committed_[i]);
+  for (int i = std::min(first_new_index, frontier()); i < frontier(); ++i)
+    result.add_committed_tokens(committed_[i]);
   result.set_frontier(static_cast<uint32_t>(frontier()));
   result.set_block_sequence(block_sequence);
   result.set_finished(finished());

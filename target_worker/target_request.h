@@ -38,8 +38,8 @@ namespace splitspec::target {
 enum class BlockAdmission { kQueued, kStaleEpoch, kStaleStart, kDuplicate, kMalformed, kFinished };
 
 struct RequestLimits {
-  int max_new_tokens = 256;      // generated tokens, then FINISH_REASON_LENGTH
-  int context_length = 8192;     // committed tokens, then FINISH_REASON_LENGTH
+  int max_new_tokens = 256;             // generated tokens, then FINISH_REASON_LENGTH
+  int context_length = 8192;            // committed tokens, then FINISH_REASON_LENGTH
   std::vector<int32_t> stop_token_ids;  // committed and then FINISH_REASON_STOP
 };
 
@@ -47,8 +47,9 @@ class TargetRequest {
  public:
   // `assignment` carries the committed tokens (prompt + generated so far), the
   // sampling parameters and the epoch to start from.
-  TargetRequest(const proto::Assignment& assignment, RequestLimits limits, std::unique_ptr<model::KvCache> cache,
-                spec::SamplingParams params, spec::VerifyMode mode);
+  TargetRequest(const proto::Assignment& assignment, RequestLimits limits,
+                std::unique_ptr<model::KvCache> cache, spec::SamplingParams params,
+                spec::VerifyMode mode);
 
   const std::string& id() const { return id_; }
   const std::vector<int32_t>& committed() const { return committed_; }
@@ -89,7 +90,8 @@ class TargetRequest {
   // the tokens that stay valid, bumps the epoch after a correction or a target
   // token, drops the used block, checks stop conditions.
   // Returns the VerifyResult to send (new tokens only).
-  proto::VerifyResult ApplyOutcome(const proto::DraftBlock* block, const spec::VerifyOutcome& outcome,
+  proto::VerifyResult ApplyOutcome(const proto::DraftBlock* block,
+                                   const spec::VerifyOutcome& outcome,
                                    std::optional<std::vector<float>> pending_next, absl::Time now);
 
   // Finishes with `reason` (cancellation, error) if not finished yet.

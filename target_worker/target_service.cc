@@ -97,7 +97,8 @@ void TargetService::DrainData() {
     if (envelope.has_draft_block()) {
       engine_.AddBlock(envelope.draft_block(), frame->peer);
     } else if (envelope.has_sync_request()) {
-      absl::StatusOr<proto::VerifyResult> sync = engine_.SyncResult(envelope.sync_request().request_id());
+      absl::StatusOr<proto::VerifyResult> sync =
+          engine_.SyncResult(envelope.sync_request().request_id());
       if (!sync.ok()) continue;  // released meanwhile: the coordinator tells the draft
       proto::Envelope reply = net::NewEnvelope();
       *reply.mutable_verify_result() = *std::move(sync);

@@ -32,7 +32,7 @@ namespace splitspec::target {
 struct TargetServiceOptions {
   std::string coordinator_endpoint = "tcp://127.0.0.1:5555";
   std::string data_endpoint = "tcp://127.0.0.1:*";  // where draft workers connect
-  net::WorkerIdentity identity;                      // role is set to ROLE_TARGET_WORKER
+  net::WorkerIdentity identity;                     // role is set to ROLE_TARGET_WORKER
   TargetEngineOptions engine;
   // Tests: drop / delay / reorder the frames this worker receives from draft
   // workers (runtime/net/fault_injecting_channel.h). Unset in production.

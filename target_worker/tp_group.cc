@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/dist/gloo_communicator.h"
 #include "runtime/net/channel.h"
 #include "runtime/net/channel_rendezvous_store.h"
-#include "runtime/dist/gloo_communicator.h"
 #include "runtime/net/wire_format.h"
 
 namespace splitspec::target {
@@ -44,11 +44,13 @@ std::string GenerationGroup(const TpGroupOptions& options, uint64_t generation) 
   return absl::StrCat(options.group, "/gen-", generation);
 }
 
-absl::StatusOr<FormedGroup> CreateCommunicator(const TpGroupOptions& options, const std::string& store_endpoint,
+absl::StatusOr<FormedGroup> CreateCommunicator(const TpGroupOptions& options,
+                                               const std::string& store_endpoint,
                                                uint64_t generation) {
   ASSIGN_OR_RETURN(std::unique_ptr<net::RendezvousStore> store,
-                   net::ConnectRendezvousStore(store_endpoint, absl::StrCat(GenerationGroup(options, generation),
-                                                                            "/rank-", options.rank, "-", getpid())));
+                   net::ConnectRendezvousStore(
+                       store_endpoint, absl::StrCat(GenerationGroup(options, generation), "/rank-",
+                                                    options.rank, "-", getpid())));
   ASSIGN_OR_RETURN(std::unique_ptr<net::GlooCommunicator> comm,
                    net::GlooCommunicator::Create(*store,
                                                  {.group = GenerationGroup(options, generation),
@@ -61,7 +63,8 @@ absl::StatusOr<FormedGroup> CreateCommunicator(const TpGroupOptions& options, co
 
 }  // namespace
 
-std::string GroupHostFor(const std::string& data_endpoint, const std::string& coordinator_endpoint) {
+std::string GroupHostFor(const std::string& data_endpoint,
+                         const std::string& coordinator_endpoint) {
   if (std::string host = TcpHost(data_endpoint); !host.empty()) return host;
   const std::string coordinator = TcpHost(coordinator_endpoint);
   if (coordinator.empty() || absl::StartsWith(coordinator, "127.") || coordinator == "localhost" ||
@@ -72,27 +75,32 @@ std::string GroupHostFor(const std::string& data_endpoint, const std::string& co
 }
 
 absl::Status ValidateTpGroupOptions(const TpGroupOptions& options) {
-  if (options.group.empty()) return absl::InvalidArgumentError("tp group: --tp-group NAME is required when --tp-size > 1");
+  if (options.group.empty())
+    return absl::InvalidArgumentError("tp group: --tp-group NAME is required when --tp-size > 1");
   if (options.size < 2) {
-    return absl::InvalidArgumentError(absl::StrCat("tp group '", options.group, "': tp size ", options.size,
-                                                   " needs no group (use >= 2)"));
+    return absl::InvalidArgumentError(absl::StrCat("tp group '", options.group, "': tp size ",
+                                                   options.size, " needs no group (use >= 2)"));
   }
   if (options.rank < 0 || options.rank >= options.size) {
-    return absl::InvalidArgumentError(absl::StrCat("tp group '", options.group, "': --tp-rank ", options.rank,
-                                                   " is outside [0, ", options.size, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("tp group '", options.group, "': --tp-rank ",
+                                                   options.rank, " is outside [0, ", options.size,
+                                                   ")"));
   }
   if (options.timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat("tp group '", options.group, "': timeout must be positive"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tp group '", options.group, "': timeout must be positive"));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<proto::GroupInfo> AskCoordinator(const std::string& coordinator_endpoint,
-                                                const proto::Envelope& request, absl::Duration timeout) {
+                                                const proto::Envelope& request,
+                                                absl::Duration timeout) {
   static std::atomic<int> counter{0};
-  ASSIGN_OR_RETURN(std::unique_ptr<net::Channel> channel,
-                   net::ConnectChannel(coordinator_endpoint,
-                                       absl::StrCat("tp-group-", getpid(), "-", counter.fetch_add(1))));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<net::Channel> channel,
+      net::ConnectChannel(coordinator_endpoint,
+                          absl::StrCat("tp-group-", getpid(), "-", counter.fetch_add(1))));
   RETURN_IF_ERROR(channel->Send("", request));
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
@@ -100,17 +108,19 @@ absl::StatusOr<proto::GroupInfo> AskCoordinator(const std::string& coordinator_e
     if (!frame.ok()) break;
     if (frame->envelope.has_group_info()) return frame->envelope.group_info();
   }
-  return absl::UnavailableError(absl::StrCat("the coordinator at ", coordinator_endpoint, " did not answer '",
-                                             net::BodyName(request), "' within ", absl::FormatDuration(timeout)));
+  return absl::UnavailableError(absl::StrCat("the coordinator at ", coordinator_endpoint,
+                                             " did not answer '", net::BodyName(request),
+                                             "' within ", absl::FormatDuration(timeout)));
 }
 
-absl::StatusOr<std::unique_ptr<net::RendezvousServer>> StartGroupRendezvous(const TpGroupOptions& options) {
+absl::StatusOr<std::unique_ptr<net::RendezvousServer>> StartGroupRendezvous(
+    const TpGroupOptions& options) {
   const std::string host = options.host.empty() ? std::string("0.0.0.0") : options.host;
   return net::RendezvousServer::Start(absl::StrCat("tcp://", host, ":*"));
 }
 
-absl::StatusOr<FormedGroup> FormAsLeader(const TpGroupOptions& options, net::RendezvousServer& server,
-                                         uint64_t generation) {
+absl::StatusOr<FormedGroup> FormAsLeader(const TpGroupOptions& options,
+                                         net::RendezvousServer& server, uint64_t generation) {
   RETURN_IF_ERROR(ValidateTpGroupOptions(options));
   proto::Envelope announce = net::NewEnvelope();
   proto::GroupAnnounce* a = announce.mutable_group_announce();
@@ -119,12 +129,13 @@ absl::StatusOr<FormedGroup> FormAsLeader(const TpGroupOptions& options, net::Ren
   a->set_rendezvous_endpoint(endpoint);
   a->set_generation(generation);
   a->set_tp_size(options.size);
-  ASSIGN_OR_RETURN(proto::GroupInfo echo, AskCoordinator(options.coordinator_endpoint, announce, kAnswerTimeout));
+  ASSIGN_OR_RETURN(proto::GroupInfo echo,
+                   AskCoordinator(options.coordinator_endpoint, announce, kAnswerTimeout));
   if (!echo.found() || echo.generation() != generation || echo.rendezvous_endpoint() != endpoint) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("tp group '", options.group, "': the coordinator kept generation ", echo.generation(), " at '",
-                     echo.rendezvous_endpoint(), "' instead of this leader's generation ", generation,
-                     " (is another leader running with the same group name?)"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "tp group '", options.group, "': the coordinator kept generation ", echo.generation(),
+        " at '", echo.rendezvous_endpoint(), "' instead of this leader's generation ", generation,
+        " (is another leader running with the same group name?)"));
   }
   return CreateCommunicator(options, endpoint, generation);
 }
@@ -136,19 +147,21 @@ absl::StatusOr<FormedGroup> JoinAsFollower(const TpGroupOptions& options, uint64
   lookup.mutable_group_lookup()->set_group(options.group);
   lookup.mutable_group_lookup()->set_min_generation(min_generation);
   while (!stop.load(std::memory_order_relaxed)) {
-    absl::StatusOr<proto::GroupInfo> info = AskCoordinator(options.coordinator_endpoint, lookup, kAnswerTimeout);
+    absl::StatusOr<proto::GroupInfo> info =
+        AskCoordinator(options.coordinator_endpoint, lookup, kAnswerTimeout);
     if (info.ok() && info->found()) {
       if (static_cast<int>(info->tp_size()) != options.size) {
-        return absl::InvalidArgumentError(absl::StrCat("tp group '", options.group, "': the leader announced tp size ",
-                                                       info->tp_size(), ", this rank was started with --tp-size ",
-                                                       options.size));
+        return absl::InvalidArgumentError(
+            absl::StrCat("tp group '", options.group, "': the leader announced tp size ",
+                         info->tp_size(), ", this rank was started with --tp-size ", options.size));
       }
       return CreateCommunicator(options, info->rendezvous_endpoint(), info->generation());
     }
     if (!info.ok()) SPLITSPEC_LOG(DEBUG) << info.status();
     std::this_thread::sleep_for(absl::ToChronoMilliseconds(kLookupInterval));
   }
-  return absl::CancelledError(absl::StrCat("tp group '", options.group, "': stopped while waiting for the leader"));
+  return absl::CancelledError(
+      absl::StrCat("tp group '", options.group, "': stopped while waiting for the leader"));
 }
 
 }  // namespace splitspec::target

@@ -10,7 +10,8 @@
 //   ASSIGN_OR_RETURN(auto server, StartGroupRendezvous(options));
 //   ASSIGN_OR_RETURN(FormedGroup g, FormAsLeader(options, *server, generation));
 //                                                 ASSIGN_OR_RETURN(FormedGroup g,
-//                                                     JoinAsFollower(options, min_generation, stop));
+//                                                     JoinAsFollower(options, min_generation,
+//                                                     stop));
 //   ... Transformer::Load(path, g.comm.get(), ...)
 //
 // Every call is bounded: announce/lookup by the coordinator's answer time,
@@ -59,14 +60,15 @@ struct FormedGroup {
 };
 
 // Leader: the store every formation of this leader process uses.
-absl::StatusOr<std::unique_ptr<net::RendezvousServer>> StartGroupRendezvous(const TpGroupOptions& options);
+absl::StatusOr<std::unique_ptr<net::RendezvousServer>> StartGroupRendezvous(
+    const TpGroupOptions& options);
 
 // Leader: announces `generation` and creates the communicator (waits up to
 // options.timeout for the followers). Errors: Unavailable (the coordinator did
 // not answer), FailedPrecondition (it recorded a newer generation: another
 // leader holds the name), DeadlineExceeded (a follower did not join).
-absl::StatusOr<FormedGroup> FormAsLeader(const TpGroupOptions& options, net::RendezvousServer& server,
-                                         uint64_t generation);
+absl::StatusOr<FormedGroup> FormAsLeader(const TpGroupOptions& options,
+                                         net::RendezvousServer& server, uint64_t generation);
 
 // Follower: polls the coordinator until the group's leader announced a
 // generation >= min_generation (or `stop`: Cancelled), then joins.
@@ -76,7 +78,8 @@ absl::StatusOr<FormedGroup> JoinAsFollower(const TpGroupOptions& options, uint64
 // One request/answer with the coordinator on a short-lived connection.
 // Errors: Unavailable naming the endpoint when no GroupInfo came within `timeout`.
 absl::StatusOr<proto::GroupInfo> AskCoordinator(const std::string& coordinator_endpoint,
-                                                const proto::Envelope& request, absl::Duration timeout);
+                                                const proto::Envelope& request,
+                                                absl::Duration timeout);
 
 }  // namespace splitspec::target
 

@@ -17,7 +17,8 @@ namespace {
 
 // Load errors that a new formation cannot fix end the rank.
 bool IsPermanent(const absl::Status& status) {
-  return absl::IsInvalidArgument(status) || absl::IsNotFound(status) || absl::IsUnimplemented(status);
+  return absl::IsInvalidArgument(status) || absl::IsNotFound(status) ||
+         absl::IsUnimplemented(status);
 }
 
 void Pause(const TpRankOptions& options, const std::atomic<bool>& stop) {
@@ -30,7 +31,8 @@ void Pause(const TpRankOptions& options, const std::atomic<bool>& stop) {
 net::WorkerIdentity RankIdentity(const TpRankOptions& options) {
   net::WorkerIdentity identity = options.service.identity;
   identity.role = proto::ROLE_TARGET_WORKER;
-  if (identity.name.empty()) identity.name = absl::StrCat(options.group.group, "-rank-", options.group.rank);
+  if (identity.name.empty())
+    identity.name = absl::StrCat(options.group.group, "-rank-", options.group.rank);
   if (identity.model_path.empty()) identity.model_path = options.model_path;
   identity.tp_group = options.group.group;
   identity.tp_rank = options.group.rank;
@@ -40,14 +42,16 @@ net::WorkerIdentity RankIdentity(const TpRankOptions& options) {
 }
 
 // One formation of the group, as its leader. OK: stopped or drained.
-absl::Status LeadOneFormation(const TpRankOptions& options, FormedGroup& formed, const std::atomic<bool>& stop) {
+absl::Status LeadOneFormation(const TpRankOptions& options, FormedGroup& formed,
+                              const std::atomic<bool>& stop) {
   ASSIGN_OR_RETURN(auto model, model::Transformer::Load(options.model_path, formed.comm.get(),
-                                                                      {.threads = options.threads}));
+                                                        {.threads = options.threads}));
   GroupLeaderModel leader(model.get(), formed.comm.get());
   TargetServiceOptions service_options = options.service;
   service_options.identity = RankIdentity(options);
   service_options.group_leader = &leader;
-  ASSIGN_OR_RETURN(std::unique_ptr<TargetService> service, TargetService::Create(&leader, service_options));
+  ASSIGN_OR_RETURN(std::unique_ptr<TargetService> service,
+                   TargetService::Create(&leader, service_options));
   SPLITSPEC_LOG(INFO) << "tp group '" << options.group.group << "' generation " << formed.generation
                       << " formed: leading " << options.group.size << " ranks, serving on "
                       << service->data_endpoint();
@@ -61,11 +65,11 @@ absl::Status LeadOneFormation(const TpRankOptions& options, FormedGroup& formed,
 absl::StatusOr<FollowerExit> FollowOneFormation(const TpRankOptions& options, FormedGroup& formed,
                                                 const std::atomic<bool>& stop) {
   ASSIGN_OR_RETURN(auto model, model::Transformer::Load(options.model_path, formed.comm.get(),
-                                                                      {.threads = options.threads}));
+                                                        {.threads = options.threads}));
   // Registered for liveness only (the router places requests on leaders).
   ASSIGN_OR_RETURN(proto::Register registration, net::BuildRegistration(RankIdentity(options)));
-  ASSIGN_OR_RETURN(auto membership,
-                   net::MembershipClient::Connect(options.group.coordinator_endpoint, registration));
+  ASSIGN_OR_RETURN(auto membership, net::MembershipClient::Connect(
+                                        options.group.coordinator_endpoint, registration));
   const absl::Time register_by = absl::Now() + absl::Seconds(2);
   while (!membership->registered() && absl::Now() < register_by) {
     RETURN_IF_ERROR(membership->Poll(absl::Milliseconds(50)));
@@ -73,7 +77,8 @@ absl::StatusOr<FollowerExit> FollowOneFormation(const TpRankOptions& options, Fo
   SPLITSPEC_LOG(INFO) << "tp group '" << options.group.group << "' generation " << formed.generation
                       << " joined as rank " << options.group.rank;
   absl::StatusOr<FollowerExit> exit = RunGroupFollower(*model, *formed.comm, stop);
-  (void)membership->Deregister(exit.ok() ? "tp group left" : absl::StrCat("tp group failed: ", exit.status().message()));
+  (void)membership->Deregister(
+      exit.ok() ? "tp group left" : absl::StrCat("tp group failed: ", exit.status().message()));
   return exit;
 }
 
@@ -81,22 +86,25 @@ absl::StatusOr<FollowerExit> FollowOneFormation(const TpRankOptions& options, Fo
 
 absl::Status RunGroupLeader(const TpRankOptions& options, const std::atomic<bool>& stop) {
   RETURN_IF_ERROR(ValidateTpGroupOptions(options.group));
-  if (options.group.rank != 0) return absl::InvalidArgumentError("RunGroupLeader: the leader is rank 0");
-  ASSIGN_OR_RETURN(std::unique_ptr<net::RendezvousServer> server, StartGroupRendezvous(options.group));
+  if (options.group.rank != 0)
+    return absl::InvalidArgumentError("RunGroupLeader: the leader is rank 0");
+  ASSIGN_OR_RETURN(std::unique_ptr<net::RendezvousServer> server,
+                   StartGroupRendezvous(options.group));
   uint64_t generation = static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()));
   while (!stop.load(std::memory_order_relaxed)) {
     absl::StatusOr<FormedGroup> formed = FormAsLeader(options.group, *server, generation++);
     if (!formed.ok()) {
       if (absl::IsInvalidArgument(formed.status())) return formed.status();
-      SPLITSPEC_LOG(WARNING) << "tp group '" << options.group.group << "': not formed: " << formed.status();
+      SPLITSPEC_LOG(WARNING) << "tp group '" << options.group.group
+                             << "': not formed: " << formed.status();
       Pause(options, stop);
       continue;
     }
     absl::Status served = LeadOneFormation(options, *formed, stop);
     if (served.ok()) return served;
     if (IsPermanent(served)) return served;
-    SPLITSPEC_LOG(WARNING) << "tp group '" << options.group.group << "' generation " << formed->generation
-                           << " failed (" << served << "); re-forming";
+    SPLITSPEC_LOG(WARNING) << "tp group '" << options.group.group << "' generation "
+                           << formed->generation << " failed (" << served << "); re-forming";
     Pause(options, stop);
   }
   return absl::OkStatus();
@@ -104,14 +112,16 @@ absl::Status RunGroupLeader(const TpRankOptions& options, const std::atomic<bool
 
 absl::Status RunGroupFollower(const TpRankOptions& options, const std::atomic<bool>& stop) {
   RETURN_IF_ERROR(ValidateTpGroupOptions(options.group));
-  if (options.group.rank == 0) return absl::InvalidArgumentError("RunGroupFollower: rank 0 is the leader");
+  if (options.group.rank == 0)
+    return absl::InvalidArgumentError("RunGroupFollower: rank 0 is the leader");
   uint64_t min_generation = 0;
   while (!stop.load(std::memory_order_relaxed)) {
     absl::StatusOr<FormedGroup> formed = JoinAsFollower(options.group, min_generation, stop);
     if (!formed.ok()) {
       if (absl::IsCancelled(formed.status())) break;
       if (absl::IsInvalidArgument(formed.status())) return formed.status();
-      SPLITSPEC_LOG(WARNING) << "tp group '" << options.group.group << "': not joined: " << formed.status();
+      SPLITSPEC_LOG(WARNING) << "tp group '" << options.group.group
+                             << "': not joined: " << formed.status();
       Pause(options, stop);
       continue;
     }
@@ -123,8 +133,9 @@ absl::Status RunGroupFollower(const TpRankOptions& options, const std::atomic<bo
     }
     if (!exit.ok()) {
       if (IsPermanent(exit.status())) return exit.status();
-      SPLITSPEC_LOG(WARNING) << "tp group '" << options.group.group << "' generation " << formed->generation
-                             << " failed on rank " << options.group.rank << ": " << exit.status();
+      SPLITSPEC_LOG(WARNING) << "tp group '" << options.group.group << "' generation "
+                             << formed->generation << " failed on rank " << options.group.rank
+                             << ": " << exit.status();
     }
   }
   return absl::OkStatus();

@@ -48,9 +48,8 @@ absl::StatusOr<int> PositiveInt(const CliArgs& args, const std::string& name, in
 
 absl::StatusOr<BenchFlags> ParseFlags(const CommandArgs& argv) {
   if (argv.empty() || argv[0] != "decode") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown benchmark '", argv.empty() ? "" : argv[0],
-                     "' (available: decode, spec, verify)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown benchmark '", argv.empty() ? "" : argv[0], "' (available: decode, spec, verify)"));
   }
   const CommandArgs rest(argv.begin() + 1, argv.end());
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(rest, BenchDecodeFlagTable()));
@@ -190,11 +189,12 @@ absl::Status RunBench(const BenchFlags& f, const CommandArgs& argv) {
   const double prefill_tps = f.prefill_tokens / prefill_s;
   const double floor_s = bytes_per_token / (bandwidth * 1e9);
   std::printf("decode: %d tokens after a %d-token prompt in %.3f s = %.2f tok/s (%.2f ms/token)\n",
-              f.decode_tokens, f.prompt_tokens, decode_s, decode_tps, 1e3 * decode_s / f.decode_tokens);
-  std::printf("floor: %.2f MB weights/token / %.2f GB/s = %.2f ms/token = %.1f tok/s max; "
-              "decode runs at %.0f%% of it\n",
-              bytes_per_token / 1e6, bandwidth, floor_s * 1e3, 1 / floor_s,
-              100.0 * decode_tps * floor_s);
+              f.decode_tokens, f.prompt_tokens, decode_s, decode_tps,
+              1e3 * decode_s / f.decode_tokens);
+  std::printf(
+      "floor: %.2f MB weights/token / %.2f GB/s = %.2f ms/token = %.1f tok/s max; "
+      "decode runs at %.0f%% of it\n",
+      bytes_per_token / 1e6, bandwidth, floor_s * 1e3, 1 / floor_s, 100.0 * decode_tps * floor_s);
   std::printf("prefill: %d tokens in %.3f s = %.2f tok/s\n", f.prefill_tokens, prefill_s,
               prefill_tps);
   const double rss_end = RssMiB();
@@ -204,16 +204,16 @@ absl::Status RunBench(const BenchFlags& f, const CommandArgs& argv) {
       "\"prefill_tok_s\":%.3f,\"prompt_tokens\":%d,\"decode_tokens\":%d,\"prefill_tokens\":%d,"
       "\"weight_bytes_per_token\":%.0f,\"read_bandwidth_gb_s\":%.3f,\"floor_tok_s\":%.3f,"
       "\"rss_after_load_mib\":%.1f,\"rss_after_runs_mib\":%.1f}\n",
-      threads, kernels::MatMulPathName(), decode_tps, prefill_tps, f.prompt_tokens,
-      f.decode_tokens, f.prefill_tokens, bytes_per_token, bandwidth, 1 / floor_s, rss_load,
-      rss_end);
+      threads, kernels::MatMulPathName(), decode_tps, prefill_tps, f.prompt_tokens, f.decode_tokens,
+      f.prefill_tokens, bytes_per_token, bandwidth, 1 / floor_s, rss_load, rss_end);
   return absl::OkStatus();
 }
 
 }  // namespace
 
 int RunBenchCommand(const CommandArgs& args) {
-  if (!args.empty() && args[0] == "spec") return RunBenchSpec(CommandArgs(args.begin() + 1, args.end()));
+  if (!args.empty() && args[0] == "spec")
+    return RunBenchSpec(CommandArgs(args.begin() + 1, args.end()));
   if (!args.empty() && args[0] == "verify") {
     return RunBenchVerify(CommandArgs(args.begin() + 1, args.end()));
   }

@@ -29,17 +29,17 @@
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/base/trace.h"
-#include "runtime/tokenizer/chat_template.h"
-#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/channel.h"
 #include "runtime/net/request_client.h"
 #include "runtime/net/wire_format.h"
 #include "runtime/spec/drafter_factory.h"
+#include "runtime/tokenizer/chat_template.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "tools/bench_spec.h"
+#include "tools/cluster/in_process_cluster.h"
 #include "tools/commands.h"
 #include "tools/default_paths.h"
-#include "tools/cluster/in_process_cluster.h"
 
 namespace splitspec::tools {
 namespace {
@@ -65,7 +65,8 @@ absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec
   options.draft_engine.default_k = k;
   options.router.max_new_tokens = max_tokens;
   ASSIGN_OR_RETURN(std::unique_ptr<InProcessCluster> cluster, InProcessCluster::Start(options));
-  ASSIGN_OR_RETURN(std::unique_ptr<net::RequestClient> client, net::RequestClient::Connect(cluster->coordinator_endpoint()));
+  ASSIGN_OR_RETURN(std::unique_ptr<net::RequestClient> client,
+                   net::RequestClient::Connect(cluster->coordinator_endpoint()));
   static int run_counter = 0;
   proto::SubmitRequest submit;
   submit.set_request_id(absl::StrCat("bench-", ++run_counter));
@@ -134,7 +135,8 @@ struct BenchFlags {
 // Mean microseconds for one block -> result round over `endpoint` (both ends in this process).
 absl::StatusOr<double> PingPongMicros(const std::string& endpoint, int k, int rounds) {
   ASSIGN_OR_RETURN(std::unique_ptr<net::Channel> server, net::ListenChannel(endpoint));
-  ASSIGN_OR_RETURN(std::unique_ptr<net::Channel> client, net::ConnectChannel(server->endpoint(), "bench-draft"));
+  ASSIGN_OR_RETURN(std::unique_ptr<net::Channel> client,
+                   net::ConnectChannel(server->endpoint(), "bench-draft"));
   proto::Envelope block = net::NewEnvelope();
   proto::DraftBlock* b = block.mutable_draft_block();
   b->set_request_id("bench");
@@ -154,7 +156,8 @@ absl::StatusOr<double> PingPongMicros(const std::string& endpoint, int k, int ro
       absl::StatusOr<net::Frame> frame = server->Receive(absl::Seconds(10));
       if (!frame.ok()) return;
       proto::Envelope out = reply;
-      out.mutable_verify_result()->set_block_sequence(frame->envelope.draft_block().block_sequence());
+      out.mutable_verify_result()->set_block_sequence(
+          frame->envelope.draft_block().block_sequence());
       (void)server->Send(frame->peer, out);
     }
   });
@@ -177,12 +180,14 @@ absl::StatusOr<BenchFlags> ParseFlags(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(int64_t max_tokens, args.GetInt("max-tokens", 128));
   ASSIGN_OR_RETURN(int64_t k, args.GetInt("k", 4));
   ASSIGN_OR_RETURN(int64_t layerskip, args.GetInt("layerskip", 24));
-  if (max_tokens < 8 || max_tokens > 2048) return absl::InvalidArgumentError("--max-tokens must be in [8, 2048]");
+  if (max_tokens < 8 || max_tokens > 2048)
+    return absl::InvalidArgumentError("--max-tokens must be in [8, 2048]");
   if (k < 1 || k > 16) return absl::InvalidArgumentError("--k must be in [1, 16]");
   f.max_tokens = static_cast<int>(max_tokens);
   f.k = static_cast<int>(k);
   f.layerskip = static_cast<int>(layerskip);
-  if (args.Has("drafters")) f.drafters = absl::StrSplit(args.GetString("drafters", ""), ',', absl::SkipEmpty());
+  if (args.Has("drafters"))
+    f.drafters = absl::StrSplit(args.GetString("drafters", ""), ',', absl::SkipEmpty());
   f.trace_dir = args.GetString("trace-dir", "");
   return f;
 }
@@ -193,30 +198,44 @@ void PrintRow(const std::string& workload, const std::string& config, const Spec
   const double acceptance = s.verified() ? static_cast<double>(s.accepted()) / s.verified() : 0;
   const double utilization = s.drafted() ? static_cast<double>(s.accepted()) / s.drafted() : 0;
   const double per_step = s.steps() ? static_cast<double>(r.tokens) / s.steps() : 0;
-  std::printf("| %-6s | %-24s | %7.2f | %5.2fx | %6.3f | %6.3f | %5.2f | %5.2f / %5.2f |\n", workload.c_str(),
-              config.c_str(), r.tokens_per_s, r.tokens_per_s / baseline_tps, acceptance, utilization, per_step,
-              r.draft_busy_s / r.wall_s, r.target_busy_s / r.wall_s);
+  std::printf("| %-6s | %-24s | %7.2f | %5.2fx | %6.3f | %6.3f | %5.2f | %5.2f / %5.2f |\n",
+              workload.c_str(), config.c_str(), r.tokens_per_s, r.tokens_per_s / baseline_tps,
+              acceptance, utilization, per_step, r.draft_busy_s / r.wall_s,
+              r.target_busy_s / r.wall_s);
 }
 
 absl::Status Run(const BenchFlags& f) {
   SetDefaultLogLevel(LogLevel::kWarning);  // the in-process services stay quiet
-  ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> target, model::Transformer::Load(f.model, {.threads = 1}));
-  ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> target2, model::Transformer::Load(f.model, {.threads = 2}));
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> target,
+                   model::Transformer::Load(f.model, {.threads = 1}));
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> target2,
+                   model::Transformer::Load(f.model, {.threads = 2}));
   ASSIGN_OR_RETURN(model::Tokenizer tokenizer, model::LoadTokenizerFromGguf(target->file()));
-  ASSIGN_OR_RETURN(model::ChatTemplate chat, model::ChatTemplate::FromSource(tokenizer.chat_template()));
+  ASSIGN_OR_RETURN(model::ChatTemplate chat,
+                   model::ChatTemplate::FromSource(tokenizer.chat_template()));
   const int vocab = target->config().vocab_size;
   Tracer::Global().Enable();
 
-  std::printf("splitspec bench spec: model %s, %d new tokens per run, greedy, k=%d, cpu %s, %u hardware threads\n",
-              f.model.c_str(), f.max_tokens, f.k, kernels::CpuIsaName(), std::thread::hardware_concurrency());
-  std::printf("target and draft: 1 thread each; ratio = tok/s / target-only (1 thread) tok/s; busy = draft / target "
-              "busy time / wall time\n\n");
-  std::printf("| work   | configuration            |   tok/s | ratio  | accept | utiliz | tok/st | busy d / t    |\n");
-  std::printf("|--------|--------------------------|---------|--------|--------|--------|--------|---------------|\n");
+  std::printf(
+      "splitspec bench spec: model %s, %d new tokens per run, greedy, k=%d, cpu %s, %u hardware "
+      "threads\n",
+      f.model.c_str(), f.max_tokens, f.k, kernels::CpuIsaName(),
+      std::thread::hardware_concurrency());
+  std::printf(
+      "target and draft: 1 thread each; ratio = tok/s / target-only (1 thread) tok/s; busy = draft "
+      "/ target "
+      "busy time / wall time\n\n");
+  std::printf(
+      "| work   | configuration            |   tok/s | ratio  | accept | utiliz | tok/st | busy d "
+      "/ t    |\n");
+  std::printf(
+      "|--------|--------------------------|---------|--------|--------|--------|--------|---------"
+      "------|\n");
   for (const Workload& w : Workloads()) {
     std::vector<model::ChatMessage> messages = {{"user", w.user_message}};
     ASSIGN_OR_RETURN(std::string text, chat.Apply(messages, true));
-    const std::vector<int32_t> prompt = tokenizer.Encode(text, {.add_special = true, .parse_special = true});
+    const std::vector<int32_t> prompt =
+        tokenizer.Encode(text, {.add_special = true, .parse_special = true});
     ASSIGN_OR_RETURN(SpecRunResult alone,
                      RunSpecGeneration(target.get(), nullptr, 1, f.k, prompt, f.max_tokens, {}));
     PrintRow(w.name, "target-only 1 thread", alone, alone.tokens_per_s);
@@ -227,26 +246,34 @@ absl::Status Run(const BenchFlags& f) {
       const std::string spec_name = name == "layerskip" ? absl::StrCat("layerskip:", f.layerskip)
                                     : name == "self"    ? "model"
                                                         : name;
-      ASSIGN_OR_RETURN(spec::DrafterSpec spec, spec::ParseDrafterSpec(spec_name, name == "self" ? f.model : ""));
-      ASSIGN_OR_RETURN(std::unique_ptr<spec::Drafter> drafter, spec::MakeDrafter(spec, f.model, &tokenizer, vocab, 1));
+      ASSIGN_OR_RETURN(spec::DrafterSpec spec,
+                       spec::ParseDrafterSpec(spec_name, name == "self" ? f.model : ""));
+      ASSIGN_OR_RETURN(std::unique_ptr<spec::Drafter> drafter,
+                       spec::MakeDrafter(spec, f.model, &tokenizer, vocab, 1));
       ASSIGN_OR_RETURN(SpecRunResult sequential, RunSpecGeneration(target.get(), drafter.get(), 1,
                                                                    f.k, prompt, f.max_tokens, {}));
-      PrintRow(w.name, absl::StrCat(name == "self" ? "self-draft" : spec_name, " sequential"), sequential,
-               alone.tokens_per_s);
+      PrintRow(w.name, absl::StrCat(name == "self" ? "self-draft" : spec_name, " sequential"),
+               sequential, alone.tokens_per_s);
       if (!f.trace_dir.empty()) {
-        RETURN_IF_ERROR(Tracer::Global().WriteChromeJson(absl::StrCat(f.trace_dir, "/", w.name, "-", name, "-sequential.json")));
+        RETURN_IF_ERROR(Tracer::Global().WriteChromeJson(
+            absl::StrCat(f.trace_dir, "/", w.name, "-", name, "-sequential.json")));
       }
       ASSIGN_OR_RETURN(SpecRunResult overlapped, RunSpecGeneration(target.get(), drafter.get(), 2,
                                                                    f.k, prompt, f.max_tokens, {}));
-      PrintRow(w.name, absl::StrCat(name == "self" ? "self-draft" : spec_name, " overlapped"), overlapped,
-               alone.tokens_per_s);
+      PrintRow(w.name, absl::StrCat(name == "self" ? "self-draft" : spec_name, " overlapped"),
+               overlapped, alone.tokens_per_s);
       if (!f.trace_dir.empty()) {
-        RETURN_IF_ERROR(Tracer::Global().WriteChromeJson(absl::StrCat(f.trace_dir, "/", w.name, "-", name, "-overlapped.json")));
+        RETURN_IF_ERROR(Tracer::Global().WriteChromeJson(
+            absl::StrCat(f.trace_dir, "/", w.name, "-", name, "-overlapped.json")));
       }
-      std::printf("|        |   overlapped / sequential = %.2fx\n", overlapped.tokens_per_s / sequential.tokens_per_s);
+      std::printf("|        |   overlapped / sequential = %.2fx\n",
+                  overlapped.tokens_per_s / sequential.tokens_per_s);
     }
   }
-  std::printf("\ntransport + protocol per round (DraftBlock of k=%d with 64-entry sparse q, then a VerifyResult):\n", f.k);
+  std::printf(
+      "\ntransport + protocol per round (DraftBlock of k=%d with 64-entry sparse q, then a "
+      "VerifyResult):\n",
+      f.k);
   for (const std::string endpoint : {"inproc://bench-pingpong", "tcp://127.0.0.1:*"}) {
     ASSIGN_OR_RETURN(double micros, PingPongMicros(endpoint, f.k, 2000));
     std::printf("  %-24s %7.1f us per round (mean of 2000)\n", endpoint.c_str(), micros);
@@ -262,7 +289,8 @@ int RunBenchSpec(const CommandArgs& args) {
   }
   absl::StatusOr<BenchFlags> flags = ParseFlags(args);
   if (!flags.ok()) {
-    std::fprintf(stderr, "splitspec bench spec: %s\n", std::string(flags.status().message()).c_str());
+    std::fprintf(stderr, "splitspec bench spec: %s\n",
+                 std::string(flags.status().message()).c_str());
     return 2;
   }
   absl::Status status = Run(*flags);

@@ -43,8 +43,7 @@ struct VerifyFlags {
 };
 
 absl::StatusOr<VerifyFlags> ParseVerifyFlags(const CommandArgs& argv) {
-  ASSIGN_OR_RETURN(CliArgs args,
-                   CliArgs::Parse(argv, BenchVerifyFlagTable()));
+  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, BenchVerifyFlagTable()));
   VerifyFlags f;
   f.model = args.GetString("model", "");
   if (f.model.empty()) return absl::InvalidArgumentError("--model PATH is required");
@@ -144,10 +143,11 @@ absl::Status RunVerify(const VerifyFlags& f, const CommandArgs& argv) {
   for (size_t i = 0; i < f.ks.size(); ++i) {
     const double ratio = medians[i] / medians[0];
     const double cpu_ratio = cpu_medians[i] / cpu_medians[0];
-    std::printf("k=%-3d forward %8.3f ms median, %8.3f ms min, cpu %8.3f ms median (%d repeats)"
-                "  T(k)/T(1) = %.3f (cpu %.3f)\n",
-                f.ks[i], medians[i], *std::min_element(ms[i].begin(), ms[i].end()),
-                cpu_medians[i], f.repeats, ratio, cpu_ratio);
+    std::printf(
+        "k=%-3d forward %8.3f ms median, %8.3f ms min, cpu %8.3f ms median (%d repeats)"
+        "  T(k)/T(1) = %.3f (cpu %.3f)\n",
+        f.ks[i], medians[i], *std::min_element(ms[i].begin(), ms[i].end()), cpu_medians[i],
+        f.repeats, ratio, cpu_ratio);
     const std::string key = absl::StrCat(i == 0 ? "" : ",", "\"", f.ks[i], "\":");
     absl::StrAppend(&ms_json, key, absl::StrFormat("%.4f", medians[i]));
     absl::StrAppend(&ratio_json, key, absl::StrFormat("%.4f", ratio));

@@ -16,21 +16,22 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/base/logging.h"
 #include "runtime/base/json_string.h"
+#include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/model/gguf_reader.h"
+#include "runtime/net/request_client.h"
 #include "runtime/tokenizer/chat_template.h"
 #include "runtime/tokenizer/detokenizer.h"
-#include "runtime/model/gguf_reader.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
-#include "runtime/net/request_client.h"
 #include "tools/commands.h"
 #include "tools/default_paths.h"
 
 namespace splitspec::tools {
 namespace {
 
-absl::StatusOr<std::vector<int32_t>> PromptTokens(const CliArgs& args, const model::Tokenizer& tokenizer,
+absl::StatusOr<std::vector<int32_t>> PromptTokens(const CliArgs& args,
+                                                  const model::Tokenizer& tokenizer,
                                                   const model::GgufFile& file) {
   ASSIGN_OR_RETURN(std::vector<int32_t> ids, args.GetIntList("prompt-ids"));
   if (args.Has("prompt") == !ids.empty()) {
@@ -39,7 +40,8 @@ absl::StatusOr<std::vector<int32_t>> PromptTokens(const CliArgs& args, const mod
   if (!ids.empty()) return ids;
   std::string text = args.GetString("prompt", "");
   if (args.Has("chat")) {
-    ASSIGN_OR_RETURN(model::ChatTemplate chat, model::ChatTemplate::FromSource(tokenizer.chat_template()));
+    ASSIGN_OR_RETURN(model::ChatTemplate chat,
+                     model::ChatTemplate::FromSource(tokenizer.chat_template()));
     std::vector<model::ChatMessage> messages = {{"user", text}};
     ASSIGN_OR_RETURN(text, chat.Apply(messages, /*add_generation_prompt=*/true));
   }
@@ -74,14 +76,20 @@ absl::Status Run(const CommandArgs& argv) {
     if (tokenizer.IsEndOfGeneration(id)) params->add_stop_token_ids(id);
   }
   const std::string verify = args.GetString("verify", "");
-  if (verify == "greedy") submit.set_verify_mode(proto::VERIFY_MODE_GREEDY);
-  else if (verify == "rejection") submit.set_verify_mode(proto::VERIFY_MODE_REJECTION);
-  else if (verify == "coupled") submit.set_verify_mode(proto::VERIFY_MODE_COUPLED);
-  else if (!verify.empty()) return absl::InvalidArgumentError(absl::StrCat("--verify '", verify, "' is not greedy, rejection or coupled"));
+  if (verify == "greedy")
+    submit.set_verify_mode(proto::VERIFY_MODE_GREEDY);
+  else if (verify == "rejection")
+    submit.set_verify_mode(proto::VERIFY_MODE_REJECTION);
+  else if (verify == "coupled")
+    submit.set_verify_mode(proto::VERIFY_MODE_COUPLED);
+  else if (!verify.empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat("--verify '", verify, "' is not greedy, rejection or coupled"));
   submit.set_drafter(args.GetString("drafter", ""));
 
   const std::string endpoint = args.GetString("coordinator", "tcp://127.0.0.1:5555");
-  ASSIGN_OR_RETURN(std::unique_ptr<net::RequestClient> client, net::RequestClient::Connect(endpoint));
+  ASSIGN_OR_RETURN(std::unique_ptr<net::RequestClient> client,
+                   net::RequestClient::Connect(endpoint));
   model::StreamingDetokenizer stream(&tokenizer);
   const bool json = args.Has("json");
   auto on_tokens = [&](const std::string&, const std::vector<int32_t>& tokens) {
@@ -93,7 +101,8 @@ absl::Status Run(const CommandArgs& argv) {
     }
     std::fflush(stdout);
   };
-  ASSIGN_OR_RETURN(net::GenerationResult result, client->Generate(submit, absl::Hours(1), on_tokens));
+  ASSIGN_OR_RETURN(net::GenerationResult result,
+                   client->Generate(submit, absl::Hours(1), on_tokens));
   if (result.finish_reason == proto::FINISH_REASON_ERROR) {
     return absl::InternalError(absl::StrCat("request failed: ", result.error));
   }
@@ -105,16 +114,19 @@ absl::Status Run(const CommandArgs& argv) {
     std::string line = "{\"token_ids\":[";
     for (size_t i = 0; i < ids.size(); ++i) absl::StrAppend(&line, i ? "," : "", ids[i]);
     absl::StrAppend(&line, "],\"text\":", JsonQuote(text), ",\"finish_reason\":\"",
-                    proto::FinishReason_Name(result.finish_reason), "\",\"stats\":{\"drafted\":", s.drafted(),
-                    ",\"verified\":", s.verified(), ",\"accepted\":", s.accepted(), ",\"steps\":", s.steps(), "}}\n");
+                    proto::FinishReason_Name(result.finish_reason),
+                    "\",\"stats\":{\"drafted\":", s.drafted(), ",\"verified\":", s.verified(),
+                    ",\"accepted\":", s.accepted(), ",\"steps\":", s.steps(), "}}\n");
     std::fwrite(line.data(), 1, line.size(), stdout);
   } else {
     const std::string tail = stream.Finish();
     std::fwrite(tail.data(), 1, tail.size(), stdout);
     std::fprintf(stdout, "\n");
-    std::fprintf(stderr, "[%zu tokens, %s; drafted %llu, verified %llu, accepted %llu, steps %llu]\n", ids.size(),
-                 proto::FinishReason_Name(result.finish_reason).c_str(), (unsigned long long)s.drafted(),
-                 (unsigned long long)s.verified(), (unsigned long long)s.accepted(), (unsigned long long)s.steps());
+    std::fprintf(stderr,
+                 "[%zu tokens, %s; drafted %llu, verified %llu, accepted %llu, steps %llu]\n",
+                 ids.size(), proto::FinishReason_Name(result.finish_reason).c_str(),
+                 (unsigned long long)s.drafted(), (unsigned long long)s.verified(),
+                 (unsigned long long)s.accepted(), (unsigned long long)s.steps());
   }
   return absl::OkStatus();
 }

@@ -147,11 +147,13 @@ const cli::FlagTable& BenchSpecFlagTable() {
                        {"workload", "FILE", "",
                         "run a workload suite (JSONL, bench/workloads/) instead: per category, "
                         "target-only vs each drafter at each --k K[,K..] and auto"},
-                       {"limit", "N", "0", "with --workload: the first N requests per category; "
+                       {"limit", "N", "0",
+                        "with --workload: the first N requests per category; "
                         "0 = all"},
                        {"threads", "N", "1", "with --workload: the target's threads"},
                        {"lookahead", "N", "2", "with --workload: blocks in flight per request"},
-                       {"json", "", "", "with --workload: one JSON object per (category, "
+                       {"json", "", "",
+                        "with --workload: one JSON object per (category, "
                         "configuration)"}}});
   return table;
 }

@@ -26,17 +26,17 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/base/logging.h"
 #include "runtime/base/json_string.h"
+#include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/base/trace.h"
-#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/request_client.h"
 #include "runtime/spec/drafter_factory.h"
 #include "runtime/spec/verify_mode.h"
-#include "tools/commands.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "tools/cluster/in_process_cluster.h"
+#include "tools/commands.h"
 
 namespace splitspec::tools {
 namespace {
@@ -57,7 +57,7 @@ struct GenerateFlags {
   bool sequential = false;
   bool ignore_eos = false;
   bool json = false;
-  int target_tp = 1;  // --target-tp N: the target as a tensor-parallel group of N rank threads
+  int target_tp = 1;       // --target-tp N: the target as a tensor-parallel group of N rank threads
   std::string trace_path;  // --trace FILE: Chrome trace of draft / target busy intervals
 };
 
@@ -74,7 +74,7 @@ absl::Status ParseSampling(const CliArgs& args, GenerateFlags& f) {
   f.params.set_seed(static_cast<uint64_t>(seed));
   if (args.Has("verify")) {
     ASSIGN_OR_RETURN(spec::VerifyMode mode, spec::ParseVerifyMode(args.GetString("verify", "")));
-    f.verify = mode == spec::VerifyMode::kGreedy      ? proto::VERIFY_MODE_GREEDY
+    f.verify = mode == spec::VerifyMode::kGreedy    ? proto::VERIFY_MODE_GREEDY
                : mode == spec::VerifyMode::kCoupled ? proto::VERIFY_MODE_COUPLED
                                                     : proto::VERIFY_MODE_REJECTION;
   }
@@ -85,8 +85,7 @@ absl::Status ParseSampling(const CliArgs& args, GenerateFlags& f) {
 }
 
 absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
-  ASSIGN_OR_RETURN(CliArgs args,
-                   CliArgs::Parse(argv, GenerateFlagTable()));
+  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, GenerateFlagTable()));
   GenerateFlags f;
   f.target = args.GetString("target", "");
   if (f.target.empty()) return absl::InvalidArgumentError("--target PATH is required");
@@ -106,7 +105,8 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(int64_t samples, args.GetInt("samples", 1));
   ASSIGN_OR_RETURN(int64_t target_tp, args.GetInt("target-tp", 1));
   if (target_tp != 1 && target_tp != 2 && target_tp != 4 && target_tp != 8) {
-    return absl::InvalidArgumentError(absl::StrCat("--target-tp must be 1, 2, 4 or 8, got ", target_tp));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--target-tp must be 1, 2, 4 or 8, got ", target_tp));
   }
   f.target_tp = static_cast<int>(target_tp);
   // --k auto: the draft worker picks k per block from measured acceptance and
@@ -119,13 +119,17 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
   if (max_tokens < 1 || max_tokens > (1 << 20)) {
     return absl::InvalidArgumentError(absl::StrCat("--max-tokens ", max_tokens, " out of range"));
   }
-  if (threads < 0 || threads > 1024) return absl::InvalidArgumentError(absl::StrCat("--threads ", threads, " out of range"));
+  if (threads < 0 || threads > 1024)
+    return absl::InvalidArgumentError(absl::StrCat("--threads ", threads, " out of range"));
   if (draft_threads < 1 || draft_threads > 1024) {
-    return absl::InvalidArgumentError(absl::StrCat("--draft-threads ", draft_threads, " out of range"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--draft-threads ", draft_threads, " out of range"));
   }
-  if (samples < 1 || samples > 100000) return absl::InvalidArgumentError(absl::StrCat("--samples ", samples, " out of range"));
+  if (samples < 1 || samples > 100000)
+    return absl::InvalidArgumentError(absl::StrCat("--samples ", samples, " out of range"));
   if (!auto_k && (k_value < 1 || k_value > 64)) {
-    return absl::InvalidArgumentError(absl::StrCat("--k ", k_value, " out of range [1, 64] (or auto)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--k ", k_value, " out of range [1, 64] (or auto)"));
   }
   f.max_tokens = static_cast<int>(max_tokens);
   f.threads = static_cast<int>(threads);
@@ -139,14 +143,14 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
   return f;
 }
 
-std::string SampleLine(const GenerateFlags& f, const std::vector<int32_t>& ids, const std::string& text,
-                       const proto::SpecStats& stats) {
+std::string SampleLine(const GenerateFlags& f, const std::vector<int32_t>& ids,
+                       const std::string& text, const proto::SpecStats& stats) {
   if (!f.json) return text + "\n";
   std::string line = "{\"token_ids\":[";
   for (size_t i = 0; i < ids.size(); ++i) absl::StrAppend(&line, i > 0 ? "," : "", ids[i]);
-  absl::StrAppend(&line, "],\"text\":", JsonQuote(text), ",\"stats\":{\"drafted\":", stats.drafted(),
-                  ",\"verified\":", stats.verified(), ",\"accepted\":", stats.accepted(),
-                  ",\"steps\":", stats.steps(), "}}\n");
+  absl::StrAppend(&line, "],\"text\":", JsonQuote(text),
+                  ",\"stats\":{\"drafted\":", stats.drafted(), ",\"verified\":", stats.verified(),
+                  ",\"accepted\":", stats.accepted(), ",\"steps\":", stats.steps(), "}}\n");
   return line;
 }
 
@@ -156,7 +160,8 @@ absl::Status RunGenerate(const GenerateFlags& f) {
                    model::Transformer::Load(f.target, {.threads = f.threads}));
   ASSIGN_OR_RETURN(model::Tokenizer tokenizer, model::LoadTokenizerFromGguf(target->file()));
   ASSIGN_OR_RETURN(std::unique_ptr<spec::Drafter> drafter,
-                   spec::MakeDrafter(f.drafter, f.target, &tokenizer, target->config().vocab_size, f.draft_threads));
+                   spec::MakeDrafter(f.drafter, f.target, &tokenizer, target->config().vocab_size,
+                                     f.draft_threads));
   std::vector<int32_t> prompt = f.prompt_ids;
   if (f.has_prompt_text) {
     prompt = tokenizer.Encode(f.prompt, {.add_special = true, .parse_special = true});

@@ -36,8 +36,7 @@ struct LogitsFlags {
 };
 
 absl::StatusOr<LogitsFlags> ParseFlags(const CommandArgs& argv) {
-  ASSIGN_OR_RETURN(CliArgs args,
-                   CliArgs::Parse(argv, LogitsFlagTable()));
+  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, LogitsFlagTable()));
   LogitsFlags flags;
   flags.model = args.GetString("model", "");
   if (flags.model.empty()) return absl::InvalidArgumentError("--model PATH is required");

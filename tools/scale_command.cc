@@ -69,29 +69,30 @@ absl::StatusOr<int> ParseDelta(const CliArgs& args, const std::string& flag) {
   if (!args.Has(flag)) return 0;
   const std::string value = args.GetString(flag, "");
   int delta = 0;
-  if (value.size() < 2 || (value[0] != '+' && value[0] != '-') || !absl::SimpleAtoi(value.substr(1), &delta) ||
-      delta < 1 || delta > 64) {
+  if (value.size() < 2 || (value[0] != '+' && value[0] != '-') ||
+      !absl::SimpleAtoi(value.substr(1), &delta) || delta < 1 || delta > 64) {
     std::string hint = flag == "draft" ? "; the draft model's path is --draft-model PATH" : "";
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, " takes a signed count +N or -N with N in [1, 64], got '", value, "'", hint));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, " takes a signed count +N or -N with N in [1, 64], got '", value, "'", hint));
   }
   return value[0] == '+' ? delta : -delta;
 }
 
 absl::StatusOr<ScaleFlags> ParseFlags(const CommandArgs& argv) {
-  ASSIGN_OR_RETURN(CliArgs args,
-                   CliArgs::Parse(argv, ScaleFlagTable()));
+  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, ScaleFlagTable()));
   ScaleFlags f;
   f.coordinator = args.GetString("coordinator", f.coordinator);
   f.force = args.Has("force");
   ASSIGN_OR_RETURN(f.draft_delta, ParseDelta(args, "draft"));
   ASSIGN_OR_RETURN(f.target_delta, ParseDelta(args, "target-groups"));
   if (f.draft_delta == 0 && f.target_delta == 0) {
-    return absl::InvalidArgumentError("nothing to do: give --draft +N|-N and/or --target-groups +N|-N");
+    return absl::InvalidArgumentError(
+        "nothing to do: give --draft +N|-N and/or --target-groups +N|-N");
   }
   ASSIGN_OR_RETURN(std::vector<int32_t> ids, args.GetIntList("worker-ids"));
   for (int32_t id : ids) {
-    if (id < 1) return absl::InvalidArgumentError(absl::StrCat("--worker-ids: ", id, " is not a worker id"));
+    if (id < 1)
+      return absl::InvalidArgumentError(absl::StrCat("--worker-ids: ", id, " is not a worker id"));
     f.worker_ids.push_back(static_cast<uint64_t>(id));
   }
   if (!f.worker_ids.empty()) {
@@ -99,7 +100,8 @@ absl::StatusOr<ScaleFlags> ParseFlags(const CommandArgs& argv) {
     const int shrink = f.draft_delta < 0 ? -f.draft_delta : -f.target_delta;
     if (!one_shrink || shrink != static_cast<int>(f.worker_ids.size())) {
       return absl::InvalidArgumentError(
-          "--worker-ids goes with exactly one of --draft -N / --target-groups -N, N being the number of ids");
+          "--worker-ids goes with exactly one of --draft -N / --target-groups -N, N being the "
+          "number of ids");
     }
   }
   f.model = args.GetString("model", DefaultModelPath());
@@ -111,12 +113,15 @@ absl::StatusOr<ScaleFlags> ParseFlags(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(int64_t target_tp, args.GetInt("target-tp", 1));
   ASSIGN_OR_RETURN(int64_t drain_timeout_ms, args.GetInt("drain-timeout-ms", 0));
   ASSIGN_OR_RETURN(int64_t wait_s, args.GetInt("wait-s", 120));
-  if (threads < 0 || threads > 1024) return absl::InvalidArgumentError(absl::StrCat("--threads ", threads, " out of range"));
+  if (threads < 0 || threads > 1024)
+    return absl::InvalidArgumentError(absl::StrCat("--threads ", threads, " out of range"));
   if (target_tp < 1 || target_tp > 64) {
-    return absl::InvalidArgumentError(absl::StrCat("--target-tp ", target_tp, " out of range [1, 64]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--target-tp ", target_tp, " out of range [1, 64]"));
   }
   if (drain_timeout_ms < 0) return absl::InvalidArgumentError("--drain-timeout-ms must be >= 0");
-  if (wait_s < 1) return absl::InvalidArgumentError(absl::StrCat("--wait-s must be >= 1, got ", wait_s));
+  if (wait_s < 1)
+    return absl::InvalidArgumentError(absl::StrCat("--wait-s must be >= 1, got ", wait_s));
   f.threads = static_cast<int>(threads);
   f.target_tp = static_cast<int>(target_tp);
   f.drain_timeout_ms = static_cast<int>(drain_timeout_ms);
@@ -150,15 +155,17 @@ absl::StatusOr<std::vector<Started>> StartWorkers(const ScaleFlags& f) {
   std::filesystem::create_directories(f.log_dir);
   const std::string bin = BinaryDirectory();
   const std::string tag = absl::StrCat("scale-", getpid());
-  const std::string threads =
-      std::to_string(f.threads > 0 ? f.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  const std::string threads = std::to_string(
+      f.threads > 0 ? f.threads
+                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   std::vector<Started> started;
-  auto spawn = [&](const std::vector<std::string>& argv, const std::string& name, const std::string& role) {
+  auto spawn = [&](const std::vector<std::string>& argv, const std::string& name,
+                   const std::string& role) {
     const std::string log = absl::StrCat(f.log_dir, "/", name, ".log");
     absl::StatusOr<Subprocess> process = Subprocess::SpawnDetached(argv, log);
     if (!process.ok()) return process.status();
-    PrintLine(absl::StrCat(R"({"event":"started","role":")", role, R"(","name":)", JsonQuote(name), R"(,"pid":)",
-                           process->pid(), R"(,"log":)", JsonQuote(log), "}"));
+    PrintLine(absl::StrCat(R"({"event":"started","role":")", role, R"(","name":)", JsonQuote(name),
+                           R"(,"pid":)", process->pid(), R"(,"log":)", JsonQuote(log), "}"));
     started.push_back(Started{name, role, *std::move(process)});
     return absl::OkStatus();
   };
@@ -167,12 +174,20 @@ absl::StatusOr<std::vector<Started>> StartWorkers(const ScaleFlags& f) {
     const std::string group = absl::StrCat(tag, "-", g);
     for (int rank = 0; rank < f.target_tp && status.ok(); ++rank) {
       const std::string name = f.target_tp == 1 ? group : absl::StrCat(group, "-rank-", rank);
-      std::vector<std::string> argv = {bin + "/splitspec-target-worker", "--coordinator", f.coordinator, "--name",
-                                       name, "--model", f.model, "--threads", threads, "--data-endpoint",
+      std::vector<std::string> argv = {bin + "/splitspec-target-worker",
+                                       "--coordinator",
+                                       f.coordinator,
+                                       "--name",
+                                       name,
+                                       "--model",
+                                       f.model,
+                                       "--threads",
+                                       threads,
+                                       "--data-endpoint",
                                        absl::StrCat("tcp://", f.host, ":*")};
       if (f.target_tp > 1) {
-        argv.insert(argv.end(), {"--tp-group", group, "--tp-rank", std::to_string(rank), "--tp-size",
-                                 std::to_string(f.target_tp)});
+        argv.insert(argv.end(), {"--tp-group", group, "--tp-rank", std::to_string(rank),
+                                 "--tp-size", std::to_string(f.target_tp)});
       }
       status = spawn(argv, name, "target");
     }
@@ -180,8 +195,17 @@ absl::StatusOr<std::vector<Started>> StartWorkers(const ScaleFlags& f) {
   for (int d = 0; d < f.draft_delta && status.ok(); ++d) {
     const std::string name = absl::StrCat(tag, "-draft-", d);
     // One thread, as `splitspec serve` gives its draft workers.
-    std::vector<std::string> argv = {bin + "/splitspec-draft-worker", "--coordinator", f.coordinator, "--name", name,
-                                     "--drafter", f.drafter, "--target-model", f.model, "--threads", "1"};
+    std::vector<std::string> argv = {bin + "/splitspec-draft-worker",
+                                     "--coordinator",
+                                     f.coordinator,
+                                     "--name",
+                                     name,
+                                     "--drafter",
+                                     f.drafter,
+                                     "--target-model",
+                                     f.model,
+                                     "--threads",
+                                     "1"};
     if (!f.draft_model.empty()) argv.insert(argv.end(), {"--draft", f.draft_model});
     status = spawn(argv, name, "draft");
   }
@@ -197,8 +221,9 @@ absl::StatusOr<std::vector<Started>> StartWorkers(const ScaleFlags& f) {
 absl::Status WaitRegistered(const ScaleFlags& f, std::vector<Started>& started) {
   const absl::Time deadline = absl::Now() + f.wait;
   std::map<std::string, bool> announced;
-  absl::Status failure = absl::DeadlineExceededError(absl::StrCat(
-      "new workers did not register with ", f.coordinator, " within ", absl::FormatDuration(f.wait)));
+  absl::Status failure =
+      absl::DeadlineExceededError(absl::StrCat("new workers did not register with ", f.coordinator,
+                                               " within ", absl::FormatDuration(f.wait)));
   while (absl::Now() < deadline && absl::IsDeadlineExceeded(failure)) {
     for (Started& s : started) {
       if (s.exited) continue;
@@ -210,15 +235,16 @@ absl::Status WaitRegistered(const ScaleFlags& f, std::vector<Started>& started) 
                                                     " before registering; log ", log, ":\n",
                                                     LogTail(log)));
     }
-    absl::StatusOr<proto::StatusReply> status = net::FetchCoordinatorStatus(f.coordinator, absl::Seconds(2));
+    absl::StatusOr<proto::StatusReply> status =
+        net::FetchCoordinatorStatus(f.coordinator, absl::Seconds(2));
     if (status.ok() && absl::IsDeadlineExceeded(failure)) {
       for (const proto::MemberStatus& m : status->members()) {
         if (m.state() != proto::MEMBER_STATE_ALIVE || announced[m.worker_name()]) continue;
         for (const Started& s : started) {
           if (s.name != m.worker_name()) continue;
           announced[s.name] = true;
-          PrintLine(absl::StrCat(R"({"event":"registered","role":")", s.role, R"(","name":)", JsonQuote(s.name),
-                                 R"(,"worker_id":)", m.worker_id(), "}"));
+          PrintLine(absl::StrCat(R"({"event":"registered","role":")", s.role, R"(","name":)",
+                                 JsonQuote(s.name), R"(,"worker_id":)", m.worker_id(), "}"));
         }
       }
       int registered = 0;
@@ -246,44 +272,51 @@ absl::Status Shrink(const ScaleFlags& f, proto::Role role, int delta) {
   request.set_reason(absl::StrCat("splitspec scale (pid ", getpid(), ")"));
   request.set_timeout_ms(static_cast<uint32_t>(f.drain_timeout_ms));
   request.set_force(f.force);
-  ASSIGN_OR_RETURN(proto::DrainReply reply, net::RequestDrain(f.coordinator, request, absl::Seconds(10)));
+  ASSIGN_OR_RETURN(proto::DrainReply reply,
+                   net::RequestDrain(f.coordinator, request, absl::Seconds(10)));
   const char* role_name = role == proto::ROLE_DRAFT_WORKER ? "draft" : "target";
   PrintLine(absl::StrCat(R"({"event":"draining","role":")", role_name, R"(","worker_ids":[)",
                          absl::StrJoin(reply.worker_ids(), ","), "]}"));
   std::map<uint64_t, bool> gone;
   const absl::Time deadline = absl::Now() + f.wait;
   while (absl::Now() < deadline) {
-    absl::StatusOr<proto::StatusReply> status = net::FetchCoordinatorStatus(f.coordinator, absl::Seconds(2));
+    absl::StatusOr<proto::StatusReply> status =
+        net::FetchCoordinatorStatus(f.coordinator, absl::Seconds(2));
     if (status.ok()) {
       for (const proto::MemberStatus& m : status->members()) {
-        const bool drained = std::find(reply.worker_ids().begin(), reply.worker_ids().end(), m.worker_id()) !=
-                             reply.worker_ids().end();
-        const bool left = m.state() == proto::MEMBER_STATE_LEFT || m.state() == proto::MEMBER_STATE_DEAD;
+        const bool drained = std::find(reply.worker_ids().begin(), reply.worker_ids().end(),
+                                       m.worker_id()) != reply.worker_ids().end();
+        const bool left =
+            m.state() == proto::MEMBER_STATE_LEFT || m.state() == proto::MEMBER_STATE_DEAD;
         if (!drained || !left || gone[m.worker_id()]) continue;
         gone[m.worker_id()] = true;
-        PrintLine(absl::StrCat(R"({"event":")", m.state() == proto::MEMBER_STATE_LEFT ? "left" : "died",
-                               R"(","role":")", role_name, R"(","worker_id":)", m.worker_id(), R"(,"name":)",
-                               JsonQuote(m.worker_name()), "}"));
+        PrintLine(absl::StrCat(R"({"event":")",
+                               m.state() == proto::MEMBER_STATE_LEFT ? "left" : "died",
+                               R"(","role":")", role_name, R"(","worker_id":)", m.worker_id(),
+                               R"(,"name":)", JsonQuote(m.worker_name()), "}"));
       }
       if (static_cast<int>(gone.size()) == reply.worker_ids_size()) return absl::OkStatus();
     }
     absl::SleepFor(absl::Milliseconds(200));
   }
-  return absl::DeadlineExceededError(absl::StrCat("drained workers did not leave within ", absl::FormatDuration(f.wait),
-                                                  " (a target group's drain may take --drain-timeout-ms; raise --wait-s)"));
+  return absl::DeadlineExceededError(
+      absl::StrCat("drained workers did not leave within ", absl::FormatDuration(f.wait),
+                   " (a target group's drain may take --drain-timeout-ms; raise --wait-s)"));
 }
 
 absl::Status PrintPools(const ScaleFlags& f) {
-  ASSIGN_OR_RETURN(proto::StatusReply status, net::FetchCoordinatorStatus(f.coordinator, absl::Seconds(5)));
+  ASSIGN_OR_RETURN(proto::StatusReply status,
+                   net::FetchCoordinatorStatus(f.coordinator, absl::Seconds(5)));
   int drafts = 0, groups = 0, draining = 0;
   for (const proto::MemberStatus& m : status.members()) {
-    const bool serving = m.state() == proto::MEMBER_STATE_ALIVE || m.state() == proto::MEMBER_STATE_SUSPECT;
+    const bool serving =
+        m.state() == proto::MEMBER_STATE_ALIVE || m.state() == proto::MEMBER_STATE_SUSPECT;
     drafts += serving && m.role() == proto::ROLE_DRAFT_WORKER;
     groups += serving && m.role() == proto::ROLE_TARGET_WORKER && m.tp_rank() == 0;
     draining += m.state() == proto::MEMBER_STATE_DRAINING;
   }
-  PrintLine(absl::StrCat(R"({"event":"pools","draft_workers":)", drafts, R"(,"target_groups":)", groups,
-                         R"(,"draining":)", draining, "}"));
+  PrintLine(absl::StrCat(R"({"event":"pools","draft_workers":)", drafts, R"(,"target_groups":)",
+                         groups, R"(,"draining":)", draining, "}"));
   return absl::OkStatus();
 }
 

@@ -13,8 +13,8 @@
 // registered, prints the membership, and keeps running until Ctrl-C / SIGTERM
 // (then stops the workers before the coordinator) or until a process fails on
 // its own (reported, and the rest stopped). A worker that exits with status 0
-// was drained by `splitspec scale` and is let go; the rest keep serving. A config that puts a process on
-// another host is refused (deploy/ssh_cluster.sh starts those).
+// was drained by `splitspec scale` and is let go; the rest keep serving. A config that puts a
+// process on another host is refused (deploy/ssh_cluster.sh starts those).
 //
 // --dry-run prints the processes it would start, one JSON object per line
 // (tools/serve_plan.h: name, role, host, log, group/tp_rank/tp_size, env,
@@ -43,16 +43,19 @@ namespace {
 
 // The coordinator's view counts a target group once its leader (tp_rank 0) is
 // alive; followers may or may not register on their own.
-absl::Status WaitForMembers(const std::string& control, int groups, int drafts, std::vector<Subprocess>& processes) {
+absl::Status WaitForMembers(const std::string& control, int groups, int drafts,
+                            std::vector<Subprocess>& processes) {
   for (int attempt = 0; attempt < 600; ++attempt) {
     for (Subprocess& p : processes) {
       absl::StatusOr<int> exited = p.Wait(absl::ZeroDuration());
       if (exited.ok()) {
-        return absl::UnavailableError(absl::StrCat("a process exited with ", *exited, " during startup; log ",
-                                                   p.log_path(), ":\n", p.ReadLog()));
+        return absl::UnavailableError(absl::StrCat("a process exited with ", *exited,
+                                                   " during startup; log ", p.log_path(), ":\n",
+                                                   p.ReadLog()));
       }
     }
-    absl::StatusOr<proto::StatusReply> status = net::FetchCoordinatorStatus(control, absl::Milliseconds(500));
+    absl::StatusOr<proto::StatusReply> status =
+        net::FetchCoordinatorStatus(control, absl::Milliseconds(500));
     if (status.ok()) {
       int leaders = 0;
       int draft_workers = 0;
@@ -65,7 +68,8 @@ absl::Status WaitForMembers(const std::string& control, int groups, int drafts, 
     }
     absl::SleepFor(absl::Milliseconds(100));
   }
-  return absl::DeadlineExceededError(absl::StrCat("workers did not register with ", control, " within 60 s"));
+  return absl::DeadlineExceededError(
+      absl::StrCat("workers did not register with ", control, " within 60 s"));
 }
 
 bool IsThisHost(const std::string& host) {
@@ -75,11 +79,13 @@ bool IsThisHost(const std::string& host) {
 }
 
 // Refuses what a local start cannot do; done before anything is spawned.
-absl::Status CheckLocal(const config::ClusterConfig& config, const std::vector<PlannedProcess>& plan) {
+absl::Status CheckLocal(const config::ClusterConfig& config,
+                        const std::vector<PlannedProcess>& plan) {
   for (const PlannedProcess& p : plan) {
     if (!IsThisHost(p.host)) {
-      return absl::InvalidArgumentError(absl::StrCat(config.source, ": ", p.name, " is to run on host '", p.host,
-                                                     "'; serve starts processes on this machine only (use deploy/ssh_cluster.sh)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          config.source, ": ", p.name, " is to run on host '", p.host,
+          "'; serve starts processes on this machine only (use deploy/ssh_cluster.sh)"));
     }
   }
   for (const PlannedProcess& p : plan) {
@@ -88,9 +94,11 @@ absl::Status CheckLocal(const config::ClusterConfig& config, const std::vector<P
     }
     for (size_t i = 0; i + 1 < p.argv.size(); ++i) {
       const std::string& flag = p.argv[i];
-      if ((flag == "--model" || flag == "--target-model" || flag == "--draft") && !std::filesystem::exists(p.argv[i + 1])) {
-        return absl::NotFoundError(absl::StrCat("model ", p.argv[i + 1], " (", p.name, " ", flag,
-                                                ") not found; run deploy/setup.sh, set models.* in the config or pass --model PATH"));
+      if ((flag == "--model" || flag == "--target-model" || flag == "--draft") &&
+          !std::filesystem::exists(p.argv[i + 1])) {
+        return absl::NotFoundError(absl::StrCat(
+            "model ", p.argv[i + 1], " (", p.name, " ", flag,
+            ") not found; run deploy/setup.sh, set models.* in the config or pass --model PATH"));
       }
     }
   }
@@ -124,9 +132,10 @@ absl::Status Serve(const config::ClusterConfig& config, const std::vector<Planne
   const int groups = static_cast<int>(config.target_groups.size());
   const std::string control = config.coordinator.WorkerEndpoint();
   RETURN_IF_ERROR(WaitForMembers(control, groups, drafts, processes));
-  std::printf("==> cluster ready on %s: %d target group(s), %d draft worker(s); Ctrl-C stops it\n", control.c_str(),
-              groups, drafts);
-  if (config.coordinator.http != "none") std::printf("==> OpenAI-compatible API on http://%s/v1\n", config.coordinator.http.c_str());
+  std::printf("==> cluster ready on %s: %d target group(s), %d draft worker(s); Ctrl-C stops it\n",
+              control.c_str(), groups, drafts);
+  if (config.coordinator.http != "none")
+    std::printf("==> OpenAI-compatible API on http://%s/v1\n", config.coordinator.http.c_str());
   std::fflush(stdout);
   absl::Status outcome = absl::OkStatus();
   std::vector<bool> drained(processes.size(), false);
@@ -163,7 +172,8 @@ int RunServeCommand(const CommandArgs& args) {
   const ServeEnvironment env = ServeEnvironment::ForThisBinary();
   absl::StatusOr<ServeOptions> options = ParseServeOptions(args, env);
   absl::StatusOr<std::vector<PlannedProcess>> plan =
-      options.ok() ? PlanCluster(options->config, env) : absl::StatusOr<std::vector<PlannedProcess>>(options.status());
+      options.ok() ? PlanCluster(options->config, env)
+                   : absl::StatusOr<std::vector<PlannedProcess>>(options.status());
   if (!plan.ok()) {
     std::fprintf(stderr, "splitspec serve: %s\n", std::string(plan.status().message()).c_str());
     return 2;

@@ -35,10 +35,12 @@ absl::StatusOr<ClusterConfig> LoadBaseConfig(const CliArgs& args, const ServeEnv
 absl::Status OverrideTargets(const CliArgs& args, ClusterConfig* c) {
   if (!args.Has("targets")) return absl::OkStatus();
   ASSIGN_OR_RETURN(int64_t n, args.GetInt("targets", 1));
-  if (n < 1 || n > 64) return absl::InvalidArgumentError(absl::StrCat("--targets ", n, " out of range [1, 64]"));
+  if (n < 1 || n > 64)
+    return absl::InvalidArgumentError(absl::StrCat("--targets ", n, " out of range [1, 64]"));
   if (c->target_groups.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--targets needs a config with one [[target_group]]; ", c->source,
-                                                   " has ", c->target_groups.size(), " (edit the file instead)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--targets needs a config with one [[target_group]]; ", c->source, " has ",
+                     c->target_groups.size(), " (edit the file instead)"));
   }
   if (n == 1) return absl::OkStatus();
   const config::TargetGroupConfig group = c->target_groups[0];
@@ -54,10 +56,12 @@ absl::Status OverrideDraftPools(const CliArgs& args, ClusterConfig* c) {
   if (args.Has("drafts")) {
     ASSIGN_OR_RETURN(int64_t n, args.GetInt("drafts", 1));
     if (c->draft_pools.size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("--drafts needs a config with one [[draft_pool]]; ", c->source,
-                                                     " has ", c->draft_pools.size(), " (edit the file instead)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--drafts needs a config with one [[draft_pool]]; ", c->source, " has ",
+                       c->draft_pools.size(), " (edit the file instead)"));
     }
-    c->draft_pools[0].count = static_cast<int>(std::clamp<int64_t>(n, -1, 65));  // out of range: validation names it
+    c->draft_pools[0].count =
+        static_cast<int>(std::clamp<int64_t>(n, -1, 65));  // out of range: validation names it
     SetFieldOrigin(c, "draft_pool[0].count", "--drafts");
   }
   const std::string draft = AbsolutePath(args.GetString("draft", ""));
@@ -73,7 +77,8 @@ absl::Status OverrideDraftPools(const CliArgs& args, ClusterConfig* c) {
     }
     if (args.Has("drafter") || !draft.empty()) {
       pool.drafter = args.GetString("drafter", "model");
-      SetFieldOrigin(c, absl::StrCat("draft_pool[", i, "].drafter"), args.Has("drafter") ? "--drafter" : "--draft");
+      SetFieldOrigin(c, absl::StrCat("draft_pool[", i, "].drafter"),
+                     args.Has("drafter") ? "--drafter" : "--draft");
     }
   }
   return absl::OkStatus();
@@ -97,8 +102,8 @@ absl::Status OverrideTargetGroups(const CliArgs& args, ClusterConfig* c) {
   return absl::OkStatus();
 }
 
-void OverrideString(const CliArgs& args, const char* flag, const char* field, std::string* value, ClusterConfig* c,
-                    bool is_path = false) {
+void OverrideString(const CliArgs& args, const char* flag, const char* field, std::string* value,
+                    ClusterConfig* c, bool is_path = false) {
   if (!args.Has(flag)) return;
   *value = is_path ? AbsolutePath(args.GetString(flag, "")) : args.GetString(flag, "");
   SetFieldOrigin(c, field, absl::StrCat("--", flag));
@@ -111,7 +116,8 @@ std::string ProcessName(const config::TargetGroupConfig& g, int rank) {
 // "cuda:3" -> CUDA_VISIBLE_DEVICES=3, so the process sees one GPU.
 void SetDeviceEnv(const std::string& device, PlannedProcess* p) {
   int index = 0;
-  if (config::IsCudaDevice(device, &index)) p->env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(index));
+  if (config::IsCudaDevice(device, &index))
+    p->env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(index));
 }
 
 absl::Status CheckLimitsHaveFlags(const ClusterConfig& c) {
@@ -125,9 +131,10 @@ absl::Status CheckLimitsHaveFlags(const ClusterConfig& c) {
     if (values.first == values.second) continue;
     const std::string field = absl::StrCat("coordinator.limits.", name);
     auto origin = c.origins.find(field);
-    return absl::UnimplementedError(absl::StrCat(origin != c.origins.end() ? origin->second : c.source, ": ", field, " = ",
-                                                 values.first, ": splitspec-coordinator has no flag for this limit yet (it uses ",
-                                                 values.second, "); remove the key or set ", values.second));
+    return absl::UnimplementedError(absl::StrCat(
+        origin != c.origins.end() ? origin->second : c.source, ": ", field, " = ", values.first,
+        ": splitspec-coordinator has no flag for this limit yet (it uses ", values.second,
+        "); remove the key or set ", values.second));
   }
   return absl::OkStatus();
 }
@@ -135,10 +142,13 @@ absl::Status CheckLimitsHaveFlags(const ClusterConfig& c) {
 }  // namespace
 
 ServeEnvironment ServeEnvironment::ForThisBinary() {
-  return ServeEnvironment{.bin_dir = BinaryDirectory(), .repo_root = RepositoryRoot(), .default_model = DefaultModelPath()};
+  return ServeEnvironment{.bin_dir = BinaryDirectory(),
+                          .repo_root = RepositoryRoot(),
+                          .default_model = DefaultModelPath()};
 }
 
-absl::StatusOr<ServeOptions> ParseServeOptions(const CommandArgs& argv, const ServeEnvironment& env) {
+absl::StatusOr<ServeOptions> ParseServeOptions(const CommandArgs& argv,
+                                               const ServeEnvironment& env) {
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, ServeFlagTable()));
   ServeOptions options;
   options.dry_run = args.Has("dry-run");
@@ -155,7 +165,8 @@ absl::StatusOr<ServeOptions> ParseServeOptions(const CommandArgs& argv, const Se
   return options;
 }
 
-absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(const ClusterConfig& c, const ServeEnvironment& env) {
+absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(const ClusterConfig& c,
+                                                        const ServeEnvironment& env) {
   RETURN_IF_ERROR(CheckLimitsHaveFlags(c));
   const std::string run_dir = c.run_dir.empty() ? env.repo_root + "/build/cluster" : c.run_dir;
   const std::string model = c.models.target.empty() ? env.default_model : c.models.target;
@@ -166,18 +177,36 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(const ClusterConfig& c, 
     plan.push_back(std::move(p));
   };
 
-  PlannedProcess coordinator{.name = "coordinator", .role = "coordinator", .host = c.coordinator.host};
+  PlannedProcess coordinator{
+      .name = "coordinator", .role = "coordinator", .host = c.coordinator.host};
   coordinator.argv = {env.bin_dir + "/splitspec-coordinator", "--control", c.coordinator.control};
-  if (c.coordinator.http != "none") coordinator.argv.insert(coordinator.argv.end(), {"--http", c.coordinator.http, "--model", model});
+  if (c.coordinator.http != "none")
+    coordinator.argv.insert(coordinator.argv.end(),
+                            {"--http", c.coordinator.http, "--model", model});
   coordinator.env_from.emplace_back("SPLITSPEC_API_KEY", c.coordinator.api_key_env);
   add(std::move(coordinator));
 
   for (const config::TargetGroupConfig& g : c.target_groups) {
     for (int rank = 0; rank < g.tp; ++rank) {
-      PlannedProcess p{.name = ProcessName(g, rank), .role = "target", .host = g.HostOfRank(rank), .group = g.name,
-                       .tp_rank = rank, .tp_size = g.tp};
-      p.argv = {env.bin_dir + "/splitspec-target-worker", "--coordinator", endpoint, "--name", p.name, "--model", model,
-                "--tp-group", g.name, "--tp-rank", std::to_string(rank), "--tp-size", std::to_string(g.tp)};
+      PlannedProcess p{.name = ProcessName(g, rank),
+                       .role = "target",
+                       .host = g.HostOfRank(rank),
+                       .group = g.name,
+                       .tp_rank = rank,
+                       .tp_size = g.tp};
+      p.argv = {env.bin_dir + "/splitspec-target-worker",
+                "--coordinator",
+                endpoint,
+                "--name",
+                p.name,
+                "--model",
+                model,
+                "--tp-group",
+                g.name,
+                "--tp-rank",
+                std::to_string(rank),
+                "--tp-size",
+                std::to_string(g.tp)};
       // The leader owns the sockets draft workers connect to (DESIGN.md §2).
       if (rank == 0) p.argv.insert(p.argv.end(), {"--data-endpoint", g.data_endpoint});
       if (g.threads > 0) p.argv.insert(p.argv.end(), {"--threads", std::to_string(g.threads)});
@@ -189,11 +218,24 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(const ClusterConfig& c, 
   for (const config::DraftPoolConfig& pool : c.draft_pools) {
     for (int i = 0; i < pool.count; ++i) {
       PlannedProcess p{.name = absl::StrCat(pool.name, "-", i), .role = "draft", .host = pool.host};
-      p.argv = {env.bin_dir + "/splitspec-draft-worker", "--coordinator", endpoint, "--name", p.name,
-                "--drafter", pool.drafter, "--target-model", model, "--k", std::to_string(pool.k),
-                "--lookahead", std::to_string(pool.lookahead), "--threads", std::to_string(pool.threads)};
+      p.argv = {env.bin_dir + "/splitspec-draft-worker",
+                "--coordinator",
+                endpoint,
+                "--name",
+                p.name,
+                "--drafter",
+                pool.drafter,
+                "--target-model",
+                model,
+                "--k",
+                std::to_string(pool.k),
+                "--lookahead",
+                std::to_string(pool.lookahead),
+                "--threads",
+                std::to_string(pool.threads)};
       if (pool.drafter == "model") {
-        p.argv.insert(p.argv.end(), {"--draft", pool.draft_model.empty() ? c.models.draft : pool.draft_model});
+        p.argv.insert(p.argv.end(),
+                      {"--draft", pool.draft_model.empty() ? c.models.draft : pool.draft_model});
       }
       SetDeviceEnv(pool.devices[i % pool.devices.size()], &p);
       add(std::move(p));
@@ -203,8 +245,9 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(const ClusterConfig& c, 
   std::set<std::string> names;
   for (const PlannedProcess& p : plan) {
     if (!names.insert(p.name).second) {
-      return absl::InvalidArgumentError(absl::StrCat(c.source, ": two processes would be named '", p.name,
-                                                     "' (group ranks are NAME-rankR, pool workers NAME-I); rename a group or pool"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          c.source, ": two processes would be named '", p.name,
+          "' (group ranks are NAME-rankR, pool workers NAME-I); rename a group or pool"));
     }
   }
   return plan;
@@ -238,7 +281,8 @@ std::string DecodingChoices(const ClusterConfig& c, unsigned hardware_threads) {
 std::string PlannedProcessJson(const PlannedProcess& p) {
   auto object = [](const std::vector<std::pair<std::string, std::string>>& pairs) {
     std::vector<std::string> fields;
-    for (const auto& [k, v] : pairs) fields.push_back(absl::StrCat(JsonQuote(k), ":", JsonQuote(v)));
+    for (const auto& [k, v] : pairs)
+      fields.push_back(absl::StrCat(JsonQuote(k), ":", JsonQuote(v)));
     return absl::StrCat("{", absl::StrJoin(fields, ","), "}");
   };
   std::vector<std::string> argv;
@@ -246,10 +290,11 @@ std::string PlannedProcessJson(const PlannedProcess& p) {
   std::string out = absl::StrCat("{\"name\":", JsonQuote(p.name), ",\"role\":", JsonQuote(p.role),
                                  ",\"host\":", JsonQuote(p.host), ",\"log\":", JsonQuote(p.log));
   if (p.role == "target") {
-    absl::StrAppend(&out, ",\"group\":", JsonQuote(p.group), ",\"tp_rank\":", p.tp_rank, ",\"tp_size\":", p.tp_size);
+    absl::StrAppend(&out, ",\"group\":", JsonQuote(p.group), ",\"tp_rank\":", p.tp_rank,
+                    ",\"tp_size\":", p.tp_size);
   }
-  absl::StrAppend(&out, ",\"env\":", object(p.env), ",\"env_from\":", object(p.env_from), ",\"argv\":[",
-                  absl::StrJoin(argv, ","), "]}");
+  absl::StrAppend(&out, ",\"env\":", object(p.env), ",\"env_from\":", object(p.env_from),
+                  ",\"argv\":[", absl::StrJoin(argv, ","), "]}");
   return out;
 }
 

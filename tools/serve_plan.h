@@ -5,9 +5,10 @@
 // launchers in deploy/ (ssh, Slurm, Kubernetes) start the same command lines
 // elsewhere, so the config has one interpretation.
 //
-//   ASSIGN_OR_RETURN(ServeOptions options, ParseServeOptions(args, ServeEnvironment::ForThisBinary()));
-//   ASSIGN_OR_RETURN(std::vector<PlannedProcess> plan, PlanCluster(options.config, env));
-//   for (const PlannedProcess& p : plan) std::puts(PlannedProcessJson(p).c_str());
+//   ASSIGN_OR_RETURN(ServeOptions options, ParseServeOptions(args,
+//   ServeEnvironment::ForThisBinary())); ASSIGN_OR_RETURN(std::vector<PlannedProcess> plan,
+//   PlanCluster(options.config, env)); for (const PlannedProcess& p : plan)
+//   std::puts(PlannedProcessJson(p).c_str());
 //
 // Precedence: built-in defaults < the config file < command-line flags. The
 // config file is --config FILE, else REPO/deploy/cluster.toml when it exists
@@ -50,7 +51,8 @@ struct ServeOptions {
 
 // Errors: InvalidArgument naming the flag, or the config's file, line and
 // field (see cluster_config.h); NotFound for an unreadable --config.
-absl::StatusOr<ServeOptions> ParseServeOptions(const CommandArgs& args, const ServeEnvironment& env);
+absl::StatusOr<ServeOptions> ParseServeOptions(const CommandArgs& args,
+                                               const ServeEnvironment& env);
 
 struct PlannedProcess {
   std::string name = {};  // unique; also the log file's stem
@@ -73,7 +75,8 @@ struct PlannedProcess {
 // rank 0 first), draft workers. Errors: InvalidArgument when two processes
 // would share a name; Unimplemented for a coordinator limit other than the
 // default (splitspec-coordinator has no flag for it yet).
-absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(const config::ClusterConfig& config, const ServeEnvironment& env);
+absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(const config::ClusterConfig& config,
+                                                        const ServeEnvironment& env);
 
 // What the cluster will decode with, for serve's start-up line: per target
 // group its compute threads (threads = 0: all `hardware_threads`), per draft

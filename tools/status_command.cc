@@ -16,7 +16,8 @@ absl::Status Run(const CommandArgs& args) {
   ASSIGN_OR_RETURN(CliArgs parsed, CliArgs::Parse(args, StatusFlagTable()));
   const std::string endpoint = parsed.GetString("coordinator", "tcp://127.0.0.1:5555");
   ASSIGN_OR_RETURN(int64_t timeout_ms, parsed.GetInt("timeout-ms", 3000));
-  ASSIGN_OR_RETURN(proto::StatusReply reply, net::FetchCoordinatorStatus(endpoint, absl::Milliseconds(timeout_ms)));
+  ASSIGN_OR_RETURN(proto::StatusReply reply,
+                   net::FetchCoordinatorStatus(endpoint, absl::Milliseconds(timeout_ms)));
   std::string json;
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;

@@ -6,22 +6,28 @@
 
 namespace splitspec::coordinator::http {
 
-HttpResponse ErrorResponse(int status, const std::string& message, const std::string& param, int retry_after_seconds) {
+HttpResponse ErrorResponse(int status, const std::string& message, const std::string& param,
+                           int retry_after_seconds) {
   HttpResponse response = HttpResponse::Json(status, ErrorJson(status, message, param));
-  if (status == 429 || status == 503) response.headers.push_back({"Retry-After", absl::StrCat(retry_after_seconds)});
+  if (status == 429 || status == 503)
+    response.headers.push_back({"Retry-After", absl::StrCat(retry_after_seconds)});
   if (status == 401) response.headers.push_back({"WWW-Authenticate", "Bearer"});
   return response;
 }
 
-CompletionResponder::CompletionResponder(ResponderContext context, const model::Tokenizer* tokenizer,
+CompletionResponder::CompletionResponder(ResponderContext context,
+                                         const model::Tokenizer* tokenizer,
                                          std::vector<std::string> stop)
-    : context_(std::move(context)), text_(tokenizer, std::move(stop)), last_tokens_at_(context_.received_at) {
+    : context_(std::move(context)),
+      text_(tokenizer, std::move(stop)),
+      last_tokens_at_(context_.received_at) {
   context_.metrics->AddRunning(1);
 }
 
 CompletionResponder::~CompletionResponder() { context_.metrics->AddRunning(-1); }
 
-bool CompletionResponder::OnTokens(const std::vector<int32_t>& tokens, const proto::SpecStats& stats) {
+bool CompletionResponder::OnTokens(const std::vector<int32_t>& tokens,
+                                   const proto::SpecStats& stats) {
   if (done_) return false;
   stats_ = stats;
   const int before = text_.tokens();
@@ -36,7 +42,8 @@ bool CompletionResponder::OnTokens(const std::vector<int32_t>& tokens, const pro
     if (text_.stopped()) break;
   }
   const absl::Time now = absl::Now();
-  context_.metrics->ObserveTokens(text_.tokens() - before, absl::ToDoubleSeconds(now - last_tokens_at_), before == 0);
+  context_.metrics->ObserveTokens(text_.tokens() - before,
+                                  absl::ToDoubleSeconds(now - last_tokens_at_), before == 0);
   last_tokens_at_ = now;
   if (context_.stream) SendText(delta);
   if (text_.stopped()) {
@@ -74,9 +81,10 @@ void CompletionResponder::SendText(const std::string& text) {
   if (text.empty() && started_) return;
   const bool first = !started_;
   StartStream();
-  context_.server->StreamWrite(context_.exchange,
-                               SseEvent(CompletionChunkJson(context_.identity, first ? context_.echo + text : text,
-                                                            first, std::nullopt, std::nullopt)));
+  context_.server->StreamWrite(
+      context_.exchange,
+      SseEvent(CompletionChunkJson(context_.identity, first ? context_.echo + text : text, first,
+                                   std::nullopt, std::nullopt)));
 }
 
 void CompletionResponder::Complete(absl::string_view finish_reason) {
@@ -84,20 +92,22 @@ void CompletionResponder::Complete(absl::string_view finish_reason) {
   done_ = true;
   const std::string tail = text_.Finish();
   const CompletionUsage usage{context_.prompt_tokens, text_.tokens(), stats_};
-  context_.metrics->RecordOutcome(finish_reason == "length" ? RequestOutcome::kLength : RequestOutcome::kStop);
-  context_.metrics->ObserveFinished(absl::ToDoubleSeconds(absl::Now() - context_.received_at), stats_);
+  context_.metrics->RecordOutcome(finish_reason == "length" ? RequestOutcome::kLength
+                                                            : RequestOutcome::kStop);
+  context_.metrics->ObserveFinished(absl::ToDoubleSeconds(absl::Now() - context_.received_at),
+                                    stats_);
   if (!context_.stream) {
     context_.server->Respond(
         context_.exchange,
-        HttpResponse::Json(200,
-                           CompletionJson(context_.identity, context_.echo + text_.emitted(), finish_reason, usage)));
+        HttpResponse::Json(200, CompletionJson(context_.identity, context_.echo + text_.emitted(),
+                                               finish_reason, usage)));
     return;
   }
   const bool first = !started_;
   StartStream();
-  std::string events = SseEvent(CompletionChunkJson(context_.identity, first ? context_.echo + tail : tail, first,
-                                                    finish_reason,
-                                                    context_.include_usage ? std::nullopt : std::optional(usage)));
+  std::string events = SseEvent(CompletionChunkJson(
+      context_.identity, first ? context_.echo + tail : tail, first, finish_reason,
+      context_.include_usage ? std::nullopt : std::optional(usage)));
   if (context_.include_usage) events += SseEvent(UsageChunkJson(context_.identity, usage));
   events += SseDone();
   context_.server->StreamWrite(context_.exchange, std::move(events));
@@ -107,8 +117,10 @@ void CompletionResponder::Complete(absl::string_view finish_reason) {
 void CompletionResponder::Fail(int status, const std::string& message) {
   if (!done_) {
     done_ = true;
-    context_.metrics->RecordOutcome(status < 500 ? RequestOutcome::kRejected : RequestOutcome::kFailed);
-    context_.metrics->ObserveFinished(absl::ToDoubleSeconds(absl::Now() - context_.received_at), stats_);
+    context_.metrics->RecordOutcome(status < 500 ? RequestOutcome::kRejected
+                                                 : RequestOutcome::kFailed);
+    context_.metrics->ObserveFinished(absl::ToDoubleSeconds(absl::Now() - context_.received_at),
+                                      stats_);
   }
   context_.metrics->RecordHttpError(status);
   SendError(status, message);
@@ -116,7 +128,8 @@ void CompletionResponder::Fail(int status, const std::string& message) {
 
 void CompletionResponder::SendError(int status, const std::string& message) {
   if (!started_) {
-    context_.server->Respond(context_.exchange, ErrorResponse(status, message, "", context_.retry_after_seconds));
+    context_.server->Respond(context_.exchange,
+                             ErrorResponse(status, message, "", context_.retry_after_seconds));
     return;
   }
   std::string events = SseEvent(ErrorJson(status, message));

@@ -45,7 +45,8 @@ struct ResponderContext {
 class CompletionResponder : public GenerationSink {
  public:
   // REQUIRES: tokenizer, context.server and context.metrics outlive this object.
-  CompletionResponder(ResponderContext context, const model::Tokenizer* tokenizer, std::vector<std::string> stop);
+  CompletionResponder(ResponderContext context, const model::Tokenizer* tokenizer,
+                      std::vector<std::string> stop);
   ~CompletionResponder() override;
 
   bool OnTokens(const std::vector<int32_t>& tokens, const proto::SpecStats& stats) override;

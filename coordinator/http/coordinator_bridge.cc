@@ -26,29 +26,35 @@ GenerationOutcome Unavailable(const std::string& message) {
 absl::Status DrainRefusal(const proto::Error& error) {
   const std::string message = error.message();
   switch (error.code()) {
-    case proto::ERROR_CODE_INVALID_ARGUMENT: return absl::InvalidArgumentError(message);
-    case proto::ERROR_CODE_NOT_FOUND: return absl::NotFoundError(message);
-    case proto::ERROR_CODE_UNAVAILABLE: return absl::UnavailableError(message);
-    default: return absl::InternalError(message);
+    case proto::ERROR_CODE_INVALID_ARGUMENT:
+      return absl::InvalidArgumentError(message);
+    case proto::ERROR_CODE_NOT_FOUND:
+      return absl::NotFoundError(message);
+    case proto::ERROR_CODE_UNAVAILABLE:
+      return absl::UnavailableError(message);
+    default:
+      return absl::InternalError(message);
   }
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CoordinatorBridge>> CoordinatorBridge::Start(const std::string& coordinator_endpoint,
-                                                                            BridgeOptions options) {
+absl::StatusOr<std::unique_ptr<CoordinatorBridge>> CoordinatorBridge::Start(
+    const std::string& coordinator_endpoint, BridgeOptions options) {
   static std::atomic<int> counter{0};
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<net::Channel> channel,
-      net::ConnectChannel(coordinator_endpoint, absl::StrCat("http-", getpid(), "-", counter.fetch_add(1))));
+  ASSIGN_OR_RETURN(std::unique_ptr<net::Channel> channel,
+                   net::ConnectChannel(coordinator_endpoint,
+                                       absl::StrCat("http-", getpid(), "-", counter.fetch_add(1))));
   const int wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd < 0) return absl::UnavailableError("eventfd for the coordinator bridge failed");
-  std::unique_ptr<CoordinatorBridge> bridge(new CoordinatorBridge(std::move(channel), options, wake_fd));
+  std::unique_ptr<CoordinatorBridge> bridge(
+      new CoordinatorBridge(std::move(channel), options, wake_fd));
   bridge->thread_ = std::thread([b = bridge.get()] { b->Loop(); });
   return bridge;
 }
 
-CoordinatorBridge::CoordinatorBridge(std::unique_ptr<net::Channel> channel, BridgeOptions options, int wake_fd)
+CoordinatorBridge::CoordinatorBridge(std::unique_ptr<net::Channel> channel, BridgeOptions options,
+                                     int wake_fd)
     : options_(options), channel_(std::move(channel)), wake_fd_(wake_fd) {}
 
 CoordinatorBridge::~CoordinatorBridge() {
@@ -133,7 +139,8 @@ void CoordinatorBridge::RunJob(Job& job) {
       proto::Envelope envelope = net::NewEnvelope();
       *envelope.mutable_submit() = std::move(job.submit);
       if (absl::Status sent = channel_->Send("", envelope); !sent.ok()) {
-        job.sink->OnFinished(Unavailable(absl::StrCat("cannot reach the coordinator: ", sent.message())));
+        job.sink->OnFinished(
+            Unavailable(absl::StrCat("cannot reach the coordinator: ", sent.message())));
         return;
       }
       requests_[id].sink = std::move(job.sink);
@@ -155,7 +162,8 @@ void CoordinatorBridge::RunJob(Job& job) {
       proto::Envelope envelope = net::NewEnvelope();
       envelope.mutable_status_request();
       if (absl::Status sent = channel_->Send("", envelope); !sent.ok()) {
-        job.done(absl::UnavailableError(absl::StrCat("cannot reach the coordinator: ", sent.message())));
+        job.done(
+            absl::UnavailableError(absl::StrCat("cannot reach the coordinator: ", sent.message())));
         return;
       }
       status_waiters_.emplace_back(absl::Now() + options_.status_timeout, std::move(job.done));
@@ -165,7 +173,8 @@ void CoordinatorBridge::RunJob(Job& job) {
       proto::Envelope envelope = net::NewEnvelope();
       *envelope.mutable_drain_request() = std::move(job.drain);
       if (absl::Status sent = channel_->Send("", envelope); !sent.ok()) {
-        job.drain_done(absl::UnavailableError(absl::StrCat("cannot reach the coordinator: ", sent.message())));
+        job.drain_done(
+            absl::UnavailableError(absl::StrCat("cannot reach the coordinator: ", sent.message())));
         return;
       }
       drain_waiters_.emplace_back(absl::Now() + options_.status_timeout, std::move(job.drain_done));
@@ -185,7 +194,8 @@ void CoordinatorBridge::Receive() {
       DrainCallback done = std::move(drain_waiters_.front().second);
       drain_waiters_.pop_front();
       done(envelope.drain_reply());
-    } else if (envelope.has_error() && envelope.error().request_id().empty() && !drain_waiters_.empty()) {
+    } else if (envelope.has_error() && envelope.error().request_id().empty() &&
+               !drain_waiters_.empty()) {
       DrainCallback done = std::move(drain_waiters_.front().second);
       drain_waiters_.pop_front();
       done(DrainRefusal(envelope.error()));
@@ -224,7 +234,8 @@ void CoordinatorBridge::OnTokenStream(const proto::TokenStream& stream) {
   outcome.stats = stream.stats();
   outcome.error_code = pending.error_code;
   outcome.error_message = pending.error_message;
-  if (outcome.finish_reason == proto::FINISH_REASON_ERROR && outcome.error_code == proto::ERROR_CODE_UNSPECIFIED) {
+  if (outcome.finish_reason == proto::FINISH_REASON_ERROR &&
+      outcome.error_code == proto::ERROR_CODE_UNSPECIFIED) {
     outcome.error_code = proto::ERROR_CODE_INTERNAL;
     outcome.error_message = "the request failed without a reason from the coordinator";
   }
@@ -247,14 +258,16 @@ void CoordinatorBridge::ExpireStatusQueries(bool all) {
   while (!status_waiters_.empty() && (all || status_waiters_.front().first <= now)) {
     StatusCallback done = std::move(status_waiters_.front().second);
     status_waiters_.pop_front();
-    done(absl::DeadlineExceededError(absl::StrCat("the coordinator did not answer a status query within ",
-                                                  absl::FormatDuration(options_.status_timeout))));
+    done(absl::DeadlineExceededError(
+        absl::StrCat("the coordinator did not answer a status query within ",
+                     absl::FormatDuration(options_.status_timeout))));
   }
   while (!drain_waiters_.empty() && (all || drain_waiters_.front().first <= now)) {
     DrainCallback done = std::move(drain_waiters_.front().second);
     drain_waiters_.pop_front();
-    done(absl::DeadlineExceededError(absl::StrCat("the coordinator did not answer a drain request within ",
-                                                  absl::FormatDuration(options_.status_timeout))));
+    done(absl::DeadlineExceededError(
+        absl::StrCat("the coordinator did not answer a drain request within ",
+                     absl::FormatDuration(options_.status_timeout))));
   }
 }
 

@@ -72,8 +72,8 @@ class CoordinatorBridge {
 
   // Connects (asynchronously: ZeroMQ queues until the coordinator is
   // reachable) and starts the bridge thread. Errors: ConnectChannel's.
-  static absl::StatusOr<std::unique_ptr<CoordinatorBridge>> Start(const std::string& coordinator_endpoint,
-                                                                  BridgeOptions options = {});
+  static absl::StatusOr<std::unique_ptr<CoordinatorBridge>> Start(
+      const std::string& coordinator_endpoint, BridgeOptions options = {});
   // Stop() if not stopped.
   ~CoordinatorBridge();
 

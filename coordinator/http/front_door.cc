@@ -59,9 +59,12 @@ std::string ModelNameFromPath(const std::string& path) {
 }  // namespace
 
 absl::Status FrontDoorOptions::Validate() const {
-  if (model_path.empty()) return absl::InvalidArgumentError("model_path (--model) is required: the target's GGUF");
-  if (coordinator_endpoint.empty()) return absl::InvalidArgumentError("coordinator_endpoint must not be empty");
-  if (max_in_flight < 1) return absl::InvalidArgumentError(absl::StrCat("max_in_flight ", max_in_flight, " < 1"));
+  if (model_path.empty())
+    return absl::InvalidArgumentError("model_path (--model) is required: the target's GGUF");
+  if (coordinator_endpoint.empty())
+    return absl::InvalidArgumentError("coordinator_endpoint must not be empty");
+  if (max_in_flight < 1)
+    return absl::InvalidArgumentError(absl::StrCat("max_in_flight ", max_in_flight, " < 1"));
   if (parse_threads < 1)
     return absl::InvalidArgumentError(absl::StrCat("parse_threads ", parse_threads, " < 1"));
   if (max_queued_parses < 1) {
@@ -77,15 +80,18 @@ absl::StatusOr<std::unique_ptr<FrontDoor>> FrontDoor::Start(FrontDoorOptions opt
   RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<FrontDoor> front_door(new FrontDoor(std::move(options)));
   RETURN_IF_ERROR(front_door->LoadModel());
-  front_door->request_id_prefix_ = absl::StrCat("http-", getpid(), "-", absl::Uniform<uint32_t>(absl::BitGen()), "-");
+  front_door->request_id_prefix_ =
+      absl::StrCat("http-", getpid(), "-", absl::Uniform<uint32_t>(absl::BitGen()), "-");
   front_door->started_unix_ = UnixNow();
   front_door->parse_pool_ = std::make_unique<JobPool>(front_door->options_.parse_threads,
                                                       front_door->options_.max_queued_parses);
   ASSIGN_OR_RETURN(front_door->bridge_,
-                   CoordinatorBridge::Start(front_door->options_.coordinator_endpoint, front_door->options_.bridge));
-  ASSIGN_OR_RETURN(front_door->server_, HttpServer::Start(front_door->options_.http, front_door.get()));
-  SPLITSPEC_LOG(INFO) << "http front door on " << front_door->options_.http.host << ":" << front_door->port()
-                      << " serving '" << front_door->model_name_ << "'";
+                   CoordinatorBridge::Start(front_door->options_.coordinator_endpoint,
+                                            front_door->options_.bridge));
+  ASSIGN_OR_RETURN(front_door->server_,
+                   HttpServer::Start(front_door->options_.http, front_door.get()));
+  SPLITSPEC_LOG(INFO) << "http front door on " << front_door->options_.http.host << ":"
+                      << front_door->port() << " serving '" << front_door->model_name_ << "'";
   return front_door;
 }
 
@@ -99,14 +105,18 @@ FrontDoor::~FrontDoor() {
 absl::Status FrontDoor::LoadModel() {
   const std::string& path = options_.model_path;
   auto file = model::GgufFile::Open(path);
-  if (!file.ok()) return absl::InvalidArgumentError(absl::StrCat("--model ", path, ": ", file.status().message()));
+  if (!file.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat("--model ", path, ": ", file.status().message()));
   auto tokenizer = model::LoadTokenizerFromGguf(**file);
   if (!tokenizer.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("tokenizer of ", path, ": ", tokenizer.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenizer of ", path, ": ", tokenizer.status().message()));
   }
   auto config = model::ReadModelConfig(**file);
   if (!config.ok())
-    return absl::InvalidArgumentError(absl::StrCat("config of ", path, ": ", config.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("config of ", path, ": ", config.status().message()));
   context_length_ = config->context_length;
   tokenizer_.emplace(*std::move(tokenizer));
   for (int32_t id = 0; id < tokenizer_->vocab_size(); ++id) {
@@ -117,13 +127,15 @@ absl::Status FrontDoor::LoadModel() {
     auto name = (*file)->GetString("general.name");
     model_name_ = name.ok() && !name->empty() ? std::string(*name) : ModelNameFromPath(path);
   }
-  const std::string bos = tokenizer_->bos_id() >= 0 ? tokenizer_->TokenText(tokenizer_->bos_id()) : "";
+  const std::string bos =
+      tokenizer_->bos_id() >= 0 ? tokenizer_->TokenText(tokenizer_->bos_id()) : "";
   auto chat = model::ChatTemplate::FromSource(tokenizer_->chat_template(), bos);
   if (chat.ok()) {
     chat_template_.emplace(*std::move(chat));
   } else {
-    chat_template_error_ = absl::StrCat("chat completions are unavailable for this model: ", chat.status().message(),
-                                        "; use /v1/completions");
+    chat_template_error_ =
+        absl::StrCat("chat completions are unavailable for this model: ", chat.status().message(),
+                     "; use /v1/completions");
   }
   return absl::OkStatus();
 }
@@ -133,15 +145,17 @@ void FrontDoor::OnRequest(HttpServer& server, ExchangeId id, HttpRequest request
   const bool post = request.method == "POST";
   const bool get = request.method == "GET";
   auto wrong_method = [&](const char* allowed) {
-    HttpResponse response = ErrorResponse(
-        405, absl::StrCat("method ", request.method, " is not allowed on ", path, " (use ", allowed, ")"));
+    HttpResponse response =
+        ErrorResponse(405, absl::StrCat("method ", request.method, " is not allowed on ", path,
+                                        " (use ", allowed, ")"));
     response.headers.push_back({"Allow", allowed});
     Reply(server, id, std::move(response));
   };
   const bool guarded = absl::StartsWith(path, "/v1/") || absl::StartsWith(path, "/admin/") ||
                        (path == "/metrics" && !options_.metrics_open);
   if (guarded && !Authorized(request)) {
-    return Reply(server, id, ErrorResponse(401, "missing or invalid API key (send Authorization: Bearer KEY)"));
+    return Reply(server, id,
+                 ErrorResponse(401, "missing or invalid API key (send Authorization: Bearer KEY)"));
   }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     if (!post) return wrong_method("POST");
@@ -225,21 +239,26 @@ void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRe
       http_request.body, kind, JsonLimits{.max_depth = options_.max_json_depth});
   if (!request.ok()) {
     metrics_.RecordOutcome(RequestOutcome::kRejected);
-    return Reply(server, id, ErrorResponse(400, std::string(request.status().message()), ParamOf(request.status())));
+    return Reply(
+        server, id,
+        ErrorResponse(400, std::string(request.status().message()), ParamOf(request.status())));
   }
   if (!request->model.empty() && request->model != model_name_) {
     metrics_.RecordOutcome(RequestOutcome::kRejected);
-    return Reply(server, id,
-                 ErrorResponse(404,
-                               absl::StrCat("model '", request->model, "' is not served here (this server serves '",
-                                            model_name_, "')"),
-                               "model"));
+    return Reply(
+        server, id,
+        ErrorResponse(404,
+                      absl::StrCat("model '", request->model,
+                                   "' is not served here (this server serves '", model_name_, "')"),
+                      "model"));
   }
   if (metrics_.running() >= options_.max_in_flight) {
     metrics_.RecordOutcome(RequestOutcome::kRejected);
-    return Reply(server, id,
-                 ErrorResponse(429, absl::StrCat("too many requests in flight (limit ", options_.max_in_flight, ")"),
-                               "", options_.http.retry_after_seconds));
+    return Reply(
+        server, id,
+        ErrorResponse(
+            429, absl::StrCat("too many requests in flight (limit ", options_.max_in_flight, ")"),
+            "", options_.http.retry_after_seconds));
   }
   absl::StatusOr<std::vector<int32_t>> prompt = PromptTokens(*request);
   absl::Status fits = prompt.ok() ? CheckFits(*request, prompt->size()) : prompt.status();
@@ -251,8 +270,10 @@ void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRe
   ResponderContext context;
   context.server = &server;
   context.exchange = id;
-  context.identity = {kind, absl::StrCat(kind == CompletionRequest::kChat ? "chatcmpl-" : "cmpl-", RequestIdFor(id)),
-                      UnixNow(), model_name_};
+  context.identity = {
+      kind,
+      absl::StrCat(kind == CompletionRequest::kChat ? "chatcmpl-" : "cmpl-", RequestIdFor(id)),
+      UnixNow(), model_name_};
   context.stream = request->stream;
   context.include_usage = request->stream && request->include_usage;
   if (request->echo) {
@@ -274,11 +295,13 @@ void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRe
   if (parsing != parsing_.end()) parsing_.erase(parsing);
   if (aborted) return metrics_.RecordOutcome(RequestOutcome::kCancelled);
   metrics_.AddPromptTokens(context.prompt_tokens);
-  bridge_->Submit(MakeSubmitRequest(*request, *prompt, RequestIdFor(id), end_of_generation_ids_),
-                  std::make_unique<CompletionResponder>(std::move(context), &*tokenizer_, request->stop));
+  bridge_->Submit(
+      MakeSubmitRequest(*request, *prompt, RequestIdFor(id), end_of_generation_ids_),
+      std::make_unique<CompletionResponder>(std::move(context), &*tokenizer_, request->stop));
 }
 
-absl::StatusOr<std::vector<int32_t>> FrontDoor::PromptTokens(const CompletionRequest& request) const {
+absl::StatusOr<std::vector<int32_t>> FrontDoor::PromptTokens(
+    const CompletionRequest& request) const {
   if (request.kind == CompletionRequest::kChat) {
     if (!chat_template_) return absl::InvalidArgumentError(chat_template_error_);
     // Only the template's markers become special tokens; message contents stay text.
@@ -290,8 +313,9 @@ absl::StatusOr<std::vector<int32_t>> FrontDoor::PromptTokens(const CompletionReq
     return tokenizer_->Encode(*request.prompt_text, {.add_special = true, .parse_special = true});
   for (size_t i = 0; i < request.prompt_tokens.size(); ++i) {
     if (request.prompt_tokens[i] >= tokenizer_->vocab_size()) {
-      return absl::InvalidArgumentError(absl::StrCat("'prompt' token id ", request.prompt_tokens[i], " at index ", i,
-                                                     " is outside the vocabulary [0, ", tokenizer_->vocab_size(), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("'prompt' token id ", request.prompt_tokens[i], " at index ", i,
+                       " is outside the vocabulary [0, ", tokenizer_->vocab_size(), ")"));
     }
   }
   return request.prompt_tokens;
@@ -305,10 +329,12 @@ absl::StatusOr<std::string> FrontDoor::EchoText(const CompletionRequest& request
 absl::Status FrontDoor::CheckFits(const CompletionRequest& request, size_t prompt_tokens) const {
   if (prompt_tokens == 0) return absl::InvalidArgumentError("the prompt encodes to no tokens");
   const size_t limit = static_cast<size_t>(context_length_);
-  if (prompt_tokens >= limit || (request.max_tokens > 0 && prompt_tokens + request.max_tokens > limit)) {
+  if (prompt_tokens >= limit ||
+      (request.max_tokens > 0 && prompt_tokens + request.max_tokens > limit)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "this model's maximum context length is ", context_length_, " tokens; the request has ", prompt_tokens,
-        " prompt tokens", request.max_tokens > 0 ? absl::StrCat(" and asks for ", request.max_tokens, " more") : "",
+        "this model's maximum context length is ", context_length_, " tokens; the request has ",
+        prompt_tokens, " prompt tokens",
+        request.max_tokens > 0 ? absl::StrCat(" and asks for ", request.max_tokens, " more") : "",
         " (the prompt must leave room for the completion)"));
   }
   return absl::OkStatus();
@@ -318,7 +344,8 @@ void FrontDoor::HandleHealth(HttpServer& server, ExchangeId id) {
   bridge_->QueryStatus([this, &server, id](absl::StatusOr<proto::StatusReply> status) {
     if (!status.ok()) {
       return Reply(server, id,
-                   ErrorResponse(503, std::string(status.status().message()), "", options_.http.retry_after_seconds));
+                   ErrorResponse(503, std::string(status.status().message()), "",
+                                 options_.http.retry_after_seconds));
     }
     int targets = 0;
     int drafts = 0;
@@ -328,7 +355,9 @@ void FrontDoor::HandleHealth(HttpServer& server, ExchangeId id) {
       drafts += member.role() == proto::ROLE_DRAFT_WORKER;
     }
     if (targets == 0) {
-      return Reply(server, id, ErrorResponse(503, "no target worker is alive", "", options_.http.retry_after_seconds));
+      return Reply(
+          server, id,
+          ErrorResponse(503, "no target worker is alive", "", options_.http.retry_after_seconds));
     }
     Reply(server, id,
           HttpResponse::Json(200, absl::StrCat(R"({"status":"ok","target_workers_alive":)", targets,
@@ -383,6 +412,8 @@ void FrontDoor::Reply(HttpServer& server, ExchangeId id, HttpResponse response) 
   server.Respond(id, std::move(response));
 }
 
-std::string FrontDoor::RequestIdFor(ExchangeId id) const { return absl::StrCat(request_id_prefix_, id); }
+std::string FrontDoor::RequestIdFor(ExchangeId id) const {
+  return absl::StrCat(request_id_prefix_, id);
+}
 
 }  // namespace splitspec::coordinator::http

@@ -78,10 +78,10 @@ namespace splitspec::coordinator::http {
 struct FrontDoorOptions {
   HttpServerOptions http;  // default 127.0.0.1:8000
   std::string coordinator_endpoint = "tcp://127.0.0.1:5555";
-  std::string model_path;   // required: the target model's GGUF
-  std::string model_name;   // "" : the GGUF's general.name, else the file name
-  std::string api_key;      // "" : no authentication
-  int max_in_flight = 256;  // generation requests running here; more get 429
+  std::string model_path;      // required: the target model's GGUF
+  std::string model_name;      // "" : the GGUF's general.name, else the file name
+  std::string api_key;         // "" : no authentication
+  int max_in_flight = 256;     // generation requests running here; more get 429
   bool metrics_open = false;   // serve /metrics without the API key
   int parse_threads = 2;       // JobPool threads: JSON parsing, tokenization
   int max_queued_parses = 64;  // requests waiting for a parse thread; more get 503
@@ -120,7 +120,8 @@ class FrontDoor : public HttpHandler {
   bool Authorized(const HttpRequest& request) const;
   // Runs `job` on the parse pool; when the pool is full, answers 503 + Retry-After.
   void OffloadOrRefuse(HttpServer& server, ExchangeId id, std::function<void()> job);
-  void HandleCompletion(HttpServer& server, ExchangeId id, const HttpRequest& request, CompletionRequest::Kind kind);
+  void HandleCompletion(HttpServer& server, ExchangeId id, const HttpRequest& request,
+                        CompletionRequest::Kind kind);
   absl::StatusOr<std::vector<int32_t>> PromptTokens(const CompletionRequest& request) const;
   absl::Status CheckFits(const CompletionRequest& request, size_t prompt_tokens) const;
   // echo: the prompt as the client sent it (a text prompt verbatim, token ids decoded).

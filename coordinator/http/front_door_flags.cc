@@ -33,24 +33,28 @@ void AppendFrontDoorFlags(cli::FlagTable* table) {
         "serve /metrics without the API key (for a scraper on a private network)"}});
 }
 
-absl::StatusOr<std::optional<FrontDoorOptions>> FrontDoorOptionsFromFlags(const cli::CliArgs& args,
-                                                                          const std::string& coordinator_endpoint) {
+absl::StatusOr<std::optional<FrontDoorOptions>> FrontDoorOptionsFromFlags(
+    const cli::CliArgs& args, const std::string& coordinator_endpoint) {
   if (!args.Has("http")) return std::nullopt;
   FrontDoorOptions options;
   const std::string address = args.GetString("http", "");
   const size_t colon = address.rfind(':');
   int port = 0;
-  if (colon == std::string::npos || colon == 0 || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
-    return absl::InvalidArgumentError(absl::StrCat("--http '", address, "' must be HOST:PORT, e.g. 127.0.0.1:8000"));
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http '", address, "' must be HOST:PORT, e.g. 127.0.0.1:8000"));
   }
   options.http.host = address.substr(0, colon);
   options.http.port = port;
   options.model_path = args.GetString("model", "");
-  if (options.model_path.empty()) return absl::InvalidArgumentError("--http needs --model PATH (the target's GGUF)");
+  if (options.model_path.empty())
+    return absl::InvalidArgumentError("--http needs --model PATH (the target's GGUF)");
   options.model_name = args.GetString("model-name", "");
   const char* env_key = std::getenv("SPLITSPEC_API_KEY");
   options.api_key = args.GetString("api-key", env_key != nullptr ? env_key : "");
-  ASSIGN_OR_RETURN(int64_t max_connections, args.GetInt("http-max-connections", options.http.max_connections));
+  ASSIGN_OR_RETURN(int64_t max_connections,
+                   args.GetInt("http-max-connections", options.http.max_connections));
   ASSIGN_OR_RETURN(int64_t max_in_flight, args.GetInt("http-max-in-flight", options.max_in_flight));
   ASSIGN_OR_RETURN(int64_t per_client, args.GetInt("http-max-connections-per-client",
                                                    options.http.max_connections_per_client));

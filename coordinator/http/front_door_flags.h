@@ -37,8 +37,8 @@ void AppendFrontDoorFlags(cli::FlagTable* table);
 
 // nullopt when --http is absent. Errors (InvalidArgument naming the flag): a
 // malformed --http, --http without --model, a non-integer limit.
-absl::StatusOr<std::optional<FrontDoorOptions>> FrontDoorOptionsFromFlags(const cli::CliArgs& args,
-                                                                          const std::string& coordinator_endpoint);
+absl::StatusOr<std::optional<FrontDoorOptions>> FrontDoorOptionsFromFlags(
+    const cli::CliArgs& args, const std::string& coordinator_endpoint);
 
 }  // namespace splitspec::coordinator::http
 

@@ -10,11 +10,14 @@ std::vector<double> LatencyBounds() {
           0.4,   0.5,    0.75,  1.0,  2.5,   5.0,  7.5,   10.0, 20.0, 40.0, 80.0};
 }
 
-void Header(const std::string& name, const std::string& type, const std::string& help, std::string* out) {
+void Header(const std::string& name, const std::string& type, const std::string& help,
+            std::string* out) {
   absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
 }
 
-void Sample(const std::string& name, double value, std::string* out) { absl::StrAppend(out, name, " ", value, "\n"); }
+void Sample(const std::string& name, double value, std::string* out) {
+  absl::StrAppend(out, name, " ", value, "\n");
+}
 
 const char* OutcomeName(RequestOutcome outcome) {
   switch (outcome) {
@@ -66,10 +69,11 @@ void AddPerPosition(const google::protobuf::RepeatedField<uint64_t>& add,
   for (int i = 0; i < add.size(); ++i) total->Set(i, total->Get(i) + add.Get(i));
 }
 
-void RenderPerPosition(const char* name, const char* help, const google::protobuf::RepeatedField<uint64_t>& counts,
-                       std::string* out) {
+void RenderPerPosition(const char* name, const char* help,
+                       const google::protobuf::RepeatedField<uint64_t>& counts, std::string* out) {
   Header(name, "counter", help, out);
-  for (int i = 0; i < counts.size(); ++i) absl::StrAppend(out, name, "{position=\"", i, "\"} ", counts.Get(i), "\n");
+  for (int i = 0; i < counts.size(); ++i)
+    absl::StrAppend(out, name, "{position=\"", i, "\"} ", counts.Get(i), "\n");
 }
 
 void RenderWorkers(const proto::StatusReply& status, std::string* out) {
@@ -80,20 +84,26 @@ void RenderWorkers(const proto::StatusReply& status, std::string* out) {
   };
   const Series series[] = {
       {"splitspec_worker_alive", "1 if the worker is alive in the coordinator's membership table",
-       [](const proto::MemberStatus& m) { return m.state() == proto::MEMBER_STATE_ALIVE ? 1.0 : 0.0; }},
+       [](const proto::MemberStatus& m) {
+         return m.state() == proto::MEMBER_STATE_ALIVE ? 1.0 : 0.0;
+       }},
       {"splitspec_worker_active_requests", "Requests the worker reported in its last heartbeat",
-       [](const proto::MemberStatus& m) { return static_cast<double>(m.load().active_requests()); }},
+       [](const proto::MemberStatus& m) {
+         return static_cast<double>(m.load().active_requests());
+       }},
       {"splitspec_worker_queued_blocks", "Draft blocks queued at the worker (last heartbeat)",
        [](const proto::MemberStatus& m) { return static_cast<double>(m.load().queued_blocks()); }},
-      {"splitspec_worker_step_seconds", "Mean time of the worker's recent forward steps (last heartbeat)",
+      {"splitspec_worker_step_seconds",
+       "Mean time of the worker's recent forward steps (last heartbeat)",
        [](const proto::MemberStatus& m) { return m.load().mean_step_ms() / 1000.0; }},
   };
   for (const Series& s : series) {
     Header(s.name, "gauge", s.help, out);
     for (const proto::MemberStatus& member : status.members()) {
       absl::StrAppend(out, s.name, "{worker_id=\"", member.worker_id(), "\",worker_name=\"",
-                      PrometheusLabelValue(member.worker_name()), "\",role=\"", RoleName(member.role()), "\",state=\"",
-                      StateName(member.state()), "\"} ", s.value(member), "\n");
+                      PrometheusLabelValue(member.worker_name()), "\",role=\"",
+                      RoleName(member.role()), "\",state=\"", StateName(member.state()), "\"} ",
+                      s.value(member), "\n");
     }
   }
 }
@@ -116,7 +126,8 @@ std::string PrometheusLabelValue(const std::string& value) {
   return out;
 }
 
-Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
 
 void Histogram::Observe(double value) {
   size_t bucket = 0;
@@ -138,7 +149,8 @@ void Histogram::Render(const std::string& name, const std::string& help, std::st
   absl::StrAppend(out, name, "_count ", count_, "\n");
 }
 
-FrontDoorMetrics::FrontDoorMetrics() : ttft_(LatencyBounds()), inter_token_(LatencyBounds()), e2e_(LatencyBounds()) {}
+FrontDoorMetrics::FrontDoorMetrics()
+    : ttft_(LatencyBounds()), inter_token_(LatencyBounds()), e2e_(LatencyBounds()) {}
 
 void FrontDoorMetrics::RecordOutcome(RequestOutcome outcome) {
   MutexLock lock(&mu_);
@@ -191,8 +203,9 @@ std::string FrontDoorMetrics::Render(const proto::StatusReply* status) const {
   MutexLock lock(&mu_);
   std::string out;
   Header("splitspec_requests_total", "counter", "Generation requests by outcome", &out);
-  for (RequestOutcome outcome : {RequestOutcome::kStop, RequestOutcome::kLength, RequestOutcome::kCancelled,
-                                 RequestOutcome::kRejected, RequestOutcome::kFailed}) {
+  for (RequestOutcome outcome :
+       {RequestOutcome::kStop, RequestOutcome::kLength, RequestOutcome::kCancelled,
+        RequestOutcome::kRejected, RequestOutcome::kFailed}) {
     auto it = outcomes_.find(outcome);
     absl::StrAppend(&out, "splitspec_requests_total{outcome=\"", OutcomeName(outcome), "\"} ",
                     it == outcomes_.end() ? 0 : it->second, "\n");
@@ -201,14 +214,16 @@ std::string FrontDoorMetrics::Render(const proto::StatusReply* status) const {
   for (const auto& [code, count] : http_errors_) {
     absl::StrAppend(&out, "splitspec_http_errors_total{code=\"", code, "\"} ", count, "\n");
   }
-  Header("splitspec_num_requests_running", "gauge", "Generation requests in flight at this front door", &out);
+  Header("splitspec_num_requests_running", "gauge",
+         "Generation requests in flight at this front door", &out);
   Sample("splitspec_num_requests_running", static_cast<double>(running_), &out);
   Header("splitspec_prompt_tokens_total", "counter", "Prompt tokens submitted", &out);
   Sample("splitspec_prompt_tokens_total", static_cast<double>(prompt_tokens_), &out);
   Header("splitspec_generation_tokens_total", "counter", "Generated tokens received", &out);
   Sample("splitspec_generation_tokens_total", static_cast<double>(generation_tokens_), &out);
   ttft_.Render("splitspec_time_to_first_token_seconds", "Time from request to first token", &out);
-  inter_token_.Render("splitspec_inter_token_latency_seconds", "Gap between consecutive tokens of a request", &out);
+  inter_token_.Render("splitspec_inter_token_latency_seconds",
+                      "Gap between consecutive tokens of a request", &out);
   e2e_.Render("splitspec_e2e_request_latency_seconds", "Time from request to its end", &out);
   const std::pair<const char*, uint64_t> spec[] = {
       {"splitspec_spec_decode_num_draft_tokens_total", spec_.drafted()},
@@ -219,22 +234,28 @@ std::string FrontDoorMetrics::Render(const proto::StatusReply* status) const {
     Header(name, "counter", "Speculative decoding totals of finished requests (SpecStats)", &out);
     Sample(name, static_cast<double>(value), &out);
   }
-  Header("splitspec_spec_decode_acceptance_rate", "gauge", "Accepted / verified draft tokens", &out);
+  Header("splitspec_spec_decode_acceptance_rate", "gauge", "Accepted / verified draft tokens",
+         &out);
   Sample("splitspec_spec_decode_acceptance_rate",
-         spec_.verified() == 0 ? 0.0 : static_cast<double>(spec_.accepted()) / static_cast<double>(spec_.verified()),
+         spec_.verified() == 0
+             ? 0.0
+             : static_cast<double>(spec_.accepted()) / static_cast<double>(spec_.verified()),
          &out);
   RenderPerPosition("splitspec_spec_decode_num_verified_tokens_per_pos",
-                    "Verified draft tokens by position in their block (finished requests)", spec_.verified_at(), &out);
+                    "Verified draft tokens by position in their block (finished requests)",
+                    spec_.verified_at(), &out);
   RenderPerPosition("splitspec_spec_decode_num_accepted_tokens_per_pos",
-                    "Accepted draft tokens by position in their block (finished requests)", spec_.accepted_at(), &out);
-  Header("splitspec_coordinator_up", "gauge", "1 if the coordinator answered the status query", &out);
+                    "Accepted draft tokens by position in their block (finished requests)",
+                    spec_.accepted_at(), &out);
+  Header("splitspec_coordinator_up", "gauge", "1 if the coordinator answered the status query",
+         &out);
   Sample("splitspec_coordinator_up", status != nullptr ? 1.0 : 0.0, &out);
   if (status != nullptr) {
-    Header("splitspec_num_requests_waiting", "gauge", "Requests the coordinator admitted that wait for a target group",
-           &out);
+    Header("splitspec_num_requests_waiting", "gauge",
+           "Requests the coordinator admitted that wait for a target group", &out);
     Sample("splitspec_num_requests_waiting", status->queued_requests(), &out);
-    Header("splitspec_coordinator_requests_running", "gauge", "Requests placed on target groups (all front doors)",
-           &out);
+    Header("splitspec_coordinator_requests_running", "gauge",
+           "Requests placed on target groups (all front doors)", &out);
     Sample("splitspec_coordinator_requests_running", status->running_requests(), &out);
     RenderWorkers(*status, &out);
   }

@@ -3,26 +3,30 @@
 // `splitspec_` prefix and follow vLLM's where one exists:
 //
 //   splitspec_requests_total{outcome}            counter  generation requests by outcome:
-//                                                         stop, length, cancelled (client went away),
-//                                                         rejected (4xx, 429), failed (5xx, worker error)
+//                                                         stop, length, cancelled (client went
+//                                                         away), rejected (4xx, 429), failed (5xx,
+//                                                         worker error)
 //   splitspec_http_errors_total{code}            counter  error responses by HTTP status
 //   splitspec_num_requests_running               gauge    generation requests in flight here
 //   splitspec_prompt_tokens_total                counter
 //   splitspec_generation_tokens_total            counter  tokens streamed back to clients
 //   splitspec_time_to_first_token_seconds        histogram  request received -> first token
 //   splitspec_inter_token_latency_seconds        histogram  per token: gap since the previous token
-//                                                         (tokens of one accepted block arrive together:
-//                                                         the first gets the gap, the rest 0)
+//                                                         (tokens of one accepted block arrive
+//                                                         together: the first gets the gap, the
+//                                                         rest 0)
 //   splitspec_e2e_request_latency_seconds        histogram  request received -> finished
 //   splitspec_spec_decode_num_draft_tokens_total / _num_verified_tokens_total /
 //   splitspec_spec_decode_num_accepted_tokens_total / _num_steps_total   counters from SpecStats
-//   splitspec_spec_decode_acceptance_rate        gauge    accepted / verified over all finished requests
-//   splitspec_spec_decode_num_verified_tokens_per_pos{position} / _num_accepted_tokens_per_pos{position}
-//                                                counters: draft tokens at block position i (0 = first)
-//   splitspec_num_requests_waiting               gauge    the coordinator's queue depth (admitted, not placed)
-//   splitspec_coordinator_requests_running       gauge    requests placed on target groups
-//   splitspec_coordinator_up                     gauge    1 if the coordinator answered its status
-//   splitspec_worker_alive{worker_id,worker_name,role,state}  gauge  per worker: 1 if alive
+//   splitspec_spec_decode_acceptance_rate        gauge    accepted / verified over all finished
+//   requests splitspec_spec_decode_num_verified_tokens_per_pos{position} /
+//   _num_accepted_tokens_per_pos{position}
+//                                                counters: draft tokens at block position i (0 =
+//                                                first)
+//   splitspec_num_requests_waiting               gauge    the coordinator's queue depth (admitted,
+//   not placed) splitspec_coordinator_requests_running       gauge    requests placed on target
+//   groups splitspec_coordinator_up                     gauge    1 if the coordinator answered its
+//   status splitspec_worker_alive{worker_id,worker_name,role,state}  gauge  per worker: 1 if alive
 //   splitspec_worker_active_requests{worker_id,...}, splitspec_worker_queued_blocks{...},
 //   splitspec_worker_step_seconds{...}           gauges from the workers' load reports (heartbeats)
 //

@@ -22,7 +22,9 @@ void AppendHeaders(const HttpHeaders& headers, std::string* out) {
 
 }  // namespace
 
-bool EqualsIgnoreCase(absl::string_view a, absl::string_view b) { return absl::EqualsIgnoreCase(a, b); }
+bool EqualsIgnoreCase(absl::string_view a, absl::string_view b) {
+  return absl::EqualsIgnoreCase(a, b);
+}
 
 const std::string* HttpRequest::FindHeader(absl::string_view name) const {
   for (const auto& [key, value] : headers) {
@@ -81,7 +83,8 @@ absl::string_view StatusReason(int status) {
 }
 
 std::string SerializeResponseHead(const HttpResponse& response, bool keep_alive) {
-  std::string out = absl::StrCat("HTTP/1.1 ", response.status, " ", StatusReason(response.status), "\r\n");
+  std::string out =
+      absl::StrCat("HTTP/1.1 ", response.status, " ", StatusReason(response.status), "\r\n");
   AppendHeaders(response.headers, &out);
   absl::StrAppend(&out, "Content-Length: ", response.body.size(), "\r\n");
   absl::StrAppend(&out, "Connection: ", keep_alive ? "keep-alive" : "close", "\r\n\r\n");
@@ -89,7 +92,8 @@ std::string SerializeResponseHead(const HttpResponse& response, bool keep_alive)
 }
 
 std::string SerializeStreamHead(const HttpResponse& response, bool chunked, bool keep_alive) {
-  std::string out = absl::StrCat("HTTP/1.1 ", response.status, " ", StatusReason(response.status), "\r\n");
+  std::string out =
+      absl::StrCat("HTTP/1.1 ", response.status, " ", StatusReason(response.status), "\r\n");
   AppendHeaders(response.headers, &out);
   if (chunked) out += "Transfer-Encoding: chunked\r\n";
   absl::StrAppend(&out, "Connection: ", keep_alive && chunked ? "keep-alive" : "close", "\r\n\r\n");

@@ -40,7 +40,8 @@ struct HttpResponse {
   std::string body;
 
   static HttpResponse Json(int status, std::string body);
-  static HttpResponse Text(int status, std::string body, std::string content_type = "text/plain; charset=utf-8");
+  static HttpResponse Text(int status, std::string body,
+                           std::string content_type = "text/plain; charset=utf-8");
 };
 
 // "OK", "Bad Request", ...; "Unknown" for codes the server never sends.

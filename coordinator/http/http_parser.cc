@@ -74,7 +74,8 @@ std::optional<HttpParseResult> ParseRequestLine(absl::string_view line, HttpRequ
   if (parts.size() != 3) {
     return Error(400, "malformed request line (expected 'METHOD /path HTTP/1.1')");
   }
-  if (!IsToken(parts[0])) return Error(400, absl::StrCat("malformed method '", absl::CEscape(parts[0]), "'"));
+  if (!IsToken(parts[0]))
+    return Error(400, absl::StrCat("malformed method '", absl::CEscape(parts[0]), "'"));
   const absl::string_view target = parts[1];
   if (target.empty() || target[0] != '/') {
     return Error(400, "request target must be an absolute path starting with '/'");
@@ -83,12 +84,13 @@ std::optional<HttpParseResult> ParseRequestLine(absl::string_view line, HttpRequ
     if (!IsTargetChar(c)) return Error(400, "request target contains a control character or space");
   }
   const absl::string_view version = parts[2];
-  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || !absl::ascii_isdigit(version[5]) || version[6] != '.' ||
-      !absl::ascii_isdigit(version[7])) {
+  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || !absl::ascii_isdigit(version[5]) ||
+      version[6] != '.' || !absl::ascii_isdigit(version[7])) {
     return Error(400, absl::StrCat("malformed HTTP version '", absl::CEscape(version), "'"));
   }
   if (version[5] != '1' || (version[7] != '0' && version[7] != '1')) {
-    return Error(505, absl::StrCat("HTTP version ", version.substr(5), " is not supported (use 1.1)"));
+    return Error(505,
+                 absl::StrCat("HTTP version ", version.substr(5), " is not supported (use 1.1)"));
   }
   request->method = std::string(parts[0]);
   request->target = std::string(target);
@@ -98,15 +100,19 @@ std::optional<HttpParseResult> ParseRequestLine(absl::string_view line, HttpRequ
 }
 
 std::optional<HttpParseResult> ParseHeaderLine(absl::string_view line, HttpRequest* request) {
-  if (line[0] == ' ' || line[0] == '\t') return Error(400, "obsolete header line folding is not accepted");
+  if (line[0] == ' ' || line[0] == '\t')
+    return Error(400, "obsolete header line folding is not accepted");
   const size_t colon = line.find(':');
   if (colon == absl::string_view::npos) {
-    return Error(400, absl::StrCat("header line without ':' ('", absl::CEscape(line.substr(0, 40)), "')"));
+    return Error(
+        400, absl::StrCat("header line without ':' ('", absl::CEscape(line.substr(0, 40)), "')"));
   }
   const absl::string_view name = line.substr(0, colon);
-  if (!IsToken(name)) return Error(400, absl::StrCat("malformed header name '", absl::CEscape(name), "'"));
+  if (!IsToken(name))
+    return Error(400, absl::StrCat("malformed header name '", absl::CEscape(name), "'"));
   const absl::string_view value = absl::StripAsciiWhitespace(line.substr(colon + 1));
-  if (!IsFieldValue(value)) return Error(400, absl::StrCat("header ", name, " has a control character in its value"));
+  if (!IsFieldValue(value))
+    return Error(400, absl::StrCat("header ", name, " has a control character in its value"));
   request->headers.emplace_back(std::string(name), std::string(value));
   return std::nullopt;
 }
@@ -134,14 +140,16 @@ std::optional<HttpParseResult> BodyFraming(const HttpRequest& request, const Htt
     }
     if (!absl::EqualsIgnoreCase(name, "Content-Length")) continue;
     uint64_t parsed = 0;
-    const bool digits =
-        !value.empty() && std::all_of(value.begin(), value.end(), [](char c) { return absl::ascii_isdigit(c); });
+    const bool digits = !value.empty() && std::all_of(value.begin(), value.end(), [](char c) {
+      return absl::ascii_isdigit(c);
+    });
     if (!digits || !absl::SimpleAtoi(value, &parsed)) {
       return Error(400, absl::StrCat("malformed Content-Length '", absl::CEscape(value), "'"));
     }
     if (seen && parsed != *length) return Error(400, "conflicting Content-Length headers");
     if (parsed > limits.max_body_bytes) {
-      return Error(413, absl::StrCat("body of ", parsed, " bytes exceeds the limit of ", limits.max_body_bytes));
+      return Error(413, absl::StrCat("body of ", parsed, " bytes exceeds the limit of ",
+                                     limits.max_body_bytes));
     }
     *length = static_cast<size_t>(parsed);
     seen = true;
@@ -211,21 +219,23 @@ HttpParseResult ParseHttpRequest(absl::string_view buffer, const HttpLimits& lim
   const size_t head_end = buffer.find("\r\n\r\n");
   if (head_end == absl::string_view::npos) {
     if (buffer.size() > limits.max_header_bytes) {
-      return Error(431, absl::StrCat("header section exceeds the limit of ", limits.max_header_bytes, " bytes"));
+      return Error(431, absl::StrCat("header section exceeds the limit of ",
+                                     limits.max_header_bytes, " bytes"));
     }
     return HttpParseResult{};
   }
   const size_t head_size = head_end + 4;
   if (head_size > limits.max_header_bytes) {
-    return Error(
-        431, absl::StrCat("header section of ", head_size, " bytes exceeds the limit of ", limits.max_header_bytes));
+    return Error(431, absl::StrCat("header section of ", head_size, " bytes exceeds the limit of ",
+                                   limits.max_header_bytes));
   }
   HttpParseResult result;
   HttpRequest& request = result.request;
   const std::vector<absl::string_view> lines = absl::StrSplit(buffer.substr(0, head_end), "\r\n");
   if (auto error = ParseRequestLine(lines[0], &request)) return *std::move(error);
   if (lines.size() - 1 > limits.max_headers) {
-    return Error(431, absl::StrCat(lines.size() - 1, " header fields exceed the limit of ", limits.max_headers));
+    return Error(431, absl::StrCat(lines.size() - 1, " header fields exceed the limit of ",
+                                   limits.max_headers));
   }
   for (size_t i = 1; i < lines.size(); ++i) {
     if (lines[i].empty()) return Error(400, "empty header line");

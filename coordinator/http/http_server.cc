@@ -39,22 +39,30 @@ struct HttpServer::Connection {
 };
 
 absl::Status HttpServerOptions::Validate() const {
-  if (port < 0 || port > 65535) return absl::InvalidArgumentError(absl::StrCat("port ", port, " outside [0, 65535]"));
-  if (max_connections < 1) return absl::InvalidArgumentError(absl::StrCat("max_connections ", max_connections, " < 1"));
+  if (port < 0 || port > 65535)
+    return absl::InvalidArgumentError(absl::StrCat("port ", port, " outside [0, 65535]"));
+  if (max_connections < 1)
+    return absl::InvalidArgumentError(absl::StrCat("max_connections ", max_connections, " < 1"));
   if (max_connections_per_client < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_connections_per_client ", max_connections_per_client, " < 1"));
   }
-  if (limits.max_header_bytes < 64) return absl::InvalidArgumentError("limits.max_header_bytes must be at least 64");
-  if (request_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("request_timeout must be positive");
-  if (idle_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("idle_timeout must be positive");
-  if (max_output_bytes < 4096) return absl::InvalidArgumentError("max_output_bytes must be at least 4096");
+  if (limits.max_header_bytes < 64)
+    return absl::InvalidArgumentError("limits.max_header_bytes must be at least 64");
+  if (request_timeout <= absl::ZeroDuration())
+    return absl::InvalidArgumentError("request_timeout must be positive");
+  if (idle_timeout <= absl::ZeroDuration())
+    return absl::InvalidArgumentError("idle_timeout must be positive");
+  if (max_output_bytes < 4096)
+    return absl::InvalidArgumentError("max_output_bytes must be at least 4096");
   return absl::OkStatus();
 }
 
-HttpServer::HttpServer(const HttpServerOptions& options, HttpHandler* handler) : options_(options), handler_(handler) {}
+HttpServer::HttpServer(const HttpServerOptions& options, HttpHandler* handler)
+    : options_(options), handler_(handler) {}
 
-absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options, HttpHandler* handler) {
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
+                                                              HttpHandler* handler) {
   if (absl::Status valid = options.Validate(); !valid.ok()) return valid;
   std::unique_ptr<HttpServer> server(new HttpServer(options, handler));
   if (absl::Status listening = server->Listen(); !listening.ok()) return listening;
@@ -83,10 +91,12 @@ absl::Status HttpServer::Listen() {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(options_.port));
   if (inet_pton(AF_INET, options_.host.c_str(), &addr.sin_addr) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("host '", options_.host, "' is not an IPv4 address"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("host '", options_.host, "' is not an IPv4 address"));
   }
   listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0) return absl::UnavailableError(absl::StrCat("socket() for ", address, ": ", strerror(errno)));
+  if (listen_fd_ < 0)
+    return absl::UnavailableError(absl::StrCat("socket() for ", address, ": ", strerror(errno)));
   const int one = 1;
   setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
@@ -99,7 +109,8 @@ absl::Status HttpServer::Listen() {
   port_ = ntohs(addr.sin_port);
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (epoll_fd_ < 0 || wake_fd_ < 0) return absl::UnavailableError(absl::StrCat("epoll/eventfd: ", strerror(errno)));
+  if (epoll_fd_ < 0 || wake_fd_ < 0)
+    return absl::UnavailableError(absl::StrCat("epoll/eventfd: ", strerror(errno)));
   for (int fd : {listen_fd_, wake_fd_}) {
     epoll_event event{};
     event.events = EPOLLIN;
@@ -115,7 +126,9 @@ void HttpServer::Respond(ExchangeId id, HttpResponse response) {
 void HttpServer::BeginStream(ExchangeId id, HttpResponse head) {
   Post(Action{Action::kBeginStream, id, std::move(head), {}});
 }
-void HttpServer::StreamWrite(ExchangeId id, std::string data) { Post(Action{Action::kWrite, id, {}, std::move(data)}); }
+void HttpServer::StreamWrite(ExchangeId id, std::string data) {
+  Post(Action{Action::kWrite, id, {}, std::move(data)});
+}
 void HttpServer::EndStream(ExchangeId id) { Post(Action{Action::kEnd, id, {}, {}}); }
 
 HttpServerCounters HttpServer::counters() const {
@@ -229,7 +242,8 @@ void HttpServer::OnReadable(Connection& connection) {
   while (connection.in.size() < cap) {
     const ssize_t got = recv(connection.fd, buffer, sizeof(buffer), 0);
     if (got > 0) {
-      if (connection.in.empty() && connection.exchange == 0) connection.request_started = absl::Now();
+      if (connection.in.empty() && connection.exchange == 0)
+        connection.request_started = absl::Now();
       connection.in.append(buffer, static_cast<size_t>(got));
       connection.last_activity = absl::Now();
       continue;
@@ -249,7 +263,8 @@ void HttpServer::Dispatch(Connection& connection) {
   }
   HttpParseResult parsed = ParseHttpRequest(connection.in, options_.limits);
   if (parsed.kind == HttpParseResult::kIncomplete) {
-    if (connection.request_started == absl::InfiniteFuture()) connection.request_started = absl::Now();
+    if (connection.request_started == absl::InfiniteFuture())
+      connection.request_started = absl::Now();
     UpdateInterest(connection);
     return;
   }
@@ -299,13 +314,15 @@ void HttpServer::Apply(Action& action) {
   switch (action.kind) {
     case Action::kRespond:
       connection.status = absl::StrCat(action.response.status);
-      connection.out += SerializeResponseHead(action.response, connection.keep_alive) + action.response.body;
+      connection.out +=
+          SerializeResponseHead(action.response, connection.keep_alive) + action.response.body;
       connection.close_after_write = !connection.keep_alive;
       finished = true;
       break;
     case Action::kBeginStream:
       connection.status = absl::StrCat(action.response.status);
-      connection.out += SerializeStreamHead(action.response, connection.chunked, connection.keep_alive);
+      connection.out +=
+          SerializeStreamHead(action.response, connection.chunked, connection.keep_alive);
       break;
     case Action::kWrite:
       connection.out += connection.chunked ? EncodeChunk(action.data) : action.data;
@@ -323,7 +340,8 @@ void HttpServer::Apply(Action& action) {
     connection.last_activity = absl::Now();
   }
   if (connection.out.size() > options_.max_output_bytes) {
-    SPLITSPEC_LOG(WARNING) << "http: dropping a client that left " << connection.out.size() << " bytes unread";
+    SPLITSPEC_LOG(WARNING) << "http: dropping a client that left " << connection.out.size()
+                           << " bytes unread";
     Close(connection);
     return;
   }
@@ -334,7 +352,8 @@ void HttpServer::Apply(Action& action) {
 
 void HttpServer::Flush(Connection& connection) {
   while (!connection.out.empty()) {
-    const ssize_t sent = send(connection.fd, connection.out.data(), connection.out.size(), MSG_NOSIGNAL);
+    const ssize_t sent =
+        send(connection.fd, connection.out.data(), connection.out.size(), MSG_NOSIGNAL);
     if (sent > 0) {
       connection.out.erase(0, static_cast<size_t>(sent));
       continue;
@@ -360,7 +379,8 @@ void HttpServer::UpdateInterest(Connection& connection) {
   epoll_event event{};
   event.events = interest;  // EPOLLHUP and EPOLLERR are always reported
   event.data.fd = connection.fd;
-  epoll_ctl(epoll_fd_, connection.registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, connection.fd, &event);
+  epoll_ctl(epoll_fd_, connection.registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, connection.fd,
+            &event);
   connection.registered = true;
   connection.interest = interest;
 }
@@ -394,9 +414,9 @@ void HttpServer::Sweep() {
     Connection& connection = *slot;
     if (connection.exchange != 0 || connection.close_after_write) continue;
     if (now - connection.request_started > options_.request_timeout) {
-      RefuseWith(
-          connection, 408,
-          absl::StrCat("request not received completely within ", absl::FormatDuration(options_.request_timeout)));
+      RefuseWith(connection, 408,
+                 absl::StrCat("request not received completely within ",
+                              absl::FormatDuration(options_.request_timeout)));
     } else if (connection.in.empty() && now - connection.last_activity > options_.idle_timeout) {
       Close(connection);
     }

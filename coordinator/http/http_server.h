@@ -83,7 +83,7 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";  // loopback only by default; "0.0.0.0" for all interfaces
   int port = 8000;                 // 0 picks a free port (see HttpServer::port())
   HttpLimits limits;
-  int max_connections = 512;                           // open connections; more are answered 503
+  int max_connections = 512;            // open connections; more are answered 503
   int max_connections_per_client = 64;  // from one IPv4 address; more are answered 503
   absl::Duration request_timeout = absl::Seconds(30);  // first byte of a request to its last
   absl::Duration idle_timeout = absl::Seconds(60);     // keep-alive connection with nothing to do
@@ -107,7 +107,8 @@ class HttpServer {
   // Binds host:port, listens and starts the I/O thread. Errors: the options'
   // (InvalidArgument), or Unavailable naming the address for a socket, bind
   // or listen failure. REQUIRES: handler outlives the server.
-  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options, HttpHandler* handler);
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,
+                                                           HttpHandler* handler);
   // Stops the I/O thread and closes every connection (no handler calls).
   ~HttpServer();
 
@@ -162,7 +163,7 @@ class HttpServer {
   std::vector<std::unique_ptr<Connection>> slots_;  // indexed by fd
   int open_connections_ = 0;
   ExchangeId next_exchange_ = 1;
-  absl::flat_hash_map<ExchangeId, int> exchange_fds_;  // unfinished exchanges -> connection fd
+  absl::flat_hash_map<ExchangeId, int> exchange_fds_;      // unfinished exchanges -> connection fd
   absl::flat_hash_map<uint32_t, int> client_connections_;  // open connections per client address
   absl::Time last_sweep_ = absl::Now();
 

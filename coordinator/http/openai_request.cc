@@ -63,14 +63,15 @@ absl::StatusOr<int64_t> AsInteger(absl::string_view field, const Value& value) {
 }
 
 // Reads an optional number field into *out, checking [low, high] (open at low when `low_open`).
-absl::Status ReadNumber(const Struct& body, const std::string& field, double low, double high, bool low_open,
-                        float* out) {
+absl::Status ReadNumber(const Struct& body, const std::string& field, double low, double high,
+                        bool low_open, float* out) {
   const Value* value = Find(body, field);
   if (value == nullptr) return absl::OkStatus();
   if (value->kind_case() != Value::kNumberValue) return WrongType(field, "a number", *value);
   const double number = value->number_value();
   if (!(low_open ? number > low : number >= low) || number > high) {
-    return FieldError(field, absl::StrCat("must be in ", low_open ? "(" : "[", low, ", ", high, "], got ", number));
+    return FieldError(field, absl::StrCat("must be in ", low_open ? "(" : "[", low, ", ", high,
+                                          "], got ", number));
   }
   *out = static_cast<float>(number);
   return absl::OkStatus();
@@ -96,12 +97,15 @@ absl::Status ReadPrompt(const Struct& body, CompletionRequest* request) {
       const Value& item = list.values(i);
       if (item.kind_case() != Value::kNumberValue) {
         return FieldError(
-            "prompt", absl::StrCat("must be a string, one string in an array, or an array of token ids;", " element ",
-                                   i, " is ", KindName(item), " (batched prompts are not supported)"));
+            "prompt",
+            absl::StrCat("must be a string, one string in an array, or an array of token ids;",
+                         " element ", i, " is ", KindName(item),
+                         " (batched prompts are not supported)"));
       }
       ASSIGN_OR_RETURN(int64_t id, AsInteger(absl::StrCat("prompt[", i, "]"), item));
       if (id < 0 || id > INT32_MAX)
-        return FieldError("prompt", absl::StrCat("token id ", id, " at index ", i, " is negative or too large"));
+        return FieldError(
+            "prompt", absl::StrCat("token id ", id, " at index ", i, " is negative or too large"));
       request->prompt_tokens.push_back(static_cast<int32_t>(id));
     }
   } else {
@@ -124,12 +128,15 @@ absl::StatusOr<std::string> ReadContent(int index, const Struct& message) {
     return WrongType(field, "a string or an array of text parts", *content);
   std::string text;
   for (const Value& part : content->list_value().values()) {
-    if (part.kind_case() != Value::kStructValue) return WrongType(field, "an array of text parts", part);
+    if (part.kind_case() != Value::kStructValue)
+      return WrongType(field, "an array of text parts", part);
     const Value* type = Find(part.struct_value(), "type");
     const Value* part_text = Find(part.struct_value(), "text");
-    if (type == nullptr || type->kind_case() != Value::kStringValue || type->string_value() != "text" ||
-        part_text == nullptr || part_text->kind_case() != Value::kStringValue) {
-      return FieldError(field, "parts must be {\"type\": \"text\", \"text\": string} (only text is supported)");
+    if (type == nullptr || type->kind_case() != Value::kStringValue ||
+        type->string_value() != "text" || part_text == nullptr ||
+        part_text->kind_case() != Value::kStringValue) {
+      return FieldError(
+          field, "parts must be {\"type\": \"text\", \"text\": string} (only text is supported)");
     }
     text += part_text->string_value();
   }
@@ -139,15 +146,18 @@ absl::StatusOr<std::string> ReadContent(int index, const Struct& message) {
 absl::Status ReadMessages(const Struct& body, CompletionRequest* request) {
   const Value* messages = Find(body, "messages");
   if (messages == nullptr) return FieldError("messages", "is required");
-  if (messages->kind_case() != Value::kListValue) return WrongType("messages", "an array", *messages);
+  if (messages->kind_case() != Value::kListValue)
+    return WrongType("messages", "an array", *messages);
   if (messages->list_value().values_size() == 0) return FieldError("messages", "must not be empty");
   int index = 0;
   for (const Value& item : messages->list_value().values()) {
     if (item.kind_case() != Value::kStructValue)
       return WrongType(absl::StrCat("messages[", index, "]"), "an object", item);
     const Value* role = Find(item.struct_value(), "role");
-    if (role == nullptr) return FieldError(absl::StrCat("messages[", index, "].role"), "is required");
-    ASSIGN_OR_RETURN(std::string role_name, AsString(absl::StrCat("messages[", index, "].role"), *role));
+    if (role == nullptr)
+      return FieldError(absl::StrCat("messages[", index, "].role"), "is required");
+    ASSIGN_OR_RETURN(std::string role_name,
+                     AsString(absl::StrCat("messages[", index, "].role"), *role));
     ASSIGN_OR_RETURN(std::string content, ReadContent(index, item.struct_value()));
     if (role_name == "developer") role_name = "system";
     request->messages.push_back({std::move(role_name), std::move(content)});
@@ -170,7 +180,8 @@ absl::Status ReadStop(const Struct& body, CompletionRequest* request) {
     return WrongType("stop", "a string or an array of strings", *stop);
   }
   if (request->stop.size() > kMaxStopStrings) {
-    return FieldError("stop", absl::StrCat("has ", request->stop.size(), " strings; at most ", kMaxStopStrings));
+    return FieldError(
+        "stop", absl::StrCat("has ", request->stop.size(), " strings; at most ", kMaxStopStrings));
   }
   for (const std::string& text : request->stop) {
     if (text.empty()) return FieldError("stop", "must not contain an empty string");
@@ -211,20 +222,24 @@ absl::Status ReadFlags(const Struct& body, CompletionRequest* request) {
   if (const Value* n = Find(body, "n")) {
     ASSIGN_OR_RETURN(int64_t count, AsInteger("n", *n));
     if (count != 1)
-      return FieldError("n", absl::StrCat("must be 1 (one choice per request is supported), got ", count));
+      return FieldError(
+          "n", absl::StrCat("must be 1 (one choice per request is supported), got ", count));
   }
   if (const Value* best_of = Find(body, "best_of")) {
     ASSIGN_OR_RETURN(int64_t count, AsInteger("best_of", *best_of));
     if (count != 1)
-      return FieldError("best_of", absl::StrCat("must be 1 (one choice per request is supported), got ", count));
+      return FieldError(
+          "best_of", absl::StrCat("must be 1 (one choice per request is supported), got ", count));
   }
   if (const Value* logprobs = Find(body, "logprobs")) {
-    const bool off = (logprobs->kind_case() == Value::kBoolValue && !logprobs->bool_value()) ||
-                     (logprobs->kind_case() == Value::kNumberValue && logprobs->number_value() == 0);
+    const bool off =
+        (logprobs->kind_case() == Value::kBoolValue && !logprobs->bool_value()) ||
+        (logprobs->kind_case() == Value::kNumberValue && logprobs->number_value() == 0);
     if (!off)
-      return FieldError("logprobs",
-                        "is not supported: target workers return accepted tokens, not their log probabilities "
-                        "(leave it unset, null, false or 0)");
+      return FieldError(
+          "logprobs",
+          "is not supported: target workers return accepted tokens, not their log probabilities "
+          "(leave it unset, null, false or 0)");
   }
   if (const Value* echo = Find(body, "echo")) {
     if (echo->kind_case() != Value::kBoolValue) return WrongType("echo", "a boolean", *echo);
@@ -237,7 +252,8 @@ absl::Status ReadFlags(const Struct& body, CompletionRequest* request) {
     request->stream = stream->bool_value();
   }
   if (const Value* options = Find(body, "stream_options")) {
-    if (options->kind_case() != Value::kStructValue) return WrongType("stream_options", "an object", *options);
+    if (options->kind_case() != Value::kStructValue)
+      return WrongType("stream_options", "an object", *options);
     if (const Value* usage = Find(options->struct_value(), "include_usage")) {
       if (usage->kind_case() != Value::kBoolValue)
         return WrongType("stream_options.include_usage", "a boolean", *usage);
@@ -254,13 +270,15 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json,
                                                          const JsonLimits& limits) {
   RETURN_IF_ERROR(CheckJsonText(json, limits));
   Value root;
-  const auto parsed =
-      google::protobuf::util::JsonStringToMessage(google::protobuf::StringPiece(json.data(), json.size()), &root);
+  const auto parsed = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(json.data(), json.size()), &root);
   if (!parsed.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("malformed JSON body: ", std::string(parsed.message())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed JSON body: ", std::string(parsed.message())));
   }
   if (root.kind_case() != Value::kStructValue) {
-    return absl::InvalidArgumentError(absl::StrCat("the JSON body must be an object, got ", KindName(root)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the JSON body must be an object, got ", KindName(root)));
   }
   const Struct& body = root.struct_value();
   CompletionRequest request;
@@ -283,8 +301,10 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json,
   return request;
 }
 
-proto::SubmitRequest MakeSubmitRequest(const CompletionRequest& request, absl::Span<const int32_t> prompt,
-                                       const std::string& request_id, absl::Span<const int32_t> stop_token_ids) {
+proto::SubmitRequest MakeSubmitRequest(const CompletionRequest& request,
+                                       absl::Span<const int32_t> prompt,
+                                       const std::string& request_id,
+                                       absl::Span<const int32_t> stop_token_ids) {
   proto::SubmitRequest submit;
   submit.set_request_id(request_id);
   submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());

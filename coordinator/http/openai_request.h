@@ -74,8 +74,10 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json,
 // The request's SamplingParams and prompt as a SubmitRequest. `stop_token_ids`
 // are the model's end-of-generation ids. The verify mode is left to the
 // cluster (greedy at temperature 0, rejection otherwise).
-proto::SubmitRequest MakeSubmitRequest(const CompletionRequest& request, absl::Span<const int32_t> prompt,
-                                       const std::string& request_id, absl::Span<const int32_t> stop_token_ids);
+proto::SubmitRequest MakeSubmitRequest(const CompletionRequest& request,
+                                       absl::Span<const int32_t> prompt,
+                                       const std::string& request_id,
+                                       absl::Span<const int32_t> stop_token_ids);
 
 // The field an InvalidArgument from ParseCompletionRequest names ("" if none).
 std::string ParamOf(const absl::Status& status);

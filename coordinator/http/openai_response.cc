@@ -24,8 +24,9 @@ void WriteUsage(const CompletionUsage& usage, JsonWriter& w) {
   w.Key("verified_tokens").Int(static_cast<int64_t>(stats.verified()));
   w.Key("accepted_tokens").Int(static_cast<int64_t>(stats.accepted()));
   w.Key("acceptance_rate")
-      .Double(stats.verified() == 0 ? 0.0
-                                    : static_cast<double>(stats.accepted()) / static_cast<double>(stats.verified()));
+      .Double(stats.verified() == 0
+                  ? 0.0
+                  : static_cast<double>(stats.accepted()) / static_cast<double>(stats.verified()));
   w.Key("steps").Int(static_cast<int64_t>(stats.steps()));
   w.EndObject();
 }
@@ -60,15 +61,21 @@ absl::string_view FinishReasonName(proto::FinishReason reason) {
   }
 }
 
-std::string CompletionJson(const ResponseIdentity& identity, absl::string_view text, absl::string_view finish_reason,
-                           const CompletionUsage& usage) {
+std::string CompletionJson(const ResponseIdentity& identity, absl::string_view text,
+                           absl::string_view finish_reason, const CompletionUsage& usage) {
   JsonWriter w;
   w.BeginObject();
   WriteHeader(identity, IsChat(identity) ? "chat.completion" : "text_completion", w);
   w.Key("choices").BeginArray().BeginObject();
   w.Key("index").Int(0);
   if (IsChat(identity)) {
-    w.Key("message").BeginObject().Key("role").String("assistant").Key("content").String(text).EndObject();
+    w.Key("message")
+        .BeginObject()
+        .Key("role")
+        .String("assistant")
+        .Key("content")
+        .String(text)
+        .EndObject();
   } else {
     w.Key("text").String(text);
   }
@@ -81,8 +88,8 @@ std::string CompletionJson(const ResponseIdentity& identity, absl::string_view t
   return w.Take();
 }
 
-std::string CompletionChunkJson(const ResponseIdentity& identity, absl::string_view text, bool first,
-                                std::optional<absl::string_view> finish_reason,
+std::string CompletionChunkJson(const ResponseIdentity& identity, absl::string_view text,
+                                bool first, std::optional<absl::string_view> finish_reason,
                                 const std::optional<CompletionUsage>& usage) {
   JsonWriter w;
   w.BeginObject();
@@ -132,7 +139,8 @@ std::string ModelsJson(absl::string_view model, int64_t created) {
   return w.Take();
 }
 
-std::string ErrorJson(int http_status, absl::string_view message, absl::string_view param, absl::string_view code) {
+std::string ErrorJson(int http_status, absl::string_view message, absl::string_view param,
+                      absl::string_view code) {
   JsonWriter w;
   w.BeginObject().Key("error").BeginObject();
   w.Key("message").String(message);

@@ -42,13 +42,13 @@ struct CompletionUsage {
 absl::string_view FinishReasonName(proto::FinishReason reason);
 
 // A whole (non-streamed) text_completion or chat.completion object.
-std::string CompletionJson(const ResponseIdentity& identity, absl::string_view text, absl::string_view finish_reason,
-                           const CompletionUsage& usage);
+std::string CompletionJson(const ResponseIdentity& identity, absl::string_view text,
+                           absl::string_view finish_reason, const CompletionUsage& usage);
 
 // One streamed chunk. Chat chunks carry the role in the first chunk
 // (`first`). `finish_reason` and `usage` are set on the last chunk only.
-std::string CompletionChunkJson(const ResponseIdentity& identity, absl::string_view text, bool first,
-                                std::optional<absl::string_view> finish_reason,
+std::string CompletionChunkJson(const ResponseIdentity& identity, absl::string_view text,
+                                bool first, std::optional<absl::string_view> finish_reason,
                                 const std::optional<CompletionUsage>& usage);
 
 // The usage-only chunk OpenAI sends last when stream_options.include_usage is

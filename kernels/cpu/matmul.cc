@@ -71,7 +71,8 @@ float DotBlock32(GgmlType type, const void* row, const Blocks32View& x, int64_t 
   }
   if (q41) {
     return (((lanes[4] + lanes[0]) + (lanes[6] + lanes[2])) +
-            ((lanes[5] + lanes[1]) + (lanes[7] + lanes[3]))) + acc_min;
+            ((lanes[5] + lanes[1]) + (lanes[7] + lanes[3]))) +
+           acc_min;
   }
   return acc + acc_min;
 }

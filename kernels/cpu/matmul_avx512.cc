@@ -195,7 +195,8 @@ inline __m512i LoadBlockHeads(const uint8_t* group, int n) {
       const __m512i hi =
           _mm512_maskz_loadu_epi8(ByteMask(kBytes - 128 * c - 64), group + 128 * c + 64);
       const __m512i index = _mm512_loadu_si512(table.index[c]);
-      heads = _mm512_or_si512(heads, _mm512_maskz_permutex2var_epi16(table.lanes[c], lo, index, hi));
+      heads =
+          _mm512_or_si512(heads, _mm512_maskz_permutex2var_epi16(table.lanes[c], lo, index, hi));
     }
     return heads;
   }
@@ -330,9 +331,9 @@ struct Q4_1Kernel {
         const bool second = k + 1 < n;
         const WeightPair w = LoadWeightPair<GgmlType::kQ4_1, kVnni>(blocks, g + k, second);
         for (int t = 0; t < N; ++t) {
-          const __m512i x = second ? _mm512_loadu_si512(xq[t] + 32 * (g + k))
-                                   : _mm512_maskz_loadu_epi8(__mmask64(0xFFFFFFFFu),
-                                                             xq[t] + 32 * (g + k));
+          const __m512i x =
+              second ? _mm512_loadu_si512(xq[t] + 32 * (g + k))
+                     : _mm512_maskz_loadu_epi8(__mmask64(0xFFFFFFFFu), xq[t] + 32 * (g + k));
           const __m512 partial = _mm512_cvtepi32_ps(DotPair<GgmlType::kQ4_1, kVnni>(w, x));
           acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale[t][k]),
                                    _mm512_castps512_ps256(partial), acc[t]);
@@ -385,8 +386,8 @@ void Q4_1PairRow(const BlockQ4_1* blocks, int64_t nb, int64_t r, const Q4_1PairT
   __m512 acc[P];
   for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
   __m512 mins = _mm512_setzero_ps();
-  const __m512i first_index = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 16, 16, 16, 16,
-                                                16, 16);
+  const __m512i first_index =
+      _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 16, 16, 16, 16, 16, 16);
   const __m512i one = _mm512_set1_epi32(1);
   for (int64_t g = 0; g < nb; g += 16) {
     const int n = nb - g >= 16 ? 16 : static_cast<int>(nb - g);
@@ -406,8 +407,8 @@ void Q4_1PairRow(const BlockQ4_1* blocks, int64_t nb, int64_t r, const Q4_1PairT
         const __m512 s = _mm512_permutex2var_ps(scale[2 * p], index, scale[2 * p + 1]);
         acc[p] = _mm512_fmadd_ps(s, partial, acc[p]);
       }
-      mins = _mm512_fmadd_ps(_mm512_set1_ps(wm[k]), _mm512_loadu_ps(tile.d_sum + 16 * (g + k)),
-                             mins);
+      mins =
+          _mm512_fmadd_ps(_mm512_set1_ps(wm[k]), _mm512_loadu_ps(tile.d_sum + 16 * (g + k)), mins);
       index = _mm512_add_epi32(index, one);
     }
   }
@@ -425,18 +426,23 @@ void Q4_1PairRow(const BlockQ4_1* blocks, int64_t nb, int64_t r, const Q4_1PairT
 template <bool kVnni>
 void Q4_1PairRowAnyP(const BlockQ4_1* blocks, int64_t nb, int64_t r, const Q4_1PairTile& tile) {
   switch ((tile.tokens + 1) / 2) {
-    case 1: return Q4_1PairRow<kVnni, 1>(blocks, nb, r, tile);
-    case 2: return Q4_1PairRow<kVnni, 2>(blocks, nb, r, tile);
-    case 3: return Q4_1PairRow<kVnni, 3>(blocks, nb, r, tile);
-    case 4: return Q4_1PairRow<kVnni, 4>(blocks, nb, r, tile);
-    default: return Q4_1PairRow<kVnni, 5>(blocks, nb, r, tile);
+    case 1:
+      return Q4_1PairRow<kVnni, 1>(blocks, nb, r, tile);
+    case 2:
+      return Q4_1PairRow<kVnni, 2>(blocks, nb, r, tile);
+    case 3:
+      return Q4_1PairRow<kVnni, 3>(blocks, nb, r, tile);
+    case 4:
+      return Q4_1PairRow<kVnni, 4>(blocks, nb, r, tile);
+    default:
+      return Q4_1PairRow<kVnni, 5>(blocks, nb, r, tile);
   }
 }
 
 // Rearranges tokens [t0, t0 + count) of x for Q4_1PairRow into *x_out and *d_sum_out (an
 // odd count's last pair repeats its token; its second output is not written).
-void Q4_1PairLayout(const PackedActivations& x, int64_t t0, int count, float* y,
-                    int64_t y_stride, int8_t* x_out, float* d_sum_out, Q4_1PairTile* tile) {
+void Q4_1PairLayout(const PackedActivations& x, int64_t t0, int count, float* y, int64_t y_stride,
+                    int8_t* x_out, float* d_sum_out, Q4_1PairTile* tile) {
   const int64_t cols = x.cols;
   const int64_t nb = cols / 32;
   const int64_t padded = Blocks32Padded(nb);
@@ -466,8 +472,8 @@ void Q4_1PairLayout(const PackedActivations& x, int64_t t0, int count, float* y,
 // Q4_1 rows for x.tokens >= 2: tiles of at most 2 * kMaxQ4_1Pairs tokens, of balanced
 // sizes; each weight row is read once per 4 tiles.
 template <bool kVnni>
-void Q4_1MultiTokenRows(const void* w, int64_t cols, const PackedActivations& x,
-                        int64_t row_begin, int64_t row_end, float* y, int64_t y_stride) {
+void Q4_1MultiTokenRows(const void* w, int64_t cols, const PackedActivations& x, int64_t row_begin,
+                        int64_t row_end, float* y, int64_t y_stride) {
   const int64_t nb = cols / 32;
   const int64_t num_tiles = (x.tokens + 2 * kMaxQ4_1Pairs - 1) / (2 * kMaxQ4_1Pairs);
   const int64_t x_stride = kMaxQ4_1Pairs * nb * 64;
@@ -515,8 +521,8 @@ void MatMulRowsAvx512Impl(GgmlType weight_type, const void* w, int64_t cols,
       if (x.tokens >= 2) {
         return Q4_1MultiTokenRows<kVnni>(w, cols, x, row_begin, row_end, y, y_stride);
       }
-      return ForEachRowAndTile(Q4_1Kernel<kVnni>{cols}, weight_type, w, cols, x, row_begin,
-                               row_end, y, y_stride);
+      return ForEachRowAndTile(Q4_1Kernel<kVnni>{cols}, weight_type, w, cols, x, row_begin, row_end,
+                               y, y_stride);
     case GgmlType::kQ8_0:
       return ForEachRowAndTile(Block32Kernel<GgmlType::kQ8_0, kVnni>{cols}, weight_type, w, cols, x,
                                row_begin, row_end, y, y_stride);

@@ -52,7 +52,7 @@ inline float HorizontalSum(__m256 v) {
 struct UnpackedSuperBlock {
   __m512i q[4];
   __m512i scales[4];
-  __m256i sum_weights;  // int16 x 16
+  __m256i sum_weights;     // int16 x 16
   __m256i offset_weights;  // Q6_K: the scales times -32 (int16 x 16); unused otherwise
   float d;
   float d_correction;  // Q4_K / Q5_K: dmin (subtracted); Q6_K: unused (folded into ints)
@@ -193,8 +193,7 @@ struct KQuantKernel {
         const __m256i correction = _mm256_madd_epi16(w.sum_weights, sums16);  // 8 x int32
         if constexpr (kType == GgmlType::kQ6_K) {
           if constexpr (!kVnni) {
-            isum =
-                _mm512_sub_epi32(isum, _mm512_zextsi256_si512(_mm256_slli_epi32(correction, 5)));
+            isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(_mm256_slli_epi32(correction, 5)));
           }
         } else {
           acc_min[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(correction),
@@ -213,14 +212,14 @@ void MatMulRowsKQuantsAvx512Impl(GgmlType weight_type, const void* w, int64_t co
                                  float* y, int64_t y_stride) {
   switch (weight_type) {
     case GgmlType::kQ4_K:
-      return ForEachRowAndTile(KQuantKernel<GgmlType::kQ4_K, kVnni>{cols}, weight_type, w, cols,
-                               x, row_begin, row_end, y, y_stride);
+      return ForEachRowAndTile(KQuantKernel<GgmlType::kQ4_K, kVnni>{cols}, weight_type, w, cols, x,
+                               row_begin, row_end, y, y_stride);
     case GgmlType::kQ5_K:
-      return ForEachRowAndTile(KQuantKernel<GgmlType::kQ5_K, kVnni>{cols}, weight_type, w, cols,
-                               x, row_begin, row_end, y, y_stride);
+      return ForEachRowAndTile(KQuantKernel<GgmlType::kQ5_K, kVnni>{cols}, weight_type, w, cols, x,
+                               row_begin, row_end, y, y_stride);
     case GgmlType::kQ6_K:
-      return ForEachRowAndTile(KQuantKernel<GgmlType::kQ6_K, kVnni>{cols}, weight_type, w, cols,
-                               x, row_begin, row_end, y, y_stride);
+      return ForEachRowAndTile(KQuantKernel<GgmlType::kQ6_K, kVnni>{cols}, weight_type, w, cols, x,
+                               row_begin, row_end, y, y_stride);
     default:
       __builtin_trap();  // programmer error: MatMulRows only routes K-quants here
   }

@@ -2,9 +2,9 @@
 // references that the CPU and CUDA verification kernels and the runtime's
 // samplers are built on.
 //
-//   const int token = SampleFromWeights(probs, vocab, UniformDouble(seed, pos, RandomPurpose::kSample));
-//   const int greedy = ArgmaxProbs(probs, vocab);
-//   const int coupled = GumbelArgmax(probs, vocab, seed, pos);
+//   const int token = SampleFromWeights(probs, vocab, UniformDouble(seed, pos,
+//   RandomPurpose::kSample)); const int greedy = ArgmaxProbs(probs, vocab); const int coupled =
+//   GumbelArgmax(probs, vocab, seed, pos);
 //
 // Rows are unnormalized non-negative weights [n]. Every function validates the
 // entries it reads and returns -1 when the row has a negative or non-finite

@@ -90,7 +90,8 @@ SPLITSPEC_HOST_DEVICE double UniformDouble(uint64_t seed, int64_t position, Rand
 // Standard Gumbel noise -log(-log(u)) for `token` at (seed, position): the
 // coupled mode's shared noise. Finite, since u is strictly inside (0, 1).
 SPLITSPEC_HOST_DEVICE double GumbelNoise(uint64_t seed, int64_t position, int32_t token) {
-  const double u = UniformDouble(seed, position, RandomPurpose::kGumbel, static_cast<uint32_t>(token));
+  const double u =
+      UniformDouble(seed, position, RandomPurpose::kGumbel, static_cast<uint32_t>(token));
   return -log(-log(u));
 }
 

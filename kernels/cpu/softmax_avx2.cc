@@ -18,7 +18,8 @@ inline __m256 Exp256(__m256 x) {
   // return exactly 0 there (so -inf logits get probability 0, as the reference does).
   const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
   x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, kLog2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 n =
+      _mm256_round_ps(_mm256_mul_ps(x, kLog2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, kLn2Hi, x);
   r = _mm256_fnmadd_ps(n, kLn2Lo, r);
   __m256 p = _mm256_set1_ps(1.9875691500E-4f);
@@ -29,7 +30,8 @@ inline __m256 Exp256(__m256 x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
   const __m256 r2 = _mm256_mul_ps(r, r);
   p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i exponent = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  const __m256i exponent =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(exponent)));
 }
 
@@ -72,7 +74,8 @@ void SoftmaxRowsAvx2(const float* logits, float* probs, int rows, int cols) {
       sum += out[c];
     }
     const __m256 inv = _mm256_set1_ps(1.0f / sum);
-    for (int c = 0; c < vec_end; c += 8) _mm256_storeu_ps(out + c, _mm256_mul_ps(_mm256_loadu_ps(out + c), inv));
+    for (int c = 0; c < vec_end; c += 8)
+      _mm256_storeu_ps(out + c, _mm256_mul_ps(_mm256_loadu_ps(out + c), inv));
     for (int c = vec_end; c < cols; ++c) out[c] *= 1.0f / sum;
   }
 }

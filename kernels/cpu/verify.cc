@@ -62,7 +62,8 @@ int32_t BuildResidual(const VerifyBatchView& view, int64_t g, const float* p, fl
 
 // The mode's own choice from row p at `position` (greedy/coupled target token,
 // or a rejection-mode bonus sample). -1 if the row is malformed.
-int32_t ChooseFromRow(int32_t mode, const float* p, int32_t vocab, uint64_t seed, int64_t position) {
+int32_t ChooseFromRow(int32_t mode, const float* p, int32_t vocab, uint64_t seed,
+                      int64_t position) {
   switch (mode) {
     case kVerifyGreedy:
       return ArgmaxProbs(p, vocab);
@@ -73,7 +74,8 @@ int32_t ChooseFromRow(int32_t mode, const float* p, int32_t vocab, uint64_t seed
   }
 }
 
-SequenceResult VerifySequence(const VerifyBatchView& view, int32_t s, std::vector<float>& residual) {
+SequenceResult VerifySequence(const VerifyBatchView& view, int32_t s,
+                              std::vector<float>& residual) {
   SequenceResult result;
   auto fail = [&result](int32_t code, int32_t index) {
     result = SequenceResult{};
@@ -88,7 +90,8 @@ SequenceResult VerifySequence(const VerifyBatchView& view, int32_t s, std::vecto
   const int32_t begin = view.draft_offsets[s];
   const int32_t k = view.draft_offsets[s + 1] - begin;
   if (begin < 0 || k < 0) return fail(kVerifyBadShape, -1);
-  if (mode == kVerifyRejection && k > 0 && view.q_format == kDraftQNone) return fail(kVerifyBadDraftQ, 0);
+  if (mode == kVerifyRejection && k > 0 && view.q_format == kDraftQNone)
+    return fail(kVerifyBadDraftQ, 0);
 
   const int32_t vocab = view.vocab;
   const uint64_t seed = view.seeds[s];
@@ -134,7 +137,8 @@ SequenceResult VerifySequence(const VerifyBatchView& view, int32_t s, std::vecto
   }
   result.num_committed = result.accepted;
   if (view.want_bonus[s]) {
-    const int32_t bonus = ChooseFromRow(mode, rows + static_cast<int64_t>(k) * vocab, vocab, seed, start + k);
+    const int32_t bonus =
+        ChooseFromRow(mode, rows + static_cast<int64_t>(k) * vocab, vocab, seed, start + k);
     if (bonus < 0) return fail(kVerifyBadTargetRow, k);
     out[result.num_committed++] = bonus;
   }

@@ -34,12 +34,12 @@ enum DraftQFormat : int32_t {
 // num_committed = 0, rejected = 0, and error_index names the draft index (or -1).
 enum VerifyErrorCode : int32_t {
   kVerifyOk = 0,
-  kVerifyBadMode = 1,            // modes[s] is not a VerifyModeCode
-  kVerifyBadShape = 2,           // draft_offsets not non-decreasing
-  kVerifyTokenOutOfRange = 3,    // a draft token outside [0, vocab)
-  kVerifyTokenHasZeroQ = 4,      // rejection: q_i(x_i) == 0, the draft cannot have sampled x_i
-  kVerifyBadDraftQ = 5,          // q missing, or an entry negative/non-finite/out of range
-  kVerifyBadTargetRow = 6,       // a p entry negative/non-finite, or a row with no mass
+  kVerifyBadMode = 1,          // modes[s] is not a VerifyModeCode
+  kVerifyBadShape = 2,         // draft_offsets not non-decreasing
+  kVerifyTokenOutOfRange = 3,  // a draft token outside [0, vocab)
+  kVerifyTokenHasZeroQ = 4,    // rejection: q_i(x_i) == 0, the draft cannot have sampled x_i
+  kVerifyBadDraftQ = 5,        // q missing, or an entry negative/non-finite/out of range
+  kVerifyBadTargetRow = 6,     // a p entry negative/non-finite, or a row with no mass
 };
 
 struct VerifyBatchView {
@@ -47,7 +47,7 @@ struct VerifyBatchView {
   int32_t vocab = 0;
 
   // Inputs, per sequence [num_sequences] (draft_offsets: [num_sequences + 1], starts at 0).
-  const int32_t* modes = nullptr;            // VerifyModeCode
+  const int32_t* modes = nullptr;  // VerifyModeCode
   const int32_t* draft_offsets = nullptr;
   const uint64_t* seeds = nullptr;           // request seed: the Philox key
   const int64_t* start_positions = nullptr;  // position of the first draft token
@@ -60,7 +60,8 @@ struct VerifyBatchView {
   int32_t q_format = kDraftQNone;
   const int32_t* q_offsets = nullptr;  // sparse: [num_draft_tokens + 1]
   const int32_t* q_ids = nullptr;      // sparse: [q_offsets[num_draft_tokens]], unique per row
-  const float* q_probs = nullptr;      // sparse: [q_offsets[num_draft_tokens]]; dense: [num_draft_tokens, vocab]
+  const float* q_probs =
+      nullptr;  // sparse: [q_offsets[num_draft_tokens]]; dense: [num_draft_tokens, vocab]
 
   // Workspace [num_sequences, vocab] for the rejection residual. The CUDA
   // launcher requires it; the CPU reference ignores it (it uses its own).

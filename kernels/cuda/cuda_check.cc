@@ -7,8 +7,8 @@ namespace splitspec::kernels {
 absl::Status CudaStatus(cudaError_t error, const char* statement, const char* file, int line) {
   if (error == cudaSuccess) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(statement, " failed at ", file, ":", line, ": ",
-                                          cudaGetErrorName(error), " (",
-                                          cudaGetErrorString(error), ")"));
+                                          cudaGetErrorName(error), " (", cudaGetErrorString(error),
+                                          ")"));
 }
 
 bool CudaDeviceAvailable() {

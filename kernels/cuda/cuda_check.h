@@ -21,11 +21,11 @@ bool CudaDeviceAvailable();
 
 }  // namespace splitspec::kernels
 
-#define CUDA_RETURN_IF_ERROR(stmt)                                                      \
-  do {                                                                                  \
-    ::absl::Status splitspec_cuda_status_ =                                             \
-        ::splitspec::kernels::CudaStatus((stmt), #stmt, __FILE__, __LINE__);            \
-    if (!splitspec_cuda_status_.ok()) return splitspec_cuda_status_;                    \
+#define CUDA_RETURN_IF_ERROR(stmt)                                           \
+  do {                                                                       \
+    ::absl::Status splitspec_cuda_status_ =                                  \
+        ::splitspec::kernels::CudaStatus((stmt), #stmt, __FILE__, __LINE__); \
+    if (!splitspec_cuda_status_.ok()) return splitspec_cuda_status_;         \
   } while (0)
 
 #endif  // SPLITSPEC_KERNELS_CUDA_CUDA_CHECK_H_

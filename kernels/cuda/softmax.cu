@@ -15,12 +15,14 @@ constexpr int kThreads = 256;
 __device__ float BlockMax(float value, float* scratch) {
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
-  for (int offset = 16; offset > 0; offset /= 2) value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  for (int offset = 16; offset > 0; offset /= 2)
+    value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
   if (lane == 0) scratch[warp] = value;
   __syncthreads();
   if (warp == 0) {
     value = lane < kThreads / 32 ? scratch[lane] : -FLT_MAX;
-    for (int offset = 16; offset > 0; offset /= 2) value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
+    for (int offset = 16; offset > 0; offset /= 2)
+      value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
     if (lane == 0) scratch[0] = value;
   }
   __syncthreads();
@@ -48,7 +50,8 @@ __global__ void SoftmaxRowsKernel(const float* __restrict__ logits, float* probs
   // Sum: pad the second stage with zeros rather than duplicates.
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
-  for (int offset = 16; offset > 0; offset /= 2) local_sum += __shfl_xor_sync(0xffffffffu, local_sum, offset);
+  for (int offset = 16; offset > 0; offset /= 2)
+    local_sum += __shfl_xor_sync(0xffffffffu, local_sum, offset);
   if (lane == 0) scratch[warp] = local_sum;
   __syncthreads();
   if (warp == 0) {
@@ -66,8 +69,8 @@ __global__ void SoftmaxRowsKernel(const float* __restrict__ logits, float* probs
 absl::Status LaunchSoftmaxRows(const float* d_logits, float* d_probs, int rows, int cols,
                                cudaStream_t stream) {
   if (rows < 0 || cols < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("LaunchSoftmaxRows: rows=", rows, " cols=", cols, " (need rows >= 0, cols >= 1)"));
+    return absl::InvalidArgumentError(absl::StrCat("LaunchSoftmaxRows: rows=", rows, " cols=", cols,
+                                                   " (need rows >= 0, cols >= 1)"));
   }
   if (rows == 0) return absl::OkStatus();
   SoftmaxRowsKernel<<<rows, kThreads, 0, stream>>>(d_logits, d_probs, cols);

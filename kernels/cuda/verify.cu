@@ -16,8 +16,8 @@ constexpr int kThreads = 256;
 struct BlockScratch {
   double key[kThreads];  // argmax keys, or per-thread weight sums when sampling
   int index[kThreads];
-  int flag;              // set when an invalid entry was seen
-  int result;            // a block-wide answer broadcast to all threads
+  int flag;    // set when an invalid entry was seen
+  int result;  // a block-wide answer broadcast to all threads
   int chosen_thread;
   double chosen_prefix;
   double target;
@@ -51,7 +51,8 @@ __device__ int BlockArgmax(const float* p, int n, bool coupled, uint64_t seed, i
   sh.index[tid] = best;
   __syncthreads();
   for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-    if (tid < stride && Better(sh.key[tid + stride], sh.index[tid + stride], sh.key[tid], sh.index[tid])) {
+    if (tid < stride &&
+        Better(sh.key[tid + stride], sh.index[tid + stride], sh.key[tid], sh.index[tid])) {
       sh.key[tid] = sh.key[tid + stride];
       sh.index[tid] = sh.index[tid + stride];
     }
@@ -126,7 +127,8 @@ __device__ int BlockSample(const float* w, int n, double u, BlockScratch& sh) {
 }
 
 // The mode's own choice from row p (see ChooseFromRow in kernels/cpu/verify.cc).
-__device__ int BlockChoose(int mode, const float* p, int n, uint64_t seed, int64_t position, BlockScratch& sh) {
+__device__ int BlockChoose(int mode, const float* p, int n, uint64_t seed, int64_t position,
+                           BlockScratch& sh) {
   if (mode == kVerifyRejection) {
     return BlockSample(p, n, UniformDouble(seed, position, RandomPurpose::kSample), sh);
   }
@@ -152,8 +154,8 @@ __device__ float DraftQAt(const VerifyBatchView& view, int64_t g, int token) {
 
 // residual = max(0, p - q_g) into `residual` [vocab]. Returns kVerifyOk, or
 // kVerifyBadTargetRow if p is malformed, else kVerifyBadDraftQ if q is.
-__device__ int BlockResidual(const VerifyBatchView& view, int64_t g, const float* p, float* residual,
-                              BlockScratch& sh) {
+__device__ int BlockResidual(const VerifyBatchView& view, int64_t g, const float* p,
+                             float* residual, BlockScratch& sh) {
   const int tid = threadIdx.x, vocab = view.vocab;
   if (tid == 0) sh.flag = 0;
   __syncthreads();
@@ -181,15 +183,17 @@ __device__ int BlockResidual(const VerifyBatchView& view, int64_t g, const float
     }
   }
   __syncthreads();
-  const int error = (sh.flag & 1) ? kVerifyBadTargetRow : (sh.flag & 2) ? kVerifyBadDraftQ : kVerifyOk;
+  const int error = (sh.flag & 1)   ? kVerifyBadTargetRow
+                    : (sh.flag & 2) ? kVerifyBadDraftQ
+                                    : kVerifyOk;
   __syncthreads();
   return error;
 }
 
 // ---- The kernel: one block per sequence, the CPU reference's control flow ----
 
-__device__ void WriteResult(const VerifyBatchView& view, int s, int accepted, int committed, bool rejected,
-                            int error, int error_index) {
+__device__ void WriteResult(const VerifyBatchView& view, int s, int accepted, int committed,
+                            bool rejected, int error, int error_index) {
   if (threadIdx.x != 0) return;
   view.out_accepted[s] = error ? 0 : accepted;
   view.out_num_committed[s] = error ? 0 : committed;
@@ -224,16 +228,21 @@ __global__ void VerifyBatchKernel(VerifyBatchView view) {
     const int token = view.draft_tokens[g];
     const float* p = rows + static_cast<int64_t>(i) * vocab;
     const int64_t position = start + i;
-    if (token < 0 || token >= vocab) return WriteResult(view, s, 0, 0, false, kVerifyTokenOutOfRange, i);
+    if (token < 0 || token >= vocab)
+      return WriteResult(view, s, 0, 0, false, kVerifyTokenOutOfRange, i);
     int correction;
     if (mode == kVerifyRejection) {
       if (threadIdx.x == 0) {
         const float q = DraftQAt(view, g, token);
-        if (q < 0.0f) sh.result = -kVerifyBadDraftQ;
-        else if (q == 0.0f) sh.result = -kVerifyTokenHasZeroQ;
-        else if (!IsValidWeight(p[token])) sh.result = -kVerifyBadTargetRow;
-        else sh.result = UniformDouble(seed, position, RandomPurpose::kAcceptTest) <
-                         static_cast<double>(p[token]) / static_cast<double>(q);
+        if (q < 0.0f)
+          sh.result = -kVerifyBadDraftQ;
+        else if (q == 0.0f)
+          sh.result = -kVerifyTokenHasZeroQ;
+        else if (!IsValidWeight(p[token]))
+          sh.result = -kVerifyBadTargetRow;
+        else
+          sh.result = UniformDouble(seed, position, RandomPurpose::kAcceptTest) <
+                      static_cast<double>(p[token]) / static_cast<double>(q);
       }
       __syncthreads();
       const int decision = sh.result;
@@ -263,7 +272,8 @@ __global__ void VerifyBatchKernel(VerifyBatchView view) {
   }
   int committed = accepted;
   if (view.want_bonus[s]) {
-    const int bonus = BlockChoose(mode, rows + static_cast<int64_t>(k) * vocab, vocab, seed, start + k, sh);
+    const int bonus =
+        BlockChoose(mode, rows + static_cast<int64_t>(k) * vocab, vocab, seed, start + k, sh);
     if (bonus < 0) return WriteResult(view, s, 0, 0, false, kVerifyBadTargetRow, k);
     if (threadIdx.x == 0) out[committed] = bonus;
     ++committed;
@@ -279,8 +289,9 @@ absl::Status NullArgument(const char* name) {
 
 absl::Status LaunchVerifyBatch(const VerifyBatchView& view, cudaStream_t stream) {
   if (view.num_sequences < 0 || view.vocab < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("LaunchVerifyBatch: num_sequences=", view.num_sequences,
-                                                   " vocab=", view.vocab, " (need >= 0 and >= 1)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("LaunchVerifyBatch: num_sequences=", view.num_sequences, " vocab=", view.vocab,
+                     " (need >= 0 and >= 1)"));
   }
   if (view.num_sequences == 0) return absl::OkStatus();
   const struct {
@@ -307,8 +318,10 @@ absl::Status LaunchVerifyBatch(const VerifyBatchView& view, cudaStream_t stream)
     return NullArgument("q_offsets or q_ids (sparse q)");
   }
   if (view.q_format != kDraftQNone && view.q_probs == nullptr) return NullArgument("q_probs");
-  if (view.q_format != kDraftQNone && view.q_format != kDraftQSparse && view.q_format != kDraftQDense) {
-    return absl::InvalidArgumentError(absl::StrCat("LaunchVerifyBatch: unknown q_format ", view.q_format));
+  if (view.q_format != kDraftQNone && view.q_format != kDraftQSparse &&
+      view.q_format != kDraftQDense) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LaunchVerifyBatch: unknown q_format ", view.q_format));
   }
   VerifyBatchKernel<<<view.num_sequences, kThreads, 0, stream>>>(view);
   CUDA_RETURN_IF_ERROR(cudaGetLastError());

@@ -24,11 +24,16 @@ LogLevel ReadLevelFromEnv() {
 
 const char* LevelLetter(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return "D";
-    case LogLevel::kInfo: return "I";
-    case LogLevel::kWarning: return "W";
-    case LogLevel::kError: return "E";
-    case LogLevel::kFatal: return "F";
+    case LogLevel::kDebug:
+      return "D";
+    case LogLevel::kInfo:
+      return "I";
+    case LogLevel::kWarning:
+      return "W";
+    case LogLevel::kError:
+      return "E";
+    case LogLevel::kFatal:
+      return "F";
   }
   return "?";
 }
@@ -40,12 +45,13 @@ std::atomic<int>& MinLevel() {
 
 }  // namespace
 
-bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= MinLevel().load(std::memory_order_relaxed); }
+bool LogEnabled(LogLevel level) {
+  return static_cast<int>(level) >= MinLevel().load(std::memory_order_relaxed);
+}
 
 void SetDefaultLogLevel(LogLevel level) {
   if (std::getenv("SPLITSPEC_LOG_LEVEL") == nullptr) MinLevel().store(static_cast<int>(level));
 }
-
 
 LogMessage::LogMessage(LogLevel level, const char* file, int line) : level_(level) {
   const auto now = std::chrono::system_clock::now();

@@ -49,17 +49,16 @@ struct LogVoidify {
 #define SPLITSPEC_LOG_LEVEL_WARNING ::splitspec::LogLevel::kWarning
 #define SPLITSPEC_LOG_LEVEL_ERROR ::splitspec::LogLevel::kError
 
-#define SPLITSPEC_LOG(level)                                           \
-  !::splitspec::LogEnabled(SPLITSPEC_LOG_LEVEL_##level)                \
-      ? (void)0                                                        \
-      : ::splitspec::LogVoidify() &                                    \
+#define SPLITSPEC_LOG(level)                            \
+  !::splitspec::LogEnabled(SPLITSPEC_LOG_LEVEL_##level) \
+      ? (void)0                                         \
+      : ::splitspec::LogVoidify() &                     \
             ::splitspec::LogMessage(SPLITSPEC_LOG_LEVEL_##level, __FILE__, __LINE__).stream()
 
-#define SPLITSPEC_CHECK(cond)                                                              \
-  (cond) ? (void)0                                                                         \
-         : ::splitspec::LogVoidify() &                                                     \
-               ::splitspec::LogMessage(::splitspec::LogLevel::kFatal, __FILE__, __LINE__) \
-                       .stream()                                                           \
+#define SPLITSPEC_CHECK(cond)                                                                      \
+  (cond) ? (void)0                                                                                 \
+         : ::splitspec::LogVoidify() &                                                             \
+               ::splitspec::LogMessage(::splitspec::LogLevel::kFatal, __FILE__, __LINE__).stream() \
                    << "CHECK failed: " #cond " "
 
 #endif  // SPLITSPEC_RUNTIME_BASE_LOGGING_H_

@@ -60,7 +60,8 @@ class CondVar {
   // Returns false if `timeout` passed (the predicate may still have become true).
   bool WaitWithTimeout(Mutex* mu, absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
-    const bool notified = cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout)) == std::cv_status::no_timeout;
+    const bool notified =
+        cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout)) == std::cv_status::no_timeout;
     lock.release();
     return notified;
   }

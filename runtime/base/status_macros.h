@@ -20,16 +20,17 @@
 #define SPLITSPEC_STATUS_CONCAT_(a, b) SPLITSPEC_STATUS_CONCAT_INNER_(a, b)
 
 // Evaluates `expr` (an absl::Status) and returns it from the enclosing function if not OK.
-#define RETURN_IF_ERROR(expr)                                   \
-  do {                                                          \
-    ::absl::Status splitspec_status_ = (expr);                  \
-    if (!splitspec_status_.ok()) return splitspec_status_;      \
+#define RETURN_IF_ERROR(expr)                              \
+  do {                                                     \
+    ::absl::Status splitspec_status_ = (expr);             \
+    if (!splitspec_status_.ok()) return splitspec_status_; \
   } while (0)
 
 // Evaluates `rexpr` (an absl::StatusOr<T>); on error returns its status, otherwise
 // move-assigns the value to `lhs` (which may be a declaration: `ASSIGN_OR_RETURN(auto x, F())`).
-#define ASSIGN_OR_RETURN(lhs, rexpr) \
-  SPLITSPEC_ASSIGN_OR_RETURN_IMPL_(SPLITSPEC_STATUS_CONCAT_(splitspec_statusor_, __LINE__), lhs, rexpr)
+#define ASSIGN_OR_RETURN(lhs, rexpr)                                                             \
+  SPLITSPEC_ASSIGN_OR_RETURN_IMPL_(SPLITSPEC_STATUS_CONCAT_(splitspec_statusor_, __LINE__), lhs, \
+                                   rexpr)
 
 #define SPLITSPEC_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, rexpr) \
   auto tmp = (rexpr);                                     \

@@ -29,7 +29,8 @@ std::vector<char*> MergedEnvironment(const std::vector<std::string>& extra_env) 
     const absl::string_view entry(*e);
     const absl::string_view name = entry.substr(0, entry.find('='));
     bool replaced = false;
-    for (const std::string& extra : extra_env) replaced |= absl::StartsWith(extra, absl::StrCat(name, "="));
+    for (const std::string& extra : extra_env)
+      replaced |= absl::StartsWith(extra, absl::StrCat(name, "="));
     if (!replaced) env.push_back(*e);
   }
   for (const std::string& extra : extra_env) env.push_back(const_cast<char*>(extra.c_str()));
@@ -39,7 +40,8 @@ std::vector<char*> MergedEnvironment(const std::vector<std::string>& extra_env) 
 
 }  // namespace
 
-absl::StatusOr<Subprocess> Subprocess::Spawn(const std::vector<std::string>& argv, const std::string& log_path,
+absl::StatusOr<Subprocess> Subprocess::Spawn(const std::vector<std::string>& argv,
+                                             const std::string& log_path,
                                              const std::vector<std::string>& extra_env) {
   return Start(argv, log_path, extra_env, /*detached=*/false);
 }
@@ -73,7 +75,8 @@ absl::StatusOr<Subprocess> Subprocess::Start(const std::vector<std::string>& arg
   const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, &attributes, args.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
-  if (rc != 0) return absl::InternalError(absl::StrCat("cannot start ", argv[0], ": ", std::strerror(rc)));
+  if (rc != 0)
+    return absl::InternalError(absl::StrCat("cannot start ", argv[0], ": ", std::strerror(rc)));
   return Subprocess(pid, log_path, detached);
 }
 

@@ -26,7 +26,8 @@ class Subprocess {
   // environment, with `extra_env` ("NAME=VALUE" entries) replacing or adding
   // variables. Errors: Internal naming argv[0] if the spawn fails (missing
   // binary, no permission).
-  static absl::StatusOr<Subprocess> Spawn(const std::vector<std::string>& argv, const std::string& log_path,
+  static absl::StatusOr<Subprocess> Spawn(const std::vector<std::string>& argv,
+                                          const std::string& log_path,
                                           const std::vector<std::string>& extra_env = {});
 
   // Like Spawn, but the child runs in a new session (setsid: Ctrl-C on this

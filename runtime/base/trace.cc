@@ -14,7 +14,8 @@ Tracer& Tracer::Global() {
   return *tracer;
 }
 
-void Tracer::Record(const std::string& track, const std::string& name, absl::Time start, absl::Time end) {
+void Tracer::Record(const std::string& track, const std::string& name, absl::Time start,
+                    absl::Time end) {
   MutexLock lock(&mu_);
   events_.push_back({track, name, start, end});
 }
@@ -42,13 +43,13 @@ absl::Status Tracer::WriteChromeJson(const std::string& path) const {
   out << "[\n";
   bool first = true;
   for (const auto& [track, id] : track_ids) {
-    out << (first ? "" : ",\n") << "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" << getpid() << ",\"tid\":" << id
-        << ",\"args\":{\"name\":\"" << track << "\"}}";
+    out << (first ? "" : ",\n") << "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" << getpid()
+        << ",\"tid\":" << id << ",\"args\":{\"name\":\"" << track << "\"}}";
     first = false;
   }
   for (const Event& e : events_) {
-    out << (first ? "" : ",\n") << "{\"ph\":\"X\",\"name\":\"" << e.name << "\",\"cat\":\"" << e.track
-        << "\",\"pid\":" << getpid() << ",\"tid\":" << track_ids[e.track]
+    out << (first ? "" : ",\n") << "{\"ph\":\"X\",\"name\":\"" << e.name << "\",\"cat\":\""
+        << e.track << "\",\"pid\":" << getpid() << ",\"tid\":" << track_ids[e.track]
         << ",\"ts\":" << absl::ToDoubleMicroseconds(e.start - origin)
         << ",\"dur\":" << absl::ToDoubleMicroseconds(e.end - e.start) << "}";
     first = false;

@@ -53,7 +53,9 @@ class Tracer {
 class ScopedTrace {
  public:
   ScopedTrace(const char* track, const char* name)
-      : track_(track), name_(name), start_(Tracer::Global().enabled() ? absl::Now() : absl::InfinitePast()) {}
+      : track_(track),
+        name_(name),
+        start_(Tracer::Global().enabled() ? absl::Now() : absl::InfinitePast()) {}
   ~ScopedTrace() {
     if (start_ != absl::InfinitePast()) Tracer::Global().Record(track_, name_, start_, absl::Now());
   }

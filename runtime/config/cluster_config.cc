@@ -28,7 +28,8 @@ std::string WithArticle(TomlValue::Kind kind) {
 class TableReader {
  public:
   // `prefix` names the table in field paths: "coordinator", "target_group[1]".
-  TableReader(const TomlTable& table, std::string prefix, const std::string& base_dir, ClusterConfig* config)
+  TableReader(const TomlTable& table, std::string prefix, const std::string& base_dir,
+              ClusterConfig* config)
       : table_(table), prefix_(std::move(prefix)), base_dir_(base_dir), config_(config) {}
 
   absl::Status String(const std::string& key, std::string* out) {
@@ -63,7 +64,8 @@ class TableReader {
     out->clear();
     for (const TomlValue& e : v->elements) {
       if (e.kind != TomlValue::Kind::kString) {
-        return Error(e.line, key, absl::StrCat("expected an array of strings, found ", WithArticle(e.kind)));
+        return Error(e.line, key,
+                     absl::StrCat("expected an array of strings, found ", WithArticle(e.kind)));
       }
       out->push_back(e.string_value);
     }
@@ -74,19 +76,24 @@ class TableReader {
   // array of tables.
   absl::StatusOr<const TomlTable*> Table(const std::string& key) {
     used_.insert(key);
-    if (const TomlValue* v = table_.FindValue(key)) return Error(v->line, key, "expected a [table], found a value");
+    if (const TomlValue* v = table_.FindValue(key))
+      return Error(v->line, key, "expected a [table], found a value");
     if (!table_.FindTableArray(key).empty()) {
-      return Error(table_.FindTableArray(key)[0]->line, key, absl::StrCat("expected [", key, "], found [[", key, "]]"));
+      return Error(table_.FindTableArray(key)[0]->line, key,
+                   absl::StrCat("expected [", key, "], found [[", key, "]]"));
     }
     return table_.FindTable(key);
   }
 
   // An array of tables `[[key]]`: empty when absent.
-  absl::StatusOr<const std::vector<std::unique_ptr<TomlTable>>*> TableArray(const std::string& key) {
+  absl::StatusOr<const std::vector<std::unique_ptr<TomlTable>>*> TableArray(
+      const std::string& key) {
     used_.insert(key);
-    if (const TomlValue* v = table_.FindValue(key)) return Error(v->line, key, "expected [[tables]], found a value");
+    if (const TomlValue* v = table_.FindValue(key))
+      return Error(v->line, key, "expected [[tables]], found a value");
     if (const TomlTable* t = table_.FindTable(key)) {
-      return Error(t->line, key, absl::StrCat("expected [[", key, "]] (an array of tables), found [", key, "]"));
+      return Error(t->line, key,
+                   absl::StrCat("expected [[", key, "]] (an array of tables), found [", key, "]"));
     }
     return &table_.FindTableArray(key);
   }
@@ -106,11 +113,16 @@ class TableReader {
   }
 
  private:
-  std::string Field(const std::string& key) const { return prefix_.empty() ? key : absl::StrCat(prefix_, ".", key); }
-  std::string Where() const { return prefix_.empty() ? " at the top level" : absl::StrCat(" in ", prefix_); }
+  std::string Field(const std::string& key) const {
+    return prefix_.empty() ? key : absl::StrCat(prefix_, ".", key);
+  }
+  std::string Where() const {
+    return prefix_.empty() ? " at the top level" : absl::StrCat(" in ", prefix_);
+  }
 
   absl::Status Error(int line, const std::string& key, const std::string& problem) const {
-    return absl::InvalidArgumentError(absl::StrCat(config_->source, ":", line, ": ", Field(key), ": ", problem));
+    return absl::InvalidArgumentError(
+        absl::StrCat(config_->source, ":", line, ": ", Field(key), ": ", problem));
   }
 
   // The value at `key` if present and of kind `kind`; nullptr if absent.
@@ -118,11 +130,14 @@ class TableReader {
     used_.insert(key);
     const TomlValue* v = table_.FindValue(key);
     if (v == nullptr) {
-      if (table_.Has(key)) return Error(table_.line, key, absl::StrCat("expected ", WithArticle(kind), ", found a table"));
+      if (table_.Has(key))
+        return Error(table_.line, key,
+                     absl::StrCat("expected ", WithArticle(kind), ", found a table"));
       return nullptr;
     }
     if (v->kind != kind) {
-      return Error(v->line, key, absl::StrCat("expected ", WithArticle(kind), ", found ", WithArticle(v->kind)));
+      return Error(v->line, key,
+                   absl::StrCat("expected ", WithArticle(kind), ", found ", WithArticle(v->kind)));
     }
     config_->origins[Field(key)] = absl::StrCat(config_->source, ":", v->line);
     return v;
@@ -135,7 +150,8 @@ class TableReader {
   std::set<std::string> used_;
 };
 
-absl::Status ReadCoordinator(const TomlTable& table, const std::string& base_dir, ClusterConfig* config) {
+absl::Status ReadCoordinator(const TomlTable& table, const std::string& base_dir,
+                             ClusterConfig* config) {
   CoordinatorConfig& c = config->coordinator;
   TableReader r(table, "coordinator", base_dir, config);
   RETURN_IF_ERROR(r.String("host", &c.host));
@@ -154,7 +170,8 @@ absl::Status ReadCoordinator(const TomlTable& table, const std::string& base_dir
   return r.Finish();
 }
 
-absl::Status ReadTargetGroup(const TomlTable& table, int index, const std::string& base_dir, ClusterConfig* config) {
+absl::Status ReadTargetGroup(const TomlTable& table, int index, const std::string& base_dir,
+                             ClusterConfig* config) {
   TargetGroupConfig& g = config->target_groups[index];
   TableReader r(table, absl::StrCat("target_group[", index, "]"), base_dir, config);
   RETURN_IF_ERROR(r.String("name", &g.name));
@@ -167,7 +184,8 @@ absl::Status ReadTargetGroup(const TomlTable& table, int index, const std::strin
   return r.Finish();
 }
 
-absl::Status ReadDraftPool(const TomlTable& table, int index, const std::string& base_dir, ClusterConfig* config) {
+absl::Status ReadDraftPool(const TomlTable& table, int index, const std::string& base_dir,
+                           ClusterConfig* config) {
   DraftPoolConfig& p = config->draft_pools[index];
   TableReader r(table, absl::StrCat("draft_pool[", index, "]"), base_dir, config);
   RETURN_IF_ERROR(r.String("name", &p.name));

@@ -111,7 +111,9 @@ struct TargetGroupConfig {
   // Where rank `rank` runs: hosts[rank] when hosts is set, else host.
   const std::string& HostOfRank(int rank) const { return hosts.empty() ? host : hosts[rank]; }
   // The device of rank `rank`: devices[rank] for GPUs, "cpu" for ["cpu"].
-  const std::string& DeviceOfRank(int rank) const { return devices.size() == 1 ? devices[0] : devices[rank]; }
+  const std::string& DeviceOfRank(int rank) const {
+    return devices.size() == 1 ? devices[0] : devices[rank];
+  }
 };
 
 struct DraftPoolConfig {

@@ -44,19 +44,25 @@ bool ParseEndpoint(const std::string& text, bool wildcard_port, Endpoint* out) {
   return absl::SimpleAtoi(out->port, &port) && port >= 1 && port <= 65535;
 }
 
-bool IsWildcardHost(const std::string& host) { return host == "*" || host == "0.0.0.0" || host == "[::]"; }
+bool IsWildcardHost(const std::string& host) {
+  return host == "*" || host == "0.0.0.0" || host == "[::]";
+}
 bool IsLoopbackHost(const std::string& host) {
   return host == "localhost" || absl::StartsWith(host, "127.") || host == "[::1]" || host == "::1";
 }
 // ipc:// and loopback tcp:// endpoints are reachable from one host only.
 bool IsHostLocal(const Endpoint& e) { return e.scheme == "ipc" || IsLoopbackHost(e.host); }
 // "127.0.0.1" and "localhost" are the same host.
-std::string CanonicalHost(const std::string& host) { return IsLoopbackHost(host) ? "localhost" : host; }
+std::string CanonicalHost(const std::string& host) {
+  return IsLoopbackHost(host) ? "localhost" : host;
+}
 
 bool IsValidName(const std::string& name) {
-  if (name.empty() || name.size() > 63 || !absl::ascii_isalnum(static_cast<unsigned char>(name[0]))) return false;
+  if (name.empty() || name.size() > 63 || !absl::ascii_isalnum(static_cast<unsigned char>(name[0])))
+    return false;
   for (char c : name) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') return false;
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.')
+      return false;
   }
   return true;
 }
@@ -65,7 +71,8 @@ bool IsValidName(const std::string& name) {
 bool IsValidHost(const std::string& host) {
   if (host.empty()) return false;
   for (char c : host) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && std::string_view("_.-@:[]").find(c) == std::string_view::npos) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) &&
+        std::string_view("_.-@:[]").find(c) == std::string_view::npos) {
       return false;
     }
   }
@@ -93,7 +100,8 @@ class Validator {
 
   absl::Status Run() {
     RETURN_IF_ERROR(CheckCoordinator());
-    if (c_.target_groups.empty()) return Fail("target_group", "at least one [[target_group]] is needed");
+    if (c_.target_groups.empty())
+      return Fail("target_group", "at least one [[target_group]] is needed");
     std::set<std::string> names;
     for (size_t i = 0; i < c_.target_groups.size(); ++i) RETURN_IF_ERROR(CheckGroup(i, &names));
     for (size_t i = 0; i < c_.draft_pools.size(); ++i) RETURN_IF_ERROR(CheckPool(i, &names));
@@ -109,64 +117,95 @@ class Validator {
 
   absl::Status CheckCoordinator() const {
     const CoordinatorConfig& co = c_.coordinator;
-    if (!IsValidHost(co.host)) return Fail("coordinator.host", absl::StrCat(Quoted(co.host), " is not a host name"));
+    if (!IsValidHost(co.host))
+      return Fail("coordinator.host", absl::StrCat(Quoted(co.host), " is not a host name"));
     Endpoint control;
     if (!ParseEndpoint(co.control, false, &control)) {
-      return Fail("coordinator.control", absl::StrCat(Quoted(co.control), " must be tcp://HOST:PORT (PORT 1..65535) or ipc://PATH"));
+      return Fail("coordinator.control",
+                  absl::StrCat(Quoted(co.control),
+                               " must be tcp://HOST:PORT (PORT 1..65535) or ipc://PATH"));
     }
     if (co.advertise.empty()) {
       if (control.scheme == "tcp" && IsWildcardHost(control.host)) {
-        return Fail("coordinator.control", absl::StrCat(Quoted(co.control), " binds every interface; set coordinator.advertise to the endpoint workers connect to"));
+        return Fail("coordinator.control",
+                    absl::StrCat(Quoted(co.control),
+                                 " binds every interface; set coordinator.advertise to the "
+                                 "endpoint workers connect to"));
       }
     } else {
       Endpoint advertise;
       if (!ParseEndpoint(co.advertise, false, &advertise) || IsWildcardHost(advertise.host)) {
-        return Fail("coordinator.advertise", absl::StrCat(Quoted(co.advertise), " must be tcp://HOST:PORT with a reachable HOST, or ipc://PATH"));
+        return Fail("coordinator.advertise",
+                    absl::StrCat(Quoted(co.advertise),
+                                 " must be tcp://HOST:PORT with a reachable HOST, or ipc://PATH"));
       }
     }
     if (co.http != "none") {
       const size_t colon = co.http.rfind(':');
       int port = 0;
-      if (colon == std::string::npos || colon == 0 || !absl::SimpleAtoi(co.http.substr(colon + 1), &port) || port < 1 || port > 65535) {
-        return Fail("coordinator.http", absl::StrCat(Quoted(co.http), " must be HOST:PORT (PORT 1..65535) or \"none\""));
+      if (colon == std::string::npos || colon == 0 ||
+          !absl::SimpleAtoi(co.http.substr(colon + 1), &port) || port < 1 || port > 65535) {
+        return Fail(
+            "coordinator.http",
+            absl::StrCat(Quoted(co.http), " must be HOST:PORT (PORT 1..65535) or \"none\""));
       }
     }
     if (!IsValidEnvName(co.api_key_env)) {
-      return Fail("coordinator.api_key_env", absl::StrCat(Quoted(co.api_key_env), " is not an environment variable name"));
+      return Fail("coordinator.api_key_env",
+                  absl::StrCat(Quoted(co.api_key_env), " is not an environment variable name"));
     }
     const CoordinatorLimits& l = co.limits;
-    if (l.max_queued_requests < 1) return Fail("coordinator.limits.max_queued_requests", absl::StrCat(l.max_queued_requests, " must be >= 1"));
-    if (l.context_length < 1) return Fail("coordinator.limits.context_length", absl::StrCat(l.context_length, " must be >= 1"));
+    if (l.max_queued_requests < 1)
+      return Fail("coordinator.limits.max_queued_requests",
+                  absl::StrCat(l.max_queued_requests, " must be >= 1"));
+    if (l.context_length < 1)
+      return Fail("coordinator.limits.context_length",
+                  absl::StrCat(l.context_length, " must be >= 1"));
     if (l.max_new_tokens < 1 || l.max_new_tokens > l.context_length) {
-      return Fail("coordinator.limits.max_new_tokens", absl::StrCat(l.max_new_tokens, " must be in [1, context_length = ", l.context_length, "]"));
+      return Fail("coordinator.limits.max_new_tokens",
+                  absl::StrCat(l.max_new_tokens,
+                               " must be in [1, context_length = ", l.context_length, "]"));
     }
     return absl::OkStatus();
   }
 
-  absl::Status CheckName(const std::string& prefix, const std::string& name, std::set<std::string>* names) const {
+  absl::Status CheckName(const std::string& prefix, const std::string& name,
+                         std::set<std::string>* names) const {
     if (!IsValidName(name)) {
-      return Fail(prefix + ".name", absl::StrCat(Quoted(name), " must be 1-63 of A-Z a-z 0-9 _ - . starting with a letter or digit"));
+      return Fail(
+          prefix + ".name",
+          absl::StrCat(Quoted(name),
+                       " must be 1-63 of A-Z a-z 0-9 _ - . starting with a letter or digit"));
     }
     if (!names->insert(name).second) {
-      return Fail(prefix + ".name", absl::StrCat(Quoted(name), " is used twice (names are unique across target groups and draft pools)"));
+      return Fail(
+          prefix + ".name",
+          absl::StrCat(Quoted(name),
+                       " is used twice (names are unique across target groups and draft pools)"));
     }
     return absl::OkStatus();
   }
 
   // ["cpu"], or GPUs "cuda:N" without repeats; for target groups, one GPU per rank.
-  absl::Status CheckDevices(const std::string& field, const std::vector<std::string>& devices, int ranks) const {
-    if (devices.empty()) return Fail(field, "must name at least one device (\"cpu\" or \"cuda:N\")");
+  absl::Status CheckDevices(const std::string& field, const std::vector<std::string>& devices,
+                            int ranks) const {
+    if (devices.empty())
+      return Fail(field, "must name at least one device (\"cpu\" or \"cuda:N\")");
     std::set<std::string> seen;
     for (const std::string& d : devices) {
-      if (!IsCpuDevice(d) && !IsCudaDevice(d)) return Fail(field, absl::StrCat(Quoted(d), " is not \"cpu\" or \"cuda:N\""));
+      if (!IsCpuDevice(d) && !IsCudaDevice(d))
+        return Fail(field, absl::StrCat(Quoted(d), " is not \"cpu\" or \"cuda:N\""));
       if (!seen.insert(d).second) return Fail(field, absl::StrCat(Quoted(d), " is listed twice"));
     }
     if (seen.contains("cpu")) {
-      if (devices.size() != 1) return Fail(field, absl::StrCat(QuotedList(devices), ": \"cpu\" cannot be mixed with GPUs"));
+      if (devices.size() != 1)
+        return Fail(field,
+                    absl::StrCat(QuotedList(devices), ": \"cpu\" cannot be mixed with GPUs"));
       return absl::OkStatus();
     }
     if (ranks > 0 && static_cast<int>(devices.size()) != ranks) {
-      return Fail(field, absl::StrCat(QuotedList(devices), " has ", devices.size(), " GPU(s) for tp = ", ranks, " ranks; list one GPU per rank"));
+      return Fail(field, absl::StrCat(QuotedList(devices), " has ", devices.size(),
+                                      " GPU(s) for tp = ", ranks, " ranks; list one GPU per rank"));
     }
     return absl::OkStatus();
   }
@@ -175,11 +214,13 @@ class Validator {
   absl::Status CheckRankHosts(const std::string& p, const TargetGroupConfig& g) const {
     if (g.hosts.empty()) return absl::OkStatus();
     if (static_cast<int>(g.hosts.size()) != g.tp) {
-      return Fail(p + ".hosts", absl::StrCat(QuotedList(g.hosts), " has ", g.hosts.size(), " host(s) for tp = ", g.tp,
+      return Fail(p + ".hosts", absl::StrCat(QuotedList(g.hosts), " has ", g.hosts.size(),
+                                             " host(s) for tp = ", g.tp,
                                              " ranks; list one host per rank, or set host alone"));
     }
     for (const std::string& h : g.hosts) {
-      if (!IsValidHost(h)) return Fail(p + ".hosts", absl::StrCat(Quoted(h), " is not a host name"));
+      if (!IsValidHost(h))
+        return Fail(p + ".hosts", absl::StrCat(Quoted(h), " is not a host name"));
     }
     return absl::OkStatus();
   }
@@ -188,14 +229,21 @@ class Validator {
     const TargetGroupConfig& g = c_.target_groups[i];
     const std::string p = absl::StrCat("target_group[", i, "]");
     RETURN_IF_ERROR(CheckName(p, g.name, names));
-    if (g.tp != 1 && g.tp != 2 && g.tp != 4 && g.tp != 8) return Fail(p + ".tp", absl::StrCat(g.tp, " is not one of 1, 2, 4, 8"));
+    if (g.tp != 1 && g.tp != 2 && g.tp != 4 && g.tp != 8)
+      return Fail(p + ".tp", absl::StrCat(g.tp, " is not one of 1, 2, 4, 8"));
     RETURN_IF_ERROR(CheckDevices(p + ".devices", g.devices, g.tp));
-    if (g.threads < 0 || g.threads > kMaxThreads) return Fail(p + ".threads", absl::StrCat(g.threads, " must be in [0, ", kMaxThreads, "] (0: the host's cores)"));
-    if (!IsValidHost(g.host)) return Fail(p + ".host", absl::StrCat(Quoted(g.host), " is not a host name"));
+    if (g.threads < 0 || g.threads > kMaxThreads)
+      return Fail(p + ".threads", absl::StrCat(g.threads, " must be in [0, ", kMaxThreads,
+                                               "] (0: the host's cores)"));
+    if (!IsValidHost(g.host))
+      return Fail(p + ".host", absl::StrCat(Quoted(g.host), " is not a host name"));
     RETURN_IF_ERROR(CheckRankHosts(p, g));
     Endpoint data;
     if (!ParseEndpoint(g.data_endpoint, true, &data) || IsWildcardHost(data.host)) {
-      return Fail(p + ".data_endpoint", absl::StrCat(Quoted(g.data_endpoint), " must be tcp://ADDRESS:PORT (PORT may be *; ADDRESS an interface address draft workers can reach, not *) or ipc://PATH"));
+      return Fail(p + ".data_endpoint",
+                  absl::StrCat(Quoted(g.data_endpoint),
+                               " must be tcp://ADDRESS:PORT (PORT may be *; ADDRESS an interface "
+                               "address draft workers can reach, not *) or ipc://PATH"));
     }
     return absl::OkStatus();
   }
@@ -205,7 +253,8 @@ class Validator {
     int l = 0;
     const bool layerskip = absl::ConsumePrefix(&layers, "layerskip:");
     if (layerskip && (!absl::SimpleAtoi(layers, &l) || l < 1)) {
-      return Fail(p + ".drafter", absl::StrCat(Quoted(pool.drafter), ": layerskip:L needs a layer count L >= 1"));
+      return Fail(p + ".drafter",
+                  absl::StrCat(Quoted(pool.drafter), ": layerskip:L needs a layer count L >= 1"));
     }
     const bool named =
         pool.drafter == "ngram" || pool.drafter == "lookup" || pool.drafter == "model";
@@ -214,11 +263,14 @@ class Validator {
                   absl::StrCat(Quoted(pool.drafter),
                                " is not \"ngram\", \"lookup\", \"model\" or \"layerskip:L\""));
     }
-    if (pool.drafter == "model" && pool.draft_model.empty() && c_.models.draft.empty() && pool.count > 0) {
+    if (pool.drafter == "model" && pool.draft_model.empty() && c_.models.draft.empty() &&
+        pool.count > 0) {
       return Fail(p + ".drafter", "\"model\" needs draft_model here or models.draft");
     }
     if (pool.drafter != "model" && !pool.draft_model.empty()) {
-      return Fail(p + ".draft_model", absl::StrCat(Quoted(pool.draft_model), " is set but drafter is ", Quoted(pool.drafter), " (only \"model\" uses it)"));
+      return Fail(p + ".draft_model",
+                  absl::StrCat(Quoted(pool.draft_model), " is set but drafter is ",
+                               Quoted(pool.drafter), " (only \"model\" uses it)"));
     }
     return absl::OkStatus();
   }
@@ -227,15 +279,20 @@ class Validator {
     const DraftPoolConfig& pool = c_.draft_pools[i];
     const std::string p = absl::StrCat("draft_pool[", i, "]");
     RETURN_IF_ERROR(CheckName(p, pool.name, names));
-    if (pool.count < 0 || pool.count > kMaxPoolSize) return Fail(p + ".count", absl::StrCat(pool.count, " must be in [0, ", kMaxPoolSize, "]"));
+    if (pool.count < 0 || pool.count > kMaxPoolSize)
+      return Fail(p + ".count", absl::StrCat(pool.count, " must be in [0, ", kMaxPoolSize, "]"));
     RETURN_IF_ERROR(CheckDrafter(p, pool));
-    if (pool.k < 1 || pool.k > kMaxDraftK) return Fail(p + ".k", absl::StrCat(pool.k, " must be in [1, ", kMaxDraftK, "]"));
+    if (pool.k < 1 || pool.k > kMaxDraftK)
+      return Fail(p + ".k", absl::StrCat(pool.k, " must be in [1, ", kMaxDraftK, "]"));
     if (pool.lookahead < 1 || pool.lookahead > kMaxLookahead) {
-      return Fail(p + ".lookahead", absl::StrCat(pool.lookahead, " must be in [1, ", kMaxLookahead, "] (1: sequential)"));
+      return Fail(p + ".lookahead", absl::StrCat(pool.lookahead, " must be in [1, ", kMaxLookahead,
+                                                 "] (1: sequential)"));
     }
     RETURN_IF_ERROR(CheckDevices(p + ".devices", pool.devices, 0));
-    if (pool.threads < 1 || pool.threads > kMaxThreads) return Fail(p + ".threads", absl::StrCat(pool.threads, " must be in [1, ", kMaxThreads, "]"));
-    if (!IsValidHost(pool.host)) return Fail(p + ".host", absl::StrCat(Quoted(pool.host), " is not a host name"));
+    if (pool.threads < 1 || pool.threads > kMaxThreads)
+      return Fail(p + ".threads", absl::StrCat(pool.threads, " must be in [1, ", kMaxThreads, "]"));
+    if (!IsValidHost(pool.host))
+      return Fail(p + ".host", absl::StrCat(Quoted(pool.host), " is not a host name"));
     return absl::OkStatus();
   }
 
@@ -254,15 +311,20 @@ class Validator {
     Endpoint control;
     ParseEndpoint(c_.coordinator.WorkerEndpoint(), false, &control);
     if (IsHostLocal(control)) {
-      const char* field = c_.coordinator.advertise.empty() ? "coordinator.control" : "coordinator.advertise";
-      return Fail(field, absl::StrCat(Quoted(c_.coordinator.WorkerEndpoint()), " is reachable from one host only, but processes run on ", host_list));
+      const char* field =
+          c_.coordinator.advertise.empty() ? "coordinator.control" : "coordinator.advertise";
+      return Fail(field, absl::StrCat(Quoted(c_.coordinator.WorkerEndpoint()),
+                                      " is reachable from one host only, but processes run on ",
+                                      host_list));
     }
     for (size_t i = 0; i < c_.target_groups.size(); ++i) {
       Endpoint data;
       ParseEndpoint(c_.target_groups[i].data_endpoint, true, &data);
       if (IsHostLocal(data)) {
-        return Fail(absl::StrCat("target_group[", i, "].data_endpoint"),
-                    absl::StrCat(Quoted(c_.target_groups[i].data_endpoint), " is reachable from one host only, but processes run on ", host_list));
+        return Fail(
+            absl::StrCat("target_group[", i, "].data_endpoint"),
+            absl::StrCat(Quoted(c_.target_groups[i].data_endpoint),
+                         " is reachable from one host only, but processes run on ", host_list));
       }
     }
     return absl::OkStatus();
@@ -278,8 +340,9 @@ bool IsCpuDevice(const std::string& device) { return device == "cpu"; }
 bool IsCudaDevice(const std::string& device, int* index) {
   absl::string_view rest = device;
   int n = 0;
-  if (!absl::ConsumePrefix(&rest, "cuda:") || rest.empty() || !absl::ascii_isdigit(static_cast<unsigned char>(rest[0])) ||
-      !absl::SimpleAtoi(rest, &n) || n < 0 || n > 1023) {
+  if (!absl::ConsumePrefix(&rest, "cuda:") || rest.empty() ||
+      !absl::ascii_isdigit(static_cast<unsigned char>(rest[0])) || !absl::SimpleAtoi(rest, &n) ||
+      n < 0 || n > 1023) {
     return false;
   }
   if (index != nullptr) *index = n;

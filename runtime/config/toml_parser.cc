@@ -17,7 +17,9 @@ namespace {
 // Arrays nest at most this deep: bounds the recursion whatever the input.
 constexpr int kMaxArrayDepth = 32;
 
-bool IsBareKeyChar(char c) { return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; }
+bool IsBareKeyChar(char c) {
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+}
 
 // A byte for a message: 'x' when printable, else its hex value.
 std::string Describe(char c) {
@@ -56,10 +58,17 @@ size_t Utf8SequenceLength(absl::string_view text, size_t i) {
   if (b0 < 0x80) return 1;
   size_t len = 0;
   uint32_t cp = 0;
-  if ((b0 & 0xe0) == 0xc0) { len = 2; cp = b0 & 0x1f; }
-  else if ((b0 & 0xf0) == 0xe0) { len = 3; cp = b0 & 0x0f; }
-  else if ((b0 & 0xf8) == 0xf0) { len = 4; cp = b0 & 0x07; }
-  else return 0;
+  if ((b0 & 0xe0) == 0xc0) {
+    len = 2;
+    cp = b0 & 0x1f;
+  } else if ((b0 & 0xf0) == 0xe0) {
+    len = 3;
+    cp = b0 & 0x0f;
+  } else if ((b0 & 0xf8) == 0xf0) {
+    len = 4;
+    cp = b0 & 0x07;
+  } else
+    return 0;
   if (i + len > text.size()) return 0;
   for (size_t k = 1; k < len; ++k) {
     const unsigned char b = static_cast<unsigned char>(text[i + k]);
@@ -93,7 +102,9 @@ class Parser {
 
  private:
   bool AtEnd() const { return pos_ >= text_.size(); }
-  char Peek(size_t ahead = 0) const { return pos_ + ahead < text_.size() ? text_[pos_ + ahead] : '\0'; }
+  char Peek(size_t ahead = 0) const {
+    return pos_ + ahead < text_.size() ? text_[pos_ + ahead] : '\0';
+  }
   absl::Status ErrorAt(int line, absl::string_view what) const {
     return absl::InvalidArgumentError(absl::StrCat(source_, ":", line, ": ", what));
   }
@@ -104,7 +115,9 @@ class Parser {
     int line = 1;
     for (size_t i = 0; i < text_.size();) {
       const size_t len = Utf8SequenceLength(text_, i);
-      if (len == 0) return ErrorAt(line, absl::StrFormat("invalid UTF-8 (byte 0x%02x)", static_cast<unsigned char>(text_[i])));
+      if (len == 0)
+        return ErrorAt(line, absl::StrFormat("invalid UTF-8 (byte 0x%02x)",
+                                             static_cast<unsigned char>(text_[i])));
       if (text_[i] == '\n') ++line;
       i += len;
     }
@@ -177,7 +190,8 @@ class Parser {
     const int key_line = line_;
     ASSIGN_OR_RETURN(std::string key, ParseKey());
     SkipSpaces();
-    if (Peek() == '.') return Error(absl::StrCat("dotted key '", key, ".…' is not supported; use a [table] header"));
+    if (Peek() == '.')
+      return Error(absl::StrCat("dotted key '", key, ".…' is not supported; use a [table] header"));
     if (Peek() != '=') {
       return Error(absl::StrCat("expected '=' after the key '", key, "', found ",
                                 AtEnd() ? std::string("the end of the input") : Describe(Peek())));
@@ -205,7 +219,8 @@ class Parser {
     }
     const std::string name = absl::StrJoin(path, ".");
     if (is_array ? (Peek() != ']' || Peek(1) != ']') : Peek() != ']') {
-      return Error(absl::StrCat("expected '", is_array ? "]]" : "]", "' to close the header [", name));
+      return Error(
+          absl::StrCat("expected '", is_array ? "]]" : "]", "' to close the header [", name));
     }
     pos_ += is_array ? 2 : 1;
     TomlTable* table = root;
@@ -213,19 +228,23 @@ class Parser {
       ASSIGN_OR_RETURN(table, Descend(table, path[i], header_line));
     }
     const std::string& last = path.back();
-    if (table->values.contains(last)) return Error(absl::StrCat("'", name, "' is already a value, not a table"));
+    if (table->values.contains(last))
+      return Error(absl::StrCat("'", name, "' is already a value, not a table"));
     if (is_array) {
-      if (table->tables.contains(last)) return Error(absl::StrCat("'", name, "' is already a table, not an array of tables"));
+      if (table->tables.contains(last))
+        return Error(absl::StrCat("'", name, "' is already a table, not an array of tables"));
       auto& array = table->table_arrays[last];
       array.push_back(std::make_unique<TomlTable>());
       array.back()->line = header_line;
       *current = array.back().get();
       return absl::OkStatus();
     }
-    if (table->table_arrays.contains(last)) return Error(absl::StrCat("'", name, "' is already an array of tables"));
+    if (table->table_arrays.contains(last))
+      return Error(absl::StrCat("'", name, "' is already an array of tables"));
     auto [it, inserted] = table->tables.try_emplace(last);
     if (inserted) it->second = std::make_unique<TomlTable>();
-    if (!defined_.insert(it->second.get()).second) return Error(absl::StrCat("table [", name, "] is defined twice"));
+    if (!defined_.insert(it->second.get()).second)
+      return Error(absl::StrCat("table [", name, "] is defined twice"));
     it->second->line = header_line;
     *current = it->second.get();
     return absl::OkStatus();
@@ -234,8 +253,10 @@ class Parser {
   // One segment of a dotted header: an existing table, the last element of an
   // array of tables, or a new (implicitly defined) table.
   absl::StatusOr<TomlTable*> Descend(TomlTable* table, const std::string& key, int line) {
-    if (table->values.contains(key)) return Error(absl::StrCat("'", key, "' is already a value, not a table"));
-    if (auto it = table->table_arrays.find(key); it != table->table_arrays.end()) return it->second.back().get();
+    if (table->values.contains(key))
+      return Error(absl::StrCat("'", key, "' is already a value, not a table"));
+    if (auto it = table->table_arrays.find(key); it != table->table_arrays.end())
+      return it->second.back().get();
     auto [it, inserted] = table->tables.try_emplace(key);
     if (inserted) {
       it->second = std::make_unique<TomlTable>();
@@ -261,7 +282,8 @@ class Parser {
   }
 
   absl::StatusOr<TomlValue> ParseArray(int depth) {
-    if (depth >= kMaxArrayDepth) return Error(absl::StrCat("arrays nested deeper than ", kMaxArrayDepth));
+    if (depth >= kMaxArrayDepth)
+      return Error(absl::StrCat("arrays nested deeper than ", kMaxArrayDepth));
     TomlValue array;
     array.kind = TomlValue::Kind::kArray;
     array.line = line_;
@@ -278,7 +300,8 @@ class Parser {
         continue;
       }
       if (AtEnd()) return ErrorAt(array.line, "unterminated array (no closing ']')");
-      if (Peek() != ']') return Error(absl::StrCat("expected ',' or ']' in an array, found ", Describe(Peek())));
+      if (Peek() != ']')
+        return Error(absl::StrCat("expected ',' or ']' in an array, found ", Describe(Peek())));
     }
     ++pos_;  // ']'
     return array;
@@ -291,7 +314,8 @@ class Parser {
       if (AtEnd() || Peek() == '\n') return Error("unterminated string");
       const char c = text_[pos_++];
       if (c == '"') return out;
-      if (IsControl(c)) return Error(absl::StrCat("control character ", Describe(c), " in a string"));
+      if (IsControl(c))
+        return Error(absl::StrCat("control character ", Describe(c), " in a string"));
       if (c != '\\') {
         out.push_back(c);
         continue;
@@ -305,24 +329,44 @@ class Parser {
     if (AtEnd()) return Error("unterminated string");
     const char e = text_[pos_++];
     switch (e) {
-      case '"': out->push_back('"'); return absl::OkStatus();
-      case '\\': out->push_back('\\'); return absl::OkStatus();
-      case 'b': out->push_back('\b'); return absl::OkStatus();
-      case 't': out->push_back('\t'); return absl::OkStatus();
-      case 'n': out->push_back('\n'); return absl::OkStatus();
-      case 'f': out->push_back('\f'); return absl::OkStatus();
-      case 'r': out->push_back('\r'); return absl::OkStatus();
+      case '"':
+        out->push_back('"');
+        return absl::OkStatus();
+      case '\\':
+        out->push_back('\\');
+        return absl::OkStatus();
+      case 'b':
+        out->push_back('\b');
+        return absl::OkStatus();
+      case 't':
+        out->push_back('\t');
+        return absl::OkStatus();
+      case 'n':
+        out->push_back('\n');
+        return absl::OkStatus();
+      case 'f':
+        out->push_back('\f');
+        return absl::OkStatus();
+      case 'r':
+        out->push_back('\r');
+        return absl::OkStatus();
       case 'u':
       case 'U': {
         const size_t digits = e == 'u' ? 4 : 8;
         uint32_t cp = 0;
         for (size_t i = 0; i < digits; ++i) {
           const char h = Peek();
-          if (!absl::ascii_isxdigit(static_cast<unsigned char>(h))) return Error(absl::StrCat("\\", std::string(1, e), " needs ", digits, " hex digits"));
-          cp = cp * 16 + static_cast<uint32_t>(absl::ascii_isdigit(static_cast<unsigned char>(h)) ? h - '0' : absl::ascii_tolower(static_cast<unsigned char>(h)) - 'a' + 10);
+          if (!absl::ascii_isxdigit(static_cast<unsigned char>(h)))
+            return Error(absl::StrCat("\\", std::string(1, e), " needs ", digits, " hex digits"));
+          cp = cp * 16 + static_cast<uint32_t>(
+                             absl::ascii_isdigit(static_cast<unsigned char>(h))
+                                 ? h - '0'
+                                 : absl::ascii_tolower(static_cast<unsigned char>(h)) - 'a' + 10);
           ++pos_;
         }
-        if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return Error(absl::StrFormat("\\%c%0*X is not a Unicode scalar value", e, static_cast<int>(digits), cp));
+        if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+          return Error(absl::StrFormat("\\%c%0*X is not a Unicode scalar value", e,
+                                       static_cast<int>(digits), cp));
         AppendUtf8(cp, out);
         return absl::OkStatus();
       }
@@ -337,7 +381,8 @@ class Parser {
     while (true) {
       if (AtEnd() || Peek() == '\n') return Error("unterminated string");
       if (Peek() == '\'') break;
-      if (IsControl(Peek())) return Error(absl::StrCat("control character ", Describe(Peek()), " in a string"));
+      if (IsControl(Peek()))
+        return Error(absl::StrCat("control character ", Describe(Peek()), " in a string"));
       ++pos_;
     }
     std::string out(text_.substr(start, pos_ - start));
@@ -350,7 +395,8 @@ class Parser {
     const size_t start = pos_;
     while (!AtEnd()) {
       const char c = Peek();
-      if (c == ' ' || c == '\t' || c == ',' || c == ']' || c == '#' || c == '\n' || c == '\r') break;
+      if (c == ' ' || c == '\t' || c == ',' || c == ']' || c == '#' || c == '\n' || c == '\r')
+        break;
       ++pos_;
     }
     const std::string token(text_.substr(start, pos_ - start));
@@ -371,18 +417,21 @@ class Parser {
     if (!body.empty() && (body[0] == '+' || body[0] == '-')) body.remove_prefix(1);
     if (body == "inf" || body == "nan") {
       value.kind = TomlValue::Kind::kFloat;
-      value.float_value = body == "inf" ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
+      value.float_value = body == "inf" ? std::numeric_limits<double>::infinity()
+                                        : std::numeric_limits<double>::quiet_NaN();
       if (negative) value.float_value = -value.float_value;
       return value;
     }
     if (body.size() > 1 && body[0] == '0' && (body[1] == 'x' || body[1] == 'o' || body[1] == 'b')) {
-      return Error(absl::StrCat("'", token, "': hexadecimal, octal and binary integers are not supported"));
+      return Error(
+          absl::StrCat("'", token, "': hexadecimal, octal and binary integers are not supported"));
     }
     // sign? int ('.' digits)? ([eE] sign? digits)?, '_' only between digits.
     std::string digits;  // the token without '_'
     size_t i = 0;
     auto digit_run = [&](bool allow_sign) -> bool {
-      if (allow_sign && i < body.size() && (body[i] == '+' || body[i] == '-')) digits.push_back(body[i++]);
+      if (allow_sign && i < body.size() && (body[i] == '+' || body[i] == '-'))
+        digits.push_back(body[i++]);
       const size_t run_start = i;
       while (i < body.size()) {
         if (absl::ascii_isdigit(static_cast<unsigned char>(body[i]))) {
@@ -397,7 +446,8 @@ class Parser {
       return i > run_start;
     };
     if (!digit_run(false)) return Error(bad);
-    if (body[0] == '0' && digits.size() > 1) return Error(absl::StrCat("'", token, "': leading zeros are not allowed"));
+    if (body[0] == '0' && digits.size() > 1)
+      return Error(absl::StrCat("'", token, "': leading zeros are not allowed"));
     bool is_float = false;
     if (i < body.size() && body[i] == '.') {
       digits.push_back(body[i++]);
@@ -410,7 +460,8 @@ class Parser {
       is_float = true;
     }
     if (i != body.size()) {
-      if (body[i] == '-' || body[i] == ':') return Error(absl::StrCat("'", token, "': dates and times are not supported"));
+      if (body[i] == '-' || body[i] == ':')
+        return Error(absl::StrCat("'", token, "': dates and times are not supported"));
       return Error(bad);
     }
     const std::string text = absl::StrCat(negative ? "-" : "", digits);
@@ -439,11 +490,16 @@ class Parser {
 
 const char* TomlKindName(TomlValue::Kind kind) {
   switch (kind) {
-    case TomlValue::Kind::kString: return "string";
-    case TomlValue::Kind::kInteger: return "integer";
-    case TomlValue::Kind::kFloat: return "float";
-    case TomlValue::Kind::kBoolean: return "boolean";
-    case TomlValue::Kind::kArray: return "array";
+    case TomlValue::Kind::kString:
+      return "string";
+    case TomlValue::Kind::kInteger:
+      return "integer";
+    case TomlValue::Kind::kFloat:
+      return "float";
+    case TomlValue::Kind::kBoolean:
+      return "boolean";
+    case TomlValue::Kind::kArray:
+      return "array";
   }
   return "?";
 }
@@ -458,7 +514,8 @@ const TomlTable* TomlTable::FindTable(const std::string& name) const {
   return it == tables.end() ? nullptr : it->second.get();
 }
 
-const std::vector<std::unique_ptr<TomlTable>>& TomlTable::FindTableArray(const std::string& name) const {
+const std::vector<std::unique_ptr<TomlTable>>& TomlTable::FindTableArray(
+    const std::string& name) const {
   static const auto* const kEmpty = new std::vector<std::unique_ptr<TomlTable>>();
   auto it = table_arrays.find(name);
   return it == table_arrays.end() ? *kEmpty : it->second;

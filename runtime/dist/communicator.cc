@@ -8,20 +8,18 @@ namespace splitspec::net {
 absl::Status ValidateCommunicatorOptions(const CommunicatorOptions& options) {
   if (options.group.empty()) return absl::InvalidArgumentError("communicator group name is empty");
   if (options.size < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("communicator size = ", options.size,
-                                                   " for group '", options.group,
-                                                   "', must be >= 1"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "communicator size = ", options.size, " for group '", options.group, "', must be >= 1"));
   }
   if (options.rank < 0 || options.rank >= options.size) {
     return absl::InvalidArgumentError(absl::StrCat("communicator rank = ", options.rank,
-                                                   " outside [0, ", options.size,
-                                                   ") for group '", options.group, "'"));
+                                                   " outside [0, ", options.size, ") for group '",
+                                                   options.group, "'"));
   }
   if (options.timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat("communicator timeout = ",
-                                                   absl::FormatDuration(options.timeout),
-                                                   " for group '", options.group,
-                                                   "', must be positive"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("communicator timeout = ", absl::FormatDuration(options.timeout),
+                     " for group '", options.group, "', must be positive"));
   }
   return absl::OkStatus();
 }

@@ -104,10 +104,9 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
     RendezvousStore& store, const CommunicatorOptions& options,
     const GlooTransportOptions& transport) {
   RETURN_IF_ERROR(ValidateCommunicatorOptions(options));
-  const std::string what = absl::StrCat("gloo rendezvous of group '", options.group, "' (rank ",
-                                        options.rank, " of ", options.size, ", store ",
-                                        store.location(), ", timeout ",
-                                        absl::FormatDuration(options.timeout), ")");
+  const std::string what = absl::StrCat(
+      "gloo rendezvous of group '", options.group, "' (rank ", options.rank, " of ", options.size,
+      ", store ", store.location(), ", timeout ", absl::FormatDuration(options.timeout), ")");
   IgnoreSigpipeIfDefault();
   try {
     gloo::transport::tcp::attr attr;
@@ -145,7 +144,8 @@ absl::Status GlooCommunicator::AllGather(const float* in, int64_t count, float* 
   // loopback with 2 ranks, Gloo's ring allgather of a decode token's 576 floats
   // took 3.9 ms (median) where a broadcast of the same bytes takes ~50 us
   // (splitspec_bench_collectives), and a forward makes 2 * n_layers + 1 of them.
-  std::memcpy(out + static_cast<size_t>(rank_) * count, in, static_cast<size_t>(count) * sizeof(float));
+  std::memcpy(out + static_cast<size_t>(rank_) * count, in,
+              static_cast<size_t>(count) * sizeof(float));
   for (int root = 0; root < size_; ++root) {
     try {
       gloo::BroadcastOptions opts(context_);
@@ -155,8 +155,9 @@ absl::Status GlooCommunicator::AllGather(const float* in, int64_t count, float* 
       opts.setTimeout(ToChrono(timeout_));
       gloo::broadcast(opts);
     } catch (const std::exception& e) {  // gloo::Exception or gloo::EnforceNotMet
-      return Fail(GlooError(e, absl::StrCat("all_gather of ", count, " floats (group '", group_, "', rank ", rank_,
-                                            " of ", size_, ", timeout ", absl::FormatDuration(timeout_), ")")));
+      return Fail(GlooError(
+          e, absl::StrCat("all_gather of ", count, " floats (group '", group_, "', rank ", rank_,
+                          " of ", size_, ", timeout ", absl::FormatDuration(timeout_), ")")));
     }
   }
   return absl::OkStatus();
@@ -170,9 +171,9 @@ absl::Status GlooCommunicator::AllReduceSum(float* data, int64_t count) {
   absl::Status gathered = AllGather(data, count, gather_scratch_.data());
   if (!gathered.ok()) {
     // Rename the collective the caller asked for; keep Gloo's words.
-    return Fail(absl::Status(gathered.code(), absl::StrCat("all_reduce_sum of ", count,
-                                                           " floats failed in its ",
-                                                           gathered.message())));
+    return Fail(absl::Status(
+        gathered.code(),
+        absl::StrCat("all_reduce_sum of ", count, " floats failed in its ", gathered.message())));
   }
   for (int64_t i = 0; i < count; ++i) {
     float sum = gather_scratch_[i];

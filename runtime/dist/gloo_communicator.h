@@ -14,8 +14,8 @@
 // AllGather is one Gloo broadcast per rank in rank order (for the small
 // vectors of tensor-parallel decode, far cheaper on loopback than Gloo's ring
 // allgather: see gloo_communicator.cc). AllReduceSum sums in rank order: each
-// rank gathers every rank's vector and adds them as ((r0 + r1) + r2) + ..., so element i's result depends only on the
-// ranks' values of element i, never on `count` or on how Gloo segments the
+// rank gathers every rank's vector and adds them as ((r0 + r1) + r2) + ..., so element i's result
+// depends only on the ranks' values of element i, never on `count` or on how Gloo segments the
 // buffer. This keeps the model forward batch-invariant (DESIGN.md: a position's
 // logits do not depend on the batch) for any group size, at the cost of moving
 // (size - 1) * count floats per rank instead of a ring's 2 (size - 1) / size * count:
@@ -95,7 +95,7 @@ class GlooCommunicator final : public Communicator {
   int size_;
   absl::Duration timeout_;
   uint32_t next_tag_ = 1;
-  absl::Status broken_;               // first failure; OK while usable
+  absl::Status broken_;                // first failure; OK while usable
   std::vector<float> gather_scratch_;  // [size * count] of the last AllReduceSum
 };
 

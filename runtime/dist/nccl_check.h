@@ -21,11 +21,11 @@ absl::Status NcclStatus(ncclResult_t result, const char* statement, const char* 
 
 }  // namespace splitspec::net
 
-#define NCCL_RETURN_IF_ERROR(stmt)                                                        \
-  do {                                                                                    \
-    ::absl::Status splitspec_nccl_status_ =                                               \
-        ::splitspec::net::NcclStatus((stmt), #stmt, __FILE__, __LINE__);                  \
-    if (!splitspec_nccl_status_.ok()) return splitspec_nccl_status_;                      \
+#define NCCL_RETURN_IF_ERROR(stmt)                                       \
+  do {                                                                   \
+    ::absl::Status splitspec_nccl_status_ =                              \
+        ::splitspec::net::NcclStatus((stmt), #stmt, __FILE__, __LINE__); \
+    if (!splitspec_nccl_status_.ok()) return splitspec_nccl_status_;     \
   } while (0)
 
 #endif  // SPLITSPEC_RUNTIME_DIST_NCCL_CHECK_H_

@@ -31,8 +31,8 @@ absl::Status WaitCommReady(ncclComm_t comm, absl::Time deadline, const std::stri
     if (state == ncclSuccess) return absl::OkStatus();
     if (state != ncclInProgress) {
       absl::Status s = NcclStatus(state, "ncclCommGetAsyncError", __FILE__, __LINE__);
-      return absl::Status(s.code(), absl::StrCat(what, ": ", s.message(), ": ",
-                                                 ncclGetLastError(comm)));
+      return absl::Status(s.code(),
+                          absl::StrCat(what, ": ", s.message(), ": ", ncclGetLastError(comm)));
     }
     if (absl::Now() > deadline) return absl::DeadlineExceededError(what);
     PollPause(i);
@@ -126,13 +126,14 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
-  absl::Status s = NcclStatus(ncclCommInitRankConfig(&comm, options.size, id, options.rank, &config),
-                              "ncclCommInitRankConfig", __FILE__, __LINE__);
+  absl::Status s =
+      NcclStatus(ncclCommInitRankConfig(&comm, options.size, id, options.rank, &config),
+                 "ncclCommInitRankConfig", __FILE__, __LINE__);
   if (s.ok()) {
-    s = WaitCommReady(comm, absl::Now() + options.timeout,
-                      absl::StrCat("NCCL init of group '", options.group, "' (rank ",
-                                   options.rank, " of ", options.size, ") not done within ",
-                                   absl::FormatDuration(options.timeout)));
+    s = WaitCommReady(
+        comm, absl::Now() + options.timeout,
+        absl::StrCat("NCCL init of group '", options.group, "' (rank ", options.rank, " of ",
+                     options.size, ") not done within ", absl::FormatDuration(options.timeout)));
   }
   if (!s.ok()) {
     if (comm != nullptr) ncclCommAbort(comm);

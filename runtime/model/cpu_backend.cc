@@ -111,8 +111,7 @@ void CpuBackend::RopeAndStore(int layer) {
   const int kv_heads = static_cast<int>(shard_.kv_heads.size());
   for (int64_t t = 0; t < tokens(); ++t) {
     internal::PrepareAttentionInputs(config_, &rope_cos_[t * pairs], &rope_sin_[t * pairs], heads,
-                                     kv_heads, &q_[t * q_dim_], &k_[t * kv_dim_],
-                                     &v_[t * kv_dim_]);
+                                     kv_heads, &q_[t * q_dim_], &k_[t * kv_dim_], &v_[t * kv_dim_]);
     KvCache* cache = plan_->batch[plan_->token_seq[t]].cache;
     const int pos = plan_->token_pos[t];
     std::memcpy(cache->key(layer, pos), &k_[t * kv_dim_], kv_dim_ * sizeof(float));
@@ -131,12 +130,11 @@ void CpuBackend::AttendAllHeads(int layer) {
     const int h = static_cast<int>(task % heads);  // this rank's head h
     const KvCache* cache = plan_->batch[plan_->token_seq[t]].cache;
     // The KV head of model head (heads.begin + h), among this rank's KV heads.
-    const int64_t kv_offset =
-        ((shard_.heads.begin + h) / group - shard_.kv_heads.begin) * head_dim;
-    internal::AttendOneHead(order, &q_[t * q_dim_ + h * head_dim],
-                            cache->key(layer, 0) + kv_offset, cache->value(layer, 0) + kv_offset,
-                            kv_dim_, plan_->token_pos[t], head_dim, scale,
-                            thread_scores_[thread].data(), &attn_[t * q_dim_ + h * head_dim]);
+    const int64_t kv_offset = ((shard_.heads.begin + h) / group - shard_.kv_heads.begin) * head_dim;
+    internal::AttendOneHead(order, &q_[t * q_dim_ + h * head_dim], cache->key(layer, 0) + kv_offset,
+                            cache->value(layer, 0) + kv_offset, kv_dim_, plan_->token_pos[t],
+                            head_dim, scale, thread_scores_[thread].data(),
+                            &attn_[t * q_dim_ + h * head_dim]);
   });
 }
 
@@ -149,9 +147,7 @@ float* CpuBackend::FeedForward(int layer) {
   return partial_.data();
 }
 
-void CpuBackend::AddToResidual() {
-  AddRows(x_.data(), partial_.data(), tokens() * config_.n_embd);
-}
+void CpuBackend::AddToResidual() { AddRows(x_.data(), partial_.data(), tokens() * config_.n_embd); }
 
 const float* CpuBackend::OutputHead() {
   const int d = config_.n_embd;

@@ -64,15 +64,15 @@ class CpuBackend final : public TransformerBackend {
 
   // Scratch, sized per call (T tokens, R logit rows, N ranks).
   std::vector<float> rope_cos_, rope_sin_;  // [T, rope_dim / 2]
-  std::vector<float> x_;          // [T, n_embd] residual stream (replicated)
-  std::vector<float> xn_;         // [T, n_embd] normalized
-  std::vector<float> q_, k_, v_;  // [T, q_dim_], [T, kv_dim_], [T, kv_dim_]
-  std::vector<float> attn_;       // [T, q_dim_]
-  std::vector<float> partial_;    // [T, n_embd] this rank's share of a sublayer's output
-  std::vector<float> gate_, up_;  // [T, ff_]
-  std::vector<float> head_out_;   // [R, vocab.size()] when padding is needed
-  std::vector<float> logits_;     // [R, vocab_per_rank]
-  std::vector<float> gathered_;   // [N, R, vocab_per_rank]
+  std::vector<float> x_;                    // [T, n_embd] residual stream (replicated)
+  std::vector<float> xn_;                   // [T, n_embd] normalized
+  std::vector<float> q_, k_, v_;            // [T, q_dim_], [T, kv_dim_], [T, kv_dim_]
+  std::vector<float> attn_;                 // [T, q_dim_]
+  std::vector<float> partial_;              // [T, n_embd] this rank's share of a sublayer's output
+  std::vector<float> gate_, up_;            // [T, ff_]
+  std::vector<float> head_out_;             // [R, vocab.size()] when padding is needed
+  std::vector<float> logits_;               // [R, vocab_per_rank]
+  std::vector<float> gathered_;             // [N, R, vocab_per_rank]
   std::vector<std::vector<float>> thread_scores_;   // [threads][max positions]
   std::vector<kernels::PackedActivations> packed_;  // one per weight type in a MatMul
 };

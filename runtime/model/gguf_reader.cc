@@ -22,7 +22,7 @@ absl::string_view AV(absl::string_view s) { return s; }
 
 constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" read as little-endian u32
 // Smallest possible encodings, used to refuse counts before allocating.
-constexpr uint64_t kMinKeyValueBytes = 8 + 4;       // empty key + type
+constexpr uint64_t kMinKeyValueBytes = 8 + 4;            // empty key + type
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;  // empty name, n_dims, type, offset
 // Refuse absurd strings even when the file is big enough (a key or token this long is corrupt).
 constexpr uint64_t kMaxStringBytes = uint64_t{1} << 30;
@@ -72,9 +72,9 @@ class Cursor {
 
   absl::StatusOr<const uint8_t*> Take(uint64_t n, absl::string_view what) {
     if (n > remaining()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "GGUF truncated: ", what, " needs ", n, " bytes at offset ", offset_, " but only ",
-          remaining(), " remain"));
+      return absl::InvalidArgumentError(absl::StrCat("GGUF truncated: ", what, " needs ", n,
+                                                     " bytes at offset ", offset_, " but only ",
+                                                     remaining(), " remain"));
     }
     const uint8_t* p = base_ + offset_;
     offset_ += n;
@@ -105,7 +105,8 @@ class Cursor {
 };
 
 absl::StatusOr<GgufValueType> ReadValueType(Cursor& cursor, absl::string_view key) {
-  ASSIGN_OR_RETURN(uint32_t raw, cursor.Read<uint32_t>(absl::StrCat("type of key '", AV(key), "'")));
+  ASSIGN_OR_RETURN(uint32_t raw,
+                   cursor.Read<uint32_t>(absl::StrCat("type of key '", AV(key), "'")));
   if (!IsKnownType(raw)) {
     return absl::InvalidArgumentError(absl::StrCat("GGUF key '", AV(key), "': unknown value type ",
                                                    raw, " at offset ", cursor.offset() - 4));
@@ -127,9 +128,8 @@ absl::Status ReadArray(Cursor& cursor, absl::string_view key, GgufMetadataValue&
   if (value.count > cursor.remaining() / min_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("GGUF key '", AV(key), "': array of ", value.count, " ",
-                     GgufValueTypeName(value.element_type), " elements at offset ",
-                     cursor.offset(), " does not fit in the ", cursor.remaining(),
-                     " bytes left in the file"));
+                     GgufValueTypeName(value.element_type), " elements at offset ", cursor.offset(),
+                     " does not fit in the ", cursor.remaining(), " bytes left in the file"));
   }
   value.bytes = nullptr;
   if (element_bytes != 0) {
@@ -210,19 +210,32 @@ absl::StatusOr<GgufTensorInfo> ReadTensorInfo(Cursor& cursor, uint64_t index) {
 
 const char* GgufValueTypeName(GgufValueType type) {
   switch (type) {
-    case GgufValueType::kUint8: return "u8";
-    case GgufValueType::kInt8: return "i8";
-    case GgufValueType::kUint16: return "u16";
-    case GgufValueType::kInt16: return "i16";
-    case GgufValueType::kUint32: return "u32";
-    case GgufValueType::kInt32: return "i32";
-    case GgufValueType::kFloat32: return "f32";
-    case GgufValueType::kBool: return "bool";
-    case GgufValueType::kString: return "string";
-    case GgufValueType::kArray: return "array";
-    case GgufValueType::kUint64: return "u64";
-    case GgufValueType::kInt64: return "i64";
-    case GgufValueType::kFloat64: return "f64";
+    case GgufValueType::kUint8:
+      return "u8";
+    case GgufValueType::kInt8:
+      return "i8";
+    case GgufValueType::kUint16:
+      return "u16";
+    case GgufValueType::kInt16:
+      return "i16";
+    case GgufValueType::kUint32:
+      return "u32";
+    case GgufValueType::kInt32:
+      return "i32";
+    case GgufValueType::kFloat32:
+      return "f32";
+    case GgufValueType::kBool:
+      return "bool";
+    case GgufValueType::kString:
+      return "string";
+    case GgufValueType::kArray:
+      return "array";
+    case GgufValueType::kUint64:
+      return "u64";
+    case GgufValueType::kInt64:
+      return "i64";
+    case GgufValueType::kFloat64:
+      return "f64";
   }
   return "unknown";
 }
@@ -280,8 +293,8 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Parse(std::unique_ptr<GgufFi
   }
   ASSIGN_OR_RETURN(file->version_, cursor.Read<uint32_t>("version"));
   if (file->version_ != 2 && file->version_ != 3) {
-    return absl::UnimplementedError(absl::StrCat("GGUF version ", file->version_,
-                                                 " is not supported (2 and 3 are)"));
+    return absl::UnimplementedError(
+        absl::StrCat("GGUF version ", file->version_, " is not supported (2 and 3 are)"));
   }
   ASSIGN_OR_RETURN(uint64_t tensor_count, cursor.Read<uint64_t>("tensor count"));
   ASSIGN_OR_RETURN(uint64_t kv_count, cursor.Read<uint64_t>("metadata count"));
@@ -294,8 +307,7 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Parse(std::unique_ptr<GgufFi
         absl::StrCat("GGUF tensor count ", tensor_count, " does not fit in the file"));
   }
   for (uint64_t i = 0; i < kv_count; ++i) {
-    ASSIGN_OR_RETURN(std::string_view key,
-                     cursor.ReadString(absl::StrCat("key #", i)));
+    ASSIGN_OR_RETURN(std::string_view key, cursor.ReadString(absl::StrCat("key #", i)));
     ASSIGN_OR_RETURN(GgufMetadataValue value, ReadValue(cursor, AV(key)));
     if (file->metadata_.contains(AV(key))) {
       return absl::InvalidArgumentError(absl::StrCat("GGUF key '", AV(key), "' appears twice"));
@@ -306,8 +318,8 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Parse(std::unique_ptr<GgufFi
   if (file->HasKey("general.alignment")) {
     ASSIGN_OR_RETURN(uint32_t alignment, file->GetUint32("general.alignment"));
     if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "GGUF key 'general.alignment' = ", alignment, " is not a power of two"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("GGUF key 'general.alignment' = ", alignment, " is not a power of two"));
     }
     file->alignment_ = alignment;
   }
@@ -368,9 +380,9 @@ absl::StatusOr<const GgufMetadataValue*> GgufFile::FindArray(std::string_view ke
                                                              GgufValueType element_type) const {
   ASSIGN_OR_RETURN(const GgufMetadataValue* value, FindTyped(key, GgufValueType::kArray));
   if (value->element_type != element_type) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("GGUF key '", AV(key), "' is an array of ", GgufValueTypeName(value->element_type),
-                     ", expected an array of ", GgufValueTypeName(element_type)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GGUF key '", AV(key), "' is an array of ", GgufValueTypeName(value->element_type),
+        ", expected an array of ", GgufValueTypeName(element_type)));
   }
   return value;
 }
@@ -380,10 +392,10 @@ absl::StatusOr<GgufValueType> GgufFile::GetType(std::string_view key) const {
   return value->type;
 }
 
-#define SPLITSPEC_GGUF_SCALAR_GETTER(Name, CType, Enum)                             \
-  absl::StatusOr<CType> GgufFile::Get##Name(std::string_view key) const {           \
+#define SPLITSPEC_GGUF_SCALAR_GETTER(Name, CType, Enum)                                    \
+  absl::StatusOr<CType> GgufFile::Get##Name(std::string_view key) const {                  \
     ASSIGN_OR_RETURN(const GgufMetadataValue* value, FindTyped(key, GgufValueType::Enum)); \
-    return LoadUnaligned<CType>(value->bytes);                                      \
+    return LoadUnaligned<CType>(value->bytes);                                             \
   }
 SPLITSPEC_GGUF_SCALAR_GETTER(Uint8, uint8_t, kUint8)
 SPLITSPEC_GGUF_SCALAR_GETTER(Int8, int8_t, kInt8)
@@ -413,13 +425,27 @@ namespace {
 // or an unsigned 64-bit value exceeds int64.
 bool LoadInteger(GgufValueType type, const uint8_t* p, int64_t* out) {
   switch (type) {
-    case GgufValueType::kUint8: *out = LoadUnaligned<uint8_t>(p); return true;
-    case GgufValueType::kInt8: *out = LoadUnaligned<int8_t>(p); return true;
-    case GgufValueType::kUint16: *out = LoadUnaligned<uint16_t>(p); return true;
-    case GgufValueType::kInt16: *out = LoadUnaligned<int16_t>(p); return true;
-    case GgufValueType::kUint32: *out = LoadUnaligned<uint32_t>(p); return true;
-    case GgufValueType::kInt32: *out = LoadUnaligned<int32_t>(p); return true;
-    case GgufValueType::kInt64: *out = LoadUnaligned<int64_t>(p); return true;
+    case GgufValueType::kUint8:
+      *out = LoadUnaligned<uint8_t>(p);
+      return true;
+    case GgufValueType::kInt8:
+      *out = LoadUnaligned<int8_t>(p);
+      return true;
+    case GgufValueType::kUint16:
+      *out = LoadUnaligned<uint16_t>(p);
+      return true;
+    case GgufValueType::kInt16:
+      *out = LoadUnaligned<int16_t>(p);
+      return true;
+    case GgufValueType::kUint32:
+      *out = LoadUnaligned<uint32_t>(p);
+      return true;
+    case GgufValueType::kInt32:
+      *out = LoadUnaligned<int32_t>(p);
+      return true;
+    case GgufValueType::kInt64:
+      *out = LoadUnaligned<int64_t>(p);
+      return true;
     case GgufValueType::kUint64: {
       const uint64_t v = LoadUnaligned<uint64_t>(p);
       if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
@@ -432,8 +458,8 @@ bool LoadInteger(GgufValueType type, const uint8_t* p, int64_t* out) {
 }
 
 bool IsIntegerType(GgufValueType type) {
-  return FixedSize(type) != 0 && type != GgufValueType::kBool &&
-         type != GgufValueType::kFloat32 && type != GgufValueType::kFloat64;
+  return FixedSize(type) != 0 && type != GgufValueType::kBool && type != GgufValueType::kFloat32 &&
+         type != GgufValueType::kFloat64;
 }
 
 }  // namespace
@@ -494,9 +520,9 @@ absl::StatusOr<std::vector<int32_t>> GgufFile::GetInt32Array(std::string_view ke
 absl::StatusOr<std::vector<int64_t>> GgufFile::GetIntegerArray(std::string_view key) const {
   ASSIGN_OR_RETURN(const GgufMetadataValue* value, FindTyped(key, GgufValueType::kArray));
   if (!IsIntegerType(value->element_type)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("GGUF key '", AV(key), "' is an array of ",
-                     GgufValueTypeName(value->element_type), ", expected integers"));
+    return absl::InvalidArgumentError(absl::StrCat("GGUF key '", AV(key), "' is an array of ",
+                                                   GgufValueTypeName(value->element_type),
+                                                   ", expected integers"));
   }
   const uint64_t stride = FixedSize(value->element_type);
   std::vector<int64_t> out(value->count);

@@ -66,9 +66,9 @@ struct GgufTensorInfo {
   // dims[0] is the fastest-varying (row length); a 2-D weight is [cols, rows].
   std::vector<int64_t> dims;
   kernels::GgmlType type = kernels::GgmlType::kF32;
-  uint64_t offset = 0;        // from the start of the data section, a multiple of the alignment
-  int64_t num_elements = 0;   // product of dims
-  uint64_t num_bytes = 0;     // bytes of data, verified to lie inside the file
+  uint64_t offset = 0;            // from the start of the data section, a multiple of the alignment
+  int64_t num_elements = 0;       // product of dims
+  uint64_t num_bytes = 0;         // bytes of data, verified to lie inside the file
   const uint8_t* data = nullptr;  // num_bytes bytes inside the mapping
 
   int64_t cols() const { return dims.empty() ? 1 : dims[0]; }
@@ -79,9 +79,9 @@ struct GgufTensorInfo {
 struct GgufMetadataValue {
   GgufValueType type = GgufValueType::kUint8;
   GgufValueType element_type = GgufValueType::kUint8;  // arrays only
-  uint64_t count = 0;                                   // arrays only
-  const uint8_t* bytes = nullptr;  // scalar value or first array element, inside the file
-  std::string_view string_value;   // kString only
+  uint64_t count = 0;                                  // arrays only
+  const uint8_t* bytes = nullptr;         // scalar value or first array element, inside the file
+  std::string_view string_value;          // kString only
   std::vector<std::string_view> strings;  // arrays of strings only
 };
 
@@ -171,8 +171,8 @@ class GgufFile {
   std::string path_;
   const uint8_t* base_ = nullptr;  // the whole file
   uint64_t size_ = 0;
-  void* mapping_ = nullptr;        // mmap'ed region (nullptr for buffers)
-  std::vector<uint8_t> buffer_;    // owned image (FromBuffer)
+  void* mapping_ = nullptr;      // mmap'ed region (nullptr for buffers)
+  std::vector<uint8_t> buffer_;  // owned image (FromBuffer)
   uint32_t version_ = 0;
   uint64_t alignment_ = kGgufDefaultAlignment;
   std::vector<std::string> keys_;

@@ -17,8 +17,8 @@ KvCache::KvCache(int n_layers, int kv_dim, int max_tokens)
 
 absl::Status KvCache::Truncate(int new_length) {
   if (new_length < 0 || new_length > length_) {
-    return absl::InvalidArgumentError(absl::StrCat("KV cache truncate to ", new_length,
-                                                   " outside [0, ", length_, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV cache truncate to ", new_length, " outside [0, ", length_, "]"));
   }
   length_ = new_length;
   return absl::OkStatus();
@@ -26,9 +26,8 @@ absl::Status KvCache::Truncate(int new_length) {
 
 absl::Status KvCache::Reserve(int new_length) {
   if (new_length > max_tokens_) {
-    return absl::OutOfRangeError(absl::StrCat("sequence of ", new_length,
-                                              " tokens exceeds the KV cache limit of ",
-                                              max_tokens_));
+    return absl::OutOfRangeError(absl::StrCat(
+        "sequence of ", new_length, " tokens exceeds the KV cache limit of ", max_tokens_));
   }
   if (new_length <= capacity_) return absl::OkStatus();
   const int capacity = std::min(max_tokens_, std::max({new_length, 2 * capacity_, 64}));

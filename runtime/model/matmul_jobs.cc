@@ -32,7 +32,8 @@ void RunMatMulJobs(ThreadPool& pool, std::initializer_list<MatMulJob> jobs, int6
   int num_packs = 0;
   int64_t num_tasks = 0;
   for (const MatMulJob& job : jobs) {
-    SPLITSPEC_CHECK(num_jobs < kMaxMatMulJobs) << "at most " << kMaxMatMulJobs << " matmuls share a dispatch";
+    SPLITSPEC_CHECK(num_jobs < kMaxMatMulJobs)
+        << "at most " << kMaxMatMulJobs << " matmuls share a dispatch";
     int pack = 0;
     while (pack < num_packs && pack_keys[pack] != std::make_pair(job.w->type, job.x)) ++pack;
     if (pack == num_packs) {
@@ -49,7 +50,8 @@ void RunMatMulJobs(ThreadPool& pool, std::initializer_list<MatMulJob> jobs, int6
     const Prepared& p = prepared[j];
     const int64_t row_begin = (task - p.first_task) * p.chunk_rows;
     const int64_t row_end = std::min(p.w->rows, row_begin + p.chunk_rows);
-    kernels::MatMulRows(p.w->type, p.w->data, p.w->cols, *p.packed, row_begin, row_end, p.y, p.w->rows);
+    kernels::MatMulRows(p.w->type, p.w->data, p.w->cols, *p.packed, row_begin, row_end, p.y,
+                        p.w->rows);
   });
 }
 

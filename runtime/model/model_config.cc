@@ -13,8 +13,8 @@ namespace {
 absl::StatusOr<int> ReadSize(const GgufFile& file, const std::string& key) {
   ASSIGN_OR_RETURN(int64_t value, file.GetInteger(key));
   if (value < 1 || value > (int64_t{1} << 30)) {
-    return absl::InvalidArgumentError(absl::StrCat("GGUF key '", key, "' = ", value,
-                                                   " is out of range [1, 2^30]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("GGUF key '", key, "' = ", value, " is out of range [1, 2^30]"));
   }
   return static_cast<int>(value);
 }
@@ -61,13 +61,13 @@ absl::StatusOr<float> ReadRopeFreqScale(const GgufFile& file, const std::string&
 absl::Status ValidateModelConfig(const ModelConfig& c) {
   auto bad = [](const std::string& what) { return absl::InvalidArgumentError(what); };
   if (c.n_layers < 1 || c.n_embd < 1 || c.n_ff < 1 || c.vocab_size < 1 || c.context_length < 1) {
-    return bad(absl::StrCat("model sizes must be positive: layers=", c.n_layers, " embd=",
-                            c.n_embd, " ff=", c.n_ff, " vocab=", c.vocab_size,
+    return bad(absl::StrCat("model sizes must be positive: layers=", c.n_layers, " embd=", c.n_embd,
+                            " ff=", c.n_ff, " vocab=", c.vocab_size,
                             " context=", c.context_length));
   }
   if (c.n_heads < 1 || c.n_kv_heads < 1 || c.n_heads % c.n_kv_heads != 0) {
-    return bad(absl::StrCat("head_count ", c.n_heads, " must be a positive multiple of head_count_kv ",
-                            c.n_kv_heads));
+    return bad(absl::StrCat("head_count ", c.n_heads,
+                            " must be a positive multiple of head_count_kv ", c.n_kv_heads));
   }
   if (c.head_dim < 2 || c.head_dim % 2 != 0) {
     return bad(absl::StrCat("head dimension ", c.head_dim, " must be even and >= 2"));

@@ -31,15 +31,18 @@ IndexRange KvHeadsFor(IndexRange heads, int64_t group) {
 
 // Every rank's column range [unit * begin, unit * end) of `m` must start and
 // end on a quantization block.
-absl::Status CheckColumnSplit(const char* tensor, const WeightMatrix& m, int size, int64_t units, int64_t unit) {
+absl::Status CheckColumnSplit(const char* tensor, const WeightMatrix& m, int size, int64_t units,
+                              int64_t unit) {
   const kernels::GgmlTypeTraits& traits = kernels::GetGgmlTypeTraits(m.type);
   for (int r = 0; r < size; ++r) {
     const IndexRange part = BalancedSplit(units, size, r);
-    if ((part.begin * unit) % traits.block_size != 0 || (part.end * unit) % traits.block_size != 0) {
+    if ((part.begin * unit) % traits.block_size != 0 ||
+        (part.end * unit) % traits.block_size != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "tensor-parallel size ", size, " gives rank ", r, " columns [", part.begin * unit, ", ", part.end * unit,
-          ") of the ", m.cols, " input columns of ", tensor, " (type ", traits.name, "): not whole ",
-          traits.block_size, "-element quantization blocks, so the column split is refused"));
+          "tensor-parallel size ", size, " gives rank ", r, " columns [", part.begin * unit, ", ",
+          part.end * unit, ") of the ", m.cols, " input columns of ", tensor, " (type ",
+          traits.name, "): not whole ", traits.block_size,
+          "-element quantization blocks, so the column split is refused"));
     }
   }
   return absl::OkStatus();
@@ -78,25 +81,25 @@ absl::StatusOr<TensorParallelShard> PlanTensorParallelShard(const ModelConfig& c
                                                             const ModelWeights& weights, int size,
                                                             int rank) {
   if (size < 1 || rank < 0 || rank >= size) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor-parallel rank ", rank, " of size ",
-                                                   size, ": need size >= 1 and 0 <= rank < size"));
+    return absl::InvalidArgumentError(absl::StrCat("tensor-parallel rank ", rank, " of size ", size,
+                                                   ": need size >= 1 and 0 <= rank < size"));
   }
   if (size > config.n_heads) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor-parallel size ", size, " exceeds the ", config.n_heads,
-                                                   " attention heads (every rank needs at least one)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor-parallel size ", size, " exceeds the ", config.n_heads,
+                     " attention heads (every rank needs at least one)"));
   }
   if (config.n_ff % size != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor-parallel size ", size,
-                                                   " does not divide the feed-forward size ",
-                                                   config.n_ff));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor-parallel size ", size, " does not divide the feed-forward size ", config.n_ff));
   }
   if (size > config.vocab_size) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor-parallel size ", size,
-                                                   " exceeds the vocabulary of ",
-                                                   config.vocab_size));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor-parallel size ", size, " exceeds the vocabulary of ", config.vocab_size));
   }
   for (const LayerWeights& l : weights.layers) {
-    RETURN_IF_ERROR(CheckColumnSplit("attn_output.weight", l.wo, size, config.n_heads, config.head_dim));
+    RETURN_IF_ERROR(
+        CheckColumnSplit("attn_output.weight", l.wo, size, config.n_heads, config.head_dim));
     RETURN_IF_ERROR(CheckColumnSplit("ffn_down.weight", l.down, size, config.n_ff, 1));
   }
   TensorParallelShard shard;

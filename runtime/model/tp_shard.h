@@ -29,8 +29,8 @@
 // owned memory at load (with one rank, N = 1, nothing is copied: every slice
 // is the whole matrix, borrowed). That requires each rank's column range to start and end
 // on a quantization block: every rank's head boundary (heads x head_dim) and
-// n_ff / N must be multiples of the type's block size (32 for Q4_0, Q4_1, Q8_0; 256 for Q4_K, Q5_K, Q6_K; 1 for
-// float types). Other splits are refused at load with the numbers in the message.
+// n_ff / N must be multiples of the type's block size (32 for Q4_0, Q4_1, Q8_0; 256 for Q4_K, Q5_K,
+// Q6_K; 1 for float types). Other splits are refused at load with the numbers in the message.
 #ifndef SPLITSPEC_RUNTIME_MODEL_TP_SHARD_H_
 #define SPLITSPEC_RUNTIME_MODEL_TP_SHARD_H_
 
@@ -52,12 +52,12 @@ struct IndexRange {
 };
 
 struct TensorParallelShard {
-  int size = 1;  // N
-  int rank = 0;  // r
-  IndexRange heads;     // query heads
-  IndexRange kv_heads;  // KV heads
-  IndexRange ff;        // feed-forward columns (rows of gate/up, columns of down)
-  IndexRange vocab;     // output rows; may be shorter than vocab_per_rank for the last rank
+  int size = 1;                // N
+  int rank = 0;                // r
+  IndexRange heads;            // query heads
+  IndexRange kv_heads;         // KV heads
+  IndexRange ff;               // feed-forward columns (rows of gate/up, columns of down)
+  IndexRange vocab;            // output rows; may be shorter than vocab_per_rank for the last rank
   int64_t vocab_per_rank = 0;  // V' = ceil(V / N): the all-gather's count per row
 
   // Dimensions of this rank's tensors.
@@ -78,15 +78,15 @@ absl::StatusOr<TensorParallelShard> PlanTensorParallelShard(const ModelConfig& c
 // own their repacked bytes (the *_bytes vectors; the matrices point into them).
 struct ShardedLayerWeights {
   const std::vector<float>* attn_norm = nullptr;  // [n_embd], the full model's
-  WeightMatrix wq;              // [q_dim/N, n_embd]
-  WeightMatrix wk;              // [kv_dim/N, n_embd]
-  WeightMatrix wv;              // [kv_dim/N, n_embd]
-  std::vector<float> bq, bk, bv;  // slices; empty without qkv_bias
-  WeightMatrix wo;              // [n_embd, q_dim/N], owned by wo_bytes if N > 1
-  const std::vector<float>* ffn_norm = nullptr;  // [n_embd]
-  WeightMatrix gate;            // [n_ff/N, n_embd]
-  WeightMatrix up;              // [n_ff/N, n_embd]
-  WeightMatrix down;            // [n_embd, n_ff/N], owned by down_bytes if N > 1
+  WeightMatrix wq;                                // [q_dim/N, n_embd]
+  WeightMatrix wk;                                // [kv_dim/N, n_embd]
+  WeightMatrix wv;                                // [kv_dim/N, n_embd]
+  std::vector<float> bq, bk, bv;                  // slices; empty without qkv_bias
+  WeightMatrix wo;                                // [n_embd, q_dim/N], owned by wo_bytes if N > 1
+  const std::vector<float>* ffn_norm = nullptr;   // [n_embd]
+  WeightMatrix gate;                              // [n_ff/N, n_embd]
+  WeightMatrix up;                                // [n_ff/N, n_embd]
+  WeightMatrix down;                              // [n_embd, n_ff/N], owned by down_bytes if N > 1
   std::vector<uint8_t> wo_bytes, down_bytes;
 };
 

@@ -73,9 +73,9 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Load(const std::string
 absl::StatusOr<std::unique_ptr<Transformer>> Transformer::FromFile(
     std::unique_ptr<GgufFile> file, net::Communicator* group, const TransformerOptions& options) {
   if (group != nullptr && group->buffer_space() != net::BufferSpace::kHost) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the CPU transformer backend needs a host-memory communicator (Gloo), got ",
-        group->backend_name()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the CPU transformer backend needs a host-memory communicator (Gloo), got ",
+                     group->backend_name()));
   }
   ASSIGN_OR_RETURN(ModelConfig config, ReadModelConfig(*file));
   if (options.layers < 0 || options.layers > config.n_layers) {
@@ -87,8 +87,7 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::FromFile(
   auto full = std::make_unique<ModelWeights>(std::move(weights));
   const int size = group == nullptr ? 1 : group->size();
   const int rank = group == nullptr ? 0 : group->rank();
-  ASSIGN_OR_RETURN(TensorParallelShard shard,
-                   PlanTensorParallelShard(config, *full, size, rank));
+  ASSIGN_OR_RETURN(TensorParallelShard shard, PlanTensorParallelShard(config, *full, size, rank));
   return std::unique_ptr<Transformer>(new Transformer(
       std::move(file), std::move(config), std::move(full), shard, group, options.threads));
 }
@@ -100,13 +99,12 @@ std::unique_ptr<KvCache> Transformer::NewCache(int max_tokens) const {
 absl::Status Transformer::CheckCacheShape(size_t s, const KvCache& cache) const {
   const int64_t kv_dim = shard_.kv_dim(config_);
   if (cache.n_layers() == config_.n_layers && cache.kv_dim() == kv_dim) return absl::OkStatus();
-  const std::string needs =
-      shard_.size == 1 ? std::string("model needs")
-                       : absl::StrCat("tensor-parallel rank ", shard_.rank, " needs");
-  return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": KV cache shaped for ",
-                                                 cache.n_layers(), " layers x ", cache.kv_dim(),
-                                                 ", ", needs, " ", config_.n_layers, " x ",
-                                                 kv_dim));
+  const std::string needs = shard_.size == 1
+                                ? std::string("model needs")
+                                : absl::StrCat("tensor-parallel rank ", shard_.rank, " needs");
+  return absl::InvalidArgumentError(
+      absl::StrCat("sequence ", s, ": KV cache shaped for ", cache.n_layers(), " layers x ",
+                   cache.kv_dim(), ", ", needs, " ", config_.n_layers, " x ", kv_dim));
 }
 
 absl::Status Transformer::Validate(absl::Span<const SequenceInput> batch) const {

@@ -62,6 +62,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "runtime/dist/communicator.h"
 #include "runtime/model/backend.h"
 #include "runtime/model/gguf_reader.h"
 #include "runtime/model/kv_cache.h"
@@ -69,7 +70,6 @@
 #include "runtime/model/model_config.h"
 #include "runtime/model/tp_shard.h"
 #include "runtime/model/weights.h"
-#include "runtime/dist/communicator.h"
 
 namespace splitspec::model {
 
@@ -152,10 +152,10 @@ class Transformer : public LanguageModel {
   std::unique_ptr<ModelWeights> weights_;  // located in file_
   TensorParallelShard shard_;
   std::unique_ptr<ShardedWeights> shard_weights_;  // slices of weights_
-  net::Communicator* group_;  // null or size 1: a one-rank group
+  net::Communicator* group_;                       // null or size 1: a one-rank group
   int threads_;
   std::unique_ptr<TransformerBackend> backend_;  // borrows shard_weights_, config_
-  ForwardPlan plan_;  // the current call's
+  ForwardPlan plan_;                             // the current call's
 };
 
 }  // namespace splitspec::model

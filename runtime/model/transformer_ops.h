@@ -59,9 +59,9 @@ void PrepareAttentionInputs(const ModelConfig& config, const float* cos_angles,
 // Path: AVX2+FMA+F16C when the CPU has it (CpuFeatures(), so SPLITSPEC_CPU_ISA=scalar
 // forces the reference) and head_dim % 16 == 0, head_dim <= 256; else the reference.
 // Both give the same bits for either order.
-void AttendOneHead(kernels::GgmlOrder order, const float* q, const float* keys,
-                   const float* values, int64_t kv_stride, int pos, int head_dim, float scale,
-                   float* scratch, float* out);
+void AttendOneHead(kernels::GgmlOrder order, const float* q, const float* keys, const float* values,
+                   int64_t kv_stride, int pos, int head_dim, float scale, float* scratch,
+                   float* out);
 // The scalar reference of AttendOneHead (any head_dim).
 void AttendOneHeadReference(kernels::GgmlOrder order, const float* q, const float* keys,
                             const float* values, int64_t kv_stride, int pos, int head_dim,

@@ -21,16 +21,16 @@ absl::StatusOr<const GgufTensorInfo*> FindShaped(const GgufFile& file, const std
                                                    absl::StrJoin(dims, ", "), "]"));
   }
   if (!kernels::IsSupportedWeightType(t->type)) {
-    return absl::UnimplementedError(
-        absl::StrCat("tensor '", name, "' has type ", kernels::GetGgmlTypeTraits(t->type).name,
-                     ", which the matmul kernels do not support"));
+    return absl::UnimplementedError(absl::StrCat("tensor '", name, "' has type ",
+                                                 kernels::GetGgmlTypeTraits(t->type).name,
+                                                 ", which the matmul kernels do not support"));
   }
   return t;
 }
 
 // A matrix of `rows` x `cols` (GGUF dims [cols, rows]).
-absl::StatusOr<WeightMatrix> LoadMatrix(const GgufFile& file, const std::string& name,
-                                        int64_t rows, int64_t cols) {
+absl::StatusOr<WeightMatrix> LoadMatrix(const GgufFile& file, const std::string& name, int64_t rows,
+                                        int64_t cols) {
   ASSIGN_OR_RETURN(const GgufTensorInfo* t, FindShaped(file, name, {cols, rows}));
   return WeightMatrix{t->type, t->data, rows, cols};
 }

@@ -33,24 +33,24 @@ struct WeightMatrix {
 };
 
 struct LayerWeights {
-  std::vector<float> attn_norm;  // [n_embd]
-  WeightMatrix wq;               // [q_dim rows, n_embd cols]
-  WeightMatrix wk;               // [kv_dim, n_embd]
-  WeightMatrix wv;               // [kv_dim, n_embd]
-  std::vector<float> bq, bk, bv; // [q_dim], [kv_dim], [kv_dim]; empty without qkv_bias
-  WeightMatrix wo;               // [n_embd, q_dim]
-  std::vector<float> ffn_norm;   // [n_embd]
-  WeightMatrix gate;             // [n_ff, n_embd]
-  WeightMatrix up;               // [n_ff, n_embd]
-  WeightMatrix down;             // [n_embd, n_ff]
+  std::vector<float> attn_norm;   // [n_embd]
+  WeightMatrix wq;                // [q_dim rows, n_embd cols]
+  WeightMatrix wk;                // [kv_dim, n_embd]
+  WeightMatrix wv;                // [kv_dim, n_embd]
+  std::vector<float> bq, bk, bv;  // [q_dim], [kv_dim], [kv_dim]; empty without qkv_bias
+  WeightMatrix wo;                // [n_embd, q_dim]
+  std::vector<float> ffn_norm;    // [n_embd]
+  WeightMatrix gate;              // [n_ff, n_embd]
+  WeightMatrix up;                // [n_ff, n_embd]
+  WeightMatrix down;              // [n_embd, n_ff]
 };
 
 struct ModelWeights {
-  WeightMatrix token_embd;        // [vocab, n_embd]
+  WeightMatrix token_embd;  // [vocab, n_embd]
   std::vector<LayerWeights> layers;
-  std::vector<float> output_norm; // [n_embd]
-  WeightMatrix output;            // [vocab, n_embd]; == token_embd when tied
-  bool tied_output = false;       // no output.weight in the file
+  std::vector<float> output_norm;  // [n_embd]
+  WeightMatrix output;             // [vocab, n_embd]; == token_embd when tied
+  bool tied_output = false;        // no output.weight in the file
   // Per-pair RoPE frequency divisors from rope_freqs.weight [rope_dim / 2]; empty if absent.
   std::vector<float> rope_freq_factors;
 

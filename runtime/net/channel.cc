@@ -26,7 +26,8 @@ absl::Status Channel::Send(absl::string_view peer, const proto::Envelope& envelo
 absl::StatusOr<Frame> Channel::Receive(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
-    absl::StatusOr<RawFrame> raw = ReceiveBytes(std::max(deadline - absl::Now(), absl::ZeroDuration()));
+    absl::StatusOr<RawFrame> raw =
+        ReceiveBytes(std::max(deadline - absl::Now(), absl::ZeroDuration()));
     if (!raw.ok()) return raw.status();
     if (raw->multipart) {
       malformed_frames_.fetch_add(1, std::memory_order_relaxed);
@@ -36,7 +37,8 @@ absl::StatusOr<Frame> Channel::Receive(absl::Duration timeout) {
     absl::StatusOr<proto::Envelope> envelope = DecodeEnvelope(raw->bytes);
     if (!envelope.ok()) {
       malformed_frames_.fetch_add(1, std::memory_order_relaxed);
-      SPLITSPEC_LOG(DEBUG) << "dropped frame from '" << raw->peer << "': " << envelope.status().message();
+      SPLITSPEC_LOG(DEBUG) << "dropped frame from '" << raw->peer
+                           << "': " << envelope.status().message();
       continue;
     }
     frames_received_.fetch_add(1, std::memory_order_relaxed);
@@ -80,7 +82,8 @@ int WaitAnyReadable(const std::vector<Channel*>& channels, absl::Duration timeou
     if (left <= absl::ZeroDuration()) return -1;
     if (all_zmq && !items.empty()) {
       // Returns early when any socket has input; EINTR reads as "nothing yet".
-      zmq_poll(items.data(), static_cast<int>(items.size()), std::max<long>(1, absl::ToInt64Milliseconds(left)));
+      zmq_poll(items.data(), static_cast<int>(items.size()),
+               std::max<long>(1, absl::ToInt64Milliseconds(left)));
       if (absl::Now() >= deadline) {
         for (size_t i = 0; i < channels.size(); ++i) {
           if (channels[i]->Readable()) return static_cast<int>(i);
@@ -99,20 +102,21 @@ absl::StatusOr<std::unique_ptr<Channel>> ListenChannel(const std::string& endpoi
       absl::StartsWith(endpoint, "inproc://")) {
     return ListenZmqChannel(endpoint);
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("endpoint '", endpoint, "' has no known scheme (tcp://, ipc://, inproc://, mem://)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "endpoint '", endpoint, "' has no known scheme (tcp://, ipc://, inproc://, mem://)"));
 }
 
 absl::StatusOr<std::unique_ptr<Channel>> ConnectChannel(const std::string& endpoint,
                                                         const std::string& identity) {
-  if (identity.empty()) return absl::InvalidArgumentError("ConnectChannel: identity must not be empty");
+  if (identity.empty())
+    return absl::InvalidArgumentError("ConnectChannel: identity must not be empty");
   if (absl::StartsWith(endpoint, "mem://")) return ConnectMemChannel(endpoint, identity);
   if (absl::StartsWith(endpoint, "tcp://") || absl::StartsWith(endpoint, "ipc://") ||
       absl::StartsWith(endpoint, "inproc://")) {
     return ConnectZmqChannel(endpoint, identity);
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("endpoint '", endpoint, "' has no known scheme (tcp://, ipc://, inproc://, mem://)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "endpoint '", endpoint, "' has no known scheme (tcp://, ipc://, inproc://, mem://)"));
 }
 
 }  // namespace splitspec::net

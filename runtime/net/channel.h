@@ -48,7 +48,7 @@ struct RawFrame {
 };
 
 struct ChannelCounters {
-  uint64_t frames_received = 0;   // well-formed frames returned by Receive
+  uint64_t frames_received = 0;  // well-formed frames returned by Receive
   uint64_t frames_sent = 0;
   uint64_t malformed_frames = 0;  // dropped by Receive
   uint64_t send_failures = 0;

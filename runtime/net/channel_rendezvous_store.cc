@@ -56,9 +56,9 @@ absl::Status ChannelRendezvousStore::Set(const std::string& key, absl::string_vi
         absl::StrCat("rendezvous key '", key, "' is already set at ", location()));
   }
   if (reply_op != RendezvousOp::kSetDone) {
-    return absl::UnavailableError(absl::StrCat("rendezvous server at ", location(),
-                                               " answered op ", static_cast<int>(reply_op),
-                                               " to a set of '", key, "'"));
+    return absl::UnavailableError(absl::StrCat("rendezvous server at ", location(), " answered op ",
+                                               static_cast<int>(reply_op), " to a set of '", key,
+                                               "'"));
   }
   return absl::OkStatus();
 }
@@ -67,17 +67,17 @@ absl::StatusOr<std::string> ChannelRendezvousStore::Get(const std::string& key,
                                                         absl::Duration timeout) {
   if (key.empty()) return absl::InvalidArgumentError("rendezvous key is empty");
   RendezvousOp reply_op = RendezvousOp::kMissing;
-  ASSIGN_OR_RETURN(std::string value, Call(RendezvousOp::kGet, key, "", timeout,
-                                           timeout + reply_timeout_, &reply_op));
+  ASSIGN_OR_RETURN(std::string value,
+                   Call(RendezvousOp::kGet, key, "", timeout, timeout + reply_timeout_, &reply_op));
   if (reply_op == RendezvousOp::kValue) return value;
   if (reply_op == RendezvousOp::kMissing) {
     return absl::DeadlineExceededError(absl::StrCat("rendezvous key '", key, "' not set at ",
                                                     location(), " within ",
                                                     absl::FormatDuration(timeout)));
   }
-  return absl::UnavailableError(absl::StrCat("rendezvous server at ", location(),
-                                             " answered op ", static_cast<int>(reply_op),
-                                             " to a get of '", key, "'"));
+  return absl::UnavailableError(absl::StrCat("rendezvous server at ", location(), " answered op ",
+                                             static_cast<int>(reply_op), " to a get of '", key,
+                                             "'"));
 }
 
 absl::StatusOr<std::unique_ptr<RendezvousStore>> ConnectRendezvousStore(

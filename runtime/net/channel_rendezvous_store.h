@@ -15,8 +15,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "runtime/net/channel.h"
 #include "runtime/dist/rendezvous_store.h"
+#include "runtime/net/channel.h"
 
 namespace splitspec::net {
 namespace internal {
@@ -44,8 +44,8 @@ class ChannelRendezvousStore final : public RendezvousStore {
   // replies to earlier, abandoned requests. Returns the reply's value; its op
   // goes to *reply_op.
   absl::StatusOr<std::string> Call(internal::RendezvousOp op, const std::string& key,
-                                   std::string value, absl::Duration wait,
-                                   absl::Duration timeout, internal::RendezvousOp* reply_op);
+                                   std::string value, absl::Duration wait, absl::Duration timeout,
+                                   internal::RendezvousOp* reply_op);
 
   std::unique_ptr<Channel> channel_;
   absl::Duration reply_timeout_;

@@ -22,10 +22,11 @@
 namespace splitspec::net {
 
 struct FaultOptions {
-  double drop_probability = 0.0;     // frame vanishes
-  double delay_probability = 0.0;    // frame is held for up to max_delay
+  double drop_probability = 0.0;   // frame vanishes
+  double delay_probability = 0.0;  // frame is held for up to max_delay
   absl::Duration max_delay = absl::Milliseconds(10);
-  double reorder_probability = 0.0;  // frame is held until the next one is delivered (max_delay at most)
+  double reorder_probability =
+      0.0;  // frame is held until the next one is delivered (max_delay at most)
   uint64_t seed = 1;
 };
 

@@ -8,13 +8,15 @@
 
 namespace splitspec::net {
 
-absl::StatusOr<std::unique_ptr<HeartbeatSender>> HeartbeatSender::Start(const std::string& coordinator_endpoint,
-                                                                         uint64_t worker_id, absl::Duration interval) {
+absl::StatusOr<std::unique_ptr<HeartbeatSender>> HeartbeatSender::Start(
+    const std::string& coordinator_endpoint, uint64_t worker_id, absl::Duration interval) {
   static std::atomic<int> counter{0};
-  ASSIGN_OR_RETURN(std::unique_ptr<Channel> channel,
-                   ConnectChannel(coordinator_endpoint,
-                                  absl::StrCat("heartbeat-", worker_id, "-", getpid(), "-", counter.fetch_add(1))));
-  std::unique_ptr<HeartbeatSender> sender(new HeartbeatSender(std::move(channel), worker_id, interval));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Channel> channel,
+      ConnectChannel(coordinator_endpoint, absl::StrCat("heartbeat-", worker_id, "-", getpid(), "-",
+                                                        counter.fetch_add(1))));
+  std::unique_ptr<HeartbeatSender> sender(
+      new HeartbeatSender(std::move(channel), worker_id, interval));
   HeartbeatSender* raw = sender.get();
   sender->thread_ = std::thread([raw] { raw->Loop(); });
   return sender;
@@ -47,8 +49,10 @@ void HeartbeatSender::Loop() {
       next = absl::Now() + interval_;
     }
     // Short waits keep shutdown prompt.
-    absl::StatusOr<Frame> frame = channel_->Receive(std::min(next - absl::Now(), absl::Milliseconds(20)));
-    if (frame.ok() && frame->envelope.has_heartbeat_ack() && !frame->envelope.heartbeat_ack().known()) {
+    absl::StatusOr<Frame> frame =
+        channel_->Receive(std::min(next - absl::Now(), absl::Milliseconds(20)));
+    if (frame.ok() && frame->envelope.has_heartbeat_ack() &&
+        !frame->envelope.heartbeat_ack().known()) {
       forgotten_.store(true, std::memory_order_release);
     }
   }

@@ -28,8 +28,8 @@ namespace splitspec::net {
 class HeartbeatSender {
  public:
   // Connects (its own identity) and starts the thread. Errors: ConnectChannel's.
-  static absl::StatusOr<std::unique_ptr<HeartbeatSender>> Start(const std::string& coordinator_endpoint,
-                                                                uint64_t worker_id, absl::Duration interval);
+  static absl::StatusOr<std::unique_ptr<HeartbeatSender>> Start(
+      const std::string& coordinator_endpoint, uint64_t worker_id, absl::Duration interval);
   ~HeartbeatSender();
 
   void set_load(const proto::LoadReport& load);

@@ -26,7 +26,8 @@ class Inbox {
     while (frames_.empty()) {
       const absl::Duration left = deadline - absl::Now();
       if (left <= absl::ZeroDuration()) {
-        return absl::DeadlineExceededError(absl::StrCat("no message within ", absl::FormatDuration(timeout)));
+        return absl::DeadlineExceededError(
+            absl::StrCat("no message within ", absl::FormatDuration(timeout)));
       }
       cv_.WaitWithTimeout(&mu_, left);
     }
@@ -62,7 +63,8 @@ class Hub {
   }
   absl::StatusOr<std::shared_ptr<Endpoint>> Bind(const std::string& name) {
     MutexLock lock(&mu_);
-    if (endpoints_.contains(name)) return absl::AlreadyExistsError(absl::StrCat("'", name, "' is already bound"));
+    if (endpoints_.contains(name))
+      return absl::AlreadyExistsError(absl::StrCat("'", name, "' is already bound"));
     auto endpoint = std::make_shared<Endpoint>();
     endpoints_[name] = endpoint;
     return endpoint;
@@ -101,7 +103,9 @@ class MemListener final : public Channel {
     inbox->Push(RawFrame{"", std::move(bytes), false});
     return absl::OkStatus();
   }
-  absl::StatusOr<RawFrame> ReceiveBytes(absl::Duration timeout) override { return endpoint_->inbox->Pop(timeout); }
+  absl::StatusOr<RawFrame> ReceiveBytes(absl::Duration timeout) override {
+    return endpoint_->inbox->Pop(timeout);
+  }
   std::string endpoint() const override { return name_; }
   bool Readable() override { return endpoint_->inbox->NonEmpty(); }
 
@@ -114,7 +118,10 @@ class MemConnector final : public Channel {
  public:
   MemConnector(std::string name, std::string identity, std::shared_ptr<Endpoint> endpoint,
                std::shared_ptr<Inbox> inbox)
-      : name_(std::move(name)), identity_(std::move(identity)), endpoint_(std::move(endpoint)), inbox_(std::move(inbox)) {}
+      : name_(std::move(name)),
+        identity_(std::move(identity)),
+        endpoint_(std::move(endpoint)),
+        inbox_(std::move(inbox)) {}
   ~MemConnector() override {
     MutexLock lock(&endpoint_->mu);
     endpoint_->peers.erase(identity_);
@@ -127,7 +134,9 @@ class MemConnector final : public Channel {
     endpoint_->inbox->Push(RawFrame{identity_, std::move(bytes), false});
     return absl::OkStatus();
   }
-  absl::StatusOr<RawFrame> ReceiveBytes(absl::Duration timeout) override { return inbox_->Pop(timeout); }
+  absl::StatusOr<RawFrame> ReceiveBytes(absl::Duration timeout) override {
+    return inbox_->Pop(timeout);
+  }
   std::string endpoint() const override { return name_; }
   bool Readable() override { return inbox_->NonEmpty(); }
 
@@ -149,16 +158,19 @@ absl::StatusOr<std::unique_ptr<Channel>> ListenMemChannel(const std::string& end
 absl::StatusOr<std::unique_ptr<Channel>> ConnectMemChannel(const std::string& endpoint,
                                                            const std::string& identity) {
   std::shared_ptr<Endpoint> target = Hub::Get().Find(endpoint);
-  if (target == nullptr) return absl::UnavailableError(absl::StrCat("nothing listens on ", endpoint));
+  if (target == nullptr)
+    return absl::UnavailableError(absl::StrCat("nothing listens on ", endpoint));
   auto inbox = std::make_shared<Inbox>();
   {
     MutexLock lock(&target->mu);
     if (target->peers.contains(identity)) {
-      return absl::AlreadyExistsError(absl::StrCat("peer '", identity, "' is already connected to ", endpoint));
+      return absl::AlreadyExistsError(
+          absl::StrCat("peer '", identity, "' is already connected to ", endpoint));
     }
     target->peers[identity] = inbox;
   }
-  return std::unique_ptr<Channel>(new MemConnector(endpoint, identity, std::move(target), std::move(inbox)));
+  return std::unique_ptr<Channel>(
+      new MemConnector(endpoint, identity, std::move(target), std::move(inbox)));
 }
 
 }  // namespace splitspec::net

@@ -16,14 +16,16 @@ absl::StatusOr<std::unique_ptr<MembershipClient>> MembershipClient::Connect(
   // Unique across restarts of the same worker, so a stale ROUTER entry never
   // swallows the new process's replies.
   std::random_device entropy;
-  const std::string identity = absl::StrCat(registration.worker_name(), "-", getpid(), "-", entropy() % 100000);
-  ASSIGN_OR_RETURN(std::unique_ptr<Channel> channel, ConnectChannel(coordinator_endpoint, identity));
+  const std::string identity =
+      absl::StrCat(registration.worker_name(), "-", getpid(), "-", entropy() % 100000);
+  ASSIGN_OR_RETURN(std::unique_ptr<Channel> channel,
+                   ConnectChannel(coordinator_endpoint, identity));
   return std::unique_ptr<MembershipClient>(
       new MembershipClient(std::move(channel), coordinator_endpoint, std::move(registration)));
 }
 
-MembershipClient::MembershipClient(std::unique_ptr<Channel> channel, std::string coordinator_endpoint,
-                                   proto::Register registration)
+MembershipClient::MembershipClient(std::unique_ptr<Channel> channel,
+                                   std::string coordinator_endpoint, proto::Register registration)
     : channel_(std::move(channel)),
       registration_(std::move(registration)),
       coordinator_endpoint_(std::move(coordinator_endpoint)) {}
@@ -35,7 +37,8 @@ void MembershipClient::set_load(const proto::LoadReport& load) {
 
 absl::Status MembershipClient::SendDue(absl::Time now) {
   if (heartbeats_ && heartbeats_->forgotten()) {
-    SPLITSPEC_LOG(WARNING) << "coordinator no longer knows worker " << worker_id_ << "; registering again";
+    SPLITSPEC_LOG(WARNING) << "coordinator no longer knows worker " << worker_id_
+                           << "; registering again";
     heartbeats_.reset();
     worker_id_ = 0;
     next_send_ = absl::InfinitePast();
@@ -73,7 +76,8 @@ bool MembershipClient::HandleReply(const proto::Envelope& envelope) {
   return true;
 }
 
-absl::Status MembershipClient::Poll(absl::Duration budget, proto::Envelope* other, bool* got_other) {
+absl::Status MembershipClient::Poll(absl::Duration budget, proto::Envelope* other,
+                                    bool* got_other) {
   if (got_other != nullptr) *got_other = false;
   const absl::Time deadline = absl::Now() + budget;
   while (true) {
@@ -104,7 +108,8 @@ absl::Status MembershipClient::Deregister(const std::string& reason) {
     while (worker_id_ == 0 && absl::Now() < deadline) {
       absl::StatusOr<Frame> frame = channel_->Receive(deadline - absl::Now());
       if (!frame.ok()) break;
-      if (frame->envelope.has_register_ack()) worker_id_ = frame->envelope.register_ack().worker_id();
+      if (frame->envelope.has_register_ack())
+        worker_id_ = frame->envelope.register_ack().worker_id();
     }
   }
   if (worker_id_ == 0) return absl::OkStatus();

@@ -30,15 +30,16 @@ class MembershipClient {
  public:
   // Connects (asynchronously) to the coordinator's control endpoint. The
   // registration is sent on the first Poll. Errors: those of ConnectChannel.
-  static absl::StatusOr<std::unique_ptr<MembershipClient>> Connect(const std::string& coordinator_endpoint,
-                                                                   proto::Register registration);
+  static absl::StatusOr<std::unique_ptr<MembershipClient>> Connect(
+      const std::string& coordinator_endpoint, proto::Register registration);
 
   // Sends what is due (Register until acknowledged, then Heartbeat every
   // interval) and handles replies, returning after about `budget`. Messages
   // other than membership replies are returned through `other` if non-null
   // (the caller's data plane may share the control channel), else ignored.
   // Errors: only transport failures that make the channel unusable.
-  absl::Status Poll(absl::Duration budget, proto::Envelope* other = nullptr, bool* got_other = nullptr);
+  absl::Status Poll(absl::Duration budget, proto::Envelope* other = nullptr,
+                    bool* got_other = nullptr);
 
   // Finer-grained use by a service loop that receives on channel() itself:
   // sends the Register that is due at `now` (and notices a forgotten worker)...
@@ -61,7 +62,8 @@ class MembershipClient {
   Channel& channel() { return *channel_; }
 
  private:
-  MembershipClient(std::unique_ptr<Channel> channel, std::string coordinator_endpoint, proto::Register registration);
+  MembershipClient(std::unique_ptr<Channel> channel, std::string coordinator_endpoint,
+                   proto::Register registration);
 
   std::unique_ptr<Channel> channel_;
   proto::Register registration_;

@@ -8,8 +8,9 @@ namespace splitspec::net {
 
 absl::Status OrderedOutbox::Send(Channel& channel, proto::Envelope envelope) {
   if (pending_.size() >= max_pending_) {
-    return absl::ResourceExhaustedError(absl::StrCat("outbox to '", peer_, "' on ", channel.endpoint(), " holds ",
-                                                     pending_.size(), " unsent envelopes; dropping this one"));
+    return absl::ResourceExhaustedError(absl::StrCat("outbox to '", peer_, "' on ",
+                                                     channel.endpoint(), " holds ", pending_.size(),
+                                                     " unsent envelopes; dropping this one"));
   }
   pending_.push_back(std::move(envelope));
   return Flush(channel);
@@ -18,7 +19,8 @@ absl::Status OrderedOutbox::Send(Channel& channel, proto::Envelope envelope) {
 absl::Status OrderedOutbox::Flush(Channel& channel) {
   while (!pending_.empty()) {
     const absl::Status sent = channel.Send(peer_, pending_.front());
-    if (absl::IsResourceExhausted(sent)) return absl::OkStatus();  // still queued; retried next time
+    if (absl::IsResourceExhausted(sent))
+      return absl::OkStatus();  // still queued; retried next time
     pending_.pop_front();
     if (!sent.ok()) return sent;
   }

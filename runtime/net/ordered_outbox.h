@@ -32,7 +32,8 @@ namespace splitspec::net {
 
 class OrderedOutbox {
  public:
-  OrderedOutbox(std::string peer, size_t max_pending) : peer_(std::move(peer)), max_pending_(max_pending) {}
+  OrderedOutbox(std::string peer, size_t max_pending)
+      : peer_(std::move(peer)), max_pending_(max_pending) {}
 
   // Queues `envelope` behind those waiting, then flushes.
   absl::Status Send(Channel& channel, proto::Envelope envelope);

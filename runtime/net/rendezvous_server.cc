@@ -116,11 +116,10 @@ void RendezvousServer::Serve() {
   while (!stop_.load()) {
     absl::StatusOr<RawFrame> frame = channel_->ReceiveBytes(kPollInterval);
     if (frame.ok()) {
-      absl::StatusOr<RendezvousMessage> request =
-          internal::DecodeRendezvousMessage(frame->bytes);
-      const bool is_request = request.ok() && !frame->multipart &&
-                              (request->op == RendezvousOp::kSet ||
-                               request->op == RendezvousOp::kGet);
+      absl::StatusOr<RendezvousMessage> request = internal::DecodeRendezvousMessage(frame->bytes);
+      const bool is_request =
+          request.ok() && !frame->multipart &&
+          (request->op == RendezvousOp::kSet || request->op == RendezvousOp::kGet);
       if (!is_request) {
         malformed_frames_.fetch_add(1);
         continue;

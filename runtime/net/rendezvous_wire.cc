@@ -36,10 +36,9 @@ class Reader {
     uint32_t length = 0;
     RETURN_IF_ERROR(Read(field, &length));
     if (length > kRendezvousMaxFieldBytes || length > rest_.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("rendezvous ", field, " length ", length,
-                                                     " exceeds the ", rest_.size(),
-                                                     " bytes left (limit ",
-                                                     kRendezvousMaxFieldBytes, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("rendezvous ", field, " length ", length, " exceeds the ", rest_.size(),
+                       " bytes left (limit ", kRendezvousMaxFieldBytes, ")"));
     }
     value->assign(rest_.data(), length);
     rest_.remove_prefix(length);

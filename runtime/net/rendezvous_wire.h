@@ -42,7 +42,7 @@ struct RendezvousMessage {
   uint64_t request_id = 0;
   int64_t wait_ms = 0;  // kGet only
   std::string key;
-  std::string value;    // kSet and kValue
+  std::string value;  // kSet and kValue
 };
 
 std::string EncodeRendezvousMessage(const RendezvousMessage& message);

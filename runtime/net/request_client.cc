@@ -10,10 +10,12 @@
 
 namespace splitspec::net {
 
-absl::StatusOr<proto::StatusReply> FetchCoordinatorStatus(const std::string& endpoint, absl::Duration timeout) {
+absl::StatusOr<proto::StatusReply> FetchCoordinatorStatus(const std::string& endpoint,
+                                                          absl::Duration timeout) {
   static std::atomic<int> counter{0};
-  ASSIGN_OR_RETURN(std::unique_ptr<Channel> channel,
-                   ConnectChannel(endpoint, absl::StrCat("status-", getpid(), "-", counter.fetch_add(1))));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Channel> channel,
+      ConnectChannel(endpoint, absl::StrCat("status-", getpid(), "-", counter.fetch_add(1))));
   proto::Envelope request = NewEnvelope();
   request.mutable_status_request();
   RETURN_IF_ERROR(channel->Send("", request));
@@ -27,11 +29,13 @@ absl::StatusOr<proto::StatusReply> FetchCoordinatorStatus(const std::string& end
       absl::StrCat("no status reply from ", endpoint, " within ", absl::FormatDuration(timeout)));
 }
 
-absl::StatusOr<proto::DrainReply> RequestDrain(const std::string& endpoint, const proto::DrainRequest& request,
+absl::StatusOr<proto::DrainReply> RequestDrain(const std::string& endpoint,
+                                               const proto::DrainRequest& request,
                                                absl::Duration timeout) {
   static std::atomic<int> counter{0};
-  ASSIGN_OR_RETURN(std::unique_ptr<Channel> channel,
-                   ConnectChannel(endpoint, absl::StrCat("drain-", getpid(), "-", counter.fetch_add(1))));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Channel> channel,
+      ConnectChannel(endpoint, absl::StrCat("drain-", getpid(), "-", counter.fetch_add(1))));
   proto::Envelope envelope = NewEnvelope();
   *envelope.mutable_drain_request() = request;
   RETURN_IF_ERROR(channel->Send("", envelope));
@@ -44,28 +48,36 @@ absl::StatusOr<proto::DrainReply> RequestDrain(const std::string& endpoint, cons
       const proto::Error& error = frame->envelope.error();
       const std::string message = absl::StrCat("coordinator refused the drain: ", error.message());
       switch (error.code()) {
-        case proto::ERROR_CODE_NOT_FOUND: return absl::NotFoundError(message);
-        case proto::ERROR_CODE_UNAVAILABLE: return absl::UnavailableError(message);
-        case proto::ERROR_CODE_INVALID_ARGUMENT: return absl::InvalidArgumentError(message);
-        default: return absl::InternalError(message);
+        case proto::ERROR_CODE_NOT_FOUND:
+          return absl::NotFoundError(message);
+        case proto::ERROR_CODE_UNAVAILABLE:
+          return absl::UnavailableError(message);
+        case proto::ERROR_CODE_INVALID_ARGUMENT:
+          return absl::InvalidArgumentError(message);
+        default:
+          return absl::InternalError(message);
       }
     }
   }
-  return absl::DeadlineExceededError(
-      absl::StrCat("no answer to DrainRequest from ", endpoint, " within ", absl::FormatDuration(timeout)));
+  return absl::DeadlineExceededError(absl::StrCat("no answer to DrainRequest from ", endpoint,
+                                                  " within ", absl::FormatDuration(timeout)));
 }
 
-absl::StatusOr<std::unique_ptr<RequestClient>> RequestClient::Connect(const std::string& coordinator_endpoint) {
+absl::StatusOr<std::unique_ptr<RequestClient>> RequestClient::Connect(
+    const std::string& coordinator_endpoint) {
   static std::atomic<int> counter{0};
   ASSIGN_OR_RETURN(std::unique_ptr<Channel> channel,
-                   ConnectChannel(coordinator_endpoint, absl::StrCat("client-", getpid(), "-", counter.fetch_add(1))));
+                   ConnectChannel(coordinator_endpoint,
+                                  absl::StrCat("client-", getpid(), "-", counter.fetch_add(1))));
   return std::unique_ptr<RequestClient>(new RequestClient(std::move(channel)));
 }
 
 absl::Status RequestClient::Submit(const proto::SubmitRequest& submit) {
-  if (submit.request_id().empty()) return absl::InvalidArgumentError("SubmitRequest.request_id is empty");
+  if (submit.request_id().empty())
+    return absl::InvalidArgumentError("SubmitRequest.request_id is empty");
   if (results_.contains(submit.request_id())) {
-    return absl::InvalidArgumentError(absl::StrCat("request_id '", submit.request_id(), "' already submitted"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("request_id '", submit.request_id(), "' already submitted"));
   }
   proto::Envelope envelope = NewEnvelope();
   *envelope.mutable_submit() = submit;
@@ -84,13 +96,15 @@ absl::Status RequestClient::Cancel(const std::string& request_id) {
 }
 
 absl::Status RequestClient::Poll(
-    absl::Duration budget, const std::function<void(const std::string&, const std::vector<int32_t>&)>& on_tokens) {
+    absl::Duration budget,
+    const std::function<void(const std::string&, const std::vector<int32_t>&)>& on_tokens) {
   // Wait up to `budget` for the first message, then drain what else is queued.
   absl::Duration wait = budget;
   while (true) {
     absl::StatusOr<Frame> frame = channel_->Receive(wait);
     wait = absl::ZeroDuration();
-    if (!frame.ok()) return absl::IsDeadlineExceeded(frame.status()) ? absl::OkStatus() : frame.status();
+    if (!frame.ok())
+      return absl::IsDeadlineExceeded(frame.status()) ? absl::OkStatus() : frame.status();
     const proto::Envelope& envelope = frame->envelope;
     if (envelope.has_error()) {
       auto it = results_.find(envelope.error().request_id());
@@ -103,7 +117,8 @@ absl::Status RequestClient::Poll(
     if (it == results_.end() || it->second.finished) continue;
     GenerationResult& result = it->second;
     std::vector<int32_t> tokens(stream.tokens().begin(), stream.tokens().end());
-    if (!tokens.empty() && result.first_token_at == absl::InfinitePast()) result.first_token_at = absl::Now();
+    if (!tokens.empty() && result.first_token_at == absl::InfinitePast())
+      result.first_token_at = absl::Now();
     result.tokens.insert(result.tokens.end(), tokens.begin(), tokens.end());
     result.stats = stream.stats();
     if (on_tokens && !tokens.empty()) on_tokens(stream.request_id(), tokens);
@@ -119,7 +134,9 @@ bool RequestClient::Done(const std::string& request_id) const {
   return it != results_.end() && it->second.finished;
 }
 
-const GenerationResult& RequestClient::Result(const std::string& request_id) const { return results_.at(request_id); }
+const GenerationResult& RequestClient::Result(const std::string& request_id) const {
+  return results_.at(request_id);
+}
 
 absl::StatusOr<GenerationResult> RequestClient::Generate(
     const proto::SubmitRequest& submit, absl::Duration timeout,
@@ -129,7 +146,8 @@ absl::StatusOr<GenerationResult> RequestClient::Generate(
   while (!Done(submit.request_id())) {
     if (absl::Now() >= deadline) {
       (void)Cancel(submit.request_id());
-      return absl::DeadlineExceededError(absl::StrCat("request ", submit.request_id(), " did not finish within ",
+      return absl::DeadlineExceededError(absl::StrCat("request ", submit.request_id(),
+                                                      " did not finish within ",
                                                       absl::FormatDuration(timeout)));
     }
     RETURN_IF_ERROR(Poll(std::min(absl::Milliseconds(50), deadline - absl::Now()), on_tokens));

@@ -36,27 +36,31 @@ struct GenerationResult {
 
 // Asks the coordinator at `endpoint` for its membership table (a one-off
 // connection). DeadlineExceeded if no reply comes within `timeout`.
-absl::StatusOr<proto::StatusReply> FetchCoordinatorStatus(const std::string& endpoint, absl::Duration timeout);
+absl::StatusOr<proto::StatusReply> FetchCoordinatorStatus(const std::string& endpoint,
+                                                          absl::Duration timeout);
 
 // Asks the coordinator at `endpoint` to drain workers (a one-off connection;
 // see proto DrainRequest). Returns its DrainReply. Errors: the coordinator's
 // refusal with its message (InvalidArgument, NotFound or Unavailable, as it
 // coded it), or DeadlineExceeded if no answer comes within `timeout`.
-absl::StatusOr<proto::DrainReply> RequestDrain(const std::string& endpoint, const proto::DrainRequest& request,
+absl::StatusOr<proto::DrainReply> RequestDrain(const std::string& endpoint,
+                                               const proto::DrainRequest& request,
                                                absl::Duration timeout);
 
 class RequestClient {
  public:
-  static absl::StatusOr<std::unique_ptr<RequestClient>> Connect(const std::string& coordinator_endpoint);
+  static absl::StatusOr<std::unique_ptr<RequestClient>> Connect(
+      const std::string& coordinator_endpoint);
 
   // Sends one request. InvalidArgument if its request_id is empty or in use here.
   absl::Status Submit(const proto::SubmitRequest& submit);
   // Asks the coordinator to cancel a request.
   absl::Status Cancel(const std::string& request_id);
-  // Waits up to `budget` for traffic, then handles everything queued, updating results; `on_tokens` (optional) sees
-  // each TokenStream's new tokens as they arrive.
+  // Waits up to `budget` for traffic, then handles everything queued, updating results; `on_tokens`
+  // (optional) sees each TokenStream's new tokens as they arrive.
   absl::Status Poll(absl::Duration budget,
-                    const std::function<void(const std::string&, const std::vector<int32_t>&)>& on_tokens = nullptr);
+                    const std::function<void(const std::string&, const std::vector<int32_t>&)>&
+                        on_tokens = nullptr);
   bool Done(const std::string& request_id) const;
   const GenerationResult& Result(const std::string& request_id) const;  // REQUIRES: submitted here
 
@@ -64,7 +68,8 @@ class RequestClient {
   // longer than `timeout`.
   absl::StatusOr<GenerationResult> Generate(
       const proto::SubmitRequest& submit, absl::Duration timeout,
-      const std::function<void(const std::string&, const std::vector<int32_t>&)>& on_tokens = nullptr);
+      const std::function<void(const std::string&, const std::vector<int32_t>&)>& on_tokens =
+          nullptr);
 
  private:
   explicit RequestClient(std::unique_ptr<Channel> channel) : channel_(std::move(channel)) {}

@@ -27,24 +27,32 @@ proto::SamplingParams SamplingParamsToProto(const spec::SamplingParams& params) 
 
 spec::VerifyMode VerifyModeFromProto(proto::VerifyMode wire, const spec::SamplingParams& params) {
   switch (wire) {
-    case proto::VERIFY_MODE_GREEDY: return spec::VerifyMode::kGreedy;
-    case proto::VERIFY_MODE_REJECTION: return spec::VerifyMode::kRejection;
-    case proto::VERIFY_MODE_COUPLED: return spec::VerifyMode::kCoupled;
-    default: return params.greedy() ? spec::VerifyMode::kGreedy : spec::VerifyMode::kRejection;
+    case proto::VERIFY_MODE_GREEDY:
+      return spec::VerifyMode::kGreedy;
+    case proto::VERIFY_MODE_REJECTION:
+      return spec::VerifyMode::kRejection;
+    case proto::VERIFY_MODE_COUPLED:
+      return spec::VerifyMode::kCoupled;
+    default:
+      return params.greedy() ? spec::VerifyMode::kGreedy : spec::VerifyMode::kRejection;
   }
 }
 
 proto::VerifyMode VerifyModeToProto(spec::VerifyMode mode) {
   switch (mode) {
-    case spec::VerifyMode::kGreedy: return proto::VERIFY_MODE_GREEDY;
-    case spec::VerifyMode::kRejection: return proto::VERIFY_MODE_REJECTION;
-    case spec::VerifyMode::kCoupled: return proto::VERIFY_MODE_COUPLED;
+    case spec::VerifyMode::kGreedy:
+      return proto::VERIFY_MODE_GREEDY;
+    case spec::VerifyMode::kRejection:
+      return proto::VERIFY_MODE_REJECTION;
+    case spec::VerifyMode::kCoupled:
+      return proto::VERIFY_MODE_COUPLED;
   }
   return proto::VERIFY_MODE_UNSPECIFIED;
 }
 
 spec::SparseDistribution SparseFromProto(const proto::SparseDistribution& wire) {
-  return {{wire.token_ids().begin(), wire.token_ids().end()}, {wire.probs().begin(), wire.probs().end()}};
+  return {{wire.token_ids().begin(), wire.token_ids().end()},
+          {wire.probs().begin(), wire.probs().end()}};
 }
 
 void SparseToProto(const spec::SparseDistribution& q, proto::SparseDistribution* wire) {

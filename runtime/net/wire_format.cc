@@ -24,7 +24,8 @@ std::string EncodeEnvelope(const proto::Envelope& envelope) {
 
 absl::StatusOr<proto::Envelope> DecodeEnvelope(absl::string_view frame) {
   if (frame.size() < kFrameMagic.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("frame of ", frame.size(), " bytes is shorter than the magic"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("frame of ", frame.size(), " bytes is shorter than the magic"));
   }
   if (frame.substr(0, kFrameMagic.size()) != kFrameMagic) {
     return absl::InvalidArgumentError("frame does not start with the magic \"SPSF\"");
@@ -32,12 +33,13 @@ absl::StatusOr<proto::Envelope> DecodeEnvelope(absl::string_view frame) {
   frame.remove_prefix(kFrameMagic.size());
   proto::Envelope envelope;
   if (!envelope.ParseFromArray(frame.data(), static_cast<int>(frame.size()))) {
-    return absl::InvalidArgumentError(absl::StrCat("frame payload of ", frame.size(), " bytes is not a valid Envelope"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("frame payload of ", frame.size(), " bytes is not a valid Envelope"));
   }
   if (envelope.protocol_version() != proto::PROTOCOL_VERSION_CURRENT) {
-    return absl::InvalidArgumentError(absl::StrCat("Envelope.protocol_version is ", envelope.protocol_version(),
-                                                   ", this build speaks ",
-                                                   static_cast<int>(proto::PROTOCOL_VERSION_CURRENT)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Envelope.protocol_version is ", envelope.protocol_version(),
+                     ", this build speaks ", static_cast<int>(proto::PROTOCOL_VERSION_CURRENT)));
   }
   if (envelope.body_case() == proto::Envelope::BODY_NOT_SET) {
     return absl::InvalidArgumentError("Envelope has no body");

@@ -19,12 +19,15 @@ std::string HostName() {
 
 }  // namespace
 
-std::string DraftPeerName(uint64_t draft_worker_id) { return absl::StrCat("draft-", draft_worker_id); }
+std::string DraftPeerName(uint64_t draft_worker_id) {
+  return absl::StrCat("draft-", draft_worker_id);
+}
 
 absl::StatusOr<proto::Register> BuildRegistration(const WorkerIdentity& identity) {
   if (identity.name.empty()) return absl::InvalidArgumentError("worker name must not be empty");
   if (identity.role != proto::ROLE_DRAFT_WORKER && identity.role != proto::ROLE_TARGET_WORKER) {
-    return absl::InvalidArgumentError(absl::StrCat("role ", proto::Role_Name(identity.role), " is not a worker role"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("role ", proto::Role_Name(identity.role), " is not a worker role"));
   }
   if (identity.tp_size < 1 || identity.tp_rank < 0 || identity.tp_rank >= identity.tp_size) {
     return absl::InvalidArgumentError(

@@ -35,7 +35,8 @@ absl::Status ZmqError(const zmq::error_t& e, absl::string_view what) {
   const std::string message = absl::StrCat(what, ": ", e.what(), " (errno ", code, ")");
   if (code == EHOSTUNREACH) return absl::NotFoundError(message);
   if (code == EAGAIN) return absl::ResourceExhaustedError(message);
-  if (code == EINVAL || code == EPROTONOSUPPORT || code == ENOENT) return absl::InvalidArgumentError(message);
+  if (code == EINVAL || code == EPROTONOSUPPORT || code == ENOENT)
+    return absl::InvalidArgumentError(message);
   return absl::UnavailableError(message);
 }
 
@@ -47,12 +48,15 @@ class ZmqChannel final : public Channel {
   absl::Status SendBytes(absl::string_view peer, std::string bytes) override {
     try {
       if (is_listener_) {
-        socket_.send(zmq::buffer(peer.data(), peer.size()), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+        socket_.send(zmq::buffer(peer.data(), peer.size()),
+                     zmq::send_flags::sndmore | zmq::send_flags::dontwait);
       }
       zmq::message_t message(bytes.data(), bytes.size());
       SPLITSPEC_TSAN_RELEASE(message.data());
       auto sent = socket_.send(message, zmq::send_flags::dontwait);
-      if (!sent) return absl::ResourceExhaustedError(absl::StrCat("send to '", peer, "' on ", endpoint_, ": queue full"));
+      if (!sent)
+        return absl::ResourceExhaustedError(
+            absl::StrCat("send to '", peer, "' on ", endpoint_, ": queue full"));
       return absl::OkStatus();
     } catch (const zmq::error_t& e) {
       return ZmqError(e, absl::StrCat("send to '", peer, "' on ", endpoint_));
@@ -62,9 +66,11 @@ class ZmqChannel final : public Channel {
   absl::StatusOr<RawFrame> ReceiveBytes(absl::Duration timeout) override {
     try {
       zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-      const long timeout_ms = timeout == absl::InfiniteDuration() ? -1 : absl::ToInt64Milliseconds(timeout);
+      const long timeout_ms =
+          timeout == absl::InfiniteDuration() ? -1 : absl::ToInt64Milliseconds(timeout);
       if (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) == 0) {
-        return absl::DeadlineExceededError(absl::StrCat("no message on ", endpoint_, " within ", absl::FormatDuration(timeout)));
+        return absl::DeadlineExceededError(
+            absl::StrCat("no message on ", endpoint_, " within ", absl::FormatDuration(timeout)));
       }
       std::vector<zmq::message_t> parts;
       do {
@@ -87,7 +93,8 @@ class ZmqChannel final : public Channel {
     } catch (const zmq::error_t& e) {
       // A signal (e.g. SIGTERM asking for shutdown) interrupts the wait: report
       // "nothing arrived" so the caller's loop can look at its stop flag.
-      if (e.num() == EINTR) return absl::DeadlineExceededError(absl::StrCat("receive on ", endpoint_, " interrupted"));
+      if (e.num() == EINTR)
+        return absl::DeadlineExceededError(absl::StrCat("receive on ", endpoint_, " interrupted"));
       return ZmqError(e, absl::StrCat("receive on ", endpoint_));
     }
   }
@@ -124,7 +131,8 @@ absl::StatusOr<std::unique_ptr<Channel>> ListenZmqChannel(const std::string& end
     socket.set(zmq::sockopt::router_mandatory, 1);
     socket.bind(endpoint);
     std::string resolved = socket.get(zmq::sockopt::last_endpoint);
-    return std::unique_ptr<Channel>(new ZmqChannel(std::move(socket), /*is_listener=*/true, resolved));
+    return std::unique_ptr<Channel>(
+        new ZmqChannel(std::move(socket), /*is_listener=*/true, resolved));
   } catch (const zmq::error_t& e) {
     return ZmqError(e, absl::StrCat("bind ", endpoint));
   }
@@ -138,7 +146,8 @@ absl::StatusOr<std::unique_ptr<Channel>> ConnectZmqChannel(const std::string& en
     socket.set(zmq::sockopt::routing_id, identity);
     socket.set(zmq::sockopt::linger, 200);
     socket.connect(endpoint);
-    return std::unique_ptr<Channel>(new ZmqChannel(std::move(socket), /*is_listener=*/false, endpoint));
+    return std::unique_ptr<Channel>(
+        new ZmqChannel(std::move(socket), /*is_listener=*/false, endpoint));
   } catch (const zmq::error_t& e) {
     return ZmqError(e, absl::StrCat("connect ", endpoint, " as '", identity, "'"));
   }

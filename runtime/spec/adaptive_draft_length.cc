@@ -9,17 +9,21 @@ namespace splitspec::spec {
 
 absl::Status AdaptiveDraftLengthConfig::Validate() const {
   auto bad = [](const char* field, double value, const char* want) {
-    return absl::InvalidArgumentError(absl::StrCat("adaptive k: ", field, " must be ", want, ", got ", value));
+    return absl::InvalidArgumentError(
+        absl::StrCat("adaptive k: ", field, " must be ", want, ", got ", value));
   };
   if (min_k < 1) return bad("min_k", min_k, ">= 1");
   if (max_k < min_k || max_k > kPlanMaxK) return bad("max_k", max_k, "in [min_k, 20]");
-  if (!(prior_alpha >= 0.0 && prior_alpha <= 1.0)) return bad("prior_alpha", prior_alpha, "in [0, 1]");
-  if (!(prior_weight > 0.0) || !std::isfinite(prior_weight)) return bad("prior_weight", prior_weight, "> 0");
+  if (!(prior_alpha >= 0.0 && prior_alpha <= 1.0))
+    return bad("prior_alpha", prior_alpha, "in [0, 1]");
+  if (!(prior_weight > 0.0) || !std::isfinite(prior_weight))
+    return bad("prior_weight", prior_weight, "> 0");
   if (!(decay > 0.0 && decay < 1.0)) return bad("decay", decay, "in (0, 1)");
   if (!(initial_cost_ratio > 0.0) || !std::isfinite(initial_cost_ratio)) {
     return bad("initial_cost_ratio", initial_cost_ratio, "> 0");
   }
-  if (!(min_speedup > 0.0) || !std::isfinite(min_speedup)) return bad("min_speedup", min_speedup, "> 0");
+  if (!(min_speedup > 0.0) || !std::isfinite(min_speedup))
+    return bad("min_speedup", min_speedup, "> 0");
   if (probe_interval < 1) return bad("probe_interval", probe_interval, ">= 1");
   if (!(verify_cost_slope >= 0.0) || !std::isfinite(verify_cost_slope)) {
     return bad("verify_cost_slope", verify_cost_slope, ">= 0");
@@ -36,9 +40,7 @@ AdaptiveDraftLength::AdaptiveDraftLength(const AdaptiveDraftLengthConfig& config
       accepted_(config.prior_weight * config.prior_alpha),
       verified_(config.prior_weight) {}
 
-double AdaptiveDraftLength::EstimatedAlpha() const {
-  return accepted_ / verified_;
-}
+double AdaptiveDraftLength::EstimatedAlpha() const { return accepted_ / verified_; }
 
 double AdaptiveDraftLength::EstimatedCostRatio() const {
   return have_costs_ ? target_seconds_ / draft_seconds_ : config_.initial_cost_ratio;

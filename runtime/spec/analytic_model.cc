@@ -12,7 +12,8 @@ absl::Status ValidateModelInputs(double alpha, double cost_ratio) {
     return absl::InvalidArgumentError(absl::StrCat("alpha must be in [0, 1], got ", alpha));
   }
   if (!(cost_ratio > 0.0) || !std::isfinite(cost_ratio)) {
-    return absl::InvalidArgumentError(absl::StrCat("cost ratio must be finite and > 0, got ", cost_ratio));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cost ratio must be finite and > 0, got ", cost_ratio));
   }
   return absl::OkStatus();
 }

@@ -28,8 +28,8 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -47,13 +47,13 @@ struct DraftRequest {
   absl::Span<const int32_t> context;  // [n] committed + already drafted tokens; borrowed
   int k = 0;                          // draft tokens wanted; >= 0
   VerifyMode mode = VerifyMode::kRejection;
-  SamplingParams params;              // shapes q exactly as the target shapes p; seed keys the noise
-  int q_top_k = kDefaultQTopK;        // support of each shipped q row; >= 1
+  SamplingParams params;        // shapes q exactly as the target shapes p; seed keys the noise
+  int q_top_k = kDefaultQTopK;  // support of each shipped q row; >= 1
 
   // Outputs, written by Propose.
-  absl::Status status;                  // this request's error; others are unaffected
-  std::vector<int32_t> tokens;          // [<= k] drafts for positions n, n + 1, ...
-  std::vector<SparseDistribution> q;    // [tokens.size()] in rejection mode, else empty
+  absl::Status status;                // this request's error; others are unaffected
+  std::vector<int32_t> tokens;        // [<= k] drafts for positions n, n + 1, ...
+  std::vector<SparseDistribution> q;  // [tokens.size()] in rejection mode, else empty
 };
 
 class Drafter {

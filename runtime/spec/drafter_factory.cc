@@ -11,7 +11,8 @@
 
 namespace splitspec::spec {
 
-absl::StatusOr<DrafterSpec> ParseDrafterSpec(const std::string& name, const std::string& draft_path) {
+absl::StatusOr<DrafterSpec> ParseDrafterSpec(const std::string& name,
+                                             const std::string& draft_path) {
   DrafterSpec spec;
   spec.name = name;
   spec.draft_path = draft_path;
@@ -22,11 +23,13 @@ absl::StatusOr<DrafterSpec> ParseDrafterSpec(const std::string& name, const std:
   } else if (name == "lookup") {
     spec.kind = DrafterSpec::Kind::kLookup;
   } else if (name == "model") {
-    if (draft_path.empty()) return absl::InvalidArgumentError("drafter 'model' needs a draft model path (--draft PATH)");
+    if (draft_path.empty())
+      return absl::InvalidArgumentError("drafter 'model' needs a draft model path (--draft PATH)");
     spec.kind = DrafterSpec::Kind::kModel;
   } else if (absl::StartsWith(name, "layerskip:")) {
     if (!absl::SimpleAtoi(name.substr(10), &spec.layers) || spec.layers < 1) {
-      return absl::InvalidArgumentError(absl::StrCat("drafter '", name, "': L must be a positive integer"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("drafter '", name, "': L must be a positive integer"));
     }
     spec.kind = DrafterSpec::Kind::kLayerSkip;
   } else {
@@ -36,12 +39,14 @@ absl::StatusOr<DrafterSpec> ParseDrafterSpec(const std::string& name, const std:
   return spec;
 }
 
-absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const DrafterSpec& spec, const std::string& target_path,
+absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const DrafterSpec& spec,
+                                                     const std::string& target_path,
                                                      const model::Tokenizer* target_tokenizer,
                                                      int target_vocab_size, int threads) {
   if (target_tokenizer == nullptr &&
       (spec.kind == DrafterSpec::Kind::kModel || spec.kind == DrafterSpec::Kind::kLayerSkip)) {
-    return absl::InvalidArgumentError(absl::StrCat("drafter '", spec.name, "' needs the target's tokenizer"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("drafter '", spec.name, "' needs the target's tokenizer"));
   }
   ModelDrafterOptions options;
   options.threads = threads;
@@ -53,8 +58,9 @@ absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const DrafterSpec& spec, co
     case DrafterSpec::Kind::kLookup:
       return std::unique_ptr<Drafter>(new LookupDrafter(LookupDrafterConfig{}));
     case DrafterSpec::Kind::kModel: {
-      ASSIGN_OR_RETURN(std::unique_ptr<ModelDrafter> drafter,
-                       ModelDrafter::Load(spec.draft_path, *target_tokenizer, target_vocab_size, options));
+      ASSIGN_OR_RETURN(
+          std::unique_ptr<ModelDrafter> drafter,
+          ModelDrafter::Load(spec.draft_path, *target_tokenizer, target_vocab_size, options));
       return std::unique_ptr<Drafter>(std::move(drafter));
     }
     case DrafterSpec::Kind::kLayerSkip: {
@@ -64,8 +70,8 @@ absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const DrafterSpec& spec, co
       ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> truncated,
                        model::Transformer::Load(target_path, model_options));
       ASSIGN_OR_RETURN(std::unique_ptr<ModelDrafter> drafter,
-                       ModelDrafter::Create(std::move(truncated), *target_tokenizer, *target_tokenizer,
-                                            target_vocab_size, options));
+                       ModelDrafter::Create(std::move(truncated), *target_tokenizer,
+                                            *target_tokenizer, target_vocab_size, options));
       return std::unique_ptr<Drafter>(std::move(drafter));
     }
   }

@@ -16,8 +16,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "runtime/tokenizer/tokenizer.h"
 #include "runtime/spec/drafter.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 namespace splitspec::spec {
 
@@ -31,13 +31,15 @@ struct DrafterSpec {
 
 // Errors (InvalidArgument, naming the value): an unknown name, "layerskip:" without
 // a positive integer, "model" without a draft path.
-absl::StatusOr<DrafterSpec> ParseDrafterSpec(const std::string& name, const std::string& draft_path);
+absl::StatusOr<DrafterSpec> ParseDrafterSpec(const std::string& name,
+                                             const std::string& draft_path);
 
 // nullptr for kNone. `target_tokenizer` may be null for ngram and lookup only. Errors:
 // InvalidArgument if a model drafter has no target tokenizer; those of loading
 // the draft model or the target's file (naming the file) and of the
 // vocabulary check.
-absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const DrafterSpec& spec, const std::string& target_path,
+absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const DrafterSpec& spec,
+                                                     const std::string& target_path,
                                                      const model::Tokenizer* target_tokenizer,
                                                      int target_vocab_size, int threads);
 

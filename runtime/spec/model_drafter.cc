@@ -5,35 +5,37 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "runtime/spec/vocabulary_check.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
 
 namespace splitspec::spec {
 
-absl::StatusOr<std::unique_ptr<ModelDrafter>> ModelDrafter::Create(std::unique_ptr<model::Transformer> draft,
-                                                                   const model::Tokenizer& draft_tokenizer,
-                                                                   const model::Tokenizer& target_tokenizer,
-                                                                   int target_vocab_size,
-                                                                   const ModelDrafterOptions& options) {
+absl::StatusOr<std::unique_ptr<ModelDrafter>> ModelDrafter::Create(
+    std::unique_ptr<model::Transformer> draft, const model::Tokenizer& draft_tokenizer,
+    const model::Tokenizer& target_tokenizer, int target_vocab_size,
+    const ModelDrafterOptions& options) {
   RETURN_IF_ERROR(CheckSameVocabulary(target_tokenizer, draft_tokenizer));
   if (draft->config().vocab_size != target_vocab_size) {
-    return absl::FailedPreconditionError(absl::StrCat("draft model has ", draft->config().vocab_size,
-                                                      " logits per position, the target ", target_vocab_size));
+    return absl::FailedPreconditionError(
+        absl::StrCat("draft model has ", draft->config().vocab_size,
+                     " logits per position, the target ", target_vocab_size));
   }
   if (options.max_tokens < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("max_tokens must be >= 0, got ", options.max_tokens));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_tokens must be >= 0, got ", options.max_tokens));
   }
-  const int max_tokens = options.max_tokens > 0 ? options.max_tokens : draft->config().context_length;
+  const int max_tokens =
+      options.max_tokens > 0 ? options.max_tokens : draft->config().context_length;
   return std::unique_ptr<ModelDrafter>(new ModelDrafter(std::move(draft), max_tokens));
 }
 
-absl::StatusOr<std::unique_ptr<ModelDrafter>> ModelDrafter::Load(const std::string& path,
-                                                                 const model::Tokenizer& target_tokenizer,
-                                                                 int target_vocab_size,
-                                                                 const ModelDrafterOptions& options) {
+absl::StatusOr<std::unique_ptr<ModelDrafter>> ModelDrafter::Load(
+    const std::string& path, const model::Tokenizer& target_tokenizer, int target_vocab_size,
+    const ModelDrafterOptions& options) {
   model::TransformerOptions transformer_options;
   transformer_options.threads = options.threads;
-  ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> draft, model::Transformer::Load(path, transformer_options));
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> draft,
+                   model::Transformer::Load(path, transformer_options));
   absl::StatusOr<model::Tokenizer> tokenizer = model::LoadTokenizerFromGguf(draft->file());
   if (!tokenizer.ok()) {
     return absl::Status(tokenizer.status().code(),
@@ -42,29 +44,37 @@ absl::StatusOr<std::unique_ptr<ModelDrafter>> ModelDrafter::Load(const std::stri
   absl::StatusOr<std::unique_ptr<ModelDrafter>> drafter =
       Create(std::move(draft), *tokenizer, target_tokenizer, target_vocab_size, options);
   if (!drafter.ok()) {
-    return absl::Status(drafter.status().code(), absl::StrCat("draft model ", path, ": ", drafter.status().message()));
+    return absl::Status(drafter.status().code(),
+                        absl::StrCat("draft model ", path, ": ", drafter.status().message()));
   }
   return drafter;
 }
 
 ModelDrafter::ModelDrafter(std::unique_ptr<model::Transformer> draft, int max_tokens)
-    : model_(std::move(draft)), vocab_(model_->config().vocab_size), max_tokens_(max_tokens), probs_(vocab_) {}
+    : model_(std::move(draft)),
+      vocab_(model_->config().vocab_size),
+      max_tokens_(max_tokens),
+      probs_(vocab_) {}
 
 absl::Status ModelDrafter::Start(const std::string& request_id, absl::Span<const int32_t> tokens) {
   if (requests_.contains(request_id)) {
-    return absl::AlreadyExistsError(absl::StrCat("model drafter: request '", request_id, "' already started"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("model drafter: request '", request_id, "' already started"));
   }
   if (tokens.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("model drafter: request '", request_id, "' has no tokens"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model drafter: request '", request_id, "' has no tokens"));
   }
   if (static_cast<int64_t>(tokens.size()) > max_tokens_) {
-    return absl::OutOfRangeError(absl::StrCat("model drafter: request '", request_id, "' has ", tokens.size(),
-                                              " tokens, the draft cache holds ", max_tokens_));
+    return absl::OutOfRangeError(absl::StrCat("model drafter: request '", request_id, "' has ",
+                                              tokens.size(), " tokens, the draft cache holds ",
+                                              max_tokens_));
   }
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || tokens[i] >= vocab_) {
-      return absl::InvalidArgumentError(absl::StrCat("model drafter: request '", request_id, "' token ", i,
-                                                     " is ", tokens[i], ", outside [0, ", vocab_, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("model drafter: request '", request_id,
+                                                     "' token ", i, " is ", tokens[i],
+                                                     ", outside [0, ", vocab_, ")"));
     }
   }
   RequestState state;
@@ -81,11 +91,13 @@ absl::Status ModelDrafter::Truncate(const std::string& request_id, int64_t lengt
   }
   RequestState& state = it->second;
   if (length < 0 || length > static_cast<int64_t>(state.tokens.size())) {
-    return absl::OutOfRangeError(absl::StrCat("model drafter: cannot truncate request '", request_id, "' to ",
-                                              length, " tokens, it holds ", state.tokens.size()));
+    return absl::OutOfRangeError(absl::StrCat("model drafter: cannot truncate request '",
+                                              request_id, "' to ", length, " tokens, it holds ",
+                                              state.tokens.size()));
   }
   state.tokens.resize(length);
-  if (state.cache->length() > length) RETURN_IF_ERROR(state.cache->Truncate(static_cast<int>(length)));
+  if (state.cache->length() > length)
+    RETURN_IF_ERROR(state.cache->Truncate(static_cast<int>(length)));
   return absl::OkStatus();
 }
 
@@ -101,52 +113,57 @@ void ModelDrafter::Admit(DraftRequest& request, absl::flat_hash_map<std::string,
         absl::StrCat("model drafter: request '", request.request_id, "' was not started")));
   }
   if (!seen.emplace(request.request_id, true).second) {
-    return fail(absl::InvalidArgumentError(
-        absl::StrCat("model drafter: request '", request.request_id, "' appears twice in one batch")));
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "model drafter: request '", request.request_id, "' appears twice in one batch")));
   }
   RequestState& state = it->second;
   const size_t held = state.tokens.size();
   if (request.context.size() < held) {
-    return fail(absl::FailedPreconditionError(
-        absl::StrCat("model drafter: request '", request.request_id, "' context has ", request.context.size(),
-                     " tokens but the drafter holds ", held, "; call Truncate first")));
+    return fail(absl::FailedPreconditionError(absl::StrCat(
+        "model drafter: request '", request.request_id, "' context has ", request.context.size(),
+        " tokens but the drafter holds ", held, "; call Truncate first")));
   }
   if (request.k < 0 || request.q_top_k < 1) {
-    return fail(absl::InvalidArgumentError(absl::StrCat("model drafter: request '", request.request_id,
-                                                        "' has k = ", request.k, ", q_top_k = ", request.q_top_k)));
+    return fail(absl::InvalidArgumentError(absl::StrCat("model drafter: request '",
+                                                        request.request_id, "' has k = ", request.k,
+                                                        ", q_top_k = ", request.q_top_k)));
   }
   if (absl::Status status = request.params.Validate(); !status.ok()) return fail(status);
   for (size_t i = held; i < request.context.size(); ++i) {
     if (request.context[i] < 0 || request.context[i] >= vocab_) {
-      return fail(absl::InvalidArgumentError(absl::StrCat("model drafter: request '", request.request_id,
-                                                          "' context token ", i, " is ", request.context[i],
-                                                          ", outside [0, ", vocab_, ")")));
+      return fail(absl::InvalidArgumentError(
+          absl::StrCat("model drafter: request '", request.request_id, "' context token ", i,
+                       " is ", request.context[i], ", outside [0, ", vocab_, ")")));
     }
   }
   if (static_cast<int64_t>(request.context.size()) > max_tokens_) {
-    return fail(absl::OutOfRangeError(absl::StrCat("model drafter: request '", request.request_id, "' context has ",
-                                                   request.context.size(), " tokens, the draft cache holds ",
-                                                   max_tokens_)));
+    return fail(absl::OutOfRangeError(
+        absl::StrCat("model drafter: request '", request.request_id, "' context has ",
+                     request.context.size(), " tokens, the draft cache holds ", max_tokens_)));
   }
   if (request.context.empty()) {
     return fail(absl::InvalidArgumentError(
         absl::StrCat("model drafter: request '", request.request_id, "' has an empty context")));
   }
   state.tokens.insert(state.tokens.end(), request.context.begin() + held, request.context.end());
-  const int k = std::min<int64_t>(request.k, max_tokens_ - static_cast<int64_t>(state.tokens.size()));
+  const int k =
+      std::min<int64_t>(request.k, max_tokens_ - static_cast<int64_t>(state.tokens.size()));
   work.push_back(Work{&request, &state, held, k});
 }
 
 bool ModelDrafter::Choose(Work& w, const float* logits) {
   DraftRequest& r = *w.request;
-  absl::Status status = LogitsToProbs(r.params, absl::MakeConstSpan(logits, vocab_), absl::MakeSpan(probs_));
+  absl::Status status =
+      LogitsToProbs(r.params, absl::MakeConstSpan(logits, vocab_), absl::MakeSpan(probs_));
   absl::StatusOr<DraftChoice> choice =
-      status.ok() ? ChooseDraftToken(r.mode, probs_, r.q_top_k, r.params.seed, static_cast<int64_t>(w.state->tokens.size()))
+      status.ok() ? ChooseDraftToken(r.mode, probs_, r.q_top_k, r.params.seed,
+                                     static_cast<int64_t>(w.state->tokens.size()))
                   : absl::StatusOr<DraftChoice>(status);
   if (!choice.ok()) {
     Rollback(w);
-    r.status = absl::Status(choice.status().code(), absl::StrCat("model drafter: request '", r.request_id,
-                                                                 "': ", choice.status().message()));
+    r.status = absl::Status(
+        choice.status().code(),
+        absl::StrCat("model drafter: request '", r.request_id, "': ", choice.status().message()));
     return false;
   }
   w.state->tokens.push_back(choice->token);
@@ -158,7 +175,8 @@ bool ModelDrafter::Choose(Work& w, const float* logits) {
 void ModelDrafter::Rollback(Work& w) {
   w.state->tokens.resize(w.held_before);
   if (w.state->cache->length() > static_cast<int>(w.held_before)) {
-    w.state->cache->Truncate(static_cast<int>(w.held_before)).IgnoreError();  // shrinking cannot fail
+    w.state->cache->Truncate(static_cast<int>(w.held_before))
+        .IgnoreError();  // shrinking cannot fail
   }
   w.request->tokens.clear();
   w.request->q.clear();

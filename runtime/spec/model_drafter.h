@@ -6,7 +6,8 @@
 //   ASSIGN_OR_RETURN(std::unique_ptr<ModelDrafter> drafter,
 //                    ModelDrafter::Load(draft_path, target_tokenizer, target_vocab_size, {}));
 //   RETURN_IF_ERROR(drafter->Start("req-1", prompt));
-//   ... drafter->Propose(batch) ... drafter->Truncate("req-1", frontier) ... drafter->Release("req-1");
+//   ... drafter->Propose(batch) ... drafter->Truncate("req-1", frontier) ...
+//   drafter->Release("req-1");
 //
 // Each drafted token at position n is chosen from q = LogitsToProbs(params,
 // draft logits at n) by ChooseDraftToken(mode, q, q_top_k, params.seed, n): the
@@ -26,15 +27,15 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "runtime/model/kv_cache.h"
-#include "runtime/tokenizer/tokenizer.h"
 #include "runtime/model/transformer.h"
 #include "runtime/spec/drafter.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 namespace splitspec::spec {
 
 struct ModelDrafterOptions {
-  int threads = 0;          // draft forward threads; 0 = the thread pool's default
-  int max_tokens = 0;       // per-request cache size; 0 = the draft's context length
+  int threads = 0;     // draft forward threads; 0 = the thread pool's default
+  int max_tokens = 0;  // per-request cache size; 0 = the draft's context length
 };
 
 class ModelDrafter : public Drafter {
@@ -43,16 +44,16 @@ class ModelDrafter : public Drafter {
   // CheckSameVocabulary(target_tokenizer, draft_tokenizer), or if the draft's
   // logits width (config().vocab_size) differs from target_vocab_size (named);
   // InvalidArgument for a negative max_tokens.
-  static absl::StatusOr<std::unique_ptr<ModelDrafter>> Create(std::unique_ptr<model::Transformer> draft,
-                                                              const model::Tokenizer& draft_tokenizer,
-                                                              const model::Tokenizer& target_tokenizer,
-                                                              int target_vocab_size, const ModelDrafterOptions& options);
+  static absl::StatusOr<std::unique_ptr<ModelDrafter>> Create(
+      std::unique_ptr<model::Transformer> draft, const model::Tokenizer& draft_tokenizer,
+      const model::Tokenizer& target_tokenizer, int target_vocab_size,
+      const ModelDrafterOptions& options);
 
   // Loads the draft GGUF at `path` and its tokenizer, then Create. Errors: those
   // of Transformer::Load and LoadTokenizerFromGguf (naming the file), and Create's.
-  static absl::StatusOr<std::unique_ptr<ModelDrafter>> Load(const std::string& path,
-                                                            const model::Tokenizer& target_tokenizer,
-                                                            int target_vocab_size, const ModelDrafterOptions& options);
+  static absl::StatusOr<std::unique_ptr<ModelDrafter>> Load(
+      const std::string& path, const model::Tokenizer& target_tokenizer, int target_vocab_size,
+      const ModelDrafterOptions& options);
 
   absl::string_view name() const override { return "model"; }
   // Also InvalidArgument for an empty `tokens` (a draft needs a token to condition on)
@@ -81,7 +82,8 @@ class ModelDrafter : public Drafter {
   ModelDrafter(std::unique_ptr<model::Transformer> draft, int max_tokens);
 
   // Checks one request and appends its new context tokens; errors go to request.status.
-  void Admit(DraftRequest& request, absl::flat_hash_map<std::string, bool>& seen, std::vector<Work>& work);
+  void Admit(DraftRequest& request, absl::flat_hash_map<std::string, bool>& seen,
+             std::vector<Work>& work);
   // Chooses the next token of `w` from its logits row; false (and status set) on error.
   bool Choose(Work& w, const float* logits);
   static void Rollback(Work& w);

@@ -7,9 +7,11 @@
 namespace splitspec::spec {
 
 absl::Status NgramDrafterConfig::Validate() const {
-  if (min_n < 1) return absl::InvalidArgumentError(absl::StrCat("ngram min_n must be >= 1, got ", min_n));
+  if (min_n < 1)
+    return absl::InvalidArgumentError(absl::StrCat("ngram min_n must be >= 1, got ", min_n));
   if (max_n < min_n) {
-    return absl::InvalidArgumentError(absl::StrCat("ngram max_n must be >= min_n (", min_n, "), got ", max_n));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ngram max_n must be >= min_n (", min_n, "), got ", max_n));
   }
   if (window < max_n + 1) {
     return absl::InvalidArgumentError(
@@ -18,7 +20,8 @@ absl::Status NgramDrafterConfig::Validate() const {
   return absl::OkStatus();
 }
 
-std::vector<int32_t> NgramLookup(absl::Span<const int32_t> context, int k, const NgramDrafterConfig& config) {
+std::vector<int32_t> NgramLookup(absl::Span<const int32_t> context, int k,
+                                 const NgramDrafterConfig& config) {
   const int64_t length = static_cast<int64_t>(context.size());
   const int64_t window_begin = std::max<int64_t>(0, length - config.window);
   for (int n = std::min<int64_t>(config.max_n, length - 1); n >= config.min_n; --n) {
@@ -36,7 +39,8 @@ std::vector<int32_t> NgramLookup(absl::Span<const int32_t> context, int k, const
 
 absl::Status NgramDrafter::Start(const std::string& request_id, absl::Span<const int32_t> tokens) {
   if (!held_.try_emplace(request_id, static_cast<int64_t>(tokens.size())).second) {
-    return absl::AlreadyExistsError(absl::StrCat("ngram drafter: request '", request_id, "' already started"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("ngram drafter: request '", request_id, "' already started"));
   }
   return absl::OkStatus();
 }
@@ -47,8 +51,9 @@ absl::Status NgramDrafter::Truncate(const std::string& request_id, int64_t lengt
     return absl::NotFoundError(absl::StrCat("ngram drafter: unknown request '", request_id, "'"));
   }
   if (length < 0 || length > it->second) {
-    return absl::OutOfRangeError(absl::StrCat("ngram drafter: cannot truncate request '", request_id,
-                                              "' to ", length, " tokens, it holds ", it->second));
+    return absl::OutOfRangeError(absl::StrCat("ngram drafter: cannot truncate request '",
+                                              request_id, "' to ", length, " tokens, it holds ",
+                                              it->second));
   }
   it->second = length;
   return absl::OkStatus();
@@ -65,14 +70,15 @@ void NgramDrafter::ProposeOne(DraftRequest& request) {
     return;
   }
   if (static_cast<int64_t>(request.context.size()) < it->second) {
-    request.status = absl::FailedPreconditionError(
-        absl::StrCat("ngram drafter: request '", request.request_id, "' context has ", request.context.size(),
-                     " tokens but the drafter holds ", it->second, "; call Truncate first"));
+    request.status = absl::FailedPreconditionError(absl::StrCat(
+        "ngram drafter: request '", request.request_id, "' context has ", request.context.size(),
+        " tokens but the drafter holds ", it->second, "; call Truncate first"));
     return;
   }
   if (request.k < 0 || request.q_top_k < 1) {
-    request.status = absl::InvalidArgumentError(absl::StrCat(
-        "ngram drafter: request '", request.request_id, "' has k = ", request.k, ", q_top_k = ", request.q_top_k));
+    request.status = absl::InvalidArgumentError(
+        absl::StrCat("ngram drafter: request '", request.request_id, "' has k = ", request.k,
+                     ", q_top_k = ", request.q_top_k));
     return;
   }
   request.tokens = NgramLookup(request.context, request.k, config_);

@@ -26,9 +26,9 @@
 namespace splitspec::spec {
 
 struct NgramDrafterConfig {
-  int min_n = 1;        // shortest suffix tried; >= 1
-  int max_n = 3;        // longest suffix tried first; >= min_n
-  int window = 1024;    // how many of the latest tokens are searched; >= max_n + 1
+  int min_n = 1;      // shortest suffix tried; >= 1
+  int max_n = 3;      // longest suffix tried first; >= min_n
+  int window = 1024;  // how many of the latest tokens are searched; >= max_n + 1
 
   // OK, or InvalidArgument naming the first field out of range and its value.
   absl::Status Validate() const;
@@ -36,7 +36,8 @@ struct NgramDrafterConfig {
 
 // The continuation of the latest earlier match of the context's suffix, at most
 // k tokens (empty if none). Exposed for tests; the drafter calls it per request.
-std::vector<int32_t> NgramLookup(absl::Span<const int32_t> context, int k, const NgramDrafterConfig& config);
+std::vector<int32_t> NgramLookup(absl::Span<const int32_t> context, int k,
+                                 const NgramDrafterConfig& config);
 
 class NgramDrafter : public Drafter {
  public:

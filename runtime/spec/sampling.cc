@@ -26,7 +26,8 @@ int32_t ArgmaxLogit(absl::Span<const float> logits) {
 absl::Status ValidateLogits(absl::Span<const float> logits, absl::Span<float> probs) {
   if (logits.empty() || logits.size() != probs.size()) {
     return absl::InvalidArgumentError(absl::StrCat("LogitsToProbs: logits has ", logits.size(),
-                                                   " entries, probs ", probs.size(), " (need equal, >= 1)"));
+                                                   " entries, probs ", probs.size(),
+                                                   " (need equal, >= 1)"));
   }
   bool any_finite = false;
   for (size_t v = 0; v < logits.size(); ++v) {
@@ -35,7 +36,8 @@ absl::Status ValidateLogits(absl::Span<const float> logits, absl::Span<float> pr
     }
     any_finite = any_finite || std::isfinite(logits[v]);
   }
-  if (!any_finite) return absl::InvalidArgumentError("every logit is -inf: no token can be sampled");
+  if (!any_finite)
+    return absl::InvalidArgumentError("every logit is -inf: no token can be sampled");
   return absl::OkStatus();
 }
 
@@ -76,13 +78,15 @@ void TruncateAndRenormalize(const SamplingParams& params, absl::Span<float> prob
     float largest = 0.0f;
     for (int32_t v : kept) largest = std::max(largest, probs[v]);
     const float threshold = params.min_p * largest;
-    kept.erase(std::remove_if(kept.begin(), kept.end(), [&](int32_t v) { return probs[v] < threshold; }),
-               kept.end());
+    kept.erase(
+        std::remove_if(kept.begin(), kept.end(), [&](int32_t v) { return probs[v] < threshold; }),
+        kept.end());
   }
   double total = 0.0;
   for (int32_t v : kept) total += probs[v];
   std::vector<float> survivors(kept.size());
-  for (size_t j = 0; j < kept.size(); ++j) survivors[j] = static_cast<float>(probs[kept[j]] / total);
+  for (size_t j = 0; j < kept.size(); ++j)
+    survivors[j] = static_cast<float>(probs[kept[j]] / total);
   std::fill(probs.begin(), probs.end(), 0.0f);
   for (size_t j = 0; j < kept.size(); ++j) probs[kept[j]] = survivors[j];
 }
@@ -109,7 +113,8 @@ absl::Status LogitsToProbs(const SamplingParams& params, absl::Span<const float>
     return absl::OkStatus();
   }
   const float max_logit = logits[ArgmaxLogit(logits)];
-  for (size_t v = 0; v < logits.size(); ++v) probs[v] = (logits[v] - max_logit) / params.temperature;
+  for (size_t v = 0; v < logits.size(); ++v)
+    probs[v] = (logits[v] - max_logit) / params.temperature;
   kernels::SoftmaxRows(probs.data(), probs.data(), 1, static_cast<int>(probs.size()));
   if (NeedsTruncation(params)) TruncateAndRenormalize(params, probs);
   return absl::OkStatus();
@@ -137,7 +142,8 @@ absl::StatusOr<int32_t> ChooseTargetToken(VerifyMode mode, absl::Span<const floa
 }
 
 absl::StatusOr<SparseDistribution> TopQDistribution(absl::Span<const float> probs, int q_top_k) {
-  if (q_top_k < 1) return absl::InvalidArgumentError(absl::StrCat("q_top_k must be >= 1, got ", q_top_k));
+  if (q_top_k < 1)
+    return absl::InvalidArgumentError(absl::StrCat("q_top_k must be >= 1, got ", q_top_k));
   std::vector<int32_t> support;
   for (size_t v = 0; v < probs.size(); ++v) {
     if (!kernels::IsValidWeight(probs[v])) return BadRow("draft row");
@@ -165,7 +171,8 @@ absl::StatusOr<DraftChoice> ChooseDraftToken(VerifyMode mode, absl::Span<const f
   }
   ASSIGN_OR_RETURN(choice.q, TopQDistribution(probs, q_top_k));
   const double u = kernels::UniformDouble(seed, position, kernels::RandomPurpose::kDraftSample);
-  const int index = kernels::SampleFromWeights(choice.q.probs.data(), static_cast<int>(choice.q.probs.size()), u);
+  const int index =
+      kernels::SampleFromWeights(choice.q.probs.data(), static_cast<int>(choice.q.probs.size()), u);
   if (index < 0) return BadRow(absl::StrCat("draft row at position ", position));
   choice.token = choice.q.token_ids[index];
   return choice;

@@ -24,16 +24,17 @@ absl::Status SparseDistribution::Validate(int32_t vocab) const {
   for (size_t j = 0; j < token_ids.size(); ++j) {
     const int32_t id = token_ids[j];
     if (id < 0 || id >= vocab) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sparse distribution entry ", j, ": token id ", id, " outside [0, ", vocab, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("sparse distribution entry ", j, ": token id ",
+                                                     id, " outside [0, ", vocab, ")"));
     }
     if (!seen.insert(id).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("sparse distribution entry ", j, ": token id ", id, " repeated"));
     }
     if (!std::isfinite(probs[j]) || probs[j] < 0.0f) {
-      return absl::InvalidArgumentError(absl::StrCat("sparse distribution entry ", j, " (token ", id,
-                                                     "): probability ", probs[j], " is not finite and >= 0"));
+      return absl::InvalidArgumentError(absl::StrCat("sparse distribution entry ", j, " (token ",
+                                                     id, "): probability ", probs[j],
+                                                     " is not finite and >= 0"));
     }
     total += probs[j];
   }

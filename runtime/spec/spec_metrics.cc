@@ -16,9 +16,11 @@ void AddInto(std::vector<uint64_t>& into, const std::vector<uint64_t>& from) {
 
 }  // namespace
 
-void SpecMetrics::RecordBlock(int drafted_tokens, int accepted_tokens, bool rejected, int committed_tokens) {
+void SpecMetrics::RecordBlock(int drafted_tokens, int accepted_tokens, bool rejected,
+                              int committed_tokens) {
   SPLITSPEC_CHECK(accepted_tokens >= 0 && accepted_tokens <= drafted_tokens &&
-                  (!rejected || accepted_tokens < drafted_tokens) && committed_tokens >= accepted_tokens)
+                  (!rejected || accepted_tokens < drafted_tokens) &&
+                  committed_tokens >= accepted_tokens)
       << "drafted=" << drafted_tokens << " accepted=" << accepted_tokens << " rejected=" << rejected
       << " committed=" << committed_tokens;
   const int verified_tokens = accepted_tokens + (rejected ? 1 : 0);

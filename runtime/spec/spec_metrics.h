@@ -29,7 +29,7 @@ struct SpecMetrics {
   uint64_t drafted = 0;
   uint64_t verified = 0;
   uint64_t accepted = 0;
-  uint64_t committed = 0;  // tokens committed: accepted + corrections + bonus tokens
+  uint64_t committed = 0;             // tokens committed: accepted + corrections + bonus tokens
   std::vector<uint64_t> accepted_at;  // [max k seen] accepted draft tokens per draft index
   std::vector<uint64_t> verified_at;  // [max k seen] verified draft tokens per draft index
 

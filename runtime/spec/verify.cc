@@ -9,17 +9,20 @@
 namespace splitspec::spec {
 namespace {
 
-bool NeedsQ(const VerifyRequest& r) { return r.mode == VerifyMode::kRejection && !r.draft_tokens.empty(); }
+bool NeedsQ(const VerifyRequest& r) {
+  return r.mode == VerifyMode::kRejection && !r.draft_tokens.empty();
+}
 
 absl::Status ValidateRequest(const VerifyRequest& r, int32_t vocab) {
   const size_t k = r.draft_tokens.size();
   if (r.target_probs.size() != (k + 1) * static_cast<size_t>(vocab)) {
-    return absl::InvalidArgumentError(absl::StrCat("target_probs has ", r.target_probs.size(),
-                                                   " floats, need (k + 1) * vocab = ", (k + 1) * vocab,
-                                                   " for k = ", k, ", vocab = ", vocab));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "target_probs has ", r.target_probs.size(),
+        " floats, need (k + 1) * vocab = ", (k + 1) * vocab, " for k = ", k, ", vocab = ", vocab));
   }
   if (r.start_position < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("start_position must be >= 0, got ", r.start_position));
+    return absl::InvalidArgumentError(
+        absl::StrCat("start_position must be >= 0, got ", r.start_position));
   }
   if (!NeedsQ(r)) return absl::OkStatus();
   const bool sparse = !r.draft_q_sparse.empty();
@@ -41,7 +44,8 @@ absl::Status ValidateRequest(const VerifyRequest& r, int32_t vocab) {
     for (size_t i = 0; i < k; ++i) {
       const absl::Status status = r.draft_q_sparse[i].Validate(vocab);
       if (!status.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("q of draft index ", i, ": ", status.message()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("q of draft index ", i, ": ", status.message()));
       }
     }
   }
@@ -53,20 +57,25 @@ absl::Status KernelError(const VerifyRequest& r, int32_t code, int32_t index) {
   const int64_t position = r.start_position + index;
   const std::string where = absl::StrCat("draft index ", index, " (position ", position, ")");
   const int32_t token = index >= 0 && index < static_cast<int32_t>(r.draft_tokens.size())
-                            ? r.draft_tokens[index] : -1;
+                            ? r.draft_tokens[index]
+                            : -1;
   switch (code) {
     case kernels::kVerifyTokenOutOfRange:
-      return absl::InvalidArgumentError(absl::StrCat(where, ": draft token ", token, " is outside the vocabulary"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": draft token ", token, " is outside the vocabulary"));
     case kernels::kVerifyTokenHasZeroQ:
       return absl::InvalidArgumentError(absl::StrCat(
           where, ": draft token ", token, " has q = 0, so the draft cannot have sampled it"));
     case kernels::kVerifyBadDraftQ:
-      return absl::InvalidArgumentError(absl::StrCat(where, ": q has a negative or non-finite entry"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": q has a negative or non-finite entry"));
     case kernels::kVerifyBadTargetRow:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "target row ", index, " (position ", position, "): negative or non-finite entry, or no mass"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("target row ", index, " (position ", position,
+                       "): negative or non-finite entry, or no mass"));
     default:
-      return absl::InternalError(absl::StrCat("verification kernel error code ", code, " at ", where));
+      return absl::InternalError(
+          absl::StrCat("verification kernel error code ", code, " at ", where));
   }
 }
 
@@ -97,8 +106,10 @@ void PackQ(const VerifyRequest& r, int32_t vocab, PackedBatch& b) {
       continue;
     }
     if (NeedsQ(r) && !r.draft_q_sparse.empty()) {
-      b.q_ids.insert(b.q_ids.end(), r.draft_q_sparse[i].token_ids.begin(), r.draft_q_sparse[i].token_ids.end());
-      b.q_probs.insert(b.q_probs.end(), r.draft_q_sparse[i].probs.begin(), r.draft_q_sparse[i].probs.end());
+      b.q_ids.insert(b.q_ids.end(), r.draft_q_sparse[i].token_ids.begin(),
+                     r.draft_q_sparse[i].token_ids.end());
+      b.q_probs.insert(b.q_probs.end(), r.draft_q_sparse[i].probs.begin(),
+                       r.draft_q_sparse[i].probs.end());
     } else if (NeedsQ(r)) {  // a dense row in a sparse batch: list its support
       for (int32_t v = 0; v < vocab; ++v) {
         const float q = r.draft_q_dense[i * vocab + v];
@@ -112,7 +123,8 @@ void PackQ(const VerifyRequest& r, int32_t vocab, PackedBatch& b) {
   }
 }
 
-PackedBatch Pack(absl::Span<const VerifyRequest> requests, const std::vector<bool>& valid, int32_t vocab) {
+PackedBatch Pack(absl::Span<const VerifyRequest> requests, const std::vector<bool>& valid,
+                 int32_t vocab) {
   PackedBatch b;
   bool any_sparse = false, any_dense = false;
   for (size_t j = 0; j < requests.size(); ++j) {
@@ -120,7 +132,9 @@ PackedBatch Pack(absl::Span<const VerifyRequest> requests, const std::vector<boo
     any_sparse = any_sparse || !requests[j].draft_q_sparse.empty();
     any_dense = any_dense || !requests[j].draft_q_dense.empty();
   }
-  b.q_format = any_sparse ? kernels::kDraftQSparse : any_dense ? kernels::kDraftQDense : kernels::kDraftQNone;
+  b.q_format = any_sparse  ? kernels::kDraftQSparse
+               : any_dense ? kernels::kDraftQDense
+                           : kernels::kDraftQNone;
   for (size_t j = 0; j < requests.size(); ++j) {
     if (!valid[j]) continue;
     const VerifyRequest& r = requests[j];

@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/tokenizer/bpe_byte_encoding.h"
-#include "runtime/tokenizer/unicode.h"
 #include "runtime/tokenizer/tokenizer_internal.h"
+#include "runtime/tokenizer/unicode.h"
 
 namespace splitspec::model {
 namespace {
@@ -55,8 +55,8 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Create(const TokenizerVocab&
     const std::string& merge = vocab.merges[rank];
     const size_t sep = merge.size() > 1 ? merge.find(' ', 1) : std::string::npos;
     if (sep == std::string::npos || sep + 1 >= merge.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "BPE merge ", rank, " ('", merge, "') is not of the form 'left right'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("BPE merge ", rank, " ('", merge, "') is not of the form 'left right'"));
     }
     model->ranks_.try_emplace(merge, static_cast<int>(rank));  // the first of duplicates wins
   }
@@ -84,13 +84,15 @@ std::vector<TokenId> BpeModel::EncodeWord(const std::string& word) const {
   // One symbol per UTF-8 character of the byte-level word.
   std::vector<Symbol> symbols;
   for (size_t pos = 0; pos < word.size();) {
-    const size_t n = std::min(unicode::Utf8SequenceLength(static_cast<uint8_t>(word[pos])),
-                              word.size() - pos);
+    const size_t n =
+        std::min(unicode::Utf8SequenceLength(static_cast<uint8_t>(word[pos])), word.size() - pos);
     const int index = static_cast<int>(symbols.size());
     symbols.push_back({pos, n, index - 1, pos + n < word.size() ? index + 1 : -1});
     pos += n;
   }
-  auto text = [&](int i) { return std::string_view(word).substr(symbols[i].start, symbols[i].len); };
+  auto text = [&](int i) {
+    return std::string_view(word).substr(symbols[i].start, symbols[i].len);
+  };
   std::string scratch;
   CandidateQueue queue;
   auto consider = [&](int left, int right) {

@@ -65,8 +65,7 @@ class BpeModel {
 
   mutable Mutex cache_mu_;
   // State below is protected by cache_mu_.
-  mutable absl::flat_hash_map<std::string, std::vector<TokenId>> cache_
-      ABSL_GUARDED_BY(cache_mu_);
+  mutable absl::flat_hash_map<std::string, std::vector<TokenId>> cache_ ABSL_GUARDED_BY(cache_mu_);
 };
 
 }  // namespace splitspec::model

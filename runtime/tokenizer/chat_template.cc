@@ -41,10 +41,18 @@ std::string ReadLiteral(std::string_view source, size_t* pos) {
     }
     const char e = source[++i];
     switch (e) {
-      case 'n': out.push_back('\n'); break;
-      case 't': out.push_back('\t'); break;
-      case 'r': out.push_back('\r'); break;
-      default: out.push_back(e); break;  // \\, \', \" and anything else
+      case 'n':
+        out.push_back('\n');
+        break;
+      case 't':
+        out.push_back('\t');
+        break;
+      case 'r':
+        out.push_back('\r');
+        break;
+      default:
+        out.push_back(e);
+        break;  // \\, \', \" and anything else
     }
   }
   *pos = i + 1;
@@ -126,16 +134,16 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromSource(std::string_view source,
     return absl::NotFoundError("the model has no chat template (tokenizer.chat_template)");
   }
   const std::vector<std::string> literals = JinjaStringLiterals(source);
-  const bool uses_role = ContainsAny(source, {"message['role']", "message.role", "message[\"role\"]"});
+  const bool uses_role =
+      ContainsAny(source, {"message['role']", "message.role", "message[\"role\"]"});
   const bool uses_content =
       ContainsAny(source, {"message['content']", "message.content", "message[\"content\"]"});
 
-  if (Contains(source, kImStart) && Contains(source, kImEnd) && uses_role &&
-      uses_content && HasLiteral(literals, kChatMLAssistantPrompt)) {
+  if (Contains(source, kImStart) && Contains(source, kImEnd) && uses_role && uses_content &&
+      HasLiteral(literals, kChatMLAssistantPrompt)) {
     return ChatTemplate(ChatTemplateFormat::kChatML, FindChatMLDefaultSystem(literals), "");
   }
-  if (Contains(source, kStartHeader) && Contains(source, kEndHeader) &&
-      Contains(source, kEotId)) {
+  if (Contains(source, kStartHeader) && Contains(source, kEndHeader) && Contains(source, kEotId)) {
     if (ContainsAny(source, {"Cutting Knowledge Date", "tools", "ipython"})) {
       return absl::UnimplementedError(absl::StrCat(
           "Llama 3.1+ chat template (date/tool preamble) is not supported: ", Quote(source)));
@@ -147,8 +155,8 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromSource(std::string_view source,
     std::string bos = Contains(source, "bos_token") ? std::move(bos_text) : "";
     return ChatTemplate(ChatTemplateFormat::kLlama3, std::nullopt, std::move(bos));
   }
-  return absl::UnimplementedError(absl::StrCat(
-      "unrecognized chat template (supported: ChatML, Llama 3): ", Quote(source)));
+  return absl::UnimplementedError(
+      absl::StrCat("unrecognized chat template (supported: ChatML, Llama 3): ", Quote(source)));
 }
 
 absl::StatusOr<std::string> ChatTemplate::Apply(absl::Span<const ChatMessage> messages,
@@ -166,8 +174,8 @@ absl::StatusOr<std::vector<ChatSegment>> ChatTemplate::Render(
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& role = messages[i].role;
     if (role != "system" && role != "user" && role != "assistant") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "message ", i, " has role '", role, "'; supported: system, user, assistant"));
+      return absl::InvalidArgumentError(absl::StrCat("message ", i, " has role '", role,
+                                                     "'; supported: system, user, assistant"));
     }
   }
   SegmentBuilder out;

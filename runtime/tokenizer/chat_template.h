@@ -54,7 +54,7 @@
 namespace splitspec::model {
 
 struct ChatMessage {
-  std::string role;     // "system", "user" or "assistant"
+  std::string role;  // "system", "user" or "assistant"
   std::string content;
 };
 
@@ -92,7 +92,9 @@ class ChatTemplate {
  private:
   ChatTemplate(ChatTemplateFormat format, std::optional<std::string> default_system,
                std::string bos_text)
-      : format_(format), default_system_(std::move(default_system)), bos_text_(std::move(bos_text)) {}
+      : format_(format),
+        default_system_(std::move(default_system)),
+        bos_text_(std::move(bos_text)) {}
 
   class SegmentBuilder {
    public:

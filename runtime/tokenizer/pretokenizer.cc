@@ -2,8 +2,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/tokenizer/unicode.h"
 #include "runtime/tokenizer/tokenizer_internal.h"
+#include "runtime/tokenizer/unicode.h"
 
 namespace splitspec::model {
 namespace {
@@ -185,12 +185,14 @@ std::vector<size_t> PreTokenizer::SplitCodepoints(const std::vector<uint32_t>& c
       SplitSegment(cps, 0, cps.size(), MatchGpt2, &lengths);
       break;
     case PreTokenizerKind::kLlama3:
-      SplitSegment(cps, 0, cps.size(),
-                   [](const Segment& s, size_t pos) { return MatchLlama3(s, pos, 3); }, &lengths);
+      SplitSegment(
+          cps, 0, cps.size(), [](const Segment& s, size_t pos) { return MatchLlama3(s, pos, 3); },
+          &lengths);
       break;
     case PreTokenizerKind::kQwen2:
-      SplitSegment(cps, 0, cps.size(),
-                   [](const Segment& s, size_t pos) { return MatchLlama3(s, pos, 1); }, &lengths);
+      SplitSegment(
+          cps, 0, cps.size(), [](const Segment& s, size_t pos) { return MatchLlama3(s, pos, 1); },
+          &lengths);
       break;
     case PreTokenizerKind::kSmolLM:
       SplitSmolLM(cps, &lengths);

@@ -3,8 +3,8 @@
 #include <queue>
 
 #include "absl/strings/str_format.h"
-#include "runtime/tokenizer/unicode.h"
 #include "runtime/tokenizer/tokenizer_internal.h"
+#include "runtime/tokenizer/unicode.h"
 
 namespace splitspec::model {
 namespace {
@@ -28,7 +28,7 @@ struct Pair {
 struct PairBefore {
   bool operator()(const Pair& a, const Pair& b) const {
     if (a.score != b.score) return a.score < b.score;  // higher score first
-    return a.left > b.left;                           // then leftmost
+    return a.left > b.left;                            // then leftmost
   }
 };
 
@@ -62,8 +62,7 @@ absl::StatusOr<std::unique_ptr<SentencePieceModel>> SentencePieceModel::Create(
   return m;
 }
 
-void SentencePieceModel::EmitUnknownPiece(std::string_view piece,
-                                          std::vector<TokenId>* out) const {
+void SentencePieceModel::EmitUnknownPiece(std::string_view piece, std::vector<TokenId>* out) const {
   if (has_byte_fallback_) {
     for (char c : piece) out->push_back(byte_tokens_[static_cast<uint8_t>(c)]);
     return;
@@ -78,8 +77,8 @@ void SentencePieceModel::EmitUnknownPiece(std::string_view piece,
 void SentencePieceModel::Encode(std::string_view text, std::vector<TokenId>* out) const {
   std::vector<Symbol> symbols;
   for (size_t pos = 0; pos < text.size();) {
-    const size_t n = std::min(unicode::Utf8SequenceLength(static_cast<uint8_t>(text[pos])),
-                              text.size() - pos);
+    const size_t n =
+        std::min(unicode::Utf8SequenceLength(static_cast<uint8_t>(text[pos])), text.size() - pos);
     const int index = static_cast<int>(symbols.size());
     symbols.push_back({pos, n, index - 1, pos + n < text.size() ? index + 1 : -1});
     pos += n;

@@ -18,7 +18,7 @@ constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581 LOWER ONE EIGH
 
 // Texts of control tokens that end a turn in the chat formats we know.
 constexpr std::string_view kEndOfTurnTexts[] = {
-    "<|im_end|>", "<|eot_id|>",   "<|endoftext|>", "<|end_of_text|>",
+    "<|im_end|>", "<|eot_id|>",    "<|endoftext|>", "<|end_of_text|>",
     "<|eom_id|>", "<end_of_turn>", "<|end|>",
 };
 

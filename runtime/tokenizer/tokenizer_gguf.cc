@@ -21,7 +21,8 @@ absl::Status ReadTokenId(const GgufFile& file, std::string_view key, TokenId* id
   if (!file.HasKey(key)) return absl::OkStatus();
   ASSIGN_OR_RETURN(int64_t value, file.GetInteger(key));
   if (value < 0 || value > INT32_MAX) {
-    return absl::InvalidArgumentError(absl::StrCat("'", AV(key), "' = ", value, " is not a token id"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", AV(key), "' = ", value, " is not a token id"));
   }
   *id = static_cast<TokenId>(value);
   return absl::OkStatus();

@@ -37,8 +37,7 @@ struct TextFragment {
 class SpecialTokenSplitter {
  public:
   // `types` empty means every token is normal (then nothing is ever cut).
-  SpecialTokenSplitter(const std::vector<std::string>& tokens,
-                       const std::vector<TokenType>& types);
+  SpecialTokenSplitter(const std::vector<std::string>& tokens, const std::vector<TokenType>& types);
 
   // Fragments in text order; text fragments are never empty. Empty input gives
   // no fragments.

@@ -17,8 +17,8 @@ absl::Status CheckId(const char* field, TokenId id, size_t num_tokens) {
 
 absl::Status CheckParallel(const char* field, size_t size, size_t num_tokens) {
   if (size != 0 && size != num_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat(field, " has ", size, " entries but there are ",
-                                                   num_tokens, " tokens"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " has ", size, " entries but there are ", num_tokens, " tokens"));
   }
   return absl::OkStatus();
 }

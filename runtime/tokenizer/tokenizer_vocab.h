@@ -32,7 +32,7 @@ enum class TokenType : int32_t {
   kControl = 3,      // e.g. <|im_start|>; parsed from text only with parse_special
   kUserDefined = 4,  // always parsed from text as a whole token
   kUnused = 5,
-  kByte = 6,         // SentencePiece byte-fallback tokens <0x00>..<0xFF>
+  kByte = 6,  // SentencePiece byte-fallback tokens <0x00>..<0xFF>
 };
 
 struct TokenizerVocab {

@@ -51,9 +51,9 @@
 #include "kernels/cpu/matmul.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cli/cli_args.h"
-#include "runtime/model/transformer.h"
 #include "runtime/dist/file_rendezvous_store.h"
 #include "runtime/dist/gloo_communicator.h"
+#include "runtime/model/transformer.h"
 #include "tests/testing/tiny_model.h"
 #include "tools/default_paths.h"
 
@@ -131,10 +131,11 @@ std::vector<absl::Status> RunGroup(int size,
         ASSIGN_OR_RETURN(auto store, net::FileRendezvousStore::Open(dir));
         net::GlooTransportOptions transport;
         transport.hostname = "127.0.0.1";
-        ASSIGN_OR_RETURN(auto comm, net::GlooCommunicator::Create(
-                                        *store, {.group = group, .rank = rank, .size = size,
-                                                 .timeout = absl::Seconds(60)},
-                                        transport));
+        ASSIGN_OR_RETURN(
+            auto comm,
+            net::GlooCommunicator::Create(
+                *store, {.group = group, .rank = rank, .size = size, .timeout = absl::Seconds(60)},
+                transport));
         return body(*comm);
       }();
     });
@@ -170,20 +171,24 @@ absl::Status BenchCollectives(const Options& options) {
       {"all_reduce_sum 576 floats (2.3 KB)",
        [](net::Communicator& c, std::vector<float>& v, std::string&) {
          return c.AllReduceSum(v.data(), 576);
-       }, 576},
+       },
+       576},
       {"all_reduce_sum 49152 floats (192 KB)",
        [](net::Communicator& c, std::vector<float>& v, std::string&) {
          return c.AllReduceSum(v.data(), 49152);
-       }, 49152},
+       },
+       49152},
       {"broadcast 1024 bytes",
        [](net::Communicator& c, std::vector<float>& v, std::string&) {
          return c.Broadcast(v.data(), 1024, 0);
-       }, 256},
+       },
+       256},
       {"BroadcastString 1 KB plan (2 calls)",
        [](net::Communicator& c, std::vector<float>&, std::string& plan) {
          if (c.rank() == 0) plan.assign(1024, 'p');
          return net::BroadcastString(c, &plan, 0);
-       }, 1},
+       },
+       1},
   };
   for (const Case& c : cases) {
     std::vector<std::vector<double>> us(2);
@@ -211,11 +216,9 @@ struct DecodeResult {
   double collective_cpu_ms_per_token = 0;
   int64_t collectives_per_token = 0;
   std::vector<int32_t> tokens;
-  std::vector<float> top2_gaps;  // per step: best logit - second best
+  std::vector<float> top2_gaps;      // per step: best logit - second best
   std::vector<float> prompt_logits;  // [vocab] after the prompt
 };
-
-
 
 const std::vector<int32_t> kPrompt = {1, 9690, 198, 2683, 359, 253, 5356, 11};
 
@@ -236,7 +239,8 @@ absl::StatusOr<DecodeResult> Decode(Model& model, int steps, TimedCommunicator* 
   const double cpu_start = ThreadCpuMillis();
   for (int i = 0; i < steps; ++i) {
     std::vector<float> row(out.Row(0, 0), out.Row(0, 0) + out.vocab_size);
-    const int32_t next = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+    const int32_t next =
+        static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
     const float top = row[next];
     row[next] = -1e30f;
     result.top2_gaps.push_back(top - *std::max_element(row.begin(), row.end()));
@@ -264,10 +268,10 @@ absl::Status BenchDecode(const Options& options, const std::string& path,
               c.n_layers, c.n_heads, c.n_kv_heads, c.n_embd, c.n_ff, c.vocab_size);
   ASSIGN_OR_RETURN(DecodeResult base, Decode(*single, options.decode_tokens, nullptr));
   single.reset();
-  std::printf("  TP=1  %d thread(s):            %7.2f ms/token  %7.1f tokens/s  "
-              "(calling thread CPU %.2f ms/token)\n",
-              options.threads_per_rank, base.ms_per_token, 1000 / base.ms_per_token,
-              base.cpu_ms_per_token);
+  std::printf(
+      "  TP=1  %d thread(s):            %7.2f ms/token  %7.1f tokens/s  "
+      "(calling thread CPU %.2f ms/token)\n",
+      options.threads_per_rank, base.ms_per_token, 1000 / base.ms_per_token, base.cpu_ms_per_token);
   const int all_threads = static_cast<int>(std::thread::hardware_concurrency());
   if (all_threads > options.threads_per_rank) {  // the same cores used by one process
     ASSIGN_OR_RETURN(auto wide, model::Transformer::Load(path, {.threads = all_threads}));
@@ -279,9 +283,8 @@ absl::Status BenchDecode(const Options& options, const std::string& path,
     std::vector<DecodeResult> results(tp);
     absl::Status s = FirstError(RunGroup(tp, [&](net::Communicator& comm) -> absl::Status {
       TimedCommunicator timed(&comm);
-      ASSIGN_OR_RETURN(auto model, model::Transformer::Load(
-                                       path, &timed,
-                                       {.threads = options.threads_per_rank}));
+      ASSIGN_OR_RETURN(auto model, model::Transformer::Load(path, &timed,
+                                                            {.threads = options.threads_per_rank}));
       ASSIGN_OR_RETURN(results[comm.rank()], Decode(*model, options.decode_tokens, &timed));
       return absl::OkStatus();
     }));
@@ -290,17 +293,19 @@ absl::Status BenchDecode(const Options& options, const std::string& path,
       continue;
     }
     const DecodeResult& r = results[0];
-    std::printf("  TP=%d  %d rank(s) x %d thread(s):  %7.2f ms/token  %7.1f tokens/s  "
-                "(%.2fx TP=1)\n",
-                tp, tp, options.threads_per_rank, r.ms_per_token, 1000 / r.ms_per_token,
-                base.ms_per_token / r.ms_per_token);
-    std::printf("        where rank 0's time goes: collectives %.2f ms/token wall (%lld calls, "
-                "%.1f us each; rank 0 CPU inside them %.2f ms), rest %.2f ms/token wall "
-                "(rank 0 CPU %.2f ms)\n",
-                r.collective_ms_per_token, static_cast<long long>(r.collectives_per_token),
-                1000 * r.collective_ms_per_token / std::max<int64_t>(1, r.collectives_per_token),
-                r.collective_cpu_ms_per_token, r.ms_per_token - r.collective_ms_per_token,
-                r.cpu_ms_per_token - r.collective_cpu_ms_per_token);
+    std::printf(
+        "  TP=%d  %d rank(s) x %d thread(s):  %7.2f ms/token  %7.1f tokens/s  "
+        "(%.2fx TP=1)\n",
+        tp, tp, options.threads_per_rank, r.ms_per_token, 1000 / r.ms_per_token,
+        base.ms_per_token / r.ms_per_token);
+    std::printf(
+        "        where rank 0's time goes: collectives %.2f ms/token wall (%lld calls, "
+        "%.1f us each; rank 0 CPU inside them %.2f ms), rest %.2f ms/token wall "
+        "(rank 0 CPU %.2f ms)\n",
+        r.collective_ms_per_token, static_cast<long long>(r.collectives_per_token),
+        1000 * r.collective_ms_per_token / std::max<int64_t>(1, r.collectives_per_token),
+        r.collective_cpu_ms_per_token, r.ms_per_token - r.collective_ms_per_token,
+        r.cpu_ms_per_token - r.collective_cpu_ms_per_token);
     double max_diff = 0, max_abs = 0;
     for (size_t i = 0; i < base.prompt_logits.size(); ++i) {
       max_diff = std::max(max_diff, std::fabs(double{r.prompt_logits[i]} - base.prompt_logits[i]));
@@ -313,10 +318,11 @@ absl::Status BenchDecode(const Options& options, const std::string& path,
     if (differ == r.tokens.size()) {
       std::printf("        greedy tokens identical to TP=1's (%zu steps)\n", r.tokens.size());
     } else {
-      std::printf("        greedy tokens equal TP=1's for %zu steps, then TP=%d picks %d and "
-                  "TP=1 picks %d; TP=1's top-2 logit gap there: %.3g (TP=%d's: %.3g)\n",
-                  differ, tp, r.tokens[differ], base.tokens[differ], base.top2_gaps[differ], tp,
-                  r.top2_gaps[differ]);
+      std::printf(
+          "        greedy tokens equal TP=1's for %zu steps, then TP=%d picks %d and "
+          "TP=1 picks %d; TP=1's top-2 logit gap there: %.3g (TP=%d's: %.3g)\n",
+          differ, tp, r.tokens[differ], base.tokens[differ], base.top2_gaps[differ], tp,
+          r.top2_gaps[differ]);
     }
   }
   return absl::OkStatus();
@@ -337,8 +343,10 @@ absl::Status BenchSyntheticDecode(const Options& options) {
   if (mkdtemp(path.data()) == nullptr) return absl::UnavailableError("mkdtemp failed");
   path += "/smollm2-shaped-8-heads.gguf";
   RETURN_IF_ERROR(model::WriteTinyModel(shape, path));
-  std::printf("\n(synthetic: SmolLM2-135M's 30 Q4_1 layers, n_embd 576, n_ff 1536, but 8 heads / "
-              "4 KV heads of 72, random weights, %d-token vocabulary)", model::TinyModelVocabSize());
+  std::printf(
+      "\n(synthetic: SmolLM2-135M's 30 Q4_1 layers, n_embd 576, n_ff 1536, but 8 heads / "
+      "4 KV heads of 72, random weights, %d-token vocabulary)",
+      model::TinyModelVocabSize());
   absl::Status s = BenchDecode(options, path, {2});
   std::remove(path.c_str());
   return s;

@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
   if (argc == 3) options.seed = static_cast<uint32_t>(std::strtoul(argv[2], nullptr, 10));
   const absl::Status status = splitspec::model::WriteTinyModel(options, argv[1]);
   if (!status.ok()) {
-    std::fprintf(stderr, "deploy_tiny_model: %s: %s\n", argv[1], std::string(status.message()).c_str());
+    std::fprintf(stderr, "deploy_tiny_model: %s: %s\n", argv[1],
+                 std::string(status.message()).c_str());
     return 1;
   }
   return 0;

@@ -68,31 +68,52 @@ TEST(NcclCommunicatorTest, TwoRanksAllReduceAllGatherAndBroadcast) {
   std::vector<std::string> failures(2);
   auto rank_body = [&](int rank) {
     auto store = FileRendezvousStore::Open(dir);
-    if (!store.ok()) { failures[rank] = store.status().ToString(); return; }
+    if (!store.ok()) {
+      failures[rank] = store.status().ToString();
+      return;
+    }
     auto comm = NcclCommunicator::Create(**store, {.group = "g", .rank = rank, .size = 2},
                                          {.device = rank});
-    if (!comm.ok()) { failures[rank] = comm.status().ToString(); return; }
+    if (!comm.ok()) {
+      failures[rank] = comm.status().ToString();
+      return;
+    }
     cudaSetDevice(rank);
     DeviceBuffer buf(count);
     buf.Upload(RankData(rank, count));
     absl::Status s = (*comm)->AllReduceSum(buf.data, count);
-    if (!s.ok()) { failures[rank] = s.ToString(); return; }
+    if (!s.ok()) {
+      failures[rank] = s.ToString();
+      return;
+    }
     const std::vector<float> got = buf.Download();
     const std::vector<float> a = RankData(0, count), b = RankData(1, count);
     for (int64_t i = 0; i < count; ++i) {
-      if (got[i] != a[i] + b[i]) { failures[rank] = absl::StrCat("sum differs at ", i); return; }
+      if (got[i] != a[i] + b[i]) {
+        failures[rank] = absl::StrCat("sum differs at ", i);
+        return;
+      }
     }
     DeviceBuffer in(count), out(2 * count);
     in.Upload(RankData(rank, count));
     s = (*comm)->AllGather(in.data, count, out.data);
-    if (!s.ok()) { failures[rank] = s.ToString(); return; }
+    if (!s.ok()) {
+      failures[rank] = s.ToString();
+      return;
+    }
     std::vector<float> gathered = out.Download();
     std::vector<float> want = a;
     want.insert(want.end(), b.begin(), b.end());
-    if (gathered != want) { failures[rank] = "all_gather differs"; return; }
+    if (gathered != want) {
+      failures[rank] = "all_gather differs";
+      return;
+    }
     buf.Upload(RankData(rank, count));
     s = (*comm)->BroadcastFloats(buf.data, count, /*root=*/1);
-    if (!s.ok()) { failures[rank] = s.ToString(); return; }
+    if (!s.ok()) {
+      failures[rank] = s.ToString();
+      return;
+    }
     if (buf.Download() != b) failures[rank] = "broadcast differs from root 1";
   };
   std::thread t0(rank_body, 0), t1(rank_body, 1);

@@ -133,13 +133,15 @@ class DeviceBuffers {
     EXPECT_EQ(cudaMalloc(&d, bytes), cudaSuccess);
     owned_.push_back(d);
     if (!host.empty()) {
-      EXPECT_EQ(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+      EXPECT_EQ(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
+                cudaSuccess);
     }
     return static_cast<T*>(d);
   }
   template <typename T>
   void Back(const T* d, std::vector<T>& host) {
-    ASSERT_EQ(cudaMemcpy(host.data(), d, host.size() * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(host.data(), d, host.size() * sizeof(T), cudaMemcpyDeviceToHost),
+              cudaSuccess);
   }
 
  private:
@@ -190,15 +192,16 @@ TEST(VerifyCudaTest, MatchesCpuReferenceOnRaggedBatches) {
       VerifyBatchReference(HostView(cpu));
       RunOnDevice(gpu);
       for (int s = 0; s < num_sequences; ++s) {
-        SCOPED_TRACE(testing::Message() << "vocab=" << vocab << " q_format=" << q_format << " s=" << s
-                                        << " mode=" << cpu.modes[s]);
+        SCOPED_TRACE(testing::Message() << "vocab=" << vocab << " q_format=" << q_format
+                                        << " s=" << s << " mode=" << cpu.modes[s]);
         ASSERT_EQ(gpu.error[s], cpu.error[s]);
         ASSERT_EQ(gpu.error_index[s], cpu.error_index[s]);
         ASSERT_EQ(gpu.accepted[s], cpu.accepted[s]);
         ASSERT_EQ(gpu.num_committed[s], cpu.num_committed[s]);
         ASSERT_EQ(gpu.rejected[s], cpu.rejected[s]);
         const int first = cpu.draft_offsets[s] + s;
-        for (int j = 0; j < cpu.num_committed[s]; ++j) ASSERT_EQ(gpu.committed[first + j], cpu.committed[first + j]);
+        for (int j = 0; j < cpu.num_committed[s]; ++j)
+          ASSERT_EQ(gpu.committed[first + j], cpu.committed[first + j]);
         rejected_total += cpu.rejected[s];
         accepted_total += cpu.accepted[s];
       }

@@ -8,13 +8,15 @@
 
 namespace splitspec::testing {
 
-std::string BinaryPath(const std::string& name) { return absl::StrCat(SPLITSPEC_BIN_DIR, "/", name); }
+std::string BinaryPath(const std::string& name) {
+  return absl::StrCat(SPLITSPEC_BIN_DIR, "/", name);
+}
 
-absl::StatusOr<std::pair<ChildProcess, std::string>> StartCoordinator(const std::string& dir,
-                                                                     const std::vector<std::string>& extra_flags) {
+absl::StatusOr<std::pair<ChildProcess, std::string>> StartCoordinator(
+    const std::string& dir, const std::vector<std::string>& extra_flags) {
   const std::string endpoint_file = dir + "/coordinator.endpoint";
-  std::vector<std::string> argv = {BinaryPath("splitspec-coordinator"), "--control", "tcp://127.0.0.1:*",
-                                   "--endpoint-file", endpoint_file};
+  std::vector<std::string> argv = {BinaryPath("splitspec-coordinator"), "--control",
+                                   "tcp://127.0.0.1:*", "--endpoint-file", endpoint_file};
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   absl::StatusOr<ChildProcess> process = ChildProcess::Spawn(argv, dir + "/coordinator.log");
   if (!process.ok()) return process.status();
@@ -23,16 +25,17 @@ absl::StatusOr<std::pair<ChildProcess, std::string>> StartCoordinator(const std:
     if (!endpoint.empty()) return std::make_pair(*std::move(process), endpoint);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return absl::DeadlineExceededError(absl::StrCat("coordinator never wrote ", endpoint_file, "; log:\n",
-                                                  process->ReadLog()));
+  return absl::DeadlineExceededError(
+      absl::StrCat("coordinator never wrote ", endpoint_file, "; log:\n", process->ReadLog()));
 }
 
 absl::StatusOr<proto::StatusReply> FetchStatus(const std::string& endpoint) {
   return net::FetchCoordinatorStatus(endpoint, absl::Seconds(5));
 }
 
-bool PollStatusUntil(const std::string& endpoint, const std::function<bool(const proto::StatusReply&)>& done,
-                     int attempts, absl::Duration pause, proto::StatusReply* last) {
+bool PollStatusUntil(const std::string& endpoint,
+                     const std::function<bool(const proto::StatusReply&)>& done, int attempts,
+                     absl::Duration pause, proto::StatusReply* last) {
   for (int i = 0; i < attempts; ++i) {
     absl::StatusOr<proto::StatusReply> status = FetchStatus(endpoint);
     if (status.ok()) {

@@ -16,16 +16,17 @@ std::string BinaryPath(const std::string& name);  // SPLITSPEC_BIN_DIR/name
 
 // Starts splitspec-coordinator on a free loopback port with the given extra
 // flags and returns it with its control endpoint (read from --endpoint-file).
-absl::StatusOr<std::pair<ChildProcess, std::string>> StartCoordinator(const std::string& dir,
-                                                                     const std::vector<std::string>& extra_flags);
+absl::StatusOr<std::pair<ChildProcess, std::string>> StartCoordinator(
+    const std::string& dir, const std::vector<std::string>& extra_flags);
 
 // Asks the coordinator for its status over a fresh channel.
 absl::StatusOr<proto::StatusReply> FetchStatus(const std::string& endpoint);
 
 // Polls FetchStatus until `done` holds (true) or `attempts` run out (false).
 // Each attempt waits `pause`. Bounded by count: never a timed assertion.
-bool PollStatusUntil(const std::string& endpoint, const std::function<bool(const proto::StatusReply&)>& done,
-                     int attempts, absl::Duration pause, proto::StatusReply* last);
+bool PollStatusUntil(const std::string& endpoint,
+                     const std::function<bool(const proto::StatusReply&)>& done, int attempts,
+                     absl::Duration pause, proto::StatusReply* last);
 
 }  // namespace splitspec::testing
 

@@ -29,7 +29,8 @@ TEST(CoordinatorGarbageTest, SurvivesThousandGarbageFramesAndKeepsServing) {
       for (int p = 0; p < parts; ++p) {
         std::string bytes(rng() % 512, '\0');
         for (char& c : bytes) c = static_cast<char>(rng());
-        attacker.send(zmq::buffer(bytes), p + 1 < parts ? zmq::send_flags::sndmore : zmq::send_flags::none);
+        attacker.send(zmq::buffer(bytes),
+                      p + 1 < parts ? zmq::send_flags::sndmore : zmq::send_flags::none);
       }
     }
   }  // closing with linger flushes every frame to the coordinator
@@ -38,8 +39,10 @@ TEST(CoordinatorGarbageTest, SurvivesThousandGarbageFramesAndKeepsServing) {
   proto::StatusReply status;
   ASSERT_TRUE(PollStatusUntil(
       endpoint,
-      [](const proto::StatusReply& s) { return s.control_channel().malformed_frames() >= kGarbageFrames; }, 500,
-      absl::Milliseconds(20), &status))
+      [](const proto::StatusReply& s) {
+        return s.control_channel().malformed_frames() >= kGarbageFrames;
+      },
+      500, absl::Milliseconds(20), &status))
       << status.DebugString();
   EXPECT_EQ(status.control_channel().malformed_frames(), static_cast<uint64_t>(kGarbageFrames));
 
@@ -49,7 +52,8 @@ TEST(CoordinatorGarbageTest, SurvivesThousandGarbageFramesAndKeepsServing) {
   me.set_worker_name("after-garbage");
   auto client = net::MembershipClient::Connect(endpoint, me);
   ASSERT_TRUE(client.ok());
-  for (int i = 0; i < 1000 && !(*client)->registered(); ++i) ASSERT_TRUE((*client)->Poll(absl::Milliseconds(10)).ok());
+  for (int i = 0; i < 1000 && !(*client)->registered(); ++i)
+    ASSERT_TRUE((*client)->Poll(absl::Milliseconds(10)).ok());
   EXPECT_TRUE((*client)->registered());
   auto exit_code = coordinator->first.Wait(absl::ZeroDuration());
   EXPECT_FALSE(exit_code.ok()) << "coordinator exited";

@@ -104,8 +104,8 @@ TEST_P(GlooProcessTest, ALiveRankThatSkipsACollectiveMakesTheOthersTimeOut) {
 }
 
 TEST_P(GlooProcessTest, AKilledRankMakesTheOthersFailInsteadOfHanging) {
-  const std::vector<absl::Status> results = RunGlooRanksAsProcesses(
-      Options(absl::Seconds(2)), [](Communicator& comm) -> absl::Status {
+  const std::vector<absl::Status> results =
+      RunGlooRanksAsProcesses(Options(absl::Seconds(2)), [](Communicator& comm) -> absl::Status {
         std::vector<float> data(576, 1.f);
         // Every rank is past the rendezvous (the leader's store is no longer needed).
         RETURN_IF_ERROR(comm.Broadcast(data.data(), 4, 0));
@@ -118,14 +118,14 @@ TEST_P(GlooProcessTest, AKilledRankMakesTheOthersFailInsteadOfHanging) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Groups, GlooProcessTest,
-    ::testing::Values(ProcessCase{2, false}, ProcessCase{3, false}, ProcessCase{2, true},
-                      ProcessCase{3, true}),
-    [](const auto& info) {
-      return absl::StrCat("Ranks", info.param.size,
-                          info.param.use_channel_store ? "LeaderStore" : "FileStore");
-    });
+INSTANTIATE_TEST_SUITE_P(Groups, GlooProcessTest,
+                         ::testing::Values(ProcessCase{2, false}, ProcessCase{3, false},
+                                           ProcessCase{2, true}, ProcessCase{3, true}),
+                         [](const auto& info) {
+                           return absl::StrCat(
+                               "Ranks", info.param.size,
+                               info.param.use_channel_store ? "LeaderStore" : "FileStore");
+                         });
 
 }  // namespace
 }  // namespace splitspec::net

@@ -21,7 +21,8 @@ constexpr char kChatML[] =
     "{{ '<|im_start|>assistant\n' }}{% endif %}";
 
 int Fail(const std::string& what, const absl::Status& status) {
-  std::fprintf(stderr, "http_front_door_fixture: %s: %s\n", what.c_str(), std::string(status.message()).c_str());
+  std::fprintf(stderr, "http_front_door_fixture: %s: %s\n", what.c_str(),
+               std::string(status.message()).c_str());
   return 1;
 }
 
@@ -38,7 +39,8 @@ int main(int argc, char** argv) {
   model::GgufWriter writer = model::MakeTinyModel(options);
   writer.SetString("tokenizer.chat_template", kChatML);
   const std::string path = std::string(argv[1]) + "/openai-client-tiny.gguf";
-  if (absl::Status written = writer.WriteFile(path); !written.ok()) return Fail("writing " + path, written);
+  if (absl::Status written = writer.WriteFile(path); !written.ok())
+    return Fail("writing " + path, written);
   auto target = model::Transformer::Load(path, {.threads = 1});
   if (!target.ok()) return Fail("loading " + path, target.status());
   spec::NgramDrafter ngram(spec::NgramDrafterConfig{});

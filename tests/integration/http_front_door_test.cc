@@ -15,13 +15,13 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "runtime/base/mutex.h"
-#include "runtime/tokenizer/chat_template.h"
-#include "runtime/tokenizer/detokenizer.h"
 #include "runtime/model/gguf_reader.h"
-#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/request_client.h"
 #include "runtime/spec/ngram_drafter.h"
+#include "runtime/tokenizer/chat_template.h"
+#include "runtime/tokenizer/detokenizer.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "tests/testing/http_test_client.h"
 #include "tests/testing/tiny_model.h"
 #include "tools/cluster/in_process_cluster.h"
@@ -43,7 +43,8 @@ std::string WriteModel(const std::string& name) {
   options.weight_type = kernels::GgmlType::kQ8_0;
   model::GgufWriter writer = model::MakeTinyModel(options);
   writer.SetString("tokenizer.chat_template", kChatML);
-  const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name + ".gguf";
+  const std::string path =
+      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name + ".gguf";
   EXPECT_TRUE(writer.WriteFile(path).ok());
   return path;
 }
@@ -61,7 +62,9 @@ const Value& Get(const Value& object, const std::string& key) {
   return it == object.struct_value().fields().end() ? *kNull : it->second;
 }
 
-const Value& Choice(const Value& response) { return Get(response, "choices").list_value().values(0); }
+const Value& Choice(const Value& response) {
+  return Get(response, "choices").list_value().values(0);
+}
 
 // A cluster on the tiny model plus a front door in front of it.
 struct Stack {
@@ -72,8 +75,8 @@ struct Stack {
   std::unique_ptr<FrontDoor> front_door;
   std::unique_ptr<model::Tokenizer> tokenizer;
 
-  void Start(const std::string& name, tools::InProcessClusterOptions options, const std::string& api_key = "",
-             spec::Drafter* drafter = nullptr) {
+  void Start(const std::string& name, tools::InProcessClusterOptions options,
+             const std::string& api_key = "", spec::Drafter* drafter = nullptr) {
     model_path = WriteModel(name);
     auto loaded = model::Transformer::Load(model_path, {.threads = 1});
     ASSERT_TRUE(loaded.ok()) << loaded.status();
@@ -136,13 +139,16 @@ struct Stack {
     return tokenizer->Encode(*text, {.add_special = false, .parse_special = true});
   }
 
-  TestHttpResponse Post(const std::string& path, const std::string& body, const std::string& headers = "") {
+  TestHttpResponse Post(const std::string& path, const std::string& body,
+                        const std::string& headers = "") {
     auto response = HttpRequestOnce(front_door->port(), "POST", path, body, headers);
     EXPECT_TRUE(response.ok()) << response.status();
     return response.ok() ? *response : TestHttpResponse{};
   }
-  TestHttpResponse GetPath(const std::string& path, const std::string& headers = "", FrontDoor* door = nullptr) {
-    auto response = HttpRequestOnce((door ? door : front_door.get())->port(), "GET", path, "", headers);
+  TestHttpResponse GetPath(const std::string& path, const std::string& headers = "",
+                           FrontDoor* door = nullptr) {
+    auto response =
+        HttpRequestOnce((door ? door : front_door.get())->port(), "GET", path, "", headers);
     EXPECT_TRUE(response.ok()) << response.status();
     return response.ok() ? *response : TestHttpResponse{};
   }
@@ -153,7 +159,8 @@ class HttpFrontDoorTest : public ::testing::Test {
   static void SetUpTestSuite() {
     stack_ = new Stack();
     tools::InProcessClusterOptions options;
-    options.router.max_new_tokens = 100;  // below the model's context, to see the coordinator refuse
+    options.router.max_new_tokens =
+        100;  // below the model's context, to see the coordinator refuse
     options.router.default_max_new_tokens = 64;
     stack_->Start("http-front-door", options);
   }
@@ -169,11 +176,11 @@ constexpr int kMaxTokens = 16;
 
 TEST_F(HttpFrontDoorTest, CompletionEqualsTheClusterOutputTokenForToken) {
   const std::string prompt = "Hello world, hello world, hello";
-  const auto [expected, count] =
-      stack_->Expected(stack_->tokenizer->Encode(prompt, {.add_special = true, .parse_special = true}), kMaxTokens);
+  const auto [expected, count] = stack_->Expected(
+      stack_->tokenizer->Encode(prompt, {.add_special = true, .parse_special = true}), kMaxTokens);
   const TestHttpResponse response = stack_->Post(
-      "/v1/completions",
-      absl::StrCat(R"({"model":"tiny","prompt":")", prompt, R"(","max_tokens":)", kMaxTokens, R"(,"temperature":0})"));
+      "/v1/completions", absl::StrCat(R"({"model":"tiny","prompt":")", prompt, R"(","max_tokens":)",
+                                      kMaxTokens, R"(,"temperature":0})"));
   ASSERT_EQ(response.status, 200) << response.body;
   EXPECT_EQ(response.Header("content-type"), "application/json");
   const Value body = ParseJson(response.body);
@@ -181,14 +188,17 @@ TEST_F(HttpFrontDoorTest, CompletionEqualsTheClusterOutputTokenForToken) {
   EXPECT_EQ(Get(body, "model").string_value(), "tiny");
   EXPECT_TRUE(absl::StartsWith(Get(body, "id").string_value(), "cmpl-"));
   EXPECT_EQ(Get(Choice(body), "text").string_value(), expected);
-  EXPECT_EQ(Get(Choice(body), "finish_reason").string_value(), count == kMaxTokens ? "length" : "stop");
+  EXPECT_EQ(Get(Choice(body), "finish_reason").string_value(),
+            count == kMaxTokens ? "length" : "stop");
   const Value& usage = Get(body, "usage");
   EXPECT_EQ(Get(usage, "completion_tokens").number_value(), count);
   EXPECT_EQ(Get(usage, "prompt_tokens").number_value(),
             stack_->tokenizer->Encode(prompt, {.add_special = true, .parse_special = true}).size());
-  EXPECT_EQ(Get(usage, "total_tokens").number_value(),
-            Get(usage, "prompt_tokens").number_value() + Get(usage, "completion_tokens").number_value());
-  EXPECT_GE(Get(usage, "verified_tokens").number_value(), Get(usage, "accepted_tokens").number_value());
+  EXPECT_EQ(
+      Get(usage, "total_tokens").number_value(),
+      Get(usage, "prompt_tokens").number_value() + Get(usage, "completion_tokens").number_value());
+  EXPECT_GE(Get(usage, "verified_tokens").number_value(),
+            Get(usage, "accepted_tokens").number_value());
   EXPECT_GT(Get(usage, "steps").number_value(), 0);
   EXPECT_GE(Get(usage, "acceptance_rate").number_value(), 0.0);
   EXPECT_LE(Get(usage, "acceptance_rate").number_value(), 1.0);
@@ -197,9 +207,9 @@ TEST_F(HttpFrontDoorTest, CompletionEqualsTheClusterOutputTokenForToken) {
 TEST_F(HttpFrontDoorTest, TokenIdPromptAndStreamGiveTheSameText) {
   const std::vector<int32_t> prompt = {10, 20, 30, 40, 10, 20, 30};
   const auto [expected, count] = stack_->Expected(prompt, kMaxTokens);
-  const TestHttpResponse response =
-      stack_->Post("/v1/completions", absl::StrCat(R"({"prompt":[10,20,30,40,10,20,30],"max_tokens":)", kMaxTokens,
-                                                   R"(,"temperature":0,"stream":true})"));
+  const TestHttpResponse response = stack_->Post(
+      "/v1/completions", absl::StrCat(R"({"prompt":[10,20,30,40,10,20,30],"max_tokens":)",
+                                      kMaxTokens, R"(,"temperature":0,"stream":true})"));
   ASSERT_EQ(response.status, 200) << response.body;
   EXPECT_EQ(response.Header("content-type"), "text/event-stream");
   EXPECT_EQ(response.Header("transfer-encoding"), "chunked");
@@ -212,7 +222,8 @@ TEST_F(HttpFrontDoorTest, TokenIdPromptAndStreamGiveTheSameText) {
     EXPECT_EQ(Get(chunk, "object").string_value(), "text_completion");
     text += Get(Choice(chunk), "text").string_value();
     const bool last = i + 2 == events.size();
-    EXPECT_EQ(Get(Choice(chunk), "finish_reason").kind_case() == Value::kNullValue, !last) << events[i];
+    EXPECT_EQ(Get(Choice(chunk), "finish_reason").kind_case() == Value::kNullValue, !last)
+        << events[i];
   }
   EXPECT_EQ(text, expected);
   const Value last = ParseJson(events[events.size() - 2]);
@@ -223,8 +234,8 @@ TEST_F(HttpFrontDoorTest, TokenIdPromptAndStreamGiveTheSameText) {
 // completion and in the first chunk of a stream; the completion after it is unchanged.
 TEST_F(HttpFrontDoorTest, EchoPutsThePromptBeforeTheCompletionStreamedOrNot) {
   const std::string prompt = "Hello world, hello world, hello";
-  const auto [expected, count] =
-      stack_->Expected(stack_->tokenizer->Encode(prompt, {.add_special = true, .parse_special = true}), kMaxTokens);
+  const auto [expected, count] = stack_->Expected(
+      stack_->tokenizer->Encode(prompt, {.add_special = true, .parse_special = true}), kMaxTokens);
   const std::string body = absl::StrCat(R"({"prompt":")", prompt, R"(","max_tokens":)", kMaxTokens,
                                         R"(,"temperature":0,"echo":true)");
   const TestHttpResponse whole = stack_->Post("/v1/completions", body + "}");
@@ -235,17 +246,18 @@ TEST_F(HttpFrontDoorTest, EchoPutsThePromptBeforeTheCompletionStreamedOrNot) {
   ASSERT_EQ(streamed.status, 200) << streamed.body;
   const std::vector<std::string> events = SseData(streamed.body);
   ASSERT_GE(events.size(), 2u);
-  EXPECT_TRUE(absl::StartsWith(Get(Choice(ParseJson(events[0])), "text").string_value(), prompt)) << events[0];
+  EXPECT_TRUE(absl::StartsWith(Get(Choice(ParseJson(events[0])), "text").string_value(), prompt))
+      << events[0];
   std::string text;
-  for (size_t i = 0; i + 1 < events.size(); ++i) text += Get(Choice(ParseJson(events[i])), "text").string_value();
+  for (size_t i = 0; i + 1 < events.size(); ++i)
+    text += Get(Choice(ParseJson(events[i])), "text").string_value();
   EXPECT_EQ(text, prompt + expected);
 
   const std::vector<int32_t> ids = {10, 20, 30, 40, 10, 20, 30};
   const auto [expected_ids, count_ids] = stack_->Expected(ids, kMaxTokens);
   const TestHttpResponse from_ids = stack_->Post(
-      "/v1/completions",
-      absl::StrCat(R"({"prompt":[10,20,30,40,10,20,30],"max_tokens":)", kMaxTokens,
-                   R"(,"temperature":0,"echo":true})"));
+      "/v1/completions", absl::StrCat(R"({"prompt":[10,20,30,40,10,20,30],"max_tokens":)",
+                                      kMaxTokens, R"(,"temperature":0,"echo":true})"));
   ASSERT_EQ(from_ids.status, 200) << from_ids.body;
   EXPECT_EQ(Get(Choice(ParseJson(from_ids.body)), "text").string_value(),
             *stack_->tokenizer->Decode(ids) + expected_ids);
@@ -253,9 +265,9 @@ TEST_F(HttpFrontDoorTest, EchoPutsThePromptBeforeTheCompletionStreamedOrNot) {
 
 TEST_F(HttpFrontDoorTest, ChatUsesTheModelsTemplateStreamedOrNot) {
   const auto [expected, count] = stack_->Expected(stack_->ChatPrompt("Say hello"), kMaxTokens);
-  const std::string request =
-      absl::StrCat(R"({"model":"tiny","messages":[{"role":"user","content":"Say hello"}],"max_tokens":)", kMaxTokens,
-                   R"(,"temperature":0)");
+  const std::string request = absl::StrCat(
+      R"({"model":"tiny","messages":[{"role":"user","content":"Say hello"}],"max_tokens":)",
+      kMaxTokens, R"(,"temperature":0)");
   const TestHttpResponse whole = stack_->Post("/v1/chat/completions", request + "}");
   ASSERT_EQ(whole.status, 200) << whole.body;
   const Value body = ParseJson(whole.body);
@@ -264,7 +276,8 @@ TEST_F(HttpFrontDoorTest, ChatUsesTheModelsTemplateStreamedOrNot) {
   EXPECT_EQ(Get(Get(Choice(body), "message"), "content").string_value(), expected);
   EXPECT_EQ(Get(Get(body, "usage"), "completion_tokens").number_value(), count);
 
-  const TestHttpResponse streamed = stack_->Post("/v1/chat/completions", request + R"(,"stream":true})");
+  const TestHttpResponse streamed =
+      stack_->Post("/v1/chat/completions", request + R"(,"stream":true})");
   ASSERT_EQ(streamed.status, 200) << streamed.body;
   const std::vector<std::string> events = SseData(streamed.body);
   ASSERT_GE(events.size(), 2u);
@@ -286,8 +299,9 @@ TEST_F(HttpFrontDoorTest, ChatUsesTheModelsTemplateStreamedOrNot) {
 TEST_F(HttpFrontDoorTest, IncludeUsageSendsAUsageOnlyChunkLast) {
   const auto [expected, count] = stack_->Expected({10, 20, 30}, kMaxTokens);
   const TestHttpResponse response = stack_->Post(
-      "/v1/completions", absl::StrCat(R"({"prompt":[10,20,30],"max_tokens":)", kMaxTokens,
-                                      R"(,"temperature":0,"stream":true,"stream_options":{"include_usage":true}})"));
+      "/v1/completions",
+      absl::StrCat(R"({"prompt":[10,20,30],"max_tokens":)", kMaxTokens,
+                   R"(,"temperature":0,"stream":true,"stream_options":{"include_usage":true}})"));
   ASSERT_EQ(response.status, 200) << response.body;
   const std::vector<std::string> events = SseData(response.body);
   ASSERT_GE(events.size(), 3u);
@@ -307,7 +321,8 @@ TEST_F(HttpFrontDoorTest, StopStringCutsTheTextAndEndsTheRequest) {
   // does not occur before (so the cut is not at the start), on a character boundary.
   auto char_end = [&](size_t at) {
     size_t end = at + 1;
-    while (end < expected.size() && (static_cast<unsigned char>(expected[end]) & 0xC0) == 0x80) ++end;
+    while (end < expected.size() && (static_cast<unsigned char>(expected[end]) & 0xC0) == 0x80)
+      ++end;
     return end;
   };
   std::string stop;
@@ -316,12 +331,15 @@ TEST_F(HttpFrontDoorTest, StopStringCutsTheTextAndEndsTheRequest) {
     const std::string c = expected.substr(at, char_end(at) - at);
     if (expected.find(c) == at) stop = c;
   }
-  if (stop.empty()) stop = expected.substr(expected.size() / 2, char_end(expected.size() / 2) - expected.size() / 2);
-  ASSERT_FALSE(stop.empty()) << "the greedy output is too short for this test: '" << expected << "'";
+  if (stop.empty())
+    stop =
+        expected.substr(expected.size() / 2, char_end(expected.size() / 2) - expected.size() / 2);
+  ASSERT_FALSE(stop.empty()) << "the greedy output is too short for this test: '" << expected
+                             << "'";
   const std::string cut = expected.substr(0, expected.find(stop));
   Struct request;
-  google::protobuf::util::JsonStringToMessage(R"({"prompt":[5,6,7,5,6,7,5,6],"max_tokens":24,"temperature":0})",
-                                              &request);
+  google::protobuf::util::JsonStringToMessage(
+      R"({"prompt":[5,6,7,5,6,7,5,6],"max_tokens":24,"temperature":0})", &request);
   (*request.mutable_fields())["stop"].set_string_value(stop);
   for (bool stream : {false, true}) {
     (*request.mutable_fields())["stream"].set_bool_value(stream);
@@ -364,8 +382,8 @@ TEST_F(HttpFrontDoorTest, BadParametersAre400NamingTheField) {
   TestHttpResponse response = stack_->Post("/v1/completions", R"({"prompt":"x","n":3})");
   EXPECT_EQ(response.status, 400);
   EXPECT_EQ(Get(Get(ParseJson(response.body), "error"), "param").string_value(), "n");
-  response =
-      stack_->Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"temperature":"warm"})");
+  response = stack_->Post("/v1/chat/completions",
+                          R"({"messages":[{"role":"user","content":"x"}],"temperature":"warm"})");
   EXPECT_EQ(response.status, 400);
   EXPECT_EQ(Get(Get(ParseJson(response.body), "error"), "message").string_value(),
             "'temperature' must be a number, got a string");
@@ -376,17 +394,19 @@ TEST_F(HttpFrontDoorTest, BadParametersAre400NamingTheField) {
 
 TEST_F(HttpFrontDoorTest, PromptOverTheContextIs400) {
   std::vector<std::string> ids(600, "65");
-  const TestHttpResponse response =
-      stack_->Post("/v1/completions", absl::StrCat(R"({"prompt":[)", absl::StrJoin(ids, ","), "]}"));
+  const TestHttpResponse response = stack_->Post(
+      "/v1/completions", absl::StrCat(R"({"prompt":[)", absl::StrJoin(ids, ","), "]}"));
   EXPECT_EQ(response.status, 400);
-  EXPECT_TRUE(absl::StrContains(Get(Get(ParseJson(response.body), "error"), "message").string_value(),
-                                "maximum context length is 512 tokens; the request has 600 prompt tokens"))
+  EXPECT_TRUE(
+      absl::StrContains(Get(Get(ParseJson(response.body), "error"), "message").string_value(),
+                        "maximum context length is 512 tokens; the request has 600 prompt tokens"))
       << response.body;
 }
 
 TEST_F(HttpFrontDoorTest, CoordinatorRefusalMapsTo400) {
   // Within the model's context but over the coordinator's max_new_tokens (100 here).
-  const TestHttpResponse response = stack_->Post("/v1/completions", R"({"prompt":[1,2],"max_tokens":200})");
+  const TestHttpResponse response =
+      stack_->Post("/v1/completions", R"({"prompt":[1,2],"max_tokens":200})");
   EXPECT_EQ(response.status, 400) << response.body;
   EXPECT_EQ(Get(Get(ParseJson(response.body), "error"), "message").string_value(),
             "max_tokens 200 exceeds the limit 100");
@@ -395,7 +415,8 @@ TEST_F(HttpFrontDoorTest, CoordinatorRefusalMapsTo400) {
 TEST_F(HttpFrontDoorTest, ModelsHealthAndMetrics) {
   TestHttpResponse response = stack_->GetPath("/v1/models");
   ASSERT_EQ(response.status, 200);
-  EXPECT_EQ(Get(Get(ParseJson(response.body), "data").list_value().values(0), "id").string_value(), "tiny");
+  EXPECT_EQ(Get(Get(ParseJson(response.body), "data").list_value().values(0), "id").string_value(),
+            "tiny");
   response = stack_->GetPath("/health");
   EXPECT_EQ(response.status, 200);
   EXPECT_EQ(response.body, R"({"status":"ok","target_workers_alive":1,"draft_workers_alive":1})");
@@ -403,15 +424,18 @@ TEST_F(HttpFrontDoorTest, ModelsHealthAndMetrics) {
   ASSERT_EQ(response.status, 200);
   EXPECT_TRUE(absl::StartsWith(response.Header("content-type"), "text/plain; version=0.0.4"));
   EXPECT_TRUE(absl::StrContains(response.body, "splitspec_coordinator_up 1\n")) << response.body;
-  EXPECT_TRUE(absl::StrContains(response.body, "role=\"target\",state=\"alive\"} 1\n")) << response.body;
-  EXPECT_TRUE(absl::StrContains(response.body, "role=\"draft\",state=\"alive\"} 1\n")) << response.body;
+  EXPECT_TRUE(absl::StrContains(response.body, "role=\"target\",state=\"alive\"} 1\n"))
+      << response.body;
+  EXPECT_TRUE(absl::StrContains(response.body, "role=\"draft\",state=\"alive\"} 1\n"))
+      << response.body;
   EXPECT_TRUE(absl::StrContains(response.body, "splitspec_time_to_first_token_seconds_count"));
 }
 
 TEST_F(HttpFrontDoorTest, UnknownRoutesAndMethods) {
   TestHttpResponse response = stack_->GetPath("/v2/nothing");
   EXPECT_EQ(response.status, 404);
-  EXPECT_EQ(Get(Get(ParseJson(response.body), "error"), "message").string_value(), "no route for GET /v2/nothing");
+  EXPECT_EQ(Get(Get(ParseJson(response.body), "error"), "message").string_value(),
+            "no route for GET /v2/nothing");
   response = stack_->GetPath("/v1/completions");
   EXPECT_EQ(response.status, 405);
   EXPECT_EQ(response.Header("allow"), "POST");
@@ -421,8 +445,10 @@ TEST_F(HttpFrontDoorTest, ApiKeyGuardsTheV1Routes) {
   std::unique_ptr<FrontDoor> guarded;
   ASSERT_NO_FATAL_FAILURE(stack_->StartFrontDoor("s3cret", &guarded));
   EXPECT_EQ(stack_->GetPath("/v1/models", "", guarded.get()).status, 401);
-  EXPECT_EQ(stack_->GetPath("/v1/models", "Authorization: Bearer wrong\r\n", guarded.get()).status, 401);
-  EXPECT_EQ(stack_->GetPath("/v1/models", "Authorization: Bearer s3cret\r\n", guarded.get()).status, 200);
+  EXPECT_EQ(stack_->GetPath("/v1/models", "Authorization: Bearer wrong\r\n", guarded.get()).status,
+            401);
+  EXPECT_EQ(stack_->GetPath("/v1/models", "Authorization: Bearer s3cret\r\n", guarded.get()).status,
+            200);
   EXPECT_EQ(stack_->GetPath("/health", "", guarded.get()).status, 200);
 }
 
@@ -442,7 +468,8 @@ TEST_F(HttpFrontDoorTest, AdminDrainRefusalsMapToHttpStatuses) {
   EXPECT_EQ(stack_->GetPath("/admin/drain").status, 405);
   std::unique_ptr<FrontDoor> guarded;
   ASSERT_NO_FATAL_FAILURE(stack_->StartFrontDoor("s3cret", &guarded));
-  auto unauthorized = HttpRequestOnce(guarded->port(), "POST", "/admin/drain", R"({"worker_ids":[999]})");
+  auto unauthorized =
+      HttpRequestOnce(guarded->port(), "POST", "/admin/drain", R"({"worker_ids":[999]})");
   ASSERT_TRUE(unauthorized.ok());
   EXPECT_EQ(unauthorized->status, 401);
 }
@@ -452,7 +479,8 @@ TEST(HttpFrontDoorAdminTest, DrainingTheDraftWorkerKeepsServing) {
   Stack stack;
   ASSERT_NO_FATAL_FAILURE(stack.Start("http-front-door-drain", tools::InProcessClusterOptions{}));
   const std::pair<std::string, int> expected = stack.Expected({5, 6, 7}, kMaxTokens);
-  TestHttpResponse response = stack.Post("/admin/drain", R"({"role":"ROLE_DRAFT_WORKER","count":1,"reason":"test"})");
+  TestHttpResponse response =
+      stack.Post("/admin/drain", R"({"role":"ROLE_DRAFT_WORKER","count":1,"reason":"test"})");
   ASSERT_EQ(response.status, 200) << response.body;
   const Value reply = ParseJson(response.body);
   EXPECT_EQ(Get(reply, "worker_ids").list_value().values_size(), 1) << response.body;
@@ -463,8 +491,9 @@ TEST(HttpFrontDoorAdminTest, DrainingTheDraftWorkerKeepsServing) {
     if (!left) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_TRUE(left) << stack.GetPath("/metrics").body;
-  response = stack.Post("/v1/completions",
-                        absl::StrCat(R"({"prompt":[5,6,7],"temperature":0,"max_tokens":)", kMaxTokens, "}"));
+  response = stack.Post(
+      "/v1/completions",
+      absl::StrCat(R"({"prompt":[5,6,7],"temperature":0,"max_tokens":)", kMaxTokens, "}"));
   ASSERT_EQ(response.status, 200) << response.body;
   EXPECT_EQ(Get(Choice(ParseJson(response.body)), "text").string_value(), expected.first);
 }
@@ -486,7 +515,8 @@ TEST(HttpFrontDoorHealthTest, NoTargetWorkerMeans503) {
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->status, 503);
   EXPECT_EQ(response->Header("retry-after"), "1");
-  EXPECT_EQ(Get(Get(ParseJson(response->body), "error"), "message").string_value(), "no target worker is alive");
+  EXPECT_EQ(Get(Get(ParseJson(response->body), "error"), "message").string_value(),
+            "no target worker is alive");
   front_door->reset();
   stop.store(true);
   thread.join();
@@ -498,7 +528,9 @@ TEST(HttpFrontDoorHealthTest, NoTargetWorkerMeans503) {
 class GateDrafter : public spec::Drafter {
  public:
   absl::string_view name() const override { return "gate"; }
-  absl::Status Start(const std::string&, absl::Span<const int32_t>) override { return absl::OkStatus(); }
+  absl::Status Start(const std::string&, absl::Span<const int32_t>) override {
+    return absl::OkStatus();
+  }
   absl::Status Truncate(const std::string&, int64_t) override { return absl::OkStatus(); }
   void Release(const std::string&) override {}
   absl::Status Propose(absl::Span<spec::DraftRequest> batch) override {
@@ -538,13 +570,15 @@ TEST(HttpFrontDoorDisconnectTest, ClientDisconnectCancelsAndFreesTheTarget) {
   ASSERT_TRUE(connection.ok());
   const std::string body = R"({"prompt":[10,20,30],"max_tokens":64,"temperature":0,"stream":true})";
   ASSERT_TRUE((*connection)
-                  ->Send(absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ", body.size(),
-                                      "\r\n\r\n", body))
+                  ->Send(absl::StrCat(
+                      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ", body.size(),
+                      "\r\n\r\n", body))
                   .ok());
   // Once the first request holds the target, a second one is refused (429).
   TestHttpResponse busy;
   for (int attempt = 0; attempt < 2000; ++attempt) {
-    busy = stack.Post("/v1/completions", R"({"prompt":[1,2],"max_tokens":2,"temperature":0,"drafter":"none"})");
+    busy = stack.Post("/v1/completions",
+                      R"({"prompt":[1,2],"max_tokens":2,"temperature":0,"drafter":"none"})");
     if (busy.status != 200) break;
   }
   ASSERT_EQ(busy.status, 429) << busy.body;
@@ -557,8 +591,8 @@ TEST(HttpFrontDoorDisconnectTest, ClientDisconnectCancelsAndFreesTheTarget) {
   } while (!absl::StrContains(metrics, "splitspec_requests_total{outcome=\"cancelled\"} 1\n"));
   EXPECT_TRUE(absl::StrContains(metrics, "splitspec_num_requests_running 0\n")) << metrics;
 
-  const TestHttpResponse after =
-      stack.Post("/v1/completions", R"({"prompt":[1,2],"max_tokens":2,"temperature":0,"drafter":"none"})");
+  const TestHttpResponse after = stack.Post(
+      "/v1/completions", R"({"prompt":[1,2],"max_tokens":2,"temperature":0,"drafter":"none"})");
   EXPECT_EQ(after.status, 200) << after.body;
 }
 

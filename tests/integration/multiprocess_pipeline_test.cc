@@ -3,19 +3,18 @@
 // decoding token for token, overlapped and sequential, for the ngram drafter
 // and for the target as its own draft (which must accept every draft token).
 #include "gtest/gtest.h"
-#include "tests/integration/plain_greedy.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/request_client.h"
 #include "runtime/spec/sampling.h"
 #include "tests/integration/child_process.h"
 #include "tests/integration/cluster_test_util.h"
+#include "tests/integration/plain_greedy.h"
 #include "tests/testing/tiny_model.h"
 
 namespace splitspec::testing {
 namespace {
 
 constexpr int kMaxTokens = 32;
-
 
 struct DraftSetup {
   std::string name;
@@ -34,13 +33,20 @@ TEST_P(MultiprocessPipelineTest, SpeculativeGreedyEqualsPlainGreedy) {
   auto coordinator = StartCoordinator(dir, {"--heartbeat-ms", "100"});
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
   const std::string endpoint = coordinator->second;
-  auto target = ChildProcess::Spawn({BinaryPath("splitspec-target-worker"), "--coordinator", endpoint, "--name",
-                                     "target-0", "--model", model_path, "--threads", "1"},
-                                    dir + "/target.log");
+  auto target =
+      ChildProcess::Spawn({BinaryPath("splitspec-target-worker"), "--coordinator", endpoint,
+                           "--name", "target-0", "--model", model_path, "--threads", "1"},
+                          dir + "/target.log");
   ASSERT_TRUE(target.ok());
-  std::vector<std::string> draft_argv = {BinaryPath("splitspec-draft-worker"), "--coordinator", endpoint, "--name",
-                                         "draft-0", "--threads", "1"};
-  for (const std::string& flag : GetParam().flags) draft_argv.push_back(flag == "MODEL" ? model_path : flag);
+  std::vector<std::string> draft_argv = {BinaryPath("splitspec-draft-worker"),
+                                         "--coordinator",
+                                         endpoint,
+                                         "--name",
+                                         "draft-0",
+                                         "--threads",
+                                         "1"};
+  for (const std::string& flag : GetParam().flags)
+    draft_argv.push_back(flag == "MODEL" ? model_path : flag);
   auto draft = ChildProcess::Spawn(draft_argv, dir + "/draft.log");
   ASSERT_TRUE(draft.ok());
   proto::StatusReply status;
@@ -58,7 +64,8 @@ TEST_P(MultiprocessPipelineTest, SpeculativeGreedyEqualsPlainGreedy) {
   ASSERT_TRUE(reference.ok());
   auto client = net::RequestClient::Connect(endpoint);
   ASSERT_TRUE(client.ok());
-  const std::vector<std::vector<int32_t>> prompts = {{10, 20, 30, 10, 20, 30}, {7}, {200, 5, 200, 5, 200}};
+  const std::vector<std::vector<int32_t>> prompts = {
+      {10, 20, 30, 10, 20, 30}, {7}, {200, 5, 200, 5, 200}};
   for (size_t i = 0; i < prompts.size(); ++i) {
     proto::SubmitRequest submit;
     submit.set_request_id("mp-" + std::to_string(i));
@@ -72,25 +79,29 @@ TEST_P(MultiprocessPipelineTest, SpeculativeGreedyEqualsPlainGreedy) {
     EXPECT_EQ(got->tokens, PlainGreedy(**reference, prompts[i], kMaxTokens)) << submit.request_id();
     if (GetParam().accepts_everything) {
       EXPECT_GT(got->stats.verified(), 0u);
-      EXPECT_EQ(got->stats.accepted(), got->stats.verified()) << "a self-draft must be accepted in full";
+      EXPECT_EQ(got->stats.accepted(), got->stats.verified())
+          << "a self-draft must be accepted in full";
     }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Drafters, MultiprocessPipelineTest,
-    ::testing::Values(DraftSetup{"ngram_overlapped", {"--drafter", "ngram"}, false},
-                      DraftSetup{"ngram_sequential", {"--drafter", "ngram", "--lookahead", "1"}, false},
-                      DraftSetup{"self_draft_overlapped",
-                                 {"--drafter", "model", "--draft", "MODEL", "--target-model", "MODEL"}, true},
-                      DraftSetup{"layerskip_overlapped",
-                                 {"--drafter", "layerskip:1", "--target-model", "MODEL"}, false},
-                      DraftSetup{"layerskip_sequential",
-                                 {"--drafter", "layerskip:1", "--target-model", "MODEL", "--lookahead", "1"}, false},
-                      DraftSetup{"self_draft_sequential",
-                                 {"--drafter", "model", "--draft", "MODEL", "--target-model", "MODEL", "--lookahead",
-                                  "1"},
-                                 true}),
+    ::testing::Values(
+        DraftSetup{"ngram_overlapped", {"--drafter", "ngram"}, false},
+        DraftSetup{"ngram_sequential", {"--drafter", "ngram", "--lookahead", "1"}, false},
+        DraftSetup{"self_draft_overlapped",
+                   {"--drafter", "model", "--draft", "MODEL", "--target-model", "MODEL"},
+                   true},
+        DraftSetup{
+            "layerskip_overlapped", {"--drafter", "layerskip:1", "--target-model", "MODEL"}, false},
+        DraftSetup{"layerskip_sequential",
+                   {"--drafter", "layerskip:1", "--target-model", "MODEL", "--lookahead", "1"},
+                   false},
+        DraftSetup{"self_draft_sequential",
+                   {"--drafter", "model", "--draft", "MODEL", "--target-model", "MODEL",
+                    "--lookahead", "1"},
+                   true}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace

@@ -63,9 +63,11 @@ void RemoveNamespace(const std::string& ns, const std::string& log) {
 // per host with an address on it. Removed (processes killed) on destruction.
 class NetnsHosts {
  public:
-  explicit NetnsHosts(std::string dir) : dir_(std::move(dir)), tag_(absl::StrCat(kPrefix, getpid(), "-")) {}
+  explicit NetnsHosts(std::string dir)
+      : dir_(std::move(dir)), tag_(absl::StrCat(kPrefix, getpid(), "-")) {}
   ~NetnsHosts() {
-    for (auto it = made_.rbegin(); it != made_.rend(); ++it) RemoveNamespace(*it, dir_ + "/ip-cleanup.log");
+    for (auto it = made_.rbegin(); it != made_.rend(); ++it)
+      RemoveNamespace(*it, dir_ + "/ip-cleanup.log");
   }
 
   // Removes namespaces of earlier runs whose test process no longer exists.
@@ -95,13 +97,15 @@ class NetnsHosts {
   std::string AddHost(const std::string& host, int octet) {
     const std::string ns = Name(host);
     const std::string port = absl::StrCat("v", octet);
-    std::string error = Run({{"netns", "add", ns},
-                             {"-n", ns, "link", "set", "lo", "up"},
-                             {"-n", Name("sw"), "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns},
-                             {"-n", Name("sw"), "link", "set", port, "master", "br0", "up"},
-                             {"-n", ns, "addr", "add", absl::StrCat(Address(octet), "/24"), "dev", "eth0"},
-                             {"-n", ns, "link", "set", "eth0", "up"}},
-                            host);
+    std::string error =
+        Run({{"netns", "add", ns},
+             {"-n", ns, "link", "set", "lo", "up"},
+             {"-n", Name("sw"), "link", "add", port, "type", "veth", "peer", "name", "eth0",
+              "netns", ns},
+             {"-n", Name("sw"), "link", "set", port, "master", "br0", "up"},
+             {"-n", ns, "addr", "add", absl::StrCat(Address(octet), "/24"), "dev", "eth0"},
+             {"-n", ns, "link", "set", "eth0", "up"}},
+            host);
     return error;
   }
 
@@ -109,7 +113,9 @@ class NetnsHosts {
   static std::string Address(int octet) { return absl::StrCat("10.77.0.", octet); }
 
   // `ip netns exec NS` as a command prefix.
-  std::vector<std::string> Exec(const std::string& host) const { return {kIp, "netns", "exec", Name(host)}; }
+  std::vector<std::string> Exec(const std::string& host) const {
+    return {kIp, "netns", "exec", Name(host)};
+  }
 
  private:
   std::string Run(const std::vector<std::vector<std::string>>& commands, const std::string& host) {
@@ -117,7 +123,8 @@ class NetnsHosts {
       std::string out;
       const int code = Ip(args, absl::StrCat(dir_, "/ip-", host, ".log"), &out);
       if (args[0] == "netns" && args[1] == "add" && code == 0) made_.push_back(args[2]);
-      if (code != 0) return absl::StrCat("ip ", absl::StrJoin(args, " "), " failed (", code, "): ", out);
+      if (code != 0)
+        return absl::StrCat("ip ", absl::StrJoin(args, " "), " failed (", code, "): ", out);
     }
     return "";
   }
@@ -131,7 +138,8 @@ class NetnsHosts {
 // threads among them) into namespace `ns`; restores the original on destruction.
 class EnterNamespace {
  public:
-  explicit EnterNamespace(const std::string& ns) : original_(::open("/proc/self/ns/net", O_RDONLY)) {
+  explicit EnterNamespace(const std::string& ns)
+      : original_(::open("/proc/self/ns/net", O_RDONLY)) {
     const int fd = ::open(absl::StrCat("/var/run/netns/", ns).c_str(), O_RDONLY);
     ok_ = fd >= 0 && ::setns(fd, CLONE_NEWNET) == 0;
     if (fd >= 0) ::close(fd);
@@ -162,7 +170,8 @@ bool Alive(const proto::StatusReply& s, const std::string& name) {
 }
 
 TEST(NetnsScaleTest, DraftPoolScalesAcrossHostsUnderLoadWithATensorParallelTarget) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces, veth, bridge); CI runs it as root";
+  if (geteuid() != 0)
+    GTEST_SKIP() << "needs root (network namespaces, veth, bridge); CI runs it as root";
   if (::access(kIp, X_OK) != 0) GTEST_SKIP() << kIp << " not found (iproute2)";
   const std::string dir = MakeTempDir(absl::StrCat("splitspec-netns-", getpid()));
   ASSERT_FALSE(dir.empty());
@@ -171,8 +180,9 @@ TEST(NetnsScaleTest, DraftPoolScalesAcrossHostsUnderLoadWithATensorParallelTarge
   if (std::string error = hosts.CreateSwitch(); !error.empty()) {
     GTEST_SKIP() << "cannot create network namespaces here: " << error;
   }
-  const std::vector<std::pair<std::string, int>> layout = {{"coord", 1}, {"draft-a", 2}, {"draft-b", 3}, {"tgt0", 4},
-                                                           {"tgt1", 5},  {"draft-c", 6}, {"client", 10}};
+  const std::vector<std::pair<std::string, int>> layout = {
+      {"coord", 1}, {"draft-a", 2}, {"draft-b", 3}, {"tgt0", 4},
+      {"tgt1", 5},  {"draft-c", 6}, {"client", 10}};
   for (const auto& [host, octet] : layout) ASSERT_EQ(hosts.AddHost(host, octet), "");
 
   // A tiny model whose 2 KV heads split over TP=2.
@@ -186,30 +196,34 @@ TEST(NetnsScaleTest, DraftPoolScalesAcrossHostsUnderLoadWithATensorParallelTarge
   EnterNamespace client_host(hosts.Name("client"));
   ASSERT_TRUE(client_host.ok()) << "setns into " << hosts.Name("client");
   const std::string endpoint = absl::StrCat("tcp://", NetnsHosts::Address(1), ":5555");
-  auto spawn = [&](const std::string& host, std::vector<std::string> argv, const std::string& name) {
+  auto spawn = [&](const std::string& host, std::vector<std::string> argv,
+                   const std::string& name) {
     std::vector<std::string> full = hosts.Exec(host);
     full.insert(full.end(), argv.begin(), argv.end());
     auto process = ChildProcess::Spawn(full, absl::StrCat(dir, "/", name, ".log"));
     EXPECT_TRUE(process.ok()) << process.status();
     return std::move(process).value();
   };
-  ChildProcess coordinator = spawn(
-      "coord", {BinaryPath("splitspec-coordinator"), "--control", endpoint, "--heartbeat-ms", "100"}, "coordinator");
+  ChildProcess coordinator =
+      spawn("coord",
+            {BinaryPath("splitspec-coordinator"), "--control", endpoint, "--heartbeat-ms", "100"},
+            "coordinator");
   std::vector<ChildProcess> ranks;
   for (int rank = 0; rank < 2; ++rank) {
-    ranks.push_back(spawn(absl::StrCat("tgt", rank),
-                          {BinaryPath("splitspec-target-worker"), "--coordinator", endpoint, "--name",
-                           absl::StrCat("g0-rank-", rank), "--model", model_path, "--threads", "1", "--tp-group", "g0",
-                           "--tp-rank", std::to_string(rank), "--tp-size", "2", "--data-endpoint",
-                           absl::StrCat("tcp://", NetnsHosts::Address(4 + rank), ":5600")},
-                          absl::StrCat("g0-rank-", rank)));
+    ranks.push_back(
+        spawn(absl::StrCat("tgt", rank),
+              {BinaryPath("splitspec-target-worker"), "--coordinator", endpoint, "--name",
+               absl::StrCat("g0-rank-", rank), "--model", model_path, "--threads", "1",
+               "--tp-group", "g0", "--tp-rank", std::to_string(rank), "--tp-size", "2",
+               "--data-endpoint", absl::StrCat("tcp://", NetnsHosts::Address(4 + rank), ":5600")},
+              absl::StrCat("g0-rank-", rank)));
   }
   std::vector<ChildProcess> drafts;
   for (const std::string host : {"draft-a", "draft-b"}) {
     drafts.push_back(spawn(host,
-                           {BinaryPath("splitspec-draft-worker"), "--coordinator", endpoint, "--name", host,
-                            "--threads", "1", "--drafter", "model", "--draft", model_path, "--target-model",
-                            model_path},
+                           {BinaryPath("splitspec-draft-worker"), "--coordinator", endpoint,
+                            "--name", host, "--threads", "1", "--drafter", "model", "--draft",
+                            model_path, "--target-model", model_path},
                            host));
   }
   auto logs = [&] {
@@ -222,16 +236,19 @@ TEST(NetnsScaleTest, DraftPoolScalesAcrossHostsUnderLoadWithATensorParallelTarge
   ASSERT_TRUE(PollStatusUntil(
       endpoint,
       [](const proto::StatusReply& s) {
-        return Alive(s, "g0-rank-0") && Alive(s, "g0-rank-1") && Alive(s, "draft-a") && Alive(s, "draft-b");
+        return Alive(s, "g0-rank-0") && Alive(s, "g0-rank-1") && Alive(s, "draft-a") &&
+               Alive(s, "draft-b");
       },
       600, absl::Milliseconds(100), &status))
       << status.DebugString() << logs();
   const uint64_t draft_a = Find(status, "draft-a")->worker_id();
-  EXPECT_NE(Find(status, "g0-rank-0")->data_endpoint().find(NetnsHosts::Address(4)), std::string::npos);
+  EXPECT_NE(Find(status, "g0-rank-0")->data_endpoint().find(NetnsHosts::Address(4)),
+            std::string::npos);
 
   auto reference = model::Transformer::Load(model_path, {.threads = 1});
   ASSERT_TRUE(reference.ok());
-  const std::vector<std::vector<int32_t>> prompts = {{10, 20, 30, 10, 20, 30}, {7}, {200, 5, 200, 5, 200}, {1, 2, 3}};
+  const std::vector<std::vector<int32_t>> prompts = {
+      {10, 20, 30, 10, 20, 30}, {7}, {200, 5, 200, 5, 200}, {1, 2, 3}};
   std::atomic<bool> stop{false};
   std::atomic<int> phase{0};
   std::vector<ScaleRun> runs;
@@ -239,17 +256,19 @@ TEST(NetnsScaleTest, DraftPoolScalesAcrossHostsUnderLoadWithATensorParallelTarge
   std::thread scaler([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     // A new host joins the draft pool, then draft-a is drained from the coordinator's host.
-    runs.push_back(RunScale(hosts.Exec("draft-c"),
-                            {"--coordinator", endpoint, "--draft", "+1", "--draft-model", model_path, "--model",
-                             model_path, "--log-dir", dir, "--wait-s", "120"},
-                            dir + "/scale-up.log"));
-    for (int64_t pid : runs.back().Values("started", "pid")) detached.push_back(static_cast<pid_t>(pid));
+    runs.push_back(
+        RunScale(hosts.Exec("draft-c"),
+                 {"--coordinator", endpoint, "--draft", "+1", "--draft-model", model_path,
+                  "--model", model_path, "--log-dir", dir, "--wait-s", "120"},
+                 dir + "/scale-up.log"));
+    for (int64_t pid : runs.back().Values("started", "pid"))
+      detached.push_back(static_cast<pid_t>(pid));
     phase = 1;
     if (runs.back().exit_code == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       runs.push_back(RunScale(hosts.Exec("coord"),
-                              {"--coordinator", endpoint, "--draft", "-1", "--worker-ids", std::to_string(draft_a),
-                               "--wait-s", "120"},
+                              {"--coordinator", endpoint, "--draft", "-1", "--worker-ids",
+                               std::to_string(draft_a), "--wait-s", "120"},
                               dir + "/scale-down.log"));
       phase = 2;
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -261,14 +280,18 @@ TEST(NetnsScaleTest, DraftPoolScalesAcrossHostsUnderLoadWithATensorParallelTarge
   load.max_tokens = 32;
   LoadOutcome outcome = RunGreedyLoad(endpoint, **reference, prompts, load, stop, phase);
   scaler.join();
-  for (const ScaleRun& run : runs) std::printf("--- splitspec scale (exit %d):\n%s", run.exit_code, run.output.c_str());
-  std::printf("requests: %d submitted, %d finished equal to plain greedy (%d tokens each), %zu failures\n",
-              outcome.submitted, outcome.finished_ok, load.max_tokens, outcome.failures.size());
+  for (const ScaleRun& run : runs)
+    std::printf("--- splitspec scale (exit %d):\n%s", run.exit_code, run.output.c_str());
+  std::printf(
+      "requests: %d submitted, %d finished equal to plain greedy (%d tokens each), %zu failures\n",
+      outcome.submitted, outcome.finished_ok, load.max_tokens, outcome.failures.size());
 
   ASSERT_EQ(runs.size(), 2u) << runs.back().output << logs();
   for (const ScaleRun& run : runs) EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(runs[0].Values("registered", "worker_id").size(), 1u) << runs[0].output;
-  EXPECT_EQ(runs[1].Values("left", "worker_id"), std::vector<int64_t>{static_cast<int64_t>(draft_a)}) << runs[1].output;
+  EXPECT_EQ(runs[1].Values("left", "worker_id"),
+            std::vector<int64_t>{static_cast<int64_t>(draft_a)})
+      << runs[1].output;
   EXPECT_EQ(runs[1].Values("pools", "draft_workers"), std::vector<int64_t>{2});
   EXPECT_TRUE(outcome.failures.empty()) << absl::StrJoin(outcome.failures, "\n") << "\n" << logs();
   EXPECT_EQ(outcome.finished_ok, outcome.submitted);
@@ -284,7 +307,8 @@ TEST(NetnsScaleTest, DraftPoolScalesAcrossHostsUnderLoadWithATensorParallelTarge
       RunScale(hosts.Exec("coord"),
                {"--coordinator", endpoint, "--target-groups", "-1", "--wait-s", "120", "--force"},
                dir + "/scale-group-down.log");
-  std::printf("--- splitspec scale (exit %d):\n%s", group_down.exit_code, group_down.output.c_str());
+  std::printf("--- splitspec scale (exit %d):\n%s", group_down.exit_code,
+              group_down.output.c_str());
   EXPECT_EQ(group_down.exit_code, 0) << group_down.output << logs();
   EXPECT_EQ(group_down.Values("left", "worker_id").size(), 2u) << group_down.output;
   for (ChildProcess& rank : ranks) {

@@ -7,15 +7,15 @@
 #include <map>
 
 #include "gtest/gtest.h"
-#include "tests/integration/plain_greedy.h"
-#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/request_client.h"
 #include "runtime/spec/model_drafter.h"
 #include "runtime/spec/ngram_drafter.h"
 #include "runtime/spec/sampling.h"
-#include "tests/testing/tiny_model.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
+#include "tests/integration/plain_greedy.h"
 #include "tests/testing/chi_square.h"
+#include "tests/testing/tiny_model.h"
 #include "tools/cluster/in_process_cluster.h"
 
 namespace splitspec {
@@ -25,22 +25,25 @@ std::string WriteModel(const std::string& name, uint32_t seed) {
   model::TinyModelOptions options;
   options.weight_type = kernels::GgmlType::kQ8_0;
   options.seed = seed;
-  const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name + ".gguf";
+  const std::string path =
+      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name + ".gguf";
   EXPECT_TRUE(model::WriteTinyModel(options, path).ok());
   return path;
 }
 
 // p over the first two generated tokens, exactly, from the target itself.
-std::map<std::pair<int, int>, double> ExactTwoTokenDistribution(model::Transformer& model,
-                                                                const std::vector<int32_t>& prompt,
-                                                                const spec::SamplingParams& params) {
+std::map<std::pair<int, int>, double> ExactTwoTokenDistribution(
+    model::Transformer& model, const std::vector<int32_t>& prompt,
+    const spec::SamplingParams& params) {
   const int vocab = model.config().vocab_size;
   auto probs_after = [&](const std::vector<int32_t>& tokens) {
     auto cache = model.NewCache();
     model::ForwardOutput out;
     EXPECT_TRUE(model.Forward({{cache.get(), tokens, model::LogitsMode::kLast}}, &out).ok());
     std::vector<float> p(vocab);
-    EXPECT_TRUE(spec::LogitsToProbs(params, absl::MakeConstSpan(out.Row(0, 0), vocab), absl::MakeSpan(p)).ok());
+    EXPECT_TRUE(
+        spec::LogitsToProbs(params, absl::MakeConstSpan(out.Row(0, 0), vocab), absl::MakeSpan(p))
+            .ok());
     return p;
   };
   std::map<std::pair<int, int>, double> exact;
@@ -68,7 +71,8 @@ TEST(PipelineDistributionTest, RejectionSampledContinuationsFollowTheTarget) {
   ASSERT_TRUE(target_file.ok());
   auto tokenizer = model::LoadTokenizerFromGguf(**target_file);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  auto drafter = spec::ModelDrafter::Load(draft_path, *tokenizer, (*target)->config().vocab_size, {.threads = 1});
+  auto drafter = spec::ModelDrafter::Load(draft_path, *tokenizer, (*target)->config().vocab_size,
+                                          {.threads = 1});
   ASSERT_TRUE(drafter.ok()) << drafter.status();
 
   tools::InProcessClusterOptions options;
@@ -133,9 +137,9 @@ TEST(PipelineDistributionTest, RejectionSampledContinuationsFollowTheTarget) {
   EXPECT_GT(result.p_value, 1e-3);
   EXPECT_GT(drafted, 0u);
   EXPECT_GT(accepted, 0u) << "the draft was never accepted: the test did not exercise acceptance";
-  EXPECT_LT(accepted, verified) << "the draft was always accepted: the test did not exercise the residual";
+  EXPECT_LT(accepted, verified)
+      << "the draft was always accepted: the test did not exercise the residual";
 }
-
 
 // Dropped, delayed and reordered blocks and results: every request still
 // finishes, with exactly the target's greedy output.
@@ -149,20 +153,24 @@ TEST(PipelineFaultTest, GreedyOutputSurvivesDropsDelaysAndReorders) {
   ASSERT_TRUE(tokenizer.ok());
   // The same model as its own draft: its blocks are always right, so the
   // faults alone decide what goes wrong.
-  auto self_draft = spec::ModelDrafter::Load(path, *tokenizer, (*target)->config().vocab_size, {.threads = 1});
+  auto self_draft =
+      spec::ModelDrafter::Load(path, *tokenizer, (*target)->config().vocab_size, {.threads = 1});
   ASSERT_TRUE(self_draft.ok());
   tools::InProcessClusterOptions options;
   options.target = target->get();
   options.drafter = self_draft->get();
   options.target_engine.block_wait = absl::Milliseconds(30);
-  options.data_faults = net::FaultOptions{.drop_probability = 0.15, .delay_probability = 0.2,
-                                          .max_delay = absl::Milliseconds(5), .reorder_probability = 0.15,
+  options.data_faults = net::FaultOptions{.drop_probability = 0.15,
+                                          .delay_probability = 0.2,
+                                          .max_delay = absl::Milliseconds(5),
+                                          .reorder_probability = 0.15,
                                           .seed = 99};
   auto cluster = tools::InProcessCluster::Start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
   ASSERT_TRUE(client.ok());
-  const std::vector<std::vector<int32_t>> prompts = {{3, 4, 5}, {250, 1, 250, 1}, {77}, {9, 9, 9, 9, 9, 9}};
+  const std::vector<std::vector<int32_t>> prompts = {
+      {3, 4, 5}, {250, 1, 250, 1}, {77}, {9, 9, 9, 9, 9, 9}};
   for (size_t i = 0; i < prompts.size(); ++i) {
     proto::SubmitRequest submit;
     submit.set_request_id("fault-" + std::to_string(i));
@@ -175,7 +183,8 @@ TEST(PipelineFaultTest, GreedyOutputSurvivesDropsDelaysAndReorders) {
   }
   for (int round = 0; round < 3000; ++round) {
     bool done = true;
-    for (size_t i = 0; i < prompts.size(); ++i) done &= (*client)->Done("fault-" + std::to_string(i));
+    for (size_t i = 0; i < prompts.size(); ++i)
+      done &= (*client)->Done("fault-" + std::to_string(i));
     if (done) break;
     ASSERT_TRUE((*client)->Poll(absl::Milliseconds(20)).ok());
   }

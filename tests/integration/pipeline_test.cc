@@ -5,13 +5,13 @@
 #include <map>
 
 #include "gtest/gtest.h"
-#include "tests/integration/plain_greedy.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/request_client.h"
-#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "runtime/spec/drafter_factory.h"
 #include "runtime/spec/ngram_drafter.h"
 #include "runtime/spec/sampling.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
+#include "tests/integration/plain_greedy.h"
 #include "tests/testing/tiny_model.h"
 #include "tools/cluster/in_process_cluster.h"
 
@@ -23,7 +23,8 @@ constexpr int kMaxTokens = 24;
 std::string TinyModelPath(const std::string& name) {
   model::TinyModelOptions options;
   options.weight_type = kernels::GgmlType::kQ8_0;
-  const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name + ".gguf";
+  const std::string path =
+      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name + ".gguf";
   EXPECT_TRUE(model::WriteTinyModel(options, path).ok());
   return path;
 }
@@ -33,7 +34,6 @@ std::unique_ptr<model::Transformer> LoadTinyModel(const std::string& name) {
   EXPECT_TRUE(loaded.ok()) << loaded.status();
   return *std::move(loaded);
 }
-
 
 proto::SubmitRequest GreedyRequest(const std::string& id, const std::vector<int32_t>& prompt) {
   proto::SubmitRequest submit;
@@ -101,7 +101,8 @@ TEST_P(PipelineGreedyTest, SpeculativeGreedyEqualsPlainGreedyTokenForToken) {
   int i = 0;
   for (const std::vector<int32_t>& prompt : TestPrompts()) {
     const std::vector<int32_t> want = testing::PlainGreedy(*model, prompt, kMaxTokens);
-    auto got = client->Generate(GreedyRequest("greedy-" + std::to_string(i++), prompt), absl::Seconds(60));
+    auto got =
+        client->Generate(GreedyRequest("greedy-" + std::to_string(i++), prompt), absl::Seconds(60));
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(got->tokens, want) << "prompt " << i;
     EXPECT_EQ(got->finish_reason, proto::FINISH_REASON_LENGTH);
@@ -197,7 +198,8 @@ TEST(PipelineTest, KilledDraftWorkerLosesNoRequestAndOutputStaysExact) {
     ASSERT_TRUE(client->Poll(absl::Milliseconds(5)).ok());
   }
   cluster->KillDraftWorker();
-  ASSERT_FALSE(client->Done("kill-draft")) << "finished before the draft worker died: nothing tested";
+  ASSERT_FALSE(client->Done("kill-draft"))
+      << "finished before the draft worker died: nothing tested";
   for (int round = 0; round < 2000 && !client->Done("kill-draft"); ++round) {
     ASSERT_TRUE(client->Poll(absl::Milliseconds(50)).ok());
   }

@@ -12,7 +12,8 @@
 namespace splitspec::testing {
 
 // The first `n` greedy tokens after `prompt`. Fails the current test on error.
-std::vector<int32_t> PlainGreedy(model::LanguageModel& model, const std::vector<int32_t>& prompt, int n);
+std::vector<int32_t> PlainGreedy(model::LanguageModel& model, const std::vector<int32_t>& prompt,
+                                 int n);
 
 }  // namespace splitspec::testing
 

@@ -45,14 +45,15 @@ TEST(ScaleTest, ScaleUpAndDrainUnderLoadLosesNothing) {
   const std::string endpoint = coordinator->second;
   // Self-draft (the target's own weights): every draft token is accepted, so a
   // request that shows accepted tokens was drafted by a live draft worker.
-  auto target = ChildProcess::Spawn({BinaryPath("splitspec-target-worker"), "--coordinator", endpoint, "--name",
-                                     "target-0", "--model", model_path, "--threads", "1"},
-                                    dir + "/target-0.log");
+  auto target =
+      ChildProcess::Spawn({BinaryPath("splitspec-target-worker"), "--coordinator", endpoint,
+                           "--name", "target-0", "--model", model_path, "--threads", "1"},
+                          dir + "/target-0.log");
   ASSERT_TRUE(target.ok());
-  auto draft = ChildProcess::Spawn({BinaryPath("splitspec-draft-worker"), "--coordinator", endpoint, "--name",
-                                    "draft-0", "--threads", "1", "--drafter", "model", "--draft", model_path,
-                                    "--target-model", model_path},
-                                   dir + "/draft-0.log");
+  auto draft = ChildProcess::Spawn(
+      {BinaryPath("splitspec-draft-worker"), "--coordinator", endpoint, "--name", "draft-0",
+       "--threads", "1", "--drafter", "model", "--draft", model_path, "--target-model", model_path},
+      dir + "/draft-0.log");
   ASSERT_TRUE(draft.ok());
   proto::StatusReply status;
   ASSERT_TRUE(PollStatusUntil(
@@ -68,12 +69,13 @@ TEST(ScaleTest, ScaleUpAndDrainUnderLoadLosesNothing) {
 
   auto reference = model::Transformer::Load(model_path, {.threads = 1});
   ASSERT_TRUE(reference.ok());
-  const std::vector<std::vector<int32_t>> prompts = {{10, 20, 30, 10, 20, 30}, {7}, {200, 5, 200, 5, 200},
-                                                     {1, 2, 3, 4},             {99, 98}, {42, 42, 42}};
+  const std::vector<std::vector<int32_t>> prompts = {
+      {10, 20, 30, 10, 20, 30}, {7}, {200, 5, 200, 5, 200}, {1, 2, 3, 4}, {99, 98}, {42, 42, 42}};
 
   // The scaling steps run on a second thread while this one keeps 16 requests in flight.
-  const std::vector<std::string> common = {"--coordinator", endpoint, "--log-dir", dir, "--model", model_path,
-                                           "--threads", "1", "--wait-s", "120"};
+  const std::vector<std::string> common = {"--coordinator", endpoint,   "--log-dir", dir,
+                                           "--model",       model_path, "--threads", "1",
+                                           "--wait-s",      "120"};
   auto with = [&](std::vector<std::string> args) {
     args.insert(args.end(), common.begin(), common.end());
     return args;
@@ -90,11 +92,13 @@ TEST(ScaleTest, ScaleUpAndDrainUnderLoadLosesNothing) {
         with({"--draft", "-1", "--worker-ids", std::to_string(draft0)}),
         with({"--target-groups", "+1", "--target-tp", "2"}),  // a tensor-parallel group of 2 ranks
         // A 1 ms drain timeout: what still runs on target-0 is re-placed on the new target at once.
-        with({"--target-groups", "-1", "--worker-ids", std::to_string(target0), "--drain-timeout-ms", "1"}),
+        with({"--target-groups", "-1", "--worker-ids", std::to_string(target0),
+              "--drain-timeout-ms", "1"}),
     };
     for (size_t i = 0; i < steps.size(); ++i) {
       runs.push_back(RunScale({}, steps[i], absl::StrCat(dir, "/scale-", i, ".log")));
-      for (int64_t pid : runs.back().Values("started", "pid")) detached.push_back(static_cast<pid_t>(pid));
+      for (int64_t pid : runs.back().Values("started", "pid"))
+        detached.push_back(static_cast<pid_t>(pid));
       phase = static_cast<int>(i) + 1;
       if (runs.back().exit_code != 0) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(300));  // load in between
@@ -108,7 +112,8 @@ TEST(ScaleTest, ScaleUpAndDrainUnderLoadLosesNothing) {
   scaler.join();
 
   for (size_t i = 0; i < runs.size(); ++i) {
-    std::printf("--- splitspec scale step %zu (exit %d):\n%s", i + 1, runs[i].exit_code, runs[i].output.c_str());
+    std::printf("--- splitspec scale step %zu (exit %d):\n%s", i + 1, runs[i].exit_code,
+                runs[i].output.c_str());
   }
   std::map<int, std::pair<int, int>> per_phase;  // submitted, drafted-and-accepted
   for (const auto& [id, result] : outcome.results) {
@@ -117,19 +122,24 @@ TEST(ScaleTest, ScaleUpAndDrainUnderLoadLosesNothing) {
     drafted += result.stats.accepted() > 0;
   }
   for (const auto& [p, counts] : per_phase) {
-    std::printf("phase %d (after %d scale steps): %d requests finished, %d with accepted draft tokens\n", p, p,
-                counts.first, counts.second);
+    std::printf(
+        "phase %d (after %d scale steps): %d requests finished, %d with accepted draft tokens\n", p,
+        p, counts.first, counts.second);
   }
-  std::printf("requests: %d submitted, %d finished equal to plain greedy (%d tokens each), %zu failures\n",
-              outcome.submitted, outcome.finished_ok, load.max_tokens, outcome.failures.size());
+  std::printf(
+      "requests: %d submitted, %d finished equal to plain greedy (%d tokens each), %zu failures\n",
+      outcome.submitted, outcome.finished_ok, load.max_tokens, outcome.failures.size());
   StopDetached(detached);
 
   ASSERT_EQ(runs.size(), 4u) << "a scale step failed: " << runs.back().output;
   for (const ScaleRun& run : runs) EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(runs[0].Values("registered", "worker_id").size(), 1u) << runs[0].output;
-  EXPECT_EQ(runs[1].Values("left", "worker_id"), std::vector<int64_t>{static_cast<int64_t>(draft0)}) << runs[1].output;
+  EXPECT_EQ(runs[1].Values("left", "worker_id"), std::vector<int64_t>{static_cast<int64_t>(draft0)})
+      << runs[1].output;
   EXPECT_EQ(runs[2].Values("registered", "worker_id").size(), 2u) << runs[2].output;
-  EXPECT_EQ(runs[3].Values("left", "worker_id"), std::vector<int64_t>{static_cast<int64_t>(target0)}) << runs[3].output;
+  EXPECT_EQ(runs[3].Values("left", "worker_id"),
+            std::vector<int64_t>{static_cast<int64_t>(target0)})
+      << runs[3].output;
   EXPECT_EQ(runs[3].Values("pools", "draft_workers"), std::vector<int64_t>{1});
   EXPECT_EQ(runs[3].Values("pools", "target_groups"), std::vector<int64_t>{1});
 

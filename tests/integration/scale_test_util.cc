@@ -77,12 +77,15 @@ void StopDetached(const std::vector<pid_t>& pids) {
 }
 
 LoadOutcome RunGreedyLoad(const std::string& coordinator, model::Transformer& reference,
-                          const std::vector<std::vector<int32_t>>& prompts, const LoadOptions& options,
-                          const std::atomic<bool>& stop, const std::atomic<int>& phase) {
+                          const std::vector<std::vector<int32_t>>& prompts,
+                          const LoadOptions& options, const std::atomic<bool>& stop,
+                          const std::atomic<int>& phase) {
   LoadOutcome outcome;
   std::vector<std::vector<int32_t>> expected;
-  for (const std::vector<int32_t>& prompt : prompts) expected.push_back(PlainGreedy(reference, prompt, options.max_tokens));
-  absl::StatusOr<std::unique_ptr<net::RequestClient>> client = net::RequestClient::Connect(coordinator);
+  for (const std::vector<int32_t>& prompt : prompts)
+    expected.push_back(PlainGreedy(reference, prompt, options.max_tokens));
+  absl::StatusOr<std::unique_ptr<net::RequestClient>> client =
+      net::RequestClient::Connect(coordinator);
   if (!client.ok()) {
     outcome.failures.push_back(absl::StrCat("cannot connect: ", client.status().message()));
     return outcome;
@@ -127,18 +130,21 @@ LoadOutcome RunGreedyLoad(const std::string& coordinator, model::Transformer& re
       const net::GenerationResult& result = (*client)->Result(*it);
       outcome.results[*it] = result;
       const std::vector<int32_t>& want = expected[prompt_of[*it]];
-      if (result.tokens == want && result.finish_reason == proto::FINISH_REASON_LENGTH && result.error.empty()) {
+      if (result.tokens == want && result.finish_reason == proto::FINISH_REASON_LENGTH &&
+          result.error.empty()) {
         ++outcome.finished_ok;
       } else {
-        outcome.failures.push_back(absl::StrCat(*it, ": ", result.tokens.size(), " tokens (want ", want.size(),
-                                                "), finish ", proto::FinishReason_Name(result.finish_reason),
-                                                result.tokens == want ? ", tokens equal" : ", tokens DIFFER",
-                                                result.error.empty() ? "" : ", error: ", result.error));
+        outcome.failures.push_back(
+            absl::StrCat(*it, ": ", result.tokens.size(), " tokens (want ", want.size(),
+                         "), finish ", proto::FinishReason_Name(result.finish_reason),
+                         result.tokens == want ? ", tokens equal" : ", tokens DIFFER",
+                         result.error.empty() ? "" : ", error: ", result.error));
       }
       it = pending.erase(it);
     }
   }
-  for (const std::string& id : pending) outcome.failures.push_back(absl::StrCat(id, ": did not finish"));
+  for (const std::string& id : pending)
+    outcome.failures.push_back(absl::StrCat(id, ": did not finish"));
   return outcome;
 }
 

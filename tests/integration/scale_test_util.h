@@ -42,20 +42,21 @@ void StopDetached(const std::vector<pid_t>& pids);
 struct LoadOptions {
   int in_flight = 16;
   int max_tokens = 48;
-  int min_requests = 16;       // submit at least this many even if stopped early
-  int max_requests = 2000;     // a bound, so a stuck cluster cannot loop forever
+  int min_requests = 16;    // submit at least this many even if stopped early
+  int max_requests = 2000;  // a bound, so a stuck cluster cannot loop forever
   absl::Duration deadline = absl::Minutes(8);
 };
 struct LoadOutcome {
   int submitted = 0;
-  int finished_ok = 0;        // right length and equal to plain greedy
+  int finished_ok = 0;                // right length and equal to plain greedy
   std::vector<std::string> failures;  // one line per request that was not
   std::map<std::string, net::GenerationResult> results;
   std::map<std::string, int> phase_of;  // request -> value of `phase` when it was submitted
 };
 LoadOutcome RunGreedyLoad(const std::string& coordinator, model::Transformer& reference,
-                          const std::vector<std::vector<int32_t>>& prompts, const LoadOptions& options,
-                          const std::atomic<bool>& stop, const std::atomic<int>& phase);
+                          const std::vector<std::vector<int32_t>>& prompts,
+                          const LoadOptions& options, const std::atomic<bool>& stop,
+                          const std::atomic<int>& phase);
 
 }  // namespace splitspec::testing
 

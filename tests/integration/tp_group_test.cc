@@ -28,12 +28,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "runtime/tokenizer/tokenizer_gguf.h"
-#include "runtime/model/transformer.h"
 #include "runtime/dist/file_rendezvous_store.h"
 #include "runtime/dist/gloo_communicator.h"
+#include "runtime/model/transformer.h"
 #include "runtime/net/request_client.h"
 #include "runtime/spec/drafter_factory.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "tests/integration/child_process.h"
 #include "tests/integration/cluster_test_util.h"
 #include "tests/integration/plain_greedy.h"
@@ -46,8 +46,8 @@ namespace {
 constexpr int kMaxTokens = 24;
 
 const std::vector<std::vector<int32_t>>& Prompts() {
-  static const auto* prompts =
-      new std::vector<std::vector<int32_t>>{{10, 20, 30, 10, 20, 30}, {7}, {200, 5, 200, 5, 200}, {42, 43, 44}};
+  static const auto* prompts = new std::vector<std::vector<int32_t>>{
+      {10, 20, 30, 10, 20, 30}, {7}, {200, 5, 200, 5, 200}, {42, 43, 44}};
   return *prompts;
 }
 
@@ -60,20 +60,22 @@ std::string WriteModel(const std::string& dir) {
 
 // Plain greedy decoding on `size` Transformer ranks (threads),
 // the reference for the group's outputs. Returns rank 0's tokens per prompt.
-std::vector<std::vector<int32_t>> TensorParallelPlainGreedy(const std::string& model_path, const std::string& dir,
-                                                            int size) {
+std::vector<std::vector<int32_t>> TensorParallelPlainGreedy(const std::string& model_path,
+                                                            const std::string& dir, int size) {
   std::vector<std::vector<std::vector<int32_t>>> per_rank(size);
   std::vector<std::thread> ranks;
   for (int rank = 0; rank < size; ++rank) {
     ranks.emplace_back([&, rank] {
       auto store = net::FileRendezvousStore::Open(absl::StrCat(dir, "/store"));
       ASSERT_TRUE(store.ok()) << store.status();
-      auto comm = net::GlooCommunicator::Create(**store, {.group = "reference", .rank = rank, .size = size},
-                                                {.hostname = "127.0.0.1", .iface = ""});
+      auto comm =
+          net::GlooCommunicator::Create(**store, {.group = "reference", .rank = rank, .size = size},
+                                        {.hostname = "127.0.0.1", .iface = ""});
       ASSERT_TRUE(comm.ok()) << comm.status();
       auto model = model::Transformer::Load(model_path, comm->get(), {.threads = 1});
       ASSERT_TRUE(model.ok()) << model.status();
-      for (const auto& prompt : Prompts()) per_rank[rank].push_back(PlainGreedy(**model, prompt, kMaxTokens));
+      for (const auto& prompt : Prompts())
+        per_rank[rank].push_back(PlainGreedy(**model, prompt, kMaxTokens));
     });
   }
   for (std::thread& t : ranks) t.join();
@@ -81,7 +83,8 @@ std::vector<std::vector<int32_t>> TensorParallelPlainGreedy(const std::string& m
   return per_rank[0];
 }
 
-std::vector<std::vector<int32_t>> Tp1PlainGreedy(const std::string& model_path, int max_tokens = kMaxTokens) {
+std::vector<std::vector<int32_t>> Tp1PlainGreedy(const std::string& model_path,
+                                                 int max_tokens = kMaxTokens) {
   auto model = model::Transformer::Load(model_path, {.threads = 1});
   EXPECT_TRUE(model.ok());
   std::vector<std::vector<int32_t>> out;
@@ -89,8 +92,8 @@ std::vector<std::vector<int32_t>> Tp1PlainGreedy(const std::string& model_path, 
   return out;
 }
 
-proto::SubmitRequest GreedyRequest(const std::string& id, const std::vector<int32_t>& prompt, const std::string& drafter,
-                                   int max_tokens = kMaxTokens) {
+proto::SubmitRequest GreedyRequest(const std::string& id, const std::vector<int32_t>& prompt,
+                                   const std::string& drafter, int max_tokens = kMaxTokens) {
   proto::SubmitRequest submit;
   submit.set_request_id(id);
   submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
@@ -126,7 +129,8 @@ TEST_P(TensorParallelPipelineTest, SpeculativeGreedyOnTp2EqualsTp2PlainGreedy) {
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   auto spec = spec::ParseDrafterSpec(GetParam().drafter, model_path);
   ASSERT_TRUE(spec.ok()) << spec.status();
-  auto drafter = spec::MakeDrafter(*spec, model_path, &*tokenizer, (*config_model)->config().vocab_size, 1);
+  auto drafter =
+      spec::MakeDrafter(*spec, model_path, &*tokenizer, (*config_model)->config().vocab_size, 1);
   ASSERT_TRUE(drafter.ok()) << drafter.status();
   tools::InProcessClusterOptions options;
   options.target = config_model->get();
@@ -139,19 +143,22 @@ TEST_P(TensorParallelPipelineTest, SpeculativeGreedyOnTp2EqualsTp2PlainGreedy) {
   auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
   ASSERT_TRUE(client.ok());
   for (size_t i = 0; i < Prompts().size(); ++i) {
-    proto::SubmitRequest submit = GreedyRequest(absl::StrCat("tp2-", i), Prompts()[i], GetParam().drafter);
+    proto::SubmitRequest submit =
+        GreedyRequest(absl::StrCat("tp2-", i), Prompts()[i], GetParam().drafter);
     auto got = (*client)->Generate(submit, absl::Seconds(120));
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(got->tokens, expected[i]) << submit.request_id();
     if (GetParam().accepts_everything) {
       EXPECT_GT(got->stats.verified(), 0u);
-      EXPECT_EQ(got->stats.accepted(), got->stats.verified()) << "a self-draft must be accepted in full";
+      EXPECT_EQ(got->stats.accepted(), got->stats.verified())
+          << "a self-draft must be accepted in full";
       // The per-position counters reach the client and add up.
       uint64_t accepted_at_sum = 0;
       for (uint64_t n : got->stats.accepted_at()) accepted_at_sum += n;
       EXPECT_EQ(accepted_at_sum, got->stats.accepted());
-      EXPECT_EQ(std::vector<uint64_t>(got->stats.accepted_at().begin(), got->stats.accepted_at().end()),
-                std::vector<uint64_t>(got->stats.verified_at().begin(), got->stats.verified_at().end()));
+      EXPECT_EQ(
+          std::vector<uint64_t>(got->stats.accepted_at().begin(), got->stats.accepted_at().end()),
+          std::vector<uint64_t>(got->stats.verified_at().begin(), got->stats.verified_at().end()));
     }
   }
 }
@@ -164,17 +171,18 @@ INSTANTIATE_TEST_SUITE_P(Drafters, TensorParallelPipelineTest,
 int CountAlive(const proto::StatusReply& status, const std::string& group, int rank) {
   int alive = 0;
   for (const proto::MemberStatus& m : status.members()) {
-    alive += m.state() == proto::MEMBER_STATE_ALIVE && m.tp_group() == group && static_cast<int>(m.tp_rank()) == rank;
+    alive += m.state() == proto::MEMBER_STATE_ALIVE && m.tp_group() == group &&
+             static_cast<int>(m.tp_rank()) == rank;
   }
   return alive;
 }
 
-ChildProcess SpawnRank(const std::string& dir, const std::string& endpoint, const std::string& model_path, int rank,
-                       int generation) {
+ChildProcess SpawnRank(const std::string& dir, const std::string& endpoint,
+                       const std::string& model_path, int rank, int generation) {
   auto child = ChildProcess::Spawn(
-      {BinaryPath("splitspec-target-worker"), "--coordinator", endpoint, "--name", absl::StrCat("g0-rank-", rank),
-       "--model", model_path, "--threads", "1", "--tp-group", "g0", "--tp-rank", std::to_string(rank), "--tp-size",
-       "2", "--tp-timeout-ms", "5000"},
+      {BinaryPath("splitspec-target-worker"), "--coordinator", endpoint, "--name",
+       absl::StrCat("g0-rank-", rank), "--model", model_path, "--threads", "1", "--tp-group", "g0",
+       "--tp-rank", std::to_string(rank), "--tp-size", "2", "--tp-timeout-ms", "5000"},
       absl::StrCat(dir, "/g0-rank-", rank, "-", generation, ".log"));
   EXPECT_TRUE(child.ok()) << child.status();
   return std::move(*child);
@@ -194,7 +202,10 @@ TEST(TensorParallelGroupTest, KilledFollowerLosesNoRequestAndTheGroupReforms) {
   ChildProcess follower = SpawnRank(dir, endpoint, model_path, 1, 0);
   proto::StatusReply status;
   ASSERT_TRUE(PollStatusUntil(
-      endpoint, [](const proto::StatusReply& s) { return CountAlive(s, "g0", 0) == 1 && CountAlive(s, "g0", 1) == 1; },
+      endpoint,
+      [](const proto::StatusReply& s) {
+        return CountAlive(s, "g0", 0) == 1 && CountAlive(s, "g0", 1) == 1;
+      },
       1500, absl::Milliseconds(20), &status))
       << status.DebugString() << leader.ReadLog() << follower.ReadLog();
 
@@ -203,7 +214,10 @@ TEST(TensorParallelGroupTest, KilledFollowerLosesNoRequestAndTheGroupReforms) {
   ASSERT_TRUE(client.ok());
   constexpr int kRequests = 8;
   for (int i = 0; i < kRequests; ++i) {
-    ASSERT_TRUE((*client)->Submit(GreedyRequest(absl::StrCat("kill-", i), Prompts()[i % Prompts().size()], "none", kLongTokens)).ok());
+    ASSERT_TRUE((*client)
+                    ->Submit(GreedyRequest(absl::StrCat("kill-", i),
+                                           Prompts()[i % Prompts().size()], "none", kLongTokens))
+                    .ok());
   }
   // Wait until the group has produced tokens, then kill the follower mid-flight.
   int tokens_seen = 0;
@@ -214,15 +228,18 @@ TEST(TensorParallelGroupTest, KilledFollowerLosesNoRequestAndTheGroupReforms) {
     }
   }
   ASSERT_GT(tokens_seen, 0) << leader.ReadLog();
-  auto spare = ChildProcess::Spawn({BinaryPath("splitspec-target-worker"), "--coordinator", endpoint, "--name",
-                                    "spare", "--model", model_path, "--threads", "1"},
-                                   dir + "/spare.log");
+  auto spare =
+      ChildProcess::Spawn({BinaryPath("splitspec-target-worker"), "--coordinator", endpoint,
+                           "--name", "spare", "--model", model_path, "--threads", "1"},
+                          dir + "/spare.log");
   ASSERT_TRUE(spare.ok());
   follower.Kill(SIGKILL);
   ASSERT_TRUE((*client)->Poll(absl::ZeroDuration()).ok());
   int unfinished_at_kill = 0;
-  for (int i = 0; i < kRequests; ++i) unfinished_at_kill += !(*client)->Done(absl::StrCat("kill-", i));
-  ASSERT_GT(unfinished_at_kill, 0) << "every request finished before the follower was killed: the test saw nothing";
+  for (int i = 0; i < kRequests; ++i)
+    unfinished_at_kill += !(*client)->Done(absl::StrCat("kill-", i));
+  ASSERT_GT(unfinished_at_kill, 0)
+      << "every request finished before the follower was killed: the test saw nothing";
 
   for (int i = 0; i < kRequests; ++i) {
     const std::string id = absl::StrCat("kill-", i);
@@ -239,7 +256,10 @@ TEST(TensorParallelGroupTest, KilledFollowerLosesNoRequestAndTheGroupReforms) {
   // The follower comes back: the group re-forms and registers again.
   ChildProcess restarted = SpawnRank(dir, endpoint, model_path, 1, 1);
   ASSERT_TRUE(PollStatusUntil(
-      endpoint, [](const proto::StatusReply& s) { return CountAlive(s, "g0", 0) == 1 && CountAlive(s, "g0", 1) == 1; },
+      endpoint,
+      [](const proto::StatusReply& s) {
+        return CountAlive(s, "g0", 0) == 1 && CountAlive(s, "g0", 1) == 1;
+      },
       1500, absl::Milliseconds(20), &status))
       << status.DebugString() << leader.ReadLog() << restarted.ReadLog();
   spare->Kill(SIGKILL);  // now only the re-formed group can serve
@@ -253,7 +273,8 @@ TEST(TensorParallelGroupTest, KilledFollowerLosesNoRequestAndTheGroupReforms) {
       },
       1500, absl::Milliseconds(20), &status))
       << status.DebugString();
-  auto after = (*client)->Generate(GreedyRequest("after-reform", Prompts()[0], "none", kLongTokens), absl::Seconds(120));
+  auto after = (*client)->Generate(GreedyRequest("after-reform", Prompts()[0], "none", kLongTokens),
+                                   absl::Seconds(120));
   ASSERT_TRUE(after.ok()) << after.status() << leader.ReadLog() << restarted.ReadLog();
   EXPECT_EQ(after->tokens, expected[0]);
 }

@@ -51,7 +51,8 @@ double ChiSquareUpperTail(double x, int dof) {
   return half < a + 1.0 ? 1.0 - LowerGammaSeries(a, half) : UpperGammaFraction(a, half);
 }
 
-ChiSquareResult ChiSquareTest(const std::vector<int64_t>& counts, const std::vector<double>& expected) {
+ChiSquareResult ChiSquareTest(const std::vector<int64_t>& counts,
+                              const std::vector<double>& expected) {
   int64_t total = 0;
   for (int64_t c : counts) total += c;
   ChiSquareResult result;
@@ -72,7 +73,8 @@ ChiSquareResult ChiSquareTest(const std::vector<int64_t>& counts, const std::vec
     ++cells;
   }
   if (pooled_expected >= 5.0) {
-    result.statistic += (pooled_observed - pooled_expected) * (pooled_observed - pooled_expected) / pooled_expected;
+    result.statistic +=
+        (pooled_observed - pooled_expected) * (pooled_observed - pooled_expected) / pooled_expected;
     ++cells;
   }
   result.dof = cells > 1 ? cells - 1 : 1;
@@ -81,8 +83,8 @@ ChiSquareResult ChiSquareTest(const std::vector<int64_t>& counts, const std::vec
 }
 
 void PrintChiSquare(const std::string& name, const ChiSquareResult& result) {
-  std::printf("chi2[%s]: statistic=%.3f dof=%d p=%.4g\n", name.c_str(), result.statistic, result.dof,
-              result.p_value);
+  std::printf("chi2[%s]: statistic=%.3f dof=%d p=%.4g\n", name.c_str(), result.statistic,
+              result.dof, result.p_value);
   std::fflush(stdout);
 }
 

@@ -28,7 +28,8 @@ struct ChiSquareResult {
 double ChiSquareUpperTail(double x, int dof);
 
 // counts [cells] observed, expected [cells] probabilities summing to 1.
-ChiSquareResult ChiSquareTest(const std::vector<int64_t>& counts, const std::vector<double>& expected);
+ChiSquareResult ChiSquareTest(const std::vector<int64_t>& counts,
+                              const std::vector<double>& expected);
 
 // Prints "chi2[name]: statistic=.. dof=.. p=.." to stdout for the report.
 void PrintChiSquare(const std::string& name, const ChiSquareResult& result);

@@ -125,12 +125,11 @@ absl::Status GgufWriter::AddTensor(std::string_view name, const std::vector<int6
   }
   const uint64_t bytes = static_cast<uint64_t>(elements / traits.block_size) * traits.block_bytes;
   if (data.size() != bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor '", AV(name), "': ", data.size(),
-                                                   " bytes given, ", traits.name, " needs ",
-                                                   bytes));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", AV(name), "': ", data.size(), " bytes given, ", traits.name, " needs ", bytes));
   }
-  tensors_.push_back(Tensor{std::string(name), dims, type,
-                            std::vector<uint8_t>(data.begin(), data.end())});
+  tensors_.push_back(
+      Tensor{std::string(name), dims, type, std::vector<uint8_t>(data.begin(), data.end())});
   return absl::OkStatus();
 }
 

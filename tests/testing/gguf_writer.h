@@ -36,14 +36,22 @@ class GgufWriter {
 
   void SetUint8(std::string_view key, uint8_t v) { SetScalar(key, GgufValueType::kUint8, &v, 1); }
   void SetInt8(std::string_view key, int8_t v) { SetScalar(key, GgufValueType::kInt8, &v, 1); }
-  void SetUint16(std::string_view key, uint16_t v) { SetScalar(key, GgufValueType::kUint16, &v, 2); }
+  void SetUint16(std::string_view key, uint16_t v) {
+    SetScalar(key, GgufValueType::kUint16, &v, 2);
+  }
   void SetInt16(std::string_view key, int16_t v) { SetScalar(key, GgufValueType::kInt16, &v, 2); }
-  void SetUint32(std::string_view key, uint32_t v) { SetScalar(key, GgufValueType::kUint32, &v, 4); }
+  void SetUint32(std::string_view key, uint32_t v) {
+    SetScalar(key, GgufValueType::kUint32, &v, 4);
+  }
   void SetInt32(std::string_view key, int32_t v) { SetScalar(key, GgufValueType::kInt32, &v, 4); }
-  void SetUint64(std::string_view key, uint64_t v) { SetScalar(key, GgufValueType::kUint64, &v, 8); }
+  void SetUint64(std::string_view key, uint64_t v) {
+    SetScalar(key, GgufValueType::kUint64, &v, 8);
+  }
   void SetInt64(std::string_view key, int64_t v) { SetScalar(key, GgufValueType::kInt64, &v, 8); }
   void SetFloat32(std::string_view key, float v) { SetScalar(key, GgufValueType::kFloat32, &v, 4); }
-  void SetFloat64(std::string_view key, double v) { SetScalar(key, GgufValueType::kFloat64, &v, 8); }
+  void SetFloat64(std::string_view key, double v) {
+    SetScalar(key, GgufValueType::kFloat64, &v, 8);
+  }
   void SetBool(std::string_view key, bool v);
   void SetString(std::string_view key, std::string_view v);
   void SetStringArray(std::string_view key, const std::vector<std::string>& v);

@@ -14,9 +14,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/net/channel_rendezvous_store.h"
 #include "runtime/dist/file_rendezvous_store.h"
 #include "runtime/dist/gloo_communicator.h"
+#include "runtime/net/channel_rendezvous_store.h"
 #include "runtime/net/rendezvous_server.h"
 
 namespace splitspec::net {
@@ -51,8 +51,8 @@ absl::Status RunRank(const GlooGroupOptions& options, const Group& group, int ra
     if (rank == 0) {
       ASSIGN_OR_RETURN(server, RendezvousServer::Start(endpoint));
     }
-    ASSIGN_OR_RETURN(store, ConnectRendezvousStore(endpoint, absl::StrCat(group.name, "/rank-",
-                                                                          rank)));
+    ASSIGN_OR_RETURN(store,
+                     ConnectRendezvousStore(endpoint, absl::StrCat(group.name, "/rank-", rank)));
   } else {
     ASSIGN_OR_RETURN(store, FileRendezvousStore::Open(group.directory + "/store"));
   }
@@ -73,8 +73,7 @@ std::vector<absl::Status> RunGlooRanksAsThreads(const GlooGroupOptions& options,
   std::vector<absl::Status> results(options.size);
   std::vector<std::thread> threads;
   for (int rank = 0; rank < options.size; ++rank) {
-    threads.emplace_back(
-        [&, rank] { results[rank] = RunRank(options, group, rank, body); });
+    threads.emplace_back([&, rank] { results[rank] = RunRank(options, group, rank, body); });
   }
   for (std::thread& t : threads) t.join();
   return results;
@@ -105,8 +104,8 @@ std::vector<absl::Status> RunGlooRanksAsProcesses(const GlooGroupOptions& option
     if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) {
       results[rank] = absl::OkStatus();
     } else {
-      results[rank] = absl::InternalError(absl::StrCat("rank ", rank, " exited with status ",
-                                                       wait_status, ": ", text.str()));
+      results[rank] = absl::InternalError(
+          absl::StrCat("rank ", rank, " exited with status ", wait_status, ": ", text.str()));
     }
   }
   return results;

@@ -87,7 +87,8 @@ absl::StatusOr<TestHttpResponse> TestHttpConnection::ReadHead() {
     ASSIGN_OR_RETURN(std::string line, ReadLine());
     if (line.empty()) break;
     const size_t colon = line.find(':');
-    if (colon == std::string::npos) return absl::DataLossError(absl::StrCat("bad header '", line, "'"));
+    if (colon == std::string::npos)
+      return absl::DataLossError(absl::StrCat("bad header '", line, "'"));
     response.headers.emplace_back(absl::AsciiStrToLower(line.substr(0, colon)),
                                   std::string(absl::StripAsciiWhitespace(line.substr(colon + 1))));
   }
@@ -132,11 +133,14 @@ bool TestHttpConnection::PeerClosed() {
   return recv(fd_, &byte, 1, MSG_PEEK) == 0;
 }
 
-absl::StatusOr<TestHttpResponse> HttpRequestOnce(int port, const std::string& method, const std::string& path,
-                                                 const std::string& body, const std::string& extra_headers) {
-  ASSIGN_OR_RETURN(std::unique_ptr<TestHttpConnection> connection, TestHttpConnection::Connect(port));
-  RETURN_IF_ERROR(connection->Send(absl::StrCat(method, " ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\n", extra_headers,
-                                                "Content-Length: ", body.size(), "\r\n\r\n", body)));
+absl::StatusOr<TestHttpResponse> HttpRequestOnce(int port, const std::string& method,
+                                                 const std::string& path, const std::string& body,
+                                                 const std::string& extra_headers) {
+  ASSIGN_OR_RETURN(std::unique_ptr<TestHttpConnection> connection,
+                   TestHttpConnection::Connect(port));
+  RETURN_IF_ERROR(connection->Send(
+      absl::StrCat(method, " ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\n", extra_headers,
+                   "Content-Length: ", body.size(), "\r\n\r\n", body)));
   return connection->ReadResponse();
 }
 

@@ -55,8 +55,10 @@ class TestHttpConnection {
 };
 
 // One request on a fresh connection ("Host" and "Content-Length" added).
-absl::StatusOr<TestHttpResponse> HttpRequestOnce(int port, const std::string& method, const std::string& path,
-                                                 const std::string& body = "", const std::string& extra_headers = "");
+absl::StatusOr<TestHttpResponse> HttpRequestOnce(int port, const std::string& method,
+                                                 const std::string& path,
+                                                 const std::string& body = "",
+                                                 const std::string& extra_headers = "");
 
 // The data of each "data: ..." event of an SSE body, in order.
 std::vector<std::string> SseData(const std::string& body);

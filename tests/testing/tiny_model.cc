@@ -108,13 +108,53 @@ std::string Gpt2ByteToken(uint8_t byte) {
 }
 
 const std::vector<std::string>& TinyModelMerges() {
-  static const std::vector<std::string> merges = {
-      "\xc4\xa0 t", "h e", "\xc4\xa0t he", "i n", "\xc4\xa0 a", "e r", "o n", "\xc4\xa0 s",
-      "r e", "a t", "\xc4\xa0 w", "o r", "e n", "\xc4\xa0 o", "e s", "l l", "i s", "\xc4\xa0 b",
-      "a n", "\xc4\xa0 c", "in g", "\xc4\xa0 h", "e d", "\xc4\xa0 i", "o u", "\xc4\xa0 f",
-      "\xc4\xa0 m", "i t", "a r", "\xc4\xa0 d", "\xc4\xa0 p", "l e", "\xc4\xa0 n", "\xc4\xa0o f",
-      "a l", "\xc4\xa0" "a n", "\xc4\xa0" "an d", "\xc4\xa0t o", "\xc4\xa0 l", "\xc4\xa0 is",
-      "\xc4\xa0 g", "o m", "\xc4\xa0 e", "l o", "\xc4\xa0w h"};
+  static const std::vector<std::string> merges = {"\xc4\xa0 t",
+                                                  "h e",
+                                                  "\xc4\xa0t he",
+                                                  "i n",
+                                                  "\xc4\xa0 a",
+                                                  "e r",
+                                                  "o n",
+                                                  "\xc4\xa0 s",
+                                                  "r e",
+                                                  "a t",
+                                                  "\xc4\xa0 w",
+                                                  "o r",
+                                                  "e n",
+                                                  "\xc4\xa0 o",
+                                                  "e s",
+                                                  "l l",
+                                                  "i s",
+                                                  "\xc4\xa0 b",
+                                                  "a n",
+                                                  "\xc4\xa0 c",
+                                                  "in g",
+                                                  "\xc4\xa0 h",
+                                                  "e d",
+                                                  "\xc4\xa0 i",
+                                                  "o u",
+                                                  "\xc4\xa0 f",
+                                                  "\xc4\xa0 m",
+                                                  "i t",
+                                                  "a r",
+                                                  "\xc4\xa0 d",
+                                                  "\xc4\xa0 p",
+                                                  "l e",
+                                                  "\xc4\xa0 n",
+                                                  "\xc4\xa0o f",
+                                                  "a l",
+                                                  "\xc4\xa0"
+                                                  "a n",
+                                                  "\xc4\xa0"
+                                                  "an d",
+                                                  "\xc4\xa0t o",
+                                                  "\xc4\xa0 l",
+                                                  "\xc4\xa0 is",
+                                                  "\xc4\xa0 g",
+                                                  "o m",
+                                                  "\xc4\xa0 e",
+                                                  "l o",
+                                                  "\xc4\xa0w h"};
   return merges;
 }
 

@@ -26,7 +26,7 @@
 namespace splitspec::model {
 
 struct TinyModelOptions {
-  std::string architecture = "llama";  // "llama" or "qwen2" (adds QKV biases)
+  std::string architecture = "llama";                       // "llama" or "qwen2" (adds QKV biases)
   kernels::GgmlType weight_type = kernels::GgmlType::kF32;  // layer matrices and output
   kernels::GgmlType embedding_type = kernels::GgmlType::kF32;
   int n_layers = 2;
@@ -35,7 +35,7 @@ struct TinyModelOptions {
   int n_heads = 4;
   int n_kv_heads = 2;
   int context_length = 512;
-  bool tied_output = true;     // false: write a separate output.weight
+  bool tied_output = true;  // false: write a separate output.weight
   float rope_freq_base = 10000.f;
   float rope_linear_factor = 0.f;  // > 0: rope.scaling.type "linear" with this factor
   float rms_norm_eps = 1e-5f;

@@ -19,8 +19,10 @@ std::string Endpoint(bool use_tcp, const std::string& name) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::Start(InProcessClusterOptions options) {
-  if (options.target == nullptr) return absl::InvalidArgumentError("InProcessClusterOptions.target is null");
+absl::StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::Start(
+    InProcessClusterOptions options) {
+  if (options.target == nullptr)
+    return absl::InvalidArgumentError("InProcessClusterOptions.target is null");
   std::unique_ptr<InProcessCluster> cluster(new InProcessCluster());
 
   coordinator::CoordinatorOptions coordinator_options;
@@ -28,11 +30,13 @@ absl::StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::Start(InProc
   coordinator_options.membership = options.membership;
   coordinator_options.router = options.router;
   coordinator_options.router.context_length = options.target->config().context_length;
-  ASSIGN_OR_RETURN(cluster->coordinator_, coordinator::CoordinatorService::Create(coordinator_options));
+  ASSIGN_OR_RETURN(cluster->coordinator_,
+                   coordinator::CoordinatorService::Create(coordinator_options));
   cluster->coordinator_endpoint_ = cluster->coordinator_->control_endpoint();
 
   if (options.target_tp < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("InProcessClusterOptions.target_tp is ", options.target_tp));
+    return absl::InvalidArgumentError(
+        absl::StrCat("InProcessClusterOptions.target_tp is ", options.target_tp));
   }
   target::TargetServiceOptions target_options;
   target_options.coordinator_endpoint = cluster->coordinator_endpoint_;
@@ -42,7 +46,8 @@ absl::StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::Start(InProc
   target_options.engine = options.target_engine;
   target_options.data_faults = options.data_faults;
   if (options.target_tp == 1) {
-    ASSIGN_OR_RETURN(cluster->target_, target::TargetService::Create(options.target, target_options));
+    ASSIGN_OR_RETURN(cluster->target_,
+                     target::TargetService::Create(options.target, target_options));
   }
 
   if (options.drafter != nullptr) {
@@ -77,8 +82,8 @@ absl::StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::Start(InProc
   return cluster;
 }
 
-void InProcessCluster::StartTensorParallelGroup(const InProcessClusterOptions& options,
-                                                const target::TargetServiceOptions& leader_service) {
+void InProcessCluster::StartTensorParallelGroup(
+    const InProcessClusterOptions& options, const target::TargetServiceOptions& leader_service) {
   for (int rank = 0; rank < options.target_tp; ++rank) {
     target::TpRankOptions rank_options;
     rank_options.group = {.coordinator_endpoint = coordinator_endpoint_,
@@ -91,24 +96,29 @@ void InProcessCluster::StartTensorParallelGroup(const InProcessClusterOptions& o
     rank_options.service = leader_service;
     rank_options.service.identity.name = absl::StrCat("target-0-rank-", rank);
     tp_rank_threads_.emplace_back([this, rank_options] {
-      absl::Status status = rank_options.group.rank == 0 ? target::RunGroupLeader(rank_options, stop_target_)
-                                                         : target::RunGroupFollower(rank_options, stop_target_);
-      if (!status.ok()) SPLITSPEC_LOG(ERROR) << "target rank " << rank_options.group.rank << ": " << status;
+      absl::Status status = rank_options.group.rank == 0
+                                ? target::RunGroupLeader(rank_options, stop_target_)
+                                : target::RunGroupFollower(rank_options, stop_target_);
+      if (!status.ok())
+        SPLITSPEC_LOG(ERROR) << "target rank " << rank_options.group.rank << ": " << status;
     });
   }
 }
 
 absl::Status InProcessCluster::WaitForWorkers(int expected) {
   for (int attempt = 0; attempt < 500; ++attempt) {
-    absl::StatusOr<proto::StatusReply> status = net::FetchCoordinatorStatus(coordinator_endpoint_, absl::Seconds(2));
+    absl::StatusOr<proto::StatusReply> status =
+        net::FetchCoordinatorStatus(coordinator_endpoint_, absl::Seconds(2));
     if (status.ok()) {
       int alive = 0;
-      for (const proto::MemberStatus& m : status->members()) alive += m.state() == proto::MEMBER_STATE_ALIVE;
+      for (const proto::MemberStatus& m : status->members())
+        alive += m.state() == proto::MEMBER_STATE_ALIVE;
       if (alive >= expected) return absl::OkStatus();
     }
     absl::SleepFor(absl::Milliseconds(10));
   }
-  return absl::DeadlineExceededError(absl::StrCat("workers did not register with ", coordinator_endpoint_));
+  return absl::DeadlineExceededError(
+      absl::StrCat("workers did not register with ", coordinator_endpoint_));
 }
 
 void InProcessCluster::KillDraftWorker() {

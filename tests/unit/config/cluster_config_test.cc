@@ -14,7 +14,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-absl::StatusOr<ClusterConfig> Parse(const std::string& text) { return ParseClusterConfig(text, "c.toml", "/base"); }
+absl::StatusOr<ClusterConfig> Parse(const std::string& text) {
+  return ParseClusterConfig(text, "c.toml", "/base");
+}
 
 std::string ErrorOf(const std::string& text) {
   absl::StatusOr<ClusterConfig> c = Parse(text);
@@ -119,58 +121,93 @@ TEST(ClusterConfigTest, EachErrorNamesFileLineAndField) {
   const std::vector<ErrorCase> cases = {
       {"[coordinator]\nport = 1\n", "c.toml:2: coordinator.port: unknown key in coordinator"},
       {"bogus = 1\n", "c.toml:1: bogus: unknown key at the top level"},
-      {"[[target_group]]\nname = \"g\"\ntpp = 2\n", "c.toml:3: target_group[0].tpp: unknown key in target_group[0]"},
+      {"[[target_group]]\nname = \"g\"\ntpp = 2\n",
+       "c.toml:3: target_group[0].tpp: unknown key in target_group[0]"},
       {"[coordinator.limit]\nx = 1\n", "c.toml:1: coordinator.limit: unknown key"},
-      {"[coordinator]\ncontrol = 5555\n", "c.toml:2: coordinator.control: expected a string, found an integer"},
-      {"[[target_group]]\ntp = \"2\"\n", "c.toml:2: target_group[0].tp: expected an integer, found a string"},
-      {"[[target_group]]\ntp = 2.0\n", "c.toml:2: target_group[0].tp: expected an integer, found a float"},
-      {"[[target_group]]\ndevices = \"cpu\"\n", "c.toml:2: target_group[0].devices: expected an array, found a string"},
-      {"[[target_group]]\ndevices = [0, 1]\n", "c.toml:2: target_group[0].devices: expected an array of strings, found an integer"},
+      {"[coordinator]\ncontrol = 5555\n",
+       "c.toml:2: coordinator.control: expected a string, found an integer"},
+      {"[[target_group]]\ntp = \"2\"\n",
+       "c.toml:2: target_group[0].tp: expected an integer, found a string"},
+      {"[[target_group]]\ntp = 2.0\n",
+       "c.toml:2: target_group[0].tp: expected an integer, found a float"},
+      {"[[target_group]]\ndevices = \"cpu\"\n",
+       "c.toml:2: target_group[0].devices: expected an array, found a string"},
+      {"[[target_group]]\ndevices = [0, 1]\n",
+       "c.toml:2: target_group[0].devices: expected an array of strings, found an integer"},
       {"coordinator = 1\n", "c.toml:1: coordinator: expected a [table], found a value"},
-      {"[target_group]\nname = \"x\"\n", "c.toml:1: target_group: expected [[target_group]] (an array of tables), found [target_group]"},
+      {"[target_group]\nname = \"x\"\n",
+       "c.toml:1: target_group: expected [[target_group]] (an array of tables), found "
+       "[target_group]"},
       {"[[coordinator]]\n", "c.toml:1: coordinator: expected [coordinator], found [[coordinator]]"},
       {"[[target_group]]\ntp = 3\n", "c.toml:2: target_group[0].tp: 3 is not one of 1, 2, 4, 8"},
-      {"[[target_group]]\ntp = 99999999999\n", "c.toml:2: target_group[0].tp: 99999999999 is out of range"},
+      {"[[target_group]]\ntp = 99999999999\n",
+       "c.toml:2: target_group[0].tp: 99999999999 is out of range"},
       {"[[target_group]]\ntp = 2\ndevices = [\"cuda:0\"]\n",
        "c.toml:3: target_group[0].devices: [\"cuda:0\"] has 1 GPU(s) for tp = 2 ranks"},
-      {"[[target_group]]\ndevices = [\"gpu0\"]\n", "c.toml:2: target_group[0].devices: \"gpu0\" is not \"cpu\" or \"cuda:N\""},
-      {"[[target_group]]\ntp = 2\ndevices = [\"cuda:1\", \"cuda:1\"]\n", "target_group[0].devices: \"cuda:1\" is listed twice"},
+      {"[[target_group]]\ndevices = [\"gpu0\"]\n",
+       "c.toml:2: target_group[0].devices: \"gpu0\" is not \"cpu\" or \"cuda:N\""},
+      {"[[target_group]]\ntp = 2\ndevices = [\"cuda:1\", \"cuda:1\"]\n",
+       "target_group[0].devices: \"cuda:1\" is listed twice"},
       {"[[target_group]]\ntp = 2\ndevices = [\"cpu\", \"cuda:1\"]\n", "cannot be mixed with GPUs"},
-      {"[[target_group]]\ndevices = []\n", "c.toml:2: target_group[0].devices: must name at least one device"},
-      {"[[target_group]]\nname = \"a\"\n[[target_group]]\nname = \"a\"\n", "c.toml:4: target_group[1].name: \"a\" is used twice"},
-      {"[[target_group]]\nname = \"x\"\n[[draft_pool]]\nname = \"x\"\n", "c.toml:4: draft_pool[0].name: \"x\" is used twice"},
+      {"[[target_group]]\ndevices = []\n",
+       "c.toml:2: target_group[0].devices: must name at least one device"},
+      {"[[target_group]]\nname = \"a\"\n[[target_group]]\nname = \"a\"\n",
+       "c.toml:4: target_group[1].name: \"a\" is used twice"},
+      {"[[target_group]]\nname = \"x\"\n[[draft_pool]]\nname = \"x\"\n",
+       "c.toml:4: draft_pool[0].name: \"x\" is used twice"},
       {"[[target_group]]\nname = \"a b\"\n", "c.toml:2: target_group[0].name: \"a b\" must be"},
-      {"[[target_group]]\nthreads = -1\n", "c.toml:2: target_group[0].threads: -1 must be in [0, 1024]"},
-      {"[[target_group]]\nhost = \"a;rm\"\n", "c.toml:2: target_group[0].host: \"a;rm\" is not a host name"},
-      {"[[target_group]]\ndata_endpoint = \"tcp://*:*\"\n", "c.toml:2: target_group[0].data_endpoint: \"tcp://*:*\" must be"},
-      {"[coordinator]\ncontrol = \"tcp://127.0.0.1:*\"\n", "c.toml:2: coordinator.control: \"tcp://127.0.0.1:*\" must be tcp://HOST:PORT"},
-      {"[coordinator]\ncontrol = \"udp://x:1\"\n", "c.toml:2: coordinator.control: \"udp://x:1\" must be"},
-      {"[coordinator]\ncontrol = \"tcp://0.0.0.0:5555\"\n", "c.toml:2: coordinator.control: \"tcp://0.0.0.0:5555\" binds every interface; set coordinator.advertise"},
-      {"[coordinator]\nhttp = \"8000\"\n", "c.toml:2: coordinator.http: \"8000\" must be HOST:PORT"},
-      {"[coordinator]\napi_key_env = \"MY-KEY\"\n", "c.toml:2: coordinator.api_key_env: \"MY-KEY\" is not an environment variable name"},
-      {"[coordinator.limits]\nmax_queued_requests = 0\n", "c.toml:2: coordinator.limits.max_queued_requests: 0 must be >= 1"},
-      {"[coordinator.limits]\nmax_new_tokens = 9000\n", "c.toml:2: coordinator.limits.max_new_tokens: 9000 must be in [1, context_length = 8192]"},
+      {"[[target_group]]\nthreads = -1\n",
+       "c.toml:2: target_group[0].threads: -1 must be in [0, 1024]"},
+      {"[[target_group]]\nhost = \"a;rm\"\n",
+       "c.toml:2: target_group[0].host: \"a;rm\" is not a host name"},
+      {"[[target_group]]\ndata_endpoint = \"tcp://*:*\"\n",
+       "c.toml:2: target_group[0].data_endpoint: \"tcp://*:*\" must be"},
+      {"[coordinator]\ncontrol = \"tcp://127.0.0.1:*\"\n",
+       "c.toml:2: coordinator.control: \"tcp://127.0.0.1:*\" must be tcp://HOST:PORT"},
+      {"[coordinator]\ncontrol = \"udp://x:1\"\n",
+       "c.toml:2: coordinator.control: \"udp://x:1\" must be"},
+      {"[coordinator]\ncontrol = \"tcp://0.0.0.0:5555\"\n",
+       "c.toml:2: coordinator.control: \"tcp://0.0.0.0:5555\" binds every interface; set "
+       "coordinator.advertise"},
+      {"[coordinator]\nhttp = \"8000\"\n",
+       "c.toml:2: coordinator.http: \"8000\" must be HOST:PORT"},
+      {"[coordinator]\napi_key_env = \"MY-KEY\"\n",
+       "c.toml:2: coordinator.api_key_env: \"MY-KEY\" is not an environment variable name"},
+      {"[coordinator.limits]\nmax_queued_requests = 0\n",
+       "c.toml:2: coordinator.limits.max_queued_requests: 0 must be >= 1"},
+      {"[coordinator.limits]\nmax_new_tokens = 9000\n",
+       "c.toml:2: coordinator.limits.max_new_tokens: 9000 must be in [1, context_length = 8192]"},
       {"[[draft_pool]]\ncount = 65\n", "c.toml:2: draft_pool[0].count: 65 must be in [0, 64]"},
       {"[[draft_pool]]\ndrafter = \"eagle\"\n",
        "c.toml:2: draft_pool[0].drafter: \"eagle\" is not \"ngram\", \"lookup\", \"model\" or "
        "\"layerskip:L\""},
-      {"[[draft_pool]]\ndrafter = \"layerskip:0\"\n", "c.toml:2: draft_pool[0].drafter: \"layerskip:0\": layerskip:L needs"},
-      {"[[draft_pool]]\ndrafter = \"model\"\n", "c.toml:2: draft_pool[0].drafter: \"model\" needs draft_model here or models.draft"},
+      {"[[draft_pool]]\ndrafter = \"layerskip:0\"\n",
+       "c.toml:2: draft_pool[0].drafter: \"layerskip:0\": layerskip:L needs"},
+      {"[[draft_pool]]\ndrafter = \"model\"\n",
+       "c.toml:2: draft_pool[0].drafter: \"model\" needs draft_model here or models.draft"},
       {"[[draft_pool]]\ndraft_model = \"/d.gguf\"\n",
        "c.toml:2: draft_pool[0].draft_model: \"/d.gguf\" is set but drafter is \"lookup\""},
       {"[[draft_pool]]\nk = 0\n", "c.toml:2: draft_pool[0].k: 0 must be in [1, 64]"},
-      {"[[draft_pool]]\nlookahead = 0\n", "c.toml:2: draft_pool[0].lookahead: 0 must be in [1, 64]"},
+      {"[[draft_pool]]\nlookahead = 0\n",
+       "c.toml:2: draft_pool[0].lookahead: 0 must be in [1, 64]"},
       {"[[draft_pool]]\nthreads = 0\n", "c.toml:2: draft_pool[0].threads: 0 must be in [1, 1024]"},
-      {"[[target_group]]\nhost = \"node2\"\n", "c.toml: coordinator.control: \"tcp://127.0.0.1:5555\" is reachable from one host only, but processes run on localhost, node2"},
-      {"[coordinator]\nhost = \"n1\"\ncontrol = \"tcp://10.0.0.1:5555\"\n[[target_group]]\nhost = \"n2\"\n[[draft_pool]]\nhost = \"n1\"\n",
-       "c.toml: target_group[0].data_endpoint: \"tcp://127.0.0.1:*\" is reachable from one host only"},
-      {"[coordinator]\nhost = \"n1\"\ncontrol = \"tcp://0.0.0.0:5555\"\nadvertise = \"ipc:///tmp/x\"\n[[draft_pool]]\nhost = \"n2\"\n",
+      {"[[target_group]]\nhost = \"node2\"\n",
+       "c.toml: coordinator.control: \"tcp://127.0.0.1:5555\" is reachable from one host only, but "
+       "processes run on localhost, node2"},
+      {"[coordinator]\nhost = \"n1\"\ncontrol = \"tcp://10.0.0.1:5555\"\n[[target_group]]\nhost = "
+       "\"n2\"\n[[draft_pool]]\nhost = \"n1\"\n",
+       "c.toml: target_group[0].data_endpoint: \"tcp://127.0.0.1:*\" is reachable from one host "
+       "only"},
+      {"[coordinator]\nhost = \"n1\"\ncontrol = \"tcp://0.0.0.0:5555\"\nadvertise = "
+       "\"ipc:///tmp/x\"\n[[draft_pool]]\nhost = \"n2\"\n",
        "c.toml:4: coordinator.advertise: \"ipc:///tmp/x\" is reachable from one host only"},
       {"[[target_group]]\ntp = 2\nhosts = [\"n1\"]\n",
        "c.toml:3: target_group[0].hosts: [\"n1\"] has 1 host(s) for tp = 2 ranks"},
-      {"[[target_group]]\ntp = 2\nhosts = [\"n1\", \"n 2\"]\n", "c.toml:3: target_group[0].hosts: \"n 2\" is not a host name"},
+      {"[[target_group]]\ntp = 2\nhosts = [\"n1\", \"n 2\"]\n",
+       "c.toml:3: target_group[0].hosts: \"n 2\" is not a host name"},
       {"[[target_group]]\ntp = 2\nhosts = [\"localhost\", \"n2\"]\n",
-       "c.toml: coordinator.control: \"tcp://127.0.0.1:5555\" is reachable from one host only, but processes run on localhost, n2"},
+       "c.toml: coordinator.control: \"tcp://127.0.0.1:5555\" is reachable from one host only, but "
+       "processes run on localhost, n2"},
       {"a = [\n", "c.toml:1: unterminated array"},  // TOML errors come through unchanged
   };
   for (const ErrorCase& c : cases) {
@@ -180,14 +217,16 @@ TEST(ClusterConfigTest, EachErrorNamesFileLineAndField) {
 
 TEST(ClusterConfigTest, OneHostNeedsNoReachableEndpoints) {
   // localhost and 127.0.0.1 are the same host.
-  EXPECT_TRUE(Parse("[coordinator]\nhost = \"127.0.0.1\"\n[[draft_pool]]\nhost = \"localhost\"\n").ok());
+  EXPECT_TRUE(
+      Parse("[coordinator]\nhost = \"127.0.0.1\"\n[[draft_pool]]\nhost = \"localhost\"\n").ok());
   // A pool of 0 workers on another host starts nothing there.
   EXPECT_TRUE(Parse("[[draft_pool]]\ncount = 0\nhost = \"elsewhere\"\n").ok());
   EXPECT_TRUE(Parse("[coordinator]\ncontrol = \"ipc:///tmp/splitspec.sock\"\n").ok());
 }
 
 TEST(ClusterConfigTest, ValidationAfterAnOverrideNamesTheFlag) {
-  absl::StatusOr<ClusterConfig> c = Parse("[[target_group]]\nname = \"g\"\ndevices = [\"cuda:0\", \"cuda:1\"]\ntp = 2\n");
+  absl::StatusOr<ClusterConfig> c =
+      Parse("[[target_group]]\nname = \"g\"\ndevices = [\"cuda:0\", \"cuda:1\"]\ntp = 2\n");
   ASSERT_TRUE(c.ok()) << c.status();
   c->target_groups[0].tp = 4;
   SetFieldOrigin(&*c, "target_group[0].tp", "--target-tp");
@@ -197,12 +236,13 @@ TEST(ClusterConfigTest, ValidationAfterAnOverrideNamesTheFlag) {
   c->target_groups[0].devices = {"cpu"};
   c->target_groups[0].tp = 3;
   s = ValidateClusterConfig(*c);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("--target-tp: target_group[0].tp: 3 is not one of 1, 2, 4, 8"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("--target-tp: target_group[0].tp: 3 is not one of 1, 2, 4, 8"));
 }
 
 TEST(ClusterConfigTest, LoadResolvesRelativePathsAgainstTheConfigFolder) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("splitspec_cluster_config_" + std::to_string(getpid()));
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("splitspec_cluster_config_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir / "sub");
   const std::string path = (dir / "sub" / "c.toml").string();
   std::ofstream(path) << "[models]\ntarget = \"../m.gguf\"\n";
@@ -217,7 +257,8 @@ TEST(ClusterConfigTest, LoadResolvesRelativePathsAgainstTheConfigFolder) {
 // Every config the repository ships (deploy/**/*.toml) loads cleanly.
 TEST(ClusterConfigTest, ShippedConfigsLoad) {
   int loaded = 0;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(std::string(SPLITSPEC_SOURCE_DIR) + "/deploy")) {
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(
+           std::string(SPLITSPEC_SOURCE_DIR) + "/deploy")) {
     if (entry.path().extension() != ".toml") continue;
     absl::StatusOr<ClusterConfig> c = LoadClusterConfig(entry.path().string());
     EXPECT_TRUE(c.ok()) << entry.path() << ": " << c.status();
@@ -228,7 +269,8 @@ TEST(ClusterConfigTest, ShippedConfigsLoad) {
 
 // deploy/cluster.toml spells out the defaults: loading it gives what an empty file gives.
 TEST(ClusterConfigTest, DefaultConfigFileEqualsTheBuiltInDefaults) {
-  absl::StatusOr<ClusterConfig> file = LoadClusterConfig(std::string(SPLITSPEC_SOURCE_DIR) + "/deploy/cluster.toml");
+  absl::StatusOr<ClusterConfig> file =
+      LoadClusterConfig(std::string(SPLITSPEC_SOURCE_DIR) + "/deploy/cluster.toml");
   absl::StatusOr<ClusterConfig> empty = Parse("");
   ASSERT_TRUE(file.ok()) << file.status();
   ASSERT_TRUE(empty.ok());
@@ -249,8 +291,10 @@ TEST(ClusterConfigTest, DefaultConfigFileEqualsTheBuiltInDefaults) {
   ASSERT_EQ(file->draft_pools.size(), 1u);
   const DraftPoolConfig& p = file->draft_pools[0];
   const DraftPoolConfig& dp = empty->draft_pools[0];
-  EXPECT_EQ(std::tie(p.name, p.count, p.drafter, p.draft_model, p.k, p.lookahead, p.devices, p.threads, p.host),
-            std::tie(dp.name, dp.count, dp.drafter, dp.draft_model, dp.k, dp.lookahead, dp.devices, dp.threads, dp.host));
+  EXPECT_EQ(std::tie(p.name, p.count, p.drafter, p.draft_model, p.k, p.lookahead, p.devices,
+                     p.threads, p.host),
+            std::tie(dp.name, dp.count, dp.drafter, dp.draft_model, dp.k, dp.lookahead, dp.devices,
+                     dp.threads, dp.host));
   // Every key is written out in the file.
   EXPECT_EQ(file->origins.size(), 26u);
 }

@@ -163,7 +163,8 @@ TEST(TomlParserTest, RandomInputNeverCrashes) {
     if (iter % 2 == 0) {
       const size_t len = rng() % 64;
       for (size_t i = 0; i < len; ++i) {
-        text.push_back(iter % 4 == 0 ? static_cast<char>(rng() & 0xff) : alphabet[rng() % alphabet.size()]);
+        text.push_back(iter % 4 == 0 ? static_cast<char>(rng() & 0xff)
+                                     : alphabet[rng() % alphabet.size()]);
       }
     } else {
       text = seed_doc;
@@ -171,9 +172,15 @@ TEST(TomlParserTest, RandomInputNeverCrashes) {
       for (int e = 0; e < edits; ++e) {
         const size_t at = rng() % (text.size() + 1);
         switch (rng() % 3) {
-          case 0: text.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
-          case 1: if (at < text.size()) text.erase(at, 1); break;
-          default: text = text.substr(0, at); break;
+          case 0:
+            text.insert(at, 1, alphabet[rng() % alphabet.size()]);
+            break;
+          case 1:
+            if (at < text.size()) text.erase(at, 1);
+            break;
+          default:
+            text = text.substr(0, at);
+            break;
         }
       }
     }

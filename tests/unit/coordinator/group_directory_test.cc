@@ -6,7 +6,8 @@
 namespace splitspec::coordinator {
 namespace {
 
-proto::GroupAnnounce Announce(const std::string& group, const std::string& endpoint, uint64_t generation) {
+proto::GroupAnnounce Announce(const std::string& group, const std::string& endpoint,
+                              uint64_t generation) {
   proto::GroupAnnounce a;
   a.set_group(group);
   a.set_rendezvous_endpoint(endpoint);

@@ -100,7 +100,8 @@ TEST(MembershipTest, DrainingIsStickyUnderHeartbeatsAndEndsInLeftOrDead) {
   const uint64_t id = m.Register(Worker("w"), t0);
   ASSERT_TRUE(m.MarkDraining(id).ok());
   EXPECT_EQ(StateOf(m, id), proto::MEMBER_STATE_DRAINING);
-  EXPECT_TRUE(m.Heartbeat(Beat(id), t0 + kInterval));  // still known: it keeps heartbeating while it drains
+  EXPECT_TRUE(
+      m.Heartbeat(Beat(id), t0 + kInterval));  // still known: it keeps heartbeating while it drains
   EXPECT_EQ(StateOf(m, id), proto::MEMBER_STATE_DRAINING);
   EXPECT_TRUE(m.Sweep(t0 + kInterval * 3.5).empty());  // missed intervals do not make it SUSPECT
   EXPECT_EQ(StateOf(m, id), proto::MEMBER_STATE_DRAINING);

@@ -15,7 +15,8 @@ const std::string kClient = "client";
 
 std::string PeerOf(uint64_t id) { return "peer-" + std::to_string(id); }
 
-proto::MemberStatus Member(uint64_t id, proto::Role role, int tp_rank = 0, const std::string& group = "") {
+proto::MemberStatus Member(uint64_t id, proto::Role role, int tp_rank = 0,
+                           const std::string& group = "") {
   proto::MemberStatus m;
   m.set_worker_id(id);
   m.set_role(role);
@@ -48,7 +49,8 @@ class RouterDrainTest : public ::testing::Test {
   }
 
   // A result from `worker` committing `tokens` after a frontier of `before`.
-  void Result(uint64_t worker, const std::string& id, std::vector<int32_t> tokens, int before, bool finished = false) {
+  void Result(uint64_t worker, const std::string& id, std::vector<int32_t> tokens, int before,
+              bool finished = false) {
     proto::VerifyResult r;
     r.set_request_id(id);
     r.mutable_committed_tokens()->Assign(tokens.begin(), tokens.end());
@@ -65,7 +67,8 @@ class RouterDrainTest : public ::testing::Test {
     return taken;
   }
 
-  static std::vector<const Outgoing*> Filter(const std::vector<Outgoing>& out, proto::Envelope::BodyCase body,
+  static std::vector<const Outgoing*> Filter(const std::vector<Outgoing>& out,
+                                             proto::Envelope::BodyCase body,
                                              const std::string& peer = "") {
     std::vector<const Outgoing*> found;
     for (const Outgoing& o : out) {
@@ -75,7 +78,8 @@ class RouterDrainTest : public ::testing::Test {
   }
 
   // Every token the client has been streamed for `id`, and whether it finished.
-  std::pair<std::vector<int32_t>, bool> Streamed(const std::vector<Outgoing>& out, const std::string& id) {
+  std::pair<std::vector<int32_t>, bool> Streamed(const std::vector<Outgoing>& out,
+                                                 const std::string& id) {
     for (const Outgoing* o : Filter(out, proto::Envelope::kTokenStream, kClient)) {
       const proto::TokenStream& s = o->envelope.token_stream();
       if (s.request_id() != id) continue;
@@ -269,14 +273,16 @@ TEST_F(RouterDrainTest, CountPicksTheLeastLoadedWorkersOfTheRole) {
   const absl::StatusOr<std::vector<uint64_t>> third =
       router_.StartDrain(DrainCount(proto::ROLE_DRAFT_WORKER, 2), t0, &out_);
   EXPECT_EQ(third.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_NE(third.status().message().find("DrainRequest.count 2"), std::string::npos) << third.status();
+  EXPECT_NE(third.status().message().find("DrainRequest.count 2"), std::string::npos)
+      << third.status();
 }
 
 TEST_F(RouterDrainTest, RequestErrorsNameTheFieldAndChangeNothing) {
   AddWorker(1, proto::ROLE_TARGET_WORKER);
   AddWorker(2, proto::ROLE_DRAFT_WORKER);
   AddWorker(5, proto::ROLE_TARGET_WORKER, /*tp_rank=*/1, "g");
-  auto expect_error = [&](const proto::DrainRequest& d, absl::StatusCode code, const std::string& text) {
+  auto expect_error = [&](const proto::DrainRequest& d, absl::StatusCode code,
+                          const std::string& text) {
     auto result = router_.StartDrain(d, t0, &out_);
     EXPECT_EQ(result.status().code(), code) << d.DebugString();
     EXPECT_NE(result.status().message().find(text), std::string::npos) << result.status();
@@ -285,13 +291,15 @@ TEST_F(RouterDrainTest, RequestErrorsNameTheFieldAndChangeNothing) {
   both.add_worker_ids(2);
   expect_error(both, absl::StatusCode::kInvalidArgument, "count or worker_ids, not both");
   expect_error(proto::DrainRequest(), absl::StatusCode::kInvalidArgument, "names no worker");
-  expect_error(DrainCount(proto::ROLE_CLIENT, 1), absl::StatusCode::kInvalidArgument, "DrainRequest.role");
+  expect_error(DrainCount(proto::ROLE_CLIENT, 1), absl::StatusCode::kInvalidArgument,
+               "DrainRequest.role");
   expect_error(DrainIds({77}), absl::StatusCode::kNotFound, "77");
   expect_error(DrainIds({5}), absl::StatusCode::kInvalidArgument, "follower of group 'g'");
   proto::DrainRequest wrong_role = DrainIds({2});
   wrong_role.set_role(proto::ROLE_TARGET_WORKER);
   expect_error(wrong_role, absl::StatusCode::kInvalidArgument, "worker 2 is a ROLE_DRAFT_WORKER");
-  expect_error(DrainCount(proto::ROLE_TARGET_WORKER, 2), absl::StatusCode::kUnavailable, "DrainRequest.count 2");
+  expect_error(DrainCount(proto::ROLE_TARGET_WORKER, 2), absl::StatusCode::kUnavailable,
+               "DrainRequest.count 2");
   EXPECT_FALSE(router_.IsDraining(1));
   EXPECT_FALSE(router_.IsDraining(2));
   EXPECT_TRUE(Take().empty());
@@ -341,7 +349,8 @@ TEST_F(RouterDrainTest, DrainingAGroupLeaderDrainsItsGroup) {
   Take();
   auto draining = router_.StartDrain(DrainCount(proto::ROLE_TARGET_WORKER, 1), t0, &out_);
   ASSERT_TRUE(draining.ok()) << draining.status();
-  EXPECT_EQ(*draining, (std::vector<uint64_t>{3, 4}));  // the newest of two idle groups, then its follower
+  EXPECT_EQ(*draining,
+            (std::vector<uint64_t>{3, 4}));  // the newest of two idle groups, then its follower
   std::vector<Outgoing> out = Take();
   EXPECT_EQ(Filter(out, proto::Envelope::kDrain, PeerOf(3)).size(), 1u);
   EXPECT_EQ(Filter(out, proto::Envelope::kDrain).size(), 1u);

@@ -41,11 +41,13 @@ Result RunShell(const std::string& command) {
 
 std::string Quote(const std::string& s) { return "'" + s + "'"; }
 
-std::vector<std::string> FilesUnder(const std::string& dir, const std::vector<std::string>& extensions) {
+std::vector<std::string> FilesUnder(const std::string& dir,
+                                    const std::vector<std::string>& extensions) {
   std::vector<std::string> files;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
     for (const std::string& ext : extensions) {
-      if (entry.is_regular_file() && entry.path().extension() == ext) files.push_back(entry.path().string());
+      if (entry.is_regular_file() && entry.path().extension() == ext)
+        files.push_back(entry.path().string());
     }
   }
   return files;
@@ -71,8 +73,10 @@ TEST(DeploySyntaxTest, EveryKubernetesManifestIsYamlWithKindAndName) {
         "docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d is not None]\n"
         "assert docs, \"no documents\"\n"
         "for d in docs:\n"
-        "    assert d.get(\"apiVersion\") and d.get(\"kind\") and d.get(\"metadata\", {}).get(\"name\"), d\n"
-        "print(len(docs))' " + Quote(manifest));
+        "    assert d.get(\"apiVersion\") and d.get(\"kind\") and d.get(\"metadata\", "
+        "{}).get(\"name\"), d\n"
+        "print(len(docs))' " +
+        Quote(manifest));
     EXPECT_EQ(r.exit_code, 0) << manifest << ":\n" << r.output;
   }
 }
@@ -85,7 +89,8 @@ TEST(DeploySyntaxTest, KubernetesManifestsMatchTheirClusterConfig) {
       "python3 -c 'import sys, tomllib, yaml, glob\n"
       "k8s = sys.argv[1]\n"
       "config = tomllib.load(open(k8s + \"/cluster.toml\", \"rb\"))\n"
-      "docs = [d for f in sorted(glob.glob(k8s + \"/*.yaml\")) for d in yaml.safe_load_all(open(f)) if d]\n"
+      "docs = [d for f in sorted(glob.glob(k8s + \"/*.yaml\")) for d in "
+      "yaml.safe_load_all(open(f)) if d]\n"
       "by = {(d[\"kind\"], d[\"metadata\"][\"name\"]): d for d in docs}\n"
       "for g in config[\"target_group\"]:\n"
       "    s = by[(\"StatefulSet\", \"splitspec-target-\" + g[\"name\"])]\n"
@@ -95,19 +100,23 @@ TEST(DeploySyntaxTest, KubernetesManifestsMatchTheirClusterConfig) {
       "        assert c[\"resources\"][\"limits\"][\"nvidia.com/gpu\"] == 1\n"
       "    assert \"--rank\" in c[\"args\"][0] and \"--group \" + g[\"name\"] in c[\"args\"][0]\n"
       "pool = config[\"draft_pool\"][0]\n"
-      "assert by[(\"Deployment\", \"splitspec-draft\")][\"spec\"][\"replicas\"] == pool[\"count\"]\n"
-      "ports = {p[\"port\"] for p in by[(\"Service\", \"splitspec-coordinator\")][\"spec\"][\"ports\"]}\n"
+      "assert by[(\"Deployment\", \"splitspec-draft\")][\"spec\"][\"replicas\"] == "
+      "pool[\"count\"]\n"
+      "ports = {p[\"port\"] for p in by[(\"Service\", "
+      "\"splitspec-coordinator\")][\"spec\"][\"ports\"]}\n"
       "assert ports == {5555, 8000}, ports\n"
       "assert config[\"coordinator\"][\"advertise\"] == \"tcp://splitspec-coordinator:5555\"\n"
       "kust = by[(\"Kustomization\", \"splitspec\")]\n"
       "assert kust[\"configMapGenerator\"][0][\"files\"] == [\"cluster.toml\"]\n"
-      "print(\"ok\")' " + Quote(kSource + "/deploy/k8s"));
+      "print(\"ok\")' " +
+      Quote(kSource + "/deploy/k8s"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 TEST(DeploySyntaxTest, ShippedConfigsAreStandardToml) {
   for (const std::string& file : FilesUnder(kSource + "/deploy", {".toml"})) {
-    const Result r = RunShell("python3 -c 'import sys, tomllib; tomllib.load(open(sys.argv[1], \"rb\"))' " + Quote(file));
+    const Result r = RunShell(
+        "python3 -c 'import sys, tomllib; tomllib.load(open(sys.argv[1], \"rb\"))' " + Quote(file));
     EXPECT_EQ(r.exit_code, 0) << file << ":\n" << r.output;
   }
 }
@@ -116,8 +125,10 @@ TEST(DeploySyntaxTest, ShippedConfigsAreStandardToml) {
 // of the multi-host example: each rank on its group's host with its rank flags
 // and its GPU, and the API key kept off every command line.
 TEST(DeploySyntaxTest, SshLauncherPlansEveryProcessOnItsHost) {
-  const Result r = RunShell("cd " + Quote(kSource) + " && SPLITSPEC_API_KEY=do-not-print-me SPLITSPEC_BIN=" + Quote(kBin) +
-                       " DRY_RUN=1 deploy/ssh_cluster.sh deploy/examples/multi_host_gpu.toml start");
+  const Result r =
+      RunShell("cd " + Quote(kSource) +
+               " && SPLITSPEC_API_KEY=do-not-print-me SPLITSPEC_BIN=" + Quote(kBin) +
+               " DRY_RUN=1 deploy/ssh_cluster.sh deploy/examples/multi_host_gpu.toml start");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, Not(HasSubstr("do-not-print-me")));
   std::vector<std::string> ssh_lines;
@@ -139,8 +150,9 @@ TEST(DeploySyntaxTest, SshLauncherPlansEveryProcessOnItsHost) {
   EXPECT_THAT(ssh_lines[6], HasSubstr("--name\\ draft-1"));
   EXPECT_THAT(ssh_lines[6], HasSubstr("/tmp/splitspec-run/draft-1.log"));
 
-  const Result stop = RunShell("cd " + Quote(kSource) + " && SPLITSPEC_BIN=" + Quote(kBin) +
-                          " DRY_RUN=1 deploy/ssh_cluster.sh deploy/examples/multi_host_gpu.toml stop");
+  const Result stop =
+      RunShell("cd " + Quote(kSource) + " && SPLITSPEC_BIN=" + Quote(kBin) +
+               " DRY_RUN=1 deploy/ssh_cluster.sh deploy/examples/multi_host_gpu.toml stop");
   ASSERT_EQ(stop.exit_code, 0) << stop.output;
   // Workers first, the coordinator last.
   EXPECT_LT(stop.output.find("draft-1.pid"), stop.output.find("coordinator.pid")) << stop.output;
@@ -150,15 +162,17 @@ TEST(DeploySyntaxTest, SshLauncherPlansEveryProcessOnItsHost) {
 // plan, selected by group and rank, with the pod's address in --data-endpoint
 // and without the per-rank CUDA_VISIBLE_DEVICES (the scheduler assigns GPUs).
 TEST(DeploySyntaxTest, PodLaunchSelectsItsRankFromThePlan) {
-  const std::string plan = std::filesystem::temp_directory_path().string() + "/splitspec_k8s_plan_" +
-                           std::to_string(getpid()) + ".jsonl";
-  Result r = RunShell(Quote(kBin + "/splitspec") + " serve --config " + Quote(kSource + "/deploy/k8s/cluster.toml") +
-                 " --dry-run > " + Quote(plan));
+  const std::string plan = std::filesystem::temp_directory_path().string() +
+                           "/splitspec_k8s_plan_" + std::to_string(getpid()) + ".jsonl";
+  Result r = RunShell(Quote(kBin + "/splitspec") + " serve --config " +
+                      Quote(kSource + "/deploy/k8s/cluster.toml") + " --dry-run > " + Quote(plan));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string tool = "python3 " + Quote(kSource + "/deploy/plan.py");
-  r = RunShell(tool + " exec " + Quote(plan) + " --group g0 --rank 1 --data-host 10.9.8.7 --no-device-env --print");
+  r = RunShell(tool + " exec " + Quote(plan) +
+               " --group g0 --rank 1 --data-host 10.9.8.7 --no-device-env --print");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("\"--tp-group\", \"g0\", \"--tp-rank\", \"1\", \"--tp-size\", \"2\""));
+  EXPECT_THAT(r.output,
+              HasSubstr("\"--tp-group\", \"g0\", \"--tp-rank\", \"1\", \"--tp-size\", \"2\""));
   EXPECT_THAT(r.output, HasSubstr("\"--coordinator\", \"tcp://splitspec-coordinator:5555\""));
   EXPECT_THAT(r.output, HasSubstr("\"env\": {}"));
   r = RunShell(tool + " exec " + Quote(plan) + " --group g0 --rank 0 --data-host 10.9.8.7 --print");

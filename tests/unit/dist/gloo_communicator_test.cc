@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/dist/file_rendezvous_store.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/dist/file_rendezvous_store.h"
 #include "tests/testing/gloo_group.h"
 
 namespace splitspec::net {
@@ -35,15 +35,14 @@ absl::Status ExpectBitwise(const std::vector<float>& got, const std::vector<floa
   if (got.size() != want.size()) return absl::InternalError(what + ": size differs");
   for (size_t i = 0; i < got.size(); ++i) {
     if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
-      return absl::InternalError(absl::StrCat(what, ": element ", i, " is ", got[i],
-                                              ", expected ", want[i]));
+      return absl::InternalError(
+          absl::StrCat(what, ": element ", i, " is ", got[i], ", expected ", want[i]));
     }
   }
   return absl::OkStatus();
 }
 
-GlooGroupOptions Ranks(int size, absl::Duration timeout = absl::Seconds(10),
-                       int absent_rank = -1) {
+GlooGroupOptions Ranks(int size, absl::Duration timeout = absl::Seconds(10), int absent_rank = -1) {
   GlooGroupOptions options;
   options.size = size;
   options.timeout = timeout;
@@ -52,7 +51,8 @@ GlooGroupOptions Ranks(int size, absl::Duration timeout = absl::Seconds(10),
 }
 
 void ExpectAllOk(const std::vector<absl::Status>& results) {
-  for (size_t r = 0; r < results.size(); ++r) EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+  for (size_t r = 0; r < results.size(); ++r)
+    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
 }
 
 class GlooCommunicatorTest : public ::testing::TestWithParam<int> {};
@@ -114,8 +114,8 @@ TEST_P(GlooCommunicatorTest, BroadcastCopiesTheRootsBytesAndFloats) {
 TEST_P(GlooCommunicatorTest, BroadcastStringSendsALengthOnlyTheRootKnows) {
   const int size = GetParam();
   ExpectAllOk(RunGlooRanksAsThreads(Ranks(size), [&](Communicator& comm) -> absl::Status {
-    std::string message = comm.rank() == 0 ? std::string("step 7: seq 3 tokens 4,5,6\0x", 28)
-                                            : std::string("stale");
+    std::string message =
+        comm.rank() == 0 ? std::string("step 7: seq 3 tokens 4,5,6\0x", 28) : std::string("stale");
     RETURN_IF_ERROR(BroadcastString(comm, &message, /*root=*/0));
     if (message != std::string("step 7: seq 3 tokens 4,5,6\0x", 28)) {
       return absl::InternalError(absl::StrCat("rank ", comm.rank(), " got '", message, "'"));
@@ -146,7 +146,8 @@ absl::Status CheckFailedCollective(Communicator& comm, absl::StatusCode expected
   std::vector<float> data(576, 1.f);
   absl::Status s = comm.AllReduceSum(data.data(), data.size());
   if (s.ok()) return absl::InternalError("all_reduce succeeded without every rank");
-  if (s.code() != expected_code && s.code() != also_allowed) return absl::InternalError("unexpected code: " + s.ToString());
+  if (s.code() != expected_code && s.code() != also_allowed)
+    return absl::InternalError("unexpected code: " + s.ToString());
   if (s.message().find("all_reduce_sum of 576 floats") == std::string::npos ||
       s.message().find("timeout 1s") == std::string::npos) {
     return absl::InternalError(absl::StrCat("message lacks the call or timeout: ", s.message()));
@@ -193,9 +194,9 @@ TEST_P(GlooCommunicatorTest, ARankThatLeavesMakesTheOthersFail) {
 
 TEST_P(GlooCommunicatorTest, RendezvousTimesOutWhenARankIsMissing) {
   const int size = GetParam();
-  std::vector<absl::Status> results = RunGlooRanksAsThreads(
-      Ranks(size, absl::Milliseconds(500), /*absent_rank=*/1),
-      [](Communicator&) { return absl::OkStatus(); });
+  std::vector<absl::Status> results =
+      RunGlooRanksAsThreads(Ranks(size, absl::Milliseconds(500), /*absent_rank=*/1),
+                            [](Communicator&) { return absl::OkStatus(); });
   for (int r = 0; r < size; ++r) {
     if (r == 1) continue;
     EXPECT_TRUE(absl::IsDeadlineExceeded(results[r])) << "rank " << r << ": " << results[r];
@@ -207,12 +208,11 @@ TEST_P(GlooCommunicatorTest, RendezvousThroughTheLeadersStore) {
   const int size = GetParam();
   GlooGroupOptions options = Ranks(size);
   options.use_channel_store = true;
-  ExpectAllOk(RunGlooRanksAsThreads(
-      options, [&](Communicator& comm) -> absl::Status {
-        std::vector<float> data = RankData(comm.rank(), 64, 19);
-        RETURN_IF_ERROR(comm.AllReduceSum(data.data(), data.size()));
-        return ExpectBitwise(data, RankOrderedSum(size, 64, 19), "all_reduce via channel store");
-      }));
+  ExpectAllOk(RunGlooRanksAsThreads(options, [&](Communicator& comm) -> absl::Status {
+    std::vector<float> data = RankData(comm.rank(), 64, 19);
+    RETURN_IF_ERROR(comm.AllReduceSum(data.data(), data.size()));
+    return ExpectBitwise(data, RankOrderedSum(size, 64, 19), "all_reduce via channel store");
+  }));
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, GlooCommunicatorTest, ::testing::Values(2, 3),

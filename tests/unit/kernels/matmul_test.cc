@@ -144,8 +144,8 @@ TEST(MatMulTest, FastPathsMatchReferenceAtRaggedSizes) {
           const std::vector<float> got = RunRows(path.fn, m, x, 0, rows);
           if (type == GgmlType::kQ4_1) {  // llama.cpp's order on every path: bitwise equal
             for (size_t i = 0; i < got.size(); ++i) {
-              ASSERT_EQ(got[i], want[i]) << path.name << " Q4_1 cols=" << cols
-                                         << " tokens=" << tokens << " i=" << i;
+              ASSERT_EQ(got[i], want[i])
+                  << path.name << " Q4_1 cols=" << cols << " tokens=" << tokens << " i=" << i;
             }
             continue;
           }
@@ -276,8 +276,8 @@ TEST(MatMulTest, KQuantsVnniMatchAvx512Bitwise) {
         const std::vector<float> plain = RunRows(internal::MatMulRowsAvx512, m, x, 0, rows);
         const std::vector<float> vnni = RunRows(internal::MatMulRowsAvx512Vnni, m, x, 0, rows);
         for (size_t i = 0; i < plain.size(); ++i) {
-          ASSERT_EQ(vnni[i], plain[i]) << Name(type) << " cols=" << cols << " tokens=" << tokens
-                                       << " output=" << i;
+          ASSERT_EQ(vnni[i], plain[i])
+              << Name(type) << " cols=" << cols << " tokens=" << tokens << " output=" << i;
         }
       }
     }

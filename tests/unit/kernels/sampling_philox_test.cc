@@ -17,11 +17,11 @@ void ExpectWords(const Philox4x32& got, const std::vector<uint32_t>& want) {
 TEST(PhiloxTest, MatchesPublishedKnownAnswers) {
   ExpectWords(Philox4x32x10(Philox4x32{{0, 0, 0, 0}}, 0, 0),
               {0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u});
-  ExpectWords(Philox4x32x10(Philox4x32{{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}}, 0xffffffffu,
-                            0xffffffffu),
+  ExpectWords(Philox4x32x10(Philox4x32{{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}},
+                            0xffffffffu, 0xffffffffu),
               {0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu});
-  ExpectWords(Philox4x32x10(Philox4x32{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}}, 0xa4093822u,
-                            0x299f31d0u),
+  ExpectWords(Philox4x32x10(Philox4x32{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}},
+                            0xa4093822u, 0x299f31d0u),
               {0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u});
 }
 

@@ -145,7 +145,8 @@ TEST(GgufReaderTest, HonorsCustomAlignmentAndVersion2) {
 }
 
 TEST(GgufReaderTest, OpensFromDiskAndRefusesMissingFile) {
-  const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-gguf_reader_test.gguf";
+  const std::string path =
+      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-gguf_reader_test.gguf";
   ASSERT_TRUE(SampleWriter().WriteFile(path).ok());
   auto file = GgufFile::Open(path);
   ASSERT_TRUE(file.ok()) << file.status();
@@ -186,7 +187,8 @@ TEST(GgufReaderTest, SurvivesRandomByteFlips) {
   for (int trial = 0; trial < 3000; ++trial) {
     std::vector<uint8_t> copy = image;
     const int flips = 1 + static_cast<int>(rng() % 4);
-    for (int i = 0; i < flips; ++i) copy[rng() % copy.size()] ^= static_cast<uint8_t>(1 + rng() % 255);
+    for (int i = 0; i < flips; ++i)
+      copy[rng() % copy.size()] ^= static_cast<uint8_t>(1 + rng() % 255);
     auto file = GgufFile::FromBuffer(std::move(copy));
     if (!file.ok()) {
       ++refused;
@@ -203,8 +205,12 @@ TEST(GgufReaderTest, SurvivesRandomByteFlips) {
 }
 
 // Raw header helpers for hand-made hostile files.
-void Put32(std::vector<uint8_t>& v, uint32_t x) { v.insert(v.end(), (uint8_t*)&x, (uint8_t*)&x + 4); }
-void Put64(std::vector<uint8_t>& v, uint64_t x) { v.insert(v.end(), (uint8_t*)&x, (uint8_t*)&x + 8); }
+void Put32(std::vector<uint8_t>& v, uint32_t x) {
+  v.insert(v.end(), (uint8_t*)&x, (uint8_t*)&x + 4);
+}
+void Put64(std::vector<uint8_t>& v, uint64_t x) {
+  v.insert(v.end(), (uint8_t*)&x, (uint8_t*)&x + 8);
+}
 void PutStr(std::vector<uint8_t>& v, const std::string& s) {
   Put64(v, s.size());
   v.insert(v.end(), s.begin(), s.end());
@@ -330,7 +336,8 @@ TEST(GgufReaderTest, WriterRefusesWrongByteCount) {
 }
 
 TEST(GgufReaderTest, OpensDefaultModelWhenPresent) {
-  const std::string path = std::string(SPLITSPEC_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string path =
+      std::string(SPLITSPEC_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
   auto file = GgufFile::Open(path);
   if (file.status().code() == absl::StatusCode::kNotFound) GTEST_SKIP() << "no default model";
   ASSERT_TRUE(file.ok()) << file.status();

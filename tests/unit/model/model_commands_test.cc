@@ -11,8 +11,8 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "runtime/model/transformer.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "tests/testing/tiny_model.h"
 
 namespace splitspec::model {
@@ -63,8 +63,8 @@ TEST_F(ModelCommandsTest, LogitsPrintsLastPositionExactly) {
     absl::StrAppend(&expected, i > 0 ? "," : "", buf);
   }
   expected += "]}\n";
-  const CommandResult r =
-      RunSplitspec(absl::StrCat("logits --model ", path_, " --prompt-ids 0,72,101,108 --threads 2"));
+  const CommandResult r = RunSplitspec(
+      absl::StrCat("logits --model ", path_, " --prompt-ids 0,72,101,108 --threads 2"));
   EXPECT_EQ(r.exit_code, 0) << r.stdout_text;
   EXPECT_EQ(r.stdout_text, expected);
 }
@@ -78,13 +78,14 @@ TEST_F(ModelCommandsTest, GenerateJsonIsGreedyDecoding) {
   for (int step = 0; step < 6; ++step) {
     ASSERT_TRUE(model_->Forward({{cache.get(), input, LogitsMode::kLast}}, &out).ok());
     int32_t best = 0;
-    for (int i = 1; i < out.vocab_size; ++i) best = out.Row(0, 0)[i] > out.Row(0, 0)[best] ? i : best;
+    for (int i = 1; i < out.vocab_size; ++i)
+      best = out.Row(0, 0)[i] > out.Row(0, 0)[best] ? i : best;
     expected.push_back(best);
     input.assign(1, best);
   }
-  const CommandResult r = RunSplitspec(absl::StrCat(
-      "generate --target ", path_,
-      " --drafter none --prompt-ids 0,72,101 --max-tokens 6 --ignore-eos --json"));
+  const CommandResult r = RunSplitspec(
+      absl::StrCat("generate --target ", path_,
+                   " --drafter none --prompt-ids 0,72,101 --max-tokens 6 --ignore-eos --json"));
   EXPECT_EQ(r.exit_code, 0) << r.stdout_text;
   EXPECT_THAT(r.stdout_text,
               HasSubstr(absl::StrCat("{\"token_ids\":[", absl::StrJoin(expected, ","), "]")));
@@ -97,10 +98,10 @@ TEST_F(ModelCommandsTest, GenerateEncodesPromptText) {
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   EXPECT_EQ(tokenizer->Encode(" the", {.add_special = false}),
             (std::vector<int32_t>{261}));  // merge "Ġt he" -> token 259 + 2
-  const CommandResult by_text = RunSplitspec(
-      absl::StrCat("generate --target ", path_, " --prompt ' the' --max-tokens 3 --ignore-eos --json"));
-  const CommandResult by_ids = RunSplitspec(
-      absl::StrCat("generate --target ", path_, " --prompt-ids 261 --max-tokens 3 --ignore-eos --json"));
+  const CommandResult by_text = RunSplitspec(absl::StrCat(
+      "generate --target ", path_, " --prompt ' the' --max-tokens 3 --ignore-eos --json"));
+  const CommandResult by_ids = RunSplitspec(absl::StrCat(
+      "generate --target ", path_, " --prompt-ids 261 --max-tokens 3 --ignore-eos --json"));
   EXPECT_EQ(by_text.exit_code, 0) << by_text.stdout_text;
   EXPECT_EQ(by_text.stdout_text, by_ids.stdout_text);
 }
@@ -110,16 +111,16 @@ TEST_F(ModelCommandsTest, RefusesBadFlagsWithTheirNames) {
       absl::StrCat("generate --target ", path_, " --prompt-ids 1 --drafter ngram --k 0"));
   EXPECT_EQ(bad_k.exit_code, 2);
   EXPECT_THAT(bad_k.stdout_text, HasSubstr("--k 0 out of range [1, 64] (or auto)"));
-  const CommandResult drafter = RunSplitspec(
-      absl::StrCat("generate --target ", path_, " --prompt-ids 1 --drafter bogus"));
+  const CommandResult drafter =
+      RunSplitspec(absl::StrCat("generate --target ", path_, " --prompt-ids 1 --drafter bogus"));
   EXPECT_EQ(drafter.exit_code, 2);
   EXPECT_THAT(drafter.stdout_text, HasSubstr("unknown drafter 'bogus'"));
-  const CommandResult greedy_hot = RunSplitspec(
-      absl::StrCat("generate --target ", path_, " --prompt-ids 1 --verify greedy --temperature 0.7"));
+  const CommandResult greedy_hot = RunSplitspec(absl::StrCat(
+      "generate --target ", path_, " --prompt-ids 1 --verify greedy --temperature 0.7"));
   EXPECT_EQ(greedy_hot.exit_code, 2);
   EXPECT_THAT(greedy_hot.stdout_text, HasSubstr("--verify greedy needs --temperature 0"));
-  const CommandResult bad_token = RunSplitspec(
-      absl::StrCat("logits --model ", path_, " --prompt-ids 1,99999"));
+  const CommandResult bad_token =
+      RunSplitspec(absl::StrCat("logits --model ", path_, " --prompt-ids 1,99999"));
   EXPECT_EQ(bad_token.exit_code, 1);
   EXPECT_THAT(bad_token.stdout_text, HasSubstr("token 1 = 99999 outside the vocabulary"));
   const CommandResult missing = RunSplitspec("logits --model /nonexistent.gguf --prompt-ids 1");

@@ -5,9 +5,9 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <iostream>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -17,10 +17,10 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quantize_weights.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/model/transformer.h"
 #include "runtime/dist/communicator.h"
-#include "tests/testing/tiny_model.h"
+#include "runtime/model/transformer.h"
 #include "tests/testing/gloo_group.h"
+#include "tests/testing/tiny_model.h"
 
 namespace splitspec::model {
 namespace {
@@ -120,8 +120,7 @@ TEST_P(TpTransformerTest, LogitsMatchTheSingleProcessTransformer) {
   }
   std::vector<double> errors(c.size, 0);
   const auto results = net::RunGlooRanksAsThreads(Ranks(c.size), [&](net::Communicator& comm) {
-    ASSIGN_OR_RETURN(auto model,
-                     Transformer::FromFile(TinyFile(c.options), &comm, {.threads = 1}));
+    ASSIGN_OR_RETURN(auto model, Transformer::FromFile(TinyFile(c.options), &comm, {.threads = 1}));
     for (size_t p = 0; p < kPrompts.size(); ++p) {
       ASSIGN_OR_RETURN(std::vector<float> got, AllLogits(*model, kPrompts[p]));
       if (got.size() != want[p].size()) return absl::InternalError("logits size differs");
@@ -151,8 +150,7 @@ TEST_P(TpTransformerTest, GreedyContinuationsMatch) {
   }
   std::vector<std::vector<int32_t>> got(kPrompts.size());
   const auto results = net::RunGlooRanksAsThreads(Ranks(c.size), [&](net::Communicator& comm) {
-    ASSIGN_OR_RETURN(auto model,
-                     Transformer::FromFile(TinyFile(c.options), &comm, {.threads = 1}));
+    ASSIGN_OR_RETURN(auto model, Transformer::FromFile(TinyFile(c.options), &comm, {.threads = 1}));
     for (size_t p = 0; p < kPrompts.size(); ++p) {
       std::vector<int32_t> tokens;
       std::vector<float> unused;
@@ -167,8 +165,8 @@ TEST_P(TpTransformerTest, GreedyContinuationsMatch) {
       if (got[p][i] == want[p][i]) continue;
       std::cout << c.name << ": prompt " << p << " diverges at step " << i << ", top-2 gap "
                 << gaps[p][i] << "\n";
-      EXPECT_LT(gaps[p][i], 1e-3) << "prompt " << p << " step " << i << ": TP picked "
-                                  << got[p][i] << ", single process " << want[p][i];
+      EXPECT_LT(gaps[p][i], 1e-3) << "prompt " << p << " step " << i << ": TP picked " << got[p][i]
+                                  << ", single process " << want[p][i];
       break;
     }
   }
@@ -190,25 +188,23 @@ TinyModelOptions Tiny(std::string arch, GgmlType type, int n_heads = 4, int n_kv
 
 INSTANTIATE_TEST_SUITE_P(
     Models, TpTransformerTest,
-    ::testing::Values(TpCase{"LlamaF32Tp2", Tiny("llama", GgmlType::kF32), 2,
-                             kFloatTolerance},
-                      TpCase{"Qwen2F32Tp2", Tiny("qwen2", GgmlType::kF32), 2, kFloatTolerance},
-                      TpCase{"LlamaQ8_0Tp2", Tiny("llama", GgmlType::kQ8_0), 2, kQuantTolerance},
-                      TpCase{"LlamaQ4_1Tp2", Tiny("llama", GgmlType::kQ4_1), 2, kQuantTolerance},
-                      TpCase{"LlamaF32Tp3", Tiny("llama", GgmlType::kF32, 6, 3, 96, 192), 3,
-                             kFloatTolerance},
-                      TpCase{"LlamaQ8_0Tp3", Tiny("llama", GgmlType::kQ8_0, 6, 3, 96, 192), 3,
-                             kQuantTolerance},
-                      // 3 KV heads over 2 ranks: KV head 1 on both (replicated).
-                      TpCase{"LlamaF32Tp2ReplicatedKv", Tiny("llama", GgmlType::kF32, 6, 3, 96, 192), 2,
-                             kFloatTolerance},
-                      // SmolLM2-135M's 9 heads / 3 KV heads (groups of 3) over 2 ranks:
-                      // rank 1's heads 5-8 start inside KV head 1's group.
-                      TpCase{"LlamaF32Tp2SmolLM2Heads", Tiny("llama", GgmlType::kF32, 9, 3, 144, 192), 2,
-                             kFloatTolerance},
-                      // 6 heads over 4 ranks: 2, 2, 1, 1 heads.
-                      TpCase{"LlamaF32Tp4UnevenHeads", Tiny("llama", GgmlType::kF32, 6, 3, 96, 192), 4,
-                             kFloatTolerance}),
+    ::testing::Values(
+        TpCase{"LlamaF32Tp2", Tiny("llama", GgmlType::kF32), 2, kFloatTolerance},
+        TpCase{"Qwen2F32Tp2", Tiny("qwen2", GgmlType::kF32), 2, kFloatTolerance},
+        TpCase{"LlamaQ8_0Tp2", Tiny("llama", GgmlType::kQ8_0), 2, kQuantTolerance},
+        TpCase{"LlamaQ4_1Tp2", Tiny("llama", GgmlType::kQ4_1), 2, kQuantTolerance},
+        TpCase{"LlamaF32Tp3", Tiny("llama", GgmlType::kF32, 6, 3, 96, 192), 3, kFloatTolerance},
+        TpCase{"LlamaQ8_0Tp3", Tiny("llama", GgmlType::kQ8_0, 6, 3, 96, 192), 3, kQuantTolerance},
+        // 3 KV heads over 2 ranks: KV head 1 on both (replicated).
+        TpCase{"LlamaF32Tp2ReplicatedKv", Tiny("llama", GgmlType::kF32, 6, 3, 96, 192), 2,
+               kFloatTolerance},
+        // SmolLM2-135M's 9 heads / 3 KV heads (groups of 3) over 2 ranks:
+        // rank 1's heads 5-8 start inside KV head 1's group.
+        TpCase{"LlamaF32Tp2SmolLM2Heads", Tiny("llama", GgmlType::kF32, 9, 3, 144, 192), 2,
+               kFloatTolerance},
+        // 6 heads over 4 ranks: 2, 2, 1, 1 heads.
+        TpCase{"LlamaF32Tp4UnevenHeads", Tiny("llama", GgmlType::kF32, 6, 3, 96, 192), 4,
+               kFloatTolerance}),
     [](const auto& info) { return info.param.name; });
 
 TEST(TpShardTest, RefusesMoreRanksThanHeads) {
@@ -219,7 +215,8 @@ TEST(TpShardTest, RefusesMoreRanksThanHeads) {
   ASSERT_TRUE(weights.ok());
   auto shard = PlanTensorParallelShard(*config, *weights, 8, 0);
   EXPECT_TRUE(absl::IsInvalidArgument(shard.status()));
-  EXPECT_THAT(shard.status().message(), HasSubstr("tensor-parallel size 8 exceeds the 4 attention heads"));
+  EXPECT_THAT(shard.status().message(),
+              HasSubstr("tensor-parallel size 8 exceeds the 4 attention heads"));
 }
 
 // 6 heads, 3 KV heads (groups of 2): uneven head splits replicate the KV head of
@@ -253,9 +250,10 @@ TEST(TpShardTest, RefusesAColumnSplitInsideAQuantizationBlock) {
   ASSERT_TRUE(weights.ok());
   auto shard = PlanTensorParallelShard(*config, *weights, 4, 1);
   EXPECT_TRUE(absl::IsInvalidArgument(shard.status()));
-  EXPECT_THAT(shard.status().message(),
-              HasSubstr("gives rank 0 columns [0, 16) of the 64 input columns of attn_output.weight "
-                        "(type q8_0): not whole 32-element quantization blocks"));
+  EXPECT_THAT(
+      shard.status().message(),
+      HasSubstr("gives rank 0 columns [0, 16) of the 64 input columns of attn_output.weight "
+                "(type q8_0): not whole 32-element quantization blocks"));
 }
 
 TEST(TpShardTest, SplitsHeadsFeedForwardAndVocabularyInRankOrder) {
@@ -298,8 +296,7 @@ TEST(TpTransformerProcessTest, TwoProcessRanksMatchTheSingleProcessLogits) {
   auto want = AllLogits(**single, kPrompts[0]);
   ASSERT_TRUE(want.ok()) << want.status();
   const auto results = net::RunGlooRanksAsProcesses(Ranks(2), [&](net::Communicator& comm) {
-    ASSIGN_OR_RETURN(auto model,
-                     Transformer::FromFile(TinyFile(options), &comm, {.threads = 1}));
+    ASSIGN_OR_RETURN(auto model, Transformer::FromFile(TinyFile(options), &comm, {.threads = 1}));
     ASSIGN_OR_RETURN(std::vector<float> got, AllLogits(*model, kPrompts[0]));
     const double error = RelativeError(got, *want);
     if (!(error < 1e-5)) return absl::InternalError(absl::StrCat("relative error ", error));
@@ -358,24 +355,25 @@ TEST(TpShardTest, ColumnSlicesSumToTheFullMatMul) {
 // Batched sequences, truncation and the batch-invariance of the sharded forward.
 TEST(TpTransformerBatchTest, BatchedAndTruncatedSequencesGiveTheSameLogitsAsAlone) {
   const TinyModelOptions options = Tiny("llama", GgmlType::kQ8_0);
-  const auto results = net::RunGlooRanksAsThreads(Ranks(2), [&](net::Communicator& comm) -> absl::Status {
-    ASSIGN_OR_RETURN(auto model,
-                     Transformer::FromFile(TinyFile(options), &comm, {.threads = 2}));
-    ASSIGN_OR_RETURN(std::vector<float> alone, AllLogits(*model, kPrompts[0]));
-    auto a = model->NewCache();
-    auto b = model->NewCache();
-    ForwardOutput out;
-    // b holds a wrong draft of 3 tokens, truncated away before the batch.
-    RETURN_IF_ERROR(model->Forward({{b.get(), {5, 6, 7}, LogitsMode::kNone}}, &out));
-    RETURN_IF_ERROR(b->Truncate(0));
-    RETURN_IF_ERROR(model->Forward({{a.get(), kPrompts[0], LogitsMode::kAll},
-                                    {b.get(), kPrompts[1], LogitsMode::kLast}},
-                                   &out));
-    const std::vector<float> batched(out.Row(0, 0), out.Row(0, 0) + alone.size());
-    if (batched != alone) return absl::InternalError("batched logits differ from alone");
-    if (a->length() != 12 || b->length() != 4) return absl::InternalError("cache lengths");
-    return absl::OkStatus();
-  });
+  const auto results =
+      net::RunGlooRanksAsThreads(Ranks(2), [&](net::Communicator& comm) -> absl::Status {
+        ASSIGN_OR_RETURN(auto model,
+                         Transformer::FromFile(TinyFile(options), &comm, {.threads = 2}));
+        ASSIGN_OR_RETURN(std::vector<float> alone, AllLogits(*model, kPrompts[0]));
+        auto a = model->NewCache();
+        auto b = model->NewCache();
+        ForwardOutput out;
+        // b holds a wrong draft of 3 tokens, truncated away before the batch.
+        RETURN_IF_ERROR(model->Forward({{b.get(), {5, 6, 7}, LogitsMode::kNone}}, &out));
+        RETURN_IF_ERROR(b->Truncate(0));
+        RETURN_IF_ERROR(model->Forward(
+            {{a.get(), kPrompts[0], LogitsMode::kAll}, {b.get(), kPrompts[1], LogitsMode::kLast}},
+            &out));
+        const std::vector<float> batched(out.Row(0, 0), out.Row(0, 0) + alone.size());
+        if (batched != alone) return absl::InternalError("batched logits differ from alone");
+        if (a->length() != 12 || b->length() != 4) return absl::InternalError("cache lengths");
+        return absl::OkStatus();
+      });
   for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
 }
 
@@ -386,24 +384,26 @@ TEST(TpTransformerBatchTest, AMissingRankFailsTheForwardAndKeepsTheCache) {
   net::GlooGroupOptions group = Ranks(2);
   group.timeout = absl::Seconds(1);
   std::atomic<bool> done{false};
-  const auto results = net::RunGlooRanksAsThreads(group, [&](net::Communicator& comm) -> absl::Status {
-    ASSIGN_OR_RETURN(auto model,
-                     Transformer::FromFile(TinyFile(options), &comm, {.threads = 1}));
-    if (comm.rank() == 1) {  // alive, never calls Forward
-      while (!done.load()) absl::SleepFor(absl::Milliseconds(10));
-      return absl::OkStatus();
-    }
-    auto cache = model->NewCache();
-    ForwardOutput out;
-    absl::Status s = model->Forward({{cache.get(), kPrompts[1], LogitsMode::kLast}}, &out);
-    done.store(true);
-    if (!absl::IsDeadlineExceeded(s)) return absl::InternalError("expected a timeout: " + s.ToString());
-    if (s.message().find("all_reduce_sum of 256 floats") == std::string::npos) {
-      return absl::InternalError("message lacks the collective: " + s.ToString());
-    }
-    if (cache->length() != 0) return absl::InternalError("the cache grew");
-    return absl::OkStatus();
-  });
+  const auto results =
+      net::RunGlooRanksAsThreads(group, [&](net::Communicator& comm) -> absl::Status {
+        ASSIGN_OR_RETURN(auto model,
+                         Transformer::FromFile(TinyFile(options), &comm, {.threads = 1}));
+        if (comm.rank() == 1) {  // alive, never calls Forward
+          while (!done.load()) absl::SleepFor(absl::Milliseconds(10));
+          return absl::OkStatus();
+        }
+        auto cache = model->NewCache();
+        ForwardOutput out;
+        absl::Status s = model->Forward({{cache.get(), kPrompts[1], LogitsMode::kLast}}, &out);
+        done.store(true);
+        if (!absl::IsDeadlineExceeded(s))
+          return absl::InternalError("expected a timeout: " + s.ToString());
+        if (s.message().find("all_reduce_sum of 256 floats") == std::string::npos) {
+          return absl::InternalError("message lacks the collective: " + s.ToString());
+        }
+        if (cache->length() != 0) return absl::InternalError("the cache grew");
+        return absl::OkStatus();
+      });
   for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
 }
 

@@ -155,7 +155,8 @@ TEST_P(BatchInvarianceTest, PositionInsideBlockEqualsAlone) {
   auto alone_cache = model->NewCache();
   std::vector<int32_t> before(kPrompt.begin(), kPrompt.begin() + 6);
   ASSERT_TRUE(model->Forward({{alone_cache.get(), before, LogitsMode::kNone}}, &out).ok());
-  ASSERT_TRUE(model->Forward({{alone_cache.get(), {&kPrompt[6], 1}, LogitsMode::kLast}}, &out).ok());
+  ASSERT_TRUE(
+      model->Forward({{alone_cache.get(), {&kPrompt[6], 1}, LogitsMode::kLast}}, &out).ok());
   for (int i = 0; i < out.vocab_size; ++i) ASSERT_EQ(out.Row(0, 0)[i], in_block.Row(0, 2)[i]);
 }
 
@@ -168,8 +169,9 @@ TEST_P(BatchInvarianceTest, BatchedSequencesEqualSeparate) {
   auto ca = model->NewCache();
   auto cb = model->NewCache();
   ForwardOutput out;
-  ASSERT_TRUE(model->Forward({{ca.get(), a, LogitsMode::kAll}, {cb.get(), b, LogitsMode::kAll}},
-                             &out).ok());
+  ASSERT_TRUE(
+      model->Forward({{ca.get(), a, LogitsMode::kAll}, {cb.get(), b, LogitsMode::kAll}}, &out)
+          .ok());
   ASSERT_EQ(out.num_rows, (std::vector<int>{7, 3}));
   for (int j = 0; j < 7; ++j) {
     for (int i = 0; i < out.vocab_size; ++i) ASSERT_EQ(out.Row(0, j)[i], a_alone[j][i]);
@@ -180,9 +182,11 @@ TEST_P(BatchInvarianceTest, BatchedSequencesEqualSeparate) {
   // Mixed shapes: a decodes one token while b verifies a block of four.
   const std::vector<int32_t> a_next = {111};
   const std::vector<int32_t> b_next = {1, 2, 3, 4};
-  ASSERT_TRUE(model->Forward({{cb.get(), b_next, LogitsMode::kAll},
-                              {ca.get(), a_next, LogitsMode::kLast}},
-                             &out).ok());
+  ASSERT_TRUE(
+      model
+          ->Forward({{cb.get(), b_next, LogitsMode::kAll}, {ca.get(), a_next, LogitsMode::kLast}},
+                    &out)
+          .ok());
   std::vector<int32_t> a_full = a;
   a_full.push_back(111);
   std::vector<int32_t> b_full = b;
@@ -222,15 +226,13 @@ TEST_P(BatchInvarianceTest, ThreadCountDoesNotChangeLogits) {
   for (size_t t = 0; t < a.size(); ++t) ASSERT_EQ(a[t], b[t]) << "position " << t;
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, BatchInvarianceTest,
-                         ::testing::Values(With("llama", GgmlType::kF32),
-                                           With("llama", GgmlType::kQ4_1),
-                                           WithKQuant(GgmlType::kQ4_K),
-                                           With("qwen2", GgmlType::kQ8_0, false)),
-                         [](const ::testing::TestParamInfo<TinyModelOptions>& info) {
-                           return info.param.architecture +
-                                  kernels::GetGgmlTypeTraits(info.param.weight_type).name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, BatchInvarianceTest,
+    ::testing::Values(With("llama", GgmlType::kF32), With("llama", GgmlType::kQ4_1),
+                      WithKQuant(GgmlType::kQ4_K), With("qwen2", GgmlType::kQ8_0, false)),
+    [](const ::testing::TestParamInfo<TinyModelOptions>& info) {
+      return info.param.architecture + kernels::GetGgmlTypeTraits(info.param.weight_type).name;
+    });
 
 // --- errors leave the caches unchanged ---
 
@@ -269,9 +271,10 @@ TEST(TransformerTest, RefusesMalformedBatches) {
               HasSubstr("sequence 0: no tokens"));
   EXPECT_THAT(std::string(model->Forward({{&wrong, kPrompt, LogitsMode::kLast}}, &out).message()),
               HasSubstr("KV cache shaped for 3 layers"));
-  EXPECT_THAT(std::string(model->Forward({{cache.get(), kPrompt, LogitsMode::kLast},
-                                          {cache.get(), kPrompt, LogitsMode::kLast}},
-                                         &out)
+  EXPECT_THAT(std::string(model
+                              ->Forward({{cache.get(), kPrompt, LogitsMode::kLast},
+                                         {cache.get(), kPrompt, LogitsMode::kLast}},
+                                        &out)
                               .message()),
               HasSubstr("sequence 1: KV cache also used"));
   EXPECT_EQ(cache->length(), 0);
@@ -283,9 +286,11 @@ TEST(TransformerTest, LogitsModesSelectRows) {
   auto c1 = model->NewCache();
   auto c2 = model->NewCache();
   ForwardOutput out;
-  ASSERT_TRUE(model->Forward({{c1.get(), kPrompt, LogitsMode::kNone},
-                              {c2.get(), kPrompt, LogitsMode::kLast}},
-                             &out).ok());
+  ASSERT_TRUE(model
+                  ->Forward({{c1.get(), kPrompt, LogitsMode::kNone},
+                             {c2.get(), kPrompt, LogitsMode::kLast}},
+                            &out)
+                  .ok());
   EXPECT_EQ(out.num_rows, (std::vector<int>{0, 1}));
   EXPECT_EQ(out.logits.size(), static_cast<size_t>(out.vocab_size));
   EXPECT_EQ(std::vector<float>(out.Row(1, 0), out.Row(1, 0) + out.vocab_size), all.back());

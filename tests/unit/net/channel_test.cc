@@ -20,7 +20,8 @@ class ChannelTest : public ::testing::TestWithParam<std::string> {
     const std::string scheme = GetParam();
     const int n = counter.fetch_add(1);
     if (scheme == "tcp") return "tcp://127.0.0.1:*";
-    if (scheme == "ipc") return absl::StrCat("ipc:///tmp/splitspec-channel-test-", getpid(), "-", n);
+    if (scheme == "ipc")
+      return absl::StrCat("ipc:///tmp/splitspec-channel-test-", getpid(), "-", n);
     return absl::StrCat(scheme, "://channel-test-", n);
   }
 };
@@ -62,7 +63,8 @@ TEST_P(ChannelTest, ListenerRoutesRepliesByIdentity) {
     auto frame = (*server)->Receive(absl::Seconds(10));
     ASSERT_TRUE(frame.ok()) << frame.status();
     // Echo sequence + 1 to whoever sent it.
-    ASSERT_TRUE((*server)->Send(frame->peer, Heartbeat(frame->envelope.heartbeat().sequence() + 1)).ok());
+    ASSERT_TRUE(
+        (*server)->Send(frame->peer, Heartbeat(frame->envelope.heartbeat().sequence() + 1)).ok());
   }
   auto reply_a = (*a)->Receive(absl::Seconds(10));
   auto reply_b = (*b)->Receive(absl::Seconds(10));

@@ -50,13 +50,16 @@ TEST(FaultInjectingChannelTest, DropsAboutTheRequestedFraction) {
 }
 
 TEST(FaultInjectingChannelTest, DelayAndReorderLoseNothing) {
-  Pair pair = MakePair("fault-delay", {.delay_probability = 0.3, .max_delay = absl::Milliseconds(5),
-                                        .reorder_probability = 0.2, .seed = 5});
+  Pair pair = MakePair("fault-delay", {.delay_probability = 0.3,
+                                       .max_delay = absl::Milliseconds(5),
+                                       .reorder_probability = 0.2,
+                                       .seed = 5});
   SendSequence(*pair.client, 300);
   const std::vector<uint64_t> seen = Drain(*pair.server, absl::Milliseconds(100));
   ASSERT_EQ(seen.size(), 300u);
   EXPECT_EQ(std::set<uint64_t>(seen.begin(), seen.end()).size(), 300u);
-  EXPECT_FALSE(std::is_sorted(seen.begin(), seen.end())) << "faults should have reordered something";
+  EXPECT_FALSE(std::is_sorted(seen.begin(), seen.end()))
+      << "faults should have reordered something";
   EXPECT_GT(pair.server->fault_counters().delayed, 0u);
   EXPECT_GT(pair.server->fault_counters().reordered, 0u);
 }

@@ -74,7 +74,9 @@ TEST_P(MembershipClientTest, RegistersHeartbeatsAndLeaves) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, MembershipClientTest,
                          ::testing::Values("mem://membership-test", "inproc://membership-test"),
-                         [](const auto& info) { return info.index == 0 ? std::string("mem") : std::string("inproc"); });
+                         [](const auto& info) {
+                           return info.index == 0 ? std::string("mem") : std::string("inproc");
+                         });
 
 }  // namespace
 }  // namespace splitspec::net

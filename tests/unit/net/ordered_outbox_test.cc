@@ -23,7 +23,9 @@ class ScriptedChannel final : public Channel {
     sent.push_back(envelope->verify_result().request_id());
     return absl::OkStatus();
   }
-  absl::StatusOr<RawFrame> ReceiveBytes(absl::Duration) override { return absl::DeadlineExceededError("none"); }
+  absl::StatusOr<RawFrame> ReceiveBytes(absl::Duration) override {
+    return absl::DeadlineExceededError("none");
+  }
   std::string endpoint() const override { return "scripted://"; }
   bool Readable() override { return false; }
 
@@ -76,7 +78,8 @@ TEST(OrderedOutboxTest, RefusesPastMaxPendingNamingTheBacklog) {
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(outbox.Send(channel, Result(absl::StrCat(i))).ok());
   const absl::Status refused = outbox.Send(channel, Result("3"));
   EXPECT_TRUE(absl::IsResourceExhausted(refused));
-  EXPECT_EQ(refused.message(), "outbox to '' on scripted:// holds 3 unsent envelopes; dropping this one");
+  EXPECT_EQ(refused.message(),
+            "outbox to '' on scripted:// holds 3 unsent envelopes; dropping this one");
   channel.full = false;
   ASSERT_TRUE(outbox.Flush(channel).ok());
   EXPECT_EQ(channel.sent, (std::vector<std::string>{"0", "1", "2"}));

@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/dist/file_rendezvous_store.h"
 #include "runtime/net/channel.h"
 #include "runtime/net/channel_rendezvous_store.h"
-#include "runtime/dist/file_rendezvous_store.h"
 #include "runtime/net/rendezvous_server.h"
 #include "runtime/net/rendezvous_wire.h"
 
@@ -78,8 +78,8 @@ class RendezvousStoreTest : public ::testing::TestWithParam<std::string> {
       ASSERT_TRUE(other.ok()) << other.status();
       other_ = std::move(*other);
     } else {
-      auto server = RendezvousServer::Start(GetParam() == "tcp" ? "tcp://127.0.0.1:*"
-                                                                : "mem://" + name);
+      auto server =
+          RendezvousServer::Start(GetParam() == "tcp" ? "tcp://127.0.0.1:*" : "mem://" + name);
       ASSERT_TRUE(server.ok()) << server.status();
       server_ = std::move(*server);
       auto store = ConnectRendezvousStore(server_->endpoint(), "rank-0");

@@ -29,7 +29,8 @@ TEST(AdaptiveDraftLengthTest, ConvergesToTheAnalyticOptimum) {
   }
   EXPECT_NEAR(controller.EstimatedAlpha(), 0.8, 0.01);
   EXPECT_NEAR(controller.EstimatedCostRatio(), 20.0, 1e-9);
-  EXPECT_EQ(controller.NextK(), OptimalK(controller.EstimatedAlpha(), 20.0, Schedule::kSequential, 1, 12).k);
+  EXPECT_EQ(controller.NextK(),
+            OptimalK(controller.EstimatedAlpha(), 20.0, Schedule::kSequential, 1, 12).k);
   EXPECT_EQ(controller.NextK(), 8);
 }
 

@@ -24,10 +24,14 @@ TEST(DrafterFactoryTest, ParsesEveryName) {
 }
 
 TEST(DrafterFactoryTest, RefusesBadNamesWithTheValue) {
-  EXPECT_NE(ParseDrafterSpec("medusa", "").status().message().find("unknown drafter 'medusa'"), std::string::npos);
-  EXPECT_NE(ParseDrafterSpec("layerskip:0", "").status().message().find("layerskip:0"), std::string::npos);
-  EXPECT_NE(ParseDrafterSpec("layerskip:x", "").status().message().find("positive integer"), std::string::npos);
-  EXPECT_NE(ParseDrafterSpec("model", "").status().message().find("--draft PATH"), std::string::npos);
+  EXPECT_NE(ParseDrafterSpec("medusa", "").status().message().find("unknown drafter 'medusa'"),
+            std::string::npos);
+  EXPECT_NE(ParseDrafterSpec("layerskip:0", "").status().message().find("layerskip:0"),
+            std::string::npos);
+  EXPECT_NE(ParseDrafterSpec("layerskip:x", "").status().message().find("positive integer"),
+            std::string::npos);
+  EXPECT_NE(ParseDrafterSpec("model", "").status().message().find("--draft PATH"),
+            std::string::npos);
 }
 
 TEST(DrafterFactoryTest, ModelDraftersNeedTheTargetTokenizer) {
@@ -39,7 +43,8 @@ TEST(DrafterFactoryTest, ModelDraftersNeedTheTargetTokenizer) {
 
 // layerskip:1 on a 2-layer model drafts from the first layer of the same file.
 TEST(DrafterFactoryTest, LayerSkipDraftsFromTheTargetsOwnFile) {
-  const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-factory-tiny.gguf";
+  const std::string path =
+      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-factory-tiny.gguf";
   ASSERT_TRUE(model::WriteTinyModel(model::TinyModelOptions{}, path).ok());
   auto file = model::GgufFile::Open(path);
   ASSERT_TRUE(file.ok());
@@ -62,7 +67,8 @@ TEST(DrafterFactoryTest, LayerSkipDraftsFromTheTargetsOwnFile) {
   ASSERT_TRUE(batch[0].status.ok()) << batch[0].status;
   EXPECT_EQ(batch[0].tokens.size(), 3u);
 
-  auto too_deep = MakeDrafter(*ParseDrafterSpec("layerskip:9", ""), path, &*tokenizer, tokenizer->vocab_size(), 1);
+  auto too_deep = MakeDrafter(*ParseDrafterSpec("layerskip:9", ""), path, &*tokenizer,
+                              tokenizer->vocab_size(), 1);
   EXPECT_FALSE(too_deep.ok());
 }
 

@@ -9,10 +9,10 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/sampling.h"
-#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "runtime/model/transformer.h"
 #include "runtime/spec/sampling.h"
 #include "runtime/spec/verify.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "tests/testing/tiny_model.h"
 
 namespace splitspec::spec {
@@ -34,13 +34,14 @@ struct Loaded {
 Loaded LoadModel(const std::string& path) {
   Loaded loaded;
   loaded.model = *model::Transformer::Load(path, {.threads = 1});
-  loaded.tokenizer = std::make_unique<model::Tokenizer>(*model::LoadTokenizerFromGguf(loaded.model->file()));
+  loaded.tokenizer =
+      std::make_unique<model::Tokenizer>(*model::LoadTokenizerFromGguf(loaded.model->file()));
   return loaded;
 }
 
 std::unique_ptr<ModelDrafter> MakeDrafter(const std::string& draft_path, const Loaded& target) {
-  absl::StatusOr<std::unique_ptr<ModelDrafter>> drafter =
-      ModelDrafter::Load(draft_path, *target.tokenizer, target.model->config().vocab_size, {.threads = 1});
+  absl::StatusOr<std::unique_ptr<ModelDrafter>> drafter = ModelDrafter::Load(
+      draft_path, *target.tokenizer, target.model->config().vocab_size, {.threads = 1});
   EXPECT_TRUE(drafter.ok()) << drafter.status();
   return std::move(drafter).value();
 }
@@ -59,7 +60,8 @@ std::vector<int32_t> ArgmaxChain(model::Transformer& m, std::vector<int32_t> con
   for (int i = 0; i < k; ++i) {
     const std::vector<float> logits = LastLogits(m, context);
     int32_t best = 0;
-    for (int v = 1; v < static_cast<int>(logits.size()); ++v) best = logits[v] > logits[best] ? v : best;
+    for (int v = 1; v < static_cast<int>(logits.size()); ++v)
+      best = logits[v] > logits[best] ? v : best;
     chain.push_back(best);
     context.push_back(best);
   }
@@ -82,7 +84,8 @@ class ModelDrafterTest : public ::testing::Test {
 // and after a rollback (Truncate + a correction) continues from the new context.
 TEST_F(ModelDrafterTest, GreedyBatchDraftsTheDraftModelsChains) {
   std::unique_ptr<ModelDrafter> drafter = MakeDrafter(draft_path_, target_);
-  const std::vector<std::vector<int32_t>> prompts = {{5, 17, 40, 9}, {300, 2}, {7, 7, 7, 7, 7, 100}};
+  const std::vector<std::vector<int32_t>> prompts = {
+      {5, 17, 40, 9}, {300, 2}, {7, 7, 7, 7, 7, 100}};
   const std::vector<int> ks = {3, 0, 5};
   std::vector<DraftRequest> batch(3);
   for (int r = 0; r < 3; ++r) {
@@ -172,7 +175,8 @@ TEST_F(ModelDrafterTest, TargetAsItsOwnDraftIsAlwaysAcceptedInCoupledMode) {
     std::vector<float> rows;
     std::vector<int32_t> prefix = sequence;
     for (int i = 0; i <= 3; ++i) {
-      ASSERT_TRUE(LogitsToProbs(params, LastLogits(*target_.model, prefix), absl::MakeSpan(probs)).ok());
+      ASSERT_TRUE(
+          LogitsToProbs(params, LastLogits(*target_.model, prefix), absl::MakeSpan(probs)).ok());
       rows.insert(rows.end(), probs.begin(), probs.end());
       if (i < 3) prefix.push_back(batch[0].tokens[i]);
     }
@@ -189,8 +193,10 @@ TEST_F(ModelDrafterTest, TargetAsItsOwnDraftIsAlwaysAcceptedInCoupledMode) {
   }
   std::vector<int32_t> alone = prompt;
   while (alone.size() < sequence.size()) {
-    ASSERT_TRUE(LogitsToProbs(params, LastLogits(*target_.model, alone), absl::MakeSpan(probs)).ok());
-    alone.push_back(*ChooseTargetToken(VerifyMode::kCoupled, probs, params.seed, static_cast<int64_t>(alone.size())));
+    ASSERT_TRUE(
+        LogitsToProbs(params, LastLogits(*target_.model, alone), absl::MakeSpan(probs)).ok());
+    alone.push_back(*ChooseTargetToken(VerifyMode::kCoupled, probs, params.seed,
+                                       static_cast<int64_t>(alone.size())));
   }
   EXPECT_EQ(sequence, alone);
 }
@@ -200,26 +206,32 @@ TEST_F(ModelDrafterTest, RefusesADraftWithADifferentVocabulary) {
   options.seed = 3;
   model::GgufWriter bos = model::MakeTinyModel(options);
   bos.SetUint32("tokenizer.ggml.bos_token_id", 1);
-  const std::string bos_path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-draft_bos.gguf";
+  const std::string bos_path =
+      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-draft_bos.gguf";
   ASSERT_TRUE(bos.WriteFile(bos_path).ok());
   absl::StatusOr<std::unique_ptr<ModelDrafter>> drafter =
       ModelDrafter::Load(bos_path, *target_.tokenizer, target_.model->config().vocab_size, {});
   ASSERT_FALSE(drafter.ok());
   EXPECT_EQ(drafter.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(drafter.status().message().find("BOS id is 1 in the draft, 0 in the target"), std::string::npos)
+  EXPECT_NE(drafter.status().message().find("BOS id is 1 in the draft, 0 in the target"),
+            std::string::npos)
       << drafter.status();
   EXPECT_NE(drafter.status().message().find(bos_path), std::string::npos) << drafter.status();
 
   std::vector<std::string> tokens;
-  for (int id = 0; id < target_.tokenizer->vocab_size(); ++id) tokens.push_back(target_.tokenizer->TokenText(id));
+  for (int id = 0; id < target_.tokenizer->vocab_size(); ++id)
+    tokens.push_back(target_.tokenizer->TokenText(id));
   tokens[1] = "<|im_begin|>";
   model::GgufWriter text = model::MakeTinyModel(options);
   text.SetStringArray("tokenizer.ggml.tokens", tokens);
-  const std::string text_path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-draft_text.gguf";
+  const std::string text_path =
+      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-draft_text.gguf";
   ASSERT_TRUE(text.WriteFile(text_path).ok());
-  drafter = ModelDrafter::Load(text_path, *target_.tokenizer, target_.model->config().vocab_size, {});
+  drafter =
+      ModelDrafter::Load(text_path, *target_.tokenizer, target_.model->config().vocab_size, {});
   ASSERT_FALSE(drafter.ok());
-  EXPECT_NE(drafter.status().message().find("token 1 is '<|im_begin|>' in the draft, '<|im_start|>' in the target"),
+  EXPECT_NE(drafter.status().message().find(
+                "token 1 is '<|im_begin|>' in the draft, '<|im_start|>' in the target"),
             std::string::npos)
       << drafter.status();
 }

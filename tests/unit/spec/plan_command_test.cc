@@ -22,7 +22,8 @@ std::string RunAndCaptureStderr(const CommandArgs& args, int* exit_code) {
 
 TEST(PlanCommandTest, JsonReproducesTheSeedTable) {
   int code = -1;
-  const std::string out = RunAndCaptureStdout({"--alpha", "0.8", "--cost-ratio", "20", "--json"}, &code);
+  const std::string out =
+      RunAndCaptureStdout({"--alpha", "0.8", "--cost-ratio", "20", "--json"}, &code);
   EXPECT_EQ(code, 0);
   EXPECT_NE(out.find("\"optimal_k\":8,"), std::string::npos) << out;
   EXPECT_NE(out.find("\"optimal_speedup\":3.09208"), std::string::npos) << out;
@@ -38,9 +39,12 @@ TEST(PlanCommandTest, JsonAtAGivenK) {
   const std::string out =
       RunAndCaptureStdout({"--alpha=0.6", "--cost-ratio=4", "--k=3", "--json"}, &code);
   EXPECT_EQ(code, 0);
-  EXPECT_NE(out.find("\"k\":3,\"expected_tokens\":2.176,\"speedup\":1.24343,"), std::string::npos) << out;
-  EXPECT_NE(out.find("\"overlapped_k\":3,\"overlapped_expected_tokens\":2.176,\"overlapped_speedup\":2.176,"),
-            std::string::npos)
+  EXPECT_NE(out.find("\"k\":3,\"expected_tokens\":2.176,\"speedup\":1.24343,"), std::string::npos)
+      << out;
+  EXPECT_NE(
+      out.find(
+          "\"overlapped_k\":3,\"overlapped_expected_tokens\":2.176,\"overlapped_speedup\":2.176,"),
+      std::string::npos)
       << out;
   EXPECT_NE(out.find("\"optimal_k\":2,"), std::string::npos) << out;
 }
@@ -56,16 +60,22 @@ TEST(PlanCommandTest, TableListsKOneToTenAndTheOptimum) {
 
 TEST(PlanCommandTest, ValidationNamesTheFlag) {
   int code = -1;
-  EXPECT_NE(RunAndCaptureStderr({"--alpha", "1.5", "--cost-ratio", "2"}, &code).find("--alpha"), std::string::npos);
+  EXPECT_NE(RunAndCaptureStderr({"--alpha", "1.5", "--cost-ratio", "2"}, &code).find("--alpha"),
+            std::string::npos);
   EXPECT_EQ(code, 2);
-  EXPECT_NE(RunAndCaptureStderr({"--alpha", "0.5", "--cost-ratio", "0"}, &code).find("--cost-ratio"),
+  EXPECT_NE(
+      RunAndCaptureStderr({"--alpha", "0.5", "--cost-ratio", "0"}, &code).find("--cost-ratio"),
+      std::string::npos);
+  EXPECT_NE(
+      RunAndCaptureStderr({"--alpha", "0.5", "--cost-ratio", "-3"}, &code).find("--cost-ratio"),
+      std::string::npos);
+  EXPECT_NE(RunAndCaptureStderr({"--alpha", "x", "--cost-ratio", "2"}, &code).find("--alpha"),
             std::string::npos);
-  EXPECT_NE(RunAndCaptureStderr({"--alpha", "0.5", "--cost-ratio", "-3"}, &code).find("--cost-ratio"),
+  EXPECT_NE(RunAndCaptureStderr({"--cost-ratio", "2"}, &code).find("--alpha is required"),
             std::string::npos);
-  EXPECT_NE(RunAndCaptureStderr({"--alpha", "x", "--cost-ratio", "2"}, &code).find("--alpha"), std::string::npos);
-  EXPECT_NE(RunAndCaptureStderr({"--cost-ratio", "2"}, &code).find("--alpha is required"), std::string::npos);
-  EXPECT_NE(RunAndCaptureStderr({"--alpha", "0.5", "--cost-ratio", "2", "--k", "0"}, &code).find("--k"),
-            std::string::npos);
+  EXPECT_NE(
+      RunAndCaptureStderr({"--alpha", "0.5", "--cost-ratio", "2", "--k", "0"}, &code).find("--k"),
+      std::string::npos);
   EXPECT_EQ(code, 2);
 }
 

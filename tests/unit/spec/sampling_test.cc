@@ -47,7 +47,8 @@ TEST(SamplingTest, TemperatureMatchesScaledSoftmax) {
       for (float x : logits) total += std::exp((x - max_logit) / temperature);
       for (int v = 0; v < vocab; ++v) {
         const double want = std::exp((logits[v] - max_logit) / temperature) / total;
-        ASSERT_NEAR(probs[v], want, 2e-5 * want + 1e-9) << "vocab=" << vocab << " T=" << temperature;
+        ASSERT_NEAR(probs[v], want, 2e-5 * want + 1e-9)
+            << "vocab=" << vocab << " T=" << temperature;
       }
     }
   }
@@ -88,7 +89,8 @@ TEST(SamplingTest, TopKKeepsTheKMostProbable) {
 
 TEST(SamplingTest, TopPKeepsTheShortestPrefixReachingP) {
   // Softmax of log(0.5, 0.3, 0.15, 0.05) = (0.5, 0.3, 0.15, 0.05).
-  const std::vector<float> logits = {std::log(0.15f), std::log(0.5f), std::log(0.05f), std::log(0.3f)};
+  const std::vector<float> logits = {std::log(0.15f), std::log(0.5f), std::log(0.05f),
+                                     std::log(0.3f)};
   SamplingParams params;
   params.top_p = 0.79f;  // 0.5 + 0.3 reaches 0.79 (0.5 alone does not)
   std::vector<float> probs = Probs(params, logits);
@@ -106,7 +108,8 @@ TEST(SamplingTest, TopPKeepsTheShortestPrefixReachingP) {
 }
 
 TEST(SamplingTest, MinPDropsTokensBelowTheFractionOfTheMax) {
-  const std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.15f), std::log(0.05f)};
+  const std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.15f),
+                                     std::log(0.05f)};
   SamplingParams params;
   params.min_p = 0.25f;  // threshold 0.125: drops 0.05 only
   const std::vector<float> probs = Probs(params, logits);
@@ -124,14 +127,18 @@ TEST(SamplingTest, RefusesBadInputsNamingTheValue) {
   std::vector<float> probs(3);
   SamplingParams params;
   params.top_p = 1.5f;
-  EXPECT_NE(LogitsToProbs(params, {0, 0, 0}, absl::MakeSpan(probs)).message().find("top_p"), std::string::npos);
+  EXPECT_NE(LogitsToProbs(params, {0, 0, 0}, absl::MakeSpan(probs)).message().find("top_p"),
+            std::string::npos);
   params = SamplingParams{};
   params.temperature = -1.0f;
   EXPECT_NE(LogitsToProbs(params, {0, 0, 0}, absl::MakeSpan(probs)).message().find("temperature"),
             std::string::npos);
   params = SamplingParams{};
-  EXPECT_NE(LogitsToProbs(params, {0, NAN, 0}, absl::MakeSpan(probs)).message().find("token 1"), std::string::npos);
-  EXPECT_NE(LogitsToProbs(params, {-INFINITY, -INFINITY, -INFINITY}, absl::MakeSpan(probs)).message().find("-inf"),
+  EXPECT_NE(LogitsToProbs(params, {0, NAN, 0}, absl::MakeSpan(probs)).message().find("token 1"),
+            std::string::npos);
+  EXPECT_NE(LogitsToProbs(params, {-INFINITY, -INFINITY, -INFINITY}, absl::MakeSpan(probs))
+                .message()
+                .find("-inf"),
             std::string::npos);
   EXPECT_FALSE(LogitsToProbs(params, {0, 0}, absl::MakeSpan(probs)).ok());
 }
@@ -182,7 +189,8 @@ TEST(SamplingTest, ChoicesArePureFunctionsOfSeedAndPosition) {
     EXPECT_EQ(*ChooseTargetToken(mode, p, seed, 17), *ChooseTargetToken(mode, p, seed, 17));
     int differ = 0;
     for (int pos = 0; pos < 50; ++pos) {
-      differ += *ChooseTargetToken(mode, p, seed, pos) != *ChooseTargetToken(mode, p, seed + 1, pos);
+      differ +=
+          *ChooseTargetToken(mode, p, seed, pos) != *ChooseTargetToken(mode, p, seed + 1, pos);
     }
     EXPECT_GT(differ, 0);  // a seed that did nothing would give 0
   }

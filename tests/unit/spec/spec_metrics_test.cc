@@ -7,7 +7,8 @@ namespace {
 
 TEST(SpecMetricsTest, CountsVerifiedUpToTheRejectionOnly) {
   SpecMetrics m;
-  m.RecordBlock(/*drafted=*/5, /*accepted=*/2, /*rejected=*/true, /*committed=*/3);   // tail of 2 discarded
+  m.RecordBlock(/*drafted=*/5, /*accepted=*/2, /*rejected=*/true,
+                /*committed=*/3);  // tail of 2 discarded
   m.RecordBlock(/*drafted=*/4, /*accepted=*/4, /*rejected=*/false, /*committed=*/5);  // + bonus
   EXPECT_EQ(m.drafted, 9u);
   EXPECT_EQ(m.accepted, 6u);

@@ -17,7 +17,8 @@ inline uint64_t FreshSeed() {
 
 // A random distribution over `vocab` tokens (normalized exponentials), with
 // entries set to exactly 0 with probability `zero_fraction` (at least one kept).
-inline std::vector<float> RandomDistribution(int vocab, std::mt19937_64& rng, double zero_fraction = 0.0) {
+inline std::vector<float> RandomDistribution(int vocab, std::mt19937_64& rng,
+                                             double zero_fraction = 0.0) {
   std::exponential_distribution<double> exponential(1.0);
   std::uniform_real_distribution<double> coin(0.0, 1.0);
   std::vector<double> w(vocab);

@@ -28,7 +28,8 @@ constexpr int kLength = 40;
 std::vector<int32_t> TargetOnly(const MarkovModel& target, uint64_t seed) {
   std::vector<int32_t> sequence = {0};
   for (int64_t position = 1; position <= kLength; ++position) {
-    sequence.push_back(*ChooseTargetToken(VerifyMode::kCoupled, target.Next(sequence.back()), seed, position));
+    sequence.push_back(
+        *ChooseTargetToken(VerifyMode::kCoupled, target.Next(sequence.back()), seed, position));
   }
   return sequence;
 }
@@ -39,7 +40,8 @@ struct Block {
   std::vector<float> rows;
 };
 
-Block MakeBlock(const MarkovModel& target, const DraftFn& draft, const std::vector<int32_t>& sequence, int k) {
+Block MakeBlock(const MarkovModel& target, const DraftFn& draft,
+                const std::vector<int32_t>& sequence, int k) {
   Block block;
   std::vector<int32_t> context = sequence;
   block.rows = target.Next(context.back());
@@ -84,9 +86,10 @@ struct NamedDraft {
 std::vector<NamedDraft> Drafts(const MarkovModel& target, const MarkovModel& other, uint64_t seed,
                                std::mt19937_64& rng) {
   std::vector<NamedDraft> drafts;
-  drafts.push_back({"other model, coupled", [&other, seed](const std::vector<int32_t>& c, int64_t pos) {
-                      return ChooseDraftToken(VerifyMode::kCoupled, other.Next(c.back()), 4, seed, pos)->token;
-                    }});
+  drafts.push_back(
+      {"other model, coupled", [&other, seed](const std::vector<int32_t>& c, int64_t pos) {
+         return ChooseDraftToken(VerifyMode::kCoupled, other.Next(c.back()), 4, seed, pos)->token;
+       }});
   drafts.push_back({"uniform random", [&rng](const std::vector<int32_t>&, int64_t) {
                       return static_cast<int32_t>(rng() % kVocab);
                     }});
@@ -155,11 +158,13 @@ TEST(VerifyCoupledTest, BatchCompositionDoesNotChangeOutput) {
       requests[r].seed = seed;
       requests[r].start_position = static_cast<int64_t>(sequences[r].size());
     }
-    absl::StatusOr<std::vector<absl::StatusOr<VerifyOutcome>>> outcomes = VerifyBatch(requests, kVocab);
+    absl::StatusOr<std::vector<absl::StatusOr<VerifyOutcome>>> outcomes =
+        VerifyBatch(requests, kVocab);
     ASSERT_TRUE(outcomes.ok());
     for (int r = 0; r < n; ++r) {
       ASSERT_TRUE((*outcomes)[r].ok()) << (*outcomes)[r].status();
-      sequences[r].insert(sequences[r].end(), (*outcomes)[r]->committed.begin(), (*outcomes)[r]->committed.end());
+      sequences[r].insert(sequences[r].end(), (*outcomes)[r]->committed.begin(),
+                          (*outcomes)[r]->committed.end());
     }
   }
   for (int r = 0; r < n; ++r) {

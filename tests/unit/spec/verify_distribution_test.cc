@@ -38,7 +38,8 @@ struct DistributionPair {
 std::vector<DistributionPair> FirstPositionCases(std::mt19937_64& rng) {
   std::vector<DistributionPair> cases;
   cases.push_back({"random V=5", RandomDistribution(5, rng), RandomDistribution(5, rng)});
-  cases.push_back({"random V=8 sparse", RandomDistribution(8, rng, 0.3), RandomDistribution(8, rng, 0.3)});
+  cases.push_back(
+      {"random V=8 sparse", RandomDistribution(8, rng, 0.3), RandomDistribution(8, rng, 0.3)});
   cases.push_back({"disjoint supports", {0.7f, 0.3f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.4f, 0.6f}});
   const std::vector<float> same = RandomDistribution(6, rng);
   cases.push_back({"p == q", same, same});
@@ -58,14 +59,17 @@ int32_t FirstCommitted(VerifyMode mode, const DistributionPair& c, bool dense_q,
   const std::vector<int32_t> tokens = {draft->token};
   const std::vector<SparseDistribution> q_sparse = {draft->q};
   std::vector<float> q_dense(vocab, 0.0f);
-  for (size_t j = 0; j < draft->q.token_ids.size(); ++j) q_dense[draft->q.token_ids[j]] = draft->q.probs[j];
+  for (size_t j = 0; j < draft->q.token_ids.size(); ++j)
+    q_dense[draft->q.token_ids[j]] = draft->q.probs[j];
   VerifyRequest request;
   request.mode = mode;
   request.target_probs = rows;
   request.draft_tokens = tokens;
   if (mode == VerifyMode::kRejection) {
-    if (dense_q) request.draft_q_dense = q_dense;
-    else request.draft_q_sparse = q_sparse;
+    if (dense_q)
+      request.draft_q_dense = q_dense;
+    else
+      request.draft_q_sparse = q_sparse;
   }
   request.seed = seed;
   request.start_position = position;
@@ -85,7 +89,8 @@ void ExpectFirstTokenDistributedAsP(VerifyMode mode, bool dense_q) {
     std::vector<int64_t> counts(c.p.size());
     for (int t = 0; t < trials; ++t) ++counts[FirstCommitted(mode, c, dense_q, base_seed + t)];
     const ChiSquareResult r = ChiSquareTest(counts, ToDouble(c.p));
-    PrintChiSquare(std::string(VerifyModeName(mode)) + (dense_q ? " dense q, " : " sparse q, ") + c.name, r);
+    PrintChiSquare(
+        std::string(VerifyModeName(mode)) + (dense_q ? " dense q, " : " sparse q, ") + c.name, r);
     EXPECT_GT(r.p_value, threshold) << c.name;
   }
 }
@@ -127,8 +132,9 @@ TEST(VerifyDistributionTest, HarnessRejectsResidualFreeRule) {
 // Runs the real speculative loop on Markov models: the draft proposes k tokens
 // from `draft` (its top-q_top_k), the target verifies with rows from `target`
 // (bonus on), until `length` tokens follow `first`.
-std::vector<int32_t> SpeculativeDecode(VerifyMode mode, const MarkovModel& target, const MarkovModel& draft,
-                                       int k, int q_top_k, uint64_t seed, int32_t first, int length) {
+std::vector<int32_t> SpeculativeDecode(VerifyMode mode, const MarkovModel& target,
+                                       const MarkovModel& draft, int k, int q_top_k, uint64_t seed,
+                                       int32_t first, int length) {
   std::vector<int32_t> sequence = {first};
   while (static_cast<int>(sequence.size()) < length + 1) {
     const int64_t position = static_cast<int64_t>(sequence.size());
@@ -137,7 +143,8 @@ std::vector<int32_t> SpeculativeDecode(VerifyMode mode, const MarkovModel& targe
     std::vector<float> rows = target.Next(sequence.back());
     int32_t context = sequence.back();
     for (int i = 0; i < k; ++i) {
-      absl::StatusOr<DraftChoice> choice = ChooseDraftToken(mode, draft.Next(context), q_top_k, seed, position + i);
+      absl::StatusOr<DraftChoice> choice =
+          ChooseDraftToken(mode, draft.Next(context), q_top_k, seed, position + i);
       EXPECT_TRUE(choice.ok()) << choice.status();
       tokens.push_back(choice->token);
       q.push_back(choice->q);
@@ -170,7 +177,8 @@ void ExpectJointLawOfChain(VerifyMode mode, const std::vector<std::pair<int, int
     const uint64_t base_seed = FreshSeed();
     std::vector<int64_t> counts(64);
     for (int t = 0; t < trials; ++t) {
-      const std::vector<int32_t> s = SpeculativeDecode(mode, target, draft, k, q_top_k, base_seed + t, 0, length);
+      const std::vector<int32_t> s =
+          SpeculativeDecode(mode, target, draft, k, q_top_k, base_seed + t, 0, length);
       ++counts[s[0] * 16 + s[1] * 4 + s[2]];
     }
     std::vector<double> expected(64);
@@ -202,10 +210,12 @@ TEST(VerifyDistributionTest, TokensPerBlockMatchAnalyticModel) {
   const int vocab = 5, trials = 20000;
   const std::vector<int> ks = {3, 6};
   for (int k : ks) {
-    const std::vector<float> p = RandomDistribution(vocab, rng), q_full = RandomDistribution(vocab, rng);
+    const std::vector<float> p = RandomDistribution(vocab, rng),
+                             q_full = RandomDistribution(vocab, rng);
     const SparseDistribution q = *TopQDistribution(q_full, vocab);
     double alpha = 0.0;
-    for (size_t j = 0; j < q.token_ids.size(); ++j) alpha += std::min<double>(q.probs[j], p[q.token_ids[j]]);
+    for (size_t j = 0; j < q.token_ids.size(); ++j)
+      alpha += std::min<double>(q.probs[j], p[q.token_ids[j]]);
     std::vector<float> rows;
     for (int i = 0; i <= k; ++i) rows.insert(rows.end(), p.begin(), p.end());
     const uint64_t base_seed = FreshSeed();
@@ -213,7 +223,9 @@ TEST(VerifyDistributionTest, TokensPerBlockMatchAnalyticModel) {
     double sum = 0.0;
     for (int t = 0; t < trials; ++t) {
       std::vector<int32_t> tokens;
-      for (int i = 0; i < k; ++i) tokens.push_back(ChooseDraftToken(VerifyMode::kRejection, q_full, vocab, base_seed + t, i)->token);
+      for (int i = 0; i < k; ++i)
+        tokens.push_back(
+            ChooseDraftToken(VerifyMode::kRejection, q_full, vocab, base_seed + t, i)->token);
       const std::vector<SparseDistribution> qs(k, q);
       VerifyRequest request;
       request.target_probs = rows;

@@ -47,11 +47,13 @@ TEST(VerifyTest, GreedyAcceptsExactlyTheArgmaxPrefix) {
     absl::StatusOr<VerifyOutcome> outcome = VerifyBlock(request, vocab);
     ASSERT_TRUE(outcome.ok()) << outcome.status();
     int expect_accepted = 0;
-    while (expect_accepted < k && tokens[expect_accepted] == argmax[expect_accepted]) ++expect_accepted;
+    while (expect_accepted < k && tokens[expect_accepted] == argmax[expect_accepted])
+      ++expect_accepted;
     ASSERT_EQ(outcome->accepted, expect_accepted);
     ASSERT_EQ(outcome->rejected, expect_accepted < k);
     ASSERT_EQ(static_cast<int>(outcome->committed.size()), expect_accepted + 1);
-    for (int i = 0; i <= expect_accepted; ++i) ASSERT_EQ(outcome->committed[i], argmax[i]) << "i=" << i;
+    for (int i = 0; i <= expect_accepted; ++i)
+      ASSERT_EQ(outcome->committed[i], argmax[i]) << "i=" << i;
   }
 }
 
@@ -96,15 +98,18 @@ TEST(VerifyTest, RefusesDraftTokenWithZeroQ) {
     VerifyRequest request;
     request.target_probs = rows;
     request.draft_tokens = tokens;
-    if (use_dense) request.draft_q_dense = dense;
-    else request.draft_q_sparse = sparse;
+    if (use_dense)
+      request.draft_q_dense = dense;
+    else
+      request.draft_q_sparse = sparse;
     request.start_position = 40;
     absl::StatusOr<VerifyOutcome> outcome = VerifyBlock(request, 3);
     ASSERT_FALSE(outcome.ok());
     EXPECT_EQ(outcome.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(outcome.status().message().find("draft token 1 has q = 0"), std::string::npos)
         << outcome.status();
-    EXPECT_NE(outcome.status().message().find("position 40"), std::string::npos) << outcome.status();
+    EXPECT_NE(outcome.status().message().find("position 40"), std::string::npos)
+        << outcome.status();
   }
 }
 
@@ -215,7 +220,9 @@ TEST(VerifyTest, RefusesMalformedInputsNamingTheValue) {
   request.mode = VerifyMode::kRejection;
   request.target_probs = rows;
   status = VerifyBlock(request, 2).status();
-  EXPECT_NE(status.message().find("exactly one of draft_q_sparse / draft_q_dense"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("exactly one of draft_q_sparse / draft_q_dense"),
+            std::string::npos)
+      << status;
 
   const std::vector<SparseDistribution> repeated = {{{0, 0}, {0.5f, 0.5f}}};
   request.draft_q_sparse = repeated;
@@ -256,8 +263,10 @@ TEST(VerifyTest, BatchEqualsSingleBlocksAndIsolatesErrors) {
     r.target_probs = rows[s];
     r.draft_tokens = tokens[s];
     if (mode == VerifyMode::kRejection && k > 0) {
-      if (s % 2) r.draft_q_dense = q_dense[s];
-      else r.draft_q_sparse = q_sparse[s];
+      if (s % 2)
+        r.draft_q_dense = q_dense[s];
+      else
+        r.draft_q_sparse = q_sparse[s];
     }
     r.seed = seed;
     r.start_position = 100;

@@ -14,15 +14,16 @@
 #include "runtime/model/transformer.h"
 #include "target_worker/group_follower.h"
 #include "target_worker/group_leader_model.h"
-#include "tests/testing/tiny_model.h"
 #include "tests/testing/gloo_group.h"
+#include "tests/testing/tiny_model.h"
 
 namespace splitspec::target {
 namespace {
 
 std::string TinyPath() {
   static const std::string* path = [] {
-    auto* p = new std::string(::testing::TempDir() + "/group-step-" + std::to_string(getpid()) + ".gguf");
+    auto* p =
+        new std::string(::testing::TempDir() + "/group-step-" + std::to_string(getpid()) + ".gguf");
     EXPECT_TRUE(model::WriteTinyModel({}, *p).ok());
     return p;
   }();
@@ -44,30 +45,36 @@ absl::Status LeaderScript(GroupLeaderModel& leader, model::Transformer& referenc
   auto a = leader.NewCache(), b = leader.NewCache();
   auto ra = reference.NewCache(), rb = reference.NewCache();
   const int vocab = reference.config().vocab_size;
-  auto step = [&](std::vector<model::SequenceInput> lead_batch, std::vector<model::SequenceInput> ref_batch) {
+  auto step = [&](std::vector<model::SequenceInput> lead_batch,
+                  std::vector<model::SequenceInput> ref_batch) {
     model::ForwardOutput got, want;
     EXPECT_TRUE(leader.Forward(lead_batch, &got).ok());
     EXPECT_TRUE(reference.Forward(ref_batch, &want).ok());
     ASSERT_EQ(got.logits.size(), want.logits.size());
     float scale = 0;
-    const float diff = MaxAbsDiff(got.logits.data(), want.logits.data(), static_cast<int>(got.logits.size()), &scale);
+    const float diff = MaxAbsDiff(got.logits.data(), want.logits.data(),
+                                  static_cast<int>(got.logits.size()), &scale);
     EXPECT_LE(diff, 1e-4f * std::max(1.0f, scale)) << "rows " << got.logits.size() / vocab;
   };
-  const std::vector<int32_t> prompt = {5, 6, 7, 8, 9, 10}, block = {11, 12, 13, 14, 15}, other = {3, 1, 4, 1, 5};
-  step({{a.get(), prompt, model::LogitsMode::kLast}}, {{ra.get(), prompt, model::LogitsMode::kLast}});
+  const std::vector<int32_t> prompt = {5, 6, 7, 8, 9, 10}, block = {11, 12, 13, 14, 15},
+                             other = {3, 1, 4, 1, 5};
+  step({{a.get(), prompt, model::LogitsMode::kLast}},
+       {{ra.get(), prompt, model::LogitsMode::kLast}});
   step({{a.get(), block, model::LogitsMode::kAll}, {b.get(), other, model::LogitsMode::kLast}},
        {{ra.get(), block, model::LogitsMode::kAll}, {rb.get(), other, model::LogitsMode::kLast}});
   // Verification rejected the last 3 of the block: roll back, feed the correction.
   EXPECT_TRUE(a->Truncate(a->length() - 3).ok());
   EXPECT_TRUE(ra->Truncate(ra->length() - 3).ok());
   const std::vector<int32_t> correction = {99};
-  step({{a.get(), correction, model::LogitsMode::kLast}}, {{ra.get(), correction, model::LogitsMode::kLast}});
+  step({{a.get(), correction, model::LogitsMode::kLast}},
+       {{ra.get(), correction, model::LogitsMode::kLast}});
   // A request ends; a new one starts in its place.
   b.reset();
   rb = reference.NewCache();
   auto c = leader.NewCache();
   step({{c.get(), other, model::LogitsMode::kAll}, {a.get(), correction, model::LogitsMode::kLast}},
-       {{rb.get(), other, model::LogitsMode::kAll}, {ra.get(), correction, model::LogitsMode::kLast}});
+       {{rb.get(), other, model::LogitsMode::kAll},
+        {ra.get(), correction, model::LogitsMode::kLast}});
   EXPECT_TRUE(leader.KeepAliveIfIdle(absl::InfiniteFuture()).ok());  // an empty step
   a.reset();
   c.reset();
@@ -117,7 +124,8 @@ TEST(GroupStepTest, APlanTheFollowerCannotFollowIsDataLoss) {
         }
         absl::StatusOr<FollowerExit> exit = RunGroupFollower(**model, comm, stop);
         EXPECT_TRUE(absl::IsDataLoss(exit.status())) << exit.status();
-        EXPECT_NE(exit.status().message().find("tp step 0: cache key 77 is unknown"), std::string::npos)
+        EXPECT_NE(exit.status().message().find("tp step 0: cache key 77 is unknown"),
+                  std::string::npos)
             << exit.status();
         return absl::OkStatus();
       });

@@ -18,7 +18,8 @@ std::unique_ptr<TargetRequest> NewRequest(RequestLimits limits = {}) {
   auto cache = std::make_unique<model::KvCache>(/*n_layers=*/1, /*kv_dim=*/2, /*max_tokens=*/64);
   spec::SamplingParams greedy;
   greedy.temperature = 0.0f;
-  return std::make_unique<TargetRequest>(assignment, limits, std::move(cache), greedy, spec::VerifyMode::kGreedy);
+  return std::make_unique<TargetRequest>(assignment, limits, std::move(cache), greedy,
+                                         spec::VerifyMode::kGreedy);
 }
 
 // Pretends the forward fed `n` positions.
@@ -65,8 +66,8 @@ TEST(TargetRequestTest, CorrectionBumpsEpochTruncatesCacheAndDropsLaterBlocks) {
   ASSERT_EQ(request->AdmitBlock(Block(0, 3, {20, 21, 22})), BlockAdmission::kQueued);
   ASSERT_EQ(request->AdmitBlock(Block(0, 6, {23})), BlockAdmission::kQueued);
   Feed(*request, 3);  // the block's three tokens
-  const proto::VerifyResult result =
-      request->ApplyOutcome(request->ReadyBlock(), Outcome(1, {20, 99}, true), std::nullopt, absl::Now());
+  const proto::VerifyResult result = request->ApplyOutcome(
+      request->ReadyBlock(), Outcome(1, {20, 99}, true), std::nullopt, absl::Now());
   EXPECT_EQ(request->committed(), (std::vector<int32_t>{10, 11, 12, 20, 99}));
   EXPECT_EQ(request->epoch(), 1u);
   EXPECT_EQ(request->cache().length(), 4);  // every committed token but the correction
@@ -74,8 +75,9 @@ TEST(TargetRequestTest, CorrectionBumpsEpochTruncatesCacheAndDropsLaterBlocks) {
   EXPECT_FALSE(request->HasBlockAt(6));
   EXPECT_EQ(result.frontier(), 5u);
   EXPECT_EQ(result.accepted(), 1u);
-  EXPECT_EQ(std::vector<int32_t>(result.committed_tokens().begin(), result.committed_tokens().end()),
-            (std::vector<int32_t>{20, 99}));
+  EXPECT_EQ(
+      std::vector<int32_t>(result.committed_tokens().begin(), result.committed_tokens().end()),
+      (std::vector<int32_t>{20, 99}));
   EXPECT_EQ(result.epoch(), 1u);
   EXPECT_EQ(result.stats().verified(), 2u);  // one accepted + the rejected one
 }
@@ -87,8 +89,8 @@ TEST(TargetRequestTest, FullAcceptanceWithoutBonusKeepsEpochAndNextBlock) {
   ASSERT_EQ(request->AdmitBlock(Block(0, 3, {20, 21})), BlockAdmission::kQueued);
   ASSERT_EQ(request->AdmitBlock(Block(0, 5, {22, 23})), BlockAdmission::kQueued);
   Feed(*request, 2);
-  request->ApplyOutcome(request->ReadyBlock(), Outcome(2, {20, 21}, false), std::vector<float>{0.25f, 0.75f},
-                        absl::Now());
+  request->ApplyOutcome(request->ReadyBlock(), Outcome(2, {20, 21}, false),
+                        std::vector<float>{0.25f, 0.75f}, absl::Now());
   EXPECT_EQ(request->epoch(), 0u);
   EXPECT_EQ(request->frontier(), 5);
   EXPECT_EQ(request->cache().length(), 5);
@@ -106,8 +108,8 @@ TEST(TargetRequestTest, StopTokenCutsTheCommittedTokensAndFinishes) {
   request->SetPending({1.0f});
   ASSERT_EQ(request->AdmitBlock(Block(0, 3, {20, 0, 21})), BlockAdmission::kQueued);
   Feed(*request, 3);
-  const proto::VerifyResult result =
-      request->ApplyOutcome(request->ReadyBlock(), Outcome(3, {20, 0, 21, 22}, false), std::nullopt, absl::Now());
+  const proto::VerifyResult result = request->ApplyOutcome(
+      request->ReadyBlock(), Outcome(3, {20, 0, 21, 22}, false), std::nullopt, absl::Now());
   EXPECT_EQ(request->committed(), (std::vector<int32_t>{10, 11, 12, 20, 0}));
   EXPECT_TRUE(result.finished());
   EXPECT_EQ(result.finish_reason(), proto::FINISH_REASON_STOP);
@@ -122,8 +124,8 @@ TEST(TargetRequestTest, MaxNewTokensFinishesWithLengthAtExactlyTheLimit) {
   request->SetPending({1.0f});
   ASSERT_EQ(request->AdmitBlock(Block(0, 3, {20, 21, 22})), BlockAdmission::kQueued);
   Feed(*request, 3);
-  const proto::VerifyResult result =
-      request->ApplyOutcome(request->ReadyBlock(), Outcome(3, {20, 21, 22, 23}, false), std::nullopt, absl::Now());
+  const proto::VerifyResult result = request->ApplyOutcome(
+      request->ReadyBlock(), Outcome(3, {20, 21, 22, 23}, false), std::nullopt, absl::Now());
   EXPECT_EQ(request->committed().size(), static_cast<size_t>(kPrompt + 2));
   EXPECT_EQ(result.finish_reason(), proto::FINISH_REASON_LENGTH);
   EXPECT_EQ(result.frontier(), static_cast<uint32_t>(kPrompt + 2));

@@ -13,15 +13,23 @@ namespace {
 using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using ::testing::Not;
 using testing::IdOf;
 using testing::MakeByteLevelVocab;
+using ::testing::Not;
 
 // Token ids: bytes 0..255, then he=256 ll=257 hell=258 hello=259 " w"=260
 // or=261 " wor"=262 ld=263 " world"=264, then specials from 265.
-TokenizerVocab HelloWorldVocab(const std::string& pre, const std::vector<std::string>& specials = {}) {
-  return MakeByteLevelVocab({{"h", "e"}, {"l", "l"}, {"he", "ll"}, {"hell", "o"}, {" ", "w"},
-                             {"o", "r"}, {" w", "or"}, {"l", "d"}, {" wor", "ld"}},
+TokenizerVocab HelloWorldVocab(const std::string& pre,
+                               const std::vector<std::string>& specials = {}) {
+  return MakeByteLevelVocab({{"h", "e"},
+                             {"l", "l"},
+                             {"he", "ll"},
+                             {"hell", "o"},
+                             {" ", "w"},
+                             {"o", "r"},
+                             {" w", "or"},
+                             {"l", "d"},
+                             {" wor", "ld"}},
                             pre, specials);
 }
 

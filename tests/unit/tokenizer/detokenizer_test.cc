@@ -90,7 +90,11 @@ TEST(StreamingDetokenizerTest, OutOfRangeIdLeavesStateUnchanged) {
 TEST(StreamingDetokenizerTest, SentencePieceSpacePrefixIsStrippedOnce) {
   TokenizerVocab v;
   v.model = "llama";
-  v.tokens = {"<unk>", "<s>", "</s>", "\xE2\x96\x81" "a", "\xE2\x96\x81" "b"};
+  v.tokens = {"<unk>", "<s>", "</s>",
+              "\xE2\x96\x81"
+              "a",
+              "\xE2\x96\x81"
+              "b"};
   v.token_types = {TokenType::kUnknown, TokenType::kControl, TokenType::kControl,
                    TokenType::kNormal, TokenType::kNormal};
   v.unk_id = 0;

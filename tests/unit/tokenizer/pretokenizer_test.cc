@@ -39,9 +39,9 @@ TEST(PreTokenizerTest, SmolLMIsolatesEveryDigit) {
 }
 
 TEST(PreTokenizerTest, Llama3GroupsDigitsByThreeAndNewlines) {
-  EXPECT_THAT(SplitWith("llama-bpe", "Hello world! I'M 12345  x\n\n y"),
-              ElementsAre("Hello", " world", "!", " I", "'M", " ", "123", "45", " ", " x", "\n\n",
-                          " y"));
+  EXPECT_THAT(
+      SplitWith("llama-bpe", "Hello world! I'M 12345  x\n\n y"),
+      ElementsAre("Hello", " world", "!", " I", "'M", " ", "123", "45", " ", " x", "\n\n", " y"));
   EXPECT_THAT(SplitWith("llama3", "foo...\n\nbar (word"),
               ElementsAre("foo", "...\n\n", "bar", " (", "word"));
 }
@@ -57,8 +57,7 @@ TEST(PreTokenizerTest, Qwen2SplitsDigitsOneByOne) {
 }
 
 TEST(PreTokenizerTest, CjkAndEmojiStayWhole) {
-  EXPECT_THAT(SplitWith("smollm", "你好，世界 👋🌍"),
-              ElementsAre("你好", "，", "世界", " 👋🌍"));
+  EXPECT_THAT(SplitWith("smollm", "你好，世界 👋🌍"), ElementsAre("你好", "，", "世界", " 👋🌍"));
 }
 
 TEST(PreTokenizerTest, WordsConcatenateToTheInput) {

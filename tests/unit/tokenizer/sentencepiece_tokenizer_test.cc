@@ -21,7 +21,17 @@ constexpr TokenId kUnk = 0, kBos = 1, kSpace = 3, kA = 4, kB = 5, kC = 6, kAB = 
 TokenizerVocab SpmVocab(bool byte_fallback) {
   TokenizerVocab v;
   v.model = "llama";
-  v.tokens = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b", "c", "ab", "bc", "\xE2\x96\x81" "a"};
+  v.tokens = {"<unk>",
+              "<s>",
+              "</s>",
+              "\xE2\x96\x81",
+              "a",
+              "b",
+              "c",
+              "ab",
+              "bc",
+              "\xE2\x96\x81"
+              "a"};
   v.scores = {0, 0, 0, -10, -10, -10, -10, -2, -1, -3};
   v.token_types = {TokenType::kUnknown, TokenType::kControl, TokenType::kControl};
   v.token_types.resize(v.tokens.size(), TokenType::kNormal);

@@ -20,8 +20,8 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
-#include "runtime/tokenizer/chat_template.h"
 #include "runtime/model/gguf_reader.h"
+#include "runtime/tokenizer/chat_template.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
 
 namespace splitspec::model {
@@ -54,7 +54,8 @@ bool ReadFile(const std::string& path, std::string* out) {
 
 std::vector<TokenId> Ids(const Value& list) {
   std::vector<TokenId> ids;
-  for (const Value& v : list.list_value().values()) ids.push_back(static_cast<TokenId>(v.number_value()));
+  for (const Value& v : list.list_value().values())
+    ids.push_back(static_cast<TokenId>(v.number_value()));
   return ids;
 }
 
@@ -74,9 +75,7 @@ class SmolLM2GoldenTest : public ::testing::Test {
     ASSERT_TRUE(status.ok()) << status.ToString();
   }
 
-  const ListValue& Cases(const std::string& name) {
-    return golden_.fields().at(name).list_value();
-  }
+  const ListValue& Cases(const std::string& name) { return golden_.fields().at(name).list_value(); }
 
   std::unique_ptr<Tokenizer> tokenizer_;
   Struct golden_;
@@ -96,8 +95,9 @@ TEST_F(SmolLM2GoldenTest, EveryGoldenStringTokenizesToLlamaCppIds) {
     if (got == expected) {
       ++identical;
     } else {
-      ADD_FAILURE() << "text '" << text << "' (parse_special=" << parse_special << ")\n  llama.cpp: "
-                    << absl::StrJoin(expected, ",") << "\n  ours:      " << absl::StrJoin(got, ",");
+      ADD_FAILURE() << "text '" << text << "' (parse_special=" << parse_special
+                    << ")\n  llama.cpp: " << absl::StrJoin(expected, ",")
+                    << "\n  ours:      " << absl::StrJoin(got, ",");
     }
   }
   std::printf("[ golden ] identical token ids: %d / %d\n", identical, cases.values_size());

@@ -14,22 +14,22 @@ using ::testing::ElementsAre;
 
 TEST(UnicodeTest, FlagsClassifyLettersNumbersAndWhitespace) {
   EXPECT_TRUE(unicode::Flags('a').is_letter());
-  EXPECT_TRUE(unicode::Flags(0x00E9).is_letter());   // é
-  EXPECT_TRUE(unicode::Flags(0x4E16).is_letter());   // 世 (Lo)
+  EXPECT_TRUE(unicode::Flags(0x00E9).is_letter());  // é
+  EXPECT_TRUE(unicode::Flags(0x4E16).is_letter());  // 世 (Lo)
   EXPECT_TRUE(unicode::Flags('7').is_number());
-  EXPECT_TRUE(unicode::Flags(0x0663).is_number());   // Arabic-Indic three
-  EXPECT_TRUE(unicode::Flags(0x216B).is_number());   // Roman numeral twelve (Nl)
-  EXPECT_TRUE(unicode::Flags(0x00BD).is_number());   // ½ (No)
+  EXPECT_TRUE(unicode::Flags(0x0663).is_number());  // Arabic-Indic three
+  EXPECT_TRUE(unicode::Flags(0x216B).is_number());  // Roman numeral twelve (Nl)
+  EXPECT_TRUE(unicode::Flags(0x00BD).is_number());  // ½ (No)
   EXPECT_TRUE(unicode::Flags(' ').is_whitespace());
   EXPECT_TRUE(unicode::Flags('\n').is_whitespace());
-  EXPECT_TRUE(unicode::Flags(0x00A0).is_whitespace());  // no-break space
-  EXPECT_TRUE(unicode::Flags(0x3000).is_whitespace());  // ideographic space
+  EXPECT_TRUE(unicode::Flags(0x00A0).is_whitespace());   // no-break space
+  EXPECT_TRUE(unicode::Flags(0x3000).is_whitespace());   // ideographic space
   EXPECT_FALSE(unicode::Flags(0x200B).is_whitespace());  // zero width space is Cf
   EXPECT_FALSE(unicode::Flags(0x1C).is_whitespace());    // not White_Space
   EXPECT_TRUE(unicode::Flags('!').is_punctuation());
   EXPECT_TRUE(unicode::Flags('$').is_symbol());
-  EXPECT_TRUE(unicode::Flags(0x1F600).is_symbol());     // 😀
-  EXPECT_TRUE(unicode::Flags(0x0378).defined());        // unassigned counts as \p{C}
+  EXPECT_TRUE(unicode::Flags(0x1F600).is_symbol());  // 😀
+  EXPECT_TRUE(unicode::Flags(0x0378).defined());     // unassigned counts as \p{C}
   EXPECT_FALSE(unicode::Flags(0x110000).defined());
 }
 
@@ -44,7 +44,9 @@ TEST(UnicodeTest, EncodeDecodeRoundTripsAllPlanes) {
 
 TEST(UnicodeTest, LenientDecodeReplacesEachBadByte) {
   // Stray continuation, truncated 3-byte sequence followed by ASCII, bad lead.
-  EXPECT_THAT(unicode::DecodeUtf8Lenient("a\x80" "b"), ElementsAre('a', 0xFFFD, 'b'));
+  EXPECT_THAT(unicode::DecodeUtf8Lenient("a\x80"
+                                         "b"),
+              ElementsAre('a', 0xFFFD, 'b'));
   EXPECT_THAT(unicode::DecodeUtf8Lenient("\xE2\x82z"), ElementsAre(0xFFFD, 0xFFFD, 'z'));
   EXPECT_THAT(unicode::DecodeUtf8Lenient("\xFF"), ElementsAre(0xFFFD));
   EXPECT_THAT(unicode::DecodeUtf8Lenient("\xF0\x9F\x98"), ElementsAre(0xFFFD, 0xFFFD, 0xFFFD));
@@ -57,7 +59,7 @@ TEST(UnicodeTest, ScanUtf8CharTellsIncompleteFromInvalid) {
   EXPECT_EQ(unicode::ScanUtf8Char("\xF0\x9F", &n), unicode::Utf8Scan::kIncomplete);
   EXPECT_EQ(n, 2u);
   EXPECT_EQ(unicode::ScanUtf8Char("\xF0\x41", &n), unicode::Utf8Scan::kInvalid);
-  EXPECT_EQ(unicode::ScanUtf8Char("\xC0\x80", &n), unicode::Utf8Scan::kInvalid);  // overlong
+  EXPECT_EQ(unicode::ScanUtf8Char("\xC0\x80", &n), unicode::Utf8Scan::kInvalid);      // overlong
   EXPECT_EQ(unicode::ScanUtf8Char("\xED\xA0\x80", &n), unicode::Utf8Scan::kInvalid);  // surrogate
   EXPECT_EQ(unicode::ScanUtf8Char("\x80", &n), unicode::Utf8Scan::kInvalid);
   EXPECT_FALSE(unicode::IsValidUtf8("ok\xE2\x82"));

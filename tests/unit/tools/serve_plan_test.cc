@@ -19,9 +19,11 @@ using ::testing::HasSubstr;
 class ServePlanTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("splitspec_serve_plan_" + std::to_string(getpid()));
+    dir_ = std::filesystem::temp_directory_path() /
+           ("splitspec_serve_plan_" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
-    env_ = {.bin_dir = "/bin-dir", .repo_root = "/repo", .default_model = "/repo/models/default.gguf"};
+    env_ = {
+        .bin_dir = "/bin-dir", .repo_root = "/repo", .default_model = "/repo/models/default.gguf"};
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
@@ -63,9 +65,11 @@ TEST_F(ServePlanTest, Tp2GroupStartsTwoRanksWithTheirFlags) {
   const std::string model = (dir_ / "t.gguf").string();
   const PlannedProcess& coordinator = (*plan)[0];
   EXPECT_EQ(coordinator.role, "coordinator");
-  EXPECT_THAT(coordinator.argv, ElementsAre("/bin-dir/splitspec-coordinator", "--control", "tcp://127.0.0.1:5555",
-                                            "--http", "127.0.0.1:8000", "--model", model));
-  EXPECT_THAT(coordinator.env_from, ElementsAre(std::make_pair("SPLITSPEC_API_KEY", "SPLITSPEC_API_KEY")));
+  EXPECT_THAT(coordinator.argv,
+              ElementsAre("/bin-dir/splitspec-coordinator", "--control", "tcp://127.0.0.1:5555",
+                          "--http", "127.0.0.1:8000", "--model", model));
+  EXPECT_THAT(coordinator.env_from,
+              ElementsAre(std::make_pair("SPLITSPEC_API_KEY", "SPLITSPEC_API_KEY")));
   const PlannedProcess& r0 = (*plan)[1];
   const PlannedProcess& r1 = (*plan)[2];
   EXPECT_EQ(r0.name, "g-rank0");
@@ -73,12 +77,14 @@ TEST_F(ServePlanTest, Tp2GroupStartsTwoRanksWithTheirFlags) {
   EXPECT_EQ(r0.tp_rank, 0);
   EXPECT_EQ(r1.tp_rank, 1);
   EXPECT_EQ(r1.tp_size, 2);
-  EXPECT_THAT(r0.argv, ElementsAre("/bin-dir/splitspec-target-worker", "--coordinator", "tcp://127.0.0.1:5555", "--name",
-                                   "g-rank0", "--model", model, "--tp-group", "g", "--tp-rank", "0", "--tp-size", "2",
+  EXPECT_THAT(r0.argv, ElementsAre("/bin-dir/splitspec-target-worker", "--coordinator",
+                                   "tcp://127.0.0.1:5555", "--name", "g-rank0", "--model", model,
+                                   "--tp-group", "g", "--tp-rank", "0", "--tp-size", "2",
                                    "--data-endpoint", "tcp://127.0.0.1:*", "--threads", "3"));
-  EXPECT_THAT(r1.argv, ElementsAre("/bin-dir/splitspec-target-worker", "--coordinator", "tcp://127.0.0.1:5555", "--name",
-                                   "g-rank1", "--model", model, "--tp-group", "g", "--tp-rank", "1", "--tp-size", "2",
-                                   "--threads", "3"));
+  EXPECT_THAT(r1.argv,
+              ElementsAre("/bin-dir/splitspec-target-worker", "--coordinator",
+                          "tcp://127.0.0.1:5555", "--name", "g-rank1", "--model", model,
+                          "--tp-group", "g", "--tp-rank", "1", "--tp-size", "2", "--threads", "3"));
   EXPECT_THAT(r0.env, ElementsAre(std::make_pair("CUDA_VISIBLE_DEVICES", "0")));
   EXPECT_THAT(r1.env, ElementsAre(std::make_pair("CUDA_VISIBLE_DEVICES", "1")));
   EXPECT_EQ((*plan)[3].name, "d-0");
@@ -136,11 +142,14 @@ TEST_F(ServePlanTest, WithoutConfigUsesTheShippedDefaultConfig) {
 TEST_F(ServePlanTest, FlagsOverrideTheConfig) {
   const std::string config = WriteConfig(
       "[coordinator]\ncontrol = \"tcp://127.0.0.1:7000\"\nhttp = \"127.0.0.1:9000\"\n"
-      "[[target_group]]\nname = \"g\"\ntp = 2\nthreads = 2\n[[draft_pool]]\nname = \"d\"\ncount = 1\nk = 8\n");
+      "[[target_group]]\nname = \"g\"\ntp = 2\nthreads = 2\n[[draft_pool]]\nname = \"d\"\ncount = "
+      "1\nk = 8\n");
   absl::StatusOr<ServeOptions> options =
-      ParseServeOptions({"--config", config, "--control", "ipc:///tmp/x", "--http", "none", "--target-tp", "4",
-                         "--threads", "5", "--drafts", "3", "--drafter", "layerskip:2", "--model", "/m.gguf",
-                         "--log-dir", "/logs", "--targets", "2", "--dry-run"},
+      ParseServeOptions({"--config", config,        "--control", "ipc:///tmp/x", "--http",
+                         "none",     "--target-tp", "4",         "--threads",    "5",
+                         "--drafts", "3",           "--drafter", "layerskip:2",  "--model",
+                         "/m.gguf",  "--log-dir",   "/logs",     "--targets",    "2",
+                         "--dry-run"},
                         env_);
   ASSERT_TRUE(options.ok()) << options.status();
   const config::ClusterConfig& c = options->config;
@@ -159,35 +168,44 @@ TEST_F(ServePlanTest, FlagsOverrideTheConfig) {
   absl::StatusOr<std::vector<PlannedProcess>> plan = PlanCluster(c, env_);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->size(), 1u + 8u + 3u);
-  EXPECT_THAT((*plan)[0].argv, ElementsAre("/bin-dir/splitspec-coordinator", "--control", "ipc:///tmp/x"));
+  EXPECT_THAT((*plan)[0].argv,
+              ElementsAre("/bin-dir/splitspec-coordinator", "--control", "ipc:///tmp/x"));
   EXPECT_EQ((*plan)[8].name, "g-1-rank3");
   EXPECT_EQ((*plan)[8].log, "/logs/g-1-rank3.log");
 }
 
 TEST_F(ServePlanTest, DraftFlagSelectsTheModelDrafter) {
-  absl::StatusOr<std::vector<PlannedProcess>> plan = Plan({"--config", WriteConfig(""), "--draft", "/d.gguf"});
+  absl::StatusOr<std::vector<PlannedProcess>> plan =
+      Plan({"--config", WriteConfig(""), "--draft", "/d.gguf"});
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_THAT(plan->back().argv, ::testing::IsSupersetOf({"--drafter", "model", "--draft", "/d.gguf"}));
+  EXPECT_THAT(plan->back().argv,
+              ::testing::IsSupersetOf({"--drafter", "model", "--draft", "/d.gguf"}));
 }
 
 TEST_F(ServePlanTest, OverrideErrorsNameTheFlag) {
-  const std::string two_groups = WriteConfig("[[target_group]]\nname = \"a\"\n[[target_group]]\nname = \"b\"\n");
+  const std::string two_groups =
+      WriteConfig("[[target_group]]\nname = \"a\"\n[[target_group]]\nname = \"b\"\n");
   EXPECT_THAT(std::string(Plan({"--config", two_groups, "--targets", "2"}).status().message()),
               HasSubstr("--targets needs a config with one [[target_group]]"));
   EXPECT_THAT(std::string(Plan({"--config", two_groups, "--target-tp", "3"}).status().message()),
               HasSubstr("--target-tp: target_group[0].tp: 3 is not one of 1, 2, 4, 8"));
   EXPECT_THAT(std::string(Plan({"--config", two_groups, "--drafts", "99"}).status().message()),
               HasSubstr("--drafts: draft_pool[0].count: 65 must be in [0, 64]"));
-  EXPECT_THAT(std::string(Plan({"--config", two_groups, "--drafter", "ngram", "--draft", "/d"}).status().message()),
-              HasSubstr("--draft: draft_pool[0].draft_model: \"/d\" is set but drafter is \"ngram\""));
-  EXPECT_THAT(std::string(Plan({"--config", two_groups, "--bogus", "1"}).status().message()), HasSubstr("unknown flag --bogus"));
+  EXPECT_THAT(
+      std::string(
+          Plan({"--config", two_groups, "--drafter", "ngram", "--draft", "/d"}).status().message()),
+      HasSubstr("--draft: draft_pool[0].draft_model: \"/d\" is set but drafter is \"ngram\""));
+  EXPECT_THAT(std::string(Plan({"--config", two_groups, "--bogus", "1"}).status().message()),
+              HasSubstr("unknown flag --bogus"));
   EXPECT_TRUE(absl::IsNotFound(Plan({"--config", (dir_ / "missing.toml").string()}).status()));
 }
 
 TEST_F(ServePlanTest, GpuDevicesMustFollowTpOverride) {
-  const std::string config = WriteConfig("[[target_group]]\ntp = 2\ndevices = [\"cuda:0\", \"cuda:1\"]\n");
+  const std::string config =
+      WriteConfig("[[target_group]]\ntp = 2\ndevices = [\"cuda:0\", \"cuda:1\"]\n");
   EXPECT_THAT(std::string(Plan({"--config", config, "--target-tp", "4"}).status().message()),
-              HasSubstr("cluster.toml:3: target_group[0].devices: [\"cuda:0\", \"cuda:1\"] has 2 GPU(s) for tp = 4"));
+              HasSubstr("cluster.toml:3: target_group[0].devices: [\"cuda:0\", \"cuda:1\"] has 2 "
+                        "GPU(s) for tp = 4"));
 }
 
 TEST_F(ServePlanTest, NonDefaultLimitsAreRefusedUntilTheCoordinatorTakesThem) {
@@ -195,22 +213,31 @@ TEST_F(ServePlanTest, NonDefaultLimitsAreRefusedUntilTheCoordinatorTakesThem) {
       Plan({"--config", WriteConfig("[coordinator.limits]\nmax_queued_requests = 10\n")});
   EXPECT_TRUE(absl::IsUnimplemented(plan.status())) << plan.status();
   EXPECT_THAT(std::string(plan.status().message()),
-              HasSubstr("cluster.toml:2: coordinator.limits.max_queued_requests = 10: splitspec-coordinator has no flag"));
+              HasSubstr("cluster.toml:2: coordinator.limits.max_queued_requests = 10: "
+                        "splitspec-coordinator has no flag"));
 }
 
 TEST_F(ServePlanTest, ProcessNamesMustBeUnique) {
   absl::StatusOr<std::vector<PlannedProcess>> plan =
-      Plan({"--config", WriteConfig("[[target_group]]\nname = \"d-0\"\n[[draft_pool]]\nname = \"d\"\n")});
-  EXPECT_THAT(std::string(plan.status().message()), HasSubstr("two processes would be named 'd-0'"));
+      Plan({"--config",
+            WriteConfig("[[target_group]]\nname = \"d-0\"\n[[draft_pool]]\nname = \"d\"\n")});
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("two processes would be named 'd-0'"));
 }
 
 TEST_F(ServePlanTest, JsonLineHasEveryField) {
-  PlannedProcess p{.name = "g-rank1", .role = "target", .host = "n2", .log = "/r/g-rank1.log", .group = "g",
-                   .tp_rank = 1, .tp_size = 2};
+  PlannedProcess p{.name = "g-rank1",
+                   .role = "target",
+                   .host = "n2",
+                   .log = "/r/g-rank1.log",
+                   .group = "g",
+                   .tp_rank = 1,
+                   .tp_size = 2};
   p.env = {{"CUDA_VISIBLE_DEVICES", "1"}};
   p.argv = {"/b/splitspec-target-worker", "--name", "a \"q\""};
   EXPECT_EQ(PlannedProcessJson(p),
-            "{\"name\":\"g-rank1\",\"role\":\"target\",\"host\":\"n2\",\"log\":\"/r/g-rank1.log\",\"group\":\"g\","
+            "{\"name\":\"g-rank1\",\"role\":\"target\",\"host\":\"n2\",\"log\":\"/r/"
+            "g-rank1.log\",\"group\":\"g\","
             "\"tp_rank\":1,\"tp_size\":2,\"env\":{\"CUDA_VISIBLE_DEVICES\":\"1\"},\"env_from\":{},"
             "\"argv\":[\"/b/splitspec-target-worker\",\"--name\",\"a \\\"q\\\"\"]}");
 }
@@ -218,9 +245,10 @@ TEST_F(ServePlanTest, JsonLineHasEveryField) {
 // The CLI end to end: `splitspec serve --config F --target-tp 2 --dry-run`
 // prints one JSON object per process and starts nothing.
 TEST_F(ServePlanTest, DryRunPrintsThePlanAsJsonLines) {
-  const std::string config = WriteConfig("[[target_group]]\nname = \"grp\"\n[[draft_pool]]\ncount = 1\n");
-  const std::string command = std::string(SPLITSPEC_BIN_DIR) + "/splitspec serve --config " + config +
-                              " --target-tp 2 --dry-run 2>&1";
+  const std::string config =
+      WriteConfig("[[target_group]]\nname = \"grp\"\n[[draft_pool]]\ncount = 1\n");
+  const std::string command = std::string(SPLITSPEC_BIN_DIR) + "/splitspec serve --config " +
+                              config + " --target-tp 2 --dry-run 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   std::string out;
@@ -237,8 +265,10 @@ TEST_F(ServePlanTest, DryRunPrintsThePlanAsJsonLines) {
   EXPECT_THAT(lines[0], HasSubstr("\"role\":\"coordinator\""));
   EXPECT_THAT(lines[1], HasSubstr("\"name\":\"grp-rank0\",\"role\":\"target\""));
   EXPECT_THAT(lines[1], HasSubstr("\"tp_rank\":0,\"tp_size\":2"));
-  EXPECT_THAT(lines[1], HasSubstr("\"--tp-group\",\"grp\",\"--tp-rank\",\"0\",\"--tp-size\",\"2\""));
-  EXPECT_THAT(lines[2], HasSubstr("\"--tp-group\",\"grp\",\"--tp-rank\",\"1\",\"--tp-size\",\"2\""));
+  EXPECT_THAT(lines[1],
+              HasSubstr("\"--tp-group\",\"grp\",\"--tp-rank\",\"0\",\"--tp-size\",\"2\""));
+  EXPECT_THAT(lines[2],
+              HasSubstr("\"--tp-group\",\"grp\",\"--tp-rank\",\"1\",\"--tp-size\",\"2\""));
   EXPECT_THAT(lines[2], HasSubstr("\"tp_rank\":1,\"tp_size\":2"));
   EXPECT_THAT(lines[2], ::testing::Not(HasSubstr("--data-endpoint")));  // followers serve no drafts
   EXPECT_THAT(lines[3], HasSubstr("\"name\":\"draft-0\",\"role\":\"draft\""));

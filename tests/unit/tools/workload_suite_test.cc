@@ -44,11 +44,9 @@ TEST(WorkloadParseTest, MalformedLinesNameFileLineAndField) {
       "w.jsonl:7: field 'messages[0].role' must be system, user or assistant, got 'bot'");
   EXPECT_EQ(ErrorOf(R"({"category": "qa", "messages": [{"role": "user"}], "max_tokens": 8})"),
             "w.jsonl:7: missing field 'messages[0].content'");
-  EXPECT_EQ(
-      ErrorOf(
-          R"({"category": "qa", "messages": [{"role": "user", "content": "x"}], )"
-          R"("max_tokens": 2.5})"),
-      "w.jsonl:7: field 'max_tokens' must be an integer in [1, 4096]");
+  EXPECT_EQ(ErrorOf(R"({"category": "qa", "messages": [{"role": "user", "content": "x"}], )"
+                    R"("max_tokens": 2.5})"),
+            "w.jsonl:7: field 'max_tokens' must be an integer in [1, 4096]");
   EXPECT_EQ(ErrorOf(R"({"category": "qa", "messages": [{"role": "user", "content": "x"}]})"),
             "w.jsonl:7: missing field 'max_tokens'");
   EXPECT_EQ(

@@ -15,7 +15,8 @@ namespace {
 class CompletionTextTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-completion-text-tiny.gguf";
+    const std::string path =
+        ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-completion-text-tiny.gguf";
     ASSERT_TRUE(model::WriteTinyModel({}, path).ok());
     auto file = model::GgufFile::Open(path);
     ASSERT_TRUE(file.ok()) << file.status();
@@ -46,7 +47,8 @@ class CompletionTextTest : public ::testing::Test {
   }
 
   // Pushes every token, one at a time; returns the concatenated output.
-  static std::string PushAll(CompletionText& text, const std::vector<int32_t>& ids, std::vector<std::string>* pieces) {
+  static std::string PushAll(CompletionText& text, const std::vector<int32_t>& ids,
+                             std::vector<std::string>* pieces) {
     std::string out;
     for (int32_t id : ids) {
       absl::StatusOr<std::string> piece = text.Push(id);

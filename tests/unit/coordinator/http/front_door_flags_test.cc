@@ -56,7 +56,8 @@ TEST(FrontDoorFlagsTest, ApiKeyDefaultsToTheEnvironment) {
 TEST(FrontDoorFlagsTest, BadFlagsAreRefusedNamingThem) {
   auto no_port = Parse({"--http", "localhost", "--model", "/m.gguf"});
   ASSERT_FALSE(no_port.ok());
-  EXPECT_EQ(no_port.status().message(), "--http 'localhost' must be HOST:PORT, e.g. 127.0.0.1:8000");
+  EXPECT_EQ(no_port.status().message(),
+            "--http 'localhost' must be HOST:PORT, e.g. 127.0.0.1:8000");
   auto no_model = Parse({"--http", "127.0.0.1:8000"});
   ASSERT_FALSE(no_model.ok());
   EXPECT_EQ(no_model.status().message(), "--http needs --model PATH (the target's GGUF)");

@@ -80,13 +80,17 @@ TEST(FrontDoorMetricsTest, PerWorkerLivenessFromTheStatusTable) {
   draft->set_state(proto::MEMBER_STATE_DEAD);
   const std::string text = FrontDoorMetrics().Render(&status);
   EXPECT_THAT(text, HasSubstr("splitspec_coordinator_up 1\n"));
-  EXPECT_THAT(text, HasSubstr("splitspec_worker_alive{worker_id=\"1\",worker_name=\"target-\\\"0\\\"\",role=\"target\","
-                              "state=\"alive\"} 1\n"));
   EXPECT_THAT(
       text,
-      HasSubstr("splitspec_worker_alive{worker_id=\"2\",worker_name=\"draft-0\",role=\"draft\",state=\"dead\"} 0\n"));
-  EXPECT_THAT(text, HasSubstr("splitspec_worker_active_requests{worker_id=\"1\",worker_name=\"target-\\\"0\\\"\","
-                              "role=\"target\",state=\"alive\"} 3\n"));
+      HasSubstr(
+          "splitspec_worker_alive{worker_id=\"1\",worker_name=\"target-\\\"0\\\"\",role=\"target\","
+          "state=\"alive\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_worker_alive{worker_id=\"2\",worker_name=\"draft-0\",role="
+                              "\"draft\",state=\"dead\"} 0\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("splitspec_worker_active_requests{worker_id=\"1\",worker_name=\"target-\\\"0\\\"\","
+                "role=\"target\",state=\"alive\"} 3\n"));
 }
 
 TEST(FrontDoorMetricsTest, AcceptancePerDraftPositionAddsUpOverRequests) {
@@ -94,16 +98,22 @@ TEST(FrontDoorMetricsTest, AcceptancePerDraftPositionAddsUpOverRequests) {
   proto::SpecStats first, second;
   for (uint64_t v : {5, 5, 4}) first.add_verified_at(v);
   for (uint64_t a : {4, 3, 1}) first.add_accepted_at(a);
-  for (uint64_t v : {2, 2, 2, 2}) second.add_verified_at(v);  // a longer block than the first request's
+  for (uint64_t v : {2, 2, 2, 2})
+    second.add_verified_at(v);  // a longer block than the first request's
   for (uint64_t a : {2, 1, 0, 0}) second.add_accepted_at(a);
   metrics.ObserveFinished(1.0, first);
   metrics.ObserveFinished(1.0, second);
   const std::string text = metrics.Render(nullptr);
-  EXPECT_THAT(text, HasSubstr("splitspec_spec_decode_num_verified_tokens_per_pos{position=\"0\"} 7\n"));
-  EXPECT_THAT(text, HasSubstr("splitspec_spec_decode_num_verified_tokens_per_pos{position=\"3\"} 2\n"));
-  EXPECT_THAT(text, HasSubstr("splitspec_spec_decode_num_accepted_tokens_per_pos{position=\"0\"} 6\n"));
-  EXPECT_THAT(text, HasSubstr("splitspec_spec_decode_num_accepted_tokens_per_pos{position=\"2\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("splitspec_spec_decode_num_accepted_tokens_per_pos{position=\"3\"} 0\n"));
+  EXPECT_THAT(text,
+              HasSubstr("splitspec_spec_decode_num_verified_tokens_per_pos{position=\"0\"} 7\n"));
+  EXPECT_THAT(text,
+              HasSubstr("splitspec_spec_decode_num_verified_tokens_per_pos{position=\"3\"} 2\n"));
+  EXPECT_THAT(text,
+              HasSubstr("splitspec_spec_decode_num_accepted_tokens_per_pos{position=\"0\"} 6\n"));
+  EXPECT_THAT(text,
+              HasSubstr("splitspec_spec_decode_num_accepted_tokens_per_pos{position=\"2\"} 1\n"));
+  EXPECT_THAT(text,
+              HasSubstr("splitspec_spec_decode_num_accepted_tokens_per_pos{position=\"3\"} 0\n"));
 }
 
 TEST(FrontDoorMetricsTest, QueueDepthAndStepTimeFromTheCoordinatorStatus) {
@@ -119,8 +129,10 @@ TEST(FrontDoorMetricsTest, QueueDepthAndStepTimeFromTheCoordinatorStatus) {
   const std::string text = FrontDoorMetrics().Render(&status);
   EXPECT_THAT(text, HasSubstr("splitspec_num_requests_waiting 4\n"));
   EXPECT_THAT(text, HasSubstr("splitspec_coordinator_requests_running 9\n"));
-  EXPECT_THAT(text, HasSubstr("splitspec_worker_step_seconds{worker_id=\"1\",worker_name=\"t\",role=\"target\","
-                              "state=\"alive\"} 0.0125\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("splitspec_worker_step_seconds{worker_id=\"1\",worker_name=\"t\",role=\"target\","
+                "state=\"alive\"} 0.0125\n"));
 }
 
 TEST(FrontDoorMetricsTest, EveryLineIsACommentOrANameValuePair) {

@@ -7,10 +7,13 @@
 namespace splitspec::coordinator::http {
 namespace {
 
-HttpParseResult Parse(const std::string& bytes, HttpLimits limits = {}) { return ParseHttpRequest(bytes, limits); }
+HttpParseResult Parse(const std::string& bytes, HttpLimits limits = {}) {
+  return ParseHttpRequest(bytes, limits);
+}
 
 TEST(HttpParserTest, ParsesGetWithQueryAndHeaders) {
-  const std::string bytes = "GET /v1/models?x=1 HTTP/1.1\r\nHost: localhost\r\nX-Test:  padded \r\n\r\n";
+  const std::string bytes =
+      "GET /v1/models?x=1 HTTP/1.1\r\nHost: localhost\r\nX-Test:  padded \r\n\r\n";
   const HttpParseResult r = Parse(bytes + "GET /next");
   ASSERT_EQ(r.kind, HttpParseResult::kRequest) << r.error_reason;
   EXPECT_EQ(r.request.method, "GET");
@@ -25,7 +28,8 @@ TEST(HttpParserTest, ParsesGetWithQueryAndHeaders) {
 }
 
 TEST(HttpParserTest, ParsesPostBodyByContentLength) {
-  const std::string bytes = "POST /v1/completions HTTP/1.1\r\nHost: h\r\nContent-Length: 11\r\n\r\n{\"a\":\"bc\"}X";
+  const std::string bytes =
+      "POST /v1/completions HTTP/1.1\r\nHost: h\r\nContent-Length: 11\r\n\r\n{\"a\":\"bc\"}X";
   const HttpParseResult r = Parse(bytes);
   ASSERT_EQ(r.kind, HttpParseResult::kRequest) << r.error_reason;
   EXPECT_EQ(r.request.body, "{\"a\":\"bc\"}X");
@@ -34,7 +38,8 @@ TEST(HttpParserTest, ParsesPostBodyByContentLength) {
 
 TEST(HttpParserTest, WaitsForTheWholeHeaderAndBody) {
   EXPECT_EQ(Parse("GET / HTTP/1.1\r\nHost: h\r\n").kind, HttpParseResult::kIncomplete);
-  EXPECT_EQ(Parse("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nabc").kind, HttpParseResult::kIncomplete);
+  EXPECT_EQ(Parse("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nabc").kind,
+            HttpParseResult::kIncomplete);
 }
 
 TEST(HttpParserTest, PipelinedRequestsAreParsedOneAtATime) {
@@ -55,10 +60,12 @@ TEST(HttpParserTest, PipelinedRequestsAreParsedOneAtATime) {
 TEST(HttpParserTest, KeepAliveFollowsVersionAndConnectionHeader) {
   EXPECT_FALSE(Parse("GET / HTTP/1.0\r\n\r\n").request.KeepAlive());
   EXPECT_TRUE(Parse("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").request.KeepAlive());
-  EXPECT_FALSE(Parse("GET / HTTP/1.1\r\nHost: h\r\nConnection: foo, close\r\n\r\n").request.KeepAlive());
+  EXPECT_FALSE(
+      Parse("GET / HTTP/1.1\r\nHost: h\r\nConnection: foo, close\r\n\r\n").request.KeepAlive());
 }
 
-void ExpectError(const std::string& bytes, int status, const std::string& reason_part, HttpLimits limits = {}) {
+void ExpectError(const std::string& bytes, int status, const std::string& reason_part,
+                 HttpLimits limits = {}) {
   const HttpParseResult r = Parse(bytes, limits);
   ASSERT_EQ(r.kind, HttpParseResult::kError) << bytes;
   EXPECT_EQ(r.error_status, status) << r.error_reason;
@@ -80,12 +87,15 @@ TEST(HttpParserTest, MalformedHeadersAreRefusedWithAReason) {
   ExpectError("GET / HTTP/1.1\r\nHost: h\r\n folded\r\n\r\n", 400, "obsolete header line folding");
   ExpectError("GET / HTTP/1.1\r\nHost: a\x01z\r\n\r\n", 400, "control character");
   ExpectError("GET / HTTP/1.1\r\n\r\n", 400, "without a Host header");
-  ExpectError("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1x\r\n\r\n", 400, "malformed Content-Length '1x'");
-  ExpectError("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n", 400, "malformed Content-Length");
+  ExpectError("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1x\r\n\r\n", 400,
+              "malformed Content-Length '1x'");
+  ExpectError("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n", 400,
+              "malformed Content-Length");
   ExpectError("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400,
               "conflicting Content-Length");
-  ExpectError("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", 400,
-              "ambiguous");
+  ExpectError(
+      "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", 400,
+      "ambiguous");
   ExpectError("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n", 501,
               "only 'chunked'");
 }
@@ -95,13 +105,14 @@ TEST(HttpParserTest, OversizedRequestsAreRefused) {
   limits.max_header_bytes = 64;
   limits.max_body_bytes = 10;
   limits.max_headers = 2;
-  ExpectError("GET / HTTP/1.1\r\nHost: h\r\nX-Long: " + std::string(100, 'a'), 431, "exceeds the limit of 64", limits);
-  ExpectError("GET / HTTP/1.1\r\nHost: h\r\nX-Long: " + std::string(40, 'a') + "\r\n\r\n", 431, "exceeds the limit",
-              limits);
+  ExpectError("GET / HTTP/1.1\r\nHost: h\r\nX-Long: " + std::string(100, 'a'), 431,
+              "exceeds the limit of 64", limits);
+  ExpectError("GET / HTTP/1.1\r\nHost: h\r\nX-Long: " + std::string(40, 'a') + "\r\n\r\n", 431,
+              "exceeds the limit", limits);
   ExpectError("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 11\r\n\r\n", 413,
               "body of 11 bytes exceeds the limit of 10", limits);
-  ExpectError("GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\n\r\n", 431, "3 header fields exceed the limit of 2",
-              limits);
+  ExpectError("GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\n\r\n", 431,
+              "3 header fields exceed the limit of 2", limits);
 }
 
 // HTTP/1.1 requires servers to accept chunked request bodies (RFC 9112 §6.1).

@@ -19,7 +19,8 @@ class TestHandler : public HttpHandler {
  public:
   void OnRequest(HttpServer& server, ExchangeId id, HttpRequest request) override {
     if (request.path == "/echo") {
-      server.Respond(id, HttpResponse::Text(200, absl::StrCat(request.method, " ", request.target, " ", request.body)));
+      server.Respond(id, HttpResponse::Text(200, absl::StrCat(request.method, " ", request.target,
+                                                              " ", request.body)));
     } else if (request.path == "/stream") {
       // Posted from another thread, as the coordinator bridge does.
       std::thread([&server, id] {
@@ -89,7 +90,8 @@ TEST(HttpServerTest, KeepAliveAnswersPipelinedRequestsInOrder) {
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(second->body, "GET /echo ");
   // The same connection serves a third request later.
-  ASSERT_TRUE((*connection)->Send("GET /echo HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n").ok());
+  ASSERT_TRUE(
+      (*connection)->Send("GET /echo HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n").ok());
   auto third = (*connection)->ReadResponse();
   ASSERT_TRUE(third.ok()) << third.status();
   EXPECT_EQ(third->Header("connection"), "close");

@@ -5,10 +5,10 @@
 #include <string>
 
 #include "absl/strings/match.h"
-#include "runtime/base/json_string.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "runtime/base/json_string.h"
 
 namespace splitspec::coordinator::http {
 namespace {

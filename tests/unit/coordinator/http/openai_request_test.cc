@@ -11,15 +11,16 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-CompletionRequest ParseOk(const std::string& json, CompletionRequest::Kind kind = CompletionRequest::kCompletion) {
+CompletionRequest ParseOk(const std::string& json,
+                          CompletionRequest::Kind kind = CompletionRequest::kCompletion) {
   absl::StatusOr<CompletionRequest> r = ParseCompletionRequest(json, kind);
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? *r : CompletionRequest{};
 }
 
 // The error's message and param.
-std::pair<std::string, std::string> ParseError(const std::string& json,
-                                               CompletionRequest::Kind kind = CompletionRequest::kCompletion) {
+std::pair<std::string, std::string> ParseError(
+    const std::string& json, CompletionRequest::Kind kind = CompletionRequest::kCompletion) {
   absl::StatusOr<CompletionRequest> r = ParseCompletionRequest(json, kind);
   EXPECT_FALSE(r.ok()) << json;
   if (r.ok()) return {};
@@ -28,7 +29,8 @@ std::pair<std::string, std::string> ParseError(const std::string& json,
 }
 
 TEST(OpenAiRequestTest, ReadsEveryParameter) {
-  const CompletionRequest r = ParseOk(R"({"model":"m","prompt":"Hello","max_tokens":7,"temperature":0.5,
+  const CompletionRequest r =
+      ParseOk(R"({"model":"m","prompt":"Hello","max_tokens":7,"temperature":0.5,
       "top_p":0.9,"top_k":40,"min_p":0.05,"seed":1234,"stop":["\n","END"],"n":1,"stream":true,
       "stream_options":{"include_usage":true},"user":"ignored","frequency_penalty":0,"drafter":"none"})");
   EXPECT_EQ(r.kind, CompletionRequest::kCompletion);
@@ -47,7 +49,8 @@ TEST(OpenAiRequestTest, ReadsEveryParameter) {
 }
 
 TEST(OpenAiRequestTest, DefaultsAndNullsMeanNotGiven) {
-  const CompletionRequest r = ParseOk(R"({"prompt":"x","temperature":null,"stop":null,"seed":null})");
+  const CompletionRequest r =
+      ParseOk(R"({"prompt":"x","temperature":null,"stop":null,"seed":null})");
   EXPECT_EQ(r.max_tokens, 0u);
   EXPECT_FLOAT_EQ(r.temperature, 1.0f);
   EXPECT_FLOAT_EQ(r.top_p, 1.0f);
@@ -80,35 +83,46 @@ TEST(OpenAiRequestTest, ChatMessagesWithStringAndPartsContent) {
 
 TEST(OpenAiRequestTest, WrongTypesNameTheField) {
   EXPECT_EQ(ParseError(R"({"prompt":"x","temperature":"hot"})"),
-            std::make_pair(std::string("'temperature' must be a number, got a string"), std::string("temperature")));
+            std::make_pair(std::string("'temperature' must be a number, got a string"),
+                           std::string("temperature")));
   EXPECT_EQ(ParseError(R"({"prompt":"x","max_tokens":2.5})"),
-            std::make_pair(std::string("'max_tokens' must be an integer, got 2.5"), std::string("max_tokens")));
+            std::make_pair(std::string("'max_tokens' must be an integer, got 2.5"),
+                           std::string("max_tokens")));
   EXPECT_EQ(ParseError(R"({"prompt":"x","stream":"yes"})").second, "stream");
   EXPECT_EQ(ParseError(R"({"prompt":"x","stop":5})").first,
             "'stop' must be a string or an array of strings, got a number");
-  EXPECT_EQ(ParseError(R"({"prompt":"x","stop":["a",1]})").first, "'stop' must be a string, got a number");
-  EXPECT_EQ(ParseError(R"({"prompt":"x","seed":true})").first, "'seed' must be an integer, got a boolean");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","stop":["a",1]})").first,
+            "'stop' must be a string, got a number");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","seed":true})").first,
+            "'seed' must be an integer, got a boolean");
   EXPECT_EQ(ParseError(R"({"prompt":"x","top_k":"5"})").second, "top_k");
-  EXPECT_EQ(ParseError(R"({"prompt":"x","model":3})").first, "'model' must be a string, got a number");
-  EXPECT_EQ(ParseError(R"({"prompt":"x","drafter":[]})").first, "'drafter' must be a string, got an array");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","model":3})").first,
+            "'model' must be a string, got a number");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","drafter":[]})").first,
+            "'drafter' must be a string, got an array");
   EXPECT_EQ(ParseError(R"({"prompt":{"a":1}})").second, "prompt");
   EXPECT_EQ(ParseError(R"({"prompt":"x","stream_options":{"include_usage":1}})").second,
             "stream_options.include_usage");
   EXPECT_EQ(ParseError(R"({"messages":"hi"})", CompletionRequest::kChat).first,
             "'messages' must be an array, got a string");
-  EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":7}]})", CompletionRequest::kChat).second,
-            "messages[0].content");
+  EXPECT_EQ(
+      ParseError(R"({"messages":[{"role":"user","content":7}]})", CompletionRequest::kChat).second,
+      "messages[0].content");
   EXPECT_EQ(ParseError(R"({"messages":[{"content":"x"}]})", CompletionRequest::kChat).first,
             "'messages[0].role' is required");
 }
 
 TEST(OpenAiRequestTest, OutOfRangeValuesNameTheField) {
-  EXPECT_EQ(ParseError(R"({"prompt":"x","temperature":2.5})").first, "'temperature' must be in [0, 2], got 2.5");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","temperature":2.5})").first,
+            "'temperature' must be in [0, 2], got 2.5");
   EXPECT_EQ(ParseError(R"({"prompt":"x","top_p":0})").first, "'top_p' must be in (0, 1], got 0");
-  EXPECT_EQ(ParseError(R"({"prompt":"x","max_tokens":0})").first, "'max_tokens' must be at least 1, got 0");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","max_tokens":0})").first,
+            "'max_tokens' must be at least 1, got 0");
   EXPECT_EQ(ParseError(R"({"prompt":"x","top_k":-2})").second, "top_k");
-  EXPECT_EQ(ParseError(R"({"prompt":"x","stop":[""]})").first, "'stop' must not contain an empty string");
-  EXPECT_EQ(ParseError(R"({"prompt":[1,-3]})").first, "'prompt' token id -3 at index 1 is negative or too large");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","stop":[""]})").first,
+            "'stop' must not contain an empty string");
+  EXPECT_EQ(ParseError(R"({"prompt":[1,-3]})").first,
+            "'prompt' token id -3 at index 1 is negative or too large");
   EXPECT_EQ(ParseError(R"({"prompt":""})").first, "'prompt' must not be empty");
   EXPECT_EQ(ParseError(R"({"max_tokens":3})").first, "'prompt' is required");
 }
@@ -116,15 +130,19 @@ TEST(OpenAiRequestTest, OutOfRangeValuesNameTheField) {
 TEST(OpenAiRequestTest, UnsupportedOptionsAreRefusedNotIgnored) {
   EXPECT_EQ(
       ParseError(R"({"prompt":"x","n":2})"),
-      std::make_pair(std::string("'n' must be 1 (one choice per request is supported), got 2"), std::string("n")));
+      std::make_pair(std::string("'n' must be 1 (one choice per request is supported), got 2"),
+                     std::string("n")));
   EXPECT_EQ(ParseError(R"({"prompt":"x","logprobs":3})").second, "logprobs");
-  EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true})", CompletionRequest::kChat)
+  EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true})",
+                       CompletionRequest::kChat)
                 .second,
             "logprobs");
   EXPECT_EQ(ParseError(R"({"prompt":"x","best_of":2})").second, "best_of");
-  EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x"}],"echo":true})", CompletionRequest::kChat),
-            std::make_pair(std::string("'echo' is a /v1/completions parameter; chat completions have no echo"),
-                           std::string("echo")));
+  EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x"}],"echo":true})",
+                       CompletionRequest::kChat),
+            std::make_pair(
+                std::string("'echo' is a /v1/completions parameter; chat completions have no echo"),
+                std::string("echo")));
   EXPECT_EQ(ParseError(R"({"prompt":"x","echo":1})").second, "echo");
   EXPECT_EQ(ParseError(R"({"prompt":[[1,2],[3]]})").second, "prompt");
   ParseOk(R"({"prompt":"x","n":1,"best_of":1,"logprobs":null,"echo":false})");
@@ -159,9 +177,11 @@ TEST(OpenAiRequestTest, StrictJsonRefusesTrailingCommasDeepNestingAndInvalidUtf8
 }
 
 TEST(OpenAiRequestTest, MakeSubmitRequestCarriesEveryParameter) {
-  CompletionRequest r = ParseOk(R"({"prompt":"x","max_tokens":9,"temperature":0.7,"top_p":0.8,"top_k":5,
+  CompletionRequest r =
+      ParseOk(R"({"prompt":"x","max_tokens":9,"temperature":0.7,"top_p":0.8,"top_k":5,
       "min_p":0.1,"seed":42,"stop":["a"],"drafter":"ngram"})");
-  const proto::SubmitRequest submit = MakeSubmitRequest(r, std::vector<int32_t>{4, 5, 6}, "req-7", {0, 2});
+  const proto::SubmitRequest submit =
+      MakeSubmitRequest(r, std::vector<int32_t>{4, 5, 6}, "req-7", {0, 2});
   EXPECT_EQ(submit.request_id(), "req-7");
   EXPECT_THAT(submit.prompt_tokens(), ElementsAre(4, 5, 6));
   EXPECT_FLOAT_EQ(submit.params().temperature(), 0.7f);

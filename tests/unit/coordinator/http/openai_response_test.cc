@@ -17,58 +17,71 @@ CompletionUsage Usage() {
   return usage;
 }
 
-constexpr char kUsageJson[] = R"("usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8,"drafted_tokens":8,)"
-                              R"("verified_tokens":4,"accepted_tokens":3,"acceptance_rate":0.75,"steps":2})";
+constexpr char kUsageJson[] =
+    R"("usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8,"drafted_tokens":8,)"
+    R"("verified_tokens":4,"accepted_tokens":3,"acceptance_rate":0.75,"steps":2})";
 
 TEST(OpenAiResponseTest, TextCompletion) {
   const ResponseIdentity id{CompletionRequest::kCompletion, "cmpl-1", 1700000000, "tiny"};
-  EXPECT_EQ(CompletionJson(id, "Hi \"you\"\n", "stop", Usage()),
-            std::string(R"({"id":"cmpl-1","object":"text_completion","created":1700000000,"model":"tiny",)"
-                        R"("choices":[{"index":0,"text":"Hi \"you\"\n","logprobs":null,"finish_reason":"stop"}],)") +
-                kUsageJson + "}");
+  EXPECT_EQ(
+      CompletionJson(id, "Hi \"you\"\n", "stop", Usage()),
+      std::string(
+          R"({"id":"cmpl-1","object":"text_completion","created":1700000000,"model":"tiny",)"
+          R"("choices":[{"index":0,"text":"Hi \"you\"\n","logprobs":null,"finish_reason":"stop"}],)") +
+          kUsageJson + "}");
 }
 
 TEST(OpenAiResponseTest, ChatCompletion) {
   const ResponseIdentity id{CompletionRequest::kChat, "chatcmpl-1", 7, "tiny"};
-  EXPECT_EQ(CompletionJson(id, "ok", "length", Usage()),
-            std::string(R"({"id":"chatcmpl-1","object":"chat.completion","created":7,"model":"tiny",)"
-                        R"("choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"logprobs":null,)"
-                        R"("finish_reason":"length"}],)") +
-                kUsageJson + "}");
+  EXPECT_EQ(
+      CompletionJson(id, "ok", "length", Usage()),
+      std::string(
+          R"({"id":"chatcmpl-1","object":"chat.completion","created":7,"model":"tiny",)"
+          R"("choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"logprobs":null,)"
+          R"("finish_reason":"length"}],)") +
+          kUsageJson + "}");
 }
 
 TEST(OpenAiResponseTest, ChatChunksCarryRoleFirstAndFinishLast) {
   const ResponseIdentity id{CompletionRequest::kChat, "c", 7, "m"};
-  EXPECT_EQ(CompletionChunkJson(id, "He", true, std::nullopt, std::nullopt),
-            R"({"id":"c","object":"chat.completion.chunk","created":7,"model":"m","choices":[{"index":0,)"
-            R"("delta":{"role":"assistant","content":"He"},"logprobs":null,"finish_reason":null}]})");
-  EXPECT_EQ(CompletionChunkJson(id, "", false, "stop", Usage()),
-            std::string(R"({"id":"c","object":"chat.completion.chunk","created":7,"model":"m","choices":[{"index":0,)"
-                        R"("delta":{},"logprobs":null,"finish_reason":"stop"}],)") +
-                kUsageJson + "}");
+  EXPECT_EQ(
+      CompletionChunkJson(id, "He", true, std::nullopt, std::nullopt),
+      R"({"id":"c","object":"chat.completion.chunk","created":7,"model":"m","choices":[{"index":0,)"
+      R"("delta":{"role":"assistant","content":"He"},"logprobs":null,"finish_reason":null}]})");
+  EXPECT_EQ(
+      CompletionChunkJson(id, "", false, "stop", Usage()),
+      std::string(
+          R"({"id":"c","object":"chat.completion.chunk","created":7,"model":"m","choices":[{"index":0,)"
+          R"("delta":{},"logprobs":null,"finish_reason":"stop"}],)") +
+          kUsageJson + "}");
 }
 
 TEST(OpenAiResponseTest, CompletionChunk) {
   const ResponseIdentity id{CompletionRequest::kCompletion, "c", 7, "m"};
-  EXPECT_EQ(CompletionChunkJson(id, "x", true, std::nullopt, std::nullopt),
-            R"({"id":"c","object":"text_completion","created":7,"model":"m","choices":[{"index":0,"text":"x",)"
-            R"("logprobs":null,"finish_reason":null}]})");
+  EXPECT_EQ(
+      CompletionChunkJson(id, "x", true, std::nullopt, std::nullopt),
+      R"({"id":"c","object":"text_completion","created":7,"model":"m","choices":[{"index":0,"text":"x",)"
+      R"("logprobs":null,"finish_reason":null}]})");
 }
 
 TEST(OpenAiResponseTest, UsageOnlyChunkHasNoChoices) {
   const ResponseIdentity id{CompletionRequest::kChat, "c", 7, "m"};
-  EXPECT_EQ(UsageChunkJson(id, Usage()),
-            std::string(R"({"id":"c","object":"chat.completion.chunk","created":7,"model":"m","choices":[],)") +
-                kUsageJson + "}");
+  EXPECT_EQ(
+      UsageChunkJson(id, Usage()),
+      std::string(
+          R"({"id":"c","object":"chat.completion.chunk","created":7,"model":"m","choices":[],)") +
+          kUsageJson + "}");
 }
 
 TEST(OpenAiResponseTest, ErrorObjectAndModels) {
-  EXPECT_EQ(ErrorJson(400, "'n' must be 1", "n"),
-            R"({"error":{"message":"'n' must be 1","type":"invalid_request_error","param":"n","code":null}})");
+  EXPECT_EQ(
+      ErrorJson(400, "'n' must be 1", "n"),
+      R"({"error":{"message":"'n' must be 1","type":"invalid_request_error","param":"n","code":null}})");
   EXPECT_EQ(ErrorJson(429, "busy"),
             R"({"error":{"message":"busy","type":"rate_limit_error","param":null,"code":null}})");
-  EXPECT_EQ(ModelsJson("tiny", 5),
-            R"({"object":"list","data":[{"id":"tiny","object":"model","created":5,"owned_by":"splitspec"}]})");
+  EXPECT_EQ(
+      ModelsJson("tiny", 5),
+      R"({"object":"list","data":[{"id":"tiny","object":"model","created":5,"owned_by":"splitspec"}]})");
 }
 
 TEST(OpenAiResponseTest, CoordinatorErrorsMapToHttpStatuses) {
