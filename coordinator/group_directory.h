@@ -2,7 +2,7 @@
 //
 // The leader (tp_rank 0) of a group announces its rendezvous store's endpoint
 // and the generation of the formation it is attempting; followers look the
-// group up by name (DESIGN.md §2: ranks find each other through the
+// group up by name (docs/architecture.md: ranks find each other through the
 // coordinator, by the group name their launcher gave them). The coordinator
 // only relays the address: the store itself, and the group's collectives, run
 // between the ranks.

@@ -1,6 +1,6 @@
 // RequestRouter: the coordinator's request lifecycle and placement policy.
 //
-// Lifecycle (DESIGN.md §2): queued -> running -> finished, exactly once (stop,
+// Lifecycle (docs/architecture.md): queued -> running -> finished, exactly once (stop,
 // length, cancellation or error). The router keeps every request's committed
 // tokens, so a request whose target dies is re-placed and re-prefilled from
 // them, and a request whose draft worker dies gets another one (or none: the

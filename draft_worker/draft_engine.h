@@ -1,4 +1,4 @@
-// DraftEngine: the draft worker's loop without sockets (DESIGN.md §2–3).
+// DraftEngine: the draft worker's loop without sockets (docs/architecture.md, docs/protocol.md).
 //
 //   DraftEngine engine(drafter, options);
 //   RETURN_IF_ERROR(engine.AddRequest(assignment));

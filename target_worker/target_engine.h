@@ -6,7 +6,7 @@
 //   std::vector<TargetEvent> events;
 //   RETURN_IF_ERROR(engine.Step(absl::Now(), &events));   // one batched forward
 //
-// Each Step reads as the algorithm (STYLE.md):
+// Each Step reads as the algorithm (docs/architecture.md):
 //   Plan    -> each request's share within the token budget: a prompt chunk,
 //              the unfed token and/or a ready draft block to feed, or a
 //              decision that needs no forward (p at the frontier is pending);

@@ -1,5 +1,5 @@
 // TargetRequest: the target leader's authoritative state of one request
-// (DESIGN.md §3) — committed tokens, epoch, the draft blocks queued for it, and
+// (docs/protocol.md) — committed tokens, epoch, the draft blocks queued for it, and
 // how its KV cache relates to the committed sequence.
 //
 // Invariant between steps, with n = committed().size():

@@ -207,7 +207,7 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(const ClusterConfig& c,
                 std::to_string(rank),
                 "--tp-size",
                 std::to_string(g.tp)};
-      // The leader owns the sockets draft workers connect to (DESIGN.md §2).
+      // The leader owns the sockets draft workers connect to (docs/architecture.md).
       if (rank == 0) p.argv.insert(p.argv.end(), {"--data-endpoint", g.data_endpoint});
       if (g.threads > 0) p.argv.insert(p.argv.end(), {"--threads", std::to_string(g.threads)});
       SetDeviceEnv(g.DeviceOfRank(rank), &p);

@@ -1,4 +1,4 @@
-// FrontDoor: the coordinator's OpenAI-compatible HTTP API (DESIGN.md §5).
+// FrontDoor: the coordinator's OpenAI-compatible HTTP API (README "Send a request").
 //
 //   FrontDoorOptions options;
 //   options.http.host = "127.0.0.1";  options.http.port = 8000;

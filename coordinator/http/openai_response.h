@@ -8,7 +8,7 @@
 // usage carries OpenAI's prompt_tokens / completion_tokens / total_tokens plus
 // the speculation extension fields drafted_tokens, verified_tokens,
 // accepted_tokens, acceptance_rate (accepted / verified, 0 when nothing was
-// verified; DESIGN.md §3) and steps.
+// verified; docs/protocol.md) and steps.
 //
 // Thread safety: pure functions.
 #ifndef SPLITSPEC_COORDINATOR_HTTP_OPENAI_RESPONSE_H_

@@ -16,7 +16,7 @@
 // allgather: see gloo_communicator.cc). AllReduceSum sums in rank order: each
 // rank gathers every rank's vector and adds them as ((r0 + r1) + r2) + ..., so element i's result
 // depends only on the ranks' values of element i, never on `count` or on how Gloo segments the
-// buffer. This keeps the model forward batch-invariant (DESIGN.md: a position's
+// buffer. This keeps the model forward batch-invariant (docs/architecture.md: a position's
 // logits do not depend on the batch) for any group size, at the cost of moving
 // (size - 1) * count floats per rank instead of a ring's 2 (size - 1) / size * count:
 // the same for size 2, and tensor-parallel decode vectors are small.

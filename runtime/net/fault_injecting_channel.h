@@ -1,5 +1,5 @@
 // A Channel wrapper that drops, delays and reorders incoming frames, for tests
-// of protocol robustness (DESIGN.md §3 invariants must hold under it).
+// of protocol robustness (docs/protocol.md invariants must hold under it).
 //
 //   FaultOptions faults{.drop_probability = 0.1, .delay_probability = 0.2,
 //                       .max_delay = absl::Milliseconds(20), .reorder_probability = 0.1,

@@ -25,7 +25,7 @@
 
 namespace splitspec::spec {
 
-// Default size of the draft's truncated distribution q (DESIGN.md §3).
+// Default size of the draft's truncated distribution q (docs/protocol.md).
 inline constexpr int kDefaultQTopK = 64;
 
 // logits [vocab] -> probs [vocab], in this order:

@@ -1,4 +1,4 @@
-// Counters of speculative decoding (DESIGN.md §3 "Metrics"), per request or
+// Counters of speculative decoding (docs/protocol.md "Verification rules"), per request or
 // aggregated over many with Merge.
 //
 //   SpecMetrics metrics;

@@ -1,4 +1,4 @@
-// Speculative verification of draft blocks (DESIGN.md §3), request-level front
+// Speculative verification of draft blocks (docs/protocol.md), request-level front
 // door over the kernels in kernels/cpu/verify.h.
 //
 //   VerifyRequest request;

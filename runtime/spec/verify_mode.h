@@ -1,4 +1,4 @@
-// The three verification rules of a request (DESIGN.md §3), their names on the
+// The three verification rules of a request (docs/protocol.md), their names on the
 // command line ("greedy", "rejection", "coupled") and their kernel codes.
 #ifndef SPLITSPEC_RUNTIME_SPEC_VERIFY_MODE_H_
 #define SPLITSPEC_RUNTIME_SPEC_VERIFY_MODE_H_

@@ -1,4 +1,4 @@
-// RequestRouter's specification (DESIGN.md §2), without sockets: placement
+// RequestRouter's specification (docs/architecture.md), without sockets: placement
 // across target groups and draft workers, a worker's death (requests re-placed
 // from their committed tokens, nothing lost or repeated), stale results, client
 // limits refused with clear errors, cancellation and worker errors. Draining

@@ -1,4 +1,4 @@
-// DraftEngine's specification (DESIGN.md §2-3) over a deterministic fake
+// DraftEngine's specification (docs/architecture.md, docs/protocol.md) over a deterministic fake
 // drafter: the lookahead window, resync on a new epoch (truncate to the
 // frontier, append the correction, forget what was in flight), lost results
 // (ask for a sync), finished requests, failed proposals and the length limit.

@@ -1,4 +1,4 @@
-// TargetEngine's specification (DESIGN.md §3) over a deterministic fake model:
+// TargetEngine's specification (docs/protocol.md) over a deterministic fake model:
 // chunked prefill, the token budget of a step, waiting for a block, empty and
 // stale blocks, full acceptance with and without the bonus, rejection and the
 // epoch, a failed forward, and greedy speculation committing exactly what plain

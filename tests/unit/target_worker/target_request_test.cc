@@ -1,4 +1,4 @@
-// The target leader's per-request protocol state (DESIGN.md §3), without a
+// The target leader's per-request protocol state (docs/protocol.md), without a
 // model: block admission, epochs, KV truncation and stop conditions.
 #include "target_worker/target_request.h"
 
