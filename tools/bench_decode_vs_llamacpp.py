@@ -15,36 +15,18 @@ kept for each, so that load from other processes hits both alike.
 ratio = splitspec tok/s / llama.cpp tok/s (> 1: splitspec faster).
 """
 import argparse
-import glob
 import json
 import os
 import platform
 import subprocess
 import sys
 import time
+from bench_common import find_splitspec, lcg_tokens
+bench_tokens = lcg_tokens
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_MODEL = os.path.join(REPO, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 PROMPT_TOKENS, DECODE_TOKENS, PREFILL_TOKENS = 32, 128, 512
-
-
-def bench_tokens(n, vocab, seed):
-    """The ids of BenchTokens() in tools/bench_command.cc."""
-    ids, state = [], seed
-    for _ in range(n):
-        state = (state * 1664525 + 1013904223) & 0xFFFFFFFF
-        ids.append((state >> 8) % vocab)
-    return ids
-
-
-def find_splitspec(explicit):
-    candidates = [explicit, os.environ.get("SPLITSPEC_BIN")]
-    candidates += sorted(glob.glob(os.path.join(REPO, "build", "*", "bin", "splitspec")),
-                         key=os.path.getmtime, reverse=True)
-    for c in candidates:
-        if c and os.path.isfile(c) and os.access(c, os.X_OK):
-            return c
-    sys.exit("splitspec binary not found: build it or pass --splitspec / set SPLITSPEC_BIN")
 
 
 def run_splitspec(binary, model, threads):

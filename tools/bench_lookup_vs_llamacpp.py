@@ -21,27 +21,17 @@ llama-cpp-python is not installed by default (building it takes ~20 minutes on 2
 """
 import argparse
 import collections
-import glob
 import json
 import os
 import platform
 import subprocess
 import sys
 import time
+from bench_common import find_splitspec
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_MODEL = os.path.join(REPO, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 DEFAULT_WORKLOAD = os.path.join(REPO, "bench", "workloads", "suite.jsonl")
-
-
-def find_splitspec(explicit):
-    candidates = [explicit, os.environ.get("SPLITSPEC_BIN")]
-    candidates += sorted(glob.glob(os.path.join(REPO, "build", "*", "bin", "splitspec")),
-                         key=os.path.getmtime, reverse=True)
-    for c in candidates:
-        if c and os.path.isfile(c) and os.access(c, os.X_OK):
-            return c
-    sys.exit("splitspec binary not found: build it or pass --splitspec / set SPLITSPEC_BIN")
 
 
 def load_workload(path, limit):

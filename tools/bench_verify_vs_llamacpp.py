@@ -21,7 +21,6 @@ llama-cpp-python is installed on demand into build/llama-cpp-python (pip --targe
 compiles llama.cpp from source, ~20 minutes on 2 cores) unless --no-install is given.
 """
 import argparse
-import glob
 import json
 import os
 import platform
@@ -29,31 +28,13 @@ import statistics
 import subprocess
 import sys
 import time
+from bench_common import find_splitspec, lcg_tokens
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_MODEL = os.path.join(REPO, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 LLAMA_TARGET = os.path.join(REPO, "build", "llama-cpp-python")
 PROMPT_TOKENS = 32
 DEFAULT_KS = "1,2,3,5,8,9,16"
-
-
-def lcg_tokens(n, vocab, seed):
-    """The ids of LcgTokens() in tools/bench_verify.cc (BenchTokens of bench decode)."""
-    ids, state = [], seed
-    for _ in range(n):
-        state = (state * 1664525 + 1013904223) & 0xFFFFFFFF
-        ids.append((state >> 8) % vocab)
-    return ids
-
-
-def find_splitspec(explicit):
-    candidates = [explicit, os.environ.get("SPLITSPEC_BIN")]
-    candidates += sorted(glob.glob(os.path.join(REPO, "build", "*", "bin", "splitspec")),
-                         key=os.path.getmtime, reverse=True)
-    for c in candidates:
-        if c and os.path.isfile(c) and os.access(c, os.X_OK):
-            return c
-    sys.exit("splitspec binary not found: build it or pass --splitspec / set SPLITSPEC_BIN")
 
 
 def import_llama_cpp(install):

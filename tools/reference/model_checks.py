@@ -11,12 +11,13 @@ splitspec runs through its CLI (`splitspec logits --all-positions`, `splitspec
 generate --json --ignore-eos`) as a subprocess, found at --splitspec, $SPLITSPEC_BIN
 or build/*/bin/splitspec.
 """
-import glob
 import json
 import math
 import os
 import subprocess
 import sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from bench_common import find_splitspec  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -35,16 +36,6 @@ GREEDY_TOKENS = 128
 NEAR_TIE_LOGITS = 0.25
 KL_LIMIT = 1e-3
 TOP1_LIMIT = 0.99
-
-
-def find_splitspec(explicit=None):
-    candidates = [explicit, os.environ.get("SPLITSPEC_BIN")]
-    candidates += sorted(glob.glob(os.path.join(REPO, "build", "*", "bin", "splitspec")),
-                         key=os.path.getmtime, reverse=True)
-    for c in candidates:
-        if c and os.path.isfile(c) and os.access(c, os.X_OK):
-            return c
-    sys.exit("splitspec binary not found: build it or pass --splitspec / set SPLITSPEC_BIN")
 
 
 def load_llama(model_path, threads, logits_all):
