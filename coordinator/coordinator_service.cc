@@ -146,9 +146,11 @@ void CoordinatorService::Handle(const net::Frame& frame) {
 
 void CoordinatorService::HandleRegister(const std::string& peer,
                                         const proto::Register& registration) {
-  const uint64_t id = membership_.Register(registration, absl::Now());
-  SPLITSPEC_LOG(INFO) << "registered " << proto::Role_Name(registration.role()) << " '"
-                      << registration.worker_name() << "' as worker " << id;
+  const std::optional<uint64_t> repeat = membership_.FindRepeat(registration);
+  const uint64_t id = repeat ? *repeat : membership_.Register(registration, absl::Now());
+  SPLITSPEC_LOG(INFO) << (repeat ? "repeated registration of " : "registered ")
+                      << proto::Role_Name(registration.role()) << " '" << registration.worker_name()
+                      << "' as worker " << id;
   proto::Envelope reply = net::NewEnvelope();
   proto::RegisterAck* ack = reply.mutable_register_ack();
   ack->set_worker_id(id);
@@ -157,6 +159,7 @@ void CoordinatorService::HandleRegister(const std::string& peer,
   ack->set_suspect_after_missed(options_.membership.suspect_after_missed);
   ack->set_dead_after_missed(options_.membership.dead_after_missed);
   Reply(peer, reply);
+  if (repeat) return;  // the router already knows this worker
   for (const proto::MemberStatus& member : membership_.Snapshot()) {
     if (member.worker_id() != id) continue;
     std::vector<Outgoing> out;

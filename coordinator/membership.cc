@@ -40,6 +40,22 @@ uint64_t Membership::Register(const proto::Register& registration, absl::Time no
   return id;
 }
 
+std::optional<uint64_t> Membership::FindRepeat(const proto::Register& registration) const {
+  if (registration.pid() == 0) return std::nullopt;
+  for (const auto& [id, member] : members_) {
+    const proto::MemberStatus& s = member.status;
+    const bool live = s.state() == proto::MEMBER_STATE_ALIVE ||
+                      s.state() == proto::MEMBER_STATE_SUSPECT ||
+                      s.state() == proto::MEMBER_STATE_DRAINING;
+    if (live && s.role() == registration.role() && s.worker_name() == registration.worker_name() &&
+        s.host() == registration.host() && s.pid() == registration.pid() &&
+        s.tp_group() == registration.tp_group() && s.tp_rank() == registration.tp_rank()) {
+      return id;
+    }
+  }
+  return std::nullopt;
+}
+
 bool Membership::Heartbeat(const proto::Heartbeat& heartbeat, absl::Time now) {
   auto it = members_.find(heartbeat.worker_id());
   if (it == members_.end()) return false;

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -47,6 +48,12 @@ class Membership {
 
   // Adds a worker; returns its new id (>= 1).
   uint64_t Register(const proto::Register& registration, absl::Time now);
+
+  // The id of a live (ALIVE, SUSPECT or DRAINING) member that this registration repeats: same
+  // role, name, host, pid (non-zero) and group rank. A worker re-sends Register until it hears
+  // the ack, so under load one process may register twice; the repeat must get the same id,
+  // not a second member that looks alive until it is declared dead.
+  std::optional<uint64_t> FindRepeat(const proto::Register& registration) const;
 
   // Records a heartbeat. Returns false if the id is unknown, DEAD or LEFT (the
   // worker must register again).

@@ -46,6 +46,27 @@ TEST(MembershipTest, RegisterAssignsDistinctIncreasingIds) {
   EXPECT_EQ(m.Snapshot().size(), 2u);
 }
 
+// A worker re-sends Register until it hears the ack: the repeat names the member it already is,
+// and a worker declared dead registers anew.
+TEST(MembershipTest, ARepeatedRegistrationIsFoundUntilTheWorkerIsDead) {
+  Membership m(Options());
+  proto::Register r = Worker("w");
+  r.set_host("h");
+  r.set_pid(42);
+  EXPECT_FALSE(m.FindRepeat(r).has_value());
+  const uint64_t id = m.Register(r, t0);
+  ASSERT_TRUE(m.FindRepeat(r).has_value());
+  EXPECT_EQ(*m.FindRepeat(r), id);
+  proto::Register other_process = r;
+  other_process.set_pid(43);
+  EXPECT_FALSE(m.FindRepeat(other_process).has_value());
+  proto::Register no_pid = Worker("w");
+  no_pid.set_host("h");
+  EXPECT_FALSE(m.FindRepeat(no_pid).has_value()) << "without a pid nothing proves a repeat";
+  m.Sweep(t0 + kInterval * 6);
+  EXPECT_FALSE(m.FindRepeat(r).has_value()) << "a dead worker registers anew";
+}
+
 // The stated contract: SUSPECT at exactly 2 missed intervals, DEAD at exactly 5.
 TEST(MembershipTest, SuspectAtTwoMissedIntervalsDeadAtFive) {
   Membership m(Options());
