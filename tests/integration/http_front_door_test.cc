@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "coordinator/http/front_door.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -574,6 +575,15 @@ TEST(HttpFrontDoorDisconnectTest, ClientDisconnectCancelsAndFreesTheTarget) {
                       "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ", body.size(),
                       "\r\n\r\n", body))
                   .ok());
+  // Wait until the first request holds the target: requests are parsed on a pool, so a probe
+  // sent now could otherwise reach the target first and take the slot (the stream then gets 429).
+  std::string running;
+  for (int attempt = 0; attempt < 2000; ++attempt) {
+    running = stack.GetPath("/metrics").body;
+    if (absl::StrContains(running, "splitspec_num_requests_running 1\n")) break;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_TRUE(absl::StrContains(running, "splitspec_num_requests_running 1\n")) << running;
   // Once the first request holds the target, a second one is refused (429).
   TestHttpResponse busy;
   for (int attempt = 0; attempt < 2000; ++attempt) {
