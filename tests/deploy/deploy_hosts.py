@@ -9,6 +9,7 @@ stays on the bridge; the machine's own namespace is not touched.
 Namespaces are named sdt-<pid>-<host>; those of a run whose process is gone
 are removed first (a run killed by its timeout leaves them behind).
 """
+import argparse
 import ctypes
 import json
 import os
@@ -16,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -329,3 +331,31 @@ def cmdlines(pids):
         except OSError:
             pass
     return out
+
+
+def run_test(test, name, binaries, log_suffixes=(".log",), skip_prefix=None):
+    """A deploy test's main: parses --bin-dir / --tiny-model-tool, checks root and the
+    `binaries` ({path: Debian package}), runs test(args, workdir) in a fresh work folder, and on
+    failure prints the error and the tail of every log in that folder. Returns the exit code."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin-dir", required=True)
+    parser.add_argument("--tiny-model-tool", required=True)
+    args = parser.parse_args()
+    args.bin_dir = os.path.abspath(args.bin_dir)
+    args.tiny_model_tool = os.path.abspath(args.tiny_model_tool)
+    need_root_and_ip()
+    ensure_binaries(binaries)
+    workdir = tempfile.mkdtemp(prefix=f"splitspec-deploy-{name}-")
+    os.chmod(workdir, 0o755)
+    try:
+        test(args, workdir)
+    except (TestFailure, subprocess.TimeoutExpired) as e:
+        log(f"FAIL: {e}")
+        for root, _, files in os.walk(workdir):
+            for f in sorted(files):
+                if f.endswith(log_suffixes) and not (skip_prefix and f.startswith(skip_prefix)):
+                    with open(os.path.join(root, f), errors="replace") as fh:
+                        log(f"---- {os.path.join(root, f)}\n{fh.read()[-3000:]}")
+        return 1
+    return 0
+

@@ -14,11 +14,9 @@ After each, no process but sshd is left on any node.
 Usage: launch_failure_test.py --bin-dir BUILD/bin --tiny-model-tool BUILD/tests/deploy_tiny_model
 Exit 0 pass, 1 fail, 77 skipped.
 """
-import argparse
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import deploy_hosts as dh  # noqa: E402
@@ -103,23 +101,9 @@ def test(args, workdir):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin-dir", required=True)
-    parser.add_argument("--tiny-model-tool", required=True)
-    args = parser.parse_args()
-    args.bin_dir = os.path.abspath(args.bin_dir)
-    args.tiny_model_tool = os.path.abspath(args.tiny_model_tool)
-    dh.need_root_and_ip()
-    dh.ensure_binaries({"/usr/sbin/sshd": "openssh-server", "/usr/bin/ssh": "openssh-client",
-                        "/usr/bin/unshare": "util-linux"})
-    workdir = tempfile.mkdtemp(prefix="splitspec-deploy-fail-")
-    os.chmod(workdir, 0o755)
-    try:
-        test(args, workdir)
-    except (dh.TestFailure, subprocess.TimeoutExpired) as e:
-        dh.log(f"FAIL: {e}")
-        return 1
-    return 0
+    return dh.run_test(test, "fail", {"/usr/sbin/sshd": "openssh-server",
+                                              "/usr/bin/ssh": "openssh-client",
+                                              "/usr/bin/unshare": "util-linux"})
 
 
 if __name__ == "__main__":

@@ -21,11 +21,9 @@ too small for this config) must stop at once, printing the lines to use.
 Usage: slurm_test.py --bin-dir BUILD/bin --tiny-model-tool BUILD/tests/deploy_tiny_model
 Exit 0 pass, 1 fail, 77 skipped.
 """
-import argparse
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -263,28 +261,11 @@ def test(args, workdir):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin-dir", required=True)
-    parser.add_argument("--tiny-model-tool", required=True)
-    args = parser.parse_args()
-    args.bin_dir = os.path.abspath(args.bin_dir)
-    args.tiny_model_tool = os.path.abspath(args.tiny_model_tool)
-    dh.need_root_and_ip()
-    dh.ensure_binaries({"/usr/sbin/slurmctld": "slurmctld", "/usr/sbin/slurmd": "slurmd",
-                        "/usr/bin/sbatch": "slurm-client", "/usr/bin/unshare": "util-linux"})
-    workdir = tempfile.mkdtemp(prefix="splitspec-deploy-slurm-")
-    os.chmod(workdir, 0o755)
-    try:
-        test(args, workdir)
-    except (dh.TestFailure, subprocess.TimeoutExpired) as e:
-        dh.log(f"FAIL: {e}")
-        for root, _, files in os.walk(os.path.join(workdir)):
-            for f in sorted(files):
-                if f.endswith((".log", ".out")) and not f.startswith("slurm"):
-                    with open(os.path.join(root, f), errors="replace") as fh:
-                        dh.log(f"---- {os.path.join(root, f)}\n{fh.read()[-3000:]}")
-        return 1
-    return 0
+    return dh.run_test(test, "slurm", {"/usr/sbin/slurmctld": "slurmctld",
+                                               "/usr/sbin/slurmd": "slurmd",
+                                               "/usr/bin/sbatch": "slurm-client",
+                                               "/usr/bin/unshare": "util-linux"},
+                       log_suffixes=(".log", ".out"), skip_prefix="slurm")
 
 
 if __name__ == "__main__":
