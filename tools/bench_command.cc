@@ -25,6 +25,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/base/thread_pool.h"
 #include "runtime/model/transformer.h"
+#include "tools/bench_tokens.h"
 #include "tools/commands.h"
 
 namespace splitspec::tools {
@@ -116,16 +117,6 @@ double MeasureReadBandwidth(ThreadPool& pool) {
   for (uint64_t s : sums) check += s;
   if (check == 0) std::fprintf(stderr, "bench: impossible checksum\n");  // keeps the reads
   return best;
-}
-
-std::vector<int32_t> BenchTokens(int n, int vocab, uint32_t seed) {
-  std::vector<int32_t> ids(n);
-  uint32_t state = seed;
-  for (int i = 0; i < n; ++i) {
-    state = state * 1664525u + 1013904223u;
-    ids[i] = static_cast<int32_t>((state >> 8) % static_cast<uint32_t>(vocab));
-  }
-  return ids;
 }
 
 int32_t Argmax(const float* logits, int n) {

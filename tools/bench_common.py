@@ -18,7 +18,7 @@ def find_splitspec(explicit=None):
 
 
 def lcg_tokens(n, vocab, seed):
-    """The ids of BenchTokens() / LcgTokens() in tools/bench_command.cc and bench_verify.cc."""
+    """The ids of BenchTokens() in tools/bench_tokens.h."""
     ids, state = [], seed
     for _ in range(n):
         state = (state * 1664525 + 1013904223) & 0xFFFFFFFF

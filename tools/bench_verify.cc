@@ -29,6 +29,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/base/thread_pool.h"
 #include "runtime/model/transformer.h"
+#include "tools/bench_tokens.h"
 #include "tools/commands.h"
 
 namespace splitspec::tools {
@@ -77,17 +78,6 @@ absl::StatusOr<VerifyFlags> ParseVerifyFlags(const CommandArgs& argv) {
   return f;
 }
 
-// The ids of BenchTokens() in bench_command.cc (same LCG, seeds 1 and 3).
-std::vector<int32_t> LcgTokens(int n, int vocab, uint32_t seed) {
-  std::vector<int32_t> ids(n);
-  uint32_t state = seed;
-  for (int i = 0; i < n; ++i) {
-    state = state * 1664525u + 1013904223u;
-    ids[i] = static_cast<int32_t>((state >> 8) % static_cast<uint32_t>(vocab));
-  }
-  return ids;
-}
-
 double ProcessCpuMs() {
   timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -112,8 +102,8 @@ absl::Status RunVerify(const VerifyFlags& f, const CommandArgs& argv) {
   std::printf("model: %s (%s, %d layers, n_embd %d, vocab %d)\n", f.model.c_str(),
               c.architecture.c_str(), c.n_layers, c.n_embd, c.vocab_size);
   const int max_k = *std::max_element(f.ks.begin(), f.ks.end());
-  const std::vector<int32_t> prompt = LcgTokens(f.prompt_tokens, c.vocab_size, 1);
-  const std::vector<int32_t> block = LcgTokens(max_k, c.vocab_size, 3);
+  const std::vector<int32_t> prompt = BenchTokens(f.prompt_tokens, c.vocab_size, 1);
+  const std::vector<int32_t> block = BenchTokens(max_k, c.vocab_size, 3);
   std::unique_ptr<model::KvCache> cache = model->NewCache(f.prompt_tokens + max_k);
   model::ForwardOutput out;
   RETURN_IF_ERROR(model->Forward({{cache.get(), prompt, model::LogitsMode::kLast}}, &out));

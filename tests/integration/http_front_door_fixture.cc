@@ -15,11 +15,6 @@
 
 namespace {
 
-constexpr char kChatML[] =
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
-    " + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
-    "{{ '<|im_start|>assistant\n' }}{% endif %}";
-
 int Fail(const std::string& what, const absl::Status& status) {
   std::fprintf(stderr, "http_front_door_fixture: %s: %s\n", what.c_str(),
                std::string(status.message()).c_str());
@@ -34,10 +29,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: http_front_door_fixture MODEL_DIR\n");
     return 2;
   }
-  model::TinyModelOptions options;
-  options.weight_type = kernels::GgmlType::kQ8_0;
-  model::GgufWriter writer = model::MakeTinyModel(options);
-  writer.SetString("tokenizer.chat_template", kChatML);
+  model::GgufWriter writer = model::MakeTinyChatModel();
   const std::string path = std::string(argv[1]) + "/openai-client-tiny.gguf";
   if (absl::Status written = writer.WriteFile(path); !written.ok())
     return Fail("writing " + path, written);

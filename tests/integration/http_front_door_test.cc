@@ -33,17 +33,9 @@ namespace {
 using google::protobuf::Struct;
 using google::protobuf::Value;
 
-constexpr char kChatML[] =
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
-    " + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
-    "{{ '<|im_start|>assistant\n' }}{% endif %}";
-
 // Writes the tiny model with a ChatML chat template; returns its path.
 std::string WriteModel(const std::string& name) {
-  model::TinyModelOptions options;
-  options.weight_type = kernels::GgmlType::kQ8_0;
-  model::GgufWriter writer = model::MakeTinyModel(options);
-  writer.SetString("tokenizer.chat_template", kChatML);
+  model::GgufWriter writer = model::MakeTinyChatModel();
   const std::string path =
       ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name + ".gguf";
   EXPECT_TRUE(writer.WriteFile(path).ok());
@@ -133,7 +125,7 @@ struct Stack {
   }
 
   std::vector<int32_t> ChatPrompt(const std::string& user) {
-    auto chat = model::ChatTemplate::FromSource(kChatML);
+    auto chat = model::ChatTemplate::FromSource(model::kTinyChatMlTemplate);
     EXPECT_TRUE(chat.ok());
     auto text = chat->Apply({{"user", user}}, true);
     EXPECT_TRUE(text.ok());

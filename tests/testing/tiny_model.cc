@@ -211,4 +211,17 @@ absl::Status WriteTinyModel(const TinyModelOptions& options, const std::string& 
   return MakeTinyModel(options).WriteFile(path);
 }
 
+const char kTinyChatMlTemplate[] =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
+    " + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+GgufWriter MakeTinyChatModel() {
+  TinyModelOptions options;
+  options.weight_type = kernels::GgmlType::kQ8_0;
+  GgufWriter writer = MakeTinyModel(options);
+  writer.SetString("tokenizer.chat_template", kTinyChatMlTemplate);
+  return writer;
+}
+
 }  // namespace splitspec::model

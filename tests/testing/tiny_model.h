@@ -50,6 +50,14 @@ int TinyModelVocabSize();
 // A writer holding the complete model (tests may add or override keys / tensors).
 GgufWriter MakeTinyModel(const TinyModelOptions& options);
 
+// A ChatML chat template (the roles between <|im_start|> and <|im_end|>, then the assistant's
+// turn when asked), as SmolLM2 and Qwen2 ship it.
+extern const char kTinyChatMlTemplate[];
+
+// The tiny model with Q8_0 weights and kTinyChatMlTemplate as tokenizer.chat_template: the model
+// the HTTP front door tests serve.
+GgufWriter MakeTinyChatModel();
+
 // MakeTinyModel(options).WriteFile(path).
 absl::Status WriteTinyModel(const TinyModelOptions& options, const std::string& path);
 
