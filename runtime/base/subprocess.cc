@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -42,19 +43,20 @@ std::vector<char*> MergedEnvironment(const std::vector<std::string>& extra_env) 
 
 absl::StatusOr<Subprocess> Subprocess::Spawn(const std::vector<std::string>& argv,
                                              const std::string& log_path,
-                                             const std::vector<std::string>& extra_env) {
-  return Start(argv, log_path, extra_env, /*detached=*/false);
+                                             const std::vector<std::string>& extra_env,
+                                             LogMode log_mode) {
+  return Start(argv, log_path, extra_env, /*detached=*/false, log_mode);
 }
 
 absl::StatusOr<Subprocess> Subprocess::SpawnDetached(const std::vector<std::string>& argv,
                                                      const std::string& log_path) {
-  return Start(argv, log_path, {}, /*detached=*/true);
+  return Start(argv, log_path, {}, /*detached=*/true, LogMode::kTruncate);
 }
 
 absl::StatusOr<Subprocess> Subprocess::Start(const std::vector<std::string>& argv,
                                              const std::string& log_path,
                                              const std::vector<std::string>& extra_env,
-                                             bool detached) {
+                                             bool detached, LogMode log_mode) {
   if (argv.empty()) return absl::InvalidArgumentError("Subprocess: empty argv");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -64,8 +66,9 @@ absl::StatusOr<Subprocess> Subprocess::Start(const std::vector<std::string>& arg
     posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
     posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID);
   }
+  const int mode = log_mode == LogMode::kAppend ? O_APPEND : O_TRUNC;
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+                                   O_WRONLY | O_CREAT | mode, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -118,6 +121,28 @@ std::string ReadFileOrEmpty(const std::string& path) {
   std::stringstream buffer;
   buffer << in.rdbuf();
   return buffer.str();
+}
+
+std::string LastLines(const std::string& text, int lines) {
+  size_t start = text.size();
+  // A final newline ends the last line; it does not start an empty one.
+  size_t end = !text.empty() && text.back() == '\n' ? text.size() - 1 : text.size();
+  for (int seen = 0; seen < lines && end > 0; ++seen) {
+    const size_t newline = text.rfind('\n', end - 1);
+    start = newline == std::string::npos ? 0 : newline + 1;
+    if (newline == std::string::npos) break;
+    end = newline;
+  }
+  return text.substr(std::min(start, text.size()));
+}
+
+std::string DescribeExit(int code) {
+  if (code > 128 && code < 128 + 65) {
+    const char* name = strsignal(code - 128);
+    return absl::StrCat("was killed by signal ", code - 128, " (", name != nullptr ? name : "?",
+                        ")");
+  }
+  return absl::StrCat("exited with status ", code);
 }
 
 }  // namespace splitspec

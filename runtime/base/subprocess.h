@@ -20,6 +20,10 @@
 
 namespace splitspec {
 
+// What Spawn does with an existing log file: start it afresh, or keep what an
+// earlier run of the process wrote there (a supervisor restarting it).
+enum class LogMode { kTruncate, kAppend };
+
 class Subprocess {
  public:
   // argv[0] is the path of the binary. The child inherits this process's
@@ -28,7 +32,8 @@ class Subprocess {
   // binary, no permission).
   static absl::StatusOr<Subprocess> Spawn(const std::vector<std::string>& argv,
                                           const std::string& log_path,
-                                          const std::vector<std::string>& extra_env = {});
+                                          const std::vector<std::string>& extra_env = {},
+                                          LogMode log_mode = LogMode::kTruncate);
 
   // Like Spawn, but the child runs in a new session (setsid: Ctrl-C on this
   // terminal does not reach it) with stdin from /dev/null, and outlives this
@@ -60,7 +65,8 @@ class Subprocess {
       : pid_(pid), log_path_(std::move(log_path)), detached_(detached) {}
   static absl::StatusOr<Subprocess> Start(const std::vector<std::string>& argv,
                                           const std::string& log_path,
-                                          const std::vector<std::string>& extra_env, bool detached);
+                                          const std::vector<std::string>& extra_env, bool detached,
+                                          LogMode log_mode);
   pid_t pid_;
   std::string log_path_;
   bool detached_;
@@ -68,6 +74,14 @@ class Subprocess {
 
 // Reads the whole file; empty if it does not exist.
 std::string ReadFileOrEmpty(const std::string& path);
+
+// The last `lines` lines of `text` (all of it when it has fewer), for error
+// messages that quote a process's log.
+std::string LastLines(const std::string& text, int lines);
+
+// How a process ended, from Subprocess::Wait's code: "exited with status 3",
+// "was killed by signal 9 (Killed)".
+std::string DescribeExit(int code);
 
 }  // namespace splitspec
 

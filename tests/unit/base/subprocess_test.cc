@@ -67,5 +67,44 @@ TEST(SubprocessTest, MissingBinaryIsNamed) {
   EXPECT_NE(std::string(child.status().message()).find("/no/such/binary"), std::string::npos);
 }
 
+TEST(SubprocessTest, AppendModeKeepsWhatAnEarlierRunLogged) {
+  const std::string log = TempLog("append");
+  for (const char* word : {"first", "second"}) {
+    absl::StatusOr<Subprocess> child =
+        Subprocess::Spawn({"/bin/sh", "-c", std::string("echo ") + word}, log, {},
+                          word[0] == 'f' ? LogMode::kTruncate : LogMode::kAppend);
+    ASSERT_TRUE(child.ok()) << child.status();
+    ASSERT_TRUE(child->Wait(absl::Seconds(30)).ok());
+  }
+  EXPECT_EQ(ReadFileOrEmpty(log), "first\nsecond\n");
+  // Truncate (the default) starts the log afresh.
+  absl::StatusOr<Subprocess> child = Subprocess::Spawn({"/bin/sh", "-c", "echo third"}, log);
+  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_TRUE(child->Wait(absl::Seconds(30)).ok());
+  EXPECT_EQ(ReadFileOrEmpty(log), "third\n");
+  std::remove(log.c_str());
+}
+
+TEST(SubprocessTest, KilledChildIsDescribedBySignal) {
+  absl::StatusOr<Subprocess> child = Subprocess::Spawn({"/bin/sleep", "30"}, TempLog("killed"));
+  ASSERT_TRUE(child.ok()) << child.status();
+  child->Signal(SIGKILL);
+  absl::StatusOr<int> code = child->Wait(absl::Seconds(30));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 128 + SIGKILL);
+  EXPECT_EQ(DescribeExit(*code), "was killed by signal 9 (Killed)");
+  EXPECT_EQ(DescribeExit(3), "exited with status 3");
+  std::remove(TempLog("killed").c_str());
+}
+
+TEST(SubprocessTest, LastLinesKeepsTheTail) {
+  EXPECT_EQ(LastLines("a\nb\nc\n", 2), "b\nc\n");
+  EXPECT_EQ(LastLines("a\nb\nc", 2), "b\nc");
+  EXPECT_EQ(LastLines("a\nb\n", 5), "a\nb\n");
+  EXPECT_EQ(LastLines("one line", 1), "one line");
+  EXPECT_EQ(LastLines("", 3), "");
+  EXPECT_EQ(LastLines("a\nb\n", 0), "");
+}
+
 }  // namespace
 }  // namespace splitspec
