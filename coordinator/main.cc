@@ -8,8 +8,8 @@
 // bridge thread that talks to this coordinator over the control channel like
 // any client; they share no state with the control thread.
 //
-// Flags: `splitspec-coordinator --help` (the table below, with the HTTP front
-// door's from coordinator/http/front_door_flags.h).
+// Flags: `splitspec-coordinator --help` (coordinator/coordinator_flags.h, with
+// the HTTP front door's from coordinator/http/front_door_flags.h).
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/coordinator_flags.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/http/front_door.h"
 #include "coordinator/http/front_door_flags.h"
@@ -27,29 +28,6 @@
 #include "runtime/cli/cli_args.h"
 
 namespace {
-
-splitspec::cli::FlagTable CoordinatorFlagTable() {
-  splitspec::cli::FlagTable table{
-      .command = "splitspec-coordinator",
-      .summary =
-          "the cluster's membership authority and request router, with an optional "
-          "OpenAI-compatible HTTP front door",
-      .flags = {
-          {"control", "ENDPOINT", "tcp://127.0.0.1:5555",
-           "the control endpoint to bind; tcp://127.0.0.1:* picks a free port"},
-          {"endpoint-file", "PATH", "", "write the bound control endpoint there"},
-          {"heartbeat-ms", "N", "500", "the heartbeat interval workers are told"},
-          {"suspect-after", "N", "2", "missed heartbeats before a worker is suspect"},
-          {"dead-after", "N", "5", "missed heartbeats before a worker is dead"},
-          {"drain-timeout-ms", "N", "30000",
-           "how long a draining target group's running requests may take before they are "
-           "re-placed"},
-          {"queue-timeout-ms", "N", "30000",
-           "how long a request may wait queued for a target group before it fails"},
-      }};
-  splitspec::coordinator::http::AppendFrontDoorFlags(&table);
-  return table;
-}
 
 absl::StatusOr<splitspec::coordinator::CoordinatorOptions> ParseOptions(
     const splitspec::cli::CliArgs& parsed, std::string* endpoint_file) {
@@ -122,5 +100,5 @@ absl::Status Serve(const splitspec::cli::CliArgs& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return splitspec::cli::RunMain(argc, argv, CoordinatorFlagTable(), Serve);
+  return splitspec::cli::RunMain(argc, argv, splitspec::coordinator::CoordinatorFlagTable(), Serve);
 }
