@@ -1,5 +1,8 @@
 #include "coordinator/http/front_door_metrics.h"
 
+#include <compare>
+#include <set>
+
 #include "absl/strings/str_cat.h"
 
 namespace splitspec::coordinator::http {
@@ -105,6 +108,31 @@ void RenderWorkers(const proto::StatusReply& status, std::string* out) {
                       RoleName(member.role()), "\",state=\"", StateName(member.state()), "\"} ",
                       s.value(member), "\n");
     }
+  }
+}
+
+// A restart is a new process (another pid) registering under the name an
+// earlier one of the same role and host held: what a supervisor such as
+// `splitspec serve` does after a worker dies. The membership table keeps dead
+// members, so the count survives their deaths.
+void RenderRestarts(const proto::StatusReply& status, std::string* out) {
+  struct Name {
+    proto::Role role;
+    std::string host;
+    std::string worker_name;
+    auto operator<=>(const Name&) const = default;
+  };
+  std::map<Name, std::set<uint32_t>> pids;
+  for (const proto::MemberStatus& m : status.members()) {
+    std::set<uint32_t>& seen = pids[{m.role(), m.host(), m.worker_name()}];
+    if (m.pid() != 0) seen.insert(m.pid());
+  }
+  Header("splitspec_worker_restarts_total", "counter",
+         "Processes that registered under a worker's name after its first one (restarts)", out);
+  for (const auto& [name, seen] : pids) {
+    absl::StrAppend(out, "splitspec_worker_restarts_total{worker_name=\"",
+                    PrometheusLabelValue(name.worker_name), "\",role=\"", RoleName(name.role),
+                    "\"} ", seen.empty() ? 0 : seen.size() - 1, "\n");
   }
 }
 
@@ -258,6 +286,7 @@ std::string FrontDoorMetrics::Render(const proto::StatusReply* status) const {
            "Requests placed on target groups (all front doors)", &out);
     Sample("splitspec_coordinator_requests_running", status->running_requests(), &out);
     RenderWorkers(*status, &out);
+    RenderRestarts(*status, &out);
   }
   return out;
 }

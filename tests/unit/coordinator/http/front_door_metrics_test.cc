@@ -93,6 +93,33 @@ TEST(FrontDoorMetricsTest, PerWorkerLivenessFromTheStatusTable) {
                 "role=\"target\",state=\"alive\"} 3\n"));
 }
 
+TEST(FrontDoorMetricsTest, RestartsAreNewProcessesUnderAWorkersName) {
+  proto::StatusReply status;
+  auto add = [&](uint64_t id, const std::string& name, proto::Role role, uint32_t pid,
+                 proto::MemberState state) {
+    proto::MemberStatus* m = status.add_members();
+    m->set_worker_id(id);
+    m->set_worker_name(name);
+    m->set_role(role);
+    m->set_host("h");
+    m->set_pid(pid);
+    m->set_state(state);
+  };
+  // draft-0 died twice and came back as new processes; target-0 re-registered
+  // with its own pid (after a stall): that is no restart.
+  add(1, "draft-0", proto::ROLE_DRAFT_WORKER, 100, proto::MEMBER_STATE_DEAD);
+  add(2, "target-0", proto::ROLE_TARGET_WORKER, 200, proto::MEMBER_STATE_DEAD);
+  add(3, "draft-0", proto::ROLE_DRAFT_WORKER, 101, proto::MEMBER_STATE_DEAD);
+  add(4, "target-0", proto::ROLE_TARGET_WORKER, 200, proto::MEMBER_STATE_ALIVE);
+  add(5, "draft-0", proto::ROLE_DRAFT_WORKER, 102, proto::MEMBER_STATE_ALIVE);
+  const std::string text = FrontDoorMetrics().Render(&status);
+  EXPECT_THAT(text, HasSubstr("# TYPE splitspec_worker_restarts_total counter\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_worker_restarts_total{worker_name=\"draft-0\",role="
+                              "\"draft\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_worker_restarts_total{worker_name=\"target-0\",role="
+                              "\"target\"} 0\n"));
+}
+
 TEST(FrontDoorMetricsTest, AcceptancePerDraftPositionAddsUpOverRequests) {
   FrontDoorMetrics metrics;
   proto::SpecStats first, second;
