@@ -77,6 +77,15 @@ HttpServer::~HttpServer() {
     (void)!write(wake_fd_, &one, sizeof(one));
   }
   if (thread_.joinable()) thread_.join();
+  // What was posted before the stop still goes out, as far as the sockets take
+  // it without blocking: the front door ends its open streams with an error
+  // event as it shuts down, and a stream must not just be cut.
+  std::vector<Action> last;
+  {
+    MutexLock lock(&mu_);
+    last.swap(outbox_);
+  }
+  for (Action& action : last) Apply(action);
   for (auto& slot : slots_) {
     if (slot) close(slot->fd);
   }
@@ -347,7 +356,8 @@ void HttpServer::Apply(Action& action) {
   }
   const int fd = connection.fd;
   Flush(connection);
-  if (finished && slots_[fd]) Dispatch(connection);  // a pipelined request may be waiting
+  // A pipelined request may be waiting; none is taken on while stopping.
+  if (finished && slots_[fd] && !stop_.load()) Dispatch(connection);
 }
 
 void HttpServer::Flush(Connection& connection) {

@@ -109,7 +109,9 @@ class HttpServer {
   // or listen failure. REQUIRES: handler outlives the server.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,
                                                            HttpHandler* handler);
-  // Stops the I/O thread and closes every connection (no handler calls).
+  // Stops the I/O thread, sends what was posted before (as far as each socket
+  // takes it without blocking; no new request is dispatched), and closes every
+  // connection.
   ~HttpServer();
 
   int port() const { return port_; }

@@ -598,5 +598,51 @@ TEST(HttpFrontDoorDisconnectTest, ClientDisconnectCancelsAndFreesTheTarget) {
   EXPECT_EQ(after.status, 200) << after.body;
 }
 
+// A front door that shuts down (the coordinator got SIGTERM) ends a request in
+// flight with an OpenAI-shaped error, never by just closing the connection.
+TEST(HttpFrontDoorShutdownTest, AnOpenRequestEndsWithAnErrorNotACut) {
+  GateDrafter gate;
+  tools::InProcessClusterOptions options;
+  options.target_engine.block_wait = absl::Hours(1);
+  Stack stack;
+  ASSERT_NO_FATAL_FAILURE(stack.Start("http-front-door-shutdown", options, "", &gate));
+  struct OpenAtExit {
+    GateDrafter* gate;
+    ~OpenAtExit() { gate->Open(); }
+  } open_at_exit{&gate};
+  auto connection = TestHttpConnection::Connect(stack.front_door->port());
+  ASSERT_TRUE(connection.ok());
+  const std::string body = R"({"prompt":[10,20,30],"max_tokens":64,"temperature":0,"stream":true})";
+  ASSERT_TRUE((*connection)
+                  ->Send(absl::StrCat(
+                      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ", body.size(),
+                      "\r\n\r\n", body))
+                  .ok());
+  std::string running;
+  for (int attempt = 0; attempt < 2000; ++attempt) {
+    running = stack.GetPath("/metrics").body;
+    if (absl::StrContains(running, "splitspec_num_requests_running 1\n")) break;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_TRUE(absl::StrContains(running, "splitspec_num_requests_running 1\n")) << running;
+
+  stack.front_door.reset();
+  absl::StatusOr<TestHttpResponse> response = (*connection)->ReadResponse();
+  ASSERT_TRUE(response.ok()) << "the connection was cut: " << response.status();
+  // Before any token: a 503 JSON error; after the stream began: an SSE error event.
+  std::string error_json = response->body;
+  if (response->status == 200) {
+    const std::vector<std::string> events = SseData(response->body);
+    ASSERT_GE(events.size(), 2u) << response->body;
+    EXPECT_EQ(events.back(), "[DONE]");
+    error_json = events[events.size() - 2];
+  } else {
+    EXPECT_EQ(response->status, 503) << response->body;
+  }
+  const Value error = Get(ParseJson(error_json), "error");
+  EXPECT_TRUE(absl::StrContains(Get(error, "message").string_value(), "shutting down"))
+      << error_json;
+}
+
 }  // namespace
 }  // namespace splitspec::coordinator::http
