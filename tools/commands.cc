@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "tools/serve_plan.h"
 
 namespace splitspec::tools {
 namespace {
@@ -31,6 +32,13 @@ const cli::FlagTable& TableWithSampling(cli::FlagTable table, size_t at) {
   return Table(std::move(table));
 }
 
+// `table` (serve's) with the coordinator flags serve passes on appended.
+const cli::FlagTable& WithForwardedCoordinatorFlags(cli::FlagTable table) {
+  std::vector<cli::Flag> forwarded = ForwardedCoordinatorFlags();
+  table.flags.insert(table.flags.end(), forwarded.begin(), forwarded.end());
+  return Table(std::move(table));
+}
+
 }  // namespace
 
 const cli::FlagTable& StatusFlagTable() {
@@ -43,7 +51,7 @@ const cli::FlagTable& StatusFlagTable() {
 }
 
 const cli::FlagTable& ServeFlagTable() {
-  static const cli::FlagTable& table = Table(
+  static const cli::FlagTable& table = WithForwardedCoordinatorFlags(
       {.command = "splitspec serve",
        .summary = "start the cluster a config describes (coordinator, target groups, draft "
                   "workers) as processes on this host, until Ctrl-C; flags override the file",
@@ -62,9 +70,19 @@ const cli::FlagTable& ServeFlagTable() {
                  {"targets", "N", "", "N copies of the config's only target group, NAME-0.."},
                  {"target-tp", "N", "", "every target group's tensor-parallel size"},
                  {"threads", "N", "", "every target group's compute threads"},
-                 {"log-dir", "DIR", "", "where process logs go (cluster.run_dir)"}},
+                 {"log-dir", "DIR", "", "where process logs go (cluster.run_dir)"},
+                 {"max-restarts", "N", "5",
+                  "restarts of one worker allowed within --restart-window-s; one more death "
+                  "stops the cluster (0: never restart)"},
+                 {"restart-window-s", "S", "60",
+                  "the window --max-restarts counts in; the back-off (250 ms, doubling, at "
+                  "most 8 s) starts over after a window without a restart"}},
        .details = "Unset flags keep the config file's value. Relative paths given as flags "
-                  "resolve against the current directory."});
+                  "resolve against the current directory. A worker that dies is restarted "
+                  "(back-off, logged, counted in /metrics as splitspec_worker_restarts_total) "
+                  "while the cluster keeps serving; the coordinator's exit, or a worker "
+                  "crash-looping past --max-restarts, stops it. The coordinator's API key "
+                  "comes from the variable coordinator.api_key_env names, never a flag."});
   return table;
 }
 

@@ -1,7 +1,8 @@
 // `splitspec serve [--config FILE] [--dry-run] [--control EP] [--advertise EP]
 //                  [--http HOST:PORT | --http none] [--model PATH] [--drafter NAME]
 //                  [--draft PATH] [--drafts N] [--targets N] [--target-tp N]
-//                  [--threads N] [--log-dir DIR]`
+//                  [--threads N] [--log-dir DIR] [--max-restarts N]
+//                  [--restart-window-s S] [coordinator flags]`
 //
 // Starts a cluster on this machine as separate processes, as the cluster
 // config describes it (runtime/config/cluster_config.h; --config FILE, else
@@ -11,15 +12,17 @@
 // override the file (see tools/serve_plan.h for the list and the precedence).
 // It waits until every group leader (tp_rank 0) and every draft worker has
 // registered, prints the membership, and keeps running until Ctrl-C / SIGTERM
-// (then stops the workers before the coordinator) or until a process fails on
-// its own (reported, and the rest stopped). A worker that exits with status 0
-// was drained by `splitspec scale` and is let go; the rest keep serving. A config that puts a
-// process on another host is refused (deploy/ssh_cluster.sh starts those).
+// (then stops the workers before the coordinator). Meanwhile it supervises
+// (tools/serve_supervisor.h): a worker that dies is restarted with back-off
+// while the cluster keeps serving; the coordinator's exit, or a worker
+// crash-looping past --max-restarts, stops the cluster with a message naming
+// the process and quoting its log. A worker that exits with status 0 was
+// drained by `splitspec scale` and is let go. A config that puts a process on
+// another host is refused (deploy/ssh_cluster.sh starts those).
 //
 // --dry-run prints the processes it would start, one JSON object per line
 // (tools/serve_plan.h: name, role, host, log, group/tp_rank/tp_size, env,
 // env_from, argv), and starts nothing; the deploy/ launchers read it.
-#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -37,6 +40,7 @@
 #include "runtime/net/request_client.h"
 #include "tools/commands.h"
 #include "tools/serve_plan.h"
+#include "tools/serve_supervisor.h"
 
 namespace splitspec::tools {
 namespace {
@@ -44,16 +48,9 @@ namespace {
 // The coordinator's view counts a target group once its leader (tp_rank 0) is
 // alive; followers may or may not register on their own.
 absl::Status WaitForMembers(const std::string& control, int groups, int drafts,
-                            std::vector<Subprocess>& processes) {
+                            Supervisor& supervisor) {
   for (int attempt = 0; attempt < 600; ++attempt) {
-    for (Subprocess& p : processes) {
-      absl::StatusOr<int> exited = p.Wait(absl::ZeroDuration());
-      if (exited.ok()) {
-        return absl::UnavailableError(absl::StrCat("a process exited with ", *exited,
-                                                   " during startup; log ", p.log_path(), ":\n",
-                                                   p.ReadLog()));
-      }
-    }
+    RETURN_IF_ERROR(supervisor.CheckStarted());
     absl::StatusOr<proto::StatusReply> status =
         net::FetchCoordinatorStatus(control, absl::Milliseconds(500));
     if (status.ok()) {
@@ -115,53 +112,38 @@ std::vector<std::string> ProcessEnvironment(const PlannedProcess& p) {
   return env;
 }
 
-absl::Status Serve(const config::ClusterConfig& config, const std::vector<PlannedProcess>& plan) {
+absl::Status Serve(const ServeOptions& options, const std::vector<PlannedProcess>& plan) {
+  const config::ClusterConfig& config = options.config;
   RETURN_IF_ERROR(CheckLocal(config, plan));
   std::printf("==> decoding with %s (config %s)\n",
               DecodingChoices(config, std::thread::hardware_concurrency()).c_str(),
               config.source.c_str());
-  std::vector<Subprocess> processes;
+  std::vector<std::vector<std::string>> environments;
   for (const PlannedProcess& p : plan) {
     std::filesystem::create_directories(std::filesystem::path(p.log).parent_path());
-    ASSIGN_OR_RETURN(Subprocess child, Subprocess::Spawn(p.argv, p.log, ProcessEnvironment(p)));
-    std::printf("==> %s (pid %d, log %s)\n", p.name.c_str(), child.pid(), p.log.c_str());
-    processes.push_back(std::move(child));
+    environments.push_back(ProcessEnvironment(p));
   }
+  Supervisor supervisor(plan, std::move(environments), options.restart, stdout);
+  RETURN_IF_ERROR(supervisor.StartAll());
   int drafts = 0;
   for (const PlannedProcess& p : plan) drafts += p.role == "draft";
   const int groups = static_cast<int>(config.target_groups.size());
   const std::string control = config.coordinator.WorkerEndpoint();
-  RETURN_IF_ERROR(WaitForMembers(control, groups, drafts, processes));
+  if (absl::Status ready = WaitForMembers(control, groups, drafts, supervisor); !ready.ok()) {
+    supervisor.StopAll();
+    return ready;
+  }
   std::printf("==> cluster ready on %s: %d target group(s), %d draft worker(s); Ctrl-C stops it\n",
               control.c_str(), groups, drafts);
   if (config.coordinator.http != "none")
     std::printf("==> OpenAI-compatible API on http://%s/v1\n", config.coordinator.http.c_str());
   std::fflush(stdout);
-  absl::Status outcome = absl::OkStatus();
-  std::vector<bool> drained(processes.size(), false);
-  while (!ShutdownRequested().load() && outcome.ok()) {
-    for (size_t i = 0; i < processes.size(); ++i) {
-      if (drained[i]) continue;
-      absl::StatusOr<int> exited = processes[i].Wait(absl::ZeroDuration());
-      if (!exited.ok()) continue;
-      // A worker that exits 0 was drained (splitspec scale): its requests
-      // finished or were handed over, so the cluster keeps serving.
-      if (*exited == 0 && plan[i].role != "coordinator") {
-        drained[i] = true;
-        std::printf("==> %s drained and exited; the cluster keeps running\n", plan[i].name.c_str());
-        std::fflush(stdout);
-        continue;
-      }
-      outcome = absl::UnavailableError(
-          absl::StrCat(plan[i].name, " (log ", processes[i].log_path(), ") exited with ", *exited));
-    }
-    absl::SleepFor(absl::Milliseconds(200));
+  const absl::Status outcome = supervisor.Run(ShutdownRequested());
+  if (!outcome.ok()) {
+    std::printf("==> stopping the cluster (the reason follows on stderr)\n");
+    std::fflush(stdout);
   }
-  // Workers first (they deregister), the coordinator last.
-  for (auto it = processes.rbegin(); it != processes.rend(); ++it) {
-    if (it->running()) ::kill(it->pid(), SIGTERM);
-    if (it->running() && !it->Wait(absl::Seconds(5)).ok()) it->Kill();
-  }
+  supervisor.StopAll();
   std::printf("==> stopped\n");
   return outcome;
 }
@@ -172,7 +154,7 @@ int RunServeCommand(const CommandArgs& args) {
   const ServeEnvironment env = ServeEnvironment::ForThisBinary();
   absl::StatusOr<ServeOptions> options = ParseServeOptions(args, env);
   absl::StatusOr<std::vector<PlannedProcess>> plan =
-      options.ok() ? PlanCluster(options->config, env)
+      options.ok() ? PlanCluster(options->config, env, options->coordinator_flags)
                    : absl::StatusOr<std::vector<PlannedProcess>>(options.status());
   if (!plan.ok()) {
     std::fprintf(stderr, "splitspec serve: %s\n", std::string(plan.status().message()).c_str());
@@ -183,7 +165,7 @@ int RunServeCommand(const CommandArgs& args) {
     return 0;
   }
   InstallShutdownHandlers();
-  absl::Status status = Serve(options->config, *plan);
+  absl::Status status = Serve(*options, *plan);
   if (!status.ok()) {
     std::fprintf(stderr, "splitspec serve: %s\n", std::string(status.message()).c_str());
     return 1;

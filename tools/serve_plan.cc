@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "coordinator/coordinator_flags.h"
 #include "runtime/base/json_string.h"
 #include "runtime/base/status_macros.h"
 #include "tools/default_paths.h"
@@ -139,7 +140,46 @@ absl::Status CheckLimitsHaveFlags(const ClusterConfig& c) {
   return absl::OkStatus();
 }
 
+// The words to append to the coordinator's argv for the forwarded flags given.
+absl::StatusOr<std::vector<std::string>> CoordinatorFlagWords(const CliArgs& args) {
+  std::vector<std::string> words;
+  for (const cli::Flag& flag : ForwardedCoordinatorFlags()) {
+    if (!args.Has(flag.name)) continue;
+    words.push_back(absl::StrCat("--", flag.name));
+    if (flag.value.empty()) continue;  // a switch
+    if (flag.value == "N") {
+      // Caught here, not only when the coordinator starts (and --dry-run shows it).
+      RETURN_IF_ERROR(args.GetInt(flag.name, 0).status());
+    }
+    words.push_back(args.GetString(flag.name, ""));
+  }
+  return words;
+}
+
+absl::StatusOr<RestartPolicy> ParseRestartPolicy(const CliArgs& args) {
+  RestartPolicy policy;
+  ASSIGN_OR_RETURN(int64_t max_restarts, args.GetInt("max-restarts", policy.max_restarts));
+  ASSIGN_OR_RETURN(double window_s,
+                   args.GetDouble("restart-window-s", absl::ToDoubleSeconds(policy.window)));
+  policy.max_restarts = static_cast<int>(std::clamp<int64_t>(max_restarts, -1, 1 << 20));
+  policy.window = absl::Seconds(window_s);
+  RETURN_IF_ERROR(policy.Validate());
+  return policy;
+}
+
 }  // namespace
+
+std::vector<cli::Flag> ForwardedCoordinatorFlags() {
+  const std::set<std::string> set_by_serve = {"control", "endpoint-file", "http", "model",
+                                              "api-key"};
+  std::vector<cli::Flag> flags;
+  for (cli::Flag flag : coordinator::CoordinatorFlagTable().flags) {
+    if (set_by_serve.contains(flag.name)) continue;
+    flag.help += " (passed to splitspec-coordinator)";
+    flags.push_back(std::move(flag));
+  }
+  return flags;
+}
 
 ServeEnvironment ServeEnvironment::ForThisBinary() {
   return ServeEnvironment{.bin_dir = BinaryDirectory(),
@@ -162,11 +202,14 @@ absl::StatusOr<ServeOptions> ParseServeOptions(const CommandArgs& argv,
   RETURN_IF_ERROR(OverrideTargetGroups(args, &c));
   RETURN_IF_ERROR(OverrideDraftPools(args, &c));
   RETURN_IF_ERROR(config::ValidateClusterConfig(c));
+  ASSIGN_OR_RETURN(options.coordinator_flags, CoordinatorFlagWords(args));
+  ASSIGN_OR_RETURN(options.restart, ParseRestartPolicy(args));
   return options;
 }
 
-absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(const ClusterConfig& c,
-                                                        const ServeEnvironment& env) {
+absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
+    const ClusterConfig& c, const ServeEnvironment& env,
+    const std::vector<std::string>& coordinator_flags) {
   RETURN_IF_ERROR(CheckLimitsHaveFlags(c));
   const std::string run_dir = c.run_dir.empty() ? env.repo_root + "/build/cluster" : c.run_dir;
   const std::string model = c.models.target.empty() ? env.default_model : c.models.target;
@@ -183,6 +226,8 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(const ClusterConfig& c,
   if (c.coordinator.http != "none")
     coordinator.argv.insert(coordinator.argv.end(),
                             {"--http", c.coordinator.http, "--model", model});
+  coordinator.argv.insert(coordinator.argv.end(), coordinator_flags.begin(),
+                          coordinator_flags.end());
   coordinator.env_from.emplace_back("SPLITSPEC_API_KEY", c.coordinator.api_key_env);
   add(std::move(coordinator));
 

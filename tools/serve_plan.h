@@ -23,6 +23,12 @@
 //   --drafts N        the count of the config's only draft pool
 // Relative paths given as flags resolve against the current directory (paths
 // in the file resolve against the file's folder).
+//
+// The coordinator's flags that serve does not set itself (ForwardedCoordinatorFlags:
+// --heartbeat-ms, --queue-timeout-ms, --http-max-connections-per-client,
+// --metrics-open, ...) are accepted and passed on to splitspec-coordinator
+// unchanged; it validates them. --max-restarts and --restart-window-s set
+// the supervision policy (tools/restart_policy.h).
 #ifndef SPLITSPEC_TOOLS_SERVE_PLAN_H_
 #define SPLITSPEC_TOOLS_SERVE_PLAN_H_
 
@@ -31,8 +37,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "runtime/cli/cli_args.h"
 #include "runtime/config/cluster_config.h"
 #include "tools/commands.h"
+#include "tools/restart_policy.h"
 
 namespace splitspec::tools {
 
@@ -47,7 +55,18 @@ struct ServeEnvironment {
 struct ServeOptions {
   config::ClusterConfig config;  // overrides applied, validated
   bool dry_run = false;
+  // The forwarded coordinator flags that were given, as argv words
+  // ("--queue-timeout-ms", "5000", "--metrics-open"), in flag-table order.
+  std::vector<std::string> coordinator_flags = {};
+  RestartPolicy restart = {};
 };
+
+// The coordinator's flags serve accepts and passes on: every flag of
+// splitspec-coordinator (coordinator/coordinator_flags.h) except those serve
+// derives from the config (--control, --endpoint-file, --http, --model) and
+// --api-key (a secret stays off command lines; serve passes the variable
+// coordinator.api_key_env names). Help texts say they are passed on.
+std::vector<cli::Flag> ForwardedCoordinatorFlags();
 
 // Errors: InvalidArgument naming the flag, or the config's file, line and
 // field (see cluster_config.h); NotFound for an unreadable --config.
@@ -72,11 +91,13 @@ struct PlannedProcess {
 };
 
 // The processes in start order: coordinator, target ranks (group by group,
-// rank 0 first), draft workers. Errors: InvalidArgument when two processes
-// would share a name; Unimplemented for a coordinator limit other than the
-// default (splitspec-coordinator has no flag for it yet).
-absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(const config::ClusterConfig& config,
-                                                        const ServeEnvironment& env);
+// rank 0 first), draft workers; `coordinator_flags` (ServeOptions) end the
+// coordinator's argv. Errors: InvalidArgument when two processes would share
+// a name; Unimplemented for a coordinator limit other than the default
+// (splitspec-coordinator has no flag for it yet).
+absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
+    const config::ClusterConfig& config, const ServeEnvironment& env,
+    const std::vector<std::string>& coordinator_flags = {});
 
 // What the cluster will decode with, for serve's start-up line: per target
 // group its compute threads (threads = 0: all `hardware_threads`), per draft

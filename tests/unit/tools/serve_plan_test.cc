@@ -13,8 +13,11 @@
 namespace splitspec::tools {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsSupersetOf;
+using ::testing::Not;
 
 class ServePlanTest : public ::testing::Test {
  protected:
@@ -36,7 +39,7 @@ class ServePlanTest : public ::testing::Test {
   absl::StatusOr<std::vector<PlannedProcess>> Plan(const CommandArgs& args) {
     absl::StatusOr<ServeOptions> options = ParseServeOptions(args, env_);
     if (!options.ok()) return options.status();
-    return PlanCluster(options->config, env_);
+    return PlanCluster(options->config, env_, options->coordinator_flags);
   }
 
   std::filesystem::path dir_;
@@ -172,6 +175,53 @@ TEST_F(ServePlanTest, FlagsOverrideTheConfig) {
               ElementsAre("/bin-dir/splitspec-coordinator", "--control", "ipc:///tmp/x"));
   EXPECT_EQ((*plan)[8].name, "g-1-rank3");
   EXPECT_EQ((*plan)[8].log, "/logs/g-1-rank3.log");
+}
+
+TEST_F(ServePlanTest, CoordinatorFlagsArePassedOnInTableOrder) {
+  absl::StatusOr<std::vector<PlannedProcess>> plan =
+      Plan({"--config", WriteConfig(""), "--metrics-open", "--queue-timeout-ms", "5000",
+            "--http-max-connections-per-client", "8", "--heartbeat-ms", "100"});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT((*plan)[0].argv,
+              ElementsAre("/bin-dir/splitspec-coordinator", "--control", "tcp://127.0.0.1:5555",
+                          "--http", "127.0.0.1:8000", "--model", "/repo/models/default.gguf",
+                          "--heartbeat-ms", "100", "--queue-timeout-ms", "5000",
+                          "--http-max-connections-per-client", "8", "--metrics-open"));
+  // Workers get none of them.
+  for (size_t i = 1; i < plan->size(); ++i)
+    EXPECT_THAT((*plan)[i].argv, Not(Contains("--queue-timeout-ms")));
+}
+
+TEST_F(ServePlanTest, ForwardedFlagsLeaveOutWhatServeSetsAndTheApiKey) {
+  std::vector<std::string> names;
+  for (const cli::Flag& flag : ForwardedCoordinatorFlags()) {
+    names.push_back(flag.name);
+    EXPECT_THAT(flag.help, HasSubstr("passed to splitspec-coordinator"));
+  }
+  EXPECT_THAT(names,
+              IsSupersetOf({"heartbeat-ms", "dead-after", "queue-timeout-ms", "drain-timeout-ms",
+                            "model-name", "http-max-connections", "http-max-connections-per-client",
+                            "http-parse-threads", "metrics-open"}));
+  for (const char* own : {"control", "endpoint-file", "http", "model", "api-key"})
+    EXPECT_THAT(names, Not(Contains(own)));
+  // A secret never goes onto a command line: serve refuses the flag.
+  EXPECT_THAT(std::string(Plan({"--api-key", "k"}).status().message()),
+              HasSubstr("unknown flag --api-key"));
+}
+
+TEST_F(ServePlanTest, SupervisionFlagsAndBadForwardedValuesAreChecked) {
+  absl::StatusOr<ServeOptions> options = ParseServeOptions(
+      {"--config", WriteConfig(""), "--max-restarts", "2", "--restart-window-s", "30"}, env_);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->restart.max_restarts, 2);
+  EXPECT_EQ(options->restart.window, absl::Seconds(30));
+  EXPECT_EQ(ParseServeOptions({"--config", WriteConfig("")}, env_)->restart.max_restarts, 5);
+  EXPECT_THAT(std::string(Plan({"--max-restarts", "-1"}).status().message()),
+              HasSubstr("--max-restarts must be >= 0"));
+  EXPECT_THAT(std::string(Plan({"--restart-window-s", "0"}).status().message()),
+              HasSubstr("--restart-window-s"));
+  EXPECT_THAT(std::string(Plan({"--queue-timeout-ms", "soon"}).status().message()),
+              HasSubstr("--queue-timeout-ms"));
 }
 
 TEST_F(ServePlanTest, DraftFlagSelectsTheModelDrafter) {

@@ -1,0 +1,165 @@
+#include "tools/serve_supervisor.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <fstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace splitspec::tools {
+namespace {
+
+constexpr int kQuotedLogLines = 20;
+
+std::string LogTail(const Subprocess& process) {
+  return absl::StrCat("last lines of ", process.log_path(), ":\n",
+                      LastLines(process.ReadLog(), kQuotedLogLines));
+}
+
+}  // namespace
+
+Supervisor::Supervisor(std::vector<PlannedProcess> plan,
+                       std::vector<std::vector<std::string>> environments, RestartPolicy policy,
+                       std::FILE* out)
+    : out_(out) {
+  processes_.reserve(plan.size());
+  for (size_t i = 0; i < plan.size(); ++i) {
+    processes_.push_back(Supervised{
+        .plan = std::move(plan[i]),
+        .env = i < environments.size() ? std::move(environments[i]) : std::vector<std::string>(),
+        .process = std::nullopt,
+        .tracker = RestartTracker(policy)});
+  }
+}
+
+absl::Status Supervisor::StartAll() {
+  for (Supervised& s : processes_) {
+    absl::StatusOr<Subprocess> child = Subprocess::Spawn(s.plan.argv, s.plan.log, s.env);
+    if (!child.ok()) return child.status();
+    s.process.emplace(*std::move(child));
+    s.state = State::kRunning;
+    std::fprintf(out_, "==> %s (pid %d, log %s)\n", s.plan.name.c_str(), s.process->pid(),
+                 s.plan.log.c_str());
+  }
+  std::fflush(out_);
+  return absl::OkStatus();
+}
+
+absl::Status Supervisor::CheckStarted() {
+  for (Supervised& s : processes_) {
+    if (!s.process.has_value()) continue;
+    absl::StatusOr<int> exited = s.process->Wait(absl::ZeroDuration());
+    if (exited.ok()) {
+      return absl::UnavailableError(absl::StrCat(s.plan.name, " ", DescribeExit(*exited),
+                                                 " during start-up; log ", s.plan.log, ":\n",
+                                                 s.process->ReadLog()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Supervisor::Run(const std::atomic<bool>& stop) {
+  while (!stop.load()) {
+    if (absl::Status step = Step(absl::Now()); !step.ok()) return step;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Supervisor::Step(absl::Time now) {
+  for (Supervised& s : processes_) {
+    if (s.state == State::kWaitingToRestart && now >= s.restart_at) {
+      if (absl::Status restarted = Restart(s); !restarted.ok()) return restarted;
+      continue;
+    }
+    if (s.state != State::kRunning) continue;
+    const pid_t pid = s.process->pid();
+    absl::StatusOr<int> exited = s.process->Wait(absl::ZeroDuration());
+    if (!exited.ok()) continue;
+    if (absl::Status handled = OnExit(s, pid, *exited, now); !handled.ok()) return handled;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Supervisor::OnExit(Supervised& s, pid_t pid, int code, absl::Time now) {
+  const std::string what = absl::StrCat(s.plan.name, " (pid ", pid, ") ", DescribeExit(code));
+  if (s.plan.role == "coordinator") {
+    return absl::UnavailableError(absl::StrCat(
+        what, "; the cluster cannot serve without its coordinator; ", LogTail(*s.process)));
+  }
+  if (code == 0) {
+    // Drained by `splitspec scale`: its requests finished or were handed over.
+    s.state = State::kLetGo;
+    Report(s, absl::StrCat("==> ", what, ": drained; the cluster keeps running without it"));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<absl::Duration> delay = s.tracker.OnDeath(now);
+  if (!delay.ok()) {
+    Report(s, absl::StrCat("==> ", what, "; not restarted: ", delay.status().message()));
+    return absl::UnavailableError(absl::StrCat(
+        what, " and is not restarted: it ", delay.status().message(), "; ", LogTail(*s.process)));
+  }
+  s.state = State::kWaitingToRestart;
+  s.restart_at = now + *delay;
+  Report(s, absl::StrCat("==> ", what, "; restart ", s.tracker.total_restarts(), " in ",
+                         absl::FormatDuration(*delay), "; the cluster keeps serving"));
+  return absl::OkStatus();
+}
+
+absl::Status Supervisor::Restart(Supervised& s) {
+  s.process.reset();  // reaped already: nothing to kill
+  absl::StatusOr<Subprocess> child =
+      Subprocess::Spawn(s.plan.argv, s.plan.log, s.env, LogMode::kAppend);
+  if (!child.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot restart ", s.plan.name, ": ", child.status().message()));
+  }
+  s.process.emplace(*std::move(child));
+  s.state = State::kRunning;
+  s.restart_at = absl::InfiniteFuture();
+  Report(s, absl::StrCat("==> ", s.plan.name, " restarted (pid ", s.process->pid(), ", restart ",
+                         s.tracker.total_restarts(), ")"));
+  return absl::OkStatus();
+}
+
+void Supervisor::Report(const Supervised& s, const std::string& line) {
+  std::fprintf(out_, "%s\n", line.c_str());
+  std::fflush(out_);
+  std::ofstream(s.plan.log, std::ios::app) << "splitspec serve: " << line << "\n";
+}
+
+void Supervisor::StopAll() {
+  // Workers first (they deregister), the coordinator last (its front door
+  // then ends every open stream with an error event): the plan starts with it.
+  auto stop = [](Supervised& s, absl::Time deadline) {
+    if (s.process.has_value() && s.process->running() &&
+        !s.process->Wait(std::max(deadline - absl::Now(), absl::ZeroDuration())).ok()) {
+      s.process->Kill();
+    }
+  };
+  for (Supervised& s : processes_) {
+    s.state = State::kLetGo;
+    if (s.plan.role == "coordinator" || !s.process.has_value()) continue;
+    s.process->Signal(SIGTERM);
+    s.process->Signal(SIGCONT);  // a stopped process must run to see SIGTERM
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  for (Supervised& s : processes_) {
+    if (s.plan.role != "coordinator") stop(s, deadline);
+  }
+  for (Supervised& s : processes_) {
+    if (s.plan.role != "coordinator" || !s.process.has_value()) continue;
+    s.process->Signal(SIGTERM);
+    s.process->Signal(SIGCONT);
+    stop(s, absl::Now() + absl::Seconds(5));
+  }
+}
+
+pid_t Supervisor::pid(size_t i) const {
+  const Supervised& s = processes_[i];
+  return s.state == State::kRunning && s.process.has_value() ? s.process->pid() : 0;
+}
+
+}  // namespace splitspec::tools

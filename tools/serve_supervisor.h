@@ -1,0 +1,97 @@
+// How `splitspec serve` keeps a local cluster up: it runs the plan's processes
+// (tools/serve_plan.h) and restarts a worker (draft worker, target rank, TP
+// follower) that dies, with exponential back-off, while the rest keep serving.
+// The coordinator re-places a dead target's requests from their committed
+// tokens and gives a dead draft worker's requests to another (or lets the
+// target decode alone), so a restart costs latency, not requests.
+//
+// The cluster stops (Run returns an error naming the process and quoting its
+// log's last lines) only when the coordinator exits, or when a worker dies
+// more than RestartPolicy.max_restarts times within RestartPolicy.window
+// (it is crash-looping: a bad model path, a port taken, a GPU gone). A worker
+// that exits with status 0 was drained (`splitspec scale`) and is let go.
+//
+//   Supervisor supervisor(plan, environments, policy, stdout);
+//   RETURN_IF_ERROR(supervisor.StartAll());
+//   ... wait for registration, checking supervisor.CheckStarted() ...
+//   absl::Status outcome = supervisor.Run(ShutdownRequested());
+//   supervisor.StopAll();   // workers first, the coordinator last
+//
+// Every exit and restart is printed on `out` and written into the process's
+// log (restarted processes append to it), e.g.
+//   ==> draft-0 (pid 812) was killed by signal 9 (Killed); restart 1 in 250ms
+//   ==> draft-0 restarted (pid 845, restart 1)
+// The coordinator's /metrics counts the restarts
+// (splitspec_worker_restarts_total: new processes under a worker's name).
+//
+// Thread-compatible: one thread (serve's) drives it.
+#ifndef SPLITSPEC_TOOLS_SERVE_SUPERVISOR_H_
+#define SPLITSPEC_TOOLS_SERVE_SUPERVISOR_H_
+
+#include <atomic>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "runtime/base/subprocess.h"
+#include "tools/restart_policy.h"
+#include "tools/serve_plan.h"
+
+namespace splitspec::tools {
+
+class Supervisor {
+ public:
+  // `environments[i]`: the "NAME=VALUE" entries for plan[i] (see Subprocess::Spawn).
+  Supervisor(std::vector<PlannedProcess> plan, std::vector<std::vector<std::string>> environments,
+             RestartPolicy policy, std::FILE* out);
+  // Kills whatever still runs (StopAll first for an orderly stop).
+  ~Supervisor() = default;
+
+  // Spawns every process in plan order (logs truncated). Errors: the first
+  // spawn that failed (the ones started before it are killed with this object).
+  absl::Status StartAll();
+  // During start-up nothing is restarted: Unavailable naming the first
+  // process that exited, with its log.
+  absl::Status CheckStarted();
+  // Supervises until `stop` is set (OkStatus) or the cluster must stop:
+  // Unavailable naming the coordinator, or the crash-looping worker, with the
+  // last lines of its log.
+  absl::Status Run(const std::atomic<bool>& stop);
+  // One supervision step at `now` (Run calls it every 100 ms): reaps exits,
+  // schedules and performs restarts. Same errors as Run.
+  absl::Status Step(absl::Time now);
+  // SIGTERM to each running process, workers in reverse plan order, the
+  // coordinator last; SIGKILL after 5 s without an exit.
+  void StopAll();
+
+  // For tests and the start-up line: the pid of plan[i] now (0 while it waits
+  // for a restart or after it was let go).
+  pid_t pid(size_t i) const;
+  int restarts(size_t i) const { return processes_[i].tracker.total_restarts(); }
+
+ private:
+  enum class State { kRunning, kWaitingToRestart, kLetGo };
+  struct Supervised {
+    PlannedProcess plan;
+    std::vector<std::string> env;
+    std::optional<Subprocess> process;
+    RestartTracker tracker;
+    State state = State::kRunning;
+    absl::Time restart_at = absl::InfiniteFuture();
+  };
+
+  absl::Status OnExit(Supervised& s, pid_t pid, int code, absl::Time now);
+  absl::Status Restart(Supervised& s);
+  // Prints `line` on out_ and appends it to `s`'s log.
+  void Report(const Supervised& s, const std::string& line);
+
+  std::vector<Supervised> processes_;
+  std::FILE* out_;
+};
+
+}  // namespace splitspec::tools
+
+#endif  // SPLITSPEC_TOOLS_SERVE_SUPERVISOR_H_
