@@ -1,0 +1,359 @@
+// `splitspec serve` supervises its workers (tools/serve_supervisor.h). Under a
+// steady load of streamed greedy completions, the draft worker and then the
+// target are killed with SIGKILL: each comes back (a new pid registers under
+// its name, serve's output and /metrics say so), the cluster keeps serving,
+// and every stream finishes equal to plain greedy decoding. The coordinator's
+// death, or a worker crash-looping past --max-restarts, stops the cluster with
+// a message naming the process and quoting its log.
+//
+// Waits are bounded by attempt counts on conditions, never timed assertions.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "runtime/model/gguf_reader.h"
+#include "runtime/model/transformer.h"
+#include "runtime/tokenizer/detokenizer.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
+#include "tests/integration/child_process.h"
+#include "tests/integration/cluster_test_util.h"
+#include "tests/integration/plain_greedy.h"
+#include "tests/testing/http_test_client.h"
+#include "tests/testing/tiny_model.h"
+
+namespace splitspec::testing {
+namespace {
+
+using coordinator::http::TestHttpConnection;
+using coordinator::http::TestHttpResponse;
+
+constexpr int kMaxTokens = 40;
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return 0;
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// A `splitspec serve` of one target and one lookup draft worker on the tiny
+// chat model, on free loopback ports.
+class ServeCluster {
+ public:
+  void Start(const std::string& name, const std::vector<std::string>& extra_flags) {
+    dir_ = MakeTempDir(absl::StrCat("splitspec-", name, "-", getpid()));
+    ASSERT_FALSE(dir_.empty());
+    model_path_ = dir_ + "/tiny-chat.gguf";
+    ASSERT_TRUE(model::MakeTinyChatModel().WriteFile(model_path_).ok());
+    control_ = absl::StrCat("tcp://127.0.0.1:", FreePort());
+    http_port_ = FreePort();
+    ASSERT_NE(http_port_, 0);
+    const std::string config = dir_ + "/cluster.toml";
+    std::ofstream(config) << "[cluster]\nrun_dir = \"" << dir_ << "\"\n"
+                          << "[coordinator]\ncontrol = \"" << control_ << "\"\n"
+                          << "http = \"127.0.0.1:" << http_port_ << "\"\n"
+                          << "[models]\ntarget = \"" << model_path_ << "\"\n"
+                          << "[[target_group]]\nname = \"target\"\nthreads = 1\n"
+                          << "[[draft_pool]]\nname = \"draft\"\ncount = 1\ndrafter = \"lookup\"\n";
+    std::vector<std::string> argv = {BinaryPath("splitspec"), "serve", "--config", config,
+                                     "--heartbeat-ms",        "100"};
+    argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+    auto serve = ChildProcess::Spawn(argv, dir_ + "/serve.out");
+    ASSERT_TRUE(serve.ok()) << serve.status();
+    serve_.emplace(*std::move(serve));
+    for (int attempt = 0; attempt < 1200 && !absl::StrContains(Output(), "cluster ready");
+         ++attempt)
+      absl::SleepFor(absl::Milliseconds(100));
+    ASSERT_TRUE(absl::StrContains(Output(), "cluster ready")) << Output();
+  }
+
+  ~ServeCluster() {
+    if (serve_.has_value() && serve_->running()) serve_->Kill(SIGTERM);
+  }
+
+  std::string Output() const { return ReadFileOrEmpty(dir_ + "/serve.out"); }
+  ChildProcess& serve() { return *serve_; }
+  const std::string& model_path() const { return model_path_; }
+  int http_port() const { return http_port_; }
+
+  // The pids of the live (alive or suspect) members named `name`.
+  std::set<uint32_t> LivePids(const std::string& name) const {
+    std::set<uint32_t> pids;
+    absl::StatusOr<proto::StatusReply> status = FetchStatus(control_);
+    if (!status.ok()) return pids;
+    for (const proto::MemberStatus& m : status->members()) {
+      if (m.worker_name() == name &&
+          (m.state() == proto::MEMBER_STATE_ALIVE || m.state() == proto::MEMBER_STATE_SUSPECT)) {
+        pids.insert(m.pid());
+      }
+    }
+    return pids;
+  }
+
+  std::string Metrics() const {
+    auto response = coordinator::http::HttpRequestOnce(http_port_, "GET", "/metrics");
+    return response.ok() ? response->body : "";
+  }
+
+  // Waits (bounded) for serve to exit; its exit code, or -1.
+  int WaitForExit() {
+    absl::StatusOr<int> code = serve_->Wait(absl::Minutes(2));
+    return code.ok() ? *code : -1;
+  }
+
+ private:
+  std::string dir_;
+  std::string model_path_;
+  std::string control_;
+  int http_port_ = 0;
+  std::optional<ChildProcess> serve_;
+};
+
+// One streamed completion: its text, or how it failed.
+struct StreamOutcome {
+  bool completed = false;  // HTTP 200, a finish_reason, [DONE], no error event
+  std::string text = {};
+  std::string failure = {};  // why not completed
+};
+
+StreamOutcome StreamCompletion(int port, const std::vector<int32_t>& prompt) {
+  StreamOutcome outcome;
+  auto connection = TestHttpConnection::Connect(port);
+  if (!connection.ok()) return {.failure = std::string(connection.status().message())};
+  const std::string body =
+      absl::StrCat(R"({"prompt":[)", absl::StrJoin(prompt, ","), R"(],"max_tokens":)", kMaxTokens,
+                   R"(,"temperature":0,"stream":true})");
+  absl::Status sent = (*connection)
+                          ->Send(absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                                              "Content-Length: ",
+                                              body.size(), "\r\n\r\n", body));
+  if (!sent.ok()) return {.failure = std::string(sent.message())};
+  absl::StatusOr<TestHttpResponse> response = (*connection)->ReadResponse();
+  if (!response.ok()) return {.failure = absl::StrCat("cut: ", response.status().message())};
+  if (response->status != 200)
+    return {.failure = absl::StrCat("HTTP ", response->status, ": ", response->body)};
+  const std::vector<std::string> events = coordinator::http::SseData(response->body);
+  bool finished = false;
+  for (const std::string& event : events) {
+    if (event == "[DONE]") continue;
+    google::protobuf::Value value;
+    if (!google::protobuf::util::JsonStringToMessage(event, &value).ok())
+      return {.failure = absl::StrCat("not JSON: ", event)};
+    const auto& fields = value.struct_value().fields();
+    if (fields.contains("error")) return {.failure = absl::StrCat("error event: ", event)};
+    const auto& choice = fields.at("choices").list_value().values(0).struct_value().fields();
+    outcome.text += choice.at("text").string_value();
+    finished |= choice.at("finish_reason").has_string_value();
+  }
+  if (events.empty() || events.back() != "[DONE]" || !finished)
+    return {.failure = absl::StrCat("stream ended without a finish and [DONE]: ", response->body)};
+  outcome.completed = true;
+  return outcome;
+}
+
+// Plain greedy decoding of each prompt, cut at the first end-of-generation
+// token (the front door stops there), decoded as the front door streams it.
+std::vector<std::string> ExpectedTexts(const std::string& model_path,
+                                       const std::vector<std::vector<int32_t>>& prompts) {
+  std::vector<std::string> texts;
+  auto reference = model::Transformer::Load(model_path, {.threads = 1});
+  auto file = model::GgufFile::Open(model_path);
+  EXPECT_TRUE(reference.ok() && file.ok());
+  if (!reference.ok() || !file.ok()) return texts;
+  auto tokenizer = model::LoadTokenizerFromGguf(**file);
+  EXPECT_TRUE(tokenizer.ok());
+  if (!tokenizer.ok()) return texts;
+  for (const std::vector<int32_t>& prompt : prompts) {
+    model::StreamingDetokenizer detokenizer(&*tokenizer);
+    std::string text;
+    for (int32_t token : PlainGreedy(**reference, prompt, kMaxTokens)) {
+      if (tokenizer->IsEndOfGeneration(token)) break;
+      text += *detokenizer.Push(token);
+    }
+    texts.push_back(text + detokenizer.Finish());
+  }
+  return texts;
+}
+
+// Clients streaming completions, one after another, until stopped.
+class Load {
+ public:
+  Load(int port, std::vector<std::vector<int32_t>> prompts, std::vector<std::string> expected)
+      : port_(port), prompts_(std::move(prompts)), expected_(std::move(expected)) {}
+
+  void Start(int clients) {
+    for (int c = 0; c < clients; ++c) {
+      threads_.emplace_back([this, c] {
+        for (int i = c; !stop_.load() && i < 10000; i += 7) {
+          const size_t p = static_cast<size_t>(i) % prompts_.size();
+          StreamOutcome outcome = StreamCompletion(port_, prompts_[p]);
+          std::lock_guard<std::mutex> lock(mu_);
+          if (outcome.completed && outcome.text == expected_[p]) {
+            ++exact_;
+          } else {
+            failures_.push_back(absl::StrCat(
+                "prompt ", p, ": ",
+                outcome.completed
+                    ? absl::StrCat("text '", outcome.text, "' != plain greedy '", expected_[p], "'")
+                    : outcome.failure));
+          }
+        }
+      });
+    }
+  }
+  void Stop() {
+    stop_.store(true);
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+  }
+  int exact() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return exact_;
+  }
+  std::vector<std::string> failures() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failures_;
+  }
+  // Waits (bounded) until `more` further streams finished exactly.
+  bool WaitForMore(int more) {
+    const int goal = exact() + more;
+    for (int attempt = 0; attempt < 1200 && exact() < goal; ++attempt)
+      absl::SleepFor(absl::Milliseconds(100));
+    return exact() >= goal;
+  }
+
+ private:
+  const int port_;
+  const std::vector<std::vector<int32_t>> prompts_;
+  const std::vector<std::string> expected_;
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  int exact_ = 0;
+  std::vector<std::string> failures_;
+};
+
+// SIGKILLs the one live process named `name`; waits (bounded) until another
+// pid registered under the name. Returns the killed pid (0 on failure).
+uint32_t KillAndAwaitRestart(ServeCluster& cluster, const std::string& name) {
+  const std::set<uint32_t> before = cluster.LivePids(name);
+  EXPECT_EQ(before.size(), 1u) << name;
+  if (before.size() != 1) return 0;
+  const uint32_t pid = *before.begin();
+  EXPECT_EQ(::kill(static_cast<pid_t>(pid), SIGKILL), 0);
+  for (int attempt = 0; attempt < 1200; ++attempt) {
+    std::set<uint32_t> now = cluster.LivePids(name);
+    now.erase(pid);
+    if (!now.empty()) return pid;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ADD_FAILURE() << name << " (pid " << pid << ") did not come back; serve:\n" << cluster.Output();
+  return 0;
+}
+
+TEST(ServeSupervisionTest, KilledWorkersComeBackAndEveryStreamStaysExact) {
+  ServeCluster cluster;
+  // A queued request may wait out a restart on a slow machine (also checks that
+  // serve passes the flag on).
+  ASSERT_NO_FATAL_FAILURE(cluster.Start("serve-supervision", {"--queue-timeout-ms", "300000"}));
+  const std::vector<std::vector<int32_t>> prompts = {
+      {10, 20, 30, 10, 20, 30}, {7, 8}, {200, 5, 200, 5, 200}, {1, 2, 3, 4}, {99, 98, 97}};
+  const std::vector<std::string> expected = ExpectedTexts(cluster.model_path(), prompts);
+  ASSERT_EQ(expected.size(), prompts.size());
+  Load load(cluster.http_port(), prompts, expected);
+  load.Start(3);
+  ASSERT_TRUE(load.WaitForMore(3)) << cluster.Output();
+
+  for (const std::string name : {"draft-0", "target"}) {
+    SCOPED_TRACE(name);
+    const uint32_t killed = KillAndAwaitRestart(cluster, name);
+    ASSERT_NE(killed, 0u);
+    // Streams keep finishing once it is back.
+    EXPECT_TRUE(load.WaitForMore(3)) << cluster.Output();
+    const std::string output = cluster.Output();
+    EXPECT_TRUE(absl::StrContains(
+        output, absl::StrCat("==> ", name, " (pid ", killed, ") was killed by signal 9")))
+        << output;
+    EXPECT_TRUE(absl::StrContains(output, absl::StrCat("==> ", name, " restarted (pid ")))
+        << output;
+    EXPECT_TRUE(absl::StrContains(
+        cluster.Metrics(),
+        absl::StrCat("splitspec_worker_restarts_total{worker_name=\"", name, "\",role=\"",
+                     name == "target" ? "target" : "draft", "\"} 1\n")));
+  }
+  load.Stop();
+  EXPECT_TRUE(load.failures().empty()) << absl::StrJoin(load.failures(), "\n");
+  EXPECT_GE(load.exact(), 9);
+
+  cluster.serve().Signal(SIGTERM);
+  EXPECT_EQ(cluster.WaitForExit(), 0) << cluster.Output();
+  EXPECT_TRUE(absl::StrContains(cluster.Output(), "==> stopped"));
+}
+
+TEST(ServeSupervisionTest, TheCoordinatorsDeathStopsTheClusterNamingIt) {
+  ServeCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.Start("serve-coordinator-death", {}));
+  const std::string output = cluster.Output();
+  const size_t at = output.find("==> coordinator (pid ");
+  ASSERT_NE(at, std::string::npos) << output;
+  int pid = 0;
+  const size_t digits = at + std::string("==> coordinator (pid ").size();
+  ASSERT_TRUE(absl::SimpleAtoi(output.substr(digits, output.find(',', digits) - digits), &pid));
+  const std::set<uint32_t> target = cluster.LivePids("target");
+  ASSERT_EQ(target.size(), 1u);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  EXPECT_EQ(cluster.WaitForExit(), 1) << cluster.Output();
+  const std::string final_output = cluster.Output();
+  EXPECT_TRUE(absl::StrContains(final_output,
+                                absl::StrCat("coordinator (pid ", pid, ") was killed by signal 9")))
+      << final_output;
+  EXPECT_TRUE(absl::StrContains(final_output, "coordinator.log:\n")) << final_output;
+  // The workers were stopped (and reaped) with it.
+  EXPECT_NE(::kill(static_cast<pid_t>(*target.begin()), 0), 0);
+}
+
+TEST(ServeSupervisionTest, ACrashLoopPastTheLimitStopsTheClusterNamingTheWorker) {
+  ServeCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.Start("serve-crash-loop", {"--max-restarts", "1"}));
+  const uint32_t first = KillAndAwaitRestart(cluster, "draft-0");
+  ASSERT_NE(first, 0u);
+  const std::set<uint32_t> second = cluster.LivePids("draft-0");
+  ASSERT_FALSE(second.empty());
+  uint32_t pid = 0;
+  for (uint32_t p : second) pid = p != first ? p : pid;
+  ASSERT_NE(pid, 0u);
+  ASSERT_EQ(::kill(static_cast<pid_t>(pid), SIGKILL), 0);
+  EXPECT_EQ(cluster.WaitForExit(), 1) << cluster.Output();
+  const std::string output = cluster.Output();
+  EXPECT_TRUE(absl::StrContains(
+      output, absl::StrCat("draft-0 (pid ", pid,
+                           ") was killed by signal 9 (Killed) and is not restarted: it died 2 "
+                           "times within 1m")))
+      << output;
+  EXPECT_TRUE(absl::StrContains(output, "draft-0.log:\n")) << output;
+}
+
+}  // namespace
+}  // namespace splitspec::testing
