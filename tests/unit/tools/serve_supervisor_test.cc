@@ -1,0 +1,146 @@
+// Supervisor (tools/serve_supervisor.h) over small shell processes: a worker
+// that dies is restarted (its log keeps every run), one that exits 0 is let go,
+// a crash loop and the coordinator's exit stop it with the process named.
+#include "tools/serve_supervisor.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace splitspec::tools {
+namespace {
+
+using ::testing::HasSubstr;
+
+int Occurrences(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+class SupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("splitspec_supervisor_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    out_ = std::tmpfile();
+  }
+  void TearDown() override {
+    std::fclose(out_);
+    std::filesystem::remove_all(dir_);
+  }
+
+  PlannedProcess Process(const std::string& name, const std::string& role,
+                         const std::string& script) {
+    return PlannedProcess{.name = name,
+                          .role = role,
+                          .log = (dir_ / (name + ".log")).string(),
+                          .argv = {"/bin/sh", "-c", script}};
+  }
+
+  // Steps until Step fails or `done` holds; bounded by count.
+  absl::Status StepUntil(Supervisor& supervisor, const std::function<bool()>& done) {
+    for (int attempt = 0; attempt < 3000 && !done(); ++attempt) {
+      if (absl::Status step = supervisor.Step(absl::Now()); !step.ok()) return step;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return absl::OkStatus();
+  }
+
+  std::string Printed() {
+    std::fflush(out_);
+    std::rewind(out_);
+    std::string text;
+    char buffer[4096];
+    size_t n;
+    while ((n = std::fread(buffer, 1, sizeof(buffer), out_)) > 0) text.append(buffer, n);
+    return text;
+  }
+
+  std::filesystem::path dir_;
+  std::FILE* out_ = nullptr;
+  const RestartPolicy fast_{.initial_backoff = absl::Milliseconds(1),
+                            .max_backoff = absl::Milliseconds(4),
+                            .max_restarts = 2,
+                            .window = absl::Seconds(600)};
+};
+
+TEST_F(SupervisorTest, ACrashingWorkerIsRestartedUntilItLoops) {
+  Supervisor supervisor({Process("coordinator", "coordinator", "exec sleep 60"),
+                         Process("draft-0", "draft", "echo run; exit 3")},
+                        {}, fast_, out_);
+  ASSERT_TRUE(supervisor.StartAll().ok());
+  const absl::Status stopped = StepUntil(supervisor, [] { return false; });
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_THAT(stopped.message(), HasSubstr("draft-0 (pid "));
+  EXPECT_THAT(stopped.message(),
+              HasSubstr("exited with status 3 and is not restarted: it died 3 times within"));
+  EXPECT_EQ(supervisor.restarts(1), 2);
+  // The log kept every run (restarts append) and says what serve did.
+  const std::string log = ReadFileOrEmpty((dir_ / "draft-0.log").string());
+  EXPECT_THAT(log, HasSubstr("run\nsplitspec serve: ==> draft-0 (pid ")) << log;
+  EXPECT_EQ(Occurrences(log, "run\n"), 3) << log;
+  EXPECT_THAT(log, HasSubstr("splitspec serve: ==> draft-0 restarted (pid "));
+  EXPECT_THAT(stopped.message(), HasSubstr("last lines of " + (dir_ / "draft-0.log").string()));
+  EXPECT_THAT(Printed(), HasSubstr("restart 2 in"));
+  supervisor.StopAll();
+  EXPECT_EQ(supervisor.pid(0), 0);
+}
+
+TEST_F(SupervisorTest, AWorkerThatExitsZeroWasDrainedAndIsLetGo) {
+  Supervisor supervisor({Process("coordinator", "coordinator", "exec sleep 60"),
+                         Process("target", "target", "exit 0")},
+                        {}, fast_, out_);
+  ASSERT_TRUE(supervisor.StartAll().ok());
+  ASSERT_TRUE(StepUntil(supervisor, [&] { return supervisor.pid(1) == 0; }).ok());
+  EXPECT_EQ(supervisor.pid(1), 0);
+  EXPECT_EQ(supervisor.restarts(1), 0);
+  EXPECT_THAT(Printed(), HasSubstr("target (pid "));
+  EXPECT_THAT(Printed(), HasSubstr("drained; the cluster keeps running without it"));
+  EXPECT_NE(supervisor.pid(0), 0);  // the coordinator still runs
+  supervisor.StopAll();
+}
+
+TEST_F(SupervisorTest, TheCoordinatorsExitStopsEverythingNamingIt) {
+  Supervisor supervisor({Process("coordinator", "coordinator", "echo bound; sleep 0.2; exit 1"),
+                         Process("draft-0", "draft", "exec sleep 60")},
+                        {}, fast_, out_);
+  ASSERT_TRUE(supervisor.StartAll().ok());
+  const pid_t worker = supervisor.pid(1);
+  const absl::Status stopped = StepUntil(supervisor, [] { return false; });
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_THAT(stopped.message(), HasSubstr("coordinator (pid "));
+  EXPECT_THAT(stopped.message(), HasSubstr("exited with status 1; the cluster cannot serve"));
+  EXPECT_THAT(stopped.message(), HasSubstr("coordinator.log:\nbound\n"));
+  supervisor.StopAll();
+  EXPECT_NE(::kill(worker, 0), 0);  // stopped and reaped
+}
+
+TEST_F(SupervisorTest, ADeathDuringStartUpIsReportedWithItsLog) {
+  Supervisor supervisor({Process("coordinator", "coordinator", "exec sleep 60"),
+                         Process("target", "target", "echo no model; exit 2")},
+                        {}, fast_, out_);
+  ASSERT_TRUE(supervisor.StartAll().ok());
+  absl::Status started = absl::OkStatus();
+  for (int attempt = 0; attempt < 3000 && started.ok(); ++attempt) {
+    started = supervisor.CheckStarted();
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_THAT(started.message(), HasSubstr("target exited with status 2 during start-up"));
+  EXPECT_THAT(started.message(), HasSubstr("no model"));
+  supervisor.StopAll();
+}
+
+}  // namespace
+}  // namespace splitspec::tools
