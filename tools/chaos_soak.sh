@@ -9,8 +9,12 @@
 #   tools/chaos_soak.sh --seconds 300 --clients 8          # the 5-minute soak (default model)
 #   tools/chaos_soak.sh --seconds 60 --clients 4 --tiny-model-tool build/dev/tests/deploy_tiny_model
 #
-# The cluster: coordinator, target group t0 (tp 1), target group t1 (tp 2: a leader and a
-# follower; --no-tp leaves it out), 2 lookup draft workers, one compute thread each. Bounded:
+# The cluster: coordinator, target groups t0 and t1 of --tp ranks each (2: a leader and a
+# follower), 2 lookup draft workers, one compute thread per process. Both groups have the same
+# size because the reference is plain greedy at that size (`generate --target-tp N`): TP=2 sums
+# in another order than TP=1, and at a near-tie the argmax can differ (3 of the 6 prompts here
+# on SmolLM2), so a request re-placed between groups of different sizes would match neither
+# reference. Bounded:
 # the clients stop starting requests after --seconds and a stream with no byte for --stall-s
 # counts as hung; serve is stopped at the end. Everything binds 127.0.0.1 only.
 set -euo pipefail
@@ -23,7 +27,7 @@ stall_s=150
 bin_dir=""
 model="${SPLITSPEC_MODEL:-$repo/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
 tiny_model_tool=""
-with_tp=1
+tp=2
 work=""
 seed=$$
 pause_min=2
@@ -35,7 +39,7 @@ usage() {
 flags: --seconds S ($seconds)  --clients N ($clients)  --max-tokens T ($max_tokens)
        --stall-s X ($stall_s)  --bin-dir DIR (build/release/bin, else build/dev/bin)
        --model PATH ($model)  --tiny-model-tool PATH (write a tiny model and use it)
-       --no-tp  --work-dir DIR (kept; default: a new temporary folder, removed after a pass)
+       --tp N ($tp: ranks per target group; 1: no follower)  --work-dir DIR (kept; default: a new temporary folder, removed after a pass)
        --seed N
        --pause-min S ($pause_min)  --pause-max S ($pause_max): between chaos actions
 EOF
@@ -50,7 +54,7 @@ while [[ $# -gt 0 ]]; do
     --bin-dir) bin_dir="$2"; shift 2 ;;
     --model) model="$2"; shift 2 ;;
     --tiny-model-tool) tiny_model_tool="$2"; shift 2 ;;
-    --no-tp) with_tp=0; shift ;;
+    --tp) tp="$2"; shift 2 ;;
     --work-dir) work="$2"; shift 2 ;;
     --seed) seed="$2"; shift 2 ;;
     --pause-min) pause_min="$2"; shift 2 ;;
@@ -108,7 +112,8 @@ references="$work/references.json"
   first=1
   for ids in "${prompts[@]}"; do
     line="$("$splitspec" generate --target "$model" --prompt-ids "$ids" --max-tokens "$max_tokens" \
-            --temperature 0 --drafter none --threads 1 --json 2>>"$work/generate.log")"
+            --temperature 0 --drafter none --threads 1 --target-tp "$tp" --json \
+            2>>"$work/generate.log")"
     [[ $first -eq 1 ]] || echo ","
     first=0
     python3 -c 'import json, sys; g = json.loads(sys.argv[2]);
@@ -128,15 +133,12 @@ config="$work/cluster.toml"
   echo "http = \"127.0.0.1:$http_port\""
   echo "[models]"
   echo "target = \"$model\""
-  echo "[[target_group]]"
-  echo "name = \"t0\""
-  echo "threads = 1"
-  if [[ $with_tp -eq 1 ]]; then
+  for group in t0 t1; do
     echo "[[target_group]]"
-    echo "name = \"t1\""
-    echo "tp = 2"
+    echo "name = \"$group\""
+    echo "tp = $tp"
     echo "threads = 1"
-  fi
+  done
   echo "[[draft_pool]]"
   echo "name = \"draft\""
   echo "count = 2"
