@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
 
 namespace splitspec::spec {
 
@@ -57,6 +58,70 @@ PlanChoice OptimalKWithVerifyCost(double alpha, double cost_ratio, Schedule sche
     if (k == min_k || s > best.speedup) best = {k, ExpectedTokensPerStep(alpha, k), s};
   }
   return best;
+}
+
+absl::Status ValidatePipelineInputs(const PipelineModelInputs& in) {
+  RETURN_IF_ERROR(ValidateModelInputs(in.alpha, in.cost_ratio));
+  if (in.k < 1) return absl::InvalidArgumentError(absl::StrCat("k must be >= 1, got ", in.k));
+  if (!(in.verify_slope >= 0.0) || !std::isfinite(in.verify_slope)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("verify slope must be finite and >= 0, got ", in.verify_slope));
+  }
+  if (!(in.cache_hit_rate >= 0.0 && in.cache_hit_rate <= 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cache hit rate must be in [0, 1], got ", in.cache_hit_rate));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// T_verify of a forward that feeds `fed` tokens, in units of T_target.
+double VerifyCost(const PipelineModelInputs& in, int fed) {
+  return 1.0 + in.verify_slope * (fed - 1);
+}
+
+double DraftCost(const PipelineModelInputs& in) { return in.k / in.cost_ratio; }
+
+// The draft is hidden when a block is drafted before the queued one is decided.
+bool DraftHidden(const PipelineModelInputs& in) {
+  return DraftCost(in) <= VerifyCost(in, in.k);
+}
+
+}  // namespace
+
+double PipelineTokensPerBlock(const PipelineModelInputs& in, Schedule schedule) {
+  const double tokens = ExpectedTokensPerStep(in.alpha, in.k);
+  if (schedule == Schedule::kSequential || !DraftHidden(in)) return tokens;
+  return tokens - std::pow(in.alpha, in.k);  // the forfeited bonus
+}
+
+double PipelineBlockCost(const PipelineModelInputs& in, Schedule schedule) {
+  const double draft = DraftCost(in);
+  const double miss = 1.0 - in.cache_hit_rate;
+  if (schedule == Schedule::kSequential) return draft + VerifyCost(in, in.k + 1);
+  if (!DraftHidden(in)) return draft + miss * draft;
+  const double all_accepted = std::pow(in.alpha, in.k);
+  return all_accepted * VerifyCost(in, in.k) +
+         (1.0 - all_accepted) * (VerifyCost(in, in.k + 1) + miss * draft);
+}
+
+double PipelineSpeedup(const PipelineModelInputs& in, Schedule schedule) {
+  return PipelineTokensPerBlock(in, schedule) / PipelineBlockCost(in, schedule);
+}
+
+PlanChoice PipelineOptimalK(PipelineModelInputs in, Schedule schedule, int min_k, int max_k) {
+  PlanChoice best;
+  for (int k = min_k; k <= max_k; ++k) {
+    in.k = k;
+    const double s = PipelineSpeedup(in, schedule);
+    if (k == min_k || s > best.speedup) best = {k, PipelineTokensPerBlock(in, schedule), s};
+  }
+  return best;
+}
+
+double RunSpeedupWithPrefill(double steady_speedup, int tokens, double prefill_steps) {
+  return (prefill_steps + tokens) / (prefill_steps + tokens / steady_speedup);
 }
 
 }  // namespace splitspec::spec
