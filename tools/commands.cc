@@ -178,6 +178,12 @@ const cli::FlagTable& PlanFlagTable() {
              .flags = {{"alpha", "A", "", "acceptance rate in [0, 1] (required)"},
                        {"cost-ratio", "C", "", "T_target / T_draft, > 0 (required)"},
                        {"k", "K", "the optimum", "draft tokens per block, in [1, 100]"},
+                       {"verify-slope", "S", "0",
+                        "verify cost growth: a forward of k + 1 tokens costs 1 + S k target "
+                        "steps (bench verify)"},
+                       {"cache-hit-rate", "H", "0",
+                        "overlapped: the fraction of refills after a rejection served from "
+                        "the draft worker's speculation cache, in [0, 1]"},
                        {"json", "", "", "print one JSON object instead of the table"}}});
   return table;
 }
