@@ -6,19 +6,22 @@
 // Greedy verification only: the sim drafter's acceptance rate is alpha only there.
 //
 //  1. A target-only run of the chat prompt gives the reference (the target's greedy
-//     continuation, which the sim drafters propose) and the target step time
-//     T_step = (wall - prefill) / tokens; the sim drafter sleeps T_step / C per token.
-//  2. Direct forwards of the target time the prefill (P = t_prefill / T_step) and the
-//     verify cost slope s = (T(k + 1) / T(1) - 1) / k (medians, interleaved).
-//  3. Per drafter: target-only, sequential (lookahead 1) and overlapped (lookahead 2),
-//     interleaved so load hits them alike; speedup = tok/s over that target-only run's.
+//     continuation, which the sim drafters propose).
+//  2. Direct forwards of the target time the prefill t_prefill and the verify cost
+//     slope s = (T(k + 1) / T(1) - 1) / k (medians, interleaved).
+//  3. Per drafter, kSimRounds rounds of: target-only, then sequential (lookahead 1) and
+//     overlapped (lookahead 2), so load from other processes hits them alike. The
+//     round's T_step = (wall - t_prefill) / tokens of its target-only run; the sim
+//     drafter sleeps T_step / C per token; speedup = tok/s over that run's tok/s.
 //     Every output must equal the reference token for token.
-//  4. Predicted = RunSpeedupWithPrefill(PipelineSpeedup(alpha, C, k, s, h), tokens, P).
+//  4. Predicted = RunSpeedupWithPrefill(PipelineSpeedup(alpha, C, k, s, h), tokens,
+//     t_prefill / T_step). Rows give the medians over the rounds.
 // overlapped+cache needs the draft worker's speculation cache (issue 18, item 1); this
 // build's draft worker has none, so that row says "unavailable" and carries no number.
 // With --json one object per (drafter, configuration):
 //   {"drafter":"sim:alpha=0.8,ratio=10","configuration":"overlapped","speedup":1.9,
-//    "predicted":2.0,"cache_hit_rate":null,"k":4,"acceptance":0.79}
+//    "predicted":2.0,"cache_hit_rate":null,"k":4,"acceptance":0.79,"tokens_per_step":3.1,
+//    "model_tokens_per_step":2.95}
 // (null: no number; cache_hit_rate is a number only for a configuration with a cache).
 #include <algorithm>
 #include <cstdio>
@@ -32,6 +35,7 @@
 #include "absl/strings/str_format.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/base/trace.h"
 #include "runtime/cli/cli_args.h"
 #include "runtime/model/transformer.h"
 #include "runtime/spec/analytic_model.h"
@@ -47,6 +51,7 @@ namespace splitspec::tools {
 namespace {
 
 constexpr char kSimPrompt[] = "Write a short story about a robot who learns to paint.";
+constexpr int kSimRounds = 5;  // rounds per drafter; rows give the medians
 constexpr char kCacheUnavailable[] =
     "unavailable: this draft worker has no speculation cache (issue 18, item 1)";
 
@@ -133,6 +138,7 @@ struct SimRow {
   std::string drafter, configuration;
   double speedup = -1, predicted = -1;  // < 0: unavailable
   double acceptance = -1;
+  double tokens_per_step = -1, model_tokens_per_step = -1;  // measured; the model's
   double cache_hit_rate = -1;  // < 0: no cache in this configuration
   std::string note;
 };
@@ -142,10 +148,12 @@ std::string JsonNumber(double x) { return x < 0 ? "null" : absl::StrFormat("%.4f
 void PrintRowJson(const SimRow& r, int k) {
   std::printf(
       "{\"drafter\":\"%s\",\"configuration\":\"%s\",\"speedup\":%s,\"predicted\":%s,"
-      "\"cache_hit_rate\":%s,\"k\":%d,\"acceptance\":%s%s}\n",
+      "\"cache_hit_rate\":%s,\"k\":%d,\"acceptance\":%s,\"tokens_per_step\":%s,"
+      "\"model_tokens_per_step\":%s%s}\n",
       r.drafter.c_str(), r.configuration.c_str(), JsonNumber(r.speedup).c_str(),
       JsonNumber(r.predicted).c_str(), JsonNumber(r.cache_hit_rate).c_str(), k,
-      JsonNumber(r.acceptance).c_str(),
+      JsonNumber(r.acceptance).c_str(), JsonNumber(r.tokens_per_step).c_str(),
+      JsonNumber(r.model_tokens_per_step).c_str(),
       r.note.empty() ? "" : absl::StrCat(",\"note\":\"", r.note, "\"").c_str());
 }
 
@@ -155,18 +163,18 @@ void PrintRowTable(const SimRow& r) {
                 r.note.c_str());
     return;
   }
-  std::printf("| %-22s | %-16s | %6.2fx | %8.2fx | %9.2f | %6.3f |\n", r.drafter.c_str(),
-              r.configuration.c_str(), r.speedup, r.predicted, r.speedup / r.predicted,
-              r.acceptance);
+  std::printf("| %-22s | %-16s | %6.2fx | %8.2fx | %9.2f | %6.3f | %4.2f / %4.2f |\n",
+              r.drafter.c_str(), r.configuration.c_str(), r.speedup, r.predicted,
+              r.speedup / r.predicted, r.acceptance, r.tokens_per_step,
+              r.model_tokens_per_step);
 }
 
 struct SimContext {
   model::Transformer* target = nullptr;
   std::vector<int32_t> prompt;
   std::vector<int32_t> reference;  // prompt + the target's greedy continuation
-  absl::Duration target_step;
+  double prefill_s = 0;            // the prompt's forward
   double verify_slope = 0;
-  double prefill_steps = 0;
 };
 
 absl::StatusOr<SpecRunResult> RunChecked(const SimContext& c, spec::Drafter* drafter,
@@ -183,15 +191,28 @@ absl::StatusOr<SpecRunResult> RunChecked(const SimContext& c, spec::Drafter* dra
   return run;
 }
 
-// One drafter's three configurations (target-only first, as the baseline).
-absl::StatusOr<std::vector<SimRow>> MeasureDrafter(const SimContext& c, const SimBenchFlags& f,
-                                                   const SimDrafterParams& params, uint64_t seed) {
-  const std::string name = SimDrafterName(params);
-  const int vocab = c.target->config().vocab_size;
+// The target step of a target-only run: its decode time per token, prefill excluded.
+double TargetStepSeconds(const SimContext& c, const SpecRunResult& alone) {
+  return std::max(alone.wall_s - c.prefill_s, 0.5 * alone.wall_s) / alone.tokens;
+}
+
+// Per configuration (sequential, overlapped): speedups and predictions per round.
+struct Samples {
+  std::vector<double> speedup, predicted;
+  int64_t accepted = 0, verified = 0, tokens = 0, steps = 0;
+  double model_tokens_per_step = 0;
+};
+
+// One round: a target-only run, then the drafter sequential and overlapped, its
+// T_target the step of that target-only run (so C holds while load from other
+// processes changes the target's speed).
+absl::Status MeasureRound(const SimContext& c, const SimBenchFlags& f,
+                          const SimDrafterParams& params, uint64_t seed, Samples samples[2]) {
   ASSIGN_OR_RETURN(SpecRunResult alone, RunChecked(c, nullptr, 1, f.k, f.max_tokens));
-  std::vector<SimRow> rows;
+  const double step_s = TargetStepSeconds(c, alone);
   for (int lookahead : {1, 2}) {
-    SimDrafter drafter(params, c.reference, vocab, c.target_step, seed + lookahead);
+    SimDrafter drafter(params, c.reference, c.target->config().vocab_size,
+                       absl::Seconds(step_s), seed + lookahead);
     ASSIGN_OR_RETURN(SpecRunResult run, RunChecked(c, &drafter, lookahead, f.k, f.max_tokens));
     const spec::Schedule schedule =
         lookahead == 1 ? spec::Schedule::kSequential : spec::Schedule::kOverlapped;
@@ -199,16 +220,39 @@ absl::StatusOr<std::vector<SimRow>> MeasureDrafter(const SimContext& c, const Si
                                        .cost_ratio = params.cost_ratio,
                                        .k = f.k,
                                        .verify_slope = c.verify_slope};
-    SimRow row;
-    row.drafter = name;
-    row.configuration = lookahead == 1 ? "sequential" : "overlapped";
-    row.speedup = run.tokens_per_s / alone.tokens_per_s;
-    row.predicted = spec::RunSpeedupWithPrefill(spec::PipelineSpeedup(in, schedule), run.tokens,
-                                                c.prefill_steps);
-    row.acceptance = run.stats.verified() > 0
-                         ? static_cast<double>(run.stats.accepted()) / run.stats.verified()
-                         : 0.0;
-    rows.push_back(row);
+    Samples& s = samples[lookahead - 1];
+    s.speedup.push_back(run.tokens_per_s / alone.tokens_per_s);
+    s.predicted.push_back(spec::RunSpeedupWithPrefill(spec::PipelineSpeedup(in, schedule),
+                                                      run.tokens, c.prefill_s / step_s));
+    s.model_tokens_per_step = spec::PipelineTokensPerBlock(in, schedule);
+    s.tokens += run.tokens;
+    s.steps += static_cast<int64_t>(run.stats.steps());
+    s.accepted += static_cast<int64_t>(run.stats.accepted());
+    s.verified += static_cast<int64_t>(run.stats.verified());
+  }
+  return absl::OkStatus();
+}
+
+// One drafter's rows: medians over kSimRounds rounds.
+absl::StatusOr<std::vector<SimRow>> MeasureDrafter(const SimContext& c, const SimBenchFlags& f,
+                                                   const SimDrafterParams& params, uint64_t seed) {
+  const std::string name = SimDrafterName(params);
+  Samples samples[2];
+  for (int round = 0; round < kSimRounds; ++round) {
+    RETURN_IF_ERROR(MeasureRound(c, f, params, seed + 4 * round, samples));
+  }
+  std::vector<SimRow> rows;
+  for (int i = 0; i < 2; ++i) {
+    const Samples& s = samples[i];
+    rows.push_back({.drafter = name,
+                    .configuration = i == 0 ? "sequential" : "overlapped",
+                    .speedup = Median(s.speedup),
+                    .predicted = Median(s.predicted),
+                    .acceptance = s.verified > 0 ? static_cast<double>(s.accepted) / s.verified
+                                                 : 0.0,
+                    .tokens_per_step =
+                        s.steps > 0 ? static_cast<double>(s.tokens) / s.steps : 0.0,
+                    .model_tokens_per_step = s.model_tokens_per_step});
   }
   rows.push_back({.drafter = name, .configuration = "overlapped+cache", .note = kCacheUnavailable});
   return rows;
@@ -228,17 +272,16 @@ absl::StatusOr<SimContext> Prepare(const SimBenchFlags& f, model::Transformer* t
   c.reference = c.prompt;
   c.reference.insert(c.reference.end(), reference.output.begin(), reference.output.end());
   ASSIGN_OR_RETURN(TargetTimings t, TimeTargetForwards(*target, c.prompt, f.k));
-  const double step_s = std::max((reference.wall_s - t.prefill_s) / reference.tokens, t.step_s);
-  c.target_step = absl::Seconds(step_s);
+  c.prefill_s = t.prefill_s;
   c.verify_slope = std::max(0.0, (t.block_s / t.step_s - 1.0) / f.k);
-  c.prefill_steps = t.prefill_s / step_s;
   if (!f.json) {
     std::printf(
-        "target step T_step = %.2f ms (target-only run: (wall - prefill) / tokens); forward of "
-        "1 token %.2f ms, of k + 1 = %d tokens %.2f ms -> verify slope s = %.3f; prefill of %zu "
-        "tokens %.2f ms = %.2f steps\n",
-        step_s * 1e3, t.step_s * 1e3, f.k + 1, t.block_s * 1e3, c.verify_slope, c.prompt.size(),
-        t.prefill_s * 1e3, c.prefill_steps);
+        "target step T_step = %.2f ms in the reference run ((wall - prefill) / tokens; each "
+        "round's sim drafters take T_step / C per token from that round's target-only run); "
+        "forward of 1 token %.2f ms, of k + 1 = %d tokens %.2f ms -> verify slope s = %.3f; "
+        "prefill of %zu tokens %.2f ms\n",
+        TargetStepSeconds(c, reference) * 1e3, t.step_s * 1e3, f.k + 1, t.block_s * 1e3,
+        c.verify_slope, c.prompt.size(), t.prefill_s * 1e3);
   }
   return c;
 }
@@ -247,6 +290,7 @@ absl::Status RunSim(const SimBenchFlags& f) {
   SetDefaultLogLevel(LogLevel::kWarning);  // the in-process services stay quiet
   ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> target,
                    model::Transformer::Load(f.model, {.threads = 1}));
+  Tracer::Global().Enable();
   if (!f.json) {
     std::printf(
         "splitspec bench spec (simulated drafters): model %s, %d new tokens per run, k=%d, "
@@ -258,11 +302,13 @@ absl::Status RunSim(const SimBenchFlags& f) {
     std::printf(
         "speedup = tok/s / tok/s of a target-only run just before; predicted = the pipeline "
         "model (runtime/spec/analytic_model.h) at the nominal alpha and C with slope s, "
-        "diluted by the prefill; accept = accepted / verified\n\n");
+        "diluted by the prefill; medians of %d rounds; accept = accepted / verified; "
+        "tok/step = tokens per target verification step, measured and the model's\n\n",
+        kSimRounds);
     std::printf(
         "| drafter                | configuration    | speedup | predicted | meas/pred | accept "
-        "|\n|------------------------|------------------|---------|-----------|-----------|-------"
-        "-|\n");
+        "| tok/step: run / model |\n|------------------------|------------------|---------|-------"
+        "----|-----------|--------|-----------------------|\n");
   }
   uint64_t seed = 1;
   for (const SimDrafterParams& params : f.drafters) {
