@@ -214,17 +214,17 @@ absl::Status MeasureRound(const SimContext& c, const SimBenchFlags& f,
     SimDrafter drafter(params, c.reference, c.target->config().vocab_size,
                        absl::Seconds(step_s), seed + lookahead);
     ASSIGN_OR_RETURN(SpecRunResult run, RunChecked(c, &drafter, lookahead, f.k, f.max_tokens));
-    const spec::Schedule schedule =
-        lookahead == 1 ? spec::Schedule::kSequential : spec::Schedule::kOverlapped;
+    const spec::PipelineMode mode =
+        lookahead == 1 ? spec::PipelineMode::kSequential : spec::PipelineMode::kOverlapped;
     const spec::PipelineModelInputs in{.alpha = params.alpha,
                                        .cost_ratio = params.cost_ratio,
                                        .k = f.k,
                                        .verify_slope = c.verify_slope};
     Samples& s = samples[lookahead - 1];
     s.speedup.push_back(run.tokens_per_s / alone.tokens_per_s);
-    s.predicted.push_back(spec::RunSpeedupWithPrefill(spec::PipelineSpeedup(in, schedule),
+    s.predicted.push_back(spec::RunSpeedupWithPrefill(spec::PipelineSpeedup(in, mode),
                                                       run.tokens, c.prefill_s / step_s));
-    s.model_tokens_per_step = spec::PipelineTokensPerBlock(in, schedule);
+    s.model_tokens_per_step = spec::PipelineTokensPerBlock(in, mode);
     s.tokens += run.tokens;
     s.steps += static_cast<int64_t>(run.stats.steps());
     s.accepted += static_cast<int64_t>(run.stats.accepted());

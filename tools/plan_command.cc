@@ -2,20 +2,22 @@
 //                 [--cache-hit-rate H] [--json]`: the analytic model of
 // runtime/spec/analytic_model.h for sequential and overlapped draft/verify.
 //
-// Three figures per k: sequential; the overlapped bound (the next block's drafting
-// always hidden, E[N] / max(1, k/C)); and the overlapped pipeline model, which
-// charges the forfeited bonus, the refill after a rejection (less the fraction H
-// served from a speculation cache) and a verify cost that grows by S per draft.
-// With S > 0 the sequential and bound figures charge the verify cost too.
-// Without --k, "k" is the sequential optimum, "overlapped_k" the bound's and
-// "overlapped_refill_k" the pipeline model's; with --k all are K. JSON (one line):
+// Four figures per k: sequential; the overlapped bound (the next block's drafting
+// always hidden, E[N] / max(1, k/C)); the overlapped pipeline model, which charges
+// the forfeited bonus and the refill after a rejection; and overlapped with the
+// speculation cache, a fraction H of whose results find the next block pre-drafted.
+// A verify cost growing by S per draft is charged in every figure.
+// Without --k, "k" is the sequential optimum, "overlapped_k" the bound's,
+// "overlapped_refill_k" the pipeline model's and "cached_k" the cache's; with --k all
+// are K. JSON (one line):
 //   {"alpha":..,"cost_ratio":..,"k":..,"expected_tokens":..,"speedup":..,
 //    "optimal_k":..,"optimal_speedup":..,"overlapped_k":..,
 //    "overlapped_expected_tokens":..,"overlapped_speedup":..,
 //    "overlapped_optimal_k":..,"overlapped_optimal_speedup":..,
 //    "verify_slope":..,"cache_hit_rate":..,"overlapped_refill_k":..,
 //    "overlapped_refill_tokens":..,"overlapped_refill_speedup":..,
-//    "overlapped_refill_optimal_k":..,"overlapped_refill_optimal_speedup":..}
+//    "overlapped_refill_optimal_k":..,"overlapped_refill_optimal_speedup":..,
+//    "cached_k":..,"cached_speedup":..,"cached_optimal_k":..,"cached_optimal_speedup":..}
 // Otherwise a table over k = 1..10 (and K) with the formulas it uses.
 #include <algorithm>
 #include <cmath>
@@ -100,19 +102,21 @@ spec::PlanChoice ClassicOptimum(const PlanInputs& in, spec::Schedule schedule) {
                                       spec::kPlanMaxK);
 }
 
-spec::PlanChoice PipelineOptimum(const PlanInputs& in) {
-  return spec::PipelineOptimalK(Pipeline(in, 1), spec::Schedule::kOverlapped, 1, spec::kPlanMaxK);
+spec::PlanChoice PipelineOptimum(const PlanInputs& in, spec::PipelineMode mode) {
+  return spec::PipelineOptimalK(Pipeline(in, 1), mode, 1, spec::kPlanMaxK);
 }
 
 void PrintJson(const PlanInputs& in) {
+  using spec::PipelineMode;
   using spec::Schedule;
   const spec::PlanChoice best = ClassicOptimum(in, Schedule::kSequential);
   const spec::PlanChoice best_overlapped = ClassicOptimum(in, Schedule::kOverlapped);
-  const spec::PlanChoice best_pipeline = PipelineOptimum(in);
+  const spec::PlanChoice best_refill = PipelineOptimum(in, PipelineMode::kOverlapped);
+  const spec::PlanChoice best_cached = PipelineOptimum(in, PipelineMode::kOverlappedCache);
   const int k = in.k > 0 ? in.k : best.k;
   const int k_overlapped = in.k > 0 ? in.k : best_overlapped.k;
-  const int k_pipeline = in.k > 0 ? in.k : best_pipeline.k;
-  const spec::PipelineModelInputs pipeline = Pipeline(in, k_pipeline);
+  const int k_refill = in.k > 0 ? in.k : best_refill.k;
+  const int k_cached = in.k > 0 ? in.k : best_cached.k;
   std::printf(
       "{\"alpha\":%s,\"cost_ratio\":%s,\"k\":%d,\"expected_tokens\":%s,\"speedup\":%s,\"optimal_"
       "k\":%d,"
@@ -121,49 +125,61 @@ void PrintJson(const PlanInputs& in) {
       "\"overlapped_optimal_k\":%d,\"overlapped_optimal_speedup\":%s,\"verify_slope\":%s,"
       "\"cache_hit_rate\":%s,\"overlapped_refill_k\":%d,\"overlapped_refill_tokens\":%s,"
       "\"overlapped_refill_speedup\":%s,\"overlapped_refill_optimal_k\":%d,"
-      "\"overlapped_refill_optimal_speedup\":%s}\n",
+      "\"overlapped_refill_optimal_speedup\":%s,\"cached_k\":%d,\"cached_speedup\":%s,"
+      "\"cached_optimal_k\":%d,\"cached_optimal_speedup\":%s}\n",
       Number(in.alpha).c_str(), Number(in.cost_ratio).c_str(), k,
       Number(spec::ExpectedTokensPerStep(in.alpha, k)).c_str(),
       Number(Classic(in, k, Schedule::kSequential)).c_str(), best.k, Number(best.speedup).c_str(),
       k_overlapped, Number(spec::ExpectedTokensPerStep(in.alpha, k_overlapped)).c_str(),
       Number(Classic(in, k_overlapped, Schedule::kOverlapped)).c_str(), best_overlapped.k,
       Number(best_overlapped.speedup).c_str(), Number(in.verify_slope).c_str(),
-      Number(in.cache_hit_rate).c_str(), k_pipeline,
-      Number(spec::PipelineTokensPerBlock(pipeline, Schedule::kOverlapped)).c_str(),
-      Number(spec::PipelineSpeedup(pipeline, Schedule::kOverlapped)).c_str(), best_pipeline.k,
-      Number(best_pipeline.speedup).c_str());
+      Number(in.cache_hit_rate).c_str(), k_refill,
+      Number(spec::PipelineTokensPerBlock(Pipeline(in, k_refill), PipelineMode::kOverlapped))
+          .c_str(),
+      Number(spec::PipelineSpeedup(Pipeline(in, k_refill), PipelineMode::kOverlapped)).c_str(),
+      best_refill.k, Number(best_refill.speedup).c_str(), k_cached,
+      Number(spec::PipelineSpeedup(Pipeline(in, k_cached), PipelineMode::kOverlappedCache))
+          .c_str(),
+      best_cached.k, Number(best_cached.speedup).c_str());
 }
 
 void PrintRow(const PlanInputs& in, int k) {
-  std::printf("%4d %8.3f %10.3fx %11.3fx %11.3fx%s\n", k, spec::ExpectedTokensPerStep(in.alpha, k),
+  std::printf("%4d %8.3f %10.3fx %11.3fx %11.3fx %11.3fx%s\n", k,
+              spec::ExpectedTokensPerStep(in.alpha, k),
               Classic(in, k, spec::Schedule::kSequential),
               Classic(in, k, spec::Schedule::kOverlapped),
-              spec::PipelineSpeedup(Pipeline(in, k), spec::Schedule::kOverlapped),
+              spec::PipelineSpeedup(Pipeline(in, k), spec::PipelineMode::kOverlapped),
+              spec::PipelineSpeedup(Pipeline(in, k), spec::PipelineMode::kOverlappedCache),
               k == in.k ? "  <- --k" : "");
 }
 
 void PrintTable(const PlanInputs& in) {
+  using spec::PipelineMode;
   using spec::Schedule;
-  std::printf("alpha = %s, C = T_target / T_draft = %s, verify slope S = %s, cache hit rate H = %s\n",
-              Number(in.alpha).c_str(), Number(in.cost_ratio).c_str(),
-              Number(in.verify_slope).c_str(), Number(in.cache_hit_rate).c_str());
   std::printf(
-      "E[N] = (1 - alpha^(k+1)) / (1 - alpha); V = 1 + S k; sequential S = E[N] / (V + k/C); "
+      "alpha = %s, C = T_target / T_draft = %s, verify slope S = %s, cache hit rate H = %s\n",
+      Number(in.alpha).c_str(), Number(in.cost_ratio).c_str(), Number(in.verify_slope).c_str(),
+      Number(in.cache_hit_rate).c_str());
+  std::printf(
+      "E[N] = (1 - alpha^(k+1)) / (1 - alpha); V = 1 + S k; sequential = E[N] / (V + k/C); "
       "bound = E[N] / max(V, k/C)\n"
-      "overlapped (the pipeline model, draft hidden): (E[N] - alpha^k) / (alpha^k (V - S) + "
-      "(1 - alpha^k) (V + (1 - H) k/C)); draft-bound (k/C > V - S): E[N] / ((2 - H) k/C)\n\n");
-  std::printf("%4s %8s %11s %12s %12s\n", "k", "E[N]", "sequential", "ovl bound", "overlapped");
+      "overlapped (lookahead 2, draft hidden): (E[N] - alpha^k) / (alpha^k (V - S) + "
+      "(1 - alpha^k) (V + k/C)); draft-bound (k/C > V - S): E[N] / (2 k/C)\n"
+      "ovl+cache (one block in flight, hits pre-drafted): E[N] / (V + (1 - H) k/C)\n\n");
+  std::printf("%4s %8s %11s %12s %12s %12s\n", "k", "E[N]", "sequential", "ovl bound",
+              "overlapped", "ovl+cache");
   for (int k = 1; k <= kTableMaxK; ++k) PrintRow(in, k);
   if (in.k > kTableMaxK) PrintRow(in, in.k);
   const spec::PlanChoice best = ClassicOptimum(in, Schedule::kSequential);
   const spec::PlanChoice best_overlapped = ClassicOptimum(in, Schedule::kOverlapped);
-  const spec::PlanChoice best_pipeline = PipelineOptimum(in);
+  const spec::PlanChoice best_refill = PipelineOptimum(in, PipelineMode::kOverlapped);
+  const spec::PlanChoice best_cached = PipelineOptimum(in, PipelineMode::kOverlappedCache);
   std::printf(
       "\noptimal k in 1..%d: sequential k = %d -> %.3fx; overlapped k = %d -> %.3fx (bound), "
-      "k = %d -> %.3fx (pipeline model)\n",
+      "k = %d -> %.3fx (pipeline model); ovl+cache k = %d -> %.3fx\n",
       spec::kPlanMaxK, best.k, best.speedup, best_overlapped.k, best_overlapped.speedup,
-      best_pipeline.k, best_pipeline.speedup);
-  if (std::max(best.speedup, best_pipeline.speedup) < 1.0)
+      best_refill.k, best_refill.speedup, best_cached.k, best_cached.speedup);
+  if (std::max({best.speedup, best_refill.speedup, best_cached.speedup}) < 1.0)
     std::printf("speculation loses at every k: decode target-only\n");
 }
 

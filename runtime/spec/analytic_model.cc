@@ -90,32 +90,38 @@ bool DraftHidden(const PipelineModelInputs& in) {
 
 }  // namespace
 
-double PipelineTokensPerBlock(const PipelineModelInputs& in, Schedule schedule) {
+double PipelineTokensPerBlock(const PipelineModelInputs& in, PipelineMode mode) {
   const double tokens = ExpectedTokensPerStep(in.alpha, in.k);
-  if (schedule == Schedule::kSequential || !DraftHidden(in)) return tokens;
+  if (mode != PipelineMode::kOverlapped || !DraftHidden(in)) return tokens;
   return tokens - std::pow(in.alpha, in.k);  // the forfeited bonus
 }
 
-double PipelineBlockCost(const PipelineModelInputs& in, Schedule schedule) {
+double PipelineBlockCost(const PipelineModelInputs& in, PipelineMode mode) {
   const double draft = DraftCost(in);
-  const double miss = 1.0 - in.cache_hit_rate;
-  if (schedule == Schedule::kSequential) return draft + VerifyCost(in, in.k + 1);
-  if (!DraftHidden(in)) return draft + miss * draft;
+  switch (mode) {
+    case PipelineMode::kSequential:
+      return draft + VerifyCost(in, in.k + 1);
+    case PipelineMode::kOverlappedCache:
+      return VerifyCost(in, in.k + 1) + (1.0 - in.cache_hit_rate) * draft;
+    case PipelineMode::kOverlapped:
+      break;
+  }
+  if (!DraftHidden(in)) return 2.0 * draft;
   const double all_accepted = std::pow(in.alpha, in.k);
   return all_accepted * VerifyCost(in, in.k) +
-         (1.0 - all_accepted) * (VerifyCost(in, in.k + 1) + miss * draft);
+         (1.0 - all_accepted) * (VerifyCost(in, in.k + 1) + draft);
 }
 
-double PipelineSpeedup(const PipelineModelInputs& in, Schedule schedule) {
-  return PipelineTokensPerBlock(in, schedule) / PipelineBlockCost(in, schedule);
+double PipelineSpeedup(const PipelineModelInputs& in, PipelineMode mode) {
+  return PipelineTokensPerBlock(in, mode) / PipelineBlockCost(in, mode);
 }
 
-PlanChoice PipelineOptimalK(PipelineModelInputs in, Schedule schedule, int min_k, int max_k) {
+PlanChoice PipelineOptimalK(PipelineModelInputs in, PipelineMode mode, int min_k, int max_k) {
   PlanChoice best;
   for (int k = min_k; k <= max_k; ++k) {
     in.k = k;
-    const double s = PipelineSpeedup(in, schedule);
-    if (k == min_k || s > best.speedup) best = {k, PipelineTokensPerBlock(in, schedule), s};
+    const double s = PipelineSpeedup(in, mode);
+    if (k == min_k || s > best.speedup) best = {k, PipelineTokensPerBlock(in, mode), s};
   }
   return best;
 }

@@ -75,49 +75,55 @@ PlanChoice OptimalKWithVerifyCost(double alpha, double cost_ratio, Schedule sche
 // target's no-bonus rule in target_worker/target_engine.cc, the draft's lookahead
 // in draft_worker/draft_engine.h), with a verification cost that grows with k,
 // T_verify = T_target * (1 + verify_slope * (fed - 1)) for a forward of `fed` tokens.
-// d = k / C is one block's drafting time, in units of T_target.
+// d = k / C is one block's drafting time, in units of T_target; s = verify_slope.
 //
-// Sequential (lookahead 1): draft, then verify the k drafts and the previous
+// kSequential (lookahead 1): draft, then verify the k drafts and the previous
 // result's correction or bonus (k + 1 tokens fed); every block keeps its bonus:
 //     tokens E[N] = (1 - alpha^{k+1}) / (1 - alpha),   cost d + 1 + s k.
-// Overlapped (lookahead 2), draft hidden (d <= 1 + s (k - 1)): the next block is
+// kOverlapped (lookahead 2), draft hidden (d <= 1 + s (k - 1)): the next block is
 // queued at the target when this one is decided, so
 //   - the bonus is forfeited: a block commits its accepted prefix plus a
 //     correction on a rejection, E[N'] = E[N] - alpha^k = (1 - alpha^k) / (1 - alpha);
 //   - a fully accepted block (alpha^k) is followed at once by the queued one,
 //     which feeds its k drafts only (cost 1 + s (k - 1));
 //   - a rejection (1 - alpha^k) makes the queued block stale: the target waits
-//     while the draft drafts again from the correction (the refill, d), unless a
-//     speculation cache already holds the block for that outcome (hit rate h),
-//     and then feeds the correction and k drafts (cost 1 + s k):
-//     cost = alpha^k (1 + s (k - 1)) + (1 - alpha^k) (1 + s k + (1 - h) d).
-// Overlapped, draft-bound (d > 1 + s (k - 1)): the target decides each block
-// before the next arrives, so it keeps the bonus and the block drafted meanwhile
-// is stale; the draft finishes it before it reads the result and drafts again:
-// E[N] tokens per 2d, or (2 - h) d when a cache hit saves the second draft.
-// h = cache_hit_rate: the fraction of refills (outcomes that leave no valid
-// block queued at the target) the draft worker serves from its cache.
-// Ignored: the transport (tens of microseconds a round, `bench spec`), sampling.
+//     while the draft drafts again from the correction (the refill, d), then feeds
+//     the correction and k drafts (1 + s k):
+//     cost = alpha^k (1 + s (k - 1)) + (1 - alpha^k) (1 + s k + d).
+// kOverlapped, draft-bound (d > 1 + s (k - 1)): the target decides each block
+// before the next arrives, so it keeps the bonus, and the block drafted meanwhile
+// is stale; the draft finishes it before it reads the result, then drafts again:
+// E[N] tokens per 2d.
+// kOverlappedCache (the speculation cache, draft_worker/draft_engine.h): one block
+// in flight, so the target keeps the bonus; while it verifies, the draft
+// pre-drafts the next block for the likeliest outcomes. A result whose block is
+// cached (probability h = cache_hit_rate) is answered at once; a miss drafts as
+// the sequential loop does: E[N] tokens per 1 + s k + (1 - h) d. h = 0 is the
+// sequential loop; h = 1 hides the draft entirely. (A partial hit, which drafts
+// only the rest of its block, counts here as a miss: the model is conservative.)
+// Ignored: the transport (tens of microseconds a round, `bench spec`), sampling,
+// the wait for a pre-draft forward in progress when a hit arrives.
+enum class PipelineMode { kSequential, kOverlapped, kOverlappedCache };
+
 struct PipelineModelInputs {
   double alpha = 0.0;           // [0, 1]
   double cost_ratio = 1.0;      // C = T_target / T_draft, > 0
   int k = 1;                    // draft tokens per block, >= 1
   double verify_slope = 0.0;    // s >= 0
-  double cache_hit_rate = 0.0;  // h in [0, 1]; overlapped only
+  double cache_hit_rate = 0.0;  // h in [0, 1]; kOverlappedCache only
 };
 
 // OK, or InvalidArgument naming the field and value.
 absl::Status ValidatePipelineInputs(const PipelineModelInputs& in);
 
-// Tokens committed per block: E[N] sequential (or overlapped, draft-bound),
-// E[N] - alpha^k overlapped with the draft hidden. REQUIRES valid inputs.
-double PipelineTokensPerBlock(const PipelineModelInputs& in, Schedule schedule);
+// Tokens committed per block. REQUIRES valid inputs.
+double PipelineTokensPerBlock(const PipelineModelInputs& in, PipelineMode mode);
 // Expected time per block in units of T_target. REQUIRES valid inputs.
-double PipelineBlockCost(const PipelineModelInputs& in, Schedule schedule);
+double PipelineBlockCost(const PipelineModelInputs& in, PipelineMode mode);
 // Tokens per block / cost per block: the steady-state speedup over target-only.
-double PipelineSpeedup(const PipelineModelInputs& in, Schedule schedule);
+double PipelineSpeedup(const PipelineModelInputs& in, PipelineMode mode);
 // The k in [min_k, max_k] (in.k ignored) with the largest PipelineSpeedup.
-PlanChoice PipelineOptimalK(PipelineModelInputs in, Schedule schedule, int min_k, int max_k);
+PlanChoice PipelineOptimalK(PipelineModelInputs in, PipelineMode mode, int min_k, int max_k);
 
 // A whole run's speedup when a prefill that speculation does not shorten comes
 // first: (P + n) / (P + n / steady_speedup) for n generated tokens and a prefill
