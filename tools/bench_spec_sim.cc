@@ -126,7 +126,8 @@ absl::StatusOr<TargetTimings> TimeTargetForwards(model::Transformer& target,
       RETURN_IF_ERROR(target.Forward(
           {{cache.get(), absl::MakeConstSpan(block.data(), tokens), model::LogitsMode::kAll}},
           &out));
-      if (rep >= 0) (tokens == 1 ? step : verify).push_back(absl::ToDoubleSeconds(absl::Now() - start));
+      if (rep >= 0)
+        (tokens == 1 ? step : verify).push_back(absl::ToDoubleSeconds(absl::Now() - start));
       RETURN_IF_ERROR(cache->Truncate(static_cast<int>(prompt.size())));
     }
     RETURN_IF_ERROR(cache->Truncate(0));
@@ -139,7 +140,7 @@ struct SimRow {
   double speedup = -1, predicted = -1;  // < 0: unavailable
   double acceptance = -1;
   double tokens_per_step = -1, model_tokens_per_step = -1;  // measured; the model's
-  double cache_hit_rate = -1;  // < 0: no cache in this configuration
+  double cache_hit_rate = -1;                               // < 0: no cache in this configuration
   std::string note;
 };
 
@@ -165,8 +166,7 @@ void PrintRowTable(const SimRow& r) {
   }
   std::printf("| %-22s | %-16s | %6.2fx | %8.2fx | %9.2f | %6.3f | %4.2f / %4.2f |\n",
               r.drafter.c_str(), r.configuration.c_str(), r.speedup, r.predicted,
-              r.speedup / r.predicted, r.acceptance, r.tokens_per_step,
-              r.model_tokens_per_step);
+              r.speedup / r.predicted, r.acceptance, r.tokens_per_step, r.model_tokens_per_step);
 }
 
 struct SimContext {
@@ -177,16 +177,16 @@ struct SimContext {
   double verify_slope = 0;
 };
 
-absl::StatusOr<SpecRunResult> RunChecked(const SimContext& c, spec::Drafter* drafter,
-                                         int lookahead, int k, int max_tokens) {
+absl::StatusOr<SpecRunResult> RunChecked(const SimContext& c, spec::Drafter* drafter, int lookahead,
+                                         int k, int max_tokens) {
   ASSIGN_OR_RETURN(SpecRunResult run,
                    RunSpecGeneration(c.target, drafter, lookahead, k, c.prompt, max_tokens, {}));
   const std::vector<int32_t> expected(c.reference.begin() + c.prompt.size(), c.reference.end());
   if (run.output != expected) {
-    return absl::InternalError(absl::StrCat(
-        drafter == nullptr ? "target-only" : std::string(drafter->name()), " lookahead ",
-        lookahead, ": output differs from the target's greedy output (", run.output.size(),
-        " vs ", expected.size(), " tokens)"));
+    return absl::InternalError(
+        absl::StrCat(drafter == nullptr ? "target-only" : std::string(drafter->name()),
+                     " lookahead ", lookahead, ": output differs from the target's greedy output (",
+                     run.output.size(), " vs ", expected.size(), " tokens)"));
   }
   return run;
 }
@@ -211,8 +211,8 @@ absl::Status MeasureRound(const SimContext& c, const SimBenchFlags& f,
   ASSIGN_OR_RETURN(SpecRunResult alone, RunChecked(c, nullptr, 1, f.k, f.max_tokens));
   const double step_s = TargetStepSeconds(c, alone);
   for (int lookahead : {1, 2}) {
-    SimDrafter drafter(params, c.reference, c.target->config().vocab_size,
-                       absl::Seconds(step_s), seed + lookahead);
+    SimDrafter drafter(params, c.reference, c.target->config().vocab_size, absl::Seconds(step_s),
+                       seed + lookahead);
     ASSIGN_OR_RETURN(SpecRunResult run, RunChecked(c, &drafter, lookahead, f.k, f.max_tokens));
     const spec::PipelineMode mode =
         lookahead == 1 ? spec::PipelineMode::kSequential : spec::PipelineMode::kOverlapped;
@@ -222,8 +222,8 @@ absl::Status MeasureRound(const SimContext& c, const SimBenchFlags& f,
                                        .verify_slope = c.verify_slope};
     Samples& s = samples[lookahead - 1];
     s.speedup.push_back(run.tokens_per_s / alone.tokens_per_s);
-    s.predicted.push_back(spec::RunSpeedupWithPrefill(spec::PipelineSpeedup(in, mode),
-                                                      run.tokens, c.prefill_s / step_s));
+    s.predicted.push_back(spec::RunSpeedupWithPrefill(spec::PipelineSpeedup(in, mode), run.tokens,
+                                                      c.prefill_s / step_s));
     s.model_tokens_per_step = spec::PipelineTokensPerBlock(in, mode);
     s.tokens += run.tokens;
     s.steps += static_cast<int64_t>(run.stats.steps());
@@ -244,15 +244,14 @@ absl::StatusOr<std::vector<SimRow>> MeasureDrafter(const SimContext& c, const Si
   std::vector<SimRow> rows;
   for (int i = 0; i < 2; ++i) {
     const Samples& s = samples[i];
-    rows.push_back({.drafter = name,
-                    .configuration = i == 0 ? "sequential" : "overlapped",
-                    .speedup = Median(s.speedup),
-                    .predicted = Median(s.predicted),
-                    .acceptance = s.verified > 0 ? static_cast<double>(s.accepted) / s.verified
-                                                 : 0.0,
-                    .tokens_per_step =
-                        s.steps > 0 ? static_cast<double>(s.tokens) / s.steps : 0.0,
-                    .model_tokens_per_step = s.model_tokens_per_step});
+    rows.push_back(
+        {.drafter = name,
+         .configuration = i == 0 ? "sequential" : "overlapped",
+         .speedup = Median(s.speedup),
+         .predicted = Median(s.predicted),
+         .acceptance = s.verified > 0 ? static_cast<double>(s.accepted) / s.verified : 0.0,
+         .tokens_per_step = s.steps > 0 ? static_cast<double>(s.tokens) / s.steps : 0.0,
+         .model_tokens_per_step = s.model_tokens_per_step});
   }
   rows.push_back({.drafter = name, .configuration = "overlapped+cache", .note = kCacheUnavailable});
   return rows;

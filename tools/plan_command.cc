@@ -138,15 +138,13 @@ void PrintJson(const PlanInputs& in) {
           .c_str(),
       Number(spec::PipelineSpeedup(Pipeline(in, k_refill), PipelineMode::kOverlapped)).c_str(),
       best_refill.k, Number(best_refill.speedup).c_str(), k_cached,
-      Number(spec::PipelineSpeedup(Pipeline(in, k_cached), PipelineMode::kOverlappedCache))
-          .c_str(),
+      Number(spec::PipelineSpeedup(Pipeline(in, k_cached), PipelineMode::kOverlappedCache)).c_str(),
       best_cached.k, Number(best_cached.speedup).c_str());
 }
 
 void PrintRow(const PlanInputs& in, int k) {
   std::printf("%4d %8.3f %10.3fx %11.3fx %11.3fx %11.3fx%s\n", k,
-              spec::ExpectedTokensPerStep(in.alpha, k),
-              Classic(in, k, spec::Schedule::kSequential),
+              spec::ExpectedTokensPerStep(in.alpha, k), Classic(in, k, spec::Schedule::kSequential),
               Classic(in, k, spec::Schedule::kOverlapped),
               spec::PipelineSpeedup(Pipeline(in, k), spec::PipelineMode::kOverlapped),
               spec::PipelineSpeedup(Pipeline(in, k), spec::PipelineMode::kOverlappedCache),
@@ -166,8 +164,8 @@ void PrintTable(const PlanInputs& in) {
       "overlapped (lookahead 2, draft hidden): (E[N] - alpha^k) / (alpha^k (V - S) + "
       "(1 - alpha^k) (V + k/C)); draft-bound (k/C > V - S): E[N] / (2 k/C)\n"
       "ovl+cache (one block in flight, hits pre-drafted): E[N] / (V + (1 - H) k/C)\n\n");
-  std::printf("%4s %8s %11s %12s %12s %12s\n", "k", "E[N]", "sequential", "ovl bound",
-              "overlapped", "ovl+cache");
+  std::printf("%4s %8s %11s %12s %12s %12s\n", "k", "E[N]", "sequential", "ovl bound", "overlapped",
+              "ovl+cache");
   for (int k = 1; k <= kTableMaxK; ++k) PrintRow(in, k);
   if (in.k > kTableMaxK) PrintRow(in, in.k);
   const spec::PlanChoice best = ClassicOptimum(in, Schedule::kSequential);

@@ -13,9 +13,7 @@
 
 namespace splitspec::tools {
 
-bool IsSimDrafterName(absl::string_view name) {
-  return absl::StartsWith(name, kSimDrafterPrefix);
-}
+bool IsSimDrafterName(absl::string_view name) { return absl::StartsWith(name, kSimDrafterPrefix); }
 
 absl::StatusOr<SimDrafterParams> ParseSimDrafterName(absl::string_view name) {
   absl::string_view rest = name;
@@ -25,11 +23,12 @@ absl::StatusOr<SimDrafterParams> ParseSimDrafterName(absl::string_view name) {
   SimDrafterParams params;
   bool has_alpha = false, has_ratio = false;
   for (absl::string_view part : absl::StrSplit(rest, ',')) {
-    const std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(part, absl::MaxSplits('=', 1));
+    const std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(part, absl::MaxSplits('=', 1));
     double value = 0;
     if (!absl::SimpleAtod(kv.second, &value)) {
-      return absl::InvalidArgumentError(absl::StrCat("drafter '", name, "': '", part,
-                                                     "' is not KEY=NUMBER (alpha=A,ratio=C)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("drafter '", name, "': '", part, "' is not KEY=NUMBER (alpha=A,ratio=C)"));
     }
     bool* seen = kv.first == "alpha" ? &has_alpha : kv.first == "ratio" ? &has_ratio : nullptr;
     if (seen == nullptr) {
@@ -66,8 +65,8 @@ std::vector<std::string> SplitDrafterList(absl::string_view list) {
   std::vector<std::string> drafters;
   for (absl::string_view piece : absl::StrSplit(list, ',', absl::SkipEmpty())) {
     const size_t eq = piece.find('=');
-    const bool continues = eq != absl::string_view::npos &&
-                           piece.substr(0, eq).find(':') == absl::string_view::npos;
+    const bool continues =
+        eq != absl::string_view::npos && piece.substr(0, eq).find(':') == absl::string_view::npos;
     if (continues && !drafters.empty()) {
       absl::StrAppend(&drafters.back(), ",", piece);
     } else {
@@ -126,8 +125,8 @@ absl::Status SimDrafter::Propose(absl::Span<spec::DraftRequest> batch) {
     request.status = absl::OkStatus();
     auto it = held_.find(request.request_id);
     if (it == held_.end()) {
-      request.status = absl::NotFoundError(
-          absl::StrCat(name_, ": unknown request '", request.request_id, "'"));
+      request.status =
+          absl::NotFoundError(absl::StrCat(name_, ": unknown request '", request.request_id, "'"));
       continue;
     }
     if (request.mode != spec::VerifyMode::kGreedy) {
@@ -138,9 +137,9 @@ absl::Status SimDrafter::Propose(absl::Span<spec::DraftRequest> batch) {
     }
     const int64_t n = static_cast<int64_t>(request.context.size());
     if (n < it->second || request.k < 0) {
-      request.status = absl::InvalidArgumentError(absl::StrCat(
-          name_, ": request '", request.request_id, "': context of ", n, " tokens, k ", request.k,
-          ", the drafter holds ", it->second));
+      request.status = absl::InvalidArgumentError(
+          absl::StrCat(name_, ": request '", request.request_id, "': context of ", n, " tokens, k ",
+                       request.k, ", the drafter holds ", it->second));
       continue;
     }
     for (int i = 0; i < request.k; ++i) {

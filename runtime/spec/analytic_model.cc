@@ -84,9 +84,7 @@ double VerifyCost(const PipelineModelInputs& in, int fed) {
 double DraftCost(const PipelineModelInputs& in) { return in.k / in.cost_ratio; }
 
 // The draft is hidden when a block is drafted before the queued one is decided.
-bool DraftHidden(const PipelineModelInputs& in) {
-  return DraftCost(in) <= VerifyCost(in, in.k);
-}
+bool DraftHidden(const PipelineModelInputs& in) { return DraftCost(in) <= VerifyCost(in, in.k); }
 
 }  // namespace
 

@@ -112,9 +112,9 @@ TEST(AnalyticModelTest, PipelineModelWithAVerifySlope) {
   EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kOverlapped), 2.13376, 1e-12);
   EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kOverlappedCache), 2.2, 1e-12);
   // Slope 0, sequential: the plain model.
-  EXPECT_DOUBLE_EQ(PipelineSpeedup({.alpha = 0.8, .cost_ratio = 20.0, .k = 8},
-                                   PipelineMode::kSequential),
-                   Speedup(0.8, 20.0, 8));
+  EXPECT_DOUBLE_EQ(
+      PipelineSpeedup({.alpha = 0.8, .cost_ratio = 20.0, .k = 8}, PipelineMode::kSequential),
+      Speedup(0.8, 20.0, 8));
 }
 
 // Draft-bound (alpha 0.5, C 2, k 4: d = 2 > 1): the target keeps the bonus, E[N] = 1.9375,
@@ -148,11 +148,10 @@ TEST(AnalyticModelTest, PipelineInputsAreValidatedByName) {
                 .message()
                 .find("verify slope"),
             std::string::npos);
-  EXPECT_NE(
-      ValidatePipelineInputs({.alpha = 0.8, .cost_ratio = 10, .k = 4, .cache_hit_rate = 1.5})
-          .message()
-          .find("cache hit rate must be in [0, 1], got 1.5"),
-      std::string::npos);
+  EXPECT_NE(ValidatePipelineInputs({.alpha = 0.8, .cost_ratio = 10, .k = 4, .cache_hit_rate = 1.5})
+                .message()
+                .find("cache hit rate must be in [0, 1], got 1.5"),
+            std::string::npos);
   EXPECT_NE(ValidatePipelineInputs({.alpha = 2, .cost_ratio = 10, .k = 4}).message().find("alpha"),
             std::string::npos);
 }

@@ -71,10 +71,8 @@ TEST(PlanCommandTest, JsonCarriesThePipelineModel) {
 // 2.952 / 1.23616 = 2.388 (the bound says 3.362); the cache at H 1: 3.3616 / 1 = 3.362.
 TEST(PlanCommandTest, TableShowsTheBoundAndThePipelineModel) {
   int code = -1;
-  const std::string out =
-      RunAndCaptureStdout({"--alpha", "0.8", "--cost-ratio", "10", "--k", "4",
-                           "--cache-hit-rate", "1"},
-                          &code);
+  const std::string out = RunAndCaptureStdout(
+      {"--alpha", "0.8", "--cost-ratio", "10", "--k", "4", "--cache-hit-rate", "1"}, &code);
   EXPECT_EQ(code, 0);
   EXPECT_NE(out.find("   4    3.362      2.401x       3.362x       2.388x       3.362x  <- --k"),
             std::string::npos)
@@ -110,14 +108,14 @@ TEST(PlanCommandTest, ValidationNamesTheFlag) {
       RunAndCaptureStderr({"--alpha", "0.5", "--cost-ratio", "2", "--k", "0"}, &code).find("--k"),
       std::string::npos);
   EXPECT_EQ(code, 2);
-  EXPECT_NE(RunAndCaptureStderr({"--alpha", "0.5", "--cost-ratio", "2", "--cache-hit-rate", "2"},
-                                &code)
-                .find("--cache-hit-rate must be in [0, 1], got 2"),
-            std::string::npos);
-  EXPECT_NE(RunAndCaptureStderr({"--alpha", "0.5", "--cost-ratio", "2", "--verify-slope", "-1"},
-                                &code)
-                .find("--verify-slope must be finite and >= 0, got -1"),
-            std::string::npos);
+  EXPECT_NE(
+      RunAndCaptureStderr({"--alpha", "0.5", "--cost-ratio", "2", "--cache-hit-rate", "2"}, &code)
+          .find("--cache-hit-rate must be in [0, 1], got 2"),
+      std::string::npos);
+  EXPECT_NE(
+      RunAndCaptureStderr({"--alpha", "0.5", "--cost-ratio", "2", "--verify-slope", "-1"}, &code)
+          .find("--verify-slope must be finite and >= 0, got -1"),
+      std::string::npos);
   EXPECT_EQ(code, 2);
 }
 
