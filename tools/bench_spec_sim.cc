@@ -35,7 +35,6 @@
 #include "absl/strings/str_format.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/base/trace.h"
 #include "runtime/cli/cli_args.h"
 #include "runtime/model/transformer.h"
 #include "runtime/spec/analytic_model.h"
@@ -289,7 +288,6 @@ absl::Status RunSim(const SimBenchFlags& f) {
   SetDefaultLogLevel(LogLevel::kWarning);  // the in-process services stay quiet
   ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> target,
                    model::Transformer::Load(f.model, {.threads = 1}));
-  Tracer::Global().Enable();
   if (!f.json) {
     std::printf(
         "splitspec bench spec (simulated drafters): model %s, %d new tokens per run, k=%d, "
@@ -312,7 +310,7 @@ absl::Status RunSim(const SimBenchFlags& f) {
   uint64_t seed = 1;
   for (const SimDrafterParams& params : f.drafters) {
     ASSIGN_OR_RETURN(std::vector<SimRow> rows, MeasureDrafter(c, f, params, seed));
-    seed += 16;
+    seed += 8 * kSimRounds;  // distinct seeds for every run of every drafter
     for (const SimRow& row : rows) {
       if (f.json) {
         PrintRowJson(row, f.k);
