@@ -163,7 +163,8 @@ void PrintTable(const PlanInputs& in) {
       "bound = E[N] / max(V, k/C)\n"
       "overlapped (lookahead 2, draft hidden): (E[N] - alpha^k) / (alpha^k (V - S) + "
       "(1 - alpha^k) (V + k/C)); draft-bound (k/C > V - S): E[N] / (2 k/C)\n"
-      "ovl+cache (one block in flight, hits pre-drafted): E[N] / (V + (1 - H) k/C)\n\n");
+      "ovl+cache (one block in flight, hits pre-drafted): E[N] / (V + (1 - H) k/C + "
+      "H max(0, k/C - V))\n\n");
   std::printf("%4s %8s %11s %12s %12s %12s\n", "k", "E[N]", "sequential", "ovl bound", "overlapped",
               "ovl+cache");
   for (int k = 1; k <= kTableMaxK; ++k) PrintRow(in, k);

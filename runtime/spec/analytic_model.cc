@@ -99,8 +99,12 @@ double PipelineBlockCost(const PipelineModelInputs& in, PipelineMode mode) {
   switch (mode) {
     case PipelineMode::kSequential:
       return draft + VerifyCost(in, in.k + 1);
-    case PipelineMode::kOverlappedCache:
-      return VerifyCost(in, in.k + 1) + (1.0 - in.cache_hit_rate) * draft;
+    case PipelineMode::kOverlappedCache: {
+      // A hit was pre-drafted during the verification; what did not fit is drafted after.
+      const double verify = VerifyCost(in, in.k + 1);
+      return verify + (1.0 - in.cache_hit_rate) * draft +
+             in.cache_hit_rate * std::max(0.0, draft - verify);
+    }
     case PipelineMode::kOverlapped:
       break;
   }

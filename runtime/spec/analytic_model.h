@@ -98,9 +98,10 @@ PlanChoice OptimalKWithVerifyCost(double alpha, double cost_ratio, Schedule sche
 // in flight, so the target keeps the bonus; while it verifies, the draft
 // pre-drafts the next block for the likeliest outcomes. A result whose block is
 // cached (probability h = cache_hit_rate) is answered at once; a miss drafts as
-// the sequential loop does: E[N] tokens per 1 + s k + (1 - h) d. h = 0 is the
-// sequential loop; h = 1 hides the draft entirely. (A partial hit, which drafts
-// only the rest of its block, counts here as a miss: the model is conservative.)
+// the sequential loop does: E[N] tokens per 1 + s k + (1 - h) d + h max(0, d - V),
+// V = 1 + s k (a hit's block was pre-drafted during the verification; what did not
+// fit in it is drafted after). h = 0 is the sequential loop; h = 1 hides the draft
+// up to V. (A partial hit, which drafts only the rest of its block, counts as a miss.)
 // Ignored: the transport (tens of microseconds a round, `bench spec`), sampling,
 // the wait for a pre-draft forward in progress when a hit arrives.
 enum class PipelineMode { kSequential, kOverlapped, kOverlappedCache };

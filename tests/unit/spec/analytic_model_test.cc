@@ -101,6 +101,15 @@ TEST(AnalyticModelTest, PipelineModelCacheHitsSkipTheRefill) {
   EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kOverlapped), 1.23616, 1e-12);
 }
 
+// A block longer than one verification cannot be pre-drafted whole: alpha 0.8, C 10, k 20
+// (d = 2, V = 1), h = 1: cost 1 + max(0, 2 - 1) = 2; h = 0.5: 1 + 0.5 * 2 + 0.5 * 1 = 2.5.
+TEST(AnalyticModelTest, PipelineModelCacheHidesOnlyWhatFitsInAVerification) {
+  PipelineModelInputs in{.alpha = 0.8, .cost_ratio = 10.0, .k = 20, .cache_hit_rate = 1.0};
+  EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kOverlappedCache), 2.0, 1e-12);
+  in.cache_hit_rate = 0.5;
+  EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kOverlappedCache), 2.5, 1e-12);
+}
+
 // With a verify slope of 0.25: sequential feeds k + 1 = 5 tokens, 1 + 0.25 * 4 = 2, cost
 // 2.4; overlapped, a block after a full acceptance feeds 4 (1.75), after a rejection 5 (2)
 // plus the refill: 0.4096 * 1.75 + 0.5904 * 2.4 = 2.13376; the cache at h = 0.5: 2 + 0.2.
