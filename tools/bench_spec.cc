@@ -40,6 +40,7 @@
 #include "tools/cluster/in_process_cluster.h"
 #include "tools/commands.h"
 #include "tools/default_paths.h"
+#include "tools/sim_drafter.h"
 
 namespace splitspec::tools {
 namespace {
@@ -87,6 +88,7 @@ absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec
   if (result.finish_reason == proto::FINISH_REASON_ERROR) return absl::InternalError(result.error);
   SpecRunResult run;
   run.tokens = static_cast<int>(result.tokens.size());
+  run.output = result.tokens;
   run.tokens_per_s = run.tokens / wall;
   run.stats = result.stats;
   run.wall_s = wall;
@@ -187,7 +189,7 @@ absl::StatusOr<BenchFlags> ParseFlags(const CommandArgs& argv) {
   f.k = static_cast<int>(k);
   f.layerskip = static_cast<int>(layerskip);
   if (args.Has("drafters"))
-    f.drafters = absl::StrSplit(args.GetString("drafters", ""), ',', absl::SkipEmpty());
+    f.drafters = SplitDrafterList(args.GetString("drafters", ""));
   f.trace_dir = args.GetString("trace-dir", "");
   return f;
 }
@@ -287,6 +289,7 @@ int RunBenchSpec(const CommandArgs& args) {
   for (const std::string& arg : args) {
     if (arg == "--workload" || arg.rfind("--workload=", 0) == 0) return RunBenchSpecWorkload(args);
   }
+  if (WantsSimBench(args)) return RunBenchSpecSim(args);
   absl::StatusOr<BenchFlags> flags = ParseFlags(args);
   if (!flags.ok()) {
     std::fprintf(stderr, "splitspec bench spec: %s\n",

@@ -25,6 +25,7 @@ struct SpecRunResult {
   proto::SpecStats stats;
   double draft_busy_s = 0, target_busy_s = 0, wall_s = 0;
   double cpu_s = 0;  // CPU time of the whole process (all threads) during the generation
+  std::vector<int32_t> output;  // the generated tokens
 };
 
 // One greedy generation through a fresh in-process cluster (coordinator, target
@@ -39,6 +40,13 @@ absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec
 
 // `splitspec bench spec --workload FILE ...` (argv without "bench spec").
 int RunBenchSpecWorkload(const CommandArgs& args);
+
+// True when `args` ask for the simulated-drafter bench: --sim-grid, or a sim:
+// drafter in --drafters.
+bool WantsSimBench(const CommandArgs& args);
+// `splitspec bench spec --sim-grid | --drafters 'sim:alpha=A,ratio=C' ...`
+// (tools/bench_spec_sim.cc).
+int RunBenchSpecSim(const CommandArgs& args);
 
 }  // namespace splitspec::tools
 

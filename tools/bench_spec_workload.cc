@@ -38,6 +38,7 @@
 #include "tools/bench_spec.h"
 #include "tools/commands.h"
 #include "tools/default_paths.h"
+#include "tools/sim_drafter.h"
 #include "tools/workload_suite.h"
 
 namespace splitspec::tools {
@@ -87,7 +88,13 @@ absl::StatusOr<WorkloadBenchFlags> ParseWorkloadFlags(const CommandArgs& argv) {
     }
   }
   if (args.Has("drafters"))
-    f.drafters = absl::StrSplit(args.GetString("drafters", ""), ',', absl::SkipEmpty());
+    f.drafters = SplitDrafterList(args.GetString("drafters", ""));
+  for (const std::string& name : f.drafters) {
+    if (IsSimDrafterName(name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "drafter '", name, "': simulated drafters run without --workload (one prompt)"));
+    }
+  }
   f.json = args.Has("json");
   return f;
 }

@@ -160,7 +160,12 @@ const cli::FlagTable& BenchSpecFlagTable() {
                        {"k", "K", "4", "draft tokens per block, in [1, 16]"},
                        {"layerskip", "L", "24", "the layers the layerskip drafter keeps"},
                        {"drafters", "LIST", "ngram,layerskip,self",
-                        "the drafters to measure (with --workload also lookup)"},
+                        "the drafters to measure (with --workload also lookup; without it "
+                        "also sim:alpha=A,ratio=C); commas separate drafters, except that a "
+                        "KEY=VALUE piece continues the drafter before it"},
+                       {"sim-grid", "", "",
+                        "the simulated drafter at alpha 0.6, 0.8, 0.9 x ratio 5, 10, 20: "
+                        "measured speedup beside the pipeline model's"},
                        {"trace-dir", "DIR", "", "write a Chrome trace per run there"},
                        {"workload", "FILE", "",
                         "run a workload suite (JSONL, bench/workloads/) instead: per category, "
@@ -172,7 +177,16 @@ const cli::FlagTable& BenchSpecFlagTable() {
                        {"lookahead", "N", "2", "with --workload: blocks in flight per request"},
                        {"json", "", "",
                         "with --workload: one JSON object per (category, "
-                        "configuration)"}}});
+                        "configuration); with sim drafters: per (drafter, configuration)"}},
+             .details =
+                 "--drafters rule: 'ngram,sim:alpha=0.8,ratio=10,self' names three drafters "
+                 "(alpha=.. after sim: and ratio=10 belong to it: a piece KEY=VALUE with no ':' "
+                 "before its '=' continues the drafter before it).\n"
+                 "Simulated drafters (sim:alpha=A,ratio=C, bench only; serve refuses them): "
+                 "the target's own greedy continuation, computed first by a target-only run, "
+                 "each token right with probability A, drafting time T_target / C per token "
+                 "spent sleeping. Greedy verification only. Every drafter of such a run must "
+                 "be sim:."});
   return table;
 }
 
@@ -196,6 +210,12 @@ const cli::FlagTable& PlanFlagTable() {
              .flags = {{"alpha", "A", "", "acceptance rate in [0, 1] (required)"},
                        {"cost-ratio", "C", "", "T_target / T_draft, > 0 (required)"},
                        {"k", "K", "the optimum", "draft tokens per block, in [1, 100]"},
+                       {"verify-slope", "S", "0",
+                        "verify cost growth: a forward of k + 1 tokens costs 1 + S k target "
+                        "steps (bench verify)"},
+                       {"cache-hit-rate", "H", "0",
+                        "overlapped: the fraction of refills after a rejection served from "
+                        "the draft worker's speculation cache, in [0, 1]"},
                        {"json", "", "", "print one JSON object instead of the table"}}});
   return table;
 }

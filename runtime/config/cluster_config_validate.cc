@@ -256,6 +256,11 @@ class Validator {
       return Fail(p + ".drafter",
                   absl::StrCat(Quoted(pool.drafter), ": layerskip:L needs a layer count L >= 1"));
     }
+    if (absl::StartsWith(pool.drafter, "sim:")) {
+      return Fail(p + ".drafter", absl::StrCat(Quoted(pool.drafter),
+                                               " is the simulated drafter of `splitspec bench "
+                                               "spec` only; serve cannot use it"));
+    }
     const bool named =
         pool.drafter == "ngram" || pool.drafter == "lookup" || pool.drafter == "model";
     if (!layerskip && !named) {

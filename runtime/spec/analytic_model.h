@@ -70,6 +70,67 @@ double SpeedupWithVerifyCost(double alpha, double cost_ratio, int k, Schedule sc
 PlanChoice OptimalKWithVerifyCost(double alpha, double cost_ratio, Schedule schedule,
                                   double verify_slope, int min_k, int max_k);
 
+// ---------------------------------------------------------------------------
+// The pipeline model: what the protocol actually does (docs/protocol.md; the
+// target's no-bonus rule in target_worker/target_engine.cc, the draft's lookahead
+// in draft_worker/draft_engine.h), with a verification cost that grows with k,
+// T_verify = T_target * (1 + verify_slope * (fed - 1)) for a forward of `fed` tokens.
+// d = k / C is one block's drafting time, in units of T_target; s = verify_slope.
+//
+// kSequential (lookahead 1): draft, then verify the k drafts and the previous
+// result's correction or bonus (k + 1 tokens fed); every block keeps its bonus:
+//     tokens E[N] = (1 - alpha^{k+1}) / (1 - alpha),   cost d + 1 + s k.
+// kOverlapped (lookahead 2), draft hidden (d <= 1 + s (k - 1)): the next block is
+// queued at the target when this one is decided, so
+//   - the bonus is forfeited: a block commits its accepted prefix plus a
+//     correction on a rejection, E[N'] = E[N] - alpha^k = (1 - alpha^k) / (1 - alpha);
+//   - a fully accepted block (alpha^k) is followed at once by the queued one,
+//     which feeds its k drafts only (cost 1 + s (k - 1));
+//   - a rejection (1 - alpha^k) makes the queued block stale: the target waits
+//     while the draft drafts again from the correction (the refill, d), then feeds
+//     the correction and k drafts (1 + s k):
+//     cost = alpha^k (1 + s (k - 1)) + (1 - alpha^k) (1 + s k + d).
+// kOverlapped, draft-bound (d > 1 + s (k - 1)): the target decides each block
+// before the next arrives, so it keeps the bonus, and the block drafted meanwhile
+// is stale; the draft finishes it before it reads the result, then drafts again:
+// E[N] tokens per 2d.
+// kOverlappedCache (the speculation cache, draft_worker/draft_engine.h): one block
+// in flight, so the target keeps the bonus; while it verifies, the draft
+// pre-drafts the next block for the likeliest outcomes. A result whose block is
+// cached (probability h = cache_hit_rate) is answered at once; a miss drafts as
+// the sequential loop does: E[N] tokens per 1 + s k + (1 - h) d + h max(0, d - V),
+// V = 1 + s k (a hit's block was pre-drafted during the verification; what did not
+// fit in it is drafted after). h = 0 is the sequential loop; h = 1 hides the draft
+// up to V. (A partial hit, which drafts only the rest of its block, counts as a miss.)
+// Ignored: the transport (tens of microseconds a round, `bench spec`), sampling,
+// the wait for a pre-draft forward in progress when a hit arrives.
+enum class PipelineMode { kSequential, kOverlapped, kOverlappedCache };
+
+struct PipelineModelInputs {
+  double alpha = 0.0;           // [0, 1]
+  double cost_ratio = 1.0;      // C = T_target / T_draft, > 0
+  int k = 1;                    // draft tokens per block, >= 1
+  double verify_slope = 0.0;    // s >= 0
+  double cache_hit_rate = 0.0;  // h in [0, 1]; kOverlappedCache only
+};
+
+// OK, or InvalidArgument naming the field and value.
+absl::Status ValidatePipelineInputs(const PipelineModelInputs& in);
+
+// Tokens committed per block. REQUIRES valid inputs.
+double PipelineTokensPerBlock(const PipelineModelInputs& in, PipelineMode mode);
+// Expected time per block in units of T_target. REQUIRES valid inputs.
+double PipelineBlockCost(const PipelineModelInputs& in, PipelineMode mode);
+// Tokens per block / cost per block: the steady-state speedup over target-only.
+double PipelineSpeedup(const PipelineModelInputs& in, PipelineMode mode);
+// The k in [min_k, max_k] (in.k ignored) with the largest PipelineSpeedup.
+PlanChoice PipelineOptimalK(PipelineModelInputs in, PipelineMode mode, int min_k, int max_k);
+
+// A whole run's speedup when a prefill that speculation does not shorten comes
+// first: (P + n) / (P + n / steady_speedup) for n generated tokens and a prefill
+// of P target steps. REQUIRES steady_speedup > 0, n > 0, P >= 0.
+double RunSpeedupWithPrefill(double steady_speedup, int tokens, double prefill_steps);
+
 }  // namespace splitspec::spec
 
 #endif  // SPLITSPEC_RUNTIME_SPEC_ANALYTIC_MODEL_H_

@@ -32,6 +32,12 @@ absl::StatusOr<DrafterSpec> ParseDrafterSpec(const std::string& name,
           absl::StrCat("drafter '", name, "': L must be a positive integer"));
     }
     spec.kind = DrafterSpec::Kind::kLayerSkip;
+  } else if (absl::StartsWith(name, "sim:")) {
+    // tools/sim_drafter.h: it proposes from the target's answer, computed in advance.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "drafter '", name,
+        "' is the simulated drafter of `splitspec bench spec` only; it cannot draft for a "
+        "served request"));
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown drafter '", name, "' (expected none, ngram, lookup, model or layerskip:L)"));

@@ -181,6 +181,9 @@ TEST(ClusterConfigTest, EachErrorNamesFileLineAndField) {
       {"[[draft_pool]]\ndrafter = \"eagle\"\n",
        "c.toml:2: draft_pool[0].drafter: \"eagle\" is not \"ngram\", \"lookup\", \"model\" or "
        "\"layerskip:L\""},
+      {"[[draft_pool]]\ndrafter = \"sim:alpha=0.8,ratio=10\"\n",
+       "c.toml:2: draft_pool[0].drafter: \"sim:alpha=0.8,ratio=10\" is the simulated drafter of "
+       "`splitspec bench spec` only; serve cannot use it"},
       {"[[draft_pool]]\ndrafter = \"layerskip:0\"\n",
        "c.toml:2: draft_pool[0].drafter: \"layerskip:0\": layerskip:L needs"},
       {"[[draft_pool]]\ndrafter = \"model\"\n",

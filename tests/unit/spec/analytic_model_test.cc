@@ -71,5 +71,105 @@ TEST(AnalyticModelTest, VerifyCostSlopeChargesLongBlocks) {
   EXPECT_EQ(OptimalKWithVerifyCost(0.8, 20.0, Schedule::kSequential, 0.0, 1, 20).k, 8);
 }
 
+// The pipeline model by hand, alpha 0.8, C 10, k 4 (d = 0.4): E[N] = (1 - 0.8^5) / 0.2 =
+// 3.3616; alpha^4 = 0.4096. Sequential: 3.3616 / 1.4. Overlapped: the bonus is forfeited,
+// 3.3616 - 0.4096 = 2.952 tokens, over 0.4096 * 1 + 0.5904 * (1 + 0.4) = 1.23616 (the refill
+// after each rejection).
+TEST(AnalyticModelTest, PipelineModelChargesTheForfeitedBonusAndTheRefill) {
+  const PipelineModelInputs in{.alpha = 0.8, .cost_ratio = 10.0, .k = 4};
+  EXPECT_NEAR(PipelineTokensPerBlock(in, PipelineMode::kSequential), 3.3616, 1e-12);
+  EXPECT_NEAR(PipelineSpeedup(in, PipelineMode::kSequential), 3.3616 / 1.4, 1e-12);
+  EXPECT_NEAR(PipelineTokensPerBlock(in, PipelineMode::kOverlapped), 2.952, 1e-12);
+  EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kOverlapped), 1.23616, 1e-12);
+  EXPECT_NEAR(PipelineSpeedup(in, PipelineMode::kOverlapped), 2.952 / 1.23616, 1e-12);
+}
+
+// The speculation cache keeps the bonus (one block in flight) and skips the draft on a hit:
+// E[N] = 3.3616 over 1 + (1 - h) 0.4. h = 0 is the sequential loop; h = 1 hides the draft;
+// h = 0.5: 3.3616 / 1.2. The hit rate does not change the other modes.
+TEST(AnalyticModelTest, PipelineModelCacheHitsSkipTheRefill) {
+  PipelineModelInputs in{.alpha = 0.8, .cost_ratio = 10.0, .k = 4};
+  EXPECT_DOUBLE_EQ(PipelineSpeedup(in, PipelineMode::kOverlappedCache),
+                   PipelineSpeedup(in, PipelineMode::kSequential));
+  in.cache_hit_rate = 1.0;
+  EXPECT_NEAR(PipelineTokensPerBlock(in, PipelineMode::kOverlappedCache), 3.3616, 1e-12);
+  EXPECT_NEAR(PipelineSpeedup(in, PipelineMode::kOverlappedCache), 3.3616, 1e-12);
+  in.cache_hit_rate = 0.5;
+  EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kOverlappedCache), 1.2, 1e-12);
+  EXPECT_NEAR(PipelineSpeedup(in, PipelineMode::kOverlappedCache), 3.3616 / 1.2, 1e-12);
+  EXPECT_NEAR(PipelineSpeedup(in, PipelineMode::kSequential), 3.3616 / 1.4, 1e-12);
+  EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kOverlapped), 1.23616, 1e-12);
+}
+
+// A block longer than one verification cannot be pre-drafted whole: alpha 0.8, C 10, k 20
+// (d = 2, V = 1), h = 1: cost 1 + max(0, 2 - 1) = 2; h = 0.5: 1 + 0.5 * 2 + 0.5 * 1 = 2.5.
+TEST(AnalyticModelTest, PipelineModelCacheHidesOnlyWhatFitsInAVerification) {
+  PipelineModelInputs in{.alpha = 0.8, .cost_ratio = 10.0, .k = 20, .cache_hit_rate = 1.0};
+  EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kOverlappedCache), 2.0, 1e-12);
+  in.cache_hit_rate = 0.5;
+  EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kOverlappedCache), 2.5, 1e-12);
+}
+
+// With a verify slope of 0.25: sequential feeds k + 1 = 5 tokens, 1 + 0.25 * 4 = 2, cost
+// 2.4; overlapped, a block after a full acceptance feeds 4 (1.75), after a rejection 5 (2)
+// plus the refill: 0.4096 * 1.75 + 0.5904 * 2.4 = 2.13376; the cache at h = 0.5: 2 + 0.2.
+TEST(AnalyticModelTest, PipelineModelWithAVerifySlope) {
+  const PipelineModelInputs in{
+      .alpha = 0.8, .cost_ratio = 10.0, .k = 4, .verify_slope = 0.25, .cache_hit_rate = 0.5};
+  EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kSequential), 2.4, 1e-12);
+  EXPECT_NEAR(PipelineSpeedup(in, PipelineMode::kSequential), 3.3616 / 2.4, 1e-12);
+  EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kOverlapped), 2.13376, 1e-12);
+  EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kOverlappedCache), 2.2, 1e-12);
+  // Slope 0, sequential: the plain model.
+  EXPECT_DOUBLE_EQ(
+      PipelineSpeedup({.alpha = 0.8, .cost_ratio = 20.0, .k = 8}, PipelineMode::kSequential),
+      Speedup(0.8, 20.0, 8));
+}
+
+// Draft-bound (alpha 0.5, C 2, k 4: d = 2 > 1): the target keeps the bonus, E[N] = 1.9375,
+// and a block takes 2d = 4 (the stale block, then the redraft).
+TEST(AnalyticModelTest, PipelineModelDraftBound) {
+  const PipelineModelInputs in{.alpha = 0.5, .cost_ratio = 2.0, .k = 4};
+  EXPECT_NEAR(PipelineTokensPerBlock(in, PipelineMode::kOverlapped), 1.9375, 1e-12);
+  EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kOverlapped), 4.0, 1e-12);
+  EXPECT_NEAR(PipelineSpeedup(in, PipelineMode::kOverlapped), 1.9375 / 4.0, 1e-12);
+}
+
+// A perfect draft forfeits only the bonus: alpha 1, k 4, C 10 -> 4 tokens per target step
+// overlapped, 5 / 1.4 sequential; the optimum over k grows to the draft-bound edge.
+TEST(AnalyticModelTest, PipelineModelPerfectDraftAndOptimum) {
+  const PipelineModelInputs in{.alpha = 1.0, .cost_ratio = 10.0, .k = 4};
+  EXPECT_NEAR(PipelineSpeedup(in, PipelineMode::kOverlapped), 4.0, 1e-12);
+  EXPECT_NEAR(PipelineSpeedup(in, PipelineMode::kSequential), 5.0 / 1.4, 1e-12);
+  // k = 10: d = 1, still hidden, 10 tokens a step; k = 11 is draft-bound, 12 / 2.2.
+  const PlanChoice best = PipelineOptimalK(in, PipelineMode::kOverlapped, 1, 20);
+  EXPECT_EQ(best.k, 10);
+  EXPECT_NEAR(best.speedup, 10.0, 1e-12);
+}
+
+TEST(AnalyticModelTest, PipelineInputsAreValidatedByName) {
+  EXPECT_TRUE(ValidatePipelineInputs({.alpha = 0.8, .cost_ratio = 10.0, .k = 4}).ok());
+  EXPECT_NE(ValidatePipelineInputs({.alpha = 0.8, .cost_ratio = 10.0, .k = 0})
+                .message()
+                .find("k must be >= 1, got 0"),
+            std::string::npos);
+  EXPECT_NE(ValidatePipelineInputs({.alpha = 0.8, .cost_ratio = 10, .k = 4, .verify_slope = -1})
+                .message()
+                .find("verify slope"),
+            std::string::npos);
+  EXPECT_NE(ValidatePipelineInputs({.alpha = 0.8, .cost_ratio = 10, .k = 4, .cache_hit_rate = 1.5})
+                .message()
+                .find("cache hit rate must be in [0, 1], got 1.5"),
+            std::string::npos);
+  EXPECT_NE(ValidatePipelineInputs({.alpha = 2, .cost_ratio = 10, .k = 4}).message().find("alpha"),
+            std::string::npos);
+}
+
+// A 64-token run after a prefill worth 4 target steps, at a steady 2x: 68 / (4 + 32).
+TEST(AnalyticModelTest, PrefillDilutesARunsSpeedup) {
+  EXPECT_NEAR(RunSpeedupWithPrefill(2.0, 64, 4.0), 68.0 / 36.0, 1e-12);
+  EXPECT_DOUBLE_EQ(RunSpeedupWithPrefill(2.0, 64, 0.0), 2.0);
+}
+
 }  // namespace
 }  // namespace splitspec::spec

@@ -34,6 +34,19 @@ TEST(DrafterFactoryTest, RefusesBadNamesWithTheValue) {
             std::string::npos);
 }
 
+// The benchmark's simulated drafter (tools/sim_drafter.h) knows the answer in advance: no
+// binary that serves requests (serve, the draft worker, generate) may build it.
+TEST(DrafterFactoryTest, RefusesTheSimulatedDrafterByName) {
+  const absl::StatusOr<DrafterSpec> sim = ParseDrafterSpec("sim:alpha=0.8,ratio=10", "");
+  ASSERT_FALSE(sim.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(sim.status()));
+  EXPECT_NE(sim.status().message().find(
+                "drafter 'sim:alpha=0.8,ratio=10' is the simulated drafter of `splitspec bench "
+                "spec` only"),
+            std::string::npos)
+      << sim.status();
+}
+
 TEST(DrafterFactoryTest, ModelDraftersNeedTheTargetTokenizer) {
   auto spec = ParseDrafterSpec("layerskip:1", "");
   ASSERT_TRUE(spec.ok());

@@ -49,6 +49,37 @@ TEST(PlanCommandTest, JsonAtAGivenK) {
   EXPECT_NE(out.find("\"optimal_k\":2,"), std::string::npos) << out;
 }
 
+// The pipeline model by hand (runtime/spec/analytic_model.h), alpha 0.8, C 10, k 4, slope
+// 0.25: overlapped, 2.952 tokens over 0.4096 * 1.75 + 0.5904 * (2 + 0.4) = 2.13376 -> 1.38347;
+// the cache at H 0.5: 3.3616 / (2 + 0.2) = 1.528; sequential 3.3616 / 2.4 = 1.40067.
+TEST(PlanCommandTest, JsonCarriesThePipelineModel) {
+  int code = -1;
+  const std::string out =
+      RunAndCaptureStdout({"--alpha", "0.8", "--cost-ratio", "10", "--k", "4", "--verify-slope",
+                           "0.25", "--cache-hit-rate", "0.5", "--json"},
+                          &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(out.find("\"speedup\":1.40067,"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"verify_slope\":0.25,\"cache_hit_rate\":0.5,\"overlapped_refill_k\":4,"
+                     "\"overlapped_refill_tokens\":2.952,\"overlapped_refill_speedup\":1.38347,"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("\"cached_k\":4,\"cached_speedup\":1.528,"), std::string::npos) << out;
+}
+
+// Without a slope the pipeline model's columns sit beside the old two: alpha 0.8, C 10, k 4:
+// 2.952 / 1.23616 = 2.388 (the bound says 3.362); the cache at H 1: 3.3616 / 1 = 3.362.
+TEST(PlanCommandTest, TableShowsTheBoundAndThePipelineModel) {
+  int code = -1;
+  const std::string out = RunAndCaptureStdout(
+      {"--alpha", "0.8", "--cost-ratio", "10", "--k", "4", "--cache-hit-rate", "1"}, &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(out.find("   4    3.362      2.401x       3.362x       2.388x       3.362x  <- --k"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("k = 6 -> 2.557x (pipeline model)"), std::string::npos) << out;
+}
+
 TEST(PlanCommandTest, TableListsKOneToTenAndTheOptimum) {
   int code = -1;
   const std::string out = RunAndCaptureStdout({"--alpha", "0.8", "--cost-ratio", "20"}, &code);
@@ -75,6 +106,15 @@ TEST(PlanCommandTest, ValidationNamesTheFlag) {
             std::string::npos);
   EXPECT_NE(
       RunAndCaptureStderr({"--alpha", "0.5", "--cost-ratio", "2", "--k", "0"}, &code).find("--k"),
+      std::string::npos);
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(
+      RunAndCaptureStderr({"--alpha", "0.5", "--cost-ratio", "2", "--cache-hit-rate", "2"}, &code)
+          .find("--cache-hit-rate must be in [0, 1], got 2"),
+      std::string::npos);
+  EXPECT_NE(
+      RunAndCaptureStderr({"--alpha", "0.5", "--cost-ratio", "2", "--verify-slope", "-1"}, &code)
+          .find("--verify-slope must be finite and >= 0, got -1"),
       std::string::npos);
   EXPECT_EQ(code, 2);
 }

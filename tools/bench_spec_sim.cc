@@ -1,0 +1,356 @@
+// `splitspec bench spec --sim-grid | --drafters 'sim:alpha=A,ratio=C[,sim:...]'
+//                       [--model PATH] [--max-tokens N] [--k K] [--json]`
+//
+// The protocol's overlap measured with a simulated draft device (tools/sim_drafter.h),
+// beside the pipeline model's prediction (runtime/spec/analytic_model.h), in one run.
+// Greedy verification only: the sim drafter's acceptance rate is alpha only there.
+//
+//  1. A target-only run of the chat prompt gives the reference (the target's greedy
+//     continuation, which the sim drafters propose).
+//  2. Direct forwards of the target time the prefill t_prefill and the verify cost
+//     slope s = (T(k + 1) / T(1) - 1) / k (medians, interleaved).
+//  3. Per drafter, kSimRounds rounds of: target-only, then sequential (lookahead 1) and
+//     overlapped (lookahead 2), so load from other processes hits them alike. The
+//     round's T_step = (wall - t_prefill) / tokens of its target-only run; the sim
+//     drafter sleeps T_step / C per token; speedup = tok/s over that run's tok/s.
+//     Every output must equal the reference token for token.
+//  4. Predicted = RunSpeedupWithPrefill(PipelineSpeedup(alpha, C, k, s, h), tokens,
+//     t_prefill / T_step). Rows give the medians over the rounds.
+// overlapped+cache needs the draft worker's speculation cache (issue 18, item 1); this
+// build's draft worker has none, so that row says "unavailable" and carries no number.
+// With --json one object per (drafter, configuration):
+//   {"drafter":"sim:alpha=0.8,ratio=10","configuration":"overlapped","speedup":1.9,
+//    "predicted":2.0,"cache_hit_rate":null,"k":4,"acceptance":0.79,"tokens_per_step":3.1,
+//    "model_tokens_per_step":2.95}
+// (null: no number; cache_hit_rate is a number only for a configuration with a cache).
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/base/logging.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/cli/cli_args.h"
+#include "runtime/model/transformer.h"
+#include "runtime/spec/analytic_model.h"
+#include "runtime/tokenizer/chat_template.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
+#include "tools/bench_spec.h"
+#include "tools/bench_tokens.h"
+#include "tools/commands.h"
+#include "tools/default_paths.h"
+#include "tools/sim_drafter.h"
+
+namespace splitspec::tools {
+namespace {
+
+constexpr char kSimPrompt[] = "Write a short story about a robot who learns to paint.";
+constexpr int kSimRounds = 5;  // rounds per drafter; rows give the medians
+constexpr char kCacheUnavailable[] =
+    "unavailable: this draft worker has no speculation cache (issue 18, item 1)";
+
+struct SimBenchFlags {
+  std::string model;
+  int max_tokens = 128;
+  int k = 4;
+  bool json = false;
+  std::vector<SimDrafterParams> drafters;
+};
+
+std::vector<SimDrafterParams> SimGrid() {
+  std::vector<SimDrafterParams> grid;
+  for (double alpha : {0.6, 0.8, 0.9}) {
+    for (double ratio : {5.0, 10.0, 20.0}) grid.push_back({alpha, ratio});
+  }
+  return grid;
+}
+
+absl::StatusOr<SimBenchFlags> ParseSimFlags(const CommandArgs& argv) {
+  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, BenchSpecFlagTable()));
+  SimBenchFlags f;
+  f.model = args.GetString("model", DefaultModelPath());
+  ASSIGN_OR_RETURN(int64_t max_tokens, args.GetInt("max-tokens", f.max_tokens));
+  ASSIGN_OR_RETURN(int64_t k, args.GetInt("k", f.k));
+  if (max_tokens < 8 || max_tokens > 2048)
+    return absl::InvalidArgumentError("--max-tokens must be in [8, 2048]");
+  if (k < 1 || k > 16) return absl::InvalidArgumentError("--k must be in [1, 16]");
+  f.max_tokens = static_cast<int>(max_tokens);
+  f.k = static_cast<int>(k);
+  f.json = args.Has("json");
+  if (args.Has("sim-grid")) f.drafters = SimGrid();
+  for (const std::string& name : SplitDrafterList(args.GetString("drafters", ""))) {
+    if (!IsSimDrafterName(name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "drafter '", name,
+          "': a run with sim drafters (or --sim-grid) takes sim:alpha=A,ratio=C drafters only"));
+    }
+    ASSIGN_OR_RETURN(SimDrafterParams params, ParseSimDrafterName(name));
+    f.drafters.push_back(params);
+  }
+  if (f.drafters.empty())
+    return absl::InvalidArgumentError("no sim drafters: give --sim-grid or --drafters 'sim:..'");
+  return f;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+struct TargetTimings {
+  double prefill_s = 0;  // the prompt's forward
+  double step_s = 0;     // one token after the prompt
+  double block_s = 0;    // k + 1 tokens after the prompt (a sequential verification)
+};
+
+// Medians of interleaved forwards on a fresh cache, each truncated back to the prompt.
+absl::StatusOr<TargetTimings> TimeTargetForwards(model::Transformer& target,
+                                                 const std::vector<int32_t>& prompt, int k) {
+  constexpr int kRepeats = 9;
+  const std::vector<int32_t> block = BenchTokens(k + 1, target.config().vocab_size, 3);
+  std::unique_ptr<model::KvCache> cache = target.NewCache(static_cast<int>(prompt.size()) + k + 1);
+  model::ForwardOutput out;
+  std::vector<double> prefill, step, verify;
+  for (int rep = -1; rep < kRepeats; ++rep) {  // one warm-up round
+    absl::Time start = absl::Now();
+    RETURN_IF_ERROR(target.Forward({{cache.get(), prompt, model::LogitsMode::kLast}}, &out));
+    if (rep >= 0) prefill.push_back(absl::ToDoubleSeconds(absl::Now() - start));
+    for (int tokens : {1, k + 1}) {
+      start = absl::Now();
+      RETURN_IF_ERROR(target.Forward(
+          {{cache.get(), absl::MakeConstSpan(block.data(), tokens), model::LogitsMode::kAll}},
+          &out));
+      if (rep >= 0)
+        (tokens == 1 ? step : verify).push_back(absl::ToDoubleSeconds(absl::Now() - start));
+      RETURN_IF_ERROR(cache->Truncate(static_cast<int>(prompt.size())));
+    }
+    RETURN_IF_ERROR(cache->Truncate(0));
+  }
+  return TargetTimings{Median(prefill), Median(step), Median(verify)};
+}
+
+struct SimRow {
+  std::string drafter, configuration;
+  double speedup = -1, predicted = -1;  // < 0: unavailable
+  double acceptance = -1;
+  double tokens_per_step = -1, model_tokens_per_step = -1;  // measured; the model's
+  double cache_hit_rate = -1;                               // < 0: no cache in this configuration
+  std::string note;
+};
+
+std::string JsonNumber(double x) { return x < 0 ? "null" : absl::StrFormat("%.4f", x); }
+
+void PrintRowJson(const SimRow& r, int k) {
+  std::printf(
+      "{\"drafter\":\"%s\",\"configuration\":\"%s\",\"speedup\":%s,\"predicted\":%s,"
+      "\"cache_hit_rate\":%s,\"k\":%d,\"acceptance\":%s,\"tokens_per_step\":%s,"
+      "\"model_tokens_per_step\":%s%s}\n",
+      r.drafter.c_str(), r.configuration.c_str(), JsonNumber(r.speedup).c_str(),
+      JsonNumber(r.predicted).c_str(), JsonNumber(r.cache_hit_rate).c_str(), k,
+      JsonNumber(r.acceptance).c_str(), JsonNumber(r.tokens_per_step).c_str(),
+      JsonNumber(r.model_tokens_per_step).c_str(),
+      r.note.empty() ? "" : absl::StrCat(",\"note\":\"", r.note, "\"").c_str());
+}
+
+void PrintRowTable(const SimRow& r) {
+  if (r.speedup < 0) {
+    std::printf("| %-22s | %-16s | %s\n", r.drafter.c_str(), r.configuration.c_str(),
+                r.note.c_str());
+    return;
+  }
+  std::printf("| %-22s | %-16s | %6.2fx | %8.2fx | %9.2f | %6.3f | %4.2f / %4.2f |\n",
+              r.drafter.c_str(), r.configuration.c_str(), r.speedup, r.predicted,
+              r.speedup / r.predicted, r.acceptance, r.tokens_per_step, r.model_tokens_per_step);
+}
+
+struct SimContext {
+  model::Transformer* target = nullptr;
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> reference;  // prompt + the target's greedy continuation
+  double prefill_s = 0;            // the prompt's forward
+  double verify_slope = 0;
+};
+
+absl::StatusOr<SpecRunResult> RunChecked(const SimContext& c, spec::Drafter* drafter, int lookahead,
+                                         int k, int max_tokens) {
+  ASSIGN_OR_RETURN(SpecRunResult run,
+                   RunSpecGeneration(c.target, drafter, lookahead, k, c.prompt, max_tokens, {}));
+  const std::vector<int32_t> expected(c.reference.begin() + c.prompt.size(), c.reference.end());
+  if (run.output != expected) {
+    return absl::InternalError(
+        absl::StrCat(drafter == nullptr ? "target-only" : std::string(drafter->name()),
+                     " lookahead ", lookahead, ": output differs from the target's greedy output (",
+                     run.output.size(), " vs ", expected.size(), " tokens)"));
+  }
+  return run;
+}
+
+// The target step of a target-only run: its decode time per token, prefill excluded.
+double TargetStepSeconds(const SimContext& c, const SpecRunResult& alone) {
+  return std::max(alone.wall_s - c.prefill_s, 0.5 * alone.wall_s) / alone.tokens;
+}
+
+// Per configuration (sequential, overlapped): speedups and predictions per round.
+struct Samples {
+  std::vector<double> speedup, predicted;
+  int64_t accepted = 0, verified = 0, tokens = 0, steps = 0;
+  double model_tokens_per_step = 0;
+};
+
+// One round: a target-only run, then the drafter sequential and overlapped, its
+// T_target the step of that target-only run (so C holds while load from other
+// processes changes the target's speed).
+absl::Status MeasureRound(const SimContext& c, const SimBenchFlags& f,
+                          const SimDrafterParams& params, uint64_t seed, Samples samples[2]) {
+  ASSIGN_OR_RETURN(SpecRunResult alone, RunChecked(c, nullptr, 1, f.k, f.max_tokens));
+  const double step_s = TargetStepSeconds(c, alone);
+  for (int lookahead : {1, 2}) {
+    SimDrafter drafter(params, c.reference, c.target->config().vocab_size, absl::Seconds(step_s),
+                       seed + lookahead);
+    ASSIGN_OR_RETURN(SpecRunResult run, RunChecked(c, &drafter, lookahead, f.k, f.max_tokens));
+    const spec::PipelineMode mode =
+        lookahead == 1 ? spec::PipelineMode::kSequential : spec::PipelineMode::kOverlapped;
+    const spec::PipelineModelInputs in{.alpha = params.alpha,
+                                       .cost_ratio = params.cost_ratio,
+                                       .k = f.k,
+                                       .verify_slope = c.verify_slope};
+    Samples& s = samples[lookahead - 1];
+    s.speedup.push_back(run.tokens_per_s / alone.tokens_per_s);
+    s.predicted.push_back(spec::RunSpeedupWithPrefill(spec::PipelineSpeedup(in, mode), run.tokens,
+                                                      c.prefill_s / step_s));
+    s.model_tokens_per_step = spec::PipelineTokensPerBlock(in, mode);
+    s.tokens += run.tokens;
+    s.steps += static_cast<int64_t>(run.stats.steps());
+    s.accepted += static_cast<int64_t>(run.stats.accepted());
+    s.verified += static_cast<int64_t>(run.stats.verified());
+  }
+  return absl::OkStatus();
+}
+
+// One drafter's rows: medians over kSimRounds rounds.
+absl::StatusOr<std::vector<SimRow>> MeasureDrafter(const SimContext& c, const SimBenchFlags& f,
+                                                   const SimDrafterParams& params, uint64_t seed) {
+  const std::string name = SimDrafterName(params);
+  Samples samples[2];
+  for (int round = 0; round < kSimRounds; ++round) {
+    RETURN_IF_ERROR(MeasureRound(c, f, params, seed + 4 * round, samples));
+  }
+  std::vector<SimRow> rows;
+  for (int i = 0; i < 2; ++i) {
+    const Samples& s = samples[i];
+    rows.push_back(
+        {.drafter = name,
+         .configuration = i == 0 ? "sequential" : "overlapped",
+         .speedup = Median(s.speedup),
+         .predicted = Median(s.predicted),
+         .acceptance = s.verified > 0 ? static_cast<double>(s.accepted) / s.verified : 0.0,
+         .tokens_per_step = s.steps > 0 ? static_cast<double>(s.tokens) / s.steps : 0.0,
+         .model_tokens_per_step = s.model_tokens_per_step});
+  }
+  rows.push_back({.drafter = name, .configuration = "overlapped+cache", .note = kCacheUnavailable});
+  return rows;
+}
+
+absl::StatusOr<SimContext> Prepare(const SimBenchFlags& f, model::Transformer* target) {
+  ASSIGN_OR_RETURN(model::Tokenizer tokenizer, model::LoadTokenizerFromGguf(target->file()));
+  ASSIGN_OR_RETURN(model::ChatTemplate chat,
+                   model::ChatTemplate::FromSource(tokenizer.chat_template()));
+  ASSIGN_OR_RETURN(std::string text, chat.Apply({{"user", kSimPrompt}}, true));
+  SimContext c;
+  c.target = target;
+  c.prompt = tokenizer.Encode(text, {.add_special = true, .parse_special = true});
+  // The reference: a target-only run (its output is the target's greedy decode).
+  ASSIGN_OR_RETURN(SpecRunResult reference,
+                   RunSpecGeneration(target, nullptr, 1, f.k, c.prompt, f.max_tokens, {}));
+  c.reference = c.prompt;
+  c.reference.insert(c.reference.end(), reference.output.begin(), reference.output.end());
+  ASSIGN_OR_RETURN(TargetTimings t, TimeTargetForwards(*target, c.prompt, f.k));
+  c.prefill_s = t.prefill_s;
+  c.verify_slope = std::max(0.0, (t.block_s / t.step_s - 1.0) / f.k);
+  if (!f.json) {
+    std::printf(
+        "target step T_step = %.2f ms in the reference run ((wall - prefill) / tokens; each "
+        "round's sim drafters take T_step / C per token from that round's target-only run); "
+        "forward of 1 token %.2f ms, of k + 1 = %d tokens %.2f ms -> verify slope s = %.3f; "
+        "prefill of %zu tokens %.2f ms\n",
+        TargetStepSeconds(c, reference) * 1e3, t.step_s * 1e3, f.k + 1, t.block_s * 1e3,
+        c.verify_slope, c.prompt.size(), t.prefill_s * 1e3);
+  }
+  return c;
+}
+
+absl::Status RunSim(const SimBenchFlags& f) {
+  SetDefaultLogLevel(LogLevel::kWarning);  // the in-process services stay quiet
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> target,
+                   model::Transformer::Load(f.model, {.threads = 1}));
+  if (!f.json) {
+    std::printf(
+        "splitspec bench spec (simulated drafters): model %s, %d new tokens per run, k=%d, "
+        "GREEDY verification only, target 1 thread, %u hardware threads\n",
+        f.model.c_str(), f.max_tokens, f.k, std::thread::hardware_concurrency());
+  }
+  ASSIGN_OR_RETURN(SimContext c, Prepare(f, target.get()));
+  if (!f.json) {
+    std::printf(
+        "speedup = tok/s / tok/s of a target-only run just before; predicted = the pipeline "
+        "model (runtime/spec/analytic_model.h) at the nominal alpha and C with slope s, "
+        "diluted by the prefill; medians of %d rounds; accept = accepted / verified; "
+        "tok/step = tokens per target verification step, measured and the model's\n\n",
+        kSimRounds);
+    std::printf(
+        "| drafter                | configuration    | speedup | predicted | meas/pred | accept "
+        "| tok/step: run / model |\n|------------------------|------------------|---------|-------"
+        "----|-----------|--------|-----------------------|\n");
+  }
+  uint64_t seed = 1;
+  for (const SimDrafterParams& params : f.drafters) {
+    ASSIGN_OR_RETURN(std::vector<SimRow> rows, MeasureDrafter(c, f, params, seed));
+    seed += 8 * kSimRounds;  // distinct seeds for every run of every drafter
+    for (const SimRow& row : rows) {
+      if (f.json) {
+        PrintRowJson(row, f.k);
+      } else {
+        PrintRowTable(row);
+      }
+    }
+    std::fflush(stdout);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool WantsSimBench(const CommandArgs& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--sim-grid") return true;
+    absl::string_view value;
+    if (args[i] == "--drafters" && i + 1 < args.size()) value = args[i + 1];
+    if (absl::StartsWith(args[i], "--drafters=")) value = absl::string_view(args[i]).substr(11);
+    for (const std::string& name : SplitDrafterList(value)) {
+      if (IsSimDrafterName(name)) return true;
+    }
+  }
+  return false;
+}
+
+int RunBenchSpecSim(const CommandArgs& args) {
+  absl::StatusOr<SimBenchFlags> flags = ParseSimFlags(args);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "splitspec bench spec: %s\n",
+                 std::string(flags.status().message()).c_str());
+    return 2;
+  }
+  absl::Status status = RunSim(*flags);
+  if (!status.ok()) {
+    std::fprintf(stderr, "splitspec bench spec: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace splitspec::tools
