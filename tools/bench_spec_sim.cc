@@ -250,7 +250,8 @@ absl::StatusOr<std::vector<SimRow>> MeasureDrafter(const SimContext& c, const Si
          .predicted = Median(s.predicted),
          .acceptance = s.verified > 0 ? static_cast<double>(s.accepted) / s.verified : 0.0,
          .tokens_per_step = s.steps > 0 ? static_cast<double>(s.tokens) / s.steps : 0.0,
-         .model_tokens_per_step = s.model_tokens_per_step});
+         .model_tokens_per_step = s.model_tokens_per_step,
+         .note = ""});
   }
   rows.push_back({.drafter = name, .configuration = "overlapped+cache", .note = kCacheUnavailable});
   return rows;
