@@ -69,8 +69,12 @@ TEST_P(SimDrafterPipelineTest, GreedyOutputIsTheReference) {
   EXPECT_TRUE(got->error.empty()) << got->error;
   EXPECT_EQ(got->tokens, greedy);
   EXPECT_GT(got->stats.verified(), 0u);
-  if (GetParam().alpha == 1.0) EXPECT_EQ(got->stats.accepted(), got->stats.verified());
-  if (GetParam().alpha == 0.0) EXPECT_EQ(got->stats.accepted(), 0u);
+  if (GetParam().alpha == 1.0) {
+    EXPECT_EQ(got->stats.accepted(), got->stats.verified());
+  }
+  if (GetParam().alpha == 0.0) {
+    EXPECT_EQ(got->stats.accepted(), 0u);
+  }
   EXPECT_GT(drafter.proposed(), 0);
 }
 
