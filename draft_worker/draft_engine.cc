@@ -1,6 +1,8 @@
 #include "draft_worker/draft_engine.h"
 
 #include <algorithm>
+#include <cmath>
+#include <deque>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
@@ -48,19 +50,21 @@ absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
   state.params = params;
   state.mode = net::VerifyModeFromProto(assignment.verify_mode(), params);
   state.k = assignment.draft_k() > 0 ? static_cast<int>(assignment.draft_k()) : options_.default_k;
-  if (assignment.draft_k() == 0 && options_.adaptive_default) {
-    spec::AdaptiveDraftLengthConfig config = options_.adaptive;
-    config.schedule =
-        options_.lookahead_blocks > 1 ? spec::Schedule::kOverlapped : spec::Schedule::kSequential;
-    RETURN_IF_ERROR(config.Validate());
-    state.adaptive.emplace(config, verify_cost_);
+  spec::AdaptiveDraftLengthConfig config = options_.adaptive;
+  config.schedule = Window() > 1 ? spec::Schedule::kOverlapped : spec::Schedule::kSequential;
+  RETURN_IF_ERROR(config.Validate());
+  state.adaptive.emplace(config, verify_cost_);
+  state.adaptive_k = assignment.draft_k() == 0 && options_.adaptive_default;
+  if (options_.spec_cache) {
+    RETURN_IF_ERROR(options_.cache.Validate());
+    state.cache.emplace(options_.cache);
   }
   const int max_new = assignment.params().max_tokens() > 0
                           ? static_cast<int>(assignment.params().max_tokens())
                           : 1 << 20;
   state.max_length = static_cast<int>(assignment.prompt_length()) + max_new;
   state.committed_length = static_cast<int>(committed.size());
-  state.drafter_held = state.committed_length;
+  state.held = committed;
   state.context = std::move(committed);
   state.epoch = assignment.epoch();
   requests_[id] = std::move(state);
@@ -68,7 +72,19 @@ absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
 }
 
 void DraftEngine::Release(const std::string& request_id) {
-  if (requests_.erase(request_id) > 0) drafter_->Release(request_id);
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  if (it->second.cache.has_value()) released_cache_.Merge(it->second.cache->counters());
+  requests_.erase(it);
+  drafter_->Release(request_id);
+}
+
+spec::SpeculationCacheCounters DraftEngine::cache_counters() const {
+  spec::SpeculationCacheCounters total = released_cache_;
+  for (const auto& [id, state] : requests_) {
+    if (state.cache.has_value()) total.Merge(state.cache->counters());
+  }
+  return total;
 }
 
 int DraftEngine::KnownFrontier(const std::string& request_id) const {
@@ -78,13 +94,15 @@ int DraftEngine::KnownFrontier(const std::string& request_id) const {
 
 void DraftEngine::Resync(const std::string& id, RequestState& state, std::vector<int32_t> committed,
                          uint64_t epoch) {
-  const size_t keep = std::min<size_t>(CommonPrefix(state.context, committed), state.drafter_held);
+  const size_t keep = CommonPrefix(state.held, committed);
   absl::Status truncated = drafter_->Truncate(id, static_cast<int64_t>(keep));
   if (truncated.ok()) {
-    state.drafter_held = static_cast<int>(keep);
+    state.held.resize(keep);
   } else {
     SPLITSPEC_LOG(ERROR) << "request " << id << ": " << truncated;
   }
+  if (state.cache.has_value()) state.cache->Clear();
+  state.cache_hit.reset();
   state.context = std::move(committed);
   state.committed_length = static_cast<int>(state.context.size());
   state.epoch = epoch;
@@ -107,7 +125,6 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
   const bool first = state.last_result == absl::InfinitePast();
   const double step_seconds = absl::ToDoubleSeconds(now - std::max(block.sent, state.last_result));
   state.last_result = now;
-  if (!state.adaptive.has_value()) return;
   if (!first) state.adaptive->RecordVerify(block.drafted, step_seconds);
   if (block.drafted == 0) {
     state.adaptive->RecordTargetOnlyStep();
@@ -146,12 +163,20 @@ ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
     // Full acceptance without bonus: the tokens are our own draft.
     state.committed_length = frontier;
     state.blocks_in_flight = std::max(0, state.blocks_in_flight - 1);
+    if (state.cache.has_value()) state.cache->Clear();
     return ResultAction::kApplied;
   }
   ++counters_.epochs_seen;
+  std::optional<spec::CacheBranch> hit;
+  if (state.cache.has_value() && state.cache->planned() && base == state.cache_base &&
+      static_cast<int>(tokens.size()) == static_cast<int>(result.accepted()) + 1) {
+    hit = state.cache->Take(state.epoch, result.block_sequence(),
+                            {static_cast<int>(result.accepted()), tokens.back()});
+  }
   std::vector<int32_t> committed(state.context.begin(), state.context.begin() + base);
   committed.insert(committed.end(), tokens.begin(), tokens.end());
   Resync(result.request_id(), state, std::move(committed), result.epoch());
+  state.cache_hit = std::move(hit);
   return ResultAction::kApplied;
 }
 
@@ -160,13 +185,13 @@ void DraftEngine::RestartDrafter(const std::string& id, RequestState& state) {
   const std::vector<int32_t> committed(state.context.begin(),
                                        state.context.begin() + state.committed_length);
   absl::Status started = drafter_->Start(id, committed);
-  state.drafter_held = started.ok() ? state.committed_length : 0;
+  state.held = started.ok() ? committed : std::vector<int32_t>();
   if (!started.ok())
     SPLITSPEC_LOG(ERROR) << "request " << id << ": drafter restart failed: " << started;
 }
 
 bool DraftEngine::HasRoom(const RequestState& state) const {
-  if (state.blocks_in_flight >= options_.lookahead_blocks) return false;
+  if (state.blocks_in_flight >= Window()) return false;
   if (static_cast<int>(state.context.size()) >= state.max_length) return false;
   // After an empty block the target decides that position itself and starts a
   // new epoch, so any block sent before its result would be stale: wait for it.
@@ -175,67 +200,200 @@ bool DraftEngine::HasRoom(const RequestState& state) const {
 
 bool DraftEngine::HasWork() const {
   for (const auto& [id, state] : requests_) {
-    if (HasRoom(state)) return true;
+    if (HasRoom(state) || HasCacheWork(state)) return true;
   }
   return false;
 }
 
-absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
-  std::vector<spec::DraftRequest> batch;
-  std::vector<std::string> ids;
-  for (auto& [id, state] : requests_) {
-    const int room = state.max_length - static_cast<int>(state.context.size());
-    if (!HasRoom(state)) continue;
-    const int k = state.adaptive.has_value() ? state.adaptive->NextK() : state.k;
-    spec::DraftRequest request;
-    request.request_id = id;
-    request.context = state.context;
-    // k = 0 (speculation predicted to lose): the drafter proposes nothing and
-    // an empty block lets the target decide this position.
-    request.k = std::min(k, room);
-    request.mode = state.mode;
-    request.params = state.params;
-    request.q_top_k = options_.q_top_k;
-    batch.push_back(std::move(request));
-    ids.push_back(id);
+int DraftEngine::NextK(const RequestState& state) const {
+  return state.adaptive_k ? state.adaptive->NextK() : state.k;
+}
+
+spec::DraftRequest DraftEngine::MakeDraftRequest(const std::string& id, RequestState& state,
+                                                 std::vector<int32_t>* context_store, int k) {
+  const size_t keep = CommonPrefix(state.held, *context_store);
+  if (keep < state.held.size()) {
+    absl::Status truncated = drafter_->Truncate(id, static_cast<int64_t>(keep));
+    if (truncated.ok()) {
+      state.held.resize(keep);
+    } else {
+      SPLITSPEC_LOG(ERROR) << "request " << id << ": " << truncated;
+    }
   }
-  if (batch.empty()) return absl::OkStatus();
+  spec::DraftRequest request;
+  request.request_id = id;
+  request.context = *context_store;
+  request.k = k;
+  request.mode = state.mode;
+  request.params = state.params;
+  request.q_top_k = options_.q_top_k;
+  request.alternatives = state.cache.has_value() ? options_.cache_alternatives : 0;
+  return request;
+}
+
+absl::Status DraftEngine::ProposeMeasured(absl::Span<spec::DraftRequest> batch) {
   ++counters_.propose_calls;
   const absl::Time propose_start = absl::Now();
-  RETURN_IF_ERROR(drafter_->Propose(absl::MakeSpan(batch)));
+  RETURN_IF_ERROR(drafter_->Propose(batch));
   size_t proposed = 0;
   for (const spec::DraftRequest& r : batch) proposed += r.tokens.size();
   if (proposed > 0)
     draft_seconds_per_token_ = absl::ToDoubleSeconds(absl::Now() - propose_start) / proposed;
+  return absl::OkStatus();
+}
+
+void DraftEngine::EmitBlock(const std::string& id, RequestState& state,
+                            std::vector<int32_t> tokens, std::vector<spec::SparseDistribution> q,
+                            std::vector<spec::SparseDistribution> top,
+                            std::vector<OutgoingBlock>* out) {
+  OutgoingBlock outgoing;
+  outgoing.target_endpoint = state.target_endpoint;
+  proto::DraftBlock& block = outgoing.block;
+  block.set_request_id(id);
+  block.set_epoch(state.epoch);
+  block.set_start(static_cast<uint32_t>(state.context.size()));
+  block.set_block_sequence(state.next_block_sequence++);
+  // An empty block tells the target "nothing to propose here; choose yourself".
+  block.mutable_tokens()->Assign(tokens.begin(), tokens.end());
+  for (const spec::SparseDistribution& row : q) net::SparseToProto(row, block.add_q());
+  state.cache_base = static_cast<int>(state.context.size());
+  state.context.insert(state.context.end(), tokens.begin(), tokens.end());
+  ++state.blocks_in_flight;
+  state.sent[block.block_sequence()] = {static_cast<int>(tokens.size()), absl::Now()};
+  ++counters_.blocks_sent;
+  counters_.tokens_drafted += tokens.size();
+  PlanCache(state, block, top);
+  out->push_back(std::move(outgoing));
+}
+
+void DraftEngine::PlanCache(RequestState& state, const proto::DraftBlock& block,
+                            const std::vector<spec::SparseDistribution>& top) {
+  if (!state.cache.has_value()) return;
+  const int k = block.tokens_size();
+  const int next_k = std::max(1, NextK(state));
+  // The draft tokens that fit in one verification of this block: C * T_verify(k) / T_target.
+  const double fit = state.adaptive->EstimatedCostRatio() * state.adaptive->curve().Relative(k);
+  const int budget =
+      std::max(1, static_cast<int>(std::ceil(options_.cache_budget_factor * fit)));
+  const std::vector<int32_t> tokens(block.tokens().begin(), block.tokens().end());
+  state.cache->Plan(block.epoch(), block.block_sequence(), tokens,
+                    top.size() == tokens.size() ? absl::MakeConstSpan(top)
+                                                : absl::Span<const spec::SparseDistribution>(),
+                    state.adaptive->EstimatedAlpha(), next_k, budget);
+}
+
+bool DraftEngine::HasCacheWork(const RequestState& state) const {
+  return state.cache.has_value() && state.blocks_in_flight > 0 && state.cache->Next().has_value();
+}
+
+absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
+  // Blocks first: a request with room sends its cached block, or drafts one.
+  std::vector<spec::DraftRequest> batch;
+  std::vector<std::string> ids;
+  std::deque<std::vector<int32_t>> contexts;  // stable storage for the borrowed contexts
+  std::vector<spec::CacheBranch> prefixes;    // per batch entry: a partial hit's drafted part
+  for (auto& [id, state] : requests_) {
+    if (!HasRoom(state)) continue;
+    const int room = state.max_length - static_cast<int>(state.context.size());
+    // k = 0 (speculation predicted to lose): the drafter proposes nothing and
+    // an empty block lets the target decide this position.
+    const int k = std::min(NextK(state), room);
+    std::optional<spec::CacheBranch> hit = std::move(state.cache_hit);
+    state.cache_hit.reset();
+    if (hit.has_value() && k > 0) {
+      ++counters_.cache_blocks_sent;
+      if (static_cast<int>(hit->tokens.size()) >= k) {
+        hit->tokens.resize(k);
+        if (!hit->q.empty()) hit->q.resize(k);
+        if (hit->top.size() > static_cast<size_t>(k)) hit->top.resize(k);
+        EmitBlock(id, state, std::move(hit->tokens), std::move(hit->q), std::move(hit->top), out);
+        continue;
+      }
+    } else {
+      hit.reset();
+    }
+    std::vector<int32_t>& context = contexts.emplace_back(state.context);
+    int want = k;
+    if (hit.has_value()) {
+      context.insert(context.end(), hit->tokens.begin(), hit->tokens.end());
+      want -= static_cast<int>(hit->tokens.size());
+    }
+    batch.push_back(MakeDraftRequest(id, state, &context, want));
+    prefixes.push_back(hit.has_value() ? *std::move(hit) : spec::CacheBranch());
+    ids.push_back(id);
+  }
+  if (batch.empty()) return out->empty() ? StepCache() : absl::OkStatus();
+  RETURN_IF_ERROR(ProposeMeasured(absl::MakeSpan(batch)));
   for (size_t i = 0; i < batch.size(); ++i) {
     spec::DraftRequest& proposal = batch[i];
     RequestState& state = requests_[ids[i]];
+    spec::CacheBranch& prefix = prefixes[i];
     if (!proposal.status.ok()) {
       // Never spin on a failing request: restart its drafter state and send an
       // empty block, so the target chooses this position itself.
       ++counters_.draft_failures;
       SPLITSPEC_LOG(WARNING) << "request " << ids[i] << ": draft failed: " << proposal.status;
       RestartDrafter(ids[i], state);
-      proposal.tokens.clear();
-      proposal.q.clear();
+      EmitBlock(ids[i], state, {}, {}, {}, out);
+      continue;
     }
-    OutgoingBlock outgoing;
-    outgoing.target_endpoint = state.target_endpoint;
-    proto::DraftBlock& block = outgoing.block;
-    block.set_request_id(ids[i]);
-    block.set_epoch(state.epoch);
-    block.set_start(static_cast<uint32_t>(state.context.size()));
-    block.set_block_sequence(state.next_block_sequence++);
-    // An empty block tells the target "nothing to propose here; choose yourself".
-    block.mutable_tokens()->Assign(proposal.tokens.begin(), proposal.tokens.end());
-    for (const spec::SparseDistribution& q : proposal.q) net::SparseToProto(q, block.add_q());
-    state.context.insert(state.context.end(), proposal.tokens.begin(), proposal.tokens.end());
-    if (proposal.status.ok()) state.drafter_held = static_cast<int>(state.context.size());
-    ++state.blocks_in_flight;
-    state.sent[block.block_sequence()] = {static_cast<int>(proposal.tokens.size()), absl::Now()};
-    ++counters_.blocks_sent;
-    counters_.tokens_drafted += proposal.tokens.size();
-    out->push_back(std::move(outgoing));
+    state.held.assign(proposal.context.begin(), proposal.context.end());
+    state.held.insert(state.held.end(), proposal.tokens.begin(), proposal.tokens.end());
+    // A partial hit: its pre-drafted tokens, then the rest drafted now.
+    prefix.tokens.insert(prefix.tokens.end(), proposal.tokens.begin(), proposal.tokens.end());
+    prefix.q.insert(prefix.q.end(), proposal.q.begin(), proposal.q.end());
+    if (prefix.top.size() + proposal.top.size() == prefix.tokens.size()) {
+      prefix.top.insert(prefix.top.end(), proposal.top.begin(), proposal.top.end());
+    } else {
+      prefix.top.clear();
+    }
+    EmitBlock(ids[i], state, std::move(prefix.tokens), std::move(prefix.q), std::move(prefix.top),
+              out);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DraftEngine::StepCache() {
+  // One draft forward for every request's likeliest open branch, so that a
+  // result is read (by the caller's loop) at most one forward after it arrives.
+  std::vector<spec::DraftRequest> batch;
+  std::vector<std::string> ids;
+  std::vector<int> branches;
+  std::deque<std::vector<int32_t>> contexts;
+  for (auto& [id, state] : requests_) {
+    if (!HasCacheWork(state)) continue;
+    const spec::CacheWork work = *state.cache->Next();
+    std::vector<int32_t>& context = contexts.emplace_back(
+        state.context.begin(), state.context.begin() + state.cache_base);
+    const std::vector<int32_t> prefix = state.cache->Prefix(work.branch);
+    context.insert(context.end(), prefix.begin(), prefix.end());
+    const spec::CacheBranch& branch = state.cache->branches()[work.branch];
+    context.insert(context.end(), branch.tokens.begin(), branch.tokens.end());
+    if (static_cast<int>(context.size()) >= state.max_length) {
+      state.cache->Close(work.branch);  // past the request's end: nothing to pre-draft
+      continue;
+    }
+    batch.push_back(MakeDraftRequest(id, state, &context, 1));
+    ids.push_back(id);
+    branches.push_back(work.branch);
+  }
+  if (batch.empty()) return absl::OkStatus();
+  RETURN_IF_ERROR(ProposeMeasured(absl::MakeSpan(batch)));
+  for (size_t i = 0; i < batch.size(); ++i) {
+    spec::DraftRequest& proposal = batch[i];
+    RequestState& state = requests_[ids[i]];
+    if (!proposal.status.ok() || proposal.tokens.empty()) {
+      // The branch stays as far as it got; the request's own blocks restart the
+      // drafter if it keeps failing.
+      SPLITSPEC_LOG(WARNING) << "request " << ids[i] << ": cache draft failed: "
+                             << proposal.status;
+      state.cache->Close(branches[i]);
+      if (!proposal.status.ok()) RestartDrafter(ids[i], state);
+      continue;
+    }
+    state.held.assign(proposal.context.begin(), proposal.context.end());
+    state.held.insert(state.held.end(), proposal.tokens.begin(), proposal.tokens.end());
+    state.cache->Extend(branches[i], proposal.tokens, proposal.q, proposal.top);
   }
   return absl::OkStatus();
 }

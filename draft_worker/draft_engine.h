@@ -16,6 +16,23 @@
 // assignment has draft_k 0 picks k per block from measured acceptance and costs
 // (k = 0: it sends an empty block and the target decides that token alone).
 //
+// Speculation cache (options.spec_cache; runtime/spec/speculation_cache.h): the
+// window is one block, and while that block is verified the engine pre-drafts,
+// one draft forward per Step so results are read between forwards, the next
+// block for the block's likeliest outcomes (all accepted with the draft's bonus
+// picks; the first rejection at each position with the draft's likeliest
+// correction), up to the draft tokens that fit in one verification (measured
+// cost ratio x verify-cost curve). A result whose outcome (accepted count and
+// correction/bonus token) was pre-drafted sends that block on the next Step
+// without drafting (a partial branch drafts only its rest); a miss drafts as
+// without the cache. Exactness is untouched: a cached block is the block the
+// drafter proposes from exactly the context it is sent at, with the q it was
+// drafted from, and the target verifies it like any other.
+// KV state: the drafter holds one sequence per request; the engine remembers
+// which (`held`) and, before each Propose, truncates it to the common prefix with
+// the context it drafts from; Propose re-feeds the rest. Switching branches costs
+// one extra draft forward over the few diverging tokens (<= k + 1): no KV copies.
+//
 // Thread safety: thread-compatible; the draft worker's loop owns it.
 #ifndef SPLITSPEC_DRAFT_WORKER_DRAFT_ENGINE_H_
 #define SPLITSPEC_DRAFT_WORKER_DRAFT_ENGINE_H_
@@ -33,6 +50,7 @@
 #include "runtime/spec/adaptive_draft_length.h"
 #include "runtime/spec/drafter.h"
 #include "runtime/spec/sampling_params.h"
+#include "runtime/spec/speculation_cache.h"
 #include "runtime/spec/verify_mode.h"
 
 namespace splitspec::draft {
@@ -47,6 +65,11 @@ struct DraftEngineOptions {
   bool adaptive_default = true;
   int q_top_k = 64;  // support of each q row shipped in rejection mode
   int max_requests = 256;
+  // The speculation cache (see above): on, the window is one block per request.
+  bool spec_cache = false;
+  spec::SpeculationCacheConfig cache;
+  int cache_alternatives = 3;        // guesses the drafter reports per drafted position
+  double cache_budget_factor = 1.0;  // x the draft tokens that fit in one verification
 };
 
 struct OutgoingBlock {
@@ -68,6 +91,7 @@ struct DraftCounters {
   uint64_t syncs = 0;        // full-sequence resyncs applied
   uint64_t propose_calls = 0;
   uint64_t draft_failures = 0;  // per-request proposal errors (an empty block was sent instead)
+  uint64_t cache_blocks_sent = 0;  // blocks sent from the speculation cache (full or partial hit)
 };
 
 class DraftEngine {
@@ -92,6 +116,8 @@ class DraftEngine {
 
   int active_requests() const { return static_cast<int>(requests_.size()); }
   const DraftCounters& counters() const { return counters_; }
+  // The speculation cache's counters over every request, released ones included.
+  spec::SpeculationCacheCounters cache_counters() const;
   // The frontier this worker knows for a request (-1 if unknown).
   int KnownFrontier(const std::string& request_id) const;
 
@@ -103,13 +129,20 @@ class DraftEngine {
     int k = 4;
     int max_length = 0;            // prompt + max new tokens: never draft past it
     std::vector<int32_t> context;  // committed + drafted ahead
-    int drafter_held = 0;          // how much of `context` the drafter holds (<= context.size())
+    std::vector<int32_t> held;     // the sequence the drafter holds (a prefix of some branch)
     int committed_length = 0;
     uint64_t epoch = 0;
     int blocks_in_flight = 0;
     uint64_t next_block_sequence = 1;
-    // Adaptive k (assignment draft_k 0): the controller and the blocks it waits on.
+    // Acceptance and cost estimates (always); with assignment draft_k 0 (and
+    // adaptive_default) it also chooses k per block.
     std::optional<spec::AdaptiveDraftLength> adaptive;
+    bool adaptive_k = false;
+    // The speculation cache (options.spec_cache): branches for the block in flight,
+    // which starts at `cache_base`, and a hit waiting to be sent.
+    std::optional<spec::SpeculationCache> cache;
+    int cache_base = 0;
+    std::optional<spec::CacheBranch> cache_hit;
     struct SentBlock {
       int drafted = 0;
       absl::Time sent;
@@ -119,6 +152,24 @@ class DraftEngine {
   };
   // True if the request may send another block now.
   bool HasRoom(const RequestState& state) const;
+  int Window() const { return options_.spec_cache ? 1 : options_.lookahead_blocks; }
+  int NextK(const RequestState& state) const;
+  // The draft request for `context`; truncates the drafter to its common prefix
+  // with what it holds, so Propose re-feeds only the difference.
+  spec::DraftRequest MakeDraftRequest(const std::string& id, RequestState& state,
+                                      std::vector<int32_t>* context_store, int k);
+  // Runs one Propose over `batch`, measuring the draft's time per token.
+  absl::Status ProposeMeasured(absl::Span<spec::DraftRequest> batch);
+  // Sends `tokens` (with q, alternatives) as the request's next block.
+  void EmitBlock(const std::string& id, RequestState& state, std::vector<int32_t> tokens,
+                 std::vector<spec::SparseDistribution> q, std::vector<spec::SparseDistribution> top,
+                 std::vector<OutgoingBlock>* out);
+  // The cache: plans branches for a block just sent, pre-drafts one forward.
+  void PlanCache(RequestState& state, const proto::DraftBlock& block,
+                 const std::vector<spec::SparseDistribution>& top);
+  bool HasCacheWork(const RequestState& state) const;
+  absl::Status StepCache();
+  void LookUpCache(RequestState& state, const proto::VerifyResult& result, int base);
   // Feeds a resolved block back to the request's controller.
   void LearnFromResult(RequestState& state, const proto::VerifyResult& result, bool new_epoch);
   void Resync(const std::string& id, RequestState& state, std::vector<int32_t> committed,
@@ -131,6 +182,7 @@ class DraftEngine {
   DraftEngineOptions options_;
   std::map<std::string, RequestState> requests_;
   DraftCounters counters_;
+  spec::SpeculationCacheCounters released_cache_;  // of released requests
   double draft_seconds_per_token_ = 0.0;  // measured over the last Propose call
   // T_verify(k) of this worker's target(s), shared by the adaptive controllers:
   // it depends on the target, not on the request.

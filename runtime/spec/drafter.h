@@ -49,11 +49,21 @@ struct DraftRequest {
   VerifyMode mode = VerifyMode::kRejection;
   SamplingParams params;        // shapes q exactly as the target shapes p; seed keys the noise
   int q_top_k = kDefaultQTopK;  // support of each shipped q row; >= 1
+  // > 0: also report, per drafted position, the draft's `alternatives` most likely
+  // tokens (the speculation cache's guesses at a correction or bonus token). A
+  // drafter without a distribution (ngram, lookup) leaves `top` empty.
+  int alternatives = 0;
 
   // Outputs, written by Propose.
   absl::Status status;                // this request's error; others are unaffected
   std::vector<int32_t> tokens;        // [<= k] drafts for positions n, n + 1, ...
   std::vector<SparseDistribution> q;  // [tokens.size()] in rejection mode, else empty
+  // [tokens.size()] when alternatives > 0 and the drafter has a distribution, else
+  // empty: the most likely tokens at each drafted position, by decreasing
+  // probability, renormalized over themselves. Under greedy parameters (a one-hot
+  // q) they come from the unshaped softmax of the draft's logits. Only a guess:
+  // never shipped, never used to verify.
+  std::vector<SparseDistribution> top;
 };
 
 class Drafter {

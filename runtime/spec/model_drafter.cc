@@ -54,7 +54,8 @@ ModelDrafter::ModelDrafter(std::unique_ptr<model::Transformer> draft, int max_to
     : model_(std::move(draft)),
       vocab_(model_->config().vocab_size),
       max_tokens_(max_tokens),
-      probs_(vocab_) {}
+      probs_(vocab_),
+      plain_(vocab_) {}
 
 absl::Status ModelDrafter::Start(const std::string& request_id, absl::Span<const int32_t> tokens) {
   if (requests_.contains(request_id)) {
@@ -105,6 +106,7 @@ void ModelDrafter::Admit(DraftRequest& request, absl::flat_hash_map<std::string,
                          std::vector<Work>& work) {
   request.tokens.clear();
   request.q.clear();
+  request.top.clear();
   request.status = absl::OkStatus();
   auto fail = [&request](absl::Status status) { request.status = std::move(status); };
   auto it = requests_.find(request.request_id);
@@ -166,10 +168,33 @@ bool ModelDrafter::Choose(Work& w, const float* logits) {
         absl::StrCat("model drafter: request '", r.request_id, "': ", choice.status().message()));
     return false;
   }
+  if (r.alternatives > 0) {
+    absl::StatusOr<SparseDistribution> top = TopAlternatives(r, logits);
+    if (!top.ok()) {
+      Rollback(w);
+      r.status = absl::Status(top.status().code(), absl::StrCat("model drafter: request '",
+                                                                r.request_id, "': ",
+                                                                top.status().message()));
+      return false;
+    }
+    r.top.push_back(*std::move(top));
+  }
   w.state->tokens.push_back(choice->token);
   r.tokens.push_back(choice->token);
   if (r.mode == VerifyMode::kRejection) r.q.push_back(std::move(choice->q));
   return true;
+}
+
+absl::StatusOr<SparseDistribution> ModelDrafter::TopAlternatives(const DraftRequest& r,
+                                                                 const float* logits) {
+  // Greedy parameters make probs_ one-hot; the guesses need the draft's ranking
+  // beyond its argmax, so they come from the plain softmax (temperature 1).
+  if (r.params.temperature > 0.0f) return TopQDistribution(probs_, r.alternatives);
+  SamplingParams plain;
+  plain.temperature = 1.0f;
+  RETURN_IF_ERROR(
+      LogitsToProbs(plain, absl::MakeConstSpan(logits, vocab_), absl::MakeSpan(plain_)));
+  return TopQDistribution(plain_, r.alternatives);
 }
 
 void ModelDrafter::Rollback(Work& w) {
@@ -180,6 +205,7 @@ void ModelDrafter::Rollback(Work& w) {
   }
   w.request->tokens.clear();
   w.request->q.clear();
+  w.request->top.clear();
 }
 
 absl::Status ModelDrafter::Propose(absl::Span<DraftRequest> batch) {

@@ -13,7 +13,9 @@
 // draft logits at n) by ChooseDraftToken(mode, q, q_top_k, params.seed, n): the
 // request's sampling parameters shape q exactly as they shape the target's p;
 // rejection mode ships the top-q_top_k renormalized q the token was sampled from.
-// Requests draft min(k, max_tokens - held) tokens, where max_tokens is the
+// With alternatives > 0 a request also gets, per drafted position, the draft's
+// most likely tokens (`top`; from the unshaped softmax when the parameters are
+// greedy, whose q is one-hot). Requests draft min(k, max_tokens - held) tokens, where max_tokens is the
 // per-request cache size (the draft's context length by default).
 // Thread model: one thread (see Drafter); Propose runs the draft model's forward.
 #ifndef SPLITSPEC_RUNTIME_SPEC_MODEL_DRAFTER_H_
@@ -86,6 +88,8 @@ class ModelDrafter : public Drafter {
              std::vector<Work>& work);
   // Chooses the next token of `w` from its logits row; false (and status set) on error.
   bool Choose(Work& w, const float* logits);
+  // The request's `alternatives` most likely tokens from this logits row (after Choose's probs_).
+  absl::StatusOr<SparseDistribution> TopAlternatives(const DraftRequest& r, const float* logits);
   static void Rollback(Work& w);
 
   std::unique_ptr<model::Transformer> model_;
@@ -93,6 +97,7 @@ class ModelDrafter : public Drafter {
   int max_tokens_;
   absl::flat_hash_map<std::string, RequestState> requests_;
   std::vector<float> probs_;  // [vocab] scratch
+  std::vector<float> plain_;  // [vocab] scratch: unshaped softmax for greedy alternatives
 };
 
 }  // namespace splitspec::spec

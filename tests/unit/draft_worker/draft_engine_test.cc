@@ -292,5 +292,132 @@ TEST_F(DraftEngineTest, AddRequestRefusesBadAssignmentsAndAFullWorker) {
   EXPECT_EQ(engine_->OnResult(Result("unknown", 0, {1}, 5)), ResultAction::kIgnored);
 }
 
+// --- the speculation cache ---
+
+class DraftEngineCacheTest : public DraftEngineTest {
+ protected:
+  void MakeCached(int budget_factor = 100) {
+    DraftEngineOptions options;
+    options.lookahead_blocks = 2;  // the cache keeps one block in flight regardless
+    options.spec_cache = true;
+    options.cache.max_branches = 16;
+    options.cache.correction_candidates = 1;
+    options.cache.bonus_candidates = 2;
+    options.cache.min_probability = 0.0;
+    options.cache_alternatives = 2;
+    options.cache_budget_factor = budget_factor;
+    engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+  }
+  // Runs cache steps until there is no work; returns how many ran.
+  int FillCache() {
+    int steps = 0;
+    while (engine_->HasWork() && steps < 200) {
+      EXPECT_TRUE(Step().empty());  // pre-drafting sends nothing
+      ++steps;
+    }
+    return steps;
+  }
+  // The verification of `block`: `accepted` drafts, then `next`.
+  ResultAction Verify(const proto::DraftBlock& block, int accepted, int32_t next,
+                      uint64_t new_epoch) {
+    std::vector<int32_t> tokens = Slice(Tokens(block), 0, accepted);
+    tokens.push_back(next);
+    proto::VerifyResult r = Result(block.request_id(), new_epoch, tokens,
+                                   static_cast<int>(block.start()) + accepted + 1,
+                                   block.block_sequence());
+    r.set_accepted(static_cast<uint32_t>(accepted));
+    return engine_->OnResult(r);
+  }
+};
+
+TEST_F(DraftEngineCacheTest, AHitSendsThePreDraftedBlockWithoutDrafting) {
+  constexpr int kK = 3;
+  // Every outcome shape: all accepted with the draft's bonus pick and with its
+  // runner-up, and the first rejection at each j with the draft's runner-up.
+  for (int accepted = 0; accepted <= kK + 1; ++accepted) {
+    MakeCached();
+    ASSERT_TRUE(engine_->AddRequest(Assign("r", kK)).ok());
+    auto first = Step();
+    ASSERT_EQ(first.size(), 1u);
+    EXPECT_GT(FillCache(), 0);
+    const size_t proposals = drafter_.proposals().size();
+    const int a = std::min(accepted, kK);
+    std::vector<int32_t> committed = kPrompt;
+    for (int i = 0; i < a; ++i) committed.push_back(first[0].tokens(i));
+    // The draft's pick at this position, then its runner-up (pick + 1).
+    const int32_t pick = FakeDrafter::NextToken(committed);
+    const int32_t next = (accepted == kK) ? pick : (pick + 1) % FakeDrafter::kVocab;
+    ASSERT_EQ(Verify(first[0], a, next, 1), ResultAction::kApplied);
+    committed.push_back(next);
+    auto second = Step();
+    ASSERT_EQ(second.size(), 1u) << accepted;
+    EXPECT_EQ(drafter_.proposals().size(), proposals) << "a hit must not draft: " << accepted;
+    EXPECT_EQ(second[0].epoch(), 1u);
+    EXPECT_EQ(second[0].start(), committed.size());
+    EXPECT_EQ(Tokens(second[0]),
+              Slice(FakeDrafter::Extend(committed, kK), committed.size(), committed.size() + kK))
+        << accepted;
+    EXPECT_EQ(engine_->counters().cache_blocks_sent, 1u);
+    EXPECT_EQ(engine_->cache_counters().hits, 1u);
+    engine_->Release("r");
+  }
+}
+
+TEST_F(DraftEngineCacheTest, AMissDraftsFromTheCommittedSequenceAsWithoutTheCache) {
+  MakeCached();
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", 3)).ok());
+  auto first = Step();
+  FillCache();
+  std::vector<int32_t> committed = kPrompt;
+  committed.push_back(first[0].tokens(0));
+  const int32_t unguessed = (FakeDrafter::NextToken(committed) + 5) % FakeDrafter::kVocab;
+  committed.push_back(unguessed);
+  ASSERT_EQ(Verify(first[0], 1, unguessed, 1), ResultAction::kApplied);
+  const size_t proposals = drafter_.proposals().size();
+  auto second = Step();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(drafter_.proposals().size(), proposals + 1);
+  EXPECT_EQ(drafter_.proposals().back().context, committed);
+  EXPECT_EQ(Tokens(second[0]), Slice(FakeDrafter::Extend(committed, 3), kP + 2, kP + 5));
+  EXPECT_EQ(engine_->cache_counters().misses, 1u);
+  EXPECT_EQ(engine_->counters().cache_blocks_sent, 0u);
+}
+
+TEST_F(DraftEngineCacheTest, APartialHitDraftsOnlyTheRest) {
+  MakeCached();
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", 3)).ok());
+  auto first = Step();
+  // Under the prior acceptance (0.6) the likeliest outcome of a 3-token block is a
+  // rejection at 0 (0.4 > 0.6^3): its branch comes first; draft one token of it.
+  Step();
+  std::vector<int32_t> committed = kPrompt;
+  const int32_t runner_up = (first[0].tokens(0) + 1) % FakeDrafter::kVocab;
+  committed.push_back(runner_up);
+  ASSERT_EQ(Verify(first[0], 0, runner_up, 1), ResultAction::kApplied);
+  auto second = Step();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(drafter_.proposals().back().k, 2);  // 1 pre-drafted + 2 now
+  EXPECT_EQ(Tokens(second[0]), Slice(FakeDrafter::Extend(committed, 3), kP + 1, kP + 4));
+  EXPECT_EQ(engine_->cache_counters().partial_hits, 1u);
+}
+
+TEST_F(DraftEngineCacheTest, BudgetFollowsTheCostRatioAndStaleBranchesAreDropped) {
+  // Budget factor 0.1 x the initial cost ratio (10) x T_verify(3)/T: 2 tokens.
+  MakeCached(/*budget_factor=*/0);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", 3)).ok());
+  auto first = Step();
+  EXPECT_EQ(FillCache(), 1);  // the budget's floor: one token
+  EXPECT_EQ(engine_->cache_counters().drafted_tokens, 1u);
+  // A resync (full sequence) makes every branch stale.
+  proto::VerifyResult sync = Result("r", 3, {4, 8, 15, 16, 23, 42}, 6);
+  sync.set_full_sequence(true);
+  ASSERT_EQ(engine_->OnResult(sync), ResultAction::kApplied);
+  EXPECT_EQ(engine_->cache_counters().dropped, 1u);
+  auto next = Step();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(engine_->counters().cache_blocks_sent, 0u);
+  EXPECT_EQ(next[0].start(), 6u);
+}
+
 }  // namespace
 }  // namespace splitspec::draft

@@ -102,6 +102,15 @@ class FakeDrafter : public spec::Drafter {
       }
       std::vector<int32_t> extended = Extend(context, request.k);
       request.tokens.assign(extended.begin() + context.size(), extended.end());
+      // Alternatives: the drafted token first, then the tokens after it, mod kVocab.
+      for (size_t i = 0; request.alternatives > 0 && i < request.tokens.size(); ++i) {
+        spec::SparseDistribution top;
+        for (int a = 0; a < request.alternatives; ++a) {
+          top.token_ids.push_back((request.tokens[i] + a) % kVocab);
+          top.probs.push_back(1.0f / static_cast<float>(a + 1));
+        }
+        request.top.push_back(std::move(top));
+      }
       if (request.mode == spec::VerifyMode::kRejection) {
         for (int32_t token : request.tokens) request.q.push_back({{token}, {1.0f}});
       }
