@@ -32,6 +32,7 @@ absl::Status DraftService::Run(const std::atomic<bool>& stop) {
     RETURN_IF_ERROR(skeleton_->Tick(now));
     skeleton_->DispatchControl(*this);
     DrainTargets();
+    ReportLoad();
     if (engine_.HasWork()) {
       std::vector<OutgoingBlock> blocks;
       absl::Status step;
@@ -51,6 +52,17 @@ absl::Status DraftService::Run(const std::atomic<bool>& stop) {
   return skeleton_->Leave(absl::StrCat("draft worker '", options_.identity.name, "' (",
                                        engine_.active_requests(),
                                        " request(s) left, all handed over)"));
+}
+
+void DraftService::ReportLoad() {
+  const spec::SpeculationCacheCounters cache = engine_.cache_counters();
+  proto::LoadReport load;
+  load.set_active_requests(static_cast<uint32_t>(engine_.active_requests()));
+  load.set_spec_cache_lookups(cache.lookups);
+  load.set_spec_cache_hits(cache.hits + cache.partial_hits);
+  load.set_spec_cache_partial_hits(cache.partial_hits);
+  load.set_spec_cache_drafted_tokens(cache.drafted_tokens);
+  skeleton_->membership().set_load(load);
 }
 
 void DraftService::SendBlocks(std::vector<OutgoingBlock>& blocks) {

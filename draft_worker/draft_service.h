@@ -56,6 +56,8 @@ class DraftService : private worker::ControlHandler {
   absl::Status Assign(const proto::Assignment& assignment) override;
   void Release(const std::string& request_id) override { engine_.Release(request_id); }
   void DrainTargets();
+  // Sets the load the next heartbeat reports (requests, speculation cache totals).
+  void ReportLoad();
   void SendBlocks(std::vector<OutgoingBlock>& blocks);
   absl::StatusOr<net::Channel*> TargetChannel(const std::string& endpoint);
 

@@ -54,6 +54,7 @@ absl::Status ServeDrafts(splitspec::cli::WorkerFlags flags) {
   options.identity = flags.identity;
   options.engine.default_k = flags.k;
   options.engine.lookahead_blocks = flags.lookahead;
+  options.engine.spec_cache = flags.spec_cache;
   ASSIGN_OR_RETURN(auto service, splitspec::draft::DraftService::Create(drafter.get(), options));
   SPLITSPEC_LOG(INFO) << "draft worker '" << flags.identity.name << "' drafting with " << spec.name;
   return service->Run(splitspec::ShutdownRequested());

@@ -1,5 +1,6 @@
 // `splitspec bench spec [--model PATH] [--max-tokens N] [--k K] [--layerskip L]
-//                       [--drafters ngram,layerskip,self] [--trace-dir DIR]`
+//                       [--drafters ngram,layerskip,self] [--trace-dir DIR]
+//                       [--spec-cache on|off]`
 // (with --workload FILE: the workload-suite mode of tools/bench_spec_workload.cc)
 //
 // One run, one machine, the default model: for each workload (an input-grounded
@@ -9,6 +10,9 @@
 //   target-only   the target alone, 1 thread (and 2 threads, for reference)
 //   sequential    draft then verify, the classic loop (lookahead 1)
 //   overlapped    the draft runs ahead while the target verifies (lookahead 2)
+//   overl.+cache  (--spec-cache on) one block in flight; while it is verified the
+//                 draft pre-drafts the next block for its likeliest outcomes
+//                 (draft_worker/draft_engine.h), with the cache's hit rate
 // with the target and the draft on one thread each (one core each on a 2-core
 // machine: the "devices"). It prints acceptance rate = accepted / verified,
 // draft utilization = accepted / drafted, tokens per step = generated / steps,
@@ -58,8 +62,10 @@ double ProcessCpuSeconds() {
 absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec::Drafter* drafter,
                                                 int lookahead, int k,
                                                 const std::vector<int32_t>& prompt, int max_tokens,
-                                                const std::vector<int32_t>& stop_token_ids) {
+                                                const std::vector<int32_t>& stop_token_ids,
+                                                bool spec_cache) {
   InProcessClusterOptions options;
+  options.draft_engine.spec_cache = spec_cache;
   options.target = target;
   options.drafter = drafter;
   options.draft_engine.lookahead_blocks = lookahead;
@@ -85,6 +91,7 @@ absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec
   ASSIGN_OR_RETURN(net::GenerationResult result, client->Generate(submit, absl::Minutes(10)));
   const double wall = absl::ToDoubleSeconds(absl::Now() - start);
   const double cpu = ProcessCpuSeconds() - cpu_start;
+  cluster->KillDraftWorker();  // its counters are safe to read once its thread is gone
   if (result.finish_reason == proto::FINISH_REASON_ERROR) return absl::InternalError(result.error);
   SpecRunResult run;
   run.tokens = static_cast<int>(result.tokens.size());
@@ -93,6 +100,7 @@ absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec
   run.stats = result.stats;
   run.wall_s = wall;
   run.cpu_s = cpu;
+  run.cache = cluster->CacheCountersAfterKill();
   run.draft_busy_s = absl::ToDoubleSeconds(Tracer::Global().BusyTime("draft"));
   run.target_busy_s = absl::ToDoubleSeconds(Tracer::Global().BusyTime("target"));
   return run;
@@ -132,6 +140,7 @@ struct BenchFlags {
   int layerskip = 24;
   std::vector<std::string> drafters = {"ngram", "layerskip", "self"};
   std::string trace_dir;
+  bool spec_cache = true;  // also measure overlapped+cache
 };
 
 // Mean microseconds for one block -> result round over `endpoint` (both ends in this process).
@@ -191,6 +200,11 @@ absl::StatusOr<BenchFlags> ParseFlags(const CommandArgs& argv) {
   if (args.Has("drafters"))
     f.drafters = SplitDrafterList(args.GetString("drafters", ""));
   f.trace_dir = args.GetString("trace-dir", "");
+  const std::string spec_cache = args.GetString("spec-cache", "on");
+  if (spec_cache != "on" && spec_cache != "off")
+    return absl::InvalidArgumentError(
+        absl::StrCat("--spec-cache must be on or off, got '", spec_cache, "'"));
+  f.spec_cache = spec_cache == "on";
   return f;
 }
 
@@ -270,6 +284,26 @@ absl::Status Run(const BenchFlags& f) {
       }
       std::printf("|        |   overlapped / sequential = %.2fx\n",
                   overlapped.tokens_per_s / sequential.tokens_per_s);
+      if (!f.spec_cache) continue;
+      ASSIGN_OR_RETURN(SpecRunResult cached,
+                       RunSpecGeneration(target.get(), drafter.get(), 1, f.k, prompt,
+                                         f.max_tokens, {}, /*spec_cache=*/true));
+      PrintRow(w.name, absl::StrCat(name == "self" ? "self-draft" : spec_name, " overl.+cache"),
+               cached, alone.tokens_per_s);
+      const spec::SpeculationCacheCounters& c = cached.cache;
+      std::printf(
+          "|        |   overlapped+cache / sequential = %.2fx; cache hit rate %.3f (%llu full + "
+          "%llu partial of %llu; all-accepted %llu/%llu, rejection %llu/%llu), %llu tokens "
+          "pre-drafted, %llu used\n",
+          cached.tokens_per_s / sequential.tokens_per_s, c.HitRate(),
+          static_cast<unsigned long long>(c.hits), static_cast<unsigned long long>(c.partial_hits),
+          static_cast<unsigned long long>(c.lookups),
+          static_cast<unsigned long long>(c.hits_all_accepted),
+          static_cast<unsigned long long>(c.lookups_all_accepted),
+          static_cast<unsigned long long>(c.hits_rejected),
+          static_cast<unsigned long long>(c.lookups_rejected),
+          static_cast<unsigned long long>(c.drafted_tokens),
+          static_cast<unsigned long long>(c.used_tokens));
     }
   }
   std::printf(

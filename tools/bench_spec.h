@@ -15,6 +15,7 @@
 #include "proto/splitspec.pb.h"
 #include "runtime/model/transformer.h"
 #include "runtime/spec/drafter.h"
+#include "runtime/spec/speculation_cache.h"
 #include "tools/commands.h"
 
 namespace splitspec::tools {
@@ -26,17 +27,20 @@ struct SpecRunResult {
   double draft_busy_s = 0, target_busy_s = 0, wall_s = 0;
   double cpu_s = 0;  // CPU time of the whole process (all threads) during the generation
   std::vector<int32_t> output;  // the generated tokens
+  spec::SpeculationCacheCounters cache;  // the draft worker's speculation cache (spec_cache)
 };
 
 // One greedy generation through a fresh in-process cluster (coordinator, target
 // and draft workers as threads over inproc://): `drafter` null decodes with the
 // target alone; k = 0 lets the draft worker's adaptive controller choose k per
-// block. Wall time runs from submit to the last token (cluster start excluded).
+// block; spec_cache turns the draft worker's speculation cache on (one block in
+// flight, the next pre-drafted for its likeliest outcomes). Wall time runs from submit to the last token (cluster start excluded).
 // Generation stops at max_tokens or at one of `stop_token_ids`.
 absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec::Drafter* drafter,
                                                 int lookahead, int k,
                                                 const std::vector<int32_t>& prompt, int max_tokens,
-                                                const std::vector<int32_t>& stop_token_ids);
+                                                const std::vector<int32_t>& stop_token_ids,
+                                                bool spec_cache = false);
 
 // `splitspec bench spec --workload FILE ...` (argv without "bench spec").
 int RunBenchSpecWorkload(const CommandArgs& args);

@@ -53,6 +53,7 @@ struct WorkloadBenchFlags {
   std::vector<std::string> drafters = {"ngram", "lookup", "layerskip", "self"};
   int layerskip = 24;
   int lookahead = 2;
+  bool spec_cache = false;  // --spec-cache on: every speculative run uses the cache
   bool json = false;
 };
 
@@ -76,6 +77,7 @@ absl::StatusOr<WorkloadBenchFlags> ParseWorkloadFlags(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(f.threads, BoundedInt(args, "threads", 1, 1, 256));
   ASSIGN_OR_RETURN(f.layerskip, BoundedInt(args, "layerskip", 24, 1, 1024));
   ASSIGN_OR_RETURN(f.lookahead, BoundedInt(args, "lookahead", 2, 1, 8));
+  f.spec_cache = args.GetString("spec-cache", "off") == "on";
   if (args.Has("k")) {
     f.ks.clear();
     for (absl::string_view part : absl::StrSplit(args.GetString("k", ""), ',', absl::SkipEmpty())) {
@@ -186,7 +188,8 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
     const Prepared& p = prepared[i];
     for (const Configuration& c : configurations) {
       absl::StatusOr<SpecRunResult> run = RunSpecGeneration(
-          target.get(), c.drafter, f.lookahead, c.k, p.prompt, p.request->max_tokens, stop_ids);
+          target.get(), c.drafter, f.lookahead, c.k, p.prompt, p.request->max_tokens, stop_ids,
+          f.spec_cache);
       if (!run.ok()) {
         return absl::Status(run.status().code(),
                             absl::StrCat(f.workload, ":", p.request->line, " (", c.name,

@@ -99,6 +99,26 @@ void RenderWorkers(const proto::StatusReply& status, std::string* out) {
       {"splitspec_worker_step_seconds",
        "Mean time of the worker's recent forward steps (last heartbeat)",
        [](const proto::MemberStatus& m) { return m.load().mean_step_ms() / 1000.0; }},
+      {"splitspec_worker_spec_cache_lookups",
+       "Draft worker: verification results looked up in its speculation cache (last heartbeat)",
+       [](const proto::MemberStatus& m) {
+         return static_cast<double>(m.load().spec_cache_lookups());
+       }},
+      {"splitspec_worker_spec_cache_hits",
+       "Draft worker: speculation cache hits, partial ones included (last heartbeat)",
+       [](const proto::MemberStatus& m) {
+         return static_cast<double>(m.load().spec_cache_hits());
+       }},
+      {"splitspec_worker_spec_cache_partial_hits",
+       "Draft worker: speculation cache hits with part of the block pre-drafted (last heartbeat)",
+       [](const proto::MemberStatus& m) {
+         return static_cast<double>(m.load().spec_cache_partial_hits());
+       }},
+      {"splitspec_worker_spec_cache_drafted_tokens",
+       "Draft worker: tokens pre-drafted for speculation cache branches (last heartbeat)",
+       [](const proto::MemberStatus& m) {
+         return static_cast<double>(m.load().spec_cache_drafted_tokens());
+       }},
   };
   for (const Series& s : series) {
     Header(s.name, "gauge", s.help, out);

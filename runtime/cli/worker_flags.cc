@@ -53,7 +53,10 @@ FlagTable MakeDraftTable() {
         "the target's GGUF: its tokenizer for the vocabulary check, and a layerskip drafter's "
         "weights"},
        {"k", "N", "4", "draft tokens per block, in [1, 64]"},
-       {"lookahead", "N", "2", "blocks in flight per request; 1 = sequential"}});
+       {"lookahead", "N", "2", "blocks in flight per request; 1 = sequential"},
+       {"spec-cache", "on|off", "off",
+        "speculation cache: one block in flight, and while it is verified pre-draft the next "
+        "block for its likeliest outcomes (a hit is sent without drafting)"}});
 }
 
 absl::Status CheckAtLeastOne(const char* flag, int64_t value) {
@@ -97,6 +100,12 @@ absl::Status ReadSizes(const CliArgs& parsed, WorkerFlags& flags) {
     return absl::InvalidArgumentError(absl::StrCat("--k must be in [1, 64], got ", k));
   }
   RETURN_IF_ERROR(CheckAtLeastOne("lookahead", lookahead));
+  const std::string spec_cache = parsed.GetString("spec-cache", flags.spec_cache ? "on" : "off");
+  if (spec_cache != "on" && spec_cache != "off") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--spec-cache must be on or off, got '", spec_cache, "'"));
+  }
+  flags.spec_cache = spec_cache == "on";
   flags.step_tokens = static_cast<int>(step_tokens);
   flags.block_wait_ms = static_cast<int>(block_wait_ms);
   flags.k = static_cast<int>(k);

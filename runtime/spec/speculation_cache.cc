@@ -63,7 +63,7 @@ double SpeculationCacheCounters::HitRate() const {
 
 SpeculationCache::SpeculationCache(const SpeculationCacheConfig& config) : config_(config) {}
 
-void SpeculationCache::AddBranch(VerifyOutcome outcome, double probability, int wanted) {
+void SpeculationCache::AddBranch(CacheOutcome outcome, double probability, int wanted) {
   if (probability < config_.min_probability) return;
   if (static_cast<int>(branches_.size()) >= config_.max_branches) return;
   CacheBranch branch;
@@ -161,7 +161,7 @@ void SpeculationCache::Extend(int branch, absl::Span<const int32_t> tokens,
 void SpeculationCache::Close(int branch) { branches_[branch].closed = true; }
 
 std::optional<CacheBranch> SpeculationCache::Take(uint64_t epoch, uint64_t block_sequence,
-                                                  VerifyOutcome outcome) {
+                                                  CacheOutcome outcome) {
   ++counters_.lookups;
   const bool all_accepted = planned_ && outcome.accepted == static_cast<int>(block_.size());
   ++(all_accepted ? counters_.lookups_all_accepted : counters_.lookups_rejected);

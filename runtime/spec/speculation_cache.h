@@ -62,15 +62,15 @@ struct SpeculationCacheConfig {
 };
 
 // What the target did with a block: `accepted` drafts, then `next_token`.
-struct VerifyOutcome {
+struct CacheOutcome {
   int accepted = 0;
   int32_t next_token = -1;
-  bool operator==(const VerifyOutcome&) const = default;
+  bool operator==(const CacheOutcome&) const = default;
 };
 
 struct CacheBranch {
   // next_token is -1 while the all-accepted branch has not drafted its bonus pick.
-  VerifyOutcome outcome;
+  CacheOutcome outcome;
   double probability = 0.0;            // estimated P(this outcome and this next token)
   int wanted = 0;                      // tokens still wanted in all: block length (+1 pick)
   int drafted = 0;                     // tokens drafted for it, the bonus pick included
@@ -138,7 +138,7 @@ class SpeculationCache {
   // The result of the block in flight: the branch drafted for `outcome` (tokens
   // possibly fewer than wanted: a partial hit), or nullopt (a miss, also for any
   // other block or epoch). Drops every entry either way.
-  std::optional<CacheBranch> Take(uint64_t epoch, uint64_t block_sequence, VerifyOutcome outcome);
+  std::optional<CacheBranch> Take(uint64_t epoch, uint64_t block_sequence, CacheOutcome outcome);
 
   // Drops every entry without a lookup (a new epoch or a resync made them stale).
   void Clear();
@@ -150,7 +150,7 @@ class SpeculationCache {
   const SpeculationCacheCounters& counters() const { return counters_; }
 
  private:
-  void AddBranch(VerifyOutcome outcome, double probability, int wanted);
+  void AddBranch(CacheOutcome outcome, double probability, int wanted);
   void AddBonusAlternatives(int32_t pick, const SparseDistribution& top);
 
   SpeculationCacheConfig config_;

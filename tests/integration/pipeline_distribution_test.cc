@@ -4,6 +4,7 @@
 // dropped, delayed and reordered data-plane messages unchanged.
 #include <unistd.h>
 
+#include <cstdio>
 #include <map>
 
 #include "gtest/gtest.h"
@@ -21,9 +22,10 @@
 namespace splitspec {
 namespace {
 
-std::string WriteModel(const std::string& name, uint32_t seed) {
+std::string WriteModel(const std::string& name, uint32_t seed,
+                       kernels::GgmlType weight_type = kernels::GgmlType::kQ8_0) {
   model::TinyModelOptions options;
-  options.weight_type = kernels::GgmlType::kQ8_0;
+  options.weight_type = weight_type;
   options.seed = seed;
   const std::string path =
       ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name + ".gguf";
@@ -60,9 +62,12 @@ std::map<std::pair<int, int>, double> ExactTwoTokenDistribution(
   return exact;
 }
 
-// Rejection sampling with a different draft model: every committed pair of
-// tokens must follow the target's distribution (chi-square, significance 1e-3).
-TEST(PipelineDistributionTest, RejectionSampledContinuationsFollowTheTarget) {
+// Sampled verification with a different draft model: every committed pair of
+// tokens must follow the target's distribution (chi-square, significance 1e-3),
+// with the draft worker's speculation cache off or on (a cached block is
+// verified like any other, so the distribution must not move).
+void ExpectContinuationsFollowTheTarget(proto::VerifyMode mode, bool spec_cache,
+                                        const std::string& label) {
   const std::string target_path = WriteModel("dist-target", 1);
   const std::string draft_path = WriteModel("dist-draft", 7);
   auto target = model::Transformer::Load(target_path, {.threads = 1});
@@ -71,14 +76,23 @@ TEST(PipelineDistributionTest, RejectionSampledContinuationsFollowTheTarget) {
   ASSERT_TRUE(target_file.ok());
   auto tokenizer = model::LoadTokenizerFromGguf(**target_file);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  auto drafter = spec::ModelDrafter::Load(draft_path, *tokenizer, (*target)->config().vocab_size,
-                                          {.threads = 1});
+  // With the cache, the target's first layer drafts: its guesses at the target's
+  // corrections must sometimes be right, or no cached block would be verified.
+  // With the cache, the draft is the target's own weights quantized coarser: close
+  // to the target (its guesses at a correction can be right, so cached blocks are
+  // verified) yet different (so rejections and corrections happen).
+  const std::string cached_draft_path =
+      spec_cache ? WriteModel("dist-draft-q4", 1, kernels::GgmlType::kQ4_0) : draft_path;
+  auto drafter = spec::ModelDrafter::Load(cached_draft_path, *tokenizer,
+                                          (*target)->config().vocab_size, {.threads = 1});
   ASSERT_TRUE(drafter.ok()) << drafter.status();
 
   tools::InProcessClusterOptions options;
   options.target = target->get();
   options.drafter = drafter->get();
   options.draft_engine.default_k = 3;
+  options.draft_engine.spec_cache = spec_cache;
+  options.draft_engine.cache.correction_candidates = 3;  // the rest of a top-4 support
   auto cluster = tools::InProcessCluster::Start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
@@ -103,7 +117,7 @@ TEST(PipelineDistributionTest, RejectionSampledContinuationsFollowTheTarget) {
       submit.mutable_params()->set_top_k(params.top_k);
       submit.mutable_params()->set_seed(1000003ull * (batch * 50 + i) + 17);
       submit.mutable_params()->set_max_tokens(2);
-      submit.set_verify_mode(proto::VERIFY_MODE_REJECTION);
+      submit.set_verify_mode(mode);
       submit.set_draft_k(3);
       ASSERT_TRUE((*client)->Submit(submit).ok());
       ids.push_back(submit.request_id());
@@ -133,12 +147,39 @@ TEST(PipelineDistributionTest, RejectionSampledContinuationsFollowTheTarget) {
   }
   EXPECT_TRUE(seen.empty()) << "a continuation outside the target's support was committed";
   const spec::testing::ChiSquareResult result = spec::testing::ChiSquareTest(counts, expected);
-  spec::testing::PrintChiSquare("pipeline rejection, 2-token continuations", result);
+  spec::testing::PrintChiSquare(label, result);
   EXPECT_GT(result.p_value, 1e-3);
   EXPECT_GT(drafted, 0u);
   EXPECT_GT(accepted, 0u) << "the draft was never accepted: the test did not exercise acceptance";
   EXPECT_LT(accepted, verified)
       << "the draft was always accepted: the test did not exercise the residual";
+  if (spec_cache) {
+    (*cluster)->KillDraftWorker();
+    const spec::SpeculationCacheCounters cache = (*cluster)->CacheCountersAfterKill();
+    std::printf("%s: %llu of %llu lookups hit (%llu partial)\n", label.c_str(),
+                static_cast<unsigned long long>(cache.hits + cache.partial_hits),
+                static_cast<unsigned long long>(cache.lookups),
+                static_cast<unsigned long long>(cache.partial_hits));
+    EXPECT_GT(cache.hits + cache.partial_hits, 0u)
+        << "no cached block was ever verified: " << cache.lookups << " lookups, "
+        << cache.planned_blocks << " blocks planned, " << cache.branches << " branches, "
+        << cache.drafted_tokens << " tokens pre-drafted, " << cache.dropped << " dropped";
+  }
+}
+
+TEST(PipelineDistributionTest, RejectionSampledContinuationsFollowTheTarget) {
+  ExpectContinuationsFollowTheTarget(proto::VERIFY_MODE_REJECTION, false,
+                                     "pipeline rejection, 2-token continuations");
+}
+
+TEST(PipelineDistributionTest, RejectionWithTheSpeculationCacheFollowsTheTarget) {
+  ExpectContinuationsFollowTheTarget(proto::VERIFY_MODE_REJECTION, true,
+                                     "pipeline rejection + speculation cache");
+}
+
+TEST(PipelineDistributionTest, CoupledWithTheSpeculationCacheFollowsTheTarget) {
+  ExpectContinuationsFollowTheTarget(proto::VERIFY_MODE_COUPLED, true,
+                                     "pipeline coupled + speculation cache");
 }
 
 // Dropped, delayed and reordered blocks and results: every request still

@@ -73,6 +73,7 @@ struct Mode {
   std::string name;
   std::string drafter;  // a DrafterSpec name: none, ngram, model (the target itself), layerskip:1
   int lookahead;
+  bool spec_cache = false;  // the draft worker's speculation cache
 };
 
 class PipelineGreedyTest : public ::testing::TestWithParam<Mode> {};
@@ -93,6 +94,7 @@ TEST_P(PipelineGreedyTest, SpeculativeGreedyEqualsPlainGreedyTokenForToken) {
   options.target = model.get();
   options.drafter = drafter->get();
   options.draft_engine.lookahead_blocks = GetParam().lookahead;
+  options.draft_engine.spec_cache = GetParam().spec_cache;
   Running running = StartWithClient(options);
   ASSERT_NE(running.client, nullptr);
   auto& client = running.client;
@@ -112,6 +114,13 @@ TEST_P(PipelineGreedyTest, SpeculativeGreedyEqualsPlainGreedyTokenForToken) {
   }
   if (with_draft) {
     EXPECT_GT(drafted, 0u) << "the drafter never proposed anything";
+  }
+  if (GetParam().spec_cache) {
+    running.cluster->KillDraftWorker();
+    const spec::SpeculationCacheCounters cache = running.cluster->CacheCountersAfterKill();
+    EXPECT_GT(cache.lookups, 0u) << "the cache was never consulted";
+    EXPECT_GT(cache.hits + cache.partial_hits, 0u) << "the cache never hit: nothing was tested";
+    EXPECT_GT(running.cluster->DraftCountersAfterKill().cache_blocks_sent, 0u);
   }
 }
 
@@ -146,7 +155,10 @@ INSTANTIATE_TEST_SUITE_P(Modes, PipelineGreedyTest,
                                            Mode{"self_draft_overlapped", "model", 2},
                                            Mode{"self_draft_sequential", "model", 1},
                                            Mode{"layerskip_overlapped", "layerskip:1", 2},
-                                           Mode{"layerskip_sequential", "layerskip:1", 1}),
+                                           Mode{"layerskip_sequential", "layerskip:1", 1},
+                                           Mode{"ngram_cache", "ngram", 1, true},
+                                           Mode{"self_draft_cache", "model", 1, true},
+                                           Mode{"layerskip_cache", "layerskip:1", 1, true}),
                          [](const auto& info) { return info.param.name; });
 
 TEST(PipelineTest, SixteenConcurrentRequestsAllFinishExactly) {

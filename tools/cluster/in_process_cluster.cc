@@ -126,6 +126,16 @@ void InProcessCluster::KillDraftWorker() {
   if (draft_thread_.joinable()) draft_thread_.join();
 }
 
+draft::DraftCounters InProcessCluster::DraftCountersAfterKill() const {
+  return draft_ != nullptr && !draft_thread_.joinable() ? draft_->engine().counters()
+                                                        : draft::DraftCounters();
+}
+
+spec::SpeculationCacheCounters InProcessCluster::CacheCountersAfterKill() const {
+  return draft_ != nullptr && !draft_thread_.joinable() ? draft_->engine().cache_counters()
+                                                        : spec::SpeculationCacheCounters();
+}
+
 InProcessCluster::~InProcessCluster() {
   stop_draft_ = true;
   if (draft_thread_.joinable()) draft_thread_.join();

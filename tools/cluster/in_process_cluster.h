@@ -61,6 +61,10 @@ class InProcessCluster {
   const std::string& coordinator_endpoint() const { return coordinator_endpoint_; }
   // Stops the draft worker's thread without deregistering (as if it died).
   void KillDraftWorker();
+  // The draft worker's engine counters and speculation cache totals. Only after
+  // KillDraftWorker (its thread owns them while it runs); zero without a drafter.
+  draft::DraftCounters DraftCountersAfterKill() const;
+  spec::SpeculationCacheCounters CacheCountersAfterKill() const;
 
  private:
   InProcessCluster() = default;

@@ -59,13 +59,13 @@ TEST(SpeculationCacheTest, PlansTheLikeliestOutcomesFirstWithGeometricFanOut) {
              /*budget=*/1000);
   // Before any drafting: the all-accepted branch (pick unknown) and 2 corrections per j.
   ASSERT_EQ(cache.branches().size(), 7u);
-  EXPECT_EQ(cache.branches()[0].outcome, (VerifyOutcome{3, -1}));
+  EXPECT_EQ(cache.branches()[0].outcome, (CacheOutcome{3, -1}));
   EXPECT_NEAR(cache.branches()[0].probability, std::pow(alpha, 3) * alpha, 1e-12);
   // Rejection at j with the draft's runner-up (share 2/3 of the two guesses).
-  EXPECT_EQ(cache.branches()[1].outcome, (VerifyOutcome{0, 20}));
+  EXPECT_EQ(cache.branches()[1].outcome, (CacheOutcome{0, 20}));
   EXPECT_NEAR(cache.branches()[1].probability, (1 - alpha) * 2.0 / 3.0, 1e-6);
-  EXPECT_EQ(cache.branches()[2].outcome, (VerifyOutcome{0, 30}));
-  EXPECT_EQ(cache.branches()[5].outcome, (VerifyOutcome{2, 22}));
+  EXPECT_EQ(cache.branches()[2].outcome, (CacheOutcome{0, 30}));
+  EXPECT_EQ(cache.branches()[5].outcome, (CacheOutcome{2, 22}));
   EXPECT_NEAR(cache.branches()[5].probability, alpha * alpha * (1 - alpha) * 2.0 / 3.0, 1e-6);
   // The first work is the likeliest outcome: all accepted, pick + 2 tokens.
   std::optional<CacheWork> first = cache.Next();
@@ -76,9 +76,9 @@ TEST(SpeculationCacheTest, PlansTheLikeliestOutcomesFirstWithGeometricFanOut) {
   // Its bonus pick adds the other bonus candidates (51, 52), less likely.
   cache.Extend(0, std::vector<int32_t>{50}, {}, {Top({50, 51, 52})});
   ASSERT_EQ(cache.branches().size(), 9u);
-  EXPECT_EQ(cache.branches()[0].outcome, (VerifyOutcome{3, 50}));
-  EXPECT_EQ(cache.branches()[7].outcome, (VerifyOutcome{3, 51}));
-  EXPECT_EQ(cache.branches()[8].outcome, (VerifyOutcome{3, 52}));
+  EXPECT_EQ(cache.branches()[0].outcome, (CacheOutcome{3, 50}));
+  EXPECT_EQ(cache.branches()[7].outcome, (CacheOutcome{3, 51}));
+  EXPECT_EQ(cache.branches()[8].outcome, (CacheOutcome{3, 52}));
   EXPECT_NEAR(cache.branches()[7].probability, std::pow(alpha, 3) * (1 - alpha) * 2.0 / 3.0,
               1e-6);
   EXPECT_EQ(cache.Prefix(0), (std::vector<int32_t>{10, 11, 12, 50}));
@@ -117,7 +117,7 @@ TEST(SpeculationCacheTest, HitsEveryOutcomeShapeItDrafted) {
     DraftAll(cache);
     std::optional<CacheBranch> hit = cache.Take(1, 5, {3, bonus});
     ASSERT_TRUE(hit.has_value()) << bonus;
-    EXPECT_EQ(hit->outcome, (VerifyOutcome{3, bonus}));
+    EXPECT_EQ(hit->outcome, (CacheOutcome{3, bonus}));
     EXPECT_EQ(hit->tokens.size(), 2u);
     EXPECT_EQ(cache.counters().hits, 1u);
     EXPECT_EQ(cache.counters().hits_all_accepted, 1u);
@@ -137,7 +137,7 @@ TEST(SpeculationCacheTest, HitsEveryOutcomeShapeItDrafted) {
   }
   // Misses: a correction nobody guessed, a bonus outside the candidates, the
   // rejected token itself, and the right outcome of another block or epoch.
-  const std::vector<std::tuple<uint64_t, uint64_t, VerifyOutcome>> misses = {
+  const std::vector<std::tuple<uint64_t, uint64_t, CacheOutcome>> misses = {
       {1, 5, {1, 31}}, {1, 5, {3, 53}}, {1, 5, {2, 12}}, {1, 6, {3, 50}}, {2, 5, {3, 50}}};
   for (const auto& [epoch, sequence, outcome] : misses) {
     SpeculationCache cache(config);
@@ -200,7 +200,7 @@ TEST(SpeculationCacheTest, BudgetCapsTheDraftedTokensAndFollowsTheCostRatio) {
   SpeculationCache likely(config);
   likely.Plan(1, 5, kBlock, BlockTop(), 0.8, 3, 1000);
   ASSERT_EQ(likely.branches().size(), 2u);
-  EXPECT_EQ(likely.branches()[1].outcome, (VerifyOutcome{0, 20}));
+  EXPECT_EQ(likely.branches()[1].outcome, (CacheOutcome{0, 20}));
 }
 
 TEST(SpeculationCacheTest, WithoutAlternativesOnlyAllAcceptedIsPlanned) {
