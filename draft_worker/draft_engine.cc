@@ -51,7 +51,9 @@ absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
   state.mode = net::VerifyModeFromProto(assignment.verify_mode(), params);
   state.k = assignment.draft_k() > 0 ? static_cast<int>(assignment.draft_k()) : options_.default_k;
   spec::AdaptiveDraftLengthConfig config = options_.adaptive;
-  config.schedule = Window() > 1 ? spec::Schedule::kOverlapped : spec::Schedule::kSequential;
+  config.schedule = !options_.spec_cache && options_.lookahead_blocks > 1
+                        ? spec::Schedule::kOverlapped
+                        : spec::Schedule::kSequential;
   RETURN_IF_ERROR(config.Validate());
   state.adaptive.emplace(config, verify_cost_);
   state.adaptive_k = assignment.draft_k() == 0 && options_.adaptive_default;
@@ -67,6 +69,10 @@ absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
   state.held = committed;
   state.context = std::move(committed);
   state.epoch = assignment.epoch();
+  state.schedule = options_.spec_cache              ? spec::DraftSchedule::kCached
+                   : options_.lookahead_blocks > 1 ? spec::DraftSchedule::kOverlapped
+                                                   : spec::DraftSchedule::kSequential;
+  if (options_.adaptive_window) ChooseSchedule(state);
   requests_[id] = std::move(state);
   return absl::OkStatus();
 }
@@ -143,6 +149,7 @@ ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
   if (it == requests_.end()) return ResultAction::kIgnored;
   RequestState& state = it->second;
   if (!result.full_sequence()) LearnFromResult(state, result, result.epoch() > state.epoch);
+  if (options_.adaptive_window) ChooseSchedule(state);
   if (result.finished()) {
     Release(result.request_id());
     return ResultAction::kFinished;
@@ -172,6 +179,7 @@ ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
       static_cast<int>(tokens.size()) == static_cast<int>(result.accepted()) + 1) {
     hit = state.cache->Take(state.epoch, result.block_sequence(),
                             {static_cast<int>(result.accepted()), tokens.back()});
+    state.cache_hit_rate = 0.9 * state.cache_hit_rate + (hit.has_value() ? 0.1 : 0.0);
   }
   std::vector<int32_t> committed(state.context.begin(), state.context.begin() + base);
   committed.insert(committed.end(), tokens.begin(), tokens.end());
@@ -191,7 +199,7 @@ void DraftEngine::RestartDrafter(const std::string& id, RequestState& state) {
 }
 
 bool DraftEngine::HasRoom(const RequestState& state) const {
-  if (state.blocks_in_flight >= Window()) return false;
+  if (state.blocks_in_flight >= Window(state)) return false;
   if (static_cast<int>(state.context.size()) >= state.max_length) return false;
   // After an empty block the target decides that position itself and starts a
   // new epoch, so any block sent before its result would be stale: wait for it.
@@ -206,7 +214,33 @@ bool DraftEngine::HasWork() const {
 }
 
 int DraftEngine::NextK(const RequestState& state) const {
-  return state.adaptive_k ? state.adaptive->NextK() : state.k;
+  if (!state.adaptive_k) return state.k;
+  const int k = state.adaptive->NextK();  // 0: speculation predicted to lose
+  return k > 0 && options_.adaptive_window && state.schedule_k > 0 ? state.schedule_k : k;
+}
+
+int DraftEngine::Window(const RequestState& state) const {
+  if (!options_.adaptive_window) return options_.spec_cache ? 1 : options_.lookahead_blocks;
+  return state.schedule == spec::DraftSchedule::kOverlapped ? std::max(2, options_.lookahead_blocks)
+                                                            : 1;
+}
+
+bool DraftEngine::CacheActive(const RequestState& state) const {
+  return state.cache.has_value() && state.schedule == spec::DraftSchedule::kCached;
+}
+
+void DraftEngine::ChooseSchedule(RequestState& state) {
+  spec::WindowInputs in;
+  in.alpha = state.adaptive->EstimatedAlpha();
+  in.cost_ratio = state.adaptive->EstimatedCostRatio();
+  in.verify_slope = state.adaptive->EstimatedVerifySlope();
+  in.cache_hit_rate = state.cache_hit_rate;
+  in.cache_available = state.cache.has_value();
+  const int min_k = state.adaptive_k ? options_.adaptive.min_k : state.k;
+  const int max_k = state.adaptive_k ? options_.adaptive.max_k : state.k;
+  const spec::WindowChoice choice = spec::ChooseWindow(in, min_k, max_k);
+  state.schedule = choice.schedule;
+  state.schedule_k = choice.k;
 }
 
 spec::DraftRequest DraftEngine::MakeDraftRequest(const std::string& id, RequestState& state,
@@ -227,7 +261,7 @@ spec::DraftRequest DraftEngine::MakeDraftRequest(const std::string& id, RequestS
   request.mode = state.mode;
   request.params = state.params;
   request.q_top_k = options_.q_top_k;
-  request.alternatives = state.cache.has_value() ? options_.cache_alternatives : 0;
+  request.alternatives = CacheActive(state) ? options_.cache_alternatives : 0;
   return request;
 }
 
@@ -268,7 +302,7 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state,
 
 void DraftEngine::PlanCache(RequestState& state, const proto::DraftBlock& block,
                             const std::vector<spec::SparseDistribution>& top) {
-  if (!state.cache.has_value()) return;
+  if (!CacheActive(state)) return;
   const int k = block.tokens_size();
   const int next_k = std::max(1, NextK(state));
   // The draft tokens that fit in one verification of this block: C * T_verify(k) / T_target.
@@ -283,7 +317,7 @@ void DraftEngine::PlanCache(RequestState& state, const proto::DraftBlock& block,
 }
 
 bool DraftEngine::HasCacheWork(const RequestState& state) const {
-  return state.cache.has_value() && state.blocks_in_flight > 0 && state.cache->Next().has_value();
+  return CacheActive(state) && state.blocks_in_flight > 0 && state.cache->Next().has_value();
 }
 
 absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {

@@ -48,6 +48,7 @@
 #include "absl/time/time.h"
 #include "proto/splitspec.pb.h"
 #include "runtime/spec/adaptive_draft_length.h"
+#include "runtime/spec/adaptive_window.h"
 #include "runtime/spec/drafter.h"
 #include "runtime/spec/sampling_params.h"
 #include "runtime/spec/speculation_cache.h"
@@ -70,6 +71,11 @@ struct DraftEngineOptions {
   spec::SpeculationCacheConfig cache;
   int cache_alternatives = 3;        // guesses the drafter reports per drafted position
   double cache_budget_factor = 1.0;  // x the draft tokens that fit in one verification
+  // Per request, choose the schedule (sequential: window 1; overlapped: window
+  // max(2, lookahead_blocks); cached: window 1 + the cache, if spec_cache) and,
+  // for draft_k 0, k, from measured acceptance, cost ratio, verify-cost slope and
+  // cache hit rate (runtime/spec/adaptive_window.h), after every result.
+  bool adaptive_window = false;
 };
 
 struct OutgoingBlock {
@@ -143,6 +149,10 @@ class DraftEngine {
     std::optional<spec::SpeculationCache> cache;
     int cache_base = 0;
     std::optional<spec::CacheBranch> cache_hit;
+    double cache_hit_rate = 0.5;  // EWMA of hits per lookup (prior 0.5), for the schedule choice
+    // The schedule (options.adaptive_window) and its k (used when adaptive_k).
+    spec::DraftSchedule schedule = spec::DraftSchedule::kSequential;
+    int schedule_k = 0;
     struct SentBlock {
       int drafted = 0;
       absl::Time sent;
@@ -152,7 +162,10 @@ class DraftEngine {
   };
   // True if the request may send another block now.
   bool HasRoom(const RequestState& state) const;
-  int Window() const { return options_.spec_cache ? 1 : options_.lookahead_blocks; }
+  int Window(const RequestState& state) const;
+  bool CacheActive(const RequestState& state) const;
+  // options.adaptive_window: re-chooses the request's schedule and k.
+  void ChooseSchedule(RequestState& state);
   int NextK(const RequestState& state) const;
   // The draft request for `context`; truncates the drafter to its common prefix
   // with what it holds, so Propose re-feeds only the difference.

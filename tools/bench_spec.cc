@@ -13,6 +13,8 @@
 //   overl.+cache  (--spec-cache on) one block in flight; while it is verified the
 //                 draft pre-drafts the next block for its likeliest outcomes
 //                 (draft_worker/draft_engine.h), with the cache's hit rate
+//   auto window   (--spec-cache on) the draft worker chooses sequential,
+//                 overlapped or cached per request from what it measures
 // with the target and the draft on one thread each (one core each on a 2-core
 // machine: the "devices"). It prints acceptance rate = accepted / verified,
 // draft utilization = accepted / drafted, tokens per step = generated / steps,
@@ -63,9 +65,10 @@ absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec
                                                 int lookahead, int k,
                                                 const std::vector<int32_t>& prompt, int max_tokens,
                                                 const std::vector<int32_t>& stop_token_ids,
-                                                bool spec_cache) {
+                                                bool spec_cache, bool adaptive_window) {
   InProcessClusterOptions options;
   options.draft_engine.spec_cache = spec_cache;
+  options.draft_engine.adaptive_window = adaptive_window;
   options.target = target;
   options.drafter = drafter;
   options.draft_engine.lookahead_blocks = lookahead;
@@ -304,6 +307,14 @@ absl::Status Run(const BenchFlags& f) {
           static_cast<unsigned long long>(c.lookups_rejected),
           static_cast<unsigned long long>(c.drafted_tokens),
           static_cast<unsigned long long>(c.used_tokens));
+      ASSIGN_OR_RETURN(SpecRunResult adaptive,
+                       RunSpecGeneration(target.get(), drafter.get(), 2, f.k, prompt,
+                                         f.max_tokens, {}, /*spec_cache=*/true,
+                                         /*adaptive_window=*/true));
+      PrintRow(w.name, absl::StrCat(name == "self" ? "self-draft" : spec_name, " auto window"),
+               adaptive, alone.tokens_per_s);
+      std::printf("|        |   auto window / sequential = %.2fx; cache hit rate %.3f\n",
+                  adaptive.tokens_per_s / sequential.tokens_per_s, adaptive.cache.HitRate());
     }
   }
   std::printf(

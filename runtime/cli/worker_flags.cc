@@ -56,7 +56,10 @@ FlagTable MakeDraftTable() {
        {"lookahead", "N", "2", "blocks in flight per request; 1 = sequential"},
        {"spec-cache", "on|off", "off",
         "speculation cache: one block in flight, and while it is verified pre-draft the next "
-        "block for its likeliest outcomes (a hit is sent without drafting)"}});
+        "block for its likeliest outcomes (a hit is sent without drafting)"},
+       {"adaptive-window", "on|off", "off",
+        "per request, choose sequential, overlapped (--lookahead) or the cache, and with "
+        "assignments of draft_k 0 the block size, from measured acceptance and costs"}});
 }
 
 absl::Status CheckAtLeastOne(const char* flag, int64_t value) {
@@ -106,6 +109,13 @@ absl::Status ReadSizes(const CliArgs& parsed, WorkerFlags& flags) {
         absl::StrCat("--spec-cache must be on or off, got '", spec_cache, "'"));
   }
   flags.spec_cache = spec_cache == "on";
+  const std::string adaptive_window =
+      parsed.GetString("adaptive-window", flags.adaptive_window ? "on" : "off");
+  if (adaptive_window != "on" && adaptive_window != "off") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--adaptive-window must be on or off, got '", adaptive_window, "'"));
+  }
+  flags.adaptive_window = adaptive_window == "on";
   flags.step_tokens = static_cast<int>(step_tokens);
   flags.block_wait_ms = static_cast<int>(block_wait_ms);
   flags.k = static_cast<int>(k);

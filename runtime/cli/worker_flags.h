@@ -36,7 +36,8 @@ struct WorkerFlags {
   std::string target_model;
   int k = 4;
   int lookahead = 2;
-  bool spec_cache = false;  // draft workers: --spec-cache on|off
+  bool spec_cache = false;       // draft workers: --spec-cache on|off
+  bool adaptive_window = false;  // draft workers: --adaptive-window on|off
 };
 
 // The flag table of a worker of `role` (ROLE_TARGET_WORKER or ROLE_DRAFT_WORKER).

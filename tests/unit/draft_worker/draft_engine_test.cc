@@ -419,5 +419,26 @@ TEST_F(DraftEngineCacheTest, BudgetFollowsTheCostRatioAndStaleBranchesAreDropped
   EXPECT_EQ(next[0].start(), 6u);
 }
 
+TEST_F(DraftEngineTest, AdaptiveWindowChoosesTheScheduleFromThePriors) {
+  // Priors: alpha 0.6, C 10, slope 0.25, k 3 (runtime/spec/adaptive_window.h):
+  // sequential 1.06x beats overlapped 0.99x, so even with lookahead 2 one block
+  // is in flight; with the cache (prior hit rate 0.5, 1.15x) the cache pre-drafts.
+  DraftEngineOptions options;
+  options.lookahead_blocks = 2;
+  options.adaptive_window = true;
+  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", 3)).ok());
+  EXPECT_EQ(Step().size(), 1u);
+  EXPECT_FALSE(engine_->HasWork());
+  options.spec_cache = true;
+  options.cache.min_probability = 0.0;
+  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+  ASSERT_TRUE(engine_->AddRequest(Assign("c", 3)).ok());
+  EXPECT_EQ(Step().size(), 1u);
+  ASSERT_TRUE(engine_->HasWork());
+  EXPECT_TRUE(Step().empty());
+  EXPECT_EQ(engine_->cache_counters().drafted_tokens, 1u);
+}
+
 }  // namespace
 }  // namespace splitspec::draft

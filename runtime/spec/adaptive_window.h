@@ -1,0 +1,60 @@
+// Per-request choice of the draft schedule and block size (issue #18 item 4,
+// PEARL-style: the draft keeps working while a block is verified, and how far it
+// runs ahead follows measured acceptance and cost).
+//
+//   WindowInputs in{.alpha = 0.8, .cost_ratio = 1.2, .verify_slope = 0.25,
+//                   .cache_hit_rate = 0.6, .cache_available = true};
+//   WindowChoice best = ChooseWindow(in, /*min_k=*/1, /*max_k=*/8);
+//   // best.schedule: kSequential (window 1), kOverlapped (window 2) or kCached
+//   // (window 1 + the speculation cache); best.k; best.speedup over target-only.
+//
+// The model, in units of one target step T (T_verify(k) = 1 + s k, s = verify_slope;
+// a draft token costs 1 / C; alpha iid per position), per block of k drafts:
+//   sequential: commits E[N] = sum_{i=0..k} alpha^i (the accepted prefix + one
+//     correction or bonus token) in k / C + (1 + s k): draft, then verify.
+//   overlapped (two blocks in flight): the next block is drafted during the
+//     verification, so a block costs max(1 + s k, k / C); but a fully accepted
+//     block earns no bonus (the next block is already queued at that position):
+//     it commits E[M] = k alpha^k + sum_{j<k} alpha^j (1 - alpha) (j + 1); and a
+//     rejection (probability 1 - alpha^k) discards the block drafted beyond it,
+//     so the target waits for a refill of k / C.
+//   cached (one block in flight + the speculation cache): commits E[N] like
+//     sequential; during the verification the draft pre-drafts up to
+//     C (1 + s k) tokens, and a hit (rate h, measured) saves min(k, C (1 + s k))
+//     tokens of drafting after it: k / C + (1 + s k) - h min(k, C (1 + s k)) / C.
+// Speedup = tokens / time. The best (schedule, k) wins; ties go to the simpler
+// schedule (sequential, then cached, then overlapped) and the smaller k.
+// Pure functions; thread-safe.
+#ifndef SPLITSPEC_RUNTIME_SPEC_ADAPTIVE_WINDOW_H_
+#define SPLITSPEC_RUNTIME_SPEC_ADAPTIVE_WINDOW_H_
+
+namespace splitspec::spec {
+
+enum class DraftSchedule { kSequential, kCached, kOverlapped };
+
+const char* DraftScheduleName(DraftSchedule schedule);
+
+struct WindowInputs {
+  double alpha = 0.6;         // per-token acceptance, [0, 1]
+  double cost_ratio = 10.0;   // C = T_target / T_draft per token, > 0
+  double verify_slope = 0.25; // s, >= 0
+  double cache_hit_rate = 0;  // h, [0, 1]: measured hits (full or partial) per lookup
+  bool cache_available = false;
+};
+
+struct WindowChoice {
+  DraftSchedule schedule = DraftSchedule::kSequential;
+  int k = 1;
+  double speedup = 0.0;
+};
+
+// Tokens per unit T of `schedule` at block size k >= 1 (inputs clamped to range).
+double WindowSpeedup(const WindowInputs& in, DraftSchedule schedule, int k);
+
+// The best schedule and k in [min_k, max_k] (1 <= min_k <= max_k); kCached only
+// when in.cache_available.
+WindowChoice ChooseWindow(const WindowInputs& in, int min_k, int max_k);
+
+}  // namespace splitspec::spec
+
+#endif  // SPLITSPEC_RUNTIME_SPEC_ADAPTIVE_WINDOW_H_

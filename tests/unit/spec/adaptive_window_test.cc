@@ -1,0 +1,85 @@
+// ChooseWindow / WindowSpeedup (runtime/spec/adaptive_window.h): the schedule and
+// block size each regime of acceptance and cost ratio gets, and the model's terms.
+#include "runtime/spec/adaptive_window.h"
+
+#include <cmath>
+
+#include "gtest/gtest.h"
+
+namespace splitspec::spec {
+namespace {
+
+WindowInputs Inputs(double alpha, double c, double slope, double h, bool cache) {
+  WindowInputs in;
+  in.alpha = alpha;
+  in.cost_ratio = c;
+  in.verify_slope = slope;
+  in.cache_hit_rate = h;
+  in.cache_available = cache;
+  return in;
+}
+
+TEST(AdaptiveWindowTest, ModelTermsMatchTheHeader) {
+  // Sequential: E[N] / (k / C + 1 + s k).
+  EXPECT_NEAR(WindowSpeedup(Inputs(0.5, 4, 0.25, 0, false), DraftSchedule::kSequential, 2),
+              (1 + 0.5 + 0.25) / (0.5 + 1.5), 1e-12);
+  // Overlapped forfeits the bonus: at alpha 1 a block commits k, not k + 1.
+  EXPECT_NEAR(WindowSpeedup(Inputs(1.0, 100, 0.25, 0, false), DraftSchedule::kOverlapped, 4),
+              4.0 / 2.0, 1e-12);
+  // ... and refills after a rejection: at alpha 0, one token per verify + refill.
+  EXPECT_NEAR(WindowSpeedup(Inputs(0.0, 2, 0.0, 0, false), DraftSchedule::kOverlapped, 4),
+              1.0 / (2.0 + 2.0), 1e-12);
+  // Cached with h = 0 is sequential; with h = 1 the drafting that fits in the
+  // verification is saved.
+  const WindowInputs miss = Inputs(0.8, 2, 0.25, 0.0, true);
+  EXPECT_DOUBLE_EQ(WindowSpeedup(miss, DraftSchedule::kCached, 4),
+                   WindowSpeedup(miss, DraftSchedule::kSequential, 4));
+  const double n = (1 - std::pow(0.8, 5)) / 0.2;
+  EXPECT_NEAR(WindowSpeedup(Inputs(0.8, 2, 0.25, 1.0, true), DraftSchedule::kCached, 4),
+              n / (2.0 + 2.0 - 2.0 * 2.0 / 2.0), 1e-12);
+}
+
+TEST(AdaptiveWindowTest, ACheapDraftStaysSequentialForTheBonus) {
+  // C = 20: drafting costs little, so the bonus token beats hiding the draft.
+  const WindowChoice choice = ChooseWindow(Inputs(0.9, 20, 0.25, 0, false), 1, 8);
+  EXPECT_EQ(choice.schedule, DraftSchedule::kSequential);
+  EXPECT_EQ(choice.k, 5);
+  EXPECT_NEAR(choice.speedup, 1.87424, 1e-4);
+}
+
+TEST(AdaptiveWindowTest, ACostlyAccurateDraftOverlaps) {
+  // C = 2, alpha 0.95: hiding the draft behind the verification pays more than
+  // the bonus; with no cache the draft runs ahead.
+  const WindowChoice choice = ChooseWindow(Inputs(0.95, 2, 0.1, 0, false), 1, 8);
+  EXPECT_EQ(choice.schedule, DraftSchedule::kOverlapped);
+  EXPECT_EQ(choice.k, 3);
+  // Self-draft (alpha 1, C 1): overlapped, the smallest k among the ties.
+  const WindowChoice self = ChooseWindow(Inputs(1.0, 1.0, 0.25, 0, false), 1, 8);
+  EXPECT_EQ(self.schedule, DraftSchedule::kOverlapped);
+  EXPECT_EQ(self.k, 2);
+  EXPECT_NEAR(self.speedup, 1.0, 1e-12);
+}
+
+TEST(AdaptiveWindowTest, AHittingCacheKeepsTheBonusAndHidesTheDraft) {
+  const WindowChoice choice = ChooseWindow(Inputs(0.95, 2, 0.1, 0.9, true), 1, 8);
+  EXPECT_EQ(choice.schedule, DraftSchedule::kCached);
+  EXPECT_EQ(choice.k, 3);
+  EXPECT_GT(choice.speedup, ChooseWindow(Inputs(0.95, 2, 0.1, 0.9, false), 1, 8).speedup);
+  // A cache that never hits is never preferred (ties go to sequential).
+  const WindowChoice cold = ChooseWindow(Inputs(0.9, 20, 0.25, 0.0, true), 1, 8);
+  EXPECT_EQ(cold.schedule, DraftSchedule::kSequential);
+}
+
+TEST(AdaptiveWindowTest, AFixedKOnlyChoosesTheSchedule) {
+  for (int k : {1, 4, 7}) {
+    const WindowChoice choice = ChooseWindow(Inputs(1.0, 1.0, 0.25, 0, false), k, k);
+    EXPECT_EQ(choice.k, k);
+  }
+  // k = 1 at alpha 1, C 1: sequential 2 / 2.25 beats overlapped 1 / 1.25.
+  EXPECT_EQ(ChooseWindow(Inputs(1.0, 1.0, 0.25, 0, false), 1, 1).schedule,
+            DraftSchedule::kSequential);
+  EXPECT_STREQ(DraftScheduleName(DraftSchedule::kCached), "cached");
+}
+
+}  // namespace
+}  // namespace splitspec::spec
