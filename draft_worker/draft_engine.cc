@@ -175,7 +175,10 @@ ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
   }
   ++counters_.epochs_seen;
   std::optional<spec::CacheBranch> hit;
-  if (state.cache.has_value() && state.cache->planned() && base == state.cache_base &&
+  // Only a result of the block the cache planned for is looked up; any other (the
+  // target decided a position alone after block_wait: block_sequence 0) drops it.
+  if (state.cache.has_value() && state.cache->planned() &&
+      result.block_sequence() == state.cache->block_sequence() && base == state.cache_base &&
       static_cast<int>(tokens.size()) == static_cast<int>(result.accepted()) + 1) {
     hit = state.cache->Take(state.epoch, result.block_sequence(),
                             {static_cast<int>(result.accepted()), tokens.back()});

@@ -419,6 +419,21 @@ TEST_F(DraftEngineCacheTest, BudgetFollowsTheCostRatioAndStaleBranchesAreDropped
   EXPECT_EQ(next[0].start(), 6u);
 }
 
+TEST_F(DraftEngineCacheTest, ATargetOnlyStepDropsThePlanWithoutALookup) {
+  MakeCached();
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", 3)).ok());
+  auto first = Step();
+  FillCache();
+  // The target waited block_wait and decided the position alone (block_sequence 0).
+  proto::VerifyResult alone = Result("r", 1, {7}, kP + 1, /*block_sequence=*/0);
+  ASSERT_EQ(engine_->OnResult(alone), ResultAction::kApplied);
+  EXPECT_EQ(engine_->cache_counters().lookups, 0u);
+  EXPECT_EQ(engine_->cache_counters().dropped, 1u);
+  auto next = Step();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(engine_->counters().cache_blocks_sent, 0u);
+}
+
 TEST_F(DraftEngineTest, AdaptiveWindowChoosesTheScheduleFromThePriors) {
   // Priors: alpha 0.6, C 10, slope 0.25, k 3 (runtime/spec/adaptive_window.h):
   // sequential 1.06x beats overlapped 0.99x, so even with lookahead 2 one block
