@@ -35,7 +35,8 @@ struct SpecRunResult {
 // target alone; k = 0 lets the draft worker's adaptive controller choose k per
 // block; spec_cache turns the draft worker's speculation cache on (one block in
 // flight, the next pre-drafted for its likeliest outcomes); adaptive_window lets
-// the draft worker choose the schedule per request (draft_worker/draft_engine.h). Wall time runs from submit to the last token (cluster start excluded).
+// the draft worker choose the schedule per request (draft_worker/draft_engine.h).
+// Wall time runs from submit to the last token (cluster start excluded).
 // Generation stops at max_tokens or at one of `stop_token_ids`.
 absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec::Drafter* drafter,
                                                 int lookahead, int k,

@@ -15,8 +15,9 @@
 // rejection mode ships the top-q_top_k renormalized q the token was sampled from.
 // With alternatives > 0 a request also gets, per drafted position, the draft's
 // most likely tokens (`top`; from the unshaped softmax when the parameters are
-// greedy, whose q is one-hot). Requests draft min(k, max_tokens - held) tokens, where max_tokens is the
-// per-request cache size (the draft's context length by default).
+// greedy, whose q is one-hot). Requests draft min(k, max_tokens - held) tokens,
+// where max_tokens is the per-request cache size (the draft's context length by
+// default).
 // Thread model: one thread (see Drafter); Propose runs the draft model's forward.
 #ifndef SPLITSPEC_RUNTIME_SPEC_MODEL_DRAFTER_H_
 #define SPLITSPEC_RUNTIME_SPEC_MODEL_DRAFTER_H_

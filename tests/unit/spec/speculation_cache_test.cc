@@ -196,7 +196,8 @@ TEST(SpeculationCacheTest, BudgetCapsTheDraftedTokensAndFollowsTheCostRatio) {
   narrow.Plan(1, 5, kBlock, BlockTop(), 0.8, 3, 1000);
   EXPECT_EQ(narrow.branches().size(), 2u);
   config.max_branches = 16;
-  config.min_probability = 0.17;  // keeps all-accepted (0.41) and rejection at 0 (0.2), not at 1 (0.16)
+  // Keeps all-accepted (0.41) and rejection at 0 (0.2), not rejection at 1 (0.16).
+  config.min_probability = 0.17;
   SpeculationCache likely(config);
   likely.Plan(1, 5, kBlock, BlockTop(), 0.8, 3, 1000);
   ASSERT_EQ(likely.branches().size(), 2u);
