@@ -76,8 +76,6 @@ void ExpectContinuationsFollowTheTarget(proto::VerifyMode mode, bool spec_cache,
   ASSERT_TRUE(target_file.ok());
   auto tokenizer = model::LoadTokenizerFromGguf(**target_file);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  // With the cache, the target's first layer drafts: its guesses at the target's
-  // corrections must sometimes be right, or no cached block would be verified.
   // With the cache, the draft is the target's own weights quantized coarser: close
   // to the target (its guesses at a correction can be right, so cached blocks are
   // verified) yet different (so rejections and corrections happen).
