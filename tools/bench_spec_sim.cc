@@ -9,20 +9,25 @@
 //     continuation, which the sim drafters propose).
 //  2. Direct forwards of the target time the prefill t_prefill and the verify cost
 //     slope s = (T(k + 1) / T(1) - 1) / k (medians, interleaved).
-//  3. Per drafter, kSimRounds rounds of: target-only, then sequential (lookahead 1) and
-//     overlapped (lookahead 2), so load from other processes hits them alike. The
-//     round's T_step = (wall - t_prefill) / tokens of its target-only run; the sim
-//     drafter sleeps T_step / C per token; speedup = tok/s over that run's tok/s.
-//     Every output must equal the reference token for token.
+//  3. Per drafter, kSimRounds rounds of: target-only, then sequential (lookahead 1),
+//     overlapped (lookahead 2) and overlapped+cache (lookahead 1 with the draft
+//     worker's speculation cache, draft_worker/draft_engine.h), so load from other
+//     processes hits them alike. The round's T_step = (wall - t_prefill) / tokens of
+//     its target-only run; the sim drafter sleeps T_step / C per token (pre-drafting
+//     for the cache included); speedup = tok/s over that run's tok/s. Every output
+//     must equal the reference token for token.
 //  4. Predicted = RunSpeedupWithPrefill(PipelineSpeedup(alpha, C, k, s, h), tokens,
-//     t_prefill / T_step). Rows give the medians over the rounds.
-// overlapped+cache needs the draft worker's speculation cache (issue 18, item 1); this
-// build's draft worker has none, so that row says "unavailable" and carries no number.
+//     t_prefill / T_step), h = the run's measured cache hit rate (overlapped+cache
+//     only): full hits per lookup, as the model counts them (a partial hit, which
+//     still drafts the rest of its block, is a miss there). Rows give the medians
+//     over the rounds; cache_hit_rate is over all rounds' lookups.
+// The sim drafter reports alternatives whose probabilities are calibrated to alpha
+// (tools/sim_drafter.h), so the cache's guesses are as good as the row says.
 // With --json one object per (drafter, configuration):
-//   {"drafter":"sim:alpha=0.8,ratio=10","configuration":"overlapped","speedup":1.9,
-//    "predicted":2.0,"cache_hit_rate":null,"k":4,"acceptance":0.79,"tokens_per_step":3.1,
-//    "model_tokens_per_step":2.95}
-// (null: no number; cache_hit_rate is a number only for a configuration with a cache).
+//   {"drafter":"sim:alpha=0.8,ratio=10","configuration":"overlapped+cache","speedup":1.9,
+//    "predicted":2.0,"cache_hit_rate":0.61,"k":4,"acceptance":0.79,"tokens_per_step":3.1,
+//    "model_tokens_per_step":2.95,"cache_partial_hit_rate":0.05}
+// (null: no number; cache_hit_rate is a number only for the configuration with a cache).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -51,8 +56,6 @@ namespace {
 
 constexpr char kSimPrompt[] = "Write a short story about a robot who learns to paint.";
 constexpr int kSimRounds = 5;  // rounds per drafter; rows give the medians
-constexpr char kCacheUnavailable[] =
-    "unavailable: this draft worker has no speculation cache (issue 18, item 1)";
 
 struct SimBenchFlags {
   std::string model;
@@ -139,9 +142,12 @@ struct SimRow {
   double speedup = -1, predicted = -1;  // < 0: unavailable
   double acceptance = -1;
   double tokens_per_step = -1, model_tokens_per_step = -1;  // measured; the model's
-  double cache_hit_rate = -1;                               // < 0: no cache in this configuration
-  std::string note;
+  double cache_hit_rate = -1;          // full hits per lookup; < 0: no cache here
+  double cache_partial_hit_rate = -1;  // partial hits per lookup; < 0: no cache here
 };
+
+constexpr const char* kConfigurations[] = {"sequential", "overlapped", "overlapped+cache"};
+constexpr int kConfigurationCount = 3;
 
 std::string JsonNumber(double x) { return x < 0 ? "null" : absl::StrFormat("%.4f", x); }
 
@@ -149,23 +155,21 @@ void PrintRowJson(const SimRow& r, int k) {
   std::printf(
       "{\"drafter\":\"%s\",\"configuration\":\"%s\",\"speedup\":%s,\"predicted\":%s,"
       "\"cache_hit_rate\":%s,\"k\":%d,\"acceptance\":%s,\"tokens_per_step\":%s,"
-      "\"model_tokens_per_step\":%s%s}\n",
+      "\"model_tokens_per_step\":%s,\"cache_partial_hit_rate\":%s}\n",
       r.drafter.c_str(), r.configuration.c_str(), JsonNumber(r.speedup).c_str(),
       JsonNumber(r.predicted).c_str(), JsonNumber(r.cache_hit_rate).c_str(), k,
       JsonNumber(r.acceptance).c_str(), JsonNumber(r.tokens_per_step).c_str(),
-      JsonNumber(r.model_tokens_per_step).c_str(),
-      r.note.empty() ? "" : absl::StrCat(",\"note\":\"", r.note, "\"").c_str());
+      JsonNumber(r.model_tokens_per_step).c_str(), JsonNumber(r.cache_partial_hit_rate).c_str());
 }
 
 void PrintRowTable(const SimRow& r) {
-  if (r.speedup < 0) {
-    std::printf("| %-22s | %-16s | %s\n", r.drafter.c_str(), r.configuration.c_str(),
-                r.note.c_str());
-    return;
-  }
-  std::printf("| %-22s | %-16s | %6.2fx | %8.2fx | %9.2f | %6.3f | %4.2f / %4.2f |\n",
+  const std::string hits = r.cache_hit_rate < 0 ? "-"
+                                                : absl::StrFormat("%.3f + %.3f", r.cache_hit_rate,
+                                                                  r.cache_partial_hit_rate);
+  std::printf("| %-22s | %-16s | %6.2fx | %8.2fx | %9.2f | %6.3f | %4.2f / %4.2f | %-13s |\n",
               r.drafter.c_str(), r.configuration.c_str(), r.speedup, r.predicted,
-              r.speedup / r.predicted, r.acceptance, r.tokens_per_step, r.model_tokens_per_step);
+              r.speedup / r.predicted, r.acceptance, r.tokens_per_step, r.model_tokens_per_step,
+              hits.c_str());
 }
 
 struct SimContext {
@@ -177,15 +181,15 @@ struct SimContext {
 };
 
 absl::StatusOr<SpecRunResult> RunChecked(const SimContext& c, spec::Drafter* drafter, int lookahead,
-                                         int k, int max_tokens) {
-  ASSIGN_OR_RETURN(SpecRunResult run,
-                   RunSpecGeneration(c.target, drafter, lookahead, k, c.prompt, max_tokens, {}));
+                                         int k, int max_tokens, bool spec_cache = false) {
+  ASSIGN_OR_RETURN(SpecRunResult run, RunSpecGeneration(c.target, drafter, lookahead, k, c.prompt,
+                                                        max_tokens, {}, spec_cache));
   const std::vector<int32_t> expected(c.reference.begin() + c.prompt.size(), c.reference.end());
   if (run.output != expected) {
-    return absl::InternalError(
-        absl::StrCat(drafter == nullptr ? "target-only" : std::string(drafter->name()),
-                     " lookahead ", lookahead, ": output differs from the target's greedy output (",
-                     run.output.size(), " vs ", expected.size(), " tokens)"));
+    return absl::InternalError(absl::StrCat(
+        drafter == nullptr ? "target-only" : std::string(drafter->name()), " lookahead ", lookahead,
+        spec_cache ? " with the cache" : "", ": output differs from the target's greedy output (",
+        run.output.size(), " vs ", expected.size(), " tokens)"));
   }
   return run;
 }
@@ -195,31 +199,45 @@ double TargetStepSeconds(const SimContext& c, const SpecRunResult& alone) {
   return std::max(alone.wall_s - c.prefill_s, 0.5 * alone.wall_s) / alone.tokens;
 }
 
-// Per configuration (sequential, overlapped): speedups and predictions per round.
+// Per configuration (kConfigurations): speedups and predictions per round.
 struct Samples {
   std::vector<double> speedup, predicted;
   int64_t accepted = 0, verified = 0, tokens = 0, steps = 0;
   double model_tokens_per_step = 0;
+  spec::SpeculationCacheCounters cache;  // over the rounds (overlapped+cache only)
 };
 
-// One round: a target-only run, then the drafter sequential and overlapped, its
-// T_target the step of that target-only run (so C holds while load from other
-// processes changes the target's speed).
+// Full hits per lookup: the model's h (a partial hit counts as a miss there).
+double FullHitRate(const spec::SpeculationCacheCounters& c) {
+  return c.lookups > 0 ? static_cast<double>(c.hits) / static_cast<double>(c.lookups) : 0.0;
+}
+
+// One round: a target-only run, then the drafter sequential, overlapped and
+// overlapped+cache, its T_target the step of that target-only run (so C holds
+// while load from other processes changes the target's speed).
 absl::Status MeasureRound(const SimContext& c, const SimBenchFlags& f,
-                          const SimDrafterParams& params, uint64_t seed, Samples samples[2]) {
+                          const SimDrafterParams& params, uint64_t seed,
+                          Samples samples[kConfigurationCount]) {
   ASSIGN_OR_RETURN(SpecRunResult alone, RunChecked(c, nullptr, 1, f.k, f.max_tokens));
   const double step_s = TargetStepSeconds(c, alone);
-  for (int lookahead : {1, 2}) {
+  constexpr spec::PipelineMode kModes[kConfigurationCount] = {spec::PipelineMode::kSequential,
+                                                              spec::PipelineMode::kOverlapped,
+                                                              spec::PipelineMode::kOverlappedCache};
+  for (int i = 0; i < kConfigurationCount; ++i) {
+    const spec::PipelineMode mode = kModes[i];
+    const bool cache = mode == spec::PipelineMode::kOverlappedCache;
+    const int lookahead = mode == spec::PipelineMode::kOverlapped ? 2 : 1;
     SimDrafter drafter(params, c.reference, c.target->config().vocab_size, absl::Seconds(step_s),
-                       seed + lookahead);
-    ASSIGN_OR_RETURN(SpecRunResult run, RunChecked(c, &drafter, lookahead, f.k, f.max_tokens));
-    const spec::PipelineMode mode =
-        lookahead == 1 ? spec::PipelineMode::kSequential : spec::PipelineMode::kOverlapped;
+                       seed + 1 + i);
+    ASSIGN_OR_RETURN(SpecRunResult run,
+                     RunChecked(c, &drafter, lookahead, f.k, f.max_tokens, cache));
     const spec::PipelineModelInputs in{.alpha = params.alpha,
                                        .cost_ratio = params.cost_ratio,
                                        .k = f.k,
-                                       .verify_slope = c.verify_slope};
-    Samples& s = samples[lookahead - 1];
+                                       .verify_slope = c.verify_slope,
+                                       .cache_hit_rate = cache ? FullHitRate(run.cache) : 0.0};
+    Samples& s = samples[i];
+    s.cache.Merge(run.cache);
     s.speedup.push_back(run.tokens_per_s / alone.tokens_per_s);
     s.predicted.push_back(spec::RunSpeedupWithPrefill(spec::PipelineSpeedup(in, mode), run.tokens,
                                                       c.prefill_s / step_s));
@@ -236,24 +254,27 @@ absl::Status MeasureRound(const SimContext& c, const SimBenchFlags& f,
 absl::StatusOr<std::vector<SimRow>> MeasureDrafter(const SimContext& c, const SimBenchFlags& f,
                                                    const SimDrafterParams& params, uint64_t seed) {
   const std::string name = SimDrafterName(params);
-  Samples samples[2];
+  Samples samples[kConfigurationCount];
   for (int round = 0; round < kSimRounds; ++round) {
     RETURN_IF_ERROR(MeasureRound(c, f, params, seed + 4 * round, samples));
   }
   std::vector<SimRow> rows;
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < kConfigurationCount; ++i) {
     const Samples& s = samples[i];
+    const bool cache = i == kConfigurationCount - 1;
+    const double lookups = static_cast<double>(std::max<uint64_t>(1, s.cache.lookups));
     rows.push_back(
         {.drafter = name,
-         .configuration = i == 0 ? "sequential" : "overlapped",
+         .configuration = kConfigurations[i],
          .speedup = Median(s.speedup),
          .predicted = Median(s.predicted),
          .acceptance = s.verified > 0 ? static_cast<double>(s.accepted) / s.verified : 0.0,
          .tokens_per_step = s.steps > 0 ? static_cast<double>(s.tokens) / s.steps : 0.0,
          .model_tokens_per_step = s.model_tokens_per_step,
-         .note = ""});
+         .cache_hit_rate = cache ? FullHitRate(s.cache) : -1.0,
+         .cache_partial_hit_rate =
+             cache ? static_cast<double>(s.cache.partial_hits) / lookups : -1.0});
   }
-  rows.push_back({.drafter = name, .configuration = "overlapped+cache", .note = kCacheUnavailable});
   return rows;
 }
 
@@ -301,12 +322,13 @@ absl::Status RunSim(const SimBenchFlags& f) {
         "speedup = tok/s / tok/s of a target-only run just before; predicted = the pipeline "
         "model (runtime/spec/analytic_model.h) at the nominal alpha and C with slope s, "
         "diluted by the prefill; medians of %d rounds; accept = accepted / verified; "
-        "tok/step = tokens per target verification step, measured and the model's\n\n",
+        "tok/step = tokens per target verification step, measured and the model's; cache "
+        "hits = full + partial hits per lookup (the model takes the full ones as h)\n\n",
         kSimRounds);
     std::printf(
         "| drafter                | configuration    | speedup | predicted | meas/pred | accept "
-        "| tok/step: run / model |\n|------------------------|------------------|---------|-------"
-        "----|-----------|--------|-----------------------|\n");
+        "| tok/step: run / model | cache hits    |\n|------------------------|------------------|"
+        "---------|-----------|-----------|--------|-----------------------|---------------|\n");
   }
   uint64_t seed = 1;
   for (const SimDrafterParams& params : f.drafters) {

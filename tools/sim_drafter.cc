@@ -116,12 +116,38 @@ absl::Status SimDrafter::Truncate(const std::string& request_id, int64_t length)
   return absl::OkStatus();
 }
 
+spec::SparseDistribution SimDrafter::Alternatives(int32_t right, bool drafted_right,
+                                                  const spec::DraftRequest& request) {
+  const int size = std::min(request.alternatives, vocab_size_);
+  // The rank of the right token in the row: 0 if the draft was right, else each
+  // later rank holds it with probability alpha; `size` = not in the row.
+  int right_rank = 0;
+  if (!drafted_right) {
+    right_rank = 1;
+    while (right_rank < size && !correct_(rng_)) ++right_rank;
+  }
+  spec::SparseDistribution row;
+  double total = 0;
+  int wrong = 0;  // wrong tokens placed so far; the drafted wrong token is right + 1
+  for (int rank = 0; rank < size; ++rank) {
+    row.token_ids.push_back(rank == right_rank ? right : (right + 1 + wrong++) % vocab_size_);
+    const double p = params_.alpha * std::pow(1.0 - params_.alpha, rank);
+    row.probs.push_back(static_cast<float>(p));
+    total += p;
+  }
+  for (float& p : row.probs) {
+    p = total > 0 ? static_cast<float>(p / total) : 1.0f / static_cast<float>(size);
+  }
+  return row;
+}
+
 absl::Status SimDrafter::Propose(absl::Span<spec::DraftRequest> batch) {
   const absl::Time start = absl::Now();
   int64_t drafted = 0;
   for (spec::DraftRequest& request : batch) {
     request.tokens.clear();
     request.q.clear();
+    request.top.clear();
     request.status = absl::OkStatus();
     auto it = held_.find(request.request_id);
     if (it == held_.end()) {
@@ -149,6 +175,7 @@ absl::Status SimDrafter::Propose(absl::Span<spec::DraftRequest> batch) {
       const bool correct = correct_(rng_);
       request.tokens.push_back(correct ? right : (right + 1) % vocab_size_);
       proposed_correct_ += correct ? 1 : 0;
+      if (request.alternatives > 0) request.top.push_back(Alternatives(right, correct, request));
     }
     proposed_ += request.k;
     drafted += request.k;

@@ -17,6 +17,15 @@
 // there is no q to ship for rejection or coupled verification, and such requests
 // get an error status.
 //
+// Alternatives (DraftRequest::alternatives > 0, what the speculation cache asks for):
+// per drafted position a row of that many tokens, the drafted one first, whose
+// probabilities say how often each rank is the right token: rank r holds it with
+// probability alpha (1 - alpha)^r, renormalized over the row (uniform at alpha 0).
+// The row is sampled to match: after a wrong draft, each later rank is the right
+// token with probability alpha, so it is in the row with probability
+// 1 - (1 - alpha)^(rows - 1), and the other entries are wrong tokens. The cache's
+// correction and bonus guesses are right as often as the row says.
+//
 // Never a drafter of `serve` or of the draft worker binary: it needs the answer in
 // advance. spec::ParseDrafterSpec and the cluster config reject "sim:" names.
 //
@@ -73,11 +82,16 @@ class SimDrafter : public spec::Drafter {
   // Sleeps until (tokens proposed in the batch) * target_step / ratio after the call began.
   absl::Status Propose(absl::Span<spec::DraftRequest> batch) override;
 
-  // Tokens proposed so far, and how many of them were the reference token.
+  // Tokens proposed so far (alternatives not counted), and how many of them were
+  // the reference token.
   int64_t proposed() const { return proposed_; }
   int64_t proposed_correct() const { return proposed_correct_; }
 
  private:
+  // The alternatives row of one drafted position (see the header comment).
+  spec::SparseDistribution Alternatives(int32_t right, bool drafted_right,
+                                        const spec::DraftRequest& request);
+
   SimDrafterParams params_;
   std::string name_;
   std::vector<int32_t> reference_;

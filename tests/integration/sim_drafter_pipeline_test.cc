@@ -2,13 +2,16 @@
 // pipeline on a tiny random model: greedy output equals plain greedy token for token at
 // every acceptance rate, sequential and overlapped, and the target accepts exactly the
 // drafts that are the reference (alpha 1: all of them, alpha 0: none); and `bench spec`
-// with a sim drafter prints its JSON rows, the cache configuration without numbers.
+// with a sim drafter prints its JSON rows, the cache configuration with its hit rates.
 #include <unistd.h>
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "runtime/model/transformer.h"
@@ -83,8 +86,8 @@ INSTANTIATE_TEST_SUITE_P(AlphaAndLookahead, SimDrafterPipelineTest,
                                            SimCase{0.0, 2}, SimCase{0.7, 1}, SimCase{0.7, 2}));
 
 // `splitspec bench spec --drafters 'sim:..' --json` on the tiny chat model: one object per
-// configuration, the sequential and overlapped ones measured (alpha 1: every verified draft
-// accepted), overlapped+cache unavailable in this build, with nulls, not numbers.
+// configuration, each measured (alpha 1: every verified draft accepted); only
+// overlapped+cache has cache hit rates, numbers in [0, 1] (how many hit depends on timing).
 TEST(SimBenchTest, JsonRowsPerConfiguration) {
   const std::string path =
       ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-sim-bench-chat.gguf";
@@ -97,21 +100,30 @@ TEST(SimBenchTest, JsonRowsPerConfiguration) {
   const std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 3u) << out;
   const std::string drafter = "{\"drafter\":\"sim:alpha=1,ratio=1000\",";
-  EXPECT_EQ(lines[0].rfind(drafter + "\"configuration\":\"sequential\",\"speedup\":", 0), 0u)
-      << lines[0];
-  EXPECT_EQ(lines[1].rfind(drafter + "\"configuration\":\"overlapped\",\"speedup\":", 0), 0u)
-      << lines[1];
-  for (int i = 0; i < 2; ++i) {
-    EXPECT_EQ(lines[i].find("\"speedup\":null"), std::string::npos) << lines[i];
-    EXPECT_NE(lines[i].find("\"cache_hit_rate\":null,\"k\":2,\"acceptance\":1.0000,"),
-              std::string::npos)
+  const char* configurations[] = {"sequential", "overlapped", "overlapped+cache"};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(
+        lines[i].rfind(
+            absl::StrCat(drafter, "\"configuration\":\"", configurations[i], "\",\"speedup\":"), 0),
+        0u)
         << lines[i];
+    EXPECT_EQ(lines[i].find("\"speedup\":null"), std::string::npos) << lines[i];
+    EXPECT_EQ(lines[i].find("\"predicted\":null"), std::string::npos) << lines[i];
+    EXPECT_NE(lines[i].find(",\"k\":2,\"acceptance\":1.0000,"), std::string::npos) << lines[i];
   }
-  EXPECT_EQ(lines[2].rfind(drafter + "\"configuration\":\"overlapped+cache\",\"speedup\":null,"
-                                     "\"predicted\":null,\"cache_hit_rate\":null,",
-                           0),
-            0u)
-      << lines[2];
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_NE(lines[i].find("\"cache_hit_rate\":null,"), std::string::npos) << lines[i];
+    EXPECT_NE(lines[i].find("\"cache_partial_hit_rate\":null}"), std::string::npos) << lines[i];
+  }
+  for (const char* key : {"\"cache_hit_rate\":", "\"cache_partial_hit_rate\":"}) {
+    const size_t at = lines[2].find(key);
+    ASSERT_NE(at, std::string::npos) << lines[2];
+    double rate = -1;
+    ASSERT_TRUE(absl::SimpleAtod(lines[2].substr(at + std::strlen(key), 6), &rate))
+        << key << " is not a number: " << lines[2];
+    EXPECT_GE(rate, 0.0) << lines[2];
+    EXPECT_LE(rate, 1.0) << lines[2];
+  }
 }
 
 TEST(SimBenchTest, RefusesRealDraftersBesideSimOnes) {

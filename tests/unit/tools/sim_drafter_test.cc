@@ -3,6 +3,7 @@
 // falls where iid acceptance with probability alpha puts it (chi-square).
 #include "tools/sim_drafter.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@ namespace splitspec::tools {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::FloatNear;
 using ::testing::HasSubstr;
 
 constexpr int kVocab = 50;
@@ -157,6 +159,82 @@ TEST(SimDrafterTest, FirstWrongDraftIsGeometric) {
   for (int j = 0; j < kK; ++j, power *= 1 - kAlpha) inverted[j] = power * kAlpha;
   inverted[kK] = power;
   EXPECT_LT(spec::testing::ChiSquareTest(counts, inverted).p_value, 1e-4);
+}
+
+// The alternatives row the speculation cache asks for: the drafted token first, distinct
+// tokens, and probabilities alpha (1 - alpha)^r renormalized over the row, which is how
+// often rank r holds the right token. Alpha 1: the right token alone carries the mass.
+TEST(SimDrafterTest, AlternativesRowIsTheDraftFirstWithCalibratedProbabilities) {
+  const std::vector<int32_t> reference = Reference(20);
+  const std::vector<int32_t> prompt(reference.begin(), reference.begin() + 5);
+  SimDrafter drafter({0.5, 10}, reference, kVocab, absl::ZeroDuration(), 5);
+  ASSERT_TRUE(drafter.Start("r", prompt).ok());
+  std::vector<spec::DraftRequest> batch = {Request(prompt, 6)};
+  batch[0].alternatives = 3;
+  ASSERT_TRUE(drafter.Propose(absl::MakeSpan(batch)).ok());
+  ASSERT_TRUE(batch[0].status.ok()) << batch[0].status;
+  ASSERT_EQ(batch[0].top.size(), 6u);
+  for (int i = 0; i < 6; ++i) {
+    const spec::SparseDistribution& row = batch[0].top[i];
+    ASSERT_EQ(row.token_ids.size(), 3u) << i;
+    EXPECT_EQ(row.token_ids[0], batch[0].tokens[i]) << i;
+    EXPECT_NE(row.token_ids[0], row.token_ids[1]) << i;
+    EXPECT_NE(row.token_ids[1], row.token_ids[2]) << i;
+    EXPECT_NE(row.token_ids[0], row.token_ids[2]) << i;
+    EXPECT_THAT(row.probs, ElementsAre(FloatNear(4.0f / 7, 1e-6f), FloatNear(2.0f / 7, 1e-6f),
+                                       FloatNear(1.0f / 7, 1e-6f)))
+        << i;
+  }
+  EXPECT_EQ(drafter.proposed(), 6);  // alternatives are not proposals
+
+  SimDrafter sure({1.0, 10}, reference, kVocab, absl::ZeroDuration(), 5);
+  ASSERT_TRUE(sure.Start("r", prompt).ok());
+  batch = {Request(prompt, 2)};
+  batch[0].alternatives = 2;
+  ASSERT_TRUE(sure.Propose(absl::MakeSpan(batch)).ok());
+  ASSERT_EQ(batch[0].top.size(), 2u);
+  EXPECT_EQ(batch[0].top[0].token_ids[0], reference[5]);
+  EXPECT_THAT(batch[0].top[0].probs, ElementsAre(1.0f, 0.0f));
+  batch = {Request(std::vector<int32_t>(reference.begin(), reference.begin() + 7), 1)};
+  batch[0].alternatives = 1;
+  ASSERT_TRUE(sure.Propose(absl::MakeSpan(batch)).ok());
+  ASSERT_EQ(batch[0].top.size(), 1u);
+  EXPECT_EQ(batch[0].top[0].token_ids, std::vector<int32_t>{reference[7]});
+  EXPECT_THAT(batch[0].top[0].probs, ElementsAre(1.0f));
+  batch = {Request(std::vector<int32_t>(reference.begin(), reference.begin() + 8), 1)};
+  ASSERT_TRUE(sure.Propose(absl::MakeSpan(batch)).ok());
+  EXPECT_TRUE(batch[0].top.empty());  // none asked for
+}
+
+// Where the right token sits in a row of 3 at alpha 0.6: rank 0 (the draft) 0.6, rank 1
+// 0.4 * 0.6, rank 2 0.4^2 * 0.6, not in the row 0.4^3, as the row's probabilities say
+// before renormalization. 20000 rows; fails at significance 1e-4, and a row that always
+// held the right token (the cache would always hit a rejection) would be caught.
+TEST(SimDrafterTest, RightTokenRankIsGeometric) {
+  constexpr double kAlpha = 0.6;
+  constexpr int kRows = 20000, kSize = 3;
+  const std::vector<int32_t> reference = Reference(2);
+  const std::vector<int32_t> prompt = {reference[0]};
+  SimDrafter drafter({kAlpha, 10}, reference, kVocab, absl::ZeroDuration(), 11);
+  ASSERT_TRUE(drafter.Start("r", prompt).ok());
+  std::vector<int64_t> counts(kSize + 1, 0);
+  for (int i = 0; i < kRows; ++i) {
+    std::vector<spec::DraftRequest> batch = {Request(prompt, 1)};
+    batch[0].alternatives = kSize;
+    ASSERT_TRUE(drafter.Propose(absl::MakeSpan(batch)).ok());
+    ASSERT_TRUE(drafter.Truncate("r", 1).ok());
+    const std::vector<int32_t>& ids = batch[0].top[0].token_ids;
+    ++counts[std::find(ids.begin(), ids.end(), reference[1]) - ids.begin()];
+  }
+  const std::vector<double> expected = {kAlpha, (1 - kAlpha) * kAlpha,
+                                        (1 - kAlpha) * (1 - kAlpha) * kAlpha,
+                                        (1 - kAlpha) * (1 - kAlpha) * (1 - kAlpha)};
+  const spec::testing::ChiSquareResult r = spec::testing::ChiSquareTest(counts, expected);
+  spec::testing::PrintChiSquare("sim drafter right token's rank, alpha 0.6, 3 alternatives", r);
+  EXPECT_GT(r.p_value, 1e-4);
+  const std::vector<double> always_in_row = {kAlpha, (1 - kAlpha) * kAlpha,
+                                             (1 - kAlpha) * (1 - kAlpha), 0};
+  EXPECT_LT(spec::testing::ChiSquareTest(counts, always_in_row).p_value, 1e-4);
 }
 
 }  // namespace
