@@ -77,7 +77,12 @@ absl::StatusOr<WorkloadBenchFlags> ParseWorkloadFlags(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(f.threads, BoundedInt(args, "threads", 1, 1, 256));
   ASSIGN_OR_RETURN(f.layerskip, BoundedInt(args, "layerskip", 24, 1, 1024));
   ASSIGN_OR_RETURN(f.lookahead, BoundedInt(args, "lookahead", 2, 1, 8));
-  f.spec_cache = args.GetString("spec-cache", "off") == "on";
+  const std::string spec_cache = args.GetString("spec-cache", "off");
+  if (spec_cache != "on" && spec_cache != "off") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--spec-cache must be on or off, got '", spec_cache, "'"));
+  }
+  f.spec_cache = spec_cache == "on";
   if (args.Has("k")) {
     f.ks.clear();
     for (absl::string_view part : absl::StrSplit(args.GetString("k", ""), ',', absl::SkipEmpty())) {

@@ -165,12 +165,13 @@ const cli::FlagTable& BenchSpecFlagTable() {
                         "KEY=VALUE piece continues the drafter before it"},
                        {"sim-grid", "", "",
                         "the simulated drafter at alpha 0.6, 0.8, 0.9 x ratio 5, 10, 20: "
-                        "measured speedup beside the pipeline model's"},
+                        "measured speedup of sequential, overlapped and overlapped+cache (with "
+                        "its hit rate) beside the pipeline model's"},
                        {"trace-dir", "DIR", "", "write a Chrome trace per run there"},
                        {"spec-cache", "on|off", "on",
                         "also measure overlapped+cache: one block in flight, the next "
-                        "pre-drafted for its likeliest outcomes (with --workload: every "
-                        "speculative run uses the cache)"},
+                        "pre-drafted for its likeliest outcomes (with --workload the default "
+                        "is off, and on makes every speculative run use the cache)"},
                        {"workload", "FILE", "",
                         "run a workload suite (JSONL, bench/workloads/) instead: per category, "
                         "target-only vs each drafter at each --k K[,K..] and auto"},
