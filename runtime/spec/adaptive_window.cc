@@ -3,30 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/spec/analytic_model.h"
+
 namespace splitspec::spec {
-namespace {
-
-// E[N]: the accepted prefix plus one correction or bonus token.
-double TokensWithBonus(double alpha, int k) {
-  double sum = 0.0, power = 1.0;
-  for (int i = 0; i <= k; ++i) {
-    sum += power;
-    power *= alpha;
-  }
-  return sum;
-}
-
-// E[M]: as E[N], but a fully accepted block earns no bonus.
-double TokensWithoutBonus(double alpha, int k) {
-  double sum = 0.0, power = 1.0;
-  for (int j = 0; j < k; ++j) {
-    sum += power * (1.0 - alpha) * (j + 1);
-    power *= alpha;
-  }
-  return sum + power * k;
-}
-
-}  // namespace
 
 const char* DraftScheduleName(DraftSchedule schedule) {
   switch (schedule) {
@@ -41,23 +20,19 @@ const char* DraftScheduleName(DraftSchedule schedule) {
 }
 
 double WindowSpeedup(const WindowInputs& in, DraftSchedule schedule, int k) {
-  k = std::max(1, k);
-  const double alpha = std::clamp(in.alpha, 0.0, 1.0);
-  const double c = in.cost_ratio > 0.0 && std::isfinite(in.cost_ratio) ? in.cost_ratio : 1e-9;
-  const double verify = 1.0 + std::max(0.0, in.verify_slope) * k;
-  const double draft = k / c;
+  PipelineModelInputs model;
+  model.alpha = std::clamp(in.alpha, 0.0, 1.0);
+  model.cost_ratio = in.cost_ratio > 0.0 && std::isfinite(in.cost_ratio) ? in.cost_ratio : 1e-9;
+  model.k = std::max(1, k);
+  model.verify_slope = std::isfinite(in.verify_slope) ? std::max(0.0, in.verify_slope) : 0.0;
+  model.cache_hit_rate = std::clamp(in.cache_hit_rate, 0.0, 1.0);
   switch (schedule) {
     case DraftSchedule::kSequential:
-      return TokensWithBonus(alpha, k) / (draft + verify);
-    case DraftSchedule::kCached: {
-      const double h = std::clamp(in.cache_hit_rate, 0.0, 1.0);
-      const double saved = h * std::min<double>(k, c * verify) / c;
-      return TokensWithBonus(alpha, k) / (draft + verify - saved);
-    }
-    case DraftSchedule::kOverlapped: {
-      const double refill = (1.0 - std::pow(alpha, k)) * draft;
-      return TokensWithoutBonus(alpha, k) / (std::max(verify, draft) + refill);
-    }
+      return PipelineSpeedup(model, PipelineMode::kSequential);
+    case DraftSchedule::kCached:
+      return PipelineSpeedup(model, PipelineMode::kOverlappedCache);
+    case DraftSchedule::kOverlapped:
+      return PipelineSpeedup(model, PipelineMode::kOverlapped);
   }
   return 0.0;
 }

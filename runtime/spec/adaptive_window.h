@@ -8,20 +8,16 @@
 //   // best.schedule: kSequential (window 1), kOverlapped (window 2) or kCached
 //   // (window 1 + the speculation cache); best.k; best.speedup over target-only.
 //
-// The model, in units of one target step T (T_verify(k) = 1 + s k, s = verify_slope;
-// a draft token costs 1 / C; alpha iid per position), per block of k drafts:
-//   sequential: commits E[N] = sum_{i=0..k} alpha^i (the accepted prefix + one
-//     correction or bonus token) in k / C + (1 + s k): draft, then verify.
-//   overlapped (two blocks in flight): the next block is drafted during the
-//     verification, so a block costs max(1 + s k, k / C); but a fully accepted
-//     block earns no bonus (the next block is already queued at that position):
-//     it commits E[M] = k alpha^k + sum_{j<k} alpha^j (1 - alpha) (j + 1); and a
-//     rejection (probability 1 - alpha^k) discards the block drafted beyond it,
-//     so the target waits for a refill of k / C.
-//   cached (one block in flight + the speculation cache): commits E[N] like
-//     sequential; during the verification the draft pre-drafts up to
-//     C (1 + s k) tokens, and a hit (rate h, measured) saves min(k, C (1 + s k))
-//     tokens of drafting after it: k / C + (1 + s k) - h min(k, C (1 + s k)) / C.
+// The model is the pipeline model of runtime/spec/analytic_model.h (the one `plan`
+// prints and `bench spec --sim-grid` checks), with s = verify_slope and, for a block
+// of k drafts, d = k / C:
+//   sequential (kSequential): E[N] = sum_{i=0..k} alpha^i per d + 1 + s k.
+//   overlapped (kOverlapped, two blocks in flight): a fully accepted block earns no
+//     bonus and a rejection makes the queued block stale (a refill of d), or, when
+//     the draft cannot keep up (d > 1 + s (k - 1)), E[N] per 2 d.
+//   cached (kOverlappedCache, one block in flight + the speculation cache): E[N]
+//     per 1 + s k + (1 - h) d + h max(0, d - (1 + s k)), h the measured hit rate
+//     (the draft pre-drafts during the verification what fits in it).
 // Speedup = tokens / time. The best (schedule, k) wins; ties go to the simpler
 // schedule (sequential, then cached, then overlapped) and the smaller k.
 // Pure functions; thread-safe.
@@ -35,10 +31,10 @@ enum class DraftSchedule { kSequential, kCached, kOverlapped };
 const char* DraftScheduleName(DraftSchedule schedule);
 
 struct WindowInputs {
-  double alpha = 0.6;         // per-token acceptance, [0, 1]
-  double cost_ratio = 10.0;   // C = T_target / T_draft per token, > 0
-  double verify_slope = 0.25; // s, >= 0
-  double cache_hit_rate = 0;  // h, [0, 1]: measured hits (full or partial) per lookup
+  double alpha = 0.6;          // per-token acceptance, [0, 1]
+  double cost_ratio = 10.0;    // C = T_target / T_draft per token, > 0
+  double verify_slope = 0.25;  // s, >= 0
+  double cache_hit_rate = 0;   // h, [0, 1]: measured hits (full or partial) per lookup
   bool cache_available = false;
 };
 

@@ -436,7 +436,7 @@ TEST_F(DraftEngineCacheTest, ATargetOnlyStepDropsThePlanWithoutALookup) {
 
 TEST_F(DraftEngineTest, AdaptiveWindowChoosesTheScheduleFromThePriors) {
   // Priors: alpha 0.6, C 10, slope 0.25, k 3 (runtime/spec/adaptive_window.h):
-  // sequential 1.06x beats overlapped 0.99x, so even with lookahead 2 one block
+  // sequential 1.06x beats overlapped 1.02x, so even with lookahead 2 one block
   // is in flight; with the cache (prior hit rate 0.5, 1.15x) the cache pre-drafts.
   DraftEngineOptions options;
   options.lookahead_blocks = 2;

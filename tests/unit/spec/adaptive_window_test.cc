@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "gtest/gtest.h"
+#include "runtime/spec/analytic_model.h"
 
 namespace splitspec::spec {
 namespace {
@@ -23,12 +24,19 @@ TEST(AdaptiveWindowTest, ModelTermsMatchTheHeader) {
   // Sequential: E[N] / (k / C + 1 + s k).
   EXPECT_NEAR(WindowSpeedup(Inputs(0.5, 4, 0.25, 0, false), DraftSchedule::kSequential, 2),
               (1 + 0.5 + 0.25) / (0.5 + 1.5), 1e-12);
-  // Overlapped forfeits the bonus: at alpha 1 a block commits k, not k + 1.
+  // The pipeline model's terms (analytic_model.h). Overlapped forfeits the bonus: at
+  // alpha 1 a block commits k, not k + 1, and the queued block feeds its k drafts only.
   EXPECT_NEAR(WindowSpeedup(Inputs(1.0, 100, 0.25, 0, false), DraftSchedule::kOverlapped, 4),
-              4.0 / 2.0, 1e-12);
-  // ... and refills after a rejection: at alpha 0, one token per verify + refill.
+              4.0 / 1.75, 1e-12);
+  // ... and refills after a rejection: at alpha 0, one token per verify (1 + s k) + refill.
+  EXPECT_NEAR(WindowSpeedup(Inputs(0.0, 8, 0.0, 0, false), DraftSchedule::kOverlapped, 4),
+              1.0 / (1.0 + 0.5), 1e-12);
+  // A draft that cannot keep up (d = 2 > 1): E[N] per two drafting times.
   EXPECT_NEAR(WindowSpeedup(Inputs(0.0, 2, 0.0, 0, false), DraftSchedule::kOverlapped, 4),
               1.0 / (2.0 + 2.0), 1e-12);
+  EXPECT_DOUBLE_EQ(WindowSpeedup(Inputs(0.7, 5, 0.2, 0, false), DraftSchedule::kOverlapped, 3),
+                   PipelineSpeedup({.alpha = 0.7, .cost_ratio = 5, .k = 3, .verify_slope = 0.2},
+                                   PipelineMode::kOverlapped));
   // Cached with h = 0 is sequential; with h = 1 the drafting that fits in the
   // verification is saved.
   const WindowInputs miss = Inputs(0.8, 2, 0.25, 0.0, true);
@@ -52,11 +60,12 @@ TEST(AdaptiveWindowTest, ACostlyAccurateDraftOverlaps) {
   // the bonus; with no cache the draft runs ahead.
   const WindowChoice choice = ChooseWindow(Inputs(0.95, 2, 0.1, 0, false), 1, 8);
   EXPECT_EQ(choice.schedule, DraftSchedule::kOverlapped);
-  EXPECT_EQ(choice.k, 3);
-  // Self-draft (alpha 1, C 1): overlapped, the smallest k among the ties.
+  EXPECT_EQ(choice.k, 2);
+  // Self-draft (alpha 1, C 1): overlapped at k 1, where the draft of one token takes
+  // exactly one verification (any larger k is draft-bound).
   const WindowChoice self = ChooseWindow(Inputs(1.0, 1.0, 0.25, 0, false), 1, 8);
   EXPECT_EQ(self.schedule, DraftSchedule::kOverlapped);
-  EXPECT_EQ(self.k, 2);
+  EXPECT_EQ(self.k, 1);
   EXPECT_NEAR(self.speedup, 1.0, 1e-12);
 }
 
@@ -75,8 +84,11 @@ TEST(AdaptiveWindowTest, AFixedKOnlyChoosesTheSchedule) {
     const WindowChoice choice = ChooseWindow(Inputs(1.0, 1.0, 0.25, 0, false), k, k);
     EXPECT_EQ(choice.k, k);
   }
-  // k = 1 at alpha 1, C 1: sequential 2 / 2.25 beats overlapped 1 / 1.25.
+  // Alpha 1, C 1: at k 1 overlapped 1 / 1 beats sequential 2 / 2.25; at k 4 the draft
+  // cannot keep up and sequential 5 / 6 beats overlapped 5 / 8.
   EXPECT_EQ(ChooseWindow(Inputs(1.0, 1.0, 0.25, 0, false), 1, 1).schedule,
+            DraftSchedule::kOverlapped);
+  EXPECT_EQ(ChooseWindow(Inputs(1.0, 1.0, 0.25, 0, false), 4, 4).schedule,
             DraftSchedule::kSequential);
   EXPECT_STREQ(DraftScheduleName(DraftSchedule::kCached), "cached");
 }
