@@ -45,10 +45,13 @@ WindowChoice ChooseWindow(const WindowInputs& in, int min_k, int max_k) {
   for (DraftSchedule schedule :
        {DraftSchedule::kSequential, DraftSchedule::kCached, DraftSchedule::kOverlapped}) {
     if (schedule == DraftSchedule::kCached && !in.cache_available) continue;
+    WindowChoice candidate{schedule, min_k, -1.0};
     for (int k = min_k; k <= max_k; ++k) {
       const double s = WindowSpeedup(in, schedule, k);
-      if (s > best.speedup + 1e-12) best = {schedule, k, s};
+      if (s > candidate.speedup + 1e-12) candidate = {schedule, k, s};
     }
+    const double margin = best.speedup < 0 ? 0.0 : kScheduleMargin;
+    if (candidate.speedup > best.speedup * (1.0 + margin) + 1e-12) best = candidate;
   }
   return best;
 }

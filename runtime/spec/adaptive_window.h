@@ -18,8 +18,12 @@
 //   cached (kOverlappedCache, one block in flight + the speculation cache): E[N]
 //     per 1 + s k + (1 - h) d + h max(0, d - (1 + s k)), h the measured hit rate
 //     (the draft pre-drafts during the verification what fits in it).
-// Speedup = tokens / time. The best (schedule, k) wins; ties go to the simpler
-// schedule (sequential, then cached, then overlapped) and the smaller k.
+// Speedup = tokens / time. Per schedule the best k wins (the smaller among ties);
+// a less simple schedule (sequential, then cached, then overlapped) replaces a
+// simpler one only if it predicts kScheduleMargin more: the inputs are estimates,
+// and the model counts the draft's pre-drafting and running ahead as free, which
+// they are not where draft and target share cores and memory (a cache whose hit
+// rate decays toward 0 would otherwise stay chosen for a vanishing gain).
 // Pure functions; thread-safe.
 #ifndef SPLITSPEC_RUNTIME_SPEC_ADAPTIVE_WINDOW_H_
 #define SPLITSPEC_RUNTIME_SPEC_ADAPTIVE_WINDOW_H_
@@ -29,6 +33,8 @@ namespace splitspec::spec {
 enum class DraftSchedule { kSequential, kCached, kOverlapped };
 
 const char* DraftScheduleName(DraftSchedule schedule);
+
+inline constexpr double kScheduleMargin = 0.02;  // 2% over the simpler schedule
 
 struct WindowInputs {
   double alpha = 0.6;          // per-token acceptance, [0, 1]

@@ -77,6 +77,14 @@ TEST(AdaptiveWindowTest, AHittingCacheKeepsTheBonusAndHidesTheDraft) {
   // A cache that never hits is never preferred (ties go to sequential).
   const WindowChoice cold = ChooseWindow(Inputs(0.9, 20, 0.25, 0.0, true), 1, 8);
   EXPECT_EQ(cold.schedule, DraftSchedule::kSequential);
+  // Nor one that seldom hits: a layer-skip-like draft (alpha 0.3, C 1.25, k 4) whose
+  // hit rate decayed to 0.02 predicts under 1% over sequential, within the margin;
+  // at 0.2 it predicts about 8% more and is chosen.
+  const WindowInputs seldom = Inputs(0.3, 1.25, 0.2, 0.02, true);
+  ASSERT_GT(WindowSpeedup(seldom, DraftSchedule::kCached, 4),
+            WindowSpeedup(seldom, DraftSchedule::kSequential, 4));
+  EXPECT_EQ(ChooseWindow(seldom, 4, 4).schedule, DraftSchedule::kSequential);
+  EXPECT_EQ(ChooseWindow(Inputs(0.3, 1.25, 0.2, 0.2, true), 4, 4).schedule, DraftSchedule::kCached);
 }
 
 TEST(AdaptiveWindowTest, AFixedKOnlyChoosesTheSchedule) {
