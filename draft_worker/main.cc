@@ -29,6 +29,7 @@ absl::Status ServeDrafts(splitspec::cli::WorkerFlags flags) {
     return absl::InvalidArgumentError(
         "a draft worker needs a drafter: --drafter ngram|model|layerskip:L");
   }
+  spec.device = flags.device;
   std::unique_ptr<splitspec::spec::Drafter> drafter;
   if (spec.kind == splitspec::spec::DrafterSpec::Kind::kNgram) {
     ASSIGN_OR_RETURN(drafter, splitspec::spec::MakeDrafter(spec, "", nullptr, 0, 1));

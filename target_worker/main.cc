@@ -17,6 +17,7 @@
 // --model PATH is required.
 #include <atomic>
 
+#include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/shutdown.h"
 #include "runtime/base/status_macros.h"
@@ -60,9 +61,20 @@ absl::Status RunTensorParallelRank(const splitspec::cli::WorkerFlags& flags) {
 absl::Status ServeTargets(splitspec::cli::WorkerFlags flags) {
   if (flags.identity.model_path.empty())
     return absl::InvalidArgumentError("--model PATH is required");
-  if (flags.identity.tp_size > 1) return RunTensorParallelRank(flags);
-  ASSIGN_OR_RETURN(auto model, splitspec::model::Transformer::Load(
-                                   flags.identity.model_path, {.threads = flags.identity.threads}));
+  if (flags.identity.tp_size > 1) {
+    if (flags.device.is_cuda()) {
+      return absl::UnimplementedError(
+          absl::StrCat("--device ", flags.device.ToString(),
+                       ": tensor-parallel target groups on CUDA devices are not supported yet"));
+    }
+    return RunTensorParallelRank(flags);
+  }
+  splitspec::model::TransformerOptions model_options;
+  model_options.threads = flags.identity.threads;
+  model_options.device = flags.device;
+  model_options.memory.step_tokens = flags.step_tokens;
+  ASSIGN_OR_RETURN(auto model,
+                   splitspec::model::Transformer::Load(flags.identity.model_path, model_options));
   ASSIGN_OR_RETURN(auto service,
                    splitspec::target::TargetService::Create(model.get(), ServiceOptions(flags)));
   SPLITSPEC_LOG(INFO) << "target worker '" << flags.identity.name << "' serving "

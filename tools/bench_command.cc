@@ -34,6 +34,7 @@ namespace {
 struct BenchFlags {
   std::string model;
   int threads = 0;
+  model::DeviceSpec device = {};
   int prompt_tokens = 32;
   int decode_tokens = 128;
   int prefill_tokens = 512;
@@ -62,6 +63,7 @@ absl::StatusOr<BenchFlags> ParseFlags(const CommandArgs& argv) {
     return absl::InvalidArgumentError(absl::StrCat("--threads ", threads, " out of range"));
   }
   f.threads = static_cast<int>(threads);
+  ASSIGN_OR_RETURN(f.device, ParseDeviceFlag(args));
   ASSIGN_OR_RETURN(f.prompt_tokens, PositiveInt(args, "prompt-tokens", 32));
   ASSIGN_OR_RETURN(f.decode_tokens, PositiveInt(args, "decode-tokens", 128));
   ASSIGN_OR_RETURN(f.prefill_tokens, PositiveInt(args, "prefill-tokens", 512));
@@ -151,6 +153,16 @@ absl::StatusOr<double> TimePrefill(model::Transformer& model, const std::vector<
   return absl::ToDoubleSeconds(absl::Now() - start);
 }
 
+// The model on --device with room for the largest forward of the runs.
+model::TransformerOptions LoadOptions(const BenchFlags& f) {
+  model::TransformerOptions options;
+  options.threads = f.threads;
+  options.device = f.device;
+  options.memory.context_tokens = std::max(f.prompt_tokens + f.decode_tokens + 1, f.prefill_tokens);
+  options.memory.step_tokens = f.prefill_tokens;
+  return options;
+}
+
 absl::Status RunBench(const BenchFlags& f, const CommandArgs& argv) {
   const int threads = f.threads > 0 ? f.threads : ThreadPool::DefaultThreads();
   std::printf("command: splitspec bench %s\n", absl::StrJoin(argv, " ").c_str());
@@ -158,8 +170,9 @@ absl::Status RunBench(const BenchFlags& f, const CommandArgs& argv) {
               CpuModelName().c_str(), ThreadPool::DefaultThreads(), kernels::CpuIsaName(),
               kernels::MatMulPathName(), threads);
   ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> model,
-                   model::Transformer::Load(f.model, {.threads = threads}));
+                   model::Transformer::Load(f.model, LoadOptions(f)));
   const model::ModelConfig& c = model->config();
+  std::printf("device: %s\n", f.device.ToString().c_str());
   const double rss_load = RssMiB();
   const double bytes_per_token = static_cast<double>(model->weights().DecodeBytesPerToken());
   std::printf("model: %s (%s, %d layers, n_embd %d, vocab %d)\n", f.model.c_str(),
@@ -191,12 +204,13 @@ absl::Status RunBench(const BenchFlags& f, const CommandArgs& argv) {
   const double rss_end = RssMiB();
   std::printf("rss after runs: %.1f MiB\n", rss_end);
   std::printf(
-      "{\"bench\":\"decode\",\"threads\":%d,\"isa\":\"%s\",\"decode_tok_s\":%.3f,"
+      "{\"bench\":\"decode\",\"device\":\"%s\",\"threads\":%d,\"isa\":\"%s\",\"decode_tok_s\":%.3f,"
       "\"prefill_tok_s\":%.3f,\"prompt_tokens\":%d,\"decode_tokens\":%d,\"prefill_tokens\":%d,"
       "\"weight_bytes_per_token\":%.0f,\"read_bandwidth_gb_s\":%.3f,\"floor_tok_s\":%.3f,"
       "\"rss_after_load_mib\":%.1f,\"rss_after_runs_mib\":%.1f}\n",
-      threads, kernels::MatMulPathName(), decode_tps, prefill_tps, f.prompt_tokens, f.decode_tokens,
-      f.prefill_tokens, bytes_per_token, bandwidth, 1 / floor_s, rss_load, rss_end);
+      f.device.ToString().c_str(), threads, kernels::MatMulPathName(), decode_tps, prefill_tps,
+      f.prompt_tokens, f.decode_tokens, f.prefill_tokens, bytes_per_token, bandwidth, 1 / floor_s,
+      rss_load, rss_end);
   return absl::OkStatus();
 }
 
