@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # The whole GPU routine in one device call: build splitspec with CUDA for the lent GPU, run the
-# `gpu`-labelled tests, then the GPU benchmarks, with every log under $OUT (or build/gpu-out).
+# `gpu`-labelled tests (CUDA kernels, the CUDA transformer vs the CPU forward, bitwise batch
+# invariance, greedy speculative == plain greedy with the CUDA target), then
+# `splitspec bench decode|verify --device cuda:0` (and decode on the device's CPU for the
+# ratio), with every log under $OUT (or build/gpu-out) and the headlines in $OUT/summary.txt.
+# Benchmarks run on a random-weight GGUF with the default model's shapes and types
+# (tests/bench/write_bench_model.cc); figures from it must say so. Not here yet: the
+# llama.cpp CUDA build to compare against.
 #
 #   tools/gpu/pack_deps.sh                                   # here, once: .gpu/sysroot
 #   device run: command="tools/gpu/device_session.sh", carry=[".gpu"]
@@ -47,20 +53,42 @@ cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPLITSPEC_CUDA=ON 
   -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$SYSROOT/usr" \
   -DCMAKE_FIND_ROOT_PATH="$SYSROOT" -DProtobuf_PROTOC_EXECUTABLE="$SYSROOT/usr/bin/protoc" \
   "${nccl_args[@]}" >"$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; step "FAILED: configure"; exit 1; }
+# Only what the routine runs: the gpu-labelled tests (with the services and tools they
+# start), the CLI and the bench-model writer; the full tree would not fit one call's time.
 step "build"
-cmake --build build/gpu -j "$(nproc)" >"$OUT/build.log" 2>&1 || { grep -m20 -B2 -A6 'error' "$OUT/build.log"; step "FAILED: build"; exit 1; }
+cmake --build build/gpu -j "$(nproc)" --target splitspec_gpu_tests splitspec \
+  splitspec_write_bench_model >"$OUT/build.log" 2>&1 || {
+  grep -m20 -B2 -A6 'error' "$OUT/build.log"; step "FAILED: build"; exit 1; }
 step "gpu tests"
-ctest --test-dir build/gpu -L gpu --output-on-failure >"$OUT/gpu_tests.log" 2>&1
+timeout 300 ctest --test-dir build/gpu -L gpu --output-on-failure >"$OUT/gpu_tests.log" 2>&1
 gpu_rc=$?
-tail -15 "$OUT/gpu_tests.log" | tee -a "$OUT/summary.txt"
-step "benchmarks"
-if [[ -x build/gpu/bin/splitspec ]] && build/gpu/bin/splitspec bench --help 2>/dev/null | grep -q -- '--device'; then
-  # GPU forward benchmarks (decode, verify curve, spec) once the CUDA backend exists.
-  model="$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
-  [[ -f "$model" ]] && build/gpu/bin/splitspec bench decode --device cuda:0 --model "$model" \
-    >"$OUT/bench_decode.log" 2>&1
-else
-  step "no GPU benchmark yet: the transformer has no CUDA backend (bench has no --device flag)"
-fi
+tail -25 "$OUT/gpu_tests.log" | tee -a "$OUT/summary.txt"
+grep -h '\[ cuda vs cpu \]' "$OUT/gpu_tests.log" | tee -a "$OUT/summary.txt"
+
+# Benchmarks on a GGUF with the default model's exact shapes and types but random weights
+# (the real 98 MB file does not travel with a call; a forward costs the same). It is written
+# under build/, not $OUT, so that it does not come back. When models/ holds the real file
+# (carried separately), it is measured too.
+step "benchmarks (SmolLM2-135M Q4_1 shapes, RANDOM weights)"
+bench_model="$ROOT/build/gpu/bench-smollm2-shapes-q4_1.gguf"
+[[ -f "$bench_model" ]] || build/gpu/bin/splitspec_write_bench_model "$bench_model" >>"$OUT/summary.txt" 2>&1
+models=("$bench_model")
+real_model="$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+[[ -f "$real_model" ]] && models+=("$real_model")
+for model in "${models[@]}"; do
+  tag="$(basename "$model" .gguf)"
+  for device in cuda:0 cpu; do
+    step "bench decode --device $device ($tag)"
+    timeout 120 build/gpu/bin/splitspec bench decode --device "$device" --model "$model" \
+      --decode-tokens 128 --prefill-tokens 512 >"$OUT/bench_decode_${device/:/}_$tag.log" 2>&1 \
+      || step "FAILED: bench decode --device $device (exit $?)"
+    grep -E '^(device|decode|prefill):' "$OUT/bench_decode_${device/:/}_$tag.log" | tee -a "$OUT/summary.txt"
+  done
+  step "bench verify --device cuda:0 ($tag)"
+  timeout 120 build/gpu/bin/splitspec bench verify --device cuda:0 --model "$model" \
+    --repeats 20 --k 1,2,3,5,8,9,16 >"$OUT/bench_verify_cuda0_$tag.log" 2>&1 \
+    || step "FAILED: bench verify --device cuda:0 (exit $?)"
+  tail -12 "$OUT/bench_verify_cuda0_$tag.log" | tee -a "$OUT/summary.txt"
+done
 step "done (gpu tests exit ${gpu_rc})"
 exit "$gpu_rc"
