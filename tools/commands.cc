@@ -162,7 +162,10 @@ const cli::FlagTable& BenchDecodeFlagTable() {
                        DeviceFlag(),
                        {"prompt-tokens", "N", "32", "prompt length before decoding"},
                        {"decode-tokens", "N", "128", "greedy decode steps timed"},
-                       {"prefill-tokens", "N", "512", "tokens of the timed prefill"}}});
+                       {"prefill-tokens", "N", "512", "tokens of the timed prefill"},
+                       {"batch", "LIST", "1",
+                        "also decode B sequences together for each B > 1 in the list "
+                        "(aggregate tok/s)"}}});
   return table;
 }
 

@@ -246,9 +246,12 @@ class CudaRefusalTest : public ::testing::Test {
 };
 
 TEST_F(CudaRefusalTest, AModelThatDoesNotFitIsRefusedNamingTheBytes) {
-  // KV caches for a million sequences of the full context cannot fit on any GPU.
+  // KV caches for a million sequences of a million positions (128 bytes each here,
+  // 1.4e14 bytes) fit on no GPU.
   absl::StatusOr<std::unique_ptr<Transformer>> model =
-      Transformer::Load(path_, {.threads = 1, .device = kCuda0, .memory = {.sequences = 1 << 20}});
+      Transformer::Load(path_, {.threads = 1,
+                                .device = kCuda0,
+                                .memory = {.context_tokens = 1 << 20, .sequences = 1 << 20}});
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(model.status().message()), HasSubstr("cuda:0 ("));

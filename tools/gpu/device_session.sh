@@ -10,6 +10,12 @@
 #
 #   tools/gpu/pack_deps.sh                                   # here, once: .gpu/sysroot
 #   device run: command="tools/gpu/device_session.sh", carry=[".gpu"]
+#   device run: command="tools/gpu/device_session.sh bench"  # a second call: build is kept
+#
+# Arguments pick steps after the (incremental) configure and build: `test`, `bench`, or
+# nothing / `all` for both. A cold build plus everything may not fit one call's 10 minutes;
+# then the build and tests finish in the first call and `bench` runs in the next (the build
+# directory stays on the machine while it is warm).
 #
 # The device machine has nvcc, CMake and ninja, and NCCL as PyTorch's nvidia-nccl wheel; the
 # other libraries come from .gpu/sysroot (tools/gpu/pack_deps.sh). Steps stop at the first
@@ -21,6 +27,8 @@ OUT="${OUT:-$ROOT/build/gpu-out}"
 mkdir -p "$OUT"
 SYSROOT="$ROOT/.gpu/sysroot"
 step() { echo "=== $*" | tee -a "$OUT/summary.txt"; }
+STEPS=" ${*:-all} "
+want() { [[ "$STEPS" == *" all "* || "$STEPS" == *" $1 "* ]]; }
 
 if [[ ! -d "$SYSROOT/usr/include/absl" ]]; then
   echo "device_session.sh: $SYSROOT has no Abseil: run tools/gpu/pack_deps.sh here and carry .gpu" >&2
@@ -59,11 +67,18 @@ step "build"
 cmake --build build/gpu -j "$(nproc)" --target splitspec_gpu_tests splitspec \
   splitspec_write_bench_model >"$OUT/build.log" 2>&1 || {
   grep -m20 -B2 -A6 'error' "$OUT/build.log"; step "FAILED: build"; exit 1; }
-step "gpu tests"
-timeout 300 ctest --test-dir build/gpu -L gpu --output-on-failure >"$OUT/gpu_tests.log" 2>&1
-gpu_rc=$?
-tail -25 "$OUT/gpu_tests.log" | tee -a "$OUT/summary.txt"
-grep -h '\[ cuda vs cpu \]' "$OUT/gpu_tests.log" | tee -a "$OUT/summary.txt"
+gpu_rc=0
+if want test; then
+  step "gpu tests"
+  timeout 300 ctest --test-dir build/gpu -L gpu --output-on-failure >"$OUT/gpu_tests.log" 2>&1
+  gpu_rc=$?
+  tail -25 "$OUT/gpu_tests.log" | tee -a "$OUT/summary.txt"
+  grep -h '\[ cuda vs cpu \]' "$OUT/gpu_tests.log" | tee -a "$OUT/summary.txt"
+fi
+if ! want bench; then
+  step "done (gpu tests exit ${gpu_rc})"
+  exit "$gpu_rc"
+fi
 
 # Benchmarks on a GGUF with the default model's exact shapes and types but random weights
 # (the real 98 MB file does not travel with a call; a forward costs the same). It is written
@@ -79,10 +94,13 @@ for model in "${models[@]}"; do
   tag="$(basename "$model" .gguf)"
   for device in cuda:0 cpu; do
     step "bench decode --device $device ($tag)"
-    timeout 120 build/gpu/bin/splitspec bench decode --device "$device" --model "$model" \
-      --decode-tokens 128 --prefill-tokens 512 >"$OUT/bench_decode_${device/:/}_$tag.log" 2>&1 \
+    batches=1
+    [[ "$device" == cuda:0 ]] && batches=1,8,32,64  # aggregate tok/s of batched decode
+    timeout 150 build/gpu/bin/splitspec bench decode --device "$device" --model "$model" \
+      --decode-tokens 128 --prefill-tokens 512 --batch "$batches" \
+      >"$OUT/bench_decode_${device/:/}_$tag.log" 2>&1 \
       || step "FAILED: bench decode --device $device (exit $?)"
-    grep -E '^(device|decode|prefill):' "$OUT/bench_decode_${device/:/}_$tag.log" | tee -a "$OUT/summary.txt"
+    grep -E '^(device|decode|prefill|batch [0-9]+):' "$OUT/bench_decode_${device/:/}_$tag.log" | tee -a "$OUT/summary.txt"
   done
   step "bench verify --device cuda:0 ($tag)"
   timeout 120 build/gpu/bin/splitspec bench verify --device cuda:0 --model "$model" \
