@@ -204,6 +204,7 @@ __global__ void AttentionKernel(const float* __restrict__ q, const DeviceKvRef* 
                                 const int32_t* __restrict__ pos, AttentionShape s, float* out) {
   extern __shared__ float scores[];  // [pos + 1]
   __shared__ float scratch[32];
+  __shared__ double sum_scratch[32];
   const int h = blockIdx.x;
   const int64_t t = blockIdx.y;
   const int n_pos = pos[t] + 1;
@@ -232,19 +233,24 @@ __global__ void AttentionKernel(const float* __restrict__ q, const DeviceKvRef* 
   for (int j = threadIdx.x; j < n_pos; j += kAttentionThreads)
     local_max = fmaxf(local_max, scores[j]);
   const float max_score = BlockReduce(local_max, /*is_max=*/true, scratch);
-  float local_sum = 0.0f;
+  double local_sum = 0.0;
   for (int j = threadIdx.x; j < n_pos; j += kAttentionThreads) {
-    const float p = RoundToHalf(expf(__fsub_rn(scores[j], max_score)));
-    scores[j] = p;
-    local_sum = __fadd_rn(local_sum, p);
+    const float e = expf(__fsub_rn(scores[j], max_score));
+    scores[j] = e;
+    local_sum += static_cast<double>(e);
   }
-  const float sum = BlockReduce(local_sum, /*is_max=*/false, scratch);
+  const double sum = BlockSumDouble(local_sum, sum_scratch);
+  const float inv_sum = static_cast<float>(1.0 / sum);
+  for (int j = threadIdx.x; j < n_pos; j += kAttentionThreads) {
+    scores[j] = RoundToHalf(__fmul_rn(scores[j], inv_sum));
+  }
+  __syncthreads();
   for (int d = threadIdx.x; d < s.head_dim; d += kAttentionThreads) {
     float acc = 0.0f;
     for (int j = 0; j < n_pos; ++j) {
-      acc = __fmaf_rn(scores[j], HalfBits(values[static_cast<int64_t>(j) * kv_dim + d]), acc);
+      acc = __fmaf_rn(HalfBits(values[static_cast<int64_t>(j) * kv_dim + d]), scores[j], acc);
     }
-    out[t * q_dim + h * s.head_dim + d] = __fdiv_rn(acc, sum);
+    out[t * q_dim + h * s.head_dim + d] = acc;
   }
 }
 

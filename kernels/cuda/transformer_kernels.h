@@ -92,9 +92,10 @@ struct AttentionShape {
 // out[t, h, :] = softmax_j(q[t, h] . k_j * scale) v_j over positions j in [0, pos[t]] of
 // cache refs[t], for each of this rank's heads h (GQA: head h reads KV head
 // (head_begin + h) / group - kv_head_begin). One block of 128 threads per (h, t):
-// scores by warps over positions, max and sum by fixed trees, exp(s - max) rounded
-// to half (as a half-precision probability times the half V cache), then each
-// output element summed over positions in increasing order and divided by the sum.
+// scores by warps over positions, the max and the sum of exp(s - max) (in double)
+// by fixed trees, p = half(exp(s - max) * float(1 / sum)) (the CPU's probabilities:
+// half precision, as llama.cpp multiplies its F16 V cache by F16 probabilities), then
+// each output element summed over positions in increasing order.
 // InvalidArgument when max_positions > kCudaMaxAttentionPositions.
 absl::Status LaunchAttention(const float* q, const DeviceKvRef* refs, const int32_t* pos,
                              const AttentionShape& shape, int64_t tokens, float* out,

@@ -4,10 +4,10 @@
 //
 // Bounds (relative: max |cuda - cpu| over every logit of every step, divided by
 // the largest |cpu logit| of that step). The two backends share the integer
-// block products of quantized matmuls and the RoPE angles; they differ in float
-// summation order (warp trees vs the CPU's lanes), in exp (expf vs ggml's
-// approximation in attention and SiLU) and in where the attention probabilities
-// are normalized:
+// block products of quantized matmuls, the RoPE angles and the half-precision
+// rounding of K, V, Q and the attention probabilities; they differ in float
+// summation order (warp trees vs the CPU's lanes) and in exp (expf vs ggml's
+// approximation in attention and SiLU):
 //   F32, F16, BF16 weights       2e-3
 //   Q8_0, Q4_0, Q4_1 weights     3e-2 (an activation that lands on a rounding
 //                                 boundary of the 8-bit quantization can round
