@@ -22,6 +22,7 @@
 #include "runtime/base/shutdown.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cli/worker_flags.h"
+#include "runtime/model/device.h"
 #include "runtime/model/transformer.h"
 #include "target_worker/target_service.h"
 #include "target_worker/tp_group_runner.h"
@@ -61,6 +62,10 @@ absl::Status RunTensorParallelRank(const splitspec::cli::WorkerFlags& flags) {
 absl::Status ServeTargets(splitspec::cli::WorkerFlags flags) {
   if (flags.identity.model_path.empty())
     return absl::InvalidArgumentError("--model PATH is required");
+  // A missing GPU or a bad ordinal is refused before the model is read; whether the model
+  // fits is checked when it loads (Transformer::Load).
+  RETURN_IF_ERROR(
+      splitspec::model::CheckDeviceExists(flags.device, splitspec::model::SystemDeviceProbe()));
   if (flags.identity.tp_size > 1) {
     if (flags.device.is_cuda()) {
       return absl::UnimplementedError(
