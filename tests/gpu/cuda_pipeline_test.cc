@@ -4,6 +4,7 @@
 // The model and layerskip drafters run on the GPU too. Skips without a device.
 #include <unistd.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,8 @@ struct Mode {
   std::string drafter;
   kernels::GgmlType type;
 };
+
+void PrintTo(const Mode& mode, std::ostream* os) { *os << mode.name; }
 
 class CudaPipelineGreedyTest : public ::testing::TestWithParam<Mode> {
  protected:

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -47,6 +48,8 @@ std::string CaseName(const ::testing::TestParamInfo<TypeCase>& info) {
   return std::string(kernels::GetGgmlTypeTraits(info.param.type).name) + "_" +
          info.param.architecture + (info.param.tied ? "_tied" : "_untied");
 }
+
+void PrintTo(const TypeCase& c, std::ostream* os) { *os << CaseName({c, 0}); }
 
 std::string WriteModel(const TypeCase& c, const std::string& name) {
   TinyModelOptions options;
