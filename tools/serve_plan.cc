@@ -114,11 +114,28 @@ std::string ProcessName(const config::TargetGroupConfig& g, int rank) {
   return g.tp == 1 ? g.name : absl::StrCat(g.name, "-rank", rank);
 }
 
-// "cuda:3" -> CUDA_VISIBLE_DEVICES=3, so the process sees one GPU.
-void SetDeviceEnv(const std::string& device, PlannedProcess* p) {
+// "cuda:3" -> CUDA_VISIBLE_DEVICES=3 and --device cuda:0: the process sees one GPU, which is
+// its ordinal 0, and runs its model there ("cpu" adds nothing: workers default to the CPU).
+void SetDevice(const std::string& device, PlannedProcess* p) {
   int index = 0;
-  if (config::IsCudaDevice(device, &index))
-    p->env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(index));
+  if (!config::IsCudaDevice(device, &index)) return;
+  p->env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(index));
+  p->argv.insert(p->argv.end(), {"--device", "cuda:0"});
+}
+
+// A tensor-parallel group on GPUs needs the sharded forward over device buffers (issue 19,
+// item 6), which the workers do not have yet: refused here, before anything starts.
+absl::Status CheckGroupDevices(const ClusterConfig& c) {
+  for (size_t i = 0; i < c.target_groups.size(); ++i) {
+    const config::TargetGroupConfig& g = c.target_groups[i];
+    if (g.tp > 1 && config::IsCudaDevice(g.DeviceOfRank(0))) {
+      return absl::UnimplementedError(absl::StrCat(
+          c.source, ": target_group[", i, "].devices: tp = ", g.tp, " on ", g.DeviceOfRank(0),
+          ", ...: tensor-parallel target groups on CUDA devices are not supported yet; use "
+          "tp = 1 (one group per GPU) or devices = [\"cpu\"]"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckLimitsHaveFlags(const ClusterConfig& c) {
@@ -211,6 +228,7 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
     const ClusterConfig& c, const ServeEnvironment& env,
     const std::vector<std::string>& coordinator_flags) {
   RETURN_IF_ERROR(CheckLimitsHaveFlags(c));
+  RETURN_IF_ERROR(CheckGroupDevices(c));
   const std::string run_dir = c.run_dir.empty() ? env.repo_root + "/build/cluster" : c.run_dir;
   const std::string model = c.models.target.empty() ? env.default_model : c.models.target;
   const std::string endpoint = c.coordinator.WorkerEndpoint();
@@ -255,7 +273,7 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
       // The leader owns the sockets draft workers connect to (docs/architecture.md).
       if (rank == 0) p.argv.insert(p.argv.end(), {"--data-endpoint", g.data_endpoint});
       if (g.threads > 0) p.argv.insert(p.argv.end(), {"--threads", std::to_string(g.threads)});
-      SetDeviceEnv(g.DeviceOfRank(rank), &p);
+      SetDevice(g.DeviceOfRank(rank), &p);
       add(std::move(p));
     }
   }
@@ -282,7 +300,7 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
         p.argv.insert(p.argv.end(),
                       {"--draft", pool.draft_model.empty() ? c.models.draft : pool.draft_model});
       }
-      SetDeviceEnv(pool.devices[i % pool.devices.size()], &p);
+      SetDevice(pool.devices[i % pool.devices.size()], &p);
       add(std::move(p));
     }
   }

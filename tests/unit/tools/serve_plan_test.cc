@@ -54,7 +54,6 @@ target = "t.gguf"
 [[target_group]]
 name = "g"
 tp = 2
-devices = ["cuda:0", "cuda:1"]
 threads = 3
 [[draft_pool]]
 name = "d"
@@ -88,14 +87,60 @@ TEST_F(ServePlanTest, Tp2GroupStartsTwoRanksWithTheirFlags) {
               ElementsAre("/bin-dir/splitspec-target-worker", "--coordinator",
                           "tcp://127.0.0.1:5555", "--name", "g-rank1", "--model", model,
                           "--tp-group", "g", "--tp-rank", "1", "--tp-size", "2", "--threads", "3"));
-  EXPECT_THAT(r0.env, ElementsAre(std::make_pair("CUDA_VISIBLE_DEVICES", "0")));
-  EXPECT_THAT(r1.env, ElementsAre(std::make_pair("CUDA_VISIBLE_DEVICES", "1")));
+  EXPECT_TRUE(r0.env.empty());
+  EXPECT_TRUE(r1.env.empty());
   EXPECT_EQ((*plan)[3].name, "d-0");
   EXPECT_THAT((*plan)[4].argv, ElementsAre("/bin-dir/splitspec-draft-worker", "--coordinator",
                                            "tcp://127.0.0.1:5555", "--name", "d-1", "--drafter",
                                            "lookup", "--target-model", model, "--k", "4",
                                            "--lookahead", "2", "--threads", "1"));
   EXPECT_TRUE((*plan)[4].env.empty());
+}
+
+TEST_F(ServePlanTest, CudaDevicesReachEachWorkerAsItsOnlyGpu) {
+  absl::StatusOr<std::vector<PlannedProcess>> plan = Plan({"--config", WriteConfig(R"(
+[models]
+target = "t.gguf"
+[[target_group]]
+name = "a"
+devices = ["cuda:1"]
+[[target_group]]
+name = "b"
+data_endpoint = "tcp://127.0.0.1:6001"
+[[draft_pool]]
+name = "d"
+count = 3
+devices = ["cuda:0", "cuda:2"]
+)")});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->size(), 6u);  // coordinator, 2 targets, 3 drafts
+  const PlannedProcess& a = (*plan)[1];
+  EXPECT_THAT(a.env, ElementsAre(std::make_pair("CUDA_VISIBLE_DEVICES", "1")));
+  EXPECT_THAT(a.argv, ::testing::IsSupersetOf({"--device", "cuda:0"}));
+  EXPECT_EQ(a.argv[a.argv.size() - 2], "--device");  // the flag and its value, in order
+  EXPECT_EQ(a.argv.back(), "cuda:0");
+  const PlannedProcess& b = (*plan)[2];  // devices = ["cpu"] by default: nothing added
+  EXPECT_TRUE(b.env.empty());
+  EXPECT_THAT(b.argv, ::testing::Not(::testing::Contains("--device")));
+  const char* visible[] = {"0", "2", "0"};  // worker i uses devices[i % 2]
+  for (int i = 0; i < 3; ++i) {
+    const PlannedProcess& d = (*plan)[3 + i];
+    EXPECT_THAT(d.env, ElementsAre(std::make_pair("CUDA_VISIBLE_DEVICES", visible[i]))) << i;
+    EXPECT_EQ(d.argv[d.argv.size() - 2], "--device") << i;
+    EXPECT_EQ(d.argv.back(), "cuda:0") << i;
+  }
+}
+
+TEST_F(ServePlanTest, RefusesATensorParallelGroupOnGpusByField) {
+  absl::StatusOr<std::vector<PlannedProcess>> plan = Plan({"--config", WriteConfig(R"(
+[[target_group]]
+tp = 2
+devices = ["cuda:0", "cuda:1"]
+)")});
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(plan.status().message(),
+              HasSubstr("target_group[0].devices: tp = 2 on cuda:0, ...: tensor-parallel target "
+                        "groups on CUDA devices are not supported yet"));
 }
 
 TEST_F(ServePlanTest, DecodingChoicesNameThreadsDrafterAndKAuto) {
