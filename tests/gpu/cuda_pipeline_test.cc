@@ -83,7 +83,9 @@ TEST_P(CudaPipelineGreedyTest, SpeculativeGreedyEqualsPlainGreedyOnTheGpu) {
     EXPECT_TRUE(got->error.empty()) << got->error;
     drafted += got->stats.drafted();
   }
-  if (*drafter != nullptr) EXPECT_GT(drafted, 0u) << "the drafter never proposed anything";
+  if (*drafter != nullptr) {
+    EXPECT_GT(drafted, 0u) << "the drafter never proposed anything";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
