@@ -50,6 +50,7 @@ absl::Status RunTensorParallelRank(const splitspec::cli::WorkerFlags& flags) {
       .timeout = absl::Milliseconds(flags.tp_timeout_ms)};
   options.model_path = flags.identity.model_path;
   options.threads = flags.identity.threads;
+  options.device = flags.device;
   options.service = ServiceOptions(flags);
   SPLITSPEC_LOG(INFO) << "target worker '" << flags.identity.name << "': rank "
                       << flags.identity.tp_rank << " of tp group '" << flags.identity.tp_group
@@ -66,14 +67,7 @@ absl::Status ServeTargets(splitspec::cli::WorkerFlags flags) {
   // fits is checked when it loads (Transformer::Load).
   RETURN_IF_ERROR(
       splitspec::model::CheckDeviceExists(flags.device, splitspec::model::SystemDeviceProbe()));
-  if (flags.identity.tp_size > 1) {
-    if (flags.device.is_cuda()) {
-      return absl::UnimplementedError(
-          absl::StrCat("--device ", flags.device.ToString(),
-                       ": tensor-parallel target groups on CUDA devices are not supported yet"));
-    }
-    return RunTensorParallelRank(flags);
-  }
+  if (flags.identity.tp_size > 1) return RunTensorParallelRank(flags);
   splitspec::model::TransformerOptions model_options;
   model_options.threads = flags.identity.threads;
   model_options.device = flags.device;

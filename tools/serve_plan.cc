@@ -123,21 +123,6 @@ void SetDevice(const std::string& device, PlannedProcess* p) {
   p->argv.insert(p->argv.end(), {"--device", "cuda:0"});
 }
 
-// A tensor-parallel group on GPUs needs the sharded forward over device buffers (issue 19,
-// item 6), which the workers do not have yet: refused here, before anything starts.
-absl::Status CheckGroupDevices(const ClusterConfig& c) {
-  for (size_t i = 0; i < c.target_groups.size(); ++i) {
-    const config::TargetGroupConfig& g = c.target_groups[i];
-    if (g.tp > 1 && config::IsCudaDevice(g.DeviceOfRank(0))) {
-      return absl::UnimplementedError(absl::StrCat(
-          c.source, ": target_group[", i, "].devices: tp = ", g.tp, " on ", g.DeviceOfRank(0),
-          ", ...: tensor-parallel target groups on CUDA devices are not supported yet; use "
-          "tp = 1 (one group per GPU) or devices = [\"cpu\"]"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Status CheckLimitsHaveFlags(const ClusterConfig& c) {
   const config::CoordinatorLimits defaults;
   const config::CoordinatorLimits& l = c.coordinator.limits;
@@ -228,7 +213,6 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
     const ClusterConfig& c, const ServeEnvironment& env,
     const std::vector<std::string>& coordinator_flags) {
   RETURN_IF_ERROR(CheckLimitsHaveFlags(c));
-  RETURN_IF_ERROR(CheckGroupDevices(c));
   const std::string run_dir = c.run_dir.empty() ? env.repo_root + "/build/cluster" : c.run_dir;
   const std::string model = c.models.target.empty() ? env.default_model : c.models.target;
   const std::string endpoint = c.coordinator.WorkerEndpoint();

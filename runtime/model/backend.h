@@ -9,14 +9,17 @@
 //   backend->Begin(plan);                                    // embed, RoPE angles
 //   for (int layer = 0; layer < n_layers; ++layer) {
 //     float* partial = backend->Attention(layer);           // writes K, V to the caches
-//     if (N > 1) comm->AllReduceSum(partial, T * n_embd);
+//     if (N > 1) backend->CompleteBuffers(), comm->AllReduceSum(partial, T * n_embd);
 //     backend->AddToResidual();
 //     partial = backend->FeedForward(layer);
-//     if (N > 1) comm->AllReduceSum(partial, T * n_embd);
+//     if (N > 1) backend->CompleteBuffers(), comm->AllReduceSum(partial, T * n_embd);
 //     backend->AddToResidual();
 //   }
 //   const float* parts = backend->OutputHead();              // [R, V'] this rank's vocabulary
-//   if (N > 1) comm->AllGather(parts, R * V', gathered = backend->GatherBuffer());
+//   if (N > 1) {
+//     backend->CompleteBuffers();
+//     comm->AllGather(parts, R * V', gathered = backend->GatherBuffer());
+//   }
 //   backend->CopyLogitsToHost(N > 1 ? gathered : parts, out->logits.data());
 //   RETURN_IF_ERROR(backend->Finish());                      // errors of the whole call
 //
@@ -136,6 +139,12 @@ class TransformerBackend {
 
   // Room for every rank's OutputHead: [N, R, V'], for the all-gather.
   virtual float* GatherBuffer() = 0;
+
+  // Called by the transformer before each collective on a buffer this backend
+  // returned: the buffer's contents must be complete when this returns, for a
+  // communicator that reads it on its own stream (NCCL). A device backend waits
+  // for its stream; the CPU backend's buffers are complete when a call returns.
+  virtual void CompleteBuffers() {}
 
   // Copies the ranks' logits [N, R, V'] (`parts`, in memory_space()) to
   // host_logits [R, V] (host memory the caller owns), vocabulary in order.

@@ -95,6 +95,10 @@ class CudaBackend final : public TransformerBackend {
   void AddToResidual() override;
   const float* OutputHead() override;
   float* GatherBuffer() override { return Ws<float>(ws_.gathered); }
+  void CompleteBuffers() override {
+    Ok(kernels::CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", __FILE__,
+                           __LINE__));
+  }
   void CopyLogitsToHost(const float* parts, float* host_logits) override;
   absl::Status Finish() override;
 

@@ -32,8 +32,12 @@
 // not the CPU's bits: the same integer block products, a different float
 // summation order (tests/gpu/cuda_transformer_test.cc states the bounds).
 //
-// Tensor parallelism: one rank only for now (Transformer refuses a group of more
-// than one rank on a CUDA device).
+// Tensor parallelism: this rank's shard of heads, feed-forward columns and
+// vocabulary, as the CPU backend; the transformer needs a device-memory
+// communicator for a group of more than one rank (NCCL, or Gloo staged through
+// the host: runtime/dist/host_staged_communicator.h) and calls CompleteBuffers
+// (a stream synchronization) before each collective. Written, never run on a GPU
+// (tests/gpu/cuda_tp_test.cc is the test that will).
 #ifndef SPLITSPEC_RUNTIME_MODEL_CUDA_BACKEND_H_
 #define SPLITSPEC_RUNTIME_MODEL_CUDA_BACKEND_H_
 

@@ -68,10 +68,13 @@ absl::Status Transformer::AttachBackend(const TransformerOptions& options) {
   const DeviceMemoryNeed need =
       EstimateDeviceMemory(config_, shard_, *shard_weights_, options.memory);
   RETURN_IF_ERROR(CheckDeviceFits(device_, need, SystemDeviceProbe()));
-  if (shard_.size > 1) {
-    return absl::UnimplementedError(
-        absl::StrCat(device_.ToString(), ": tensor-parallel groups (", shard_.size,
-                     " ranks) on CUDA devices are not supported yet; use --device cpu"));
+  if (shard_.size > 1 &&
+      (group_ == nullptr || group_->buffer_space() != net::BufferSpace::kDevice)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        device_.ToString(), ": a tensor-parallel group (", shard_.size,
+        " ranks) on a CUDA device needs a device-memory communicator (NCCL, or Gloo staged "
+        "through the host), got ",
+        group_ == nullptr ? "none" : group_->backend_name()));
   }
 #if defined(SPLITSPEC_HAVE_CUDA)
   ASSIGN_OR_RETURN(
@@ -211,6 +214,7 @@ void Transformer::PlanTokens(absl::Span<const SequenceInput> batch) {
 
 absl::Status Transformer::SumOverGroup(float* data, int64_t count) {
   if (shard_.size == 1) return absl::OkStatus();
+  backend_->CompleteBuffers();
   return group_->AllReduceSum(data, count);
 }
 
@@ -231,6 +235,7 @@ absl::Status Transformer::ComputeLogits(ForwardOutput* out) {
   const float* parts = backend_->OutputHead();
   if (shard_.size > 1) {
     float* gathered = backend_->GatherBuffer();
+    backend_->CompleteBuffers();
     RETURN_IF_ERROR(group_->AllGather(parts, rows * shard_.vocab_per_rank, gathered));
     parts = gathered;
   }

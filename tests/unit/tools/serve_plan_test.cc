@@ -54,6 +54,7 @@ target = "t.gguf"
 [[target_group]]
 name = "g"
 tp = 2
+devices = ["cuda:0", "cuda:1"]
 threads = 3
 [[draft_pool]]
 name = "d"
@@ -79,16 +80,17 @@ TEST_F(ServePlanTest, Tp2GroupStartsTwoRanksWithTheirFlags) {
   EXPECT_EQ(r0.tp_rank, 0);
   EXPECT_EQ(r1.tp_rank, 1);
   EXPECT_EQ(r1.tp_size, 2);
-  EXPECT_THAT(r0.argv, ElementsAre("/bin-dir/splitspec-target-worker", "--coordinator",
-                                   "tcp://127.0.0.1:5555", "--name", "g-rank0", "--model", model,
-                                   "--tp-group", "g", "--tp-rank", "0", "--tp-size", "2",
-                                   "--data-endpoint", "tcp://127.0.0.1:*", "--threads", "3"));
-  EXPECT_THAT(r1.argv,
+  EXPECT_THAT(r0.argv,
               ElementsAre("/bin-dir/splitspec-target-worker", "--coordinator",
-                          "tcp://127.0.0.1:5555", "--name", "g-rank1", "--model", model,
-                          "--tp-group", "g", "--tp-rank", "1", "--tp-size", "2", "--threads", "3"));
-  EXPECT_TRUE(r0.env.empty());
-  EXPECT_TRUE(r1.env.empty());
+                          "tcp://127.0.0.1:5555", "--name", "g-rank0", "--model", model,
+                          "--tp-group", "g", "--tp-rank", "0", "--tp-size", "2", "--data-endpoint",
+                          "tcp://127.0.0.1:*", "--threads", "3", "--device", "cuda:0"));
+  EXPECT_THAT(r1.argv, ElementsAre("/bin-dir/splitspec-target-worker", "--coordinator",
+                                   "tcp://127.0.0.1:5555", "--name", "g-rank1", "--model", model,
+                                   "--tp-group", "g", "--tp-rank", "1", "--tp-size", "2",
+                                   "--threads", "3", "--device", "cuda:0"));
+  EXPECT_THAT(r0.env, ElementsAre(std::make_pair("CUDA_VISIBLE_DEVICES", "0")));
+  EXPECT_THAT(r1.env, ElementsAre(std::make_pair("CUDA_VISIBLE_DEVICES", "1")));
   EXPECT_EQ((*plan)[3].name, "d-0");
   EXPECT_THAT((*plan)[4].argv, ElementsAre("/bin-dir/splitspec-draft-worker", "--coordinator",
                                            "tcp://127.0.0.1:5555", "--name", "d-1", "--drafter",
@@ -129,18 +131,6 @@ devices = ["cuda:0", "cuda:2"]
     EXPECT_EQ(d.argv[d.argv.size() - 2], "--device") << i;
     EXPECT_EQ(d.argv.back(), "cuda:0") << i;
   }
-}
-
-TEST_F(ServePlanTest, RefusesATensorParallelGroupOnGpusByField) {
-  absl::StatusOr<std::vector<PlannedProcess>> plan = Plan({"--config", WriteConfig(R"(
-[[target_group]]
-tp = 2
-devices = ["cuda:0", "cuda:1"]
-)")});
-  EXPECT_EQ(plan.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(plan.status().message(),
-              HasSubstr("target_group[0].devices: tp = 2 on cuda:0, ...: tensor-parallel target "
-                        "groups on CUDA devices are not supported yet"));
 }
 
 TEST_F(ServePlanTest, DecodingChoicesNameThreadsDrafterAndKAuto) {
