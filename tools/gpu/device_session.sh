@@ -9,7 +9,8 @@
 # beside it when its sources were carried. Not here yet: HF transformers.
 #
 #   tools/gpu/pack_deps.sh                                   # here, once: .gpu/sysroot
-#   device run: command="tools/gpu/device_session.sh", carry=[".gpu"]
+#   tools/gpu/pack_llama_cpp.sh                              # here, once: build/llama-cpp-src
+#   device run: command="tools/gpu/device_session.sh", carry=[".gpu", "build/llama-cpp-src"]
 #   device run: command="tools/gpu/device_session.sh bench"  # a second call: build is kept
 #
 # Arguments pick steps after the (incremental) configure and build: `test`, `bench`,
@@ -136,6 +137,7 @@ if want llama; then
     run cmake -S "$LLAMA_SRC" -B build/llama-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=on \
       -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
       -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=ON \
+      -DLLAMA_BUILD_APP=OFF \
       >"$OUT/llama_configure.log" 2>&1 || step "FAILED: llama.cpp configure"
     run cmake --build build/llama-cuda -j "$(nproc)" --target llama-bench \
       >"$OUT/llama_build.log" 2>&1 || step "FAILED: llama.cpp build"
