@@ -26,6 +26,7 @@ expect_in_order "$all" \
   "bench verify --device cuda:0" "--k 1,2,3,5,8,9,16" \
   "-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90" \
   "llama-bench -m" "-ngl 99" \
+  "python3 tools/gpu/bench_hf.py --batch 1,8,32,64" \
   "=== done"
 
 tests_only="$(bash "$SCRIPT" --dry-run test)" || fail "dry run of 'test' exited $?"
@@ -35,6 +36,9 @@ tests_only="$(bash "$SCRIPT" --dry-run test)" || fail "dry run of 'test' exited 
 llama_only="$(bash "$SCRIPT" --dry-run llama)" || fail "dry run of 'llama' exited $?"
 [[ "$llama_only" == *"llama-bench"* && "$llama_only" != *"bench decode"* ]] || fail "'llama' step"
 [[ "$llama_only" != *"ctest"* ]] || fail "'llama' runs the tests"
+
+hf_only="$(bash "$SCRIPT" --dry-run hf)" || fail "dry run of 'hf' exited $?"
+[[ "$hf_only" == *"bench_hf.py"* && "$hf_only" != *"llama-bench"* ]] || fail "'hf' step"
 
 if bash "$SCRIPT" --dry-run bogus >/dev/null 2>&1; then fail "an unknown step was accepted"; fi
 echo "PASS"

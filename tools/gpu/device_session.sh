@@ -6,16 +6,21 @@
 # ratio), with every log under $OUT (or build/gpu-out) and the headlines in $OUT/summary.txt.
 # Benchmarks run on a random-weight GGUF with the default model's shapes and types
 # (tests/bench/write_bench_model.cc); figures from it must say so. llama.cpp's CUDA build runs
-# beside it when its sources were carried. Not here yet: HF transformers.
+# beside it when its sources were carried, and HF transformers when the machine has it.
 #
 #   tools/gpu/pack_deps.sh                                   # here, once: .gpu/sysroot
 #   tools/gpu/pack_llama_cpp.sh                              # here, once: build/llama-cpp-src
 #   device run: command="tools/gpu/device_session.sh", carry=[".gpu", "build/llama-cpp-src"]
 #   device run: command="tools/gpu/device_session.sh bench"  # a second call: build is kept
 #
+# Within a session's 30 device minutes (10 per call), while the machine stays warm:
+#   1. `test` (cold build + gpu tests), 2. `bench hf`, 3. `llama` (builds llama.cpp's CUDA
+#   backend, several minutes on 16 cores) -- each call carries .gpu and build/llama-cpp-src.
+#
 # Arguments pick steps after the (incremental) configure and build: `test`, `bench`,
 # `llama` (llama.cpp's CUDA build from build/llama-cpp-src, carried; tools/gpu/pack_llama_cpp.sh
-# writes it, and its llama-bench on the same GGUF), or nothing / `all` for every one.
+# writes it, and its llama-bench on the same GGUF), `hf` (HF transformers, tools/gpu/bench_hf.py,
+# if importable there), or nothing / `all` for every one.
 # `--dry-run` (first) prints each command instead of running it, on any machine: the plan of
 # a device call, checked before device time is spent (tests/tools/gpu_routine_test.sh). A cold build plus everything may not fit one call's 10 minutes;
 # then the build and tests finish in the first call and `bench` runs in the next (the build
@@ -39,7 +44,7 @@ step() { echo "=== $*" | tee -a "$OUT/summary.txt"; }
 run() { if [[ "$DRY_RUN" == 1 ]]; then echo "+ $*" >&3; else "$@"; fi; }
 STEPS=" ${*:-all} "
 for s in $STEPS; do
-  [[ "$s" =~ ^(all|test|bench|llama)$ ]] || { echo "device_session.sh: unknown step '$s'" >&2; exit 2; }
+  [[ "$s" =~ ^(all|test|bench|llama|hf)$ ]] || { echo "device_session.sh: unknown step '$s'" >&2; exit 2; }
 done
 want() { [[ "$STEPS" == *" all "* || "$STEPS" == *" $1 "* ]]; }
 
@@ -92,7 +97,7 @@ if want test; then
   tail -25 "$OUT/gpu_tests.log" 2>/dev/null | tee -a "$OUT/summary.txt"
   grep -h '\[ cuda vs cpu \]' "$OUT/gpu_tests.log" 2>/dev/null | tee -a "$OUT/summary.txt"
 fi
-if ! want bench && ! want llama; then
+if ! want bench && ! want llama && ! want hf; then
   step "done (gpu tests exit ${gpu_rc})"
   exit "$gpu_rc"
 fi
@@ -147,6 +152,18 @@ if want llama; then
         >"$OUT/llama_bench_$(basename "$model" .gguf).log" 2>&1 || step "FAILED: llama-bench"
       [[ "$DRY_RUN" == 1 ]] || tail -6 "$OUT/llama_bench_$(basename "$model" .gguf).log" | tee -a "$OUT/summary.txt"
     done
+  fi
+fi
+# HF transformers beside it, if the machine's Python has torch and transformers (nothing can
+# be installed there): the same shapes with random float16 weights (tools/gpu/bench_hf.py).
+if want hf; then
+  if [[ "$DRY_RUN" == 0 ]] && ! python3 tools/gpu/bench_hf.py --check >>"$OUT/summary.txt" 2>&1; then
+    step "SKIPPED: HF transformers (torch with CUDA or transformers not importable)"
+  else
+    step "HF transformers decode (SmolLM2-135M shapes, RANDOM weights, float16)"
+    run timeout 300 python3 tools/gpu/bench_hf.py --batch 1,8,32,64 --prefill-tokens 512 \
+      --decode-tokens 128 >"$OUT/bench_hf.log" 2>&1 || step "FAILED: bench_hf.py"
+    [[ "$DRY_RUN" == 1 ]] || tee -a "$OUT/summary.txt" <"$OUT/bench_hf.log"
   fi
 fi
 step "done (gpu tests exit ${gpu_rc})"
