@@ -55,6 +55,7 @@ absl::Status Grow(void** buffer, size_t* capacity, size_t bytes, int device) {
   *buffer = nullptr;
   *capacity = 0;
   if (cudaMalloc(buffer, bytes) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear it, or the next launch check would report it
     *buffer = nullptr;
     return absl::ResourceExhaustedError(
         absl::StrCat("cuda:", device, ": cannot allocate ", bytes, " bytes for verification"));

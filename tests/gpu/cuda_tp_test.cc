@@ -2,8 +2,11 @@
 // tensor-parallel ranks as threads, both on cuda:0, joined by Gloo staged
 // through the host (NCCL refuses two ranks on one device). Their logits match
 // the one-rank CUDA forward within the bound the CPU's TP test states, and the
-// ranks hold identical logits; a host communicator without staging is refused.
+// ranks hold identical logits; a host communicator without staging is refused; a
+// one-rank NCCL group (NCCL builds) gives the ungrouped logits.
 // Skips without a device.
+#include <stdlib.h>
+
 #include <cmath>
 #include <limits>
 #include <string>
@@ -12,7 +15,11 @@
 #include "gtest/gtest.h"
 #include "kernels/cuda/cuda_check.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/dist/file_rendezvous_store.h"
 #include "runtime/dist/host_staged_communicator.h"
+#if defined(SPLITSPEC_HAVE_NCCL)
+#include "runtime/dist/nccl_communicator.h"
+#endif
 #include "runtime/model/device.h"
 #include "runtime/model/transformer.h"
 #include "tests/testing/gloo_group.h"
@@ -95,6 +102,33 @@ TEST(CudaTensorParallelTest, RefusesAHostCommunicatorOnTheDevice) {
     EXPECT_NE(s.message().find("needs a device-memory communicator"), std::string::npos) << s;
   }
 }
+
+#if defined(SPLITSPEC_HAVE_NCCL)
+// A one-rank group over NCCL (the only NCCL group one GPU allows): the transformer
+// joins it on the device and, with nothing to reduce, gives the ungrouped logits bit
+// for bit; the communicator itself reduces a device buffer of one rank to itself.
+TEST(CudaTensorParallelTest, OneRankGroupOverNcclEqualsNoGroup) {
+  if (!kernels::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  const std::string path = TinyModelPath();
+  const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6};
+  auto single = Transformer::Load(path, {.threads = 1, .device = kCuda0});
+  ASSERT_TRUE(single.ok()) << single.status();
+  auto want = PromptLogits(**single, prompt);
+  ASSERT_TRUE(want.ok()) << want.status();
+  std::string dir = ::testing::TempDir() + "/cuda-tp1-nccl-XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  auto store = net::FileRendezvousStore::Open(dir);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto nccl =
+      net::NcclCommunicator::Create(**store, {.group = "tp1", .rank = 0, .size = 1}, {.device = 0});
+  ASSERT_TRUE(nccl.ok()) << nccl.status();
+  auto grouped = Transformer::Load(path, nccl->get(), {.threads = 1, .device = kCuda0});
+  ASSERT_TRUE(grouped.ok()) << grouped.status();
+  auto got = PromptLogits(**grouped, prompt);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, *want);
+}
+#endif
 
 }  // namespace
 }  // namespace splitspec::model
