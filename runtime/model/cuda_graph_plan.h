@@ -15,6 +15,13 @@
 //  - Shapes are bucketed by the call's token count T: the smallest bucket B >= T.
 //    The call is padded to B tokens and B logit rows (a decode or verify step
 //    asks logits of most of its tokens, and a graph has fixed shapes).
+//  - And by the longest context: the attention kernel sizes its shared memory by
+//    the launch's max_positions (kernels/cuda/transformer_kernels.h), which a
+//    graph freezes, so a graph serves calls whose max_positions is at most its
+//    position bucket P (the smallest bucket >= max_positions) and is captured
+//    with max_positions = P; that value is only a bound (each token reads
+//    positions 0..pos[t] from device memory), so the results do not change. A
+//    call past the largest position bucket runs eagerly. One graph per (B, P).
 //  - Padding: the B - T padded tokens are token 0 at position 0 of a one-row
 //    padding KV cache the backend owns; their logit rows are computed and never
 //    copied. Because every kernel computes a token's row from that row's inputs
@@ -46,6 +53,8 @@ namespace splitspec::model {
 
 struct GraphBucketOptions {
   std::vector<int> token_buckets = {1, 2, 4, 8, 16, 32, 64, 128, 256};  // increasing, >= 1
+  // Increasing, >= 1; the last at most kCudaMaxAttentionPositions (49152).
+  std::vector<int> position_buckets = {512, 1024, 2048, 4096, 8192, 16384, 32768, 49152};
   int max_block_tokens = 17;  // a sequence feeding more tokens runs eagerly (>= 1)
   int max_graphs = 16;        // live graphs at most (>= 1)
   int warmup_calls = 1;       // eager calls of a bucket before its capture (>= 0)
@@ -59,6 +68,7 @@ struct GraphStepShape {
   int tokens = 0;                   // T, over all sequences
   int logit_rows = 0;               // R <= T
   int max_tokens_per_sequence = 0;  // the longest sequence's new tokens
+  int max_positions = 0;            // 1 + the largest position of any token
 };
 
 enum class GraphAction {
@@ -70,6 +80,7 @@ enum class GraphAction {
 struct GraphDecision {
   GraphAction action = GraphAction::kEager;
   int bucket_tokens = 0;         // B (0 when eager)
+  int bucket_positions = 0;      // P: the attention's max_positions in the graph (0 when eager)
   int padding_tokens = 0;        // B - T
   int64_t graph_id = -1;         // the graph to capture into or replay
   std::vector<int64_t> evicted;  // graphs the caller must destroy now
@@ -96,13 +107,14 @@ class GraphBucketer {
     int64_t graph_id = -1;  // -1: none live
     int64_t last_used = 0;
   };
-  // The bucket for `tokens`, or 0 if none fits.
-  int BucketFor(int tokens) const;
+  using Key = std::pair<int, int>;  // (B, P)
+  // The smallest bucket >= value, or 0 if none fits.
+  static int BucketFor(const std::vector<int>& buckets, int value);
   void EvictLeastRecent(std::vector<int64_t>* evicted);
 
   GraphBucketOptions options_;
-  std::map<int, Bucket> buckets_;  // by bucket size
-  std::map<int64_t, int> live_;    // graph id -> bucket size
+  std::map<Key, Bucket> buckets_;
+  std::map<int64_t, Key> live_;  // graph id -> its bucket
   std::vector<int64_t> pending_evicted_;
   int64_t next_graph_id_ = 0;
   int64_t clock_ = 0;
