@@ -8,7 +8,8 @@
 #   splitspec_cc_binary(NAME n SRCS ... DEPS ... [TESTONLY])   a service or tool binary
 #   splitspec_cc_test(NAME n SRCS ... DEPS ... LABELS unit|integration|gpu [TIMEOUT s])
 #     (unit-labelled tests are also collected into the target splitspec_unit_tests,
-#      which the sanitizer presets build)
+#      which the sanitizer presets build; gpu-labelled ones into splitspec_gpu_tests,
+#      which tools/gpu/device_session.sh builds)
 #
 # Sources are listed explicitly; no GLOB.
 
@@ -71,6 +72,9 @@ function(splitspec_cc_test)
   set_target_properties(${ARG_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
   if("unit" IN_LIST ARG_LABELS)
     set_property(GLOBAL APPEND PROPERTY SPLITSPEC_UNIT_TEST_TARGETS ${ARG_NAME})
+  endif()
+  if("gpu" IN_LIST ARG_LABELS)
+    set_property(GLOBAL APPEND PROPERTY SPLITSPEC_GPU_TEST_TARGETS ${ARG_NAME})
   endif()
   gtest_discover_tests(${ARG_NAME}
     DISCOVERY_MODE PRE_TEST

@@ -16,6 +16,7 @@
 #include "runtime/base/shutdown.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cli/worker_flags.h"
+#include "runtime/model/device.h"
 #include "runtime/model/gguf_reader.h"
 #include "runtime/spec/drafter_factory.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
@@ -29,6 +30,11 @@ absl::Status ServeDrafts(splitspec::cli::WorkerFlags flags) {
     return absl::InvalidArgumentError(
         "a draft worker needs a drafter: --drafter ngram|model|layerskip:L");
   }
+  // A bad --device is refused at start-up for every drafter, also those that run on the host
+  // (ngram, lookup) and so never touch it.
+  RETURN_IF_ERROR(
+      splitspec::model::CheckDeviceExists(flags.device, splitspec::model::SystemDeviceProbe()));
+  spec.device = flags.device;
   std::unique_ptr<splitspec::spec::Drafter> drafter;
   if (spec.kind == splitspec::spec::DrafterSpec::Kind::kNgram) {
     ASSIGN_OR_RETURN(drafter, splitspec::spec::MakeDrafter(spec, "", nullptr, 0, 1));

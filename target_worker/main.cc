@@ -17,10 +17,12 @@
 // --model PATH is required.
 #include <atomic>
 
+#include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/shutdown.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cli/worker_flags.h"
+#include "runtime/model/device.h"
 #include "runtime/model/transformer.h"
 #include "target_worker/target_service.h"
 #include "target_worker/tp_group_runner.h"
@@ -48,6 +50,7 @@ absl::Status RunTensorParallelRank(const splitspec::cli::WorkerFlags& flags) {
       .timeout = absl::Milliseconds(flags.tp_timeout_ms)};
   options.model_path = flags.identity.model_path;
   options.threads = flags.identity.threads;
+  options.device = flags.device;
   options.service = ServiceOptions(flags);
   SPLITSPEC_LOG(INFO) << "target worker '" << flags.identity.name << "': rank "
                       << flags.identity.tp_rank << " of tp group '" << flags.identity.tp_group
@@ -60,9 +63,17 @@ absl::Status RunTensorParallelRank(const splitspec::cli::WorkerFlags& flags) {
 absl::Status ServeTargets(splitspec::cli::WorkerFlags flags) {
   if (flags.identity.model_path.empty())
     return absl::InvalidArgumentError("--model PATH is required");
+  // A missing GPU or a bad ordinal is refused before the model is read; whether the model
+  // fits is checked when it loads (Transformer::Load).
+  RETURN_IF_ERROR(
+      splitspec::model::CheckDeviceExists(flags.device, splitspec::model::SystemDeviceProbe()));
   if (flags.identity.tp_size > 1) return RunTensorParallelRank(flags);
-  ASSIGN_OR_RETURN(auto model, splitspec::model::Transformer::Load(
-                                   flags.identity.model_path, {.threads = flags.identity.threads}));
+  splitspec::model::TransformerOptions model_options;
+  model_options.threads = flags.identity.threads;
+  model_options.device = flags.device;
+  model_options.memory.step_tokens = flags.step_tokens;
+  ASSIGN_OR_RETURN(auto model,
+                   splitspec::model::Transformer::Load(flags.identity.model_path, model_options));
   ASSIGN_OR_RETURN(auto service,
                    splitspec::target::TargetService::Create(model.get(), ServiceOptions(flags)));
   SPLITSPEC_LOG(INFO) << "target worker '" << flags.identity.name << "' serving "

@@ -7,6 +7,9 @@
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/model/transformer.h"
+#if defined(SPLITSPEC_HAVE_CUDA)
+#include "runtime/dist/host_staged_communicator.h"
+#endif
 #include "runtime/net/membership_client.h"
 #include "runtime/net/worker_identity.h"
 #include "target_worker/group_follower.h"
@@ -41,12 +44,34 @@ net::WorkerIdentity RankIdentity(const TpRankOptions& options) {
   return identity;
 }
 
+// The rank's model over the formed group: on a CUDA device its collectives go
+// through a host-staged view of the group's Gloo communicator, which the model
+// must not outlive (members in that order).
+struct RankModel {
+  std::unique_ptr<net::Communicator> staged;
+  std::unique_ptr<model::Transformer> model;
+};
+
+absl::StatusOr<RankModel> LoadRankModel(const TpRankOptions& options, FormedGroup& formed) {
+  RankModel rank;
+  net::Communicator* comm = formed.comm.get();
+#if defined(SPLITSPEC_HAVE_CUDA)
+  if (options.device.is_cuda()) {
+    rank.staged = std::make_unique<net::HostStagedCommunicator>(comm, options.device.ordinal);
+    comm = rank.staged.get();
+  }
+#endif
+  ASSIGN_OR_RETURN(
+      rank.model, model::Transformer::Load(options.model_path, comm,
+                                           {.threads = options.threads, .device = options.device}));
+  return rank;
+}
+
 // One formation of the group, as its leader. OK: stopped or drained.
 absl::Status LeadOneFormation(const TpRankOptions& options, FormedGroup& formed,
                               const std::atomic<bool>& stop) {
-  ASSIGN_OR_RETURN(auto model, model::Transformer::Load(options.model_path, formed.comm.get(),
-                                                        {.threads = options.threads}));
-  GroupLeaderModel leader(model.get(), formed.comm.get());
+  ASSIGN_OR_RETURN(RankModel rank, LoadRankModel(options, formed));
+  GroupLeaderModel leader(rank.model.get(), formed.comm.get());
   TargetServiceOptions service_options = options.service;
   service_options.identity = RankIdentity(options);
   service_options.group_leader = &leader;
@@ -64,8 +89,7 @@ absl::Status LeadOneFormation(const TpRankOptions& options, FormedGroup& formed,
 // One formation of the group, as a follower.
 absl::StatusOr<FollowerExit> FollowOneFormation(const TpRankOptions& options, FormedGroup& formed,
                                                 const std::atomic<bool>& stop) {
-  ASSIGN_OR_RETURN(auto model, model::Transformer::Load(options.model_path, formed.comm.get(),
-                                                        {.threads = options.threads}));
+  ASSIGN_OR_RETURN(RankModel rank, LoadRankModel(options, formed));
   // Registered for liveness only (the router places requests on leaders).
   ASSIGN_OR_RETURN(proto::Register registration, net::BuildRegistration(RankIdentity(options)));
   ASSIGN_OR_RETURN(auto membership, net::MembershipClient::Connect(
@@ -76,7 +100,7 @@ absl::StatusOr<FollowerExit> FollowOneFormation(const TpRankOptions& options, Fo
   }
   SPLITSPEC_LOG(INFO) << "tp group '" << options.group.group << "' generation " << formed.generation
                       << " joined as rank " << options.group.rank;
-  absl::StatusOr<FollowerExit> exit = RunGroupFollower(*model, *formed.comm, stop);
+  absl::StatusOr<FollowerExit> exit = RunGroupFollower(*rank.model, *formed.comm, stop);
   (void)membership->Deregister(
       exit.ok() ? "tp group left" : absl::StrCat("tp group failed: ", exit.status().message()));
   return exit;

@@ -29,6 +29,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "runtime/model/device.h"
 #include "target_worker/target_service.h"
 #include "target_worker/tp_group.h"
 
@@ -38,6 +39,10 @@ struct TpRankOptions {
   TpGroupOptions group;
   std::string model_path;
   int threads = 1;  // this rank's compute threads
+  // This rank's device. On CUDA the transformer's collectives go over the group's
+  // Gloo communicator staged through the host (runtime/dist/host_staged_communicator.h);
+  // step plans stay on Gloo. CUDA builds only (a CPU build refuses cuda:N at start-up).
+  model::DeviceSpec device;
   // The leader's service; identity.name/tp_* are filled from `group` where empty.
   TargetServiceOptions service;
   // Pause between formation attempts after a failure.

@@ -1,14 +1,19 @@
-// `splitspec bench decode --model PATH [--threads N] [--prompt-tokens 32]
-//                         [--decode-tokens 128] [--prefill-tokens 512]`
+// `splitspec bench decode --model PATH [--threads N] [--device cpu|cuda:N]
+//                         [--prompt-tokens 32] [--decode-tokens 128] [--prefill-tokens 512]
+//                         [--batch 1,8,32,64]`
 //
-// CPU forward-pass benchmark of one model, printed for humans and as a final
-// JSON line (the one tools/bench_decode_vs_llamacpp.py reads):
+// Forward-pass benchmark of one model on the CPU or a CUDA device, printed for
+// humans and as a final JSON line (the one tools/bench_decode_vs_llamacpp.py reads):
 //   decode   greedy 1-token steps after a prompt; tok/s = decode tokens / decode seconds
+//   batch B  B sequences decoded together, one forward per step; aggregate tok/s =
+//            B * decode tokens / seconds (for each B > 1 of --batch)
 //   prefill  one forward over N fresh tokens;     tok/s = N / seconds
 //   floor    bytes of weights read per decode token / streaming-read bandwidth
-//            measured in the same run = the memory-bound time per token
+//            measured in the same run = the memory-bound time per token (of host
+//            memory: with --device cuda:N it does not bound the device)
 //   rss      resident set after load and after the runs (/proc/self/status VmRSS)
 // Token ids are a fixed pseudo-random sequence, so runs are comparable.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -34,9 +39,11 @@ namespace {
 struct BenchFlags {
   std::string model;
   int threads = 0;
+  model::DeviceSpec device = {};
   int prompt_tokens = 32;
   int decode_tokens = 128;
   int prefill_tokens = 512;
+  std::vector<int> batches = {1};  // --batch: sequences decoded together (1 = the decode line)
 };
 
 absl::StatusOr<int> PositiveInt(const CliArgs& args, const std::string& name, int fallback) {
@@ -62,9 +69,19 @@ absl::StatusOr<BenchFlags> ParseFlags(const CommandArgs& argv) {
     return absl::InvalidArgumentError(absl::StrCat("--threads ", threads, " out of range"));
   }
   f.threads = static_cast<int>(threads);
+  ASSIGN_OR_RETURN(f.device, ParseDeviceFlag(args));
   ASSIGN_OR_RETURN(f.prompt_tokens, PositiveInt(args, "prompt-tokens", 32));
   ASSIGN_OR_RETURN(f.decode_tokens, PositiveInt(args, "decode-tokens", 128));
   ASSIGN_OR_RETURN(f.prefill_tokens, PositiveInt(args, "prefill-tokens", 512));
+  if (args.Has("batch")) {
+    ASSIGN_OR_RETURN(std::vector<int32_t> batches, args.GetIntList("batch"));
+    f.batches.assign(batches.begin(), batches.end());
+    for (int b : f.batches) {
+      if (b < 1 || b > 1024) {
+        return absl::InvalidArgumentError(absl::StrCat("--batch ", b, " out of range [1, 1024]"));
+      }
+    }
+  }
   return f;
 }
 
@@ -143,12 +160,50 @@ absl::StatusOr<double> TimeDecode(model::Transformer& model, const std::vector<i
   return absl::ToDoubleSeconds(absl::Now() - start);
 }
 
+// Seconds for `decode_tokens` greedy steps of `batch` sequences decoded together (one
+// forward per step, one new token per sequence), after prefilling their prompts together.
+absl::StatusOr<double> TimeBatchDecode(model::Transformer& model, int batch, int prompt_tokens,
+                                       int decode_tokens) {
+  std::vector<std::unique_ptr<model::KvCache>> caches;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<int32_t> next(batch);
+  std::vector<model::SequenceInput> inputs(batch);
+  for (int s = 0; s < batch; ++s) {
+    caches.push_back(model.NewCache(prompt_tokens + decode_tokens + 1));
+    prompts.push_back(BenchTokens(prompt_tokens, model.config().vocab_size, 10 + s));
+    inputs[s] = {caches[s].get(), prompts[s], model::LogitsMode::kLast};
+  }
+  model::ForwardOutput out;
+  RETURN_IF_ERROR(model.Forward(inputs, &out));
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < decode_tokens; ++i) {
+    for (int s = 0; s < batch; ++s) {
+      next[s] = Argmax(out.Row(s, 0), out.vocab_size);
+      inputs[s].tokens = {&next[s], 1};
+    }
+    RETURN_IF_ERROR(model.Forward(inputs, &out));
+  }
+  return absl::ToDoubleSeconds(absl::Now() - start);
+}
+
 absl::StatusOr<double> TimePrefill(model::Transformer& model, const std::vector<int32_t>& tokens) {
   std::unique_ptr<model::KvCache> cache = model.NewCache(static_cast<int>(tokens.size()));
   model::ForwardOutput out;
   const absl::Time start = absl::Now();
   RETURN_IF_ERROR(model.Forward({{cache.get(), tokens, model::LogitsMode::kLast}}, &out));
   return absl::ToDoubleSeconds(absl::Now() - start);
+}
+
+// The model on --device with room for the largest forward of the runs.
+model::TransformerOptions LoadOptions(const BenchFlags& f) {
+  model::TransformerOptions options;
+  options.threads = f.threads;
+  options.device = f.device;
+  options.memory.context_tokens = std::max(f.prompt_tokens + f.decode_tokens + 1, f.prefill_tokens);
+  const int max_batch = *std::max_element(f.batches.begin(), f.batches.end());
+  options.memory.sequences = max_batch;
+  options.memory.step_tokens = std::max(f.prefill_tokens, max_batch * f.prompt_tokens);
+  return options;
 }
 
 absl::Status RunBench(const BenchFlags& f, const CommandArgs& argv) {
@@ -158,8 +213,9 @@ absl::Status RunBench(const BenchFlags& f, const CommandArgs& argv) {
               CpuModelName().c_str(), ThreadPool::DefaultThreads(), kernels::CpuIsaName(),
               kernels::MatMulPathName(), threads);
   ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> model,
-                   model::Transformer::Load(f.model, {.threads = threads}));
+                   model::Transformer::Load(f.model, LoadOptions(f)));
   const model::ModelConfig& c = model->config();
+  std::printf("device: %s\n", f.device.ToString().c_str());
   const double rss_load = RssMiB();
   const double bytes_per_token = static_cast<double>(model->weights().DecodeBytesPerToken());
   std::printf("model: %s (%s, %d layers, n_embd %d, vocab %d)\n", f.model.c_str(),
@@ -188,15 +244,29 @@ absl::Status RunBench(const BenchFlags& f, const CommandArgs& argv) {
       bytes_per_token / 1e6, bandwidth, floor_s * 1e3, 1 / floor_s, 100.0 * decode_tps * floor_s);
   std::printf("prefill: %d tokens in %.3f s = %.2f tok/s\n", f.prefill_tokens, prefill_s,
               prefill_tps);
+  std::string batch_json;
+  for (int batch : f.batches) {
+    if (batch == 1) continue;  // the decode line above
+    ASSIGN_OR_RETURN(double seconds,
+                     TimeBatchDecode(*model, batch, f.prompt_tokens, f.decode_tokens));
+    const double aggregate = static_cast<double>(batch) * f.decode_tokens / seconds;
+    std::printf(
+        "batch %d: %d steps of %d sequences in %.3f s = %.2f tok/s aggregate "
+        "(%.2f ms/step)\n",
+        batch, f.decode_tokens, batch, seconds, aggregate, 1e3 * seconds / f.decode_tokens);
+    absl::StrAppend(&batch_json, batch_json.empty() ? "" : ",", "\"", batch,
+                    "\":", absl::StrFormat("%.3f", aggregate));
+  }
   const double rss_end = RssMiB();
   std::printf("rss after runs: %.1f MiB\n", rss_end);
   std::printf(
-      "{\"bench\":\"decode\",\"threads\":%d,\"isa\":\"%s\",\"decode_tok_s\":%.3f,"
+      "{\"bench\":\"decode\",\"device\":\"%s\",\"threads\":%d,\"isa\":\"%s\",\"decode_tok_s\":%.3f,"
       "\"prefill_tok_s\":%.3f,\"prompt_tokens\":%d,\"decode_tokens\":%d,\"prefill_tokens\":%d,"
       "\"weight_bytes_per_token\":%.0f,\"read_bandwidth_gb_s\":%.3f,\"floor_tok_s\":%.3f,"
-      "\"rss_after_load_mib\":%.1f,\"rss_after_runs_mib\":%.1f}\n",
-      threads, kernels::MatMulPathName(), decode_tps, prefill_tps, f.prompt_tokens, f.decode_tokens,
-      f.prefill_tokens, bytes_per_token, bandwidth, 1 / floor_s, rss_load, rss_end);
+      "\"rss_after_load_mib\":%.1f,\"rss_after_runs_mib\":%.1f,\"batch_tok_s\":{%s}}\n",
+      f.device.ToString().c_str(), threads, kernels::MatMulPathName(), decode_tps, prefill_tps,
+      f.prompt_tokens, f.decode_tokens, f.prefill_tokens, bytes_per_token, bandwidth, 1 / floor_s,
+      rss_load, rss_end, batch_json.c_str());
   return absl::OkStatus();
 }
 

@@ -38,6 +38,7 @@ namespace {
 struct VerifyFlags {
   std::string model;
   int threads = 0;
+  model::DeviceSpec device = {};
   int prompt_tokens = 32;
   int repeats = 30;
   std::vector<int> ks = {1, 2, 3, 5, 8, 9, 16};
@@ -61,6 +62,7 @@ absl::StatusOr<VerifyFlags> ParseVerifyFlags(const CommandArgs& argv) {
     return absl::InvalidArgumentError(absl::StrCat("--repeats ", repeats, " out of range"));
   }
   f.threads = static_cast<int>(threads);
+  ASSIGN_OR_RETURN(f.device, ParseDeviceFlag(args));
   f.prompt_tokens = static_cast<int>(prompt);
   f.repeats = static_cast<int>(repeats);
   if (!args.GetString("k", "").empty()) {
@@ -90,6 +92,17 @@ double Median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// The model on --device with room for the prompt and the largest block.
+model::TransformerOptions LoadOptions(const VerifyFlags& f) {
+  model::TransformerOptions options;
+  options.threads = f.threads;
+  options.device = f.device;
+  const int max_k = *std::max_element(f.ks.begin(), f.ks.end());
+  options.memory.context_tokens = f.prompt_tokens + max_k;
+  options.memory.step_tokens = std::max(f.prompt_tokens, max_k);
+  return options;
+}
+
 absl::Status RunVerify(const VerifyFlags& f, const CommandArgs& argv) {
   const int threads = f.threads > 0 ? f.threads : ThreadPool::DefaultThreads();
   std::printf("command: splitspec bench verify %s\n", absl::StrJoin(argv, " ").c_str());
@@ -97,7 +110,8 @@ absl::Status RunVerify(const VerifyFlags& f, const CommandArgs& argv) {
               ThreadPool::DefaultThreads(), kernels::CpuIsaName(), kernels::MatMulPathName(),
               threads);
   ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> model,
-                   model::Transformer::Load(f.model, {.threads = threads}));
+                   model::Transformer::Load(f.model, LoadOptions(f)));
+  std::printf("device: %s\n", f.device.ToString().c_str());
   const model::ModelConfig& c = model->config();
   std::printf("model: %s (%s, %d layers, n_embd %d, vocab %d)\n", f.model.c_str(),
               c.architecture.c_str(), c.n_layers, c.n_embd, c.vocab_size);

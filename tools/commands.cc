@@ -113,6 +113,20 @@ const cli::FlagTable& LogitsFlagTable() {
   return table;
 }
 
+cli::Flag DeviceFlag() {
+  return {"device", "DEV", "cpu",
+          "where the model runs: cpu or cuda:N (the target and a model or layerskip drafter)"};
+}
+
+absl::StatusOr<model::DeviceSpec> ParseDeviceFlag(const CliArgs& args) {
+  absl::StatusOr<model::DeviceSpec> device =
+      model::ParseDeviceSpec(args.GetString("device", "cpu"));
+  if (!device.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--device: ", device.status().message()));
+  }
+  return *device;
+}
+
 const cli::FlagTable& GenerateFlagTable() {
   static const cli::FlagTable& table = TableWithSampling(
       {.command = "splitspec generate",
@@ -129,6 +143,7 @@ const cli::FlagTable& GenerateFlagTable() {
                  {"samples", "M", "1", "samples to generate; sample i uses seed S + i"},
                  {"threads", "N", "0", "the target's compute threads; 0 = one per core"},
                  {"draft-threads", "N", "1", "the draft model's compute threads"},
+                 DeviceFlag(),
                  {"target-tp", "N", "1", "the target as a tensor-parallel group of N (1, 2, 4, 8)"},
                  {"trace", "FILE", "", "write a Chrome trace of the workers' busy intervals"},
                  {"sequential", "", "", "the draft waits for each verification (lookahead 1)"},
@@ -141,12 +156,16 @@ const cli::FlagTable& GenerateFlagTable() {
 const cli::FlagTable& BenchDecodeFlagTable() {
   static const cli::FlagTable& table =
       Table({.command = "splitspec bench decode",
-             .summary = "CPU forward-pass benchmark of one model: decode, prefill, memory floor",
+             .summary = "forward-pass benchmark of one model: decode, prefill, memory floor",
              .flags = {{"model", "PATH", "", "the model's GGUF (required)"},
                        {"threads", "N", "0", "compute threads; 0 = one per core"},
+                       DeviceFlag(),
                        {"prompt-tokens", "N", "32", "prompt length before decoding"},
                        {"decode-tokens", "N", "128", "greedy decode steps timed"},
-                       {"prefill-tokens", "N", "512", "tokens of the timed prefill"}}});
+                       {"prefill-tokens", "N", "512", "tokens of the timed prefill"},
+                       {"batch", "LIST", "1",
+                        "also decode B sequences together for each B > 1 in the list "
+                        "(aggregate tok/s)"}}});
   return table;
 }
 
@@ -202,6 +221,7 @@ const cli::FlagTable& BenchVerifyFlagTable() {
                         "tokens after a prompt, relative to k = 1",
              .flags = {{"model", "PATH", "", "the model's GGUF (required)"},
                        {"threads", "N", "0", "compute threads; 0 = one per core"},
+                       DeviceFlag(),
                        {"prompt-tokens", "N", "32", "prompt length before the timed forwards"},
                        {"repeats", "N", "30", "rounds over every k (medians and minima)"},
                        {"k", "LIST", "1,2,3,5,8,9,16", "block sizes to time; must start with 1"}}});

@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "runtime/cli/cli_args.h"
+#include "runtime/model/device.h"
 
 namespace splitspec::tools {
 
@@ -40,6 +42,11 @@ const cli::FlagTable& BenchSpecFlagTable();
 const cli::FlagTable& BenchVerifyFlagTable();
 const cli::FlagTable& PlanFlagTable();
 const cli::FlagTable& ScaleFlagTable();
+
+// The --device flag of generate and bench (its table entry), and its value:
+// InvalidArgument naming the flag and the value when it is not cpu or cuda:N.
+cli::Flag DeviceFlag();
+absl::StatusOr<model::DeviceSpec> ParseDeviceFlag(const CliArgs& args);
 
 // A subcommand: a leaf with a flag table, or a group (`bench`) whose first
 // argument names one of its `children` (their `run` is unused: the group's

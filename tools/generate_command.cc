@@ -57,6 +57,7 @@ struct GenerateFlags {
   bool sequential = false;
   bool ignore_eos = false;
   bool json = false;
+  model::DeviceSpec device = {};  // --device: the target's and a model drafter's
   int target_tp = 1;       // --target-tp N: the target as a tensor-parallel group of N rank threads
   std::string trace_path;  // --trace FILE: Chrome trace of draft / target busy intervals
 };
@@ -109,6 +110,13 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
         absl::StrCat("--target-tp must be 1, 2, 4 or 8, got ", target_tp));
   }
   f.target_tp = static_cast<int>(target_tp);
+  ASSIGN_OR_RETURN(f.device, ParseDeviceFlag(args));
+  f.drafter.device = f.device;
+  if (f.device.is_cuda() && f.target_tp > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device ", f.device.ToString(), " with --target-tp ", f.target_tp,
+                     ": tensor-parallel targets on CUDA devices are not supported yet"));
+  }
   // --k auto: the draft worker picks k per block from measured acceptance and
   // costs (runtime/spec/adaptive_draft_length.h); on the wire that is draft_k 0.
   const bool auto_k = args.GetString("k", "4") == "auto";
@@ -157,7 +165,7 @@ std::string SampleLine(const GenerateFlags& f, const std::vector<int32_t>& ids,
 absl::Status RunGenerate(const GenerateFlags& f) {
   SetDefaultLogLevel(LogLevel::kWarning);  // the in-process services stay quiet
   ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> target,
-                   model::Transformer::Load(f.target, {.threads = f.threads}));
+                   model::Transformer::Load(f.target, {.threads = f.threads, .device = f.device}));
   ASSIGN_OR_RETURN(model::Tokenizer tokenizer, model::LoadTokenizerFromGguf(target->file()));
   ASSIGN_OR_RETURN(std::unique_ptr<spec::Drafter> drafter,
                    spec::MakeDrafter(f.drafter, f.target, &tokenizer, target->config().vocab_size,

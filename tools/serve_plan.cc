@@ -114,11 +114,13 @@ std::string ProcessName(const config::TargetGroupConfig& g, int rank) {
   return g.tp == 1 ? g.name : absl::StrCat(g.name, "-rank", rank);
 }
 
-// "cuda:3" -> CUDA_VISIBLE_DEVICES=3, so the process sees one GPU.
-void SetDeviceEnv(const std::string& device, PlannedProcess* p) {
+// "cuda:3" -> CUDA_VISIBLE_DEVICES=3 and --device cuda:0: the process sees one GPU, which is
+// its ordinal 0, and runs its model there ("cpu" adds nothing: workers default to the CPU).
+void SetDevice(const std::string& device, PlannedProcess* p) {
   int index = 0;
-  if (config::IsCudaDevice(device, &index))
-    p->env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(index));
+  if (!config::IsCudaDevice(device, &index)) return;
+  p->env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(index));
+  p->argv.insert(p->argv.end(), {"--device", "cuda:0"});
 }
 
 absl::Status CheckLimitsHaveFlags(const ClusterConfig& c) {
@@ -255,7 +257,7 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
       // The leader owns the sockets draft workers connect to (docs/architecture.md).
       if (rank == 0) p.argv.insert(p.argv.end(), {"--data-endpoint", g.data_endpoint});
       if (g.threads > 0) p.argv.insert(p.argv.end(), {"--threads", std::to_string(g.threads)});
-      SetDeviceEnv(g.DeviceOfRank(rank), &p);
+      SetDevice(g.DeviceOfRank(rank), &p);
       add(std::move(p));
     }
   }
@@ -282,7 +284,7 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
         p.argv.insert(p.argv.end(),
                       {"--draft", pool.draft_model.empty() ? c.models.draft : pool.draft_model});
       }
-      SetDeviceEnv(pool.devices[i % pool.devices.size()], &p);
+      SetDevice(pool.devices[i % pool.devices.size()], &p);
       add(std::move(p));
     }
   }

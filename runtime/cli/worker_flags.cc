@@ -18,6 +18,9 @@ std::vector<Flag> CommonFlags() {
       {"model", "PATH", "", "the model's GGUF (fingerprinted into the registration)"},
       {"data-endpoint", "EP", "", "where this worker serves data-plane traffic"},
       {"threads", "N", "hardware concurrency", "compute threads"},
+      {"device", "DEV", "cpu",
+       "where the model runs: cpu or cuda:N (checked at start-up: the device must exist and "
+       "hold the model)"},
   };
 }
 
@@ -123,6 +126,16 @@ absl::Status ReadSizes(const CliArgs& parsed, WorkerFlags& flags) {
   return absl::OkStatus();
 }
 
+absl::Status ReadDevice(const CliArgs& parsed, WorkerFlags& flags) {
+  absl::StatusOr<model::DeviceSpec> device =
+      model::ParseDeviceSpec(parsed.GetString("device", "cpu"));
+  if (!device.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--device: ", device.status().message()));
+  }
+  flags.device = *device;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const FlagTable& WorkerFlagTable(proto::Role role) {
@@ -145,6 +158,7 @@ absl::StatusOr<WorkerFlags> WorkerFlagsFrom(const CliArgs& parsed, proto::Role r
   RETURN_IF_ERROR(CheckAtLeastOne("threads", threads));
   id.threads = static_cast<int>(threads);
   RETURN_IF_ERROR(ReadSizes(parsed, flags));
+  RETURN_IF_ERROR(ReadDevice(parsed, flags));
   flags.drafter = parsed.GetString("drafter", flags.drafter);
   flags.draft_path = parsed.GetString("draft", "");
   flags.target_model = parsed.GetString("target-model", "");

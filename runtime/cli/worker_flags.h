@@ -7,7 +7,7 @@
 //
 // The flags, their defaults and meanings are the table WorkerFlagTable(role)
 // (`splitspec-target-worker --help` prints it): every worker takes
-// --coordinator, --name, --model, --data-endpoint, --threads; target workers
+// --coordinator, --name, --model, --data-endpoint, --threads, --device; target workers
 // also --step-tokens, --block-wait-ms and the tensor-parallel group's --tp-*;
 // draft workers --drafter, --draft, --target-model, --k, --lookahead.
 #ifndef SPLITSPEC_RUNTIME_CLI_WORKER_FLAGS_H_
@@ -19,6 +19,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "runtime/cli/cli_args.h"
+#include "runtime/model/device.h"
 #include "runtime/net/worker_identity.h"
 
 namespace splitspec::cli {
@@ -26,6 +27,7 @@ namespace splitspec::cli {
 struct WorkerFlags {
   std::string coordinator = "tcp://127.0.0.1:5555";
   net::WorkerIdentity identity;
+  model::DeviceSpec device = {};  // --device: where the worker's model runs
   // Target workers.
   int step_tokens = 512;
   int block_wait_ms = 200;

@@ -9,15 +9,19 @@
 //   backend->Begin(plan);                                    // embed, RoPE angles
 //   for (int layer = 0; layer < n_layers; ++layer) {
 //     float* partial = backend->Attention(layer);           // writes K, V to the caches
-//     if (N > 1) comm->AllReduceSum(partial, T * n_embd);
+//     if (N > 1) backend->CompleteBuffers(), comm->AllReduceSum(partial, T * n_embd);
 //     backend->AddToResidual();
 //     partial = backend->FeedForward(layer);
-//     if (N > 1) comm->AllReduceSum(partial, T * n_embd);
+//     if (N > 1) backend->CompleteBuffers(), comm->AllReduceSum(partial, T * n_embd);
 //     backend->AddToResidual();
 //   }
 //   const float* parts = backend->OutputHead();              // [R, V'] this rank's vocabulary
-//   if (N > 1) comm->AllGather(parts, R * V', gathered = backend->GatherBuffer());
+//   if (N > 1) {
+//     backend->CompleteBuffers();
+//     comm->AllGather(parts, R * V', gathered = backend->GatherBuffer());
+//   }
 //   backend->CopyLogitsToHost(N > 1 ? gathered : parts, out->logits.data());
+//   RETURN_IF_ERROR(backend->Finish());                      // errors of the whole call
 //
 // Shapes. T = plan.token_seq.size() new tokens over all sequences of the call,
 // R = plan.logit_tokens.size() rows of logits asked for, d = config.n_embd,
@@ -48,9 +52,11 @@
 // rows past the length are dead and the next forward overwrites them, so a
 // rejected draft costs nothing to roll back. Keys are stored after RoPE; K and
 // V are rounded to half precision (llama.cpp's F16 cache) before they are
-// stored, and Q before the K*Q product. Today KvCache keeps its rows in host
-// vectors; a device backend returns a cache whose rows live in device memory
-// with the same length, Reserve, Commit and Truncate semantics.
+// stored, and Q before the K*Q product. The CPU backend's KvCache keeps its
+// rows in host vectors; a device backend returns a KvCache subclass whose rows
+// live in device memory (memory_space() kDevice, storage grown through
+// KvCache::GrowStorage) with the same length, Reserve, Commit and Truncate
+// semantics; the transformer refuses a cache from another memory space.
 //
 // Batch invariance (what makes a position's logits bitwise identical alone, in
 // a multi-token block, or batched with other sequences; greedy speculative
@@ -79,17 +85,12 @@
 #include <memory>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "runtime/model/kv_cache.h"
 #include "runtime/model/language_model.h"
 
 namespace splitspec::model {
-
-// Where a backend's activation buffers and KV caches live.
-enum class MemorySpace {
-  kHost,    // ordinary CPU memory
-  kDevice,  // memory of the backend's accelerator
-};
 
 // The tokens of one forward call, planned by the transformer on the host
 // after the inputs were checked (every cache has room for its tokens).
@@ -139,9 +140,22 @@ class TransformerBackend {
   // Room for every rank's OutputHead: [N, R, V'], for the all-gather.
   virtual float* GatherBuffer() = 0;
 
+  // Called by the transformer before each collective on a buffer this backend
+  // returned: the buffer's contents must be complete when this returns, for a
+  // communicator that reads it on its own stream (NCCL). A device backend waits
+  // for its stream; the CPU backend's buffers are complete when a call returns.
+  virtual void CompleteBuffers() {}
+
   // Copies the ranks' logits [N, R, V'] (`parts`, in memory_space()) to
   // host_logits [R, V] (host memory the caller owns), vocabulary in order.
   virtual void CopyLogitsToHost(const float* parts, float* host_logits) = 0;
+
+  // The end of a call: waits until its work is done and returns the first
+  // failure of any backend call since Begin (a device backend runs
+  // asynchronously and keeps a failure, e.g. an allocation in Begin, until
+  // here; after one, its later calls do nothing). The CPU backend cannot fail.
+  // The transformer commits the caches' lengths only after an OK Finish.
+  virtual absl::Status Finish() { return absl::OkStatus(); }
 };
 
 }  // namespace splitspec::model

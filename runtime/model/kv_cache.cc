@@ -31,11 +31,16 @@ absl::Status KvCache::Reserve(int new_length) {
   }
   if (new_length <= capacity_) return absl::OkStatus();
   const int capacity = std::min(max_tokens_, std::max({new_length, 2 * capacity_, 64}));
+  const absl::Status grown = GrowStorage(capacity);
+  if (grown.ok()) capacity_ = capacity;
+  return grown;
+}
+
+absl::Status KvCache::GrowStorage(int capacity) {
   for (int l = 0; l < n_layers_; ++l) {
     keys_[l].resize(static_cast<size_t>(capacity) * kv_dim_);
     values_[l].resize(static_cast<size_t>(capacity) * kv_dim_);
   }
-  capacity_ = capacity;
   return absl::OkStatus();
 }
 

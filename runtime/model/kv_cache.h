@@ -25,6 +25,12 @@
 
 namespace splitspec::model {
 
+// Where a backend's activation buffers and KV caches live (backend.h).
+enum class MemorySpace {
+  kHost,    // ordinary CPU memory
+  kDevice,  // memory of the backend's accelerator
+};
+
 class KvCache {
  public:
   // REQUIRES: n_layers >= 1, kv_dim >= 1, max_tokens >= 1. Allocates lazily.
@@ -68,7 +74,20 @@ class KvCache {
   void Commit(int new_length) { length_ = new_length; }
 
   // Bytes held (capacity, not length).
-  uint64_t memory_bytes() const;
+  virtual uint64_t memory_bytes() const;
+
+  // Where the rows live. A device cache (a device backend's NewCache) keeps them
+  // in device memory: key() and value() must not be called on it; the backend
+  // reaches its rows through its own type.
+  virtual MemorySpace memory_space() const { return MemorySpace::kHost; }
+
+ protected:
+  // Positions the storage holds (>= length()).
+  int capacity() const { return capacity_; }
+  // Grows the storage to `capacity` positions (> capacity(), <= max_tokens()),
+  // keeping rows [0, capacity()). The host cache resizes its vectors; a device
+  // cache reallocates device memory. Errors leave the cache unchanged.
+  virtual absl::Status GrowStorage(int capacity);
 
  private:
   int n_layers_;

@@ -9,6 +9,10 @@
 #include "runtime/base/thread_pool.h"
 #include "runtime/model/cpu_backend.h"
 
+#if defined(SPLITSPEC_HAVE_CUDA)
+#include "runtime/model/cuda_backend.h"
+#endif
+
 namespace splitspec::model {
 namespace {
 
@@ -48,8 +52,38 @@ Transformer::Transformer(std::unique_ptr<GgufFile> file, ModelConfig config,
       shard_(shard),
       shard_weights_(ShardWeights(*weights_, shard_, config_)),
       group_(group),
-      threads_(threads > 0 ? threads : ThreadPool::DefaultThreads()),
-      backend_(std::make_unique<CpuBackend>(config_, shard_, *shard_weights_, threads_)) {}
+      threads_(threads > 0 ? threads : ThreadPool::DefaultThreads()) {}
+
+absl::Status Transformer::AttachBackend(const TransformerOptions& options) {
+  device_ = options.device;
+  if (!device_.is_cuda()) {
+    if (group_ != nullptr && group_->buffer_space() != net::BufferSpace::kHost) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the CPU transformer backend needs a host-memory communicator (Gloo), got ",
+                       group_->backend_name()));
+    }
+    backend_ = std::make_unique<CpuBackend>(config_, shard_, *shard_weights_, threads_);
+    return absl::OkStatus();
+  }
+  const DeviceMemoryNeed need =
+      EstimateDeviceMemory(config_, shard_, *shard_weights_, options.memory);
+  RETURN_IF_ERROR(CheckDeviceFits(device_, need, SystemDeviceProbe()));
+  if (shard_.size > 1 &&
+      (group_ == nullptr || group_->buffer_space() != net::BufferSpace::kDevice)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        device_.ToString(), ": a tensor-parallel group (", shard_.size,
+        " ranks) on a CUDA device needs a device-memory communicator (NCCL, or Gloo staged "
+        "through the host), got ",
+        group_ == nullptr ? "none" : group_->backend_name()));
+  }
+#if defined(SPLITSPEC_HAVE_CUDA)
+  ASSIGN_OR_RETURN(
+      backend_, NewCudaBackend(config_, shard_, *shard_weights_, device_.ordinal, options.memory));
+  return absl::OkStatus();
+#else
+  return absl::InternalError("unreachable: CheckDeviceFits passed a CUDA device without CUDA");
+#endif
+}
 
 Transformer::~Transformer() = default;
 
@@ -72,11 +106,6 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Load(const std::string
 
 absl::StatusOr<std::unique_ptr<Transformer>> Transformer::FromFile(
     std::unique_ptr<GgufFile> file, net::Communicator* group, const TransformerOptions& options) {
-  if (group != nullptr && group->buffer_space() != net::BufferSpace::kHost) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the CPU transformer backend needs a host-memory communicator (Gloo), got ",
-                     group->backend_name()));
-  }
   ASSIGN_OR_RETURN(ModelConfig config, ReadModelConfig(*file));
   if (options.layers < 0 || options.layers > config.n_layers) {
     return absl::InvalidArgumentError(absl::StrCat("layers = ", options.layers, " outside [0, ",
@@ -88,8 +117,10 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::FromFile(
   const int size = group == nullptr ? 1 : group->size();
   const int rank = group == nullptr ? 0 : group->rank();
   ASSIGN_OR_RETURN(TensorParallelShard shard, PlanTensorParallelShard(config, *full, size, rank));
-  return std::unique_ptr<Transformer>(new Transformer(
+  std::unique_ptr<Transformer> model(new Transformer(
       std::move(file), std::move(config), std::move(full), shard, group, options.threads));
+  RETURN_IF_ERROR(model->AttachBackend(options));
+  return model;
 }
 
 std::unique_ptr<KvCache> Transformer::NewCache(int max_tokens) const {
@@ -98,6 +129,12 @@ std::unique_ptr<KvCache> Transformer::NewCache(int max_tokens) const {
 
 absl::Status Transformer::CheckCacheShape(size_t s, const KvCache& cache) const {
   const int64_t kv_dim = shard_.kv_dim(config_);
+  if (cache.memory_space() != backend_->memory_space()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sequence ", s, ": KV cache in ",
+                     cache.memory_space() == MemorySpace::kHost ? "host" : "device",
+                     " memory, the model runs on ", device_.ToString()));
+  }
   if (cache.n_layers() == config_.n_layers && cache.kv_dim() == kv_dim) return absl::OkStatus();
   const std::string needs = shard_.size == 1
                                 ? std::string("model needs")
@@ -150,6 +187,7 @@ absl::Status Transformer::Forward(absl::Span<const SequenceInput> batch, Forward
   backend_->Begin(plan_);
   for (int layer = 0; layer < config_.n_layers; ++layer) RETURN_IF_ERROR(RunLayer(layer));
   RETURN_IF_ERROR(ComputeLogits(out));
+  RETURN_IF_ERROR(backend_->Finish());
   LayOutRows(batch, out);
   for (const SequenceInput& in : batch) {
     in.cache->Commit(in.cache->length() + static_cast<int>(in.tokens.size()));
@@ -176,6 +214,7 @@ void Transformer::PlanTokens(absl::Span<const SequenceInput> batch) {
 
 absl::Status Transformer::SumOverGroup(float* data, int64_t count) {
   if (shard_.size == 1) return absl::OkStatus();
+  backend_->CompleteBuffers();
   return group_->AllReduceSum(data, count);
 }
 
@@ -196,6 +235,7 @@ absl::Status Transformer::ComputeLogits(ForwardOutput* out) {
   const float* parts = backend_->OutputHead();
   if (shard_.size > 1) {
     float* gathered = backend_->GatherBuffer();
+    backend_->CompleteBuffers();
     RETURN_IF_ERROR(group_->AllGather(parts, rows * shard_.vocab_per_rank, gathered));
     parts = gathered;
   }

@@ -64,6 +64,8 @@
 #include "absl/types/span.h"
 #include "runtime/dist/communicator.h"
 #include "runtime/model/backend.h"
+#include "runtime/model/device.h"
+#include "runtime/model/device_memory.h"
 #include "runtime/model/gguf_reader.h"
 #include "runtime/model/kv_cache.h"
 #include "runtime/model/language_model.h"
@@ -79,13 +81,23 @@ struct TransformerOptions {
   // head (a layer-skip self-draft of the same file); config().n_layers becomes L and
   // caches are shaped for L layers. L above the file's layer count is refused.
   int layers = 0;
+  // Where the forward runs (device.h): the CPU backend, or the CUDA backend on
+  // device.ordinal. A CUDA device is checked at load: it must exist and have room
+  // for the weights, `memory`'s KV caches and workspace (EstimateDeviceMemory), else
+  // the load fails naming the device and the bytes needed vs free.
+  DeviceSpec device = {};
+  DeviceMemoryBudget memory = {};
 };
 
 class Transformer : public LanguageModel {
  public:
   // Opens, maps and validates a GGUF model. Errors: those of GgufFile::Open,
   // ReadModelConfig and LoadModelWeights (each names the file, key or tensor);
-  // InvalidArgument for options.layers out of range.
+  // InvalidArgument for options.layers out of range; for a CUDA device those of
+  // CheckDeviceFits (FailedPrecondition: no CUDA in the build, no such device;
+  // ResourceExhausted: the model does not fit) and Unimplemented for a CUDA
+  // device in a group of more than one rank or a weight type the CUDA kernels
+  // lack (naming the tensor).
   static absl::StatusOr<std::unique_ptr<Transformer>> Load(const std::string& path,
                                                            const TransformerOptions& options);
   // Same, from an already opened file (takes ownership).
@@ -115,6 +127,7 @@ class Transformer : public LanguageModel {
   const TensorParallelShard& shard() const { return shard_; }
   const GgufFile& file() const { return *file_; }
   int num_threads() const { return threads_; }
+  const DeviceSpec& device() const { return device_; }
 
   // A cache for one sequence of up to `max_tokens` (0: the model's context
   // length), holding this rank's KV heads (tp_shard.h: some may be replicated
@@ -139,6 +152,9 @@ class Transformer : public LanguageModel {
               std::unique_ptr<ModelWeights> weights, TensorParallelShard shard,
               net::Communicator* group, int threads);
 
+  // Creates backend_ for options.device (the memory check first for CUDA).
+  absl::Status AttachBackend(const TransformerOptions& options);
+
   absl::Status Validate(absl::Span<const SequenceInput> batch) const;
   absl::Status CheckCacheShape(size_t s, const KvCache& cache) const;
   void PlanTokens(absl::Span<const SequenceInput> batch);
@@ -154,6 +170,7 @@ class Transformer : public LanguageModel {
   std::unique_ptr<ShardedWeights> shard_weights_;  // slices of weights_
   net::Communicator* group_;                       // null or size 1: a one-rank group
   int threads_;
+  DeviceSpec device_;
   std::unique_ptr<TransformerBackend> backend_;  // borrows shard_weights_, config_
   ForwardPlan plan_;                             // the current call's
 };

@@ -56,6 +56,7 @@ absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const DrafterSpec& spec,
   }
   ModelDrafterOptions options;
   options.threads = threads;
+  options.device = spec.device;
   switch (spec.kind) {
     case DrafterSpec::Kind::kNone:
       return std::unique_ptr<Drafter>();
@@ -73,6 +74,7 @@ absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const DrafterSpec& spec,
       model::TransformerOptions model_options;
       model_options.threads = threads;
       model_options.layers = spec.layers;
+      model_options.device = spec.device;
       ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> truncated,
                        model::Transformer::Load(target_path, model_options));
       ASSIGN_OR_RETURN(std::unique_ptr<ModelDrafter> drafter,

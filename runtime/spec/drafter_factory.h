@@ -16,6 +16,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "runtime/model/device.h"
 #include "runtime/spec/drafter.h"
 #include "runtime/tokenizer/tokenizer.h"
 
@@ -27,6 +28,9 @@ struct DrafterSpec {
   int layers = 0;          // layerskip: L
   std::string draft_path;  // model: the draft GGUF
   std::string name;        // as given
+  // Where a model or layerskip drafter's model runs (Transformer's device check
+  // applies at load); ngram and lookup drafters run on the host whatever it says.
+  model::DeviceSpec device = {};
 };
 
 // Errors (InvalidArgument, naming the value): an unknown name, "layerskip:" without

@@ -34,6 +34,7 @@ absl::StatusOr<std::unique_ptr<ModelDrafter>> ModelDrafter::Load(
     const ModelDrafterOptions& options) {
   model::TransformerOptions transformer_options;
   transformer_options.threads = options.threads;
+  transformer_options.device = options.device;
   ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> draft,
                    model::Transformer::Load(path, transformer_options));
   absl::StatusOr<model::Tokenizer> tokenizer = model::LoadTokenizerFromGguf(draft->file());

@@ -37,8 +37,9 @@
 namespace splitspec::spec {
 
 struct ModelDrafterOptions {
-  int threads = 0;     // draft forward threads; 0 = the thread pool's default
-  int max_tokens = 0;  // per-request cache size; 0 = the draft's context length
+  int threads = 0;           // draft forward threads; 0 = the thread pool's default
+  int max_tokens = 0;        // per-request cache size; 0 = the draft's context length
+  model::DeviceSpec device = {};  // where Load puts the draft model
 };
 
 class ModelDrafter : public Drafter {

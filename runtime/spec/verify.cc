@@ -1,6 +1,8 @@
 #include "runtime/spec/verify.h"
 
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/verify.h"
@@ -50,33 +52,6 @@ absl::Status ValidateRequest(const VerifyRequest& r, int32_t vocab) {
     }
   }
   return absl::OkStatus();
-}
-
-// The kernel's error code for one sequence, as a status naming the value at fault.
-absl::Status KernelError(const VerifyRequest& r, int32_t code, int32_t index) {
-  const int64_t position = r.start_position + index;
-  const std::string where = absl::StrCat("draft index ", index, " (position ", position, ")");
-  const int32_t token = index >= 0 && index < static_cast<int32_t>(r.draft_tokens.size())
-                            ? r.draft_tokens[index]
-                            : -1;
-  switch (code) {
-    case kernels::kVerifyTokenOutOfRange:
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": draft token ", token, " is outside the vocabulary"));
-    case kernels::kVerifyTokenHasZeroQ:
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": draft token ", token, " has q = 0, so the draft cannot have sampled it"));
-    case kernels::kVerifyBadDraftQ:
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": q has a negative or non-finite entry"));
-    case kernels::kVerifyBadTargetRow:
-      return absl::InvalidArgumentError(
-          absl::StrCat("target row ", index, " (position ", position,
-                       "): negative or non-finite entry, or no mass"));
-    default:
-      return absl::InternalError(
-          absl::StrCat("verification kernel error code ", code, " at ", where));
-  }
 }
 
 // The kernel inputs for the requests that passed validation.
@@ -153,6 +128,32 @@ PackedBatch Pack(absl::Span<const VerifyRequest> requests, const std::vector<boo
 
 }  // namespace
 
+absl::Status VerifyKernelError(absl::Span<const int32_t> draft_tokens, int64_t start_position,
+                               int32_t code, int32_t index) {
+  const int64_t position = start_position + index;
+  const std::string where = absl::StrCat("draft index ", index, " (position ", position, ")");
+  const int32_t token =
+      index >= 0 && index < static_cast<int32_t>(draft_tokens.size()) ? draft_tokens[index] : -1;
+  switch (code) {
+    case kernels::kVerifyTokenOutOfRange:
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": draft token ", token, " is outside the vocabulary"));
+    case kernels::kVerifyTokenHasZeroQ:
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": draft token ", token, " has q = 0, so the draft cannot have sampled it"));
+    case kernels::kVerifyBadDraftQ:
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": q has a negative or non-finite entry"));
+    case kernels::kVerifyBadTargetRow:
+      return absl::InvalidArgumentError(
+          absl::StrCat("target row ", index, " (position ", position,
+                       "): negative or non-finite entry, or no mass"));
+    default:
+      return absl::InternalError(
+          absl::StrCat("verification kernel error code ", code, " at ", where));
+  }
+}
+
 absl::StatusOr<std::vector<absl::StatusOr<VerifyOutcome>>> VerifyBatch(
     absl::Span<const VerifyRequest> requests, int32_t vocab) {
   if (vocab < 1) return absl::InvalidArgumentError(absl::StrCat("vocab must be >= 1, got ", vocab));
@@ -194,7 +195,8 @@ absl::StatusOr<std::vector<absl::StatusOr<VerifyOutcome>>> VerifyBatch(
   for (size_t s = 0; s < n; ++s) {
     const VerifyRequest& r = requests[b.request_index[s]];
     if (error[s] != kernels::kVerifyOk) {
-      outcomes[b.request_index[s]] = KernelError(r, error[s], error_index[s]);
+      outcomes[b.request_index[s]] =
+          VerifyKernelError(r.draft_tokens, r.start_position, error[s], error_index[s]);
       continue;
     }
     VerifyOutcome outcome;

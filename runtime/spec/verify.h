@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "runtime/spec/sparse_distribution.h"
@@ -81,6 +82,13 @@ absl::StatusOr<VerifyOutcome> VerifyBlock(const VerifyRequest& request, int32_t 
 // others. Errors of the whole call: vocab < 1 (InvalidArgument).
 absl::StatusOr<std::vector<absl::StatusOr<VerifyOutcome>>> VerifyBatch(
     absl::Span<const VerifyRequest> requests, int32_t vocab);
+
+// The status of a verification kernel's per-sequence error `code`
+// (kernels/cpu/verify_types.h) at draft index `index` of a block starting at
+// `start_position`, naming the token, index and position at fault; shared by
+// every executor of the kernels (this file's and device_verify_plan.h's).
+absl::Status VerifyKernelError(absl::Span<const int32_t> draft_tokens, int64_t start_position,
+                               int32_t code, int32_t index);
 
 }  // namespace splitspec::spec
 

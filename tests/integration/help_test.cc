@@ -75,5 +75,22 @@ TEST(HelpTest, AnUnknownFlagStillFailsNamingIt) {
   EXPECT_THAT(child->ReadLog(), HasSubstr("unknown flag --no-such-flag"));
 }
 
+// --device names a CUDA device this machine lacks (no test machine has ten GPUs): both
+// workers refuse it at start-up, before reading a model or reaching a coordinator.
+TEST(HelpTest, WorkersRefuseAnAbsentDeviceAtStartUp) {
+  const std::string dir = MakeTempDir("worker-device");
+  for (const char* binary : {"splitspec-target-worker", "splitspec-draft-worker"}) {
+    absl::StatusOr<ChildProcess> child =
+        ChildProcess::Spawn({std::string(SPLITSPEC_BIN_DIR) + "/" + binary, "--device", "cuda:9",
+                             "--model", "/nonexistent.gguf", "--coordinator", "tcp://127.0.0.1:1"},
+                            dir + "/" + binary + ".log");
+    ASSERT_TRUE(child.ok()) << child.status();
+    absl::StatusOr<int> code = child->Wait(absl::Seconds(60));
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_EQ(*code, 1) << binary;
+    EXPECT_THAT(child->ReadLog(), HasSubstr(std::string(binary) + ": cuda:9: ")) << binary;
+  }
+}
+
 }  // namespace
 }  // namespace splitspec::testing

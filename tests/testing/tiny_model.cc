@@ -180,7 +180,7 @@ GgufWriter MakeTinyModel(const TinyModelOptions& o) {
   AddTokenizer(w);
 
   Builder b(o, w);
-  const int vocab = TinyModelVocabSize();
+  const int vocab = o.vocab_rows > 0 ? o.vocab_rows : TinyModelVocabSize();
   const int head_dim = o.n_embd / o.n_heads;
   const int q_dim = o.n_heads * head_dim;
   const int kv_dim = o.n_kv_heads * head_dim;

@@ -40,6 +40,10 @@ struct TinyModelOptions {
   float rope_linear_factor = 0.f;  // > 0: rope.scaling.type "linear" with this factor
   float rms_norm_eps = 1e-5f;
   uint32_t seed = 1;
+  // > 0: rows of token_embd (and output) instead of TinyModelVocabSize(), for
+  // benchmark models with a real model's vocabulary size; the ids past the
+  // tokenizer's have no text (the forward does not need the tokenizer).
+  int vocab_rows = 0;
 };
 
 // The merges of the tiny vocabulary, in rank order ("Ġ t", "h e", ...).

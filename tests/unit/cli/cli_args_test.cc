@@ -124,5 +124,22 @@ TEST(WorkerFlagsTest, ReadsValuesAndChecksRanges) {
       HasSubstr("--k must be in [1, 64], got 65"));
 }
 
+TEST(WorkerFlagsTest, ReadsTheDeviceAndRefusesABadOneByName) {
+  for (proto::Role role : {proto::ROLE_TARGET_WORKER, proto::ROLE_DRAFT_WORKER}) {
+    absl::StatusOr<WorkerFlags> cpu = ParseWorkerFlags({}, role);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    EXPECT_FALSE(cpu->device.is_cuda());
+    absl::StatusOr<WorkerFlags> cuda = ParseWorkerFlags({"--device", "cuda:2"}, role);
+    ASSERT_TRUE(cuda.ok()) << cuda.status();
+    EXPECT_TRUE(cuda->device.is_cuda());
+    EXPECT_EQ(cuda->device.ordinal, 2);
+    const absl::StatusOr<WorkerFlags> bad = ParseWorkerFlags({"--device=gpu0"}, role);
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(bad.status().message()),
+                HasSubstr("--device: device 'gpu0' is not cpu or cuda:N"));
+    EXPECT_THAT(Help(WorkerFlagTable(role)), HasSubstr("--device DEV"));
+  }
+}
+
 }  // namespace
 }  // namespace splitspec::cli

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/model/device.h"
 #include "runtime/model/transformer.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
 #include "tests/testing/tiny_model.h"
@@ -104,6 +105,28 @@ TEST_F(ModelCommandsTest, GenerateEncodesPromptText) {
       "generate --target ", path_, " --prompt-ids 261 --max-tokens 3 --ignore-eos --json"));
   EXPECT_EQ(by_text.exit_code, 0) << by_text.stdout_text;
   EXPECT_EQ(by_text.stdout_text, by_ids.stdout_text);
+}
+
+TEST_F(ModelCommandsTest, DeviceFlagIsParsedAndAnAbsentGpuRefusedAtStartUp) {
+  for (const char* command : {"generate --prompt-ids 1 --target", "bench decode --model",
+                              "bench verify --model"}) {
+    const CommandResult bad = RunSplitspec(absl::StrCat(command, " ", path_, " --device gpu"));
+    EXPECT_EQ(bad.exit_code, 2) << command << ": " << bad.stdout_text;
+    EXPECT_THAT(bad.stdout_text, HasSubstr("--device: device 'gpu' is not cpu or cuda:N"))
+        << command;
+  }
+  const DeviceProbe& probe = SystemDeviceProbe();
+  if (probe.cuda_built() && probe.CudaDeviceCount() > 0) return;  // the gpu tests run it there
+  for (const char* command : {"generate --prompt-ids 1 --target", "bench decode --model",
+                              "bench verify --model"}) {
+    const CommandResult absent =
+        RunSplitspec(absl::StrCat(command, " ", path_, " --device cuda:0"));
+    EXPECT_EQ(absent.exit_code, 1) << command << ": " << absent.stdout_text;
+    EXPECT_THAT(absent.stdout_text,
+                HasSubstr(probe.cuda_built() ? "cuda:0: no such device (0 CUDA devices visible)"
+                                             : "cuda:0: this splitspec was built without CUDA"))
+        << command;
+  }
 }
 
 TEST_F(ModelCommandsTest, RefusesBadFlagsWithTheirNames) {

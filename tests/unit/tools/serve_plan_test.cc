@@ -80,14 +80,15 @@ TEST_F(ServePlanTest, Tp2GroupStartsTwoRanksWithTheirFlags) {
   EXPECT_EQ(r0.tp_rank, 0);
   EXPECT_EQ(r1.tp_rank, 1);
   EXPECT_EQ(r1.tp_size, 2);
-  EXPECT_THAT(r0.argv, ElementsAre("/bin-dir/splitspec-target-worker", "--coordinator",
-                                   "tcp://127.0.0.1:5555", "--name", "g-rank0", "--model", model,
-                                   "--tp-group", "g", "--tp-rank", "0", "--tp-size", "2",
-                                   "--data-endpoint", "tcp://127.0.0.1:*", "--threads", "3"));
-  EXPECT_THAT(r1.argv,
+  EXPECT_THAT(r0.argv,
               ElementsAre("/bin-dir/splitspec-target-worker", "--coordinator",
-                          "tcp://127.0.0.1:5555", "--name", "g-rank1", "--model", model,
-                          "--tp-group", "g", "--tp-rank", "1", "--tp-size", "2", "--threads", "3"));
+                          "tcp://127.0.0.1:5555", "--name", "g-rank0", "--model", model,
+                          "--tp-group", "g", "--tp-rank", "0", "--tp-size", "2", "--data-endpoint",
+                          "tcp://127.0.0.1:*", "--threads", "3", "--device", "cuda:0"));
+  EXPECT_THAT(r1.argv, ElementsAre("/bin-dir/splitspec-target-worker", "--coordinator",
+                                   "tcp://127.0.0.1:5555", "--name", "g-rank1", "--model", model,
+                                   "--tp-group", "g", "--tp-rank", "1", "--tp-size", "2",
+                                   "--threads", "3", "--device", "cuda:0"));
   EXPECT_THAT(r0.env, ElementsAre(std::make_pair("CUDA_VISIBLE_DEVICES", "0")));
   EXPECT_THAT(r1.env, ElementsAre(std::make_pair("CUDA_VISIBLE_DEVICES", "1")));
   EXPECT_EQ((*plan)[3].name, "d-0");
@@ -96,6 +97,40 @@ TEST_F(ServePlanTest, Tp2GroupStartsTwoRanksWithTheirFlags) {
                                            "lookup", "--target-model", model, "--k", "4",
                                            "--lookahead", "2", "--threads", "1"));
   EXPECT_TRUE((*plan)[4].env.empty());
+}
+
+TEST_F(ServePlanTest, CudaDevicesReachEachWorkerAsItsOnlyGpu) {
+  absl::StatusOr<std::vector<PlannedProcess>> plan = Plan({"--config", WriteConfig(R"(
+[models]
+target = "t.gguf"
+[[target_group]]
+name = "a"
+devices = ["cuda:1"]
+[[target_group]]
+name = "b"
+data_endpoint = "tcp://127.0.0.1:6001"
+[[draft_pool]]
+name = "d"
+count = 3
+devices = ["cuda:0", "cuda:2"]
+)")});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->size(), 6u);  // coordinator, 2 targets, 3 drafts
+  const PlannedProcess& a = (*plan)[1];
+  EXPECT_THAT(a.env, ElementsAre(std::make_pair("CUDA_VISIBLE_DEVICES", "1")));
+  EXPECT_THAT(a.argv, ::testing::IsSupersetOf({"--device", "cuda:0"}));
+  EXPECT_EQ(a.argv[a.argv.size() - 2], "--device");  // the flag and its value, in order
+  EXPECT_EQ(a.argv.back(), "cuda:0");
+  const PlannedProcess& b = (*plan)[2];  // devices = ["cpu"] by default: nothing added
+  EXPECT_TRUE(b.env.empty());
+  EXPECT_THAT(b.argv, ::testing::Not(::testing::Contains("--device")));
+  const char* visible[] = {"0", "2", "0"};  // worker i uses devices[i % 2]
+  for (int i = 0; i < 3; ++i) {
+    const PlannedProcess& d = (*plan)[3 + i];
+    EXPECT_THAT(d.env, ElementsAre(std::make_pair("CUDA_VISIBLE_DEVICES", visible[i]))) << i;
+    EXPECT_EQ(d.argv[d.argv.size() - 2], "--device") << i;
+    EXPECT_EQ(d.argv.back(), "cuda:0") << i;
+  }
 }
 
 TEST_F(ServePlanTest, DecodingChoicesNameThreadsDrafterAndKAuto) {

@@ -1,0 +1,60 @@
+#include "runtime/dist/host_staged_communicator.h"
+
+#include <cuda_runtime_api.h>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/cuda_check.h"
+#include "runtime/base/status_macros.h"
+
+namespace splitspec::net {
+
+absl::Status HostStagedCommunicator::CheckInner() const {
+  if (inner_ == nullptr || inner_->buffer_space() != BufferSpace::kHost) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("a host-staged communicator needs a host-memory inner communicator, got ",
+                     inner_ == nullptr ? "none" : inner_->backend_name()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HostStagedCommunicator::AllReduceSum(float* data, int64_t count) {
+  RETURN_IF_ERROR(CheckInner());
+  if (count < 0) return absl::InvalidArgumentError(absl::StrCat("all_reduce count = ", count));
+  if (count == 0) return absl::OkStatus();
+  const size_t bytes = static_cast<size_t>(count) * sizeof(float);
+  host_in_.resize(count);
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(host_in_.data(), data, bytes, cudaMemcpyDeviceToHost));
+  RETURN_IF_ERROR(inner_->AllReduceSum(host_in_.data(), count));
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(data, host_in_.data(), bytes, cudaMemcpyHostToDevice));
+  return absl::OkStatus();
+}
+
+absl::Status HostStagedCommunicator::AllGather(const float* in, int64_t count, float* out) {
+  RETURN_IF_ERROR(CheckInner());
+  if (count < 0) return absl::InvalidArgumentError(absl::StrCat("all_gather count = ", count));
+  if (count == 0) return absl::OkStatus();
+  host_in_.resize(count);
+  host_out_.resize(static_cast<size_t>(count) * size());
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(host_in_.data(), in, count * sizeof(float), cudaMemcpyDeviceToHost));
+  RETURN_IF_ERROR(inner_->AllGather(host_in_.data(), count, host_out_.data()));
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(out, host_out_.data(), host_out_.size() * sizeof(float), cudaMemcpyHostToDevice));
+  return absl::OkStatus();
+}
+
+absl::Status HostStagedCommunicator::Broadcast(void* data, int64_t bytes, int root) {
+  RETURN_IF_ERROR(CheckInner());
+  if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("broadcast bytes = ", bytes));
+  if (bytes == 0) return absl::OkStatus();
+  std::vector<unsigned char> host(bytes);
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(host.data(), data, bytes, cudaMemcpyDeviceToHost));
+  RETURN_IF_ERROR(inner_->Broadcast(host.data(), bytes, root));
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(data, host.data(), bytes, cudaMemcpyHostToDevice));
+  return absl::OkStatus();
+}
+
+}  // namespace splitspec::net

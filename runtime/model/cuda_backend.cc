@@ -1,0 +1,415 @@
+#include "runtime/model/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/quant_matmul.h"
+#include "kernels/cuda/transformer_kernels.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/model/cuda_kv_cache.h"
+#include "runtime/model/transformer_ops.h"
+
+namespace splitspec::model {
+namespace {
+
+using kernels::DeviceMatrix;
+
+struct LayerOnDevice {
+  const float* attn_norm = nullptr;
+  DeviceMatrix wq, wk, wv, wo;
+  const float* bq = nullptr;
+  const float* bk = nullptr;
+  const float* bv = nullptr;
+  const float* ffn_norm = nullptr;
+  DeviceMatrix gate, up, down;
+};
+
+// One matmul of a call: weights and where its output rows go.
+struct DeviceJob {
+  const DeviceMatrix* w;
+  float* y;
+  int64_t y_stride;
+};
+
+absl::Status CheckType(const WeightMatrix& m, const std::string& what) {
+  if (kernels::CudaSupportsWeightType(m.type)) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat(
+      what, ": ggml type ", kernels::GetGgmlTypeTraits(m.type).name,
+      " has no CUDA kernel yet (CUDA runs f32, f16, bf16, q8_0, q4_0, q4_1); use --device cpu"));
+}
+
+absl::Status CheckTypes(const ModelConfig& config, const ShardedWeights& w) {
+  for (int l = 0; l < config.n_layers; ++l) {
+    const ShardedLayerWeights& lw = w.layers[l];
+    const std::string p = absl::StrCat("blk.", l, ".");
+    RETURN_IF_ERROR(CheckType(lw.wq, p + "attn_q.weight"));
+    RETURN_IF_ERROR(CheckType(lw.wk, p + "attn_k.weight"));
+    RETURN_IF_ERROR(CheckType(lw.wv, p + "attn_v.weight"));
+    RETURN_IF_ERROR(CheckType(lw.wo, p + "attn_output.weight"));
+    RETURN_IF_ERROR(CheckType(lw.gate, p + "ffn_gate.weight"));
+    RETURN_IF_ERROR(CheckType(lw.up, p + "ffn_up.weight"));
+    RETURN_IF_ERROR(CheckType(lw.down, p + "ffn_down.weight"));
+  }
+  RETURN_IF_ERROR(CheckType(w.full->token_embd, "token_embd.weight"));
+  return CheckType(w.output, "output.weight");
+}
+
+class CudaBackend final : public TransformerBackend {
+ public:
+  CudaBackend(const ModelConfig& config, const TensorParallelShard& shard,
+              const ShardedWeights& weights, int device)
+      : config_(config),
+        shard_(shard),
+        weights_(weights),
+        device_(device),
+        q_dim_(shard.q_dim(config)),
+        kv_dim_(shard.kv_dim(config)),
+        ff_(shard.ff.size()) {}
+
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    if (stream_ != nullptr) {
+      cudaStreamSynchronize(stream_);
+      cudaStreamDestroy(stream_);
+    }
+    cudaFree(workspace_);
+    cudaFree(weights_dev_);
+  }
+
+  absl::Status Init(const DeviceMemoryBudget& budget);
+
+  MemorySpace memory_space() const override { return MemorySpace::kDevice; }
+  std::unique_ptr<KvCache> NewCache(int max_tokens) const override {
+    return std::make_unique<CudaKvCache>(config_.n_layers, static_cast<int>(kv_dim_), max_tokens,
+                                         device_);
+  }
+  void Begin(const ForwardPlan& plan) override;
+  float* Attention(int layer) override;
+  float* FeedForward(int layer) override;
+  void AddToResidual() override;
+  const float* OutputHead() override;
+  float* GatherBuffer() override { return Ws<float>(ws_.gathered); }
+  void CompleteBuffers() override {
+    Ok(kernels::CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", __FILE__,
+                           __LINE__));
+  }
+  void CopyLogitsToHost(const float* parts, float* host_logits) override;
+  absl::Status Finish() override;
+
+ private:
+  int64_t tokens() const { return static_cast<int64_t>(plan_->token_seq.size()); }
+  int64_t logit_rows() const { return static_cast<int64_t>(plan_->logit_tokens.size()); }
+  // Keeps the first error of the call; true while there is none.
+  bool Ok(const absl::Status& status) {
+    if (error_.ok() && !status.ok()) error_ = status;
+    return error_.ok();
+  }
+  template <typename T>
+  T* Ws(uint64_t offset) const {
+    return workspace_ == nullptr ? nullptr : reinterpret_cast<T*>(workspace_ + offset);
+  }
+  const float* DeviceFloats(const std::vector<float>& v) const;
+  DeviceMatrix OnDevice(const WeightMatrix& m) const;
+  absl::Status UploadWeights();
+  absl::Status EnsureWorkspace(int64_t tokens, int64_t rows);
+  absl::Status UploadPlan();
+  template <typename T>
+  absl::Status Upload(const std::vector<T>& host, uint64_t offset);
+  // Every job's y = x W^T over `rows` rows of x [rows, cols], x quantized once if needed.
+  void MatMul(const float* x, int64_t cols, std::initializer_list<DeviceJob> jobs, int64_t rows);
+  void NormRows(const float* weight);
+
+  const ModelConfig& config_;
+  const TensorParallelShard shard_;
+  const ShardedWeights& weights_;
+  const int device_;
+  const int64_t q_dim_, kv_dim_, ff_;
+  const ForwardPlan* plan_ = nullptr;
+  absl::Status error_;
+
+  cudaStream_t stream_ = nullptr;
+  DeviceWeightLayout layout_;
+  uint8_t* weights_dev_ = nullptr;
+  std::vector<LayerOnDevice> layers_;
+  DeviceMatrix embd_, output_;
+  const float* output_norm_ = nullptr;
+  DeviceWorkspaceLayout ws_;
+  uint8_t* workspace_ = nullptr;
+
+  // Host staging of the per-call metadata.
+  std::vector<int32_t> ids_, pos_, logit_tokens_;
+  std::vector<kernels::DeviceKvRef> refs_;
+  std::vector<float> cos_, sin_;
+};
+
+const float* CudaBackend::DeviceFloats(const std::vector<float>& v) const {
+  const int64_t offset = layout_.OffsetOf(v.data());
+  return offset < 0 ? nullptr : reinterpret_cast<const float*>(weights_dev_ + offset);
+}
+
+DeviceMatrix CudaBackend::OnDevice(const WeightMatrix& m) const {
+  const int64_t offset = layout_.OffsetOf(m.data);
+  return DeviceMatrix{m.type, weights_dev_ + offset, m.rows, m.cols};
+}
+
+absl::Status CudaBackend::UploadWeights() {
+  layout_ = PlanDeviceWeights(config_, weights_);
+  void* dev = nullptr;
+  if (cudaMalloc(&dev, layout_.total_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cuda:", device_, ": cannot allocate ", layout_.total_bytes, " bytes for the weights"));
+  }
+  weights_dev_ = static_cast<uint8_t*>(dev);
+  for (const DeviceWeightLayout::Entry& e : layout_.entries) {
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(weights_dev_ + e.offset, e.host, e.bytes, cudaMemcpyHostToDevice));
+  }
+  for (int l = 0; l < config_.n_layers; ++l) {
+    const ShardedLayerWeights& lw = weights_.layers[l];
+    LayerOnDevice d;
+    d.attn_norm = DeviceFloats(*lw.attn_norm);
+    d.wq = OnDevice(lw.wq);
+    d.wk = OnDevice(lw.wk);
+    d.wv = OnDevice(lw.wv);
+    d.wo = OnDevice(lw.wo);
+    d.bq = DeviceFloats(lw.bq);
+    d.bk = DeviceFloats(lw.bk);
+    d.bv = DeviceFloats(lw.bv);
+    d.ffn_norm = DeviceFloats(*lw.ffn_norm);
+    d.gate = OnDevice(lw.gate);
+    d.up = OnDevice(lw.up);
+    d.down = OnDevice(lw.down);
+    layers_.push_back(d);
+  }
+  embd_ = OnDevice(weights_.full->token_embd);
+  output_ = OnDevice(weights_.output);
+  output_norm_ = DeviceFloats(weights_.full->output_norm);
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Init(const DeviceMemoryBudget& budget) {
+  RETURN_IF_ERROR(CheckTypes(config_, weights_));
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  CUDA_RETURN_IF_ERROR(cudaStreamCreate(&stream_));
+  RETURN_IF_ERROR(UploadWeights());
+  const int64_t step = std::max(budget.step_tokens, 1);
+  return EnsureWorkspace(step, step);
+}
+
+absl::Status CudaBackend::EnsureWorkspace(int64_t tokens, int64_t rows) {
+  if (workspace_ != nullptr && tokens <= ws_.tokens && rows <= ws_.logit_rows) {
+    return absl::OkStatus();
+  }
+  const DeviceWorkspaceLayout next = PlanDeviceWorkspace(
+      config_, shard_, std::max(tokens, ws_.tokens), std::max(rows, ws_.logit_rows));
+  if (workspace_ != nullptr) {
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    cudaFree(workspace_);
+    workspace_ = nullptr;
+  }
+  void* dev = nullptr;
+  if (cudaMalloc(&dev, next.total_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    ws_ = DeviceWorkspaceLayout{};
+    return absl::ResourceExhaustedError(absl::StrCat("cuda:", device_, ": cannot allocate ",
+                                                     next.total_bytes, " bytes of workspace for ",
+                                                     next.tokens, " tokens"));
+  }
+  workspace_ = static_cast<uint8_t*>(dev);
+  ws_ = next;
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status CudaBackend::Upload(const std::vector<T>& host, uint64_t offset) {
+  if (host.empty()) return absl::OkStatus();
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(workspace_ + offset, host.data(), host.size() * sizeof(T),
+                                       cudaMemcpyHostToDevice, stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::UploadPlan() {
+  const int64_t t_count = tokens();
+  const int pairs = config_.rope_dim / 2;
+  ids_.clear();
+  for (const SequenceInput& in : plan_->batch)
+    ids_.insert(ids_.end(), in.tokens.begin(), in.tokens.end());
+  pos_.assign(plan_->token_pos.begin(), plan_->token_pos.end());
+  refs_.resize(t_count);
+  cos_.resize(t_count * pairs);
+  sin_.resize(t_count * pairs);
+  for (int64_t t = 0; t < t_count; ++t) {
+    auto* cache = dynamic_cast<CudaKvCache*>(plan_->batch[plan_->token_seq[t]].cache);
+    if (cache == nullptr || cache->device_rows() == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sequence ", plan_->token_seq[t], ": not a reserved KV cache of cuda:", device_));
+    }
+    refs_[t] = kernels::DeviceKvRef{cache->device_rows(), cache->storage_positions(), 0};
+    internal::RopeAngles(config_, weights_.full->rope_freq_factors, plan_->token_pos[t],
+                         &cos_[t * pairs], &sin_[t * pairs]);
+  }
+  logit_tokens_.assign(plan_->logit_tokens.begin(), plan_->logit_tokens.end());
+  RETURN_IF_ERROR(Upload(ids_, ws_.token_ids));
+  RETURN_IF_ERROR(Upload(pos_, ws_.token_pos));
+  RETURN_IF_ERROR(Upload(refs_, ws_.token_cache));
+  RETURN_IF_ERROR(Upload(cos_, ws_.rope_cos));
+  RETURN_IF_ERROR(Upload(sin_, ws_.rope_sin));
+  return Upload(logit_tokens_, ws_.logit_tokens);
+}
+
+void CudaBackend::Begin(const ForwardPlan& plan) {
+  plan_ = &plan;
+  error_ = absl::OkStatus();
+  if (!Ok(kernels::CudaStatus(cudaSetDevice(device_), "cudaSetDevice", __FILE__, __LINE__))) {
+    return;
+  }
+  if (!Ok(EnsureWorkspace(tokens(), logit_rows()))) return;
+  if (!Ok(UploadPlan())) return;
+  Ok(kernels::LaunchEmbedRows(embd_, Ws<int32_t>(ws_.token_ids), tokens(), Ws<float>(ws_.x),
+                              stream_));
+}
+
+void CudaBackend::MatMul(const float* x, int64_t cols, std::initializer_list<DeviceJob> jobs,
+                         int64_t rows) {
+  if (!error_.ok()) return;
+  const kernels::DeviceQ8Activations xq{Ws<int8_t>(ws_.act_qs), Ws<float>(ws_.act_d),
+                                        Ws<float>(ws_.act_dsum), Ws<float>(ws_.act_sum)};
+  bool quantized = false;
+  for (const DeviceJob& job : jobs) {
+    quantized = quantized || kernels::CudaMatMulQuantizesActivations(job.w->type);
+  }
+  if (quantized && !Ok(kernels::LaunchQuantizeQ8Blocks(x, rows, cols, xq, stream_))) return;
+  for (const DeviceJob& job : jobs) {
+    if (!Ok(kernels::LaunchMatMul(*job.w, x, &xq, rows, job.y, job.y_stride, stream_))) return;
+  }
+}
+
+void CudaBackend::NormRows(const float* weight) {
+  if (!error_.ok()) return;
+  Ok(kernels::LaunchRmsNormRows(Ws<float>(ws_.x), nullptr, tokens(), config_.n_embd, weight,
+                                config_.rms_norm_eps, Ws<float>(ws_.xn), stream_));
+}
+
+float* CudaBackend::Attention(int layer) {
+  const LayerOnDevice& lw = layers_[layer];
+  float* partial = Ws<float>(ws_.partial);
+  if (!error_.ok()) return partial;
+  const int64_t t = tokens();
+  float* q = Ws<float>(ws_.q);
+  float* k = Ws<float>(ws_.k);
+  float* v = Ws<float>(ws_.v);
+  NormRows(lw.attn_norm);
+  MatMul(Ws<float>(ws_.xn), config_.n_embd,
+         {{&lw.wq, q, q_dim_}, {&lw.wk, k, kv_dim_}, {&lw.wv, v, kv_dim_}}, t);
+  if (config_.qkv_bias && error_.ok()) {
+    Ok(kernels::LaunchAddBias(q, lw.bq, t, q_dim_, stream_));
+    Ok(kernels::LaunchAddBias(k, lw.bk, t, kv_dim_, stream_));
+    Ok(kernels::LaunchAddBias(v, lw.bv, t, kv_dim_, stream_));
+  }
+  const auto* refs = Ws<kernels::DeviceKvRef>(ws_.token_cache);
+  const auto* pos = Ws<int32_t>(ws_.token_pos);
+  if (error_.ok()) {
+    kernels::RopeStoreShape rope;
+    rope.head_dim = config_.head_dim;
+    rope.rope_dim = config_.rope_dim;
+    rope.half_split = config_.rope_layout == RopeLayout::kHalfSplit;
+    rope.q_heads = static_cast<int>(shard_.heads.size());
+    rope.kv_heads = static_cast<int>(shard_.kv_heads.size());
+    rope.layer = layer;
+    Ok(kernels::LaunchRopeAndStore(q, k, v, Ws<float>(ws_.rope_cos), Ws<float>(ws_.rope_sin), pos,
+                                   refs, rope, t, stream_));
+  }
+  if (error_.ok()) {
+    kernels::AttentionShape shape;
+    shape.q_heads = static_cast<int>(shard_.heads.size());
+    shape.head_begin = static_cast<int>(shard_.heads.begin);
+    shape.kv_head_begin = static_cast<int>(shard_.kv_heads.begin);
+    shape.group = config_.n_heads / config_.n_kv_heads;
+    shape.head_dim = config_.head_dim;
+    shape.kv_heads = static_cast<int>(shard_.kv_heads.size());
+    shape.layer = layer;
+    shape.max_positions = plan_->max_positions;
+    shape.scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
+    Ok(kernels::LaunchAttention(q, refs, pos, shape, t, Ws<float>(ws_.attn), stream_));
+  }
+  MatMul(Ws<float>(ws_.attn), q_dim_, {{&lw.wo, partial, config_.n_embd}}, t);
+  return partial;
+}
+
+float* CudaBackend::FeedForward(int layer) {
+  const LayerOnDevice& lw = layers_[layer];
+  float* partial = Ws<float>(ws_.partial);
+  const int64_t t = tokens();
+  float* gate = Ws<float>(ws_.gate);
+  float* up = Ws<float>(ws_.up);
+  NormRows(lw.ffn_norm);
+  MatMul(Ws<float>(ws_.xn), config_.n_embd, {{&lw.gate, gate, ff_}, {&lw.up, up, ff_}}, t);
+  if (error_.ok()) Ok(kernels::LaunchSiluMul(gate, up, t * ff_, stream_));
+  MatMul(gate, ff_, {{&lw.down, partial, config_.n_embd}}, t);
+  return partial;
+}
+
+void CudaBackend::AddToResidual() {
+  if (!error_.ok()) return;
+  Ok(kernels::LaunchAddInPlace(Ws<float>(ws_.x), Ws<float>(ws_.partial), tokens() * config_.n_embd,
+                               stream_));
+}
+
+const float* CudaBackend::OutputHead() {
+  float* logits = Ws<float>(ws_.logits);
+  if (!error_.ok()) return logits;
+  const int64_t rows = logit_rows();
+  float* head_x = Ws<float>(ws_.head_x);
+  Ok(kernels::LaunchRmsNormRows(Ws<float>(ws_.x), Ws<int32_t>(ws_.logit_tokens), rows,
+                                config_.n_embd, output_norm_, config_.rms_norm_eps, head_x,
+                                stream_));
+  const int64_t per_rank = shard_.vocab_per_rank;
+  if (shard_.vocab.size() < per_rank && error_.ok()) {
+    Ok(kernels::CudaStatus(
+        cudaMemsetAsync(logits, 0, static_cast<size_t>(rows) * per_rank * sizeof(float), stream_),
+        "cudaMemsetAsync(logits)", __FILE__, __LINE__));
+  }
+  MatMul(head_x, config_.n_embd, {{&output_, logits, per_rank}}, rows);
+  return logits;
+}
+
+void CudaBackend::CopyLogitsToHost(const float* parts, float* host_logits) {
+  if (!error_.ok()) return;
+  const int64_t rows = logit_rows();
+  const int64_t vocab = config_.vocab_size;
+  const int64_t per_rank = shard_.vocab_per_rank;
+  for (int rank = 0; rank < shard_.size && error_.ok(); ++rank) {
+    const int64_t begin = std::min(vocab, per_rank * rank);
+    const int64_t width = std::min(vocab, per_rank * (rank + 1)) - begin;
+    const float* part = parts + static_cast<size_t>(rank) * rows * per_rank;
+    Ok(kernels::CudaStatus(cudaMemcpy2DAsync(host_logits + begin, vocab * sizeof(float), part,
+                                             per_rank * sizeof(float), width * sizeof(float), rows,
+                                             cudaMemcpyDeviceToHost, stream_),
+                           "cudaMemcpy2DAsync(logits)", __FILE__, __LINE__));
+  }
+}
+
+absl::Status CudaBackend::Finish() {
+  Ok(kernels::CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", __FILE__,
+                         __LINE__));
+  return error_;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TransformerBackend>> NewCudaBackend(
+    const ModelConfig& config, const TensorParallelShard& shard, const ShardedWeights& weights,
+    int device, const DeviceMemoryBudget& budget) {
+  auto backend = std::make_unique<CudaBackend>(config, shard, weights, device);
+  RETURN_IF_ERROR(backend->Init(budget));
+  return std::unique_ptr<TransformerBackend>(std::move(backend));
+}
+
+}  // namespace splitspec::model

@@ -1,0 +1,56 @@
+#include "runtime/model/cuda_kv_cache.h"
+
+#include <cuda_runtime_api.h>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/cuda_check.h"
+#include "runtime/model/device_memory.h"
+
+namespace splitspec::model {
+
+CudaKvCache::CudaKvCache(int n_layers, int kv_dim, int max_tokens, int device)
+    : KvCache(n_layers, kv_dim, max_tokens), device_(device) {}
+
+CudaKvCache::~CudaKvCache() {
+  if (rows_ != nullptr) {
+    cudaSetDevice(device_);
+    cudaFree(rows_);
+  }
+}
+
+uint64_t CudaKvCache::memory_bytes() const {
+  return rows_ == nullptr ? 0 : DeviceKvCacheBytes(n_layers(), kv_dim(), capacity());
+}
+
+absl::Status CudaKvCache::GrowStorage(int new_capacity) {
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  const uint64_t bytes = DeviceKvCacheBytes(n_layers(), kv_dim(), new_capacity);
+  void* fresh = nullptr;
+  if (cudaMalloc(&fresh, bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return absl::ResourceExhaustedError(absl::StrCat("cuda:", device_,
+                                                     ": no room for a KV cache of ", new_capacity,
+                                                     " positions (", bytes, " bytes)"));
+  }
+  auto* rows = static_cast<uint16_t*>(fresh);
+  const int old_capacity = capacity();
+  if (rows_ != nullptr) {
+    // Each (layer, K or V) plane keeps its first old_capacity rows at the new stride.
+    const size_t row_bytes = static_cast<size_t>(kv_dim()) * sizeof(uint16_t);
+    const size_t old_plane = static_cast<size_t>(old_capacity) * row_bytes;
+    const size_t new_plane = static_cast<size_t>(new_capacity) * row_bytes;
+    const absl::Status copied =
+        kernels::CudaStatus(cudaMemcpy2D(rows, new_plane, rows_, old_plane, old_plane,
+                                         2 * n_layers(), cudaMemcpyDeviceToDevice),
+                            "cudaMemcpy2D(KV cache growth)", __FILE__, __LINE__);
+    if (!copied.ok()) {
+      cudaFree(rows);
+      return copied;
+    }
+    cudaFree(rows_);
+  }
+  rows_ = rows;
+  return absl::OkStatus();
+}
+
+}  // namespace splitspec::model

@@ -1,0 +1,46 @@
+// CudaKvCache: one sequence's KV cache in device memory (CUDA builds only),
+// what CudaBackend::NewCache returns.
+//
+// Per-sequence, not paged: one allocation of fp16 rows [n_layers][2 (K, V)]
+// [capacity][kv_dim] (kernels/cuda/transformer_kernels.h), grown by doubling
+// (at least 64 positions, at most max_tokens) through KvCache::GrowStorage with
+// a device-to-device copy of the rows; the values are stored already rounded to
+// half precision (backend.h), so fp16 storage is exact. Lengths are KvCache's
+// host metadata: Truncate is O(1) and touches no device memory.
+#ifndef SPLITSPEC_RUNTIME_MODEL_CUDA_KV_CACHE_H_
+#define SPLITSPEC_RUNTIME_MODEL_CUDA_KV_CACHE_H_
+
+#include <cstdint>
+
+#include "runtime/model/kv_cache.h"
+
+namespace splitspec::model {
+
+class CudaKvCache final : public KvCache {
+ public:
+  // Allocates nothing until the first Reserve; `device` is the CUDA ordinal.
+  CudaKvCache(int n_layers, int kv_dim, int max_tokens, int device);
+  ~CudaKvCache() override;
+  CudaKvCache(const CudaKvCache&) = delete;
+  CudaKvCache& operator=(const CudaKvCache&) = delete;
+
+  MemorySpace memory_space() const override { return MemorySpace::kDevice; }
+  uint64_t memory_bytes() const override;
+
+  // The rows (fp16 bits) and the positions they hold; null / 0 before the first Reserve.
+  uint16_t* device_rows() const { return rows_; }
+  int storage_positions() const { return capacity(); }
+
+ protected:
+  // Errors: ResourceExhausted naming the bytes when cudaMalloc fails; Internal
+  // for a failed copy. The old rows stay in place on error.
+  absl::Status GrowStorage(int capacity) override;
+
+ private:
+  int device_;
+  uint16_t* rows_ = nullptr;
+};
+
+}  // namespace splitspec::model
+
+#endif  // SPLITSPEC_RUNTIME_MODEL_CUDA_KV_CACHE_H_

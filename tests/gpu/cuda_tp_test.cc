@@ -1,0 +1,134 @@
+// The sharded forward on CUDA device buffers (issue 19 item 6) on one GPU: two
+// tensor-parallel ranks as threads, both on cuda:0, joined by Gloo staged
+// through the host (NCCL refuses two ranks on one device). Their logits match
+// the one-rank CUDA forward within the bound the CPU's TP test states, and the
+// ranks hold identical logits; a host communicator without staging is refused; a
+// one-rank NCCL group (NCCL builds) gives the ungrouped logits.
+// Skips without a device.
+#include <stdlib.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cuda/cuda_check.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/dist/file_rendezvous_store.h"
+#include "runtime/dist/host_staged_communicator.h"
+#if defined(SPLITSPEC_HAVE_NCCL)
+#include "runtime/dist/nccl_communicator.h"
+#endif
+#include "runtime/model/device.h"
+#include "runtime/model/transformer.h"
+#include "tests/testing/gloo_group.h"
+#include "tests/testing/tiny_model.h"
+
+namespace splitspec::model {
+namespace {
+
+constexpr DeviceSpec kCuda0{DeviceSpec::Kind::kCuda, 0};
+// As tests/unit/model/tp_transformer_test.cc for Q8_0 weights: the TP sum reorders
+// the partial products (and each rank quantizes its own activations), so logits
+// differ from one rank's by round-off only.
+constexpr double kTpRelativeBound = 2e-3;
+
+std::string TinyModelPath() {
+  TinyModelOptions options;
+  options.weight_type = kernels::GgmlType::kQ8_0;
+  options.n_heads = 4;
+  options.n_kv_heads = 2;
+  const std::string path = ::testing::TempDir() + "/cuda_tp_tiny.gguf";
+  EXPECT_TRUE(WriteTinyModel(options, path).ok());
+  return path;
+}
+
+absl::StatusOr<std::vector<float>> PromptLogits(Transformer& model,
+                                                const std::vector<int32_t>& prompt) {
+  std::unique_ptr<KvCache> cache = model.NewCache(128);
+  ForwardOutput out;
+  out.logits.assign(prompt.size() * model.config().vocab_size,
+                    std::numeric_limits<float>::quiet_NaN());
+  RETURN_IF_ERROR(model.Forward({{cache.get(), prompt, LogitsMode::kAll}}, &out));
+  return out.logits;
+}
+
+double RelativeError(const std::vector<float>& got, const std::vector<float>& want) {
+  double max_abs = 0, max_diff = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
+    max_abs = std::max(max_abs, std::fabs(static_cast<double>(want[i])));
+    max_diff = std::max(max_diff, std::fabs(static_cast<double>(got[i]) - want[i]));
+  }
+  return max_abs > 0 ? max_diff / max_abs : max_diff;
+}
+
+TEST(CudaTensorParallelTest, TwoRanksOverStagedGlooMatchOneRank) {
+  if (!kernels::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  const std::string path = TinyModelPath();
+  const std::vector<int32_t> prompt = {1, 7, 3, 9, 12, 5, 2, 8, 30, 4, 11};
+  auto single = Transformer::Load(path, {.threads = 1, .device = kCuda0});
+  ASSERT_TRUE(single.ok()) << single.status();
+  auto want = PromptLogits(**single, prompt);
+  ASSERT_TRUE(want.ok()) << want.status();
+  std::vector<std::vector<float>> got(2);
+  net::GlooGroupOptions ranks;
+  ranks.size = 2;
+  const std::vector<absl::Status> results =
+      net::RunGlooRanksAsThreads(ranks, [&](net::Communicator& gloo) -> absl::Status {
+        net::HostStagedCommunicator staged(&gloo, 0);
+        ASSIGN_OR_RETURN(auto model,
+                         Transformer::Load(path, &staged, {.threads = 1, .device = kCuda0}));
+        ASSIGN_OR_RETURN(got[gloo.rank()], PromptLogits(*model, prompt));
+        return absl::OkStatus();
+      });
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+  EXPECT_LT(RelativeError(got[0], *want), kTpRelativeBound);
+  EXPECT_EQ(got[0], got[1]) << "ranks must hold identical logits";
+}
+
+TEST(CudaTensorParallelTest, RefusesAHostCommunicatorOnTheDevice) {
+  if (!kernels::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  const std::string path = TinyModelPath();
+  net::GlooGroupOptions ranks;
+  ranks.size = 2;
+  const std::vector<absl::Status> results =
+      net::RunGlooRanksAsThreads(ranks, [&](net::Communicator& gloo) -> absl::Status {
+        return Transformer::Load(path, &gloo, {.threads = 1, .device = kCuda0}).status();
+      });
+  for (const absl::Status& s : results) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_NE(s.message().find("needs a device-memory communicator"), std::string::npos) << s;
+  }
+}
+
+#if defined(SPLITSPEC_HAVE_NCCL)
+// A one-rank group over NCCL (the only NCCL group one GPU allows): the transformer
+// joins it on the device and, with nothing to reduce, gives the ungrouped logits bit
+// for bit; the communicator itself reduces a device buffer of one rank to itself.
+TEST(CudaTensorParallelTest, OneRankGroupOverNcclEqualsNoGroup) {
+  if (!kernels::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  const std::string path = TinyModelPath();
+  const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6};
+  auto single = Transformer::Load(path, {.threads = 1, .device = kCuda0});
+  ASSERT_TRUE(single.ok()) << single.status();
+  auto want = PromptLogits(**single, prompt);
+  ASSERT_TRUE(want.ok()) << want.status();
+  std::string dir = ::testing::TempDir() + "/cuda-tp1-nccl-XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  auto store = net::FileRendezvousStore::Open(dir);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto nccl =
+      net::NcclCommunicator::Create(**store, {.group = "tp1", .rank = 0, .size = 1}, {.device = 0});
+  ASSERT_TRUE(nccl.ok()) << nccl.status();
+  auto grouped = Transformer::Load(path, nccl->get(), {.threads = 1, .device = kCuda0});
+  ASSERT_TRUE(grouped.ok()) << grouped.status();
+  auto got = PromptLogits(**grouped, prompt);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, *want);
+}
+#endif
+
+}  // namespace
+}  // namespace splitspec::model

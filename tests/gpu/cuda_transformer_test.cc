@@ -1,0 +1,299 @@
+// The CUDA backend (runtime/model/cuda_backend.h) against the CPU forward, and
+// its batch invariance, on tiny generated GGUFs of every tensor type the CUDA
+// kernels take. Skips without a CUDA device.
+//
+// Bounds (relative: max |cuda - cpu| over every logit of every step, divided by
+// the largest |cpu logit| of that step). The two backends share the integer
+// block products of quantized matmuls, the RoPE angles and the half-precision
+// rounding of K, V, Q and the attention probabilities; they differ in float
+// summation order (warp trees vs the CPU's lanes) and in exp (expf vs ggml's
+// approximation in attention and SiLU):
+//   F32, F16, BF16 weights       2e-3
+//   Q8_0, Q4_0, Q4_1 weights     3e-2 (an activation that lands on a rounding
+//                                 boundary of the 8-bit quantization can round
+//                                 the other way, one quantization step)
+// These are first estimates written before the tests ever ran on a GPU; a
+// failure on the first GPU run is to be read against the printed errors.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda/cuda_check.h"
+#include "runtime/model/device.h"
+#include "runtime/model/transformer.h"
+#include "tests/testing/tiny_model.h"
+
+namespace splitspec::model {
+namespace {
+
+using kernels::GgmlType;
+using ::testing::HasSubstr;
+
+constexpr DeviceSpec kCuda0{DeviceSpec::Kind::kCuda, 0};
+
+struct TypeCase {
+  GgmlType type;
+  std::string architecture;  // llama (adjacent-pair RoPE) or qwen2 (biases, half-split RoPE)
+  bool tied;
+  double bound;
+};
+
+std::string CaseName(const ::testing::TestParamInfo<TypeCase>& info) {
+  return std::string(kernels::GetGgmlTypeTraits(info.param.type).name) + "_" +
+         info.param.architecture + (info.param.tied ? "_tied" : "_untied");
+}
+
+void PrintTo(const TypeCase& c, std::ostream* os) { *os << CaseName({c, 0}); }
+
+std::string WriteModel(const TypeCase& c, const std::string& name) {
+  TinyModelOptions options;
+  options.weight_type = c.type;
+  options.embedding_type = c.type;
+  options.architecture = c.architecture;
+  options.tied_output = c.tied;
+  const std::string path = ::testing::TempDir() + "/cuda_" + name + ".gguf";
+  EXPECT_TRUE(WriteTinyModel(options, path).ok());
+  return path;
+}
+
+std::unique_ptr<Transformer> Load(const std::string& path, DeviceSpec device) {
+  absl::StatusOr<std::unique_ptr<Transformer>> model =
+      Transformer::Load(path, {.threads = 2, .device = device, .memory = {.context_tokens = 512}});
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? std::move(*model) : nullptr;
+}
+
+// Forward whose output buffer is pre-filled with NaN of the exact size, so a logit the
+// backend does not write stays NaN and fails the comparison.
+absl::Status PoisonedForward(Transformer& model, absl::Span<const SequenceInput> batch, int rows,
+                             ForwardOutput* out) {
+  out->logits.assign(static_cast<size_t>(rows) * model.config().vocab_size,
+                     std::numeric_limits<float>::quiet_NaN());
+  return model.Forward(batch, out);
+}
+
+double RelativeError(const std::vector<float>& got, const std::vector<float>& want) {
+  double max_abs = 0, max_diff = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    max_abs = std::max(max_abs, std::fabs(static_cast<double>(want[i])));
+    const double diff = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
+    max_diff = std::max(max_diff, diff);
+  }
+  return max_abs > 0 ? max_diff / max_abs : max_diff;
+}
+
+class CudaVsCpuTest : public ::testing::TestWithParam<TypeCase> {
+ protected:
+  void SetUp() override {
+    if (!kernels::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_P(CudaVsCpuTest, LogitsMatchTheCpuForwardWithinTheStatedBound) {
+  const TypeCase& c = GetParam();
+  const std::string path = WriteModel(c, CaseName({c, 0}));
+  std::unique_ptr<Transformer> cpu = Load(path, DeviceSpec{});
+  std::unique_ptr<Transformer> gpu = Load(path, kCuda0);
+  ASSERT_NE(cpu, nullptr);
+  ASSERT_NE(gpu, nullptr);
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> token(0, cpu->config().vocab_size - 1);
+  std::vector<int32_t> prompt(37);
+  for (int32_t& t : prompt) t = token(rng);
+
+  std::unique_ptr<KvCache> cpu_cache = cpu->NewCache(256);
+  std::unique_ptr<KvCache> gpu_cache = gpu->NewCache(256);
+  EXPECT_EQ(gpu_cache->memory_space(), MemorySpace::kDevice);
+  ForwardOutput want, got;
+  ASSERT_TRUE(cpu->Forward({{cpu_cache.get(), prompt, LogitsMode::kAll}}, &want).ok());
+  ASSERT_TRUE(PoisonedForward(*gpu, {{gpu_cache.get(), prompt, LogitsMode::kAll}},
+                              static_cast<int>(prompt.size()), &got)
+                  .ok());
+  double worst = RelativeError(got.logits, want.logits);
+  EXPECT_LE(worst, c.bound) << "prefill";
+  // Decode steps and a 5-token block on top of the prefilled caches.
+  for (int step = 0; step < 12; ++step) {
+    std::vector<int32_t> next(step == 6 ? 5 : 1);
+    for (int32_t& t : next) t = token(rng);
+    ASSERT_TRUE(cpu->Forward({{cpu_cache.get(), next, LogitsMode::kAll}}, &want).ok());
+    ASSERT_TRUE(PoisonedForward(*gpu, {{gpu_cache.get(), next, LogitsMode::kAll}},
+                                static_cast<int>(next.size()), &got)
+                    .ok());
+    const double err = RelativeError(got.logits, want.logits);
+    EXPECT_LE(err, c.bound) << "step " << step;
+    worst = std::max(worst, err);
+  }
+  EXPECT_EQ(gpu_cache->length(), cpu_cache->length());
+  std::printf("[ cuda vs cpu ] %s: worst relative error %.3g (bound %.3g)\n",
+              CaseName({c, 0}).c_str(), worst, c.bound);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryType, CudaVsCpuTest,
+                         ::testing::Values(TypeCase{GgmlType::kF32, "llama", true, 2e-3},
+                                           TypeCase{GgmlType::kF32, "qwen2", false, 2e-3},
+                                           TypeCase{GgmlType::kF16, "llama", false, 2e-3},
+                                           TypeCase{GgmlType::kBF16, "llama", true, 2e-3},
+                                           TypeCase{GgmlType::kQ8_0, "llama", true, 3e-2},
+                                           TypeCase{GgmlType::kQ8_0, "qwen2", true, 3e-2},
+                                           TypeCase{GgmlType::kQ4_0, "llama", false, 3e-2},
+                                           TypeCase{GgmlType::kQ4_1, "llama", true, 3e-2},
+                                           TypeCase{GgmlType::kQ4_1, "qwen2", false, 3e-2}),
+                         CaseName);
+
+// --- batch invariance: bitwise ---
+
+class CudaBatchInvarianceTest : public ::testing::TestWithParam<GgmlType> {
+ protected:
+  void SetUp() override {
+    if (!kernels::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+std::vector<int32_t> RandomTokens(std::mt19937& rng, int n, int vocab) {
+  std::uniform_int_distribution<int32_t> token(0, vocab - 1);
+  std::vector<int32_t> out(n);
+  for (int32_t& t : out) t = token(rng);
+  return out;
+}
+
+bool SameBits(const float* a, const float* b, int n) {
+  return std::memcmp(a, b, static_cast<size_t>(n) * sizeof(float)) == 0;
+}
+
+TEST_P(CudaBatchInvarianceTest, AloneBatchedAndInAVerifyBlockGiveIdenticalLogits) {
+  const TypeCase c{GetParam(), "llama", true, 0};
+  std::unique_ptr<Transformer> gpu = Load(WriteModel(c, "invariance"), kCuda0);
+  ASSERT_NE(gpu, nullptr);
+  const int vocab = gpu->config().vocab_size;
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  const std::vector<int32_t> prompt = RandomTokens(rng, 21, vocab);
+  const std::vector<int32_t> block = RandomTokens(rng, 9, vocab);  // a k = 8 verify block
+
+  // Alone: the prompt, then the block one token at a time.
+  std::unique_ptr<KvCache> alone = gpu->NewCache(128);
+  ForwardOutput out;
+  ASSERT_TRUE(gpu->Forward({{alone.get(), prompt, LogitsMode::kLast}}, &out).ok());
+  const std::vector<float> alone_prompt(out.Row(0, 0), out.Row(0, 0) + vocab);
+  std::vector<std::vector<float>> alone_rows;
+  for (int32_t t : block) {
+    ASSERT_TRUE(gpu->Forward({{alone.get(), {&t, 1}, LogitsMode::kLast}}, &out).ok());
+    alone_rows.emplace_back(out.Row(0, 0), out.Row(0, 0) + vocab);
+  }
+
+  // Batched with two other sequences (ragged lengths, more than a tile of tokens),
+  // the block as one verify block.
+  std::unique_ptr<KvCache> mine = gpu->NewCache(128);
+  std::unique_ptr<KvCache> other1 = gpu->NewCache(128);
+  std::unique_ptr<KvCache> other2 = gpu->NewCache(128);
+  const std::vector<int32_t> p1 = RandomTokens(rng, 13, vocab);
+  const std::vector<int32_t> p2 = RandomTokens(rng, 3, vocab);
+  ASSERT_TRUE(gpu->Forward({{other1.get(), p1, LogitsMode::kAll},
+                            {mine.get(), prompt, LogitsMode::kLast},
+                            {other2.get(), p2, LogitsMode::kLast}},
+                           &out)
+                  .ok());
+  EXPECT_TRUE(SameBits(out.Row(1, 0), alone_prompt.data(), vocab)) << "prompt row, batched";
+  const std::vector<int32_t> d1 = RandomTokens(rng, 1, vocab);
+  const std::vector<int32_t> d2 = RandomTokens(rng, 4, vocab);
+  ASSERT_TRUE(gpu->Forward({{other2.get(), d2, LogitsMode::kAll},
+                            {other1.get(), d1, LogitsMode::kLast},
+                            {mine.get(), block, LogitsMode::kAll}},
+                           &out)
+                  .ok());
+  for (int j = 0; j < static_cast<int>(block.size()); ++j) {
+    EXPECT_TRUE(SameBits(out.Row(2, j), alone_rows[j].data(), vocab)) << "block row " << j;
+  }
+
+  // Rejection: truncate the last 5 of the block and feed other tokens; the result must
+  // equal a fresh sequence fed the same tokens (dead rows are overwritten, O(1) rollback).
+  ASSERT_TRUE(mine->Truncate(mine->length() - 5).ok());
+  const std::vector<int32_t> redo = RandomTokens(rng, 3, vocab);
+  ASSERT_TRUE(gpu->Forward({{mine.get(), redo, LogitsMode::kAll}}, &out).ok());
+  const std::vector<float> after_truncate = out.logits;
+  std::unique_ptr<KvCache> fresh = gpu->NewCache(128);
+  std::vector<int32_t> replay = prompt;
+  replay.insert(replay.end(), block.begin(), block.begin() + 4);
+  ASSERT_TRUE(gpu->Forward({{fresh.get(), replay, LogitsMode::kNone}}, &out).ok());
+  ASSERT_TRUE(gpu->Forward({{fresh.get(), redo, LogitsMode::kAll}}, &out).ok());
+  ASSERT_EQ(out.logits.size(), after_truncate.size());
+  EXPECT_TRUE(
+      SameBits(out.logits.data(), after_truncate.data(), static_cast<int>(after_truncate.size())));
+}
+
+INSTANTIATE_TEST_SUITE_P(FloatAndQuantized, CudaBatchInvarianceTest,
+                         ::testing::Values(GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_1),
+                         [](const ::testing::TestParamInfo<GgmlType>& info) {
+                           return std::string(kernels::GetGgmlTypeTraits(info.param).name);
+                         });
+
+// --- refusals on a machine with a device ---
+
+class CudaRefusalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!kernels::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+    path_ = WriteModel({GgmlType::kQ8_0, "llama", true, 0}, "refusals");
+  }
+  std::string path_;
+};
+
+TEST_F(CudaRefusalTest, AModelThatDoesNotFitIsRefusedNamingTheBytes) {
+  // KV caches for a million sequences of a million positions (128 bytes each here,
+  // 1.4e14 bytes) fit on no GPU.
+  absl::StatusOr<std::unique_ptr<Transformer>> model =
+      Transformer::Load(path_, {.threads = 1,
+                                .device = kCuda0,
+                                .memory = {.context_tokens = 1 << 20, .sequences = 1 << 20}});
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(model.status().message()), HasSubstr("cuda:0 ("));
+  EXPECT_THAT(std::string(model.status().message()), HasSubstr("bytes free of"));
+}
+
+TEST_F(CudaRefusalTest, ABadOrdinalIsRefusedNamingTheCount) {
+  const int count = SystemDeviceProbe().CudaDeviceCount();
+  absl::StatusOr<std::unique_ptr<Transformer>> model =
+      Transformer::Load(path_, {.threads = 1, .device = {DeviceSpec::Kind::kCuda, count}});
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(model.status().message()), HasSubstr("no such device"));
+}
+
+TEST_F(CudaRefusalTest, AHostCacheIsRefused) {
+  std::unique_ptr<Transformer> gpu = Load(path_, kCuda0);
+  ASSERT_NE(gpu, nullptr);
+  KvCache host(gpu->config().n_layers, gpu->config().kv_dim(), 16);
+  const std::vector<int32_t> tokens = {1, 2};
+  ForwardOutput out;
+  const absl::Status s = gpu->Forward({{&host, tokens, LogitsMode::kLast}}, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("KV cache in host memory"));
+}
+
+TEST_F(CudaRefusalTest, KQuantsAreRefusedNamingTheTensor) {
+  TinyModelOptions options;
+  options.weight_type = GgmlType::kQ4_K;
+  options.n_embd = 256;
+  options.n_ff = 512;
+  const std::string path = ::testing::TempDir() + "/cuda_q4k.gguf";
+  ASSERT_TRUE(WriteTinyModel(options, path).ok());
+  absl::StatusOr<std::unique_ptr<Transformer>> model =
+      Transformer::Load(path, {.threads = 1, .device = kCuda0});
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(model.status().message()), HasSubstr("blk.0.attn_q.weight"));
+}
+
+}  // namespace
+}  // namespace splitspec::model
