@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/testing/chi_square.h"
 #include "tests/unit/spec/spec_test_util.h"
@@ -59,6 +60,41 @@ TEST(SamplingTest, TemperatureZeroIsOneHotAtTheArgmax) {
   params.temperature = 0.0f;
   const std::vector<float> probs = Probs(params, {1.0f, 3.0f, -2.0f, 3.0f});
   EXPECT_EQ(probs, std::vector<float>({0.0f, 1.0f, 0.0f, 0.0f}));
+}
+
+// Greedy rows pick the lowest id among equal largest logits wherever the ties
+// fall (within one lane of the scan, across lanes, in the tail past the last
+// multiple of 8), on random data at ragged sizes; a NaN or +inf anywhere,
+// the tail included, is refused with its token named.
+TEST(SamplingTest, GreedyArgmaxIsTheLowestIdAmongTiesAtRaggedSizes) {
+  std::mt19937_64 rng(FreshSeed());
+  SamplingParams params;
+  params.temperature = 0.0f;
+  for (const int n : {1, 7, 8, 9, 17, 63, 64, 65, 1001, 49152}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> logits = RandomLogits(n, rng);
+      std::uniform_int_distribution<int> pick(0, n - 1);
+      const float top = 100.0f + static_cast<float>(trial % 3);  // above every random logit
+      const int ties = 1 + trial % 4;
+      for (int t = 0; t < ties; ++t) logits[pick(rng)] = top;
+      if (trial % 5 == 0) logits[n - 1] = top;  // a tie in the tail
+      int expected = 0;
+      for (int v = 1; v < n; ++v) {
+        if (logits[v] > logits[expected]) expected = v;
+      }
+      std::vector<float> want(n, 0.0f);
+      want[expected] = 1.0f;
+      ASSERT_EQ(Probs(params, logits), want) << "n " << n << " trial " << trial;
+    }
+    std::vector<float> bad = RandomLogits(n, rng);
+    bad[n - 1] = (n % 2 == 0) ? NAN : INFINITY;
+    std::vector<float> probs(n);
+    EXPECT_NE(LogitsToProbs(params, bad, absl::MakeSpan(probs))
+                  .message()
+                  .find(absl::StrCat("token ", n - 1)),
+              std::string::npos)
+        << "n " << n;
+  }
 }
 
 TEST(SamplingTest, TopKKeepsTheKMostProbable) {
