@@ -1,5 +1,6 @@
 #include "runtime/spec/adaptive_draft_length.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -25,6 +26,10 @@ absl::Status AdaptiveDraftLengthConfig::Validate() const {
   if (!(min_speedup > 0.0) || !std::isfinite(min_speedup))
     return bad("min_speedup", min_speedup, "> 0");
   if (probe_interval < 1) return bad("probe_interval", probe_interval, ">= 1");
+  if (min_guard_blocks < 1) return bad("min_guard_blocks", min_guard_blocks, ">= 1");
+  if (max_probe_interval < probe_interval) {
+    return bad("max_probe_interval", max_probe_interval, ">= probe_interval");
+  }
   if (!(verify_cost_slope >= 0.0) || !std::isfinite(verify_cost_slope)) {
     return bad("verify_cost_slope", verify_cost_slope, ">= 0");
   }
@@ -38,7 +43,8 @@ AdaptiveDraftLength::AdaptiveDraftLength(const AdaptiveDraftLengthConfig& config
                  ? std::move(curve)
                  : std::make_shared<VerifyCostCurve>(config.verify_cost_slope, config.decay)),
       accepted_(config.prior_weight * config.prior_alpha),
-      verified_(config.prior_weight) {}
+      verified_(config.prior_weight),
+      probe_interval_(config.probe_interval) {}
 
 double AdaptiveDraftLength::EstimatedAlpha() const { return accepted_ / verified_; }
 
@@ -46,20 +52,51 @@ double AdaptiveDraftLength::EstimatedCostRatio() const {
   return have_costs_ ? target_seconds_ / draft_seconds_ : config_.initial_cost_ratio;
 }
 
+PlanChoice AdaptiveDraftLength::Best() const {
+  return OptimalKWithVerifyCost(EstimatedAlpha(), EstimatedCostRatio(), config_.schedule,
+                                curve_->Slope(), config_.min_k, config_.max_k);
+}
+
 int AdaptiveDraftLength::NextK() const {
-  const PlanChoice best =
-      OptimalKWithVerifyCost(EstimatedAlpha(), EstimatedCostRatio(), config_.schedule,
-                             curve_->Slope(), config_.min_k, config_.max_k);
-  if (best.speedup > config_.min_speedup) return best.k;
-  return target_only_steps_ >= config_.probe_interval ? config_.min_k : 0;
+  const PlanChoice best = Best();
+  if (PredictedToWin(best)) return best.k;
+  return target_only_steps_ >= probe_interval_ ? config_.min_k : 0;
+}
+
+int AdaptiveDraftLength::TargetOnlyStepsBeforeProbe() const {
+  return std::max(1, probe_interval_ - target_only_steps_);
 }
 
 void AdaptiveDraftLength::RecordBlock(int drafted, int accepted, bool rejected) {
+  // A block after target-only steps is a probe (speculation was off).
+  const bool probe = target_only_steps_ > 0;
   target_only_steps_ = 0;
   const int verified = accepted + (rejected ? 1 : 0);
-  if (verified == 0) return;
-  accepted_ = config_.decay * accepted_ + accepted;
-  verified_ = config_.decay * verified_ + verified;
+  if (verified > 0) {
+    accepted_ = config_.decay * accepted_ + accepted;
+    verified_ = config_.decay * verified_ + verified;
+  }
+  if (PredictedToWin(Best())) {
+    probe_interval_ = config_.probe_interval;
+  } else if (probe) {
+    probe_interval_ = std::min(config_.max_probe_interval, 2 * probe_interval_);
+  }
+}
+
+void AdaptiveDraftLength::RecordBlockTime(int committed_tokens, double seconds) {
+  if (committed_tokens < 0 || !(seconds > 0.0) || !std::isfinite(seconds)) return;
+  const double w = timed_blocks_ == 0 ? 1.0 : 1.0 - config_.decay;
+  block_tokens_ = (1.0 - w) * block_tokens_ + w * committed_tokens;
+  block_seconds_ = (1.0 - w) * block_seconds_ + w * seconds;
+  ++timed_blocks_;
+}
+
+double AdaptiveDraftLength::MeasuredSpeedup() const {
+  if (timed_blocks_ < config_.min_guard_blocks) return INFINITY;
+  const double plain_step =
+      curve_->MeanSeconds(0) > 0.0 ? curve_->MeanSeconds(0) : curve_->BaseSeconds();
+  if (!(plain_step > 0.0)) return INFINITY;
+  return block_tokens_ / block_seconds_ * plain_step;
 }
 
 void AdaptiveDraftLength::RecordCosts(double target_step_seconds, double draft_token_seconds) {

@@ -10,6 +10,9 @@
 //   ... or, after a step taken at k = 0:
 //   controller.RecordTargetOnlyStep();
 //   controller.RecordVerify(0, step_seconds);
+//   ... while NextK() is 0 the target may decode alone for
+//   controller.TargetOnlyStepsBeforeProbe() tokens (an off window), each
+//   recorded with RecordTargetOnlyStep().
 //
 // The rule:
 //   alpha_hat = A / V, where A and V are the accepted and verified draft tokens
@@ -24,11 +27,21 @@
 //     verify_cost_slope before there are two distinct k);
 //   best = OptimalKWithVerifyCost(alpha_hat, C_hat, schedule, slope_hat, min_k, max_k);
 //   NextK = best.k if best.speedup > min_speedup; otherwise 0 (speculation off),
-//     except that after probe_interval consecutive target-only steps it returns
+//     except that after `interval` consecutive target-only steps it returns
 //     min_k once (a probe); the probe's RecordBlock refreshes alpha_hat and the
 //     rule starts over.
+//   interval starts at probe_interval and doubles (up to max_probe_interval)
+//     after every probe that leaves speculation predicted to lose: a drafter
+//     that keeps failing costs a probe ever more rarely (geometric back-off).
+//     Any block after which speculation is predicted to win resets it.
 // min_speedup is above 1 because the model is optimistic at the margin (iid
 // acceptance, no protocol cost per round): a predicted 1.02x is a coin toss.
+// A measured guard overrides it: once min_guard_blocks speculative blocks were
+// timed (RecordBlockTime), the measured speedup = (EWMA tokens committed per
+// block / EWMA seconds per block) * T(0), with T(0) the curve's mean plain step
+// (its fitted base before any plain step), must exceed 1, or speculation is
+// off however good the model's prediction: what the model leaves out (non-iid
+// acceptance, drafts shorter than k, protocol cost) is in the measurement.
 // The curve may be shared by the controllers of one draft worker (it is a
 // property of the target, not of a request): pass it to the constructor.
 // Thread-compatible: one instance per request, used by one thread at a time.
@@ -52,7 +65,9 @@ struct AdaptiveDraftLengthConfig {
   double initial_cost_ratio = 10.0;  // T_target / T_draft before measurements; > 0
   double min_speedup = 1.05;         // speculate only if the predicted speedup exceeds this; > 0
   double verify_cost_slope = 0.25;   // prior T_verify(k) / T_target - 1 per draft token; >= 0
-  int probe_interval = 32;           // target-only steps between probes; >= 1
+  int probe_interval = 32;           // target-only steps before the first probe; >= 1
+  int max_probe_interval = 512;      // back-off limit; >= probe_interval
+  int min_guard_blocks = 4;          // timed blocks before the measured guard applies; >= 1
   Schedule schedule = Schedule::kSequential;
 
   // OK, or InvalidArgument naming the first field out of range and its value.
@@ -76,9 +91,22 @@ class AdaptiveDraftLength {
   // A step decoded without a draft (k = 0).
   void RecordTargetOnlyStep() { ++target_only_steps_; }
 
+  // While NextK() is 0: the target-only steps left before the next probe (>= 1),
+  // i.e. how many tokens the target may decode alone without asking again.
+  int TargetOnlyStepsBeforeProbe() const;
+  // The current gap between probes (probe_interval, doubled per failed probe).
+  int probe_interval() const { return probe_interval_; }
+
   // One target step that verified `drafted` tokens (0: a plain step) took
   // `seconds`: a sample of the verify-cost curve.
   void RecordVerify(int drafted, double seconds) { curve_->Record(drafted, seconds); }
+
+  // A speculative block (drafted > 0) committed `committed_tokens` and took the
+  // target `seconds`: a sample of the measured speedup. Unusable samples are ignored.
+  void RecordBlockTime(int committed_tokens, double seconds);
+  // The measured speedup over plain decoding; +inf until min_guard_blocks samples
+  // and a T(0) estimate exist.
+  double MeasuredSpeedup() const;
 
   // Measured wall-clock costs: one target step (a verification forward) and one
   // draft forward per drafted token. Non-positive or non-finite samples are ignored.
@@ -90,6 +118,12 @@ class AdaptiveDraftLength {
   const VerifyCostCurve& curve() const { return *curve_; }
 
  private:
+  // The model's best k and whether it is predicted to beat target-only decoding.
+  PlanChoice Best() const;
+  bool PredictedToWin(const PlanChoice& best) const {
+    return best.speedup > config_.min_speedup && MeasuredSpeedup() > 1.0;
+  }
+
   AdaptiveDraftLengthConfig config_;
   std::shared_ptr<VerifyCostCurve> curve_;
   double accepted_;  // decayed accepted draft tokens, prior included
@@ -98,6 +132,10 @@ class AdaptiveDraftLength {
   double draft_seconds_ = 0.0;
   bool have_costs_ = false;
   int target_only_steps_ = 0;  // consecutive steps at k = 0 since the last block
+  int probe_interval_;         // target-only steps between probes (backs off)
+  double block_tokens_ = 0.0;  // EWMA of tokens committed per speculative block
+  double block_seconds_ = 0.0;  // EWMA of target seconds per speculative block
+  int timed_blocks_ = 0;
 };
 
 }  // namespace splitspec::spec

@@ -35,6 +35,11 @@ class VerifyCostCurve {
   double Slope() const;
   // T(0) in seconds; 0 before any sample.
   double BaseSeconds() const;
+  // The weighted mean of the samples at exactly k drafts; 0 if none (or k out of range).
+  double MeanSeconds(int k) const {
+    return k >= 0 && k < static_cast<int>(weight_.size()) && weight_[k] > 0.0 ? mean_seconds_[k]
+                                                                               : 0.0;
+  }
   bool measured() const { return samples_ > 0; }
 
  private:

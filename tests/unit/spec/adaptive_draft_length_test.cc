@@ -156,6 +156,74 @@ TEST(AdaptiveDraftLengthTest, SwitchesOffWhenLosingAndBackOnAfterProbes) {
   EXPECT_LT(probes, 50);
 }
 
+// Probes that fail (speculation still predicted to lose after them) come ever
+// more rarely: the gap doubles from probe_interval up to max_probe_interval,
+// and TargetOnlyStepsBeforeProbe counts down the current gap (the off window a
+// draft worker hands the target). Once a probe brings acceptance back to where
+// speculation is predicted to win, the gap returns to probe_interval.
+TEST(AdaptiveDraftLengthTest, FailedProbesBackOffGeometricallyAndAWinResetsTheGap) {
+  AdaptiveDraftLengthConfig config = Config();
+  config.min_speedup = 1.05;
+  config.probe_interval = 4;
+  config.max_probe_interval = 16;
+  AdaptiveDraftLength controller(config);
+  for (int k : {0, 1, 4, 8}) controller.RecordVerify(k, 0.010 * (1.0 + 0.25 * k));
+  controller.RecordCosts(0.010, 0.00001);
+  for (int block = 0; block < 40; ++block) controller.RecordBlock(4, 0, true);
+  ASSERT_EQ(controller.NextK(), 0);
+  EXPECT_EQ(controller.probe_interval(), 4) << "no probe yet: blocks while on are not probes";
+  for (const int gap : {4, 8, 16, 16}) {
+    EXPECT_EQ(controller.probe_interval(), gap);
+    for (int step = 0; step < gap; ++step) {
+      EXPECT_EQ(controller.NextK(), 0) << "gap " << gap << " step " << step;
+      EXPECT_EQ(controller.TargetOnlyStepsBeforeProbe(), gap - step);
+      controller.RecordTargetOnlyStep();
+    }
+    EXPECT_EQ(controller.NextK(), config.min_k) << "the probe after " << gap << " steps";
+    controller.RecordBlock(config.min_k, 0, true);  // rejected
+  }
+  EXPECT_EQ(controller.probe_interval(), 16) << "capped at max_probe_interval";
+  // Accepted probes until speculation is predicted to win again.
+  int probes = 0;
+  while (controller.NextK() == 0 && probes < 100) {
+    for (int step = controller.TargetOnlyStepsBeforeProbe(); step > 0; --step) {
+      controller.RecordTargetOnlyStep();
+    }
+    ASSERT_EQ(controller.NextK(), config.min_k);
+    controller.RecordBlock(config.min_k, config.min_k, false);
+    ++probes;
+  }
+  EXPECT_GT(controller.NextK(), 0);
+  EXPECT_EQ(controller.probe_interval(), 4);
+}
+
+// The measured guard: at the same model inputs (alpha 0.6, a free draft, a flat
+// curve: the model predicts a win at every k), blocks that commit 2 tokens in
+// 2.5 plain steps measure 0.8x and turn speculation off, while blocks that
+// commit 2 tokens in 1.5 plain steps (1.33x) keep it on. Until
+// min_guard_blocks blocks are timed the model alone decides.
+TEST(AdaptiveDraftLengthTest, MeasuredLossTurnsSpeculationOffWhateverTheModelPredicts) {
+  for (const double steps_per_block : {2.5, 1.5}) {
+    AdaptiveDraftLengthConfig config = Config();
+    config.min_speedup = 1.05;
+    config.min_guard_blocks = 4;
+    AdaptiveDraftLength controller(config);
+    controller.RecordCosts(0.010, 0.00001);
+    for (int step = 0; step < 8; ++step) controller.RecordVerify(0, 0.010);
+    for (int block = 0; block < 20; ++block) controller.RecordBlock(4, 3, true);  // alpha 0.75
+    ASSERT_GT(controller.NextK(), 0) << "the model predicts a win";
+    for (int block = 0; block < 3; ++block) controller.RecordBlockTime(2, 0.010 * steps_per_block);
+    EXPECT_GT(controller.NextK(), 0) << "3 timed blocks: the guard waits for 4";
+    controller.RecordBlockTime(2, 0.010 * steps_per_block);
+    EXPECT_NEAR(controller.MeasuredSpeedup(), 2.0 / steps_per_block, 1e-9);
+    if (steps_per_block > 2.0) {
+      EXPECT_EQ(controller.NextK(), 0) << "measured 0.8x";
+    } else {
+      EXPECT_GT(controller.NextK(), 0) << "measured 1.33x";
+    }
+  }
+}
+
 TEST(VerifyCostCurveTest, FitsSlopeAndBaseFromSamples) {
   VerifyCostCurve curve(/*prior_slope=*/0.25, /*decay=*/0.9, /*max_k=*/16);
   EXPECT_FALSE(curve.measured());
@@ -204,6 +272,9 @@ TEST(AdaptiveDraftLengthTest, ConfigValidationNamesTheField) {
   config = AdaptiveDraftLengthConfig{};
   config.verify_cost_slope = -0.1;
   EXPECT_NE(config.Validate().message().find("verify_cost_slope"), std::string::npos);
+  config = AdaptiveDraftLengthConfig{};
+  config.max_probe_interval = config.probe_interval - 1;
+  EXPECT_NE(config.Validate().message().find("max_probe_interval"), std::string::npos);
   EXPECT_TRUE(AdaptiveDraftLengthConfig{}.Validate().ok());
 }
 
