@@ -59,8 +59,8 @@ namespace splitspec::spec {
 struct AdaptiveDraftLengthConfig {
   int min_k = 1;                     // smallest k while speculating; >= 1
   int max_k = 8;                     // largest k; >= min_k, <= kPlanMaxK
-  double prior_alpha = 0.6;          // acceptance assumed before measurements; [0, 1]
-  double prior_weight = 4.0;         // pseudo-tokens behind prior_alpha; > 0
+  double prior_alpha = 0.5;          // acceptance assumed before measurements; [0, 1]
+  double prior_weight = 2.0;         // pseudo-tokens behind prior_alpha; > 0
   double decay = 0.9;                // forgetting per block / per cost sample; (0, 1)
   double initial_cost_ratio = 10.0;  // T_target / T_draft before measurements; > 0
   double min_speedup = 1.05;         // speculate only if the predicted speedup exceeds this; > 0
