@@ -67,7 +67,7 @@ struct AdaptiveDraftLengthConfig {
   double verify_cost_slope = 0.25;   // prior T_verify(k) / T_target - 1 per draft token; >= 0
   int probe_interval = 32;           // target-only steps before the first probe; >= 1
   int max_probe_interval = 512;      // back-off limit; >= probe_interval
-  int min_guard_blocks = 4;          // timed blocks before the measured guard applies; >= 1
+  int min_guard_blocks = 8;          // timed blocks before the measured guard applies; >= 1
   Schedule schedule = Schedule::kSequential;
 
   // OK, or InvalidArgument naming the first field out of range and its value.
@@ -131,9 +131,9 @@ class AdaptiveDraftLength {
   double target_seconds_ = 0.0;
   double draft_seconds_ = 0.0;
   bool have_costs_ = false;
-  int target_only_steps_ = 0;  // consecutive steps at k = 0 since the last block
-  int probe_interval_;         // target-only steps between probes (backs off)
-  double block_tokens_ = 0.0;  // EWMA of tokens committed per speculative block
+  int target_only_steps_ = 0;   // consecutive steps at k = 0 since the last block
+  int probe_interval_;          // target-only steps between probes (backs off)
+  double block_tokens_ = 0.0;   // EWMA of tokens committed per speculative block
   double block_seconds_ = 0.0;  // EWMA of target seconds per speculative block
   int timed_blocks_ = 0;
 };

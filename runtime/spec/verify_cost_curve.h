@@ -38,7 +38,7 @@ class VerifyCostCurve {
   // The weighted mean of the samples at exactly k drafts; 0 if none (or k out of range).
   double MeanSeconds(int k) const {
     return k >= 0 && k < static_cast<int>(weight_.size()) && weight_[k] > 0.0 ? mean_seconds_[k]
-                                                                               : 0.0;
+                                                                              : 0.0;
   }
   bool measured() const { return samples_ > 0; }
 
