@@ -44,6 +44,7 @@ AdaptiveDraftLength::AdaptiveDraftLength(const AdaptiveDraftLengthConfig& config
                  : std::make_shared<VerifyCostCurve>(config.verify_cost_slope, config.decay)),
       accepted_(config.prior_weight * config.prior_alpha),
       verified_(config.prior_weight),
+      target_only_steps_(config.probe_interval),
       probe_interval_(config.probe_interval) {}
 
 double AdaptiveDraftLength::EstimatedAlpha() const { return accepted_ / verified_; }
@@ -53,8 +54,18 @@ double AdaptiveDraftLength::EstimatedCostRatio() const {
 }
 
 PlanChoice AdaptiveDraftLength::Best() const {
-  return OptimalKWithVerifyCost(EstimatedAlpha(), EstimatedCostRatio(), config_.schedule,
-                                curve_->Slope(), config_.min_k, config_.max_k);
+  if (config_.schedule == Schedule::kSequential) {
+    return OptimalKWithVerifyCost(EstimatedAlpha(), EstimatedCostRatio(), config_.schedule,
+                                  curve_->Slope(), config_.min_k, config_.max_k);
+  }
+  // Overlapped, the bonus of a fully accepted block is forfeited (the queued
+  // block feeds in its place): the pipeline model counts it, the iid model does not.
+  return PipelineOptimalK({.alpha = EstimatedAlpha(),
+                           .cost_ratio = EstimatedCostRatio(),
+                           .k = config_.min_k,
+                           .verify_slope = curve_->Slope(),
+                           .cache_hit_rate = 0.0},
+                          PipelineMode::kOverlapped, config_.min_k, config_.max_k);
 }
 
 int AdaptiveDraftLength::NextK() const {

@@ -25,11 +25,16 @@
 //   slope_hat = the verify-cost curve's slope (runtime/spec/verify_cost_curve.h:
 //     T_verify(k) = T_target * (1 + slope * k), fitted to RecordVerify samples,
 //     verify_cost_slope before there are two distinct k);
-//   best = OptimalKWithVerifyCost(alpha_hat, C_hat, schedule, slope_hat, min_k, max_k);
+//   best = OptimalKWithVerifyCost(alpha_hat, C_hat, kSequential, slope_hat, min_k, max_k)
+//     with lookahead 1; with lookahead 2 (kOverlapped) the pipeline model's
+//     PipelineOptimalK(kOverlapped), which forfeits the bonus of a fully accepted
+//     block (k = 1 then commits one token per block: it never wins);
 //   NextK = best.k if best.speedup > min_speedup; otherwise 0 (speculation off),
 //     except that after `interval` consecutive target-only steps it returns
 //     min_k once (a probe); the probe's RecordBlock refreshes alpha_hat and the
-//     rule starts over.
+//     rule starts over. A request's first block is such a probe when the prior
+//     predicts a loss: the prior says nothing about how this request's text suits
+//     the drafter, and one block of min_k costs little.
 //   interval starts at probe_interval and doubles (up to max_probe_interval)
 //     after every probe that leaves speculation predicted to lose: a drafter
 //     that keeps failing costs a probe ever more rarely (geometric back-off).
@@ -131,7 +136,9 @@ class AdaptiveDraftLength {
   double target_seconds_ = 0.0;
   double draft_seconds_ = 0.0;
   bool have_costs_ = false;
-  int target_only_steps_ = 0;   // consecutive steps at k = 0 since the last block
+  // Consecutive steps at k = 0 since the last block; a request starts as if a
+  // whole probe interval had passed, so its first block is a probe.
+  int target_only_steps_;
   int probe_interval_;          // target-only steps between probes (backs off)
   double block_tokens_ = 0.0;   // EWMA of tokens committed per speculative block
   double block_seconds_ = 0.0;  // EWMA of target seconds per speculative block

@@ -68,9 +68,10 @@ TEST(AdaptiveDraftLengthTest, TurnsOffWhenLosingAndProbesPeriodically) {
   EXPECT_GT(controller.NextK(), 0);
 }
 
-// Overlapped draft/verify hides drafting behind verification, so at the same
-// measurements it drafts longer blocks: alpha 0.8, C 20 -> 12 (max_k) instead of 8.
-TEST(AdaptiveDraftLengthTest, OverlappedScheduleDraftsLongerBlocks) {
+// Overlapped (lookahead 2) the controller follows the pipeline model, which
+// forfeits a fully accepted block's bonus: at alpha 0.8, C 20 and a flat verify
+// cost it picks PipelineOptimalK's k (8), not the iid model's max_k (12).
+TEST(AdaptiveDraftLengthTest, OverlappedScheduleFollowsThePipelineModel) {
   AdaptiveDraftLengthConfig config = Config();
   config.schedule = Schedule::kOverlapped;
   AdaptiveDraftLength controller(config);
@@ -78,7 +79,39 @@ TEST(AdaptiveDraftLengthTest, OverlappedScheduleDraftsLongerBlocks) {
     controller.RecordBlock(8, 4, true);
     controller.RecordCosts(0.020, 0.001);
   }
-  EXPECT_EQ(controller.NextK(), 12);
+  const PlanChoice pipeline = PipelineOptimalK(
+      {.alpha = controller.EstimatedAlpha(), .cost_ratio = 20.0, .k = 1, .verify_slope = 0.0,
+       .cache_hit_rate = 0.0},
+      PipelineMode::kOverlapped, 1, 12);
+  EXPECT_EQ(controller.NextK(), pipeline.k);
+  EXPECT_EQ(controller.NextK(), 8);
+  EXPECT_EQ(OptimalKWithVerifyCost(controller.EstimatedAlpha(), 20.0, Schedule::kOverlapped, 0.0,
+                                   1, 12)
+                .k,
+            12);
+}
+
+// Overlapped, k = 1 commits one token per block (the accepted draft, or the
+// correction) at the cost of a step or more: at alpha 5/7 and a verify slope of
+// 0.25 the sequential model takes k = 2 (1.48x), the pipeline model k = 3
+// (1.34x), and k = 1 (0.93x) never.
+TEST(AdaptiveDraftLengthTest, OverlappedNeverPicksOneDraftToken) {
+  AdaptiveDraftLengthConfig config = Config();
+  config.schedule = Schedule::kOverlapped;
+  config.max_k = 8;
+  config.min_speedup = 1.05;
+  AdaptiveDraftLength controller(config);
+  for (int block = 0; block < 400; ++block) {
+    controller.RecordBlock(4, 2 + block % 2, true);  // 5 of 7 verified per two blocks
+    controller.RecordCosts(0.010, 0.00001);
+    for (int k : {0, 2, 4}) controller.RecordVerify(k, 0.010 * (1.0 + 0.25 * k));
+  }
+  ASSERT_NEAR(controller.EstimatedAlpha(), 5.0 / 7.0, 0.02);
+  EXPECT_EQ(controller.NextK(), 3);
+  EXPECT_EQ(OptimalKWithVerifyCost(controller.EstimatedAlpha(), 1000.0, Schedule::kSequential,
+                                   0.25, 1, 8)
+                .k,
+            2);
 }
 
 // The verify-cost curve decides: at the same acceptance (0.5) and a free draft
@@ -101,16 +134,21 @@ TEST(AdaptiveDraftLengthTest, MeasuredVerifyCostCurveDecidesWhetherToSpeculate) 
   }
 }
 
-// Before any verify sample the prior slope stands in: a steep prior keeps a
-// low-acceptance drafter off from the start.
+// Before any verify sample the prior slope stands in: a steep prior predicts a
+// loss for a low-acceptance drafter, so the request's first block is a probe of
+// min_k and, once it is rejected, speculation is off.
 TEST(AdaptiveDraftLengthTest, PriorVerifySlopeAppliesUntilMeasured) {
   AdaptiveDraftLengthConfig config = Config();
+  config.min_k = 2;
   config.prior_alpha = 0.3;
   config.initial_cost_ratio = 1000;
   config.verify_cost_slope = 0.0;
-  EXPECT_GT(AdaptiveDraftLength(config).NextK(), 0);  // 1.3x at k = 1 with a flat cost
+  EXPECT_GT(AdaptiveDraftLength(config).NextK(), 2);  // a flat cost: longer blocks win
   config.verify_cost_slope = 0.5;
-  EXPECT_EQ(AdaptiveDraftLength(config).NextK(), 0);  // 1.3 / 1.5 at k = 1
+  AdaptiveDraftLength steep(config);
+  EXPECT_EQ(steep.NextK(), 2);  // 1.39 / 2 at k = 2: a loss, so the first block is a probe
+  steep.RecordBlock(2, 0, true);
+  EXPECT_EQ(steep.NextK(), 0);
 }
 
 // An acceptance sequence that turns bad then good again, on a curve of slope
