@@ -17,6 +17,10 @@
 //              with the same uniform.
 //   all modes: on full acceptance with want_bonus, commit the mode's choice from p_k at
 //              position t + k (rejection: SampleFromWeights(p_k, UniformDouble(.., kSample))).
+// Under classifier-free guidance the rows p_i are the guided distributions (built by
+// kernels/cpu/guidance.h and the sampling transforms) and q is the draft's plain one;
+// nothing here relates p to q, so the residual max(0, p_i - q_i) is taken against the
+// guided p and the result stays exactly guided decoding (runtime/spec/verify.h).
 // p(x_i) == 0 always rejects; q_i(x_i) == 0 is an error (kVerifyTokenHasZeroQ).
 // Rows are validated where they are read (see VerifyErrorCode).
 //

@@ -11,6 +11,7 @@ absl::StatusOr<spec::SamplingParams> SamplingParamsFromProto(const proto::Sampli
   params.top_p = wire.top_p() == 0.0f ? 1.0f : wire.top_p();
   params.min_p = wire.min_p();
   params.seed = wire.seed();
+  params.guidance_scale = wire.has_guidance_scale() ? wire.guidance_scale() : 1.0f;
   RETURN_IF_ERROR(params.Validate());
   return params;
 }
@@ -22,6 +23,7 @@ proto::SamplingParams SamplingParamsToProto(const spec::SamplingParams& params) 
   wire.set_top_p(params.top_p);
   wire.set_min_p(params.min_p);
   wire.set_seed(params.seed);
+  if (params.guided()) wire.set_guidance_scale(params.guidance_scale);
   return wire;
 }
 

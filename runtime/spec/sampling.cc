@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/guidance.h"
 #include "kernels/cpu/sampling.h"
 #include "kernels/cpu/sampling_philox.h"
 #include "kernels/cpu/softmax.h"
@@ -162,6 +163,22 @@ absl::Status LogitsToProbs(const SamplingParams& params, absl::Span<const float>
     probs[v] = (logits[v] - max_logit) / params.temperature;
   kernels::SoftmaxRows(probs.data(), probs.data(), 1, static_cast<int>(probs.size()));
   if (NeedsTruncation(params)) TruncateAndRenormalize(params, probs);
+  return absl::OkStatus();
+}
+
+absl::Status GuidedLogitsToProbs(const SamplingParams& params, absl::Span<const float> cond,
+                                 absl::Span<const float> uncond, absl::Span<float> probs) {
+  if (!params.guided()) return LogitsToProbs(params, cond, probs);
+  RETURN_IF_ERROR(params.Validate());
+  if (cond.empty() || cond.size() != uncond.size() || cond.size() != probs.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GuidedLogitsToProbs: cond has ", cond.size(), " entries, uncond ", uncond.size(),
+        ", probs ", probs.size(), " (need equal, >= 1)"));
+  }
+  kernels::GuidedLogitsRows(cond.data(), uncond.data(), &params.guidance_scale, probs.data(), 1,
+                            static_cast<int>(probs.size()));
+  const absl::Status status = LogitsToProbs(params, probs, probs);
+  if (!status.ok()) return absl::InvalidArgumentError(absl::StrCat("guided ", status.message()));
   return absl::OkStatus();
 }
 

@@ -39,8 +39,19 @@ inline constexpr int kDefaultQTopK = 64;
 // -inf logits are masked tokens (probability 0).
 // Errors (InvalidArgument, naming the value): params.Validate() fails; sizes differ
 // or are 0; a logit is NaN or +inf; every logit is -inf. On error probs is unspecified.
+// logits and probs may be the same buffer. params.guidance_scale is not read here.
 absl::Status LogitsToProbs(const SamplingParams& params, absl::Span<const float> logits,
                            absl::Span<float> probs);
+
+// The target's distribution under classifier-free guidance: the guided logits
+// l_u + s * (l_c - l_u) of the conditional row `cond` and the unconditional
+// companion's row `uncond` (kernels/cpu/guidance.h, s = params.guidance_scale),
+// then LogitsToProbs. The guided logits are built in `probs` itself, so no extra
+// vocabulary-sized buffer is used. With s == 1 `uncond` is not read and the result
+// is bitwise LogitsToProbs(params, cond). Errors as LogitsToProbs (a guided logit
+// that overflowed names its token), plus InvalidArgument when the sizes differ.
+absl::Status GuidedLogitsToProbs(const SamplingParams& params, absl::Span<const float> cond,
+                                 absl::Span<const float> uncond, absl::Span<float> probs);
 
 // The target's own token at `position` from p [vocab], as the verification kernels
 // choose it for a bonus token or when there is no draft: greedy -> argmax p;

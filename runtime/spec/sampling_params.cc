@@ -18,6 +18,10 @@ absl::Status SamplingParams::Validate() const {
   if (!(min_p >= 0.0f && min_p <= 1.0f)) {
     return absl::InvalidArgumentError(absl::StrCat("min_p must be in [0, 1], got ", min_p));
   }
+  if (!(guidance_scale >= 0.0f && guidance_scale <= kMaxGuidanceScale)) {
+    return absl::InvalidArgumentError(absl::StrCat("guidance_scale must be in [0, ",
+                                                   kMaxGuidanceScale, "], got ", guidance_scale));
+  }
   return absl::OkStatus();
 }
 

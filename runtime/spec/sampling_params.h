@@ -29,8 +29,16 @@ struct SamplingParams {
   float min_p = 0.0f;
   // Key of the request's counter-based random stream (kernels/cpu/sampling_philox.h).
   uint64_t seed = 0;
+  // Classifier-free guidance scale s: the target's logits become
+  // l_u + s * (l_c - l_u) before the transforms above (GuidedLogitsToProbs).
+  // 1 = off (no unconditional sequence runs). Applies to the target only: the
+  // draft keeps its plain distribution. Must be in [0, kMaxGuidanceScale]. Default 1.
+  float guidance_scale = 1.0f;
+
+  static constexpr float kMaxGuidanceScale = 100.0f;
 
   bool greedy() const { return temperature == 0.0f; }
+  bool guided() const { return guidance_scale != 1.0f; }
 
   // OK, or InvalidArgument naming the first field out of range and its value.
   absl::Status Validate() const;

@@ -32,6 +32,16 @@
 // cannot have sampled x_i); if the residual has no mass (p == q up to round-off)
 // the correction is sampled from p_i; round-off never yields NaN or negative
 // mass (the residual is clamped at 0 per entry).
+// Classifier-free guidance: for a guided request every row p_i (the block's rows and
+// the bonus row alike) is the guided distribution p_g,i = GuidedLogitsToProbs(l_c,i,
+// l_u,i) (runtime/spec/sampling.h), while the draft still proposes from its plain q.
+// This stays exact because none of the rules above assumes any relation between p
+// and q: the acceptance test uses p_g,i(x_i) / q_i(x_i) and the residual is
+// max(0, p_g,i - q_i), so the usual argument (accepted mass min(p_g, q) plus residual
+// mass max(0, p_g - q) sums to p_g) gives tokens distributed exactly as guided
+// decoding of the target alone; greedy and coupled commit argmax p_g,i and
+// Gumbel-argmax p_g,i, the same functions guided plain decoding computes. A guided q
+// would only change the acceptance rate, never the law.
 // Randomness: UniformDouble(seed, position, purpose) from kernels/cpu/sampling_philox.h,
 // so verification is reproducible and independent of batching.
 //
