@@ -6,6 +6,42 @@
 
 namespace splitspec::target {
 
+namespace {
+
+// The unconditional companion of a guided request: its prompt must be non-empty
+// (the front door puts BOS there when the user gave no negative prompt), in the
+// vocabulary, and the pair must fit the context.
+absl::Status AttachGuidanceCompanion(const proto::Assignment& assignment,
+                                     const model::LanguageModel& model, TargetRequest& request) {
+  const std::string& id = assignment.request_id();
+  const auto& negative = assignment.params().negative_prompt_tokens();
+  if (negative.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request ", id, ": params.negative_prompt_tokens is empty; a guided request (",
+        "guidance_scale ", request.params().guidance_scale,
+        ") needs its unconditional prompt, at least BOS"));
+  }
+  const int vocab = model.config().vocab_size;
+  for (int i = 0; i < negative.size(); ++i) {
+    if (negative[i] < 0 || negative[i] >= vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("request ", id, ": params.negative_prompt_tokens[", i, "] = ", negative[i],
+                       " outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  const int companion_length =
+      negative.size() + assignment.committed_tokens_size() - request.prompt_length();
+  if (companion_length >= model.config().context_length) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request ", id, ": the unconditional sequence (", companion_length,
+        " tokens) does not fit the context length ", model.config().context_length));
+  }
+  request.AttachCompanion({negative.begin(), negative.end()}, model.NewCache());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<TargetRequest>> NewTargetRequest(const proto::Assignment& assignment,
                                                                 const model::LanguageModel& model,
                                                                 const RequestLimits& defaults) {
@@ -38,11 +74,21 @@ absl::StatusOr<std::unique_ptr<TargetRequest>> NewTargetRequest(const proto::Ass
   if (assignment.params().max_tokens() > 0)
     limits.max_new_tokens = static_cast<int>(assignment.params().max_tokens());
   limits.context_length = context;
+  if (params.guided()) {
+    // The companion grows with the committed tokens: a longer negative prompt
+    // shortens how far the pair may run.
+    const int extra = assignment.params().negative_prompt_tokens_size() - prompt_length;
+    if (extra > 0) limits.context_length = context - extra;
+  }
   limits.stop_token_ids.assign(assignment.params().stop_token_ids().begin(),
                                assignment.params().stop_token_ids().end());
-  return std::make_unique<TargetRequest>(
+  auto request = std::make_unique<TargetRequest>(
       assignment, std::move(limits), model.NewCache(), params,
       net::VerifyModeFromProto(assignment.verify_mode(), params));
+  if (params.guided()) {
+    RETURN_IF_ERROR(AttachGuidanceCompanion(assignment, model, *request));
+  }
+  return request;
 }
 
 }  // namespace splitspec::target

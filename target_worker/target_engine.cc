@@ -30,6 +30,9 @@ struct TargetEngine::WorkItem {
   bool prefill = false;                      // tokens are a prompt chunk
   bool feeds_unfed = false;                  // tokens[0] is the last committed token
   int batch_index = -1;                      // index in the forward's batch, -1 if not fed
+  // Guided requests: what the unconditional companion is fed in the same forward.
+  std::vector<int32_t> companion_tokens;
+  int companion_batch_index = -1;
   // --- after the forward ---
   Decision decision = Decision::kNone;
   std::vector<std::vector<float>> rows;  // p for positions frontier, frontier + 1, ...
@@ -55,6 +58,7 @@ absl::Status TargetEngine::AddRequest(const proto::Assignment& assignment) {
   }
   ASSIGN_OR_RETURN(std::unique_ptr<TargetRequest> request,
                    NewTargetRequest(assignment, *model_, options_.default_limits));
+  if (request->guided()) ++counters_.guided_requests;
   requests_.emplace(assignment.request_id(), std::move(request));
   return absl::OkStatus();
 }
@@ -128,7 +132,7 @@ std::vector<TargetEngine::WorkItem> TargetEngine::Plan(absl::Time now) {
     if (request->finished()) continue;
     std::optional<WorkItem> item = PlanRequest(*request, now, budget);
     if (!item.has_value()) continue;
-    const int size = static_cast<int>(item->tokens.size());
+    const int size = static_cast<int>(item->tokens.size() + item->companion_tokens.size());
     // A decision from pending p costs no budget. The first fed item always
     // runs, so a large block can never starve.
     if (size > 0 && fed_any && size > budget) continue;
@@ -146,6 +150,10 @@ std::optional<TargetEngine::WorkItem> TargetEngine::PlanRequest(TargetRequest& r
   const proto::DraftBlock* ready = request.ReadyBlock();
   WorkItem item;
   item.request = &request;
+  if (request.guided() && request.prefilling()) {
+    PlanGuidedPrefill(item, budget);
+    return item;
+  }
   if (request.prefilling()) {
     const int chunk = std::min({options_.prefill_chunk, frontier - length, std::max(budget, 1)});
     item.tokens.assign(request.committed().begin() + length,
@@ -175,15 +183,47 @@ std::optional<TargetEngine::WorkItem> TargetEngine::PlanRequest(TargetRequest& r
   } else {
     return std::nullopt;  // waits for a block
   }
+  if (request.guided() && !item.tokens.empty()) {
+    // The companion is fed the same tokens in the same forward; only the unfed
+    // token differs (each sequence's own last token).
+    item.companion_tokens = item.tokens;
+    if (item.feeds_unfed) {
+      item.companion_tokens[0] = request.CompanionToken(request.companion_frontier() - 1);
+    }
+  }
   return item;
+}
+
+void TargetEngine::PlanGuidedPrefill(WorkItem& item, int budget) const {
+  TargetRequest& request = *item.request;
+  const int length = request.cache().length();
+  const int companion_length = request.companion_cache().length();
+  // Both prompts stop one token short: the last token of each is fed with the
+  // first block (see target_request.h), so no prefill needs logits.
+  const int left = std::max(request.frontier() - 1 - length, 0);
+  const int companion_left = std::max(request.companion_frontier() - 1 - companion_length, 0);
+  const int share = std::max(left > 0 && companion_left > 0 ? budget / 2 : budget, 1);
+  const int chunk = std::min({options_.prefill_chunk, left, share});
+  const int companion_chunk = std::min({options_.prefill_chunk, companion_left, share});
+  item.prefill = true;
+  item.tokens.assign(request.committed().begin() + length,
+                     request.committed().begin() + length + chunk);
+  for (int i = companion_length; i < companion_length + companion_chunk; ++i) {
+    item.companion_tokens.push_back(request.CompanionToken(i));
+  }
 }
 
 absl::Status TargetEngine::Forward(std::vector<WorkItem>& items, std::vector<TargetEvent>* events) {
   std::vector<model::SequenceInput> batch;
   for (WorkItem& item : items) {
-    if (item.tokens.empty()) continue;
-    item.batch_index = static_cast<int>(batch.size());
-    batch.push_back({&item.request->cache(), item.tokens, item.logits});
+    if (!item.tokens.empty()) {
+      item.batch_index = static_cast<int>(batch.size());
+      batch.push_back({&item.request->cache(), item.tokens, item.logits});
+    }
+    if (!item.companion_tokens.empty()) {
+      item.companion_batch_index = static_cast<int>(batch.size());
+      batch.push_back({&item.request->companion_cache(), item.companion_tokens, item.logits});
+    }
   }
   if (batch.empty()) return absl::OkStatus();
   model::ForwardOutput out;
@@ -191,14 +231,17 @@ absl::Status TargetEngine::Forward(std::vector<WorkItem>& items, std::vector<Tar
   if (!forward.ok()) {
     // The model left every cache as it was; the fed requests end with an error.
     for (WorkItem& item : items) {
-      if (item.batch_index < 0) continue;
+      if (item.batch_index < 0 && item.companion_batch_index < 0) continue;
       item.request->Finish(proto::FINISH_REASON_ERROR);
       Report(*item.request, item.request->FullSequenceResult(), events);
     }
     return forward;
   }
   ++counters_.steps;
-  for (const WorkItem& item : items) counters_.forward_tokens += item.tokens.size();
+  for (const WorkItem& item : items) {
+    counters_.forward_tokens += item.tokens.size() + item.companion_tokens.size();
+    counters_.companion_forward_tokens += item.companion_tokens.size();
+  }
   for (WorkItem& item : items) {
     if (item.batch_index >= 0) ReadRows(item, out, events);
   }
@@ -209,11 +252,25 @@ void TargetEngine::ReadRows(WorkItem& item, const model::ForwardOutput& out,
                             std::vector<TargetEvent>* events) {
   TargetRequest& request = *item.request;
   const int vocab = out.vocab_size;
-  for (int r = 0; r < out.num_rows[item.batch_index]; ++r) {
+  const int rows = out.num_rows[item.batch_index];
+  const bool guided = request.guided() && rows > 0;
+  if (guided && (item.companion_batch_index < 0 ||
+                 out.num_rows[item.companion_batch_index] != rows)) {
+    SPLITSPEC_LOG(ERROR) << "request " << request.id()
+                         << ": the forward gave the unconditional companion no matching rows";
+    request.Finish(proto::FINISH_REASON_ERROR);
+    Report(request, request.FullSequenceResult(), events);
+    return;
+  }
+  for (int r = 0; r < rows; ++r) {
     std::vector<float> probs(vocab);
-    const absl::Status status = spec::LogitsToProbs(
-        request.params(), absl::MakeConstSpan(out.Row(item.batch_index, r), vocab),
-        absl::MakeSpan(probs));
+    const auto cond = absl::MakeConstSpan(out.Row(item.batch_index, r), vocab);
+    const absl::Status status =
+        guided ? spec::GuidedLogitsToProbs(
+                     request.params(), cond,
+                     absl::MakeConstSpan(out.Row(item.companion_batch_index, r), vocab),
+                     absl::MakeSpan(probs))
+               : spec::LogitsToProbs(request.params(), cond, absl::MakeSpan(probs));
     if (!status.ok()) {
       SPLITSPEC_LOG(ERROR) << "request " << request.id() << ": " << status;
       request.Finish(proto::FINISH_REASON_ERROR);
@@ -317,7 +374,7 @@ void TargetEngine::ResolveBlock(WorkItem& item, absl::Time now, std::vector<Targ
     ++counters_.malformed_blocks;
     SPLITSPEC_LOG(WARNING) << "request " << request.id() << ": dropped block at " << block.start()
                            << ": " << item.outcome.status();
-    (void)request.cache().Truncate(request.frontier());
+    request.TruncateCaches(request.frontier());
     request.SetPending(std::move(item.rows[0]));
     request.DropBlocks();
     return;

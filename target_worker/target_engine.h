@@ -10,7 +10,10 @@
 //   Plan    -> each request's share within the token budget: a prompt chunk,
 //              the unfed token and/or a ready draft block to feed, or a
 //              decision that needs no forward (p at the frontier is pending);
-//   Forward -> one batched forward of everything fed;
+//   Forward -> one batched forward of everything fed; a guided request feeds its
+//              conditional and unconditional sequences together (never one
+//              without the other after the prompts; the budget counts both) and
+//              its rows are the guided distribution (spec::GuidedLogitsToProbs);
 //   Verify  -> one spec::VerifyBatch over every request that decides this step:
 //              a block (empty or not), or the target's own token (k = 0);
 //   Resolve -> apply each outcome (commit, truncate the KV cache, bump the
@@ -64,6 +67,9 @@ struct TargetCounters {
   uint64_t stale_blocks = 0;      // wrong epoch or start
   uint64_t malformed_blocks = 0;  // refused by admission or by verification
   uint64_t own_tokens = 0;        // tokens the target chose without a draft
+  uint64_t guided_requests = 0;   // requests added with classifier-free guidance
+  // Tokens fed to guided requests' unconditional companions (also in forward_tokens).
+  uint64_t companion_forward_tokens = 0;
 };
 
 class TargetEngine {
@@ -108,6 +114,8 @@ class TargetEngine {
   // Feeds the planned tokens and reads each fed item's rows as probabilities.
   // On failure the fed requests are finished with an error and reported.
   absl::Status Forward(std::vector<WorkItem>& items, std::vector<TargetEvent>* events);
+  // A guided request's prompts: chunks of both sequences, within one step's budget.
+  void PlanGuidedPrefill(WorkItem& item, int budget) const;
   void ReadRows(WorkItem& item, const model::ForwardOutput& out, std::vector<TargetEvent>* events);
   // Chooses what `item` decides this step and fills its VerifyRequest; false if nothing.
   bool Decide(WorkItem& item, absl::Time now);

@@ -24,6 +24,23 @@ TargetRequest::TargetRequest(const proto::Assignment& assignment, RequestLimits 
       mode_(mode),
       draft_worker_id_(assignment.draft_worker_id()) {}
 
+void TargetRequest::AttachCompanion(std::vector<int32_t> prompt,
+                                    std::unique_ptr<model::KvCache> cache) {
+  companion_prompt_ = std::move(prompt);
+  companion_cache_ = std::move(cache);
+}
+
+int32_t TargetRequest::CompanionToken(int index) const {
+  const int own = static_cast<int>(companion_prompt_.size());
+  return index < own ? companion_prompt_[index] : committed_[prompt_length_ + index - own];
+}
+
+void TargetRequest::TruncateCaches(int length) {
+  const int removed = cache_->length() - length;
+  (void)cache_->Truncate(length);  // cannot fail: 0 <= length <= cache length
+  if (guided()) (void)companion_cache_->Truncate(companion_cache_->length() - removed);
+}
+
 BlockAdmission TargetRequest::AdmitBlock(const proto::DraftBlock& block) {
   if (finished()) return BlockAdmission::kFinished;
   if (mode_ == spec::VerifyMode::kRejection && block.q_size() != block.tokens_size()) {
@@ -80,8 +97,7 @@ proto::VerifyResult TargetRequest::ApplyOutcome(const proto::DraftBlock* block,
     // correction, a bonus, or the target's own token): its input is not in the
     // cache yet and every block drafted beyond it is stale.
     pending_probs_.reset();
-    const int valid = std::min(cache_->length(), frontier() - 1);
-    (void)cache_->Truncate(valid);  // cannot fail: 0 <= valid <= length
+    TruncateCaches(std::min(cache_->length(), frontier() - 1));
     ++epoch_;
   }
   blocks_.erase(used_start);  // `block` points into blocks_: not used below

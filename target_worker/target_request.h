@@ -8,6 +8,13 @@
 //               bonus or the target's own token) has not been fed yet;
 //   - pending:  cache length == n and pending_probs() holds p for position n
 //               (after prefill, or after a full acceptance without bonus).
+// Classifier-free guidance (params().guided()): the request owns a companion, the
+// unconditional sequence companion_prompt + committed()[prompt_length():], with its
+// own KV cache. The pair lives and dies together: it is created, fed, truncated and
+// freed only through this object. A guided request's prefill stops one token short
+// in BOTH sequences, so that every feed after the prompts carries the same tokens
+// to both caches (the "unfed" step feeds the last token of each plus the block),
+// and both caches then hold the same number of generated tokens between steps.
 // A block is usable iff its epoch is the current epoch and its start is n. An
 // empty block is the draft saying "nothing to propose here": the target then
 // chooses the token at n itself, without waiting.
@@ -57,12 +64,32 @@ class TargetRequest {
   uint64_t epoch() const { return epoch_; }
   int frontier() const { return static_cast<int>(committed_.size()); }
   model::KvCache& cache() { return *cache_; }
+  const model::KvCache& cache() const { return *cache_; }
   const spec::SamplingParams& params() const { return params_; }
   spec::VerifyMode mode() const { return mode_; }
   bool finished() const { return finish_reason_ != proto::FINISH_REASON_UNSPECIFIED; }
   proto::FinishReason finish_reason() const { return finish_reason_; }
   const spec::SpecMetrics& metrics() const { return metrics_; }
   uint64_t draft_worker_id() const { return draft_worker_id_; }
+
+  // --- classifier-free guidance ---
+  // Gives the request its unconditional companion. REQUIRES params().guided(),
+  // `prompt` non-empty, called once before the first step.
+  void AttachCompanion(std::vector<int32_t> prompt, std::unique_ptr<model::KvCache> cache);
+  bool guided() const { return companion_cache_ != nullptr; }
+  model::KvCache& companion_cache() { return *companion_cache_; }
+  const model::KvCache& companion_cache() const { return *companion_cache_; }
+  const std::vector<int32_t>& companion_prompt() const { return companion_prompt_; }
+  // Length of the companion sequence (its counterpart of frontier()).
+  int companion_frontier() const {
+    return static_cast<int>(companion_prompt_.size()) + frontier() - prompt_length_;
+  }
+  // Token `index` of the companion sequence. REQUIRES 0 <= index < companion_frontier().
+  int32_t CompanionToken(int index) const;
+  // Truncates the KV cache to `length` tokens and the companion's (if any) by the
+  // same number of tokens, so both keep the same generated tokens.
+  // REQUIRES: the caches aligned (not prefilling), 0 <= length <= cache().length().
+  void TruncateCaches(int length);
 
   // --- blocks ---
   // Queues `block` if it can ever be used; stale ones are refused.
@@ -77,7 +104,10 @@ class TargetRequest {
   absl::Time waiting_since() const { return waiting_since_; }
 
   // --- feeding ---
-  bool prefilling() const { return cache_->length() + 1 < frontier(); }
+  bool prefilling() const {
+    return cache_->length() + 1 < frontier() ||
+           (guided() && companion_cache_->length() + 1 < companion_frontier());
+  }
   bool has_pending() const { return pending_probs_.has_value(); }
   const std::vector<float>& pending_probs() const { return *pending_probs_; }
   // Sets p for position frontier() after the cache caught up with every committed token.
@@ -113,6 +143,8 @@ class TargetRequest {
   uint64_t epoch_;
   RequestLimits limits_;
   std::unique_ptr<model::KvCache> cache_;
+  std::vector<int32_t> companion_prompt_;                // guided only
+  std::unique_ptr<model::KvCache> companion_cache_;      // guided only
   spec::SamplingParams params_;
   spec::VerifyMode mode_;
   std::optional<std::vector<float>> pending_probs_;

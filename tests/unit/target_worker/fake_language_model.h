@@ -44,6 +44,7 @@ class FakeLanguageModel : public model::LanguageModel {
     int start = 0;                // cache length before the call
     std::vector<int32_t> tokens;  // fed at start, start + 1, ...
     model::LogitsMode logits = model::LogitsMode::kNone;
+    const model::KvCache* cache = nullptr;  // which sequence (valid while its owner lives)
   };
 
   explicit FakeLanguageModel(int context_length = 256) {
@@ -132,7 +133,7 @@ class FakeLanguageModel : public model::LanguageModel {
       model::KvCache& cache = *in.cache;
       const int start = cache.length();
       const int n = static_cast<int>(in.tokens.size());
-      record.push_back({start, {in.tokens.begin(), in.tokens.end()}, in.logits});
+      record.push_back({start, {in.tokens.begin(), in.tokens.end()}, in.logits, &cache});
       std::vector<int32_t> sequence;
       for (int pos = 0; pos < start; ++pos)
         sequence.push_back(static_cast<int32_t>(*cache.key(0, pos)));
