@@ -25,6 +25,7 @@
 #include "runtime/tokenizer/detokenizer.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
 #include "tools/commands.h"
+#include "tools/guidance_flags.h"
 #include "tools/default_paths.h"
 
 namespace splitspec::tools {
@@ -62,6 +63,7 @@ absl::Status Run(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(int64_t top_k, args.GetInt("top-k", 0));
   ASSIGN_OR_RETURN(double top_p, args.GetDouble("top-p", 1.0));
   ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", 0));
+  ASSIGN_OR_RETURN(GuidanceFlagValues guidance, ParseGuidanceFlags(args));
 
   proto::SubmitRequest submit;
   submit.set_request_id(absl::StrCat("client-", getpid()));
@@ -72,6 +74,7 @@ absl::Status Run(const CommandArgs& argv) {
   params->set_top_k(static_cast<int32_t>(top_k));
   params->set_top_p(static_cast<float>(top_p));
   params->set_seed(static_cast<uint64_t>(seed));
+  RETURN_IF_ERROR(ApplyGuidance(guidance, tokenizer, params));
   for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
     if (tokenizer.IsEndOfGeneration(id)) params->add_stop_token_ids(id);
   }

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "tools/guidance_flags.h"
 #include "tools/serve_plan.h"
 
 namespace splitspec::tools {
@@ -25,9 +26,11 @@ std::vector<cli::Flag> SamplingFlags() {
           {"verify", "MODE", "", "greedy, rejection or coupled verification"}};
 }
 
-// `table` with the sampling flags inserted before its flag number `at`.
-const cli::FlagTable& TableWithSampling(cli::FlagTable table, size_t at) {
+// `table` with the sampling flags (then `extra`) inserted before its flag number `at`.
+const cli::FlagTable& TableWithSampling(cli::FlagTable table, size_t at,
+                                        const std::vector<cli::Flag>& extra = {}) {
   std::vector<cli::Flag> sampling = SamplingFlags();
+  sampling.insert(sampling.end(), extra.begin(), extra.end());
   table.flags.insert(table.flags.begin() + at, sampling.begin(), sampling.end());
   return Table(std::move(table));
 }
@@ -97,7 +100,7 @@ const cli::FlagTable& ClientFlagTable() {
                  {"chat", "", "", "wrap --prompt as a user message in the chat template"},
                  {"drafter", "NAME", "", "ask for a drafter; none = the target alone"},
                  {"json", "", "", "print one JSON line with tokens, text and stats"}}},
-      /*at=*/4);
+      /*at=*/4, GuidanceFlags(/*with_ids=*/false));
   return table;
 }
 
@@ -149,7 +152,7 @@ const cli::FlagTable& GenerateFlagTable() {
                  {"sequential", "", "", "the draft waits for each verification (lookahead 1)"},
                  {"ignore-eos", "", "", "do not stop at an end-of-generation token"},
                  {"json", "", "", "print one JSON line per sample"}}},
-      /*at=*/5);
+      /*at=*/5, GuidanceFlags(/*with_ids=*/true));
   return table;
 }
 

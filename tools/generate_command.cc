@@ -37,6 +37,7 @@
 #include "runtime/tokenizer/tokenizer_gguf.h"
 #include "tools/cluster/in_process_cluster.h"
 #include "tools/commands.h"
+#include "tools/guidance_flags.h"
 
 namespace splitspec::tools {
 namespace {
@@ -49,6 +50,7 @@ struct GenerateFlags {
   bool has_prompt_text = false;
   int max_tokens = 128;
   proto::SamplingParams params;
+  GuidanceFlagValues guidance;
   proto::VerifyMode verify = proto::VERIFY_MODE_UNSPECIFIED;
   int k = 4;  // 0: adaptive (--k auto)
   int samples = 1;
@@ -94,6 +96,7 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
   const std::string drafter = args.GetString("drafter", draft_path.empty() ? "none" : "model");
   ASSIGN_OR_RETURN(f.drafter, spec::ParseDrafterSpec(drafter, draft_path));
   RETURN_IF_ERROR(ParseSampling(args, f));
+  ASSIGN_OR_RETURN(f.guidance, ParseGuidanceFlags(args));
   f.has_prompt_text = args.Has("prompt");
   f.prompt = args.GetString("prompt", "");
   ASSIGN_OR_RETURN(f.prompt_ids, args.GetIntList("prompt-ids"));
@@ -193,6 +196,7 @@ absl::Status RunGenerate(const GenerateFlags& f) {
   proto::SubmitRequest submit;
   submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
   *submit.mutable_params() = f.params;
+  RETURN_IF_ERROR(ApplyGuidance(f.guidance, tokenizer, submit.mutable_params()));
   submit.mutable_params()->set_max_tokens(static_cast<uint32_t>(f.max_tokens));
   if (!f.ignore_eos) {
     for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
