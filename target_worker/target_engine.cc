@@ -241,6 +241,7 @@ absl::Status TargetEngine::Forward(std::vector<WorkItem>& items, std::vector<Tar
   for (const WorkItem& item : items) {
     counters_.forward_tokens += item.tokens.size() + item.companion_tokens.size();
     counters_.companion_forward_tokens += item.companion_tokens.size();
+    item.request->AddCompanionForwardTokens(static_cast<int>(item.companion_tokens.size()));
   }
   for (WorkItem& item : items) {
     if (item.batch_index >= 0) ReadRows(item, out, events);

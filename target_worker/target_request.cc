@@ -151,6 +151,7 @@ proto::VerifyResult TargetRequest::MakeResult(int first_new_index, int accepted,
   stats->set_verified(metrics_.verified);
   stats->set_accepted(metrics_.accepted);
   stats->set_steps(metrics_.steps);
+  stats->set_companion_forward_tokens(companion_forward_tokens_);
   stats->mutable_verified_at()->Add(metrics_.verified_at.begin(), metrics_.verified_at.end());
   stats->mutable_accepted_at()->Add(metrics_.accepted_at.begin(), metrics_.accepted_at.end());
   return result;

@@ -86,6 +86,8 @@ class TargetRequest {
   }
   // Token `index` of the companion sequence. REQUIRES 0 <= index < companion_frontier().
   int32_t CompanionToken(int index) const;
+  // Counts tokens fed to the companion (reported in SpecStats).
+  void AddCompanionForwardTokens(int tokens) { companion_forward_tokens_ += tokens; }
   // Truncates the KV cache to `length` tokens and the companion's (if any) by the
   // same number of tokens, so both keep the same generated tokens.
   // REQUIRES: the caches aligned (not prefilling), 0 <= length <= cache().length().
@@ -145,6 +147,7 @@ class TargetRequest {
   std::unique_ptr<model::KvCache> cache_;
   std::vector<int32_t> companion_prompt_;                // guided only
   std::unique_ptr<model::KvCache> companion_cache_;      // guided only
+  uint64_t companion_forward_tokens_ = 0;
   spec::SamplingParams params_;
   spec::VerifyMode mode_;
   std::optional<std::vector<float>> pending_probs_;

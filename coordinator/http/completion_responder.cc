@@ -91,7 +91,8 @@ void CompletionResponder::Complete(absl::string_view finish_reason) {
   if (done_) return;
   done_ = true;
   const std::string tail = text_.Finish();
-  const CompletionUsage usage{context_.prompt_tokens, text_.tokens(), stats_};
+  const CompletionUsage usage{context_.prompt_tokens, text_.tokens(), stats_,
+                              context_.guidance_scale, context_.unconditional_prompt_tokens};
   context_.metrics->RecordOutcome(finish_reason == "length" ? RequestOutcome::kLength
                                                             : RequestOutcome::kStop);
   context_.metrics->ObserveFinished(absl::ToDoubleSeconds(absl::Now() - context_.received_at),

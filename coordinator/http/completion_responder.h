@@ -37,6 +37,8 @@ struct ResponderContext {
   bool include_usage = false;  // stream_options.include_usage: a last usage-only chunk
   std::string echo;            // text before the completion's (echo: the prompt), not stop-checked
   int prompt_tokens = 0;
+  float guidance_scale = 1.0f;          // 1: not guided
+  int unconditional_prompt_tokens = 0;  // guided: the companion's prompt
   int retry_after_seconds = 1;           // for 429 / 503
   absl::Time received_at = absl::Now();  // when the HTTP request arrived
   FrontDoorMetrics* metrics = nullptr;   // outlives the responder

@@ -266,6 +266,17 @@ void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRe
     metrics_.RecordOutcome(RequestOutcome::kRejected);
     return Reply(server, id, ErrorResponse(400, std::string(fits.message()), ParamOf(fits)));
   }
+  absl::StatusOr<std::vector<int32_t>> negative = NegativePromptTokens(*request);
+  fits = negative.ok() ? (negative->empty() ? absl::OkStatus()
+                                            : CheckFits(*request, negative->size()))
+                       : negative.status();
+  if (!fits.ok()) {
+    metrics_.RecordOutcome(RequestOutcome::kRejected);
+    const std::string param =
+        request->negative_messages.empty() ? "negative_prompt" : "negative_messages";
+    return Reply(server, id,
+                 ErrorResponse(400, absl::StrCat("unconditional prompt: ", fits.message()), param));
+  }
   if (!request->seed) request->seed = absl::Uniform<uint64_t>(absl::BitGen());
   ResponderContext context;
   context.server = &server;
@@ -285,6 +296,8 @@ void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRe
     context.echo = *std::move(echo);
   }
   context.prompt_tokens = static_cast<int>(prompt->size());
+  context.guidance_scale = request->guidance_scale;
+  context.unconditional_prompt_tokens = static_cast<int>(negative->size());
   context.retry_after_seconds = options_.http.retry_after_seconds;
   context.metrics = &metrics_;
   // Under parse_mu_: an abort either came before (nothing to submit) or
@@ -295,8 +308,9 @@ void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRe
   if (parsing != parsing_.end()) parsing_.erase(parsing);
   if (aborted) return metrics_.RecordOutcome(RequestOutcome::kCancelled);
   metrics_.AddPromptTokens(context.prompt_tokens);
+  if (!negative->empty()) metrics_.RecordGuided();
   bridge_->Submit(
-      MakeSubmitRequest(*request, *prompt, RequestIdFor(id), end_of_generation_ids_),
+      MakeSubmitRequest(*request, *prompt, RequestIdFor(id), end_of_generation_ids_, *negative),
       std::make_unique<CompletionResponder>(std::move(context), &*tokenizer_, request->stop));
 }
 
@@ -319,6 +333,37 @@ absl::StatusOr<std::vector<int32_t>> FrontDoor::PromptTokens(
     }
   }
   return request.prompt_tokens;
+}
+
+absl::StatusOr<std::vector<int32_t>> FrontDoor::NegativePromptTokens(
+    const CompletionRequest& request) const {
+  if (request.guidance_scale == 1.0f) return std::vector<int32_t>();
+  const bool absent = !request.negative_prompt && request.negative_messages.empty();
+  std::vector<int32_t> ids;
+  if (request.kind == CompletionRequest::kChat) {
+    if (!chat_template_) return absl::InvalidArgumentError(chat_template_error_);
+    std::vector<model::ChatSegment> segments;
+    if (!request.negative_messages.empty()) {
+      ASSIGN_OR_RETURN(segments, chat_template_->Render(request.negative_messages,
+                                                        /*add_generation_prompt=*/true));
+    } else if (request.negative_prompt) {
+      const std::vector<model::ChatMessage> messages = {{"user", *request.negative_prompt}};
+      ASSIGN_OR_RETURN(segments, chat_template_->Render(messages, /*add_generation_prompt=*/true));
+    } else {
+      segments = chat_template_->RenderEmptyConversation();
+    }
+    ids = model::EncodeChat(*tokenizer_, segments);
+  } else if (request.negative_prompt) {
+    ids = tokenizer_->Encode(*request.negative_prompt, {.add_special = true, .parse_special = true});
+  }
+  const int32_t bos = tokenizer_->bos_id();
+  if (absent && bos >= 0 && (ids.empty() || ids.front() != bos)) ids.insert(ids.begin(), bos);
+  if (ids.empty()) {
+    return absl::InvalidArgumentError(
+        absent ? "the model has no BOS token to stand for an absent negative prompt; give one"
+               : "the negative prompt encodes to no tokens");
+  }
+  return ids;
 }
 
 absl::StatusOr<std::string> FrontDoor::EchoText(const CompletionRequest& request) const {

@@ -124,6 +124,11 @@ class FrontDoor : public HttpHandler {
                         CompletionRequest::Kind kind);
   absl::StatusOr<std::vector<int32_t>> PromptTokens(const CompletionRequest& request) const;
   absl::Status CheckFits(const CompletionRequest& request, size_t prompt_tokens) const;
+  // Guided requests: the unconditional prompt (negative_prompt / negative_messages
+  // encoded like a prompt; absent: BOS, plus the chat template's empty-conversation
+  // prefix on chat). Empty when not guided.
+  absl::StatusOr<std::vector<int32_t>> NegativePromptTokens(
+      const CompletionRequest& request) const;
   // echo: the prompt as the client sent it (a text prompt verbatim, token ids decoded).
   absl::StatusOr<std::string> EchoText(const CompletionRequest& request) const;
   void HandleHealth(HttpServer& server, ExchangeId id);

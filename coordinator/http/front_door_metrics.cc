@@ -225,6 +225,11 @@ void FrontDoorMetrics::AddPromptTokens(int tokens) {
   prompt_tokens_ += static_cast<uint64_t>(tokens);
 }
 
+void FrontDoorMetrics::RecordGuided() {
+  MutexLock lock(&mu_);
+  ++guided_requests_;
+}
+
 void FrontDoorMetrics::ObserveTokens(int tokens, double gap_seconds, bool first) {
   MutexLock lock(&mu_);
   generation_tokens_ += static_cast<uint64_t>(tokens);
@@ -243,6 +248,7 @@ void FrontDoorMetrics::ObserveFinished(double e2e_seconds, const proto::SpecStat
   spec_.set_verified(spec_.verified() + stats.verified());
   spec_.set_accepted(spec_.accepted() + stats.accepted());
   spec_.set_steps(spec_.steps() + stats.steps());
+  guidance_forward_tokens_ += stats.companion_forward_tokens();
   AddPerPosition(stats.verified_at(), spec_.mutable_verified_at());
   AddPerPosition(stats.accepted_at(), spec_.mutable_accepted_at());
 }
@@ -269,6 +275,13 @@ std::string FrontDoorMetrics::Render(const proto::StatusReply* status) const {
   Sample("splitspec_prompt_tokens_total", static_cast<double>(prompt_tokens_), &out);
   Header("splitspec_generation_tokens_total", "counter", "Generated tokens received", &out);
   Sample("splitspec_generation_tokens_total", static_cast<double>(generation_tokens_), &out);
+  Header("splitspec_guided_requests_total", "counter",
+         "Requests submitted with classifier-free guidance", &out);
+  Sample("splitspec_guided_requests_total", static_cast<double>(guided_requests_), &out);
+  Header("splitspec_guidance_forward_tokens_total", "counter",
+         "Extra tokens the targets fed for guidance (unconditional sequences)", &out);
+  Sample("splitspec_guidance_forward_tokens_total", static_cast<double>(guidance_forward_tokens_),
+         &out);
   ttft_.Render("splitspec_time_to_first_token_seconds", "Time from request to first token", &out);
   inter_token_.Render("splitspec_inter_token_latency_seconds",
                       "Gap between consecutive tokens of a request", &out);

@@ -73,6 +73,8 @@ class FrontDoorMetrics {
   void AddRunning(int delta);
   int64_t running() const;
   void AddPromptTokens(int tokens);
+  // A request with classifier-free guidance was submitted.
+  void RecordGuided();
   // `tokens` arrived together, `gap_seconds` after the previous ones of their
   // request (or after the request arrived, for the first: that is the TTFT).
   void ObserveTokens(int tokens, double gap_seconds, bool first);
@@ -90,6 +92,8 @@ class FrontDoorMetrics {
   int64_t running_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t prompt_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t generation_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t guided_requests_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t guidance_forward_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   proto::SpecStats spec_ ABSL_GUARDED_BY(mu_);
   Histogram ttft_ ABSL_GUARDED_BY(mu_);
   Histogram inter_token_ ABSL_GUARDED_BY(mu_);

@@ -119,8 +119,9 @@ absl::Status ReadPrompt(const Struct& body, CompletionRequest* request) {
 }
 
 // Message content: a string, null, or an array of {type: "text", text} parts.
-absl::StatusOr<std::string> ReadContent(int index, const Struct& message) {
-  const std::string field = absl::StrCat("messages[", index, "].content");
+absl::StatusOr<std::string> ReadContent(const std::string& list, int index,
+                                        const Struct& message) {
+  const std::string field = absl::StrCat(list, "[", index, "].content");
   const Value* content = Find(message, "content");
   if (content == nullptr) return std::string();
   if (content->kind_case() == Value::kStringValue) return content->string_value();
@@ -143,25 +144,55 @@ absl::StatusOr<std::string> ReadContent(int index, const Struct& message) {
   return text;
 }
 
+// Reads the message list `name` ("messages" or "negative_messages") into *out.
+absl::Status ReadMessageList(const Value& messages, const std::string& name,
+                             std::vector<model::ChatMessage>* out) {
+  if (messages.kind_case() != Value::kListValue) return WrongType(name, "an array", messages);
+  if (messages.list_value().values_size() == 0) return FieldError(name, "must not be empty");
+  int index = 0;
+  for (const Value& item : messages.list_value().values()) {
+    if (item.kind_case() != Value::kStructValue)
+      return WrongType(absl::StrCat(name, "[", index, "]"), "an object", item);
+    const Value* role = Find(item.struct_value(), "role");
+    if (role == nullptr) return FieldError(absl::StrCat(name, "[", index, "].role"), "is required");
+    ASSIGN_OR_RETURN(std::string role_name,
+                     AsString(absl::StrCat(name, "[", index, "].role"), *role));
+    ASSIGN_OR_RETURN(std::string content, ReadContent(name, index, item.struct_value()));
+    if (role_name == "developer") role_name = "system";
+    out->push_back({std::move(role_name), std::move(content)});
+    ++index;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadMessages(const Struct& body, CompletionRequest* request) {
   const Value* messages = Find(body, "messages");
   if (messages == nullptr) return FieldError("messages", "is required");
-  if (messages->kind_case() != Value::kListValue)
-    return WrongType("messages", "an array", *messages);
-  if (messages->list_value().values_size() == 0) return FieldError("messages", "must not be empty");
-  int index = 0;
-  for (const Value& item : messages->list_value().values()) {
-    if (item.kind_case() != Value::kStructValue)
-      return WrongType(absl::StrCat("messages[", index, "]"), "an object", item);
-    const Value* role = Find(item.struct_value(), "role");
-    if (role == nullptr)
-      return FieldError(absl::StrCat("messages[", index, "].role"), "is required");
-    ASSIGN_OR_RETURN(std::string role_name,
-                     AsString(absl::StrCat("messages[", index, "].role"), *role));
-    ASSIGN_OR_RETURN(std::string content, ReadContent(index, item.struct_value()));
-    if (role_name == "developer") role_name = "system";
-    request->messages.push_back({std::move(role_name), std::move(content)});
-    ++index;
+  return ReadMessageList(*messages, "messages", &request->messages);
+}
+
+absl::Status ReadGuidance(const Struct& body, CompletionRequest* request) {
+  RETURN_IF_ERROR(
+      ReadNumber(body, "guidance_scale", 0.0, 100.0, false, &request->guidance_scale));
+  if (const Value* negative = Find(body, "negative_prompt")) {
+    ASSIGN_OR_RETURN(std::string text, AsString("negative_prompt", *negative));
+    request->negative_prompt = std::move(text);
+  }
+  if (const Value* negative = Find(body, "negative_messages")) {
+    if (request->kind != CompletionRequest::kChat) {
+      return FieldError("negative_messages",
+                        "is a /v1/chat/completions parameter; use negative_prompt");
+    }
+    if (request->negative_prompt) {
+      return FieldError("negative_messages", "and negative_prompt cannot both be given");
+    }
+    RETURN_IF_ERROR(
+        ReadMessageList(*negative, "negative_messages", &request->negative_messages));
+  }
+  const bool has_negative = request->negative_prompt || !request->negative_messages.empty();
+  if (has_negative && request->guidance_scale == 1.0f) {
+    return FieldError(request->negative_prompt ? "negative_prompt" : "negative_messages",
+                      "needs guidance_scale other than 1 (1 = no guidance)");
   }
   return absl::OkStatus();
 }
@@ -298,13 +329,15 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json,
   RETURN_IF_ERROR(ReadSampling(body, &request));
   RETURN_IF_ERROR(ReadStop(body, &request));
   RETURN_IF_ERROR(ReadFlags(body, &request));
+  RETURN_IF_ERROR(ReadGuidance(body, &request));
   return request;
 }
 
 proto::SubmitRequest MakeSubmitRequest(const CompletionRequest& request,
                                        absl::Span<const int32_t> prompt,
                                        const std::string& request_id,
-                                       absl::Span<const int32_t> stop_token_ids) {
+                                       absl::Span<const int32_t> stop_token_ids,
+                                       absl::Span<const int32_t> negative_prompt) {
   proto::SubmitRequest submit;
   submit.set_request_id(request_id);
   submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
@@ -318,6 +351,11 @@ proto::SubmitRequest MakeSubmitRequest(const CompletionRequest& request,
   params->set_max_tokens(request.max_tokens);
   for (const std::string& stop : request.stop) params->add_stop(stop);
   params->mutable_stop_token_ids()->Assign(stop_token_ids.begin(), stop_token_ids.end());
+  if (request.guidance_scale != 1.0f) {
+    params->set_guidance_scale(request.guidance_scale);
+    params->mutable_negative_prompt_tokens()->Assign(negative_prompt.begin(),
+                                                     negative_prompt.end());
+  }
   return submit;
 }
 

@@ -20,6 +20,11 @@
 //   request), echo on chat completions (not a chat parameter).
 //   Extension: drafter (string: "none" decodes without speculation, "" or
 //   absent the cluster's default; SubmitRequest.drafter).
+//   Extension, classifier-free guidance: guidance_scale (number in [0, 100];
+//   1 or absent = off), negative_prompt (string: the unconditional prompt; on chat
+//   it is sent as one user message), negative_messages (chat: like messages; not
+//   with negative_prompt). A negative prompt without a scale other than 1 is
+//   refused (it would be silently unused).
 //
 // Errors: InvalidArgument whose message names the field at fault; the field's
 // name is also attached to the status (ParamOf), for OpenAI's error "param".
@@ -65,19 +70,25 @@ struct CompletionRequest {
   bool include_usage = false;  // stream_options.include_usage
   bool echo = false;           // completions: return the prompt's text before the completion
   std::string drafter;         // extension; "" = cluster default
+  float guidance_scale = 1.0f;  // extension: classifier-free guidance, 1 = off
+  std::optional<std::string> negative_prompt;         // extension
+  std::vector<model::ChatMessage> negative_messages;  // extension, chat
 };
 
 absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json,
                                                          CompletionRequest::Kind kind,
                                                          const JsonLimits& limits = {});
 
-// The request's SamplingParams and prompt as a SubmitRequest. `stop_token_ids`
+// The request's SamplingParams and prompt as a SubmitRequest; with guidance,
+// `negative_prompt` is the unconditional prompt (the front door's encoding of
+// negative_prompt / negative_messages, or BOS plus the chat template's prefix). `stop_token_ids`
 // are the model's end-of-generation ids. The verify mode is left to the
 // cluster (greedy at temperature 0, rejection otherwise).
 proto::SubmitRequest MakeSubmitRequest(const CompletionRequest& request,
                                        absl::Span<const int32_t> prompt,
                                        const std::string& request_id,
-                                       absl::Span<const int32_t> stop_token_ids);
+                                       absl::Span<const int32_t> stop_token_ids,
+                                       absl::Span<const int32_t> negative_prompt = {});
 
 // The field an InvalidArgument from ParseCompletionRequest names ("" if none).
 std::string ParamOf(const absl::Status& status);

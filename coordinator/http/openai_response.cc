@@ -28,6 +28,13 @@ void WriteUsage(const CompletionUsage& usage, JsonWriter& w) {
                   ? 0.0
                   : static_cast<double>(stats.accepted()) / static_cast<double>(stats.verified()));
   w.Key("steps").Int(static_cast<int64_t>(stats.steps()));
+  if (usage.guidance_scale != 1.0f) {
+    w.Key("guidance").BeginObject();
+    w.Key("scale").Double(usage.guidance_scale);
+    w.Key("unconditional_prompt_tokens").Int(usage.unconditional_prompt_tokens);
+    w.Key("extra_forward_tokens").Int(static_cast<int64_t>(stats.companion_forward_tokens()));
+    w.EndObject();
+  }
   w.EndObject();
 }
 

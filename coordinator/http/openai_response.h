@@ -36,6 +36,11 @@ struct CompletionUsage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
   proto::SpecStats stats;
+  // Classifier-free guidance (1 = off): usage then carries a "guidance" object
+  // with the scale, the unconditional prompt's tokens and the extra tokens the
+  // target fed for guidance (stats.companion_forward_tokens).
+  float guidance_scale = 1.0f;
+  int unconditional_prompt_tokens = 0;
 };
 
 // "stop", "length", "cancelled" or "error".

@@ -187,6 +187,17 @@ absl::StatusOr<std::vector<ChatSegment>> ChatTemplate::Render(
   return out.Take();
 }
 
+std::vector<ChatSegment> ChatTemplate::RenderEmptyConversation() const {
+  SegmentBuilder out;
+  if (format_ == ChatTemplateFormat::kChatML) {
+    out.Marker(kImStart).Text("assistant\n");
+  } else {
+    out.Marker(bos_text_);
+    out.Marker(kStartHeader).Text("assistant").Marker(kEndHeader).Text("\n\n");
+  }
+  return out.Take();
+}
+
 void ChatTemplate::RenderChatML(absl::Span<const ChatMessage> messages, bool add_generation_prompt,
                                 SegmentBuilder& out) const {
   if (default_system_.has_value() && messages[0].role != "system") {

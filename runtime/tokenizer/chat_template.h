@@ -85,6 +85,12 @@ class ChatTemplate {
   absl::StatusOr<std::vector<ChatSegment>> Render(absl::Span<const ChatMessage> messages,
                                                   bool add_generation_prompt) const;
 
+  // What the template renders for a conversation with no messages and the
+  // generation prompt: the unconditional prompt of classifier-free guidance on
+  // chat. (No default system prompt: the templates add it only before a first
+  // message.)
+  std::vector<ChatSegment> RenderEmptyConversation() const;
+
   ChatTemplateFormat format() const { return format_; }
   // The ChatML default system prompt, if the template has one.
   const std::optional<std::string>& default_system_prompt() const { return default_system_; }

@@ -101,7 +101,10 @@ struct Stack {
   }
 
   // What the cluster generates greedily for `prompt`, decoded, and the token count.
-  std::pair<std::string, int> Expected(const std::vector<int32_t>& prompt, int max_tokens) {
+  // With guidance_scale != 1, `negative` is the unconditional prompt.
+  std::pair<std::string, int> Expected(const std::vector<int32_t>& prompt, int max_tokens,
+                                       float guidance_scale = 1.0f,
+                                       const std::vector<int32_t>& negative = {}) {
     auto client = net::RequestClient::Connect(cluster->coordinator_endpoint());
     EXPECT_TRUE(client.ok());
     static std::atomic<int> counter{0};
@@ -111,6 +114,11 @@ struct Stack {
     submit.mutable_params()->set_temperature(0.0f);
     submit.mutable_params()->set_top_p(1.0f);
     submit.mutable_params()->set_max_tokens(max_tokens);
+    if (guidance_scale != 1.0f) {
+      submit.mutable_params()->set_guidance_scale(guidance_scale);
+      submit.mutable_params()->mutable_negative_prompt_tokens()->Assign(negative.begin(),
+                                                                       negative.end());
+    }
     for (int32_t id = 0; id < tokenizer->vocab_size(); ++id) {
       if (tokenizer->IsEndOfGeneration(id)) submit.mutable_params()->add_stop_token_ids(id);
     }
@@ -383,6 +391,74 @@ TEST_F(HttpFrontDoorTest, BadParametersAre400NamingTheField) {
   response = stack_->Post("/v1/completions", R"({"prompt":"x","model":"gpt-4"})");
   EXPECT_EQ(response.status, 404);
   EXPECT_EQ(Get(Get(ParseJson(response.body), "error"), "param").string_value(), "model");
+}
+
+// Classifier-free guidance through the front door: the same tokens as the guided
+// request sent to the cluster directly, usage's guidance object, /metrics' counters.
+TEST_F(HttpFrontDoorTest, GuidedCompletionEqualsTheClusterOutputAndIsCounted) {
+  const std::string prompt = "Hello world, hello world, hello";
+  const std::vector<int32_t> negative =
+      stack_->tokenizer->Encode("world", {.add_special = true, .parse_special = true});
+  const auto [expected, count] = stack_->Expected(
+      stack_->tokenizer->Encode(prompt, {.add_special = true, .parse_special = true}), kMaxTokens,
+      3.0f, negative);
+  const auto [unguided, unguided_count] = stack_->Expected(
+      stack_->tokenizer->Encode(prompt, {.add_special = true, .parse_special = true}), kMaxTokens);
+  ASSERT_NE(expected, unguided) << "guidance must change this output, or the test proves nothing";
+  const TestHttpResponse response = stack_->Post(
+      "/v1/completions",
+      absl::StrCat(R"({"prompt":")", prompt, R"(","max_tokens":)", kMaxTokens,
+                   R"(,"temperature":0,"guidance_scale":3,"negative_prompt":"world"})"));
+  ASSERT_EQ(response.status, 200) << response.body;
+  const Value body = ParseJson(response.body);
+  EXPECT_EQ(Get(Choice(body), "text").string_value(), expected);
+  const Value& guidance = Get(Get(body, "usage"), "guidance");
+  EXPECT_EQ(Get(guidance, "scale").number_value(), 3.0);
+  EXPECT_EQ(Get(guidance, "unconditional_prompt_tokens").number_value(), negative.size());
+  // The companion was fed its prompt and every generated token but the last.
+  EXPECT_GE(Get(guidance, "extra_forward_tokens").number_value(), negative.size() + count - 1);
+  const std::string metrics = stack_->GetPath("/metrics").body;
+  EXPECT_TRUE(absl::StrContains(metrics, "splitspec_guided_requests_total ")) << metrics;
+  EXPECT_FALSE(absl::StrContains(metrics, "splitspec_guided_requests_total 0\n")) << metrics;
+  EXPECT_FALSE(absl::StrContains(metrics, "splitspec_guidance_forward_tokens_total 0\n"))
+      << metrics;
+}
+
+TEST_F(HttpFrontDoorTest, GuidedChatWithoutNegativeUsesTheEmptyConversation) {
+  auto chat = model::ChatTemplate::FromSource(model::kTinyChatMlTemplate);
+  ASSERT_TRUE(chat.ok());
+  std::vector<int32_t> unconditional =
+      model::EncodeChat(*stack_->tokenizer, chat->RenderEmptyConversation());
+  const int32_t bos = stack_->tokenizer->bos_id();
+  if (bos >= 0 && (unconditional.empty() || unconditional.front() != bos))
+    unconditional.insert(unconditional.begin(), bos);
+  const auto [expected, count] =
+      stack_->Expected(stack_->ChatPrompt("hello"), kMaxTokens, 0.5f, unconditional);
+  ASSERT_NE(expected, stack_->Expected(stack_->ChatPrompt("hello"), kMaxTokens).first)
+      << "guidance must change this output, or the test proves nothing";
+  const TestHttpResponse response = stack_->Post(
+      "/v1/chat/completions",
+      absl::StrCat(R"({"messages":[{"role":"user","content":"hello"}],"max_tokens":)", kMaxTokens,
+                   R"(,"temperature":0,"guidance_scale":0.5})"));
+  ASSERT_EQ(response.status, 200) << response.body;
+  const Value body = ParseJson(response.body);
+  EXPECT_EQ(Get(Get(Choice(body), "message"), "content").string_value(), expected);
+  EXPECT_EQ(Get(Get(Get(body, "usage"), "guidance"), "unconditional_prompt_tokens").number_value(),
+            unconditional.size());
+}
+
+TEST_F(HttpFrontDoorTest, BadGuidanceIs400NamingTheField) {
+  TestHttpResponse response =
+      stack_->Post("/v1/completions", R"({"prompt":"x","guidance_scale":"strong"})");
+  EXPECT_EQ(response.status, 400);
+  EXPECT_EQ(Get(Get(ParseJson(response.body), "error"), "param").string_value(),
+            "guidance_scale");
+  response = stack_->Post("/v1/chat/completions",
+                          R"({"messages":[{"role":"user","content":"x"}],"guidance_scale":2,
+                              "negative_messages":[{"role":"robot","content":"x"}]})");
+  EXPECT_EQ(response.status, 400) << response.body;
+  EXPECT_EQ(Get(Get(ParseJson(response.body), "error"), "param").string_value(),
+            "negative_messages");
 }
 
 TEST_F(HttpFrontDoorTest, PromptOverTheContextIs400) {

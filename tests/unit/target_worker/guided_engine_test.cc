@@ -102,6 +102,9 @@ class GuidedEngineTest : public ::testing::Test {
       std::vector<int32_t>& seen = seen_[e.result.request_id()];
       const std::vector<int32_t> tokens(e.result.committed_tokens().begin(),
                                         e.result.committed_tokens().end());
+      if (e.result.finished()) {
+        companion_reported_[e.result.request_id()] = e.result.stats().companion_forward_tokens();
+      }
       if (e.result.full_sequence()) {
         seen = tokens;
       } else {
@@ -144,6 +147,7 @@ class GuidedEngineTest : public ::testing::Test {
   std::vector<TargetEvent> events_;
   std::map<std::string, std::vector<int32_t>> seen_;
   std::map<const model::KvCache*, const model::KvCache*> pairs_;  // cond -> companion
+  std::map<std::string, uint64_t> companion_reported_;  // final SpecStats per request
 };
 
 TEST_F(GuidedEngineTest, GreedyGuidedSpeculationCommitsExactlyGreedyGuidedPlain) {
@@ -196,6 +200,10 @@ TEST_F(GuidedEngineTest, GreedyGuidedSpeculationCommitsExactlyGreedyGuidedPlain)
   EXPECT_EQ(engine_->counters().malformed_blocks, 0u);
   EXPECT_EQ(engine_->counters().guided_requests, 4u);
   EXPECT_GT(engine_->counters().companion_forward_tokens, 4u * kNew);
+  // Each request's final report carries its own share of those tokens.
+  uint64_t reported = 0;
+  for (const auto& [id, tokens] : companion_reported_) reported += tokens;
+  EXPECT_EQ(reported, engine_->counters().companion_forward_tokens);
   ExpectNeverHalfAPair(16);
 }
 
