@@ -354,7 +354,8 @@ absl::StatusOr<std::vector<int32_t>> FrontDoor::NegativePromptTokens(
     }
     ids = model::EncodeChat(*tokenizer_, segments);
   } else if (request.negative_prompt) {
-    ids = tokenizer_->Encode(*request.negative_prompt, {.add_special = true, .parse_special = true});
+    ids = tokenizer_->Encode(*request.negative_prompt,
+                             {.add_special = true, .parse_special = true});
   }
   const int32_t bos = tokenizer_->bos_id();
   if (absent && bos >= 0 && (ids.empty() || ids.front() != bos)) ids.insert(ids.begin(), bos);
