@@ -1,0 +1,314 @@
+// Classifier-free guidance through the whole pipeline (coordinator, target worker
+// with the unconditional companion, draft worker over channels) on a tiny
+// generated GGUF pair:
+//   - the joint law of 3 guided tokens, target alone and speculative (rejection
+//     k = 2 and k = 4, coupled), matches the guided law computed here in double
+//     precision from the target's raw logits (chi-square; each test's total
+//     false-failure probability <= 1e-3, Bonferroni over its checks);
+//   - the same counts against a wrong combination (the conditional logits' weights
+//     on the guided support) fail, so the harness can tell;
+//   - greedy guided speculative == greedy guided plain, token for token, for every drafter.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "runtime/model/transformer.h"
+#include "runtime/net/request_client.h"
+#include "runtime/spec/drafter_factory.h"
+#include "runtime/spec/sampling.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
+#include "tests/testing/chi_square.h"
+#include "tests/testing/tiny_model.h"
+#include "tools/cluster/in_process_cluster.h"
+
+namespace splitspec {
+namespace {
+
+constexpr int kTokens = 3;
+const std::vector<int32_t> kPrompt = {17, 42, 99};
+const std::vector<int32_t> kNegative = {1, 250, 7, 7};
+
+std::string WriteModel(const std::string& name, uint32_t seed) {
+  model::TinyModelOptions options;
+  options.weight_type = kernels::GgmlType::kQ8_0;
+  options.seed = seed;
+  const std::string path =
+      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name + ".gguf";
+  EXPECT_TRUE(model::WriteTinyModel(options, path).ok());
+  return path;
+}
+
+std::vector<float> LastLogits(model::Transformer& model, const std::vector<int32_t>& tokens) {
+  auto cache = model.NewCache();
+  model::ForwardOutput out;
+  EXPECT_TRUE(model.Forward({{cache.get(), tokens, model::LogitsMode::kLast}}, &out).ok());
+  return std::vector<float>(out.Row(0, 0), out.Row(0, 0) + out.vocab_size);
+}
+
+// The reference: l_u + s * (l_c - l_u), top-k, softmax at temperature T, in double.
+// `weight_scale` (the wrong-combination check) recomputes the kept tokens' weights
+// with another scale, on the same support.
+std::vector<double> ReferenceGuided(const std::vector<float>& cond,
+                                    const std::vector<float>& uncond,
+                                    const spec::SamplingParams& params, double weight_scale) {
+  auto guided = [&](double s) {
+    std::vector<double> g(cond.size());
+    for (size_t v = 0; v < g.size(); ++v) g[v] = uncond[v] + s * (cond[v] - uncond[v]);
+    return g;
+  };
+  const std::vector<double> g = guided(params.guidance_scale), w = guided(weight_scale);
+  std::vector<double> sorted = g;
+  std::sort(sorted.rbegin(), sorted.rend());
+  const double cutoff = sorted[params.top_k - 1];
+  const double max = *std::max_element(w.begin(), w.end());
+  std::vector<double> p(g.size(), 0.0);
+  double total = 0.0;
+  for (size_t v = 0; v < g.size(); ++v) {
+    if (g[v] >= cutoff) total += p[v] = std::exp((w[v] - max) / params.temperature);
+  }
+  for (double& x : p) x /= total;
+  return p;
+}
+
+// The law of the first kTokens guided tokens: sequence -> probability.
+// weight_scale: see ReferenceGuided (params.guidance_scale for the true law).
+std::map<std::vector<int32_t>, double> ExactGuidedLaw(model::Transformer& model,
+                                                      const spec::SamplingParams& params,
+                                                      double weight_scale) {
+  std::map<std::vector<int32_t>, double> law;
+  std::function<void(std::vector<int32_t>, double)> expand = [&](std::vector<int32_t> generated,
+                                                                 double probability) {
+    if (static_cast<int>(generated.size()) == kTokens) {
+      law[generated] = probability;
+      return;
+    }
+    std::vector<int32_t> cond = kPrompt, uncond = kNegative;
+    cond.insert(cond.end(), generated.begin(), generated.end());
+    uncond.insert(uncond.end(), generated.begin(), generated.end());
+    const std::vector<float> lc = LastLogits(model, cond), lu = LastLogits(model, uncond);
+    const std::vector<double> p = ReferenceGuided(lc, lu, params, weight_scale);
+    for (size_t v = 0; v < p.size(); ++v) {
+      if (p[v] == 0.0) continue;
+      generated.push_back(static_cast<int32_t>(v));
+      expand(generated, probability * p[v]);
+      generated.pop_back();
+    }
+  };
+  expand({}, 1.0);
+  return law;
+}
+
+struct Fixture {
+  std::string target_path, draft_path;
+  std::unique_ptr<model::Transformer> target;
+  std::unique_ptr<model::Tokenizer> tokenizer;
+
+  void Load() {
+    target_path = WriteModel("guided-target", 1);
+    draft_path = WriteModel("guided-draft", 7);
+    auto loaded = model::Transformer::Load(target_path, {.threads = 1});
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    target = *std::move(loaded);
+    auto file = model::GgufFile::Open(target_path);
+    ASSERT_TRUE(file.ok());
+    auto tok = model::LoadTokenizerFromGguf(**file);
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    tokenizer = std::make_unique<model::Tokenizer>(*std::move(tok));
+  }
+};
+
+proto::SubmitRequest GuidedSubmit(const std::string& id, const spec::SamplingParams& params,
+                                  proto::VerifyMode mode, int k, const std::string& drafter,
+                                  int max_tokens) {
+  proto::SubmitRequest submit;
+  submit.set_request_id(id);
+  submit.mutable_prompt_tokens()->Assign(kPrompt.begin(), kPrompt.end());
+  submit.mutable_params()->set_temperature(params.temperature);
+  submit.mutable_params()->set_top_k(params.top_k);
+  submit.mutable_params()->set_seed(params.seed);
+  submit.mutable_params()->set_max_tokens(static_cast<uint32_t>(max_tokens));
+  submit.mutable_params()->set_guidance_scale(params.guidance_scale);
+  submit.mutable_params()->mutable_negative_prompt_tokens()->Assign(kNegative.begin(),
+                                                                   kNegative.end());
+  submit.set_verify_mode(mode);
+  submit.set_draft_k(static_cast<uint32_t>(k));
+  submit.set_drafter(drafter);
+  return submit;
+}
+
+// Submits in waves of 50 and returns each request's tokens, in order.
+// `stats` (nullable) sums the requests' speculation stats.
+std::vector<std::vector<int32_t>> RunAll(net::RequestClient& client,
+                                         const std::vector<proto::SubmitRequest>& submits,
+                                         proto::SpecStats* stats = nullptr) {
+  std::vector<std::vector<int32_t>> results;
+  for (size_t first = 0; first < submits.size(); first += 50) {
+    const size_t last = std::min(submits.size(), first + 50);
+    for (size_t i = first; i < last; ++i) EXPECT_TRUE(client.Submit(submits[i]).ok());
+    for (int round = 0; round < 6000; ++round) {
+      bool done = true;
+      for (size_t i = first; i < last; ++i) done &= client.Done(submits[i].request_id());
+      if (done) break;
+      EXPECT_TRUE(client.Poll(absl::Milliseconds(20)).ok());
+    }
+    for (size_t i = first; i < last; ++i) {
+      const std::string& id = submits[i].request_id();
+      EXPECT_TRUE(client.Done(id)) << id << " hung";
+      const net::GenerationResult& r = client.Result(id);
+      EXPECT_NE(r.finish_reason, proto::FINISH_REASON_ERROR) << id << ": " << r.error;
+      results.push_back(r.tokens);
+      if (stats != nullptr) {
+        stats->set_verified(stats->verified() + r.stats.verified());
+        stats->set_accepted(stats->accepted() + r.stats.accepted());
+      }
+    }
+  }
+  return results;
+}
+
+spec::testing::ChiSquareResult LawTest(const std::map<std::vector<int32_t>, double>& law,
+                                    std::map<std::vector<int32_t>, int64_t> seen) {
+  std::vector<int64_t> counts;
+  std::vector<double> expected;
+  for (const auto& [sequence, p] : law) {
+    counts.push_back(seen.count(sequence) ? seen[sequence] : 0);
+    expected.push_back(p);
+    seen.erase(sequence);
+  }
+  int64_t outside = 0;
+  for (const auto& [sequence, n] : seen) outside += n;
+  if (outside > 0) {  // continuations the law gives probability 0
+    counts.push_back(outside);
+    expected.push_back(0.0);
+  }
+  return spec::testing::ChiSquareTest(counts, expected);
+}
+
+TEST(PipelineGuidanceTest, GuidedTokensFollowTheGuidedLawWithAndWithoutSpeculation) {
+  Fixture f;
+  ASSERT_NO_FATAL_FAILURE(f.Load());
+  auto drafter = spec::MakeDrafter(*spec::ParseDrafterSpec("model", f.draft_path), f.target_path,
+                                   f.tokenizer.get(), f.target->config().vocab_size, 1);
+  ASSERT_TRUE(drafter.ok()) << drafter.status();
+  tools::InProcessClusterOptions options;
+  options.target = f.target.get();
+  options.drafter = drafter->get();
+  auto cluster = tools::InProcessCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
+  ASSERT_TRUE(client.ok());
+
+  spec::SamplingParams params;
+  params.temperature = 1.0f;
+  params.top_k = 3;  // 27 continuations: a small table
+  params.guidance_scale = 1.5f;
+  const auto law = ExactGuidedLaw(*f.target, params, params.guidance_scale);
+  // A deliberately wrong combination with the same support (so the check is about
+  // the weights, not about tokens outside the top-k): the conditional logits alone.
+  const auto wrong_law = ExactGuidedLaw(*f.target, params, /*weight_scale=*/1.0);
+  struct Setup {
+    std::string name;
+    proto::VerifyMode mode;
+    int k;
+    std::string drafter;
+  };
+  const std::vector<Setup> setups = {{"plain guided", proto::VERIFY_MODE_REJECTION, 1, "none"},
+                                     {"rejection k=2", proto::VERIFY_MODE_REJECTION, 2, ""},
+                                     {"rejection k=4", proto::VERIFY_MODE_REJECTION, 4, ""},
+                                     {"coupled k=2", proto::VERIFY_MODE_COUPLED, 2, ""}};
+  // 3000 samples: the wrong combination's expected statistic is then ~4 standard
+  // deviations above the 1e-3 critical value, so that check does not flake either.
+  constexpr int kSamples = 3000;
+  const uint64_t base_seed = (static_cast<uint64_t>(std::random_device{}()) << 32) | 1u;
+  SCOPED_TRACE(absl::StrCat("base seed ", base_seed));
+  for (size_t s = 0; s < setups.size(); ++s) {
+    std::vector<proto::SubmitRequest> submits;
+    for (int i = 0; i < kSamples; ++i) {
+      spec::SamplingParams seeded = params;
+      seeded.seed = base_seed + 7919ull * (s * kSamples + i);
+      submits.push_back(GuidedSubmit(absl::StrCat("g", s, "-", i), seeded, setups[s].mode,
+                                     setups[s].k, setups[s].drafter, kTokens));
+    }
+    std::map<std::vector<int32_t>, int64_t> seen;
+    proto::SpecStats stats;
+    for (const std::vector<int32_t>& tokens : RunAll(**client, submits, &stats)) {
+      ASSERT_EQ(tokens.size(), static_cast<size_t>(kTokens));
+      ++seen[tokens];
+    }
+    const auto result = LawTest(law, seen);
+    spec::testing::PrintChiSquare("pipeline guided s=1.5, " + setups[s].name, result);
+    EXPECT_GT(result.p_value, 1e-3 / setups.size()) << setups[s].name;
+    const auto wrong = LawTest(wrong_law, seen);
+    spec::testing::PrintChiSquare("  the same counts vs the wrong combination", wrong);
+    EXPECT_LT(wrong.p_value, 1e-3) << setups[s].name << ": the harness cannot tell";
+    if (setups[s].drafter != "none") {  // speculation really ran, both ways
+      EXPECT_GT(stats.accepted(), 0u) << setups[s].name;
+      EXPECT_LT(stats.accepted(), stats.verified()) << setups[s].name;
+    }
+  }
+}
+
+// The first n greedy guided tokens from the model directly.
+std::vector<int32_t> GuidedPlainGreedy(model::Transformer& model, float scale, int n) {
+  spec::SamplingParams params;
+  params.temperature = 0.0f;
+  params.guidance_scale = scale;
+  std::vector<int32_t> cond = kPrompt, uncond = kNegative, out;
+  for (int i = 0; i < n; ++i) {
+    const std::vector<float> lc = LastLogits(model, cond), lu = LastLogits(model, uncond);
+    std::vector<float> p(lc.size());
+    EXPECT_TRUE(spec::GuidedLogitsToProbs(params, lc, lu, absl::MakeSpan(p)).ok());
+    const int32_t token = static_cast<int32_t>(std::max_element(p.begin(), p.end()) - p.begin());
+    out.push_back(token);
+    cond.push_back(token);
+    uncond.push_back(token);
+  }
+  return out;
+}
+
+TEST(PipelineGuidanceTest, GreedyGuidedSpeculativeEqualsGreedyGuidedPlainForEveryDrafter) {
+  Fixture f;
+  ASSERT_NO_FATAL_FAILURE(f.Load());
+  constexpr int kNew = 24;
+  const std::vector<int32_t> plain = GuidedPlainGreedy(*f.target, 2.0f, kNew);
+  ASSERT_NE(plain, GuidedPlainGreedy(*f.target, 1.0f, kNew))
+      << "guidance must change this output, or the test proves nothing";
+  for (const std::string name : {"none", "ngram", "lookup", "model", "layerskip:1"}) {
+    SCOPED_TRACE(name);
+    auto spec = spec::ParseDrafterSpec(name, f.draft_path);
+    ASSERT_TRUE(spec.ok());
+    auto drafter = spec::MakeDrafter(*spec, f.target_path, f.tokenizer.get(),
+                                     f.target->config().vocab_size, 1);
+    ASSERT_TRUE(drafter.ok()) << drafter.status();
+    auto ngram = spec::MakeDrafter(*spec::ParseDrafterSpec("ngram", ""), f.target_path,
+                                   f.tokenizer.get(), f.target->config().vocab_size, 1);
+    tools::InProcessClusterOptions options;
+    options.target = f.target.get();
+    options.drafter = *drafter ? drafter->get() : ngram->get();  // "none" goes by the request
+    auto cluster = tools::InProcessCluster::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
+    ASSERT_TRUE(client.ok());
+    spec::SamplingParams params;
+    params.temperature = 0.0f;
+    params.guidance_scale = 2.0f;
+    std::vector<proto::SubmitRequest> submits;
+    for (int k : {1, 3}) {
+      submits.push_back(GuidedSubmit(absl::StrCat(name, "-k", k), params,
+                                     proto::VERIFY_MODE_GREEDY, k,
+                                     name == std::string("none") ? "none" : "", kNew));
+    }
+    for (const std::vector<int32_t>& tokens : RunAll(**client, submits)) {
+      EXPECT_EQ(tokens, plain);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace splitspec
