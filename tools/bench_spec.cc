@@ -65,7 +65,9 @@ absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec
                                                 int lookahead, int k,
                                                 const std::vector<int32_t>& prompt, int max_tokens,
                                                 const std::vector<int32_t>& stop_token_ids,
-                                                bool spec_cache, bool adaptive_window) {
+                                                bool spec_cache, bool adaptive_window,
+                                                float guidance_scale,
+                                                const std::vector<int32_t>& negative_prompt) {
   InProcessClusterOptions options;
   options.draft_engine.spec_cache = spec_cache;
   options.draft_engine.adaptive_window = adaptive_window;
@@ -85,6 +87,11 @@ absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec
   submit.mutable_params()->set_max_tokens(static_cast<uint32_t>(max_tokens));
   submit.mutable_params()->mutable_stop_token_ids()->Assign(stop_token_ids.begin(),
                                                             stop_token_ids.end());
+  if (guidance_scale != 1.0f) {
+    submit.mutable_params()->set_guidance_scale(guidance_scale);
+    submit.mutable_params()->mutable_negative_prompt_tokens()->Assign(negative_prompt.begin(),
+                                                                      negative_prompt.end());
+  }
   submit.set_verify_mode(proto::VERIFY_MODE_GREEDY);
   submit.set_draft_k(static_cast<uint32_t>(k));
   if (drafter == nullptr) submit.set_drafter("none");
@@ -333,6 +340,12 @@ absl::Status Run(const BenchFlags& f) {
 int RunBenchSpec(const CommandArgs& args) {
   for (const std::string& arg : args) {
     if (arg == "--workload" || arg.rfind("--workload=", 0) == 0) return RunBenchSpecWorkload(args);
+  }
+  // Parse errors are left to each mode's own parser, which names them.
+  absl::StatusOr<CliArgs> parsed = CliArgs::Parse(args, BenchSpecFlagTable());
+  if (parsed.ok() && parsed->Has("guidance-scale")) {
+    std::fprintf(stderr, "splitspec bench spec: --guidance-scale runs only with --workload\n");
+    return 2;
   }
   if (WantsSimBench(args)) return RunBenchSpecSim(args);
   absl::StatusOr<BenchFlags> flags = ParseFlags(args);

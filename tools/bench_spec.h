@@ -38,12 +38,16 @@ struct SpecRunResult {
 // the draft worker choose the schedule per request (draft_worker/draft_engine.h).
 // Wall time runs from submit to the last token (cluster start excluded).
 // Generation stops at max_tokens or at one of `stop_token_ids`.
+// With guidance_scale != 1 the request is guided (classifier-free guidance) with
+// `negative_prompt` as its unconditional prompt.
 absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec::Drafter* drafter,
                                                 int lookahead, int k,
                                                 const std::vector<int32_t>& prompt, int max_tokens,
                                                 const std::vector<int32_t>& stop_token_ids,
                                                 bool spec_cache = false,
-                                                bool adaptive_window = false);
+                                                bool adaptive_window = false,
+                                                float guidance_scale = 1.0f,
+                                                const std::vector<int32_t>& negative_prompt = {});
 
 // `splitspec bench spec --workload FILE ...` (argv without "bench spec").
 int RunBenchSpecWorkload(const CommandArgs& args);

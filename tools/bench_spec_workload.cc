@@ -1,6 +1,6 @@
 // `splitspec bench spec --workload FILE [--model PATH] [--limit N] [--threads N]
 //                       [--k K[,K..]] [--drafters ngram,lookup,layerskip,self]
-//                       [--layerskip L] [--lookahead N] [--json]`
+//                       [--layerskip L] [--lookahead N] [--guidance-scale S] [--json]`
 //
 // Runs every request of a workload file (tools/workload_suite.h; the suite is
 // bench/workloads/suite.jsonl) through the whole in-process pipeline, greedily
@@ -9,12 +9,17 @@
 //   target-only       the target alone
 //   NAME k=K          drafter NAME with a fixed k (each K of --k)
 //   NAME auto         drafter NAME with the adaptive controller (draft_k 0)
+// With --guidance-scale S (not 1) every configuration also runs guided ("... cfg":
+// classifier-free guidance at S, unconditional prompt BOS + the empty chat), and a
+// summary per category gives the cost of guidance (target-only cfg / target-only)
+// and the gain of speculation under guidance (each NAME cfg / target-only cfg).
 // Configurations are interleaved per request (request 1 in every configuration,
 // then request 2, ...), so machine noise hits them alike. It prints per category
 // tok/s (total tokens / total wall time), the ratio to target-only measured in
 // the same run, acceptance (accepted / verified draft tokens) and tokens per
 // target step; with --json one object per line per (category, configuration)
-// (tools/workload_suite.h: WorkloadRowJson). --limit N keeps the first N
+// (tools/workload_suite.h: WorkloadRowJson), then under guidance one object per
+// category (GuidanceSummaryJson). --limit N keeps the first N
 // requests of each category. The target runs on --threads threads (1), each
 // drafter on 1 thread; generation stops at the model's end-of-generation tokens.
 #include <cstdio>
@@ -55,6 +60,7 @@ struct WorkloadBenchFlags {
   int lookahead = 2;
   bool spec_cache = false;  // --spec-cache on: every speculative run uses the cache
   bool json = false;
+  float guidance_scale = 1.0f;
 };
 
 absl::StatusOr<int> BoundedInt(const CliArgs& args, const char* flag, int fallback, int low,
@@ -103,6 +109,12 @@ absl::StatusOr<WorkloadBenchFlags> ParseWorkloadFlags(const CommandArgs& argv) {
     }
   }
   f.json = args.Has("json");
+  ASSIGN_OR_RETURN(double scale, args.GetDouble("guidance-scale", 1.0));
+  if (!(scale >= 0.0 && scale <= 100.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--guidance-scale must be in [0, 100], got ", scale));
+  }
+  f.guidance_scale = static_cast<float>(scale);
   return f;
 }
 
@@ -110,7 +122,40 @@ struct Configuration {
   std::string name;                  // "target-only", "ngram k=4", "ngram auto"
   spec::Drafter* drafter = nullptr;  // null: target-only
   int k = 0;                         // 0: adaptive
+  bool guided = false;               // classifier-free guidance at --guidance-scale
 };
+
+// The unconditional prompt of the guided runs, as the HTTP front door makes it for
+// a chat request without a negative prompt: BOS, then the empty conversation.
+absl::StatusOr<std::vector<int32_t>> UnconditionalPrompt(const model::Tokenizer& tokenizer,
+                                                         const model::ChatTemplate& chat) {
+  std::vector<int32_t> ids = model::EncodeChat(tokenizer, chat.RenderEmptyConversation());
+  if (tokenizer.bos_id() >= 0 && (ids.empty() || ids.front() != tokenizer.bos_id()))
+    ids.insert(ids.begin(), tokenizer.bos_id());
+  if (ids.empty()) {
+    return absl::InvalidArgumentError(
+        "--guidance-scale: the model has no BOS token and its chat template renders an empty "
+        "conversation to nothing, so there is no unconditional prompt");
+  }
+  return ids;
+}
+
+// Per category: guided target-only / target-only, and each guided configuration /
+// guided target-only (rows of one run).
+void PrintGuidanceSummary(const std::vector<WorkloadRow>& rows, float guidance_scale) {
+  std::printf(
+      "\nclassifier-free guidance at scale %g, same run (cost: target-only cfg / target-only; "
+      "gain: NAME cfg / target-only cfg):\n",
+      guidance_scale);
+  for (const GuidanceSummary& s : GuidanceSummaries(rows)) {
+    std::printf("  %-13s cost of guidance: tok/s %.2fx, cpu ms/tok %.2fx\n", s.category.c_str(),
+                s.cost_tok_s_ratio, s.cost_cpu_ms_per_token_ratio);
+    for (const auto& [name, gain] : s.speculation_gain) {
+      std::printf("  %-13s speculation under guidance: %-18s tok/s %.2fx\n", s.category.c_str(),
+                  name.c_str(), gain);
+    }
+  }
+}
 
 absl::StatusOr<std::unique_ptr<spec::Drafter>> LoadDrafter(const std::string& name,
                                                            const WorkloadBenchFlags& f,
@@ -180,6 +225,19 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
     configurations.push_back({absl::StrCat(name, " auto"), drafter.get(), 0});
     drafters.push_back(std::move(drafter));
   }
+  if (f.guidance_scale != 1.0f) {
+    const size_t plain = configurations.size();
+    for (size_t i = 0; i < plain; ++i) {
+      Configuration guided = configurations[i];
+      guided.name += kGuidedSuffix;
+      guided.guided = true;
+      configurations.push_back(guided);
+    }
+  }
+  std::vector<int32_t> unconditional;
+  if (f.guidance_scale != 1.0f) {
+    ASSIGN_OR_RETURN(unconditional, UnconditionalPrompt(tokenizer, chat));
+  }
 
   if (!f.json) {
     std::printf(
@@ -194,7 +252,8 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
     for (const Configuration& c : configurations) {
       absl::StatusOr<SpecRunResult> run = RunSpecGeneration(
           target.get(), c.drafter, f.lookahead, c.k, p.prompt, p.request->max_tokens, stop_ids,
-          f.spec_cache);
+          f.spec_cache, /*adaptive_window=*/false, c.guided ? f.guidance_scale : 1.0f,
+          unconditional);
       if (!run.ok()) {
         return absl::Status(run.status().code(),
                             absl::StrCat(f.workload, ":", p.request->line, " (", c.name,
@@ -213,6 +272,10 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
   const std::vector<WorkloadRow> rows = totals.Rows();
   if (f.json) {
     for (const WorkloadRow& row : rows) std::printf("%s\n", WorkloadRowJson(row).c_str());
+    if (f.guidance_scale != 1.0f) {
+      for (const GuidanceSummary& summary : GuidanceSummaries(rows))
+        std::printf("%s\n", GuidanceSummaryJson(summary, f.guidance_scale).c_str());
+    }
   } else {
     std::printf(
         "ratio = tok/s / target-only tok/s of the same category in this run; accept = accepted / "
@@ -220,6 +283,7 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
         "draft tokens; tok/step = tokens / target steps; cpu ms/tok = CPU time of all threads / "
         "tokens\n\n");
     PrintTable(rows);
+    if (f.guidance_scale != 1.0f) PrintGuidanceSummary(rows, f.guidance_scale);
   }
   return absl::OkStatus();
 }

@@ -202,6 +202,9 @@ const cli::FlagTable& BenchSpecFlagTable() {
                         "0 = all"},
                        {"threads", "N", "1", "with --workload: the target's threads"},
                        {"lookahead", "N", "2", "with --workload: blocks in flight per request"},
+                       {"guidance-scale", "S", "1",
+                        "with --workload: also run every configuration with classifier-free "
+                        "guidance at S (unconditional prompt: BOS + the empty chat)"},
                        {"json", "", "",
                         "with --workload: one JSON object per (category, "
                         "configuration); with sim drafters: per (drafter, configuration)"}},

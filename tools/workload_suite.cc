@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -200,6 +201,53 @@ std::string WorkloadRowJson(const WorkloadRow& row) {
       "\"acceptance\":%.4f,\"tokens_per_step\":%.4f}",
       JsonQuote(row.category), JsonQuote(row.configuration), row.tok_s, row.ratio_to_target_only,
       row.acceptance, row.tokens_per_step);
+}
+
+std::vector<GuidanceSummary> GuidanceSummaries(const std::vector<WorkloadRow>& rows) {
+  const std::string guided_baseline = absl::StrCat(kTargetOnly, kGuidedSuffix);
+  std::vector<std::string> categories;
+  for (const WorkloadRow& row : rows) {
+    if (std::find(categories.begin(), categories.end(), row.category) == categories.end())
+      categories.push_back(row.category);
+  }
+  std::vector<GuidanceSummary> summaries;
+  for (const std::string& category : categories) {
+    const WorkloadRow* plain = nullptr;
+    const WorkloadRow* guided = nullptr;
+    for (const WorkloadRow& row : rows) {
+      if (row.category != category) continue;
+      if (row.configuration == kTargetOnly) plain = &row;
+      if (row.configuration == guided_baseline) guided = &row;
+    }
+    if (plain == nullptr || guided == nullptr || plain->tok_s <= 0 || guided->tok_s <= 0) continue;
+    GuidanceSummary summary;
+    summary.category = category;
+    summary.cost_tok_s_ratio = guided->tok_s / plain->tok_s;
+    if (plain->cpu_ms_per_token > 0)
+      summary.cost_cpu_ms_per_token_ratio = guided->cpu_ms_per_token / plain->cpu_ms_per_token;
+    for (const WorkloadRow& row : rows) {
+      if (row.category != category || row.configuration == guided_baseline ||
+          !absl::EndsWith(row.configuration, kGuidedSuffix)) {
+        continue;
+      }
+      summary.speculation_gain.emplace_back(row.configuration, row.tok_s / guided->tok_s);
+    }
+    summaries.push_back(std::move(summary));
+  }
+  return summaries;
+}
+
+std::string GuidanceSummaryJson(const GuidanceSummary& summary, double guidance_scale) {
+  std::string gains;
+  for (const auto& [configuration, gain] : summary.speculation_gain) {
+    absl::StrAppend(&gains, gains.empty() ? "" : ",", JsonQuote(configuration),
+                    absl::StrFormat(":%.4f", gain));
+  }
+  return absl::StrFormat(
+      "{\"category\":%s,\"guidance_scale\":%.4g,\"cost\":{\"tok_s_ratio\":%.4f,"
+      "\"cpu_ms_per_token_ratio\":%.4f},\"speculation_gain\":{%s}}",
+      JsonQuote(summary.category), guidance_scale, summary.cost_tok_s_ratio,
+      summary.cost_cpu_ms_per_token_ratio, gains);
 }
 
 }  // namespace splitspec::tools

@@ -103,6 +103,29 @@ class WorkloadTotals {
 //  "acceptance":..,"tokens_per_step":..} on one line.
 std::string WorkloadRowJson(const WorkloadRow& row);
 
+// A configuration run under classifier-free guidance is named "NAME cfg"
+// ("target-only cfg", "ngram k=4 cfg").
+inline constexpr char kGuidedSuffix[] = " cfg";
+
+// Classifier-free guidance in one run, per category: what guidance costs the
+// target alone, and what speculation gains under guidance.
+struct GuidanceSummary {
+  std::string category;
+  double cost_tok_s_ratio = 0.0;             // tok/s of "target-only cfg" / of "target-only"
+  double cost_cpu_ms_per_token_ratio = 0.0;  // cpu ms/tok of "target-only cfg" / of "target-only"
+  // Each other "NAME cfg" configuration, in row order: its tok/s / "target-only cfg" tok/s.
+  std::vector<std::pair<std::string, double>> speculation_gain;
+};
+
+// One summary per category (in row order) that holds both "target-only" and
+// "target-only cfg" rows with positive tok/s; other categories are left out.
+std::vector<GuidanceSummary> GuidanceSummaries(const std::vector<WorkloadRow>& rows);
+
+// {"category":..,"guidance_scale":S,"cost":{"tok_s_ratio":..,"cpu_ms_per_token_ratio":..},
+//  "speculation_gain":{"NAME cfg":..,..}} on one line (a cpu ratio without CPU
+// time is 0).
+std::string GuidanceSummaryJson(const GuidanceSummary& summary, double guidance_scale);
+
 }  // namespace splitspec::tools
 
 #endif  // SPLITSPEC_TOOLS_WORKLOAD_SUITE_H_

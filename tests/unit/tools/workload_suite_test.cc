@@ -119,5 +119,37 @@ TEST(WorkloadTotalsTest, AggregatesPerCategoryOverSums) {
             "\"ratio_to_target_only\":2.0000,\"acceptance\":0.6000,\"tokens_per_step\":2.0000}");
 }
 
+TEST(GuidanceSummaryTest, CostAndGainPerCategoryFromTheRows) {
+  auto row = [](const std::string& category, const std::string& configuration, double tok_s,
+                double cpu_ms) {
+    WorkloadRow r;
+    r.category = category;
+    r.configuration = configuration;
+    r.tok_s = tok_s;
+    r.cpu_ms_per_token = cpu_ms;
+    return r;
+  };
+  const std::vector<WorkloadRow> rows = {
+      row("qa", "target-only", 40, 25), row("qa", "ngram k=4", 60, 20),
+      row("qa", "target-only cfg", 20, 50), row("qa", "ngram k=4 cfg", 30, 40),
+      row("qa", "ngram auto cfg", 25, 45),
+      // chat has no guided target-only row: no summary.
+      row("chat", "target-only", 10, 100), row("chat", "ngram k=4 cfg", 12, 90)};
+  const std::vector<GuidanceSummary> summaries = GuidanceSummaries(rows);
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0].category, "qa");
+  EXPECT_DOUBLE_EQ(summaries[0].cost_tok_s_ratio, 0.5);
+  EXPECT_DOUBLE_EQ(summaries[0].cost_cpu_ms_per_token_ratio, 2.0);
+  ASSERT_EQ(summaries[0].speculation_gain.size(), 2u);
+  EXPECT_EQ(summaries[0].speculation_gain[0].first, "ngram k=4 cfg");
+  EXPECT_DOUBLE_EQ(summaries[0].speculation_gain[0].second, 1.5);
+  EXPECT_EQ(summaries[0].speculation_gain[1].first, "ngram auto cfg");
+  EXPECT_DOUBLE_EQ(summaries[0].speculation_gain[1].second, 1.25);
+  EXPECT_EQ(GuidanceSummaryJson(summaries[0], 1.5),
+            "{\"category\":\"qa\",\"guidance_scale\":1.5,\"cost\":{\"tok_s_ratio\":0.5000,"
+            "\"cpu_ms_per_token_ratio\":2.0000},\"speculation_gain\":{\"ngram k=4 cfg\":1.5000,"
+            "\"ngram auto cfg\":1.2500}}");
+}
+
 }  // namespace
 }  // namespace splitspec::tools
