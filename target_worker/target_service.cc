@@ -68,11 +68,20 @@ absl::Status TargetService::Run(const std::atomic<bool>& stop) {
   return skeleton_->Leave(absl::StrCat("target worker '", options_.identity.name, "'"));
 }
 
+void TargetService::Release(const std::string& request_id) {
+  engine_.Release(request_id);
+  PublishLoad();
+}
+
 void TargetService::ReportLoad(absl::Duration step_time) {
   // An exponential moving average over ~10 steps: recent enough to show a
   // slow worker, smooth enough not to jump with one long prefill.
   const double ms = absl::ToDoubleMilliseconds(step_time);
   mean_step_ms_ = mean_step_ms_ == 0 ? ms : 0.9 * mean_step_ms_ + 0.1 * ms;
+  PublishLoad();
+}
+
+void TargetService::PublishLoad() {
   proto::LoadReport load;
   load.set_active_requests(static_cast<uint32_t>(engine_.active_requests()));
   load.set_mean_step_ms(mean_step_ms_);

@@ -66,14 +66,19 @@ class TargetService : private worker::ControlHandler {
   absl::Status Assign(const proto::Assignment& assignment) override {
     return engine_.AddRequest(assignment);
   }
-  void Release(const std::string& request_id) override { engine_.Release(request_id); }
+  // Frees the request (both sequences of a guided one) and publishes the new load
+  // at once: no step may follow to do it, and the heartbeat must not go on
+  // reporting a released request.
+  void Release(const std::string& request_id) override;
   void DrainData();
   void SendEvents(std::vector<TargetEvent>& events);
   // The group failed: deregister so the coordinator re-places the requests
   // (their results of the failed step are dropped), and return `failure`.
   absl::Status LeaveBrokenGroup(absl::Status failure);
-  // Publishes active requests and the mean step time in the next heartbeats.
+  // Folds `step_time` into the mean step time, then PublishLoad.
   void ReportLoad(absl::Duration step_time);
+  // Publishes active requests and the mean step time in the next heartbeats.
+  void PublishLoad();
 
   TargetServiceOptions options_;
   std::unique_ptr<net::Channel> data_;
