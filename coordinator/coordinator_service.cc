@@ -28,13 +28,14 @@ CoordinatorService::CoordinatorService(const CoordinatorOptions& options,
       control_(std::move(channel)),
       control_endpoint_(control_->endpoint()),
       membership_(options.membership),
-      router_(options.router) {}
+      router_(options.router),
+      started_(options_.clock()) {}
 
 absl::Status CoordinatorService::Run(const std::atomic<bool>& stop) {
   // Sweep several times per interval so a death is seen within one interval of
   // its deadline.
   const absl::Duration tick = options_.membership.heartbeat_interval / 4;
-  absl::Time next_sweep = absl::Now();
+  absl::Time next_sweep = options_.clock();
   while (!stop.load(std::memory_order_relaxed)) {
     absl::StatusOr<net::Frame> frame = control_->Receive(tick);
     if (frame.ok()) {
@@ -42,27 +43,31 @@ absl::Status CoordinatorService::Run(const std::atomic<bool>& stop) {
     } else if (!absl::IsDeadlineExceeded(frame.status())) {
       return frame.status();
     }
-    const absl::Time now = absl::Now();
+    const absl::Time now = options_.clock();
     if (now >= next_sweep) {
-      std::vector<Outgoing> out;
-      for (uint64_t id : membership_.Sweep(now)) {
-        SPLITSPEC_LOG(WARNING) << "worker " << id << " declared dead after "
-                               << options_.membership.dead_after_missed << " missed heartbeats";
-        router_.OnWorkerGone(id, &out);
-      }
-      const uint64_t replaced_before = router_.counters().reassigned_target;
-      router_.Tick(now, &out);  // drain deadlines, and Drain to workers that hold no request
-      if (router_.counters().reassigned_target > replaced_before) {
-        SPLITSPEC_LOG(INFO)
-            << "drain timeout: re-placed " << router_.counters().reassigned_target - replaced_before
-            << " request(s) of draining target group(s) from their committed tokens";
-      }
-      LogDrainsSent(out);
-      SendAll(out);
+      SweepLiveness(now);
       next_sweep = now + tick;
     }
   }
   return absl::OkStatus();
+}
+
+void CoordinatorService::SweepLiveness(absl::Time now) {
+  std::vector<Outgoing> out;
+  for (uint64_t id : membership_.Sweep(now)) {
+    SPLITSPEC_LOG(WARNING) << "worker " << id << " declared dead after "
+                           << options_.membership.dead_after_missed << " missed heartbeats";
+    router_.OnWorkerGone(id, &out);
+  }
+  const uint64_t replaced_before = router_.counters().reassigned_target;
+  router_.Tick(now, &out);  // drain deadlines, and Drain to workers that hold no request
+  if (router_.counters().reassigned_target > replaced_before) {
+    SPLITSPEC_LOG(INFO) << "drain timeout: re-placed "
+                        << router_.counters().reassigned_target - replaced_before
+                        << " request(s) of draining target group(s) from their committed tokens";
+  }
+  LogDrainsSent(out);
+  SendAll(out);
 }
 
 void CoordinatorService::Handle(const net::Frame& frame) {
@@ -147,7 +152,7 @@ void CoordinatorService::Handle(const net::Frame& frame) {
 void CoordinatorService::HandleRegister(const std::string& peer,
                                         const proto::Register& registration) {
   const std::optional<uint64_t> repeat = membership_.FindRepeat(registration);
-  const uint64_t id = repeat ? *repeat : membership_.Register(registration, absl::Now());
+  const uint64_t id = repeat ? *repeat : membership_.Register(registration, options_.clock());
   SPLITSPEC_LOG(INFO) << (repeat ? "repeated registration of " : "registered ")
                       << proto::Role_Name(registration.role()) << " '" << registration.worker_name()
                       << "' as worker " << id;
@@ -172,18 +177,20 @@ void CoordinatorService::HandleHeartbeat(const std::string& peer,
                                          const proto::Heartbeat& heartbeat) {
   proto::Envelope reply = net::NewEnvelope();
   reply.mutable_heartbeat_ack()->set_worker_id(heartbeat.worker_id());
-  reply.mutable_heartbeat_ack()->set_known(membership_.Heartbeat(heartbeat, absl::Now()));
+  reply.mutable_heartbeat_ack()->set_known(membership_.Heartbeat(heartbeat, options_.clock()));
   Reply(peer, reply);
 }
 
 void CoordinatorService::HandleStatus(const std::string& peer) {
-  membership_.Sweep(absl::Now());
+  // The report shows liveness as of now; a death this sweep finds must reach
+  // the router here, since Membership reports each death once.
+  SweepLiveness(options_.clock());
   proto::Envelope reply = net::NewEnvelope();
   proto::StatusReply* status = reply.mutable_status_reply();
   for (proto::MemberStatus& member : membership_.Snapshot())
     *status->add_members() = std::move(member);
   *status->mutable_control_channel() = control_->CountersProto();
-  status->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - started_));
+  status->set_uptime_ms(absl::ToInt64Milliseconds(options_.clock() - started_));
   status->set_protocol_version(proto::PROTOCOL_VERSION_CURRENT);
   status->set_queued_requests(static_cast<uint32_t>(router_.queued()));
   status->set_running_requests(static_cast<uint32_t>(router_.running()));
@@ -193,7 +200,8 @@ void CoordinatorService::HandleStatus(const std::string& peer) {
 void CoordinatorService::HandleDrainRequest(const std::string& peer,
                                             const proto::DrainRequest& request) {
   std::vector<Outgoing> out;
-  absl::StatusOr<std::vector<uint64_t>> draining = router_.StartDrain(request, absl::Now(), &out);
+  absl::StatusOr<std::vector<uint64_t>> draining =
+      router_.StartDrain(request, options_.clock(), &out);
   proto::Envelope reply = net::NewEnvelope();
   if (!draining.ok()) {
     SPLITSPEC_LOG(WARNING) << "drain refused: " << draining.status();

@@ -14,6 +14,7 @@
 #define SPLITSPEC_COORDINATOR_COORDINATOR_SERVICE_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -31,6 +32,9 @@ struct CoordinatorOptions {
   std::string control_endpoint = "tcp://127.0.0.1:5555";
   MembershipOptions membership;
   RouterOptions router;
+  // The time liveness, queue waits and drain deadlines are measured on (tests
+  // pass a fake one).
+  std::function<absl::Time()> clock = [] { return absl::Now(); };
 
   absl::Status Validate() const;
 };
@@ -56,6 +60,11 @@ class CoordinatorService {
   void HandleHeartbeat(const std::string& peer, const proto::Heartbeat& heartbeat);
   void HandleStatus(const std::string& peer);
   void HandleDrainRequest(const std::string& peer, const proto::DrainRequest& request);
+  // Declares the members past their heartbeat deadline dead and hands their
+  // requests on (router OnWorkerGone), then the router's Tick. Every path that
+  // sweeps membership goes through here: a death another sweep swallowed would
+  // leave its requests on a dead worker for good.
+  void SweepLiveness(absl::Time now);
   void LogDrainsSent(const std::vector<Outgoing>& out);
   void Reply(const std::string& peer, const proto::Envelope& envelope);
   void SendAll(std::vector<Outgoing>& out);
@@ -66,7 +75,7 @@ class CoordinatorService {
   Membership membership_;
   RequestRouter router_;
   GroupDirectory groups_;  // tensor-parallel group rendezvous
-  absl::Time started_ = absl::Now();
+  absl::Time started_;
   uint64_t unexpected_messages_ = 0;
 };
 

@@ -67,6 +67,8 @@ class Membership {
   absl::Status MarkDraining(uint64_t worker_id);
 
   // Recomputes SUSPECT/DEAD from `now`; returns the ids that became DEAD in this call.
+  // Each death is returned once, by whichever call sees it first: every caller
+  // must act on the result (hand the dead workers' requests on).
   std::vector<uint64_t> Sweep(absl::Time now);
 
   // One entry per worker ever registered, by id.

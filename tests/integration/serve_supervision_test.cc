@@ -96,6 +96,7 @@ class ServeCluster {
   std::string Output() const { return ReadFileOrEmpty(dir_ + "/serve.out"); }
   ChildProcess& serve() { return *serve_; }
   const std::string& model_path() const { return model_path_; }
+  const std::string& dir() const { return dir_; }
   int http_port() const { return http_port_; }
 
   // The pids of the live (alive or suspect) members named `name`.
@@ -304,7 +305,9 @@ TEST(ServeSupervisionTest, KilledWorkersComeBackAndEveryStreamStaysExact) {
                      name == "target" ? "target" : "draft", "\"} 1\n")));
   }
   load.Stop();
-  EXPECT_TRUE(load.failures().empty()) << absl::StrJoin(load.failures(), "\n");
+  EXPECT_TRUE(load.failures().empty())
+      << absl::StrJoin(load.failures(), "\n") << "\nserve:\n"
+      << cluster.Output() << "\nworker and coordinator logs: " << cluster.dir();
   EXPECT_GE(load.exact(), 9);
 
   cluster.serve().Signal(SIGTERM);
