@@ -250,6 +250,11 @@ void DraftEngine::ChooseSchedule(RequestState& state) {
   const spec::WindowChoice choice = spec::ChooseWindow(in, min_k, max_k);
   state.schedule = choice.schedule;
   state.schedule_k = choice.k;
+  // Whether to speculate at all is decided with the model of the schedule the
+  // request runs (one block in flight, with or without the cache, is sequential).
+  state.adaptive->set_schedule(choice.schedule == spec::DraftSchedule::kOverlapped
+                                   ? spec::Schedule::kOverlapped
+                                   : spec::Schedule::kSequential);
 }
 
 spec::DraftRequest DraftEngine::MakeDraftRequest(const std::string& id, RequestState& state,

@@ -18,7 +18,8 @@
 // Its measured guard sees what a request's blocks cost: each resolved block's
 // committed tokens over the wall time since the request's previous result
 // (drafting, both trips and the verification), against the plain step time the
-// empty blocks' round trips measure (the verify-cost curve's T(0)).
+// empty blocks' round trips measure (the verify-cost curve's T(0)). With
+// options.adaptive_window it decides with the model of the request's schedule.
 //
 // Speculation cache (options.spec_cache; runtime/spec/speculation_cache.h): the
 // window is one block, and while that block is verified the engine pre-drafts,

@@ -308,18 +308,25 @@ class DraftEngineGuardTest : public DraftEngineTest {
     committed_ = kPrompt;
   }
 
-  // The target's answer to `block` after `verify`: every draft token accepted
-  // and a bonus token (a new epoch), or for an empty block the token it chose alone.
-  void Resolve(const proto::DraftBlock& block, absl::Duration verify) {
+  // The target's answer to `block` after `verify` (a new epoch): `accepted` draft
+  // tokens and a correction, or (-1) all of them and a bonus token; for an empty
+  // block the token it chose alone.
+  void Resolve(const proto::DraftBlock& block, absl::Duration verify, int accepted = -1) {
     now_ += verify;
     std::vector<int32_t> tokens = Tokens(block);
-    std::vector<int32_t> sequence = committed_;
-    sequence.insert(sequence.end(), tokens.begin(), tokens.end());
-    tokens.push_back(FakeDrafter::NextToken(sequence));
+    if (accepted < 0 || accepted >= block.tokens_size()) {
+      accepted = block.tokens_size();
+      std::vector<int32_t> sequence = committed_;
+      sequence.insert(sequence.end(), tokens.begin(), tokens.end());
+      tokens.push_back(FakeDrafter::NextToken(sequence));
+    } else {
+      tokens.resize(accepted + 1);
+      tokens.back() = (tokens.back() + 1) % FakeDrafter::kVocab;  // the target's correction
+    }
     proto::VerifyResult r =
-        Result("r", ++epoch_, tokens, static_cast<int>(block.start()) + block.tokens_size() + 1,
+        Result("r", ++epoch_, tokens, static_cast<int>(block.start()) + accepted + 1,
                block.block_sequence());
-    r.set_accepted(static_cast<uint32_t>(block.tokens_size()));
+    r.set_accepted(static_cast<uint32_t>(accepted));
     EXPECT_EQ(engine_->OnResult(r), ResultAction::kApplied);
     committed_.insert(committed_.end(), tokens.begin(), tokens.end());
   }
@@ -370,6 +377,36 @@ TEST_F(DraftEngineGuardTest, AcceptedBlocksThatCostMoreThanPlainStepsTurnSpecula
 TEST_F(DraftEngineGuardTest, AcceptedBlocksThatBeatPlainStepsKeepSpeculating) {
   MakeTimed();
   EXPECT_EQ(SpeculativeBlocksBeforeOff(absl::ZeroDuration(), 40), 40);
+}
+
+// With adaptive_window the request runs the schedule ChooseWindow picks, and the
+// controller decides whether to speculate with that schedule's model. After a
+// block accepted in full and one rejected at its first token, acceptance is 0.49
+// (prior 0.5 over 2 pseudo-tokens); with the prior cost ratio (10; the clock stands
+// still inside Propose) and verify slope (0.25), one block in flight at k = 1
+// predicts 1.10x, which the window picks, while two in flight (lookahead 2's model,
+// which forfeits a fully accepted block's bonus) predict less than min_speedup at
+// every k: the controller must not turn off a request that runs one block at a time.
+TEST_F(DraftEngineGuardTest, AdaptiveWindowDecidesWithTheModelOfTheRequestsSchedule) {
+  DraftEngineOptions options;
+  options.lookahead_blocks = 2;
+  options.adaptive_window = true;
+  options.clock = [this] { return now_; };
+  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", 0, /*max_tokens=*/1000)).ok());
+  committed_ = kPrompt;
+  std::vector<proto::DraftBlock> sent = Step();
+  ASSERT_EQ(sent.size(), 1u);
+  ASSERT_EQ(sent[0].tokens_size(), 1);  // the first block is a probe at min_k
+  Resolve(sent[0], absl::Milliseconds(10));
+  sent = Step();
+  ASSERT_EQ(sent.size(), 1u);
+  ASSERT_GT(sent[0].tokens_size(), 0);
+  Resolve(sent[0], absl::Milliseconds(10), /*accepted=*/0);
+  sent = Step();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].tokens_size(), 1);
+  EXPECT_FALSE(engine_->HasWork());  // one block in flight: the sequential schedule
 }
 
 // --- the speculation cache ---
