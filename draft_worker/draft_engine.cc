@@ -127,9 +127,13 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
   // With lookahead > 1 the block waited behind its predecessor; the round trip
   // alone would count that wait twice.
   // The first result of a request also paid for the prompt's prefill: no sample.
-  const absl::Time now = absl::Now();
+  const absl::Time now = options_.clock();
   const bool first = state.last_result == absl::InfinitePast();
   const double step_seconds = absl::ToDoubleSeconds(now - std::max(block.sent, state.last_result));
+  // What this block's tokens cost the request: the wall time since its previous
+  // result (the draft's time, both trips and any wait included), which the
+  // measured guard compares with plain steps.
+  const double since_last_result = absl::ToDoubleSeconds(now - state.last_result);
   state.last_result = now;
   if (!first) state.adaptive->RecordVerify(block.drafted, step_seconds);
   if (block.drafted == 0) {
@@ -137,6 +141,8 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
     return;
   }
   const int accepted = std::min<int>(static_cast<int>(result.accepted()), block.drafted);
+  // Timed before RecordBlock, whose probe back-off asks whether speculation wins.
+  if (!first) state.adaptive->RecordBlockTime(result.committed_tokens_size(), since_last_result);
   state.adaptive->RecordBlock(block.drafted, accepted, new_epoch && accepted < block.drafted);
   if (!first) {
     state.adaptive->RecordCosts(step_seconds / state.adaptive->curve().Relative(block.drafted),
@@ -244,6 +250,11 @@ void DraftEngine::ChooseSchedule(RequestState& state) {
   const spec::WindowChoice choice = spec::ChooseWindow(in, min_k, max_k);
   state.schedule = choice.schedule;
   state.schedule_k = choice.k;
+  // Whether to speculate at all is decided with the model of the schedule the
+  // request runs (one block in flight, with or without the cache, is sequential).
+  state.adaptive->set_schedule(choice.schedule == spec::DraftSchedule::kOverlapped
+                                   ? spec::Schedule::kOverlapped
+                                   : spec::Schedule::kSequential);
 }
 
 spec::DraftRequest DraftEngine::MakeDraftRequest(const std::string& id, RequestState& state,
@@ -270,12 +281,12 @@ spec::DraftRequest DraftEngine::MakeDraftRequest(const std::string& id, RequestS
 
 absl::Status DraftEngine::ProposeMeasured(absl::Span<spec::DraftRequest> batch) {
   ++counters_.propose_calls;
-  const absl::Time propose_start = absl::Now();
+  const absl::Time propose_start = options_.clock();
   RETURN_IF_ERROR(drafter_->Propose(batch));
   size_t proposed = 0;
   for (const spec::DraftRequest& r : batch) proposed += r.tokens.size();
   if (proposed > 0)
-    draft_seconds_per_token_ = absl::ToDoubleSeconds(absl::Now() - propose_start) / proposed;
+    draft_seconds_per_token_ = absl::ToDoubleSeconds(options_.clock() - propose_start) / proposed;
   return absl::OkStatus();
 }
 
@@ -296,7 +307,7 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state,
   state.cache_base = static_cast<int>(state.context.size());
   state.context.insert(state.context.end(), tokens.begin(), tokens.end());
   ++state.blocks_in_flight;
-  state.sent[block.block_sequence()] = {static_cast<int>(tokens.size()), absl::Now()};
+  state.sent[block.block_sequence()] = {static_cast<int>(tokens.size()), options_.clock()};
   ++counters_.blocks_sent;
   counters_.tokens_drafted += tokens.size();
   PlanCache(state, block, top);

@@ -15,6 +15,11 @@
 // correction, forgets what it had in flight and drafts again. A request whose
 // assignment has draft_k 0 picks k per block from measured acceptance and costs
 // (k = 0: it sends an empty block and the target decides that token alone).
+// Its measured guard sees what a request's blocks cost: each resolved block's
+// committed tokens over the wall time since the request's previous result
+// (drafting, both trips and the verification), against the plain step time the
+// empty blocks' round trips measure (the verify-cost curve's T(0)). With
+// options.adaptive_window it decides with the model of the request's schedule.
 //
 // Speculation cache (options.spec_cache; runtime/spec/speculation_cache.h): the
 // window is one block, and while that block is verified the engine pre-drafts,
@@ -38,6 +43,7 @@
 #define SPLITSPEC_DRAFT_WORKER_DRAFT_ENGINE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -76,6 +82,9 @@ struct DraftEngineOptions {
   // for draft_k 0, k, from measured acceptance, cost ratio, verify-cost slope and
   // cache hit rate (runtime/spec/adaptive_window.h), after every result.
   bool adaptive_window = false;
+  // The time source of every measurement above (block round trips, draft time
+  // per token); tests inject a fake one.
+  std::function<absl::Time()> clock = absl::Now;
 };
 
 struct OutgoingBlock {

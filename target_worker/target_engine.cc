@@ -96,10 +96,19 @@ bool TargetEngine::DecidesAlone(const TargetRequest& request, absl::Time now) co
   return request.draft_worker_id() == 0 || now - request.waiting_since() >= options_.block_wait;
 }
 
+bool TargetEngine::WaitsToFeed(const TargetRequest& request, absl::Time now) const {
+  return request.expects_block_to_feed() && !request.has_pending() && !request.prefilling() &&
+         request.draft_worker_id() != 0 && request.ReadyBlock() == nullptr &&
+         now - request.waiting_since() < options_.feed_wait;
+}
+
 bool TargetEngine::HasWork(absl::Time now) const {
   for (const auto& [id, request] : requests_) {
     if (request->finished()) return true;
-    if (!request->has_pending()) return true;  // prefill or an unfed token to feed
+    if (!request->has_pending()) {  // prefill or an unfed token to feed
+      if (WaitsToFeed(*request, now)) continue;
+      return true;
+    }
     if (request->ReadyBlock() != nullptr || DecidesAlone(*request, now)) return true;
   }
   return false;
@@ -111,6 +120,9 @@ absl::Time TargetEngine::NextDeadline() const {
     if (request->has_pending() && request->ReadyBlock() == nullptr) {
       next = std::min(next, request->waiting_since() + options_.block_wait);
     }
+    if (request->expects_block_to_feed() && !request->has_pending()) {
+      next = std::min(next, request->waiting_since() + options_.feed_wait);
+    }
   }
   return next;
 }
@@ -119,7 +131,8 @@ absl::Status TargetEngine::Step(absl::Time now, std::vector<TargetEvent>* events
   std::vector<WorkItem> items = Plan(now);
   const absl::Status forward = Forward(items, events);
   Verify(items, now);
-  Resolve(items, now, events);
+  // Commits are stamped after the forward: feed_wait counts from there.
+  Resolve(items, options_.clock ? std::max(now, options_.clock()) : now, events);
   ReapFinished();
   return forward;
 }
@@ -165,6 +178,8 @@ std::optional<TargetEngine::WorkItem> TargetEngine::PlanRequest(TargetRequest& r
       if (ready != nullptr && ready->tokens_size() == 0) item.block = ready;
     }
   } else if (!request.has_pending()) {  // unfed: feed the last committed token
+    if (ready == nullptr && WaitsToFeed(request, now)) return std::nullopt;
+    if (ready == nullptr && request.expects_block_to_feed()) request.FeedWaitMissed();
     item.feeds_unfed = true;
     item.tokens.push_back(request.committed().back());
     item.block = ready;

@@ -19,8 +19,9 @@
 //   Resolve -> apply each outcome (commit, truncate the KV cache, bump the
 //              epoch), keep p pending for requests still waiting, and report.
 // A token committed in Resolve is fed at the next step (with the next block if
-// one is ready). Every choice is a function of (p, seed, position), so how
-// decisions fall into steps never changes what is committed.
+// one is ready; after a draft block's correction or bonus it waits up to
+// feed_wait for that block). Every choice is a function of (p, seed, position),
+// so how decisions fall into steps never changes what is committed.
 // A request with p for the frontier and no block decides alone when it has no
 // draft worker, or when it has waited `block_wait` (a lost block must not hang
 // a request).
@@ -30,6 +31,7 @@
 #define SPLITSPEC_TARGET_WORKER_TARGET_ENGINE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -49,6 +51,13 @@ struct TargetEngineOptions {
   int prefill_chunk = 256;      // prompt tokens of one request per step
   int max_requests = 64;        // concurrent requests; more are refused
   absl::Duration block_wait = absl::Milliseconds(200);  // then decode without the draft
+  // After a draft block's correction or bonus, wait this long for the draft's
+  // next block before feeding the new token alone: fed together they cost one
+  // forward, apart two. After a wait that runs out the request's next
+  // corrections are fed at once (a slow draft is not waited for); zero: never wait.
+  absl::Duration feed_wait = absl::Milliseconds(1);
+  // The time of a commit (after the step's forward); null: the step's start.
+  std::function<absl::Time()> clock = [] { return absl::Now(); };
   RequestLimits default_limits;
 };
 
@@ -126,6 +135,8 @@ class TargetEngine {
   void ResolveBlock(WorkItem& item, absl::Time now, std::vector<TargetEvent>* events);
   void ResolveOwnToken(WorkItem& item, absl::Time now, std::vector<TargetEvent>* events);
   bool DecidesAlone(const TargetRequest& request, absl::Time now) const;
+  // True if the unfed token waits (feed_wait) for the draft's next block.
+  bool WaitsToFeed(const TargetRequest& request, absl::Time now) const;
   void Report(TargetRequest& request, proto::VerifyResult result, std::vector<TargetEvent>* events);
   void ReapFinished();
 

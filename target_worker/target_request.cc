@@ -106,8 +106,16 @@ proto::VerifyResult TargetRequest::ApplyOutcome(const proto::DraftBlock* block,
     it = stale ? blocks_.erase(it) : std::next(it);
   }
   waiting_since_ = now;
+  const bool redrafting = block != nullptr && block->tokens_size() > 0 && !pending_next.has_value();
+  expects_block_to_feed_ = redrafting && feed_waits_to_skip_ == 0;
+  if (redrafting && feed_waits_to_skip_ > 0) --feed_waits_to_skip_;
   CheckStop(old_frontier);
   return MakeResult(old_frontier, outcome.accepted, block_sequence);
+}
+
+void TargetRequest::FeedWaitMissed() {
+  expects_block_to_feed_ = false;
+  feed_waits_to_skip_ = kFeedWaitsSkippedAfterMiss;
 }
 
 void TargetRequest::CheckStop(int first_new_index) {

@@ -104,6 +104,14 @@ class TargetRequest {
   void DropBlocks() { blocks_.clear(); }
   // When the request started waiting for a block (reset by every commit).
   absl::Time waiting_since() const { return waiting_since_; }
+  // True after a non-empty block's correction or bonus: the unfed token's next
+  // block is being drafted right now (the draft redrafts on seeing the result),
+  // unless a recent wait for such a block ran out (then false for a while).
+  bool expects_block_to_feed() const { return expects_block_to_feed_; }
+  // The wait for that block ran out: the next kFeedWaitsSkippedAfterMiss
+  // corrections are fed at once (a draft that slow is not waited for).
+  void FeedWaitMissed();
+  static constexpr int kFeedWaitsSkippedAfterMiss = 16;
 
   // --- feeding ---
   bool prefilling() const {
@@ -156,6 +164,8 @@ class TargetRequest {
   spec::SpecMetrics metrics_;
   uint64_t draft_worker_id_;
   absl::Time waiting_since_ = absl::Now();
+  bool expects_block_to_feed_ = false;
+  int feed_waits_to_skip_ = 0;
 };
 
 }  // namespace splitspec::target

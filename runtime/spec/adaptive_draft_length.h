@@ -86,6 +86,10 @@ class AdaptiveDraftLength {
   explicit AdaptiveDraftLength(const AdaptiveDraftLengthConfig& config,
                                std::shared_ptr<VerifyCostCurve> curve = nullptr);
 
+  // The schedule the request runs from now on (a draft worker may choose it per
+  // request, runtime/spec/adaptive_window.h): the model behind NextK follows it.
+  void set_schedule(Schedule schedule) { config_.schedule = schedule; }
+
   // The k to draft for the next block; 0 = do not speculate.
   int NextK() const;
 

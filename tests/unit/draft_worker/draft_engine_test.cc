@@ -4,9 +4,11 @@
 // (ask for a sync), finished requests, failed proposals and the length limit.
 #include "draft_worker/draft_engine.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "tests/unit/draft_worker/fake_drafter.h"
 
@@ -290,6 +292,121 @@ TEST_F(DraftEngineTest, AddRequestRefusesBadAssignmentsAndAFullWorker) {
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(full.message(), "draft worker is full (1 requests)");
   EXPECT_EQ(engine_->OnResult(Result("unknown", 0, {1}, 5)), ResultAction::kIgnored);
+}
+
+// --- adaptive k's measured guard ---
+
+class DraftEngineGuardTest : public DraftEngineTest {
+ protected:
+  // Adaptive k (assignment draft_k 0), one block in flight, on a fake clock.
+  void MakeTimed() {
+    DraftEngineOptions options;
+    options.lookahead_blocks = 1;
+    options.clock = [this] { return now_; };
+    engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+    ASSERT_TRUE(engine_->AddRequest(Assign("r", 0, /*max_tokens=*/1000)).ok());
+    committed_ = kPrompt;
+  }
+
+  // The target's answer to `block` after `verify` (a new epoch): `accepted` draft
+  // tokens and a correction, or (-1) all of them and a bonus token; for an empty
+  // block the token it chose alone.
+  void Resolve(const proto::DraftBlock& block, absl::Duration verify, int accepted = -1) {
+    now_ += verify;
+    std::vector<int32_t> tokens = Tokens(block);
+    if (accepted < 0 || accepted >= block.tokens_size()) {
+      accepted = block.tokens_size();
+      std::vector<int32_t> sequence = committed_;
+      sequence.insert(sequence.end(), tokens.begin(), tokens.end());
+      tokens.push_back(FakeDrafter::NextToken(sequence));
+    } else {
+      tokens.resize(accepted + 1);
+      tokens.back() = (tokens.back() + 1) % FakeDrafter::kVocab;  // the target's correction
+    }
+    proto::VerifyResult r =
+        Result("r", ++epoch_, tokens, static_cast<int>(block.start()) + accepted + 1,
+               block.block_sequence());
+    r.set_accepted(static_cast<uint32_t>(accepted));
+    EXPECT_EQ(engine_->OnResult(r), ResultAction::kApplied);
+    committed_.insert(committed_.end(), tokens.begin(), tokens.end());
+  }
+
+  // Sends blocks whose every draft token is accepted. The target verifies k drafts
+  // in 10 ms x (1 + 0.1 k) (a real verify-cost curve), and `unseen` passes between
+  // a result and the next block: time the request loses that neither the curve nor
+  // the draft's time per token shows (the clock stands still inside Propose, so the
+  // model keeps its prior cost ratio and predicts a win all along). Returns the
+  // speculative blocks sent before the first empty one (k = 0), at most `limit`.
+  int SpeculativeBlocksBeforeOff(absl::Duration unseen, int limit) {
+    for (int blocks = 0; blocks < limit; ++blocks) {
+      std::vector<proto::DraftBlock> sent = Step();
+      if (sent.size() != 1u) {
+        ADD_FAILURE() << "step " << blocks << " sent " << sent.size() << " blocks";
+        return -1;
+      }
+      last_block_ = sent[0];
+      if (sent[0].tokens_size() == 0) return blocks;
+      Resolve(sent[0], absl::Milliseconds(10) * (1.0 + 0.1 * sent[0].tokens_size()));
+      now_ += unseen;
+    }
+    return limit;
+  }
+
+  absl::Time now_ = absl::UnixEpoch();
+  proto::DraftBlock last_block_;  // the last block sent
+  std::vector<int32_t> committed_;
+  uint64_t epoch_ = 0;
+};
+
+TEST_F(DraftEngineGuardTest, AcceptedBlocksThatCostMoreThanPlainStepsTurnSpeculationOff) {
+  MakeTimed();
+  // 100 ms unseen per block: at most 9 tokens per ~118 ms against ~10 ms per plain
+  // step, a measured 0.76x or less. The request's first result (it paid for the
+  // prefill) is not timed; the guard acts once min_guard_blocks more are.
+  const int guard_blocks = DraftEngineOptions().adaptive.min_guard_blocks;
+  ASSERT_EQ(SpeculativeBlocksBeforeOff(absl::Milliseconds(100), 40), guard_blocks + 1);
+  // Off, not a blip: after the target decided that position alone, the next
+  // block is empty too.
+  EXPECT_FALSE(engine_->HasWork());  // waits for the empty block's result
+  Resolve(last_block_, absl::Milliseconds(10));
+  const std::vector<proto::DraftBlock> next = Step();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].tokens_size(), 0);
+}
+
+TEST_F(DraftEngineGuardTest, AcceptedBlocksThatBeatPlainStepsKeepSpeculating) {
+  MakeTimed();
+  EXPECT_EQ(SpeculativeBlocksBeforeOff(absl::ZeroDuration(), 40), 40);
+}
+
+// With adaptive_window the request runs the schedule ChooseWindow picks, and the
+// controller decides whether to speculate with that schedule's model. After a
+// block accepted in full and one rejected at its first token, acceptance is 0.49
+// (prior 0.5 over 2 pseudo-tokens); with the prior cost ratio (10; the clock stands
+// still inside Propose) and verify slope (0.25), one block in flight at k = 1
+// predicts 1.10x, which the window picks, while two in flight (lookahead 2's model,
+// which forfeits a fully accepted block's bonus) predict less than min_speedup at
+// every k: the controller must not turn off a request that runs one block at a time.
+TEST_F(DraftEngineGuardTest, AdaptiveWindowDecidesWithTheModelOfTheRequestsSchedule) {
+  DraftEngineOptions options;
+  options.lookahead_blocks = 2;
+  options.adaptive_window = true;
+  options.clock = [this] { return now_; };
+  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", 0, /*max_tokens=*/1000)).ok());
+  committed_ = kPrompt;
+  std::vector<proto::DraftBlock> sent = Step();
+  ASSERT_EQ(sent.size(), 1u);
+  ASSERT_EQ(sent[0].tokens_size(), 1);  // the first block is a probe at min_k
+  Resolve(sent[0], absl::Milliseconds(10));
+  sent = Step();
+  ASSERT_EQ(sent.size(), 1u);
+  ASSERT_GT(sent[0].tokens_size(), 0);
+  Resolve(sent[0], absl::Milliseconds(10), /*accepted=*/0);
+  sent = Step();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].tokens_size(), 1);
+  EXPECT_FALSE(engine_->HasWork());  // one block in flight: the sequential schedule
 }
 
 // --- the speculation cache ---

@@ -57,6 +57,8 @@ class TargetEngineTest : public ::testing::Test {
  protected:
   void Make(TargetEngineOptions options = {}) {
     options.block_wait = absl::Hours(1);  // a test decides when waiting is over
+    options.feed_wait = feed_wait_;       // zero unless a test waits for the next block
+    options.clock = [this] { return now_; };
     engine_ = std::make_unique<TargetEngine>(&model_, options);
   }
 
@@ -112,6 +114,7 @@ class TargetEngineTest : public ::testing::Test {
     return fed;
   }
 
+  absl::Duration feed_wait_ = absl::ZeroDuration();
   FakeLanguageModel model_;
   std::unique_ptr<TargetEngine> engine_;
   absl::Time now_ = absl::Now();
@@ -254,6 +257,59 @@ TEST_F(TargetEngineTest, EmptyBlockLetsTheTargetChooseWithoutWaiting) {
   EXPECT_EQ(results[0].epoch(), 1u);
   EXPECT_EQ(seen_["r"], FakeLanguageModel::GreedyExtend(kPrompt, 1));
   EXPECT_EQ(engine_->counters().own_tokens, 0u) << "an empty block is verified, not a timeout";
+}
+
+// After a rejected block the correction is not fed alone at once: the target
+// waits up to feed_wait for the draft's next block and feeds both in one
+// forward. With no block by then, it feeds the correction alone, and does not
+// wait for that request's next few blocks.
+TEST_F(TargetEngineTest, AfterARejectionTheCorrectionWaitsBrieflyToBeFedWithTheNextBlock) {
+  feed_wait_ = absl::Milliseconds(1);
+  Make();
+  ASSERT_TRUE(Add(Assign("r", kPrompt, 30, kDraftWorker)).ok());
+  RunWhileWork();
+  const int f = static_cast<int>(kPrompt.size());
+  const std::vector<int32_t> truth = FakeLanguageModel::GreedyExtend(kPrompt, 12);
+  auto reject_at = [&](int start, uint64_t sequence) {
+    std::vector<int32_t> wrong = Slice(truth, start, start + 2);
+    wrong[1] = (wrong[1] + 1) % FakeLanguageModel::kVocab;
+    ASSERT_EQ(
+        engine_->AddBlock(Block("r", engine_->Find("r")->epoch(), start, wrong, sequence), "d"),
+        BlockAdmission::kQueued);
+    ASSERT_TRUE(Step().ok());
+    ASSERT_EQ(engine_->Find("r")->frontier(), start + 2) << "one accepted, then the correction";
+  };
+  reject_at(f, 1);
+  EXPECT_FALSE(engine_->HasWork(now_)) << "the correction waits for the next block";
+  EXPECT_EQ(engine_->NextDeadline(), now_ + absl::Milliseconds(1));
+  // The next block comes quickly: correction and block in one forward.
+  now_ += absl::Microseconds(200);
+  ASSERT_EQ(engine_->AddBlock(
+                Block("r", engine_->Find("r")->epoch(), f + 2, Slice(truth, f + 2, f + 4), 2), "d"),
+            BlockAdmission::kQueued);
+  ASSERT_TRUE(engine_->HasWork(now_));
+  ASSERT_TRUE(Step().ok());
+  const auto fed = FedAt(f + 1);
+  ASSERT_EQ(fed.size(), 1u);
+  EXPECT_EQ(fed[0].tokens, Slice(truth, f + 1, f + 4)) << "the correction fed with the block";
+  EXPECT_EQ(engine_->Find("r")->frontier(), f + 5) << "2 accepted and the bonus";
+  // A rejection with no block in time: the correction is fed alone at the deadline.
+  reject_at(f + 5, 3);
+  EXPECT_FALSE(engine_->HasWork(now_));
+  now_ += absl::Milliseconds(1);
+  ASSERT_TRUE(engine_->HasWork(now_));
+  ASSERT_TRUE(Step().ok());
+  ASSERT_EQ(FedAt(f + 6).size(), 1u);
+  EXPECT_EQ(FedAt(f + 6)[0].tokens.size(), 1u) << "fed alone";
+  // After a wait that ran out the request stops waiting for a while: the
+  // next block's bonus is fed at once.
+  ASSERT_EQ(engine_->AddBlock(
+                Block("r", engine_->Find("r")->epoch(), f + 7, Slice(truth, f + 7, f + 9), 4), "d"),
+            BlockAdmission::kQueued);
+  ASSERT_TRUE(Step().ok());  // verifies it: 2 accepted and the bonus
+  ASSERT_EQ(engine_->Find("r")->frontier(), f + 10);
+  EXPECT_TRUE(engine_->HasWork(now_)) << "no wait right after a missed one";
+  EXPECT_EQ(seen_["r"], Slice(truth, 0, f + 10));
 }
 
 TEST_F(TargetEngineTest, StaleBlocksAreDroppedAndCountedAndChangeNothing) {
