@@ -70,9 +70,10 @@
 // Validation is strict: an unknown key, a value of the wrong type, a tp not in
 // {1, 2, 4, 8}, a GPU device list whose length differs from tp, duplicate
 // names, a malformed endpoint, a loopback endpoint in a multi-host config, a
-// security.mode other than "curve"/"none" are errors. Every error is InvalidArgument "FILE:LINE: FIELD: problem" (FILE
-// alone when the field was not in the file; the flag's name when a command-line
-// flag set it). Nothing is thrown.
+// security.mode other than "curve"/"none" are errors. Every error is
+// InvalidArgument "FILE:LINE: FIELD: problem" (FILE alone when the field was
+// not in the file; the flag's name when a command-line flag set it). Nothing
+// is thrown.
 #ifndef SPLITSPEC_RUNTIME_CONFIG_CLUSTER_CONFIG_H_
 #define SPLITSPEC_RUNTIME_CONFIG_CLUSTER_CONFIG_H_
 

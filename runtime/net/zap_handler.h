@@ -22,6 +22,11 @@ namespace splitspec::net {
 absl::StatusOr<std::string> RegisterZapDomain(const std::string& endpoint,
                                               const std::map<std::string, uint32_t>& authorized);
 
+// Watches the handshake failures of the listener bound at `listener` through
+// its monitor at `monitor_endpoint` (zmq_socket_monitor, already started):
+// logged (rate-limited) and counted as refused handshakes.
+void WatchHandshakes(const std::string& monitor_endpoint, const std::string& listener);
+
 // Fixes the endpoint a domain's refusals name (known only after the bind).
 void SetZapDomainEndpoint(const std::string& domain, const std::string& endpoint);
 

@@ -152,7 +152,16 @@ absl::StatusOr<std::unique_ptr<Channel>> ListenZmqChannel(const std::string& end
     }
     socket.bind(endpoint);
     std::string resolved = socket.get(zmq::sockopt::last_endpoint);
-    if (security.curve) SetZapDomainEndpoint(domain, resolved);
+    if (security.curve) {
+      SetZapDomainEndpoint(domain, resolved);
+      const std::string monitor = absl::StrCat("inproc://", domain, "-monitor");
+      if (zmq_socket_monitor(socket.handle(), monitor.c_str(),
+                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                 ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                                 ZMQ_EVENT_MONITOR_STOPPED) == 0) {
+        WatchHandshakes(monitor, resolved);
+      }
+    }
     return std::unique_ptr<Channel>(
         new ZmqChannel(std::move(socket), /*is_listener=*/true, resolved));
   } catch (const zmq::error_t& e) {

@@ -174,7 +174,8 @@ TEST(DeploySyntaxTest, PodLaunchSelectsItsRankFromThePlan) {
   EXPECT_THAT(r.output,
               HasSubstr("\"--tp-group\", \"g0\", \"--tp-rank\", \"1\", \"--tp-size\", \"2\""));
   EXPECT_THAT(r.output, HasSubstr("\"--coordinator\", \"tcp://splitspec-coordinator:5555\""));
-  EXPECT_THAT(r.output, HasSubstr("\"env\": {}"));
+  // --no-device-env drops CUDA_VISIBLE_DEVICES; the Secret's keys stay.
+  EXPECT_THAT(r.output, HasSubstr("\"env\": {\"SPLITSPEC_KEYS\": \"/etc/splitspec-keys\"}"));
   r = RunShell(tool + " exec " + Quote(plan) + " --group g0 --rank 0 --data-host 10.9.8.7 --print");
   EXPECT_THAT(r.output, HasSubstr("\"--data-endpoint\", \"tcp://10.9.8.7:6000\""));
   EXPECT_THAT(r.output, HasSubstr("\"CUDA_VISIBLE_DEVICES\": \"0\""));
