@@ -175,12 +175,14 @@ void CoordinatorService::Dispatch(const net::Frame& frame) {
       break;
     }
     case proto::Envelope::kVerifyResult: {
+      LogIfNotHolder(frame, envelope.verify_result().request_id());
       std::vector<Outgoing> out;
       router_.OnResult(frame.peer, envelope.verify_result(), &out);
       SendAll(out);
       break;
     }
     case proto::Envelope::kError: {
+      LogIfNotHolder(frame, envelope.error().request_id());
       std::vector<Outgoing> out;
       router_.OnWorkerError(frame.peer, envelope.error(), &out);
       SendAll(out);
@@ -216,6 +218,15 @@ void CoordinatorService::Dispatch(const net::Frame& frame) {
       Reply(frame.peer, reply);
     }
   }
+}
+
+void CoordinatorService::LogIfNotHolder(const net::Frame& frame, const std::string& request_id) {
+  if (router_.Holds(request_id, frame.peer)) return;
+  // Not answered: a target the request was taken from may still be finishing a step.
+  SPLITSPEC_LOG(WARNING) << "ignored '" << net::BodyName(frame.envelope) << "' for request '"
+                         << request_id << "' from peer '" << frame.peer << "' at "
+                         << (frame.peer_address.empty() ? "(in-process)" : frame.peer_address)
+                         << ": it does not hold that request (taken from it, or forged)";
 }
 
 void CoordinatorService::HandleDeregister(const net::Frame& frame) {

@@ -71,6 +71,9 @@ class CoordinatorService {
   // OK, or PermissionDenied naming what the sender lacks.
   absl::Status Authorize(const net::Frame& frame) const;
   void Refuse(const net::Frame& frame, const absl::Status& why);
+  // Logs (with the sender's address) a result or error for a request the
+  // sender does not hold; the router then ignores it.
+  void LogIfNotHolder(const net::Frame& frame, const std::string& request_id);
   void HandleDeregister(const net::Frame& frame);
   void HandleRegister(const net::Frame& frame, const proto::Register& registration);
   void HandleHeartbeat(const std::string& peer, const proto::Heartbeat& heartbeat);

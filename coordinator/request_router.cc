@@ -222,6 +222,12 @@ void RequestRouter::ReplaceTarget(const std::string& id, Request& request,
   Place(id, request, out);
 }
 
+bool RequestRouter::Holds(const std::string& request_id, const std::string& peer) const {
+  auto it = requests_.find(request_id);
+  return it == requests_.end() || it->second.state != State::kRunning ||
+         ServedBy(it->second, peer);
+}
+
 bool RequestRouter::ServedBy(const Request& request, const std::string& peer) const {
   for (uint64_t worker_id : {request.target_id, request.draft_id}) {
     auto it = workers_.find(worker_id);

@@ -99,6 +99,10 @@ class RequestRouter {
                 std::vector<Outgoing>* out);
   void OnWorkerError(const std::string& peer, const proto::Error& error,
                      std::vector<Outgoing>* out);
+  // False when `request_id` is a running request that `peer` does not serve:
+  // its results and errors would be ignored (a worker it was taken from, or a
+  // forgery). True for an unknown or finished request (nothing to protect).
+  bool Holds(const std::string& request_id, const std::string& peer) const;
 
   // Starts draining the workers `request` names (see the top of this file and
   // proto DrainRequest); `now` starts the target groups' drain deadline.

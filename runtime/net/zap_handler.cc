@@ -129,10 +129,11 @@ bool ReadMonitorEvent(Monitor& monitor) {
   return true;
 }
 
+// Monitors connected by the listener's thread (so that no event is lost
+// before the handler takes them), handed to the handler's thread.
 absl::Mutex monitors_mu;
-std::vector<std::pair<std::string, std::string>>& PendingMonitors()
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(monitors_mu) {
-  static auto* pending = new std::vector<std::pair<std::string, std::string>>();
+std::vector<Monitor>& PendingMonitors() ABSL_EXCLUSIVE_LOCKS_REQUIRED(monitors_mu) {
+  static auto* pending = new std::vector<Monitor>();
   return *pending;
 }
 
@@ -142,12 +143,7 @@ void Serve(zmq::socket_t socket) {
     try {
       {
         absl::MutexLock lock(&monitors_mu);
-        for (const auto& [endpoint, listener] : PendingMonitors()) {
-          zmq::socket_t pair(SharedZmqContext(), zmq::socket_type::pair);
-          pair.set(zmq::sockopt::linger, 0);
-          pair.connect(endpoint);
-          monitors.push_back(Monitor{std::move(pair), listener});
-        }
+        for (Monitor& monitor : PendingMonitors()) monitors.push_back(std::move(monitor));
         PendingMonitors().clear();
       }
       std::vector<zmq::pollitem_t> items = {{socket.handle(), 0, ZMQ_POLLIN, 0}};
@@ -194,8 +190,16 @@ absl::StatusOr<std::string> RegisterZapDomain(const std::string& endpoint,
 }
 
 void WatchHandshakes(const std::string& monitor_endpoint, const std::string& listener) {
-  absl::MutexLock lock(&monitors_mu);
-  PendingMonitors().emplace_back(monitor_endpoint, listener);
+  try {
+    zmq::socket_t pair(SharedZmqContext(), zmq::socket_type::pair);
+    pair.set(zmq::sockopt::linger, 0);
+    pair.connect(monitor_endpoint);
+    absl::MutexLock lock(&monitors_mu);  // also the barrier that hands the socket over
+    PendingMonitors().push_back(Monitor{std::move(pair), listener});
+  } catch (const zmq::error_t& e) {
+    SPLITSPEC_LOG(WARNING) << "handshake failures on " << listener << " go unlogged: "
+                           << e.what();
+  }
 }
 
 void SetZapDomainEndpoint(const std::string& domain, const std::string& endpoint) {

@@ -24,7 +24,8 @@ absl::StatusOr<std::string> RegisterZapDomain(const std::string& endpoint,
 
 // Watches the handshake failures of the listener bound at `listener` through
 // its monitor at `monitor_endpoint` (zmq_socket_monitor, already started):
-// logged (rate-limited) and counted as refused handshakes.
+// logged (rate-limited) and counted as refused handshakes. Connects to the
+// monitor before it returns, so no failure after the call goes unseen.
 void WatchHandshakes(const std::string& monitor_endpoint, const std::string& listener);
 
 // Fixes the endpoint a domain's refusals name (known only after the bind).

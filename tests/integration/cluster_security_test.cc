@@ -228,6 +228,38 @@ TEST_F(ClusterSecurityTest, CancelFromAnotherClientIsRefusedAndTheRequestRuns) {
   EXPECT_EQ(release->release().request_id(), "victim");
 }
 
+TEST_F(ClusterSecurityTest, ResultsFromATargetThatDoesNotHoldTheRequestAreIgnored) {
+  std::unique_ptr<net::Channel> holder = Peer("target-0", target_keys_);
+  ASSERT_NE(RegisterTarget(*holder, "target-0"), 0u);
+  std::unique_ptr<net::Channel> owner = Peer("client-owner", client_keys_);
+  ASSERT_TRUE(owner->Send("", SubmitOf("victim")).ok());
+  ASSERT_TRUE(Await(*holder, proto::Envelope::kAssignment).ok());
+  // A second target (the target key, registered) answers for the first one's request.
+  std::unique_ptr<net::Channel> rogue = Peer("target-1", target_keys_);
+  ASSERT_NE(RegisterTarget(*rogue, "target-1"), 0u);
+  proto::Envelope forged = net::NewEnvelope();
+  proto::VerifyResult* result = forged.mutable_verify_result();
+  result->set_request_id("victim");
+  result->set_full_sequence(true);
+  for (int32_t token : {1, 2, 66, 66}) result->add_committed_tokens(token);
+  result->set_finished(true);
+  result->set_finish_reason(proto::FINISH_REASON_LENGTH);
+  ::testing::internal::CaptureStderr();
+  ASSERT_TRUE(rogue->Send("", forged).ok());
+  // The same peer's next message is handled after it: a status round trip orders them.
+  proto::Envelope status = net::NewEnvelope();
+  status.mutable_status_request();
+  ASSERT_TRUE(rogue->Send("", status).ok());
+  ASSERT_TRUE(Await(*rogue, proto::Envelope::kStatusReply).ok());
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(log, HasSubstr("ignored 'verify_result' for request 'victim' from peer 'target-1' "
+                             "at 127.0.0.1"));
+  EXPECT_THAT(log, HasSubstr("it does not hold that request"));
+  // The client saw no answer and the request still runs on its holder.
+  EXPECT_FALSE(Await(*owner, proto::Envelope::kTokenStream, kSilence).ok());
+  EXPECT_EQ(Status().running_requests(), 1u);
+}
+
 TEST_F(ClusterSecurityTest, SubmissionWithoutTheClientKeyIsRefused) {
   std::unique_ptr<net::Channel> target = Peer("target-0", target_keys_);
   ASSERT_NE(RegisterTarget(*target, "target-0"), 0u);
@@ -260,13 +292,14 @@ TEST_F(ClusterSecurityTest, DrainWithoutTheAdminKeyIsRefused) {
 TEST_F(ClusterSecurityTest, APeerNameKeepsTheKeyItRegisteredWith) {
   std::unique_ptr<net::Channel> target = Peer("target-0", target_keys_);
   ASSERT_NE(RegisterTarget(*target, "target-0"), 0u);
-  target.reset();  // disconnects; its name is free on the socket
-  std::unique_ptr<net::Channel> draft = Peer("target-0", draft_keys_);
+  target.reset();  // disconnects; its name is free on the socket once the coordinator sees it
   proto::Envelope heartbeat = net::NewEnvelope();
   heartbeat.mutable_heartbeat()->set_worker_id(1);
-  // The new connection may take a moment to replace the old one's name.
+  // A connection that arrives while the old one still holds the name is not
+  // given it (ZeroMQ's ROUTER keeps the first), so each attempt connects anew.
   proto::Error error;
   for (int attempt = 0; attempt < 20 && error.message().empty(); ++attempt) {
+    std::unique_ptr<net::Channel> draft = Peer("target-0", draft_keys_);
     EXPECT_TRUE(draft->Send("", heartbeat).ok());
     absl::StatusOr<proto::Envelope> reply = Await(*draft, proto::Envelope::kError, kSilence);
     if (reply.ok()) error = reply->error();
@@ -293,11 +326,12 @@ TEST_F(ClusterSecurityTest, AClientWithTheWrongServerKeyGetsNothing) {
 }
 
 TEST_F(ClusterSecurityTest, APlaintextClientGetsNothing) {
-  auto plain = net::ConnectChannel(endpoint_, "client-plain", net::ChannelSecurity{});
-  ASSERT_TRUE(plain.ok()) << plain.status();
   const uint64_t refused_before = Status().refused_peers();
   ::testing::internal::CaptureStderr();
-  ASSERT_TRUE((*plain)->Send("", SubmitOf("plain")).ok());
+  auto plain = net::ConnectChannel(endpoint_, "client-plain", net::ChannelSecurity{});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  // The send may already fail: a refused plaintext handshake ends the connection for good.
+  (void)(*plain)->Send("", SubmitOf("plain"));
   while (Status().refused_peers() == refused_before) absl::SleepFor(absl::Milliseconds(20));
   const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_THAT(log, HasSubstr("CURVE handshake failed (the client does not use CURVE)"));
