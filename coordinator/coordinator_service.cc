@@ -1,9 +1,11 @@
 #include "coordinator/coordinator_service.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/net/channel_security.h"
 #include "runtime/net/wire_format.h"
 
 namespace splitspec::coordinator {
@@ -17,8 +19,15 @@ absl::Status CoordinatorOptions::Validate() const {
 absl::StatusOr<std::unique_ptr<CoordinatorService>> CoordinatorService::Create(
     const CoordinatorOptions& options) {
   RETURN_IF_ERROR(options.Validate());
+  const net::ChannelSecurity security = options.security.value_or(net::DefaultChannelSecurity());
+  // inproc:// never leaves the process; anything else is reachable by others.
+  if (!security.curve && !absl::StartsWith(options.control_endpoint, "inproc://")) {
+    SPLITSPEC_LOG(WARNING) << "INSECURE: the control channel " << options.control_endpoint
+                           << " has no CURVE authentication; anyone who reaches it controls "
+                              "the cluster";
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<net::Channel> channel,
-                   net::ListenChannel(options.control_endpoint));
+                   net::ListenChannel(options.control_endpoint, security));
   return std::unique_ptr<CoordinatorService>(new CoordinatorService(options, std::move(channel)));
 }
 
@@ -29,7 +38,8 @@ CoordinatorService::CoordinatorService(const CoordinatorOptions& options,
       control_endpoint_(control_->endpoint()),
       membership_(options.membership),
       router_(options.router),
-      started_(options_.clock()) {}
+      started_(options_.clock()),
+      security_(options.security.value_or(net::DefaultChannelSecurity())) {}
 
 absl::Status CoordinatorService::Run(const std::atomic<bool>& stop) {
   // Sweep several times per interval so a death is seen within one interval of
@@ -57,6 +67,7 @@ void CoordinatorService::SweepLiveness(absl::Time now) {
   for (uint64_t id : membership_.Sweep(now)) {
     SPLITSPEC_LOG(WARNING) << "worker " << id << " declared dead after "
                            << options_.membership.dead_after_missed << " missed heartbeats";
+    worker_peers_.erase(id);
     router_.OnWorkerGone(id, &out);
   }
   const uint64_t replaced_before = router_.counters().reassigned_target;
@@ -71,29 +82,91 @@ void CoordinatorService::SweepLiveness(absl::Time now) {
 }
 
 void CoordinatorService::Handle(const net::Frame& frame) {
+  if (absl::Status allowed = Authorize(frame); !allowed.ok()) return Refuse(frame, allowed);
+  Dispatch(frame);
+}
+
+absl::Status CoordinatorService::Authorize(const net::Frame& frame) const {
+  const proto::Envelope& envelope = frame.envelope;
+  if (!frame.peer_key.empty()) {
+    auto bound = peer_keys_.find(frame.peer);
+    if (bound != peer_keys_.end() && bound->second != frame.peer_key) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("peer name '", frame.peer, "' belongs to another key"));
+    }
+  }
+  const uint32_t roles = security_.RolesOf(frame.peer_key);
+  auto need = [&](uint32_t any_of, absl::string_view what) -> absl::Status {
+    if ((roles & any_of) != 0) return absl::OkStatus();
+    return absl::PermissionDeniedError(absl::StrCat(what, " needs the ",
+                                                    net::KeyRolesString(any_of),
+                                                    " key; the sender holds ",
+                                                    net::KeyRolesString(roles)));
+  };
+  constexpr uint32_t kWorker = net::kTarget | net::kDraft;
+  switch (envelope.body_case()) {
+    case proto::Envelope::kRegisterWorker: {
+      const proto::Role role = envelope.register_worker().role();
+      if (role == proto::ROLE_TARGET_WORKER) return need(net::kTarget, "registering a target");
+      if (role == proto::ROLE_DRAFT_WORKER) return need(net::kDraft, "registering a draft worker");
+      return need(kWorker, "Register");
+    }
+    case proto::Envelope::kHeartbeat:
+    case proto::Envelope::kVerifyResult:
+    case proto::Envelope::kError:
+      return need(kWorker, net::BodyName(envelope));
+    case proto::Envelope::kDeregister: {
+      RETURN_IF_ERROR(need(kWorker, "Deregister"));
+      auto owner = worker_peers_.find(envelope.deregister().worker_id());
+      if (owner != worker_peers_.end() && owner->second != frame.peer) {
+        return absl::PermissionDeniedError(absl::StrCat(
+            "Deregister of worker ", envelope.deregister().worker_id(), " from '", frame.peer,
+            "', which is not that worker"));
+      }
+      return absl::OkStatus();
+    }
+    case proto::Envelope::kSubmit:
+    case proto::Envelope::kCancel:
+      return need(net::kClient, net::BodyName(envelope));
+    case proto::Envelope::kDrainRequest:
+      return need(net::kAdmin, "DrainRequest");
+    case proto::Envelope::kGroupAnnounce:
+    case proto::Envelope::kGroupLookup:
+      return need(net::kTarget, net::BodyName(envelope));
+    default:
+      return need(net::kAllRoles, net::BodyName(envelope));
+  }
+}
+
+void CoordinatorService::Refuse(const net::Frame& frame, const absl::Status& why) {
+  SPLITSPEC_LOG(WARNING) << "refused '" << net::BodyName(frame.envelope) << "' from peer '"
+                         << frame.peer << "' at "
+                         << (frame.peer_address.empty() ? "(in-process)" : frame.peer_address)
+                         << (frame.peer_key.empty() ? "" : " key ") << frame.peer_key << ": "
+                         << why.message();
+  net::CountRefusedMessage();
+  proto::Envelope reply = net::NewEnvelope();
+  reply.mutable_error()->set_code(proto::ERROR_CODE_PERMISSION_DENIED);
+  reply.mutable_error()->set_message(absl::StrCat("permission denied: ", why.message()));
+  if (frame.envelope.has_cancel())
+    reply.mutable_error()->set_request_id(frame.envelope.cancel().request_id());
+  Reply(frame.peer, reply);
+}
+
+void CoordinatorService::Dispatch(const net::Frame& frame) {
   const proto::Envelope& envelope = frame.envelope;
   switch (envelope.body_case()) {
     case proto::Envelope::kRegisterWorker:
-      HandleRegister(frame.peer, envelope.register_worker());
+      HandleRegister(frame, envelope.register_worker());
       break;
     case proto::Envelope::kHeartbeat:
       HandleHeartbeat(frame.peer, envelope.heartbeat());
       break;
-    case proto::Envelope::kDeregister: {
-      proto::Envelope ack = net::NewEnvelope();
-      ack.mutable_heartbeat_ack()->set_worker_id(envelope.deregister().worker_id());
-      ack.mutable_heartbeat_ack()->set_known(false);
-      Reply(frame.peer, ack);
-      if (membership_.Deregister(envelope.deregister().worker_id()).ok()) {
-        SPLITSPEC_LOG(INFO) << "worker " << envelope.deregister().worker_id()
-                            << " left: " << envelope.deregister().reason();
-        std::vector<Outgoing> out;
-        router_.OnWorkerGone(envelope.deregister().worker_id(), &out);
-        SendAll(out);
-      }
+    case proto::Envelope::kDeregister:
+      HandleDeregister(frame);
       break;
-    }
     case proto::Envelope::kSubmit: {
+      if (!frame.peer_key.empty()) peer_keys_[frame.peer] = frame.peer_key;
       std::vector<Outgoing> out;
       router_.OnSubmit(frame.peer, envelope.submit(), &out);
       SendAll(out);
@@ -101,17 +174,20 @@ void CoordinatorService::Handle(const net::Frame& frame) {
     }
     case proto::Envelope::kCancel: {
       std::vector<Outgoing> out;
-      router_.OnCancel(envelope.cancel(), &out);
+      absl::Status cancelled = router_.OnCancel(frame.peer, envelope.cancel(), &out);
+      if (!cancelled.ok()) return Refuse(frame, cancelled);
       SendAll(out);
       break;
     }
     case proto::Envelope::kVerifyResult: {
+      LogIfNotHolder(frame, envelope.verify_result().request_id());
       std::vector<Outgoing> out;
       router_.OnResult(frame.peer, envelope.verify_result(), &out);
       SendAll(out);
       break;
     }
     case proto::Envelope::kError: {
+      LogIfNotHolder(frame, envelope.error().request_id());
       std::vector<Outgoing> out;
       router_.OnWorkerError(frame.peer, envelope.error(), &out);
       SendAll(out);
@@ -149,10 +225,36 @@ void CoordinatorService::Handle(const net::Frame& frame) {
   }
 }
 
-void CoordinatorService::HandleRegister(const std::string& peer,
+void CoordinatorService::LogIfNotHolder(const net::Frame& frame, const std::string& request_id) {
+  if (router_.Holds(request_id, frame.peer)) return;
+  // Not answered: a target the request was taken from may still be finishing a step.
+  SPLITSPEC_LOG(WARNING) << "ignored '" << net::BodyName(frame.envelope) << "' for request '"
+                         << request_id << "' from peer '" << frame.peer << "' at "
+                         << (frame.peer_address.empty() ? "(in-process)" : frame.peer_address)
+                         << ": it does not hold that request (taken from it, or forged)";
+}
+
+void CoordinatorService::HandleDeregister(const net::Frame& frame) {
+  const proto::Deregister& deregister = frame.envelope.deregister();
+  proto::Envelope ack = net::NewEnvelope();
+  ack.mutable_heartbeat_ack()->set_worker_id(deregister.worker_id());
+  ack.mutable_heartbeat_ack()->set_known(false);
+  Reply(frame.peer, ack);
+  if (!membership_.Deregister(deregister.worker_id()).ok()) return;
+  SPLITSPEC_LOG(INFO) << "worker " << deregister.worker_id() << " left: " << deregister.reason();
+  worker_peers_.erase(deregister.worker_id());
+  std::vector<Outgoing> out;
+  router_.OnWorkerGone(deregister.worker_id(), &out);
+  SendAll(out);
+}
+
+void CoordinatorService::HandleRegister(const net::Frame& frame,
                                         const proto::Register& registration) {
+  const std::string& peer = frame.peer;
   const std::optional<uint64_t> repeat = membership_.FindRepeat(registration);
   const uint64_t id = repeat ? *repeat : membership_.Register(registration, options_.clock());
+  worker_peers_[id] = peer;
+  if (!frame.peer_key.empty()) peer_keys_[peer] = frame.peer_key;
   SPLITSPEC_LOG(INFO) << (repeat ? "repeated registration of " : "registered ")
                       << proto::Role_Name(registration.role()) << " '" << registration.worker_name()
                       << "' as worker " << id;
@@ -194,6 +296,7 @@ void CoordinatorService::HandleStatus(const std::string& peer) {
   status->set_protocol_version(proto::PROTOCOL_VERSION_CURRENT);
   status->set_queued_requests(static_cast<uint32_t>(router_.queued()));
   status->set_running_requests(static_cast<uint32_t>(router_.running()));
+  status->set_refused_peers(net::RefusedHandshakes() + net::RefusedMessages());
   Reply(peer, reply);
 }
 

@@ -8,6 +8,17 @@
 //   ASSIGN_OR_RETURN(auto service, CoordinatorService::Create(options));
 //   service->Run(stop_flag);   // returns when stop_flag becomes true
 //
+// Authorization (docs/protocol.md, "Security model"): each message is checked
+// against the roles of its sender's CURVE key (net::ChannelSecurity::RolesOf)
+// and against what that sender owns: Register needs the key of the role it
+// claims; Submit and Cancel the client key, and a Cancel must come from the
+// request's submitter; Deregister only for the sender's own worker id;
+// DrainRequest the admin key; results and errors only from the worker serving
+// the request (RequestRouter). A peer name (ZeroMQ routing id) that registered
+// or submitted stays bound to its key. A refused message is answered with
+// ERROR_CODE_PERMISSION_DENIED, logged with the sender's address and counted
+// (StatusReply.refused_peers).
+//
 // Thread safety: Run() owns the control channel and the membership table; call
 // it from one thread. control_endpoint() may be read from any thread after Create.
 #ifndef SPLITSPEC_COORDINATOR_COORDINATOR_SERVICE_H_
@@ -15,7 +26,9 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -35,6 +48,8 @@ struct CoordinatorOptions {
   // The time liveness, queue waits and drain deadlines are measured on (tests
   // pass a fake one).
   std::function<absl::Time()> clock = [] { return absl::Now(); };
+  // The control channel's security; nullopt: net::DefaultChannelSecurity().
+  std::optional<net::ChannelSecurity> security;
 
   absl::Status Validate() const;
 };
@@ -56,7 +71,15 @@ class CoordinatorService {
  private:
   CoordinatorService(const CoordinatorOptions& options, std::unique_ptr<net::Channel> channel);
   void Handle(const net::Frame& frame);
-  void HandleRegister(const std::string& peer, const proto::Register& registration);
+  void Dispatch(const net::Frame& frame);
+  // OK, or PermissionDenied naming what the sender lacks.
+  absl::Status Authorize(const net::Frame& frame) const;
+  void Refuse(const net::Frame& frame, const absl::Status& why);
+  // Logs (with the sender's address) a result or error for a request the
+  // sender does not hold; the router then ignores it.
+  void LogIfNotHolder(const net::Frame& frame, const std::string& request_id);
+  void HandleDeregister(const net::Frame& frame);
+  void HandleRegister(const net::Frame& frame, const proto::Register& registration);
   void HandleHeartbeat(const std::string& peer, const proto::Heartbeat& heartbeat);
   void HandleStatus(const std::string& peer);
   void HandleDrainRequest(const std::string& peer, const proto::DrainRequest& request);
@@ -77,6 +100,10 @@ class CoordinatorService {
   GroupDirectory groups_;  // tensor-parallel group rendezvous
   absl::Time started_;
   uint64_t unexpected_messages_ = 0;
+  net::ChannelSecurity security_;
+  // Worker id -> the peer name it registered from; peer name -> its key.
+  std::map<uint64_t, std::string> worker_peers_;
+  std::map<std::string, std::string> peer_keys_;
 };
 
 }  // namespace splitspec::coordinator

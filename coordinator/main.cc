@@ -8,6 +8,10 @@
 // bridge thread that talks to this coordinator over the control channel like
 // any client; they share no state with the control thread.
 //
+// Security: SPLITSPEC_KEYS=DIR (CURVE: the coordinator's keypair and the
+// public keys it authorizes) or SPLITSPEC_SECURITY=none; see
+// runtime/net/channel_security.h.
+//
 // Flags: `splitspec-coordinator --help` (coordinator/coordinator_flags.h, with
 // the HTTP front door's from coordinator/http/front_door_flags.h).
 #include <cstdio>
@@ -26,6 +30,7 @@
 #include "runtime/base/shutdown.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cli/cli_args.h"
+#include "runtime/net/channel_security.h"
 
 namespace {
 
@@ -76,6 +81,7 @@ absl::Status Serve(const splitspec::cli::CliArgs& args) {
   // Checked before binding anything; the endpoint is set once it is resolved.
   ASSIGN_OR_RETURN(auto http, splitspec::coordinator::http::FrontDoorOptionsFromFlags(
                                   args, options.control_endpoint));
+  RETURN_IF_ERROR(splitspec::net::ConfigureProcessSecurity(splitspec::net::kCoordinator));
   splitspec::InstallShutdownHandlers();
   // From here on every failure is a run-time one (exit status 1), not a usage error.
   auto failed = [](const absl::Status& status) { return absl::UnavailableError(status.message()); };

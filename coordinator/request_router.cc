@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/net/channel_security.h"
 #include "runtime/net/wire_format.h"
 
 namespace splitspec::coordinator {
@@ -53,7 +54,7 @@ void RequestRouter::OnWorkerGone(uint64_t worker_id, std::vector<Outgoing>* out)
 void RequestRouter::OnSubmit(const std::string& client_peer, const proto::SubmitRequest& submit,
                              std::vector<Outgoing>* out) {
   ++counters_.submitted;
-  const std::string id = submit.request_id().empty() ? absl::StrCat("req-", next_generated_id_++)
+  const std::string id = submit.request_id().empty() ? absl::StrCat("req-", net::RandomHexId128())
                                                      : submit.request_id();
   if (requests_.contains(id)) {
     return Refuse(client_peer, id, proto::ERROR_CODE_INVALID_ARGUMENT,
@@ -99,10 +100,16 @@ void RequestRouter::OnSubmit(const std::string& client_peer, const proto::Submit
   Place(id, request, out);
 }
 
-void RequestRouter::OnCancel(const proto::Cancel& cancel, std::vector<Outgoing>* out) {
+absl::Status RequestRouter::OnCancel(const std::string& client_peer, const proto::Cancel& cancel,
+                                     std::vector<Outgoing>* out) {
   auto it = requests_.find(cancel.request_id());
-  if (it == requests_.end()) return;
+  if (it == requests_.end()) return absl::OkStatus();
+  if (it->second.client_peer != client_peer) {
+    return absl::PermissionDeniedError(absl::StrCat("request '", cancel.request_id(),
+                                                    "' was submitted by another client"));
+  }
   Finish(it->first, it->second, proto::FINISH_REASON_CANCELLED, out);
+  return absl::OkStatus();
 }
 
 void RequestRouter::OnResult(const std::string& peer, const proto::VerifyResult& result,
@@ -213,6 +220,12 @@ void RequestRouter::ReplaceTarget(const std::string& id, Request& request,
   request.state = State::kQueued;
   ++request.epoch;
   Place(id, request, out);
+}
+
+bool RequestRouter::Holds(const std::string& request_id, const std::string& peer) const {
+  auto it = requests_.find(request_id);
+  return it == requests_.end() || it->second.state != State::kRunning ||
+         ServedBy(it->second, peer);
 }
 
 bool RequestRouter::ServedBy(const Request& request, const std::string& peer) const {

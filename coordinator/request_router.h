@@ -84,10 +84,14 @@ class RequestRouter {
 
   // Client traffic. A refused submission gets an Error (with the reason) and a
   // finished TokenStream; with no target group serving, it is refused
-  // UNAVAILABLE at once.
+  // UNAVAILABLE at once. A submission without request_id gets an unguessable
+  // one ("req-" and 128 random bits).
   void OnSubmit(const std::string& client_peer, const proto::SubmitRequest& submit,
                 std::vector<Outgoing>* out);
-  void OnCancel(const proto::Cancel& cancel, std::vector<Outgoing>* out);
+  // Only the client that submitted a request may cancel it: PermissionDenied
+  // (nothing changes) when `client_peer` is another; an unknown id is ignored.
+  absl::Status OnCancel(const std::string& client_peer, const proto::Cancel& cancel,
+                        std::vector<Outgoing>* out);
 
   // Worker traffic; `peer` is the sender's control-channel identity. Traffic
   // from a worker that no longer serves the request is ignored and counted.
@@ -95,6 +99,10 @@ class RequestRouter {
                 std::vector<Outgoing>* out);
   void OnWorkerError(const std::string& peer, const proto::Error& error,
                      std::vector<Outgoing>* out);
+  // False when `request_id` is a running request that `peer` does not serve:
+  // its results and errors would be ignored (a worker it was taken from, or a
+  // forgery). True for an unknown or finished request (nothing to protect).
+  bool Holds(const std::string& request_id, const std::string& peer) const;
 
   // Starts draining the workers `request` names (see the top of this file and
   // proto DrainRequest); `now` starts the target groups' drain deadline.
@@ -182,7 +190,6 @@ class RequestRouter {
   std::map<uint64_t, Worker> workers_;  // draft workers and target group leaders
   std::map<uint64_t, Follower> followers_;
   RouterCounters counters_;
-  uint64_t next_generated_id_ = 1;
 };
 
 }  // namespace splitspec::coordinator

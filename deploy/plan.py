@@ -23,6 +23,11 @@ Slurm and Kubernetes launchers run exactly the command lines `serve` would.
       values from stdin (one a line: secrets never appear on a command line),
       then starts the process in the background, in its own session, with its
       log and pid file.
+  plan.py security-env PLAN
+      prints the coordinator's security variables as shell words
+      (SPLITSPEC_KEYS=DIR or SPLITSPEC_SECURITY=none; empty when the plan has
+      neither, i.e. curve without security.keys_dir), for commands a launcher
+      runs beside the plan (status, scale).
   plan.py slurm PLAN
       prints the #SBATCH lines that size deploy/slurm/splitspec.sbatch's
       heterogeneous job to the plan: component 0 one task for the coordinator
@@ -34,7 +39,8 @@ Slurm and Kubernetes launchers run exactly the command lines `serve` would.
       prints HOST 0x1f SCRIPT: the `splitspec scale` command line that grows
       the first draft pool by N workers on HOST (default: the pool's host), with
       the pool's drafter, model and threads and the plan's log folder, or that
-      drains N draft workers (run on the coordinator's host).
+      drains N draft workers (run on the coordinator's host); it runs under
+      `env` with the coordinator's security variables (security-env).
 
 PLAN is a file, or - for stdin. Python 3 standard library only.
 """
@@ -149,6 +155,19 @@ def cmd_slurm(args):
     print(f"#SBATCH --ntasks={len(ranks)} --ntasks-per-node={tps[0]} --cpus-per-task={c1_cpus}{gpus}")
 
 
+SECURITY_VARIABLES = ("SPLITSPEC_KEYS", "SPLITSPEC_SECURITY")
+
+
+def security_env(process):
+    """The process's security settings ("SPLITSPEC_KEYS=DIR" or "SPLITSPEC_SECURITY=none")."""
+    return [f"{k}={v}" for k, v in process["env"].items() if k in SECURITY_VARIABLES]
+
+
+def cmd_security_env(args):
+    coordinator = next(p for p in load(args.plan) if p["role"] == "coordinator")
+    print(" ".join(shlex.quote(a) for a in security_env(coordinator)))
+
+
 def cmd_scale(args):
     processes = load(args.plan)
     drafts = [p for p in processes if p["role"] == "draft"]
@@ -161,7 +180,9 @@ def cmd_scale(args):
     delta = args.draft
     if not re.fullmatch(r"[+-][0-9]+", delta) or int(delta) == 0:
         sys.exit(f"plan.py: --draft {delta}: expected +N or -N (N >= 1)")
-    command = [binary, "scale", "--coordinator", endpoint, "--draft", delta, "--wait-s", "120"]
+    # `splitspec scale` talks to the coordinator with the admin key (its keys' directory).
+    command = ["env"] + security_env(coordinator) + [binary, "scale", "--coordinator", endpoint,
+                                                      "--draft", delta, "--wait-s", "120"]
     if delta.startswith("-"):
         host = args.host or coordinator["host"]
     else:
@@ -202,6 +223,8 @@ def main():
     sc.add_argument("plan")
     sc.add_argument("--draft", required=True)
     sc.add_argument("--host")
+    se = sub.add_parser("security-env")
+    se.add_argument("plan")
     # Everything after the first "--" is appended to the process's argv.
     argv = sys.argv[1:]
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -217,6 +240,8 @@ def main():
         cmd_slurm(args)
     elif args.command == "scale":
         cmd_scale(args)
+    elif args.command == "security-env":
+        cmd_security_env(args)
     else:
         cmd_ssh(args)
 

@@ -79,6 +79,17 @@ while IFS=$'\x1f' read -r host name role pid_file log sources script; do
 done < <(python3 "$ROOT/deploy/plan.py" ssh "$PLAN")
 COORD_HOST="${P_HOST[0]}"
 RUN_DIR="$(dirname "${P_LOG[0]}")"
+# Cluster sockets are CURVE-authenticated (docs/protocol.md, "Security model"):
+# the plan hands every process SPLITSPEC_KEYS (security.keys_dir) or, asked for
+# by name, SPLITSPEC_SECURITY=none. Keys for several hosts cannot be made here
+# (each host needs its own copy), so a curve config without keys_dir is refused.
+SECURITY_ENV="$(python3 "$ROOT/deploy/plan.py" security-env "$PLAN")"
+if [[ -z "$SECURITY_ENV" ]]; then
+  fail "$CONFIG: security.mode is \"curve\" but security.keys_dir is empty: make keys with" \
+    "\`splitspec keygen --out DIR --name all\`, copy them to every host (secret files 0600)" \
+    "and set keys_dir = DIR (or mode = \"none\" for a plaintext cluster on a trusted network)"
+  exit 2
+fi
 SCALED_LIST="$RUN_DIR/ssh-scaled.list"
 q() { printf '%q' "$1"; }
 
@@ -120,7 +131,8 @@ for line in open(sys.argv[1]):
     if p["role"] != "coordinator":
         a = p["argv"]; print(a[a.index("--coordinator") + 1]); break' "$PLAN")"
   [[ -n "$endpoint" ]] || return 0
-  run_on "$COORD_HOST" "$(q "$BIN/splitspec") status --coordinator $(q "$endpoint")" </dev/null 2>/dev/null |
+  run_on "$COORD_HOST" "env $SECURITY_ENV $(q "$BIN/splitspec") status --coordinator $(q "$endpoint")" \
+    </dev/null 2>/dev/null |
     python3 -c 'import json,sys
 for m in json.load(sys.stdin).get("members", []):
     if m.get("state") == "MEMBER_STATE_ALIVE": print(m["worker_name"])' 2>/dev/null || true

@@ -83,8 +83,11 @@ absl::StatusOr<net::Channel*> DraftService::TargetChannel(const std::string& end
   if (it != targets_.end()) return it->second.get();
   net::MembershipClient& membership = skeleton_->membership();
   if (!membership.registered()) return absl::UnavailableError("not registered yet");
+  // A target's data port holds the target key (channel_security.h).
+  const net::ChannelSecurity security = net::DefaultChannelSecurity();
   ASSIGN_OR_RETURN(std::unique_ptr<net::Channel> channel,
-                   net::ConnectChannel(endpoint, net::DraftPeerName(membership.worker_id())));
+                   net::ConnectChannel(endpoint, net::DraftPeerName(membership.worker_id()),
+                                       security, security.target_public_key));
   if (options_.data_faults.has_value()) {
     channel =
         std::make_unique<net::FaultInjectingChannel>(std::move(channel), *options_.data_faults);

@@ -78,6 +78,18 @@ BlockAdmission TargetEngine::AddBlock(const proto::DraftBlock& block, const std:
   return admission;
 }
 
+absl::Status TargetEngine::CheckDraftPeer(const std::string& request_id,
+                                          const std::string& peer) const {
+  const TargetRequest* request = Find(request_id);
+  if (request == nullptr)
+    return absl::NotFoundError(absl::StrCat("no request '", request_id, "' on this target"));
+  if (request->draft_worker_id() == 0 || net::DraftPeerName(request->draft_worker_id()) != peer) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "'", peer, "' is not the draft worker assigned to request '", request_id, "'"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<proto::VerifyResult> TargetEngine::SyncResult(const std::string& request_id) const {
   const TargetRequest* request = Find(request_id);
   if (request == nullptr)

@@ -94,6 +94,11 @@ class TargetEngine {
   // Queues a draft block; stale and malformed blocks are counted and dropped.
   BlockAdmission AddBlock(const proto::DraftBlock& block, const std::string& peer);
 
+  // OK if `peer` (a data-channel identity) is the draft worker the request is
+  // assigned to now. NotFound for an unknown request; PermissionDenied, naming
+  // the peer, for any other sender (forged or late traffic).
+  absl::Status CheckDraftPeer(const std::string& request_id, const std::string& peer) const;
+
   // The whole committed sequence of a request, for a peer that saw a gap.
   // NotFound for an unknown (or already released) request.
   absl::StatusOr<proto::VerifyResult> SyncResult(const std::string& request_id) const;

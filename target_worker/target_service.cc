@@ -10,7 +10,8 @@ namespace splitspec::target {
 
 absl::StatusOr<std::unique_ptr<TargetService>> TargetService::Create(model::LanguageModel* model,
                                                                      TargetServiceOptions options) {
-  ASSIGN_OR_RETURN(std::unique_ptr<net::Channel> data, net::ListenChannel(options.data_endpoint));
+  ASSIGN_OR_RETURN(std::unique_ptr<net::Channel> data,
+                   net::ListenChannel(options.data_endpoint, net::DefaultChannelSecurity()));
   if (options.data_faults.has_value()) {
     data = std::make_unique<net::FaultInjectingChannel>(std::move(data), *options.data_faults);
   }
@@ -33,6 +34,7 @@ TargetService::TargetService(model::LanguageModel* model, TargetServiceOptions o
       data_(std::move(data)),
       data_endpoint_(data_->endpoint()),
       skeleton_(std::move(skeleton)),
+      data_security_(net::DefaultChannelSecurity()),
       engine_(model, options_.engine) {}
 
 absl::Status TargetService::Run(const std::atomic<bool>& stop) {
@@ -104,8 +106,24 @@ void TargetService::DrainData() {
     if (!frame.ok()) return;
     const proto::Envelope& envelope = frame->envelope;
     if (envelope.has_draft_block()) {
+      // A reassigned draft worker's late blocks land here too: refused quietly.
+      if (absl::Status allowed = AuthorizeData(*frame, envelope.draft_block().request_id());
+          absl::IsPermissionDenied(allowed)) {
+        net::CountRefusedMessage();
+        SPLITSPEC_LOG(DEBUG) << "dropped DraftBlock from '" << frame->peer << "': " << allowed;
+        continue;
+      }
       engine_.AddBlock(envelope.draft_block(), frame->peer);
     } else if (envelope.has_sync_request()) {
+      if (absl::Status allowed = AuthorizeData(*frame, envelope.sync_request().request_id());
+          absl::IsPermissionDenied(allowed)) {
+        net::CountRefusedMessage();
+        SPLITSPEC_LOG(WARNING) << "refused 'SyncRequest' from peer '" << frame->peer << "' at "
+                               << (frame->peer_address.empty() ? "(in-process)"
+                                                               : frame->peer_address)
+                               << " on " << data_endpoint_ << ": " << allowed.message();
+        continue;
+      }
       absl::StatusOr<proto::VerifyResult> sync =
           engine_.SyncResult(envelope.sync_request().request_id());
       if (!sync.ok()) continue;  // released meanwhile: the coordinator tells the draft
@@ -114,6 +132,15 @@ void TargetService::DrainData() {
       (void)data_->Send(frame->peer, reply);
     }
   }
+}
+
+absl::Status TargetService::AuthorizeData(const net::Frame& frame,
+                                          const std::string& request_id) const {
+  if ((data_security_.RolesOf(frame.peer_key) & net::kDraft) == 0) {
+    return absl::PermissionDeniedError(absl::StrCat("key ", frame.peer_key,
+                                                    " is not the draft workers' key"));
+  }
+  return engine_.CheckDraftPeer(request_id, frame.peer);
 }
 
 void TargetService::SendEvents(std::vector<TargetEvent>& events) {

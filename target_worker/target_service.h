@@ -71,6 +71,9 @@ class TargetService : private worker::ControlHandler {
   // reporting a released request.
   void Release(const std::string& request_id) override;
   void DrainData();
+  // A DraftBlock or SyncRequest for `request_id` is taken only from the draft
+  // worker assigned to it (its data-channel name), holding the draft key.
+  absl::Status AuthorizeData(const net::Frame& frame, const std::string& request_id) const;
   void SendEvents(std::vector<TargetEvent>& events);
   // The group failed: deregister so the coordinator re-places the requests
   // (their results of the failed step are dropped), and return `failure`.
@@ -87,6 +90,7 @@ class TargetService : private worker::ControlHandler {
   // through its outbox, so that a full control queue delays them instead of
   // losing a request.
   std::unique_ptr<worker::WorkerSkeleton> skeleton_;
+  net::ChannelSecurity data_security_;  // whose keys are draft keys
   TargetEngine engine_;
   double mean_step_ms_ = 0;  // moving average, reported in heartbeats
 };

@@ -170,7 +170,9 @@ clients_pid=$!
 
 # Live draft workers and target ranks: "NAME PID KIND" lines (KIND draft, target or follower).
 live_workers() {
-  "$splitspec" status --coordinator "$control" --timeout-ms 2000 2>/dev/null | python3 -c '
+  # serve made the cluster's CURVE keys in its run_dir; status talks with the admin key.
+  SPLITSPEC_KEYS="$work/logs/keys" "$splitspec" status --coordinator "$control" --timeout-ms 2000 \
+    2>/dev/null | python3 -c '
 import json, sys
 try:
     status = json.load(sys.stdin)

@@ -20,6 +20,7 @@
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/model/gguf_reader.h"
+#include "runtime/net/channel_security.h"
 #include "runtime/net/request_client.h"
 #include "runtime/tokenizer/chat_template.h"
 #include "runtime/tokenizer/detokenizer.h"
@@ -91,6 +92,8 @@ absl::Status Run(const CommandArgs& argv) {
   submit.set_drafter(args.GetString("drafter", ""));
 
   const std::string endpoint = args.GetString("coordinator", "tcp://127.0.0.1:5555");
+  // Submitting needs the client key (SPLITSPEC_KEYS=DIR holding client.key).
+  RETURN_IF_ERROR(net::ConfigureProcessSecurity(net::kClient));
   ASSIGN_OR_RETURN(std::unique_ptr<net::RequestClient> client,
                    net::RequestClient::Connect(endpoint));
   model::StreamingDetokenizer stream(&tokenizer);

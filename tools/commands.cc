@@ -251,6 +251,16 @@ const cli::FlagTable& PlanFlagTable() {
   return table;
 }
 
+const cli::FlagTable& KeygenFlagTable() {
+  static const cli::FlagTable& table = Table(
+      {.command = "splitspec keygen",
+       .summary = "write a CURVE keypair for a cluster role: DIR/ROLE.pub and DIR/ROLE.key (0600)",
+       .flags = {{"out", "DIR", "", "the key directory (made 0700 if absent; required)"},
+                 {"name", "ROLE", "",
+                  "coordinator, target, draft, client, admin, or all (required)"}}});
+  return table;
+}
+
 const cli::FlagTable& ScaleFlagTable() {
   static const cli::FlagTable& table = Table(
       {.command = "splitspec scale",
@@ -292,6 +302,7 @@ const std::vector<Subcommand>& Subcommands() {
         {"spec", BenchSpecFlagTable().summary, &BenchSpecFlagTable(), RunBenchSpec},
         {"verify", BenchVerifyFlagTable().summary, &BenchVerifyFlagTable(), RunBenchVerify}}},
       {"plan", PlanFlagTable().summary, &PlanFlagTable(), RunPlanCommand},
+      {"keygen", KeygenFlagTable().summary, &KeygenFlagTable(), RunKeygenCommand},
   };
   return *commands;
 }

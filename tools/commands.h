@@ -30,6 +30,7 @@ int RunBenchSpec(const CommandArgs& args);        // tools/bench_spec.cc (bench 
 int RunBenchVerify(const CommandArgs& args);      // tools/bench_verify.cc (bench verify)
 int RunPlanCommand(const CommandArgs& args);      // tools/plan_command.cc
 int RunScaleCommand(const CommandArgs& args);     // tools/scale_command.cc
+int RunKeygenCommand(const CommandArgs& args);    // tools/keygen_command.cc
 
 // The flag tables the subcommands parse with (tools/commands.cc).
 const cli::FlagTable& StatusFlagTable();
@@ -42,6 +43,7 @@ const cli::FlagTable& BenchSpecFlagTable();
 const cli::FlagTable& BenchVerifyFlagTable();
 const cli::FlagTable& PlanFlagTable();
 const cli::FlagTable& ScaleFlagTable();
+const cli::FlagTable& KeygenFlagTable();
 
 // The --device flag of generate and bench (its table entry), and its value:
 // InvalidArgument naming the flag and the value when it is not cpu or cuda:N.

@@ -40,6 +40,7 @@
 #include "runtime/base/json_string.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/base/subprocess.h"
+#include "runtime/net/channel_security.h"
 #include "runtime/net/request_client.h"
 #include "tools/commands.h"
 #include "tools/default_paths.h"
@@ -344,7 +345,10 @@ int RunScaleCommand(const CommandArgs& args) {
     std::fprintf(stderr, "splitspec scale: %s\n", std::string(flags.status().message()).c_str());
     return absl::IsInvalidArgument(flags.status()) ? 2 : 1;
   }
-  absl::Status status = Scale(*flags);
+  // Draining needs the admin key (SPLITSPEC_KEYS=DIR holding admin.key); the
+  // workers it starts inherit SPLITSPEC_KEYS and load their own role's key.
+  absl::Status status = net::ConfigureProcessSecurity(net::kAdmin);
+  if (status.ok()) status = Scale(*flags);
   if (!status.ok()) {
     std::fprintf(stderr, "splitspec scale: %s\n", std::string(status.message()).c_str());
     return 1;

@@ -27,6 +27,7 @@ if ! curl -sf http://127.0.0.1:8000/health >/dev/null; then
   exit 1
 fi
 log "serve up: $(curl -s http://127.0.0.1:8000/health)"
+export SPLITSPEC_KEYS="$OUT/cluster/keys"  # serve's fresh keys: scale drains with the admin key
 END=$((SECONDS + 70))
 client() {
   local c=$1 n=0

@@ -20,6 +20,12 @@
 // drained by `splitspec scale` and is let go. A config that puts a process on
 // another host is refused (deploy/ssh_cluster.sh starts those).
 //
+// Security: with security.mode "curve" (the default) and no security.keys_dir,
+// serve writes fresh keys for every role to RUN_DIR/keys (0700 directory, 0600
+// secret files; replaced on every start) and each process finds them through
+// SPLITSPEC_KEYS in its environment; security.mode "none" runs plaintext
+// (SPLITSPEC_SECURITY=none; the coordinator logs a warning).
+//
 // --dry-run prints the processes it would start, one JSON object per line
 // (tools/serve_plan.h: name, role, host, log, group/tp_rank/tp_size, env,
 // env_from, argv), and starts nothing; the deploy/ launchers read it.
@@ -37,6 +43,7 @@
 #include "runtime/base/shutdown.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/base/subprocess.h"
+#include "runtime/net/channel_security.h"
 #include "runtime/net/request_client.h"
 #include "tools/commands.h"
 #include "tools/serve_plan.h"
@@ -112,6 +119,20 @@ std::vector<std::string> ProcessEnvironment(const PlannedProcess& p) {
   return env;
 }
 
+// Fresh keys for a local cluster unless the config names its own or asks for
+// plaintext; serve itself talks to the coordinator with the admin key.
+absl::Status SecureServe(config::ClusterConfig* config, const ServeEnvironment& env) {
+  RETURN_IF_ERROR(PrepareEphemeralKeys(config, env));
+  if (config->security.mode == "none") {
+    setenv("SPLITSPEC_SECURITY", "none", 1);
+    unsetenv("SPLITSPEC_KEYS");
+  } else {
+    setenv("SPLITSPEC_KEYS", config->security.keys_dir.c_str(), 1);
+    unsetenv("SPLITSPEC_SECURITY");
+  }
+  return net::ConfigureProcessSecurity(net::kAdmin);
+}
+
 absl::Status Serve(const ServeOptions& options, const std::vector<PlannedProcess>& plan) {
   const config::ClusterConfig& config = options.config;
   RETURN_IF_ERROR(CheckLocal(config, plan));
@@ -153,6 +174,12 @@ absl::Status Serve(const ServeOptions& options, const std::vector<PlannedProcess
 int RunServeCommand(const CommandArgs& args) {
   const ServeEnvironment env = ServeEnvironment::ForThisBinary();
   absl::StatusOr<ServeOptions> options = ParseServeOptions(args, env);
+  if (options.ok() && !options->dry_run) {
+    if (absl::Status secured = SecureServe(&options->config, env); !secured.ok()) {
+      std::fprintf(stderr, "splitspec serve: %s\n", std::string(secured.message()).c_str());
+      return 1;
+    }
+  }
   absl::StatusOr<std::vector<PlannedProcess>> plan =
       options.ok() ? PlanCluster(options->config, env, options->coordinator_flags)
                    : absl::StatusOr<std::vector<PlannedProcess>>(options.status());

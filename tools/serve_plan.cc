@@ -9,6 +9,7 @@
 #include "coordinator/coordinator_flags.h"
 #include "runtime/base/json_string.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/net/channel_security.h"
 #include "tools/default_paths.h"
 
 namespace splitspec::tools {
@@ -209,16 +210,43 @@ absl::StatusOr<ServeOptions> ParseServeOptions(const CommandArgs& argv,
   return options;
 }
 
+std::string RunDirOf(const ClusterConfig& c, const ServeEnvironment& env) {
+  return c.run_dir.empty() ? env.repo_root + "/build/cluster" : c.run_dir;
+}
+
+absl::Status PrepareEphemeralKeys(ClusterConfig* config, const ServeEnvironment& env) {
+  if (config->security.mode != "curve" || !config->security.keys_dir.empty())
+    return absl::OkStatus();
+  const std::string dir = RunDirOf(*config, env) + "/keys";
+  std::error_code error;
+  std::filesystem::create_directories(RunDirOf(*config, env), error);
+  std::filesystem::remove_all(dir, error);  // the last run's keys: never reused
+  if (error) return absl::UnavailableError(absl::StrCat("cannot remove ", dir, ": ",
+                                                        error.message()));
+  RETURN_IF_ERROR(net::WriteEphemeralClusterKeys(dir));
+  config->security.keys_dir = dir;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
     const ClusterConfig& c, const ServeEnvironment& env,
     const std::vector<std::string>& coordinator_flags) {
   RETURN_IF_ERROR(CheckLimitsHaveFlags(c));
-  const std::string run_dir = c.run_dir.empty() ? env.repo_root + "/build/cluster" : c.run_dir;
+  const std::string run_dir = RunDirOf(c, env);
   const std::string model = c.models.target.empty() ? env.default_model : c.models.target;
   const std::string endpoint = c.coordinator.WorkerEndpoint();
   std::vector<PlannedProcess> plan;
   auto add = [&](PlannedProcess p) {
     p.log = absl::StrCat(run_dir, "/", p.name, ".log");
+    // Security (docs/protocol.md): the keys every process loads its role's key
+    // from, or plaintext asked for by name. Neither when curve has no keys_dir
+    // yet: serve makes them (PrepareEphemeralKeys); a launcher that starts the
+    // plan as is gets plaintext processes, which warn.
+    if (c.security.mode == "none") {
+      p.env.emplace_back("SPLITSPEC_SECURITY", "none");
+    } else if (!c.security.keys_dir.empty()) {
+      p.env.emplace_back("SPLITSPEC_KEYS", c.security.keys_dir);
+    }
     plan.push_back(std::move(p));
   };
 

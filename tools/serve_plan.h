@@ -108,6 +108,12 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
 //   "target: threads 2 (all cores); draft: drafter lookup, k auto, lookahead 2"
 std::string DecodingChoices(const config::ClusterConfig& config, unsigned hardware_threads);
 
+// With security.mode "curve" and no security.keys_dir: writes fresh keys for
+// every role to RUN_DIR/keys (replacing the last run's) and sets keys_dir
+// there, so that a local cluster is authenticated without set-up. Otherwise
+// changes nothing. Errors: the files cannot be written.
+absl::Status PrepareEphemeralKeys(config::ClusterConfig* config, const ServeEnvironment& env);
+
 // {"name":..,"role":..,"host":..,"log":..,["group":..,"tp_rank":..,"tp_size":..,]
 //  "env":{..},"env_from":{..},"argv":[..]} on one line.
 std::string PlannedProcessJson(const PlannedProcess& process);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/net/channel_security.h"
 #include "runtime/net/request_client.h"
 #include "tools/commands.h"
 
@@ -16,6 +17,7 @@ absl::Status Run(const CommandArgs& args) {
   ASSIGN_OR_RETURN(CliArgs parsed, CliArgs::Parse(args, StatusFlagTable()));
   const std::string endpoint = parsed.GetString("coordinator", "tcp://127.0.0.1:5555");
   ASSIGN_OR_RETURN(int64_t timeout_ms, parsed.GetInt("timeout-ms", 3000));
+  RETURN_IF_ERROR(net::ConfigureProcessSecurity(net::kAdmin));
   ASSIGN_OR_RETURN(proto::StatusReply reply,
                    net::FetchCoordinatorStatus(endpoint, absl::Milliseconds(timeout_ms)));
   std::string json;

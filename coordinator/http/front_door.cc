@@ -80,8 +80,6 @@ absl::StatusOr<std::unique_ptr<FrontDoor>> FrontDoor::Start(FrontDoorOptions opt
   RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<FrontDoor> front_door(new FrontDoor(std::move(options)));
   RETURN_IF_ERROR(front_door->LoadModel());
-  front_door->request_id_prefix_ =
-      absl::StrCat("http-", getpid(), "-", absl::Uniform<uint32_t>(absl::BitGen()), "-");
   front_door->started_unix_ = UnixNow();
   front_door->parse_pool_ = std::make_unique<JobPool>(front_door->options_.parse_threads,
                                                       front_door->options_.max_queued_parses);
@@ -459,7 +457,8 @@ void FrontDoor::Reply(HttpServer& server, ExchangeId id, HttpResponse response) 
 }
 
 std::string FrontDoor::RequestIdFor(ExchangeId id) const {
-  return absl::StrCat(request_id_prefix_, id);
+  // Unguessable (128 bits): an id seen in one response tells nothing of another's.
+  return request_ids_.For(id);
 }
 
 }  // namespace splitspec::coordinator::http

@@ -70,6 +70,7 @@
 #include "coordinator/http/http_server.h"
 #include "coordinator/http/job_pool.h"
 #include "coordinator/http/openai_request.h"
+#include "runtime/net/channel_security.h"
 #include "runtime/tokenizer/chat_template.h"
 #include "runtime/tokenizer/tokenizer.h"
 
@@ -144,7 +145,7 @@ class FrontDoor : public HttpHandler {
   std::string chat_template_error_;  // why chat is unavailable, if it is
   int context_length_ = 0;
   std::vector<int32_t> end_of_generation_ids_;
-  std::string request_id_prefix_;
+  net::UnguessableIds request_ids_;
   int64_t started_unix_ = 0;
   FrontDoorMetrics metrics_;
   std::unique_ptr<JobPool> parse_pool_;

@@ -318,6 +318,11 @@ std::string FrontDoorMetrics::Render(const proto::StatusReply* status) const {
     Header("splitspec_coordinator_requests_running", "gauge",
            "Requests placed on target groups (all front doors)", &out);
     Sample("splitspec_coordinator_requests_running", status->running_requests(), &out);
+    Header("splitspec_refused_peers_total", "counter",
+           "Peers the coordinator refused: CURVE keys not authorized, and messages their "
+           "sender's key or identity may not send",
+           &out);
+    Sample("splitspec_refused_peers_total", static_cast<double>(status->refused_peers()), &out);
     RenderWorkers(*status, &out);
     RenderRestarts(*status, &out);
   }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/base/shutdown.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/net/channel_security.h"
 
 namespace splitspec::cli {
 namespace {
@@ -177,6 +178,8 @@ int RunWorkerMain(int argc, char** argv, proto::Role role,
   InstallShutdownHandlers();
   return RunMain(argc, argv, WorkerFlagTable(role), [&](const CliArgs& args) -> absl::Status {
     ASSIGN_OR_RETURN(WorkerFlags flags, WorkerFlagsFrom(args, role));
+    RETURN_IF_ERROR(net::ConfigureProcessSecurity(
+        role == proto::ROLE_TARGET_WORKER ? net::kTarget : net::kDraft));
     return serve(std::move(flags));
   });
 }

@@ -10,6 +10,8 @@
 // --coordinator, --name, --model, --data-endpoint, --threads, --device; target workers
 // also --step-tokens, --block-wait-ms and the tensor-parallel group's --tp-*;
 // draft workers --drafter, --draft, --target-model, --k, --lookahead.
+// Security comes from the environment: SPLITSPEC_KEYS=DIR (CURVE with the
+// role's keys) or SPLITSPEC_SECURITY=none (net::ConfigureProcessSecurity).
 #ifndef SPLITSPEC_RUNTIME_CLI_WORKER_FLAGS_H_
 #define SPLITSPEC_RUNTIME_CLI_WORKER_FLAGS_H_
 

@@ -210,6 +210,13 @@ absl::Status ReadRoot(const TomlTable& root, const std::string& base_dir, Cluste
   }
   ASSIGN_OR_RETURN(const TomlTable* coordinator, r.Table("coordinator"));
   if (coordinator != nullptr) RETURN_IF_ERROR(ReadCoordinator(*coordinator, base_dir, config));
+  ASSIGN_OR_RETURN(const TomlTable* security, r.Table("security"));
+  if (security != nullptr) {
+    TableReader t(*security, "security", base_dir, config);
+    RETURN_IF_ERROR(t.String("mode", &config->security.mode));
+    RETURN_IF_ERROR(t.Path("keys_dir", &config->security.keys_dir));
+    RETURN_IF_ERROR(t.Finish());
+  }
   ASSIGN_OR_RETURN(const TomlTable* models, r.Table("models"));
   if (models != nullptr) {
     TableReader m(*models, "models", base_dir, config);

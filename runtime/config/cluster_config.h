@@ -23,6 +23,14 @@
 //   http = "127.0.0.1:8000"      # OpenAI-compatible API HOST:PORT, or "none"
 //   api_key_env = "SPLITSPEC_API_KEY"  # environment variable holding the API
 //                                # key (unset or empty: no authentication)
+//   [security]
+//   mode = "curve"               # "curve": every ZeroMQ socket is CURVE-encrypted and
+//                                # authenticated; "none": plaintext (anyone who reaches
+//                                # a port controls the cluster; logged loudly)
+//   keys_dir = ""                # the key files of every role (`splitspec keygen`):
+//                                # coordinator, target, draft, client, admin .pub/.key
+//                                # ["" = serve makes fresh ones in RUN_DIR/keys;
+//                                # a multi-host cluster names files every host has]
 //   [coordinator.limits]
 //   max_queued_requests = 256    # waiting requests before submissions are refused
 //   max_new_tokens = 4096        # upper bound on a request's max_tokens
@@ -61,10 +69,11 @@
 //
 // Validation is strict: an unknown key, a value of the wrong type, a tp not in
 // {1, 2, 4, 8}, a GPU device list whose length differs from tp, duplicate
-// names, a malformed endpoint, a loopback endpoint in a multi-host config are
-// errors. Every error is InvalidArgument "FILE:LINE: FIELD: problem" (FILE
-// alone when the field was not in the file; the flag's name when a command-line
-// flag set it). Nothing is thrown.
+// names, a malformed endpoint, a loopback endpoint in a multi-host config, a
+// security.mode other than "curve"/"none" are errors. Every error is
+// InvalidArgument "FILE:LINE: FIELD: problem" (FILE alone when the field was
+// not in the file; the flag's name when a command-line flag set it). Nothing
+// is thrown.
 #ifndef SPLITSPEC_RUNTIME_CONFIG_CLUSTER_CONFIG_H_
 #define SPLITSPEC_RUNTIME_CONFIG_CLUSTER_CONFIG_H_
 
@@ -93,6 +102,11 @@ struct CoordinatorConfig {
   CoordinatorLimits limits;
   // The endpoint workers connect to.
   const std::string& WorkerEndpoint() const { return advertise.empty() ? control : advertise; }
+};
+
+struct SecurityConfig {
+  std::string mode = "curve";  // "curve" or "none"
+  std::string keys_dir;        // "" = ephemeral keys made by the launcher
 };
 
 struct ModelsConfig {
@@ -132,6 +146,7 @@ struct ClusterConfig {
   std::string source = "(built-in defaults)";  // the file it came from, for messages
   std::string run_dir;
   CoordinatorConfig coordinator;
+  SecurityConfig security;
   ModelsConfig models;
   std::vector<TargetGroupConfig> target_groups = {TargetGroupConfig{}};
   std::vector<DraftPoolConfig> draft_pools = {DraftPoolConfig{}};

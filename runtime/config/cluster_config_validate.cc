@@ -100,6 +100,10 @@ class Validator {
 
   absl::Status Run() {
     RETURN_IF_ERROR(CheckCoordinator());
+    if (c_.security.mode != "curve" && c_.security.mode != "none") {
+      return Fail("security.mode",
+                  absl::StrCat(Quoted(c_.security.mode), " must be \"curve\" or \"none\""));
+    }
     if (c_.target_groups.empty())
       return Fail("target_group", "at least one [[target_group]] is needed");
     std::set<std::string> names;

@@ -42,7 +42,8 @@ absl::StatusOr<Frame> Channel::Receive(absl::Duration timeout) {
       continue;
     }
     frames_received_.fetch_add(1, std::memory_order_relaxed);
-    return Frame{std::move(raw->peer), *std::move(envelope)};
+    return Frame{std::move(raw->peer), *std::move(envelope), std::move(raw->peer_key),
+                 std::move(raw->peer_address)};
   }
 }
 
@@ -97,10 +98,15 @@ int WaitAnyReadable(const std::vector<Channel*>& channels, absl::Duration timeou
 }
 
 absl::StatusOr<std::unique_ptr<Channel>> ListenChannel(const std::string& endpoint) {
+  return ListenChannel(endpoint, DefaultChannelSecurity());
+}
+
+absl::StatusOr<std::unique_ptr<Channel>> ListenChannel(const std::string& endpoint,
+                                                       const ChannelSecurity& security) {
   if (absl::StartsWith(endpoint, "mem://")) return ListenMemChannel(endpoint);
   if (absl::StartsWith(endpoint, "tcp://") || absl::StartsWith(endpoint, "ipc://") ||
       absl::StartsWith(endpoint, "inproc://")) {
-    return ListenZmqChannel(endpoint);
+    return ListenZmqChannel(endpoint, security);
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "endpoint '", endpoint, "' has no known scheme (tcp://, ipc://, inproc://, mem://)"));
@@ -108,12 +114,20 @@ absl::StatusOr<std::unique_ptr<Channel>> ListenChannel(const std::string& endpoi
 
 absl::StatusOr<std::unique_ptr<Channel>> ConnectChannel(const std::string& endpoint,
                                                         const std::string& identity) {
+  return ConnectChannel(endpoint, identity, DefaultChannelSecurity());
+}
+
+absl::StatusOr<std::unique_ptr<Channel>> ConnectChannel(const std::string& endpoint,
+                                                        const std::string& identity,
+                                                        const ChannelSecurity& security,
+                                                        const std::string& server_key) {
   if (identity.empty())
     return absl::InvalidArgumentError("ConnectChannel: identity must not be empty");
   if (absl::StartsWith(endpoint, "mem://")) return ConnectMemChannel(endpoint, identity);
   if (absl::StartsWith(endpoint, "tcp://") || absl::StartsWith(endpoint, "ipc://") ||
       absl::StartsWith(endpoint, "inproc://")) {
-    return ConnectZmqChannel(endpoint, identity);
+    return ConnectZmqChannel(endpoint, identity, security,
+                             server_key.empty() ? security.coordinator_public_key : server_key);
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "endpoint '", endpoint, "' has no known scheme (tcp://, ipc://, inproc://, mem://)"));

@@ -31,6 +31,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "proto/splitspec.pb.h"
+#include "runtime/net/channel_security.h"
 
 namespace splitspec::net {
 
@@ -38,6 +39,11 @@ namespace splitspec::net {
 struct Frame {
   std::string peer;
   proto::Envelope envelope;
+  // On a CURVE listener: the sender's public key (Z85), authenticated by the
+  // handshake, and its transport address ("" where there is none: inproc://,
+  // mem://, plaintext). See channel_security.h.
+  std::string peer_key;
+  std::string peer_address;
 };
 
 // Bytes as they came off the transport, before decoding.
@@ -45,6 +51,8 @@ struct RawFrame {
   std::string peer;
   std::string bytes;
   bool multipart = false;  // the transport delivered more parts than one message has: malformed
+  std::string peer_key;      // as in Frame
+  std::string peer_address;  // as in Frame
 };
 
 struct ChannelCounters {
@@ -96,14 +104,23 @@ class Channel {
 int WaitAnyReadable(const std::vector<Channel*>& channels, absl::Duration timeout);
 
 // Binds `endpoint` and accepts many peers. Errors: InvalidArgument (unknown
-// scheme), Unavailable (address in use, bad path).
+// scheme), Unavailable (address in use, bad path). Secured as `security` says
+// (default: DefaultChannelSecurity(); mem:// is never secured).
 absl::StatusOr<std::unique_ptr<Channel>> ListenChannel(const std::string& endpoint);
+absl::StatusOr<std::unique_ptr<Channel>> ListenChannel(const std::string& endpoint,
+                                                       const ChannelSecurity& security);
 
 // Connects to the listener at `endpoint` as `identity` (unique among that
 // listener's peers; non-empty). Connection is asynchronous for ZeroMQ: sends
-// queue until the listener is reachable.
+// queue until the listener is reachable. With CURVE the listener must hold the
+// secret of `server_key` ("": security.coordinator_public_key); with a wrong
+// key no message ever arrives (the handshake fails).
 absl::StatusOr<std::unique_ptr<Channel>> ConnectChannel(const std::string& endpoint,
                                                         const std::string& identity);
+absl::StatusOr<std::unique_ptr<Channel>> ConnectChannel(const std::string& endpoint,
+                                                        const std::string& identity,
+                                                        const ChannelSecurity& security,
+                                                        const std::string& server_key = "");
 
 }  // namespace splitspec::net
 

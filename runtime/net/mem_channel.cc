@@ -100,7 +100,7 @@ class MemListener final : public Channel {
       }
       inbox = it->second;
     }
-    inbox->Push(RawFrame{"", std::move(bytes), false});
+    inbox->Push(RawFrame{"", std::move(bytes), false, "", ""});
     return absl::OkStatus();
   }
   absl::StatusOr<RawFrame> ReceiveBytes(absl::Duration timeout) override {
@@ -131,7 +131,7 @@ class MemConnector final : public Channel {
     if (Hub::Get().Find(name_) != endpoint_) {
       return absl::UnavailableError(absl::StrCat("listener ", name_, " is gone"));
     }
-    endpoint_->inbox->Push(RawFrame{identity_, std::move(bytes), false});
+    endpoint_->inbox->Push(RawFrame{identity_, std::move(bytes), false, "", ""});
     return absl::OkStatus();
   }
   absl::StatusOr<RawFrame> ReceiveBytes(absl::Duration timeout) override {

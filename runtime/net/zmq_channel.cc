@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/net/wire_format.h"
+#include "runtime/net/zap_handler.h"
 
 // ThreadSanitizer cannot see libzmq's internal synchronization (Debian's build
 // is not instrumented). A message buffer handed between threads over inproc://
@@ -21,13 +23,20 @@
 #endif
 
 namespace splitspec::net {
-namespace {
 
 // Leaked on purpose: contexts must outlive every socket, including sockets of
 // objects destroyed during static destruction.
-zmq::context_t& SharedContext() {
+zmq::context_t& SharedZmqContext() {
   static zmq::context_t* context = new zmq::context_t(1);
   return *context;
+}
+
+namespace {
+
+// A metadata property of a received message ("" if it has none).
+std::string Property(zmq::message_t& message, const char* name) {
+  const char* value = zmq_msg_gets(message.handle(), name);
+  return value == nullptr ? std::string() : std::string(value);
 }
 
 absl::Status ZmqError(const zmq::error_t& e, absl::string_view what) {
@@ -85,6 +94,10 @@ class ZmqChannel final : public Channel {
         if (parts.empty()) return absl::InternalError("ROUTER delivered no routing id");
         frame.peer = parts[0].to_string();
         payload_index = 1;
+        if (parts.size() > 1) {
+          frame.peer_key = Property(parts[1], "User-Id");
+          frame.peer_address = Property(parts[1], "Peer-Address");
+        }
       }
       const size_t payload_parts = parts.size() - payload_index;
       frame.multipart = payload_parts != 1;
@@ -124,13 +137,31 @@ void ConfigureCommon(zmq::socket_t& socket) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Channel>> ListenZmqChannel(const std::string& endpoint) {
+absl::StatusOr<std::unique_ptr<Channel>> ListenZmqChannel(const std::string& endpoint,
+                                                          const ChannelSecurity& security) {
   try {
-    zmq::socket_t socket(SharedContext(), zmq::socket_type::router);
+    zmq::socket_t socket(SharedZmqContext(), zmq::socket_type::router);
     ConfigureCommon(socket);
     socket.set(zmq::sockopt::router_mandatory, 1);
+    std::string domain;
+    if (security.curve) {
+      ASSIGN_OR_RETURN(domain, RegisterZapDomain(endpoint, security.authorized));
+      socket.set(zmq::sockopt::curve_server, 1);
+      socket.set(zmq::sockopt::curve_secretkey, security.own.secret_key);
+      socket.set(zmq::sockopt::zap_domain, domain);
+    }
     socket.bind(endpoint);
     std::string resolved = socket.get(zmq::sockopt::last_endpoint);
+    if (security.curve) {
+      SetZapDomainEndpoint(domain, resolved);
+      const std::string monitor = absl::StrCat("inproc://", domain, "-monitor");
+      if (zmq_socket_monitor(socket.handle(), monitor.c_str(),
+                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                 ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                                 ZMQ_EVENT_MONITOR_STOPPED) == 0) {
+        WatchHandshakes(monitor, resolved);
+      }
+    }
     return std::unique_ptr<Channel>(
         new ZmqChannel(std::move(socket), /*is_listener=*/true, resolved));
   } catch (const zmq::error_t& e) {
@@ -139,10 +170,22 @@ absl::StatusOr<std::unique_ptr<Channel>> ListenZmqChannel(const std::string& end
 }
 
 absl::StatusOr<std::unique_ptr<Channel>> ConnectZmqChannel(const std::string& endpoint,
-                                                           const std::string& identity) {
+                                                           const std::string& identity,
+                                                           const ChannelSecurity& security,
+                                                           const std::string& server_key) {
+  if (security.curve && server_key.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "connect ", endpoint, " as '", identity, "': CURVE is on but the server's public key "
+        "is not known"));
+  }
   try {
-    zmq::socket_t socket(SharedContext(), zmq::socket_type::dealer);
+    zmq::socket_t socket(SharedZmqContext(), zmq::socket_type::dealer);
     ConfigureCommon(socket);
+    if (security.curve) {
+      socket.set(zmq::sockopt::curve_serverkey, server_key);
+      socket.set(zmq::sockopt::curve_publickey, security.own.public_key);
+      socket.set(zmq::sockopt::curve_secretkey, security.own.secret_key);
+    }
     socket.set(zmq::sockopt::routing_id, identity);
     socket.set(zmq::sockopt::linger, 200);
     socket.connect(endpoint);

@@ -265,6 +265,13 @@ def write_tiny_models(tool, workdir):
     return target, draft
 
 
+def make_keys(bin_dir, workdir):
+    """CURVE keys for every role (`splitspec keygen`), in a folder every "host" sees."""
+    keys = os.path.join(workdir, "keys")
+    run([os.path.join(bin_dir, "splitspec"), "keygen", "--out", keys, "--name", "all"])
+    return keys
+
+
 def plain_greedy(bin_dir, model, prompt, max_tokens):
     """What `splitspec generate --drafter none` (the target alone) decodes."""
     r = run([os.path.join(bin_dir, "splitspec"), "generate", "--target", model, "--drafter", "none", "--prompt",

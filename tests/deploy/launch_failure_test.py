@@ -24,7 +24,7 @@ import deploy_hosts as dh  # noqa: E402
 NODES = ["node1", "node2"]
 
 
-def write_config(path, workdir, target, draft, draft_host, hosts):
+def write_config(path, workdir, keys, target, draft, draft_host, hosts):
     with open(path, "w") as f:
         f.write(f"""# Written by tests/deploy/launch_failure_test.py.
 [cluster]
@@ -33,6 +33,8 @@ run_dir = "{workdir}/run"
 host = "node1"
 control = "tcp://{hosts.address('node1')}:5555"
 http = "{hosts.address('node1')}:8000"
+[security]
+keys_dir = "{keys}"
 [models]
 target = "{target}"
 [[target_group]]
@@ -68,11 +70,12 @@ def test(args, workdir):
         sshd = dh.Sshd(hosts, NODES, workdir)
         sshd.wait_ready("login", NODES)
         target, draft = dh.write_tiny_models(args.tiny_model_tool, workdir)
+        keys = dh.make_keys(args.bin_dir, workdir)
         config = os.path.join(workdir, "cluster.toml")
         run_dir = os.path.join(workdir, "run")
 
         # 1. An unreachable host.
-        write_config(config, workdir, target, draft, "node9", hosts)
+        write_config(config, workdir, keys, target, draft, "node9", hosts)
         r = launch(hosts, sshd, args.bin_dir, config, "start")
         dh.check(r.returncode != 0, "start with an unreachable host exited 0")
         dh.check("cannot reach node9 over ssh (exit 255) to start d-0" in r.stdout,
@@ -84,7 +87,7 @@ def test(args, workdir):
 
         # 2. A process that dies at start (its model file does not exist).
         missing = os.path.join(workdir, "no-such-draft.gguf")
-        write_config(config, workdir, target, missing, "node2", hosts)
+        write_config(config, workdir, keys, target, missing, "node2", hosts)
         r = launch(hosts, sshd, args.bin_dir, config, "start")
         dh.check(r.returncode != 0, "start with a missing draft model exited 0")
         dh.check(f"d-0 on node2 is not running (dead); its log: node2:{run_dir}/d-0.log" in r.stdout,

@@ -203,8 +203,11 @@ def test(args, workdir):
         names = ""
         deadline = time.time() + 60
         while True:
+            # The job made CURVE keys in its run dir (splitspec.sbatch); status needs one of them.
+            keys = dict(os.environ, SPLITSPEC_KEYS=os.path.join(workdir, "run", "keys"))
             r = dh.run(hosts.exec_prefix(NODE) + [os.path.join(args.bin_dir, "splitspec"), "status",
-                                                   "--coordinator", f"tcp://{NODE}:5555"], check_rc=False)
+                                                   "--coordinator", f"tcp://{NODE}:5555"],
+                       check_rc=False, env=keys)
             names = r.stdout
             if all(f'"worker_name":"{n}"' in names for n in ("tp-rank0", "ngram-0", "model-0")):
                 break

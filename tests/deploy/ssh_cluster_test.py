@@ -28,7 +28,7 @@ PROMPTS = ["Hello world, the", "the theory of the", "one two three four one two 
 MAX_TOKENS = 24
 
 
-def write_config(path, workdir, target, draft, hosts):
+def write_config(path, workdir, keys, target, draft, hosts):
     with open(path, "w") as f:
         f.write(f"""# Written by tests/deploy/ssh_cluster_test.py.
 [cluster]
@@ -39,6 +39,9 @@ host = "node1"
 control = "tcp://{hosts.address('node1')}:5555"
 http = "{hosts.address('node1')}:8000"
 api_key_env = "SPLITSPEC_TEST_API_KEY"
+
+[security]
+keys_dir = "{keys}"
 
 [models]
 target = "{target}"
@@ -81,6 +84,33 @@ def node_processes(hosts):
     return out
 
 
+def check_curve(hosts, bin_dir, workdir, keys, cmdlines):
+    """Every process loaded its CURVE key from the key files; no secret is on a command line;
+    a peer without the cluster's keys (plaintext, or another keypair) gets no answer."""
+    for name in ("coordinator", "tp-rank0", "tp-rank1", "drafts-0"):
+        with open(os.path.join(workdir, "run", f"{name}.log")) as f:
+            log = f.read()
+        dh.check("CURVE on: " in log and "INSECURE" not in log, f"{name} does not run with CURVE:\n{log}")
+    for role in ("coordinator", "target", "draft", "client", "admin"):
+        with open(os.path.join(keys, f"{role}.key")) as f:
+            secret = f.read().strip()
+        dh.check(not any(secret in c for c in cmdlines), f"the {role} secret key is on a command line")
+    status = [os.path.join(bin_dir, "splitspec"), "status", "--coordinator",
+              f"tcp://{hosts.address('node1')}:5555", "--timeout-ms", "2000"]
+    other = os.path.join(workdir, "other-keys")
+    dh.run([os.path.join(bin_dir, "splitspec"), "keygen", "--out", other, "--name", "all"])
+    for what, env in (("a plaintext peer", {"SPLITSPEC_SECURITY": "none"}),
+                      ("a peer with another cluster's keys", {"SPLITSPEC_KEYS": other}),
+                      ("the admin key", {"SPLITSPEC_KEYS": keys})):
+        clean = {k: v for k, v in os.environ.items() if k not in ("SPLITSPEC_KEYS", "SPLITSPEC_SECURITY")}
+        r = dh.run(hosts.exec_prefix("login") + status, check_rc=False, env=dict(clean, **env))
+        if what == "the admin key":
+            dh.check(r.returncode == 0 and '"worker_name":"tp-rank0"' in r.stdout, f"{what}: {r.stdout}")
+        else:
+            dh.check(r.returncode != 0 and "tp-rank0" not in r.stdout, f"{what} got the status: {r.stdout}")
+    dh.log("CURVE: every process keyed, no secret on a command line, keyless peers refused")
+
+
 def test(args, workdir):
     hosts = dh.Hosts("10.78.0", NODES + ["login"], workdir)
     sshd = None
@@ -88,8 +118,9 @@ def test(args, workdir):
         sshd = dh.Sshd(hosts, NODES, workdir)
         sshd.wait_ready("login", NODES)
         target, draft = dh.write_tiny_models(args.tiny_model_tool, workdir)
+        keys = dh.make_keys(args.bin_dir, workdir)
         config = os.path.join(workdir, "cluster.toml")
-        write_config(config, workdir, target, draft, hosts)
+        write_config(config, workdir, keys, target, draft, hosts)
         expected = {p: dh.plain_greedy(args.bin_dir, target, p, MAX_TOKENS) for p in PROMPTS}
         key_env = {"SPLITSPEC_TEST_API_KEY": API_KEY}
 
@@ -103,6 +134,7 @@ def test(args, workdir):
         dh.check(any("splitspec-draft-worker" in c for c in procs.get("node4", [])), "no draft worker on node4")
         all_cmdlines = [c for cs in procs.values() for c in cs]
         dh.check(not any(API_KEY in c for c in all_cmdlines), "the API key is on a command line")
+        check_curve(hosts, args.bin_dir, workdir, keys, all_cmdlines)
 
         dh.enter_namespace(hosts.ns("login"))
         base = f"http://{hosts.address('node1')}:8000"

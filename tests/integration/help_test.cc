@@ -37,6 +37,7 @@ std::vector<Case> Cases() {
       {{"bench", "spec"}, "splitspec", "--drafters LIST"},
       {{"bench", "verify"}, "splitspec", "--repeats N"},
       {{"plan"}, "splitspec", "--cost-ratio C"},
+      {{"keygen"}, "splitspec", "--out DIR"},
   };
 }
 

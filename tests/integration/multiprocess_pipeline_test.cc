@@ -2,8 +2,13 @@
 // `splitspec serve` starts): speculative greedy output equals plain greedy
 // decoding token for token, overlapped and sequential, for the ngram drafter
 // and for the target as its own draft (which must accept every draft token).
+// The processes run as `splitspec serve` starts them: CURVE keys for every role
+// (SPLITSPEC_KEYS), this test submitting with the client key.
+#include <stdlib.h>
+
 #include "gtest/gtest.h"
 #include "runtime/model/transformer.h"
+#include "runtime/net/channel_security.h"
 #include "runtime/net/request_client.h"
 #include "runtime/spec/sampling.h"
 #include "tests/integration/child_process.h"
@@ -30,6 +35,12 @@ TEST_P(MultiprocessPipelineTest, SpeculativeGreedyEqualsPlainGreedy) {
   model::TinyModelOptions tiny;
   tiny.weight_type = kernels::GgmlType::kQ8_0;
   ASSERT_TRUE(model::WriteTinyModel(tiny, model_path).ok());
+  ASSERT_TRUE(net::WriteEphemeralClusterKeys(dir + "/keys").ok());
+  setenv("SPLITSPEC_KEYS", (dir + "/keys").c_str(), 1);  // the children inherit it
+  absl::StatusOr<net::ChannelSecurity> client_keys =
+      net::LoadChannelSecurity(dir + "/keys", net::kClient);
+  ASSERT_TRUE(client_keys.ok()) << client_keys.status();
+  net::SetDefaultChannelSecurity(*client_keys);
   auto coordinator = StartCoordinator(dir, {"--heartbeat-ms", "100"});
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
   const std::string endpoint = coordinator->second;

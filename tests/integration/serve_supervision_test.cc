@@ -22,11 +22,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "runtime/model/gguf_reader.h"
 #include "runtime/model/transformer.h"
+#include "runtime/net/channel_security.h"
 #include "runtime/tokenizer/detokenizer.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
 #include "tests/integration/child_process.h"
@@ -87,6 +89,12 @@ class ServeCluster {
          ++attempt)
       absl::SleepFor(absl::Milliseconds(100));
     ASSERT_TRUE(absl::StrContains(Output(), "cluster ready")) << Output();
+    // serve made the cluster's CURVE keys in its run dir; this process asks
+    // the coordinator for its status with the admin key, as `splitspec status` does.
+    absl::StatusOr<net::ChannelSecurity> admin =
+        net::LoadChannelSecurity(dir_ + "/keys", net::kAdmin);
+    ASSERT_TRUE(admin.ok()) << admin.status();
+    net::SetDefaultChannelSecurity(*admin);
   }
 
   ~ServeCluster() {
@@ -94,6 +102,9 @@ class ServeCluster {
   }
 
   std::string Output() const { return ReadFileOrEmpty(dir_ + "/serve.out"); }
+  std::string LogOf(const std::string& name) const {
+    return ReadFileOrEmpty(absl::StrCat(dir_, "/", name, ".log"));
+  }
   ChildProcess& serve() { return *serve_; }
   const std::string& model_path() const { return model_path_; }
   const std::string& dir() const { return dir_; }
@@ -256,6 +267,18 @@ class Load {
   std::vector<std::string> failures_;
 };
 
+// The public keys a process's log says it loaded ("CURVE on: ROLE key KEY from DIR"), in order.
+std::vector<std::string> CurveKeysIn(const std::string& log) {
+  std::vector<std::string> keys;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    const size_t at = line.find("CURVE on: ");
+    if (at == absl::string_view::npos) continue;
+    const size_t key = line.find(" key ", at);
+    if (key != absl::string_view::npos) keys.emplace_back(line.substr(key + 5, 40));
+  }
+  return keys;
+}
+
 // SIGKILLs the one live process named `name`; waits (bounded) until another
 // pid registered under the name. Returns the killed pid (0 on failure).
 uint32_t KillAndAwaitRestart(ServeCluster& cluster, const std::string& name) {
@@ -299,6 +322,11 @@ TEST(ServeSupervisionTest, KilledWorkersComeBackAndEveryStreamStaysExact) {
         << output;
     EXPECT_TRUE(absl::StrContains(output, absl::StrCat("==> ", name, " restarted (pid ")))
         << output;
+    // The restarted process loaded the same key as its predecessor (its log is
+    // appended to): serve's keys outlive a worker restart.
+    const std::vector<std::string> keys = CurveKeysIn(cluster.LogOf(name));
+    ASSERT_EQ(keys.size(), 2u) << cluster.LogOf(name);
+    EXPECT_EQ(keys[0], keys[1]);
     EXPECT_TRUE(absl::StrContains(
         cluster.Metrics(),
         absl::StrCat("splitspec_worker_restarts_total{worker_name=\"", name, "\",role=\"",

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/net/channel_security.h"
 #include "runtime/net/request_client.h"
 #include "target_worker/tp_group_runner.h"
 
@@ -24,6 +25,12 @@ absl::StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::Start(
   if (options.target == nullptr)
     return absl::InvalidArgumentError("InProcessClusterOptions.target is null");
   std::unique_ptr<InProcessCluster> cluster(new InProcessCluster());
+  // Loopback sockets are reachable by every local user: secure them with one
+  // fresh key for the whole process unless the process already has keys.
+  if ((options.use_tcp || options.target_tp > 1) && !net::DefaultChannelSecurity().curve) {
+    ASSIGN_OR_RETURN(net::ChannelSecurity security, net::SingleKeySecurity());
+    net::SetDefaultChannelSecurity(security);
+  }
 
   coordinator::CoordinatorOptions coordinator_options;
   coordinator_options.control_endpoint = Endpoint(options.use_tcp, "control");

@@ -14,6 +14,11 @@
 // worker), each owning its sockets, plus one per follower rank of a
 // tensor-parallel target group; the caller's thread owns its clients.
 // The destructor stops the services (draft, target, coordinator) and joins.
+//
+// Security: inproc:// stays inside the process and needs no keys. With tcp://
+// (use_tcp, or the Gloo rendezvous of a tensor-parallel group) Start gives the
+// process one fresh CURVE key holding every role (net::SingleKeySecurity) as
+// its default, unless it already has one; clients in this process use it too.
 #ifndef SPLITSPEC_TOOLS_CLUSTER_IN_PROCESS_CLUSTER_H_
 #define SPLITSPEC_TOOLS_CLUSTER_IN_PROCESS_CLUSTER_H_
 

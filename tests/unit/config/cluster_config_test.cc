@@ -46,6 +46,19 @@ TEST(ClusterConfigTest, EmptyFileGivesTheDocumentedDefaults) {
   EXPECT_EQ(c->draft_pools[0].drafter, "lookup");
   EXPECT_EQ(c->draft_pools[0].k, 4);
   EXPECT_EQ(c->draft_pools[0].lookahead, 2);
+  EXPECT_EQ(c->security.mode, "curve");  // authenticated unless asked otherwise
+  EXPECT_EQ(c->security.keys_dir, "");
+}
+
+TEST(ClusterConfigTest, SecurityTableNamesTheModeAndTheKeyDirectory) {
+  absl::StatusOr<ClusterConfig> c = Parse("[security]\nmode = \"none\"\nkeys_dir = \"keys\"\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->security.mode, "none");
+  EXPECT_THAT(c->security.keys_dir, ::testing::EndsWith("/keys"));  // against the file's folder
+  EXPECT_THAT(ErrorOf("[security]\nmode = \"plain\"\n"),
+              HasSubstr("c.toml:2: security.mode: \"plain\" must be \"curve\" or \"none\""));
+  EXPECT_THAT(ErrorOf("[security]\nkey_dir = \"keys\"\n"),
+              HasSubstr("c.toml:2: security.key_dir: unknown key"));
 }
 
 TEST(ClusterConfigTest, ReadsEveryField) {
@@ -286,6 +299,8 @@ TEST(ClusterConfigTest, DefaultConfigFileEqualsTheBuiltInDefaults) {
   EXPECT_EQ(file->coordinator.limits, empty->coordinator.limits);
   EXPECT_EQ(file->models.target, empty->models.target);
   EXPECT_EQ(file->models.draft, empty->models.draft);
+  EXPECT_EQ(file->security.mode, empty->security.mode);
+  EXPECT_EQ(file->security.keys_dir, empty->security.keys_dir);
   ASSERT_EQ(file->target_groups.size(), 1u);
   const TargetGroupConfig& g = file->target_groups[0];
   const TargetGroupConfig& dg = empty->target_groups[0];
@@ -299,7 +314,7 @@ TEST(ClusterConfigTest, DefaultConfigFileEqualsTheBuiltInDefaults) {
             std::tie(dp.name, dp.count, dp.drafter, dp.draft_model, dp.k, dp.lookahead, dp.devices,
                      dp.threads, dp.host));
   // Every key is written out in the file.
-  EXPECT_EQ(file->origins.size(), 26u);
+  EXPECT_EQ(file->origins.size(), 28u);
 }
 
 }  // namespace

@@ -4,10 +4,12 @@
 // limits refused with clear errors, cancellation and worker errors. Draining
 // has its own file (request_router_drain_test.cc).
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "coordinator/request_router.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace splitspec::coordinator {
@@ -314,6 +316,34 @@ TEST_F(RequestRouterLimitsTest, MaxTokensZeroTakesTheDefault) {
   EXPECT_EQ(AssignmentTo(Take(), 1, "r").params().max_tokens(), 20u);
 }
 
+TEST_F(RequestRouterTest, CancelFromAnotherClientIsRefusedAndChangesNothing) {
+  AddWorker(1, proto::ROLE_TARGET_WORKER);
+  Submit("r");
+  Take();
+  proto::Cancel cancel;
+  cancel.set_request_id("r");
+  const absl::Status refused = router_.OnCancel("someone-else", cancel, &out_);
+  EXPECT_TRUE(absl::IsPermissionDenied(refused)) << refused;
+  EXPECT_THAT(refused.message(), testing::HasSubstr("submitted by another client"));
+  EXPECT_TRUE(Take().empty());
+  EXPECT_EQ(router_.running(), 1);
+}
+
+TEST_F(RequestRouterTest, GeneratedRequestIdsAreRandom128Bit) {
+  AddWorker(1, proto::ROLE_TARGET_WORKER);
+  std::set<std::string> ids;
+  for (int i = 0; i < 2; ++i) {
+    proto::SubmitRequest submit;
+    submit.add_prompt_tokens(1);
+    router_.OnSubmit(kClient, submit, &out_);
+    for (const Outgoing& message : Take()) {
+      if (message.envelope.has_assignment()) ids.insert(message.envelope.assignment().request_id());
+    }
+  }
+  ASSERT_EQ(ids.size(), 2u);
+  for (const std::string& id : ids) EXPECT_THAT(id, testing::MatchesRegex("req-[0-9a-f]{32}"));
+}
+
 TEST_F(RequestRouterTest, CancelReleasesBothWorkersAndFinishesTheStream) {
   AddWorker(1, proto::ROLE_TARGET_WORKER);
   AddWorker(2, proto::ROLE_DRAFT_WORKER);
@@ -321,7 +351,7 @@ TEST_F(RequestRouterTest, CancelReleasesBothWorkersAndFinishesTheStream) {
   Take();
   proto::Cancel cancel;
   cancel.set_request_id("r");
-  router_.OnCancel(cancel, &out_);
+  ASSERT_TRUE(router_.OnCancel(kClient, cancel, &out_).ok());
   const std::vector<Outgoing> out = Take();
   EXPECT_EQ(Filter(out, proto::Envelope::kRelease, PeerOf(1)).size(), 1u);
   EXPECT_EQ(Filter(out, proto::Envelope::kRelease, PeerOf(2)).size(), 1u);

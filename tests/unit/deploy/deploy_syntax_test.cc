@@ -106,6 +106,21 @@ TEST(DeploySyntaxTest, KubernetesManifestsMatchTheirClusterConfig) {
       "\"splitspec-coordinator\")][\"spec\"][\"ports\"]}\n"
       "assert ports == {5555, 8000}, ports\n"
       "assert config[\"coordinator\"][\"advertise\"] == \"tcp://splitspec-coordinator:5555\"\n"
+      "keys = config[\"security\"][\"keys_dir\"]\n"
+      "roles = {\"splitspec-coordinator\": \"coordinator\", \"splitspec-draft\": \"draft\"}\n"
+      "for (kind, name), d in by.items():\n"
+      "    if kind not in (\"Deployment\", \"StatefulSet\"): continue\n"
+      "    role = roles.get(name, \"target\")\n"
+      "    pod = d[\"spec\"][\"template\"][\"spec\"]\n"
+      "    c = pod[\"containers\"][0]\n"
+      "    mounts = {m[\"name\"]: m[\"mountPath\"] for m in c[\"volumeMounts\"]}\n"
+      "    vol = [v for v in pod[\"volumes\"] if v.get(\"secret\", {}).get(\"secretName\") == "
+      "\"splitspec-keys\"]\n"
+      "    assert len(vol) == 1 and mounts[vol[0][\"name\"]] == keys, (name, mounts)\n"
+      "    files = {i[\"path\"] for i in vol[0][\"secret\"][\"items\"]}\n"
+      "    assert role + \".key\" in files and \"coordinator.pub\" in files, (name, files)\n"
+      "    assert not any(f.endswith(\".key\") and f != role + \".key\" for f in files), files\n"
+      "    assert vol[0][\"secret\"][\"defaultMode\"] == 0o400\n"
       "kust = by[(\"Kustomization\", \"splitspec\")]\n"
       "assert kust[\"configMapGenerator\"][0][\"files\"] == [\"cluster.toml\"]\n"
       "print(\"ok\")' " +
@@ -149,6 +164,8 @@ TEST(DeploySyntaxTest, SshLauncherPlansEveryProcessOnItsHost) {
   EXPECT_THAT(ssh_lines[3], HasSubstr("--data-endpoint\\ tcp://10.0.0.3:6000"));
   EXPECT_THAT(ssh_lines[6], HasSubstr("--name\\ draft-1"));
   EXPECT_THAT(ssh_lines[6], HasSubstr("/tmp/splitspec-run/draft-1.log"));
+  for (const std::string& line : ssh_lines)  // every process loads its CURVE key from the files
+    EXPECT_THAT(line, HasSubstr("SPLITSPEC_KEYS=/etc/splitspec/keys"));
 
   const Result stop =
       RunShell("cd " + Quote(kSource) + " && SPLITSPEC_BIN=" + Quote(kBin) +
@@ -156,6 +173,17 @@ TEST(DeploySyntaxTest, SshLauncherPlansEveryProcessOnItsHost) {
   ASSERT_EQ(stop.exit_code, 0) << stop.output;
   // Workers first, the coordinator last.
   EXPECT_LT(stop.output.find("draft-1.pid"), stop.output.find("coordinator.pid")) << stop.output;
+}
+
+// A CURVE config without key files cannot be started on several hosts (the
+// launcher cannot make keys there): refused, naming the fix.
+TEST(DeploySyntaxTest, SshLauncherRefusesACurveConfigWithoutKeyFiles) {
+  const Result r = RunShell("cd " + Quote(kSource) + " && SPLITSPEC_BIN=" + Quote(kBin) +
+                            " DRY_RUN=1 deploy/ssh_cluster.sh deploy/cluster.toml start");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("security.keys_dir is empty"));
+  EXPECT_THAT(r.output, HasSubstr("splitspec keygen --out DIR --name all"));
+  EXPECT_THAT(r.output, Not(HasSubstr("ssh ")));
 }
 
 // What a Kubernetes target pod (and a Slurm target task) runs: its line of the
@@ -174,7 +202,8 @@ TEST(DeploySyntaxTest, PodLaunchSelectsItsRankFromThePlan) {
   EXPECT_THAT(r.output,
               HasSubstr("\"--tp-group\", \"g0\", \"--tp-rank\", \"1\", \"--tp-size\", \"2\""));
   EXPECT_THAT(r.output, HasSubstr("\"--coordinator\", \"tcp://splitspec-coordinator:5555\""));
-  EXPECT_THAT(r.output, HasSubstr("\"env\": {}"));
+  // --no-device-env drops CUDA_VISIBLE_DEVICES; the Secret's keys stay.
+  EXPECT_THAT(r.output, HasSubstr("\"env\": {\"SPLITSPEC_KEYS\": \"/etc/splitspec-keys\"}"));
   r = RunShell(tool + " exec " + Quote(plan) + " --group g0 --rank 0 --data-host 10.9.8.7 --print");
   EXPECT_THAT(r.output, HasSubstr("\"--data-endpoint\", \"tcp://10.9.8.7:6000\""));
   EXPECT_THAT(r.output, HasSubstr("\"CUDA_VISIBLE_DEVICES\": \"0\""));

@@ -44,7 +44,7 @@ TEST(CommandsHelpTest, EverySubcommandIsListed) {
   const std::string help = HelpOutput({"--help"}, &code);
   EXPECT_EQ(code, 0);
   for (const char* name :
-       {"serve", "client", "status", "scale", "generate", "logits", "bench", "plan"}) {
+       {"serve", "client", "status", "scale", "generate", "logits", "bench", "plan", "keygen"}) {
     EXPECT_THAT(help, HasSubstr(std::string("  ") + name)) << name;
   }
   EXPECT_EQ(HelpOutput({"-h"}, &code), help);
@@ -53,7 +53,7 @@ TEST(CommandsHelpTest, EverySubcommandIsListed) {
 
 TEST(CommandsHelpTest, HelpListsEveryFlagItsMeaningAndDefault) {
   std::vector<Leaf> leaves = Leaves();
-  ASSERT_EQ(leaves.size(), 10u);  // 7 commands and bench's decode, spec and verify
+  ASSERT_EQ(leaves.size(), 11u);  // 8 commands and bench's decode, spec and verify
   for (const Leaf& leaf : leaves) {
     ASSERT_NE(leaf.command->flags, nullptr) << leaf.path;
     for (const char* help_flag : {"--help", "-h"}) {

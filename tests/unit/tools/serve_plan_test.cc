@@ -310,6 +310,47 @@ TEST_F(ServePlanTest, ProcessNamesMustBeUnique) {
               HasSubstr("two processes would be named 'd-0'"));
 }
 
+TEST_F(ServePlanTest, SecurityReachesEveryProcessThroughItsEnvironment) {
+  absl::StatusOr<std::vector<PlannedProcess>> keyed =
+      Plan({"--config", WriteConfig("[security]\nkeys_dir = \"/etc/splitspec/keys\"\n")});
+  ASSERT_TRUE(keyed.ok()) << keyed.status();
+  for (const PlannedProcess& p : *keyed) {
+    EXPECT_THAT(p.env, ::testing::Contains(std::make_pair(std::string("SPLITSPEC_KEYS"),
+                                                          std::string("/etc/splitspec/keys"))))
+        << p.name;
+  }
+  absl::StatusOr<std::vector<PlannedProcess>> plain =
+      Plan({"--config", WriteConfig("[security]\nmode = \"none\"\n")});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  for (const PlannedProcess& p : *plain) {
+    EXPECT_THAT(p.env, ::testing::Contains(std::make_pair(std::string("SPLITSPEC_SECURITY"),
+                                                          std::string("none"))))
+        << p.name;
+  }
+}
+
+TEST_F(ServePlanTest, ServeMakesFreshKeysForALocalCluster) {
+  absl::StatusOr<ServeOptions> options =
+      ParseServeOptions({"--config", WriteConfig(""), "--log-dir", (dir_ / "run").string()}, env_);
+  ASSERT_TRUE(options.ok()) << options.status();
+  ASSERT_TRUE(PrepareEphemeralKeys(&options->config, env_).ok());
+  const std::string keys = (dir_ / "run" / "keys").string();
+  EXPECT_EQ(options->config.security.keys_dir, keys);
+  EXPECT_TRUE(std::filesystem::exists(keys + "/coordinator.key"));
+  EXPECT_EQ(std::filesystem::status(keys + "/draft.key").permissions(),
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  std::ifstream old_key(keys + "/coordinator.pub");
+  std::string old_public;
+  old_key >> old_public;
+  // The next start replaces them.
+  options->config.security.keys_dir.clear();
+  ASSERT_TRUE(PrepareEphemeralKeys(&options->config, env_).ok());
+  std::ifstream new_key(keys + "/coordinator.pub");
+  std::string new_public;
+  new_key >> new_public;
+  EXPECT_NE(new_public, old_public);
+}
+
 TEST_F(ServePlanTest, JsonLineHasEveryField) {
   PlannedProcess p{.name = "g-rank1",
                    .role = "target",

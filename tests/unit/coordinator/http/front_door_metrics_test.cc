@@ -147,6 +147,7 @@ TEST(FrontDoorMetricsTest, QueueDepthAndStepTimeFromTheCoordinatorStatus) {
   proto::StatusReply status;
   status.set_queued_requests(4);
   status.set_running_requests(9);
+  status.set_refused_peers(3);
   proto::MemberStatus* target = status.add_members();
   target->set_worker_id(1);
   target->set_worker_name("t");
@@ -156,6 +157,7 @@ TEST(FrontDoorMetricsTest, QueueDepthAndStepTimeFromTheCoordinatorStatus) {
   const std::string text = FrontDoorMetrics().Render(&status);
   EXPECT_THAT(text, HasSubstr("splitspec_num_requests_waiting 4\n"));
   EXPECT_THAT(text, HasSubstr("splitspec_coordinator_requests_running 9\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_refused_peers_total 3\n"));
   EXPECT_THAT(
       text,
       HasSubstr("splitspec_worker_step_seconds{worker_id=\"1\",worker_name=\"t\",role=\"target\","

@@ -1,0 +1,141 @@
+// Channel security: ZeroMQ CURVE keys, who may connect to a listener, and the
+// roles a peer's key grants (docs/protocol.md, "Security model").
+//
+//   ASSIGN_OR_RETURN(ChannelSecurity security, LoadChannelSecurity("keys", KeyRole::kTarget));
+//   SetDefaultChannelSecurity(security);       // once, in main(), before any channel
+//   ASSIGN_OR_RETURN(auto data, ListenChannel("tcp://0.0.0.0:*"));   // CURVE server
+//
+// With CURVE on, a listener is a CURVE server with this process's keypair and a
+// connector a CURVE client that must know the listener's public key. A ZAP
+// handler (one thread per process, started with the first CURVE listener)
+// accepts a client only if its public key is in the listener's `authorized`
+// table (an empty table accepts any client that completes the handshake); a
+// refused client is logged with its address and counted. Every frame a CURVE
+// listener receives carries the sender's public key (Frame::peer_key), the
+// identity the services authorize on. inproc:// connections never use CURVE
+// (they stay inside one process): their frames carry no key.
+//
+// Key files (written by `splitspec keygen --out DIR --name ROLE`): DIR/ROLE.pub
+// holds the Z85 public key, DIR/ROLE.key the Z85 secret key (mode 0600; a
+// secret file readable by group or others is refused).
+//
+// Thread safety: the default security may be set and read from any thread.
+#ifndef SPLITSPEC_RUNTIME_NET_CHANNEL_SECURITY_H_
+#define SPLITSPEC_RUNTIME_NET_CHANNEL_SECURITY_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace splitspec::net {
+
+// Z85 text, 40 characters each.
+struct CurveKeyPair {
+  std::string public_key;
+  std::string secret_key;
+};
+
+// The roles of a cluster's keys. A key may hold several (a bitmask).
+enum KeyRole : uint32_t {
+  kCoordinator = 1u << 0,
+  kTarget = 1u << 1,
+  kDraft = 1u << 2,
+  kClient = 1u << 3,  // submit and cancel requests (HTTP front door, `splitspec client`)
+  kAdmin = 1u << 4,   // drain workers (`splitspec scale`)
+};
+constexpr uint32_t kAllRoles = kCoordinator | kTarget | kDraft | kClient | kAdmin;
+
+// The file names of role keys: "coordinator", "target", "draft", "client", "admin".
+const char* KeyRoleName(KeyRole role);
+// "target|draft", for messages.
+std::string KeyRolesString(uint32_t roles);
+
+struct ChannelSecurity {
+  bool curve = false;  // false: plaintext, anyone who reaches a port may talk
+  CurveKeyPair own;    // this process's keypair
+  // The public keys connectors expect of the listeners they connect to.
+  std::string coordinator_public_key;
+  std::string target_public_key;  // target data ports and tensor-parallel rendezvous
+  // Listeners: public key -> roles. Empty: any CURVE client is accepted (and holds no role).
+  std::map<std::string, uint32_t> authorized;
+
+  // The roles `peer_key` holds. No CURVE, or no key (an inproc:// peer in this
+  // process): every role.
+  uint32_t RolesOf(absl::string_view peer_key) const;
+};
+
+// The process-wide security that ListenChannel / ConnectChannel use unless
+// given one. Default: no CURVE.
+void SetDefaultChannelSecurity(const ChannelSecurity& security);
+ChannelSecurity DefaultChannelSecurity();
+
+// A fresh keypair. Internal if libzmq was built without CURVE.
+absl::StatusOr<CurveKeyPair> GenerateCurveKeyPair();
+// The public key of a Z85 secret key; InvalidArgument if it is not one.
+absl::StatusOr<std::string> CurvePublicKey(absl::string_view secret_key);
+
+// Writes DIR/NAME.pub and DIR/NAME.key (0600), creating DIR (0700) if needed.
+// AlreadyExists if either file exists (keys are never overwritten).
+absl::Status WriteKeyFiles(const std::string& dir, const std::string& name,
+                           const CurveKeyPair& keys);
+// Reads a Z85 public key file (DIR/NAME.pub). Errors name the file.
+absl::StatusOr<std::string> ReadPublicKeyFile(const std::string& path);
+// Reads DIR/NAME.key (refused if group/other may read it) and derives the public key.
+absl::StatusOr<CurveKeyPair> ReadKeyPairFiles(const std::string& dir, const std::string& name);
+
+// The security of a process of `role` from the key directory `dir`:
+//   coordinator: own = coordinator.key; authorized = target, draft, client,
+//     admin .pub (those present; at least one worker role) and itself
+//     (its HTTP front door) as client and admin.
+//   target: own = target.key; servers: coordinator.pub, target.pub (its own);
+//     authorized = draft.pub (data port) and target.pub (tensor-parallel peers).
+//   draft: own = draft.key; servers: coordinator.pub, target.pub.
+//   client / admin: own = ROLE.key; server: coordinator.pub.
+// Errors name the missing or malformed file.
+absl::StatusOr<ChannelSecurity> LoadChannelSecurity(const std::string& dir, KeyRole role);
+
+// Sets this process's default security from its environment (called once by
+// every binary's main, before any channel):
+//   SPLITSPEC_KEYS=DIR        CURVE with the keys of `role` in DIR (LoadChannelSecurity)
+//   SPLITSPEC_SECURITY=none   plaintext, asked for explicitly
+//   neither                   plaintext
+// Plaintext is logged as a WARNING naming the risk. Errors: LoadChannelSecurity's,
+// or both variables set.
+absl::Status ConfigureProcessSecurity(KeyRole role);
+
+// One key directory for a cluster on one host: keys for every role, made now.
+// The coordinator's security accepts them all; see LoadChannelSecurity.
+absl::Status WriteEphemeralClusterKeys(const std::string& dir);
+
+// A security in which one fresh keypair holds every role (an in-process
+// cluster over tcp:// loopback, tests).
+absl::StatusOr<ChannelSecurity> SingleKeySecurity();
+
+// Counts, process-wide, of CURVE clients the ZAP handler refused (key not
+// authorized) and of refusals the services made on top of identity.
+uint64_t RefusedHandshakes();
+uint64_t RefusedMessages();
+void CountRefusedMessage();
+
+// 32 hex digits from the system's cryptographic random source.
+std::string RandomHexId128();
+
+// Unguessable names for a sequence of numbers: For(n) is 32 hex digits, a
+// keyed pseudo-random function (SipHash-2-4 under two random 128-bit keys) of
+// n, the same for the same n on one object; seeing some names tells nothing of
+// the others. Thread-safe (immutable after construction).
+class UnguessableIds {
+ public:
+  UnguessableIds();
+  std::string For(uint64_t n) const;
+
+ private:
+  uint64_t keys_[4];
+};
+
+}  // namespace splitspec::net
+
+#endif  // SPLITSPEC_RUNTIME_NET_CHANNEL_SECURITY_H_

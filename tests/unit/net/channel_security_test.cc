@@ -1,0 +1,174 @@
+// Key files, the roles a key directory grants, the environment a process's
+// security comes from, CURVE on a channel pair, and unguessable ids.
+#include "runtime/net/channel_security.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/net/channel.h"
+#include "runtime/net/wire_format.h"
+
+namespace splitspec::net {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+
+std::string FreshDir(const std::string& name) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/", getpid(), "-", name);
+  std::string command = "rm -rf '" + dir + "'";
+  EXPECT_EQ(system(command.c_str()), 0);
+  return dir;
+}
+
+mode_t ModeOf(const std::string& path) {
+  struct stat info;
+  EXPECT_EQ(stat(path.c_str(), &info), 0) << path;
+  return info.st_mode & 0777;
+}
+
+TEST(ChannelSecurityTest, KeyFilesRoundTripWithASecretOnlyTheOwnerReads) {
+  const std::string dir = FreshDir("keys-roundtrip");
+  absl::StatusOr<CurveKeyPair> keys = GenerateCurveKeyPair();
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  ASSERT_TRUE(WriteKeyFiles(dir, "draft", *keys).ok());
+  EXPECT_EQ(ModeOf(dir + "/draft.key"), 0600u);
+  EXPECT_EQ(ModeOf(dir + "/draft.pub"), 0644u);
+  EXPECT_EQ(ModeOf(dir), 0700u);
+  absl::StatusOr<CurveKeyPair> read = ReadKeyPairFiles(dir, "draft");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->public_key, keys->public_key);
+  EXPECT_EQ(read->secret_key, keys->secret_key);
+  absl::StatusOr<std::string> pub = ReadPublicKeyFile(dir + "/draft.pub");
+  ASSERT_TRUE(pub.ok());
+  EXPECT_EQ(*pub, keys->public_key);
+
+  const absl::Status again = WriteKeyFiles(dir, "draft", *keys);
+  EXPECT_TRUE(absl::IsAlreadyExists(again)) << again;
+  EXPECT_THAT(again.message(), HasSubstr("never overwritten"));
+}
+
+TEST(ChannelSecurityTest, ASecretKeyOthersMayReadIsRefused) {
+  const std::string dir = FreshDir("keys-readable");
+  ASSERT_TRUE(WriteKeyFiles(dir, "target", *GenerateCurveKeyPair()).ok());
+  ASSERT_EQ(chmod((dir + "/target.key").c_str(), 0644), 0);
+  const absl::StatusOr<CurveKeyPair> read = ReadKeyPairFiles(dir, "target");
+  EXPECT_TRUE(absl::IsInvalidArgument(read.status())) << read.status();
+  EXPECT_THAT(read.status().message(), HasSubstr("target.key may be read by group or others"));
+}
+
+TEST(ChannelSecurityTest, AMalformedKeyFileIsNamed) {
+  const std::string dir = FreshDir("keys-malformed");
+  ASSERT_TRUE(WriteKeyFiles(dir, "admin", *GenerateCurveKeyPair()).ok());
+  std::ofstream(dir + "/coordinator.pub") << "too-short\n";
+  const absl::StatusOr<ChannelSecurity> security = LoadChannelSecurity(dir, kAdmin);
+  EXPECT_THAT(security.status().message(), HasSubstr("coordinator.pub: expected a 40-character"));
+}
+
+TEST(ChannelSecurityTest, TheCoordinatorAuthorizesEachRolesKeyForThatRole) {
+  const std::string dir = FreshDir("keys-roles");
+  ASSERT_TRUE(WriteEphemeralClusterKeys(dir).ok());
+  absl::StatusOr<ChannelSecurity> coordinator = LoadChannelSecurity(dir, kCoordinator);
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  auto public_of = [&](const char* role) {
+    return *ReadPublicKeyFile(absl::StrCat(dir, "/", role, ".pub"));
+  };
+  EXPECT_EQ(coordinator->RolesOf(public_of("target")), static_cast<uint32_t>(kTarget));
+  EXPECT_EQ(coordinator->RolesOf(public_of("draft")), static_cast<uint32_t>(kDraft));
+  EXPECT_EQ(coordinator->RolesOf(public_of("client")), static_cast<uint32_t>(kClient));
+  EXPECT_EQ(coordinator->RolesOf(public_of("admin")), static_cast<uint32_t>(kAdmin));
+  EXPECT_EQ(coordinator->RolesOf(public_of("coordinator")),
+            static_cast<uint32_t>(kClient | kAdmin));  // its own HTTP front door
+  EXPECT_EQ(coordinator->RolesOf(GenerateCurveKeyPair()->public_key), 0u);
+  EXPECT_EQ(coordinator->RolesOf(""), kAllRoles);  // inproc://: this process
+
+  absl::StatusOr<ChannelSecurity> draft = LoadChannelSecurity(dir, kDraft);
+  ASSERT_TRUE(draft.ok()) << draft.status();
+  EXPECT_EQ(draft->coordinator_public_key, public_of("coordinator"));
+  EXPECT_EQ(draft->target_public_key, public_of("target"));
+  absl::StatusOr<ChannelSecurity> target = LoadChannelSecurity(dir, kTarget);
+  ASSERT_TRUE(target.ok()) << target.status();
+  EXPECT_EQ(target->RolesOf(public_of("draft")), static_cast<uint32_t>(kDraft));
+  EXPECT_EQ(target->RolesOf(public_of("client")), 0u);  // nobody else on the data port
+}
+
+TEST(ChannelSecurityTest, TheEnvironmentChoosesTheProcessSecurity) {
+  const std::string dir = FreshDir("keys-env");
+  ASSERT_TRUE(WriteEphemeralClusterKeys(dir).ok());
+  setenv("SPLITSPEC_KEYS", dir.c_str(), 1);
+  unsetenv("SPLITSPEC_SECURITY");
+  ASSERT_TRUE(ConfigureProcessSecurity(kClient).ok());
+  EXPECT_TRUE(DefaultChannelSecurity().curve);
+  EXPECT_EQ(DefaultChannelSecurity().own.public_key, *ReadPublicKeyFile(dir + "/client.pub"));
+
+  setenv("SPLITSPEC_SECURITY", "none", 1);
+  const absl::Status both = ConfigureProcessSecurity(kClient);
+  EXPECT_THAT(both.message(), HasSubstr("both set"));
+  unsetenv("SPLITSPEC_KEYS");
+  ASSERT_TRUE(ConfigureProcessSecurity(kClient).ok());
+  EXPECT_FALSE(DefaultChannelSecurity().curve);
+
+  setenv("SPLITSPEC_KEYS", (dir + "/missing").c_str(), 1);
+  unsetenv("SPLITSPEC_SECURITY");
+  const absl::Status missing = ConfigureProcessSecurity(kTarget);
+  EXPECT_THAT(missing.message(), HasSubstr("missing/target.key"));
+  unsetenv("SPLITSPEC_KEYS");
+  SetDefaultChannelSecurity(ChannelSecurity{});
+}
+
+TEST(ChannelSecurityTest, CurveFramesCarryTheSendersKeyAndAddress) {
+  absl::StatusOr<ChannelSecurity> server = SingleKeySecurity();
+  ASSERT_TRUE(server.ok());
+  const CurveKeyPair client_keys = *GenerateCurveKeyPair();
+  server->authorized[client_keys.public_key] = kClient;
+  auto listener = ListenChannel("tcp://127.0.0.1:*", *server);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  ChannelSecurity client;
+  client.curve = true;
+  client.own = client_keys;
+  auto connector = ConnectChannel((*listener)->endpoint(), "client-1", client,
+                                  server->own.public_key);
+  ASSERT_TRUE(connector.ok()) << connector.status();
+  proto::Envelope hello = NewEnvelope();
+  hello.mutable_status_request();
+  ASSERT_TRUE((*connector)->Send("", hello).ok());
+  absl::StatusOr<Frame> frame = (*listener)->Receive(absl::Seconds(10));
+  ASSERT_TRUE(frame.ok()) << frame.status();
+  EXPECT_EQ(frame->peer, "client-1");
+  EXPECT_EQ(frame->peer_key, client_keys.public_key);
+  EXPECT_EQ(frame->peer_address, "127.0.0.1");
+}
+
+TEST(ChannelSecurityTest, ConnectingWithCurveButNoServerKeyIsAnError) {
+  ChannelSecurity client;
+  client.curve = true;
+  client.own = *GenerateCurveKeyPair();
+  auto connector = ConnectChannel("tcp://127.0.0.1:1", "c", client);
+  EXPECT_THAT(connector.status().message(), HasSubstr("server's public key is not known"));
+}
+
+TEST(ChannelSecurityTest, UnguessableIdsAreStablePerNumberAndUnrelatedAcrossObjects) {
+  const UnguessableIds ids;
+  const UnguessableIds other;
+  std::set<std::string> seen;
+  for (uint64_t n = 0; n < 1000; ++n) {
+    const std::string id = ids.For(n);
+    EXPECT_THAT(id, MatchesRegex("[0-9a-f]{32}"));
+    EXPECT_EQ(ids.For(n), id);
+    EXPECT_NE(other.For(n), id);
+    seen.insert(id);
+  }
+  EXPECT_EQ(seen.size(), 1000u);
+  EXPECT_NE(RandomHexId128(), RandomHexId128());
+}
+
+}  // namespace
+}  // namespace splitspec::net
