@@ -78,6 +78,8 @@ proto::VerifyResult TargetRequest::ApplyOutcome(const proto::DraftBlock* block,
   const int old_frontier = frontier();
   uint64_t block_sequence = 0;
   int used_start = -1;
+  // `block` points into blocks_, which is erased below: read what is needed now.
+  const bool block_had_tokens = block != nullptr && block->tokens_size() > 0;
   if (block != nullptr) {
     block_sequence = block->block_sequence();
     used_start = static_cast<int>(block->start());
@@ -106,7 +108,7 @@ proto::VerifyResult TargetRequest::ApplyOutcome(const proto::DraftBlock* block,
     it = stale ? blocks_.erase(it) : std::next(it);
   }
   waiting_since_ = now;
-  const bool redrafting = block != nullptr && block->tokens_size() > 0 && !pending_next.has_value();
+  const bool redrafting = block_had_tokens && !pending_next.has_value();
   expects_block_to_feed_ = redrafting && feed_waits_to_skip_ == 0;
   if (redrafting && feed_waits_to_skip_ > 0) --feed_waits_to_skip_;
   CheckStop(old_frontier);

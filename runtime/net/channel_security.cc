@@ -17,8 +17,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "runtime/base/logging.h"
+#include "runtime/base/mutex.h"
 #include "runtime/base/status_macros.h"
 
 namespace splitspec::net {
@@ -26,7 +26,7 @@ namespace {
 
 constexpr size_t kZ85KeyLength = 40;
 
-absl::Mutex default_mu;
+Mutex default_mu;
 ChannelSecurity& DefaultSecurityLocked() {
   static ChannelSecurity* security = new ChannelSecurity();
   return *security;
@@ -98,12 +98,12 @@ uint32_t ChannelSecurity::RolesOf(absl::string_view peer_key) const {
 }
 
 void SetDefaultChannelSecurity(const ChannelSecurity& security) {
-  absl::MutexLock lock(&default_mu);
+  MutexLock lock(&default_mu);
   DefaultSecurityLocked() = security;
 }
 
 ChannelSecurity DefaultChannelSecurity() {
-  absl::MutexLock lock(&default_mu);
+  MutexLock lock(&default_mu);
   return DefaultSecurityLocked();
 }
 

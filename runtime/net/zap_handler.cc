@@ -13,9 +13,9 @@
 #include "absl/base/call_once.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "runtime/base/logging.h"
+#include "runtime/base/mutex.h"
 #include "runtime/net/channel_security.h"
 #include "runtime/net/zmq_channel.h"
 
@@ -30,7 +30,7 @@ struct Domain {
   std::map<std::string, uint32_t> authorized;
 };
 
-absl::Mutex domains_mu;
+Mutex domains_mu;
 absl::flat_hash_map<std::string, Domain>& Domains() ABSL_EXCLUSIVE_LOCKS_REQUIRED(domains_mu) {
   static auto* domains = new absl::flat_hash_map<std::string, Domain>();
   return *domains;
@@ -53,7 +53,7 @@ Verdict Decide(const std::string& domain_name, const std::string& address,
       zmq_z85_encode(key, reinterpret_cast<const uint8_t*>(credential.data()), 32) == nullptr) {
     return {"400", "malformed CURVE credential", ""};
   }
-  absl::MutexLock lock(&domains_mu);
+  MutexLock lock(&domains_mu);
   auto it = Domains().find(domain_name);
   if (it == Domains().end()) return {"400", "unknown ZAP domain", ""};
   const Domain& domain = it->second;
@@ -131,7 +131,7 @@ bool ReadMonitorEvent(Monitor& monitor) {
 
 // Monitors connected by the listener's thread (so that no event is lost
 // before the handler takes them), handed to the handler's thread.
-absl::Mutex monitors_mu;
+Mutex monitors_mu;
 std::vector<Monitor>& PendingMonitors() ABSL_EXCLUSIVE_LOCKS_REQUIRED(monitors_mu) {
   static auto* pending = new std::vector<Monitor>();
   return *pending;
@@ -142,7 +142,7 @@ void Serve(zmq::socket_t socket) {
   while (true) {
     try {
       {
-        absl::MutexLock lock(&monitors_mu);
+        MutexLock lock(&monitors_mu);
         for (Monitor& monitor : PendingMonitors()) monitors.push_back(std::move(monitor));
         PendingMonitors().clear();
       }
@@ -184,7 +184,7 @@ absl::StatusOr<std::string> RegisterZapDomain(const std::string& endpoint,
                                               const std::map<std::string, uint32_t>& authorized) {
   if (absl::Status started = StartHandlerOnce(); !started.ok()) return started;
   const std::string name = absl::StrCat("splitspec-", next_domain.fetch_add(1));
-  absl::MutexLock lock(&domains_mu);
+  MutexLock lock(&domains_mu);
   Domains()[name] = Domain{endpoint, authorized};
   return name;
 }
@@ -194,7 +194,7 @@ void WatchHandshakes(const std::string& monitor_endpoint, const std::string& lis
     zmq::socket_t pair(SharedZmqContext(), zmq::socket_type::pair);
     pair.set(zmq::sockopt::linger, 0);
     pair.connect(monitor_endpoint);
-    absl::MutexLock lock(&monitors_mu);  // also the barrier that hands the socket over
+    MutexLock lock(&monitors_mu);  // also the barrier that hands the socket over
     PendingMonitors().push_back(Monitor{std::move(pair), listener});
   } catch (const zmq::error_t& e) {
     SPLITSPEC_LOG(WARNING) << "handshake failures on " << listener << " go unlogged: "
@@ -203,7 +203,7 @@ void WatchHandshakes(const std::string& monitor_endpoint, const std::string& lis
 }
 
 void SetZapDomainEndpoint(const std::string& domain, const std::string& endpoint) {
-  absl::MutexLock lock(&domains_mu);
+  MutexLock lock(&domains_mu);
   auto it = Domains().find(domain);
   if (it != Domains().end()) it->second.endpoint = endpoint;
 }
