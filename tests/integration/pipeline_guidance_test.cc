@@ -122,6 +122,12 @@ struct Fixture {
     ASSERT_TRUE(tok.ok()) << tok.status();
     tokenizer = std::make_unique<model::Tokenizer>(*std::move(tok));
   }
+
+  // The model drafter on the draft GGUF, one thread.
+  absl::StatusOr<std::unique_ptr<spec::Drafter>> ModelDrafter() const {
+    return spec::MakeDrafter(*spec::ParseDrafterSpec("model", draft_path), target_path,
+                             tokenizer.get(), target->config().vocab_size, 1);
+  }
 };
 
 proto::SubmitRequest GuidedSubmit(const std::string& id, const spec::SamplingParams& params,
@@ -194,8 +200,7 @@ spec::testing::ChiSquareResult LawTest(const std::map<std::vector<int32_t>, doub
 TEST(PipelineGuidanceTest, GuidedTokensFollowTheGuidedLawWithAndWithoutSpeculation) {
   Fixture f;
   ASSERT_NO_FATAL_FAILURE(f.Load());
-  auto drafter = spec::MakeDrafter(*spec::ParseDrafterSpec("model", f.draft_path), f.target_path,
-                                   f.tokenizer.get(), f.target->config().vocab_size, 1);
+  auto drafter = f.ModelDrafter();
   ASSERT_TRUE(drafter.ok()) << drafter.status();
   tools::InProcessClusterOptions options;
   options.target = f.target.get();
@@ -322,8 +327,7 @@ TEST(PipelineGuidanceTest, GreedyGuidedSpeculativeEqualsGreedyGuidedPlainForEver
 TEST(PipelineGuidanceTest, ScaleOneGivesBitwiseTheTokensOfAnUnguidedRequest) {
   Fixture f;
   ASSERT_NO_FATAL_FAILURE(f.Load());
-  auto drafter = spec::MakeDrafter(*spec::ParseDrafterSpec("model", f.draft_path), f.target_path,
-                                   f.tokenizer.get(), f.target->config().vocab_size, 1);
+  auto drafter = f.ModelDrafter();
   ASSERT_TRUE(drafter.ok()) << drafter.status();
   tools::InProcessClusterOptions options;
   options.target = f.target.get();
