@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/base/status_macros.h"
@@ -94,7 +95,12 @@ TEST_P(GlooProcessTest, ALiveRankThatSkipsACollectiveMakesTheOthersTimeOut) {
           return absl::OkStatus();
         }
         std::vector<float> data(576, 1.f);
-        return comm.AllReduceSum(data.data(), data.size());
+        const absl::Status s = comm.AllReduceSum(data.data(), data.size());
+        // Stay alive past every peer's 1 s timeout: a rank that exits closes its
+        // connections, and a peer still waiting on it would then see Unavailable
+        // instead of its own timeout (seen in CI at 3 ranks, leader store).
+        absl::SleepFor(absl::Milliseconds(1500));
+        return s;
       });
   for (int r = 0; r < last; ++r) {
     EXPECT_THAT(results[r].message(), HasSubstr("DEADLINE_EXCEEDED: all_reduce_sum of 576 floats"));
