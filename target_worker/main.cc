@@ -74,8 +74,11 @@ absl::Status ServeTargets(splitspec::cli::WorkerFlags flags) {
   model_options.memory.step_tokens = flags.step_tokens;
   ASSIGN_OR_RETURN(auto model,
                    splitspec::model::Transformer::Load(flags.identity.model_path, model_options));
+  splitspec::target::TargetServiceOptions service_options = ServiceOptions(flags);
+  // One rank on a GPU verifies there: the target's probabilities stay on the device.
+  if (flags.device.is_cuda()) service_options.verify_device = flags.device.ordinal;
   ASSIGN_OR_RETURN(auto service,
-                   splitspec::target::TargetService::Create(model.get(), ServiceOptions(flags)));
+                   splitspec::target::TargetService::Create(model.get(), service_options));
   SPLITSPEC_LOG(INFO) << "target worker '" << flags.identity.name << "' serving "
                       << flags.identity.model_path << " on " << service->data_endpoint();
   return service->Run(splitspec::ShutdownRequested());

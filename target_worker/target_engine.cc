@@ -35,9 +35,10 @@ struct TargetEngine::WorkItem {
   int companion_batch_index = -1;
   // --- after the forward ---
   Decision decision = Decision::kNone;
-  std::vector<std::vector<float>> rows;  // p for positions frontier, frontier + 1, ...
+  std::vector<TargetRow> rows;  // p for positions frontier, frontier + 1, ...
   // --- verification ---
-  std::vector<float> target_probs;  // rows, flattened [k + 1, vocab]
+  std::vector<float> target_probs;  // host: rows, flattened [k + 1, vocab]
+  std::vector<int64_t> device_rows;  // device: the rows' DeviceRows indices [k + 1]
   std::vector<int32_t> draft_tokens;
   std::vector<spec::SparseDistribution> draft_q;
   spec::VerifyRequest verify;
@@ -46,6 +47,33 @@ struct TargetEngine::WorkItem {
 
 TargetEngine::TargetEngine(model::LanguageModel* model, TargetEngineOptions options)
     : model_(model), options_(std::move(options)) {}
+
+absl::Status TargetEngine::UseDeviceRows(std::unique_ptr<DeviceRows> rows) {
+  if (rows == nullptr || rows->slots() < options_.max_requests) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device rows with ", rows == nullptr ? 0 : rows->slots(), " slots for max_requests ",
+        options_.max_requests));
+  }
+  RETURN_IF_ERROR(model_->KeepLogitsOnDevice(true));
+  device_rows_ = std::move(rows);
+  free_device_slots_.clear();
+  for (int s = device_rows_->slots() - 1; s >= 0; --s) free_device_slots_.push_back(s);
+  return absl::OkStatus();
+}
+
+void TargetEngine::FreeSlot(const std::string& id) {
+  auto it = device_slots_.find(id);
+  if (it == device_slots_.end()) return;
+  free_device_slots_.push_back(it->second);
+  device_slots_.erase(it);
+}
+
+TargetRow TargetEngine::KeepRow(const TargetRequest& request, TargetRow row) {
+  if (device_rows_ == nullptr) return row;
+  const int slot = device_slots_.at(request.id());
+  device_rows_->Keep(row.device_row, slot);
+  return TargetRow{{}, device_rows_->SlotRow(slot)};
+}
 
 absl::Status TargetEngine::AddRequest(const proto::Assignment& assignment) {
   if (auto it = requests_.find(assignment.request_id()); it != requests_.end()) {
@@ -59,6 +87,10 @@ absl::Status TargetEngine::AddRequest(const proto::Assignment& assignment) {
   ASSIGN_OR_RETURN(std::unique_ptr<TargetRequest> request,
                    NewTargetRequest(assignment, *model_, options_.default_limits));
   if (request->guided()) ++counters_.guided_requests;
+  if (device_rows_ != nullptr) {  // max_requests <= slots: one is free
+    device_slots_[assignment.request_id()] = free_device_slots_.back();
+    free_device_slots_.pop_back();
+  }
   requests_.emplace(assignment.request_id(), std::move(request));
   return absl::OkStatus();
 }
@@ -97,7 +129,10 @@ absl::StatusOr<proto::VerifyResult> TargetEngine::SyncResult(const std::string& 
   return request->FullSequenceResult();
 }
 
-void TargetEngine::Release(const std::string& request_id) { requests_.erase(request_id); }
+void TargetEngine::Release(const std::string& request_id) {
+  requests_.erase(request_id);
+  FreeSlot(request_id);
+}
 
 const TargetRequest* TargetEngine::Find(const std::string& id) const {
   auto it = requests_.find(id);
@@ -146,6 +181,10 @@ absl::Status TargetEngine::Step(absl::Time now, std::vector<TargetEvent>* events
   // Commits are stamped after the forward: feed_wait counts from there.
   Resolve(items, options_.clock ? std::max(now, options_.clock()) : now, events);
   ReapFinished();
+  if (device_rows_ != nullptr) {
+    const absl::Status kept = device_rows_->EndStep();
+    if (forward.ok()) return kept;
+  }
   return forward;
 }
 
@@ -255,13 +294,11 @@ absl::Status TargetEngine::Forward(std::vector<WorkItem>& items, std::vector<Tar
   if (batch.empty()) return absl::OkStatus();
   model::ForwardOutput out;
   absl::Status forward = model_->Forward(batch, &out);
+  if (forward.ok() && device_rows_ != nullptr) forward = LoadDeviceRows(items, out);
   if (!forward.ok()) {
-    // The model left every cache as it was; the fed requests end with an error.
-    for (WorkItem& item : items) {
-      if (item.batch_index < 0 && item.companion_batch_index < 0) continue;
-      item.request->Finish(proto::FINISH_REASON_ERROR);
-      Report(*item.request, item.request->FullSequenceResult(), events);
-    }
+    // The model left every cache as it was, or the caches grew but the rows
+    // could not be kept: either way the fed requests end with an error.
+    FailFed(items, events);
     return forward;
   }
   ++counters_.steps;
@@ -276,6 +313,28 @@ absl::Status TargetEngine::Forward(std::vector<WorkItem>& items, std::vector<Tar
   return absl::OkStatus();
 }
 
+void TargetEngine::FailFed(std::vector<WorkItem>& items, std::vector<TargetEvent>* events) {
+  for (WorkItem& item : items) {
+    if (item.batch_index < 0 && item.companion_batch_index < 0) continue;
+    item.request->Finish(proto::FINISH_REASON_ERROR);
+    Report(*item.request, item.request->FullSequenceResult(), events);
+  }
+}
+
+absl::Status TargetEngine::LoadDeviceRows(const std::vector<WorkItem>& items,
+                                          const model::ForwardOutput& out) {
+  std::vector<GuidedRows> guided;
+  for (const WorkItem& item : items) {
+    if (item.batch_index < 0 || item.companion_batch_index < 0) continue;
+    const int rows = out.num_rows[item.batch_index];
+    // A mismatch is reported by ReadRows; only matching pairs are combined.
+    if (rows == 0 || out.num_rows[item.companion_batch_index] != rows) continue;
+    guided.push_back({out.first_row[item.batch_index], out.first_row[item.companion_batch_index],
+                      rows, item.request->params().guidance_scale});
+  }
+  return device_rows_->LoadStep(out, guided);
+}
+
 void TargetEngine::ReadRows(WorkItem& item, const model::ForwardOutput& out,
                             std::vector<TargetEvent>* events) {
   TargetRequest& request = *item.request;
@@ -288,6 +347,12 @@ void TargetEngine::ReadRows(WorkItem& item, const model::ForwardOutput& out,
                          << ": the forward gave the unconditional companion no matching rows";
     request.Finish(proto::FINISH_REASON_ERROR);
     Report(request, request.FullSequenceResult(), events);
+    return;
+  }
+  if (device_rows_ != nullptr) {  // p stays on the device: rows are indices (LoadDeviceRows)
+    for (int r = 0; r < rows; ++r) {
+      item.rows.push_back({{}, device_rows_->StepRow(out.first_row[item.batch_index] + r)});
+    }
     return;
   }
   for (int r = 0; r < rows; ++r) {
@@ -305,7 +370,7 @@ void TargetEngine::ReadRows(WorkItem& item, const model::ForwardOutput& out,
       Report(request, request.FullSequenceResult(), events);
       return;
     }
-    item.rows.push_back(std::move(probs));
+    item.rows.push_back({std::move(probs)});
   }
 }
 
@@ -318,12 +383,31 @@ void TargetEngine::Verify(std::vector<WorkItem>& items, absl::Time now) {
     deciding.push_back(&item);
   }
   if (batch.empty()) return;
-  const int vocab = static_cast<int>(deciding.front()->rows.front().size());
   absl::StatusOr<std::vector<absl::StatusOr<spec::VerifyOutcome>>> outcomes =
-      spec::VerifyBatch(batch, vocab);
+      device_rows_ != nullptr
+          ? VerifyOnDevice(deciding)
+          : spec::VerifyBatch(batch, static_cast<int>(deciding.front()->rows.front().probs.size()));
   for (size_t j = 0; j < deciding.size(); ++j) {
     deciding[j]->outcome = outcomes.ok() ? std::move((*outcomes)[j]) : outcomes.status();
   }
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<spec::VerifyOutcome>>> TargetEngine::VerifyOnDevice(
+    const std::vector<WorkItem*>& deciding) {
+  std::vector<spec::DeviceVerifyRequest> requests;
+  requests.reserve(deciding.size());
+  for (const WorkItem* item : deciding) {
+    spec::DeviceVerifyRequest r;
+    r.mode = item->verify.mode;
+    r.params = item->request->params();
+    r.logit_rows = item->device_rows;
+    r.draft_tokens = item->draft_tokens;
+    r.draft_q = item->draft_q;
+    r.start_position = item->verify.start_position;
+    r.want_bonus = item->verify.want_bonus;
+    requests.push_back(r);
+  }
+  return device_rows_->Verify(requests);
 }
 
 bool TargetEngine::Decide(WorkItem& item, absl::Time now) {
@@ -332,7 +416,7 @@ bool TargetEngine::Decide(WorkItem& item, absl::Time now) {
   if (item.prefill && item.rows.empty()) return false;  // not the prompt's last chunk
   // rows[0] must be p at the frontier: from this forward (prefill, unfed) or pending.
   if (!item.prefill && !item.feeds_unfed) {
-    item.rows.insert(item.rows.begin(), request.pending_probs());
+    item.rows.insert(item.rows.begin(), request.pending());
   }
   if (item.block != nullptr) {
     item.decision = WorkItem::Decision::kVerifyBlock;
@@ -350,7 +434,12 @@ void TargetEngine::FillVerifyRequest(WorkItem& item) const {
   const TargetRequest& request = *item.request;
   const int k = item.block == nullptr ? 0 : item.block->tokens_size();
   for (int i = 0; i <= k; ++i) {
-    item.target_probs.insert(item.target_probs.end(), item.rows[i].begin(), item.rows[i].end());
+    if (device_rows_ != nullptr) {
+      item.device_rows.push_back(item.rows[i].device_row);
+    } else {
+      item.target_probs.insert(item.target_probs.end(), item.rows[i].probs.begin(),
+                               item.rows[i].probs.end());
+    }
   }
   spec::VerifyRequest& verify = item.verify;
   verify.mode = request.mode();
@@ -381,7 +470,7 @@ void TargetEngine::Resolve(std::vector<WorkItem>& items, absl::Time now,
     switch (item.decision) {
       case WorkItem::Decision::kNone:
         // p at the frontier, newly computed, waits for the draft's block.
-        if (!item.rows.empty()) request.SetPending(std::move(item.rows[0]));
+        if (!item.rows.empty()) request.SetPending(KeepRow(request, std::move(item.rows[0])));
         break;
       case WorkItem::Decision::kOwnToken:
         ResolveOwnToken(item, now, events);
@@ -403,14 +492,14 @@ void TargetEngine::ResolveBlock(WorkItem& item, absl::Time now, std::vector<Targ
     SPLITSPEC_LOG(WARNING) << "request " << request.id() << ": dropped block at " << block.start()
                            << ": " << item.outcome.status();
     request.TruncateCaches(request.frontier());
-    request.SetPending(std::move(item.rows[0]));
+    request.SetPending(KeepRow(request, std::move(item.rows[0])));
     request.DropBlocks();
     return;
   }
   const int k = block.tokens_size();
-  std::optional<std::vector<float>> pending_next;
+  std::optional<TargetRow> pending_next;
   if (item.outcome->accepted == k && !item.verify.want_bonus)
-    pending_next = std::move(item.rows[k]);
+    pending_next = KeepRow(request, std::move(item.rows[k]));
   proto::VerifyResult result =
       request.ApplyOutcome(&block, *item.outcome, std::move(pending_next), now);
   Report(request, std::move(result), events);
@@ -445,7 +534,12 @@ void TargetEngine::Report(TargetRequest& request, proto::VerifyResult result,
 
 void TargetEngine::ReapFinished() {
   for (auto it = requests_.begin(); it != requests_.end();) {
-    it = it->second->finished() ? requests_.erase(it) : std::next(it);
+    if (!it->second->finished()) {
+      ++it;
+      continue;
+    }
+    FreeSlot(it->first);
+    it = requests_.erase(it);
   }
 }
 

@@ -26,6 +26,15 @@
 // draft worker, or when it has waited `block_wait` (a lost block must not hang
 // a request).
 //
+// Where p lives. By default the forward's logits come to the host and Verify
+// runs spec::VerifyBatch over host probabilities. After UseDeviceRows (a target
+// on a CUDA device, TP=1), the logits stay on the GPU: the guided combination,
+// the probabilities and the verification run there (device_rows.h), a pending p
+// is kept in the request's device slot, and per step only the draft's tokens and
+// sparse q go up and accept counts and committed ids come down. Both paths make
+// the same choices from the same logits (greedy: token for token; sampling: up
+// to the round-off stated in kernels/cuda/sampling.h).
+//
 // Thread safety: thread-compatible; the target leader's loop owns it.
 #ifndef SPLITSPEC_TARGET_WORKER_TARGET_ENGINE_H_
 #define SPLITSPEC_TARGET_WORKER_TARGET_ENGINE_H_
@@ -42,6 +51,7 @@
 #include "absl/time/time.h"
 #include "proto/splitspec.pb.h"
 #include "runtime/model/language_model.h"
+#include "target_worker/device_rows.h"
 #include "target_worker/target_request.h"
 
 namespace splitspec::target {
@@ -85,6 +95,14 @@ class TargetEngine {
  public:
   // `model` must outlive the engine.
   TargetEngine(model::LanguageModel* model, TargetEngineOptions options);
+
+  // Verifies on the device from now on: tells the model to KeepLogitsOnDevice
+  // and keeps p in `rows`. REQUIRES: no request added yet. Errors: the model's
+  // (FailedPrecondition: it cannot keep its logits on a device), InvalidArgument
+  // if `rows` has fewer slots than options.max_requests; the engine then keeps
+  // verifying on the host.
+  absl::Status UseDeviceRows(std::unique_ptr<DeviceRows> rows);
+  bool verifies_on_device() const { return device_rows_ != nullptr; }
 
   // A new request, or a reassignment of a known one (only its draft worker
   // changes then). Errors: InvalidArgument naming the field (empty prompt,
@@ -131,11 +149,22 @@ class TargetEngine {
   // A guided request's prompts: chunks of both sequences, within one step's budget.
   void PlanGuidedPrefill(WorkItem& item, int budget) const;
   void ReadRows(WorkItem& item, const model::ForwardOutput& out, std::vector<TargetEvent>* events);
+  // Device verification: the forward's rows into device_rows_, guided pairs combined.
+  absl::Status LoadDeviceRows(const std::vector<WorkItem>& items, const model::ForwardOutput& out);
+  // Finishes every request fed to a failed forward with an error, and reports it.
+  void FailFed(std::vector<WorkItem>& items, std::vector<TargetEvent>* events);
   // Chooses what `item` decides this step and fills its VerifyRequest; false if nothing.
   bool Decide(WorkItem& item, absl::Time now);
   // The VerifyRequest of a deciding item (k = 0 for the target's own token).
   void FillVerifyRequest(WorkItem& item) const;
   void Verify(std::vector<WorkItem>& items, absl::Time now);
+  absl::StatusOr<std::vector<absl::StatusOr<spec::VerifyOutcome>>> VerifyOnDevice(
+      const std::vector<WorkItem*>& deciding);
+  // `row` as the request's pending p: itself on the host; on the device, copied
+  // into the request's slot (the step's rows are overwritten by the next forward).
+  TargetRow KeepRow(const TargetRequest& request, TargetRow row);
+  // Forgets a request: its slot in device_rows_ (if any) becomes free.
+  void FreeSlot(const std::string& id);
   void Resolve(std::vector<WorkItem>& items, absl::Time now, std::vector<TargetEvent>* events);
   void ResolveBlock(WorkItem& item, absl::Time now, std::vector<TargetEvent>* events);
   void ResolveOwnToken(WorkItem& item, absl::Time now, std::vector<TargetEvent>* events);
@@ -149,6 +178,9 @@ class TargetEngine {
   TargetEngineOptions options_;
   std::map<std::string, std::unique_ptr<TargetRequest>> requests_;
   TargetCounters counters_;
+  std::unique_ptr<DeviceRows> device_rows_;  // null: verification on the host
+  std::map<std::string, int> device_slots_;  // request -> its slot in device_rows_
+  std::vector<int> free_device_slots_;
 };
 
 }  // namespace splitspec::target

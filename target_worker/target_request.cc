@@ -62,7 +62,7 @@ const proto::DraftBlock* TargetRequest::ReadyBlock() const {
 
 bool TargetRequest::HasBlockAt(int start) const { return blocks_.contains(start); }
 
-void TargetRequest::SetPending(std::vector<float> probs) { pending_probs_ = std::move(probs); }
+void TargetRequest::SetPending(TargetRow row) { pending_ = std::move(row); }
 
 void TargetRequest::SetDraftWorker(uint64_t draft_worker_id) {
   if (draft_worker_id != draft_worker_id_) {
@@ -73,7 +73,7 @@ void TargetRequest::SetDraftWorker(uint64_t draft_worker_id) {
 
 proto::VerifyResult TargetRequest::ApplyOutcome(const proto::DraftBlock* block,
                                                 const spec::VerifyOutcome& outcome,
-                                                std::optional<std::vector<float>> pending_next,
+                                                std::optional<TargetRow> pending_next,
                                                 absl::Time now) {
   const int old_frontier = frontier();
   uint64_t block_sequence = 0;
@@ -93,12 +93,12 @@ proto::VerifyResult TargetRequest::ApplyOutcome(const proto::DraftBlock* block,
   if (pending_next.has_value()) {
     // Full acceptance, no bonus: the cache holds every committed token and p for
     // the next position is known; the draft's later blocks stay valid.
-    pending_probs_ = std::move(pending_next);
+    pending_ = std::move(pending_next);
   } else {
     // The last committed token did not come from the draft's assumed future (a
     // correction, a bonus, or the target's own token): its input is not in the
     // cache yet and every block drafted beyond it is stale.
-    pending_probs_.reset();
+    pending_.reset();
     TruncateCaches(std::min(cache_->length(), frontier() - 1));
     ++epoch_;
   }

@@ -6,7 +6,7 @@
 //   - prefill:  cache length < n - 1 ... the prompt is still being fed;
 //   - unfed:    cache length == n - 1: the last committed token (a correction, a
 //               bonus or the target's own token) has not been fed yet;
-//   - pending:  cache length == n and pending_probs() holds p for position n
+//   - pending:  cache length == n and pending() holds p for position n
 //               (after prefill, or after a full acceptance without bonus).
 // Classifier-free guidance (params().guided()): the request owns a companion, the
 // unconditional sequence companion_prompt + committed()[prompt_length():], with its
@@ -43,6 +43,14 @@ namespace splitspec::target {
 
 // Why a block was not queued.
 enum class BlockAdmission { kQueued, kStaleEpoch, kStaleStart, kDuplicate, kMalformed, kFinished };
+
+// p for one position, where the engine keeps it: the probabilities on the host
+// (host verification), or a row of the engine's DeviceRows (device_rows.h:
+// verification on the GPU; the row holds logits made into p there).
+struct TargetRow {
+  std::vector<float> probs;  // [vocab] on the host; empty for a device row
+  int64_t device_row = -1;   // DeviceRows index, or -1 for a host row
+};
 
 struct RequestLimits {
   int max_new_tokens = 256;             // generated tokens, then FINISH_REASON_LENGTH
@@ -118,10 +126,10 @@ class TargetRequest {
     return cache_->length() + 1 < frontier() ||
            (guided() && companion_cache_->length() + 1 < companion_frontier());
   }
-  bool has_pending() const { return pending_probs_.has_value(); }
-  const std::vector<float>& pending_probs() const { return *pending_probs_; }
+  bool has_pending() const { return pending_.has_value(); }
+  const TargetRow& pending() const { return *pending_; }
   // Sets p for position frontier() after the cache caught up with every committed token.
-  void SetPending(std::vector<float> probs);
+  void SetPending(TargetRow row);
 
   // --- outcomes ---
   // Applies a verification outcome for `block` (nullptr: the target's own token,
@@ -132,7 +140,7 @@ class TargetRequest {
   // Returns the VerifyResult to send (new tokens only).
   proto::VerifyResult ApplyOutcome(const proto::DraftBlock* block,
                                    const spec::VerifyOutcome& outcome,
-                                   std::optional<std::vector<float>> pending_next, absl::Time now);
+                                   std::optional<TargetRow> pending_next, absl::Time now);
 
   // Finishes with `reason` (cancellation, error) if not finished yet.
   void Finish(proto::FinishReason reason);
@@ -158,7 +166,7 @@ class TargetRequest {
   uint64_t companion_forward_tokens_ = 0;
   spec::SamplingParams params_;
   spec::VerifyMode mode_;
-  std::optional<std::vector<float>> pending_probs_;
+  std::optional<TargetRow> pending_;
   std::map<int, proto::DraftBlock> blocks_;  // start -> block
   proto::FinishReason finish_reason_ = proto::FINISH_REASON_UNSPECIFIED;
   spec::SpecMetrics metrics_;

@@ -15,6 +15,12 @@ absl::StatusOr<std::unique_ptr<TargetService>> TargetService::Create(model::Lang
   if (options.data_faults.has_value()) {
     data = std::make_unique<net::FaultInjectingChannel>(std::move(data), *options.data_faults);
   }
+  std::unique_ptr<DeviceRows> device_rows;
+  if (options.verify_device >= 0) {
+    ASSIGN_OR_RETURN(device_rows,
+                     NewCudaDeviceRows(options.verify_device, model->config().vocab_size,
+                                       options.engine.max_requests));
+  }
   options.identity.role = proto::ROLE_TARGET_WORKER;
   options.identity.data_endpoint = data->endpoint();
   ASSIGN_OR_RETURN(proto::Register registration, net::BuildRegistration(options.identity));
@@ -23,8 +29,10 @@ absl::StatusOr<std::unique_ptr<TargetService>> TargetService::Create(model::Lang
   registration.mutable_model()->set_vocab_size(model->config().vocab_size);
   ASSIGN_OR_RETURN(std::unique_ptr<worker::WorkerSkeleton> skeleton,
                    worker::WorkerSkeleton::Connect(options.coordinator_endpoint, registration));
-  return std::unique_ptr<TargetService>(
+  std::unique_ptr<TargetService> service(
       new TargetService(model, std::move(options), std::move(data), std::move(skeleton)));
+  if (device_rows != nullptr) RETURN_IF_ERROR(service->engine_.UseDeviceRows(std::move(device_rows)));
+  return service;
 }
 
 TargetService::TargetService(model::LanguageModel* model, TargetServiceOptions options,

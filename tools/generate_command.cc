@@ -183,6 +183,8 @@ absl::Status RunGenerate(const GenerateFlags& f) {
   options.target = target.get();
   options.drafter = drafter.get();
   options.target_tp = f.target_tp;
+  // A target on a GPU verifies there (its probabilities never come to the host).
+  if (f.device.is_cuda()) options.target_verify_device = f.device.ordinal;
   options.target_path = f.target;
   // Each rank gets an equal share of --threads (at least one).
   options.target_threads = std::max(1, target->num_threads() / f.target_tp);

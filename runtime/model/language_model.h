@@ -41,6 +41,10 @@ struct ForwardOutput {
   std::vector<float> logits;   // [total rows, vocab_size], sequences in batch order
   std::vector<int> first_row;  // per sequence: its first row in `logits`
   std::vector<int> num_rows;   // per sequence: 0, 1 or tokens.size()
+  // Set instead of `logits` (which is then empty) by a model told to
+  // KeepLogitsOnDevice: the same rows [total rows, vocab_size], row-major, in the
+  // device memory of logits_device(), valid until the model's next Forward.
+  const float* device_logits = nullptr;
 
   // Row j of sequence s: vocab_size floats. REQUIRES: j < num_rows[s].
   const float* Row(int s, int j) const {
@@ -62,6 +66,19 @@ class LanguageModel {
   // Appends every sequence's tokens to its cache and fills `out` with the logits
   // asked for. Contract (REQUIRES, errors, state after failure): Transformer::Forward.
   virtual absl::Status Forward(absl::Span<const SequenceInput> batch, ForwardOutput* out) = 0;
+
+  // Where later Forward calls leave the logits: false (the default) in
+  // ForwardOutput::logits on the host; true in ForwardOutput::device_logits, on
+  // the CUDA device logits_device(), for a caller that samples and verifies there
+  // (the target's probabilities then never cross to the host). Errors:
+  // FailedPrecondition naming why the model cannot (it runs on the host, or its
+  // logits are spread over a tensor-parallel group); the setting is then unchanged.
+  virtual absl::Status KeepLogitsOnDevice(bool keep) {
+    if (!keep) return absl::OkStatus();
+    return absl::FailedPreconditionError("this model computes its logits on the host");
+  }
+  // The CUDA ordinal that device_logits live on; -1 while they are on the host.
+  virtual int logits_device() const { return -1; }
 };
 
 }  // namespace splitspec::model

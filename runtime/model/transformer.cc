@@ -227,12 +227,32 @@ absl::Status Transformer::RunLayer(int layer) {
   return absl::OkStatus();
 }
 
+absl::Status Transformer::KeepLogitsOnDevice(bool keep) {
+  if (keep && !device_.is_cuda()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("logits stay on the device only for a CUDA model; this one runs on ",
+                     device_.ToString()));
+  }
+  if (keep && shard_.size > 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        device_.ToString(), ": logits stay on the device only in a one-rank group, this is rank ",
+        shard_.rank, " of ", shard_.size));
+  }
+  keep_logits_on_device_ = keep;
+  return absl::OkStatus();
+}
+
 absl::Status Transformer::ComputeLogits(ForwardOutput* out) {
   const int64_t rows = static_cast<int64_t>(plan_.logit_tokens.size());
   out->vocab_size = config_.vocab_size;
-  out->logits.resize(rows * config_.vocab_size);
+  out->device_logits = nullptr;
+  out->logits.resize(keep_logits_on_device_ ? 0 : rows * config_.vocab_size);
   if (rows == 0) return absl::OkStatus();  // every rank sees the same batch: all skip
   const float* parts = backend_->OutputHead();
+  if (keep_logits_on_device_) {  // one rank: parts is [R, V], row-major (vocab_per_rank == V)
+    out->device_logits = parts;
+    return absl::OkStatus();
+  }
   if (shard_.size > 1) {
     float* gathered = backend_->GatherBuffer();
     backend_->CompleteBuffers();

@@ -147,6 +147,13 @@ class Transformer : public LanguageModel {
   // and every rank's `out` holds the same full-vocabulary logits.
   absl::Status Forward(absl::Span<const SequenceInput> batch, ForwardOutput* out) override;
 
+  // Keeping the logits on the device needs a CUDA device and a one-rank group
+  // (a group's logits are gathered rank-major, not row-major); FailedPrecondition
+  // naming the device or the group size otherwise. With it set, Forward skips the
+  // copy to the host: device_logits points into the backend's workspace.
+  absl::Status KeepLogitsOnDevice(bool keep) override;
+  int logits_device() const override { return keep_logits_on_device_ ? device_.ordinal : -1; }
+
  private:
   Transformer(std::unique_ptr<GgufFile> file, ModelConfig config,
               std::unique_ptr<ModelWeights> weights, TensorParallelShard shard,
@@ -173,6 +180,7 @@ class Transformer : public LanguageModel {
   DeviceSpec device_;
   std::unique_ptr<TransformerBackend> backend_;  // borrows shard_weights_, config_
   ForwardPlan plan_;                             // the current call's
+  bool keep_logits_on_device_ = false;
 };
 
 }  // namespace splitspec::model

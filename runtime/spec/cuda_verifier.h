@@ -11,8 +11,9 @@
 //
 // Outcomes equal VerifyOnHost's on the same logits up to the round-off stated
 // in kernels/cuda/sampling.h and kernels/cuda/verify.h.
-// Not wired yet: the target engine still copies logits to the host and verifies
-// there (target_worker/target_engine.cc); nothing user-facing calls this class.
+// Used by the target engine of a one-rank target on a CUDA device
+// (target_worker/device_rows.h, TargetEngine::UseDeviceRows). Written without a
+// GPU: tests/gpu/cuda_verifier_test.cc and device_verify_engine_test.cc run it.
 // Thread-compatible: one call at a time.
 #ifndef SPLITSPEC_RUNTIME_SPEC_CUDA_VERIFIER_H_
 #define SPLITSPEC_RUNTIME_SPEC_CUDA_VERIFIER_H_

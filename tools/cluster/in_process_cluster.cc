@@ -51,6 +51,7 @@ absl::StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::Start(
   target_options.identity.name = "target-0";
   target_options.identity.threads = options.target->num_threads();
   target_options.engine = options.target_engine;
+  if (options.target_tp == 1) target_options.verify_device = options.target_verify_device;
   target_options.data_faults = options.data_faults;
   if (options.target_tp == 1) {
     ASSIGN_OR_RETURN(cluster->target_,

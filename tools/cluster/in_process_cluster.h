@@ -42,6 +42,9 @@ struct InProcessClusterOptions {
   model::Transformer* target = nullptr;  // required; outlives the cluster
   spec::Drafter* drafter = nullptr;      // optional; outlives the cluster
   target::TargetEngineOptions target_engine;
+  // The CUDA ordinal the one-rank target verifies on (TargetServiceOptions::
+  // verify_device); -1: on the host.
+  int target_verify_device = -1;
   draft::DraftEngineOptions draft_engine;
   coordinator::MembershipOptions membership;
   coordinator::RouterOptions router;

@@ -62,7 +62,7 @@ TEST(TargetRequestTest, AdmitsOnlyBlocksAtOrAfterTheFrontierOfTheCurrentEpoch) {
 TEST(TargetRequestTest, CorrectionBumpsEpochTruncatesCacheAndDropsLaterBlocks) {
   auto request = NewRequest();
   Feed(*request, kPrompt);  // prompt fed, p for position 3 pending
-  request->SetPending({0.5f, 0.5f});
+  request->SetPending({{0.5f, 0.5f}});
   ASSERT_EQ(request->AdmitBlock(Block(0, 3, {20, 21, 22})), BlockAdmission::kQueued);
   ASSERT_EQ(request->AdmitBlock(Block(0, 6, {23})), BlockAdmission::kQueued);
   Feed(*request, 3);  // the block's three tokens
@@ -85,17 +85,17 @@ TEST(TargetRequestTest, CorrectionBumpsEpochTruncatesCacheAndDropsLaterBlocks) {
 TEST(TargetRequestTest, FullAcceptanceWithoutBonusKeepsEpochAndNextBlock) {
   auto request = NewRequest();
   Feed(*request, kPrompt);
-  request->SetPending({1.0f});
+  request->SetPending({{1.0f}});
   ASSERT_EQ(request->AdmitBlock(Block(0, 3, {20, 21})), BlockAdmission::kQueued);
   ASSERT_EQ(request->AdmitBlock(Block(0, 5, {22, 23})), BlockAdmission::kQueued);
   Feed(*request, 2);
   request->ApplyOutcome(request->ReadyBlock(), Outcome(2, {20, 21}, false),
-                        std::vector<float>{0.25f, 0.75f}, absl::Now());
+                        TargetRow{{0.25f, 0.75f}}, absl::Now());
   EXPECT_EQ(request->epoch(), 0u);
   EXPECT_EQ(request->frontier(), 5);
   EXPECT_EQ(request->cache().length(), 5);
   ASSERT_TRUE(request->has_pending());
-  EXPECT_EQ(request->pending_probs(), (std::vector<float>{0.25f, 0.75f}));
+  EXPECT_EQ(request->pending().probs, (std::vector<float>{0.25f, 0.75f}));
   ASSERT_NE(request->ReadyBlock(), nullptr);
   EXPECT_EQ(request->ReadyBlock()->start(), 5u);
 }
@@ -105,7 +105,7 @@ TEST(TargetRequestTest, StopTokenCutsTheCommittedTokensAndFinishes) {
   limits.stop_token_ids = {0};
   auto request = NewRequest(limits);
   Feed(*request, kPrompt);
-  request->SetPending({1.0f});
+  request->SetPending({{1.0f}});
   ASSERT_EQ(request->AdmitBlock(Block(0, 3, {20, 0, 21})), BlockAdmission::kQueued);
   Feed(*request, 3);
   const proto::VerifyResult result = request->ApplyOutcome(
@@ -121,7 +121,7 @@ TEST(TargetRequestTest, MaxNewTokensFinishesWithLengthAtExactlyTheLimit) {
   limits.max_new_tokens = 2;
   auto request = NewRequest(limits);
   Feed(*request, kPrompt);
-  request->SetPending({1.0f});
+  request->SetPending({{1.0f}});
   ASSERT_EQ(request->AdmitBlock(Block(0, 3, {20, 21, 22})), BlockAdmission::kQueued);
   Feed(*request, 3);
   const proto::VerifyResult result = request->ApplyOutcome(
