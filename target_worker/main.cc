@@ -24,6 +24,7 @@
 #include "runtime/cli/worker_flags.h"
 #include "runtime/model/device.h"
 #include "runtime/model/transformer.h"
+#include "target_worker/single_rank_model.h"
 #include "target_worker/target_service.h"
 #include "target_worker/tp_group_runner.h"
 
@@ -72,8 +73,12 @@ absl::Status ServeTargets(splitspec::cli::WorkerFlags flags) {
   model_options.threads = flags.identity.threads;
   model_options.device = flags.device;
   model_options.memory.step_tokens = flags.step_tokens;
-  ASSIGN_OR_RETURN(auto model,
-                   splitspec::model::Transformer::Load(flags.identity.model_path, model_options));
+  model_options.cuda_graphs = flags.cuda_graphs;
+  // On a GPU the model joins a one-rank NCCL group (single_rank_model.h).
+  ASSIGN_OR_RETURN(splitspec::target::SingleRankModel target,
+                   splitspec::target::LoadSingleRankModel(flags.identity.model_path,
+                                                          model_options));
+  const std::unique_ptr<splitspec::model::Transformer>& model = target.model;
   splitspec::target::TargetServiceOptions service_options = ServiceOptions(flags);
   // One rank on a GPU verifies there: the target's probabilities stay on the device.
   if (flags.device.is_cuda()) service_options.verify_device = flags.device.ordinal;

@@ -40,6 +40,7 @@ struct BenchFlags {
   std::string model;
   int threads = 0;
   model::DeviceSpec device = {};
+  bool cuda_graphs = true;
   int prompt_tokens = 32;
   int decode_tokens = 128;
   int prefill_tokens = 512;
@@ -70,6 +71,7 @@ absl::StatusOr<BenchFlags> ParseFlags(const CommandArgs& argv) {
   }
   f.threads = static_cast<int>(threads);
   ASSIGN_OR_RETURN(f.device, ParseDeviceFlag(args));
+  ASSIGN_OR_RETURN(f.cuda_graphs, ParseCudaGraphsFlag(args));
   ASSIGN_OR_RETURN(f.prompt_tokens, PositiveInt(args, "prompt-tokens", 32));
   ASSIGN_OR_RETURN(f.decode_tokens, PositiveInt(args, "decode-tokens", 128));
   ASSIGN_OR_RETURN(f.prefill_tokens, PositiveInt(args, "prefill-tokens", 512));
@@ -199,6 +201,7 @@ model::TransformerOptions LoadOptions(const BenchFlags& f) {
   model::TransformerOptions options;
   options.threads = f.threads;
   options.device = f.device;
+  options.cuda_graphs = f.cuda_graphs;
   options.memory.context_tokens = std::max(f.prompt_tokens + f.decode_tokens + 1, f.prefill_tokens);
   const int max_batch = *std::max_element(f.batches.begin(), f.batches.end());
   options.memory.sequences = max_batch;
@@ -215,7 +218,9 @@ absl::Status RunBench(const BenchFlags& f, const CommandArgs& argv) {
   ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> model,
                    model::Transformer::Load(f.model, LoadOptions(f)));
   const model::ModelConfig& c = model->config();
-  std::printf("device: %s\n", f.device.ToString().c_str());
+  std::printf("device: %s%s\n", f.device.ToString().c_str(),
+              f.device.is_cuda() ? (f.cuda_graphs ? " (CUDA graphs on)" : " (CUDA graphs off)")
+                                 : "");
   const double rss_load = RssMiB();
   const double bytes_per_token = static_cast<double>(model->weights().DecodeBytesPerToken());
   std::printf("model: %s (%s, %d layers, n_embd %d, vocab %d)\n", f.model.c_str(),

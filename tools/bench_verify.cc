@@ -39,6 +39,7 @@ struct VerifyFlags {
   std::string model;
   int threads = 0;
   model::DeviceSpec device = {};
+  bool cuda_graphs = true;
   int prompt_tokens = 32;
   int repeats = 30;
   std::vector<int> ks = {1, 2, 3, 5, 8, 9, 16};
@@ -63,6 +64,7 @@ absl::StatusOr<VerifyFlags> ParseVerifyFlags(const CommandArgs& argv) {
   }
   f.threads = static_cast<int>(threads);
   ASSIGN_OR_RETURN(f.device, ParseDeviceFlag(args));
+  ASSIGN_OR_RETURN(f.cuda_graphs, ParseCudaGraphsFlag(args));
   f.prompt_tokens = static_cast<int>(prompt);
   f.repeats = static_cast<int>(repeats);
   if (!args.GetString("k", "").empty()) {
@@ -97,6 +99,7 @@ model::TransformerOptions LoadOptions(const VerifyFlags& f) {
   model::TransformerOptions options;
   options.threads = f.threads;
   options.device = f.device;
+  options.cuda_graphs = f.cuda_graphs;
   const int max_k = *std::max_element(f.ks.begin(), f.ks.end());
   options.memory.context_tokens = f.prompt_tokens + max_k;
   options.memory.step_tokens = std::max(f.prompt_tokens, max_k);
@@ -111,7 +114,9 @@ absl::Status RunVerify(const VerifyFlags& f, const CommandArgs& argv) {
               threads);
   ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> model,
                    model::Transformer::Load(f.model, LoadOptions(f)));
-  std::printf("device: %s\n", f.device.ToString().c_str());
+  std::printf("device: %s%s\n", f.device.ToString().c_str(),
+              f.device.is_cuda() ? (f.cuda_graphs ? " (CUDA graphs on)" : " (CUDA graphs off)")
+                                 : "");
   const model::ModelConfig& c = model->config();
   std::printf("model: %s (%s, %d layers, n_embd %d, vocab %d)\n", f.model.c_str(),
               c.architecture.c_str(), c.n_layers, c.n_embd, c.vocab_size);

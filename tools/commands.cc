@@ -130,6 +130,20 @@ absl::StatusOr<model::DeviceSpec> ParseDeviceFlag(const CliArgs& args) {
   return *device;
 }
 
+cli::Flag CudaGraphsFlag() {
+  return {"cuda-graphs", "on|off", "on",
+          "with --device cuda:N: decode and verify steps as replayed CUDA graphs"};
+}
+
+absl::StatusOr<bool> ParseCudaGraphsFlag(const CliArgs& args) {
+  const std::string value = args.GetString("cuda-graphs", "on");
+  if (value != "on" && value != "off") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--cuda-graphs must be on or off, got '", value, "'"));
+  }
+  return value == "on";
+}
+
 const cli::FlagTable& GenerateFlagTable() {
   static const cli::FlagTable& table = TableWithSampling(
       {.command = "splitspec generate",
@@ -147,6 +161,7 @@ const cli::FlagTable& GenerateFlagTable() {
                  {"threads", "N", "0", "the target's compute threads; 0 = one per core"},
                  {"draft-threads", "N", "1", "the draft model's compute threads"},
                  DeviceFlag(),
+                 CudaGraphsFlag(),
                  {"target-tp", "N", "1", "the target as a tensor-parallel group of N (1, 2, 4, 8)"},
                  {"trace", "FILE", "", "write a Chrome trace of the workers' busy intervals"},
                  {"sequential", "", "", "the draft waits for each verification (lookahead 1)"},
@@ -163,6 +178,7 @@ const cli::FlagTable& BenchDecodeFlagTable() {
              .flags = {{"model", "PATH", "", "the model's GGUF (required)"},
                        {"threads", "N", "0", "compute threads; 0 = one per core"},
                        DeviceFlag(),
+                       CudaGraphsFlag(),
                        {"prompt-tokens", "N", "32", "prompt length before decoding"},
                        {"decode-tokens", "N", "128", "greedy decode steps timed"},
                        {"prefill-tokens", "N", "512", "tokens of the timed prefill"},
@@ -228,6 +244,7 @@ const cli::FlagTable& BenchVerifyFlagTable() {
              .flags = {{"model", "PATH", "", "the model's GGUF (required)"},
                        {"threads", "N", "0", "compute threads; 0 = one per core"},
                        DeviceFlag(),
+                       CudaGraphsFlag(),
                        {"prompt-tokens", "N", "32", "prompt length before the timed forwards"},
                        {"repeats", "N", "30", "rounds over every k (medians and minima)"},
                        {"k", "LIST", "1,2,3,5,8,9,16", "block sizes to time; must start with 1"}}});

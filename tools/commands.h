@@ -49,6 +49,10 @@ const cli::FlagTable& KeygenFlagTable();
 // InvalidArgument naming the flag and the value when it is not cpu or cuda:N.
 cli::Flag DeviceFlag();
 absl::StatusOr<model::DeviceSpec> ParseDeviceFlag(const CliArgs& args);
+// --cuda-graphs on|off of bench decode and verify (TransformerOptions::cuda_graphs);
+// InvalidArgument naming the flag for another value.
+cli::Flag CudaGraphsFlag();
+absl::StatusOr<bool> ParseCudaGraphsFlag(const CliArgs& args);
 
 // A subcommand: a leaf with a flag table, or a group (`bench`) whose first
 // argument names one of its `children` (their `run` is unused: the group's

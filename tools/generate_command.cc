@@ -35,6 +35,7 @@
 #include "runtime/spec/drafter_factory.h"
 #include "runtime/spec/verify_mode.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
+#include "target_worker/single_rank_model.h"
 #include "tools/cluster/in_process_cluster.h"
 #include "tools/commands.h"
 #include "tools/guidance_flags.h"
@@ -60,6 +61,7 @@ struct GenerateFlags {
   bool ignore_eos = false;
   bool json = false;
   model::DeviceSpec device = {};  // --device: the target's and a model drafter's
+  bool cuda_graphs = true;        // --cuda-graphs: the target's
   int target_tp = 1;       // --target-tp N: the target as a tensor-parallel group of N rank threads
   std::string trace_path;  // --trace FILE: Chrome trace of draft / target busy intervals
 };
@@ -114,6 +116,7 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
   }
   f.target_tp = static_cast<int>(target_tp);
   ASSIGN_OR_RETURN(f.device, ParseDeviceFlag(args));
+  ASSIGN_OR_RETURN(f.cuda_graphs, ParseCudaGraphsFlag(args));
   f.drafter.device = f.device;
   if (f.device.is_cuda() && f.target_tp > 1) {
     return absl::InvalidArgumentError(
@@ -167,8 +170,12 @@ std::string SampleLine(const GenerateFlags& f, const std::vector<int32_t>& ids,
 
 absl::Status RunGenerate(const GenerateFlags& f) {
   SetDefaultLogLevel(LogLevel::kWarning);  // the in-process services stay quiet
-  ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> target,
-                   model::Transformer::Load(f.target, {.threads = f.threads, .device = f.device}));
+  // A one-rank target on a GPU joins a one-rank NCCL group (single_rank_model.h); with
+  // --target-tp N the in-process group's ranks load their own shards.
+  ASSIGN_OR_RETURN(target::SingleRankModel loaded,
+                   target::LoadSingleRankModel(f.target, {.threads = f.threads, .device = f.device,
+                                                          .cuda_graphs = f.cuda_graphs}));
+  const std::unique_ptr<model::Transformer>& target = loaded.model;
   ASSIGN_OR_RETURN(model::Tokenizer tokenizer, model::LoadTokenizerFromGguf(target->file()));
   ASSIGN_OR_RETURN(std::unique_ptr<spec::Drafter> drafter,
                    spec::MakeDrafter(f.drafter, f.target, &tokenizer, target->config().vocab_size,

@@ -43,7 +43,10 @@ FlagTable MakeTargetTable() {
        {"tp-group", "G", "", "tensor-parallel group name (required with --tp-size > 1)"},
        {"tp-rank", "R", "0", "this process's rank in the group (0 leads)"},
        {"tp-size", "N", "1", "ranks in the group: 1, 2, 4 or 8"},
-       {"tp-timeout-ms", "N", "30000", "bound on every collective of the group"}});
+       {"tp-timeout-ms", "N", "30000", "bound on every collective of the group"},
+       {"cuda-graphs", "on|off", "on",
+        "with --device cuda:N and --tp-size 1: run decode and verify steps as replayed CUDA "
+        "graphs (bitwise the eager logits)"}});
 }
 
 FlagTable MakeDraftTable() {
@@ -134,6 +137,12 @@ absl::Status ReadDevice(const CliArgs& parsed, WorkerFlags& flags) {
     return absl::InvalidArgumentError(absl::StrCat("--device: ", device.status().message()));
   }
   flags.device = *device;
+  const std::string graphs = parsed.GetString("cuda-graphs", flags.cuda_graphs ? "on" : "off");
+  if (graphs != "on" && graphs != "off") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--cuda-graphs must be on or off, got '", graphs, "'"));
+  }
+  flags.cuda_graphs = graphs == "on";
   return absl::OkStatus();
 }
 

@@ -30,6 +30,7 @@ struct WorkerFlags {
   std::string coordinator = "tcp://127.0.0.1:5555";
   net::WorkerIdentity identity;
   model::DeviceSpec device = {};  // --device: where the worker's model runs
+  bool cuda_graphs = true;        // target workers: --cuda-graphs on|off
   // Target workers.
   int step_tokens = 512;
   int block_wait_ms = 200;

@@ -92,6 +92,13 @@
 
 namespace splitspec::model {
 
+// How a backend ran its forward calls (CUDA graphs: cuda_graph_plan.h).
+struct BackendCounters {
+  int64_t eager_calls = 0;     // kernels launched one by one
+  int64_t graph_captures = 0;  // calls captured into a CUDA graph (then replayed once)
+  int64_t graph_replays = 0;   // calls that replayed a captured graph
+};
+
 // The tokens of one forward call, planned by the transformer on the host
 // after the inputs were checked (every cache has room for its tokens).
 struct ForwardPlan {
@@ -156,6 +163,9 @@ class TransformerBackend {
   // here; after one, its later calls do nothing). The CPU backend cannot fail.
   // The transformer commits the caches' lengths only after an OK Finish.
   virtual absl::Status Finish() { return absl::OkStatus(); }
+
+  // Counts since construction (the CPU backend counts nothing).
+  virtual BackendCounters counters() const { return {}; }
 };
 
 }  // namespace splitspec::model

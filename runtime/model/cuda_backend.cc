@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <map>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +14,7 @@
 #include "kernels/cuda/quant_matmul.h"
 #include "kernels/cuda/transformer_kernels.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/model/cuda_graph_plan.h"
 #include "runtime/model/cuda_kv_cache.h"
 #include "runtime/model/transformer_ops.h"
 
@@ -60,6 +63,9 @@ absl::Status CheckTypes(const ModelConfig& config, const ShardedWeights& w) {
   return CheckType(w.output, "output.weight");
 }
 
+// How the current call runs (cuda_graph_plan.h).
+enum class CallMode { kEager, kCapture, kReplay };
+
 class CudaBackend final : public TransformerBackend {
  public:
   CudaBackend(const ModelConfig& config, const TensorParallelShard& shard,
@@ -74,6 +80,7 @@ class CudaBackend final : public TransformerBackend {
 
   ~CudaBackend() override {
     cudaSetDevice(device_);
+    DestroyGraphs();
     if (stream_ != nullptr) {
       cudaStreamSynchronize(stream_);
       cudaStreamDestroy(stream_);
@@ -82,7 +89,7 @@ class CudaBackend final : public TransformerBackend {
     cudaFree(weights_dev_);
   }
 
-  absl::Status Init(const DeviceMemoryBudget& budget);
+  absl::Status Init(const DeviceMemoryBudget& budget, bool cuda_graphs);
 
   MemorySpace memory_space() const override { return MemorySpace::kDevice; }
   std::unique_ptr<KvCache> NewCache(int max_tokens) const override {
@@ -101,10 +108,23 @@ class CudaBackend final : public TransformerBackend {
   }
   void CopyLogitsToHost(const float* parts, float* host_logits) override;
   absl::Status Finish() override;
+  BackendCounters counters() const override { return counters_; }
 
  private:
-  int64_t tokens() const { return static_cast<int64_t>(plan_->token_seq.size()); }
-  int64_t logit_rows() const { return static_cast<int64_t>(plan_->logit_tokens.size()); }
+  // Tokens and logit rows the kernels run over: the call's, or its bucket's when padded.
+  int64_t tokens() const { return run_tokens_; }
+  int64_t logit_rows() const { return run_rows_; }
+  // The call's own logit rows (the ones copied out).
+  int64_t real_logit_rows() const { return static_cast<int64_t>(plan_->logit_tokens.size()); }
+  bool launches() const { return mode_ != CallMode::kReplay; }
+  // Chooses eager / capture / replay for the call and sizes the workspace.
+  void PlanCall();
+  void DestroyGraph(int64_t id);
+  void DestroyGraphs();
+  // The workspace moved: every captured pointer is stale.
+  void InvalidateGraphs();
+  // Ends the capture begun in Begin, instantiates the graph and launches it.
+  void EndCaptureAndLaunch();
   // Keeps the first error of the call; true while there is none.
   bool Ok(const absl::Status& status) {
     if (error_.ok() && !status.ok()) error_ = status;
@@ -141,6 +161,16 @@ class CudaBackend final : public TransformerBackend {
   const float* output_norm_ = nullptr;
   DeviceWorkspaceLayout ws_;
   uint8_t* workspace_ = nullptr;
+
+  // CUDA graphs (null bucketer: disabled, or a group of more than one rank).
+  std::optional<GraphBucketer> bucketer_;
+  std::map<int64_t, cudaGraphExec_t> graphs_;
+  std::unique_ptr<CudaKvCache> padding_cache_;  // one position: where padded tokens write
+  CallMode mode_ = CallMode::kEager;
+  int64_t graph_id_ = -1;
+  int64_t run_tokens_ = 0, run_rows_ = 0;
+  int run_positions_ = 0;
+  BackendCounters counters_;
 
   // Host staging of the per-call metadata.
   std::vector<int32_t> ids_, pos_, logit_tokens_;
@@ -194,13 +224,70 @@ absl::Status CudaBackend::UploadWeights() {
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::Init(const DeviceMemoryBudget& budget) {
+absl::Status CudaBackend::Init(const DeviceMemoryBudget& budget, bool cuda_graphs) {
   RETURN_IF_ERROR(CheckTypes(config_, weights_));
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   CUDA_RETURN_IF_ERROR(cudaStreamCreate(&stream_));
   RETURN_IF_ERROR(UploadWeights());
+  if (cuda_graphs && shard_.size == 1) {
+    ASSIGN_OR_RETURN(GraphBucketer bucketer, GraphBucketer::Create(GraphBucketOptions{}));
+    bucketer_.emplace(std::move(bucketer));
+    padding_cache_ =
+        std::make_unique<CudaKvCache>(config_.n_layers, static_cast<int>(kv_dim_), 1, device_);
+    RETURN_IF_ERROR(padding_cache_->Reserve(1));
+  }
   const int64_t step = std::max(budget.step_tokens, 1);
   return EnsureWorkspace(step, step);
+}
+
+void CudaBackend::DestroyGraph(int64_t id) {
+  auto it = graphs_.find(id);
+  if (it == graphs_.end()) return;
+  cudaGraphExecDestroy(it->second);
+  graphs_.erase(it);
+}
+
+void CudaBackend::DestroyGraphs() {
+  for (const auto& [id, exec] : graphs_) cudaGraphExecDestroy(exec);
+  graphs_.clear();
+}
+
+void CudaBackend::InvalidateGraphs() {
+  if (!bucketer_.has_value()) return;
+  DestroyGraphs();
+  bucketer_->Invalidate();
+}
+
+void CudaBackend::PlanCall() {
+  mode_ = CallMode::kEager;
+  run_tokens_ = static_cast<int64_t>(plan_->token_seq.size());
+  run_rows_ = real_logit_rows();
+  run_positions_ = plan_->max_positions;
+  if (!bucketer_.has_value() || run_rows_ == 0) return;  // OutputHead must end a graph
+  GraphStepShape shape;
+  shape.tokens = static_cast<int>(run_tokens_);
+  shape.logit_rows = static_cast<int>(run_rows_);
+  shape.max_positions = plan_->max_positions;
+  for (const SequenceInput& in : plan_->batch) {
+    shape.max_tokens_per_sequence =
+        std::max(shape.max_tokens_per_sequence, static_cast<int>(in.tokens.size()));
+  }
+  const GraphDecision d = bucketer_->Decide(shape);
+  for (int64_t id : d.evicted) DestroyGraph(id);
+  if (d.action == GraphAction::kEager) return;
+  if (d.bucket_tokens > ws_.tokens || d.bucket_tokens > ws_.logit_rows) {
+    // Growing the workspace moves it: this call runs eagerly, the bucket is captured next time.
+    Ok(EnsureWorkspace(d.bucket_tokens, d.bucket_tokens));
+    return;
+  }
+  if (d.action == GraphAction::kReplay && !graphs_.contains(d.graph_id)) {
+    InvalidateGraphs();  // a capture failed earlier: start over
+    return;
+  }
+  mode_ = d.action == GraphAction::kReplay ? CallMode::kReplay : CallMode::kCapture;
+  graph_id_ = d.graph_id;
+  run_tokens_ = run_rows_ = d.bucket_tokens;
+  run_positions_ = d.bucket_positions;
 }
 
 absl::Status CudaBackend::EnsureWorkspace(int64_t tokens, int64_t rows) {
@@ -211,6 +298,7 @@ absl::Status CudaBackend::EnsureWorkspace(int64_t tokens, int64_t rows) {
       config_, shard_, std::max(tokens, ws_.tokens), std::max(rows, ws_.logit_rows));
   if (workspace_ != nullptr) {
     CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    InvalidateGraphs();  // they captured the old workspace's pointers
     cudaFree(workspace_);
     workspace_ = nullptr;
   }
@@ -236,15 +324,25 @@ absl::Status CudaBackend::Upload(const std::vector<T>& host, uint64_t offset) {
 }
 
 absl::Status CudaBackend::UploadPlan() {
-  const int64_t t_count = tokens();
+  const int64_t t_count = static_cast<int64_t>(plan_->token_seq.size());
+  const int64_t padded = tokens();  // > t_count only for a graph's bucket
   const int pairs = config_.rope_dim / 2;
   ids_.clear();
   for (const SequenceInput& in : plan_->batch)
     ids_.insert(ids_.end(), in.tokens.begin(), in.tokens.end());
   pos_.assign(plan_->token_pos.begin(), plan_->token_pos.end());
-  refs_.resize(t_count);
-  cos_.resize(t_count * pairs);
-  sin_.resize(t_count * pairs);
+  refs_.resize(padded);
+  cos_.resize(padded * pairs);
+  sin_.resize(padded * pairs);
+  // Padded tokens: token 0 at position 0 of the padding cache; their logit rows read token 0.
+  ids_.resize(padded, 0);
+  pos_.resize(padded, 0);
+  for (int64_t t = t_count; t < padded; ++t) {
+    refs_[t] = kernels::DeviceKvRef{padding_cache_->device_rows(),
+                                    padding_cache_->storage_positions(), 0};
+    internal::RopeAngles(config_, weights_.full->rope_freq_factors, 0, &cos_[t * pairs],
+                         &sin_[t * pairs]);
+  }
   for (int64_t t = 0; t < t_count; ++t) {
     auto* cache = dynamic_cast<CudaKvCache*>(plan_->batch[plan_->token_seq[t]].cache);
     if (cache == nullptr || cache->device_rows() == nullptr) {
@@ -256,6 +354,7 @@ absl::Status CudaBackend::UploadPlan() {
                          &cos_[t * pairs], &sin_[t * pairs]);
   }
   logit_tokens_.assign(plan_->logit_tokens.begin(), plan_->logit_tokens.end());
+  logit_tokens_.resize(logit_rows(), 0);
   RETURN_IF_ERROR(Upload(ids_, ws_.token_ids));
   RETURN_IF_ERROR(Upload(pos_, ws_.token_pos));
   RETURN_IF_ERROR(Upload(refs_, ws_.token_cache));
@@ -270,10 +369,41 @@ void CudaBackend::Begin(const ForwardPlan& plan) {
   if (!Ok(kernels::CudaStatus(cudaSetDevice(device_), "cudaSetDevice", __FILE__, __LINE__))) {
     return;
   }
-  if (!Ok(EnsureWorkspace(tokens(), logit_rows()))) return;
+  PlanCall();
+  if (!error_.ok()) return;
+  if (mode_ == CallMode::kEager) {
+    ++counters_.eager_calls;
+    if (!Ok(EnsureWorkspace(tokens(), logit_rows()))) return;
+  }
   if (!Ok(UploadPlan())) return;
+  if (mode_ == CallMode::kReplay) return;  // OutputHead launches the graph
+  if (mode_ == CallMode::kCapture &&
+      !Ok(kernels::CudaStatus(
+          cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+          "cudaStreamBeginCapture", __FILE__, __LINE__))) {
+    return;
+  }
   Ok(kernels::LaunchEmbedRows(embd_, Ws<int32_t>(ws_.token_ids), tokens(), Ws<float>(ws_.x),
                               stream_));
+}
+
+void CudaBackend::EndCaptureAndLaunch() {
+  cudaGraph_t graph = nullptr;
+  // The capture ends even after a failed launch, or the stream stays in capture mode.
+  const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+  if (Ok(kernels::CudaStatus(ended, "cudaStreamEndCapture", __FILE__, __LINE__))) {
+    cudaGraphExec_t exec = nullptr;
+    if (Ok(kernels::CudaStatus(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate",
+                               __FILE__, __LINE__))) {
+      graphs_[graph_id_] = exec;
+      ++counters_.graph_captures;
+      // A capture records the kernels without running them: run them now.
+      Ok(kernels::CudaStatus(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch", __FILE__,
+                             __LINE__));
+    }
+  }
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  if (!error_.ok()) InvalidateGraphs();
 }
 
 void CudaBackend::MatMul(const float* x, int64_t cols, std::initializer_list<DeviceJob> jobs,
@@ -300,7 +430,7 @@ void CudaBackend::NormRows(const float* weight) {
 float* CudaBackend::Attention(int layer) {
   const LayerOnDevice& lw = layers_[layer];
   float* partial = Ws<float>(ws_.partial);
-  if (!error_.ok()) return partial;
+  if (!error_.ok() || !launches()) return partial;
   const int64_t t = tokens();
   float* q = Ws<float>(ws_.q);
   float* k = Ws<float>(ws_.k);
@@ -335,7 +465,7 @@ float* CudaBackend::Attention(int layer) {
     shape.head_dim = config_.head_dim;
     shape.kv_heads = static_cast<int>(shard_.kv_heads.size());
     shape.layer = layer;
-    shape.max_positions = plan_->max_positions;
+    shape.max_positions = run_positions_;
     shape.scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
     Ok(kernels::LaunchAttention(q, refs, pos, shape, t, Ws<float>(ws_.attn), stream_));
   }
@@ -346,6 +476,7 @@ float* CudaBackend::Attention(int layer) {
 float* CudaBackend::FeedForward(int layer) {
   const LayerOnDevice& lw = layers_[layer];
   float* partial = Ws<float>(ws_.partial);
+  if (!error_.ok() || !launches()) return partial;
   const int64_t t = tokens();
   float* gate = Ws<float>(ws_.gate);
   float* up = Ws<float>(ws_.up);
@@ -357,7 +488,7 @@ float* CudaBackend::FeedForward(int layer) {
 }
 
 void CudaBackend::AddToResidual() {
-  if (!error_.ok()) return;
+  if (!error_.ok() || !launches()) return;
   Ok(kernels::LaunchAddInPlace(Ws<float>(ws_.x), Ws<float>(ws_.partial), tokens() * config_.n_embd,
                                stream_));
 }
@@ -365,6 +496,12 @@ void CudaBackend::AddToResidual() {
 const float* CudaBackend::OutputHead() {
   float* logits = Ws<float>(ws_.logits);
   if (!error_.ok()) return logits;
+  if (mode_ == CallMode::kReplay) {
+    ++counters_.graph_replays;
+    Ok(kernels::CudaStatus(cudaGraphLaunch(graphs_.at(graph_id_), stream_), "cudaGraphLaunch",
+                           __FILE__, __LINE__));
+    return logits;
+  }
   const int64_t rows = logit_rows();
   float* head_x = Ws<float>(ws_.head_x);
   Ok(kernels::LaunchRmsNormRows(Ws<float>(ws_.x), Ws<int32_t>(ws_.logit_tokens), rows,
@@ -377,12 +514,13 @@ const float* CudaBackend::OutputHead() {
         "cudaMemsetAsync(logits)", __FILE__, __LINE__));
   }
   MatMul(head_x, config_.n_embd, {{&output_, logits, per_rank}}, rows);
+  if (mode_ == CallMode::kCapture) EndCaptureAndLaunch();
   return logits;
 }
 
 void CudaBackend::CopyLogitsToHost(const float* parts, float* host_logits) {
   if (!error_.ok()) return;
-  const int64_t rows = logit_rows();
+  const int64_t rows = real_logit_rows();
   const int64_t vocab = config_.vocab_size;
   const int64_t per_rank = shard_.vocab_per_rank;
   for (int rank = 0; rank < shard_.size && error_.ok(); ++rank) {
@@ -406,9 +544,9 @@ absl::Status CudaBackend::Finish() {
 
 absl::StatusOr<std::unique_ptr<TransformerBackend>> NewCudaBackend(
     const ModelConfig& config, const TensorParallelShard& shard, const ShardedWeights& weights,
-    int device, const DeviceMemoryBudget& budget) {
+    int device, const DeviceMemoryBudget& budget, bool cuda_graphs) {
   auto backend = std::make_unique<CudaBackend>(config, shard, weights, device);
-  RETURN_IF_ERROR(backend->Init(budget));
+  RETURN_IF_ERROR(backend->Init(budget, cuda_graphs));
   return std::unique_ptr<TransformerBackend>(std::move(backend));
 }
 

@@ -32,6 +32,21 @@
 // not the CPU's bits: the same integer block products, a different float
 // summation order (tests/gpu/cuda_transformer_test.cc states the bounds).
 //
+// CUDA graphs (cuda_graphs, one-rank groups only): a call whose sequences each
+// feed at most GraphBucketOptions::max_block_tokens tokens and that asks for
+// logits (decode and verify steps) is padded to its token bucket B (B logit
+// rows, the attention bounded by the position bucket P) and runs as a CUDA graph:
+// the per-call uploads (ids, positions, cache references, RoPE angles, logit
+// rows) go to fixed workspace offsets before the graph, which holds every kernel
+// from the embedding to the output head; the first eligible call of a bucket
+// runs eagerly, the next is captured (then replayed once, a capture runs
+// nothing), later ones replay. Padded tokens are token 0 at position 0 of a
+// one-position cache the backend owns; their rows are never copied out. As
+// every kernel computes a row from its own inputs only, a replay gives bitwise
+// the eager call's logits. When the workspace grows (a larger prefill), every
+// graph is destroyed and captured again on demand. Written without a GPU;
+// tests/gpu/cuda_graph_test.cc is the test that will run it.
+//
 // Tensor parallelism: this rank's shard of heads, feed-forward columns and
 // vocabulary, as the CPU backend; the transformer needs a device-memory
 // communicator for a group of more than one rank (NCCL, or Gloo staged through
@@ -57,7 +72,7 @@ namespace splitspec::model {
 // outlive the backend (as for the CPU backend).
 absl::StatusOr<std::unique_ptr<TransformerBackend>> NewCudaBackend(
     const ModelConfig& config, const TensorParallelShard& shard, const ShardedWeights& weights,
-    int device, const DeviceMemoryBudget& budget);
+    int device, const DeviceMemoryBudget& budget, bool cuda_graphs = true);
 
 }  // namespace splitspec::model
 

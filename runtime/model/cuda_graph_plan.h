@@ -35,9 +35,9 @@
 //    evicts every graph; warm buckets are captured again on their next call.
 // Thread-compatible.
 //
-// Not written yet: the capture and replay in the CUDA backend (a stream capture
-// from Begin to OutputHead of a one-rank group, the per-call uploads kept
-// outside the graph at fixed workspace offsets, and the padding cache).
+// Used by the CUDA backend (cuda_backend.h: a stream capture from Begin to
+// OutputHead of a one-rank group, the per-call uploads kept outside the graph at
+// fixed workspace offsets, and the padding cache). Not yet run on a GPU.
 #ifndef SPLITSPEC_RUNTIME_MODEL_CUDA_GRAPH_PLAN_H_
 #define SPLITSPEC_RUNTIME_MODEL_CUDA_GRAPH_PLAN_H_
 

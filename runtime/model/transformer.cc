@@ -78,7 +78,8 @@ absl::Status Transformer::AttachBackend(const TransformerOptions& options) {
   }
 #if defined(SPLITSPEC_HAVE_CUDA)
   ASSIGN_OR_RETURN(
-      backend_, NewCudaBackend(config_, shard_, *shard_weights_, device_.ordinal, options.memory));
+      backend_, NewCudaBackend(config_, shard_, *shard_weights_, device_.ordinal, options.memory,
+                                options.cuda_graphs));
   return absl::OkStatus();
 #else
   return absl::InternalError("unreachable: CheckDeviceFits passed a CUDA device without CUDA");

@@ -87,6 +87,10 @@ struct TransformerOptions {
   // the load fails naming the device and the bytes needed vs free.
   DeviceSpec device = {};
   DeviceMemoryBudget memory = {};
+  // CUDA only: decode and verify steps of a one-rank model run as replayed CUDA
+  // graphs, padded to a bucketed shape (cuda_graph_plan.h), with bitwise the
+  // logits of launching the kernels one by one. false: always launch eagerly.
+  bool cuda_graphs = true;
 };
 
 class Transformer : public LanguageModel {
@@ -153,6 +157,9 @@ class Transformer : public LanguageModel {
   // copy to the host: device_logits points into the backend's workspace.
   absl::Status KeepLogitsOnDevice(bool keep) override;
   int logits_device() const override { return keep_logits_on_device_ ? device_.ordinal : -1; }
+
+  // How the backend ran the forward calls so far (eager, graph captures, replays).
+  BackendCounters backend_counters() const { return backend_->counters(); }
 
  private:
   Transformer(std::unique_ptr<GgufFile> file, ModelConfig config,
