@@ -80,6 +80,7 @@ class CudaBackend final : public TransformerBackend {
 
   ~CudaBackend() override {
     cudaSetDevice(device_);
+    AbortCapture();
     DestroyGraphs();
     if (stream_ != nullptr) {
       cudaStreamSynchronize(stream_);
@@ -125,6 +126,8 @@ class CudaBackend final : public TransformerBackend {
   void InvalidateGraphs();
   // Ends the capture begun in Begin, instantiates the graph and launches it.
   void EndCaptureAndLaunch();
+  // Ends a capture that a failure left open (the stream stays unusable otherwise).
+  void AbortCapture();
   // Keeps the first error of the call; true while there is none.
   bool Ok(const absl::Status& status) {
     if (error_.ok() && !status.ok()) error_ = status;
@@ -167,6 +170,7 @@ class CudaBackend final : public TransformerBackend {
   std::map<int64_t, cudaGraphExec_t> graphs_;
   std::unique_ptr<CudaKvCache> padding_cache_;  // one position: where padded tokens write
   CallMode mode_ = CallMode::kEager;
+  bool capturing_ = false;  // stream_ is in capture mode
   int64_t graph_id_ = -1;
   int64_t run_tokens_ = 0, run_rows_ = 0;
   int run_positions_ = 0;
@@ -366,6 +370,7 @@ absl::Status CudaBackend::UploadPlan() {
 void CudaBackend::Begin(const ForwardPlan& plan) {
   plan_ = &plan;
   error_ = absl::OkStatus();
+  AbortCapture();  // a previous call that never reached Finish (nothing when none is open)
   if (!Ok(kernels::CudaStatus(cudaSetDevice(device_), "cudaSetDevice", __FILE__, __LINE__))) {
     return;
   }
@@ -377,20 +382,33 @@ void CudaBackend::Begin(const ForwardPlan& plan) {
   }
   if (!Ok(UploadPlan())) return;
   if (mode_ == CallMode::kReplay) return;  // OutputHead launches the graph
-  if (mode_ == CallMode::kCapture &&
-      !Ok(kernels::CudaStatus(
-          cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
-          "cudaStreamBeginCapture", __FILE__, __LINE__))) {
-    return;
+  if (mode_ == CallMode::kCapture) {
+    if (!Ok(kernels::CudaStatus(
+            cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+            "cudaStreamBeginCapture", __FILE__, __LINE__))) {
+      return;
+    }
+    capturing_ = true;
   }
   Ok(kernels::LaunchEmbedRows(embd_, Ws<int32_t>(ws_.token_ids), tokens(), Ws<float>(ws_.x),
                               stream_));
+}
+
+void CudaBackend::AbortCapture() {
+  if (!capturing_) return;
+  cudaGraph_t graph = nullptr;
+  cudaStreamEndCapture(stream_, &graph);
+  capturing_ = false;
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  (void)cudaGetLastError();
+  InvalidateGraphs();
 }
 
 void CudaBackend::EndCaptureAndLaunch() {
   cudaGraph_t graph = nullptr;
   // The capture ends even after a failed launch, or the stream stays in capture mode.
   const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+  capturing_ = false;
   if (Ok(kernels::CudaStatus(ended, "cudaStreamEndCapture", __FILE__, __LINE__))) {
     cudaGraphExec_t exec = nullptr;
     if (Ok(kernels::CudaStatus(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate",
@@ -495,7 +513,10 @@ void CudaBackend::AddToResidual() {
 
 const float* CudaBackend::OutputHead() {
   float* logits = Ws<float>(ws_.logits);
-  if (!error_.ok()) return logits;
+  if (!error_.ok()) {
+    AbortCapture();
+    return logits;
+  }
   if (mode_ == CallMode::kReplay) {
     ++counters_.graph_replays;
     Ok(kernels::CudaStatus(cudaGraphLaunch(graphs_.at(graph_id_), stream_), "cudaGraphLaunch",
@@ -535,6 +556,10 @@ void CudaBackend::CopyLogitsToHost(const float* parts, float* host_logits) {
 }
 
 absl::Status CudaBackend::Finish() {
+  if (capturing_) {  // the call ended before OutputHead
+    AbortCapture();
+    Ok(absl::InternalError("cuda graph capture left open: the call ended before its output head"));
+  }
   Ok(kernels::CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", __FILE__,
                          __LINE__));
   return error_;

@@ -23,6 +23,7 @@ expect_in_order "$all" \
   "splitspec_write_bench_model" \
   "bench decode --device cuda:0" "--batch 1,8,32,64" \
   "bench decode --device cpu" \
+  "bench decode --device cuda:0 --cuda-graphs off" \
   "bench verify --device cuda:0" "--k 1,2,3,5,8,9,16" \
   "-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90" \
   "llama-bench -m" "-ngl 99" \

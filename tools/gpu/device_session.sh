@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole GPU routine in one device call: build splitspec with CUDA for the lent GPU, run the
 # `gpu`-labelled tests (CUDA kernels, the CUDA transformer vs the CPU forward, bitwise batch
-# invariance, greedy speculative == plain greedy with the CUDA target), then
-# `splitspec bench decode|verify --device cuda:0` (and decode on the device's CPU for the
+# invariance, greedy speculative == plain greedy with the CUDA target, the target engine
+# verifying on the device vs on the host, CUDA graph replay bitwise == eager, the one-rank NCCL
+# group of a worker), then `splitspec bench decode|verify --device cuda:0` (decode also with
+# --cuda-graphs off, same run) (and decode on the device's CPU for the
 # ratio), with every log under $OUT (or build/gpu-out) and the headlines in $OUT/summary.txt.
 # Benchmarks run on a random-weight GGUF with the default model's shapes and types
 # (tests/bench/write_bench_model.cc); figures from it must say so. llama.cpp's CUDA build runs
@@ -96,6 +98,7 @@ if want test; then
   gpu_rc=$?
   tail -25 "$OUT/gpu_tests.log" 2>/dev/null | tee -a "$OUT/summary.txt"
   grep -h '\[ cuda vs cpu \]' "$OUT/gpu_tests.log" 2>/dev/null | tee -a "$OUT/summary.txt"
+  grep -h '\[ cuda graphs \]' "$OUT/gpu_tests.log" 2>/dev/null | tee -a "$OUT/summary.txt"
 fi
 if ! want bench && ! want llama && ! want hf; then
   step "done (gpu tests exit ${gpu_rc})"
@@ -125,6 +128,13 @@ for model in "${models[@]}"; do
       || step "FAILED: bench decode --device $device (exit $?)"
     grep -E '^(device|decode|prefill|batch [0-9]+):' "$OUT/bench_decode_${device/:/}_$tag.log" 2>/dev/null | tee -a "$OUT/summary.txt"
   done
+  # The same decode with CUDA graphs off: the launch overhead that graphs remove (same run).
+  step "bench decode --device cuda:0 --cuda-graphs off ($tag)"
+  run timeout 120 build/gpu/bin/splitspec bench decode --device cuda:0 --cuda-graphs off \
+    --model "$model" --decode-tokens 128 --prefill-tokens 512 --batch 1,8 \
+    >"$OUT/bench_decode_cuda0_nographs_$tag.log" 2>&1 \
+    || step "FAILED: bench decode --cuda-graphs off (exit $?)"
+  grep -E '^(device|decode|batch [0-9]+):' "$OUT/bench_decode_cuda0_nographs_$tag.log" 2>/dev/null | tee -a "$OUT/summary.txt"
   step "bench verify --device cuda:0 ($tag)"
   run timeout 120 build/gpu/bin/splitspec bench verify --device cuda:0 --model "$model" \
     --repeats 20 --k 1,2,3,5,8,9,16 >"$OUT/bench_verify_cuda0_$tag.log" 2>&1 \
