@@ -2,7 +2,7 @@
 // (transformer.h) owns everything that is the same on every device: input
 // checks, the token plan, the KV caches' lengths, and the collectives of a
 // tensor-parallel group. A backend owns the math of one rank and the memory
-// it runs in: the CPU backend (cpu_backend.h) today, a CUDA backend later.
+// it runs in: the CPU backend (cpu_backend.h) and the CUDA backend (cuda_backend.h).
 //
 // One forward call, as the transformer drives it (N = ranks in the group):
 //
