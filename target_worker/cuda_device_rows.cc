@@ -25,7 +25,8 @@ namespace {
 // Rows [0, slots) are the slots, rows [slots, slots + step_capacity_) the step's.
 class CudaDeviceRows final : public DeviceRows {
  public:
-  CudaDeviceRows(int device, int vocab, int slots) : device_(device), vocab_(vocab), slots_(slots) {}
+  CudaDeviceRows(int device, int vocab, int slots)
+      : device_(device), vocab_(vocab), slots_(slots) {}
   ~CudaDeviceRows() override {
     cudaSetDevice(device_);
     if (stream_ != nullptr) {
@@ -63,8 +64,8 @@ class CudaDeviceRows final : public DeviceRows {
     RETURN_IF_ERROR(Grow(rows));
     step_rows_ = rows;
     // The model's Forward has finished (its stream synchronized), so its logits are complete.
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(Row(StepRow(0)), out.device_logits,
-                                         RowBytes() * rows, cudaMemcpyDeviceToDevice, stream_));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(Row(StepRow(0)), out.device_logits, RowBytes() * rows,
+                                         cudaMemcpyDeviceToDevice, stream_));
     return Combine(guided);
   }
 
@@ -104,13 +105,13 @@ class CudaDeviceRows final : public DeviceRows {
     void* next = nullptr;
     if (cudaMalloc(&next, bytes) != cudaSuccess) {
       (void)cudaGetLastError();
-      return absl::ResourceExhaustedError(absl::StrCat("cuda:", device_, ": cannot allocate ",
-                                                       bytes, " bytes for ", slots_,
-                                                       " pending rows and ", capacity, " step rows"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cuda:", device_, ": cannot allocate ", bytes, " bytes for ", slots_,
+                       " pending rows and ", capacity, " step rows"));
     }
     if (rows_ != nullptr) {
-      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(next, rows_, RowBytes() * slots_,
-                                           cudaMemcpyDeviceToDevice, stream_));
+      CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(next, rows_, RowBytes() * slots_, cudaMemcpyDeviceToDevice, stream_));
       CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
       CUDA_RETURN_IF_ERROR(cudaFree(rows_));
     }
@@ -126,9 +127,9 @@ class CudaDeviceRows final : public DeviceRows {
     for (const GuidedRows& g : guided) {
       if (g.rows < 0 || g.cond_row < 0 || g.uncond_row < 0 || g.cond_row + g.rows > step_rows_ ||
           g.uncond_row + g.rows > step_rows_) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "guided rows ", g.cond_row, " and ", g.uncond_row, " (+", g.rows,
-            ") outside the forward's ", step_rows_, " rows"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("guided rows ", g.cond_row, " and ", g.uncond_row, " (+", g.rows,
+                         ") outside the forward's ", step_rows_, " rows"));
       }
       host_scales_.insert(host_scales_.end(), g.rows, g.scale);
     }
@@ -185,8 +186,9 @@ absl::StatusOr<std::unique_ptr<DeviceRows>> NewCudaDeviceRows(int device, int vo
 #else  // !SPLITSPEC_HAVE_CUDA
 
 absl::StatusOr<std::unique_ptr<DeviceRows>> NewCudaDeviceRows(int device, int vocab, int slots) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "cuda:", device, ": verification on the device needs a build with CUDA (-DSPLITSPEC_CUDA=ON)"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("cuda:", device,
+                   ": verification on the device needs a build with CUDA (-DSPLITSPEC_CUDA=ON)"));
 }
 
 #endif  // SPLITSPEC_HAVE_CUDA

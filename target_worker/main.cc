@@ -75,9 +75,9 @@ absl::Status ServeTargets(splitspec::cli::WorkerFlags flags) {
   model_options.memory.step_tokens = flags.step_tokens;
   model_options.cuda_graphs = flags.cuda_graphs;
   // On a GPU the model joins a one-rank NCCL group (single_rank_model.h).
-  ASSIGN_OR_RETURN(splitspec::target::SingleRankModel target,
-                   splitspec::target::LoadSingleRankModel(flags.identity.model_path,
-                                                          model_options));
+  ASSIGN_OR_RETURN(
+      splitspec::target::SingleRankModel target,
+      splitspec::target::LoadSingleRankModel(flags.identity.model_path, model_options));
   const std::unique_ptr<splitspec::model::Transformer>& model = target.model;
   splitspec::target::TargetServiceOptions service_options = ServiceOptions(flags);
   // One rank on a GPU verifies there: the target's probabilities stay on the device.

@@ -20,13 +20,13 @@ namespace {
 #if defined(SPLITSPEC_HAVE_NCCL)
 absl::StatusOr<std::unique_ptr<net::Communicator>> OneRankNcclGroup(int device) {
   const char* tmp = std::getenv("TMPDIR");
-  std::string dir = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
-                                 "/splitspec-nccl-", ::getpid(), "-XXXXXX");
+  std::string dir = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/splitspec-nccl-",
+                                 ::getpid(), "-XXXXXX");
   if (::mkdtemp(dir.data()) == nullptr) {
     return absl::InternalError(absl::StrCat("cannot make the NCCL rendezvous directory ", dir));
   }
-  absl::StatusOr<std::unique_ptr<net::Communicator>> group = [&]()
-      -> absl::StatusOr<std::unique_ptr<net::Communicator>> {
+  absl::StatusOr<std::unique_ptr<net::Communicator>> group =
+      [&]() -> absl::StatusOr<std::unique_ptr<net::Communicator>> {
     ASSIGN_OR_RETURN(std::unique_ptr<net::FileRendezvousStore> store,
                      net::FileRendezvousStore::Open(dir));
     ASSIGN_OR_RETURN(std::unique_ptr<net::NcclCommunicator> nccl,

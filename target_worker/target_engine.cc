@@ -37,7 +37,7 @@ struct TargetEngine::WorkItem {
   Decision decision = Decision::kNone;
   std::vector<TargetRow> rows;  // p for positions frontier, frontier + 1, ...
   // --- verification ---
-  std::vector<float> target_probs;  // host: rows, flattened [k + 1, vocab]
+  std::vector<float> target_probs;   // host: rows, flattened [k + 1, vocab]
   std::vector<int64_t> device_rows;  // device: the rows' DeviceRows indices [k + 1]
   std::vector<int32_t> draft_tokens;
   std::vector<spec::SparseDistribution> draft_q;
@@ -50,9 +50,9 @@ TargetEngine::TargetEngine(model::LanguageModel* model, TargetEngineOptions opti
 
 absl::Status TargetEngine::UseDeviceRows(std::unique_ptr<DeviceRows> rows) {
   if (rows == nullptr || rows->slots() < options_.max_requests) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device rows with ", rows == nullptr ? 0 : rows->slots(), " slots for max_requests ",
-        options_.max_requests));
+    return absl::InvalidArgumentError(
+        absl::StrCat("device rows with ", rows == nullptr ? 0 : rows->slots(),
+                     " slots for max_requests ", options_.max_requests));
   }
   RETURN_IF_ERROR(model_->KeepLogitsOnDevice(true));
   device_rows_ = std::move(rows);
@@ -341,8 +341,8 @@ void TargetEngine::ReadRows(WorkItem& item, const model::ForwardOutput& out,
   const int vocab = out.vocab_size;
   const int rows = out.num_rows[item.batch_index];
   const bool guided = request.guided() && rows > 0;
-  if (guided && (item.companion_batch_index < 0 ||
-                 out.num_rows[item.companion_batch_index] != rows)) {
+  if (guided &&
+      (item.companion_batch_index < 0 || out.num_rows[item.companion_batch_index] != rows)) {
     SPLITSPEC_LOG(ERROR) << "request " << request.id()
                          << ": the forward gave the unconditional companion no matching rows";
     request.Finish(proto::FINISH_REASON_ERROR);

@@ -31,7 +31,8 @@ absl::StatusOr<std::unique_ptr<TargetService>> TargetService::Create(model::Lang
                    worker::WorkerSkeleton::Connect(options.coordinator_endpoint, registration));
   std::unique_ptr<TargetService> service(
       new TargetService(model, std::move(options), std::move(data), std::move(skeleton)));
-  if (device_rows != nullptr) RETURN_IF_ERROR(service->engine_.UseDeviceRows(std::move(device_rows)));
+  if (device_rows != nullptr)
+    RETURN_IF_ERROR(service->engine_.UseDeviceRows(std::move(device_rows)));
   return service;
 }
 
@@ -145,8 +146,8 @@ void TargetService::DrainData() {
 absl::Status TargetService::AuthorizeData(const net::Frame& frame,
                                           const std::string& request_id) const {
   if ((data_security_.RolesOf(frame.peer_key) & net::kDraft) == 0) {
-    return absl::PermissionDeniedError(absl::StrCat("key ", frame.peer_key,
-                                                    " is not the draft workers' key"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("key ", frame.peer_key, " is not the draft workers' key"));
   }
   return engine_.CheckDraftPeer(request_id, frame.peer);
 }

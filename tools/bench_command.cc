@@ -218,9 +218,9 @@ absl::Status RunBench(const BenchFlags& f, const CommandArgs& argv) {
   ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> model,
                    model::Transformer::Load(f.model, LoadOptions(f)));
   const model::ModelConfig& c = model->config();
-  std::printf("device: %s%s\n", f.device.ToString().c_str(),
-              f.device.is_cuda() ? (f.cuda_graphs ? " (CUDA graphs on)" : " (CUDA graphs off)")
-                                 : "");
+  std::printf(
+      "device: %s%s\n", f.device.ToString().c_str(),
+      f.device.is_cuda() ? (f.cuda_graphs ? " (CUDA graphs on)" : " (CUDA graphs off)") : "");
   const double rss_load = RssMiB();
   const double bytes_per_token = static_cast<double>(model->weights().DecodeBytesPerToken());
   std::printf("model: %s (%s, %d layers, n_embd %d, vocab %d)\n", f.model.c_str(),

@@ -114,9 +114,9 @@ absl::Status RunVerify(const VerifyFlags& f, const CommandArgs& argv) {
               threads);
   ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> model,
                    model::Transformer::Load(f.model, LoadOptions(f)));
-  std::printf("device: %s%s\n", f.device.ToString().c_str(),
-              f.device.is_cuda() ? (f.cuda_graphs ? " (CUDA graphs on)" : " (CUDA graphs off)")
-                                 : "");
+  std::printf(
+      "device: %s%s\n", f.device.ToString().c_str(),
+      f.device.is_cuda() ? (f.cuda_graphs ? " (CUDA graphs on)" : " (CUDA graphs off)") : "");
   const model::ModelConfig& c = model->config();
   std::printf("model: %s (%s, %d layers, n_embd %d, vocab %d)\n", f.model.c_str(),
               c.architecture.c_str(), c.n_layers, c.n_embd, c.vocab_size);

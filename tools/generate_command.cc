@@ -172,9 +172,10 @@ absl::Status RunGenerate(const GenerateFlags& f) {
   SetDefaultLogLevel(LogLevel::kWarning);  // the in-process services stay quiet
   // A one-rank target on a GPU joins a one-rank NCCL group (single_rank_model.h); with
   // --target-tp N the in-process group's ranks load their own shards.
-  ASSIGN_OR_RETURN(target::SingleRankModel loaded,
-                   target::LoadSingleRankModel(f.target, {.threads = f.threads, .device = f.device,
-                                                          .cuda_graphs = f.cuda_graphs}));
+  ASSIGN_OR_RETURN(
+      target::SingleRankModel loaded,
+      target::LoadSingleRankModel(
+          f.target, {.threads = f.threads, .device = f.device, .cuda_graphs = f.cuda_graphs}));
   const std::unique_ptr<model::Transformer>& target = loaded.model;
   ASSIGN_OR_RETURN(model::Tokenizer tokenizer, model::LoadTokenizerFromGguf(target->file()));
   ASSIGN_OR_RETURN(std::unique_ptr<spec::Drafter> drafter,

@@ -342,8 +342,8 @@ absl::Status CudaBackend::UploadPlan() {
   ids_.resize(padded, 0);
   pos_.resize(padded, 0);
   for (int64_t t = t_count; t < padded; ++t) {
-    refs_[t] = kernels::DeviceKvRef{padding_cache_->device_rows(),
-                                    padding_cache_->storage_positions(), 0};
+    refs_[t] =
+        kernels::DeviceKvRef{padding_cache_->device_rows(), padding_cache_->storage_positions(), 0};
     internal::RopeAngles(config_, weights_.full->rope_freq_factors, 0, &cos_[t * pairs],
                          &sin_[t * pairs]);
   }
@@ -383,9 +383,8 @@ void CudaBackend::Begin(const ForwardPlan& plan) {
   if (!Ok(UploadPlan())) return;
   if (mode_ == CallMode::kReplay) return;  // OutputHead launches the graph
   if (mode_ == CallMode::kCapture) {
-    if (!Ok(kernels::CudaStatus(
-            cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
-            "cudaStreamBeginCapture", __FILE__, __LINE__))) {
+    if (!Ok(kernels::CudaStatus(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+                                "cudaStreamBeginCapture", __FILE__, __LINE__))) {
       return;
     }
     capturing_ = true;

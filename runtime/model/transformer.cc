@@ -77,9 +77,8 @@ absl::Status Transformer::AttachBackend(const TransformerOptions& options) {
         group_ == nullptr ? "none" : group_->backend_name()));
   }
 #if defined(SPLITSPEC_HAVE_CUDA)
-  ASSIGN_OR_RETURN(
-      backend_, NewCudaBackend(config_, shard_, *shard_weights_, device_.ordinal, options.memory,
-                                options.cuda_graphs));
+  ASSIGN_OR_RETURN(backend_, NewCudaBackend(config_, shard_, *shard_weights_, device_.ordinal,
+                                            options.memory, options.cuda_graphs));
   return absl::OkStatus();
 #else
   return absl::InternalError("unreachable: CheckDeviceFits passed a CUDA device without CUDA");
@@ -230,9 +229,8 @@ absl::Status Transformer::RunLayer(int layer) {
 
 absl::Status Transformer::KeepLogitsOnDevice(bool keep) {
   if (keep && !device_.is_cuda()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("logits stay on the device only for a CUDA model; this one runs on ",
-                     device_.ToString()));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "logits stay on the device only for a CUDA model; this one runs on ", device_.ToString()));
   }
   if (keep && shard_.size > 1) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -43,8 +43,8 @@ std::vector<SequenceInput> Batch(const std::vector<std::unique_ptr<KvCache>>& ca
   std::vector<SequenceInput> batch;
   for (size_t s = 0; s < tokens.size(); ++s) {
     if (tokens[s].empty()) continue;
-    batch.push_back({caches[s].get(), tokens[s],
-                     tokens[s].size() > 1 ? LogitsMode::kAll : LogitsMode::kLast});
+    batch.push_back(
+        {caches[s].get(), tokens[s], tokens[s].size() > 1 ? LogitsMode::kAll : LogitsMode::kLast});
   }
   return batch;
 }
@@ -76,9 +76,8 @@ TEST_P(CudaGraphTest, ReplayedStepsGiveBitwiseTheEagerLogits) {
     ASSERT_TRUE((*eager)->Forward(Batch(eager_caches, step), &want).ok()) << iteration;
     ASSERT_TRUE((*graphed)->Forward(Batch(graphed_caches, step), &got).ok()) << iteration;
     ASSERT_EQ(want.logits.size(), got.logits.size()) << iteration;
-    ASSERT_EQ(std::memcmp(want.logits.data(), got.logits.data(),
-                          want.logits.size() * sizeof(float)),
-              0)
+    ASSERT_EQ(
+        std::memcmp(want.logits.data(), got.logits.data(), want.logits.size() * sizeof(float)), 0)
         << "step " << iteration << ": graph replay differs from eager execution";
     // Next step: a decode token or a verify block of 2..8 per sequence (some idle),
     // after rolling back part of a block as a rejection would.

@@ -62,12 +62,11 @@ proto::Assignment Assign(const std::string& id, const std::vector<int32_t>& prom
 }
 
 std::vector<proto::Assignment> Traffic(uint64_t draft_worker) {
-  return {Assign("greedy", {3, 1, 4, 1, 5, 9, 2, 6}, 24, proto::VERIFY_MODE_GREEDY, 1.0f,
-                 draft_worker),
-          Assign("guided", {7, 7, 100, 12}, 20, proto::VERIFY_MODE_GREEDY, 1.8f, draft_worker),
-          Assign("sampled", {42, 17}, 20, proto::VERIFY_MODE_REJECTION, 1.0f, draft_worker),
-          Assign("guided-sampled", {5, 6, 7}, 16, proto::VERIFY_MODE_REJECTION, 0.6f,
-                 draft_worker)};
+  return {
+      Assign("greedy", {3, 1, 4, 1, 5, 9, 2, 6}, 24, proto::VERIFY_MODE_GREEDY, 1.0f, draft_worker),
+      Assign("guided", {7, 7, 100, 12}, 20, proto::VERIFY_MODE_GREEDY, 1.8f, draft_worker),
+      Assign("sampled", {42, 17}, 20, proto::VERIFY_MODE_REJECTION, 1.0f, draft_worker),
+      Assign("guided-sampled", {5, 6, 7}, 16, proto::VERIFY_MODE_REJECTION, 0.6f, draft_worker)};
 }
 
 TargetEngineOptions Options() {

@@ -95,8 +95,8 @@ TEST(SingleRankModelTest, OnAGpuItJoinsAOneRankNcclGroupAndChangesNoBit) {
 
 TEST(SingleRankModelTest, AMissingGpuIsNamed) {
   if (!kernels::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
-  auto loaded =
-      LoadSingleRankModel(TinyPath(), {.threads = 1, .device = {model::DeviceSpec::Kind::kCuda, 64}});
+  auto loaded = LoadSingleRankModel(TinyPath(),
+                                    {.threads = 1, .device = {model::DeviceSpec::Kind::kCuda, 64}});
   ASSERT_FALSE(loaded.ok());
   EXPECT_NE(loaded.status().message().find("cuda:64"), std::string::npos) << loaded.status();
 }

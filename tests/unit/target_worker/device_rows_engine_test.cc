@@ -170,8 +170,8 @@ TEST(DeviceRowsEngineTest, SlotsAreReusedAfterRequestsFinish) {
   TargetEngineOptions options = Options();
   options.max_requests = 2;
   TargetEngine engine(&model, options);
-  ASSERT_TRUE(engine.UseDeviceRows(std::make_unique<HostDeviceRows>(FakeLanguageModel::kVocab, 2))
-                  .ok());
+  ASSERT_TRUE(
+      engine.UseDeviceRows(std::make_unique<HostDeviceRows>(FakeLanguageModel::kVocab, 2)).ok());
   // Three rounds of two requests: a slot that was not freed would run out.
   for (int round = 0; round < 3; ++round) {
     std::vector<proto::Assignment> traffic = {
@@ -184,9 +184,9 @@ TEST(DeviceRowsEngineTest, SlotsAreReusedAfterRequestsFinish) {
     }
     const auto got = testing::DriveEngine(engine, traffic, oracles, FakeLanguageModel::kVocab);
     for (const auto& a : traffic) {
-      EXPECT_EQ(got.at(a.request_id()),
-                std::vector<int32_t>(oracles[a.request_id()].begin(),
-                                     oracles[a.request_id()].begin() + a.committed_tokens_size() + 6));
+      EXPECT_EQ(got.at(a.request_id()), std::vector<int32_t>(oracles[a.request_id()].begin(),
+                                                             oracles[a.request_id()].begin() +
+                                                                 a.committed_tokens_size() + 6));
     }
   }
 }

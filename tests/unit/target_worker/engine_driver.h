@@ -97,8 +97,8 @@ inline std::map<std::string, std::vector<int32_t>> DriveEngine(
       if (!e.draft_peer.empty() && !e.result.finished()) propose(e.result);
     }
   }
-  EXPECT_EQ(engine.active_requests(), 0) << "the traffic did not finish in " << max_steps
-                                         << " steps";
+  EXPECT_EQ(engine.active_requests(), 0)
+      << "the traffic did not finish in " << max_steps << " steps";
   return seen;
 }
 
