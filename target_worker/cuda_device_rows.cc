@@ -90,7 +90,9 @@ class CudaDeviceRows final : public DeviceRows {
   absl::Status EndStep() override {
     const absl::Status sync = kernels::CudaStatus(cudaStreamSynchronize(stream_),
                                                   "cudaStreamSynchronize", __FILE__, __LINE__);
-    return error_.ok() ? sync : error_;
+    absl::Status first = error_.ok() ? sync : error_;
+    error_ = absl::OkStatus();  // reported once
+    return first;
   }
 
  private:

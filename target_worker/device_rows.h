@@ -70,7 +70,7 @@ class DeviceRows {
   // failure is kept and returned by EndStep.
   virtual void Keep(int64_t row, int slot) = 0;
 
-  // Waits for the step's copies and returns the first error since LoadStep.
+  // Waits for the step's copies and returns the first error of the step (once).
   virtual absl::Status EndStep() = 0;
 };
 
