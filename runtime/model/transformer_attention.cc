@@ -114,6 +114,47 @@ __attribute__((target("avx2,fma"))) inline float LaneTreeSum16(__m256 lo, __m256
   return LaneTreeSum8(_mm256_add_ps(hi, lo));
 }
 
+// The lane trees of eight 8-lane vectors at once: element i of the result is
+// LaneTreeSum8(a[i]). The same additions of the same operands as LaneTreeSum8, done
+// across vectors (with the operands transposed), so each element is bitwise equal.
+__attribute__((target("avx2,fma"))) inline __m256 LaneTreeSum8x8(const __m256 (&a)[8]) {
+  __m256 u[4];  // u[i] = [hi + lo of a[2i] | hi + lo of a[2i + 1]] (LaneTreeSum8's first add)
+  for (int i = 0; i < 4; ++i) {
+    u[i] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * i], a[2 * i + 1], 0x31),
+                         _mm256_permute2f128_ps(a[2 * i], a[2 * i + 1], 0x20));
+  }
+  // w: per vector, u0 + u2 and u1 + u3 (the second add), two vectors per 128-bit half.
+  const __m256 w01 = _mm256_add_ps(_mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m256 w23 = _mm256_add_ps(_mm256_shuffle_ps(u[2], u[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm256_shuffle_ps(u[2], u[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  // The last add, (u0 + u2) + (u1 + u3): results for a[0, 2, 4, 6 | 1, 3, 5, 7].
+  const __m256 sums = _mm256_add_ps(_mm256_shuffle_ps(w01, w23, _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm256_shuffle_ps(w01, w23, _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_permutevar8x32_ps(sums, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// The score vectors of positions j0 .. j0 + kCount - 1 before their lane trees: each the
+// L-lane chain of q * k_j folded to 8 lanes as LaneTreeSum16 does first (hi + lo), or
+// the 8-lane chain itself. The positions' chains are interleaved (FMA latency).
+template <int L, int kCount>
+__attribute__((target("avx2,fma"))) inline void ScoreLanes(const float* q, const float* keys,
+                                                           int64_t kv_stride, int j0,
+                                                           int head_dim, __m256* out) {
+  __m256 lo[kCount], hi[kCount];
+  for (int i = 0; i < kCount; ++i) lo[i] = hi[i] = _mm256_setzero_ps();
+  for (int d = 0; d < head_dim; d += L) {
+    const __m256 q_lo = _mm256_loadu_ps(q + d);
+    const __m256 q_hi = L == 16 ? _mm256_loadu_ps(q + d + 8) : q_lo;
+    for (int i = 0; i < kCount; ++i) {
+      const float* k = keys + (j0 + i) * kv_stride + d;
+      lo[i] = _mm256_fmadd_ps(_mm256_loadu_ps(k), q_lo, lo[i]);
+      if constexpr (L == 16) hi[i] = _mm256_fmadd_ps(_mm256_loadu_ps(k + 8), q_hi, hi[i]);
+    }
+  }
+  for (int i = 0; i < kCount; ++i) out[i] = L == 16 ? _mm256_add_ps(hi[i], lo[i]) : lo[i];
+}
+
 // Lanes [0, n) of 8 (n clamped to [0, 8]) as a maskload mask.
 __attribute__((target("avx2"))) inline __m256i FirstLanes(int n) {
   const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -144,16 +185,17 @@ __attribute__((target("avx2,fma,f16c"))) void AttendOneHeadAvx2(const float* q, 
                                                                 float* scratch, float* out) {
   constexpr int L = kLanes<kOrder>;
   const int n = pos + 1;
-  for (int j = 0; j < n; ++j) {
-    const float* k = keys + j * kv_stride;
-    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
-    for (int d = 0; d < head_dim; d += L) {
-      lo = _mm256_fmadd_ps(_mm256_loadu_ps(k + d), _mm256_loadu_ps(q + d), lo);
-      if constexpr (L == 16) {
-        hi = _mm256_fmadd_ps(_mm256_loadu_ps(k + d + 8), _mm256_loadu_ps(q + d + 8), hi);
-      }
-    }
-    scratch[j] = (L == 16 ? LaneTreeSum16(lo, hi) : LaneTreeSum8(lo)) * scale;
+  int j = 0;
+  for (; j + 8 <= n; j += 8) {  // eight positions' lane trees at once
+    __m256 lanes8[8];
+    ScoreLanes<L, 4>(q, keys, kv_stride, j, head_dim, lanes8);
+    ScoreLanes<L, 4>(q, keys, kv_stride, j + 4, head_dim, lanes8 + 4);
+    _mm256_storeu_ps(scratch + j, _mm256_mul_ps(LaneTreeSum8x8(lanes8), _mm256_set1_ps(scale)));
+  }
+  for (; j < n; ++j) {
+    __m256 lanes;
+    ScoreLanes<L, 1>(q, keys, kv_stride, j, head_dim, &lanes);
+    scratch[j] = LaneTreeSum8(lanes) * scale;
   }
   float max_score = scratch[0];
   for (int j = 1; j < n; ++j) max_score = std::max(max_score, scratch[j]);

@@ -117,13 +117,14 @@ TEST(RoundToHalfTest, MatchesTheScalarConversionAtRaggedSizes) {
 
 // The dispatched path (AVX2 where available) performs the reference's operations, in
 // both orders: bitwise equal at ragged lengths (inside and across 8- and 16-position
-// chunks), several head sizes, strided caches.
+// chunks, the scores taken eight positions at a time and the rest one by one), several
+// head sizes, strided caches.
 TEST(AttendOneHeadTest, FastPathEqualsReferenceBitwise) {
   std::mt19937 rng(std::random_device{}());
   for (GgmlOrder order : kBothOrders) {
     for (int head_dim : {16, 64, 128}) {
       const int64_t stride = 3 * head_dim + 16;
-      for (int pos : {0, 1, 7, 15, 16, 17, 40, 100}) {
+      for (int pos : {0, 1, 6, 7, 8, 15, 16, 17, 23, 40, 100, 301}) {
         const std::vector<float> q = Half(Normal(head_dim, 1.0f, rng));
         const std::vector<float> keys = Half(Normal((pos + 1) * stride, 1.0f, rng));
         const std::vector<float> values = Half(Normal((pos + 1) * stride, 1.0f, rng));
