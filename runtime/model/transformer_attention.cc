@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -155,6 +156,18 @@ __attribute__((target("avx2,fma"))) inline void ScoreLanes(const float* q, const
   for (int i = 0; i < kCount; ++i) out[i] = L == 16 ? _mm256_add_ps(hi[i], lo[i]) : lo[i];
 }
 
+// scores[j, j + 8) = s_j of eight positions, their lane trees taken together.
+template <int L>
+__attribute__((target("avx2,fma"))) inline void ScoresOf8Avx2(const float* q, const float* keys,
+                                                              int64_t kv_stride, int j,
+                                                              int head_dim, float scale,
+                                                              float* scores) {
+  __m256 lanes8[8];
+  ScoreLanes<L, 4>(q, keys, kv_stride, j, head_dim, lanes8);
+  ScoreLanes<L, 4>(q, keys, kv_stride, j + 4, head_dim, lanes8 + 4);
+  _mm256_storeu_ps(scores + j, _mm256_mul_ps(LaneTreeSum8x8(lanes8), _mm256_set1_ps(scale)));
+}
+
 // Lanes [0, n) of 8 (n clamped to [0, 8]) as a maskload mask.
 __attribute__((target("avx2"))) inline __m256i FirstLanes(int n) {
   const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -176,27 +189,27 @@ __attribute__((target("avx2,fma"))) inline __m256 ExpChunk8(float* scratch, int 
 
 constexpr int kMaxHeadDim = 256;
 
-// REQUIRES: head_dim % 16 == 0, head_dim <= kMaxHeadDim.
+// scores[j] = s_j (the header's first line) for j in [j_begin, n): eight positions at
+// a time from j_begin (a multiple of 8), the rest one by one.
 template <GgmlOrder kOrder>
-__attribute__((target("avx2,fma,f16c"))) void AttendOneHeadAvx2(const float* q, const float* keys,
-                                                                const float* values,
-                                                                int64_t kv_stride, int pos,
-                                                                int head_dim, float scale,
-                                                                float* scratch, float* out) {
+__attribute__((target("avx2,fma"))) void ScoresAvx2(const float* q, const float* keys,
+                                                    int64_t kv_stride, int j_begin, int n,
+                                                    int head_dim, float scale, float* scores) {
   constexpr int L = kLanes<kOrder>;
-  const int n = pos + 1;
-  int j = 0;
-  for (; j + 8 <= n; j += 8) {  // eight positions' lane trees at once
-    __m256 lanes8[8];
-    ScoreLanes<L, 4>(q, keys, kv_stride, j, head_dim, lanes8);
-    ScoreLanes<L, 4>(q, keys, kv_stride, j + 4, head_dim, lanes8 + 4);
-    _mm256_storeu_ps(scratch + j, _mm256_mul_ps(LaneTreeSum8x8(lanes8), _mm256_set1_ps(scale)));
-  }
+  int j = j_begin;
+  for (; j + 8 <= n; j += 8) ScoresOf8Avx2<L>(q, keys, kv_stride, j, head_dim, scale, scores);
   for (; j < n; ++j) {
     __m256 lanes;
     ScoreLanes<L, 1>(q, keys, kv_stride, j, head_dim, &lanes);
-    scratch[j] = LaneTreeSum8(lanes) * scale;
+    scores[j] = LaneTreeSum8(lanes) * scale;
   }
+}
+
+// scratch[0, n): the scores in, the half-precision probabilities p_j out (the header's
+// second to fourth lines).
+template <GgmlOrder kOrder>
+__attribute__((target("avx2,fma,f16c"))) void ProbabilitiesAvx2(float* scratch, int n) {
+  constexpr int L = kLanes<kOrder>;
   float max_score = scratch[0];
   for (int j = 1; j < n; ++j) max_score = std::max(max_score, scratch[j]);
   const __m256 vmax = _mm256_set1_ps(max_score);
@@ -216,17 +229,25 @@ __attribute__((target("avx2,fma,f16c"))) void AttendOneHeadAvx2(const float* q, 
     _mm256_maskstore_ps(scratch + c, mask,
                         _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT)));
   }
+}
+
+// out[d] = the L-lane sum over positions j < n of p[j] * v_{j,d} (the header's last line).
+template <GgmlOrder kOrder>
+__attribute__((target("avx2,fma"))) void WeightedValuesAvx2(const float* values,
+                                                            int64_t kv_stride, const float* p,
+                                                            int n, int head_dim, float* out) {
+  constexpr int L = kLanes<kOrder>;
   // lanes[l][d]: the chain of positions j % L == l for output element d.
   alignas(32) float lanes[L][kMaxHeadDim];
   const int used = std::min(n, L);
   for (int l = 0; l < used; ++l) std::memset(lanes[l], 0, head_dim * sizeof(float));
   for (int j = 0; j < n; ++j) {
-    const __m256 p = _mm256_set1_ps(scratch[j]);
+    const __m256 pj = _mm256_set1_ps(p[j]);
     const float* v = values + j * kv_stride;
     float* lane = lanes[j % L];
     for (int d = 0; d < head_dim; d += 8) {
       _mm256_store_ps(lane + d,
-                      _mm256_fmadd_ps(_mm256_loadu_ps(v + d), p, _mm256_load_ps(lane + d)));
+                      _mm256_fmadd_ps(_mm256_loadu_ps(v + d), pj, _mm256_load_ps(lane + d)));
     }
   }
   const __m256 zero = _mm256_setzero_ps();
@@ -237,6 +258,105 @@ __attribute__((target("avx2,fma,f16c"))) void AttendOneHeadAvx2(const float* q, 
       for (int i = 0; i < half; ++i) l[i] = _mm256_add_ps(l[i + half], l[i]);
     }
     _mm256_storeu_ps(out + d, l[0]);
+  }
+}
+
+// WeightedValuesAvx2's result from values repacked 16 elements wide: packed[b][j][16] =
+// v_{j, 16 b .. 16 b + 15} for j < n_packed. The L lane chains of a 16-element column
+// block stay in registers (AVX-512 has room for them) and the packed column block is
+// contiguous, so the queries of a group reuse it from L1. The same FMAs and additions of
+// the same operands as WeightedValuesAvx2, so bitwise the same. REQUIRES: n <= n_packed.
+template <int L>
+__attribute__((target("avx512f"))) void WeightedPackedValuesAvx512(const float* packed,
+                                                                   int n_packed, const float* p,
+                                                                   int n, int head_dim,
+                                                                   float* out) {
+  for (int d = 0; d < head_dim; d += 16) {
+    const float* v = packed + static_cast<int64_t>(d) * n_packed;
+    __m512 lanes[L];
+    for (int l = 0; l < L; ++l) lanes[l] = _mm512_setzero_ps();
+    int j = 0;
+    for (; j + L <= n; j += L) {
+      for (int l = 0; l < L; ++l) {
+        lanes[l] =
+            _mm512_fmadd_ps(_mm512_loadu_ps(v + 16 * (j + l)), _mm512_set1_ps(p[j + l]), lanes[l]);
+      }
+    }
+    for (int l = 0; l < L; ++l) {  // the last n % L positions
+      if (j + l < n) {
+        lanes[l] =
+            _mm512_fmadd_ps(_mm512_loadu_ps(v + 16 * (j + l)), _mm512_set1_ps(p[j + l]), lanes[l]);
+      }
+    }
+    for (int half = L / 2; half >= 1; half /= 2) {
+      for (int i = 0; i < half; ++i) lanes[i] = _mm512_add_ps(lanes[i + half], lanes[i]);
+    }
+    _mm512_storeu_ps(out + d, lanes[0]);
+  }
+}
+
+// packed[b][j][16] = v_{j, 16 b .. 16 b + 15} for j < n (WeightedPackedValuesAvx512).
+inline void PackValues(const float* values, int64_t kv_stride, int n, int head_dim,
+                       float* packed) {
+  for (int b = 0; b < head_dim / 16; ++b) {
+    float* column = packed + static_cast<int64_t>(b) * 16 * n;
+    for (int j = 0; j < n; ++j) {
+      std::memcpy(column + 16 * j, values + j * kv_stride + 16 * b, 16 * sizeof(float));
+    }
+  }
+}
+
+// REQUIRES: head_dim % 16 == 0, head_dim <= kMaxHeadDim.
+template <GgmlOrder kOrder>
+__attribute__((target("avx2,fma,f16c"))) void AttendOneHeadAvx2(const float* q, const float* keys, const float* values, int64_t kv_stride,
+                       int pos, int head_dim, float scale, float* scratch, float* out) {
+  const int n = pos + 1;
+  ScoresAvx2<kOrder>(q, keys, kv_stride, 0, n, head_dim, scale, scratch);
+  ProbabilitiesAvx2<kOrder>(scratch, n);
+  WeightedValuesAvx2<kOrder>(values, kv_stride, scratch, n, head_dim, out);
+}
+
+// AttendHeadGroup's fast path. REQUIRES: as AttendOneHeadAvx2.
+template <GgmlOrder kOrder>
+__attribute__((target("avx2,fma,f16c"))) void AttendHeadGroupAvx2(const AttentionQuery* queries, int count, const float* keys,
+                         const float* values, int64_t kv_stride, int head_dim, float scale,
+                         std::vector<float>* scratch) {
+  int n_max = 0;
+  for (int i = 0; i < count; ++i) n_max = std::max(n_max, queries[i].pos + 1);
+  static const bool avx512 = kernels::CpuFeatures().avx512;
+  const int64_t packed_size = avx512 ? static_cast<int64_t>(n_max) * head_dim : 0;
+  const int64_t needed = static_cast<int64_t>(count) * n_max + packed_size;
+  if (static_cast<int64_t>(scratch->size()) < needed) scratch->resize(needed);
+  float* scores = scratch->data();  // [count][n_max]
+  // Positions in chunks of 8, every query of the group against a chunk of keys while
+  // it is in L1; then each query's last n % 8 positions.
+  for (int j = 0; j + 8 <= n_max; j += 8) {
+    for (int i = 0; i < count; ++i) {
+      if (j + 8 <= queries[i].pos + 1) {
+        ScoresOf8Avx2<kLanes<kOrder>>(queries[i].q, keys, kv_stride, j, head_dim, scale,
+                                      scores + static_cast<int64_t>(i) * n_max);
+      }
+    }
+  }
+  for (int i = 0; i < count; ++i) {
+    const int n = queries[i].pos + 1;
+    float* p = scores + static_cast<int64_t>(i) * n_max;
+    ScoresAvx2<kOrder>(queries[i].q, keys, kv_stride, n / 8 * 8, n, head_dim, scale, p);
+    ProbabilitiesAvx2<kOrder>(p, n);
+  }
+  if (!avx512) {
+    for (int i = 0; i < count; ++i) {
+      WeightedValuesAvx2<kOrder>(values, kv_stride, scores + static_cast<int64_t>(i) * n_max,
+                                 queries[i].pos + 1, head_dim, queries[i].out);
+    }
+    return;
+  }
+  float* packed = scores + static_cast<int64_t>(count) * n_max;
+  PackValues(values, kv_stride, n_max, head_dim, packed);
+  for (int i = 0; i < count; ++i) {
+    WeightedPackedValuesAvx512<kLanes<kOrder>>(packed, n_max,
+                                               scores + static_cast<int64_t>(i) * n_max,
+                                               queries[i].pos + 1, head_dim, queries[i].out);
   }
 }
 
@@ -260,6 +380,29 @@ void AttendOneHead(GgmlOrder order, const float* q, const float* keys, const flo
   }
 #endif
   AttendOneHeadReference(order, q, keys, values, kv_stride, pos, head_dim, scale, scratch, out);
+}
+
+void AttendHeadGroup(GgmlOrder order, const AttentionQuery* queries, int count,
+                     const float* keys, const float* values, int64_t kv_stride, int head_dim,
+                     float scale, std::vector<float>* scratch) {
+#if defined(__x86_64__)
+  static const bool avx2 = kernels::CpuFeatures().avx2;
+  if (count > 1 && avx2 && head_dim % 16 == 0 && head_dim <= kMaxHeadDim) {
+    if (order == GgmlOrder::kAvx512) {
+      AttendHeadGroupAvx2<GgmlOrder::kAvx512>(queries, count, keys, values, kv_stride, head_dim,
+                                              scale, scratch);
+    } else {
+      AttendHeadGroupAvx2<GgmlOrder::kAvx2>(queries, count, keys, values, kv_stride, head_dim,
+                                            scale, scratch);
+    }
+    return;
+  }
+#endif
+  for (int i = 0; i < count; ++i) {
+    if (static_cast<int>(scratch->size()) < queries[i].pos + 1) scratch->resize(queries[i].pos + 1);
+    AttendOneHead(order, queries[i].q, keys, values, kv_stride, queries[i].pos, head_dim, scale,
+                  scratch->data(), queries[i].out);
+  }
 }
 
 }  // namespace splitspec::model::internal
