@@ -20,6 +20,12 @@
 //   out_d = L-lane sum over j of p_j * v_{j,d}                 (v: half-precision values)
 //
 // The scalar and the AVX2 paths perform exactly these operations and agree bitwise.
+// GCC 12's AVX-512 intrinsic headers seed some results with _mm512_undefined_*, which
+// -W(maybe-)uninitialized reports inside the header; the values are fully written
+// (as in kernels/cpu/matmul_avx512.cc).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -140,8 +146,8 @@ __attribute__((target("avx2,fma"))) inline __m256 LaneTreeSum8x8(const __m256 (&
 // the 8-lane chain itself. The positions' chains are interleaved (FMA latency).
 template <int L, int kCount>
 __attribute__((target("avx2,fma"))) inline void ScoreLanes(const float* q, const float* keys,
-                                                           int64_t kv_stride, int j0,
-                                                           int head_dim, __m256* out) {
+                                                           int64_t kv_stride, int j0, int head_dim,
+                                                           __m256* out) {
   __m256 lo[kCount], hi[kCount];
   for (int i = 0; i < kCount; ++i) lo[i] = hi[i] = _mm256_setzero_ps();
   for (int d = 0; d < head_dim; d += L) {
@@ -166,6 +172,40 @@ __attribute__((target("avx2,fma"))) inline void ScoresOf8Avx2(const float* q, co
   ScoreLanes<L, 4>(q, keys, kv_stride, j, head_dim, lanes8);
   ScoreLanes<L, 4>(q, keys, kv_stride, j + 4, head_dim, lanes8 + 4);
   _mm256_storeu_ps(scores + j, _mm256_mul_ps(LaneTreeSum8x8(lanes8), _mm256_set1_ps(scale)));
+}
+
+// ScoresOf8Avx2<16> with AVX-512: a position's 16-lane chain is one 512-bit register
+// (lanes 0-7 are the AVX2 code's lo, 8-15 its hi, with the same FMAs), half the
+// instructions. REQUIRES: head_dim % 16 == 0.
+__attribute__((target("avx512f,avx2,fma"))) inline void ScoresOf8Avx512(const float* q,
+                                                                        const float* keys,
+                                                                        int64_t kv_stride, int j,
+                                                                        int head_dim, float scale,
+                                                                        float* scores) {
+  __m512 chains[8];
+  for (int i = 0; i < 8; ++i) chains[i] = _mm512_setzero_ps();
+  for (int d = 0; d < head_dim; d += 16) {
+    const __m512 qd = _mm512_loadu_ps(q + d);
+    for (int i = 0; i < 8; ++i) {
+      chains[i] = _mm512_fmadd_ps(_mm512_loadu_ps(keys + (j + i) * kv_stride + d), qd, chains[i]);
+    }
+  }
+  __m256 lanes8[8];
+  for (int i = 0; i < 8; ++i) {
+    const __m512 hi = _mm512_shuffle_f32x4(chains[i], chains[i], _MM_SHUFFLE(3, 2, 3, 2));
+    lanes8[i] = _mm256_add_ps(_mm512_castps512_ps256(hi), _mm512_castps512_ps256(chains[i]));
+  }
+  _mm256_storeu_ps(scores + j, _mm256_mul_ps(LaneTreeSum8x8(lanes8), _mm256_set1_ps(scale)));
+}
+
+// ScoresOf8Avx2<L>, through ScoresOf8Avx512 where it applies (16 lanes, AVX-512).
+template <int L>
+__attribute__((target("avx2,fma"))) inline void ScoresOf8(const float* q, const float* keys,
+                                                          int64_t kv_stride, int j, int head_dim,
+                                                          float scale, float* scores) {
+  static const bool avx512 = kernels::CpuFeatures().avx512;
+  if (L == 16 && avx512) return ScoresOf8Avx512(q, keys, kv_stride, j, head_dim, scale, scores);
+  ScoresOf8Avx2<L>(q, keys, kv_stride, j, head_dim, scale, scores);
 }
 
 // Lanes [0, n) of 8 (n clamped to [0, 8]) as a maskload mask.
@@ -197,7 +237,7 @@ __attribute__((target("avx2,fma"))) void ScoresAvx2(const float* q, const float*
                                                     int head_dim, float scale, float* scores) {
   constexpr int L = kLanes<kOrder>;
   int j = j_begin;
-  for (; j + 8 <= n; j += 8) ScoresOf8Avx2<L>(q, keys, kv_stride, j, head_dim, scale, scores);
+  for (; j + 8 <= n; j += 8) ScoresOf8<L>(q, keys, kv_stride, j, head_dim, scale, scores);
   for (; j < n; ++j) {
     __m256 lanes;
     ScoreLanes<L, 1>(q, keys, kv_stride, j, head_dim, &lanes);
@@ -205,13 +245,38 @@ __attribute__((target("avx2,fma"))) void ScoresAvx2(const float* q, const float*
   }
 }
 
+// The largest of scores[0, n) exactly as the sequential std::max loop finds it: vector
+// maxima, unless a NaN or a zero maximum (whose sign the loop's order decides) calls for
+// the loop itself.
+__attribute__((target("avx2"))) inline float MaxScore(const float* scores, int n) {
+  float max_score = scores[0];
+  int j = 1;
+  if (n >= 16) {
+    __m256 vmax = _mm256_loadu_ps(scores);
+    __m256 unordered = _mm256_cmp_ps(vmax, vmax, _CMP_UNORD_Q);
+    for (j = 8; j + 8 <= n; j += 8) {
+      const __m256 x = _mm256_loadu_ps(scores + j);
+      vmax = _mm256_max_ps(vmax, x);
+      unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, vmax);
+    for (float lane : lanes) max_score = std::max(max_score, lane);
+    if (_mm256_movemask_ps(unordered) != 0 || max_score == 0.0f) {
+      max_score = scores[0];
+      j = 1;
+    }
+  }
+  for (; j < n; ++j) max_score = std::max(max_score, scores[j]);
+  return max_score;
+}
+
 // scratch[0, n): the scores in, the half-precision probabilities p_j out (the header's
 // second to fourth lines).
 template <GgmlOrder kOrder>
 __attribute__((target("avx2,fma,f16c"))) void ProbabilitiesAvx2(float* scratch, int n) {
   constexpr int L = kLanes<kOrder>;
-  float max_score = scratch[0];
-  for (int j = 1; j < n; ++j) max_score = std::max(max_score, scratch[j]);
+  const float max_score = MaxScore(scratch, n);
   const __m256 vmax = _mm256_set1_ps(max_score);
   double sum = 0.0;
   for (int c = 0; c < n; c += L) {
@@ -233,9 +298,9 @@ __attribute__((target("avx2,fma,f16c"))) void ProbabilitiesAvx2(float* scratch, 
 
 // out[d] = the L-lane sum over positions j < n of p[j] * v_{j,d} (the header's last line).
 template <GgmlOrder kOrder>
-__attribute__((target("avx2,fma"))) void WeightedValuesAvx2(const float* values,
-                                                            int64_t kv_stride, const float* p,
-                                                            int n, int head_dim, float* out) {
+__attribute__((target("avx2,fma"))) void WeightedValuesAvx2(const float* values, int64_t kv_stride,
+                                                            const float* p, int n, int head_dim,
+                                                            float* out) {
   constexpr int L = kLanes<kOrder>;
   // lanes[l][d]: the chain of positions j % L == l for output element d.
   alignas(32) float lanes[L][kMaxHeadDim];
@@ -296,8 +361,7 @@ __attribute__((target("avx512f"))) void WeightedPackedValuesAvx512(const float* 
 }
 
 // packed[b][j][16] = v_{j, 16 b .. 16 b + 15} for j < n (WeightedPackedValuesAvx512).
-inline void PackValues(const float* values, int64_t kv_stride, int n, int head_dim,
-                       float* packed) {
+inline void PackValues(const float* values, int64_t kv_stride, int n, int head_dim, float* packed) {
   for (int b = 0; b < head_dim / 16; ++b) {
     float* column = packed + static_cast<int64_t>(b) * 16 * n;
     for (int j = 0; j < n; ++j) {
@@ -308,8 +372,11 @@ inline void PackValues(const float* values, int64_t kv_stride, int n, int head_d
 
 // REQUIRES: head_dim % 16 == 0, head_dim <= kMaxHeadDim.
 template <GgmlOrder kOrder>
-__attribute__((target("avx2,fma,f16c"))) void AttendOneHeadAvx2(const float* q, const float* keys, const float* values, int64_t kv_stride,
-                       int pos, int head_dim, float scale, float* scratch, float* out) {
+__attribute__((target("avx2,fma,f16c"))) void AttendOneHeadAvx2(const float* q, const float* keys,
+                                                                const float* values,
+                                                                int64_t kv_stride, int pos,
+                                                                int head_dim, float scale,
+                                                                float* scratch, float* out) {
   const int n = pos + 1;
   ScoresAvx2<kOrder>(q, keys, kv_stride, 0, n, head_dim, scale, scratch);
   ProbabilitiesAvx2<kOrder>(scratch, n);
@@ -318,9 +385,9 @@ __attribute__((target("avx2,fma,f16c"))) void AttendOneHeadAvx2(const float* q, 
 
 // AttendHeadGroup's fast path. REQUIRES: as AttendOneHeadAvx2.
 template <GgmlOrder kOrder>
-__attribute__((target("avx2,fma,f16c"))) void AttendHeadGroupAvx2(const AttentionQuery* queries, int count, const float* keys,
-                         const float* values, int64_t kv_stride, int head_dim, float scale,
-                         std::vector<float>* scratch) {
+__attribute__((target("avx2,fma,f16c"))) void AttendHeadGroupAvx2(
+    const AttentionQuery* queries, int count, const float* keys, const float* values,
+    int64_t kv_stride, int head_dim, float scale, std::vector<float>* scratch) {
   int n_max = 0;
   for (int i = 0; i < count; ++i) n_max = std::max(n_max, queries[i].pos + 1);
   static const bool avx512 = kernels::CpuFeatures().avx512;
@@ -333,8 +400,8 @@ __attribute__((target("avx2,fma,f16c"))) void AttendHeadGroupAvx2(const Attentio
   for (int j = 0; j + 8 <= n_max; j += 8) {
     for (int i = 0; i < count; ++i) {
       if (j + 8 <= queries[i].pos + 1) {
-        ScoresOf8Avx2<kLanes<kOrder>>(queries[i].q, keys, kv_stride, j, head_dim, scale,
-                                      scores + static_cast<int64_t>(i) * n_max);
+        ScoresOf8<kLanes<kOrder>>(queries[i].q, keys, kv_stride, j, head_dim, scale,
+                                  scores + static_cast<int64_t>(i) * n_max);
       }
     }
   }
@@ -382,9 +449,9 @@ void AttendOneHead(GgmlOrder order, const float* q, const float* keys, const flo
   AttendOneHeadReference(order, q, keys, values, kv_stride, pos, head_dim, scale, scratch, out);
 }
 
-void AttendHeadGroup(GgmlOrder order, const AttentionQuery* queries, int count,
-                     const float* keys, const float* values, int64_t kv_stride, int head_dim,
-                     float scale, std::vector<float>* scratch) {
+void AttendHeadGroup(GgmlOrder order, const AttentionQuery* queries, int count, const float* keys,
+                     const float* values, int64_t kv_stride, int head_dim, float scale,
+                     std::vector<float>* scratch) {
 #if defined(__x86_64__)
   static const bool avx2 = kernels::CpuFeatures().avx2;
   if (count > 1 && avx2 && head_dim % 16 == 0 && head_dim <= kMaxHeadDim) {
