@@ -19,7 +19,11 @@
 //   p_j = half(e_j * (float)(1 / S))
 //   out_d = L-lane sum over j of p_j * v_{j,d}                 (v: half-precision values)
 //
-// The scalar and the AVX2 paths perform exactly these operations and agree bitwise.
+// The scalar and the AVX2 paths perform exactly these operations and agree bitwise (the
+// AVX2 path takes the 16-lane score chains and, for a group of queries, the value chains
+// in AVX-512 registers where the CPU has them: the same operations, wider registers).
+// AttendHeadGroup runs the queries sharing a KV head together, each with exactly these
+// operations, reading each key and value row once for the group.
 // GCC 12's AVX-512 intrinsic headers seed some results with _mm512_undefined_*, which
 // -W(maybe-)uninitialized reports inside the header; the values are fully written
 // (as in kernels/cpu/matmul_avx512.cc).
