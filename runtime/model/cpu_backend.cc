@@ -32,6 +32,7 @@ CpuBackend::CpuBackend(const ModelConfig& config, const TensorParallelShard& sha
       kv_dim_(shard.kv_dim(config)),
       ff_(shard.ff.size()) {
   thread_scores_.resize(pool_.num_threads());
+  thread_queries_.resize(pool_.num_threads());
   packed_.resize(kMaxMatMulJobs);
 }
 
@@ -58,9 +59,7 @@ void CpuBackend::Begin(const ForwardPlan& plan) {
   partial_.resize(t_count * config_.n_embd);
   gate_.resize(t_count * ff_);
   up_.resize(t_count * ff_);
-  for (std::vector<float>& scores : thread_scores_) {
-    if (static_cast<int>(scores.size()) < plan.max_positions) scores.resize(plan.max_positions);
-  }
+  PlanAttentionTasks();
   Embed();
 }
 
@@ -119,22 +118,53 @@ void CpuBackend::RopeAndStore(int layer) {
   }
 }
 
+// Tokens per attention task: a verification block or a prefill chunk, whose queries
+// share each key and value row they read (AttendHeadGroup); prefills still split
+// across the threads.
+constexpr int64_t kAttentionChunk = 16;
+
+void CpuBackend::PlanAttentionTasks() {
+  attention_tasks_.clear();
+  const int kv_heads = static_cast<int>(shard_.kv_heads.size());
+  const int64_t t_count = tokens();
+  int64_t begin = 0;
+  while (begin < t_count) {
+    int64_t end = begin + 1;
+    while (end < t_count && end - begin < kAttentionChunk &&
+           plan_->token_seq[end] == plan_->token_seq[begin]) {
+      ++end;
+    }
+    for (int kv = 0; kv < kv_heads; ++kv) attention_tasks_.push_back({begin, end, kv});
+    begin = end;
+  }
+}
+
 void CpuBackend::AttendAllHeads(int layer) {
-  const int heads = static_cast<int>(shard_.heads.size());
   const int group = config_.n_heads / config_.n_kv_heads;
   const int head_dim = config_.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const kernels::GgmlOrder order = kernels::NativeGgmlOrder();
-  pool_.ParallelFor(tokens() * heads, [&](int64_t task, int thread) {
-    const int64_t t = task / heads;
-    const int h = static_cast<int>(task % heads);  // this rank's head h
-    const KvCache* cache = plan_->batch[plan_->token_seq[t]].cache;
-    // The KV head of model head (heads.begin + h), among this rank's KV heads.
-    const int64_t kv_offset = ((shard_.heads.begin + h) / group - shard_.kv_heads.begin) * head_dim;
-    internal::AttendOneHead(order, &q_[t * q_dim_ + h * head_dim], cache->key(layer, 0) + kv_offset,
-                            cache->value(layer, 0) + kv_offset, kv_dim_, plan_->token_pos[t],
-                            head_dim, scale, thread_scores_[thread].data(),
-                            &attn_[t * q_dim_ + h * head_dim]);
+  const int64_t num_tasks = static_cast<int64_t>(attention_tasks_.size());
+  pool_.ParallelFor(num_tasks, [&](int64_t task_index, int thread) {
+    const AttentionTask& task = attention_tasks_[task_index];
+    const KvCache* cache = plan_->batch[plan_->token_seq[task.token_begin]].cache;
+    // This rank's heads h whose KV head (heads.begin + h) / group is the task's.
+    const int64_t model_kv = shard_.kv_heads.begin + task.kv_head;
+    const int64_t h_begin = std::max<int64_t>(0, model_kv * group - shard_.heads.begin);
+    const int64_t h_end =
+        std::min<int64_t>(shard_.heads.size(), (model_kv + 1) * group - shard_.heads.begin);
+    std::vector<internal::AttentionQuery>& queries = thread_queries_[thread];
+    queries.clear();
+    for (int64_t t = task.token_begin; t < task.token_end; ++t) {
+      for (int64_t h = h_begin; h < h_end; ++h) {
+        queries.push_back({&q_[t * q_dim_ + h * head_dim], plan_->token_pos[t],
+                           &attn_[t * q_dim_ + h * head_dim]});
+      }
+    }
+    const int64_t kv_offset = static_cast<int64_t>(task.kv_head) * head_dim;
+    internal::AttendHeadGroup(order, queries.data(), static_cast<int>(queries.size()),
+                              cache->key(layer, 0) + kv_offset, cache->value(layer, 0) + kv_offset,
+                              kv_dim_, head_dim, scale, &thread_scores_[thread]);
   });
 }
 

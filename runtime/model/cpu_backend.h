@@ -23,6 +23,7 @@
 #include "runtime/model/matmul_jobs.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/tp_shard.h"
+#include "runtime/model/transformer_ops.h"
 
 namespace splitspec::model {
 
@@ -51,6 +52,7 @@ class CpuBackend final : public TransformerBackend {
   void Embed();
   void NormRows(const float* weight);  // xn_ = RMSNorm(x_) row by row
   void RopeAndStore(int layer);        // RoPE, half rounding, K and V rows to the caches
+  void PlanAttentionTasks();           // attention_tasks_ for the current plan
   void AttendAllHeads(int layer);      // attn_ from q_ and the caches
   // y = x W^T for each job, all jobs over the same `rows`, rows split across threads.
   void MatMul(std::initializer_list<MatMulJob> jobs, int64_t rows);
@@ -73,7 +75,15 @@ class CpuBackend final : public TransformerBackend {
   std::vector<float> head_out_;             // [R, vocab.size()] when padding is needed
   std::vector<float> logits_;               // [R, vocab_per_rank]
   std::vector<float> gathered_;             // [N, R, vocab_per_rank]
-  std::vector<std::vector<float>> thread_scores_;   // [threads][max positions]
+  std::vector<std::vector<float>> thread_scores_;   // [threads] AttendHeadGroup scratch
+  std::vector<std::vector<internal::AttentionQuery>> thread_queries_;  // [threads]
+  // The attention tasks of the current call: tokens [token_begin, token_end) of one
+  // sequence (at most kAttentionChunk) against one of this rank's KV heads.
+  struct AttentionTask {
+    int64_t token_begin, token_end;
+    int kv_head;
+  };
+  std::vector<AttentionTask> attention_tasks_;
   std::vector<kernels::PackedActivations> packed_;  // one per weight type in a MatMul
 };
 

@@ -62,6 +62,22 @@ void PrepareAttentionInputs(const ModelConfig& config, const float* cos_angles,
 void AttendOneHead(kernels::GgmlOrder order, const float* q, const float* keys, const float* values,
                    int64_t kv_stride, int pos, int head_dim, float scale, float* scratch,
                    float* out);
+// Several queries of one KV head at once: for each i < count, queries[i].out gets
+// exactly AttendOneHead(order, queries[i].q, keys, values, kv_stride, queries[i].pos,
+// head_dim, scale, ..., queries[i].out), bit for bit, whatever the other queries (the
+// tokens of a verification block or prefill chunk, times the query heads sharing the KV
+// head under grouped-query attention). The fast path reads each key and value row once
+// for the whole group: eight keys at a time against every query, and the values
+// repacked once into 16-element column blocks that stay in L1 across the queries
+// (AVX-512). *scratch is grown as needed (reuse it across calls).
+struct AttentionQuery {
+  const float* q;  // [head_dim]
+  int pos;         // attends to positions [0, pos]
+  float* out;      // [head_dim]
+};
+void AttendHeadGroup(kernels::GgmlOrder order, const AttentionQuery* queries, int count,
+                     const float* keys, const float* values, int64_t kv_stride, int head_dim,
+                     float scale, std::vector<float>* scratch);
 // The scalar reference of AttendOneHead (any head_dim).
 void AttendOneHeadReference(kernels::GgmlOrder order, const float* q, const float* keys,
                             const float* values, int64_t kv_stride, int pos, int head_dim,

@@ -1,5 +1,6 @@
 #include "runtime/model/transformer_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -117,13 +118,14 @@ TEST(RoundToHalfTest, MatchesTheScalarConversionAtRaggedSizes) {
 
 // The dispatched path (AVX2 where available) performs the reference's operations, in
 // both orders: bitwise equal at ragged lengths (inside and across 8- and 16-position
-// chunks), several head sizes, strided caches.
+// chunks, the scores taken eight positions at a time and the rest one by one), several
+// head sizes, strided caches.
 TEST(AttendOneHeadTest, FastPathEqualsReferenceBitwise) {
   std::mt19937 rng(std::random_device{}());
   for (GgmlOrder order : kBothOrders) {
     for (int head_dim : {16, 64, 128}) {
       const int64_t stride = 3 * head_dim + 16;
-      for (int pos : {0, 1, 7, 15, 16, 17, 40, 100}) {
+      for (int pos : {0, 1, 6, 7, 8, 15, 16, 17, 23, 40, 100, 301}) {
         const std::vector<float> q = Half(Normal(head_dim, 1.0f, rng));
         const std::vector<float> keys = Half(Normal((pos + 1) * stride, 1.0f, rng));
         const std::vector<float> values = Half(Normal((pos + 1) * stride, 1.0f, rng));
@@ -136,6 +138,54 @@ TEST(AttendOneHeadTest, FastPathEqualsReferenceBitwise) {
         for (int d = 0; d < head_dim; ++d) {
           ASSERT_EQ(a[d], b[d]) << kernels::GgmlOrderName(order) << " head_dim=" << head_dim
                                 << " pos=" << pos << " d=" << d;
+        }
+      }
+    }
+  }
+}
+
+// A group of queries against one KV head (a verification block's tokens times the query
+// heads sharing the KV head) gives each query exactly its own attention: bitwise equal to
+// AttendOneHead and to the reference, at ragged group sizes and positions (the queries'
+// positions differ, as in a causal block, and some are shuffled), both orders, several
+// head sizes, strided caches.
+TEST(AttendHeadGroupTest, EachQueryEqualsItsOwnAttentionBitwise) {
+  std::mt19937 rng(std::random_device{}());
+  std::vector<float> scratch;
+  for (GgmlOrder order : kBothOrders) {
+    for (int head_dim : {16, 64, 128}) {
+      const int64_t stride = 3 * head_dim + 16;
+      for (int count : {1, 2, 3, 5, 7, 9, 16, 27}) {
+        for (int first : {0, 6, 37, 100}) {
+          const int heads_per_kv = 1 + count % 3;  // queries i and i + 1 may share a token
+          const int n = first + (count + heads_per_kv - 1) / heads_per_kv;
+          const std::vector<float> keys = Half(Normal(n * stride, 1.0f, rng));
+          const std::vector<float> values = Half(Normal(n * stride, 1.0f, rng));
+          std::vector<std::vector<float>> q(count), out(count);
+          std::vector<AttentionQuery> queries(count);
+          for (int i = 0; i < count; ++i) {
+            q[i] = Half(Normal(head_dim, 1.0f, rng));
+            out[i].assign(head_dim, std::numeric_limits<float>::quiet_NaN());
+            queries[i] = {q[i].data(), first + i / heads_per_kv, out[i].data()};
+          }
+          if (first == 37) std::shuffle(queries.begin(), queries.end(), rng);
+          const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+          AttendHeadGroup(order, queries.data(), count, keys.data() + head_dim,
+                          values.data() + head_dim, stride, head_dim, scale, &scratch);
+          std::vector<float> alone_scratch(n), alone(head_dim), reference(head_dim);
+          for (const AttentionQuery& query : queries) {
+            AttendOneHead(order, query.q, keys.data() + head_dim, values.data() + head_dim,
+                          stride, query.pos, head_dim, scale, alone_scratch.data(), alone.data());
+            AttendOneHeadReference(order, query.q, keys.data() + head_dim,
+                                   values.data() + head_dim, stride, query.pos, head_dim, scale,
+                                   alone_scratch.data(), reference.data());
+            for (int d = 0; d < head_dim; ++d) {
+              ASSERT_EQ(query.out[d], alone[d])
+                  << kernels::GgmlOrderName(order) << " head_dim=" << head_dim
+                  << " count=" << count << " pos=" << query.pos << " d=" << d;
+              ASSERT_EQ(query.out[d], reference[d]) << "pos=" << query.pos << " d=" << d;
+            }
+          }
         }
       }
     }
