@@ -63,7 +63,7 @@ std::map<std::pair<int, int>, double> ExactTwoTokenDistribution(
 }
 
 // Sampled verification with a different draft model: every committed pair of
-// tokens must follow the target's distribution (chi-square, significance 1e-3),
+// tokens must follow the target's distribution (chi-square, significance 1e-6 in two stages),
 // with the draft worker's speculation cache off or on (a cached block is
 // verified like any other, so the distribution must not move).
 void ExpectContinuationsFollowTheTarget(proto::VerifyMode mode, bool spec_cache,
@@ -102,51 +102,59 @@ void ExpectContinuationsFollowTheTarget(proto::VerifyMode mode, bool spec_cache,
   const std::vector<int32_t> prompt = {17, 42, 99};
   const auto exact = ExactTwoTokenDistribution(**target, prompt, params);
 
+  // Two-stage (PassesOneOfTwoDraws): each draw is checked at 1e-3, the test fails only
+  // if two independent draws both fail, so its false alarm is 1e-6. Draws differ in
+  // their seeds; which path commits a token depends on timing, so no seed fixes a draw.
   constexpr int kSamples = 2000;
-  std::map<std::pair<int, int>, int64_t> seen;
   uint64_t drafted = 0, accepted = 0, verified = 0;
-  for (int batch = 0; batch < kSamples / 50; ++batch) {
-    std::vector<std::string> ids;
-    for (int i = 0; i < 50; ++i) {
-      proto::SubmitRequest submit;
-      submit.set_request_id("dist-" + std::to_string(batch * 50 + i));
-      submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
-      submit.mutable_params()->set_temperature(params.temperature);
-      submit.mutable_params()->set_top_k(params.top_k);
-      submit.mutable_params()->set_seed(1000003ull * (batch * 50 + i) + 17);
-      submit.mutable_params()->set_max_tokens(2);
-      submit.set_verify_mode(mode);
-      submit.set_draft_k(3);
-      ASSERT_TRUE((*client)->Submit(submit).ok());
-      ids.push_back(submit.request_id());
+  const auto draw = [&](int d) {
+    std::map<std::pair<int, int>, int64_t> seen;
+    for (int batch = 0; batch < kSamples / 50; ++batch) {
+      std::vector<std::string> ids;
+      for (int i = 0; i < 50; ++i) {
+        const int n = d * kSamples + batch * 50 + i;
+        proto::SubmitRequest submit;
+        submit.set_request_id("dist-" + std::to_string(n));
+        submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
+        submit.mutable_params()->set_temperature(params.temperature);
+        submit.mutable_params()->set_top_k(params.top_k);
+        submit.mutable_params()->set_seed(1000003ull * n + 17);
+        submit.mutable_params()->set_max_tokens(2);
+        submit.set_verify_mode(mode);
+        submit.set_draft_k(3);
+        EXPECT_TRUE((*client)->Submit(submit).ok());
+        ids.push_back(submit.request_id());
+      }
+      for (int round = 0; round < 4000; ++round) {
+        bool done = true;
+        for (const std::string& id : ids) done &= (*client)->Done(id);
+        if (done) break;
+        EXPECT_TRUE((*client)->Poll(absl::Milliseconds(20)).ok());
+      }
+      for (const std::string& id : ids) {
+        EXPECT_TRUE((*client)->Done(id)) << id;
+        const net::GenerationResult& r = (*client)->Result(id);
+        EXPECT_EQ(r.tokens.size(), 2u) << id << " " << r.error;
+        if (r.tokens.size() != 2u) return false;
+        ++seen[{r.tokens[0], r.tokens[1]}];
+        drafted += r.stats.drafted();
+        accepted += r.stats.accepted();
+        verified += r.stats.verified();
+      }
     }
-    for (int round = 0; round < 4000; ++round) {
-      bool done = true;
-      for (const std::string& id : ids) done &= (*client)->Done(id);
-      if (done) break;
-      ASSERT_TRUE((*client)->Poll(absl::Milliseconds(20)).ok());
+    std::vector<int64_t> counts;
+    std::vector<double> expected;
+    for (const auto& [pair, p] : exact) {
+      counts.push_back(seen.count(pair) ? seen[pair] : 0);
+      expected.push_back(p);
+      seen.erase(pair);
     }
-    for (const std::string& id : ids) {
-      ASSERT_TRUE((*client)->Done(id)) << id;
-      const net::GenerationResult& r = (*client)->Result(id);
-      ASSERT_EQ(r.tokens.size(), 2u) << id << " " << r.error;
-      ++seen[{r.tokens[0], r.tokens[1]}];
-      drafted += r.stats.drafted();
-      accepted += r.stats.accepted();
-      verified += r.stats.verified();
-    }
-  }
-  std::vector<int64_t> counts;
-  std::vector<double> expected;
-  for (const auto& [pair, p] : exact) {
-    counts.push_back(seen.count(pair) ? seen[pair] : 0);
-    expected.push_back(p);
-    seen.erase(pair);
-  }
-  EXPECT_TRUE(seen.empty()) << "a continuation outside the target's support was committed";
-  const spec::testing::ChiSquareResult result = spec::testing::ChiSquareTest(counts, expected);
-  spec::testing::PrintChiSquare(label, result);
-  EXPECT_GT(result.p_value, 1e-3);
+    EXPECT_TRUE(seen.empty()) << "a continuation outside the target's support was committed";
+    const spec::testing::ChiSquareResult result = spec::testing::ChiSquareTest(counts, expected);
+    spec::testing::PrintChiSquare(label + ", draw " + std::to_string(d), result);
+    return result.p_value > 1e-3;
+  };
+  EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));
   EXPECT_GT(drafted, 0u);
   EXPECT_GT(accepted, 0u) << "the draft was never accepted: the test did not exercise acceptance";
   EXPECT_LT(accepted, verified)

@@ -3,8 +3,8 @@
 // generated GGUF pair:
 //   - the joint law of 3 guided tokens, target alone and speculative (rejection
 //     k = 2 and k = 4, coupled), matches the guided law computed here in double
-//     precision from the target's raw logits (chi-square; each test's total
-//     false-failure probability <= 1e-3, Bonferroni over its checks);
+//     precision from the target's raw logits (chi-square: 1e-3 per draw, Bonferroni
+//     over its checks; failing only if two independent draws fail: false alarm 1e-6);
 //   - the same counts against a wrong combination (the conditional logits' weights
 //     on the guided support) fail, so the harness can tell;
 //   - greedy guided speculative == greedy guided plain, token for token, for every drafter.
@@ -233,31 +233,40 @@ TEST(PipelineGuidanceTest, GuidedTokensFollowTheGuidedLawWithAndWithoutSpeculati
   constexpr int kSamples = 3000;
   const uint64_t base_seed = (static_cast<uint64_t>(std::random_device{}()) << 32) | 1u;
   SCOPED_TRACE(absl::StrCat("base seed ", base_seed));
-  for (size_t s = 0; s < setups.size(); ++s) {
-    std::vector<proto::SubmitRequest> submits;
-    for (int i = 0; i < kSamples; ++i) {
-      spec::SamplingParams seeded = params;
-      seeded.seed = base_seed + 7919ull * (s * kSamples + i);
-      submits.push_back(GuidedSubmit(absl::StrCat("g", s, "-", i), seeded, setups[s].mode,
-                                     setups[s].k, setups[s].drafter, kTokens));
+  // One draw checks every setup at 1e-3 / 4 (Bonferroni: 1e-3 per draw); the law check
+  // fails only if two independent draws both fail (PassesOneOfTwoDraws: 1e-6).
+  const auto draw = [&](int d) {
+    bool passed = true;
+    for (size_t s = 0; s < setups.size(); ++s) {
+      std::vector<proto::SubmitRequest> submits;
+      for (int i = 0; i < kSamples; ++i) {
+        spec::SamplingParams seeded = params;
+        seeded.seed = base_seed + 7919ull * ((d * setups.size() + s) * kSamples + i);
+        submits.push_back(GuidedSubmit(absl::StrCat("g", d, "-", s, "-", i), seeded,
+                                       setups[s].mode, setups[s].k, setups[s].drafter,
+                                       kTokens));
+      }
+      std::map<std::vector<int32_t>, int64_t> seen;
+      proto::SpecStats stats;
+      for (const std::vector<int32_t>& tokens : RunAll(**client, submits, &stats)) {
+        EXPECT_EQ(tokens.size(), static_cast<size_t>(kTokens));
+        ++seen[tokens];
+      }
+      const auto result = LawTest(law, seen);
+      spec::testing::PrintChiSquare(
+          absl::StrCat("pipeline guided s=1.5, ", setups[s].name, ", draw ", d), result);
+      passed &= result.p_value > 1e-3 / setups.size();
+      const auto wrong = LawTest(wrong_law, seen);
+      spec::testing::PrintChiSquare("  the same counts vs the wrong combination", wrong);
+      EXPECT_LT(wrong.p_value, 1e-3) << setups[s].name << ": the harness cannot tell";
+      if (setups[s].drafter != "none") {  // speculation really ran, both ways
+        EXPECT_GT(stats.accepted(), 0u) << setups[s].name;
+        EXPECT_LT(stats.accepted(), stats.verified()) << setups[s].name;
+      }
     }
-    std::map<std::vector<int32_t>, int64_t> seen;
-    proto::SpecStats stats;
-    for (const std::vector<int32_t>& tokens : RunAll(**client, submits, &stats)) {
-      ASSERT_EQ(tokens.size(), static_cast<size_t>(kTokens));
-      ++seen[tokens];
-    }
-    const auto result = LawTest(law, seen);
-    spec::testing::PrintChiSquare("pipeline guided s=1.5, " + setups[s].name, result);
-    EXPECT_GT(result.p_value, 1e-3 / setups.size()) << setups[s].name;
-    const auto wrong = LawTest(wrong_law, seen);
-    spec::testing::PrintChiSquare("  the same counts vs the wrong combination", wrong);
-    EXPECT_LT(wrong.p_value, 1e-3) << setups[s].name << ": the harness cannot tell";
-    if (setups[s].drafter != "none") {  // speculation really ran, both ways
-      EXPECT_GT(stats.accepted(), 0u) << setups[s].name;
-      EXPECT_LT(stats.accepted(), stats.verified()) << setups[s].name;
-    }
-  }
+    return passed;
+  };
+  EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));
 }
 
 // The first n greedy guided tokens from the model directly.

@@ -88,4 +88,11 @@ void PrintChiSquare(const std::string& name, const ChiSquareResult& result) {
   std::fflush(stdout);
 }
 
+bool PassesOneOfTwoDraws(const std::function<bool(int draw)>& draw) {
+  if (draw(0)) return true;
+  std::printf("two-stage chi-square: the first draw failed; drawing an independent second\n");
+  std::fflush(stdout);
+  return draw(1);
+}
+
 }  // namespace splitspec::spec::testing

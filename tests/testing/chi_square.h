@@ -13,6 +13,7 @@
 #define SPLITSPEC_TESTS_TESTING_CHI_SQUARE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,16 @@ ChiSquareResult ChiSquareTest(const std::vector<int64_t>& counts,
 
 // Prints "chi2[name]: statistic=.. dof=.. p=.." to stdout for the report.
 void PrintChiSquare(const std::string& name, const ChiSquareResult& result);
+
+// A two-stage decision for distribution checks whose sample no seed can fix (through a
+// live pipeline, timing decides whether a token is committed by verification or by the
+// target alone). `draw(n)` draws independent sample n (n = 0, then 1) and returns
+// whether every check on it passed; its checks together reject a correct law with
+// probability <= alpha. The decision fails only if both draws fail: false alarm <=
+// alpha^2 (1e-6 for alpha 1e-3), while a wrong law that one draw rejects with probability
+// `power` still fails with probability power^2. The second draw runs only after a failed
+// first one, and both are printed.
+bool PassesOneOfTwoDraws(const std::function<bool(int draw)>& draw);
 
 }  // namespace splitspec::spec::testing
 

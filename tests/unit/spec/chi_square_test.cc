@@ -25,12 +25,12 @@ TEST(ChiSquareTest, ObservationInZeroProbabilityCellFails) {
   EXPECT_EQ(r.p_value, 0.0);
 }
 
-// Draws `trials` tokens from `weights` with the Philox stream of fresh seeds;
+// Draws `trials` tokens from `weights` with the Philox stream of the test's seeds;
 // `bias` moves that much probability from the first token to the last.
 std::vector<int64_t> Draw(std::vector<float> weights, int trials, float bias) {
   weights.front() -= bias;
   weights.back() += bias;
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = DistributionTestSeed();
   std::vector<int64_t> counts(weights.size());
   for (int t = 0; t < trials; ++t) {
     const double u = kernels::UniformDouble(seed, t, kernels::RandomPurpose::kSample);
@@ -45,7 +45,7 @@ std::vector<int64_t> Draw(std::vector<float> weights, int trials, float bias) {
 // critical value of 20.5 (dof 5), so the biased sampler passes with negligible
 // probability. This shows the distribution tests can see a wrong sampler.
 TEST(ChiSquareTest, AcceptsCorrectSamplerAndRejectsBiasedOne) {
-  std::mt19937_64 rng(FreshSeed());
+  std::mt19937_64 rng(DistributionTestSeed());
   const std::vector<float> p = RandomDistribution(6, rng);
   const ChiSquareResult good = ChiSquareTest(Draw(p, 100000, 0.0f), ToDouble(p));
   PrintChiSquare("correct sampler", good);
