@@ -68,6 +68,7 @@ void CoordinatorService::SweepLiveness(absl::Time now) {
     SPLITSPEC_LOG(WARNING) << "worker " << id << " declared dead after "
                            << options_.membership.dead_after_missed << " missed heartbeats";
     worker_peers_.erase(id);
+    worker_keys_.erase(id);
     router_.OnWorkerGone(id, &out);
   }
   const uint64_t replaced_before = router_.counters().reassigned_target;
@@ -111,10 +112,16 @@ absl::Status CoordinatorService::Authorize(const net::Frame& frame) const {
       if (role == proto::ROLE_DRAFT_WORKER) return need(net::kDraft, "registering a draft worker");
       return need(kWorker, "Register");
     }
-    case proto::Envelope::kHeartbeat:
     case proto::Envelope::kVerifyResult:
     case proto::Envelope::kError:
       return need(kWorker, net::BodyName(envelope));
+    case proto::Envelope::kHeartbeat:
+      // Only the worker an id was given to keeps it alive: a heartbeat for another's id
+      // would hide that worker's death (its requests would wait on a dead process).
+      // Heartbeats come on a channel of their own (another peer name), so they are
+      // bound to the key that registered the id.
+      RETURN_IF_ERROR(need(kWorker, "Heartbeat"));
+      return CheckRegisteringKey(frame, envelope.heartbeat().worker_id());
     case proto::Envelope::kDeregister: {
       RETURN_IF_ERROR(need(kWorker, "Deregister"));
       auto owner = worker_peers_.find(envelope.deregister().worker_id());
@@ -136,6 +143,15 @@ absl::Status CoordinatorService::Authorize(const net::Frame& frame) const {
     default:
       return need(net::kAllRoles, net::BodyName(envelope));
   }
+}
+
+absl::Status CoordinatorService::CheckRegisteringKey(const net::Frame& frame,
+                                                     uint64_t worker_id) const {
+  auto owner = worker_keys_.find(worker_id);
+  if (owner == worker_keys_.end() || owner->second == frame.peer_key) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      absl::StrCat("Heartbeat of worker ", worker_id, " from '", frame.peer,
+                   "', whose key is not the one that registered that worker"));
 }
 
 void CoordinatorService::Refuse(const net::Frame& frame, const absl::Status& why) {
@@ -243,6 +259,7 @@ void CoordinatorService::HandleDeregister(const net::Frame& frame) {
   if (!membership_.Deregister(deregister.worker_id()).ok()) return;
   SPLITSPEC_LOG(INFO) << "worker " << deregister.worker_id() << " left: " << deregister.reason();
   worker_peers_.erase(deregister.worker_id());
+  worker_keys_.erase(deregister.worker_id());
   std::vector<Outgoing> out;
   router_.OnWorkerGone(deregister.worker_id(), &out);
   SendAll(out);
@@ -254,6 +271,7 @@ void CoordinatorService::HandleRegister(const net::Frame& frame,
   const std::optional<uint64_t> repeat = membership_.FindRepeat(registration);
   const uint64_t id = repeat ? *repeat : membership_.Register(registration, options_.clock());
   worker_peers_[id] = peer;
+  if (!frame.peer_key.empty()) worker_keys_[id] = frame.peer_key;
   if (!frame.peer_key.empty()) peer_keys_[peer] = frame.peer_key;
   SPLITSPEC_LOG(INFO) << (repeat ? "repeated registration of " : "registered ")
                       << proto::Role_Name(registration.role()) << " '" << registration.worker_name()

@@ -74,6 +74,10 @@ class CoordinatorService {
   void Dispatch(const net::Frame& frame);
   // OK, or PermissionDenied naming what the sender lacks.
   absl::Status Authorize(const net::Frame& frame) const;
+  // OK unless `worker_id` was registered with a CURVE key other than the sender's:
+  // PermissionDenied naming the worker id and the sending peer. Workers of one role
+  // share that role's key, so this binds an id to its role's key, not to one process.
+  absl::Status CheckRegisteringKey(const net::Frame& frame, uint64_t worker_id) const;
   void Refuse(const net::Frame& frame, const absl::Status& why);
   // Logs (with the sender's address) a result or error for a request the
   // sender does not hold; the router then ignores it.
@@ -103,6 +107,8 @@ class CoordinatorService {
   net::ChannelSecurity security_;
   // Worker id -> the peer name it registered from; peer name -> its key.
   std::map<uint64_t, std::string> worker_peers_;
+  // The CURVE key each live worker id registered with (none in plaintext).
+  std::map<uint64_t, std::string> worker_keys_;
   std::map<std::string, std::string> peer_keys_;
 };
 

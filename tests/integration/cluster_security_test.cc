@@ -204,6 +204,39 @@ TEST_F(ClusterSecurityTest, DeregisterOfAnotherWorkersIdIsRefused) {
   EXPECT_EQ(status.members(0).state(), proto::MEMBER_STATE_ALIVE);
 }
 
+// A heartbeat keeps an id alive only if it comes with the key that registered the id:
+// a draft worker heartbeating for a target's id is refused, logged and not counted, so
+// it cannot hide that target's death. The target key's heartbeat, from its own channel
+// (another peer name, as a worker's heartbeat sender has), is acknowledged and counted.
+TEST_F(ClusterSecurityTest, HeartbeatForAnIdRegisteredWithAnotherKeyIsRefused) {
+  std::unique_ptr<net::Channel> target = Peer("target-0", target_keys_);
+  const uint64_t id = RegisterTarget(*target, "target-0");
+  ASSERT_NE(id, 0u);
+  std::unique_ptr<net::Channel> draft = Peer("draft-0", draft_keys_);
+  proto::Envelope heartbeat = net::NewEnvelope();
+  heartbeat.mutable_heartbeat()->set_worker_id(id);
+  ::testing::internal::CaptureStderr();
+  const proto::Error error = ExpectRefused(*draft, heartbeat);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(error.message(),
+              HasSubstr(absl::StrCat("Heartbeat of worker ", id, " from 'draft-0', whose key is "
+                                     "not the one that registered that worker")));
+  EXPECT_THAT(log, HasSubstr("refused 'heartbeat' from peer 'draft-0' at 127.0.0.1 key "));
+  proto::StatusReply status = Status();
+  ASSERT_EQ(status.members_size(), 1);
+  EXPECT_EQ(status.members(0).heartbeats_received(), 0u);
+  EXPECT_GE(status.refused_peers(), 1u);
+
+  std::unique_ptr<net::Channel> own = Peer(absl::StrCat("heartbeat-", id), target_keys_);
+  ASSERT_TRUE(own->Send("", heartbeat).ok());
+  absl::StatusOr<proto::Envelope> ack = Await(*own, proto::Envelope::kHeartbeatAck);
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_TRUE(ack->heartbeat_ack().known());
+  status = Status();
+  ASSERT_EQ(status.members_size(), 1);
+  EXPECT_EQ(status.members(0).heartbeats_received(), 1u);
+}
+
 TEST_F(ClusterSecurityTest, CancelFromAnotherClientIsRefusedAndTheRequestRuns) {
   std::unique_ptr<net::Channel> target = Peer("target-0", target_keys_);
   ASSERT_NE(RegisterTarget(*target, "target-0"), 0u);
