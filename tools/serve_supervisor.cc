@@ -36,7 +36,8 @@ Supervisor::Supervisor(std::vector<PlannedProcess> plan,
 
 absl::Status Supervisor::StartAll() {
   for (Supervised& s : processes_) {
-    absl::StatusOr<Subprocess> child = Subprocess::Spawn(s.plan.argv, s.plan.log, s.env);
+    absl::StatusOr<Subprocess> child = Subprocess::Spawn(
+        s.plan.argv, s.plan.log, s.env, LogMode::kTruncate, OnParentDeath::kDie);
     if (!child.ok()) return child.status();
     s.process.emplace(*std::move(child));
     s.state = State::kRunning;
@@ -111,7 +112,7 @@ absl::Status Supervisor::OnExit(Supervised& s, pid_t pid, int code, absl::Time n
 absl::Status Supervisor::Restart(Supervised& s) {
   s.process.reset();  // reaped already: nothing to kill
   absl::StatusOr<Subprocess> child =
-      Subprocess::Spawn(s.plan.argv, s.plan.log, s.env, LogMode::kAppend);
+      Subprocess::Spawn(s.plan.argv, s.plan.log, s.env, LogMode::kAppend, OnParentDeath::kDie);
   if (!child.ok()) {
     return absl::UnavailableError(
         absl::StrCat("cannot restart ", s.plan.name, ": ", child.status().message()));

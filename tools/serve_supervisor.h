@@ -24,7 +24,11 @@
 // The coordinator's /metrics counts the restarts
 // (splitspec_worker_restarts_total: new processes under a worker's name).
 //
-// Thread-compatible: one thread (serve's) drives it.
+// Every process is spawned to die with serve (OnParentDeath::kDie): a serve
+// killed with SIGKILL, which cannot stop its workers, leaves no orphans behind.
+//
+// Thread-compatible: one thread (serve's) drives it, and must live as long as
+// the processes (the kernel ties their death signal to the spawning thread).
 #ifndef SPLITSPEC_TOOLS_SERVE_SUPERVISOR_H_
 #define SPLITSPEC_TOOLS_SERVE_SUPERVISOR_H_
 

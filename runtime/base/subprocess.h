@@ -1,6 +1,7 @@
-// Subprocess: a child process started with posix_spawn (the one place that
-// starts processes), its stdout and stderr sent to a log file, killed (SIGKILL)
-// on destruction if still running, unless it was started detached.
+// Subprocess: a child process started with posix_spawn, or fork + exec for one
+// that must die with its parent (the one place that starts processes), its
+// stdout and stderr sent to a log file, killed (SIGKILL) on destruction if
+// still running, unless it was started detached.
 //
 //   ASSIGN_OR_RETURN(Subprocess worker, Subprocess::Spawn({bin, "--name", "w"}, "/tmp/w.log"));
 //   ...
@@ -24,6 +25,13 @@ namespace splitspec {
 // earlier run of the process wrote there (a supervisor restarting it).
 enum class LogMode { kTruncate, kAppend };
 
+// What becomes of a child when its parent dies, even by SIGKILL: it keeps running
+// (reparented), or the kernel SIGKILLs it (PR_SET_PDEATHSIG, set in the child
+// between fork and exec; a parent that died before that is caught by re-checking
+// getppid()). Linux ties the death signal to the spawning *thread*: spawn such
+// children from a thread that lives as long as they should.
+enum class OnParentDeath { kKeepRunning, kDie };
+
 class Subprocess {
  public:
   // argv[0] is the path of the binary. The child inherits this process's
@@ -33,7 +41,9 @@ class Subprocess {
   static absl::StatusOr<Subprocess> Spawn(const std::vector<std::string>& argv,
                                           const std::string& log_path,
                                           const std::vector<std::string>& extra_env = {},
-                                          LogMode log_mode = LogMode::kTruncate);
+                                          LogMode log_mode = LogMode::kTruncate,
+                                          OnParentDeath on_parent_death =
+                                              OnParentDeath::kKeepRunning);
 
   // Like Spawn, but the child runs in a new session (setsid: Ctrl-C on this
   // terminal does not reach it) with stdin from /dev/null, and outlives this
@@ -66,7 +76,7 @@ class Subprocess {
   static absl::StatusOr<Subprocess> Start(const std::vector<std::string>& argv,
                                           const std::string& log_path,
                                           const std::vector<std::string>& extra_env, bool detached,
-                                          LogMode log_mode);
+                                          LogMode log_mode, OnParentDeath on_parent_death);
   pid_t pid_;
   std::string log_path_;
   bool detached_;

@@ -297,6 +297,33 @@ uint32_t KillAndAwaitRestart(ServeCluster& cluster, const std::string& name) {
   return 0;
 }
 
+// The pid serve printed when it started `name` ("==> NAME (pid N, log ...)"), or 0.
+pid_t StartedPid(const std::string& output, const std::string& name) {
+  const std::string prefix = absl::StrCat("==> ", name, " (pid ");
+  const size_t at = output.find(prefix);
+  if (at == std::string::npos) return 0;
+  const size_t digits = at + prefix.size();
+  int pid = 0;
+  return absl::SimpleAtoi(output.substr(digits, output.find(',', digits) - digits), &pid) ? pid
+                                                                                          : 0;
+}
+
+// Whether `pid` has stopped running: gone, or a zombie no one reaped yet (an orphan's
+// new parent may be slow to reap, or never do it in a container).
+bool ProcessGone(pid_t pid) {
+  const std::string stat = ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/stat"));
+  const size_t paren = stat.rfind(')');
+  if (stat.empty() || paren == std::string::npos || paren + 2 >= stat.size()) return true;
+  return stat[paren + 2] == 'Z' || stat[paren + 2] == 'X';
+}
+
+// Waits (bounded) until `pid` has stopped running.
+bool AwaitGone(pid_t pid) {
+  for (int attempt = 0; attempt < 1200 && !ProcessGone(pid); ++attempt)
+    absl::SleepFor(absl::Milliseconds(100));
+  return ProcessGone(pid);
+}
+
 TEST(ServeSupervisionTest, KilledWorkersComeBackAndEveryStreamStaysExact) {
   ServeCluster cluster;
   // A queued request may wait out a restart on a slow machine (also checks that
@@ -384,6 +411,27 @@ TEST(ServeSupervisionTest, ACrashLoopPastTheLimitStopsTheClusterNamingTheWorker)
                            "times within 1m")))
       << output;
   EXPECT_TRUE(absl::StrContains(output, "draft-0.log:\n")) << output;
+}
+
+// serve killed with SIGKILL cannot stop its processes; the kernel does (they were
+// spawned with PR_SET_PDEATHSIG): no coordinator or worker is left orphaned.
+TEST(ServeSupervisionTest, ServeKilledWithSigkillLeavesNoProcessBehind) {
+  ServeCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.Start("serve-sigkill", {}));
+  const std::string output = cluster.Output();
+  std::vector<std::pair<std::string, pid_t>> processes;
+  for (const std::string name : {"coordinator", "target", "draft-0"}) {
+    const pid_t pid = StartedPid(output, name);
+    ASSERT_NE(pid, 0) << name << " not in serve's output:\n" << output;
+    ASSERT_FALSE(ProcessGone(pid)) << name;
+    processes.emplace_back(name, pid);
+  }
+  cluster.serve().Signal(SIGKILL);
+  EXPECT_EQ(cluster.WaitForExit(), 128 + SIGKILL);
+  for (const auto& [name, pid] : processes) {
+    EXPECT_TRUE(AwaitGone(pid)) << name << " (pid " << pid << ") outlived serve";
+    if (!ProcessGone(pid)) ::kill(pid, SIGKILL);  // leave nothing behind either way
+  }
 }
 
 }  // namespace

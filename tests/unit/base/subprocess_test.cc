@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "gtest/gtest.h"
 
@@ -65,6 +67,50 @@ TEST(SubprocessTest, MissingBinaryIsNamed) {
   absl::StatusOr<Subprocess> child = Subprocess::Spawn({"/no/such/binary"}, TempLog("missing"));
   ASSERT_FALSE(child.ok());
   EXPECT_NE(std::string(child.status().message()).find("/no/such/binary"), std::string::npos);
+}
+
+// OnParentDeath::kDie: the kernel kills the child when the thread that spawned it
+// exits (a process's death ends all its threads), while a kKeepRunning child spawned
+// the same way runs on. The log and the environment work as with posix_spawn.
+TEST(SubprocessTest, AChildThatDiesWithItsParentDiesWithTheSpawningThread) {
+  const std::string log = TempLog("pdeathsig");
+  absl::StatusOr<Subprocess> echo =
+      Subprocess::Spawn({"/bin/sh", "-c", "echo value=$SPLITSPEC_TEST_VALUE; exit 3"}, log,
+                        {"SPLITSPEC_TEST_VALUE=7"}, LogMode::kTruncate, OnParentDeath::kDie);
+  ASSERT_TRUE(echo.ok()) << echo.status();
+  absl::StatusOr<int> code = echo->Wait(absl::Minutes(2));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 3);
+  EXPECT_EQ(ReadFileOrEmpty(log), "value=7\n");
+
+  std::optional<Subprocess> dying, surviving;
+  std::thread spawner([&] {
+    absl::StatusOr<Subprocess> child = Subprocess::Spawn(
+        {"/bin/sleep", "600"}, log, {}, LogMode::kTruncate, OnParentDeath::kDie);
+    ASSERT_TRUE(child.ok()) << child.status();
+    dying.emplace(*std::move(child));
+    absl::StatusOr<Subprocess> kept = Subprocess::Spawn({"/bin/sleep", "600"},
+                                                        TempLog("pdeathsig-keep"));
+    ASSERT_TRUE(kept.ok()) << kept.status();
+    surviving.emplace(*std::move(kept));
+  });
+  spawner.join();
+  ASSERT_TRUE(dying.has_value() && surviving.has_value());
+  code = dying->Wait(absl::Minutes(2));  // bounded wait for the kernel's kill
+  ASSERT_TRUE(code.ok()) << "the child outlived the thread that spawned it";
+  EXPECT_EQ(*code, 128 + SIGKILL);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(surviving->Wait(absl::ZeroDuration()).status()));
+  surviving->Kill();
+  std::remove(log.c_str());
+  std::remove(TempLog("pdeathsig-keep").c_str());
+}
+
+TEST(SubprocessTest, MissingBinaryIsNamedWhenTheChildDiesWithItsParent) {
+  absl::StatusOr<Subprocess> child = Subprocess::Spawn(
+      {"/no/such/binary"}, TempLog("missing"), {}, LogMode::kTruncate, OnParentDeath::kDie);
+  ASSERT_FALSE(child.ok());
+  EXPECT_NE(std::string(child.status().message()).find("/no/such/binary"), std::string::npos);
+  EXPECT_NE(std::string(child.status().message()).find("No such file"), std::string::npos);
 }
 
 TEST(SubprocessTest, AppendModeKeepsWhatAnEarlierRunLogged) {
