@@ -13,8 +13,9 @@
 // It waits until every group leader (tp_rank 0) and every draft worker has
 // registered, prints the membership, and keeps running until Ctrl-C / SIGTERM
 // (then stops the workers before the coordinator). Meanwhile it supervises
-// (tools/serve_supervisor.h): a worker that dies is restarted with back-off
-// while the cluster keeps serving; the coordinator's exit, or a worker
+// (tools/serve_supervisor.h): a worker that dies, or hangs (the coordinator
+// declared it dead: no heartbeats), is restarted with back-off while the
+// cluster keeps serving; the coordinator's exit, or a worker
 // crash-looping past --max-restarts, stops the cluster with a message naming
 // the process and quoting its log. A worker that exits with status 0 was
 // drained by `splitspec scale` and is let go. A config that puts a process on
@@ -154,6 +155,17 @@ absl::Status Serve(const ServeOptions& options, const std::vector<PlannedProcess
     supervisor.StopAll();
     return ready;
   }
+  // A worker hung alive (stopped, deadlocked) never exits: once the coordinator
+  // declares it dead (no heartbeat for its liveness window) it is killed and restarted.
+  supervisor.WatchHeartbeats(
+      [control]() -> absl::StatusOr<std::vector<proto::MemberStatus>> {
+        absl::StatusOr<proto::StatusReply> status =
+            net::FetchCoordinatorStatus(control, absl::Milliseconds(500));
+        if (!status.ok()) return status.status();
+        return std::vector<proto::MemberStatus>(status->members().begin(),
+                                                status->members().end());
+      },
+      absl::Seconds(1));
   std::printf("==> cluster ready on %s: %d target group(s), %d draft worker(s); Ctrl-C stops it\n",
               control.c_str(), groups, drafts);
   if (config.coordinator.http != "none")

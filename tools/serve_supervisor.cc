@@ -20,6 +20,20 @@ std::string LogTail(const Subprocess& process) {
 
 }  // namespace
 
+std::set<uint32_t> PidsDeclaredDead(const std::vector<proto::MemberStatus>& members) {
+  std::set<uint32_t> dead, live;
+  for (const proto::MemberStatus& m : members) {
+    if (m.pid() == 0) continue;
+    if (m.state() == proto::MEMBER_STATE_DEAD) dead.insert(m.pid());
+    if (m.state() == proto::MEMBER_STATE_ALIVE || m.state() == proto::MEMBER_STATE_SUSPECT ||
+        m.state() == proto::MEMBER_STATE_DRAINING) {
+      live.insert(m.pid());
+    }
+  }
+  for (uint32_t pid : live) dead.erase(pid);
+  return dead;
+}
+
 Supervisor::Supervisor(std::vector<PlannedProcess> plan,
                        std::vector<std::vector<std::string>> environments, RestartPolicy policy,
                        std::FILE* out)
@@ -69,7 +83,32 @@ absl::Status Supervisor::Run(const std::atomic<bool>& stop) {
   return absl::OkStatus();
 }
 
+void Supervisor::WatchHeartbeats(MemberProbe probe, absl::Duration period) {
+  probe_ = std::move(probe);
+  probe_period_ = period;
+  next_probe_ = absl::Now();
+}
+
+void Supervisor::KillHungWorkers() {
+  absl::StatusOr<std::vector<proto::MemberStatus>> members = probe_();
+  if (!members.ok()) return;
+  const std::set<uint32_t> dead = PidsDeclaredDead(*members);
+  for (Supervised& s : processes_) {
+    if (s.state != State::kRunning || s.plan.role == "coordinator" || !s.process.has_value() ||
+        !dead.contains(static_cast<uint32_t>(s.process->pid()))) {
+      continue;
+    }
+    Report(s, absl::StrCat("==> ", s.plan.name, " (pid ", s.process->pid(),
+                           ") stopped heartbeating: the coordinator declared it dead; SIGKILL"));
+    s.process->Signal(SIGKILL);  // reaped and restarted by the steps that follow
+  }
+}
+
 absl::Status Supervisor::Step(absl::Time now) {
+  if (probe_ && now >= next_probe_) {
+    next_probe_ = now + probe_period_;
+    KillHungWorkers();
+  }
   for (Supervised& s : processes_) {
     if (s.state == State::kWaitingToRestart && now >= s.restart_at) {
       if (absl::Status restarted = Restart(s); !restarted.ok()) return restarted;

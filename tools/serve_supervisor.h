@@ -11,6 +11,12 @@
 // (it is crash-looping: a bad model path, a port taken, a GPU gone). A worker
 // that exits with status 0 was drained (`splitspec scale`) and is let go.
 //
+// A worker that is alive but hung (SIGSTOPped, deadlocked) never exits; with
+// WatchHeartbeats the supervisor asks the coordinator for its members and
+// SIGKILLs a worker whose pid the coordinator declared DEAD (no heartbeat for
+// its liveness window) and that has not registered again; it is then reaped
+// and restarted as after a crash.
+//
 //   Supervisor supervisor(plan, environments, policy, stdout);
 //   RETURN_IF_ERROR(supervisor.StartAll());
 //   ... wait for registration, checking supervisor.CheckStarted() ...
@@ -21,6 +27,7 @@
 // log (restarted processes append to it), e.g.
 //   ==> draft-0 (pid 812) was killed by signal 9 (Killed); restart 1 in 250ms
 //   ==> draft-0 restarted (pid 845, restart 1)
+//   ==> target (pid 813) stopped heartbeating: the coordinator declared it dead; SIGKILL
 // The coordinator's /metrics counts the restarts
 // (splitspec_worker_restarts_total: new processes under a worker's name).
 //
@@ -34,17 +41,28 @@
 
 #include <atomic>
 #include <cstdio>
+#include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "proto/splitspec.pb.h"
 #include "runtime/base/subprocess.h"
 #include "tools/restart_policy.h"
 #include "tools/serve_plan.h"
 
 namespace splitspec::tools {
+
+// The coordinator's members now (StatusReply.members), or why they could not be had.
+using MemberProbe = std::function<absl::StatusOr<std::vector<proto::MemberStatus>>()>;
+
+// The pids of `members` that the coordinator declared DEAD and that have no live
+// (ALIVE, SUSPECT or DRAINING) registration: a process that stopped and resumed
+// registers again under the same pid, and is not hung.
+std::set<uint32_t> PidsDeclaredDead(const std::vector<proto::MemberStatus>& members);
 
 class Supervisor {
  public:
@@ -67,6 +85,9 @@ class Supervisor {
   // One supervision step at `now` (Run calls it every 100 ms): reaps exits,
   // schedules and performs restarts. Same errors as Run.
   absl::Status Step(absl::Time now);
+  // From now on, every `period` Step asks `probe` and SIGKILLs each running
+  // worker in PidsDeclaredDead (a failed probe is retried at the next period).
+  void WatchHeartbeats(MemberProbe probe, absl::Duration period);
   // SIGTERM to each running process, workers in reverse plan order, the
   // coordinator last; SIGKILL after 5 s without an exit.
   void StopAll();
@@ -89,11 +110,16 @@ class Supervisor {
 
   absl::Status OnExit(Supervised& s, pid_t pid, int code, absl::Time now);
   absl::Status Restart(Supervised& s);
+  // Asks probe_ and SIGKILLs the running workers the coordinator declared dead.
+  void KillHungWorkers();
   // Prints `line` on out_ and appends it to `s`'s log.
   void Report(const Supervised& s, const std::string& line);
 
   std::vector<Supervised> processes_;
   std::FILE* out_;
+  MemberProbe probe_;
+  absl::Duration probe_period_ = absl::InfiniteDuration();
+  absl::Time next_probe_ = absl::InfiniteFuture();
 };
 
 }  // namespace splitspec::tools

@@ -279,14 +279,16 @@ std::vector<std::string> CurveKeysIn(const std::string& log) {
   return keys;
 }
 
-// SIGKILLs the one live process named `name`; waits (bounded) until another
-// pid registered under the name. Returns the killed pid (0 on failure).
-uint32_t KillAndAwaitRestart(ServeCluster& cluster, const std::string& name) {
+// Sends `signal` (SIGKILL: a crash; SIGSTOP: a hang) to the one live process named
+// `name`; waits (bounded) until another pid registered under the name. Returns the
+// signalled pid (0 on failure).
+uint32_t KillAndAwaitRestart(ServeCluster& cluster, const std::string& name,
+                             int signal = SIGKILL) {
   const std::set<uint32_t> before = cluster.LivePids(name);
   EXPECT_EQ(before.size(), 1u) << name;
   if (before.size() != 1) return 0;
   const uint32_t pid = *before.begin();
-  EXPECT_EQ(::kill(static_cast<pid_t>(pid), SIGKILL), 0);
+  EXPECT_EQ(::kill(static_cast<pid_t>(pid), signal), 0);
   for (int attempt = 0; attempt < 1200; ++attempt) {
     std::set<uint32_t> now = cluster.LivePids(name);
     now.erase(pid);
@@ -432,6 +434,41 @@ TEST(ServeSupervisionTest, ServeKilledWithSigkillLeavesNoProcessBehind) {
     EXPECT_TRUE(AwaitGone(pid)) << name << " (pid " << pid << ") outlived serve";
     if (!ProcessGone(pid)) ::kill(pid, SIGKILL);  // leave nothing behind either way
   }
+}
+
+// A worker that hangs alive (SIGSTOP) never exits; serve kills it once the coordinator
+// has declared it dead (no heartbeat for the liveness window) and restarts it, and
+// every stream still finishes equal to plain greedy.
+TEST(ServeSupervisionTest, StoppedWorkersAreKilledAndRestartedAndEveryStreamStaysExact) {
+  ServeCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.Start("serve-hung", {"--queue-timeout-ms", "300000"}));
+  const std::vector<std::vector<int32_t>> prompts = {{10, 20, 30, 10, 20, 30}, {7, 8}, {1, 2, 3}};
+  const std::vector<std::string> expected = ExpectedTexts(cluster.model_path(), prompts);
+  ASSERT_EQ(expected.size(), prompts.size());
+  Load load(cluster.http_port(), prompts, expected);
+  load.Start(2);
+  ASSERT_TRUE(load.WaitForMore(2)) << cluster.Output();
+  for (const std::string name : {"draft-0", "target"}) {
+    SCOPED_TRACE(name);
+    const uint32_t stopped = KillAndAwaitRestart(cluster, name, SIGSTOP);
+    ASSERT_NE(stopped, 0u);
+    EXPECT_TRUE(load.WaitForMore(2)) << cluster.Output();
+    const std::string output = cluster.Output();
+    EXPECT_TRUE(absl::StrContains(
+        output, absl::StrCat("==> ", name, " (pid ", stopped,
+                             ") stopped heartbeating: the coordinator declared it dead; SIGKILL")))
+        << output;
+    EXPECT_TRUE(absl::StrContains(
+        output, absl::StrCat("==> ", name, " (pid ", stopped, ") was killed by signal 9")))
+        << output;
+    EXPECT_TRUE(AwaitGone(static_cast<pid_t>(stopped)));
+  }
+  load.Stop();
+  EXPECT_TRUE(load.failures().empty())
+      << absl::StrJoin(load.failures(), "\n") << "\nserve:\n"
+      << cluster.Output() << "\nworker and coordinator logs: " << cluster.dir();
+  cluster.serve().Signal(SIGTERM);
+  EXPECT_EQ(cluster.WaitForExit(), 0) << cluster.Output();
 }
 
 }  // namespace

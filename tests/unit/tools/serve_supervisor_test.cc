@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -139,6 +141,62 @@ TEST_F(SupervisorTest, ADeathDuringStartUpIsReportedWithItsLog) {
   }
   EXPECT_THAT(started.message(), HasSubstr("target exited with status 2 during start-up"));
   EXPECT_THAT(started.message(), HasSubstr("no model"));
+  supervisor.StopAll();
+}
+
+proto::MemberStatus Member(uint32_t pid, proto::MemberState state) {
+  proto::MemberStatus m;
+  m.set_pid(pid);
+  m.set_state(state);
+  return m;
+}
+
+TEST(PidsDeclaredDeadTest, DeadWithoutALiveRegistrationUnderThePid) {
+  const std::set<uint32_t> dead = PidsDeclaredDead(
+      {Member(10, proto::MEMBER_STATE_DEAD), Member(11, proto::MEMBER_STATE_DEAD),
+       Member(11, proto::MEMBER_STATE_ALIVE),  // resumed and registered again
+       Member(12, proto::MEMBER_STATE_SUSPECT), Member(13, proto::MEMBER_STATE_LEFT),
+       Member(14, proto::MEMBER_STATE_DEAD), Member(14, proto::MEMBER_STATE_DRAINING),
+       Member(0, proto::MEMBER_STATE_DEAD)});
+  EXPECT_EQ(dead, std::set<uint32_t>{10});
+}
+
+// A stopped worker never exits; once the coordinator declares its pid dead it is
+// SIGKILLed, reaped and restarted like a crash, and its successor (a new pid) is left
+// alone. The coordinator is never killed for this.
+TEST_F(SupervisorTest, AHungWorkerTheCoordinatorDeclaredDeadIsKilledAndRestarted) {
+  Supervisor supervisor({Process("coordinator", "coordinator", "exec sleep 60"),
+                         Process("target", "target", "exec sleep 60")},
+                        {}, fast_, out_);
+  ASSERT_TRUE(supervisor.StartAll().ok());
+  const pid_t coordinator = supervisor.pid(0), hung = supervisor.pid(1);
+  ASSERT_EQ(::kill(hung, SIGSTOP), 0);
+  int probes = 0;
+  supervisor.WatchHeartbeats(
+      [&]() -> absl::StatusOr<std::vector<proto::MemberStatus>> {
+        ++probes;
+        return std::vector<proto::MemberStatus>{
+            Member(static_cast<uint32_t>(coordinator), proto::MEMBER_STATE_DEAD),
+            Member(static_cast<uint32_t>(hung), proto::MEMBER_STATE_DEAD)};
+      },
+      absl::ZeroDuration());
+  ASSERT_TRUE(StepUntil(supervisor, [&] {
+                return supervisor.pid(1) != 0 && supervisor.pid(1) != hung;
+              }).ok());
+  ASSERT_NE(supervisor.pid(1), 0);
+  ASSERT_NE(supervisor.pid(1), hung);
+  const pid_t successor = supervisor.pid(1);
+  const int probes_then = probes;
+  ASSERT_TRUE(StepUntil(supervisor, [&] { return probes >= probes_then + 5; }).ok());
+  EXPECT_EQ(supervisor.pid(1), successor);
+  EXPECT_EQ(supervisor.restarts(1), 1);
+  EXPECT_EQ(supervisor.pid(0), coordinator);
+  const std::string printed = Printed();
+  EXPECT_THAT(printed, HasSubstr(absl::StrCat("==> target (pid ", hung,
+                                              ") stopped heartbeating: the coordinator "
+                                              "declared it dead; SIGKILL")));
+  EXPECT_THAT(printed, HasSubstr(absl::StrCat("==> target (pid ", hung,
+                                              ") was killed by signal 9 (Killed); restart 1")));
   supervisor.StopAll();
 }
 
