@@ -54,10 +54,25 @@ absl::Status CoordinatorService::Run(const std::atomic<bool>& stop) {
       return frame.status();
     }
     const absl::Time now = options_.clock();
-    if (now >= next_sweep) {
-      SweepLiveness(now);
+    if (now >= next_sweep || !status_waiting_.empty()) {
+      RETURN_IF_ERROR(HandleQueuedFrames());
+      SweepLiveness(options_.clock());
       next_sweep = now + tick;
+      for (const std::string& peer : status_waiting_) AnswerStatus(peer);
+      status_waiting_.clear();
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CoordinatorService::HandleQueuedFrames() {
+  // Bounded, so a flood of frames cannot hold the sweep off for good.
+  constexpr int kMaxFramesBeforeSweep = 10000;
+  for (int handled = 0; handled < kMaxFramesBeforeSweep; ++handled) {
+    absl::StatusOr<net::Frame> frame = control_->Receive(absl::ZeroDuration());
+    if (absl::IsDeadlineExceeded(frame.status())) return absl::OkStatus();
+    if (!frame.ok()) return frame.status();
+    Handle(*frame);
   }
   return absl::OkStatus();
 }
@@ -302,9 +317,13 @@ void CoordinatorService::HandleHeartbeat(const std::string& peer,
 }
 
 void CoordinatorService::HandleStatus(const std::string& peer) {
-  // The report shows liveness as of now; a death this sweep finds must reach
-  // the router here, since Membership reports each death once.
-  SweepLiveness(options_.clock());
+  // Answered by Run once the frames queued behind this request are handled and
+  // membership swept (AnswerStatus): the report shows liveness as of now, and a
+  // heartbeat waiting in the queue is not mistaken for a missed one.
+  status_waiting_.push_back(peer);
+}
+
+void CoordinatorService::AnswerStatus(const std::string& peer) {
   proto::Envelope reply = net::NewEnvelope();
   proto::StatusReply* status = reply.mutable_status_reply();
   for (proto::MemberStatus& member : membership_.Snapshot())

@@ -30,6 +30,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -86,11 +87,17 @@ class CoordinatorService {
   void HandleRegister(const net::Frame& frame, const proto::Register& registration);
   void HandleHeartbeat(const std::string& peer, const proto::Heartbeat& heartbeat);
   void HandleStatus(const std::string& peer);
+  void AnswerStatus(const std::string& peer);
+  // Handles the frames already queued on the control channel (at most 10000), so
+  // that a sweep after a stall (a loaded machine, a burst of traffic) sees the
+  // heartbeats that arrived in time. Errors: the control channel's.
+  absl::Status HandleQueuedFrames();
   void HandleDrainRequest(const std::string& peer, const proto::DrainRequest& request);
   // Declares the members past their heartbeat deadline dead and hands their
-  // requests on (router OnWorkerGone), then the router's Tick. Every path that
-  // sweeps membership goes through here: a death another sweep swallowed would
-  // leave its requests on a dead worker for good.
+  // requests on (router OnWorkerGone), then the router's Tick. Run calls it only
+  // after HandleQueuedFrames. Every path that sweeps membership goes through
+  // here: a death another sweep swallowed would leave its requests on a dead
+  // worker for good.
   void SweepLiveness(absl::Time now);
   void LogDrainsSent(const std::vector<Outgoing>& out);
   void Reply(const std::string& peer, const proto::Envelope& envelope);
@@ -110,6 +117,8 @@ class CoordinatorService {
   // The CURVE key each live worker id registered with (none in plaintext).
   std::map<uint64_t, std::string> worker_keys_;
   std::map<std::string, std::string> peer_keys_;
+  // Peers whose StatusRequest waits for the next sweep (see HandleStatus).
+  std::vector<std::string> status_waiting_;
 };
 
 }  // namespace splitspec::coordinator

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "coordinator/coordinator_service.h"
 #include "gtest/gtest.h"
 #include "runtime/net/channel.h"
@@ -178,6 +179,59 @@ TEST(CoordinatorServiceTest, ADeathFoundByAStatusRequestStillReplacesTheDeadTarg
             (std::vector<int32_t>{7, 8}));
   EXPECT_TRUE(streamed.token_stream().finished());
   EXPECT_EQ(streamed.token_stream().finish_reason(), proto::FINISH_REASON_LENGTH);
+}
+
+// A stall (the coordinator's thread not scheduled on a loaded machine, or busy) leaves
+// frames queued; a heartbeat among them arrived in time and must keep its worker alive.
+// Here the loop is paused while a status request and then a heartbeat queue up, and the
+// clock passes the worker's deadline: the sweep now runs after the queued frames are
+// handled. (The status request's own sweep used to run first and declared it dead.)
+TEST(CoordinatorServiceTest, AHeartbeatQueuedDuringAStallIsHandledBeforeTheSweep) {
+  FakeClock clock;
+  const absl::Time start = clock.Now();
+  CoordinatorOptions options;
+  options.control_endpoint = "mem://coordinator-service-stall";
+  options.membership.heartbeat_interval = kInterval;  // dead after 5 missed
+  options.clock = [&clock] { return clock.Now(); };
+  auto service = CoordinatorService::Create(options);
+  ASSERT_TRUE(service.ok()) << service.status();
+  const std::string endpoint = (*service)->control_endpoint();
+  std::atomic<bool> stop{false};
+  auto run = [&] { return std::thread([&] { EXPECT_TRUE((*service)->Run(stop).ok()); }); };
+  int wakers = 0;
+  auto pause = [&](std::thread& loop) {
+    stop = true;
+    Peer waker(endpoint, absl::StrCat("waker-", ++wakers));  // the loop turns on a message
+    proto::Envelope ask = net::NewEnvelope();
+    ask.mutable_status_request();
+    waker.Send(ask);
+    loop.join();
+    stop = false;
+  };
+
+  std::thread loop = run();
+  Peer target(endpoint, "target");
+  const uint64_t id = RegisterTarget(target, "target", 100);
+  ASSERT_NE(id, 0u);
+  pause(loop);
+
+  clock.Set(start + 4.5 * kInterval);
+  Peer admin(endpoint, "admin");
+  proto::Envelope ask = net::NewEnvelope();
+  ask.mutable_status_request();
+  admin.Send(ask);
+  proto::Envelope heartbeat = net::NewEnvelope();
+  heartbeat.mutable_heartbeat()->set_worker_id(id);
+  target.Send(heartbeat);
+  clock.Set(start + 6 * kInterval);  // the stall ends past the registration's deadline
+  loop = run();
+
+  const proto::StatusReply status = admin.Next().status_reply();
+  ASSERT_EQ(status.members_size(), 1);
+  EXPECT_EQ(status.members(0).state(), proto::MEMBER_STATE_ALIVE);
+  EXPECT_EQ(status.members(0).heartbeats_received(), 1u);
+  EXPECT_TRUE(target.Next().heartbeat_ack().known());
+  pause(loop);
 }
 
 }  // namespace
