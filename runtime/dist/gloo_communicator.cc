@@ -104,9 +104,17 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
     RendezvousStore& store, const CommunicatorOptions& options,
     const GlooTransportOptions& transport) {
   RETURN_IF_ERROR(ValidateCommunicatorOptions(options));
+  if (transport.rendezvous_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gloo rendezvous_timeout = ", absl::FormatDuration(transport.rendezvous_timeout),
+        " for group '", options.group, "', must not be negative"));
+  }
+  const absl::Duration rendezvous_timeout = transport.rendezvous_timeout > absl::ZeroDuration()
+                                                ? transport.rendezvous_timeout
+                                                : options.timeout;
   const std::string what = absl::StrCat(
       "gloo rendezvous of group '", options.group, "' (rank ", options.rank, " of ", options.size,
-      ", store ", store.location(), ", timeout ", absl::FormatDuration(options.timeout), ")");
+      ", store ", store.location(), ", timeout ", absl::FormatDuration(rendezvous_timeout), ")");
   IgnoreSigpipeIfDefault();
   try {
     gloo::transport::tcp::attr attr;
@@ -114,9 +122,10 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
     attr.iface = transport.iface;
     std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
-    context->setTimeout(ToChrono(options.timeout));
-    GlooStoreAdapter adapter(store, options.group, options.timeout);
+    context->setTimeout(ToChrono(rendezvous_timeout));
+    GlooStoreAdapter adapter(store, options.group, rendezvous_timeout);
     context->connectFullMesh(adapter, device);
+    context->setTimeout(ToChrono(options.timeout));  // collectives' own bound from here on
     return std::unique_ptr<GlooCommunicator>(new GlooCommunicator(std::move(context), options));
   } catch (const gloo::Exception& e) {
     return GlooError(e, what);

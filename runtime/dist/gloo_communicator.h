@@ -55,6 +55,10 @@ struct GlooTransportOptions {
   std::string hostname;
   // Network interface to listen on instead of `hostname` (e.g. "eth0"); empty by default.
   std::string iface;
+  // Bound on joining the group (every rank publishing its address and connecting);
+  // zero (default): CommunicatorOptions.timeout. Ranks that start apart (other hosts,
+  // a loaded machine) may need longer to meet than one collective should take.
+  absl::Duration rendezvous_timeout = absl::ZeroDuration();
 };
 
 class GlooCommunicator final : public Communicator {
@@ -62,7 +66,8 @@ class GlooCommunicator final : public Communicator {
   // Joins the group: validates `options`, opens the listener, rendezvous through
   // `store` (used only during this call) and connects to every other rank.
   // Errors: InvalidArgument (options, naming the field); DeadlineExceeded naming
-  // the group if the other ranks did not all appear within options.timeout;
+  // the group if the other ranks did not all appear within the rendezvous timeout
+  // (transport.rendezvous_timeout, else options.timeout);
   // Unavailable for transport failures (address unresolvable, connection refused).
   static absl::StatusOr<std::unique_ptr<GlooCommunicator>> Create(
       RendezvousStore& store, const CommunicatorOptions& options,

@@ -60,6 +60,7 @@ absl::Status RunRank(const GlooGroupOptions& options, const Group& group, int ra
       .group = group.name, .rank = rank, .size = options.size, .timeout = options.timeout};
   GlooTransportOptions transport;
   transport.hostname = "127.0.0.1";
+  transport.rendezvous_timeout = options.rendezvous_timeout;
   ASSIGN_OR_RETURN(std::unique_ptr<GlooCommunicator> comm,
                    GlooCommunicator::Create(*store, comm_options, transport));
   return body(*comm);
