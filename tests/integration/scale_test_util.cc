@@ -92,11 +92,12 @@ LoadOutcome RunGreedyLoad(const std::string& coordinator, model::Transformer& re
   }
   std::map<std::string, size_t> prompt_of;
   std::set<std::string> pending;
+  std::map<int, int> submitted_in_phase;
   const absl::Time deadline = absl::Now() + options.deadline;
   while (absl::Now() < deadline) {
-    const bool submitting = (!stop.load() || outcome.submitted < options.min_requests) &&
-                            outcome.submitted < options.max_requests;
-    while (submitting && static_cast<int>(pending.size()) < options.in_flight) {
+    const bool stopped = stop.load() && outcome.submitted >= options.min_requests;
+    while (!stopped && static_cast<int>(pending.size()) < options.in_flight) {
+      if (submitted_in_phase[phase.load()] >= options.max_requests_per_phase) break;
       const std::string id = absl::StrCat("load-", outcome.submitted);
       const size_t p = outcome.submitted % prompts.size();
       proto::SubmitRequest submit;
@@ -113,10 +114,11 @@ LoadOutcome RunGreedyLoad(const std::string& coordinator, model::Transformer& re
       }
       prompt_of[id] = p;
       outcome.phase_of[id] = phase.load();
+      ++submitted_in_phase[outcome.phase_of[id]];
       pending.insert(id);
       ++outcome.submitted;
     }
-    if (!submitting && pending.empty()) break;
+    if (stopped && pending.empty()) break;  // a full phase polls on, awaiting the next step
     absl::Status polled = (*client)->Poll(absl::Milliseconds(50));
     if (!polled.ok()) {
       outcome.failures.push_back(absl::StrCat("poll failed: ", polled.message()));

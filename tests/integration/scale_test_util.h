@@ -39,12 +39,18 @@ void StopDetached(const std::vector<pid_t>& pids);
 // Keeps `in_flight` greedy requests running against a coordinator until
 // `stop` is set, then lets the last ones finish; every finished request is
 // checked against plain greedy. Runs on the calling thread.
+//
+// The bound on requests is per value of `phase`: a fast cluster that reaches it
+// before the caller's next step waits for that step (or for `stop`) instead of
+// ending the load, so every phase gets requests however slow the steps are
+// (a single overall bound once ran out in phase 0 on a loaded machine, and
+// nothing was left to test the later phases with).
 struct LoadOptions {
   int in_flight = 16;
   int max_tokens = 48;
-  int min_requests = 16;    // submit at least this many even if stopped early
-  int max_requests = 2000;  // a bound, so a stuck cluster cannot loop forever
-  absl::Duration deadline = absl::Minutes(8);
+  int min_requests = 16;              // submit at least this many even if stopped early
+  int max_requests_per_phase = 1000;  // a bound, so the load stays finite
+  absl::Duration deadline = absl::Minutes(8);  // and so does a stuck cluster's
 };
 struct LoadOutcome {
   int submitted = 0;
