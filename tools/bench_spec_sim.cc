@@ -40,6 +40,7 @@
 #include "absl/strings/str_format.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/base/trace.h"
 #include "runtime/cli/cli_args.h"
 #include "runtime/model/transformer.h"
 #include "runtime/spec/analytic_model.h"
@@ -49,6 +50,7 @@
 #include "tools/bench_tokens.h"
 #include "tools/commands.h"
 #include "tools/default_paths.h"
+#include "tools/run_breakdown.h"
 #include "tools/sim_drafter.h"
 
 namespace splitspec::tools {
@@ -62,6 +64,7 @@ struct SimBenchFlags {
   int max_tokens = 128;
   int k = 4;
   bool json = false;
+  std::string trace_dir;  // a Chrome trace per speculative run there, if set
   std::vector<SimDrafterParams> drafters;
 };
 
@@ -85,6 +88,7 @@ absl::StatusOr<SimBenchFlags> ParseSimFlags(const CommandArgs& argv) {
   f.max_tokens = static_cast<int>(max_tokens);
   f.k = static_cast<int>(k);
   f.json = args.Has("json");
+  f.trace_dir = args.GetString("trace-dir", "");
   if (args.Has("sim-grid")) f.drafters = SimGrid();
   for (const std::string& name : SplitDrafterList(args.GetString("drafters", ""))) {
     if (!IsSimDrafterName(name)) {
@@ -144,6 +148,7 @@ struct SimRow {
   double tokens_per_step = -1, model_tokens_per_step = -1;  // measured; the model's
   double cache_hit_rate = -1;          // full hits per lookup; < 0: no cache here
   double cache_partial_hit_rate = -1;  // partial hits per lookup; < 0: no cache here
+  RunBreakdown breakdown;              // where the time went (table mode prints it)
 };
 
 constexpr const char* kConfigurations[] = {"sequential", "overlapped", "overlapped+cache"};
@@ -205,6 +210,7 @@ struct Samples {
   int64_t accepted = 0, verified = 0, tokens = 0, steps = 0;
   double model_tokens_per_step = 0;
   spec::SpeculationCacheCounters cache;  // over the rounds (overlapped+cache only)
+  RunBreakdown breakdown;                // where the time went, over the rounds
 };
 
 // Full hits per lookup: the model's h (a partial hit counts as a miss there).
@@ -217,8 +223,9 @@ double FullHitRate(const spec::SpeculationCacheCounters& c) {
 // while load from other processes changes the target's speed).
 absl::Status MeasureRound(const SimContext& c, const SimBenchFlags& f,
                           const SimDrafterParams& params, uint64_t seed,
-                          Samples samples[kConfigurationCount]) {
+                          Samples samples[kConfigurationCount], RunBreakdown* target_only) {
   ASSIGN_OR_RETURN(SpecRunResult alone, RunChecked(c, nullptr, 1, f.k, f.max_tokens));
+  target_only->Merge(BreakdownFromTrace(Tracer::Global().Events()));
   const double step_s = TargetStepSeconds(c, alone);
   constexpr spec::PipelineMode kModes[kConfigurationCount] = {spec::PipelineMode::kSequential,
                                                               spec::PipelineMode::kOverlapped,
@@ -237,6 +244,12 @@ absl::Status MeasureRound(const SimContext& c, const SimBenchFlags& f,
                                        .verify_slope = c.verify_slope,
                                        .cache_hit_rate = cache ? FullHitRate(run.cache) : 0.0};
     Samples& s = samples[i];
+    s.breakdown.Merge(BreakdownFromTrace(Tracer::Global().Events()));
+    if (!f.trace_dir.empty()) {
+      RETURN_IF_ERROR(Tracer::Global().WriteChromeJson(
+          absl::StrFormat("%s/sim-a%g-c%g-%s-%d.json", f.trace_dir, params.alpha, params.cost_ratio,
+                          kConfigurations[i], seed)));
+    }
     s.cache.Merge(run.cache);
     s.speedup.push_back(run.tokens_per_s / alone.tokens_per_s);
     s.predicted.push_back(spec::RunSpeedupWithPrefill(spec::PipelineSpeedup(in, mode), run.tokens,
@@ -252,11 +265,12 @@ absl::Status MeasureRound(const SimContext& c, const SimBenchFlags& f,
 
 // One drafter's rows: medians over kSimRounds rounds.
 absl::StatusOr<std::vector<SimRow>> MeasureDrafter(const SimContext& c, const SimBenchFlags& f,
-                                                   const SimDrafterParams& params, uint64_t seed) {
+                                                   const SimDrafterParams& params, uint64_t seed,
+                                                   RunBreakdown* target_only) {
   const std::string name = SimDrafterName(params);
   Samples samples[kConfigurationCount];
   for (int round = 0; round < kSimRounds; ++round) {
-    RETURN_IF_ERROR(MeasureRound(c, f, params, seed + 4 * round, samples));
+    RETURN_IF_ERROR(MeasureRound(c, f, params, seed + 4 * round, samples, target_only));
   }
   std::vector<SimRow> rows;
   for (int i = 0; i < kConfigurationCount; ++i) {
@@ -273,7 +287,8 @@ absl::StatusOr<std::vector<SimRow>> MeasureDrafter(const SimContext& c, const Si
          .model_tokens_per_step = s.model_tokens_per_step,
          .cache_hit_rate = cache ? FullHitRate(s.cache) : -1.0,
          .cache_partial_hit_rate =
-             cache ? static_cast<double>(s.cache.partial_hits) / lookups : -1.0});
+             cache ? static_cast<double>(s.cache.partial_hits) / lookups : -1.0,
+         .breakdown = s.breakdown});
   }
   return rows;
 }
@@ -308,6 +323,7 @@ absl::StatusOr<SimContext> Prepare(const SimBenchFlags& f, model::Transformer* t
 
 absl::Status RunSim(const SimBenchFlags& f) {
   SetDefaultLogLevel(LogLevel::kWarning);  // the in-process services stay quiet
+  Tracer::Global().Enable();  // where each configuration's time goes (tools/run_breakdown.h)
   ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> target,
                    model::Transformer::Load(f.model, {.threads = 1}));
   if (!f.json) {
@@ -332,13 +348,22 @@ absl::Status RunSim(const SimBenchFlags& f) {
   }
   uint64_t seed = 1;
   for (const SimDrafterParams& params : f.drafters) {
-    ASSIGN_OR_RETURN(std::vector<SimRow> rows, MeasureDrafter(c, f, params, seed));
+    RunBreakdown target_only;
+    ASSIGN_OR_RETURN(std::vector<SimRow> rows, MeasureDrafter(c, f, params, seed, &target_only));
     seed += 8 * kSimRounds;  // distinct seeds for every run of every drafter
     for (const SimRow& row : rows) {
       if (f.json) {
         PrintRowJson(row, f.k);
       } else {
         PrintRowTable(row);
+      }
+    }
+    if (!f.json) {
+      std::printf("  target-only: step %.2f ms x %lld\n", 1e3 * target_only.steps.Mean(),
+                  static_cast<long long>(target_only.steps.count));
+      for (const SimRow& row : rows) {
+        std::printf("  %s: %s\n", row.configuration.c_str(),
+                    FormatBreakdown(row.breakdown).c_str());
       }
     }
     std::fflush(stdout);
