@@ -58,7 +58,7 @@ absl::Status TargetService::Run(const std::atomic<bool>& stop) {
       const absl::Time step_start = absl::Now();
       {
         ScopedTrace span("target", "verify step");
-        step = engine_.Step(step_start, &events);
+        step = engine_.Step(step_start, &events, [this] { DrainData(); });
       }
       const absl::Time step_end = absl::Now();
       ReportLoad(step_end - step_start);
