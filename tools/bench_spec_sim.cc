@@ -1,5 +1,6 @@
 // `splitspec bench spec --sim-grid | --drafters 'sim:alpha=A,ratio=C[,sim:...]'
-//                       [--model PATH] [--max-tokens N] [--k K] [--json]`
+//                       [--model PATH] [--max-tokens N] [--k K] [--rounds N] [--json]
+//                       [--trace-dir DIR]`
 //
 // The protocol's overlap measured with a simulated draft device (tools/sim_drafter.h),
 // beside the pipeline model's prediction (runtime/spec/analytic_model.h), in one run.
@@ -9,7 +10,7 @@
 //     continuation, which the sim drafters propose).
 //  2. Direct forwards of the target time the prefill t_prefill and the verify cost
 //     slope s = (T(k + 1) / T(1) - 1) / k (medians, interleaved).
-//  3. Per drafter, kSimRounds rounds of: target-only, then sequential (lookahead 1),
+//  3. Per drafter, --rounds (5) rounds of: target-only, then sequential (lookahead 1),
 //     overlapped (lookahead 2) and overlapped+cache (lookahead 1 with the draft
 //     worker's speculation cache, draft_worker/draft_engine.h), so load from other
 //     processes hits them alike. The round's T_step = (wall - t_prefill) / tokens of
@@ -57,7 +58,7 @@ namespace splitspec::tools {
 namespace {
 
 constexpr char kSimPrompt[] = "Write a short story about a robot who learns to paint.";
-constexpr int kSimRounds = 5;  // rounds per drafter; rows give the medians
+constexpr int kSimRounds = 5;  // default rounds per drafter (--rounds); rows give the medians
 
 struct SimBenchFlags {
   std::string model;
@@ -65,6 +66,7 @@ struct SimBenchFlags {
   int k = 4;
   bool json = false;
   std::string trace_dir;  // a Chrome trace per speculative run there, if set
+  int rounds = kSimRounds;
   std::vector<SimDrafterParams> drafters;
 };
 
@@ -89,6 +91,9 @@ absl::StatusOr<SimBenchFlags> ParseSimFlags(const CommandArgs& argv) {
   f.k = static_cast<int>(k);
   f.json = args.Has("json");
   f.trace_dir = args.GetString("trace-dir", "");
+  ASSIGN_OR_RETURN(int64_t rounds, args.GetInt("rounds", kSimRounds));
+  if (rounds < 1 || rounds > 100) return absl::InvalidArgumentError("--rounds must be in [1, 100]");
+  f.rounds = static_cast<int>(rounds);
   if (args.Has("sim-grid")) f.drafters = SimGrid();
   for (const std::string& name : SplitDrafterList(args.GetString("drafters", ""))) {
     if (!IsSimDrafterName(name)) {
@@ -242,7 +247,8 @@ absl::Status MeasureRound(const SimContext& c, const SimBenchFlags& f,
                                        .cost_ratio = params.cost_ratio,
                                        .k = f.k,
                                        .verify_slope = c.verify_slope,
-                                       .cache_hit_rate = cache ? FullHitRate(run.cache) : 0.0};
+                                       .cache_hit_rate = cache ? FullHitRate(run.cache) : 0.0,
+                                       .result_wait = cache ? 0.5 / params.cost_ratio : 0.0};
     Samples& s = samples[i];
     s.breakdown.Merge(BreakdownFromTrace(Tracer::Global().Events()));
     if (!f.trace_dir.empty()) {
@@ -263,13 +269,13 @@ absl::Status MeasureRound(const SimContext& c, const SimBenchFlags& f,
   return absl::OkStatus();
 }
 
-// One drafter's rows: medians over kSimRounds rounds.
+// One drafter's rows: medians over --rounds rounds.
 absl::StatusOr<std::vector<SimRow>> MeasureDrafter(const SimContext& c, const SimBenchFlags& f,
                                                    const SimDrafterParams& params, uint64_t seed,
                                                    RunBreakdown* target_only) {
   const std::string name = SimDrafterName(params);
   Samples samples[kConfigurationCount];
-  for (int round = 0; round < kSimRounds; ++round) {
+  for (int round = 0; round < f.rounds; ++round) {
     RETURN_IF_ERROR(MeasureRound(c, f, params, seed + 4 * round, samples, target_only));
   }
   std::vector<SimRow> rows;
@@ -340,7 +346,7 @@ absl::Status RunSim(const SimBenchFlags& f) {
         "diluted by the prefill; medians of %d rounds; accept = accepted / verified; "
         "tok/step = tokens per target verification step, measured and the model's; cache "
         "hits = full + partial hits per lookup (the model takes the full ones as h)\n\n",
-        kSimRounds);
+        f.rounds);
     std::printf(
         "| drafter                | configuration    | speedup | predicted | meas/pred | accept "
         "| tok/step: run / model | cache hits    |\n|------------------------|------------------|"
@@ -350,7 +356,7 @@ absl::Status RunSim(const SimBenchFlags& f) {
   for (const SimDrafterParams& params : f.drafters) {
     RunBreakdown target_only;
     ASSIGN_OR_RETURN(std::vector<SimRow> rows, MeasureDrafter(c, f, params, seed, &target_only));
-    seed += 8 * kSimRounds;  // distinct seeds for every run of every drafter
+    seed += 8 * f.rounds;  // distinct seeds for every run of every drafter
     for (const SimRow& row : rows) {
       if (f.json) {
         PrintRowJson(row, f.k);

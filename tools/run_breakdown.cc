@@ -84,9 +84,11 @@ RunBreakdown BreakdownFromTrace(const std::vector<TraceEvent>& events) {
   }
   std::sort(sends.begin(), sends.end());
   for (const auto& [sequence, t] : blocks) {
-    if (Known(t.sent) && Known(t.received)) b.transit.Add(Seconds(t.sent, t.received));
+    // The first block is sent during the prefill and waits for it: not a block's cost.
+    const bool first = sequence == blocks.begin()->first;
+    if (!first && Known(t.sent) && Known(t.received)) b.transit.Add(Seconds(t.sent, t.received));
     if (!Known(t.verify_start)) continue;  // stale: never decided
-    if (Known(t.received)) b.queued.Add(Seconds(t.received, t.verify_start));
+    if (!first && Known(t.received)) b.queued.Add(Seconds(t.received, t.verify_start));
     b.verify.Add(Seconds(t.verify_start, t.verify_end));
     if (!Known(t.result)) continue;
     b.result_trip.Add(Seconds(t.verify_end, t.result));

@@ -48,6 +48,7 @@ struct RunBreakdown {
       count += o.count;
     }
   };
+  // transit and queued leave out the first block, which waits for the prefill.
   Sum transit;      // per block: sent -> received (draft to target)
   Sum queued;       // per block: received -> the start of the step that decided it
   Sum verify;       // per block: the deciding step's duration
