@@ -223,15 +223,23 @@ double FullHitRate(const spec::SpeculationCacheCounters& c) {
   return c.lookups > 0 ? static_cast<double>(c.hits) / static_cast<double>(c.lookups) : 0.0;
 }
 
+// The target-only runs of a drafter's rounds: their traces, and the T_step each
+// round's sim drafters were given.
+struct TargetOnlyTimes {
+  RunBreakdown breakdown;
+  RunBreakdown::Sum step;
+};
+
 // One round: a target-only run, then the drafter sequential, overlapped and
 // overlapped+cache, its T_target the step of that target-only run (so C holds
 // while load from other processes changes the target's speed).
 absl::Status MeasureRound(const SimContext& c, const SimBenchFlags& f,
                           const SimDrafterParams& params, uint64_t seed,
-                          Samples samples[kConfigurationCount], RunBreakdown* target_only) {
+                          Samples samples[kConfigurationCount], TargetOnlyTimes* target_only) {
   ASSIGN_OR_RETURN(SpecRunResult alone, RunChecked(c, nullptr, 1, f.k, f.max_tokens));
-  target_only->Merge(BreakdownFromTrace(Tracer::Global().Events()));
+  target_only->breakdown.Merge(BreakdownFromTrace(Tracer::Global().Events()));
   const double step_s = TargetStepSeconds(c, alone);
+  target_only->step.Add(step_s);
   constexpr spec::PipelineMode kModes[kConfigurationCount] = {spec::PipelineMode::kSequential,
                                                               spec::PipelineMode::kOverlapped,
                                                               spec::PipelineMode::kOverlappedCache};
@@ -272,7 +280,7 @@ absl::Status MeasureRound(const SimContext& c, const SimBenchFlags& f,
 // One drafter's rows: medians over --rounds rounds.
 absl::StatusOr<std::vector<SimRow>> MeasureDrafter(const SimContext& c, const SimBenchFlags& f,
                                                    const SimDrafterParams& params, uint64_t seed,
-                                                   RunBreakdown* target_only) {
+                                                   TargetOnlyTimes* target_only) {
   const std::string name = SimDrafterName(params);
   Samples samples[kConfigurationCount];
   for (int round = 0; round < f.rounds; ++round) {
@@ -354,7 +362,7 @@ absl::Status RunSim(const SimBenchFlags& f) {
   }
   uint64_t seed = 1;
   for (const SimDrafterParams& params : f.drafters) {
-    RunBreakdown target_only;
+    TargetOnlyTimes target_only;
     ASSIGN_OR_RETURN(std::vector<SimRow> rows, MeasureDrafter(c, f, params, seed, &target_only));
     seed += 8 * f.rounds;  // distinct seeds for every run of every drafter
     for (const SimRow& row : rows) {
@@ -365,8 +373,16 @@ absl::Status RunSim(const SimBenchFlags& f) {
       }
     }
     if (!f.json) {
-      std::printf("  target-only: step %.2f ms x %lld\n", 1e3 * target_only.steps.Mean(),
-                  static_cast<long long>(target_only.steps.count));
+      // Does the sim drafter take T_target / C per token? T_step against the
+      // target-only steps' own spans, and the sequential blocks' drafting time.
+      const RunBreakdown& sequential = rows.front().breakdown;
+      const double per_token = sequential.draft_steps.Mean() / f.k;
+      std::printf(
+          "  target-only: T_step (wall - prefill) / tokens %.2f ms, step span %.2f ms x %lld; "
+          "sequential drafting %.3f ms per token = T_step / %.1f (C %g)\n",
+          1e3 * target_only.step.Mean(), 1e3 * target_only.breakdown.steps.Mean(),
+          static_cast<long long>(target_only.breakdown.steps.count), 1e3 * per_token,
+          per_token > 0 ? target_only.step.Mean() / per_token : 0.0, params.cost_ratio);
       for (const SimRow& row : rows) {
         std::printf("  %s: %s\n", row.configuration.c_str(),
                     FormatBreakdown(row.breakdown).c_str());
