@@ -375,13 +375,18 @@ absl::Status RunSim(const SimBenchFlags& f) {
     if (!f.json) {
       // Does the sim drafter take T_target / C per token? T_step against the
       // target-only steps' own spans, and the sequential blocks' drafting time.
+      // (A target-only run's undecided steps are its prompt's.)
+      const RunBreakdown& alone = target_only.breakdown;
+      const int64_t decode_steps = alone.steps.count - alone.undecided.count;
+      const double decode_s = alone.steps.seconds - alone.undecided.seconds;
       const RunBreakdown& sequential = rows.front().breakdown;
       const double per_token = sequential.draft_steps.Mean() / f.k;
       std::printf(
-          "  target-only: T_step (wall - prefill) / tokens %.2f ms, step span %.2f ms x %lld; "
-          "sequential drafting %.3f ms per token = T_step / %.1f (C %g)\n",
-          1e3 * target_only.step.Mean(), 1e3 * target_only.breakdown.steps.Mean(),
-          static_cast<long long>(target_only.breakdown.steps.count), 1e3 * per_token,
+          "  target-only: T_step (wall - prefill) / tokens %.2f ms, decode step span %.2f ms x "
+          "%lld; sequential drafting %.3f ms per token = T_step / %.1f (C %g)\n",
+          1e3 * target_only.step.Mean(),
+          decode_steps > 0 ? 1e3 * decode_s / static_cast<double>(decode_steps) : 0.0,
+          static_cast<long long>(decode_steps), 1e3 * per_token,
           per_token > 0 ? target_only.step.Mean() / per_token : 0.0, params.cost_ratio);
       for (const SimRow& row : rows) {
         std::printf("  %s: %s\n", row.configuration.c_str(),
