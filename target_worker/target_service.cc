@@ -170,8 +170,9 @@ void TargetService::TraceStep(const std::vector<TargetEvent>& events, absl::Time
   bool decided = false;
   for (const TargetEvent& event : events) {
     const proto::VerifyResult& result = event.result;
-    if (event.draft_peer.empty() || result.full_sequence()) continue;
+    if (result.full_sequence()) continue;
     decided = true;
+    if (event.draft_peer.empty()) continue;  // a request without a draft worker
     const std::string name = result.block_sequence() > 0
                                  ? absl::StrCat("verified ", result.block_sequence())
                                  : std::string("decided alone");
