@@ -45,8 +45,16 @@ struct TargetEngine::WorkItem {
   absl::StatusOr<spec::VerifyOutcome> outcome = absl::UnknownError("not verified");
 };
 
+namespace {
+// The forward-cost line's prior slope (before two sizes are timed) and decay.
+constexpr double kForwardCostPriorSlope = 0.25;
+constexpr double kForwardCostDecay = 0.9;
+}  // namespace
+
 TargetEngine::TargetEngine(model::LanguageModel* model, TargetEngineOptions options)
-    : model_(model), options_(std::move(options)) {}
+    : model_(model),
+      options_(std::move(options)),
+      forward_cost_(kForwardCostPriorSlope, kForwardCostDecay) {}
 
 absl::Status TargetEngine::UseDeviceRows(std::unique_ptr<DeviceRows> rows) {
   if (rows == nullptr || rows->slots() < options_.max_requests) {
@@ -132,6 +140,7 @@ absl::StatusOr<proto::VerifyResult> TargetEngine::SyncResult(const std::string& 
 void TargetEngine::Release(const std::string& request_id) {
   requests_.erase(request_id);
   FreeSlot(request_id);
+  feed_waits_missed_.erase(request_id);
 }
 
 const TargetRequest* TargetEngine::Find(const std::string& id) const {
@@ -143,10 +152,16 @@ bool TargetEngine::DecidesAlone(const TargetRequest& request, absl::Time now) co
   return request.draft_worker_id() == 0 || now - request.waiting_since() >= options_.block_wait;
 }
 
+absl::Duration TargetEngine::FeedWait() const {
+  if (!options_.feed_wait_from_forwards || !forward_cost_.measured()) return options_.feed_wait;
+  const double pays = forward_cost_.BaseSeconds() * (1.0 - forward_cost_.Slope());
+  return std::max(options_.feed_wait, absl::Seconds(std::max(0.0, pays)));
+}
+
 bool TargetEngine::WaitsToFeed(const TargetRequest& request, absl::Time now) const {
   return request.expects_block_to_feed() && !request.has_pending() && !request.prefilling() &&
          request.draft_worker_id() != 0 && request.ReadyBlock() == nullptr &&
-         now - request.waiting_since() < options_.feed_wait;
+         now - request.waiting_since() < FeedWait();
 }
 
 bool TargetEngine::HasWork(absl::Time now) const {
@@ -168,15 +183,18 @@ absl::Time TargetEngine::NextDeadline() const {
       next = std::min(next, request->waiting_since() + options_.block_wait);
     }
     if (request->expects_block_to_feed() && !request->has_pending()) {
-      next = std::min(next, request->waiting_since() + options_.feed_wait);
+      next = std::min(next, request->waiting_since() + FeedWait());
     }
   }
   return next;
 }
 
-absl::Status TargetEngine::Step(absl::Time now, std::vector<TargetEvent>* events) {
+absl::Status TargetEngine::Step(absl::Time now, std::vector<TargetEvent>* events,
+                                const std::function<void()>& after_forward) {
   std::vector<WorkItem> items = Plan(now);
   const absl::Status forward = Forward(items, events);
+  // New blocks go into the requests' maps, which keeps the items' block pointers valid.
+  if (after_forward) after_forward();
   Verify(items, now);
   // Commits are stamped after the forward: feed_wait counts from there.
   Resolve(items, options_.clock ? std::max(now, options_.clock()) : now, events);
@@ -207,8 +225,21 @@ std::vector<TargetEngine::WorkItem> TargetEngine::Plan(absl::Time now) {
   return items;
 }
 
+void TargetEngine::CountFeedWait(TargetRequest& request, bool block_ready) {
+  if (!request.expects_block_to_feed()) return;
+  if (block_ready) {
+    feed_waits_missed_.erase(request.id());
+    return;
+  }
+  int& missed = feed_waits_missed_[request.id()];
+  if (++missed >= 2) {
+    request.FeedWaitMissed();
+    missed = 0;
+  }
+}
+
 std::optional<TargetEngine::WorkItem> TargetEngine::PlanRequest(TargetRequest& request,
-                                                                absl::Time now, int budget) const {
+                                                                absl::Time now, int budget) {
   const int length = request.cache().length();
   const int frontier = request.frontier();
   const proto::DraftBlock* ready = request.ReadyBlock();
@@ -230,7 +261,7 @@ std::optional<TargetEngine::WorkItem> TargetEngine::PlanRequest(TargetRequest& r
     }
   } else if (!request.has_pending()) {  // unfed: feed the last committed token
     if (ready == nullptr && WaitsToFeed(request, now)) return std::nullopt;
-    if (ready == nullptr && request.expects_block_to_feed()) request.FeedWaitMissed();
+    CountFeedWait(request, ready != nullptr);
     item.feeds_unfed = true;
     item.tokens.push_back(request.committed().back());
     item.block = ready;
@@ -293,7 +324,11 @@ absl::Status TargetEngine::Forward(std::vector<WorkItem>& items, std::vector<Tar
   }
   if (batch.empty()) return absl::OkStatus();
   model::ForwardOutput out;
+  const absl::Time forward_start = options_.clock ? options_.clock() : absl::Now();
   absl::Status forward = model_->Forward(batch, &out);
+  if (forward.ok()) {
+    RecordForwardCost(items, forward_start, options_.clock ? options_.clock() : absl::Now());
+  }
   if (forward.ok() && device_rows_ != nullptr) forward = LoadDeviceRows(items, out);
   if (!forward.ok()) {
     // The model left every cache as it was, or the caches grew but the rows
@@ -333,6 +368,16 @@ absl::Status TargetEngine::LoadDeviceRows(const std::vector<WorkItem>& items,
                       rows, item.request->params().guidance_scale});
   }
   return device_rows_->LoadStep(out, guided);
+}
+
+void TargetEngine::RecordForwardCost(const std::vector<WorkItem>& items, absl::Time start,
+                                     absl::Time end) {
+  int fed = 0;
+  for (const WorkItem& item : items) {
+    if (item.prefill) return;  // a prompt chunk's forward is not a decode step's
+    fed += static_cast<int>(item.tokens.size() + item.companion_tokens.size());
+  }
+  if (fed > 0) forward_cost_.Record(fed - 1, absl::ToDoubleSeconds(end - start));
 }
 
 void TargetEngine::ReadRows(WorkItem& item, const model::ForwardOutput& out,
@@ -539,6 +584,7 @@ void TargetEngine::ReapFinished() {
       continue;
     }
     FreeSlot(it->first);
+    feed_waits_missed_.erase(it->first);
     it = requests_.erase(it);
   }
 }

@@ -51,6 +51,7 @@
 #include "absl/time/time.h"
 #include "proto/splitspec.pb.h"
 #include "runtime/model/language_model.h"
+#include "runtime/spec/verify_cost_curve.h"
 #include "target_worker/device_rows.h"
 #include "target_worker/target_request.h"
 
@@ -66,6 +67,16 @@ struct TargetEngineOptions {
   // forward, apart two. After a wait that runs out the request's next
   // corrections are fed at once (a slow draft is not waited for); zero: never wait.
   absl::Duration feed_wait = absl::Milliseconds(1);
+  // Once forwards are timed (options.clock around each forward that feeds no
+  // prompt), wait instead as long as waiting pays: a block arriving after d,
+  // fed with the token, costs d + T(n + 1); the token fed alone costs T(1) and
+  // then T(n) (the draft's block arrives during it), so waiting wins while
+  // d < T(1) - (T(n + 1) - T(n)) = T(1) (1 - slope), T(fed) from the measured
+  // forward-cost line (spec::VerifyCostCurve over tokens fed - 1). At 1 ms, a
+  // draft taking 0.4 of a 6 ms step missed every wait: each block then cost a
+  // lone forward more (measured, `bench spec --sim-grid`). feed_wait stays the
+  // floor. False: feed_wait only.
+  bool feed_wait_from_forwards = true;
   // The time of a commit (after the step's forward); null: the step's start.
   std::function<absl::Time()> clock = [] { return absl::Now(); };
   RequestLimits default_limits;
@@ -128,11 +139,18 @@ class TargetEngine {
   bool HasWork(absl::Time now) const;
   // When a waiting request times out into decoding alone (InfiniteFuture if none).
   absl::Time NextDeadline() const;
+  // How long an unfed token waits for the draft's next block now (see feed_wait).
+  absl::Duration FeedWait() const;
 
   // Runs one step. Finished requests are reported and removed. Errors: only a
   // failed forward (the step's requests are then finished with an error and
-  // reported in `events`).
-  absl::Status Step(absl::Time now, std::vector<TargetEvent>* events);
+  // reported in `events`). `after_forward`, if set, runs between the forward and
+  // the decisions and may call AddBlock: the service drains its data channel
+  // there, so a block that arrived during the forward is queued when the block
+  // before it is decided (which then keeps no bonus, and the queued block is fed
+  // at once) instead of arriving stale just after a bonus was taken.
+  absl::Status Step(absl::Time now, std::vector<TargetEvent>* events,
+                    const std::function<void()>& after_forward = nullptr);
 
   int active_requests() const { return static_cast<int>(requests_.size()); }
   const TargetCounters& counters() const { return counters_; }
@@ -142,7 +160,12 @@ class TargetEngine {
   struct WorkItem;
   std::vector<WorkItem> Plan(absl::Time now);
   // What `request` does this step (nullopt: it waits for a block); `budget` caps a prompt chunk.
-  std::optional<WorkItem> PlanRequest(TargetRequest& request, absl::Time now, int budget) const;
+  std::optional<WorkItem> PlanRequest(TargetRequest& request, absl::Time now, int budget);
+  // The unfed token of `request` is fed now: counts whether its wait for a block
+  // hit or ran out; the second wait in a row that runs out stops the waiting for
+  // a while (TargetRequest::FeedWaitMissed). One miss alone does not: a single
+  // late wake-up on a loaded machine made every later block pay a lone forward.
+  void CountFeedWait(TargetRequest& request, bool block_ready);
   // Feeds the planned tokens and reads each fed item's rows as probabilities.
   // On failure the fed requests are finished with an error and reported.
   absl::Status Forward(std::vector<WorkItem>& items, std::vector<TargetEvent>* events);
@@ -174,8 +197,14 @@ class TargetEngine {
   void Report(TargetRequest& request, proto::VerifyResult result, std::vector<TargetEvent>* events);
   void ReapFinished();
 
+  // Times a forward of `items` for the feed wait (prompt chunks excluded).
+  void RecordForwardCost(const std::vector<WorkItem>& items, absl::Time start, absl::Time end);
+
   model::LanguageModel* model_;
   TargetEngineOptions options_;
+  // Forward seconds against tokens fed - 1, all requests of a step together.
+  spec::VerifyCostCurve forward_cost_;
+  std::map<std::string, int> feed_waits_missed_;  // request -> waits run out in a row
   std::map<std::string, std::unique_ptr<TargetRequest>> requests_;
   TargetCounters counters_;
   std::unique_ptr<DeviceRows> device_rows_;  // null: verification on the host

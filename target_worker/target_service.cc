@@ -58,9 +58,11 @@ absl::Status TargetService::Run(const std::atomic<bool>& stop) {
       const absl::Time step_start = absl::Now();
       {
         ScopedTrace span("target", "verify step");
-        step = engine_.Step(step_start, &events);
+        step = engine_.Step(step_start, &events, [this] { DrainData(); });
       }
-      ReportLoad(absl::Now() - step_start);
+      const absl::Time step_end = absl::Now();
+      ReportLoad(step_end - step_start);
+      if (Tracer::Global().enabled()) TraceStep(events, step_start, step_end);
       if (!step.ok() && options_.group_leader != nullptr && !options_.group_leader->status().ok()) {
         return LeaveBrokenGroup(step);
       }
@@ -73,8 +75,12 @@ absl::Status TargetService::Run(const std::atomic<bool>& stop) {
       if (!alive.ok()) return LeaveBrokenGroup(alive);
     }
     const absl::Time wake = std::min(skeleton_->NextWake(now), engine_.NextDeadline());
+    const absl::Time idle_start = absl::Now();
     net::WaitAnyReadable({&skeleton_->control_channel(), data_.get()},
-                         std::max(wake - absl::Now(), absl::ZeroDuration()));
+                         std::max(wake - idle_start, absl::ZeroDuration()));
+    // The target idle while a request waits (for a block, or to feed with one).
+    if (Tracer::Global().enabled() && engine_.active_requests() > 0)
+      Tracer::Global().Record("target.idle", "wait", idle_start, absl::Now());
   }
   return skeleton_->Leave(absl::StrCat("target worker '", options_.identity.name, "'"));
 }
@@ -122,6 +128,11 @@ void TargetService::DrainData() {
         SPLITSPEC_LOG(DEBUG) << "dropped DraftBlock from '" << frame->peer << "': " << allowed;
         continue;
       }
+      if (Tracer::Global().enabled()) {
+        Tracer::Global().Mark("block",
+                              absl::StrCat("received ", envelope.draft_block().block_sequence()),
+                              absl::Now());
+      }
       engine_.AddBlock(envelope.draft_block(), frame->peer);
     } else if (envelope.has_sync_request()) {
       if (absl::Status allowed = AuthorizeData(*frame, envelope.sync_request().request_id());
@@ -150,6 +161,24 @@ absl::Status TargetService::AuthorizeData(const net::Frame& frame,
         absl::StrCat("key ", frame.peer_key, " is not the draft workers' key"));
   }
   return engine_.CheckDraftPeer(request_id, frame.peer);
+}
+
+void TargetService::TraceStep(const std::vector<TargetEvent>& events, absl::Time start,
+                              absl::Time end) const {
+  // Per step: whether it decided a draft block ("verified N", the block's
+  // sequence), decided a position alone, or decided nothing (a token fed alone).
+  bool decided = false;
+  for (const TargetEvent& event : events) {
+    const proto::VerifyResult& result = event.result;
+    if (result.full_sequence()) continue;
+    decided = true;
+    if (event.draft_peer.empty()) continue;  // a request without a draft worker
+    const std::string name = result.block_sequence() > 0
+                                 ? absl::StrCat("verified ", result.block_sequence())
+                                 : std::string("decided alone");
+    Tracer::Global().Record("block", name, start, end);
+  }
+  if (!decided) Tracer::Global().Record("target.steps", "undecided", start, end);
 }
 
 void TargetService::SendEvents(std::vector<TargetEvent>& events) {

@@ -80,6 +80,8 @@ class TargetService : private worker::ControlHandler {
   // worker assigned to it (its data-channel name), holding the draft key.
   absl::Status AuthorizeData(const net::Frame& frame, const std::string& request_id) const;
   void SendEvents(std::vector<TargetEvent>& events);
+  // With the global tracer on: what a step did, on the "block" and "target.steps" tracks.
+  void TraceStep(const std::vector<TargetEvent>& events, absl::Time start, absl::Time end) const;
   // The group failed: deregister so the coordinator re-places the requests
   // (their results of the failed step are dropped), and return `failure`.
   absl::Status LeaveBrokenGroup(absl::Status failure);

@@ -1,5 +1,6 @@
 // `splitspec bench spec --sim-grid | --drafters 'sim:alpha=A,ratio=C[,sim:...]'
-//                       [--model PATH] [--max-tokens N] [--k K] [--json]`
+//                       [--model PATH] [--max-tokens N] [--k K] [--rounds N] [--json]
+//                       [--trace-dir DIR]`
 //
 // The protocol's overlap measured with a simulated draft device (tools/sim_drafter.h),
 // beside the pipeline model's prediction (runtime/spec/analytic_model.h), in one run.
@@ -9,7 +10,7 @@
 //     continuation, which the sim drafters propose).
 //  2. Direct forwards of the target time the prefill t_prefill and the verify cost
 //     slope s = (T(k + 1) / T(1) - 1) / k (medians, interleaved).
-//  3. Per drafter, kSimRounds rounds of: target-only, then sequential (lookahead 1),
+//  3. Per drafter, --rounds (5) rounds of: target-only, then sequential (lookahead 1),
 //     overlapped (lookahead 2) and overlapped+cache (lookahead 1 with the draft
 //     worker's speculation cache, draft_worker/draft_engine.h), so load from other
 //     processes hits them alike. The round's T_step = (wall - t_prefill) / tokens of
@@ -40,6 +41,7 @@
 #include "absl/strings/str_format.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/base/trace.h"
 #include "runtime/cli/cli_args.h"
 #include "runtime/model/transformer.h"
 #include "runtime/spec/analytic_model.h"
@@ -49,19 +51,22 @@
 #include "tools/bench_tokens.h"
 #include "tools/commands.h"
 #include "tools/default_paths.h"
+#include "tools/run_breakdown.h"
 #include "tools/sim_drafter.h"
 
 namespace splitspec::tools {
 namespace {
 
 constexpr char kSimPrompt[] = "Write a short story about a robot who learns to paint.";
-constexpr int kSimRounds = 5;  // rounds per drafter; rows give the medians
+constexpr int kSimRounds = 5;  // default rounds per drafter (--rounds); rows give the medians
 
 struct SimBenchFlags {
   std::string model;
   int max_tokens = 128;
   int k = 4;
   bool json = false;
+  std::string trace_dir;  // a Chrome trace per speculative run there, if set
+  int rounds = kSimRounds;
   std::vector<SimDrafterParams> drafters;
 };
 
@@ -85,6 +90,10 @@ absl::StatusOr<SimBenchFlags> ParseSimFlags(const CommandArgs& argv) {
   f.max_tokens = static_cast<int>(max_tokens);
   f.k = static_cast<int>(k);
   f.json = args.Has("json");
+  f.trace_dir = args.GetString("trace-dir", "");
+  ASSIGN_OR_RETURN(int64_t rounds, args.GetInt("rounds", kSimRounds));
+  if (rounds < 1 || rounds > 100) return absl::InvalidArgumentError("--rounds must be in [1, 100]");
+  f.rounds = static_cast<int>(rounds);
   if (args.Has("sim-grid")) f.drafters = SimGrid();
   for (const std::string& name : SplitDrafterList(args.GetString("drafters", ""))) {
     if (!IsSimDrafterName(name)) {
@@ -144,6 +153,7 @@ struct SimRow {
   double tokens_per_step = -1, model_tokens_per_step = -1;  // measured; the model's
   double cache_hit_rate = -1;          // full hits per lookup; < 0: no cache here
   double cache_partial_hit_rate = -1;  // partial hits per lookup; < 0: no cache here
+  RunBreakdown breakdown;              // where the time went (table mode prints it)
 };
 
 constexpr const char* kConfigurations[] = {"sequential", "overlapped", "overlapped+cache"};
@@ -205,6 +215,7 @@ struct Samples {
   int64_t accepted = 0, verified = 0, tokens = 0, steps = 0;
   double model_tokens_per_step = 0;
   spec::SpeculationCacheCounters cache;  // over the rounds (overlapped+cache only)
+  RunBreakdown breakdown;                // where the time went, over the rounds
 };
 
 // Full hits per lookup: the model's h (a partial hit counts as a miss there).
@@ -212,14 +223,23 @@ double FullHitRate(const spec::SpeculationCacheCounters& c) {
   return c.lookups > 0 ? static_cast<double>(c.hits) / static_cast<double>(c.lookups) : 0.0;
 }
 
+// The target-only runs of a drafter's rounds: their traces, and the T_step each
+// round's sim drafters were given.
+struct TargetOnlyTimes {
+  RunBreakdown breakdown;
+  RunBreakdown::Sum step;
+};
+
 // One round: a target-only run, then the drafter sequential, overlapped and
 // overlapped+cache, its T_target the step of that target-only run (so C holds
 // while load from other processes changes the target's speed).
 absl::Status MeasureRound(const SimContext& c, const SimBenchFlags& f,
                           const SimDrafterParams& params, uint64_t seed,
-                          Samples samples[kConfigurationCount]) {
+                          Samples samples[kConfigurationCount], TargetOnlyTimes* target_only) {
   ASSIGN_OR_RETURN(SpecRunResult alone, RunChecked(c, nullptr, 1, f.k, f.max_tokens));
+  target_only->breakdown.Merge(BreakdownFromTrace(Tracer::Global().Events()));
   const double step_s = TargetStepSeconds(c, alone);
+  target_only->step.Add(step_s);
   constexpr spec::PipelineMode kModes[kConfigurationCount] = {spec::PipelineMode::kSequential,
                                                               spec::PipelineMode::kOverlapped,
                                                               spec::PipelineMode::kOverlappedCache};
@@ -235,8 +255,15 @@ absl::Status MeasureRound(const SimContext& c, const SimBenchFlags& f,
                                        .cost_ratio = params.cost_ratio,
                                        .k = f.k,
                                        .verify_slope = c.verify_slope,
-                                       .cache_hit_rate = cache ? FullHitRate(run.cache) : 0.0};
+                                       .cache_hit_rate = cache ? FullHitRate(run.cache) : 0.0,
+                                       .result_wait = cache ? 0.5 / params.cost_ratio : 0.0};
     Samples& s = samples[i];
+    s.breakdown.Merge(BreakdownFromTrace(Tracer::Global().Events()));
+    if (!f.trace_dir.empty()) {
+      RETURN_IF_ERROR(Tracer::Global().WriteChromeJson(
+          absl::StrFormat("%s/sim-a%g-c%g-%s-%d.json", f.trace_dir, params.alpha, params.cost_ratio,
+                          kConfigurations[i], seed)));
+    }
     s.cache.Merge(run.cache);
     s.speedup.push_back(run.tokens_per_s / alone.tokens_per_s);
     s.predicted.push_back(spec::RunSpeedupWithPrefill(spec::PipelineSpeedup(in, mode), run.tokens,
@@ -250,13 +277,14 @@ absl::Status MeasureRound(const SimContext& c, const SimBenchFlags& f,
   return absl::OkStatus();
 }
 
-// One drafter's rows: medians over kSimRounds rounds.
+// One drafter's rows: medians over --rounds rounds.
 absl::StatusOr<std::vector<SimRow>> MeasureDrafter(const SimContext& c, const SimBenchFlags& f,
-                                                   const SimDrafterParams& params, uint64_t seed) {
+                                                   const SimDrafterParams& params, uint64_t seed,
+                                                   TargetOnlyTimes* target_only) {
   const std::string name = SimDrafterName(params);
   Samples samples[kConfigurationCount];
-  for (int round = 0; round < kSimRounds; ++round) {
-    RETURN_IF_ERROR(MeasureRound(c, f, params, seed + 4 * round, samples));
+  for (int round = 0; round < f.rounds; ++round) {
+    RETURN_IF_ERROR(MeasureRound(c, f, params, seed + 4 * round, samples, target_only));
   }
   std::vector<SimRow> rows;
   for (int i = 0; i < kConfigurationCount; ++i) {
@@ -273,7 +301,8 @@ absl::StatusOr<std::vector<SimRow>> MeasureDrafter(const SimContext& c, const Si
          .model_tokens_per_step = s.model_tokens_per_step,
          .cache_hit_rate = cache ? FullHitRate(s.cache) : -1.0,
          .cache_partial_hit_rate =
-             cache ? static_cast<double>(s.cache.partial_hits) / lookups : -1.0});
+             cache ? static_cast<double>(s.cache.partial_hits) / lookups : -1.0,
+         .breakdown = s.breakdown});
   }
   return rows;
 }
@@ -308,6 +337,7 @@ absl::StatusOr<SimContext> Prepare(const SimBenchFlags& f, model::Transformer* t
 
 absl::Status RunSim(const SimBenchFlags& f) {
   SetDefaultLogLevel(LogLevel::kWarning);  // the in-process services stay quiet
+  Tracer::Global().Enable();  // where each configuration's time goes (tools/run_breakdown.h)
   ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> target,
                    model::Transformer::Load(f.model, {.threads = 1}));
   if (!f.json) {
@@ -324,7 +354,7 @@ absl::Status RunSim(const SimBenchFlags& f) {
         "diluted by the prefill; medians of %d rounds; accept = accepted / verified; "
         "tok/step = tokens per target verification step, measured and the model's; cache "
         "hits = full + partial hits per lookup (the model takes the full ones as h)\n\n",
-        kSimRounds);
+        f.rounds);
     std::printf(
         "| drafter                | configuration    | speedup | predicted | meas/pred | accept "
         "| tok/step: run / model | cache hits    |\n|------------------------|------------------|"
@@ -332,13 +362,35 @@ absl::Status RunSim(const SimBenchFlags& f) {
   }
   uint64_t seed = 1;
   for (const SimDrafterParams& params : f.drafters) {
-    ASSIGN_OR_RETURN(std::vector<SimRow> rows, MeasureDrafter(c, f, params, seed));
-    seed += 8 * kSimRounds;  // distinct seeds for every run of every drafter
+    TargetOnlyTimes target_only;
+    ASSIGN_OR_RETURN(std::vector<SimRow> rows, MeasureDrafter(c, f, params, seed, &target_only));
+    seed += 8 * f.rounds;  // distinct seeds for every run of every drafter
     for (const SimRow& row : rows) {
       if (f.json) {
         PrintRowJson(row, f.k);
       } else {
         PrintRowTable(row);
+      }
+    }
+    if (!f.json) {
+      // Does the sim drafter take T_target / C per token? T_step against the
+      // target-only steps' own spans, and the sequential blocks' drafting time.
+      // (A target-only run's undecided steps are its prompt's.)
+      const RunBreakdown& alone = target_only.breakdown;
+      const int64_t decode_steps = alone.steps.count - alone.undecided.count;
+      const double decode_s = alone.steps.seconds - alone.undecided.seconds;
+      const RunBreakdown& sequential = rows.front().breakdown;
+      const double per_token = sequential.draft_steps.Mean() / f.k;
+      std::printf(
+          "  target-only: T_step (wall - prefill) / tokens %.2f ms, decode step span %.2f ms x "
+          "%lld; sequential drafting %.3f ms per token = T_step / %.1f (C %g)\n",
+          1e3 * target_only.step.Mean(),
+          decode_steps > 0 ? 1e3 * decode_s / static_cast<double>(decode_steps) : 0.0,
+          static_cast<long long>(decode_steps), 1e3 * per_token,
+          per_token > 0 ? target_only.step.Mean() / per_token : 0.0, params.cost_ratio);
+      for (const SimRow& row : rows) {
+        std::printf("  %s: %s\n", row.configuration.c_str(),
+                    FormatBreakdown(row.breakdown).c_str());
       }
     }
     std::fflush(stdout);

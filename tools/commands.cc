@@ -206,6 +206,8 @@ const cli::FlagTable& BenchSpecFlagTable() {
                         "measured speedup of sequential, overlapped and overlapped+cache (with "
                         "its hit rate) beside the pipeline model's"},
                        {"trace-dir", "DIR", "", "write a Chrome trace per run there"},
+                       {"rounds", "N", "5",
+                        "with sim drafters: rounds per drafter, in [1, 100] (rows give medians)"},
                        {"spec-cache", "on|off", "on",
                         "also measure overlapped+cache: one block in flight, the next "
                         "pre-drafted for its likeliest outcomes (with --workload the default "

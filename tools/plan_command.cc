@@ -5,7 +5,8 @@
 // Four figures per k: sequential; the overlapped bound (the next block's drafting
 // always hidden, E[N] / max(1, k/C)); the overlapped pipeline model, which charges
 // the forfeited bonus and the refill after a rejection; and overlapped with the
-// speculation cache, a fraction H of whose results find the next block pre-drafted.
+// speculation cache, a fraction H of whose results find the next block pre-drafted
+// (each result waiting half a draft token for the pre-draft forward in progress).
 // A verify cost growing by S per draft is charged in every figure.
 // Without --k, "k" is the sequential optimum, "overlapped_k" the bound's,
 // "overlapped_refill_k" the pipeline model's and "cached_k" the cache's; with --k all
@@ -90,7 +91,8 @@ spec::PipelineModelInputs Pipeline(const PlanInputs& in, int k) {
           .cost_ratio = in.cost_ratio,
           .k = k,
           .verify_slope = in.verify_slope,
-          .cache_hit_rate = in.cache_hit_rate};
+          .cache_hit_rate = in.cache_hit_rate,
+          .result_wait = 0.5 / in.cost_ratio};  // the cache's pre-draft forward in progress
 }
 
 double Classic(const PlanInputs& in, int k, spec::Schedule schedule) {
@@ -163,8 +165,8 @@ void PrintTable(const PlanInputs& in) {
       "bound = E[N] / max(V, k/C)\n"
       "overlapped (lookahead 2, draft hidden): (E[N] - alpha^k) / (alpha^k (V - S) + "
       "(1 - alpha^k) (V + k/C)); draft-bound (k/C > V - S): E[N] / (2 k/C)\n"
-      "ovl+cache (one block in flight, hits pre-drafted): E[N] / (V + (1 - H) k/C + "
-      "H max(0, k/C - V))\n\n");
+      "ovl+cache (one block in flight, hits pre-drafted): E[N] / (V + 0.5/C + (1 - H) k/C + "
+      "H max(0, k/C - V)) (0.5/C: a result waits for the pre-draft forward in progress)\n\n");
   std::printf("%4s %8s %11s %12s %12s %12s\n", "k", "E[N]", "sequential", "ovl bound", "overlapped",
               "ovl+cache");
   for (int k = 1; k <= kTableMaxK; ++k) PrintRow(in, k);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "runtime/base/trace.h"
 
 namespace splitspec::tools {
 
@@ -182,8 +183,11 @@ absl::Status SimDrafter::Propose(absl::Span<spec::DraftRequest> batch) {
     it->second = n + request.k;
   }
   // The simulated device's time: waited, not computed.
-  const absl::Duration remaining = start + per_token_ * drafted - absl::Now();
+  const absl::Time due = start + per_token_ * drafted;
+  const absl::Duration remaining = due - absl::Now();
   if (remaining > absl::ZeroDuration()) absl::SleepFor(remaining);
+  // How late the simulated device finished (the sleep's wake-up latency).
+  if (Tracer::Global().enabled()) Tracer::Global().Record("sim", "late", due, absl::Now());
   return absl::OkStatus();
 }
 

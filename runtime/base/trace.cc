@@ -29,6 +29,11 @@ absl::Duration Tracer::BusyTime(const std::string& track) const {
   return total;
 }
 
+std::vector<TraceEvent> Tracer::Events() const {
+  MutexLock lock(&mu_);
+  return events_;
+}
+
 void Tracer::Clear() {
   MutexLock lock(&mu_);
   events_.clear();

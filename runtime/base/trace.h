@@ -5,6 +5,8 @@
 //   RETURN_IF_ERROR(Tracer::Global().WriteChromeJson("trace.json"));
 //
 // Disabled by default; a disabled ScopedTrace costs one relaxed atomic load.
+// Instants (start == end) mark points such as a block's arrival; `bench spec`
+// reads the events back (Events) to say where a run's time went.
 // Thread-safe: spans from any thread are appended under a mutex.
 #ifndef SPLITSPEC_RUNTIME_BASE_TRACE_H_
 #define SPLITSPEC_RUNTIME_BASE_TRACE_H_
@@ -20,6 +22,13 @@
 
 namespace splitspec {
 
+struct TraceEvent {
+  std::string track;
+  std::string name;
+  absl::Time start;
+  absl::Time end;  // == start for an instant
+};
+
 class Tracer {
  public:
   static Tracer& Global();
@@ -29,6 +38,12 @@ class Tracer {
 
   // Records a complete event on `track` (one row in the viewer).
   void Record(const std::string& track, const std::string& name, absl::Time start, absl::Time end);
+  // Records an instant (a zero-length event) at `at`.
+  void Mark(const std::string& track, const std::string& name, absl::Time at) {
+    Record(track, name, at, at);
+  }
+  // A copy of every event recorded since the last Clear, in recording order.
+  std::vector<TraceEvent> Events() const;
 
   // Writes every recorded event as a Chrome trace JSON array. Errors name `path`.
   absl::Status WriteChromeJson(const std::string& path) const;
@@ -38,12 +53,7 @@ class Tracer {
   void Clear();
 
  private:
-  struct Event {
-    std::string track;
-    std::string name;
-    absl::Time start;
-    absl::Time end;
-  };
+  using Event = TraceEvent;
   std::atomic<bool> enabled_{false};
   mutable Mutex mu_;
   std::vector<Event> events_ ABSL_GUARDED_BY(mu_);

@@ -71,6 +71,10 @@ absl::Status ValidatePipelineInputs(const PipelineModelInputs& in) {
     return absl::InvalidArgumentError(
         absl::StrCat("cache hit rate must be in [0, 1], got ", in.cache_hit_rate));
   }
+  if (!(in.result_wait >= 0.0) || !std::isfinite(in.result_wait)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("result wait must be finite and >= 0, got ", in.result_wait));
+  }
   return absl::OkStatus();
 }
 
@@ -102,7 +106,7 @@ double PipelineBlockCost(const PipelineModelInputs& in, PipelineMode mode) {
     case PipelineMode::kOverlappedCache: {
       // A hit was pre-drafted during the verification; what did not fit is drafted after.
       const double verify = VerifyCost(in, in.k + 1);
-      return verify + (1.0 - in.cache_hit_rate) * draft +
+      return verify + in.result_wait + (1.0 - in.cache_hit_rate) * draft +
              in.cache_hit_rate * std::max(0.0, draft - verify);
     }
     case PipelineMode::kOverlapped:

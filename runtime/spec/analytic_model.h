@@ -102,8 +102,11 @@ PlanChoice OptimalKWithVerifyCost(double alpha, double cost_ratio, Schedule sche
 // V = 1 + s k (a hit's block was pre-drafted during the verification; what did not
 // fit in it is drafted after). h = 0 is the sequential loop; h = 1 hides the draft
 // up to V. (A partial hit, which drafts only the rest of its block, counts as a miss.)
-// Ignored: the transport (tens of microseconds a round, `bench spec`), sampling,
-// the wait for a pre-draft forward in progress when a hit arrives.
+// The result itself may wait: the draft pre-drafts one forward at a time and reads
+// a result when the forward in progress ends, half a draft token on average
+// (result_wait = 0.5 / C; measured, `bench spec --sim-grid`: the median result trip
+// is 0.2 ms with the cache against 0.06 ms without at C 10), added to every block.
+// Ignored: the transport (tens of microseconds a round, `bench spec`), sampling.
 enum class PipelineMode { kSequential, kOverlapped, kOverlappedCache };
 
 struct PipelineModelInputs {
@@ -112,6 +115,9 @@ struct PipelineModelInputs {
   int k = 1;                    // draft tokens per block, >= 1
   double verify_slope = 0.0;    // s >= 0
   double cache_hit_rate = 0.0;  // h in [0, 1]; kOverlappedCache only
+  // The result's wait for the pre-draft forward in progress, in units of T_target
+  // (>= 0; kOverlappedCache only): 0.5 / C for the draft worker's cache.
+  double result_wait = 0.0;
 };
 
 // OK, or InvalidArgument naming the field and value.

@@ -163,6 +163,27 @@ TEST(AnalyticModelTest, PipelineInputsAreValidatedByName) {
             std::string::npos);
   EXPECT_NE(ValidatePipelineInputs({.alpha = 2, .cost_ratio = 10, .k = 4}).message().find("alpha"),
             std::string::npos);
+  EXPECT_NE(ValidatePipelineInputs({.alpha = 0.8, .cost_ratio = 10, .k = 4, .result_wait = -0.1})
+                .message()
+                .find("result wait must be finite and >= 0, got -0.1"),
+            std::string::npos);
+}
+
+// A result that waits for the cache's pre-draft forward in progress (half a draft
+// token at C 10: 0.05) adds to every cached block, hit or miss, and to no other mode:
+// slope 0.25, h 0.5: 2 + 0.05 + 0.5 * 0.4 = 2.25.
+TEST(AnalyticModelTest, PipelineModelCacheChargesTheResultsWaitForThePreDraft) {
+  PipelineModelInputs in{.alpha = 0.8,
+                         .cost_ratio = 10.0,
+                         .k = 4,
+                         .verify_slope = 0.25,
+                         .cache_hit_rate = 0.5,
+                         .result_wait = 0.05};
+  EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kOverlappedCache), 2.25, 1e-12);
+  EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kSequential), 2.4, 1e-12);
+  EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kOverlapped), 2.13376, 1e-12);
+  in.cache_hit_rate = 1.0;
+  EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kOverlappedCache), 2.05, 1e-12);
 }
 
 // A 64-token run after a prefill worth 4 target steps, at a steady 2x: 68 / (4 + 32).

@@ -5,6 +5,7 @@
 // greedy decoding commits.
 #include "target_worker/target_engine.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -58,7 +59,7 @@ class TargetEngineTest : public ::testing::Test {
   void Make(TargetEngineOptions options = {}) {
     options.block_wait = absl::Hours(1);  // a test decides when waiting is over
     options.feed_wait = feed_wait_;       // zero unless a test waits for the next block
-    options.clock = [this] { return now_; };
+    options.clock = [this] { return now_ += clock_tick_; };  // each reading advances time
     engine_ = std::make_unique<TargetEngine>(&model_, options);
   }
 
@@ -70,9 +71,9 @@ class TargetEngineTest : public ::testing::Test {
   }
 
   // Runs one step at now_; the events are in events_ and applied to seen_.
-  absl::Status Step() {
+  absl::Status Step(const std::function<void()>& after_forward = nullptr) {
     events_.clear();
-    absl::Status status = engine_->Step(now_, &events_);
+    absl::Status status = engine_->Step(now_, &events_, after_forward);
     for (const TargetEvent& event : events_) {
       if (!event.to_coordinator) continue;
       const proto::VerifyResult& r = event.result;
@@ -115,6 +116,7 @@ class TargetEngineTest : public ::testing::Test {
   }
 
   absl::Duration feed_wait_ = absl::ZeroDuration();
+  absl::Duration clock_tick_ = absl::ZeroDuration();  // how far each clock reading moves now_
   FakeLanguageModel model_;
   std::unique_ptr<TargetEngine> engine_;
   absl::Time now_ = absl::Now();
@@ -261,15 +263,15 @@ TEST_F(TargetEngineTest, EmptyBlockLetsTheTargetChooseWithoutWaiting) {
 
 // After a rejected block the correction is not fed alone at once: the target
 // waits up to feed_wait for the draft's next block and feeds both in one
-// forward. With no block by then, it feeds the correction alone, and does not
-// wait for that request's next few blocks.
+// forward. With no block by then, it feeds the correction alone; after two such
+// waits in a row it does not wait for that request's next few blocks.
 TEST_F(TargetEngineTest, AfterARejectionTheCorrectionWaitsBrieflyToBeFedWithTheNextBlock) {
   feed_wait_ = absl::Milliseconds(1);
   Make();
   ASSERT_TRUE(Add(Assign("r", kPrompt, 30, kDraftWorker)).ok());
   RunWhileWork();
   const int f = static_cast<int>(kPrompt.size());
-  const std::vector<int32_t> truth = FakeLanguageModel::GreedyExtend(kPrompt, 12);
+  const std::vector<int32_t> truth = FakeLanguageModel::GreedyExtend(kPrompt, 16);
   auto reject_at = [&](int start, uint64_t sequence) {
     std::vector<int32_t> wrong = Slice(truth, start, start + 2);
     wrong[1] = (wrong[1] + 1) % FakeLanguageModel::kVocab;
@@ -301,15 +303,79 @@ TEST_F(TargetEngineTest, AfterARejectionTheCorrectionWaitsBrieflyToBeFedWithTheN
   ASSERT_TRUE(Step().ok());
   ASSERT_EQ(FedAt(f + 6).size(), 1u);
   EXPECT_EQ(FedAt(f + 6)[0].tokens.size(), 1u) << "fed alone";
-  // After a wait that ran out the request stops waiting for a while: the
-  // next block's bonus is fed at once.
+  // One wait that ran out is not enough to stop waiting (a late wake-up): the
+  // next block's bonus waits again, and runs out again.
   ASSERT_EQ(engine_->AddBlock(
                 Block("r", engine_->Find("r")->epoch(), f + 7, Slice(truth, f + 7, f + 9), 4), "d"),
             BlockAdmission::kQueued);
   ASSERT_TRUE(Step().ok());  // verifies it: 2 accepted and the bonus
   ASSERT_EQ(engine_->Find("r")->frontier(), f + 10);
-  EXPECT_TRUE(engine_->HasWork(now_)) << "no wait right after a missed one";
-  EXPECT_EQ(seen_["r"], Slice(truth, 0, f + 10));
+  EXPECT_FALSE(engine_->HasWork(now_)) << "one miss: still waits";
+  now_ += absl::Milliseconds(1);
+  ASSERT_TRUE(engine_->HasWork(now_));
+  ASSERT_TRUE(Step().ok());
+  ASSERT_EQ(FedAt(f + 9).size(), 1u);
+  EXPECT_EQ(FedAt(f + 9)[0].tokens.size(), 1u) << "fed alone again";
+  // After two waits in a row ran out the request stops waiting for a while:
+  // the next block's bonus is fed at once.
+  ASSERT_EQ(
+      engine_->AddBlock(
+          Block("r", engine_->Find("r")->epoch(), f + 10, Slice(truth, f + 10, f + 12), 5), "d"),
+      BlockAdmission::kQueued);
+  ASSERT_TRUE(Step().ok());  // verifies it: 2 accepted and the bonus
+  ASSERT_EQ(engine_->Find("r")->frontier(), f + 13);
+  EXPECT_TRUE(engine_->HasWork(now_)) << "no wait right after two missed ones";
+  EXPECT_EQ(seen_["r"], Slice(truth, 0, f + 13));
+}
+
+// Once forwards are timed, the correction waits as long as waiting pays:
+// T(1) (1 - slope) of the measured forward-cost line, not the 1 ms floor.
+TEST_F(TargetEngineTest, TheFeedWaitComesFromTheTimedForwards) {
+  feed_wait_ = absl::Milliseconds(1);
+  Make();
+  ASSERT_TRUE(Add(Assign("r", kPrompt, 30, kDraftWorker)).ok());
+  clock_tick_ = absl::Milliseconds(10);  // every forward takes 10 ms (one tick)
+  RunWhileWork();                        // the prompt: not a decode step, not timed
+  EXPECT_EQ(engine_->FeedWait(), absl::Milliseconds(1)) << "nothing timed yet";
+  const int f = static_cast<int>(kPrompt.size());
+  const std::vector<int32_t> truth = FakeLanguageModel::GreedyExtend(kPrompt, 4);
+  std::vector<int32_t> wrong = Slice(truth, f, f + 2);
+  wrong[1] = (wrong[1] + 1) % FakeLanguageModel::kVocab;
+  ASSERT_EQ(engine_->AddBlock(Block("r", 0, f, wrong, 1), "d"), BlockAdmission::kQueued);
+  ASSERT_TRUE(Step().ok());  // feeds 2 tokens in 10 ms; one accepted, then the correction
+  ASSERT_EQ(engine_->Find("r")->frontier(), f + 2);
+  // One size timed: T(1 drafted) = 10 ms, prior slope 0.25, so T(0) = 8 ms and
+  // waiting pays for up to 8 * (1 - 0.25) = 6 ms.
+  EXPECT_NEAR(absl::ToDoubleMilliseconds(engine_->FeedWait()), 6.0, 1e-6);
+  EXPECT_NEAR(absl::ToDoubleMilliseconds(engine_->NextDeadline() - now_), 6.0, 1e-6);
+  EXPECT_FALSE(engine_->HasWork(now_ + absl::Milliseconds(5))) << "still worth waiting";
+  EXPECT_TRUE(engine_->HasWork(now_ + absl::Milliseconds(6))) << "the wait ran out";
+}
+
+// A block that arrives during the forward (the service drains its channel in
+// after_forward) is queued when the block before it is decided: a fully
+// accepted block takes no bonus, the epoch stays, and the queued block is
+// verified next; the output is the same.
+TEST_F(TargetEngineTest, ABlockArrivingDuringTheForwardIsQueuedBeforeTheDecision) {
+  Make();
+  ASSERT_TRUE(Add(Assign("r", kPrompt, 20, kDraftWorker)).ok());
+  RunWhileWork();
+  const int f = static_cast<int>(kPrompt.size());
+  const std::vector<int32_t> truth = FakeLanguageModel::GreedyExtend(kPrompt, 7);
+  ASSERT_EQ(engine_->AddBlock(Block("r", 0, f, Slice(truth, f, f + 3), 1), "d"),
+            BlockAdmission::kQueued);
+  BlockAdmission late = BlockAdmission::kMalformed;
+  ASSERT_TRUE(Step([&] {
+                late = engine_->AddBlock(Block("r", 0, f + 3, Slice(truth, f + 3, f + 6), 2), "d");
+              }).ok());
+  EXPECT_EQ(late, BlockAdmission::kQueued);
+  auto results = ResultsFor("r");
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].accepted(), 3u);
+  EXPECT_EQ(results[0].epoch(), 0u) << "the block that came during the forward stays valid";
+  EXPECT_EQ(results[0].committed_tokens_size(), 3) << "no bonus: that block verifies it";
+  RunWhileWork();
+  EXPECT_EQ(seen_["r"], truth) << "6 accepted, then the bonus";
 }
 
 TEST_F(TargetEngineTest, StaleBlocksAreDroppedAndCountedAndChangeNothing) {
