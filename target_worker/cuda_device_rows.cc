@@ -64,9 +64,36 @@ class CudaDeviceRows final : public DeviceRows {
     RETURN_IF_ERROR(Grow(rows));
     step_rows_ = rows;
     // The model's Forward has finished (its stream synchronized), so its logits are complete.
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(Row(StepRow(0)), out.device_logits, RowBytes() * rows,
-                                         cudaMemcpyDeviceToDevice, stream_));
+    RETURN_IF_ERROR(CopyStepRows(out, rows));
     return Combine(guided);
+  }
+
+  // The forward's rows into the step rows: one copy for one block of vocab_
+  // columns; for a group leader's blocks (one per rank, ForwardOutput's layout),
+  // one strided copy per block into its columns of every row.
+  absl::Status CopyStepRows(const model::ForwardOutput& out, int64_t rows) {
+    const int parts = out.device_logit_parts;
+    const int64_t part_vocab = out.device_part_vocab > 0 ? out.device_part_vocab : vocab_;
+    if (parts == 1 && part_vocab == vocab_) {
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(Row(StepRow(0)), out.device_logits, RowBytes() * rows,
+                                           cudaMemcpyDeviceToDevice, stream_));
+      return absl::OkStatus();
+    }
+    if (parts < 1 || part_vocab * parts < vocab_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cuda:", device_, ": ", parts, " logit blocks of ", part_vocab,
+                       " columns do not cover the vocabulary of ", vocab_));
+    }
+    for (int p = 0; p < parts; ++p) {
+      const int64_t begin = std::min<int64_t>(vocab_, part_vocab * p);
+      const int64_t width = std::min<int64_t>(vocab_, part_vocab * (p + 1)) - begin;
+      if (width == 0) continue;
+      const float* block = out.device_logits + static_cast<size_t>(p) * rows * part_vocab;
+      CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(Row(StepRow(0)) + begin, RowBytes(), block,
+                                             part_vocab * sizeof(float), width * sizeof(float),
+                                             rows, cudaMemcpyDeviceToDevice, stream_));
+    }
+    return absl::OkStatus();
   }
 
   absl::StatusOr<std::vector<absl::StatusOr<spec::VerifyOutcome>>> Verify(

@@ -49,8 +49,9 @@ class DeviceRows {
 
   virtual int slots() const = 0;
 
-  // Takes the forward's logits (out.device_logits for a device store) as this
-  // step's rows and applies every guided combination in place. Errors:
+  // Takes the forward's logits (out.device_logits for a device store, in any of
+  // ForwardOutput's block layouts: a group leader's blocks are put in vocabulary
+  // order) as this step's rows and applies every guided combination in place. Errors:
   // InvalidArgument if `out` has no logits where the store needs them or a
   // guided span lies outside them; a failed copy or launch (Internal,
   // ResourceExhausted). After an error the step rows are unspecified.

@@ -58,6 +58,11 @@ class GroupLeaderModel : public model::LanguageModel {
   // REQUIRES: every cache in `batch` came from this object's NewCache.
   absl::Status Forward(absl::Span<const model::SequenceInput> batch,
                        model::ForwardOutput* out) override;
+  // The leader's own shard model keeps the gathered logits on its device (one
+  // block per rank, ForwardOutput's layout); the followers' are unaffected.
+  // Errors: Transformer::KeepLogitsOnDevice's.
+  absl::Status KeepLogitsOnDevice(bool keep) override { return model_->KeepLogitsOnDevice(keep); }
+  int logits_device() const override { return model_->logits_device(); }
 
   // Sends an empty step if nothing was broadcast for keep_alive.
   absl::Status KeepAliveIfIdle(absl::Time now);

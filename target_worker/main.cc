@@ -48,10 +48,11 @@ absl::Status RunTensorParallelRank(const splitspec::cli::WorkerFlags& flags) {
       .rank = flags.identity.tp_rank,
       .size = flags.identity.tp_size,
       .host = splitspec::target::GroupHostFor(flags.identity.data_endpoint, flags.coordinator),
-      .timeout = absl::Milliseconds(flags.tp_timeout_ms)};
+      .timeout = absl::Milliseconds(flags.tp_timeout_ms),
+      .device = flags.device,
+      .comm = flags.tp_comm};
   options.model_path = flags.identity.model_path;
   options.threads = flags.identity.threads;
-  options.device = flags.device;
   options.service = ServiceOptions(flags);
   SPLITSPEC_LOG(INFO) << "target worker '" << flags.identity.name << "': rank "
                       << flags.identity.tp_rank << " of tp group '" << flags.identity.tp_group

@@ -43,8 +43,8 @@ struct TargetServiceOptions {
   // returns the failure, for the owner to re-form the group. Null for TP=1.
   GroupLeaderModel* group_leader = nullptr;
   // The CUDA ordinal to verify on (TargetEngine::UseDeviceRows): the device a
-  // one-rank `model` runs on, whose logits then never come to the host. -1:
-  // verify on the host (the CPU, and tensor-parallel groups). Create fails if the
+  // one-rank `model`, or a CUDA group's leader, runs on; its logits then never
+  // come to the host. -1: verify on the host (the CPU). Create fails if the
   // model cannot keep its logits there or the build has no CUDA.
   int verify_device = -1;
 };

@@ -9,6 +9,13 @@
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/dist/gloo_communicator.h"
+#include "runtime/dist/tp_transport.h"
+#if defined(SPLITSPEC_HAVE_CUDA)
+#include "runtime/dist/cuda_device_identity.h"
+#endif
+#if defined(SPLITSPEC_HAVE_NCCL)
+#include "runtime/dist/nccl_communicator.h"
+#endif
 #include "runtime/net/channel.h"
 #include "runtime/net/channel_rendezvous_store.h"
 #include "runtime/net/wire_format.h"
@@ -44,6 +51,38 @@ std::string GenerationGroup(const TpGroupOptions& options, uint64_t generation) 
   return absl::StrCat(options.group, "/gen-", generation);
 }
 
+// What this rank tells the group about its device.
+absl::StatusOr<net::RankDevice> ThisRankDevice(const TpGroupOptions& options) {
+  net::RankDevice mine;
+  mine.device = options.device.ToString();
+  mine.requested = options.comm;
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) == 0) mine.host = name;
+#if defined(SPLITSPEC_HAVE_NCCL)
+  mine.nccl_built = true;
+#endif
+#if defined(SPLITSPEC_HAVE_CUDA)
+  if (options.device.is_cuda()) {
+    ASSIGN_OR_RETURN(mine.gpu_id, net::CudaDeviceUuid(options.device.ordinal));
+  }
+#endif
+  return mine;
+}
+
+// The group's NCCL communicator on this rank's device (unique id through `store`).
+absl::StatusOr<std::unique_ptr<net::Communicator>> CreateNccl(
+    [[maybe_unused]] const TpGroupOptions& options, [[maybe_unused]] net::RendezvousStore& store,
+    [[maybe_unused]] const net::CommunicatorOptions& group) {
+#if defined(SPLITSPEC_HAVE_NCCL)
+  ASSIGN_OR_RETURN(std::unique_ptr<net::NcclCommunicator> nccl,
+                   net::NcclCommunicator::Create(store, group, {.device = options.device.ordinal}));
+  return std::unique_ptr<net::Communicator>(std::move(nccl));
+#else
+  // ChooseTpTransport picks NCCL only when every rank reported it built in.
+  return absl::InternalError("NCCL chosen in a build without NCCL");
+#endif
+}
+
 absl::StatusOr<FormedGroup> CreateCommunicator(const TpGroupOptions& options,
                                                const std::string& store_endpoint,
                                                uint64_t generation) {
@@ -51,14 +90,22 @@ absl::StatusOr<FormedGroup> CreateCommunicator(const TpGroupOptions& options,
                    net::ConnectRendezvousStore(
                        store_endpoint, absl::StrCat(GenerationGroup(options, generation), "/rank-",
                                                     options.rank, "-", getpid())));
-  ASSIGN_OR_RETURN(std::unique_ptr<net::GlooCommunicator> comm,
-                   net::GlooCommunicator::Create(*store,
-                                                 {.group = GenerationGroup(options, generation),
-                                                  .rank = options.rank,
-                                                  .size = options.size,
-                                                  .timeout = options.timeout},
-                                                 {.hostname = options.host, .iface = ""}));
-  return FormedGroup{.comm = std::move(comm), .generation = generation};
+  const net::CommunicatorOptions group{.group = GenerationGroup(options, generation),
+                                       .rank = options.rank,
+                                       .size = options.size,
+                                       .timeout = options.timeout};
+  ASSIGN_OR_RETURN(net::RankDevice mine, ThisRankDevice(options));
+  ASSIGN_OR_RETURN(std::vector<net::RankDevice> ranks,
+                   net::ExchangeRankDevices(*store, group, mine));
+  FormedGroup formed;
+  formed.generation = generation;
+  ASSIGN_OR_RETURN(formed.transport, net::ChooseTpTransport(options.group, ranks));
+  ASSIGN_OR_RETURN(formed.comm, net::GlooCommunicator::Create(
+                                    *store, group, {.hostname = options.host, .iface = ""}));
+  if (formed.transport.transport == net::TpTransport::kNccl) {
+    ASSIGN_OR_RETURN(formed.nccl, CreateNccl(options, *store, group));
+  }
+  return formed;
 }
 
 }  // namespace

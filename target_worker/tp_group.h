@@ -3,7 +3,11 @@
 // The leader (rank 0) serves a RendezvousServer and announces it to the
 // coordinator under the group's name with a generation number; followers look
 // the name up, join the store, and every rank creates the group's Gloo
-// communicator under "<group>/gen-<generation>". A failed group is re-formed
+// communicator under "<group>/gen-<generation>". Before that every rank reports
+// its device through the store and all choose the transport of the device
+// collectives alike (runtime/dist/tp_transport.h, --tp-comm): NCCL when every
+// rank has a GPU of its own (the NCCL unique id also passes through the store),
+// else Gloo staged through the host. A failed group is re-formed
 // with a higher generation, so keys of the dead formation never mix in.
 //
 //   // leader                                     // follower
@@ -30,6 +34,8 @@
 #include "absl/time/time.h"
 #include "proto/splitspec.pb.h"
 #include "runtime/dist/communicator.h"
+#include "runtime/dist/tp_transport.h"
+#include "runtime/model/device.h"
 #include "runtime/net/rendezvous_server.h"
 
 namespace splitspec::target {
@@ -44,6 +50,10 @@ struct TpGroupOptions {
   std::string host;
   // Bound on every collective and on forming the group.
   absl::Duration timeout = absl::Seconds(30);
+  // This rank's device (where its shard runs), reported to the group.
+  model::DeviceSpec device = {};
+  // The transport of the device collectives; every rank must name the same.
+  net::TpComm comm = net::TpComm::kAuto;
 };
 
 // The host a rank binds and publishes: the host of its data endpoint when that
@@ -55,7 +65,13 @@ std::string GroupHostFor(const std::string& data_endpoint, const std::string& co
 absl::Status ValidateTpGroupOptions(const TpGroupOptions& options);
 
 struct FormedGroup {
+  // Gloo (host memory): step plans, and the model's collectives unless `nccl`.
   std::unique_ptr<net::Communicator> comm;
+  // NCCL (device memory) when the group chose it (transport.transport ==
+  // kNccl), for the model's collectives; null otherwise. Declared after `comm`,
+  // so it is destroyed first.
+  std::unique_ptr<net::Communicator> nccl;
+  net::TpTransportChoice transport;
   uint64_t generation = 0;
 };
 
@@ -66,12 +82,15 @@ absl::StatusOr<std::unique_ptr<net::RendezvousServer>> StartGroupRendezvous(
 // Leader: announces `generation` and creates the communicator (waits up to
 // options.timeout for the followers). Errors: Unavailable (the coordinator did
 // not answer), FailedPrecondition (it recorded a newer generation: another
-// leader holds the name), DeadlineExceeded (a follower did not join).
+// leader holds the name), DeadlineExceeded (a follower did not join),
+// InvalidArgument from net::ChooseTpTransport (--tp-comm nccl with two ranks on
+// one GPU, a CPU rank or no NCCL; ranks naming different --tp-comm): permanent.
 absl::StatusOr<FormedGroup> FormAsLeader(const TpGroupOptions& options,
                                          net::RendezvousServer& server, uint64_t generation);
 
 // Follower: polls the coordinator until the group's leader announced a
-// generation >= min_generation (or `stop`: Cancelled), then joins.
+// generation >= min_generation (or `stop`: Cancelled), then joins. Errors as
+// FormAsLeader's.
 absl::StatusOr<FormedGroup> JoinAsFollower(const TpGroupOptions& options, uint64_t min_generation,
                                            const std::atomic<bool>& stop);
 

@@ -45,8 +45,8 @@ net::WorkerIdentity RankIdentity(const TpRankOptions& options) {
 }
 
 // The rank's model over the formed group: on a CUDA device its collectives go
-// through a host-staged view of the group's Gloo communicator, which the model
-// must not outlive (members in that order).
+// over the group's NCCL communicator, or else through a host-staged view of its
+// Gloo communicator, which the model must not outlive (members in that order).
 struct RankModel {
   std::unique_ptr<net::Communicator> staged;
   std::unique_ptr<model::Transformer> model;
@@ -54,16 +54,20 @@ struct RankModel {
 
 absl::StatusOr<RankModel> LoadRankModel(const TpRankOptions& options, FormedGroup& formed) {
   RankModel rank;
-  net::Communicator* comm = formed.comm.get();
+  const model::DeviceSpec& device = options.group.device;
+  net::Communicator* comm = formed.nccl != nullptr ? formed.nccl.get() : formed.comm.get();
 #if defined(SPLITSPEC_HAVE_CUDA)
-  if (options.device.is_cuda()) {
-    rank.staged = std::make_unique<net::HostStagedCommunicator>(comm, options.device.ordinal);
+  if (device.is_cuda() && formed.nccl == nullptr) {
+    rank.staged = std::make_unique<net::HostStagedCommunicator>(comm, device.ordinal);
     comm = rank.staged.get();
   }
 #endif
-  ASSIGN_OR_RETURN(
-      rank.model, model::Transformer::Load(options.model_path, comm,
-                                           {.threads = options.threads, .device = options.device}));
+  SPLITSPEC_LOG(INFO) << "tp group '" << options.group.group << "' rank " << options.group.rank
+                      << " on " << device.ToString() << ": collectives over "
+                      << comm->backend_name() << " (" << formed.transport.reason << ")";
+  ASSIGN_OR_RETURN(rank.model,
+                   model::Transformer::Load(options.model_path, comm,
+                                            {.threads = options.threads, .device = device}));
   return rank;
 }
 
@@ -75,6 +79,9 @@ absl::Status LeadOneFormation(const TpRankOptions& options, FormedGroup& formed,
   TargetServiceOptions service_options = options.service;
   service_options.identity = RankIdentity(options);
   service_options.group_leader = &leader;
+  // A CUDA leader keeps the gathered logits on its device and verifies there, as a
+  // one-rank CUDA target does: the target's probabilities never reach the host.
+  if (options.group.device.is_cuda()) service_options.verify_device = options.group.device.ordinal;
   ASSIGN_OR_RETURN(std::unique_ptr<TargetService> service,
                    TargetService::Create(&leader, service_options));
   SPLITSPEC_LOG(INFO) << "tp group '" << options.group.group << "' generation " << formed.generation

@@ -7,6 +7,9 @@
 //   options.model_path = path;  options.service = ...;   // rank 0: the leader's sockets
 //   RETURN_IF_ERROR(r == 0 ? RunGroupLeader(options, stop) : RunGroupFollower(options, stop));
 //
+// Written without a GPU: the NCCL path of a group of several ranks has not run
+// (it needs one GPU per rank; tests/gpu/tp_group_nccl_test.cc skips below two).
+//
 // Leader (rank 0): one RendezvousServer for the process; each formation
 // announces a new generation (starting from the clock, so a restarted leader
 // outranks its predecessor), waits for the followers, loads the shard and runs
@@ -39,10 +42,12 @@ struct TpRankOptions {
   TpGroupOptions group;
   std::string model_path;
   int threads = 1;  // this rank's compute threads
-  // This rank's device. On CUDA the transformer's collectives go over the group's
-  // Gloo communicator staged through the host (runtime/dist/host_staged_communicator.h);
-  // step plans stay on Gloo. CUDA builds only (a CPU build refuses cuda:N at start-up).
-  model::DeviceSpec device;
+  // This rank's device is group.device. On CUDA the transformer's collectives go
+  // over the group's NCCL communicator when the group chose NCCL (group.comm,
+  // runtime/dist/tp_transport.h), else over its Gloo communicator staged through
+  // the host (runtime/dist/host_staged_communicator.h); step plans stay on Gloo.
+  // A CUDA leader verifies on its device (TargetServiceOptions::verify_device).
+  // CUDA builds only (a CPU build refuses cuda:N at start-up).
   // The leader's service; identity.name/tp_* are filled from `group` where empty.
   TargetServiceOptions service;
   // Pause between formation attempts after a failure.

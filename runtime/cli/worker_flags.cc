@@ -44,6 +44,11 @@ FlagTable MakeTargetTable() {
        {"tp-rank", "R", "0", "this process's rank in the group (0 leads)"},
        {"tp-size", "N", "1", "ranks in the group: 1, 2, 4 or 8"},
        {"tp-timeout-ms", "N", "30000", "bound on every collective of the group"},
+       {"tp-comm", "auto|nccl|gloo", "auto",
+        "transport of the group's collectives (every rank names the same): nccl = NCCL on "
+        "device buffers, refused at start-up unless every rank runs on cuda:N with a GPU of its "
+        "own; gloo = Gloo over TCP, CUDA ranks copy through the host (works on one GPU); auto = "
+        "nccl where it can, else gloo"},
        {"cuda-graphs", "on|off", "on",
         "with --device cuda:N and --tp-size 1: run decode and verify steps as replayed CUDA "
         "graphs (bitwise the eager logits)"}});
@@ -93,6 +98,12 @@ absl::Status ReadTensorParallel(const CliArgs& parsed, WorkerFlags& flags) {
         "--tp-group NAME is required with --tp-size > 1 (every rank of a group names it)");
   }
   RETURN_IF_ERROR(CheckAtLeastOne("tp-timeout-ms", tp_timeout_ms));
+  absl::StatusOr<net::TpComm> tp_comm =
+      net::ParseTpComm(parsed.GetString("tp-comm", net::TpCommName(flags.tp_comm)));
+  if (!tp_comm.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--tp-comm: ", tp_comm.status().message()));
+  }
+  flags.tp_comm = *tp_comm;
   flags.tp_timeout_ms = static_cast<int>(tp_timeout_ms);
   id.tp_rank = static_cast<int>(tp_rank);
   id.tp_size = static_cast<int>(tp_size);
@@ -187,8 +198,8 @@ int RunWorkerMain(int argc, char** argv, proto::Role role,
   InstallShutdownHandlers();
   return RunMain(argc, argv, WorkerFlagTable(role), [&](const CliArgs& args) -> absl::Status {
     ASSIGN_OR_RETURN(WorkerFlags flags, WorkerFlagsFrom(args, role));
-    RETURN_IF_ERROR(net::ConfigureProcessSecurity(
-        role == proto::ROLE_TARGET_WORKER ? net::kTarget : net::kDraft));
+    RETURN_IF_ERROR(net::ConfigureProcessSecurity(role == proto::ROLE_TARGET_WORKER ? net::kTarget
+                                                                                    : net::kDraft));
     return serve(std::move(flags));
   });
 }

@@ -21,6 +21,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "runtime/cli/cli_args.h"
+#include "runtime/dist/tp_transport.h"
 #include "runtime/model/device.h"
 #include "runtime/net/worker_identity.h"
 
@@ -34,7 +35,8 @@ struct WorkerFlags {
   // Target workers.
   int step_tokens = 512;
   int block_wait_ms = 200;
-  int tp_timeout_ms = 30000;  // bound on each collective of a tensor-parallel group
+  int tp_timeout_ms = 30000;                 // bound on each collective of a tensor-parallel group
+  net::TpComm tp_comm = net::TpComm::kAuto;  // --tp-comm: transport of the group's collectives
   // Draft workers.
   std::string drafter = "ngram";
   std::string draft_path;

@@ -9,6 +9,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/dist/nccl_check.h"
+#include "runtime/dist/store_exchange.h"
 
 namespace splitspec::net {
 namespace {
@@ -60,21 +61,16 @@ absl::Status WaitStream(ncclComm_t comm, cudaStream_t stream, absl::Time deadlin
   }
 }
 
+// Rank 0 makes the id; the others read it through the store (store_exchange.h).
 absl::StatusOr<ncclUniqueId> ShareUniqueId(RendezvousStore& store,
                                            const CommunicatorOptions& options) {
-  const std::string key = options.group + "/nccl/unique-id";
   ncclUniqueId id;
-  if (options.rank == 0) {
-    NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
-    RETURN_IF_ERROR(store.Set(key, absl::string_view(id.internal, sizeof(id.internal))));
-    return id;
-  }
-  ASSIGN_OR_RETURN(std::string bytes, store.Get(key, options.timeout));
-  if (bytes.size() != sizeof(id.internal)) {
-    return absl::InvalidArgumentError(absl::StrCat("rendezvous key '", key, "' holds ",
-                                                   bytes.size(), " bytes, an ncclUniqueId has ",
-                                                   sizeof(id.internal)));
-  }
+  ASSIGN_OR_RETURN(std::string bytes,
+                   ShareFromRoot(store, options, "nccl/unique-id", sizeof(id.internal),
+                                 [&]() -> absl::StatusOr<std::string> {
+                                   NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
+                                   return std::string(id.internal, sizeof(id.internal));
+                                 }));
   std::memcpy(id.internal, bytes.data(), bytes.size());
   return id;
 }

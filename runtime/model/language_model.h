@@ -42,9 +42,16 @@ struct ForwardOutput {
   std::vector<int> first_row;  // per sequence: its first row in `logits`
   std::vector<int> num_rows;   // per sequence: 0, 1 or tokens.size()
   // Set instead of `logits` (which is then empty) by a model told to
-  // KeepLogitsOnDevice: the same rows [total rows, vocab_size], row-major, in the
-  // device memory of logits_device(), valid until the model's next Forward.
+  // KeepLogitsOnDevice: the same rows, in the device memory of logits_device(),
+  // valid until the model's next Forward, as device_logit_parts blocks of
+  // [total rows, device_part_vocab] floats one after another; block p holds the
+  // vocabulary columns [p * device_part_vocab, min(vocab_size, (p + 1) *
+  // device_part_vocab)), the rest of its columns padding. One rank: one block
+  // of vocab_size columns (plain row-major rows); a tensor-parallel group's
+  // leader: one block per rank, as the all-gather of the ranks' shards left them.
   const float* device_logits = nullptr;
+  int device_logit_parts = 1;
+  int64_t device_part_vocab = 0;
 
   // Row j of sequence s: vocab_size floats. REQUIRES: j < num_rows[s].
   const float* Row(int s, int j) const {
@@ -72,7 +79,7 @@ class LanguageModel {
   // the CUDA device logits_device(), for a caller that samples and verifies there
   // (the target's probabilities then never cross to the host). Errors:
   // FailedPrecondition naming why the model cannot (it runs on the host, or its
-  // logits are spread over a tensor-parallel group); the setting is then unchanged.
+  // group's collectives are not on device buffers); the setting is then unchanged.
   virtual absl::Status KeepLogitsOnDevice(bool keep) {
     if (!keep) return absl::OkStatus();
     return absl::FailedPreconditionError("this model computes its logits on the host");

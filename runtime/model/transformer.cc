@@ -232,10 +232,12 @@ absl::Status Transformer::KeepLogitsOnDevice(bool keep) {
     return absl::FailedPreconditionError(absl::StrCat(
         "logits stay on the device only for a CUDA model; this one runs on ", device_.ToString()));
   }
-  if (keep && shard_.size > 1) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        device_.ToString(), ": logits stay on the device only in a one-rank group, this is rank ",
-        shard_.rank, " of ", shard_.size));
+  if (keep && shard_.size > 1 && group_->buffer_space() != net::BufferSpace::kDevice) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(device_.ToString(),
+                     ": logits stay on the device only when the group's collectives run "
+                     "on device buffers; rank ",
+                     shard_.rank, "'s communicator is ", group_->backend_name()));
   }
   keep_logits_on_device_ = keep;
   return absl::OkStatus();
@@ -245,18 +247,22 @@ absl::Status Transformer::ComputeLogits(ForwardOutput* out) {
   const int64_t rows = static_cast<int64_t>(plan_.logit_tokens.size());
   out->vocab_size = config_.vocab_size;
   out->device_logits = nullptr;
+  out->device_logit_parts = 1;
+  out->device_part_vocab = config_.vocab_size;
   out->logits.resize(keep_logits_on_device_ ? 0 : rows * config_.vocab_size);
   if (rows == 0) return absl::OkStatus();  // every rank sees the same batch: all skip
   const float* parts = backend_->OutputHead();
-  if (keep_logits_on_device_) {  // one rank: parts is [R, V], row-major (vocab_per_rank == V)
-    out->device_logits = parts;
-    return absl::OkStatus();
-  }
   if (shard_.size > 1) {
     float* gathered = backend_->GatherBuffer();
     backend_->CompleteBuffers();
     RETURN_IF_ERROR(group_->AllGather(parts, rows * shard_.vocab_per_rank, gathered));
     parts = gathered;
+  }
+  if (keep_logits_on_device_) {  // [N, R, V'] as gathered; one rank: [R, V] (V' == V)
+    out->device_logits = parts;
+    out->device_logit_parts = shard_.size;
+    out->device_part_vocab = shard_.vocab_per_rank;
+    return absl::OkStatus();
   }
   backend_->CopyLogitsToHost(parts, out->logits.data());
   return absl::OkStatus();

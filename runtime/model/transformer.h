@@ -151,10 +151,11 @@ class Transformer : public LanguageModel {
   // and every rank's `out` holds the same full-vocabulary logits.
   absl::Status Forward(absl::Span<const SequenceInput> batch, ForwardOutput* out) override;
 
-  // Keeping the logits on the device needs a CUDA device and a one-rank group
-  // (a group's logits are gathered rank-major, not row-major); FailedPrecondition
-  // naming the device or the group size otherwise. With it set, Forward skips the
-  // copy to the host: device_logits points into the backend's workspace.
+  // Keeping the logits on the device needs a CUDA device and, in a group of
+  // several ranks, a communicator on device buffers (NCCL, or Gloo staged through
+  // the host); FailedPrecondition naming the device or the communicator otherwise.
+  // With it set, Forward skips the copy to the host: device_logits points into the
+  // backend's workspace, one block per rank as gathered (ForwardOutput's layout).
   absl::Status KeepLogitsOnDevice(bool keep) override;
   int logits_device() const override { return keep_logits_on_device_ ? device_.ordinal : -1; }
 

@@ -3,18 +3,26 @@
 // through the host (NCCL refuses two ranks on one device). Their logits match
 // the one-rank CUDA forward within the bound the CPU's TP test states, and the
 // ranks hold identical logits; a host communicator without staging is refused; a
-// one-rank NCCL group (NCCL builds) gives the ungrouped logits.
-// Skips without a device.
+// one-rank NCCL group (NCCL builds) gives the ungrouped logits. The leader of a
+// staged group keeps the gathered logits on its device, in blocks that put
+// together are the host logits bit for bit. Skips without a device.
+//
+// With two or more GPUs only (the lent machines have one, so this has not run):
+// two ranks on cuda:0 and cuda:1 joined by NCCL, their unique id passed through a
+// file store, match the one-rank forward as the staged group does.
+#include <cuda_runtime_api.h>
 #include <stdlib.h>
 
 #include <cmath>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/cuda/cuda_check.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/dist/cuda_device_identity.h"
 #include "runtime/dist/file_rendezvous_store.h"
 #include "runtime/dist/host_staged_communicator.h"
 #if defined(SPLITSPEC_HAVE_NCCL)
@@ -88,6 +96,70 @@ TEST(CudaTensorParallelTest, TwoRanksOverStagedGlooMatchOneRank) {
   EXPECT_EQ(got[0], got[1]) << "ranks must hold identical logits";
 }
 
+// The device logits' blocks (ForwardOutput: one per rank, [R, V'] each) put into
+// host rows [R, V] in vocabulary order.
+absl::StatusOr<std::vector<float>> DeviceLogitsToHost(const ForwardOutput& out, int64_t rows) {
+  const int64_t vocab = out.vocab_size;
+  const int64_t part = out.device_part_vocab;
+  std::vector<float> host(rows * vocab, std::numeric_limits<float>::quiet_NaN());
+  for (int p = 0; p < out.device_logit_parts; ++p) {
+    const int64_t begin = std::min(vocab, part * p);
+    const int64_t width = std::min(vocab, part * (p + 1)) - begin;
+    if (width == 0) continue;
+    CUDA_RETURN_IF_ERROR(cudaMemcpy2D(host.data() + begin, vocab * sizeof(float),
+                                      out.device_logits + static_cast<size_t>(p) * rows * part,
+                                      part * sizeof(float), width * sizeof(float), rows,
+                                      cudaMemcpyDeviceToHost));
+  }
+  return host;
+}
+
+TEST(CudaTensorParallelTest, AStagedLeaderKeepsTheGatheredLogitsOnItsDevice) {
+  if (!kernels::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  const std::string path = TinyModelPath();
+  const std::vector<int32_t> prompt = {5, 3, 17, 2, 9, 1, 22};
+  std::vector<std::vector<float>> got(2);
+  int parts = 0;
+  net::GlooGroupOptions ranks;
+  ranks.size = 2;
+  const std::vector<absl::Status> results =
+      net::RunGlooRanksAsThreads(ranks, [&](net::Communicator& gloo) -> absl::Status {
+        net::HostStagedCommunicator staged(&gloo, 0);
+        ASSIGN_OR_RETURN(auto model,
+                         Transformer::Load(path, &staged, {.threads = 1, .device = kCuda0}));
+        if (gloo.rank() != 0) {  // the follower brings its logits to its host
+          ASSIGN_OR_RETURN(got[1], PromptLogits(*model, prompt));
+          return absl::OkStatus();
+        }
+        RETURN_IF_ERROR(model->KeepLogitsOnDevice(true));
+        if (model->logits_device() != 0) return absl::InternalError("logits_device() is not 0");
+        std::unique_ptr<KvCache> cache = model->NewCache(128);
+        ForwardOutput out;
+        RETURN_IF_ERROR(model->Forward({{cache.get(), prompt, LogitsMode::kAll}}, &out));
+        if (!out.logits.empty() || out.device_logits == nullptr) {
+          return absl::InternalError("the leader's logits came to the host");
+        }
+        parts = out.device_logit_parts;
+        ASSIGN_OR_RETURN(got[0], DeviceLogitsToHost(out, static_cast<int64_t>(prompt.size())));
+        return absl::OkStatus();
+      });
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+  EXPECT_EQ(parts, 2);
+  EXPECT_EQ(got[0], got[1]) << "the leader's device blocks, in vocabulary order, are the logits";
+}
+
+TEST(CudaTensorParallelTest, ADeviceUuidIsStableAndInNvidiaSmiForm) {
+  if (!kernels::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  absl::StatusOr<std::string> first = net::CudaDeviceUuid(0);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->size(), 40u) << *first;  // GPU- and 36 characters
+  EXPECT_EQ(first->rfind("GPU-", 0), 0u) << *first;
+  absl::StatusOr<std::string> again = net::CudaDeviceUuid(0);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, *first);
+  EXPECT_FALSE(net::CudaDeviceUuid(4096).ok());
+}
+
 TEST(CudaTensorParallelTest, RefusesAHostCommunicatorOnTheDevice) {
   if (!kernels::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
   const std::string path = TinyModelPath();
@@ -127,6 +199,46 @@ TEST(CudaTensorParallelTest, OneRankGroupOverNcclEqualsNoGroup) {
   auto got = PromptLogits(**grouped, prompt);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, *want);
+}
+
+int CudaDeviceCount() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
+// Two ranks, each on a GPU of its own, over NCCL (never run: needs two GPUs).
+TEST(CudaTensorParallelTest, TwoRanksOverNcclOnTwoGpusMatchOneRank) {
+  if (CudaDeviceCount() < 2) GTEST_SKIP() << "needs two CUDA devices (NCCL: one rank per GPU)";
+  const std::string path = TinyModelPath();
+  const std::vector<int32_t> prompt = {1, 7, 3, 9, 12, 5, 2, 8, 30, 4, 11};
+  auto single = Transformer::Load(path, {.threads = 1, .device = kCuda0});
+  ASSERT_TRUE(single.ok()) << single.status();
+  auto want = PromptLogits(**single, prompt);
+  ASSERT_TRUE(want.ok()) << want.status();
+  std::string dir = ::testing::TempDir() + "/cuda-tp2-nccl-XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  std::vector<std::vector<float>> got(2);
+  std::vector<absl::Status> results(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      results[rank] = [&]() -> absl::Status {
+        ASSIGN_OR_RETURN(auto store, net::FileRendezvousStore::Open(dir));
+        ASSIGN_OR_RETURN(auto nccl,
+                         net::NcclCommunicator::Create(
+                             *store, {.group = "tp2", .rank = rank, .size = 2}, {.device = rank}));
+        const DeviceSpec device{DeviceSpec::Kind::kCuda, rank};
+        ASSIGN_OR_RETURN(auto model,
+                         Transformer::Load(path, nccl.get(), {.threads = 1, .device = device}));
+        ASSIGN_OR_RETURN(got[rank], PromptLogits(*model, prompt));
+        return absl::OkStatus();
+      }();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+  EXPECT_LT(RelativeError(got[0], *want), kTpRelativeBound);
+  EXPECT_EQ(got[0], got[1]) << "ranks must hold identical logits";
 }
 #endif
 

@@ -141,5 +141,27 @@ TEST(WorkerFlagsTest, ReadsTheDeviceAndRefusesABadOneByName) {
   }
 }
 
+TEST(WorkerFlagsTest, ReadsTheTpCommAndRefusesAnUnknownOneByName) {
+  absl::StatusOr<WorkerFlags> defaults = ParseWorkerFlags({}, proto::ROLE_TARGET_WORKER);
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->tp_comm, net::TpComm::kAuto);
+  for (net::TpComm comm : {net::TpComm::kNccl, net::TpComm::kGloo, net::TpComm::kAuto}) {
+    absl::StatusOr<WorkerFlags> flags =
+        ParseWorkerFlags({"--tp-comm", net::TpCommName(comm)}, proto::ROLE_TARGET_WORKER);
+    ASSERT_TRUE(flags.ok()) << flags.status();
+    EXPECT_EQ(flags->tp_comm, comm);
+  }
+  const absl::StatusOr<WorkerFlags> bad =
+      ParseWorkerFlags({"--tp-comm", "mpi"}, proto::ROLE_TARGET_WORKER);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("--tp-comm: tp comm 'mpi'"));
+  EXPECT_THAT(Help(WorkerFlagTable(proto::ROLE_TARGET_WORKER)),
+              HasSubstr("--tp-comm auto|nccl|gloo"));
+  EXPECT_THAT(
+      std::string(
+          ParseWorkerFlags({"--tp-comm", "nccl"}, proto::ROLE_DRAFT_WORKER).status().message()),
+      HasSubstr("unknown flag --tp-comm"));
+}
+
 }  // namespace
 }  // namespace splitspec::cli
