@@ -7,10 +7,13 @@
 // so greedy agrees token for token by construction; the sampled requests agree
 // unless a uniform falls within the round-off of kernels/cuda/sampling.h (~1e-12
 // per choice). Also: the device path moves no logits row to the host, and a
-// store on a missing device is refused. Skips without a device. Written without
-// a GPU; tools/gpu/device_session.sh runs it.
+// store on a missing device is refused. The same holds for the leader of a TP=2
+// group on one GPU (Gloo staged through the host): verifying on its device the
+// gathered logits commits what verifying them on its host commits. Skips without
+// a device. Written without a GPU; tools/gpu/device_session.sh runs it.
 #include <unistd.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,9 +21,14 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cuda/cuda_check.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/dist/host_staged_communicator.h"
 #include "runtime/model/transformer.h"
 #include "target_worker/device_rows.h"
+#include "target_worker/group_follower.h"
+#include "target_worker/group_leader_model.h"
 #include "target_worker/target_engine.h"
+#include "tests/testing/gloo_group.h"
 #include "tests/testing/tiny_model.h"
 #include "tests/unit/target_worker/engine_driver.h"
 
@@ -134,6 +142,50 @@ TEST_P(DeviceVerifyEngineTest, AModelKeepingItsLogitsLeavesNoneOnTheHost) {
   EXPECT_TRUE(out.logits.empty());
   EXPECT_NE(out.device_logits, nullptr);
   EXPECT_EQ(out.num_rows, std::vector<int>{3});
+}
+
+// A TP=2 group's leader (ranks as threads on cuda:0, Gloo staged through the
+// host; NCCL needs a GPU per rank): the engine verifying on the leader's device,
+// from the gathered logits kept there in one block per rank, commits what the
+// engine verifying the same logits on the host commits.
+TEST_P(DeviceVerifyEngineTest, AGroupLeaderVerifyingOnItsDeviceCommitsWhatItsHostCommits) {
+  std::map<std::string, std::vector<int32_t>> oracles, want, got;
+  int logits_device = -1;
+  net::GlooGroupOptions ranks;
+  ranks.size = 2;
+  const std::vector<absl::Status> results =
+      net::RunGlooRanksAsThreads(ranks, [&](net::Communicator& gloo) -> absl::Status {
+        net::HostStagedCommunicator staged(&gloo, 0);
+        ASSIGN_OR_RETURN(auto model, model::Transformer::Load(TinyPath(GetParam()), &staged,
+                                                              {.threads = 1, .device = kCuda0}));
+        if (gloo.rank() != 0) {
+          std::atomic<bool> stop{false};
+          return RunGroupFollower(*model, gloo, stop).status();
+        }
+        GroupLeaderModel leader(model.get(), &gloo);
+        const int vocab = leader.config().vocab_size;
+        for (const proto::Assignment& a : Traffic(0)) {
+          oracles[a.request_id()].assign(a.committed_tokens().begin(), a.committed_tokens().end());
+        }
+        {
+          TargetEngine alone(&leader, Options());
+          oracles = testing::DriveEngine(alone, Traffic(0), oracles, vocab);
+          TargetEngine host(&leader, Options());
+          want = testing::DriveEngine(host, Traffic(7), oracles, vocab);
+          TargetEngine device(&leader, Options());
+          ASSIGN_OR_RETURN(std::unique_ptr<DeviceRows> rows,
+                           NewCudaDeviceRows(0, vocab, Options().max_requests));
+          RETURN_IF_ERROR(device.UseDeviceRows(std::move(rows)));
+          logits_device = leader.logits_device();
+          got = testing::DriveEngine(device, Traffic(7), oracles, vocab);
+        }
+        leader.Leave(/*disband=*/true);
+        return leader.status();
+      });
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+  EXPECT_EQ(logits_device, 0);
+  EXPECT_EQ(want.at("greedy"), oracles.at("greedy")) << "greedy speculation must be lossless";
+  EXPECT_EQ(got, want);
 }
 
 INSTANTIATE_TEST_SUITE_P(FloatAndQuantized, DeviceVerifyEngineTest,
