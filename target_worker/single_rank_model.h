@@ -10,8 +10,8 @@
 // the forward never calls NCCL and its logits are bitwise those of no group
 // (tests/gpu/cuda_tp_test.cc). Without NCCL in the build, or on the CPU, the
 // model has no group. A tensor-parallel group of several ranks forms elsewhere
-// (tp_group_runner.h): over Gloo, staged through the host on CUDA devices, as
-// NCCL refuses two ranks on one GPU. Written without a GPU: the NCCL path has
+// (tp_group_runner.h): over NCCL when its ranks have a GPU each, else over Gloo
+// staged through the host on CUDA devices (NCCL refuses two ranks on one GPU). Written without a GPU: the NCCL path has
 // not run yet (tests/gpu/single_rank_model_test.cc will).
 #ifndef SPLITSPEC_TARGET_WORKER_SINGLE_RANK_MODEL_H_
 #define SPLITSPEC_TARGET_WORKER_SINGLE_RANK_MODEL_H_

@@ -48,7 +48,8 @@ FlagTable MakeTargetTable() {
         "transport of the group's collectives (every rank names the same): nccl = NCCL on "
         "device buffers, refused at start-up unless every rank runs on cuda:N with a GPU of its "
         "own; gloo = Gloo over TCP, CUDA ranks copy through the host (works on one GPU); auto = "
-        "nccl where it can, else gloo"},
+        "nccl where it can and the group has 2 ranks (NCCL's sum over more may change with the "
+        "batch), else gloo"},
        {"cuda-graphs", "on|off", "on",
         "with --device cuda:N and --tp-size 1: run decode and verify steps as replayed CUDA "
         "graphs (bitwise the eager logits)"}});

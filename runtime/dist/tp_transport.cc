@@ -130,6 +130,21 @@ absl::StatusOr<TpTransportChoice> ChooseTpTransport(absl::string_view group,
   const TpComm requested = ranks[0].requested;
   if (requested == TpComm::kGloo) return TpTransportChoice{TpTransport::kGloo, "--tp-comm gloo"};
   const std::optional<std::string> obstacle = NcclObstacle(ranks);
+  if (!obstacle.has_value() && ranks.size() > kBatchInvariantNcclRanks) {
+    if (requested == TpComm::kNccl) {
+      return TpTransportChoice{
+          TpTransport::kNccl,
+          absl::StrCat("--tp-comm nccl with ", ranks.size(),
+                       " ranks: NCCL's sum order may change with the batch, so logits are not "
+                       "batch invariant and greedy speculation may differ from plain greedy")};
+    }
+    return TpTransportChoice{
+        TpTransport::kGloo,
+        absl::StrCat("not NCCL: with ", ranks.size(),
+                     " ranks NCCL's sum order may change with the "
+                     "batch (batch invariance needs <= ",
+                     kBatchInvariantNcclRanks, "); --tp-comm nccl takes it anyway")};
+  }
   if (!obstacle.has_value()) {
     return TpTransportChoice{TpTransport::kNccl, "every rank has a GPU of its own and NCCL"};
   }

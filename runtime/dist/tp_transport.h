@@ -14,7 +14,12 @@
 //         device (NCCL itself refuses two ranks on one device).
 //   gloo: Gloo over TCP; a CUDA rank stages its device buffers through the host
 //         (host_staged_communicator.h). Works for any placement, one GPU included.
-//   auto: nccl where the conditions above hold, else gloo (the default).
+//   auto: nccl where the conditions above hold and the group has at most
+//         kBatchInvariantNcclRanks ranks, else gloo (the default). NCCL's sum of
+//         two ranks is a + b whatever the size; with more, its ring/tree order
+//         may change with the message size, which would break the batch
+//         invariance greedy speculation relies on (nccl_communicator.h). Gloo
+//         sums in rank order for any size. `nccl` takes NCCL anyway (logged).
 // "One GPU" means the same host and the same GPU UUID (CUDA_VISIBLE_DEVICES may
 // map different GPUs to the same ordinal, and the same GPU to different ones);
 // a rank whose UUID is unknown is compared by its "cuda:N" name.
@@ -22,6 +27,7 @@
 #ifndef SPLITSPEC_RUNTIME_DIST_TP_TRANSPORT_H_
 #define SPLITSPEC_RUNTIME_DIST_TP_TRANSPORT_H_
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -34,6 +40,9 @@
 namespace splitspec::net {
 
 enum class TpComm { kAuto, kNccl, kGloo };
+
+// The most ranks whose NCCL sum is bitwise independent of the message size.
+inline constexpr size_t kBatchInvariantNcclRanks = 2;
 
 // "auto", "nccl", "gloo"; InvalidArgument naming the value otherwise.
 absl::StatusOr<TpComm> ParseTpComm(absl::string_view text);

@@ -79,8 +79,7 @@ TEST(TpTransportTest, AReportSurvivesEncodingAndAMalformedOneIsRefused) {
 
 TEST(TpTransportTest, AutoChoosesNcclWhenEveryRankHasAGpuOfItsOwn) {
   // Same host, both ordinal 0 (CUDA_VISIBLE_DEVICES=0 and =1), different GPUs.
-  const std::vector<RankDevice> ranks = {Gpu("node-a", 0, "GPU-a"), Gpu("node-a", 0, "GPU-b"),
-                                         Gpu("node-b", 0, "GPU-c"), Gpu("node-b", 1, "GPU-d")};
+  const std::vector<RankDevice> ranks = {Gpu("node-a", 0, "GPU-a"), Gpu("node-a", 0, "GPU-b")};
   for (TpComm requested : {TpComm::kAuto, TpComm::kNccl}) {
     absl::StatusOr<TpTransportChoice> choice =
         ChooseTpTransport("g", WithRequest(ranks, requested));
@@ -91,6 +90,22 @@ TEST(TpTransportTest, AutoChoosesNcclWhenEveryRankHasAGpuOfItsOwn) {
       ChooseTpTransport("g", WithRequest(ranks, TpComm::kGloo));
   ASSERT_TRUE(gloo.ok()) << gloo.status();
   EXPECT_EQ(gloo->transport, TpTransport::kGloo);
+}
+
+// Past two ranks NCCL's sum order may depend on the size: auto keeps Gloo's
+// batch-invariant rank order; nccl takes NCCL and says what it costs.
+TEST(TpTransportTest, AutoKeepsGlooPastTwoRanksAndNcclSaysWhy) {
+  const std::vector<RankDevice> ranks = {Gpu("node-a", 0, "GPU-a"), Gpu("node-a", 1, "GPU-b"),
+                                         Gpu("node-b", 0, "GPU-c"), Gpu("node-b", 1, "GPU-d")};
+  absl::StatusOr<TpTransportChoice> automatic = ChooseTpTransport("g", ranks);
+  ASSERT_TRUE(automatic.ok()) << automatic.status();
+  EXPECT_EQ(automatic->transport, TpTransport::kGloo);
+  EXPECT_THAT(automatic->reason, HasSubstr("with 4 ranks NCCL's sum order may change"));
+  absl::StatusOr<TpTransportChoice> forced =
+      ChooseTpTransport("g", WithRequest(ranks, TpComm::kNccl));
+  ASSERT_TRUE(forced.ok()) << forced.status();
+  EXPECT_EQ(forced->transport, TpTransport::kNccl);
+  EXPECT_THAT(forced->reason, HasSubstr("not batch invariant"));
 }
 
 TEST(TpTransportTest, TwoRanksOnOneGpuFallBackUnderAutoAndAreRefusedUnderNccl) {
@@ -177,7 +192,8 @@ TEST(StoreExchangeTest, EveryRankGathersEveryReportInRankOrder) {
       EXPECT_EQ((*got[rank])[r].device, absl::StrCat("cuda:", r));
       EXPECT_EQ((*got[rank])[r].gpu_id, absl::StrCat("GPU-", r));
     }
-    absl::StatusOr<TpTransportChoice> choice = ChooseTpTransport("g", *got[rank]);
+    absl::StatusOr<TpTransportChoice> choice =
+        ChooseTpTransport("g", WithRequest(*got[rank], TpComm::kNccl));
     ASSERT_TRUE(choice.ok()) << choice.status();
     EXPECT_EQ(choice->transport, TpTransport::kNccl);
   }
