@@ -44,7 +44,8 @@ absl::Status CheckType(const WeightMatrix& m, const std::string& what) {
   if (kernels::CudaSupportsWeightType(m.type)) return absl::OkStatus();
   return absl::UnimplementedError(absl::StrCat(
       what, ": ggml type ", kernels::GetGgmlTypeTraits(m.type).name,
-      " has no CUDA kernel yet (CUDA runs f32, f16, bf16, q8_0, q4_0, q4_1); use --device cpu"));
+      " has no CUDA kernel yet (CUDA runs f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k, q6_k);"
+      " use --device cpu"));
 }
 
 absl::Status CheckTypes(const ModelConfig& config, const ShardedWeights& w) {
