@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/kquant_device.cuh"
 
 namespace splitspec::kernels {
 namespace {
@@ -55,6 +56,12 @@ __device__ float DequantElement(GgmlType type, const uint8_t* row, int64_t c) {
       const int nib = i < 16 ? (block[4 + i] & 0xF) : (block[4 + i - 16] >> 4);
       return __fadd_rn(__fmul_rn(d, static_cast<float>(nib)), m);
     }
+    case GgmlType::kQ4_K:
+      return kquant::DequantK4Element(row, c, /*q5=*/false);
+    case GgmlType::kQ5_K:
+      return kquant::DequantK4Element(row, c, /*q5=*/true);
+    case GgmlType::kQ6_K:
+      return kquant::DequantQ6KElement(row, c);
     default:
       return 0.0f;  // unreachable: the launcher refuses other types
   }

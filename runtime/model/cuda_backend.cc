@@ -44,7 +44,8 @@ absl::Status CheckType(const WeightMatrix& m, const std::string& what) {
   if (kernels::CudaSupportsWeightType(m.type)) return absl::OkStatus();
   return absl::UnimplementedError(absl::StrCat(
       what, ": ggml type ", kernels::GetGgmlTypeTraits(m.type).name,
-      " has no CUDA kernel yet (CUDA runs f32, f16, bf16, q8_0, q4_0, q4_1); use --device cpu"));
+      " has no CUDA kernel yet (CUDA runs f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k, q6_k);"
+      " use --device cpu"));
 }
 
 absl::Status CheckTypes(const ModelConfig& config, const ShardedWeights& w) {
@@ -428,13 +429,22 @@ void CudaBackend::MatMul(const float* x, int64_t cols, std::initializer_list<Dev
   if (!error_.ok()) return;
   const kernels::DeviceQ8Activations xq{Ws<int8_t>(ws_.act_qs), Ws<float>(ws_.act_d),
                                         Ws<float>(ws_.act_dsum), Ws<float>(ws_.act_sum)};
-  bool quantized = false;
-  for (const DeviceJob& job : jobs) {
-    quantized = quantized || kernels::CudaMatMulQuantizesActivations(job.w->type);
-  }
-  if (quantized && !Ok(kernels::LaunchQuantizeQ8Blocks(x, rows, cols, xq, stream_))) return;
-  for (const DeviceJob& job : jobs) {
-    if (!Ok(kernels::LaunchMatMul(*job.w, x, &xq, rows, job.y, job.y_stride, stream_))) return;
+  // Jobs are grouped by the activations they read (a K-quant model mixes Q6_K with
+  // Q4_K, or a 32-block fallback type, in one call): each quantized layout is written
+  // into the shared buffers just before its jobs, which stream order lets read it.
+  using kernels::CudaActivationLayout;
+  for (CudaActivationLayout layout : {CudaActivationLayout::kFloat, CudaActivationLayout::kBlock32,
+                                      CudaActivationLayout::kBlock256}) {
+    bool any = false;
+    for (const DeviceJob& job : jobs) {
+      any = any || kernels::CudaMatMulActivationLayout(job.w->type) == layout;
+    }
+    if (!any) continue;
+    if (!Ok(kernels::LaunchQuantizeActivations(layout, x, rows, cols, xq, stream_))) return;
+    for (const DeviceJob& job : jobs) {
+      if (kernels::CudaMatMulActivationLayout(job.w->type) != layout) continue;
+      if (!Ok(kernels::LaunchMatMul(*job.w, x, &xq, rows, job.y, job.y_stride, stream_))) return;
+    }
   }
 }
 

@@ -69,8 +69,9 @@ struct DeviceWorkspaceLayout {
   uint64_t q = 0, attn = 0;             // [T, q_dim] float
   uint64_t k = 0, v = 0;                // [T, kv_dim] float
   uint64_t gate = 0, up = 0;            // [T, ff] float
-  uint64_t act_qs = 0;                  // [T, act_cols] int8: activations quantized per 32
+  uint64_t act_qs = 0;  // [T, act_cols] int8: activations quantized per 32 or per 256
   uint64_t act_d = 0, act_dsum = 0, act_sum = 0;  // [T, act_cols / 32] float each
+                                                  // (per 256: act_d's first cols / 256)
   uint64_t head_x = 0;                            // [R, n_embd] float
   uint64_t logits = 0;                            // [R, V'] float
   uint64_t gathered = 0;                          // [N, R, V'] float

@@ -190,7 +190,7 @@ GgufWriter MakeTinyModel(const TinyModelOptions& o) {
     b.Vector(p + "attn_norm.weight", o.n_embd, 1.f, 0.2f);
     b.Matrix(p + "attn_q.weight", q_dim, o.n_embd, o.weight_type);
     b.Matrix(p + "attn_k.weight", kv_dim, o.n_embd, o.weight_type);
-    b.Matrix(p + "attn_v.weight", kv_dim, o.n_embd, o.weight_type);
+    b.Matrix(p + "attn_v.weight", kv_dim, o.n_embd, o.attn_v_type.value_or(o.weight_type));
     if (a == "qwen2") {
       b.Vector(p + "attn_q.bias", q_dim, 0.f, 0.3f);
       b.Vector(p + "attn_k.bias", kv_dim, 0.f, 0.3f);

@@ -16,6 +16,7 @@
 #define SPLITSPEC_TESTS_TESTING_TINY_MODEL_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ struct TinyModelOptions {
   std::string architecture = "llama";                       // "llama" or "qwen2" (adds QKV biases)
   kernels::GgmlType weight_type = kernels::GgmlType::kF32;  // layer matrices and output
   kernels::GgmlType embedding_type = kernels::GgmlType::kF32;
+  // attn_v.weight's type when set (mixed-type files: llama.cpp's Q4_K_M keeps attn_v in
+  // another type than attn_q / attn_k, which one matmul call reads from the same input).
+  std::optional<kernels::GgmlType> attn_v_type;
   int n_layers = 2;
   int n_embd = 64;
   int n_ff = 128;

@@ -99,6 +99,7 @@ if want test; then
   tail -25 "$OUT/gpu_tests.log" 2>/dev/null | tee -a "$OUT/summary.txt"
   grep -h '\[ cuda vs cpu \]' "$OUT/gpu_tests.log" 2>/dev/null | tee -a "$OUT/summary.txt"
   grep -h '\[ cuda graphs \]' "$OUT/gpu_tests.log" 2>/dev/null | tee -a "$OUT/summary.txt"
+  grep -h '\[ cuda matmul \]' "$OUT/gpu_tests.log" 2>/dev/null | tee -a "$OUT/summary.txt"
 fi
 if ! want bench && ! want llama && ! want hf; then
   step "done (gpu tests exit ${gpu_rc})"
