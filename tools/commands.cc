@@ -276,7 +276,14 @@ const cli::FlagTable& KeygenFlagTable() {
        .summary = "write a CURVE keypair for a cluster role: DIR/ROLE.pub and DIR/ROLE.key (0600)",
        .flags = {{"out", "DIR", "", "the key directory (made 0700 if absent; required)"},
                  {"name", "ROLE", "",
-                  "coordinator, target, draft, client, admin, or all (required)"}}});
+                  "coordinator, target, draft, client, admin, or all (required unless a "
+                  "draft worker key is asked for)"},
+                 {"draft-workers", "N", "0",
+                  "also write draft.d/draft-0 .. draft-(N-1): a key of its own for each draft "
+                  "worker started with --name draft-I"},
+                 {"draft-worker", "NAME", "",
+                  "also write draft.d/NAME for the draft worker started with --name NAME "
+                  "(comma-separated for several)"}}});
   return table;
 }
 

@@ -1,14 +1,22 @@
 // `splitspec keygen --out DIR --name ROLE`: writes a CURVE keypair for one
 // role of a cluster: DIR/ROLE.pub (the Z85 public key) and DIR/ROLE.key (the
 // Z85 secret key, mode 0600). ROLE is coordinator, target, draft, client,
-// admin, or "all" for the five. Existing files are never overwritten.
+// admin, or "all" for the five. `--draft-workers N` / `--draft-worker NAME`
+// also write keys of their own for draft workers: DIR/draft.d/NAME.pub and
+// .key, loaded by the draft worker started with --name NAME. Existing files
+// are never overwritten.
 // Processes find the keys through SPLITSPEC_KEYS=DIR (see
 // runtime/net/channel_security.h and docs/protocol.md, "Security model").
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/net/channel_security.h"
 #include "tools/commands.h"
@@ -27,16 +35,48 @@ absl::StatusOr<std::vector<net::KeyRole>> RolesNamed(const std::string& name) {
       "--name '", name, "' is not coordinator, target, draft, client, admin or all"));
 }
 
+// The draft workers named by --draft-workers and --draft-worker, checked.
+absl::StatusOr<std::vector<std::string>> DraftWorkersNamed(const CliArgs& parsed) {
+  ASSIGN_OR_RETURN(int64_t count, parsed.GetInt("draft-workers", 0));
+  if (count < 0 || count > 4096)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--draft-workers ", count, ": not in [0, 4096]"));
+  std::vector<std::string> names;
+  for (int64_t i = 0; i < count; ++i) names.push_back(absl::StrCat("draft-", i));
+  const std::string listed = parsed.GetString("draft-worker", "");
+  for (absl::string_view name : absl::StrSplit(listed, ',', absl::SkipEmpty())) {
+    if (absl::Status valid = net::CheckWorkerKeyName(name); !valid.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--draft-worker: ", valid.message()));
+    names.emplace_back(name);
+  }
+  return names;
+}
+
+absl::Status WriteAndPrint(const std::string& dir, const std::string& name) {
+  ASSIGN_OR_RETURN(net::CurveKeyPair keys, net::GenerateCurveKeyPair());
+  RETURN_IF_ERROR(net::WriteKeyFiles(dir, name, keys));
+  std::printf("%s/%s.pub %s\n", dir.c_str(), name.c_str(), keys.public_key.c_str());
+  return absl::OkStatus();
+}
+
 absl::Status Run(const CommandArgs& args) {
   ASSIGN_OR_RETURN(CliArgs parsed, CliArgs::Parse(args, KeygenFlagTable()));
   const std::string dir = parsed.GetString("out", "");
   if (dir.empty()) return absl::InvalidArgumentError("--out DIR is required");
-  if (!parsed.Has("name")) return absl::InvalidArgumentError("--name ROLE is required");
-  ASSIGN_OR_RETURN(std::vector<net::KeyRole> roles, RolesNamed(parsed.GetString("name", "")));
-  for (net::KeyRole role : roles) {
-    ASSIGN_OR_RETURN(net::CurveKeyPair keys, net::GenerateCurveKeyPair());
-    RETURN_IF_ERROR(net::WriteKeyFiles(dir, net::KeyRoleName(role), keys));
-    std::printf("%s/%s.pub %s\n", dir.c_str(), net::KeyRoleName(role), keys.public_key.c_str());
+  ASSIGN_OR_RETURN(std::vector<std::string> draft_workers, DraftWorkersNamed(parsed));
+  if (!parsed.Has("name") && draft_workers.empty())
+    return absl::InvalidArgumentError("--name ROLE (or --draft-workers N) is required");
+  if (parsed.Has("name")) {
+    ASSIGN_OR_RETURN(std::vector<net::KeyRole> roles, RolesNamed(parsed.GetString("name", "")));
+    for (net::KeyRole role : roles) RETURN_IF_ERROR(WriteAndPrint(dir, net::KeyRoleName(role)));
+  }
+  if (!draft_workers.empty()) {
+    // The parent first: WriteKeyFiles makes only the last directory (0700).
+    if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+      return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", strerror(errno)));
+  }
+  for (const std::string& name : draft_workers) {
+    RETURN_IF_ERROR(WriteAndPrint(absl::StrCat(dir, "/", net::kDraftWorkerKeyDir), name));
   }
   return absl::OkStatus();
 }

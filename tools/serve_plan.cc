@@ -223,7 +223,13 @@ absl::Status PrepareEphemeralKeys(ClusterConfig* config, const ServeEnvironment&
   std::filesystem::remove_all(dir, error);  // the last run's keys: never reused
   if (error) return absl::UnavailableError(absl::StrCat("cannot remove ", dir, ": ",
                                                         error.message()));
-  RETURN_IF_ERROR(net::WriteEphemeralClusterKeys(dir));
+  // A key of its own for every draft worker serve starts (its process name is
+  // its --name, so it finds draft.d/NAME.key; a restarted worker reuses it).
+  std::vector<std::string> draft_workers;
+  for (const config::DraftPoolConfig& pool : config->draft_pools) {
+    for (int i = 0; i < pool.count; ++i) draft_workers.push_back(absl::StrCat(pool.name, "-", i));
+  }
+  RETURN_IF_ERROR(net::WriteEphemeralClusterKeys(dir, draft_workers));
   config->security.keys_dir = dir;
   return absl::OkStatus();
 }

@@ -109,8 +109,9 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
 std::string DecodingChoices(const config::ClusterConfig& config, unsigned hardware_threads);
 
 // With security.mode "curve" and no security.keys_dir: writes fresh keys for
-// every role to RUN_DIR/keys (replacing the last run's) and sets keys_dir
-// there, so that a local cluster is authenticated without set-up. Otherwise
+// every role to RUN_DIR/keys (replacing the last run's), and one of its own
+// for each draft worker (draft.d/POOL-I), and sets keys_dir there, so that a
+// local cluster is authenticated without set-up. Otherwise
 // changes nothing. Errors: the files cannot be written.
 absl::Status PrepareEphemeralKeys(config::ClusterConfig* config, const ServeEnvironment& env);
 

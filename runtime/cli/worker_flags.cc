@@ -199,8 +199,9 @@ int RunWorkerMain(int argc, char** argv, proto::Role role,
   InstallShutdownHandlers();
   return RunMain(argc, argv, WorkerFlagTable(role), [&](const CliArgs& args) -> absl::Status {
     ASSIGN_OR_RETURN(WorkerFlags flags, WorkerFlagsFrom(args, role));
-    RETURN_IF_ERROR(net::ConfigureProcessSecurity(role == proto::ROLE_TARGET_WORKER ? net::kTarget
-                                                                                    : net::kDraft));
+    // A draft worker loads its own key (draft.d/NAME) when the key directory has one.
+    RETURN_IF_ERROR(net::ConfigureProcessSecurity(
+        role == proto::ROLE_TARGET_WORKER ? net::kTarget : net::kDraft, flags.identity.name));
     return serve(std::move(flags));
   });
 }

@@ -6,9 +6,11 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -154,17 +156,77 @@ absl::StatusOr<CurveKeyPair> ReadKeyPairFiles(const std::string& dir, const std:
   return CurveKeyPair{std::move(public_key), std::move(secret)};
 }
 
-absl::StatusOr<ChannelSecurity> LoadChannelSecurity(const std::string& dir, KeyRole role) {
+absl::Status CheckWorkerKeyName(absl::string_view name) {
+  const bool valid_chars = std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+  if (name.empty() || name.size() > 64 || name.front() == '.' || !valid_chars) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker key name '", absl::CEscape(name),
+                     "' must be 1 to 64 of [A-Za-z0-9._-], not starting with '.'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> ReadDraftWorkerPublicKeys(const std::string& dir) {
+  const std::filesystem::path keys_dir = std::filesystem::path(dir) / kDraftWorkerKeyDir;
+  std::vector<std::string> keys;
+  std::error_code error;
+  if (!std::filesystem::is_directory(keys_dir, error)) return keys;
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(keys_dir, error)) {
+    if (entry.path().extension() == ".pub") files.push_back(entry.path().string());
+  }
+  if (error) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot list ", keys_dir.string(), ": ", error.message()));
+  }
+  std::sort(files.begin(), files.end());
+  for (const std::string& file : files) {
+    ASSIGN_OR_RETURN(std::string key, ReadPublicKeyFile(file));
+    keys.push_back(std::move(key));
+  }
+  return keys;
+}
+
+std::string OwnKeyName(const std::string& dir, KeyRole role, const std::string& worker_name) {
+  if (role == kDraft && CheckWorkerKeyName(worker_name).ok()) {
+    const std::string name = absl::StrCat(kDraftWorkerKeyDir, "/", worker_name);
+    std::error_code error;
+    if (std::filesystem::exists(absl::StrCat(dir, "/", name, ".key"), error)) return name;
+  }
+  return KeyRoleName(role);
+}
+
+namespace {
+
+// Adds every key of the draft role (draft.pub, draft.d/*.pub) to `security`.
+absl::Status AuthorizeDraftKeys(const std::string& dir, ChannelSecurity* security) {
+  absl::StatusOr<std::string> shared = ReadPublicKeyFile(absl::StrCat(dir, "/draft.pub"));
+  if (shared.ok()) {
+    security->authorized[*shared] |= kDraft;
+  } else if (!absl::IsNotFound(shared.status())) {
+    return shared.status();
+  }
+  ASSIGN_OR_RETURN(std::vector<std::string> own_keys, ReadDraftWorkerPublicKeys(dir));
+  for (const std::string& key : own_keys) security->authorized[key] |= kDraft;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ChannelSecurity> LoadChannelSecurity(const std::string& dir, KeyRole role,
+                                                    const std::string& worker_name) {
   ChannelSecurity security;
   security.curve = true;
-  ASSIGN_OR_RETURN(security.own, ReadKeyPairFiles(dir, KeyRoleName(role)));
+  ASSIGN_OR_RETURN(security.own, ReadKeyPairFiles(dir, OwnKeyName(dir, role, worker_name)));
   auto public_of = [&](KeyRole of) {
     return ReadPublicKeyFile(absl::StrCat(dir, "/", KeyRoleName(of), ".pub"));
   };
   if (role == kCoordinator) {
     security.coordinator_public_key = security.own.public_key;
     bool any_worker = false;
-    for (KeyRole peer : {kTarget, kDraft, kClient, kAdmin}) {
+    for (KeyRole peer : {kTarget, kClient, kAdmin}) {
       absl::StatusOr<std::string> key = public_of(peer);
       if (absl::IsNotFound(key.status())) continue;  // that role cannot connect
       if (!key.ok()) return key.status();
@@ -175,6 +237,7 @@ absl::StatusOr<ChannelSecurity> LoadChannelSecurity(const std::string& dir, KeyR
       return absl::NotFoundError(
           absl::StrCat("key directory ", dir, " has no target.pub: no target could register"));
     }
+    RETURN_IF_ERROR(AuthorizeDraftKeys(dir, &security));
     security.authorized[security.own.public_key] |= kClient | kAdmin;  // its own front door
     return security;
   }
@@ -184,17 +247,12 @@ absl::StatusOr<ChannelSecurity> LoadChannelSecurity(const std::string& dir, KeyR
   }
   if (role == kTarget) {
     security.authorized[security.own.public_key] |= kTarget;
-    absl::StatusOr<std::string> draft = public_of(kDraft);
-    if (draft.ok()) {
-      security.authorized[*draft] |= kDraft;
-    } else if (!absl::IsNotFound(draft.status())) {
-      return draft.status();
-    }
+    RETURN_IF_ERROR(AuthorizeDraftKeys(dir, &security));
   }
   return security;
 }
 
-absl::Status ConfigureProcessSecurity(KeyRole role) {
+absl::Status ConfigureProcessSecurity(KeyRole role, const std::string& worker_name) {
   const char* keys = std::getenv("SPLITSPEC_KEYS");
   const char* mode = std::getenv("SPLITSPEC_SECURITY");
   const bool has_keys = keys != nullptr && *keys != '\0';
@@ -225,21 +283,27 @@ absl::Status ConfigureProcessSecurity(KeyRole role) {
     SetDefaultChannelSecurity(ChannelSecurity{});
     return absl::OkStatus();
   }
-  absl::StatusOr<ChannelSecurity> security = LoadChannelSecurity(keys, role);
+  absl::StatusOr<ChannelSecurity> security = LoadChannelSecurity(keys, role, worker_name);
   if (!security.ok()) {
     return absl::Status(security.status().code(),
                         absl::StrCat("SPLITSPEC_KEYS=", keys, ": ", security.status().message()));
   }
   SetDefaultChannelSecurity(*security);
   SPLITSPEC_LOG(INFO) << "CURVE on: " << KeyRoleName(role) << " key " << security->own.public_key
-                      << " from " << keys;
+                      << " from " << keys << "/" << OwnKeyName(keys, role, worker_name) << ".key";
   return absl::OkStatus();
 }
 
-absl::Status WriteEphemeralClusterKeys(const std::string& dir) {
+absl::Status WriteEphemeralClusterKeys(const std::string& dir,
+                                       const std::vector<std::string>& draft_workers) {
   for (KeyRole role : {kCoordinator, kTarget, kDraft, kClient, kAdmin}) {
     ASSIGN_OR_RETURN(CurveKeyPair keys, GenerateCurveKeyPair());
     RETURN_IF_ERROR(WriteKeyFiles(dir, KeyRoleName(role), keys));
+  }
+  for (const std::string& name : draft_workers) {
+    RETURN_IF_ERROR(CheckWorkerKeyName(name));
+    ASSIGN_OR_RETURN(CurveKeyPair keys, GenerateCurveKeyPair());
+    RETURN_IF_ERROR(WriteKeyFiles(absl::StrCat(dir, "/", kDraftWorkerKeyDir), name, keys));
   }
   return absl::OkStatus();
 }

@@ -17,7 +17,13 @@
 //
 // Key files (written by `splitspec keygen --out DIR --name ROLE`): DIR/ROLE.pub
 // holds the Z85 public key, DIR/ROLE.key the Z85 secret key (mode 0600; a
-// secret file readable by group or others is refused).
+// secret file readable by group or others is refused). Draft workers may hold
+// keys of their own (`keygen --draft-workers N` or `--draft-worker NAME`):
+// DIR/draft.d/NAME.pub and .key, NAME the worker's --name. Every key in
+// draft.d holds the draft role, as does DIR/draft.pub (the shared key, kept
+// for compatibility); the coordinator binds each worker id to the key that
+// registered it, and a target's data port answers a request's draft traffic
+// only from the key of the draft worker the coordinator assigned it to.
 //
 // Thread safety: the default security may be set and read from any thread.
 #ifndef SPLITSPEC_RUNTIME_NET_CHANNEL_SECURITY_H_
@@ -26,6 +32,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -86,16 +93,34 @@ absl::StatusOr<std::string> ReadPublicKeyFile(const std::string& path);
 // Reads DIR/NAME.key (refused if group/other may read it) and derives the public key.
 absl::StatusOr<CurveKeyPair> ReadKeyPairFiles(const std::string& dir, const std::string& name);
 
+// The directory of the draft workers' own keys: "draft.d".
+constexpr char kDraftWorkerKeyDir[] = "draft.d";
+
+// InvalidArgument unless `name` can name a worker key file: 1 to 64 of
+// [A-Za-z0-9._-], not starting with '.'.
+absl::Status CheckWorkerKeyName(absl::string_view name);
+
+// The public keys in DIR/draft.d/*.pub, sorted; none if the directory is absent.
+absl::StatusOr<std::vector<std::string>> ReadDraftWorkerPublicKeys(const std::string& dir);
+
 // The security of a process of `role` from the key directory `dir`:
 //   coordinator: own = coordinator.key; authorized = target, draft, client,
-//     admin .pub (those present; at least one worker role) and itself
-//     (its HTTP front door) as client and admin.
+//     admin .pub and draft.d/*.pub (those present; target.pub required) and
+//     itself (its HTTP front door) as client and admin.
 //   target: own = target.key; servers: coordinator.pub, target.pub (its own);
-//     authorized = draft.pub (data port) and target.pub (tensor-parallel peers).
-//   draft: own = draft.key; servers: coordinator.pub, target.pub.
+//     authorized = draft.pub and draft.d/*.pub (data port) and target.pub
+//     (tensor-parallel peers).
+//   draft: own = draft.d/WORKER.key if `worker_name` is set and that file
+//     exists, else draft.key; servers: coordinator.pub, target.pub.
 //   client / admin: own = ROLE.key; server: coordinator.pub.
 // Errors name the missing or malformed file.
-absl::StatusOr<ChannelSecurity> LoadChannelSecurity(const std::string& dir, KeyRole role);
+absl::StatusOr<ChannelSecurity> LoadChannelSecurity(const std::string& dir, KeyRole role,
+                                                    const std::string& worker_name = "");
+
+// The key file name (relative to DIR, without .key/.pub) a process of `role`
+// named `worker_name` loads: "draft.d/NAME" for a draft worker whose own key
+// exists, else the role's name.
+std::string OwnKeyName(const std::string& dir, KeyRole role, const std::string& worker_name);
 
 // Sets this process's default security from its environment (called once by
 // every binary's main, before any channel):
@@ -103,12 +128,14 @@ absl::StatusOr<ChannelSecurity> LoadChannelSecurity(const std::string& dir, KeyR
 //   SPLITSPEC_SECURITY=none   plaintext, asked for explicitly
 //   neither                   plaintext
 // Plaintext is logged as a WARNING naming the risk. Errors: LoadChannelSecurity's,
-// or both variables set.
-absl::Status ConfigureProcessSecurity(KeyRole role);
+// or both variables set. `worker_name`: a draft worker's --name (its own key).
+absl::Status ConfigureProcessSecurity(KeyRole role, const std::string& worker_name = "");
 
-// One key directory for a cluster on one host: keys for every role, made now.
-// The coordinator's security accepts them all; see LoadChannelSecurity.
-absl::Status WriteEphemeralClusterKeys(const std::string& dir);
+// One key directory for a cluster on one host: keys for every role, made now,
+// and one key of its own (draft.d/NAME) for each of `draft_workers`. The
+// coordinator's security accepts them all; see LoadChannelSecurity.
+absl::Status WriteEphemeralClusterKeys(const std::string& dir,
+                                       const std::vector<std::string>& draft_workers = {});
 
 // A security in which one fresh keypair holds every role (an in-process
 // cluster over tcp:// loopback, tests).

@@ -100,6 +100,41 @@ TEST(ChannelSecurityTest, TheCoordinatorAuthorizesEachRolesKeyForThatRole) {
   EXPECT_EQ(target->RolesOf(public_of("client")), 0u);  // nobody else on the data port
 }
 
+// Draft workers' own keys (draft.d/NAME): a draft worker named NAME loads its
+// own; one without (or with a name that cannot name a file) loads the shared
+// draft key; the coordinator and targets grant every one of them the draft role.
+TEST(ChannelSecurityTest, DraftWorkersLoadTheirOwnKeysAndEveryOneIsADraftKey) {
+  const std::string dir = FreshDir("keys-workers");
+  ASSERT_TRUE(WriteEphemeralClusterKeys(dir, {"draft-0", "draft-1"}).ok());
+  auto public_of = [&](const std::string& name) {
+    return *ReadPublicKeyFile(absl::StrCat(dir, "/", name, ".pub"));
+  };
+  EXPECT_EQ(ModeOf(dir + "/draft.d/draft-1.key"), 0600u);
+  EXPECT_NE(public_of("draft.d/draft-0"), public_of("draft.d/draft-1"));
+  absl::StatusOr<ChannelSecurity> own = LoadChannelSecurity(dir, kDraft, "draft-1");
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_EQ(own->own.public_key, public_of("draft.d/draft-1"));
+  EXPECT_EQ(OwnKeyName(dir, kDraft, "draft-1"), "draft.d/draft-1");
+  absl::StatusOr<ChannelSecurity> unnamed = LoadChannelSecurity(dir, kDraft, "draft-9");
+  ASSERT_TRUE(unnamed.ok()) << unnamed.status();
+  EXPECT_EQ(unnamed->own.public_key, public_of("draft"));
+  EXPECT_EQ(OwnKeyName(dir, kDraft, "../draft.d/draft-0"), "draft");
+  EXPECT_EQ(OwnKeyName(dir, kTarget, "draft-0"), "target");  // only draft workers
+  EXPECT_THAT(CheckWorkerKeyName("../x").message(), HasSubstr("worker key name '../x'"));
+  EXPECT_THAT(
+      *ReadDraftWorkerPublicKeys(dir),
+      ::testing::UnorderedElementsAre(public_of("draft.d/draft-0"), public_of("draft.d/draft-1")));
+
+  for (KeyRole role : {kCoordinator, kTarget}) {
+    absl::StatusOr<ChannelSecurity> server = LoadChannelSecurity(dir, role);
+    ASSERT_TRUE(server.ok()) << server.status();
+    for (const std::string name : {"draft", "draft.d/draft-0", "draft.d/draft-1"}) {
+      EXPECT_EQ(server->RolesOf(public_of(name)), static_cast<uint32_t>(kDraft))
+          << KeyRoleName(role) << " " << name;
+    }
+  }
+}
+
 TEST(ChannelSecurityTest, TheEnvironmentChoosesTheProcessSecurity) {
   const std::string dir = FreshDir("keys-env");
   ASSERT_TRUE(WriteEphemeralClusterKeys(dir).ok());

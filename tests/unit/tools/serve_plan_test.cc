@@ -1,12 +1,16 @@
 #include "tools/serve_plan.h"
 
 #include <stdio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
+#include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -339,6 +343,15 @@ TEST_F(ServePlanTest, ServeMakesFreshKeysForALocalCluster) {
   EXPECT_TRUE(std::filesystem::exists(keys + "/coordinator.key"));
   EXPECT_EQ(std::filesystem::status(keys + "/draft.key").permissions(),
             std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  // Each draft worker serve starts (--name draft-I) has a key of its own.
+  int draft_workers = 0;
+  for (const config::DraftPoolConfig& pool : options->config.draft_pools) {
+    for (int i = 0; i < pool.count; ++i, ++draft_workers) {
+      const std::string own = absl::StrCat(keys, "/draft.d/", pool.name, "-", i, ".key");
+      EXPECT_TRUE(std::filesystem::exists(own)) << own;
+    }
+  }
+  EXPECT_GE(draft_workers, 1);
   std::ifstream old_key(keys + "/coordinator.pub");
   std::string old_public;
   old_key >> old_public;
@@ -402,6 +415,43 @@ TEST_F(ServePlanTest, DryRunPrintsThePlanAsJsonLines) {
     EXPECT_EQ(line.front(), '{');
     EXPECT_EQ(line.back(), '}');
   }
+}
+
+// `splitspec keygen --draft-workers N --draft-worker NAME`: keys of their own
+// for draft workers in DIR/draft.d (beside the role keys of --name), never
+// overwritten; a name that cannot name a file is refused.
+TEST_F(ServePlanTest, KeygenWritesDraftWorkersOwnKeys) {
+  const std::string keys = (dir_ / "made-keys").string();
+  auto run = [](const std::string& args) {
+    const std::string command =
+        std::string(SPLITSPEC_BIN_DIR) + "/splitspec keygen " + args + " 2>&1";
+    FILE* pipe = popen(command.c_str(), "r");
+    std::string out;
+    char buffer[4096];
+    while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) out.append(buffer, n);
+    const int status = pclose(pipe);
+    return std::make_pair(WEXITSTATUS(status), out);
+  };
+  auto [status, out] =
+      run("--out " + keys + " --name all --draft-workers 2 --draft-worker spare-a");
+  ASSERT_EQ(status, 0) << out;
+  for (const char* name :
+       {"coordinator", "draft", "draft.d/draft-0", "draft.d/draft-1", "draft.d/spare-a"}) {
+    EXPECT_TRUE(std::filesystem::exists(keys + "/" + name + ".key")) << name;
+    EXPECT_THAT(out, HasSubstr(keys + "/" + name + ".pub ")) << name;
+  }
+  EXPECT_FALSE(std::filesystem::exists(keys + "/draft.d/draft-2.key"));
+  EXPECT_EQ(std::filesystem::status(keys + "/draft.d/draft-1.key").permissions(),
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  std::tie(status, out) = run("--out " + keys + " --draft-workers 1");
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_THAT(out, HasSubstr("draft-0.key exists; keys are never overwritten"));
+  std::tie(status, out) = run("--out " + keys + " --draft-worker ../evil");
+  EXPECT_EQ(status, 2) << out;
+  EXPECT_THAT(out, HasSubstr("--draft-worker: worker key name '../evil'"));
+  std::tie(status, out) = run("--out " + keys);
+  EXPECT_EQ(status, 2) << out;
+  EXPECT_THAT(out, HasSubstr("--name ROLE (or --draft-workers N) is required"));
 }
 
 }  // namespace
