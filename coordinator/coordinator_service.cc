@@ -376,8 +376,19 @@ void CoordinatorService::LogDrainsSent(const std::vector<Outgoing>& out) {
 }
 
 void CoordinatorService::SendAll(std::vector<Outgoing>& out) {
-  for (const Outgoing& message : out) Reply(message.peer, message.envelope);
+  for (Outgoing& message : out) {
+    if (message.envelope.has_assignment())
+      StampDraftWorkerKey(message.envelope.mutable_assignment());
+    Reply(message.peer, message.envelope);
+  }
   out.clear();
+}
+
+void CoordinatorService::StampDraftWorkerKey(proto::Assignment* assignment) const {
+  // The target binds the request's draft traffic to this key (docs/protocol.md).
+  auto key = worker_keys_.find(assignment->draft_worker_id());
+  if (assignment->draft_worker_id() != 0 && key != worker_keys_.end())
+    assignment->set_draft_worker_key(key->second);
 }
 
 void CoordinatorService::Reply(const std::string& peer, const proto::Envelope& envelope) {

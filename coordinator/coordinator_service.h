@@ -102,6 +102,8 @@ class CoordinatorService {
   void LogDrainsSent(const std::vector<Outgoing>& out);
   void Reply(const std::string& peer, const proto::Envelope& envelope);
   void SendAll(std::vector<Outgoing>& out);
+  // Sets an assignment's draft_worker_key to the key that registered its draft worker.
+  void StampDraftWorkerKey(proto::Assignment* assignment) const;
 
   CoordinatorOptions options_;
   std::unique_ptr<net::Channel> control_;

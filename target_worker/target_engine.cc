@@ -85,7 +85,7 @@ TargetRow TargetEngine::KeepRow(const TargetRequest& request, TargetRow row) {
 
 absl::Status TargetEngine::AddRequest(const proto::Assignment& assignment) {
   if (auto it = requests_.find(assignment.request_id()); it != requests_.end()) {
-    it->second->SetDraftWorker(assignment.draft_worker_id());
+    it->second->SetDraftWorker(assignment.draft_worker_id(), assignment.draft_worker_key());
     return absl::OkStatus();
   }
   if (static_cast<int>(requests_.size()) >= options_.max_requests) {
@@ -118,14 +118,21 @@ BlockAdmission TargetEngine::AddBlock(const proto::DraftBlock& block, const std:
   return admission;
 }
 
-absl::Status TargetEngine::CheckDraftPeer(const std::string& request_id,
-                                          const std::string& peer) const {
+absl::Status TargetEngine::CheckDraftPeer(const std::string& request_id, const std::string& peer,
+                                          const std::string& peer_key) const {
   const TargetRequest* request = Find(request_id);
   if (request == nullptr)
     return absl::NotFoundError(absl::StrCat("no request '", request_id, "' on this target"));
   if (request->draft_worker_id() == 0 || net::DraftPeerName(request->draft_worker_id()) != peer) {
     return absl::PermissionDeniedError(absl::StrCat(
         "'", peer, "' is not the draft worker assigned to request '", request_id, "'"));
+  }
+  // The peer name is the sender's choice; the key is not (CURVE proved it).
+  const std::string& assigned_key = request->draft_worker_key();
+  if (!assigned_key.empty() && !peer_key.empty() && assigned_key != peer_key) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "key ", peer_key, " of '", peer, "' is not the key of draft worker ",
+        request->draft_worker_id(), ", which request '", request_id, "' is assigned to"));
   }
   return absl::OkStatus();
 }

@@ -124,9 +124,12 @@ class TargetEngine {
   BlockAdmission AddBlock(const proto::DraftBlock& block, const std::string& peer);
 
   // OK if `peer` (a data-channel identity) is the draft worker the request is
-  // assigned to now. NotFound for an unknown request; PermissionDenied, naming
-  // the peer, for any other sender (forged or late traffic).
-  absl::Status CheckDraftPeer(const std::string& request_id, const std::string& peer) const;
+  // assigned to now and `peer_key` (its CURVE key; "" in-process or plaintext)
+  // is the key the assignment named for it (Assignment.draft_worker_key, when
+  // set). NotFound for an unknown request; PermissionDenied, naming the peer,
+  // for any other sender (forged or late traffic).
+  absl::Status CheckDraftPeer(const std::string& request_id, const std::string& peer,
+                              const std::string& peer_key = "") const;
 
   // The whole committed sequence of a request, for a peer that saw a gap.
   // NotFound for an unknown (or already released) request.

@@ -22,7 +22,8 @@ TargetRequest::TargetRequest(const proto::Assignment& assignment, RequestLimits 
       cache_(std::move(cache)),
       params_(params),
       mode_(mode),
-      draft_worker_id_(assignment.draft_worker_id()) {}
+      draft_worker_id_(assignment.draft_worker_id()),
+      draft_worker_key_(assignment.draft_worker_key()) {}
 
 void TargetRequest::AttachCompanion(std::vector<int32_t> prompt,
                                     std::unique_ptr<model::KvCache> cache) {
@@ -64,7 +65,8 @@ bool TargetRequest::HasBlockAt(int start) const { return blocks_.contains(start)
 
 void TargetRequest::SetPending(TargetRow row) { pending_ = std::move(row); }
 
-void TargetRequest::SetDraftWorker(uint64_t draft_worker_id) {
+void TargetRequest::SetDraftWorker(uint64_t draft_worker_id, const std::string& draft_worker_key) {
+  draft_worker_key_ = draft_worker_key;
   if (draft_worker_id != draft_worker_id_) {
     draft_worker_id_ = draft_worker_id;
     blocks_.clear();

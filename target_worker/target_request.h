@@ -79,6 +79,8 @@ class TargetRequest {
   proto::FinishReason finish_reason() const { return finish_reason_; }
   const spec::SpecMetrics& metrics() const { return metrics_; }
   uint64_t draft_worker_id() const { return draft_worker_id_; }
+  // The CURVE key of that draft worker (Assignment.draft_worker_key; "" unknown).
+  const std::string& draft_worker_key() const { return draft_worker_key_; }
 
   // --- classifier-free guidance ---
   // Gives the request its unconditional companion. REQUIRES params().guided(),
@@ -148,8 +150,9 @@ class TargetRequest {
   // A result that carries the whole committed sequence (resync / final report).
   proto::VerifyResult FullSequenceResult() const;
 
-  // The coordinator moved the request to another draft worker (0 = none).
-  void SetDraftWorker(uint64_t draft_worker_id);
+  // The coordinator moved the request to another draft worker (0 = none),
+  // which holds `draft_worker_key` ("" unknown).
+  void SetDraftWorker(uint64_t draft_worker_id, const std::string& draft_worker_key);
 
  private:
   void CheckStop(int first_new_index);
@@ -171,6 +174,7 @@ class TargetRequest {
   proto::FinishReason finish_reason_ = proto::FINISH_REASON_UNSPECIFIED;
   spec::SpecMetrics metrics_;
   uint64_t draft_worker_id_;
+  std::string draft_worker_key_;
   absl::Time waiting_since_ = absl::Now();
   bool expects_block_to_feed_ = false;
   int feed_waits_to_skip_ = 0;

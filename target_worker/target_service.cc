@@ -158,9 +158,9 @@ absl::Status TargetService::AuthorizeData(const net::Frame& frame,
                                           const std::string& request_id) const {
   if ((data_security_.RolesOf(frame.peer_key) & net::kDraft) == 0) {
     return absl::PermissionDeniedError(
-        absl::StrCat("key ", frame.peer_key, " is not the draft workers' key"));
+        absl::StrCat("key ", frame.peer_key, " is not a draft worker's key"));
   }
-  return engine_.CheckDraftPeer(request_id, frame.peer);
+  return engine_.CheckDraftPeer(request_id, frame.peer, frame.peer_key);
 }
 
 void TargetService::TraceStep(const std::vector<TargetEvent>& events, absl::Time start,

@@ -57,13 +57,18 @@ class ClusterSecurityTest : public ::testing::Test {
     draft_keys_ = NewKeys();
     client_keys_ = NewKeys();
     admin_keys_ = NewKeys();
+    draft_0_keys_ = NewKeys();
+    draft_1_keys_ = NewKeys();
     net::ChannelSecurity security;
     security.curve = true;
     security.own = coordinator_keys_;
     security.authorized = {{target_keys_.public_key, net::kTarget},
                            {draft_keys_.public_key, net::kDraft},
                            {client_keys_.public_key, net::kClient},
-                           {admin_keys_.public_key, net::kAdmin}};
+                           {admin_keys_.public_key, net::kAdmin},
+                           // Two draft workers with keys of their own (draft.d/*.pub).
+                           {draft_0_keys_.public_key, net::kDraft},
+                           {draft_1_keys_.public_key, net::kDraft}};
     coordinator::CoordinatorOptions options;
     options.control_endpoint = "tcp://127.0.0.1:*";
     options.security = security;
@@ -151,7 +156,16 @@ class ClusterSecurityTest : public ::testing::Test {
     return reply->error();
   }
 
+  // Registers a worker of `role` named `name` on `channel`; returns its id.
+  uint64_t RegisterWorker(net::Channel& channel, proto::Role role, const std::string& name) {
+    EXPECT_TRUE(channel.Send("", RegisterAs(role, name)).ok());
+    absl::StatusOr<proto::Envelope> ack = Await(channel, proto::Envelope::kRegisterAck);
+    EXPECT_TRUE(ack.ok()) << ack.status();
+    return ack.ok() ? ack->register_ack().worker_id() : 0;
+  }
+
   net::CurveKeyPair coordinator_keys_, target_keys_, draft_keys_, client_keys_, admin_keys_;
+  net::CurveKeyPair draft_0_keys_, draft_1_keys_;
   std::unique_ptr<coordinator::CoordinatorService> service_;
   std::string endpoint_;
   std::atomic<bool> stop_{false};
@@ -235,6 +249,58 @@ TEST_F(ClusterSecurityTest, HeartbeatForAnIdRegisteredWithAnotherKeyIsRefused) {
   status = Status();
   ASSERT_EQ(status.members_size(), 1);
   EXPECT_EQ(status.members(0).heartbeats_received(), 1u);
+}
+
+// With a key of its own per draft worker, one draft worker cannot keep another
+// draft worker's id alive: its heartbeat for draft-0's id is refused and logged,
+// although its key holds the draft role; draft-0's own heartbeat is counted.
+TEST_F(ClusterSecurityTest, HeartbeatForAnotherWorkerOfTheSameRoleIsRefused) {
+  std::unique_ptr<net::Channel> draft_0 = Peer("draft-0", draft_0_keys_);
+  const uint64_t id = RegisterWorker(*draft_0, proto::ROLE_DRAFT_WORKER, "draft-0");
+  ASSERT_NE(id, 0u);
+  std::unique_ptr<net::Channel> draft_1 = Peer("heartbeat-draft-1", draft_1_keys_);
+  proto::Envelope heartbeat = net::NewEnvelope();
+  heartbeat.mutable_heartbeat()->set_worker_id(id);
+  ::testing::internal::CaptureStderr();
+  const proto::Error error = ExpectRefused(*draft_1, heartbeat);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(error.message(),
+              HasSubstr(absl::StrCat("Heartbeat of worker ", id,
+                                     " from 'heartbeat-draft-1', "
+                                     "whose key is not the one that registered that worker")));
+  EXPECT_THAT(log, HasSubstr(absl::StrCat("refused 'heartbeat' from peer 'heartbeat-draft-1' at "
+                                          "127.0.0.1 key ",
+                                          draft_1_keys_.public_key)));
+  proto::StatusReply status = Status();
+  ASSERT_EQ(status.members_size(), 1);
+  EXPECT_EQ(status.members(0).heartbeats_received(), 0u);
+
+  std::unique_ptr<net::Channel> own = Peer(absl::StrCat("heartbeat-", id), draft_0_keys_);
+  ASSERT_TRUE(own->Send("", heartbeat).ok());
+  absl::StatusOr<proto::Envelope> ack = Await(*own, proto::Envelope::kHeartbeatAck);
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_TRUE(ack->heartbeat_ack().known());
+  status = Status();
+  ASSERT_EQ(status.members_size(), 1);
+  EXPECT_EQ(status.members(0).heartbeats_received(), 1u);
+}
+
+// The assignment a target gets names the key that registered the request's draft
+// worker, so that the target's data port can hold the draft traffic to that key.
+TEST_F(ClusterSecurityTest, AnAssignmentNamesTheKeyOfItsDraftWorker) {
+  std::unique_ptr<net::Channel> target = Peer("target-0", target_keys_);
+  const uint64_t target_id = RegisterTarget(*target, "target-0");
+  ASSERT_NE(target_id, 0u);
+  std::unique_ptr<net::Channel> draft = Peer("draft-1", draft_1_keys_);
+  const uint64_t draft_id = RegisterWorker(*draft, proto::ROLE_DRAFT_WORKER, "draft-1");
+  ASSERT_NE(draft_id, 0u);
+  std::unique_ptr<net::Channel> client = Peer("client-0", client_keys_);
+  ASSERT_TRUE(client->Send("", SubmitOf("keyed")).ok());
+  absl::StatusOr<proto::Envelope> assignment = Await(*target, proto::Envelope::kAssignment);
+  ASSERT_TRUE(assignment.ok()) << assignment.status();
+  EXPECT_EQ(assignment->assignment().target_worker_id(), target_id);
+  EXPECT_EQ(assignment->assignment().draft_worker_id(), draft_id);
+  EXPECT_EQ(assignment->assignment().draft_worker_key(), draft_1_keys_.public_key);
 }
 
 TEST_F(ClusterSecurityTest, CancelFromAnotherClientIsRefusedAndTheRequestRuns) {
@@ -379,6 +445,7 @@ TEST(TargetDataPortSecurityTest, SyncRequestOnlyFromTheAssignedDraftWorker) {
   const net::CurveKeyPair coordinator_keys = NewKeys();
   const net::CurveKeyPair target_keys = NewKeys();
   const net::CurveKeyPair draft_keys = NewKeys();
+  const net::CurveKeyPair other_draft_keys = NewKeys();  // another draft worker's own key
   net::ChannelSecurity coordinator_security;
   coordinator_security.curve = true;
   coordinator_security.own = coordinator_keys;
@@ -392,6 +459,7 @@ TEST(TargetDataPortSecurityTest, SyncRequestOnlyFromTheAssignedDraftWorker) {
   target_security.coordinator_public_key = coordinator_keys.public_key;
   target_security.target_public_key = target_keys.public_key;
   target_security.authorized = {{draft_keys.public_key, net::kDraft},
+                                {other_draft_keys.public_key, net::kDraft},
                                 {target_keys.public_key, net::kTarget}};
   net::SetDefaultChannelSecurity(target_security);
 
@@ -427,6 +495,7 @@ TEST(TargetDataPortSecurityTest, SyncRequestOnlyFromTheAssignedDraftWorker) {
   a->set_request_id("r");
   a->set_target_worker_id(1);
   a->set_draft_worker_id(7);
+  a->set_draft_worker_key(draft_keys.public_key);  // the key that registered worker 7
   for (int32_t token : {1, 2, 3}) a->add_committed_tokens(token);
   a->set_prompt_length(3);
   a->mutable_params()->set_max_tokens(8);
@@ -435,10 +504,10 @@ TEST(TargetDataPortSecurityTest, SyncRequestOnlyFromTheAssignedDraftWorker) {
   a->set_epoch(1);
   ASSERT_TRUE((*coordinator)->Send(registration->peer, assignment).ok());
 
-  auto draft_peer = [&](const std::string& name) {
+  auto draft_peer = [&](const std::string& name, const net::CurveKeyPair& keys) {
     net::ChannelSecurity security;
     security.curve = true;
-    security.own = draft_keys;
+    security.own = keys;
     auto channel = net::ConnectChannel((*service)->data_endpoint(), name, security,
                                        target_keys.public_key);
     EXPECT_TRUE(channel.ok()) << channel.status();
@@ -448,7 +517,7 @@ TEST(TargetDataPortSecurityTest, SyncRequestOnlyFromTheAssignedDraftWorker) {
   sync.mutable_sync_request()->set_request_id("r");
 
   // The assigned draft worker is answered (once the assignment has arrived).
-  std::unique_ptr<net::Channel> assigned = draft_peer(net::DraftPeerName(7));
+  std::unique_ptr<net::Channel> assigned = draft_peer(net::DraftPeerName(7), draft_keys);
   absl::StatusOr<proto::Envelope> answer;
   do {
     ASSERT_TRUE(assigned->Send("", sync).ok());
@@ -457,7 +526,7 @@ TEST(TargetDataPortSecurityTest, SyncRequestOnlyFromTheAssignedDraftWorker) {
   EXPECT_EQ(answer->verify_result().request_id(), "r");
 
   // Another draft worker, same key, is refused and logged.
-  std::unique_ptr<net::Channel> other = draft_peer(net::DraftPeerName(8));
+  std::unique_ptr<net::Channel> other = draft_peer(net::DraftPeerName(8), draft_keys);
   const uint64_t refused_before = net::RefusedMessages();
   ::testing::internal::CaptureStderr();
   ASSERT_TRUE(other->Send("", sync).ok());
@@ -467,6 +536,34 @@ TEST(TargetDataPortSecurityTest, SyncRequestOnlyFromTheAssignedDraftWorker) {
   EXPECT_THAT(log, HasSubstr("'draft-8' is not the draft worker assigned to request 'r'"));
   EXPECT_FALSE(
       AwaitBody(*other, proto::Envelope::kVerifyResult, kSilence).ok());
+
+  // Request "r2" is assigned to draft worker 9, registered with `draft_keys`. A
+  // draft worker with a valid key of its own that takes worker 9's peer name is
+  // refused by its key, and logged. (A fresh name: a ZeroMQ router ignores a
+  // connection that claims a name still in use.)
+  proto::Envelope second = assignment;
+  second.mutable_assignment()->set_request_id("r2");
+  second.mutable_assignment()->set_draft_worker_id(9);
+  ASSERT_TRUE((*coordinator)->Send(registration->peer, second).ok());
+  std::unique_ptr<net::Channel> impostor = draft_peer(net::DraftPeerName(9), other_draft_keys);
+  proto::Envelope sync_r2 = net::NewEnvelope();
+  sync_r2.mutable_sync_request()->set_request_id("r2");
+  const uint64_t refused_before_impostor = net::RefusedMessages();
+  ::testing::internal::CaptureStderr();
+  // Sent again until refused: before "r2" has arrived the target knows no such
+  // request and drops the SyncRequest without refusing it.
+  while (net::RefusedMessages() == refused_before_impostor) {
+    ASSERT_TRUE(impostor->Send("", sync_r2).ok());
+    for (int i = 0; i < 20 && net::RefusedMessages() == refused_before_impostor; ++i)
+      absl::SleepFor(absl::Milliseconds(10));
+  }
+  const std::string impostor_log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(impostor_log, HasSubstr("refused 'SyncRequest' from peer 'draft-9' at 127.0.0.1"));
+  EXPECT_THAT(impostor_log,
+              HasSubstr(absl::StrCat("key ", other_draft_keys.public_key,
+                                     " of 'draft-9' is not the key of draft worker 9, which "
+                                     "request 'r2' is assigned to")));
+  EXPECT_FALSE(AwaitBody(*impostor, proto::Envelope::kVerifyResult, kSilence).ok());
 
   stop = true;
   serving.join();
