@@ -356,6 +356,11 @@ TEST(ServeSupervisionTest, KilledWorkersComeBackAndEveryStreamStaysExact) {
     const std::vector<std::string> keys = CurveKeysIn(cluster.LogOf(name));
     ASSERT_EQ(keys.size(), 2u) << cluster.LogOf(name);
     EXPECT_EQ(keys[0], keys[1]);
+    if (name == "draft-0") {  // its own key (draft.d/draft-0), not the shared draft key
+      const std::string keys_dir = cluster.dir() + "/keys";
+      EXPECT_EQ(keys[0], *net::ReadPublicKeyFile(keys_dir + "/draft.d/draft-0.pub"));
+      EXPECT_NE(keys[0], *net::ReadPublicKeyFile(keys_dir + "/draft.pub"));
+    }
     EXPECT_TRUE(absl::StrContains(
         cluster.Metrics(),
         absl::StrCat("splitspec_worker_restarts_total{worker_name=\"", name, "\",role=\"",
