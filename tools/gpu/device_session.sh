@@ -94,7 +94,7 @@ run cmake --build build/gpu -j "$(nproc)" --target splitspec_gpu_tests splitspec
 gpu_rc=0
 if want test; then
   step "gpu tests"
-  run timeout 300 ctest --test-dir build/gpu -L gpu --output-on-failure >"$OUT/gpu_tests.log" 2>&1
+  run timeout 300 ctest --test-dir build/gpu -L gpu -j4 --output-on-failure >"$OUT/gpu_tests.log" 2>&1
   gpu_rc=$?
   tail -25 "$OUT/gpu_tests.log" 2>/dev/null | tee -a "$OUT/summary.txt"
   grep -h '\[ cuda vs cpu \]' "$OUT/gpu_tests.log" 2>/dev/null | tee -a "$OUT/summary.txt"
