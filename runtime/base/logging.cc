@@ -53,19 +53,25 @@ void SetDefaultLogLevel(LogLevel level) {
   if (std::getenv("SPLITSPEC_LOG_LEVEL") == nullptr) MinLevel().store(static_cast<int>(level));
 }
 
-LogMessage::LogMessage(LogLevel level, const char* file, int line) : level_(level) {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
-  const int micros = static_cast<int>(
-      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
-      1000000);
+std::string LogLinePrefix(LogLevel level, std::chrono::system_clock::time_point when,
+                          const char* file, int line) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(when);
+  const int millis = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(when.time_since_epoch()).count() %
+      1000);
   std::tm tm_utc;
   gmtime_r(&seconds, &tm_utc);
   char stamp[32];
   std::strftime(stamp, sizeof(stamp), "%H:%M:%S", &tm_utc);
   const char* base = std::strrchr(file, '/');
-  stream_ << LevelLetter(level) << ' ' << stamp << '.' << micros / 1000 << ' ' << getpid() << ' '
-          << (base ? base + 1 : file) << ':' << line << "] ";
+  char prefix[256];
+  std::snprintf(prefix, sizeof(prefix), "%s %s.%03d %d %s:%d] ", LevelLetter(level), stamp,
+                millis, static_cast<int>(getpid()), base ? base + 1 : file, line);
+  return prefix;
+}
+
+LogMessage::LogMessage(LogLevel level, const char* file, int line) : level_(level) {
+  stream_ << LogLinePrefix(level, std::chrono::system_clock::now(), file, line);
 }
 
 LogMessage::~LogMessage() {

@@ -9,7 +9,9 @@
 #ifndef SPLITSPEC_RUNTIME_BASE_LOGGING_H_
 #define SPLITSPEC_RUNTIME_BASE_LOGGING_H_
 
+#include <chrono>
 #include <sstream>
+#include <string>
 
 namespace splitspec {
 
@@ -22,6 +24,11 @@ bool LogEnabled(LogLevel level);
 // environment (the user's choice wins). Tools that run services in-process
 // use it to keep their output clean. Thread-safe.
 void SetDefaultLogLevel(LogLevel level);
+
+// The prefix of a log line: "I 21:13:36.006 PID file.cc:42] " (UTC, milliseconds
+// zero-padded so the stamps sort and parse as times).
+std::string LogLinePrefix(LogLevel level, std::chrono::system_clock::time_point when,
+                          const char* file, int line);
 
 // Formats one log line; writes it (and aborts for kFatal) on destruction.
 class LogMessage {
