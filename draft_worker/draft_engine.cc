@@ -119,9 +119,13 @@ void DraftEngine::Resync(const std::string& id, RequestState& state, std::vector
 void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult& result,
                                   bool new_epoch) {
   auto sent = state.sent.find(result.block_sequence());
-  if (sent == state.sent.end()) return;
+  if (sent == state.sent.end()) {
+    LearnFromOffWindow(state, result);
+    return;
+  }
   const RequestState::SentBlock block = sent->second;
   state.sent.erase(sent);
+  state.alone_until = std::max(state.alone_until, block.alone_until);
   // The target's time on this block: from when it could start on it (sent, or
   // the previous result if it was still busy with that block) to its result.
   // With lookahead > 1 the block waited behind its predecessor; the round trip
@@ -148,6 +152,22 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
     state.adaptive->RecordCosts(step_seconds / state.adaptive->curve().Relative(block.drafted),
                                 draft_seconds_per_token_);
   }
+}
+
+void DraftEngine::LearnFromOffWindow(RequestState& state, const proto::VerifyResult& result) {
+  const int base = static_cast<int>(result.frontier()) - result.committed_tokens_size();
+  if (!state.adaptive_k || result.accepted() != 0 || base != state.committed_length ||
+      base >= state.alone_until) {
+    return;
+  }
+  // The target commits one token per plain step in the window, back to back:
+  // the time between two results is T(0) with no wait for the draft.
+  const absl::Time now = options_.clock();
+  for (int i = 0; i < result.committed_tokens_size(); ++i) state.adaptive->RecordTargetOnlyStep();
+  if (state.last_result != absl::InfinitePast() && result.committed_tokens_size() == 1) {
+    state.adaptive->RecordVerify(0, absl::ToDoubleSeconds(now - state.last_result));
+  }
+  state.last_result = now;
 }
 
 ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
@@ -210,6 +230,7 @@ void DraftEngine::RestartDrafter(const std::string& id, RequestState& state) {
 bool DraftEngine::HasRoom(const RequestState& state) const {
   if (state.blocks_in_flight >= Window(state)) return false;
   if (static_cast<int>(state.context.size()) >= state.max_length) return false;
+  if (static_cast<int>(state.context.size()) < state.alone_until) return false;  // off window
   // After an empty block the target decides that position itself and starts a
   // new epoch, so any block sent before its result would be stale: wait for it.
   return state.sent.empty() || state.sent.rbegin()->second.drafted > 0;
@@ -293,7 +314,7 @@ absl::Status DraftEngine::ProposeMeasured(absl::Span<spec::DraftRequest> batch) 
 void DraftEngine::EmitBlock(const std::string& id, RequestState& state,
                             std::vector<int32_t> tokens, std::vector<spec::SparseDistribution> q,
                             std::vector<spec::SparseDistribution> top,
-                            std::vector<OutgoingBlock>* out) {
+                            std::vector<OutgoingBlock>* out, int alone_tokens) {
   OutgoingBlock outgoing;
   outgoing.target_endpoint = state.target_endpoint;
   proto::DraftBlock& block = outgoing.block;
@@ -303,11 +324,17 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state,
   block.set_block_sequence(state.next_block_sequence++);
   // An empty block tells the target "nothing to propose here; choose yourself".
   block.mutable_tokens()->Assign(tokens.begin(), tokens.end());
+  int alone_until = 0;
+  if (tokens.empty() && alone_tokens > 1) {
+    block.set_alone_tokens(static_cast<uint32_t>(alone_tokens));
+    alone_until = static_cast<int>(state.context.size()) + alone_tokens;
+  }
   for (const spec::SparseDistribution& row : q) net::SparseToProto(row, block.add_q());
   state.cache_base = static_cast<int>(state.context.size());
   state.context.insert(state.context.end(), tokens.begin(), tokens.end());
   ++state.blocks_in_flight;
-  state.sent[block.block_sequence()] = {static_cast<int>(tokens.size()), options_.clock()};
+  state.sent[block.block_sequence()] = {static_cast<int>(tokens.size()), options_.clock(),
+                                        alone_until};
   ++counters_.blocks_sent;
   counters_.tokens_drafted += tokens.size();
   PlanCache(state, block, top);
@@ -334,17 +361,24 @@ bool DraftEngine::HasCacheWork(const RequestState& state) const {
   return CacheActive(state) && state.blocks_in_flight > 0 && state.cache->Next().has_value();
 }
 
+int DraftEngine::OffWindowTokens(const RequestState& state, int k, int room) const {
+  if (k != 0 || !state.adaptive_k) return 0;
+  return std::min(state.adaptive->TargetOnlyStepsBeforeProbe(), room);
+}
+
 absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
   // Blocks first: a request with room sends its cached block, or drafts one.
   std::vector<spec::DraftRequest> batch;
   std::vector<std::string> ids;
   std::deque<std::vector<int32_t>> contexts;  // stable storage for the borrowed contexts
   std::vector<spec::CacheBranch> prefixes;    // per batch entry: a partial hit's drafted part
+  std::vector<int> alone_tokens;              // per batch entry: its off window, 0 if none
   for (auto& [id, state] : requests_) {
     if (!HasRoom(state)) continue;
     const int room = state.max_length - static_cast<int>(state.context.size());
     // k = 0 (speculation predicted to lose): the drafter proposes nothing and
-    // an empty block lets the target decide this position.
+    // an empty block lets the target decide this position (and, for adaptive
+    // k, the positions up to the controller's next probe: an off window).
     const int k = std::min(NextK(state), room);
     std::optional<spec::CacheBranch> hit = std::move(state.cache_hit);
     state.cache_hit.reset();
@@ -368,6 +402,7 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
     }
     batch.push_back(MakeDraftRequest(id, state, &context, want));
     prefixes.push_back(hit.has_value() ? *std::move(hit) : spec::CacheBranch());
+    alone_tokens.push_back(OffWindowTokens(state, k, room));
     ids.push_back(id);
   }
   if (batch.empty()) return out->empty() ? StepCache() : absl::OkStatus();
@@ -396,7 +431,7 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
       prefix.top.clear();
     }
     EmitBlock(ids[i], state, std::move(prefix.tokens), std::move(prefix.q), std::move(prefix.top),
-              out);
+              out, alone_tokens[i]);
   }
   return absl::OkStatus();
 }

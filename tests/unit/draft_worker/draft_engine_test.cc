@@ -365,13 +365,14 @@ TEST_F(DraftEngineGuardTest, AcceptedBlocksThatCostMoreThanPlainStepsTurnSpecula
   // prefill) is not timed; the guard acts once min_guard_blocks more are.
   const int guard_blocks = DraftEngineOptions().adaptive.min_guard_blocks;
   ASSERT_EQ(SpeculativeBlocksBeforeOff(absl::Milliseconds(100), 40), guard_blocks + 1);
-  // Off, not a blip: after the target decided that position alone, the next
-  // block is empty too.
+  // Off, not a blip: the empty block asks the target to decode alone up to the
+  // next probe (an off window), and nothing is sent while it does.
+  EXPECT_EQ(last_block_.alone_tokens(),
+            static_cast<uint32_t>(DraftEngineOptions().adaptive.probe_interval));
   EXPECT_FALSE(engine_->HasWork());  // waits for the empty block's result
   Resolve(last_block_, absl::Milliseconds(10));
-  const std::vector<proto::DraftBlock> next = Step();
-  ASSERT_EQ(next.size(), 1u);
-  EXPECT_EQ(next[0].tokens_size(), 0);
+  EXPECT_FALSE(engine_->HasWork()) << "inside the off window";
+  EXPECT_TRUE(Step().empty());
 }
 
 TEST_F(DraftEngineGuardTest, AcceptedBlocksThatBeatPlainStepsKeepSpeculating) {
@@ -570,6 +571,111 @@ TEST_F(DraftEngineTest, AdaptiveWindowChoosesTheScheduleFromThePriors) {
   ASSERT_TRUE(engine_->HasWork());
   EXPECT_TRUE(Step().empty());
   EXPECT_EQ(engine_->cache_counters().drafted_tokens, 1u);
+}
+
+// --- off windows ---
+
+// Adaptive k with speculation predicted to lose (acceptance prior 0): the first
+// block is a probe of min_k; once it is rejected, one empty block asks the target
+// to decode the next probe interval's tokens alone (doubled by the failed probe),
+// and nothing more is sent until they are committed (each by the target, a new
+// epoch each); then one probe; after it is rejected the next window is twice as
+// long (geometric back-off).
+TEST_F(DraftEngineTest, AdaptiveOffWindowLetsTheTargetDecodeAloneUntilTheProbe) {
+  DraftEngineOptions options;
+  options.lookahead_blocks = 2;
+  options.adaptive.prior_alpha = 0.0;
+  options.adaptive.probe_interval = 4;
+  options.adaptive.max_probe_interval = 64;
+  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0)).ok());
+  std::vector<int32_t> committed = kPrompt;
+  uint64_t epoch = 0;
+  // The probe's draft is rejected: the target's correction, a new epoch.
+  auto reject = [&](const proto::DraftBlock& probe) {
+    ASSERT_EQ(probe.tokens_size(), options.adaptive.min_k);
+    EXPECT_EQ(probe.start(), committed.size());
+    EXPECT_EQ(probe.alone_tokens(), 0u);
+    committed.push_back((probe.tokens(0) + 1) % FakeDrafter::kVocab);
+    ASSERT_EQ(engine_->OnResult(Result("r", ++epoch, {committed.back()},
+                                       static_cast<int>(committed.size()),
+                                       probe.block_sequence())),
+              ResultAction::kApplied);
+  };
+  // The target's own tokens over `n` positions, one result each (the window
+  // block's block_sequence on the first, none after).
+  auto decode_alone = [&](int n, uint64_t first_sequence) {
+    for (int i = 0; i < n; ++i) {
+      committed.push_back(static_cast<int32_t>((committed.size() * 7) % FakeDrafter::kVocab));
+      ASSERT_EQ(engine_->OnResult(Result("r", ++epoch, {committed.back()},
+                                         static_cast<int>(committed.size()),
+                                         i == 0 ? first_sequence : 0)),
+                ResultAction::kApplied);
+      if (i + 1 < n) {
+        EXPECT_FALSE(engine_->HasWork()) << "inside the window, token " << i;
+      }
+    }
+  };
+  auto first = Step();
+  ASSERT_EQ(first.size(), 1u);
+  reject(first[0]);
+  for (const int window : {8, 16}) {
+    auto off = Step();
+    ASSERT_EQ(off.size(), 1u);
+    EXPECT_EQ(off[0].tokens_size(), 0);
+    EXPECT_EQ(off[0].start(), committed.size());
+    EXPECT_EQ(off[0].alone_tokens(), static_cast<uint32_t>(window));
+    EXPECT_FALSE(engine_->HasWork()) << "no block while the target decodes alone";
+    decode_alone(window, off[0].block_sequence());
+    ASSERT_TRUE(engine_->HasWork()) << "window " << window;
+    auto probe = Step();
+    ASSERT_EQ(probe.size(), 1u);
+    reject(probe[0]);
+  }
+  EXPECT_EQ(engine_->counters().blocks_sent, 5u) << "3 probes, 2 windows: no block per token";
+}
+
+// An off window opens only when the target resolves its block: if the target
+// moved to a new epoch without it (here it decided the position alone after
+// block_wait, so the window block is stale and dropped), the draft must not sit
+// waiting for window tokens that will never come.
+TEST_F(DraftEngineTest, StaleOffWindowBlockOpensNoWindow) {
+  DraftEngineOptions options;
+  options.adaptive.prior_alpha = 0.0;
+  options.adaptive.probe_interval = 4;
+  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0)).ok());
+  auto probe = Step();
+  ASSERT_EQ(probe.size(), 1u);
+  ASSERT_EQ(probe[0].tokens_size(), 1);
+  ASSERT_EQ(engine_->OnResult(Result("r", 1, {5}, kP + 1, probe[0].block_sequence())),
+            ResultAction::kApplied);
+  auto off = Step();
+  ASSERT_EQ(off.size(), 1u);
+  ASSERT_EQ(off[0].alone_tokens(), 8u);
+  // A result of a new epoch that does not answer the window block.
+  ASSERT_EQ(engine_->OnResult(Result("r", 2, {6}, kP + 2, /*block_sequence=*/0)),
+            ResultAction::kApplied);
+  EXPECT_TRUE(engine_->HasWork()) << "no window is open: the draft sends again";
+  auto next = Step();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].start(), static_cast<uint32_t>(kP + 2));
+  EXPECT_EQ(next[0].epoch(), 2u);
+}
+
+// An empty block sent because the drafter failed asks the target for that one
+// position only: the controller did not turn speculation off.
+TEST_F(DraftEngineTest, AFailedAdaptiveProposalOpensNoOffWindow) {
+  Make(/*lookahead=*/1);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0)).ok());
+  drafter_.FailRequest("r");
+  auto failed = Step();
+  ASSERT_EQ(failed.size(), 1u);
+  ASSERT_EQ(failed[0].tokens_size(), 0);
+  EXPECT_EQ(failed[0].alone_tokens(), 0u);
+  ASSERT_EQ(engine_->OnResult(Result("r", 1, {5}, kP + 1, failed[0].block_sequence())),
+            ResultAction::kApplied);
+  EXPECT_TRUE(engine_->HasWork()) << "the draft proposes at the next position";
 }
 
 }  // namespace
