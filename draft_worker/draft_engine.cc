@@ -175,6 +175,11 @@ ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
   if (it == requests_.end()) return ResultAction::kIgnored;
   RequestState& state = it->second;
   if (!result.full_sequence()) LearnFromResult(state, result, result.epoch() > state.epoch);
+  if (state.adaptive_k && LogEnabled(LogLevel::kDebug)) {
+    SPLITSPEC_LOG(DEBUG) << "adaptive k " << result.request_id() << " frontier "
+                         << result.frontier() << " accepted " << result.accepted() << "/"
+                         << result.block_sequence() << ": " << state.adaptive->DebugString();
+  }
   if (options_.adaptive_window) ChooseSchedule(state);
   if (result.finished()) {
     Release(result.request_id());
@@ -184,6 +189,7 @@ ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
   if (result.full_sequence()) {
     if (result.epoch() < state.epoch) return ResultAction::kIgnored;
     ++counters_.syncs;
+    state.shadow.clear();
     Resync(result.request_id(), state, std::move(tokens), result.epoch());
     return ResultAction::kApplied;
   }
@@ -192,6 +198,7 @@ ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
   if (result.epoch() < state.epoch || frontier <= state.committed_length)
     return ResultAction::kIgnored;
   if (base != state.committed_length) return ResultAction::kNeedSync;  // a result went missing
+  ScoreShadow(state, base, tokens);
   if (result.epoch() == state.epoch) {
     // Full acceptance without bonus: the tokens are our own draft.
     state.committed_length = frontier;
@@ -230,15 +237,49 @@ void DraftEngine::RestartDrafter(const std::string& id, RequestState& state) {
 bool DraftEngine::HasRoom(const RequestState& state) const {
   if (state.blocks_in_flight >= Window(state)) return false;
   if (static_cast<int>(state.context.size()) >= state.max_length) return false;
-  if (static_cast<int>(state.context.size()) < state.alone_until) return false;  // off window
+  // Inside an off window nothing is sent, unless shadow blocks now predict a win.
+  if (static_cast<int>(state.context.size()) < state.alone_until && NextK(state) == 0)
+    return false;
   // After an empty block the target decides that position itself and starts a
   // new epoch, so any block sent before its result would be stale: wait for it.
   return state.sent.empty() || state.sent.rbegin()->second.drafted > 0;
 }
 
+bool DraftEngine::ShadowAffordable(const RequestState& state) const {
+  if (!options_.shadow_drafts || !state.adaptive_k) return false;
+  const spec::VerifyCostCurve& curve = state.adaptive->curve();
+  const double plain_step = curve.MeanSeconds(0) > 0.0 ? curve.MeanSeconds(0) : curve.BaseSeconds();
+  // Unmeasured, a drafter gets one shadow block: its Propose measures it.
+  if (!(draft_seconds_per_token_ > 0.0) || !(plain_step > 0.0)) return true;
+  return draft_seconds_per_token_ * state.adaptive->ShadowK() <=
+         options_.shadow_max_cost * plain_step;
+}
+
+bool DraftEngine::ShadowDue(const RequestState& state) const {
+  return state.shadow.empty() && NextK(state) == 0 &&
+         static_cast<int>(state.context.size()) == state.committed_length &&
+         state.committed_length < state.max_length && ShadowAffordable(state);
+}
+
+void DraftEngine::ScoreShadow(RequestState& state, int base, const std::vector<int32_t>& tokens) {
+  if (state.shadow.empty()) return;
+  const int size = static_cast<int>(state.shadow.size());
+  for (int i = 0; i < static_cast<int>(tokens.size()); ++i) {
+    const int index = base + i - state.shadow_start;
+    if (index < 0) continue;
+    const bool match = index < size && tokens[i] == state.shadow[index];
+    if (!match || index + 1 == size) {
+      state.adaptive->RecordShadowBlock(match ? size : index, !match);
+      state.shadow.clear();
+      return;
+    }
+  }
+}
+
 bool DraftEngine::HasWork() const {
   for (const auto& [id, state] : requests_) {
     if (HasRoom(state) || HasCacheWork(state)) return true;
+    if (ShadowDue(state)) return true;
   }
   return false;
 }
@@ -324,6 +365,10 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state,
   block.set_block_sequence(state.next_block_sequence++);
   // An empty block tells the target "nothing to propose here; choose yourself".
   block.mutable_tokens()->Assign(tokens.begin(), tokens.end());
+  if (!tokens.empty()) {
+    state.shadow.clear();  // speculating again: the block itself measures acceptance
+    state.alone_until = 0;
+  }
   int alone_until = 0;
   if (tokens.empty() && alone_tokens > 1) {
     block.set_alone_tokens(static_cast<uint32_t>(alone_tokens));
@@ -366,6 +411,14 @@ int DraftEngine::OffWindowTokens(const RequestState& state, int k, int room) con
   return std::min(state.adaptive->TargetOnlyStepsBeforeProbe(), room);
 }
 
+namespace {
+
+// What a Step's batch entry is for: a block to send, a shadow block (kept, not
+// sent), or a shadow block drafted in place of an empty block, which is sent.
+enum class EntryKind { kBlock, kShadow, kShadowAndEmptyBlock };
+
+}  // namespace
+
 absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
   // Blocks first: a request with room sends its cached block, or drafts one.
   std::vector<spec::DraftRequest> batch;
@@ -373,9 +426,20 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
   std::deque<std::vector<int32_t>> contexts;  // stable storage for the borrowed contexts
   std::vector<spec::CacheBranch> prefixes;    // per batch entry: a partial hit's drafted part
   std::vector<int> alone_tokens;              // per batch entry: its off window, 0 if none
+  std::vector<EntryKind> kinds;               // per batch entry
   for (auto& [id, state] : requests_) {
-    if (!HasRoom(state)) continue;
     const int room = state.max_length - static_cast<int>(state.context.size());
+    if (!HasRoom(state)) {
+      if (!ShadowDue(state)) continue;
+      std::vector<int32_t>& context = contexts.emplace_back(state.context);
+      batch.push_back(
+          MakeDraftRequest(id, state, &context, std::min(state.adaptive->ShadowK(), room)));
+      prefixes.emplace_back();
+      alone_tokens.push_back(0);
+      kinds.push_back(EntryKind::kShadow);
+      ids.push_back(id);
+      continue;
+    }
     // k = 0 (speculation predicted to lose): the drafter proposes nothing and
     // an empty block lets the target decide this position (and, for adaptive
     // k, the positions up to the controller's next probe: an off window).
@@ -400,9 +464,13 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
       context.insert(context.end(), hit->tokens.begin(), hit->tokens.end());
       want -= static_cast<int>(hit->tokens.size());
     }
+    // Off: the empty block's proposal, if cheap, is a shadow block kept here.
+    const bool shadow = k == 0 && ShadowDue(state);
+    if (shadow) want = std::min(state.adaptive->ShadowK(), room);
     batch.push_back(MakeDraftRequest(id, state, &context, want));
     prefixes.push_back(hit.has_value() ? *std::move(hit) : spec::CacheBranch());
     alone_tokens.push_back(OffWindowTokens(state, k, room));
+    kinds.push_back(shadow ? EntryKind::kShadowAndEmptyBlock : EntryKind::kBlock);
     ids.push_back(id);
   }
   if (batch.empty()) return out->empty() ? StepCache() : absl::OkStatus();
@@ -411,6 +479,12 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
     spec::DraftRequest& proposal = batch[i];
     RequestState& state = requests_[ids[i]];
     spec::CacheBranch& prefix = prefixes[i];
+    if (kinds[i] == EntryKind::kShadow && !proposal.status.ok()) {
+      SPLITSPEC_LOG(WARNING) << "request " << ids[i] << ": shadow draft failed: "
+                             << proposal.status;
+      RestartDrafter(ids[i], state);
+      continue;
+    }
     if (!proposal.status.ok()) {
       // Never spin on a failing request: restart its drafter state and send an
       // empty block, so the target chooses this position itself.
@@ -422,6 +496,13 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
     }
     state.held.assign(proposal.context.begin(), proposal.context.end());
     state.held.insert(state.held.end(), proposal.tokens.begin(), proposal.tokens.end());
+    if (kinds[i] != EntryKind::kBlock) {
+      state.shadow = std::move(proposal.tokens);
+      state.shadow_start = static_cast<int>(state.context.size());
+      if (kinds[i] == EntryKind::kShadowAndEmptyBlock)
+        EmitBlock(ids[i], state, {}, {}, {}, out, alone_tokens[i]);
+      continue;
+    }
     // A partial hit: its pre-drafted tokens, then the rest drafted now.
     prefix.tokens.insert(prefix.tokens.end(), proposal.tokens.begin(), proposal.tokens.end());
     prefix.q.insert(prefix.q.end(), proposal.q.begin(), proposal.q.end());

@@ -86,6 +86,13 @@ struct DraftEngineOptions {
   // for draft_k 0, k, from measured acceptance, cost ratio, verify-cost slope and
   // cache hit rate (runtime/spec/adaptive_window.h), after every result.
   bool adaptive_window = false;
+  // Shadow blocks (adaptive k, speculation off): a drafter whose block of the
+  // controller's k costs at most shadow_max_cost x a plain target step (model-free
+  // drafters) still proposes at each position, sends nothing, and scores the
+  // proposal against the tokens the target commits alone: acceptance is learned
+  // without verifying anything, and a window ends early when it predicts a win.
+  bool shadow_drafts = true;
+  double shadow_max_cost = 0.05;
   // The time source of every measurement above (block round trips, draft time
   // per token); tests inject a fake one.
   std::function<absl::Time()> clock = absl::Now;
@@ -158,6 +165,9 @@ class DraftEngine {
     // when the window's block is resolved: a block the target dropped as stale
     // (sent behind one that was then rejected) opens no window.
     int alone_until = 0;
+    // A shadow block (options.shadow_drafts): proposed at shadow_start, never sent.
+    std::vector<int32_t> shadow;
+    int shadow_start = 0;
     // Acceptance and cost estimates (always); with assignment draft_k 0 (and
     // adaptive_default) it also chooses k per block.
     std::optional<spec::AdaptiveDraftLength> adaptive;
@@ -181,6 +191,12 @@ class DraftEngine {
   };
   // True if the request may send another block now.
   bool HasRoom(const RequestState& state) const;
+  // Shadow blocks: whether one is cheap enough for the request, whether one is
+  // due now (speculation off, no shadow pending), and scoring one against the
+  // tokens committed at [base, base + tokens.size()).
+  bool ShadowAffordable(const RequestState& state) const;
+  bool ShadowDue(const RequestState& state) const;
+  void ScoreShadow(RequestState& state, int base, const std::vector<int32_t>& tokens);
   int Window(const RequestState& state) const;
   bool CacheActive(const RequestState& state) const;
   // options.adaptive_window: re-chooses the request's schedule and k.

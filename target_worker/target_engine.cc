@@ -553,6 +553,8 @@ void TargetEngine::ResolveBlock(WorkItem& item, absl::Time now, std::vector<Targ
   if (k == 0 && block.alone_tokens() > 1) {
     const int64_t end = int64_t{block.start()} + block.alone_tokens();
     request.DecideAloneUntil(static_cast<int>(std::min<int64_t>(end, int64_t{1} << 30)));
+  } else if (k > 0) {
+    request.EndAloneWindow();
   }
   std::optional<TargetRow> pending_next;
   if (item.outcome->accepted == k && !item.verify.want_bonus)

@@ -126,6 +126,8 @@ class TargetRequest {
   // The draft asked the target to decide the positions below `end` alone (an
   // empty block's alone_tokens: an off window); reset when the draft worker changes.
   void DecideAloneUntil(int end) { alone_until_ = std::max(alone_until_, end); }
+  // The draft sent a block again (it ended the window early): wait for its blocks.
+  void EndAloneWindow() { alone_until_ = 0; }
   bool in_alone_window() const { return frontier() < alone_until_; }
 
   // --- feeding ---

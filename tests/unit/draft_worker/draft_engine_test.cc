@@ -587,6 +587,7 @@ TEST_F(DraftEngineTest, AdaptiveOffWindowLetsTheTargetDecodeAloneUntilTheProbe) 
   options.adaptive.prior_alpha = 0.0;
   options.adaptive.probe_interval = 4;
   options.adaptive.max_probe_interval = 64;
+  options.shadow_drafts = false;  // here the windows run to their end
   engine_ = std::make_unique<DraftEngine>(&drafter_, options);
   ASSERT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0)).ok());
   std::vector<int32_t> committed = kPrompt;
@@ -643,6 +644,7 @@ TEST_F(DraftEngineTest, StaleOffWindowBlockOpensNoWindow) {
   DraftEngineOptions options;
   options.adaptive.prior_alpha = 0.0;
   options.adaptive.probe_interval = 4;
+  options.shadow_drafts = false;
   engine_ = std::make_unique<DraftEngine>(&drafter_, options);
   ASSERT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0)).ok());
   auto probe = Step();
@@ -661,6 +663,59 @@ TEST_F(DraftEngineTest, StaleOffWindowBlockOpensNoWindow) {
   ASSERT_EQ(next.size(), 1u);
   EXPECT_EQ(next[0].start(), static_cast<uint32_t>(kP + 2));
   EXPECT_EQ(next[0].epoch(), 2u);
+}
+
+// Shadow blocks: while speculation is off, a drafter that costs nothing (the
+// fake clock stands still inside Propose) proposes at each position without
+// sending; when the target's own tokens keep matching those proposals, the
+// controller predicts a win and the draft speculates again before the window
+// ends. Tokens that do not match keep it off for the whole window.
+TEST_F(DraftEngineGuardTest, ShadowBlocksThatMatchEndTheOffWindowEarly) {
+  for (const bool copyable : {false, true}) {
+    DraftEngineOptions options;
+    options.lookahead_blocks = 1;
+    options.adaptive.prior_alpha = 0.0;
+    options.adaptive.probe_interval = 32;
+    options.clock = [this] { return now_; };
+    engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+    ASSERT_TRUE(engine_->AddRequest(Assign("r", 0, /*max_tokens=*/1000)).ok());
+    committed_ = kPrompt;
+    epoch_ = 0;
+    std::vector<proto::DraftBlock> sent = Step();
+    ASSERT_EQ(sent.size(), 1u);
+    ASSERT_EQ(sent[0].tokens_size(), 1);  // the first block is a probe
+    Resolve(sent[0], absl::Milliseconds(10), /*accepted=*/0);
+    sent = Step();
+    ASSERT_EQ(sent.size(), 1u);
+    ASSERT_EQ(sent[0].tokens_size(), 0);
+    const int window_end = static_cast<int>(sent[0].start() + sent[0].alone_tokens());
+    ASSERT_EQ(sent[0].alone_tokens(), 64u) << "the failed probe doubled the interval";
+    Resolve(sent[0], absl::Milliseconds(10));  // the window's first token
+    // The target decides alone: the drafter's own next token, or another one.
+    int speculative_at = -1;
+    while (static_cast<int>(committed_.size()) < window_end) {
+      for (const proto::DraftBlock& block : Step()) {
+        ASSERT_GT(block.tokens_size(), 0) << "only shadow blocks are drafted in the window";
+        speculative_at = static_cast<int>(block.start());
+      }
+      if (speculative_at >= 0) break;
+      int32_t next = FakeDrafter::NextToken(committed_);
+      if (!copyable) next = (next + 1) % FakeDrafter::kVocab;
+      committed_.push_back(next);
+      now_ += absl::Milliseconds(10);
+      ASSERT_EQ(engine_->OnResult(Result("r", ++epoch_, {next},
+                                         static_cast<int>(committed_.size()))),
+                ResultAction::kApplied);
+    }
+    if (copyable) {
+      EXPECT_GE(speculative_at, 0) << "matching shadow blocks turn speculation on";
+      EXPECT_LT(speculative_at, window_end - 8) << "well before the window's end";
+    } else {
+      EXPECT_LT(speculative_at, 0) << "shadow blocks that miss keep speculation off";
+      EXPECT_EQ(engine_->counters().blocks_sent, 2u) << "the probe and the window's block";
+    }
+    engine_->Release("r");
+  }
 }
 
 // An empty block sent because the drafter failed asks the target for that one

@@ -307,6 +307,30 @@ TEST_F(TargetEngineTest, ReassignmentClosesTheOffWindow) {
   EXPECT_EQ(seen_["r"].size(), kPrompt.size() + 2) << "waits for the new draft's block";
 }
 
+// A draft block verified inside an off window ends it (the draft speculates
+// again): after the block's result the target waits for the draft's next block.
+TEST_F(TargetEngineTest, ADraftBlockInsideTheOffWindowEndsIt) {
+  Make();
+  ASSERT_TRUE(Add(Assign("r", kPrompt, 16, kDraftWorker)).ok());
+  RunWhileWork();
+  const int f = static_cast<int>(kPrompt.size());
+  proto::DraftBlock off = Block("r", 0, f, {}, /*sequence=*/5);
+  off.set_alone_tokens(12);
+  ASSERT_EQ(engine_->AddBlock(off, "draft"), BlockAdmission::kQueued);
+  ASSERT_TRUE(Step().ok());  // the empty block's token: the window opens
+  ASSERT_TRUE(Step().ok());  // one token decided alone
+  ASSERT_EQ(seen_["r"].size(), kPrompt.size() + 2);
+  const TargetRequest* request = engine_->Find("r");
+  ASSERT_NE(request, nullptr);
+  const std::vector<int32_t> greedy = FakeLanguageModel::GreedyExtend(kPrompt, 5);
+  const proto::DraftBlock block =
+      Block("r", request->epoch(), f + 2, {greedy[f + 2], greedy[f + 3]}, /*sequence=*/6);
+  ASSERT_EQ(engine_->AddBlock(block, "draft"), BlockAdmission::kQueued);
+  RunWhileWork();
+  EXPECT_EQ(seen_["r"], greedy) << "two accepted and the bonus, then a wait for the draft";
+  EXPECT_FALSE(engine_->HasWork(now_));
+}
+
 // After a rejected block the correction is not fed alone at once: the target
 // waits up to feed_wait for the draft's next block and feeds both in one
 // forward. With no block by then, it feeds the correction alone; after two such
