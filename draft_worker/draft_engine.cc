@@ -119,9 +119,13 @@ void DraftEngine::Resync(const std::string& id, RequestState& state, std::vector
 void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult& result,
                                   bool new_epoch) {
   auto sent = state.sent.find(result.block_sequence());
-  if (sent == state.sent.end()) return;
+  if (sent == state.sent.end()) {
+    LearnFromOffWindow(state, result);
+    return;
+  }
   const RequestState::SentBlock block = sent->second;
   state.sent.erase(sent);
+  state.alone_until = std::max(state.alone_until, block.alone_until);
   // The target's time on this block: from when it could start on it (sent, or
   // the previous result if it was still busy with that block) to its result.
   // With lookahead > 1 the block waited behind its predecessor; the round trip
@@ -150,11 +154,32 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
   }
 }
 
+void DraftEngine::LearnFromOffWindow(RequestState& state, const proto::VerifyResult& result) {
+  const int base = static_cast<int>(result.frontier()) - result.committed_tokens_size();
+  if (!state.adaptive_k || result.accepted() != 0 || base != state.committed_length ||
+      base >= state.alone_until) {
+    return;
+  }
+  // The target commits one token per plain step in the window, back to back:
+  // the time between two results is T(0) with no wait for the draft.
+  const absl::Time now = options_.clock();
+  for (int i = 0; i < result.committed_tokens_size(); ++i) state.adaptive->RecordTargetOnlyStep();
+  if (state.last_result != absl::InfinitePast() && result.committed_tokens_size() == 1) {
+    state.adaptive->RecordVerify(0, absl::ToDoubleSeconds(now - state.last_result));
+  }
+  state.last_result = now;
+}
+
 ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
   auto it = requests_.find(result.request_id());
   if (it == requests_.end()) return ResultAction::kIgnored;
   RequestState& state = it->second;
   if (!result.full_sequence()) LearnFromResult(state, result, result.epoch() > state.epoch);
+  if (state.adaptive_k && LogEnabled(LogLevel::kDebug)) {
+    SPLITSPEC_LOG(DEBUG) << "adaptive k " << result.request_id() << " frontier "
+                         << result.frontier() << " accepted " << result.accepted() << "/"
+                         << result.block_sequence() << ": " << state.adaptive->DebugString();
+  }
   if (options_.adaptive_window) ChooseSchedule(state);
   if (result.finished()) {
     Release(result.request_id());
@@ -164,6 +189,7 @@ ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
   if (result.full_sequence()) {
     if (result.epoch() < state.epoch) return ResultAction::kIgnored;
     ++counters_.syncs;
+    state.shadow.clear();
     Resync(result.request_id(), state, std::move(tokens), result.epoch());
     return ResultAction::kApplied;
   }
@@ -172,6 +198,7 @@ ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
   if (result.epoch() < state.epoch || frontier <= state.committed_length)
     return ResultAction::kIgnored;
   if (base != state.committed_length) return ResultAction::kNeedSync;  // a result went missing
+  ScoreShadow(state, base, tokens);
   if (result.epoch() == state.epoch) {
     // Full acceptance without bonus: the tokens are our own draft.
     state.committed_length = frontier;
@@ -210,14 +237,49 @@ void DraftEngine::RestartDrafter(const std::string& id, RequestState& state) {
 bool DraftEngine::HasRoom(const RequestState& state) const {
   if (state.blocks_in_flight >= Window(state)) return false;
   if (static_cast<int>(state.context.size()) >= state.max_length) return false;
+  // Inside an off window nothing is sent, unless shadow blocks now predict a win.
+  if (static_cast<int>(state.context.size()) < state.alone_until && NextK(state) == 0)
+    return false;
   // After an empty block the target decides that position itself and starts a
   // new epoch, so any block sent before its result would be stale: wait for it.
   return state.sent.empty() || state.sent.rbegin()->second.drafted > 0;
 }
 
+bool DraftEngine::ShadowAffordable(const RequestState& state) const {
+  if (!options_.shadow_drafts || !state.adaptive_k) return false;
+  const spec::VerifyCostCurve& curve = state.adaptive->curve();
+  const double plain_step = curve.MeanSeconds(0) > 0.0 ? curve.MeanSeconds(0) : curve.BaseSeconds();
+  // Unmeasured, a drafter gets one shadow block: its Propose measures it.
+  if (!(draft_seconds_per_token_ > 0.0) || !(plain_step > 0.0)) return true;
+  return draft_seconds_per_token_ * state.adaptive->ShadowK() <=
+         options_.shadow_max_cost * plain_step;
+}
+
+bool DraftEngine::ShadowDue(const RequestState& state) const {
+  return state.shadow.empty() && NextK(state) == 0 &&
+         static_cast<int>(state.context.size()) == state.committed_length &&
+         state.committed_length < state.max_length && ShadowAffordable(state);
+}
+
+void DraftEngine::ScoreShadow(RequestState& state, int base, const std::vector<int32_t>& tokens) {
+  if (state.shadow.empty()) return;
+  const int size = static_cast<int>(state.shadow.size());
+  for (int i = 0; i < static_cast<int>(tokens.size()); ++i) {
+    const int index = base + i - state.shadow_start;
+    if (index < 0) continue;
+    const bool match = index < size && tokens[i] == state.shadow[index];
+    if (!match || index + 1 == size) {
+      state.adaptive->RecordShadowBlock(match ? size : index, !match);
+      state.shadow.clear();
+      return;
+    }
+  }
+}
+
 bool DraftEngine::HasWork() const {
   for (const auto& [id, state] : requests_) {
     if (HasRoom(state) || HasCacheWork(state)) return true;
+    if (ShadowDue(state)) return true;
   }
   return false;
 }
@@ -293,7 +355,7 @@ absl::Status DraftEngine::ProposeMeasured(absl::Span<spec::DraftRequest> batch) 
 void DraftEngine::EmitBlock(const std::string& id, RequestState& state,
                             std::vector<int32_t> tokens, std::vector<spec::SparseDistribution> q,
                             std::vector<spec::SparseDistribution> top,
-                            std::vector<OutgoingBlock>* out) {
+                            std::vector<OutgoingBlock>* out, int alone_tokens) {
   OutgoingBlock outgoing;
   outgoing.target_endpoint = state.target_endpoint;
   proto::DraftBlock& block = outgoing.block;
@@ -303,11 +365,21 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state,
   block.set_block_sequence(state.next_block_sequence++);
   // An empty block tells the target "nothing to propose here; choose yourself".
   block.mutable_tokens()->Assign(tokens.begin(), tokens.end());
+  if (!tokens.empty()) {
+    state.shadow.clear();  // speculating again: the block itself measures acceptance
+    state.alone_until = 0;
+  }
+  int alone_until = 0;
+  if (tokens.empty() && alone_tokens > 1) {
+    block.set_alone_tokens(static_cast<uint32_t>(alone_tokens));
+    alone_until = static_cast<int>(state.context.size()) + alone_tokens;
+  }
   for (const spec::SparseDistribution& row : q) net::SparseToProto(row, block.add_q());
   state.cache_base = static_cast<int>(state.context.size());
   state.context.insert(state.context.end(), tokens.begin(), tokens.end());
   ++state.blocks_in_flight;
-  state.sent[block.block_sequence()] = {static_cast<int>(tokens.size()), options_.clock()};
+  state.sent[block.block_sequence()] = {static_cast<int>(tokens.size()), options_.clock(),
+                                        alone_until};
   ++counters_.blocks_sent;
   counters_.tokens_drafted += tokens.size();
   PlanCache(state, block, top);
@@ -334,17 +406,43 @@ bool DraftEngine::HasCacheWork(const RequestState& state) const {
   return CacheActive(state) && state.blocks_in_flight > 0 && state.cache->Next().has_value();
 }
 
+int DraftEngine::OffWindowTokens(const RequestState& state, int k, int room) const {
+  if (k != 0 || !state.adaptive_k) return 0;
+  return std::min(state.adaptive->TargetOnlyStepsBeforeProbe(), room);
+}
+
+namespace {
+
+// What a Step's batch entry is for: a block to send, a shadow block (kept, not
+// sent), or a shadow block drafted in place of an empty block, which is sent.
+enum class EntryKind { kBlock, kShadow, kShadowAndEmptyBlock };
+
+}  // namespace
+
 absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
   // Blocks first: a request with room sends its cached block, or drafts one.
   std::vector<spec::DraftRequest> batch;
   std::vector<std::string> ids;
   std::deque<std::vector<int32_t>> contexts;  // stable storage for the borrowed contexts
   std::vector<spec::CacheBranch> prefixes;    // per batch entry: a partial hit's drafted part
+  std::vector<int> alone_tokens;              // per batch entry: its off window, 0 if none
+  std::vector<EntryKind> kinds;               // per batch entry
   for (auto& [id, state] : requests_) {
-    if (!HasRoom(state)) continue;
     const int room = state.max_length - static_cast<int>(state.context.size());
+    if (!HasRoom(state)) {
+      if (!ShadowDue(state)) continue;
+      std::vector<int32_t>& context = contexts.emplace_back(state.context);
+      batch.push_back(
+          MakeDraftRequest(id, state, &context, std::min(state.adaptive->ShadowK(), room)));
+      prefixes.emplace_back();
+      alone_tokens.push_back(0);
+      kinds.push_back(EntryKind::kShadow);
+      ids.push_back(id);
+      continue;
+    }
     // k = 0 (speculation predicted to lose): the drafter proposes nothing and
-    // an empty block lets the target decide this position.
+    // an empty block lets the target decide this position (and, for adaptive
+    // k, the positions up to the controller's next probe: an off window).
     const int k = std::min(NextK(state), room);
     std::optional<spec::CacheBranch> hit = std::move(state.cache_hit);
     state.cache_hit.reset();
@@ -366,8 +464,13 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
       context.insert(context.end(), hit->tokens.begin(), hit->tokens.end());
       want -= static_cast<int>(hit->tokens.size());
     }
+    // Off: the empty block's proposal, if cheap, is a shadow block kept here.
+    const bool shadow = k == 0 && ShadowDue(state);
+    if (shadow) want = std::min(state.adaptive->ShadowK(), room);
     batch.push_back(MakeDraftRequest(id, state, &context, want));
     prefixes.push_back(hit.has_value() ? *std::move(hit) : spec::CacheBranch());
+    alone_tokens.push_back(OffWindowTokens(state, k, room));
+    kinds.push_back(shadow ? EntryKind::kShadowAndEmptyBlock : EntryKind::kBlock);
     ids.push_back(id);
   }
   if (batch.empty()) return out->empty() ? StepCache() : absl::OkStatus();
@@ -376,6 +479,12 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
     spec::DraftRequest& proposal = batch[i];
     RequestState& state = requests_[ids[i]];
     spec::CacheBranch& prefix = prefixes[i];
+    if (kinds[i] == EntryKind::kShadow && !proposal.status.ok()) {
+      SPLITSPEC_LOG(WARNING) << "request " << ids[i] << ": shadow draft failed: "
+                             << proposal.status;
+      RestartDrafter(ids[i], state);
+      continue;
+    }
     if (!proposal.status.ok()) {
       // Never spin on a failing request: restart its drafter state and send an
       // empty block, so the target chooses this position itself.
@@ -387,6 +496,13 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
     }
     state.held.assign(proposal.context.begin(), proposal.context.end());
     state.held.insert(state.held.end(), proposal.tokens.begin(), proposal.tokens.end());
+    if (kinds[i] != EntryKind::kBlock) {
+      state.shadow = std::move(proposal.tokens);
+      state.shadow_start = static_cast<int>(state.context.size());
+      if (kinds[i] == EntryKind::kShadowAndEmptyBlock)
+        EmitBlock(ids[i], state, {}, {}, {}, out, alone_tokens[i]);
+      continue;
+    }
     // A partial hit: its pre-drafted tokens, then the rest drafted now.
     prefix.tokens.insert(prefix.tokens.end(), proposal.tokens.begin(), proposal.tokens.end());
     prefix.q.insert(prefix.q.end(), proposal.q.begin(), proposal.q.end());
@@ -396,7 +512,7 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
       prefix.top.clear();
     }
     EmitBlock(ids[i], state, std::move(prefix.tokens), std::move(prefix.q), std::move(prefix.top),
-              out);
+              out, alone_tokens[i]);
   }
   return absl::OkStatus();
 }

@@ -14,11 +14,15 @@
 // On a result with a new epoch it truncates to the frontier, appends the
 // correction, forgets what it had in flight and drafts again. A request whose
 // assignment has draft_k 0 picks k per block from measured acceptance and costs
-// (k = 0: it sends an empty block and the target decides that token alone).
+// (k = 0: it sends an empty block with alone_tokens = the controller's steps
+// before its next probe, an off window: the target decodes that many tokens
+// alone, each at the cost of a plain decode step, and no block is sent until
+// they are committed; the window opens when the target resolves that block).
 // Its measured guard sees what a request's blocks cost: each resolved block's
 // committed tokens over the wall time since the request's previous result
 // (drafting, both trips and the verification), against the plain step time the
-// empty blocks' round trips measure (the verify-cost curve's T(0)). With
+// off windows' tokens measure (the verify-cost curve's T(0): the time between
+// two results the target committed alone, back to back). With
 // options.adaptive_window it decides with the model of the request's schedule.
 //
 // Speculation cache (options.spec_cache; runtime/spec/speculation_cache.h): the
@@ -82,6 +86,13 @@ struct DraftEngineOptions {
   // for draft_k 0, k, from measured acceptance, cost ratio, verify-cost slope and
   // cache hit rate (runtime/spec/adaptive_window.h), after every result.
   bool adaptive_window = false;
+  // Shadow blocks (adaptive k, speculation off): a drafter whose block of the
+  // controller's k costs at most shadow_max_cost x a plain target step (model-free
+  // drafters) still proposes at each position, sends nothing, and scores the
+  // proposal against the tokens the target commits alone: acceptance is learned
+  // without verifying anything, and a window ends early when it predicts a win.
+  bool shadow_drafts = true;
+  double shadow_max_cost = 0.05;
   // The time source of every measurement above (block round trips, draft time
   // per token); tests inject a fake one.
   std::function<absl::Time()> clock = absl::Now;
@@ -149,6 +160,14 @@ class DraftEngine {
     uint64_t epoch = 0;
     int blocks_in_flight = 0;
     uint64_t next_block_sequence = 1;
+    // Positions below it are decided by the target alone (an off window sent as
+    // an empty block with alone_tokens); no block is sent until they commit. Set
+    // when the window's block is resolved: a block the target dropped as stale
+    // (sent behind one that was then rejected) opens no window.
+    int alone_until = 0;
+    // A shadow block (options.shadow_drafts): proposed at shadow_start, never sent.
+    std::vector<int32_t> shadow;
+    int shadow_start = 0;
     // Acceptance and cost estimates (always); with assignment draft_k 0 (and
     // adaptive_default) it also chooses k per block.
     std::optional<spec::AdaptiveDraftLength> adaptive;
@@ -165,12 +184,19 @@ class DraftEngine {
     struct SentBlock {
       int drafted = 0;
       absl::Time sent;
+      int alone_until = 0;  // an off window's end, 0 if none
     };
     std::map<uint64_t, SentBlock> sent;             // block_sequence -> block
     absl::Time last_result = absl::InfinitePast();  // when the previous result arrived
   };
   // True if the request may send another block now.
   bool HasRoom(const RequestState& state) const;
+  // Shadow blocks: whether one is cheap enough for the request, whether one is
+  // due now (speculation off, no shadow pending), and scoring one against the
+  // tokens committed at [base, base + tokens.size()).
+  bool ShadowAffordable(const RequestState& state) const;
+  bool ShadowDue(const RequestState& state) const;
+  void ScoreShadow(RequestState& state, int base, const std::vector<int32_t>& tokens);
   int Window(const RequestState& state) const;
   bool CacheActive(const RequestState& state) const;
   // options.adaptive_window: re-chooses the request's schedule and k.
@@ -182,10 +208,13 @@ class DraftEngine {
                                       std::vector<int32_t>* context_store, int k);
   // Runs one Propose over `batch`, measuring the draft's time per token.
   absl::Status ProposeMeasured(absl::Span<spec::DraftRequest> batch);
-  // Sends `tokens` (with q, alternatives) as the request's next block.
+  // Sends `tokens` (with q, alternatives) as the request's next block; an empty
+  // block with `alone_tokens` > 1 asks the target for an off window that long.
   void EmitBlock(const std::string& id, RequestState& state, std::vector<int32_t> tokens,
                  std::vector<spec::SparseDistribution> q, std::vector<spec::SparseDistribution> top,
-                 std::vector<OutgoingBlock>* out);
+                 std::vector<OutgoingBlock>* out, int alone_tokens = 0);
+  // The off window an empty block sent now asks for (0: none).
+  int OffWindowTokens(const RequestState& state, int k, int room) const;
   // The cache: plans branches for a block just sent, pre-drafts one forward.
   void PlanCache(RequestState& state, const proto::DraftBlock& block,
                  const std::vector<spec::SparseDistribution>& top);
@@ -194,6 +223,9 @@ class DraftEngine {
   void LookUpCache(RequestState& state, const proto::VerifyResult& result, int base);
   // Feeds a resolved block back to the request's controller.
   void LearnFromResult(RequestState& state, const proto::VerifyResult& result, bool new_epoch);
+  // A token the target decided alone inside an off window: a target-only step
+  // for the controller, and the time since the previous result samples T(0).
+  void LearnFromOffWindow(RequestState& state, const proto::VerifyResult& result);
   void Resync(const std::string& id, RequestState& state, std::vector<int32_t> committed,
               uint64_t epoch);
   // After a failed proposal: restarts the drafter's state for `id` from the

@@ -156,7 +156,8 @@ const TargetRequest* TargetEngine::Find(const std::string& id) const {
 }
 
 bool TargetEngine::DecidesAlone(const TargetRequest& request, absl::Time now) const {
-  return request.draft_worker_id() == 0 || now - request.waiting_since() >= options_.block_wait;
+  return request.draft_worker_id() == 0 || request.in_alone_window() ||
+         now - request.waiting_since() >= options_.block_wait;
 }
 
 absl::Duration TargetEngine::FeedWait() const {
@@ -549,6 +550,12 @@ void TargetEngine::ResolveBlock(WorkItem& item, absl::Time now, std::vector<Targ
     return;
   }
   const int k = block.tokens_size();
+  if (k == 0 && block.alone_tokens() > 1) {
+    const int64_t end = int64_t{block.start()} + block.alone_tokens();
+    request.DecideAloneUntil(static_cast<int>(std::min<int64_t>(end, int64_t{1} << 30)));
+  } else if (k > 0) {
+    request.EndAloneWindow();
+  }
   std::optional<TargetRow> pending_next;
   if (item.outcome->accepted == k && !item.verify.want_bonus)
     pending_next = KeepRow(request, std::move(item.rows[k]));

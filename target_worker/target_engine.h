@@ -23,8 +23,11 @@
 // feed_wait for that block). Every choice is a function of (p, seed, position),
 // so how decisions fall into steps never changes what is committed.
 // A request with p for the frontier and no block decides alone when it has no
-// draft worker, or when it has waited `block_wait` (a lost block must not hang
-// a request).
+// draft worker, inside an off window (after an empty block with alone_tokens N,
+// verified at position s: positions s + 1 .. s + N - 1 cost a plain decode step
+// each, with no wait for the draft; a draft block verified inside the window
+// ends it), or when it has waited `block_wait` (a lost block must not hang a
+// request).
 //
 // Where p lives. By default the forward's logits come to the host and Verify
 // runs spec::VerifyBatch over host probabilities. After UseDeviceRows (a target

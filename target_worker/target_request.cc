@@ -70,6 +70,7 @@ void TargetRequest::SetDraftWorker(uint64_t draft_worker_id, const std::string& 
   if (draft_worker_id != draft_worker_id_) {
     draft_worker_id_ = draft_worker_id;
     blocks_.clear();
+    alone_until_ = 0;  // the new draft worker decides when to speculate
   }
 }
 

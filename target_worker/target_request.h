@@ -24,6 +24,7 @@
 #ifndef SPLITSPEC_TARGET_WORKER_TARGET_REQUEST_H_
 #define SPLITSPEC_TARGET_WORKER_TARGET_REQUEST_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -122,6 +123,12 @@ class TargetRequest {
   // corrections are fed at once (a draft that slow is not waited for).
   void FeedWaitMissed();
   static constexpr int kFeedWaitsSkippedAfterMiss = 16;
+  // The draft asked the target to decide the positions below `end` alone (an
+  // empty block's alone_tokens: an off window); reset when the draft worker changes.
+  void DecideAloneUntil(int end) { alone_until_ = std::max(alone_until_, end); }
+  // The draft sent a block again (it ended the window early): wait for its blocks.
+  void EndAloneWindow() { alone_until_ = 0; }
+  bool in_alone_window() const { return frontier() < alone_until_; }
 
   // --- feeding ---
   bool prefilling() const {
@@ -178,6 +185,7 @@ class TargetRequest {
   absl::Time waiting_since_ = absl::Now();
   bool expects_block_to_feed_ = false;
   int feed_waits_to_skip_ = 0;
+  int alone_until_ = 0;  // positions below it are decided without waiting for blocks
 };
 
 }  // namespace splitspec::target

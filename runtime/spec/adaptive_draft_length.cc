@@ -94,6 +94,14 @@ void AdaptiveDraftLength::RecordBlock(int drafted, int accepted, bool rejected) 
   }
 }
 
+void AdaptiveDraftLength::RecordShadowBlock(int accepted, bool rejected) {
+  const int verified = accepted + (rejected ? 1 : 0);
+  if (verified == 0) return;
+  accepted_ = config_.decay * accepted_ + accepted;
+  verified_ = config_.decay * verified_ + verified;
+  if (PredictedToWin(Best())) probe_interval_ = config_.probe_interval;
+}
+
 void AdaptiveDraftLength::RecordBlockTime(int committed_tokens, double seconds) {
   if (committed_tokens < 0 || !(seconds > 0.0) || !std::isfinite(seconds)) return;
   const double w = timed_blocks_ == 0 ? 1.0 : 1.0 - config_.decay;
@@ -123,6 +131,16 @@ void AdaptiveDraftLength::RecordCosts(double target_step_seconds, double draft_t
   const double w = 1.0 - config_.decay;
   target_seconds_ = (1.0 - w) * target_seconds_ + w * target_step_seconds;
   draft_seconds_ = (1.0 - w) * draft_seconds_ + w * draft_token_seconds;
+}
+
+std::string AdaptiveDraftLength::DebugString() const {
+  const PlanChoice best = Best();
+  return absl::StrCat("next_k=", NextK(), " alpha=", EstimatedAlpha(),
+                      " cost_ratio=", EstimatedCostRatio(), " slope=", curve_->Slope(),
+                      " t0=", curve_->BaseSeconds(), " mean_t0=", curve_->MeanSeconds(0),
+                      " best_k=", best.k, " predicted=", best.speedup,
+                      " measured=", MeasuredSpeedup(), " off_steps=", target_only_steps_,
+                      " probe_interval=", probe_interval_);
 }
 
 }  // namespace splitspec::spec

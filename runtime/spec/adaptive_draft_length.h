@@ -47,6 +47,11 @@
 // (its fitted base before any plain step), must exceed 1, or speculation is
 // off however good the model's prediction: what the model leaves out (non-iid
 // acceptance, drafts shorter than k, protocol cost) is in the measurement.
+// Shadow blocks (RecordShadowBlock): while speculation is off, a drafter that
+// costs next to nothing (model-free) can still propose at each position; what
+// the target then commits alone shows what those blocks would have accepted.
+// They teach acceptance without a probe's cost, so a request whose text turns
+// copyable (a summary reaching its quoted passage) speculates again at once.
 // The curve may be shared by the controllers of one draft worker (it is a
 // property of the target, not of a request): pass it to the constructor.
 // Thread-compatible: one instance per request, used by one thread at a time.
@@ -54,6 +59,7 @@
 #define SPLITSPEC_RUNTIME_SPEC_ADAPTIVE_DRAFT_LENGTH_H_
 
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "runtime/spec/analytic_model.h"
@@ -97,6 +103,16 @@ class AdaptiveDraftLength {
   // `rejected` if the block stopped at a rejection. REQUIRES 0 <= accepted <= drafted.
   void RecordBlock(int drafted, int accepted, bool rejected);
 
+  // A shadow block while speculation is off: the drafter proposed tokens that
+  // were never sent, and the target's own next tokens matched the first
+  // `accepted` of them (`rejected`: then one differed). It refreshes acceptance
+  // like RecordBlock, at no cost to the target, but is no probe: the back-off is
+  // left as it is, unless speculation is now predicted to win (then reset).
+  // REQUIRES accepted >= 0.
+  void RecordShadowBlock(int accepted, bool rejected);
+  // The k a shadow block drafts: the model's best k at the current estimates.
+  int ShadowK() const { return Best().k; }
+
   // A step decoded without a draft (k = 0).
   void RecordTargetOnlyStep() { ++target_only_steps_; }
 
@@ -125,6 +141,8 @@ class AdaptiveDraftLength {
   double EstimatedCostRatio() const;
   double EstimatedVerifySlope() const { return curve_->Slope(); }
   const VerifyCostCurve& curve() const { return *curve_; }
+  // The inputs and outcome of the next decision, for decision logs.
+  std::string DebugString() const;
 
  private:
   // The model's best k and whether it is predicted to beat target-only decoding.

@@ -365,13 +365,14 @@ TEST_F(DraftEngineGuardTest, AcceptedBlocksThatCostMoreThanPlainStepsTurnSpecula
   // prefill) is not timed; the guard acts once min_guard_blocks more are.
   const int guard_blocks = DraftEngineOptions().adaptive.min_guard_blocks;
   ASSERT_EQ(SpeculativeBlocksBeforeOff(absl::Milliseconds(100), 40), guard_blocks + 1);
-  // Off, not a blip: after the target decided that position alone, the next
-  // block is empty too.
+  // Off, not a blip: the empty block asks the target to decode alone up to the
+  // next probe (an off window), and nothing is sent while it does.
+  EXPECT_EQ(last_block_.alone_tokens(),
+            static_cast<uint32_t>(DraftEngineOptions().adaptive.probe_interval));
   EXPECT_FALSE(engine_->HasWork());  // waits for the empty block's result
   Resolve(last_block_, absl::Milliseconds(10));
-  const std::vector<proto::DraftBlock> next = Step();
-  ASSERT_EQ(next.size(), 1u);
-  EXPECT_EQ(next[0].tokens_size(), 0);
+  EXPECT_FALSE(engine_->HasWork()) << "inside the off window";
+  EXPECT_TRUE(Step().empty());
 }
 
 TEST_F(DraftEngineGuardTest, AcceptedBlocksThatBeatPlainStepsKeepSpeculating) {
@@ -570,6 +571,166 @@ TEST_F(DraftEngineTest, AdaptiveWindowChoosesTheScheduleFromThePriors) {
   ASSERT_TRUE(engine_->HasWork());
   EXPECT_TRUE(Step().empty());
   EXPECT_EQ(engine_->cache_counters().drafted_tokens, 1u);
+}
+
+// --- off windows ---
+
+// Adaptive k with speculation predicted to lose (acceptance prior 0): the first
+// block is a probe of min_k; once it is rejected, one empty block asks the target
+// to decode the next probe interval's tokens alone (doubled by the failed probe),
+// and nothing more is sent until they are committed (each by the target, a new
+// epoch each); then one probe; after it is rejected the next window is twice as
+// long (geometric back-off).
+TEST_F(DraftEngineTest, AdaptiveOffWindowLetsTheTargetDecodeAloneUntilTheProbe) {
+  DraftEngineOptions options;
+  options.lookahead_blocks = 2;
+  options.adaptive.prior_alpha = 0.0;
+  options.adaptive.probe_interval = 4;
+  options.adaptive.max_probe_interval = 64;
+  options.shadow_drafts = false;  // here the windows run to their end
+  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0)).ok());
+  std::vector<int32_t> committed = kPrompt;
+  uint64_t epoch = 0;
+  // The probe's draft is rejected: the target's correction, a new epoch.
+  auto reject = [&](const proto::DraftBlock& probe) {
+    ASSERT_EQ(probe.tokens_size(), options.adaptive.min_k);
+    EXPECT_EQ(probe.start(), committed.size());
+    EXPECT_EQ(probe.alone_tokens(), 0u);
+    committed.push_back((probe.tokens(0) + 1) % FakeDrafter::kVocab);
+    ASSERT_EQ(engine_->OnResult(Result("r", ++epoch, {committed.back()},
+                                       static_cast<int>(committed.size()),
+                                       probe.block_sequence())),
+              ResultAction::kApplied);
+  };
+  // The target's own tokens over `n` positions, one result each (the window
+  // block's block_sequence on the first, none after).
+  auto decode_alone = [&](int n, uint64_t first_sequence) {
+    for (int i = 0; i < n; ++i) {
+      committed.push_back(static_cast<int32_t>((committed.size() * 7) % FakeDrafter::kVocab));
+      ASSERT_EQ(engine_->OnResult(Result("r", ++epoch, {committed.back()},
+                                         static_cast<int>(committed.size()),
+                                         i == 0 ? first_sequence : 0)),
+                ResultAction::kApplied);
+      if (i + 1 < n) {
+        EXPECT_FALSE(engine_->HasWork()) << "inside the window, token " << i;
+      }
+    }
+  };
+  auto first = Step();
+  ASSERT_EQ(first.size(), 1u);
+  reject(first[0]);
+  for (const int window : {8, 16}) {
+    auto off = Step();
+    ASSERT_EQ(off.size(), 1u);
+    EXPECT_EQ(off[0].tokens_size(), 0);
+    EXPECT_EQ(off[0].start(), committed.size());
+    EXPECT_EQ(off[0].alone_tokens(), static_cast<uint32_t>(window));
+    EXPECT_FALSE(engine_->HasWork()) << "no block while the target decodes alone";
+    decode_alone(window, off[0].block_sequence());
+    ASSERT_TRUE(engine_->HasWork()) << "window " << window;
+    auto probe = Step();
+    ASSERT_EQ(probe.size(), 1u);
+    reject(probe[0]);
+  }
+  EXPECT_EQ(engine_->counters().blocks_sent, 5u) << "3 probes, 2 windows: no block per token";
+}
+
+// An off window opens only when the target resolves its block: if the target
+// moved to a new epoch without it (here it decided the position alone after
+// block_wait, so the window block is stale and dropped), the draft must not sit
+// waiting for window tokens that will never come.
+TEST_F(DraftEngineTest, StaleOffWindowBlockOpensNoWindow) {
+  DraftEngineOptions options;
+  options.adaptive.prior_alpha = 0.0;
+  options.adaptive.probe_interval = 4;
+  options.shadow_drafts = false;
+  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0)).ok());
+  auto probe = Step();
+  ASSERT_EQ(probe.size(), 1u);
+  ASSERT_EQ(probe[0].tokens_size(), 1);
+  ASSERT_EQ(engine_->OnResult(Result("r", 1, {5}, kP + 1, probe[0].block_sequence())),
+            ResultAction::kApplied);
+  auto off = Step();
+  ASSERT_EQ(off.size(), 1u);
+  ASSERT_EQ(off[0].alone_tokens(), 8u);
+  // A result of a new epoch that does not answer the window block.
+  ASSERT_EQ(engine_->OnResult(Result("r", 2, {6}, kP + 2, /*block_sequence=*/0)),
+            ResultAction::kApplied);
+  EXPECT_TRUE(engine_->HasWork()) << "no window is open: the draft sends again";
+  auto next = Step();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].start(), static_cast<uint32_t>(kP + 2));
+  EXPECT_EQ(next[0].epoch(), 2u);
+}
+
+// Shadow blocks: while speculation is off, a drafter that costs nothing (the
+// fake clock stands still inside Propose) proposes at each position without
+// sending; when the target's own tokens keep matching those proposals, the
+// controller predicts a win and the draft speculates again before the window
+// ends. Tokens that do not match keep it off for the whole window.
+TEST_F(DraftEngineGuardTest, ShadowBlocksThatMatchEndTheOffWindowEarly) {
+  for (const bool copyable : {false, true}) {
+    DraftEngineOptions options;
+    options.lookahead_blocks = 1;
+    options.adaptive.prior_alpha = 0.0;
+    options.adaptive.probe_interval = 32;
+    options.clock = [this] { return now_; };
+    engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+    ASSERT_TRUE(engine_->AddRequest(Assign("r", 0, /*max_tokens=*/1000)).ok());
+    committed_ = kPrompt;
+    epoch_ = 0;
+    std::vector<proto::DraftBlock> sent = Step();
+    ASSERT_EQ(sent.size(), 1u);
+    ASSERT_EQ(sent[0].tokens_size(), 1);  // the first block is a probe
+    Resolve(sent[0], absl::Milliseconds(10), /*accepted=*/0);
+    sent = Step();
+    ASSERT_EQ(sent.size(), 1u);
+    ASSERT_EQ(sent[0].tokens_size(), 0);
+    const int window_end = static_cast<int>(sent[0].start() + sent[0].alone_tokens());
+    ASSERT_EQ(sent[0].alone_tokens(), 64u) << "the failed probe doubled the interval";
+    Resolve(sent[0], absl::Milliseconds(10));  // the window's first token
+    // The target decides alone: the drafter's own next token, or another one.
+    int speculative_at = -1;
+    while (static_cast<int>(committed_.size()) < window_end) {
+      for (const proto::DraftBlock& block : Step()) {
+        ASSERT_GT(block.tokens_size(), 0) << "only shadow blocks are drafted in the window";
+        speculative_at = static_cast<int>(block.start());
+      }
+      if (speculative_at >= 0) break;
+      int32_t next = FakeDrafter::NextToken(committed_);
+      if (!copyable) next = (next + 1) % FakeDrafter::kVocab;
+      committed_.push_back(next);
+      now_ += absl::Milliseconds(10);
+      ASSERT_EQ(engine_->OnResult(Result("r", ++epoch_, {next},
+                                         static_cast<int>(committed_.size()))),
+                ResultAction::kApplied);
+    }
+    if (copyable) {
+      EXPECT_GE(speculative_at, 0) << "matching shadow blocks turn speculation on";
+      EXPECT_LT(speculative_at, window_end - 8) << "well before the window's end";
+    } else {
+      EXPECT_LT(speculative_at, 0) << "shadow blocks that miss keep speculation off";
+      EXPECT_EQ(engine_->counters().blocks_sent, 2u) << "the probe and the window's block";
+    }
+    engine_->Release("r");
+  }
+}
+
+// An empty block sent because the drafter failed asks the target for that one
+// position only: the controller did not turn speculation off.
+TEST_F(DraftEngineTest, AFailedAdaptiveProposalOpensNoOffWindow) {
+  Make(/*lookahead=*/1);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0)).ok());
+  drafter_.FailRequest("r");
+  auto failed = Step();
+  ASSERT_EQ(failed.size(), 1u);
+  ASSERT_EQ(failed[0].tokens_size(), 0);
+  EXPECT_EQ(failed[0].alone_tokens(), 0u);
+  ASSERT_EQ(engine_->OnResult(Result("r", 1, {5}, kP + 1, failed[0].block_sequence())),
+            ResultAction::kApplied);
+  EXPECT_TRUE(engine_->HasWork()) << "the draft proposes at the next position";
 }
 
 }  // namespace

@@ -235,6 +235,39 @@ TEST(AdaptiveDraftLengthTest, FailedProbesBackOffGeometricallyAndAWinResetsTheGa
   EXPECT_EQ(controller.probe_interval(), 4);
 }
 
+// Shadow blocks teach acceptance while speculation is off, without probes: ones
+// that miss leave it off and the back-off where it was (they cost the target
+// nothing, so they are no failed probe); ones that match turn it back on before
+// the next probe is due, and reset the gap between probes.
+TEST(AdaptiveDraftLengthTest, ShadowBlocksTurnSpeculationBackOnWithoutAProbe) {
+  AdaptiveDraftLengthConfig config = Config();
+  config.min_speedup = 1.05;
+  config.probe_interval = 4;
+  config.max_probe_interval = 64;
+  AdaptiveDraftLength controller(config);
+  for (int k : {0, 1, 4, 8}) controller.RecordVerify(k, 0.010 * (1.0 + 0.25 * k));
+  controller.RecordCosts(0.010, 0.00001);
+  for (int block = 0; block < 40; ++block) controller.RecordBlock(4, 0, true);
+  ASSERT_EQ(controller.NextK(), 0);
+  for (int step = 0; step < 4; ++step) controller.RecordTargetOnlyStep();
+  ASSERT_EQ(controller.NextK(), config.min_k);
+  controller.RecordBlock(config.min_k, 0, true);  // a failed probe
+  ASSERT_EQ(controller.probe_interval(), 8);
+  controller.RecordTargetOnlyStep();
+  for (int block = 0; block < 10; ++block) controller.RecordShadowBlock(0, true);
+  EXPECT_EQ(controller.NextK(), 0);
+  EXPECT_EQ(controller.probe_interval(), 8) << "a missed shadow block is no failed probe";
+  EXPECT_EQ(controller.TargetOnlyStepsBeforeProbe(), 7);
+  int shadows = 0;
+  while (controller.NextK() == 0 && shadows < 100) {
+    controller.RecordShadowBlock(controller.ShadowK(), false);
+    ++shadows;
+  }
+  EXPECT_GT(controller.NextK(), 0);
+  EXPECT_LE(shadows, 4) << "blocks matched in full are strong evidence";
+  EXPECT_EQ(controller.probe_interval(), 4) << "a predicted win resets the gap";
+}
+
 // The measured guard: at the same model inputs (alpha 0.6, a free draft, a flat
 // curve: the model predicts a win at every k), blocks that commit 2 tokens in
 // 2.5 plain steps measure 0.8x and turn speculation off, while blocks that

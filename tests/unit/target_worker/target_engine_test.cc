@@ -261,6 +261,76 @@ TEST_F(TargetEngineTest, EmptyBlockLetsTheTargetChooseWithoutWaiting) {
   EXPECT_EQ(engine_->counters().own_tokens, 0u) << "an empty block is verified, not a timeout";
 }
 
+// An empty block with alone_tokens N (the draft's controller turned speculation
+// off): the target decides N positions without waiting for blocks, one forward
+// of one token per position (a plain decode step), commits plain greedy, and
+// then waits for the draft again.
+TEST_F(TargetEngineTest, OffWindowDecodesAloneOneForwardPerTokenThenWaitsAgain) {
+  Make();
+  ASSERT_TRUE(Add(Assign("r", kPrompt, 12, kDraftWorker)).ok());
+  RunWhileWork();
+  const int f = static_cast<int>(kPrompt.size());
+  proto::DraftBlock off = Block("r", 0, f, {}, /*sequence=*/5);
+  off.set_alone_tokens(4);
+  ASSERT_EQ(engine_->AddBlock(off, "draft"), BlockAdmission::kQueued);
+  const size_t forwards_before = model_.forwards().size();
+  RunWhileWork();
+  EXPECT_EQ(seen_["r"], FakeLanguageModel::GreedyExtend(kPrompt, 4));
+  EXPECT_FALSE(engine_->HasWork(now_)) << "after the window it waits for a block";
+  // The window's first token came from p of the prefill; the next three each
+  // took one forward, and the fourth was fed for p at the next position.
+  EXPECT_EQ(model_.forwards().size() - forwards_before, 4u);
+  for (int position = f; position < f + 4; ++position) {
+    const auto fed = FedAt(position);
+    ASSERT_EQ(fed.size(), 1u) << "position " << position;
+    EXPECT_EQ(fed[0].tokens.size(), 1u) << "position " << position;
+  }
+  EXPECT_EQ(engine_->counters().own_tokens, 3u) << "the first was the empty block's";
+}
+
+// A new draft worker decides for itself whether to speculate: a reassignment
+// closes the window the old one opened.
+TEST_F(TargetEngineTest, ReassignmentClosesTheOffWindow) {
+  Make();
+  ASSERT_TRUE(Add(Assign("r", kPrompt, 12, kDraftWorker)).ok());
+  RunWhileWork();
+  const int f = static_cast<int>(kPrompt.size());
+  proto::DraftBlock off = Block("r", 0, f, {}, /*sequence=*/5);
+  off.set_alone_tokens(8);
+  ASSERT_EQ(engine_->AddBlock(off, "draft"), BlockAdmission::kQueued);
+  ASSERT_TRUE(Step().ok());  // the empty block's token: the window opens
+  ASSERT_TRUE(Step().ok());  // the next token decided alone
+  ASSERT_EQ(seen_["r"].size(), kPrompt.size() + 2);
+  const std::vector<int32_t> committed = seen_["r"];
+  ASSERT_TRUE(Add(Assign("r", committed, 12, kDraftWorker + 1)).ok());
+  RunWhileWork();
+  EXPECT_EQ(seen_["r"].size(), kPrompt.size() + 2) << "waits for the new draft's block";
+}
+
+// A draft block verified inside an off window ends it (the draft speculates
+// again): after the block's result the target waits for the draft's next block.
+TEST_F(TargetEngineTest, ADraftBlockInsideTheOffWindowEndsIt) {
+  Make();
+  ASSERT_TRUE(Add(Assign("r", kPrompt, 16, kDraftWorker)).ok());
+  RunWhileWork();
+  const int f = static_cast<int>(kPrompt.size());
+  proto::DraftBlock off = Block("r", 0, f, {}, /*sequence=*/5);
+  off.set_alone_tokens(12);
+  ASSERT_EQ(engine_->AddBlock(off, "draft"), BlockAdmission::kQueued);
+  ASSERT_TRUE(Step().ok());  // the empty block's token: the window opens
+  ASSERT_TRUE(Step().ok());  // one token decided alone
+  ASSERT_EQ(seen_["r"].size(), kPrompt.size() + 2);
+  const TargetRequest* request = engine_->Find("r");
+  ASSERT_NE(request, nullptr);
+  const std::vector<int32_t> greedy = FakeLanguageModel::GreedyExtend(kPrompt, 5);
+  const proto::DraftBlock block =
+      Block("r", request->epoch(), f + 2, {greedy[f + 2], greedy[f + 3]}, /*sequence=*/6);
+  ASSERT_EQ(engine_->AddBlock(block, "draft"), BlockAdmission::kQueued);
+  RunWhileWork();
+  EXPECT_EQ(seen_["r"], greedy) << "two accepted and the bonus, then a wait for the draft";
+  EXPECT_FALSE(engine_->HasWork(now_));
+}
+
 // After a rejected block the correction is not fed alone at once: the target
 // waits up to feed_wait for the draft's next block and feeds both in one
 // forward. With no block by then, it feeds the correction alone; after two such
