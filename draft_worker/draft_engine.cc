@@ -118,6 +118,7 @@ void DraftEngine::Resync(const std::string& id, RequestState& state, std::vector
 
 void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult& result,
                                   bool new_epoch) {
+  state.adaptive->RecordTargetCurve(result.target_step_seconds(), result.target_verify_slope());
   auto sent = state.sent.find(result.block_sequence());
   if (sent == state.sent.end()) {
     LearnFromOffWindow(state, result);
@@ -139,7 +140,11 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
   // measured guard compares with plain steps.
   const double since_last_result = absl::ToDoubleSeconds(now - state.last_result);
   state.last_result = now;
-  if (!first) state.adaptive->RecordVerify(block.drafted, step_seconds);
+  // An empty block that opens an off window may be decided in the step of the
+  // block before it, with no forward of its own (p was already known): its time
+  // is no plain step. The window's own results, one forward apart, sample T(0).
+  const bool opens_window = block.drafted == 0 && block.alone_until > 0;
+  if (!first && !opens_window) state.adaptive->RecordVerify(block.drafted, step_seconds);
   if (block.drafted == 0) {
     state.adaptive->RecordTargetOnlyStep();
     return;
@@ -149,8 +154,12 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
   if (!first) state.adaptive->RecordBlockTime(result.committed_tokens_size(), since_last_result);
   state.adaptive->RecordBlock(block.drafted, accepted, new_epoch && accepted < block.drafted);
   if (!first) {
-    state.adaptive->RecordCosts(step_seconds / state.adaptive->curve().Relative(block.drafted),
-                                draft_seconds_per_token_);
+    // The target's plain step: its own report if it sent one, else this block's
+    // round trip scaled by the fitted curve.
+    const double target_step = result.target_step_seconds() > 0.0
+                                   ? state.adaptive->PlainStepSeconds()
+                                   : step_seconds / state.adaptive->curve().Relative(block.drafted);
+    state.adaptive->RecordCosts(target_step, draft_seconds_per_token_);
   }
 }
 
@@ -229,6 +238,7 @@ void DraftEngine::RestartDrafter(const std::string& id, RequestState& state) {
   const std::vector<int32_t> committed(state.context.begin(),
                                        state.context.begin() + state.committed_length);
   absl::Status started = drafter_->Start(id, committed);
+  state.drafter_warm = false;
   state.held = started.ok() ? committed : std::vector<int32_t>();
   if (!started.ok())
     SPLITSPEC_LOG(ERROR) << "request " << id << ": drafter restart failed: " << started;
@@ -247,8 +257,7 @@ bool DraftEngine::HasRoom(const RequestState& state) const {
 
 bool DraftEngine::ShadowAffordable(const RequestState& state) const {
   if (!options_.shadow_drafts || !state.adaptive_k) return false;
-  const spec::VerifyCostCurve& curve = state.adaptive->curve();
-  const double plain_step = curve.MeanSeconds(0) > 0.0 ? curve.MeanSeconds(0) : curve.BaseSeconds();
+  const double plain_step = state.adaptive->PlainStepSeconds();
   // Unmeasured, a drafter gets one shadow block: its Propose measures it.
   if (!(draft_seconds_per_token_ > 0.0) || !(plain_step > 0.0)) return true;
   return draft_seconds_per_token_ * state.adaptive->ShadowK() <=
@@ -276,10 +285,49 @@ void DraftEngine::ScoreShadow(RequestState& state, int base, const std::vector<i
   }
 }
 
+bool DraftEngine::CatchUpDue(const RequestState& state) const {
+  if (options_.catch_up_tokens <= 0 || !state.adaptive_k || NextK(state) != 0) return false;
+  if (static_cast<int>(state.context.size()) != state.committed_length) return false;
+  if (options_.shadow_drafts && ShadowAffordable(state)) return false;  // shadows feed it
+  const int pending = static_cast<int>(state.context.size() -
+                                       CommonPrefix(state.held, state.context));
+  return pending >= options_.catch_up_tokens;
+}
+
+absl::StatusOr<bool> DraftEngine::StepCatchUp() {
+  std::vector<spec::DraftRequest> batch;
+  std::deque<std::vector<int32_t>> contexts;
+  std::vector<size_t> pending;  // per entry: tokens the drafter takes in
+  for (auto& [id, state] : requests_) {
+    if (!CatchUpDue(state)) continue;
+    batch.push_back(MakeDraftRequest(id, state, &contexts.emplace_back(state.context), 0));
+    pending.push_back(state.context.size() - state.held.size());  // held: its common prefix now
+  }
+  if (batch.empty()) return false;
+  RETURN_IF_ERROR(drafter_->Propose(absl::MakeSpan(batch)));
+  ++counters_.catch_up_calls;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const spec::DraftRequest& proposal = batch[i];
+    RequestState& state = requests_[proposal.request_id];
+    if (!proposal.status.ok()) {
+      SPLITSPEC_LOG(WARNING) << "request " << proposal.request_id
+                             << ": catch-up failed: " << proposal.status;
+      RestartDrafter(proposal.request_id, state);
+      continue;
+    }
+    state.held.assign(proposal.context.begin(), proposal.context.end());
+    state.drafter_warm = true;
+    counters_.catch_up_tokens += pending[i];
+    SPLITSPEC_LOG(DEBUG) << "catch-up " << proposal.request_id << ": " << pending[i]
+                         << " tokens, holds " << state.held.size();
+  }
+  return true;
+}
+
 bool DraftEngine::HasWork() const {
   for (const auto& [id, state] : requests_) {
     if (HasRoom(state) || HasCacheWork(state)) return true;
-    if (ShadowDue(state)) return true;
+    if (ShadowDue(state) || CatchUpDue(state)) return true;
   }
   return false;
 }
@@ -343,11 +391,27 @@ spec::DraftRequest DraftEngine::MakeDraftRequest(const std::string& id, RequestS
 
 absl::Status DraftEngine::ProposeMeasured(absl::Span<spec::DraftRequest> batch) {
   ++counters_.propose_calls;
+  bool prefills = false;
+  for (const spec::DraftRequest& r : batch) {
+    auto it = requests_.find(r.request_id);
+    const size_t held = it == requests_.end() ? 0 : it->second.held.size();
+    const bool warm = it != requests_.end() && it->second.drafter_warm;
+    prefills = prefills || !warm || r.context.size() > held + 2;
+  }
   const absl::Time propose_start = options_.clock();
   RETURN_IF_ERROR(drafter_->Propose(batch));
+  for (const spec::DraftRequest& r : batch) {
+    auto it = requests_.find(r.request_id);
+    if (it != requests_.end() && r.status.ok()) it->second.drafter_warm = true;
+  }
   size_t proposed = 0;
   for (const spec::DraftRequest& r : batch) proposed += r.tokens.size();
-  if (proposed > 0)
+  if (LogEnabled(LogLevel::kDebug)) {
+    SPLITSPEC_LOG(DEBUG) << "propose: " << batch.size() << " requests, " << proposed
+                         << " tokens" << (prefills ? " (with prefill)" : "") << ", "
+                         << absl::ToDoubleMilliseconds(options_.clock() - propose_start) << " ms";
+  }
+  if (proposed > 0 && !prefills)
     draft_seconds_per_token_ = absl::ToDoubleSeconds(options_.clock() - propose_start) / proposed;
   return absl::OkStatus();
 }
@@ -392,7 +456,7 @@ void DraftEngine::PlanCache(RequestState& state, const proto::DraftBlock& block,
   const int k = block.tokens_size();
   const int next_k = std::max(1, NextK(state));
   // The draft tokens that fit in one verification of this block: C * T_verify(k) / T_target.
-  const double fit = state.adaptive->EstimatedCostRatio() * state.adaptive->curve().Relative(k);
+  const double fit = state.adaptive->EstimatedCostRatio() * (1.0 + state.adaptive->VerifySlope() * k);
   const int budget =
       std::max(1, static_cast<int>(std::ceil(options_.cache_budget_factor * fit)));
   const std::vector<int32_t> tokens(block.tokens().begin(), block.tokens().end());
@@ -473,7 +537,12 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
     kinds.push_back(shadow ? EntryKind::kShadowAndEmptyBlock : EntryKind::kBlock);
     ids.push_back(id);
   }
-  if (batch.empty()) return out->empty() ? StepCache() : absl::OkStatus();
+  if (batch.empty()) {
+    if (!out->empty()) return absl::OkStatus();
+    // Idle: catch-up first (it shortens the target's wait at a probe), then the cache.
+    ASSIGN_OR_RETURN(const bool caught_up, StepCatchUp());
+    return caught_up ? absl::OkStatus() : StepCache();
+  }
   RETURN_IF_ERROR(ProposeMeasured(absl::MakeSpan(batch)));
   for (size_t i = 0; i < batch.size(); ++i) {
     spec::DraftRequest& proposal = batch[i];

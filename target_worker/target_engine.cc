@@ -579,6 +579,10 @@ void TargetEngine::ResolveOwnToken(WorkItem& item, absl::Time now,
 
 void TargetEngine::Report(TargetRequest& request, proto::VerifyResult result,
                           std::vector<TargetEvent>* events) {
+  if (forward_cost_.measured()) {
+    result.set_target_step_seconds(forward_cost_.BaseSeconds());
+    result.set_target_verify_slope(forward_cost_.Slope());
+  }
   const std::string draft_peer = request.draft_worker_id() == 0
                                      ? std::string()
                                      : net::DraftPeerName(request.draft_worker_id());

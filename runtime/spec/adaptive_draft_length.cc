@@ -53,17 +53,24 @@ double AdaptiveDraftLength::EstimatedCostRatio() const {
   return have_costs_ ? target_seconds_ / draft_seconds_ : config_.initial_cost_ratio;
 }
 
-PlanChoice AdaptiveDraftLength::Best() const {
+PlanChoice AdaptiveDraftLength::Best() const { return BestAt(EstimatedAlpha()); }
+
+bool AdaptiveDraftLength::Hopeless() const {
+  // Measured costs only: the prior cost ratio is a guess the first block tests.
+  return have_costs_ && !(BestAt(kBestCaseAlpha).speedup > config_.min_speedup);
+}
+
+PlanChoice AdaptiveDraftLength::BestAt(double alpha) const {
   if (config_.schedule == Schedule::kSequential) {
-    return OptimalKWithVerifyCost(EstimatedAlpha(), EstimatedCostRatio(), config_.schedule,
-                                  curve_->Slope(), config_.min_k, config_.max_k);
+    return OptimalKWithVerifyCost(alpha, EstimatedCostRatio(), config_.schedule, VerifySlope(),
+                                  config_.min_k, config_.max_k);
   }
   // Overlapped, the bonus of a fully accepted block is forfeited (the queued
   // block feeds in its place): the pipeline model counts it, the iid model does not.
-  return PipelineOptimalK({.alpha = EstimatedAlpha(),
+  return PipelineOptimalK({.alpha = alpha,
                            .cost_ratio = EstimatedCostRatio(),
                            .k = config_.min_k,
-                           .verify_slope = curve_->Slope(),
+                           .verify_slope = VerifySlope(),
                            .cache_hit_rate = 0.0},
                           PipelineMode::kOverlapped, config_.min_k, config_.max_k);
 }
@@ -71,10 +78,11 @@ PlanChoice AdaptiveDraftLength::Best() const {
 int AdaptiveDraftLength::NextK() const {
   const PlanChoice best = Best();
   if (PredictedToWin(best)) return best.k;
-  return target_only_steps_ >= probe_interval_ ? config_.min_k : 0;
+  return target_only_steps_ >= probe_interval_ && !Hopeless() ? config_.min_k : 0;
 }
 
 int AdaptiveDraftLength::TargetOnlyStepsBeforeProbe() const {
+  if (Hopeless()) return config_.max_probe_interval;
   return std::max(1, probe_interval_ - target_only_steps_);
 }
 
@@ -110,10 +118,27 @@ void AdaptiveDraftLength::RecordBlockTime(int committed_tokens, double seconds) 
   ++timed_blocks_;
 }
 
+void AdaptiveDraftLength::RecordTargetCurve(double base_seconds, double slope) {
+  if (!(base_seconds > 0.0) || !std::isfinite(base_seconds) || !(slope >= 0.0) ||
+      !std::isfinite(slope)) {
+    return;
+  }
+  target_base_seconds_ = base_seconds;
+  target_slope_ = slope;
+}
+
+double AdaptiveDraftLength::PlainStepSeconds() const {
+  if (target_base_seconds_ > 0.0) return target_base_seconds_;
+  return curve_->MeanSeconds(0) > 0.0 ? curve_->MeanSeconds(0) : curve_->BaseSeconds();
+}
+
+double AdaptiveDraftLength::VerifySlope() const {
+  return target_base_seconds_ > 0.0 ? target_slope_ : curve_->Slope();
+}
+
 double AdaptiveDraftLength::MeasuredSpeedup() const {
   if (timed_blocks_ < config_.min_guard_blocks) return INFINITY;
-  const double plain_step =
-      curve_->MeanSeconds(0) > 0.0 ? curve_->MeanSeconds(0) : curve_->BaseSeconds();
+  const double plain_step = PlainStepSeconds();
   if (!(plain_step > 0.0)) return INFINITY;
   return block_tokens_ / block_seconds_ * plain_step;
 }
@@ -136,8 +161,9 @@ void AdaptiveDraftLength::RecordCosts(double target_step_seconds, double draft_t
 std::string AdaptiveDraftLength::DebugString() const {
   const PlanChoice best = Best();
   return absl::StrCat("next_k=", NextK(), " alpha=", EstimatedAlpha(),
-                      " cost_ratio=", EstimatedCostRatio(), " slope=", curve_->Slope(),
-                      " t0=", curve_->BaseSeconds(), " mean_t0=", curve_->MeanSeconds(0),
+                      " cost_ratio=", EstimatedCostRatio(), " slope=", VerifySlope(),
+                      " t0=", PlainStepSeconds(), " fit_t0=", curve_->BaseSeconds(),
+                      " mean_t0=", curve_->MeanSeconds(0),
                       " best_k=", best.k, " predicted=", best.speedup,
                       " measured=", MeasuredSpeedup(), " off_steps=", target_only_steps_,
                       " probe_interval=", probe_interval_);

@@ -113,12 +113,27 @@ class AdaptiveDraftLength {
   // The k a shadow block drafts: the model's best k at the current estimates.
   int ShadowK() const { return Best().k; }
 
+  // The target's own measured cost curve (VerifyResult.target_step_seconds and
+  // target_verify_slope): once reported, it replaces what round trips estimate
+  // for the plain step T(0) (the measured guard's yardstick) and the verify
+  // slope. Ignored unless base_seconds > 0 and slope >= 0, both finite.
+  void RecordTargetCurve(double base_seconds, double slope);
+  // T(0): the target's report, else the window's plain steps, else the fit.
+  double PlainStepSeconds() const;
+  // The verify-cost slope the model uses: the target's report, else the fit.
+  double VerifySlope() const;
+
   // A step decoded without a draft (k = 0).
   void RecordTargetOnlyStep() { ++target_only_steps_; }
 
   // While NextK() is 0: the target-only steps left before the next probe (>= 1),
   // i.e. how many tokens the target may decode alone without asking again.
   int TargetOnlyStepsBeforeProbe() const;
+  // True once the measured costs say speculation cannot win even if every draft
+  // token were accepted (a draft as slow as the target): then no probe is made,
+  // since none could turn speculation on (a probe of a costly drafter costs a
+  // few plain steps: the draft's catch-up, its token and a verification).
+  bool Hopeless() const;
   // The current gap between probes (probe_interval, doubled per failed probe).
   int probe_interval() const { return probe_interval_; }
 
@@ -139,7 +154,7 @@ class AdaptiveDraftLength {
 
   double EstimatedAlpha() const;
   double EstimatedCostRatio() const;
-  double EstimatedVerifySlope() const { return curve_->Slope(); }
+  double EstimatedVerifySlope() const { return VerifySlope(); }
   const VerifyCostCurve& curve() const { return *curve_; }
   // The inputs and outcome of the next decision, for decision logs.
   std::string DebugString() const;
@@ -147,6 +162,9 @@ class AdaptiveDraftLength {
  private:
   // The model's best k and whether it is predicted to beat target-only decoding.
   PlanChoice Best() const;
+  // The model's best k if every draft token were accepted (alpha = kBestCaseAlpha).
+  PlanChoice BestAt(double alpha) const;
+  static constexpr double kBestCaseAlpha = 0.99;
   bool PredictedToWin(const PlanChoice& best) const {
     return best.speedup > config_.min_speedup && MeasuredSpeedup() > 1.0;
   }
@@ -158,6 +176,8 @@ class AdaptiveDraftLength {
   double target_seconds_ = 0.0;
   double draft_seconds_ = 0.0;
   bool have_costs_ = false;
+  double target_base_seconds_ = 0.0;  // RecordTargetCurve; 0: none
+  double target_slope_ = 0.0;
   // Consecutive steps at k = 0 since the last block; a request starts as if a
   // whole probe interval had passed, so its first block is a probe.
   int target_only_steps_;

@@ -19,7 +19,9 @@
 // given tokens; Propose requires context to extend it (context.size() >= held; the
 // first `held` tokens are the caller's promise, not re-checked) and afterwards holds
 // context + the proposed tokens; Truncate(length) rolls it back to its first
-// `length` tokens; Release forgets it.
+// `length` tokens; Release forgets it. k = 0 proposes nothing but takes in the
+// context: a model drafter feeds it to its cache now (a draft worker catching
+// up while speculation is off), so the Propose that drafts next costs no prefill.
 //
 // Thread model: a drafter is used by one thread (the draft worker's loop); it is
 // thread-compatible, not thread-safe.

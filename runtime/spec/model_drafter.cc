@@ -209,11 +209,35 @@ void ModelDrafter::Rollback(Work& w) {
   w.request->top.clear();
 }
 
+absl::Status ModelDrafter::CatchUp(std::vector<Work>& work, model::ForwardOutput* out) {
+  std::vector<Work*> fed;
+  std::vector<model::SequenceInput> inputs;
+  for (Work& w : work) {
+    if (!w.request->status.ok() || w.k != 0) continue;
+    model::KvCache& cache = *w.state->cache;
+    // All but the last token: the next Propose feeds that one for its logits.
+    const int upto = static_cast<int>(w.state->tokens.size()) - 1;
+    if (cache.length() >= upto) continue;
+    fed.push_back(&w);
+    inputs.push_back({&cache,
+                      absl::MakeConstSpan(w.state->tokens).subspan(cache.length(),
+                                                                   upto - cache.length()),
+                      model::LogitsMode::kNone});
+  }
+  if (inputs.empty()) return absl::OkStatus();
+  const absl::Status status = model_->Forward(inputs, out);
+  if (!status.ok()) {
+    for (Work& w : work) Rollback(w);
+  }
+  return status;
+}
+
 absl::Status ModelDrafter::Propose(absl::Span<DraftRequest> batch) {
   std::vector<Work> work;
   absl::flat_hash_map<std::string, bool> seen;
   for (DraftRequest& request : batch) Admit(request, seen, work);
   model::ForwardOutput out;
+  RETURN_IF_ERROR(CatchUp(work, &out));
   while (true) {
     std::vector<Work*> active;
     std::vector<model::SequenceInput> inputs;

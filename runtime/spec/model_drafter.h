@@ -69,6 +69,12 @@ class ModelDrafter : public Drafter {
   // the same request twice in the batch, invalid params, non-finite draft logits.
   // A failed forward returns its error with every request rolled back.
   absl::Status Propose(absl::Span<DraftRequest> batch) override;
+  // Positions of `request_id` in its draft cache (-1 if not started): how much
+  // of the held sequence has been fed to the model (it feeds lazily).
+  int CachedTokens(const std::string& request_id) const {
+    auto it = requests_.find(request_id);
+    return it == requests_.end() ? -1 : it->second.cache->length();
+  }
 
  private:
   struct RequestState {
@@ -92,6 +98,10 @@ class ModelDrafter : public Drafter {
   bool Choose(Work& w, const float* logits);
   // The request's `alternatives` most likely tokens from this logits row (after Choose's probs_).
   absl::StatusOr<SparseDistribution> TopAlternatives(const DraftRequest& r, const float* logits);
+  // k = 0 requests (a draft worker catching up while speculation is off): feeds
+  // their pending context, all but its last token, in one forward without logits,
+  // so the Propose that drafts next starts from a warm cache.
+  absl::Status CatchUp(std::vector<Work>& work, model::ForwardOutput* out);
   static void Rollback(Work& w);
 
   std::unique_ptr<model::Transformer> model_;

@@ -588,6 +588,7 @@ TEST_F(DraftEngineTest, AdaptiveOffWindowLetsTheTargetDecodeAloneUntilTheProbe) 
   options.adaptive.probe_interval = 4;
   options.adaptive.max_probe_interval = 64;
   options.shadow_drafts = false;  // here the windows run to their end
+  options.catch_up_tokens = 0;    // and the draft does nothing inside them
   engine_ = std::make_unique<DraftEngine>(&drafter_, options);
   ASSERT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0)).ok());
   std::vector<int32_t> committed = kPrompt;
@@ -634,6 +635,65 @@ TEST_F(DraftEngineTest, AdaptiveOffWindowLetsTheTargetDecodeAloneUntilTheProbe) 
     reject(probe[0]);
   }
   EXPECT_EQ(engine_->counters().blocks_sent, 5u) << "3 probes, 2 windows: no block per token";
+}
+
+// A drafter too costly for shadow blocks (a model) is fed the target's tokens in
+// chunks while the target decodes alone: the probe that ends the window then
+// drafts after at most catch_up_tokens of prefill, not the whole window's, so
+// the target's wait for it stays short. Catch-up sends no block.
+TEST_F(DraftEngineTest, OffWindowFeedsACostlyDrafterTheTargetsTokensInChunks) {
+  DraftEngineOptions options;
+  options.adaptive.prior_alpha = 0.0;
+  options.adaptive.probe_interval = 8;  // doubled after the failed probe: a window of 16
+  options.adaptive.max_probe_interval = 64;
+  options.shadow_drafts = false;  // as for a model drafter: no shadow blocks
+  options.catch_up_tokens = 4;
+  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0)).ok());
+  std::vector<int32_t> committed = kPrompt;
+  uint64_t epoch = 0;
+  auto probe = Step();
+  ASSERT_EQ(probe.size(), 1u);
+  committed.push_back((probe[0].tokens(0) + 1) % FakeDrafter::kVocab);  // rejected
+  ASSERT_EQ(engine_->OnResult(Result("r", ++epoch, {committed.back()},
+                                     static_cast<int>(committed.size()),
+                                     probe[0].block_sequence())),
+            ResultAction::kApplied);
+  auto off = Step();
+  ASSERT_EQ(off.size(), 1u);
+  ASSERT_EQ(off[0].tokens_size(), 0);
+  const int window = static_cast<int>(off[0].alone_tokens());
+  ASSERT_EQ(window, 16);
+  int catch_ups = 0;
+  for (int i = 0; i < window; ++i) {
+    committed.push_back(static_cast<int32_t>((committed.size() * 7) % FakeDrafter::kVocab));
+    ASSERT_EQ(engine_->OnResult(Result("r", ++epoch, {committed.back()},
+                                       static_cast<int>(committed.size()),
+                                       i == 0 ? off[0].block_sequence() : 0)),
+              ResultAction::kApplied);
+    if (i + 1 == window) break;  // the window's end: the probe is due
+    const size_t held = drafter_.Held("r")->size();
+    if (committed.size() - held < 4u) {
+      EXPECT_FALSE(engine_->HasWork()) << "token " << i << ": fewer than 4 pending";
+      continue;
+    }
+    ASSERT_TRUE(engine_->HasWork()) << "token " << i << ": 4 pending";
+    const size_t proposals = drafter_.proposals().size();
+    EXPECT_TRUE(Step().empty()) << "catch-up sends nothing";
+    ASSERT_EQ(drafter_.proposals().size(), proposals + 1);
+    EXPECT_EQ(drafter_.proposals().back().k, 0);
+    EXPECT_EQ(drafter_.proposals().back().context, committed);
+    EXPECT_EQ(*drafter_.Held("r"), committed);
+    ++catch_ups;
+  }
+  EXPECT_EQ(catch_ups, 3) << "16 tokens in chunks of 4, the last left to the probe";
+  EXPECT_EQ(engine_->counters().catch_up_calls, 3u);
+  EXPECT_EQ(engine_->counters().catch_up_tokens, 12u);
+  EXPECT_LE(committed.size() - drafter_.Held("r")->size(), 4u) << "the probe's prefill";
+  auto next = Step();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_GT(next[0].tokens_size(), 0) << "the probe";
+  EXPECT_EQ(next[0].start(), committed.size());
 }
 
 // An off window opens only when the target resolves its block: if the target

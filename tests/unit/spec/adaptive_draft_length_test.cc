@@ -239,6 +239,35 @@ TEST(AdaptiveDraftLengthTest, FailedProbesBackOffGeometricallyAndAWinResetsTheGa
 // that miss leave it off and the back-off where it was (they cost the target
 // nothing, so they are no failed probe); ones that match turn it back on before
 // the next probe is due, and reset the gap between probes.
+// A draft as slow as the target (the target drafting for itself) cannot win
+// even if every token is accepted: no probe is made (each would cost a few plain
+// steps for nothing), and the off window is the longest. A draft 10x cheaper is
+// still probed at the interval, and with acceptance that wins it turns on.
+TEST(AdaptiveDraftLengthTest, NoProbesWhenEvenFullAcceptanceCannotWin) {
+  AdaptiveDraftLengthConfig config = Config();
+  config.probe_interval = 4;
+  config.max_probe_interval = 64;
+  for (const double cost_ratio : {1.0, 10.0}) {
+    AdaptiveDraftLength controller(config);
+    for (int k : {0, 1, 4, 8}) controller.RecordVerify(k, 0.010 * (1.0 + 0.25 * k));
+    EXPECT_FALSE(controller.Hopeless()) << "no measured draft cost yet: the first block tests it";
+    controller.RecordCosts(0.010, 0.010 / cost_ratio);
+    for (int block = 0; block < 40; ++block) controller.RecordBlock(4, 4, false);  // alpha ~1
+    if (cost_ratio == 1.0) {
+      EXPECT_TRUE(controller.Hopeless());
+      EXPECT_EQ(controller.NextK(), 0) << "C = 1 loses even at alpha = 1";
+      for (int step = 0; step < 200; ++step) {
+        EXPECT_EQ(controller.TargetOnlyStepsBeforeProbe(), 64);
+        controller.RecordTargetOnlyStep();
+        ASSERT_EQ(controller.NextK(), 0) << "no probe after " << step + 1 << " steps";
+      }
+    } else {
+      EXPECT_FALSE(controller.Hopeless());
+      EXPECT_GT(controller.NextK(), 0) << "C = 10 at alpha ~1 wins";
+    }
+  }
+}
+
 TEST(AdaptiveDraftLengthTest, ShadowBlocksTurnSpeculationBackOnWithoutAProbe) {
   AdaptiveDraftLengthConfig config = Config();
   config.min_speedup = 1.05;

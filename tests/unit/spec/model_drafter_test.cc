@@ -119,6 +119,36 @@ TEST_F(ModelDrafterTest, GreedyBatchDraftsTheDraftModelsChains) {
   EXPECT_EQ(again[0].tokens, ArgmaxChain(*draft_.model, context, 4));
 }
 
+// k = 0 takes the context in now (a draft worker catching up while speculation
+// is off): all but its last token reach the cache in one forward, nothing is
+// proposed, and the next Propose drafts exactly the draft model's own chain.
+TEST_F(ModelDrafterTest, ProposingNothingFeedsThePendingContextToTheCache) {
+  std::unique_ptr<ModelDrafter> drafter = MakeDrafter(draft_path_, target_);
+  std::vector<int32_t> context = {5, 17, 40};
+  ASSERT_TRUE(drafter->Start("r", context).ok());
+  EXPECT_EQ(drafter->CachedTokens("r"), 0) << "Start feeds nothing";
+  for (int32_t t : {9, 300, 2, 7, 7, 100, 41, 8, 13}) context.push_back(t);
+  std::vector<DraftRequest> catch_up(1);
+  catch_up[0].request_id = "r";
+  catch_up[0].context = context;
+  catch_up[0].k = 0;
+  catch_up[0].mode = VerifyMode::kGreedy;
+  catch_up[0].params.temperature = 0.0f;
+  ASSERT_TRUE(drafter->Propose(absl::MakeSpan(catch_up)).ok());
+  ASSERT_TRUE(catch_up[0].status.ok()) << catch_up[0].status;
+  EXPECT_TRUE(catch_up[0].tokens.empty());
+  EXPECT_EQ(drafter->CachedTokens("r"), static_cast<int>(context.size()) - 1);
+  std::vector<DraftRequest> draft(1);
+  draft[0].request_id = "r";
+  draft[0].context = context;
+  draft[0].k = 3;
+  draft[0].mode = VerifyMode::kGreedy;
+  draft[0].params.temperature = 0.0f;
+  ASSERT_TRUE(drafter->Propose(absl::MakeSpan(draft)).ok());
+  ASSERT_TRUE(draft[0].status.ok()) << draft[0].status;
+  EXPECT_EQ(draft[0].tokens, ArgmaxChain(*draft_.model, context, 3));
+}
+
 // Rejection mode ships, per token, the top-q_top_k renormalized distribution of
 // the transformed draft logits, and the token lies in its support.
 TEST_F(ModelDrafterTest, RejectionQIsTheTruncatedDraftDistribution) {
