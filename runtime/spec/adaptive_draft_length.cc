@@ -56,6 +56,7 @@ double AdaptiveDraftLength::EstimatedCostRatio() const {
 PlanChoice AdaptiveDraftLength::Best() const { return BestAt(EstimatedAlpha()); }
 
 bool AdaptiveDraftLength::Hopeless() const {
+  if (lost_at_high_alpha_) return true;
   // Measured costs only: the prior cost ratio is a guess the first block tests.
   return have_costs_ && !(BestAt(kBestCaseAlpha).speedup > config_.min_speedup);
 }
@@ -116,6 +117,9 @@ void AdaptiveDraftLength::RecordBlockTime(int committed_tokens, double seconds) 
   block_tokens_ = (1.0 - w) * block_tokens_ + w * committed_tokens;
   block_seconds_ = (1.0 - w) * block_seconds_ + w * seconds;
   ++timed_blocks_;
+  // Losing in wall time although nearly every draft token is accepted: what
+  // loses is the cost of drafting beside the target, which no probe can change.
+  if (MeasuredSpeedup() <= 1.0 && EstimatedAlpha() >= kHighAlpha) lost_at_high_alpha_ = true;
 }
 
 void AdaptiveDraftLength::RecordTargetCurve(double base_seconds, double slope) {

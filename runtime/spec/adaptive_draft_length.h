@@ -130,7 +130,9 @@ class AdaptiveDraftLength {
   // i.e. how many tokens the target may decode alone without asking again.
   int TargetOnlyStepsBeforeProbe() const;
   // True once the measured costs say speculation cannot win even if every draft
-  // token were accepted (a draft as slow as the target): then no probe is made,
+  // token were accepted (a draft as slow as the target), or once speculation
+  // measured a loss in wall time at an acceptance >= kHighAlpha (the model's
+  // costs missed what drafting beside the target costs): then no probe is made,
   // since none could turn speculation on (a probe of a costly drafter costs a
   // few plain steps: the draft's catch-up, its token and a verification).
   bool Hopeless() const;
@@ -165,6 +167,9 @@ class AdaptiveDraftLength {
   // The model's best k if every draft token were accepted (alpha = kBestCaseAlpha).
   PlanChoice BestAt(double alpha) const;
   static constexpr double kBestCaseAlpha = 0.99;
+  // Measured speedup <= 1 at an estimated acceptance at least this high makes
+  // the request Hopeless: the draft's cost, not its acceptance, is what loses.
+  static constexpr double kHighAlpha = 0.9;
   bool PredictedToWin(const PlanChoice& best) const {
     return best.speedup > config_.min_speedup && MeasuredSpeedup() > 1.0;
   }
@@ -176,6 +181,7 @@ class AdaptiveDraftLength {
   double target_seconds_ = 0.0;
   double draft_seconds_ = 0.0;
   bool have_costs_ = false;
+  bool lost_at_high_alpha_ = false;  // see kHighAlpha
   double target_base_seconds_ = 0.0;  // RecordTargetCurve; 0: none
   double target_slope_ = 0.0;
   // Consecutive steps at k = 0 since the last block; a request starts as if a

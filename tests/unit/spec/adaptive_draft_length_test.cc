@@ -324,6 +324,42 @@ TEST(AdaptiveDraftLengthTest, MeasuredLossTurnsSpeculationOffWhateverTheModelPre
   }
 }
 
+// A measured loss at high acceptance (alpha ~0.95) means drafting beside the
+// target costs more than the model knows: no probe can change that, so the
+// request stops probing. At alpha 0.75 the same loss leaves the probes on (more
+// acceptance could still win), and 0.8x is not hopeless by the model's costs.
+TEST(AdaptiveDraftLengthTest, AMeasuredLossAtHighAcceptanceStopsTheProbes) {
+  for (const int accepted_of_4 : {4, 3}) {
+    AdaptiveDraftLengthConfig config = Config();
+    config.min_speedup = 1.05;
+    config.min_guard_blocks = 4;
+    config.probe_interval = 4;
+    config.max_probe_interval = 64;
+    AdaptiveDraftLength controller(config);
+    controller.RecordCosts(0.010, 0.00001);
+    for (int step = 0; step < 8; ++step) controller.RecordVerify(0, 0.010);
+    for (int block = 0; block < 20; ++block)
+      controller.RecordBlock(4, accepted_of_4, accepted_of_4 < 4);
+    ASSERT_GT(controller.NextK(), 0) << "the model predicts a win";
+    for (int block = 0; block < 4; ++block) controller.RecordBlockTime(2, 0.025);  // 0.8x
+    ASSERT_EQ(controller.NextK(), 0) << "the guard turned it off";
+    EXPECT_EQ(controller.Hopeless(), accepted_of_4 == 4) << accepted_of_4 << " of 4 accepted";
+    int probes = 0;
+    for (int step = 0; step < 100; ++step) {
+      if (controller.NextK() > 0) {
+        ++probes;
+        controller.RecordBlock(config.min_k, config.min_k, false);
+      }
+      controller.RecordTargetOnlyStep();
+    }
+    if (accepted_of_4 == 4) {
+      EXPECT_EQ(probes, 0);
+    } else {
+      EXPECT_GT(probes, 0);
+    }
+  }
+}
+
 TEST(VerifyCostCurveTest, FitsSlopeAndBaseFromSamples) {
   VerifyCostCurve curve(/*prior_slope=*/0.25, /*decay=*/0.9, /*max_k=*/16);
   EXPECT_FALSE(curve.measured());

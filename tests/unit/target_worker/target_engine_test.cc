@@ -420,6 +420,12 @@ TEST_F(TargetEngineTest, TheFeedWaitComesFromTheTimedForwards) {
   EXPECT_NEAR(absl::ToDoubleMilliseconds(engine_->NextDeadline() - now_), 6.0, 1e-6);
   EXPECT_FALSE(engine_->HasWork(now_ + absl::Milliseconds(5))) << "still worth waiting";
   EXPECT_TRUE(engine_->HasWork(now_ + absl::Milliseconds(6))) << "the wait ran out";
+  // The result reports the same line to the draft's controller (its plain step
+  // T(0) and slope).
+  const std::vector<proto::VerifyResult> results = ResultsFor("r");
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_NEAR(results.back().target_step_seconds(), 0.008, 1e-9);
+  EXPECT_NEAR(results.back().target_verify_slope(), 0.25, 1e-9);
 }
 
 // A block that arrives during the forward (the service drains its channel in
