@@ -365,10 +365,11 @@ TEST_F(DraftEngineGuardTest, AcceptedBlocksThatCostMoreThanPlainStepsTurnSpecula
   // prefill) is not timed; the guard acts once min_guard_blocks more are.
   const int guard_blocks = DraftEngineOptions().adaptive.min_guard_blocks;
   ASSERT_EQ(SpeculativeBlocksBeforeOff(absl::Milliseconds(100), 40), guard_blocks + 1);
-  // Off, not a blip: the empty block asks the target to decode alone up to the
-  // next probe (an off window), and nothing is sent while it does.
+  // Off, not a blip: the empty block asks the target to decode alone (an off
+  // window), and nothing is sent while it does. Its blocks were all accepted, so
+  // acceptance is not what lost: no probe will come, and the window is the longest.
   EXPECT_EQ(last_block_.alone_tokens(),
-            static_cast<uint32_t>(DraftEngineOptions().adaptive.probe_interval));
+            static_cast<uint32_t>(DraftEngineOptions().adaptive.max_probe_interval));
   EXPECT_FALSE(engine_->HasWork());  // waits for the empty block's result
   Resolve(last_block_, absl::Milliseconds(10));
   EXPECT_FALSE(engine_->HasWork()) << "inside the off window";
