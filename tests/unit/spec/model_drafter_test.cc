@@ -68,6 +68,17 @@ std::vector<int32_t> ArgmaxChain(model::Transformer& m, std::vector<int32_t> con
   return chain;
 }
 
+// A greedy request of `k` draft tokens after `context` (borrowed).
+DraftRequest GreedyRequest(const std::string& id, const std::vector<int32_t>& context, int k) {
+  DraftRequest request;
+  request.request_id = id;
+  request.context = context;
+  request.k = k;
+  request.mode = VerifyMode::kGreedy;
+  request.params.temperature = 0.0f;
+  return request;
+}
+
 class ModelDrafterTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -128,22 +139,12 @@ TEST_F(ModelDrafterTest, ProposingNothingFeedsThePendingContextToTheCache) {
   ASSERT_TRUE(drafter->Start("r", context).ok());
   EXPECT_EQ(drafter->CachedTokens("r"), 0) << "Start feeds nothing";
   for (int32_t t : {9, 300, 2, 7, 7, 100, 41, 8, 13}) context.push_back(t);
-  std::vector<DraftRequest> catch_up(1);
-  catch_up[0].request_id = "r";
-  catch_up[0].context = context;
-  catch_up[0].k = 0;
-  catch_up[0].mode = VerifyMode::kGreedy;
-  catch_up[0].params.temperature = 0.0f;
+  std::vector<DraftRequest> catch_up = {GreedyRequest("r", context, 0)};
   ASSERT_TRUE(drafter->Propose(absl::MakeSpan(catch_up)).ok());
   ASSERT_TRUE(catch_up[0].status.ok()) << catch_up[0].status;
   EXPECT_TRUE(catch_up[0].tokens.empty());
   EXPECT_EQ(drafter->CachedTokens("r"), static_cast<int>(context.size()) - 1);
-  std::vector<DraftRequest> draft(1);
-  draft[0].request_id = "r";
-  draft[0].context = context;
-  draft[0].k = 3;
-  draft[0].mode = VerifyMode::kGreedy;
-  draft[0].params.temperature = 0.0f;
+  std::vector<DraftRequest> draft = {GreedyRequest("r", context, 3)};
   ASSERT_TRUE(drafter->Propose(absl::MakeSpan(draft)).ok());
   ASSERT_TRUE(draft[0].status.ok()) << draft[0].status;
   EXPECT_EQ(draft[0].tokens, ArgmaxChain(*draft_.model, context, 3));
