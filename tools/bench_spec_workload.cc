@@ -5,7 +5,8 @@
 // Runs every request of a workload file (tools/workload_suite.h; the suite is
 // bench/workloads/suite.jsonl) through the whole in-process pipeline, greedily
 // (temperature 0, greedy verification: the output equals the target's own
-// greedy decode), once per configuration:
+// greedy decode, and the bench fails if any configuration's output differs
+// from target-only's), once per configuration:
 //   target-only       the target alone
 //   NAME k=K          drafter NAME with a fixed k (each K of --k)
 //   NAME auto         drafter NAME with the adaptive controller (draft_k 0)
@@ -124,6 +125,30 @@ struct Configuration {
   int k = 0;                         // 0: adaptive
   bool guided = false;               // classifier-free guidance at --guidance-scale
 };
+
+// Greedy speculation is lossless: every configuration's output must be the
+// target-only output of the same guidance, token for token. A speedup measured
+// on different text would be no speedup, so a difference fails the bench.
+absl::Status CheckSameAsTargetOnly(const std::vector<Configuration>& configurations,
+                                   const std::vector<std::vector<int32_t>>& outputs,
+                                   const std::string& where) {
+  for (size_t c = 0; c < configurations.size(); ++c) {
+    for (size_t r = 0; r < configurations.size(); ++r) {
+      if (configurations[r].drafter != nullptr || configurations[r].guided != configurations[c].guided)
+        continue;
+      const std::vector<int32_t>& want = outputs[r];
+      const std::vector<int32_t>& got = outputs[c];
+      if (got == want) break;
+      size_t at = 0;
+      while (at < got.size() && at < want.size() && got[at] == want[at]) ++at;
+      return absl::InternalError(absl::StrCat(
+          where, " (", configurations[c].name, "): greedy output differs from ",
+          configurations[r].name, " at token ", at, " (", got.size(), " vs ", want.size(),
+          " tokens): speculation was not exact"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 // The unconditional prompt of the guided runs, as the HTTP front door makes it for
 // a chat request without a negative prompt: BOS, then the empty conversation.
@@ -249,6 +274,7 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
   WorkloadTotals totals;
   for (size_t i = 0; i < prepared.size(); ++i) {
     const Prepared& p = prepared[i];
+    std::vector<std::vector<int32_t>> outputs;  // per configuration, for the exactness check
     for (const Configuration& c : configurations) {
       absl::StatusOr<SpecRunResult> run = RunSpecGeneration(
           target.get(), c.drafter, f.lookahead, c.k, p.prompt, p.request->max_tokens, stop_ids,
@@ -266,7 +292,10 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
                   .accepted = static_cast<int64_t>(run->stats.accepted()),
                   .steps = static_cast<int64_t>(run->stats.steps()),
                   .cpu_seconds = run->cpu_s});
+      outputs.push_back(run->output);
     }
+    RETURN_IF_ERROR(CheckSameAsTargetOnly(configurations, outputs,
+                                          absl::StrCat(f.workload, ":", p.request->line)));
     std::fprintf(stderr, "bench spec: %zu/%zu requests done\n", i + 1, prepared.size());
   }
   const std::vector<WorkloadRow> rows = totals.Rows();
