@@ -57,6 +57,11 @@ absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
   RETURN_IF_ERROR(config.Validate());
   state.adaptive.emplace(config, verify_cost_);
   state.adaptive_k = assignment.draft_k() == 0 && options_.adaptive_default;
+  if (state.adaptive_k && drafter_hopeless_ && options_.reprobe_every_requests > 0 &&
+      ++hopeless_candidates_ % options_.reprobe_every_requests != 0) {
+    state.adaptive->AssumeHopeless();
+    ++counters_.hopeless_starts;
+  }
   if (options_.spec_cache) {
     RETURN_IF_ERROR(options_.cache.Validate());
     state.cache.emplace(options_.cache);
@@ -81,6 +86,10 @@ void DraftEngine::Release(const std::string& request_id) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
   if (it->second.cache.has_value()) released_cache_.Merge(it->second.cache->counters());
+  const spec::AdaptiveDraftLength& adaptive = *it->second.adaptive;
+  // A request that measured nothing (and was not found hopeless) leaves the verdict.
+  if (it->second.adaptive_k && (adaptive.measured_costs() || adaptive.Hopeless()))
+    drafter_hopeless_ = adaptive.Hopeless();
   requests_.erase(it);
   drafter_->Release(request_id);
 }

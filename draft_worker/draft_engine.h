@@ -25,6 +25,12 @@
 // two results the target committed alone, back to back). With
 // options.adaptive_window it decides with the model of the request's schedule.
 //
+// Model drafters while speculation is off: the draft catches its model up on the
+// target's tokens in chunks (options.catch_up_tokens) when idle, so a probe costs
+// no window-long prefill; a drafter found hopeless (spec::AdaptiveDraftLength::
+// Hopeless: its cost loses at any acceptance) starts the next requests off, with
+// a probe every options.reprobe_every_requests-th start.
+//
 // Speculation cache (options.spec_cache; runtime/spec/speculation_cache.h): the
 // window is one block, and while that block is verified the engine pre-drafts,
 // one draft forward per Step so results are read between forwards, the next
@@ -102,6 +108,11 @@ struct DraftEngineOptions {
   // (measured before: ~50 ms per probe after a 32-token window with the target
   // as its own draft, 9-15% of the request's time). 0 turns it off.
   int catch_up_tokens = 8;
+  // A drafter whose last finished request ended Hopeless (its cost loses at any
+  // acceptance: spec::AdaptiveDraftLength::Hopeless) starts new adaptive requests
+  // off, with no probe-first block; every reprobe_every_requests-th such start
+  // probes as usual, so a change of load is noticed. 0: no carry-over.
+  int reprobe_every_requests = 8;
   // The time source of every measurement above (block round trips, draft time
   // per token); tests inject a fake one.
   std::function<absl::Time()> clock = absl::Now;
@@ -129,6 +140,7 @@ struct DraftCounters {
   uint64_t cache_blocks_sent = 0;  // blocks sent from the speculation cache (full or partial hit)
   uint64_t catch_up_calls = 0;     // off-window catch-up Propose calls (options.catch_up_tokens)
   uint64_t catch_up_tokens = 0;    // tokens those calls fed the drafter
+  uint64_t hopeless_starts = 0;    // requests started off (options.reprobe_every_requests)
 };
 
 class DraftEngine {
@@ -257,6 +269,8 @@ class DraftEngine {
   std::map<std::string, RequestState> requests_;
   DraftCounters counters_;
   spec::SpeculationCacheCounters released_cache_;  // of released requests
+  bool drafter_hopeless_ = false;  // the verdict of the last finished adaptive request
+  uint64_t hopeless_candidates_ = 0;  // adaptive starts while drafter_hopeless_
   double draft_seconds_per_token_ = 0.0;  // measured over the last Propose call
   // T_verify(k) of this worker's target(s), shared by the adaptive controllers:
   // it depends on the target, not on the request.

@@ -77,6 +77,7 @@ PlanChoice AdaptiveDraftLength::BestAt(double alpha) const {
 }
 
 int AdaptiveDraftLength::NextK() const {
+  if (Hopeless()) return 0;
   const PlanChoice best = Best();
   if (PredictedToWin(best)) return best.k;
   return target_only_steps_ >= probe_interval_ && !Hopeless() ? config_.min_k : 0;

@@ -136,6 +136,11 @@ class AdaptiveDraftLength {
   // since none could turn speculation on (a probe of a costly drafter costs a
   // few plain steps: the draft's catch-up, its token and a verification).
   bool Hopeless() const;
+  // Starts Hopeless: the draft worker saw this drafter's cost lose at any
+  // acceptance in an earlier request (the cost is the drafter's, not the text's).
+  void AssumeHopeless() { lost_at_high_alpha_ = true; }
+  // Whether the draft's and the target's costs were measured (RecordCosts).
+  bool measured_costs() const { return have_costs_; }
   // The current gap between probes (probe_interval, doubled per failed probe).
   int probe_interval() const { return probe_interval_; }
 
@@ -181,7 +186,7 @@ class AdaptiveDraftLength {
   double target_seconds_ = 0.0;
   double draft_seconds_ = 0.0;
   bool have_costs_ = false;
-  bool lost_at_high_alpha_ = false;  // see kHighAlpha
+  bool lost_at_high_alpha_ = false;  // see kHighAlpha and AssumeHopeless
   double target_base_seconds_ = 0.0;  // RecordTargetCurve; 0: none
   double target_slope_ = 0.0;
   // Consecutive steps at k = 0 since the last block; a request starts as if a

@@ -376,6 +376,31 @@ TEST_F(DraftEngineGuardTest, AcceptedBlocksThatCostMoreThanPlainStepsTurnSpecula
   EXPECT_TRUE(Step().empty());
 }
 
+// A drafter found hopeless (its fully accepted blocks lost to plain steps) makes
+// the next requests start off: an empty block with the longest window first, no
+// probe. Every 8th such start probes as usual (the load may have changed).
+TEST_F(DraftEngineGuardTest, AHopelessDrafterStartsTheNextRequestsOff) {
+  MakeTimed();
+  ASSERT_GT(SpeculativeBlocksBeforeOff(absl::Milliseconds(100), 40), 0);
+  engine_->Release("r");
+  const uint32_t longest = static_cast<uint32_t>(DraftEngineOptions().adaptive.max_probe_interval);
+  for (int start = 1; start <= 8; ++start) {
+    const std::string id = "n" + std::to_string(start);
+    ASSERT_TRUE(engine_->AddRequest(Assign(id, 0, /*max_tokens=*/1000)).ok());
+    std::vector<OutgoingBlock> out;
+    ASSERT_TRUE(engine_->Step(&out).ok());
+    ASSERT_EQ(out.size(), 1u) << "start " << start;
+    if (start < 8) {
+      EXPECT_EQ(out[0].block.tokens_size(), 0) << "start " << start << ": off from the start";
+      EXPECT_EQ(out[0].block.alone_tokens(), longest);
+    } else {
+      EXPECT_GT(out[0].block.tokens_size(), 0) << "the 8th start probes";
+    }
+    engine_->Release(id);  // released before it measured anything: the verdict stays
+  }
+  EXPECT_EQ(engine_->counters().hopeless_starts, 7u);
+}
+
 TEST_F(DraftEngineGuardTest, AcceptedBlocksThatBeatPlainStepsKeepSpeculating) {
   MakeTimed();
   EXPECT_EQ(SpeculativeBlocksBeforeOff(absl::ZeroDuration(), 40), 40);
