@@ -9,10 +9,11 @@
 //   double r = curve.Relative(4);   // T(4) / T(0)
 //
 // Model: T(k) = T0 * (1 + slope * k). Each k keeps an exponentially weighted
-// mean of its samples; with samples at two or more distinct k, T0 and slope come
-// from a least-squares line through the means (weighted by their sample counts,
-// capped so old buckets do not dominate), else slope = prior_slope and T0 is
-// derived from the one measured k. The slope is never negative.
+// mean of its samples; with at least 3 samples at each of two or more distinct
+// k, T0 and slope come from a least-squares line through those means (weighted
+// by their sample counts, capped so old buckets do not dominate), else slope =
+// prior_slope and T0 is derived from the most sampled k. The slope is never
+// negative.
 // Thread-compatible.
 #ifndef SPLITSPEC_RUNTIME_SPEC_VERIFY_COST_CURVE_H_
 #define SPLITSPEC_RUNTIME_SPEC_VERIFY_COST_CURVE_H_

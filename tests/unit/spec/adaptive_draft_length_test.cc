@@ -391,6 +391,20 @@ TEST(VerifyCostCurveTest, SlopeIsNeverNegative) {
   EXPECT_DOUBLE_EQ(curve.Slope(), 0.0);
 }
 
+// One verification beside a few slow first decode steps is no line: the prior
+// slope holds (through the plain steps' mean) until a second k has 3 samples.
+TEST(VerifyCostCurveTest, ASecondKNeedsThreeSamplesBeforeTheFit) {
+  VerifyCostCurve curve(0.25, 0.9, 8);
+  for (int i = 0; i < 5; ++i) curve.Record(0, 0.008);
+  curve.Record(3, 0.007);  // one early verify, faster than the early plain steps
+  EXPECT_DOUBLE_EQ(curve.Slope(), 0.25) << "one sample at k = 3: the prior";
+  EXPECT_DOUBLE_EQ(curve.BaseSeconds(), 0.008) << "through the most sampled k";
+  curve.Record(3, 0.0128);
+  curve.Record(3, 0.0128);
+  EXPECT_GT(curve.Slope(), 0.0) << "three samples at k = 3: fitted";
+  EXPECT_LT(curve.Slope(), 0.25);
+}
+
 TEST(AdaptiveDraftLengthTest, IgnoresUnusableCostSamples) {
   AdaptiveDraftLength controller(Config());
   controller.RecordCosts(0.0, 0.001);
