@@ -276,6 +276,7 @@ bool DraftEngine::ShadowAffordable(const RequestState& state) const {
 bool DraftEngine::ShadowDue(const RequestState& state) const {
   return state.shadow.empty() && NextK(state) == 0 &&
          static_cast<int>(state.context.size()) == state.committed_length &&
+         state.shadow_tried_at != state.committed_length &&
          state.committed_length < state.max_length && ShadowAffordable(state);
 }
 
@@ -577,6 +578,7 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
     if (kinds[i] != EntryKind::kBlock) {
       state.shadow = std::move(proposal.tokens);
       state.shadow_start = static_cast<int>(state.context.size());
+      state.shadow_tried_at = state.shadow_start;
       if (kinds[i] == EntryKind::kShadowAndEmptyBlock)
         EmitBlock(ids[i], state, {}, {}, {}, out, alone_tokens[i]);
       continue;

@@ -192,6 +192,9 @@ class DraftEngine {
     // A shadow block (options.shadow_drafts): proposed at shadow_start, never sent.
     std::vector<int32_t> shadow;
     int shadow_start = 0;
+    // The position the last shadow Propose ran at: one that proposed nothing is
+    // not retried there (HasWork would stay true and the loop would spin).
+    int shadow_tried_at = -1;
     // Acceptance and cost estimates (always); with assignment draft_k 0 (and
     // adaptive_default) it also chooses k per block.
     std::optional<spec::AdaptiveDraftLength> adaptive;

@@ -756,6 +756,41 @@ TEST_F(DraftEngineTest, StaleOffWindowBlockOpensNoWindow) {
 // sending; when the target's own tokens keep matching those proposals, the
 // controller predicts a win and the draft speculates again before the window
 // ends. Tokens that do not match keep it off for the whole window.
+// A shadow Propose that finds nothing (no n-gram match) is not retried at the
+// same position: the engine has no work until the target's next token arrives
+// (before, HasWork stayed true and the draft worker's loop spun on the drafter
+// for the whole target step: ~3 ms of CPU per token beside the target).
+TEST_F(DraftEngineGuardTest, AShadowThatProposesNothingIsNotRetriedAtTheSamePosition) {
+  DraftEngineOptions options;
+  options.lookahead_blocks = 1;
+  options.adaptive.prior_alpha = 0.0;
+  options.adaptive.probe_interval = 32;
+  options.clock = [this] { return now_; };
+  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", 0, /*max_tokens=*/1000)).ok());
+  committed_ = kPrompt;
+  std::vector<proto::DraftBlock> sent = Step();
+  ASSERT_EQ(sent.size(), 1u);
+  Resolve(sent[0], absl::Milliseconds(10), /*accepted=*/0);  // the probe fails: off
+  drafter_.ProposeNothingFor("r");
+  sent = Step();  // the window's empty block, with its shadow Propose
+  ASSERT_EQ(sent.size(), 1u);
+  ASSERT_EQ(sent[0].tokens_size(), 0);
+  Resolve(sent[0], absl::Milliseconds(10));
+  for (int token = 0; token < 5; ++token) {
+    const size_t proposals = drafter_.proposals().size();
+    ASSERT_TRUE(engine_->HasWork()) << "token " << token << ": a shadow is due at the new position";
+    EXPECT_TRUE(Step().empty());
+    EXPECT_EQ(drafter_.proposals().size(), proposals + 1);
+    EXPECT_FALSE(engine_->HasWork()) << "token " << token << ": nothing found, nothing to retry";
+    const int32_t next = static_cast<int32_t>((committed_.size() * 5) % FakeDrafter::kVocab);
+    committed_.push_back(next);
+    now_ += absl::Milliseconds(10);
+    ASSERT_EQ(engine_->OnResult(Result("r", ++epoch_, {next}, static_cast<int>(committed_.size()))),
+              ResultAction::kApplied);
+  }
+}
+
 TEST_F(DraftEngineGuardTest, ShadowBlocksThatMatchEndTheOffWindowEarly) {
   for (const bool copyable : {false, true}) {
     DraftEngineOptions options;

@@ -44,6 +44,8 @@ class FakeDrafter : public spec::Drafter {
 
   void FailRequest(const std::string& id) { failing_.insert(id); }
   void FailNextPropose(absl::Status status) { fail_next_ = std::move(status); }
+  // Proposes nothing for `id` (as a model-free drafter with no match does).
+  void ProposeNothingFor(const std::string& id) { silent_.insert(id); }
 
   const std::vector<Proposal>& proposals() const { return proposals_; }
   // The sequence held for `id`, or nullopt if not started.
@@ -100,7 +102,8 @@ class FakeDrafter : public spec::Drafter {
         request.status = absl::InternalError("fake draft failure");
         continue;
       }
-      std::vector<int32_t> extended = Extend(context, request.k);
+      std::vector<int32_t> extended =
+          Extend(context, silent_.contains(request.request_id) ? 0 : request.k);
       request.tokens.assign(extended.begin() + context.size(), extended.end());
       // Alternatives: the drafted token first, then the tokens after it, mod kVocab.
       for (size_t i = 0; request.alternatives > 0 && i < request.tokens.size(); ++i) {
@@ -122,6 +125,7 @@ class FakeDrafter : public spec::Drafter {
  private:
   std::map<std::string, std::vector<int32_t>> held_;
   std::set<std::string> failing_;
+  std::set<std::string> silent_;
   std::optional<absl::Status> fail_next_;
   std::vector<Proposal> proposals_;
 };
