@@ -8,62 +8,33 @@
 // service binaries.
 //
 // Waits are bounded by attempt counts on conditions, never timed assertions.
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <fstream>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/cuda_check.h"
-#include "runtime/model/gguf_reader.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/channel_security.h"
-#include "runtime/tokenizer/detokenizer.h"
-#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "tests/integration/child_process.h"
 #include "tests/integration/cluster_test_util.h"
-#include "tests/integration/plain_greedy.h"
-#include "tests/testing/http_test_client.h"
+#include "tests/integration/http_stream_load.h"
 #include "tests/testing/tiny_model.h"
 
 namespace splitspec::testing {
 namespace {
 
-using coordinator::http::TestHttpConnection;
-using coordinator::http::TestHttpResponse;
-
 constexpr int kMaxTokens = 40;
 constexpr model::DeviceSpec kCuda0{model::DeviceSpec::Kind::kCuda, 0};
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return 0;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 // The NUL-separated fields of /proc/PID/FILE (cmdline, environ).
 std::vector<std::string> ProcFields(uint32_t pid, const std::string& file) {
@@ -97,8 +68,8 @@ class GpuServeCluster {
     ASSERT_FALSE(dir_.empty());
     model_path_ = dir_ + "/tiny-chat.gguf";
     ASSERT_TRUE(model::MakeTinyChatModel().WriteFile(model_path_).ok());
-    control_ = absl::StrCat("tcp://127.0.0.1:", FreePort());
-    http_port_ = FreePort();
+    control_ = absl::StrCat("tcp://127.0.0.1:", FreeLoopbackPort());
+    http_port_ = FreeLoopbackPort();
     ASSERT_NE(http_port_, 0);
     const std::string config = dir_ + "/cluster.toml";
     std::ofstream(config) << "[cluster]\nrun_dir = \"" << dir_ << "\"\n"
@@ -161,130 +132,6 @@ class GpuServeCluster {
   std::optional<ChildProcess> serve_;
 };
 
-struct StreamOutcome {
-  bool completed = false;  // HTTP 200, a finish_reason, [DONE], no error event
-  std::string text = {};
-  std::string failure = {};
-};
-
-// One streamed greedy completion of `prompt` over HTTP.
-StreamOutcome StreamCompletion(int port, const std::vector<int32_t>& prompt) {
-  StreamOutcome outcome;
-  auto connection = TestHttpConnection::Connect(port);
-  if (!connection.ok()) return {.failure = std::string(connection.status().message())};
-  const std::string body =
-      absl::StrCat(R"({"prompt":[)", absl::StrJoin(prompt, ","), R"(],"max_tokens":)", kMaxTokens,
-                   R"(,"temperature":0,"stream":true})");
-  absl::Status sent = (*connection)
-                          ->Send(absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
-                                              "Content-Length: ",
-                                              body.size(), "\r\n\r\n", body));
-  if (!sent.ok()) return {.failure = std::string(sent.message())};
-  absl::StatusOr<TestHttpResponse> response = (*connection)->ReadResponse();
-  if (!response.ok()) return {.failure = absl::StrCat("cut: ", response.status().message())};
-  if (response->status != 200)
-    return {.failure = absl::StrCat("HTTP ", response->status, ": ", response->body)};
-  const std::vector<std::string> events = coordinator::http::SseData(response->body);
-  bool finished = false;
-  for (const std::string& event : events) {
-    if (event == "[DONE]") continue;
-    google::protobuf::Value value;
-    if (!google::protobuf::util::JsonStringToMessage(event, &value).ok())
-      return {.failure = absl::StrCat("not JSON: ", event)};
-    const auto& fields = value.struct_value().fields();
-    if (fields.contains("error")) return {.failure = absl::StrCat("error event: ", event)};
-    const auto& choice = fields.at("choices").list_value().values(0).struct_value().fields();
-    outcome.text += choice.at("text").string_value();
-    finished |= choice.at("finish_reason").has_string_value();
-  }
-  if (events.empty() || events.back() != "[DONE]" || !finished)
-    return {.failure = absl::StrCat("stream ended without a finish and [DONE]: ", response->body)};
-  outcome.completed = true;
-  return outcome;
-}
-
-// Plain greedy decoding of each prompt by the same model loaded on cuda:0 in this
-// process, cut at the first end-of-generation token, decoded as the front door streams it.
-std::vector<std::string> ExpectedTexts(const std::string& model_path,
-                                       const std::vector<std::vector<int32_t>>& prompts) {
-  std::vector<std::string> texts;
-  auto reference = model::Transformer::Load(model_path, {.threads = 1, .device = kCuda0});
-  EXPECT_TRUE(reference.ok()) << reference.status();
-  if (!reference.ok()) return texts;
-  auto tokenizer = model::LoadTokenizerFromGguf((*reference)->file());
-  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
-  if (!tokenizer.ok()) return texts;
-  for (const std::vector<int32_t>& prompt : prompts) {
-    model::StreamingDetokenizer detokenizer(&*tokenizer);
-    std::string text;
-    for (int32_t token : PlainGreedy(**reference, prompt, kMaxTokens)) {
-      if (tokenizer->IsEndOfGeneration(token)) break;
-      text += *detokenizer.Push(token);
-    }
-    texts.push_back(text + detokenizer.Finish());
-  }
-  return texts;
-}
-
-// Clients streaming completions, one after another, until stopped.
-class Load {
- public:
-  Load(int port, std::vector<std::vector<int32_t>> prompts, std::vector<std::string> expected)
-      : port_(port), prompts_(std::move(prompts)), expected_(std::move(expected)) {}
-  ~Load() { Stop(); }
-
-  void Start(int clients) {
-    for (int c = 0; c < clients; ++c) {
-      threads_.emplace_back([this, c] {
-        for (int i = c; !stop_.load() && i < 10000; i += 7) {
-          const size_t p = static_cast<size_t>(i) % prompts_.size();
-          StreamOutcome outcome = StreamCompletion(port_, prompts_[p]);
-          std::lock_guard<std::mutex> lock(mu_);
-          if (outcome.completed && outcome.text == expected_[p]) {
-            ++exact_;
-          } else {
-            failures_.push_back(absl::StrCat(
-                "prompt ", p, ": ",
-                outcome.completed
-                    ? absl::StrCat("text '", outcome.text, "' != plain greedy '", expected_[p], "'")
-                    : outcome.failure));
-          }
-        }
-      });
-    }
-  }
-  void Stop() {
-    stop_.store(true);
-    for (std::thread& t : threads_) t.join();
-    threads_.clear();
-  }
-  int exact() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return exact_;
-  }
-  std::vector<std::string> failures() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return failures_;
-  }
-  // Waits (bounded) until `more` further streams finished exactly.
-  bool WaitForMore(int more) {
-    const int goal = exact() + more;
-    for (int attempt = 0; attempt < 1200 && exact() < goal; ++attempt)
-      absl::SleepFor(absl::Milliseconds(100));
-    return exact() >= goal;
-  }
-
- private:
-  const int port_;
-  const std::vector<std::vector<int32_t>> prompts_;
-  const std::vector<std::string> expected_;
-  std::atomic<bool> stop_{false};
-  std::vector<std::thread> threads_;
-  std::mutex mu_;
-  int exact_ = 0;
-  std::vector<std::string> failures_;
-};
-
 const std::vector<std::vector<int32_t>>& Prompts() {
   static const auto* prompts = new std::vector<std::vector<int32_t>>{
       {10, 20, 30, 10, 20, 30}, {7, 8}, {200, 5, 200, 5, 200}, {1, 2, 3, 4}, {99, 98, 97}};
@@ -311,16 +158,16 @@ TEST_F(ServeCudaTest, RequestsOverHttpEqualPlainGreedyWithDraftAndTargetOnOneGpu
     ASSERT_EQ(pids.size(), 1u) << name << "\n" << cluster.Output();
     ExpectOnCuda0(*pids.begin(), name);
   }
-  const std::vector<std::string> expected = ExpectedTexts(cluster.model_path(), Prompts());
+  const std::vector<std::string> expected = PlainGreedyTexts(cluster.model_path(), Prompts(), kMaxTokens, kCuda0);
   ASSERT_EQ(expected.size(), Prompts().size());
   for (size_t p = 0; p < Prompts().size(); ++p) {
-    const StreamOutcome outcome = StreamCompletion(cluster.http_port(), Prompts()[p]);
+    const StreamOutcome outcome = StreamCompletion(cluster.http_port(), Prompts()[p], kMaxTokens);
     ASSERT_TRUE(outcome.completed) << "prompt " << p << ": " << outcome.failure << "\n"
                                    << cluster.Output();
     EXPECT_EQ(outcome.text, expected[p]) << "prompt " << p;
   }
   // Concurrent clients: batched verification on the GPU changes nothing either.
-  Load load(cluster.http_port(), Prompts(), expected);
+  StreamingLoad load(cluster.http_port(), Prompts(), expected, kMaxTokens);
   load.Start(3);
   EXPECT_TRUE(load.WaitForMore(10)) << cluster.Output();
   load.Stop();
@@ -332,9 +179,9 @@ TEST_F(ServeCudaTest, RequestsOverHttpEqualPlainGreedyWithDraftAndTargetOnOneGpu
 TEST_F(ServeCudaTest, AKilledGpuTargetWorkerLosesNoRequest) {
   GpuServeCluster cluster;
   ASSERT_NO_FATAL_FAILURE(cluster.Start("serve-cuda-kill"));
-  const std::vector<std::string> expected = ExpectedTexts(cluster.model_path(), Prompts());
+  const std::vector<std::string> expected = PlainGreedyTexts(cluster.model_path(), Prompts(), kMaxTokens, kCuda0);
   ASSERT_EQ(expected.size(), Prompts().size());
-  Load load(cluster.http_port(), Prompts(), expected);
+  StreamingLoad load(cluster.http_port(), Prompts(), expected, kMaxTokens);
   load.Start(3);
   ASSERT_TRUE(load.WaitForMore(3)) << cluster.Output();
 

@@ -7,58 +7,30 @@
 // a message naming the process and quoting its log.
 //
 // Waits are bounded by attempt counts on conditions, never timed assertions.
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <fstream>
-#include <mutex>
 #include <set>
-#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
-#include "runtime/model/gguf_reader.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/channel_security.h"
-#include "runtime/tokenizer/detokenizer.h"
-#include "runtime/tokenizer/tokenizer_gguf.h"
 #include "tests/integration/child_process.h"
 #include "tests/integration/cluster_test_util.h"
-#include "tests/integration/plain_greedy.h"
+#include "tests/integration/http_stream_load.h"
 #include "tests/testing/http_test_client.h"
 #include "tests/testing/tiny_model.h"
 
 namespace splitspec::testing {
 namespace {
 
-using coordinator::http::TestHttpConnection;
-using coordinator::http::TestHttpResponse;
-
 constexpr int kMaxTokens = 40;
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return 0;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 // A `splitspec serve` of one target and one lookup draft worker on the tiny
 // chat model, on free loopback ports.
@@ -69,8 +41,8 @@ class ServeCluster {
     ASSERT_FALSE(dir_.empty());
     model_path_ = dir_ + "/tiny-chat.gguf";
     ASSERT_TRUE(model::MakeTinyChatModel().WriteFile(model_path_).ok());
-    control_ = absl::StrCat("tcp://127.0.0.1:", FreePort());
-    http_port_ = FreePort();
+    control_ = absl::StrCat("tcp://127.0.0.1:", FreeLoopbackPort());
+    http_port_ = FreeLoopbackPort();
     ASSERT_NE(http_port_, 0);
     const std::string config = dir_ + "/cluster.toml";
     std::ofstream(config) << "[cluster]\nrun_dir = \"" << dir_ << "\"\n"
@@ -143,130 +115,6 @@ class ServeCluster {
   std::optional<ChildProcess> serve_;
 };
 
-// One streamed completion: its text, or how it failed.
-struct StreamOutcome {
-  bool completed = false;  // HTTP 200, a finish_reason, [DONE], no error event
-  std::string text = {};
-  std::string failure = {};  // why not completed
-};
-
-StreamOutcome StreamCompletion(int port, const std::vector<int32_t>& prompt) {
-  StreamOutcome outcome;
-  auto connection = TestHttpConnection::Connect(port);
-  if (!connection.ok()) return {.failure = std::string(connection.status().message())};
-  const std::string body =
-      absl::StrCat(R"({"prompt":[)", absl::StrJoin(prompt, ","), R"(],"max_tokens":)", kMaxTokens,
-                   R"(,"temperature":0,"stream":true})");
-  absl::Status sent = (*connection)
-                          ->Send(absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
-                                              "Content-Length: ",
-                                              body.size(), "\r\n\r\n", body));
-  if (!sent.ok()) return {.failure = std::string(sent.message())};
-  absl::StatusOr<TestHttpResponse> response = (*connection)->ReadResponse();
-  if (!response.ok()) return {.failure = absl::StrCat("cut: ", response.status().message())};
-  if (response->status != 200)
-    return {.failure = absl::StrCat("HTTP ", response->status, ": ", response->body)};
-  const std::vector<std::string> events = coordinator::http::SseData(response->body);
-  bool finished = false;
-  for (const std::string& event : events) {
-    if (event == "[DONE]") continue;
-    google::protobuf::Value value;
-    if (!google::protobuf::util::JsonStringToMessage(event, &value).ok())
-      return {.failure = absl::StrCat("not JSON: ", event)};
-    const auto& fields = value.struct_value().fields();
-    if (fields.contains("error")) return {.failure = absl::StrCat("error event: ", event)};
-    const auto& choice = fields.at("choices").list_value().values(0).struct_value().fields();
-    outcome.text += choice.at("text").string_value();
-    finished |= choice.at("finish_reason").has_string_value();
-  }
-  if (events.empty() || events.back() != "[DONE]" || !finished)
-    return {.failure = absl::StrCat("stream ended without a finish and [DONE]: ", response->body)};
-  outcome.completed = true;
-  return outcome;
-}
-
-// Plain greedy decoding of each prompt, cut at the first end-of-generation
-// token (the front door stops there), decoded as the front door streams it.
-std::vector<std::string> ExpectedTexts(const std::string& model_path,
-                                       const std::vector<std::vector<int32_t>>& prompts) {
-  std::vector<std::string> texts;
-  auto reference = model::Transformer::Load(model_path, {.threads = 1});
-  auto file = model::GgufFile::Open(model_path);
-  EXPECT_TRUE(reference.ok() && file.ok());
-  if (!reference.ok() || !file.ok()) return texts;
-  auto tokenizer = model::LoadTokenizerFromGguf(**file);
-  EXPECT_TRUE(tokenizer.ok());
-  if (!tokenizer.ok()) return texts;
-  for (const std::vector<int32_t>& prompt : prompts) {
-    model::StreamingDetokenizer detokenizer(&*tokenizer);
-    std::string text;
-    for (int32_t token : PlainGreedy(**reference, prompt, kMaxTokens)) {
-      if (tokenizer->IsEndOfGeneration(token)) break;
-      text += *detokenizer.Push(token);
-    }
-    texts.push_back(text + detokenizer.Finish());
-  }
-  return texts;
-}
-
-// Clients streaming completions, one after another, until stopped.
-class Load {
- public:
-  Load(int port, std::vector<std::vector<int32_t>> prompts, std::vector<std::string> expected)
-      : port_(port), prompts_(std::move(prompts)), expected_(std::move(expected)) {}
-
-  void Start(int clients) {
-    for (int c = 0; c < clients; ++c) {
-      threads_.emplace_back([this, c] {
-        for (int i = c; !stop_.load() && i < 10000; i += 7) {
-          const size_t p = static_cast<size_t>(i) % prompts_.size();
-          StreamOutcome outcome = StreamCompletion(port_, prompts_[p]);
-          std::lock_guard<std::mutex> lock(mu_);
-          if (outcome.completed && outcome.text == expected_[p]) {
-            ++exact_;
-          } else {
-            failures_.push_back(absl::StrCat(
-                "prompt ", p, ": ",
-                outcome.completed
-                    ? absl::StrCat("text '", outcome.text, "' != plain greedy '", expected_[p], "'")
-                    : outcome.failure));
-          }
-        }
-      });
-    }
-  }
-  void Stop() {
-    stop_.store(true);
-    for (std::thread& t : threads_) t.join();
-    threads_.clear();
-  }
-  int exact() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return exact_;
-  }
-  std::vector<std::string> failures() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return failures_;
-  }
-  // Waits (bounded) until `more` further streams finished exactly.
-  bool WaitForMore(int more) {
-    const int goal = exact() + more;
-    for (int attempt = 0; attempt < 1200 && exact() < goal; ++attempt)
-      absl::SleepFor(absl::Milliseconds(100));
-    return exact() >= goal;
-  }
-
- private:
-  const int port_;
-  const std::vector<std::vector<int32_t>> prompts_;
-  const std::vector<std::string> expected_;
-  std::atomic<bool> stop_{false};
-  std::vector<std::thread> threads_;
-  std::mutex mu_;
-  int exact_ = 0;
-  std::vector<std::string> failures_;
-};
-
 // The public keys a process's log says it loaded ("CURVE on: ROLE key KEY from DIR"), in order.
 std::vector<std::string> CurveKeysIn(const std::string& log) {
   std::vector<std::string> keys;
@@ -333,9 +181,9 @@ TEST(ServeSupervisionTest, KilledWorkersComeBackAndEveryStreamStaysExact) {
   ASSERT_NO_FATAL_FAILURE(cluster.Start("serve-supervision", {"--queue-timeout-ms", "300000"}));
   const std::vector<std::vector<int32_t>> prompts = {
       {10, 20, 30, 10, 20, 30}, {7, 8}, {200, 5, 200, 5, 200}, {1, 2, 3, 4}, {99, 98, 97}};
-  const std::vector<std::string> expected = ExpectedTexts(cluster.model_path(), prompts);
+  const std::vector<std::string> expected = PlainGreedyTexts(cluster.model_path(), prompts, kMaxTokens);
   ASSERT_EQ(expected.size(), prompts.size());
-  Load load(cluster.http_port(), prompts, expected);
+  StreamingLoad load(cluster.http_port(), prompts, expected, kMaxTokens);
   load.Start(3);
   ASSERT_TRUE(load.WaitForMore(3)) << cluster.Output();
 
@@ -448,9 +296,9 @@ TEST(ServeSupervisionTest, StoppedWorkersAreKilledAndRestartedAndEveryStreamStay
   ServeCluster cluster;
   ASSERT_NO_FATAL_FAILURE(cluster.Start("serve-hung", {"--queue-timeout-ms", "300000"}));
   const std::vector<std::vector<int32_t>> prompts = {{10, 20, 30, 10, 20, 30}, {7, 8}, {1, 2, 3}};
-  const std::vector<std::string> expected = ExpectedTexts(cluster.model_path(), prompts);
+  const std::vector<std::string> expected = PlainGreedyTexts(cluster.model_path(), prompts, kMaxTokens);
   ASSERT_EQ(expected.size(), prompts.size());
-  Load load(cluster.http_port(), prompts, expected);
+  StreamingLoad load(cluster.http_port(), prompts, expected, kMaxTokens);
   load.Start(2);
   ASSERT_TRUE(load.WaitForMore(2)) << cluster.Output();
   for (const std::string name : {"draft-0", "target"}) {
