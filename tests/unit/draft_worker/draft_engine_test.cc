@@ -308,6 +308,20 @@ class DraftEngineGuardTest : public DraftEngineTest {
     committed_ = kPrompt;
   }
 
+  // Adaptive k starting from acceptance 0 (a failed probe turns it off), probes
+  // 32 steps apart, shadow blocks on (the default), on a fake clock.
+  void MakeAdaptiveWithShadows() {
+    DraftEngineOptions options;
+    options.lookahead_blocks = 1;
+    options.adaptive.prior_alpha = 0.0;
+    options.adaptive.probe_interval = 32;
+    options.clock = [this] { return now_; };
+    engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+    ASSERT_TRUE(engine_->AddRequest(Assign("r", 0, /*max_tokens=*/1000)).ok());
+    committed_ = kPrompt;
+    epoch_ = 0;
+  }
+
   // The target's answer to `block` after `verify` (a new epoch): `accepted` draft
   // tokens and a correction, or (-1) all of them and a bonus token; for an empty
   // block the token it chose alone.
@@ -751,24 +765,12 @@ TEST_F(DraftEngineTest, StaleOffWindowBlockOpensNoWindow) {
   EXPECT_EQ(next[0].epoch(), 2u);
 }
 
-// Shadow blocks: while speculation is off, a drafter that costs nothing (the
-// fake clock stands still inside Propose) proposes at each position without
-// sending; when the target's own tokens keep matching those proposals, the
-// controller predicts a win and the draft speculates again before the window
-// ends. Tokens that do not match keep it off for the whole window.
 // A shadow Propose that finds nothing (no n-gram match) is not retried at the
 // same position: the engine has no work until the target's next token arrives
 // (before, HasWork stayed true and the draft worker's loop spun on the drafter
 // for the whole target step: ~3 ms of CPU per token beside the target).
 TEST_F(DraftEngineGuardTest, AShadowThatProposesNothingIsNotRetriedAtTheSamePosition) {
-  DraftEngineOptions options;
-  options.lookahead_blocks = 1;
-  options.adaptive.prior_alpha = 0.0;
-  options.adaptive.probe_interval = 32;
-  options.clock = [this] { return now_; };
-  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
-  ASSERT_TRUE(engine_->AddRequest(Assign("r", 0, /*max_tokens=*/1000)).ok());
-  committed_ = kPrompt;
+  MakeAdaptiveWithShadows();
   std::vector<proto::DraftBlock> sent = Step();
   ASSERT_EQ(sent.size(), 1u);
   Resolve(sent[0], absl::Milliseconds(10), /*accepted=*/0);  // the probe fails: off
@@ -791,17 +793,14 @@ TEST_F(DraftEngineGuardTest, AShadowThatProposesNothingIsNotRetriedAtTheSamePosi
   }
 }
 
+// Shadow blocks: while speculation is off, a drafter that costs nothing (the
+// fake clock stands still inside Propose) proposes at each position without
+// sending; when the target's own tokens keep matching those proposals, the
+// controller predicts a win and the draft speculates again before the window
+// ends. Tokens that do not match keep it off for the whole window.
 TEST_F(DraftEngineGuardTest, ShadowBlocksThatMatchEndTheOffWindowEarly) {
   for (const bool copyable : {false, true}) {
-    DraftEngineOptions options;
-    options.lookahead_blocks = 1;
-    options.adaptive.prior_alpha = 0.0;
-    options.adaptive.probe_interval = 32;
-    options.clock = [this] { return now_; };
-    engine_ = std::make_unique<DraftEngine>(&drafter_, options);
-    ASSERT_TRUE(engine_->AddRequest(Assign("r", 0, /*max_tokens=*/1000)).ok());
-    committed_ = kPrompt;
-    epoch_ = 0;
+    MakeAdaptiveWithShadows();
     std::vector<proto::DraftBlock> sent = Step();
     ASSERT_EQ(sent.size(), 1u);
     ASSERT_EQ(sent[0].tokens_size(), 1);  // the first block is a probe
