@@ -166,6 +166,35 @@ Timing TimeCalls(double min_ms, Call call) {
   return best;
 }
 
+// The dispatching path on the interleaved copy the CPU model runs on (matmul.h,
+// "Interleaved rows"); GB/s counts the same bytes as the raw rows.
+void BenchInterleaved(const Options& options, GgmlType type, int64_t rows, int64_t cols,
+                      const std::vector<uint8_t>& matrix, const PackedActivations& packed) {
+  const size_t bytes = InterleavedBytes(type, rows, cols);
+  const double matrix_bytes = static_cast<double>(matrix.size());
+  const size_t copies = std::max<size_t>(2, (256u << 20) / bytes + 1);
+  std::vector<uint8_t> cold_copies(bytes * copies);
+  for (size_t c = 0; c < copies; ++c) {
+    InterleaveRows(type, matrix.data(), rows, cols, cold_copies.data() + c * bytes);
+  }
+  std::vector<float> y(static_cast<size_t>(packed.tokens) * rows);
+  const Timing hot = TimeCalls(options.min_ms, [&](int64_t) {
+    MatMulRowsInterleaved(type, cold_copies.data(), cols, packed, 0, rows, y.data(), rows);
+  });
+  const Timing cold = TimeCalls(options.min_ms, [&](int64_t i) {
+    MatMulRowsInterleaved(type, cold_copies.data() + (i % copies) * bytes, cols, packed, 0, rows,
+                          y.data(), rows);
+  });
+  std::printf(
+      "%-5s %5lldx%-4lld t=%d %-11s | hot %10.0f ns %6.2f GB/s (cpu %10.0f ns %6.2f GB/s) | "
+      "cold %10.0f ns %6.2f GB/s (cpu %10.0f ns %6.2f GB/s)\n",
+      GetGgmlTypeTraits(type).name, static_cast<long long>(rows), static_cast<long long>(cols),
+      static_cast<int>(packed.tokens), "interleaved", hot.wall_ns, matrix_bytes / hot.wall_ns,
+      hot.cpu_ns, matrix_bytes / hot.cpu_ns, cold.wall_ns, matrix_bytes / cold.wall_ns,
+      cold.cpu_ns, matrix_bytes / cold.cpu_ns);
+  std::fflush(stdout);
+}
+
 void BenchShape(const Options& options, const std::vector<Path>& paths, GgmlType type, int64_t rows,
                 int64_t cols, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -205,6 +234,7 @@ void BenchShape(const Options& options, const std::vector<Path>& paths, GgmlType
           matrix_bytes / cold.cpu_ns, pack.wall_ns);
       std::fflush(stdout);
     }
+    if (HasInterleavedLayout(type)) BenchInterleaved(options, type, rows, cols, matrix, packed);
   }
 }
 
@@ -212,6 +242,7 @@ struct ModelMatrix {
   GgmlType type;
   int64_t rows, cols;
   std::vector<uint8_t> bytes;
+  std::vector<uint8_t> interleaved;  // as the CPU model keeps Q4_1 (matmul.h)
 };
 
 void BenchDecodeModel(const Options& options, std::mt19937& rng) {
@@ -221,9 +252,9 @@ void BenchDecodeModel(const Options& options, std::mt19937& rng) {
                                       {1536, 576}, {1536, 576}, {576, 1536}};
   for (int layer = 0; layer < 30; ++layer) {
     for (const auto& shape : layer_shapes)
-      matrices.push_back({GgmlType::kQ4_1, shape[0], shape[1], {}});
+      matrices.push_back({GgmlType::kQ4_1, shape[0], shape[1], {}, {}});
   }
-  matrices.push_back({GgmlType::kQ8_0, 49152, 576, {}});
+  matrices.push_back({GgmlType::kQ8_0, 49152, 576, {}, {}});
   size_t total_bytes = 0;
   std::vector<float> row(1536);
   for (ModelMatrix& m : matrices) {
@@ -233,6 +264,10 @@ void BenchDecodeModel(const Options& options, std::mt19937& rng) {
       QuantizeRow(m.type, row.data(), m.bytes.data() + r * RowBytes(m.type, m.cols), m.cols);
     }
     total_bytes += m.bytes.size();
+    if (HasInterleavedLayout(m.type)) {
+      m.interleaved.resize(InterleavedBytes(m.type, m.rows, m.cols));
+      InterleaveRows(m.type, m.bytes.data(), m.rows, m.cols, m.interleaved.data());
+    }
   }
   std::printf("# decode step of SmolLM2-135M shapes: %zu matmuls, %.1f MB of weights, path '%s'\n",
               matrices.size(), total_bytes / 1e6, MatMulPathName());
@@ -244,7 +279,12 @@ void BenchDecodeModel(const Options& options, std::mt19937& rng) {
     const Timing step = TimeCalls(std::max(options.min_ms, 500.0), [&](int64_t) {
       for (const ModelMatrix& m : matrices) {
         PackActivations(m.type, x.data(), tokens, m.cols, &packed);
-        MatMulRows(m.type, m.bytes.data(), m.cols, packed, 0, m.rows, y.data(), m.rows);
+        if (!m.interleaved.empty()) {
+          MatMulRowsInterleaved(m.type, m.interleaved.data(), m.cols, packed, 0, m.rows, y.data(),
+                                m.rows);
+        } else {
+          MatMulRows(m.type, m.bytes.data(), m.cols, packed, 0, m.rows, y.data(), m.rows);
+        }
       }
     });
     std::printf(

@@ -39,9 +39,6 @@ int32_t DotNibbles(const uint8_t* qs, const int8_t* x) {
 
 float DotBlock32(GgmlType type, const void* row, const Blocks32View& x, int64_t blocks) {
   float acc = 0.0f;
-  float acc_min = 0.0f;
-  float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  bool q41 = false;
   for (int64_t b = 0; b < blocks; ++b) {
     const int8_t* xq = x.qs + 32 * b;
     const int32_t xsum = static_cast<int32_t>(x.sum[b]);
@@ -49,19 +46,11 @@ float DotBlock32(GgmlType type, const void* row, const Blocks32View& x, int64_t 
       const BlockQ4_0& w = static_cast<const BlockQ4_0*>(row)[b];
       const int32_t isum = DotNibbles(w.qs, xq) - 8 * xsum;
       acc += static_cast<float>(isum) * (Fp16ToFloat(w.d) * x.d[b]);
-    } else if (type == GgmlType::kQ4_1) {
+    } else if (type == GgmlType::kQ4_1) {  // matmul.h, "Q4_1 order": one chain
       const BlockQ4_1& w = static_cast<const BlockQ4_1*>(row)[b];
-      const float scale = Fp16ToFloat(w.d) * x.d[b];
-      for (int lane = 0; lane < 8; ++lane) {
-        int32_t partial = 0;
-        for (int e = 4 * lane; e < 4 * lane + 4; ++e) {
-          const int q = e < 16 ? (w.qs[e] & 0xF) : (w.qs[e - 16] >> 4);
-          partial += q * xq[e];
-        }
-        lanes[lane] = std::fma(scale, static_cast<float>(partial), lanes[lane]);
-      }
-      acc_min = std::fma(Fp16ToFloat(w.m), x.d_sum[b], acc_min);
-      q41 = true;
+      const int32_t isum = DotNibbles(w.qs, xq);
+      acc = std::fma(static_cast<float>(isum), Fp16ToFloat(w.d) * x.d[b], acc);
+      acc = std::fma(Fp16ToFloat(w.m), x.d_sum[b], acc);
     } else {
       const BlockQ8_0& w = static_cast<const BlockQ8_0*>(row)[b];
       int32_t isum = 0;
@@ -69,12 +58,7 @@ float DotBlock32(GgmlType type, const void* row, const Blocks32View& x, int64_t 
       acc += static_cast<float>(isum) * (Fp16ToFloat(w.d) * x.d[b]);
     }
   }
-  if (q41) {
-    return (((lanes[4] + lanes[0]) + (lanes[6] + lanes[2])) +
-            ((lanes[5] + lanes[1]) + (lanes[7] + lanes[3]))) +
-           acc_min;
-  }
-  return acc + acc_min;
+  return acc;
 }
 
 // Q4_K / Q5_K super-block: sum_s scale_s * dot_s and sum_s min_s * activation-sum_s.

@@ -17,18 +17,18 @@
 // reference. Each weight row is read once per tile of tokens (up to 9 on AVX-512, 8 on
 // AVX2, 4 for AVX2 with 32-element blocks) and every token of the tile is accumulated
 // against it, so a verification block of k+1 <= 9 tokens streams the weights from
-// memory once (on AVX-512 in a single pass). Q4_1 on AVX-512 with 2 or more tokens
-// carries two tokens per register (tiles of up to 10), so that each further token costs
-// about half of what the 1-token kernel spends per token (matmul_avx512.cc).
+// memory once (on AVX-512 in a single pass). Q4_1 reads each 16-row group once per tile
+// of up to 10 tokens; per token and block, 8 vpdpbusd serve 16 rows (matmul_q4_1_avx512.cc).
 //
-// Q4_1 order. Q4_1 weights (the default model's) are summed in llama.cpp's order
-// (ggml_vec_dot_q4_1_q8_1 on x86): per output, 8 float lanes, lane i taking the integer
-// dot of elements 4i..4i+3 of each block; block b adds lane = fma(d_w * d_x, dot, lane)
-// in increasing b; the lanes are added as (l4 + l0) + (l6 + l2) + ((l5 + l1) + (l7 + l3));
-// then the minimum terms, a sequential fma chain of m_b * half(d_x * sum_b), are added.
-// Every path (scalar included) does exactly this, so for Q4_1 all paths agree bitwise
-// with each other and with llama.cpp: the 8-bit activation rounding downstream turns any
-// last-bit difference into a whole quantization step, which grows over the layers.
+// Q4_1 order. Q4_1 weights (the default model's) run on rows interleaved 16 at a time
+// (InterleaveRows below; MatMulRows interleaves raw rows on the fly), so that one vector
+// instruction serves 16 rows of one token and no output needs a horizontal sum. Each
+// output is one float chain over the blocks in increasing b:
+//   acc = fma(float(isum_b), half(d_w,b) * d_x,b, acc);  acc = fma(half(m_w,b), d_sum_x,b, acc)
+// from acc = 0, where isum_b is the exact integer dot of the block's quants with the
+// token's int8 activations. Every path (scalar included) does exactly this, so for Q4_1
+// all paths agree bitwise with each other. (This is not llama.cpp's order, which splits
+// each block over 8 lanes: logits agree with llama.cpp to rounding, not bit for bit.)
 //
 // Batch invariance. y[t, r] is bitwise identical whatever `tokens`, whatever the
 // other tokens in x and whatever [row_begin, row_end) contains row r: each output
@@ -37,9 +37,17 @@
 // The scalar reference (MatMulRowsReference) runs the same integer algorithm with
 // a different float summation order (except Q4_1, see above), so it matches the fast
 // paths to rounding only.
+//
+// Interleaved rows (Q4_1). InterleaveRows copies a matrix into groups of 16 rows; per
+// group and block b, 320 bytes: four 64-byte chunks, chunk c holding bytes 4c..4c+3 of
+// the block's 16 quant bytes for rows 0..15 in turn (low nibbles are elements 4c..4c+3,
+// high nibbles 16+4c..16+4c+3), then the 16 rows' d (fp16), then their m (fp16). A last
+// partial group is padded with zero rows. The CPU model makes this copy once at load
+// (runtime/model/tp_shard.h), so that its matmuls read it instead of the file rows.
 #ifndef SPLITSPEC_KERNELS_CPU_MATMUL_H_
 #define SPLITSPEC_KERNELS_CPU_MATMUL_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -81,6 +89,23 @@ void MatMulRows(GgmlType weight_type, const void* w, int64_t cols, const PackedA
 void MatMulRowsReference(GgmlType weight_type, const void* w, int64_t cols,
                          const PackedActivations& x, int64_t row_begin, int64_t row_end, float* y,
                          int64_t y_stride);
+
+// True for the types with an interleaved layout (Q4_1).
+bool HasInterleavedLayout(GgmlType weight_type);
+
+// Bytes of the interleaved copy of a [rows, cols] matrix. REQUIRES: HasInterleavedLayout.
+size_t InterleavedBytes(GgmlType weight_type, int64_t rows, int64_t cols);
+
+// Rows [0, rows) of w (RowBytes apart, as MatMulRows reads them) -> out
+// [InterleavedBytes(weight_type, rows, cols)]. REQUIRES: HasInterleavedLayout.
+void InterleaveRows(GgmlType weight_type, const void* w, int64_t rows, int64_t cols, uint8_t* out);
+
+// MatMulRows on an interleaved copy `wi` of the matrix: bitwise the same outputs.
+// REQUIRES: HasInterleavedLayout(weight_type), row_begin % 16 == 0, row_end <= the rows
+// interleaved; otherwise as MatMulRows.
+void MatMulRowsInterleaved(GgmlType weight_type, const uint8_t* wi, int64_t cols,
+                           const PackedActivations& x, int64_t row_begin, int64_t row_end,
+                           float* y, int64_t y_stride);
 
 // The path MatMulRows uses on this machine: "avx512-vnni", "avx512", "avx2" or "scalar".
 const char* MatMulPathName();

@@ -6,7 +6,7 @@
 // each block gives 8 int32 partial sums (vpmaddubsw + vpmaddwd; Q8_0 through the
 // abs/sign trick) that are converted to float and FMA'd, with the block's scale, into
 // one of two accumulators. Q4_0's -8 is applied per group with the block sums. Q4_1
-// has its own kernel in llama.cpp's order (matmul.h). Every step depends only on `cols`.
+// runs on interleaved rows (matmul_q4_1_avx2.cc). Every step depends only on `cols`.
 #include <immintrin.h>
 
 #include <cmath>
@@ -152,7 +152,7 @@ struct Block32Kernel {
   }
 
   // Per group of 8 blocks: blocks alternate between acc0 and acc1 (an odd last block goes
-  // to acc0), the per-group offsets to acc0 (Q4_0) (not used for Q4_1: Q4_1Kernel);
+  // to acc0), the per-group offsets to acc0 (Q4_0) (not used for Q4_1);
   // y = sum of the lanes of acc0 + acc1.
   template <int N>
   void Run(const uint8_t* row, int64_t r, const TokenTile& tile) const {
@@ -210,44 +210,6 @@ struct Block32Kernel {
   }
 };
 
-// Q4_1 in llama.cpp's order (matmul.h, "Q4_1 order"): per token one 8-lane FMA chain
-// over the blocks in sequence, reduced by HorizontalSum (ggml's tree), plus a scalar
-// FMA chain of min * activation sum.
-struct Q4_1Kernel {
-  int64_t cols;
-  static constexpr int kTile = 4;
-
-  template <int N>
-  void Run(const uint8_t* row, int64_t r, const TokenTile& tile) const {
-    const auto* blocks = reinterpret_cast<const BlockQ4_1*>(row);
-    const int64_t nb = cols / 32;
-    const int64_t padded = Blocks32Padded(nb);
-    const int8_t* xq[N];
-    const float* xd[N];  // activation scales [padded], then d_sum [padded]
-    __m256 acc[N];
-    float mins[N];
-    for (int t = 0; t < N; ++t) {
-      xq[t] = reinterpret_cast<const int8_t*>(tile.x[t]);
-      xd[t] = reinterpret_cast<const float*>(xq[t] + cols);
-      acc[t] = _mm256_setzero_ps();
-      mins[t] = 0.0f;
-    }
-    for (int64_t b = 0; b < nb; ++b) {
-      const BlockQ4_1& block = blocks[b];
-      const float wd = _cvtsh_ss(block.d);
-      const __m256i w = LoadWeightBlock<GgmlType::kQ4_1>(block);
-      for (int t = 0; t < N; ++t) {
-        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t] + 32 * b));
-        const __m256 partial = _mm256_cvtepi32_ps(Dot<GgmlType::kQ4_1>(w, x));
-        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(wd * xd[t][b]), partial, acc[t]);
-      }
-      const float wm = _cvtsh_ss(block.m);
-      for (int t = 0; t < N; ++t) mins[t] = std::fma(wm, xd[t][padded + b], mins[t]);
-    }
-    for (int t = 0; t < N; ++t) tile.y[t][r] = HorizontalSum(acc[t]) + mins[t];
-  }
-};
-
 }  // namespace
 
 void MatMulRowsAvx2(GgmlType weight_type, const void* w, int64_t cols, const PackedActivations& x,
@@ -266,8 +228,7 @@ void MatMulRowsAvx2(GgmlType weight_type, const void* w, int64_t cols, const Pac
       return ForEachRowAndTile(Block32Kernel<GgmlType::kQ4_0>{cols}, weight_type, w, cols, x,
                                row_begin, row_end, y, y_stride);
     case GgmlType::kQ4_1:
-      return ForEachRowAndTile(Q4_1Kernel{cols}, weight_type, w, cols, x, row_begin, row_end, y,
-                               y_stride);
+      return Q4_1RowsByGroups(Q4_1GroupAvx2, w, cols, x, row_begin, row_end, y, y_stride);
     case GgmlType::kQ8_0:
       return ForEachRowAndTile(Block32Kernel<GgmlType::kQ8_0>{cols}, weight_type, w, cols, x,
                                row_begin, row_end, y, y_stride);

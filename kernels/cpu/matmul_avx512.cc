@@ -7,7 +7,7 @@
 // blocks gives 16 int32 partial sums (vpdpbusd with VNNI, else vpmaddubsw + vpmaddwd)
 // that are converted to float and FMA'd, with their block's scale, into one of two
 // accumulators. Offsets (Q4_0's -8, Q8_0's +128 bias under VNNI) are applied per group
-// with the block sums; Q4_1 has its own kernel, in llama.cpp's order (matmul.h). Every
+// with the block sums; Q4_1 runs on interleaved rows (matmul_q4_1_avx512.cc). Every
 // step depends only on `cols`, never on
 // the token count or the row range. (VNNI instructions appear only in the kVnni = true
 // instantiations, checked with objdump; the file is compiled with -mavx512vnni.)
@@ -36,14 +36,6 @@ inline float HorizontalSum(__m512 v) {
   __m128 v4 = _mm_add_ps(_mm256_castps256_ps128(v8), _mm256_extractf128_ps(v8, 1));
   v4 = _mm_add_ps(v4, _mm_movehl_ps(v4, v4));
   v4 = _mm_add_ss(v4, _mm_shuffle_ps(v4, v4, 1));
-  return _mm_cvtss_f32(v4);
-}
-
-// ggml's hsum_float_8: (l4 + l0) + (l6 + l2) + ((l5 + l1) + (l7 + l3)).
-inline float HorizontalSum8(__m256 v) {
-  __m128 v4 = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
-  v4 = _mm_add_ps(v4, _mm_movehl_ps(v4, v4));
-  v4 = _mm_add_ss(v4, _mm_movehdup_ps(v4));
   return _mm_cvtss_f32(v4);
 }
 
@@ -92,10 +84,6 @@ struct Block32Layout;
 template <>
 struct Block32Layout<GgmlType::kQ4_0> {
   using Block = BlockQ4_0;
-};
-template <>
-struct Block32Layout<GgmlType::kQ4_1> {
-  using Block = BlockQ4_1;
 };
 template <>
 struct Block32Layout<GgmlType::kQ8_0> {
@@ -239,7 +227,7 @@ struct Block32Kernel {
 
   // Per group of 16 blocks: full pairs alternate between acc0 and acc1 (an odd last full
   // pair goes to acc0), a lone last block goes to acc1, the per-group offsets to acc0
-  // (Q4_0, Q8_0); y = sum of the lanes of acc0 + acc1. (Not used for Q4_1: Q4_1Kernel.)
+  // (Q4_0, Q8_0); y = sum of the lanes of acc0 + acc1. (Not used for Q4_1.)
   template <int N>
   void Run(const uint8_t* row, int64_t r, const TokenTile& tile) const {
     using Block = typename Block32Layout<kType>::Block;
@@ -292,214 +280,6 @@ struct Block32Kernel {
   }
 };
 
-// Q4_1 in llama.cpp's order (matmul.h, "Q4_1 order"): per token one 8-lane FMA chain
-// over the blocks in sequence (the two blocks of a register pair go in one after the
-// other), reduced in ggml's tree, plus a separate scalar FMA chain of min * activation
-// sum. Slower per row than a kernel with independent chains, but bitwise llama.cpp's.
-template <bool kVnni>
-struct Q4_1Kernel {
-  int64_t cols;
-  static constexpr int kTile = 9;
-
-  template <int N>
-  void Run(const uint8_t* row, int64_t r, const TokenTile& tile) const {
-    const auto* blocks = reinterpret_cast<const BlockQ4_1*>(row);
-    const int64_t nb = cols / 32;
-    const int64_t padded = Blocks32Padded(nb);
-    const int8_t* xq[N];
-    const float* xd[N];  // activation scales [padded], then d_sum [padded]
-    __m256 acc[N];
-    float mins[N];
-    for (int t = 0; t < N; ++t) {
-      xq[t] = reinterpret_cast<const int8_t*>(tile.x[t]);
-      xd[t] = reinterpret_cast<const float*>(xq[t] + cols);
-      acc[t] = _mm256_setzero_ps();
-      mins[t] = 0.0f;
-    }
-    alignas(64) float wm[16];
-    alignas(64) float scale[N][16];
-    for (int64_t g = 0; g < nb; g += 16) {
-      const int n = nb - g >= 16 ? 16 : static_cast<int>(nb - g);
-      const __m512i heads =
-          LoadBlockHeads<sizeof(BlockQ4_1)>(reinterpret_cast<const uint8_t*>(blocks + g), n);
-      const __m512 wd = _mm512_cvtph_ps(_mm512_castsi512_si256(heads));
-      _mm512_store_ps(wm, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(heads, 1)));
-      for (int t = 0; t < N; ++t) {
-        _mm512_store_ps(scale[t], _mm512_mul_ps(wd, _mm512_loadu_ps(xd[t] + g)));
-      }
-      for (int k = 0; k < n; k += 2) {
-        const bool second = k + 1 < n;
-        const WeightPair w = LoadWeightPair<GgmlType::kQ4_1, kVnni>(blocks, g + k, second);
-        for (int t = 0; t < N; ++t) {
-          const __m512i x =
-              second ? _mm512_loadu_si512(xq[t] + 32 * (g + k))
-                     : _mm512_maskz_loadu_epi8(__mmask64(0xFFFFFFFFu), xq[t] + 32 * (g + k));
-          const __m512 partial = _mm512_cvtepi32_ps(DotPair<GgmlType::kQ4_1, kVnni>(w, x));
-          acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale[t][k]),
-                                   _mm512_castps512_ps256(partial), acc[t]);
-          if (second) {
-            acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale[t][k + 1]),
-                                     _mm512_extractf32x8_ps(partial, 1), acc[t]);
-          }
-        }
-      }
-      for (int t = 0; t < N; ++t) {
-        const float* d_sum = xd[t] + padded + g;
-        for (int k = 0; k < n; ++k) mins[t] = std::fma(wm[k], d_sum[k], mins[t]);
-      }
-    }
-    for (int t = 0; t < N; ++t) tile.y[t][r] = HorizontalSum8(acc[t]) + mins[t];
-  }
-};
-
-// ------------------------------------------- Q4_1, two tokens per register
-
-// Q4_1 for 2 or more tokens, with exactly Q4_1Kernel's operations per output (its 8-lane
-// FMA chain over the blocks in order, its min chain, its reduction), laid out so that one
-// 512-bit register carries two tokens: lanes 0-7 token 2p, lanes 8-15 token 2p+1. Each
-// block's nibbles are unpacked once per row and duplicated into both halves; one vpdpbusd,
-// one convert, one permute (the two tokens' scales) and one FMA then serve two tokens,
-// where Q4_1Kernel spends about twice that per token. The min chains of all the tile's
-// tokens run in the lanes of one register (lane i = token i; an FMA per lane is the
-// scalar FMA). The activations are rearranged once per call (Q4_1PairLayout), not per row.
-inline constexpr int kMaxQ4_1Pairs = 5;  // up to 10 tokens per tile
-
-// The tile's activations, as the pair kernel reads them.
-struct Q4_1PairTile {
-  int tokens = 0;                           // real tokens, 2..2 * kMaxQ4_1Pairs
-  const int8_t* x = nullptr;                // [pairs][nb][64]: token 2p's block | 2p+1's
-  const float* d_sum = nullptr;             // [nb][16]: lane i = token i's d_sum (0 beyond)
-  const float* xd[2 * kMaxQ4_1Pairs] = {};  // each token's block scales ([padded] floats)
-  float* y[2 * kMaxQ4_1Pairs] = {};
-};
-
-// The 32 quants of a Q4_1 block in element order, in both 256-bit halves.
-inline __m512i NibbleDup(const uint8_t* qs) {
-  const __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
-  const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0,
-                                          0x0004000400040004, 0x0004000400040004, 0, 0);
-  return _mm512_and_si512(_mm512_srlv_epi16(v, shifts), _mm512_set1_epi8(0x0F));
-}
-
-template <bool kVnni, int P>
-void Q4_1PairRow(const BlockQ4_1* blocks, int64_t nb, int64_t r, const Q4_1PairTile& tile) {
-  __m512 acc[P];
-  for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
-  __m512 mins = _mm512_setzero_ps();
-  const __m512i first_index =
-      _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 16, 16, 16, 16, 16, 16);
-  const __m512i one = _mm512_set1_epi32(1);
-  for (int64_t g = 0; g < nb; g += 16) {
-    const int n = nb - g >= 16 ? 16 : static_cast<int>(nb - g);
-    const __m512i heads =
-        LoadBlockHeads<sizeof(BlockQ4_1)>(reinterpret_cast<const uint8_t*>(blocks + g), n);
-    const __m512 wd = _mm512_cvtph_ps(_mm512_castsi512_si256(heads));
-    alignas(64) float wm[16];
-    _mm512_store_ps(wm, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(heads, 1)));
-    __m512 scale[2 * P];  // the Q4_1Kernel products wd * xd of the group's blocks, per token
-    for (int i = 0; i < 2 * P; ++i) scale[i] = _mm512_mul_ps(wd, _mm512_loadu_ps(tile.xd[i] + g));
-    __m512i index = first_index;
-    for (int k = 0; k < n; ++k) {
-      const WeightPair w = {NibbleDup(blocks[g + k].qs), 0};
-      for (int p = 0; p < P; ++p) {
-        const __m512i x = _mm512_loadu_si512(tile.x + 64 * (p * nb + g + k));
-        const __m512 partial = _mm512_cvtepi32_ps(DotPair<GgmlType::kQ4_1, kVnni>(w, x));
-        const __m512 s = _mm512_permutex2var_ps(scale[2 * p], index, scale[2 * p + 1]);
-        acc[p] = _mm512_fmadd_ps(s, partial, acc[p]);
-      }
-      mins =
-          _mm512_fmadd_ps(_mm512_set1_ps(wm[k]), _mm512_loadu_ps(tile.d_sum + 16 * (g + k)), mins);
-      index = _mm512_add_epi32(index, one);
-    }
-  }
-  alignas(64) float min_sums[16];
-  _mm512_store_ps(min_sums, mins);
-  for (int p = 0; p < P; ++p) {
-    tile.y[2 * p][r] = HorizontalSum8(_mm512_castps512_ps256(acc[p])) + min_sums[2 * p];
-    if (2 * p + 1 < tile.tokens) {
-      tile.y[2 * p + 1][r] =
-          HorizontalSum8(_mm512_extractf32x8_ps(acc[p], 1)) + min_sums[2 * p + 1];
-    }
-  }
-}
-
-template <bool kVnni>
-void Q4_1PairRowAnyP(const BlockQ4_1* blocks, int64_t nb, int64_t r, const Q4_1PairTile& tile) {
-  switch ((tile.tokens + 1) / 2) {
-    case 1:
-      return Q4_1PairRow<kVnni, 1>(blocks, nb, r, tile);
-    case 2:
-      return Q4_1PairRow<kVnni, 2>(blocks, nb, r, tile);
-    case 3:
-      return Q4_1PairRow<kVnni, 3>(blocks, nb, r, tile);
-    case 4:
-      return Q4_1PairRow<kVnni, 4>(blocks, nb, r, tile);
-    default:
-      return Q4_1PairRow<kVnni, 5>(blocks, nb, r, tile);
-  }
-}
-
-// Rearranges tokens [t0, t0 + count) of x for Q4_1PairRow into *x_out and *d_sum_out (an
-// odd count's last pair repeats its token; its second output is not written).
-void Q4_1PairLayout(const PackedActivations& x, int64_t t0, int count, float* y, int64_t y_stride,
-                    int8_t* x_out, float* d_sum_out, Q4_1PairTile* tile) {
-  const int64_t cols = x.cols;
-  const int64_t nb = cols / 32;
-  const int64_t padded = Blocks32Padded(nb);
-  const int64_t token_bytes = PackedTokenBytes(GgmlType::kQ4_1, cols);
-  tile->tokens = count;
-  tile->x = x_out;
-  tile->d_sum = d_sum_out;
-  for (int i = 0; i < 2 * kMaxQ4_1Pairs; ++i) {
-    const int64_t t = t0 + (i < count ? i : count - 1);
-    const uint8_t* xt = x.data.data() + t * token_bytes;
-    tile->xd[i] = reinterpret_cast<const float*>(xt + cols);
-    tile->y[i] = i < count ? y + (t0 + i) * y_stride : nullptr;
-  }
-  const int pairs = (count + 1) / 2;
-  for (int i = 0; i < 2 * pairs; ++i) {
-    const int8_t* qs = reinterpret_cast<const int8_t*>(tile->xd[i]) - cols;
-    for (int64_t b = 0; b < nb; ++b) {
-      __builtin_memcpy(x_out + 64 * ((i / 2) * nb + b) + 32 * (i % 2), qs + 32 * b, 32);
-    }
-  }
-  for (int64_t b = 0; b < nb; ++b) {
-    for (int i = 0; i < 16; ++i) d_sum_out[16 * b + i] = 0.0f;
-    for (int i = 0; i < count; ++i) d_sum_out[16 * b + i] = tile->xd[i][padded + b];
-  }
-}
-
-// Q4_1 rows for x.tokens >= 2: tiles of at most 2 * kMaxQ4_1Pairs tokens, of balanced
-// sizes; each weight row is read once per 4 tiles.
-template <bool kVnni>
-void Q4_1MultiTokenRows(const void* w, int64_t cols, const PackedActivations& x, int64_t row_begin,
-                        int64_t row_end, float* y, int64_t y_stride) {
-  const int64_t nb = cols / 32;
-  const int64_t num_tiles = (x.tokens + 2 * kMaxQ4_1Pairs - 1) / (2 * kMaxQ4_1Pairs);
-  const int64_t x_stride = kMaxQ4_1Pairs * nb * 64;
-  thread_local std::vector<int8_t> x_scratch;
-  thread_local std::vector<float> d_sum_scratch;
-  if (x_scratch.size() < static_cast<size_t>(4 * x_stride)) x_scratch.resize(4 * x_stride);
-  if (d_sum_scratch.size() < static_cast<size_t>(4 * 16 * nb)) d_sum_scratch.resize(4 * 16 * nb);
-  const auto* blocks = static_cast<const BlockQ4_1*>(w);
-  for (int64_t tile_begin = 0; tile_begin < num_tiles; tile_begin += 4) {
-    const int64_t tile_end = std::min(num_tiles, tile_begin + 4);
-    Q4_1PairTile tiles[4];
-    for (int64_t k = tile_begin; k < tile_end; ++k) {
-      const int64_t t0 = x.tokens * k / num_tiles;  // balanced: sizes differ by at most 1
-      const int count = static_cast<int>(x.tokens * (k + 1) / num_tiles - t0);
-      const int64_t slot = k - tile_begin;
-      Q4_1PairLayout(x, t0, count, y, y_stride, x_scratch.data() + slot * x_stride,
-                     d_sum_scratch.data() + slot * 16 * nb, &tiles[slot]);
-    }
-    for (int64_t r = row_begin; r < row_end; ++r) {
-      for (int64_t k = 0; k < tile_end - tile_begin; ++k) {
-        Q4_1PairRowAnyP<kVnni>(blocks + r * nb, nb, r, tiles[k]);
-      }
-    }
-  }
-}
-
 template <bool kVnni>
 void MatMulRowsAvx512Impl(GgmlType weight_type, const void* w, int64_t cols,
                           const PackedActivations& x, int64_t row_begin, int64_t row_end, float* y,
@@ -518,11 +298,8 @@ void MatMulRowsAvx512Impl(GgmlType weight_type, const void* w, int64_t cols,
       return ForEachRowAndTile(Block32Kernel<GgmlType::kQ4_0, kVnni>{cols}, weight_type, w, cols, x,
                                row_begin, row_end, y, y_stride);
     case GgmlType::kQ4_1:
-      if (x.tokens >= 2) {
-        return Q4_1MultiTokenRows<kVnni>(w, cols, x, row_begin, row_end, y, y_stride);
-      }
-      return ForEachRowAndTile(Q4_1Kernel<kVnni>{cols}, weight_type, w, cols, x, row_begin, row_end,
-                               y, y_stride);
+      return Q4_1RowsByGroups(kVnni ? Q4_1GroupAvx512Vnni : Q4_1GroupAvx512, w, cols, x,
+                              row_begin, row_end, y, y_stride);
     case GgmlType::kQ8_0:
       return ForEachRowAndTile(Block32Kernel<GgmlType::kQ8_0, kVnni>{cols}, weight_type, w, cols, x,
                                row_begin, row_end, y, y_stride);

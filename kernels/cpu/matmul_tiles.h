@@ -80,6 +80,27 @@ void MatMulRowsKQuantsAvx512Vnni(GgmlType weight_type, const void* w, int64_t co
                                  const PackedActivations& x, int64_t row_begin, int64_t row_end,
                                  float* y, int64_t y_stride);
 
+// Q4_1 on interleaved rows (matmul.h, "Interleaved rows"): one 16-row group (`group`,
+// nb blocks of kQ4_1GroupBlockBytes) times every token of x, in the Q4_1 order; writes
+// y[t * y_stride + i] for rows i < rows_valid of the group (y points at its first row).
+inline constexpr int64_t kQ4_1GroupBlockBytes = 320;
+using Q4_1GroupFn = void (*)(const uint8_t* group, int64_t nb, const PackedActivations& x,
+                             int rows_valid, float* y, int64_t y_stride);
+void Q4_1GroupScalar(const uint8_t* group, int64_t nb, const PackedActivations& x,
+                     int rows_valid, float* y, int64_t y_stride);
+void Q4_1GroupAvx2(const uint8_t* group, int64_t nb, const PackedActivations& x, int rows_valid,
+                   float* y, int64_t y_stride);
+void Q4_1GroupAvx512(const uint8_t* group, int64_t nb, const PackedActivations& x,
+                     int rows_valid, float* y, int64_t y_stride);
+void Q4_1GroupAvx512Vnni(const uint8_t* group, int64_t nb, const PackedActivations& x,
+                         int rows_valid, float* y, int64_t y_stride);
+
+// Q4_1 on raw rows [row_begin, row_end): each run of up to 16 rows is interleaved into a
+// per-thread scratch and handed to `group_fn` (same outputs as on an interleaved copy).
+void Q4_1RowsByGroups(Q4_1GroupFn group_fn, const void* w, int64_t cols,
+                      const PackedActivations& x, int64_t row_begin, int64_t row_end, float* y,
+                      int64_t y_stride);
+
 }  // namespace splitspec::kernels::internal
 
 #endif  // SPLITSPEC_KERNELS_CPU_MATMUL_TILES_H_

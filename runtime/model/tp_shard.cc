@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/ggml_types.h"
+#include "kernels/cpu/matmul.h"
 #include "runtime/base/status_macros.h"
 
 namespace splitspec::model {
@@ -50,7 +53,7 @@ absl::Status CheckColumnSplit(const char* tensor, const WeightMatrix& m, int siz
 
 // Rows [range) of `m`: a contiguous part of the same bytes.
 WeightMatrix RowSlice(const WeightMatrix& m, IndexRange range) {
-  return WeightMatrix{m.type, m.row(range.begin), range.size(), m.cols};
+  return WeightMatrix{m.type, m.row(range.begin), range.size(), m.cols, nullptr};
 }
 
 // Columns [range) of `m`, copied block-row by block-row into `bytes`; all of
@@ -63,7 +66,7 @@ WeightMatrix ColumnSlice(const WeightMatrix& m, IndexRange range, std::vector<ui
   for (int64_t r = 0; r < m.rows; ++r) {
     std::memcpy(bytes->data() + r * row_bytes, m.row(r) + offset, row_bytes);
   }
-  return WeightMatrix{m.type, bytes->data(), m.rows, range.size()};
+  return WeightMatrix{m.type, bytes->data(), m.rows, range.size(), nullptr};
 }
 
 std::vector<float> VectorSlice(const std::vector<float>& v, IndexRange range) {
@@ -141,6 +144,20 @@ std::unique_ptr<ShardedWeights> ShardWeights(const ModelWeights& weights,
   }
   out->output = RowSlice(weights.output, shard.vocab);
   return out;
+}
+
+void InterleaveForCpu(ShardedWeights* weights) {
+  auto interleave = [](WeightMatrix* m) {
+    if (!kernels::HasInterleavedLayout(m->type) || m->interleaved != nullptr) return;
+    auto bytes = std::make_shared<std::vector<uint8_t>>(
+        kernels::InterleavedBytes(m->type, m->rows, m->cols));
+    kernels::InterleaveRows(m->type, m->data, m->rows, m->cols, bytes->data());
+    m->interleaved = std::move(bytes);
+  };
+  for (ShardedLayerWeights& l : weights->layers) {
+    for (WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) interleave(m);
+  }
+  interleave(&weights->output);
 }
 
 uint64_t ShardedWeights::DecodeBytesPerToken() const {

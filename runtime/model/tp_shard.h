@@ -105,6 +105,12 @@ std::unique_ptr<ShardedWeights> ShardWeights(const ModelWeights& weights,
                                              const TensorParallelShard& shard,
                                              const ModelConfig& config);
 
+// Gives each matrix of `weights` whose type has an interleaved layout (Q4_1) its
+// interleaved copy (WeightMatrix::interleaved), which the CPU backend's matmuls then read
+// instead of the file rows: same outputs, bitwise (kernels/cpu/matmul.h). Costs as many
+// bytes as those matrices; the CUDA backend does not need it.
+void InterleaveForCpu(ShardedWeights* weights);
+
 }  // namespace splitspec::model
 
 #endif  // SPLITSPEC_RUNTIME_MODEL_TP_SHARD_H_

@@ -62,6 +62,7 @@ absl::Status Transformer::AttachBackend(const TransformerOptions& options) {
           absl::StrCat("the CPU transformer backend needs a host-memory communicator (Gloo), got ",
                        group_->backend_name()));
     }
+    InterleaveForCpu(shard_weights_.get());
     backend_ = std::make_unique<CpuBackend>(config_, shard_, *shard_weights_, threads_);
     return absl::OkStatus();
   }

@@ -32,7 +32,7 @@ absl::StatusOr<const GgufTensorInfo*> FindShaped(const GgufFile& file, const std
 absl::StatusOr<WeightMatrix> LoadMatrix(const GgufFile& file, const std::string& name, int64_t rows,
                                         int64_t cols) {
   ASSIGN_OR_RETURN(const GgufTensorInfo* t, FindShaped(file, name, {cols, rows}));
-  return WeightMatrix{t->type, t->data, rows, cols};
+  return WeightMatrix{t->type, t->data, rows, cols, nullptr};
 }
 
 // A vector of `n` elements, dequantized to floats.

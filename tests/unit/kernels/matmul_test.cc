@@ -125,8 +125,8 @@ double Mass(const Matrix& m, int64_t r, const float* x) {
 
 // Every vector path agrees with the scalar reference of the same integer algorithm:
 // the integer block products are exact in both, so the difference is float summation
-// order only, bounded by SummationBound over the partial sums' mass. Q4_1 follows
-// llama.cpp's summation order on every path (matmul.h), so there they agree bitwise.
+// order only, bounded by SummationBound over the partial sums' mass. Q4_1 follows one
+// summation order on every path (matmul.h, "Q4_1 order"), so there they agree bitwise.
 TEST(MatMulTest, FastPathsMatchReferenceAtRaggedSizes) {
   const std::vector<Path> paths = FastPaths();
   if (paths.empty()) GTEST_SKIP() << "no vector path on this CPU";
@@ -142,7 +142,7 @@ TEST(MatMulTest, FastPathsMatchReferenceAtRaggedSizes) {
         const std::vector<float> want = RunRows(MatMulRowsReference, m, x, 0, rows);
         for (const Path& path : paths) {
           const std::vector<float> got = RunRows(path.fn, m, x, 0, rows);
-          if (type == GgmlType::kQ4_1) {  // llama.cpp's order on every path: bitwise equal
+          if (type == GgmlType::kQ4_1) {  // one order on every path: bitwise equal
             for (size_t i = 0; i < got.size(); ++i) {
               ASSERT_EQ(got[i], want[i])
                   << path.name << " Q4_1 cols=" << cols << " tokens=" << tokens << " i=" << i;
