@@ -21,6 +21,7 @@
 // Q8_0 49152x576 head), ~96 MB of weights that stream from DRAM every step.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -166,23 +167,28 @@ Timing TimeCalls(double min_ms, Call call) {
   return best;
 }
 
+uint8_t* Align64(uint8_t* p) {
+  return p + (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64;
+}
+
 // The dispatching path on the interleaved copy the CPU model runs on (matmul.h,
 // "Interleaved rows"); GB/s counts the same bytes as the raw rows.
 void BenchInterleaved(const Options& options, GgmlType type, int64_t rows, int64_t cols,
                       const std::vector<uint8_t>& matrix, const PackedActivations& packed) {
-  const size_t bytes = InterleavedBytes(type, rows, cols);
+  const size_t bytes = (InterleavedBytes(type, rows, cols) + 63) / 64 * 64;
   const double matrix_bytes = static_cast<double>(matrix.size());
   const size_t copies = std::max<size_t>(2, (256u << 20) / bytes + 1);
-  std::vector<uint8_t> cold_copies(bytes * copies);
+  std::vector<uint8_t> storage(bytes * copies + 64);
+  uint8_t* cold_copies = Align64(storage.data());  // as the CPU model keeps them
   for (size_t c = 0; c < copies; ++c) {
-    InterleaveRows(type, matrix.data(), rows, cols, cold_copies.data() + c * bytes);
+    InterleaveRows(type, matrix.data(), rows, cols, cold_copies + c * bytes);
   }
   std::vector<float> y(static_cast<size_t>(packed.tokens) * rows);
   const Timing hot = TimeCalls(options.min_ms, [&](int64_t) {
-    MatMulRowsInterleaved(type, cold_copies.data(), cols, packed, 0, rows, y.data(), rows);
+    MatMulRowsInterleaved(type, cold_copies, cols, packed, 0, rows, y.data(), rows);
   });
   const Timing cold = TimeCalls(options.min_ms, [&](int64_t i) {
-    MatMulRowsInterleaved(type, cold_copies.data() + (i % copies) * bytes, cols, packed, 0, rows,
+    MatMulRowsInterleaved(type, cold_copies + (i % copies) * bytes, cols, packed, 0, rows,
                           y.data(), rows);
   });
   std::printf(
@@ -242,7 +248,8 @@ struct ModelMatrix {
   GgmlType type;
   int64_t rows, cols;
   std::vector<uint8_t> bytes;
-  std::vector<uint8_t> interleaved;  // as the CPU model keeps Q4_1 (matmul.h)
+  std::vector<uint8_t> interleaved;  // as the CPU model keeps Q4_1 and Q8_0 (matmul.h)
+  uint8_t* interleaved_aligned = nullptr;
 };
 
 void BenchDecodeModel(const Options& options, std::mt19937& rng) {
@@ -252,9 +259,9 @@ void BenchDecodeModel(const Options& options, std::mt19937& rng) {
                                       {1536, 576}, {1536, 576}, {576, 1536}};
   for (int layer = 0; layer < 30; ++layer) {
     for (const auto& shape : layer_shapes)
-      matrices.push_back({GgmlType::kQ4_1, shape[0], shape[1], {}, {}});
+      matrices.push_back({GgmlType::kQ4_1, shape[0], shape[1], {}, {}, nullptr});
   }
-  matrices.push_back({GgmlType::kQ8_0, 49152, 576, {}, {}});
+  matrices.push_back({GgmlType::kQ8_0, 49152, 576, {}, {}, nullptr});
   size_t total_bytes = 0;
   std::vector<float> row(1536);
   for (ModelMatrix& m : matrices) {
@@ -265,8 +272,9 @@ void BenchDecodeModel(const Options& options, std::mt19937& rng) {
     }
     total_bytes += m.bytes.size();
     if (HasInterleavedLayout(m.type)) {
-      m.interleaved.resize(InterleavedBytes(m.type, m.rows, m.cols));
-      InterleaveRows(m.type, m.bytes.data(), m.rows, m.cols, m.interleaved.data());
+      m.interleaved.resize(InterleavedBytes(m.type, m.rows, m.cols) + 64);
+      m.interleaved_aligned = Align64(m.interleaved.data());
+      InterleaveRows(m.type, m.bytes.data(), m.rows, m.cols, m.interleaved_aligned);
     }
   }
   std::printf("# decode step of SmolLM2-135M shapes: %zu matmuls, %.1f MB of weights, path '%s'\n",
@@ -280,8 +288,8 @@ void BenchDecodeModel(const Options& options, std::mt19937& rng) {
       for (const ModelMatrix& m : matrices) {
         PackActivations(m.type, x.data(), tokens, m.cols, &packed);
         if (!m.interleaved.empty()) {
-          MatMulRowsInterleaved(m.type, m.interleaved.data(), m.cols, packed, 0, m.rows, y.data(),
-                                m.rows);
+          MatMulRowsInterleaved(m.type, m.interleaved_aligned, m.cols, packed, 0, m.rows,
+                                y.data(), m.rows);
         } else {
           MatMulRows(m.type, m.bytes.data(), m.cols, packed, 0, m.rows, y.data(), m.rows);
         }

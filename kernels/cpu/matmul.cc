@@ -55,7 +55,7 @@ float DotBlock32(GgmlType type, const void* row, const Blocks32View& x, int64_t 
       const BlockQ8_0& w = static_cast<const BlockQ8_0*>(row)[b];
       int32_t isum = 0;
       for (int j = 0; j < 32; ++j) isum += w.qs[j] * xq[j];
-      acc += static_cast<float>(isum) * (Fp16ToFloat(w.d) * x.d[b]);
+      acc = std::fma(static_cast<float>(isum), Fp16ToFloat(w.d) * x.d[b], acc);  // Q8_0 order
     }
   }
   return acc;

@@ -17,32 +17,37 @@
 // reference. Each weight row is read once per tile of tokens (up to 9 on AVX-512, 8 on
 // AVX2, 4 for AVX2 with 32-element blocks) and every token of the tile is accumulated
 // against it, so a verification block of k+1 <= 9 tokens streams the weights from
-// memory once (on AVX-512 in a single pass). Q4_1 reads each 16-row group once per tile
-// of up to 10 tokens; per token and block, 8 vpdpbusd serve 16 rows (matmul_q4_1_avx512.cc).
+// memory once (on AVX-512 in a single pass). Q4_1 and Q8_0 read each 16-row group once
+// per tile of up to 10 tokens; per token and block, 8 vpdpbusd serve 16 rows
+// (matmul_interleaved_avx512.cc).
 //
-// Q4_1 order. Q4_1 weights (the default model's) run on rows interleaved 16 at a time
+// Q4_1 and Q8_0 order. Q4_1 weights (the default model's) and Q8_0 weights (its output
+// head) run on rows interleaved 16 at a time
 // (InterleaveRows below; MatMulRows interleaves raw rows on the fly), so that one vector
 // instruction serves 16 rows of one token and no output needs a horizontal sum. Each
-// output is one float chain over the blocks in increasing b:
-//   acc = fma(float(isum_b), half(d_w,b) * d_x,b, acc);  acc = fma(half(m_w,b), d_sum_x,b, acc)
-// from acc = 0, where isum_b is the exact integer dot of the block's quants with the
-// token's int8 activations. Every path (scalar included) does exactly this, so for Q4_1
-// all paths agree bitwise with each other. (This is not llama.cpp's order, which splits
-// each block over 8 lanes: logits agree with llama.cpp to rounding, not bit for bit.)
+// output is one float chain over the blocks in increasing b, from acc = 0:
+//   acc = fma(float(isum_b), half(d_w,b) * d_x,b, acc)
+//   acc = fma(half(m_w,b), d_sum_x,b, acc)        (Q4_1 only)
+// where isum_b is the exact integer dot of the block's quants with the token's int8
+// activations. Every path (scalar included) does exactly this, so for these types all
+// paths agree bitwise with each other. (This is not llama.cpp's order, which splits each
+// block over 8 lanes: logits agree with llama.cpp to rounding, not bit for bit.)
 //
 // Batch invariance. y[t, r] is bitwise identical whatever `tokens`, whatever the
 // other tokens in x and whatever [row_begin, row_end) contains row r: each output
 // follows one fixed sequence of operations that depends only on `cols` and on the
 // instruction-set path, and the path is chosen once per process (CpuFeatures()).
 // The scalar reference (MatMulRowsReference) runs the same integer algorithm with
-// a different float summation order (except Q4_1, see above), so it matches the fast
-// paths to rounding only.
+// a different float summation order (except Q4_1 and Q8_0, see above), so it matches the
+// fast paths to rounding only.
 //
-// Interleaved rows (Q4_1). InterleaveRows copies a matrix into groups of 16 rows; per
-// group and block b, 320 bytes: four 64-byte chunks, chunk c holding bytes 4c..4c+3 of
-// the block's 16 quant bytes for rows 0..15 in turn (low nibbles are elements 4c..4c+3,
-// high nibbles 16+4c..16+4c+3), then the 16 rows' d (fp16), then their m (fp16). A last
-// partial group is padded with zero rows. The CPU model makes this copy once at load
+// Interleaved rows (Q4_1, Q8_0). InterleaveRows copies a matrix into groups of 16 rows;
+// per group and block b, for Q4_1 320 bytes: four 64-byte chunks, chunk c holding bytes
+// 4c..4c+3 of the block's 16 quant bytes for rows 0..15 in turn (low nibbles are elements
+// 4c..4c+3, high nibbles 16+4c..16+4c+3), then the 16 rows' d (fp16), then their m
+// (fp16); for Q8_0 544 bytes: eight chunks, chunk c holding quants 4c..4c+3 of rows
+// 0..15 plus 128 (as unsigned bytes, for vpdpbusd), then the rows' d. A last partial
+// group is padded with zero rows. The CPU model makes this copy once at load, 64-byte aligned
 // (runtime/model/tp_shard.h), so that its matmuls read it instead of the file rows.
 #ifndef SPLITSPEC_KERNELS_CPU_MATMUL_H_
 #define SPLITSPEC_KERNELS_CPU_MATMUL_H_
@@ -90,7 +95,7 @@ void MatMulRowsReference(GgmlType weight_type, const void* w, int64_t cols,
                          const PackedActivations& x, int64_t row_begin, int64_t row_end, float* y,
                          int64_t y_stride);
 
-// True for the types with an interleaved layout (Q4_1).
+// True for the types with an interleaved layout (Q4_1, Q8_0).
 bool HasInterleavedLayout(GgmlType weight_type);
 
 // Bytes of the interleaved copy of a [rows, cols] matrix. REQUIRES: HasInterleavedLayout.

@@ -1,12 +1,12 @@
-// AVX2 matmul path: float weights (F32, F16, BF16) with FMA, and the 32-element block
-// types (Q4_0, Q4_1, Q8_0) with integer dot products, one block per register.
+// AVX2 matmul path: float weights (F32, F16, BF16) with FMA, and Q4_0 with integer dot
+// products, one block per register (Q4_1 and Q8_0 run on interleaved rows:
+// matmul_interleaved_avx2.cc; the K-quants: matmul_kquants_avx2.cc).
 //
-// Block types, per row and token: blocks are taken 8 at a time (a "group"); the 8
-// weight scales are converted once and multiplied by the token's 8 activation scales;
-// each block gives 8 int32 partial sums (vpmaddubsw + vpmaddwd; Q8_0 through the
-// abs/sign trick) that are converted to float and FMA'd, with the block's scale, into
-// one of two accumulators. Q4_0's -8 is applied per group with the block sums. Q4_1
-// runs on interleaved rows (matmul_q4_1_avx2.cc). Every step depends only on `cols`.
+// Q4_0, per row and token: blocks are taken 8 at a time (a "group"); the 8 weight scales
+// are converted once and multiplied by the token's 8 activation scales; each block gives
+// 8 int32 partial sums (vpmaddubsw + vpmaddwd) that are converted to float and FMA'd,
+// with the block's scale, into one of two accumulators. The -8 offset is applied per
+// group with the block sums. Every step depends only on `cols`.
 #include <immintrin.h>
 
 #include <cmath>
@@ -98,38 +98,18 @@ template <>
 struct Block32Layout<GgmlType::kQ4_0> {
   using Block = BlockQ4_0;
 };
-template <>
-struct Block32Layout<GgmlType::kQ4_1> {
-  using Block = BlockQ4_1;
-};
-template <>
-struct Block32Layout<GgmlType::kQ8_0> {
-  using Block = BlockQ8_0;
-};
 
-// Quants of one block as unsigned bytes in element order (Q8_0: absolute values; the
-// signs are moved onto the activations in Dot).
+// Quants of one block as unsigned bytes in element order.
 template <GgmlType kType>
 inline __m256i LoadWeightBlock(const typename Block32Layout<kType>::Block& block) {
-  if constexpr (kType == GgmlType::kQ8_0) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qs));
-  } else {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block.qs));
-    const __m256i both =
-        _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
-    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-  }
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block.qs));
+  const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 
 template <GgmlType kType>
 inline __m256i Dot(__m256i w, __m256i x) {
-  __m256i products;
-  if constexpr (kType == GgmlType::kQ8_0) {
-    products = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
-  } else {
-    products = _mm256_maddubs_epi16(w, x);
-  }
-  return _mm256_madd_epi16(products, _mm256_set1_epi16(1));
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
 }
 
 template <GgmlType kType>
@@ -152,7 +132,7 @@ struct Block32Kernel {
   }
 
   // Per group of 8 blocks: blocks alternate between acc0 and acc1 (an odd last block goes
-  // to acc0), the per-group offsets to acc0 (Q4_0) (not used for Q4_1);
+  // to acc0), the per-group offsets to acc0;
   // y = sum of the lanes of acc0 + acc1.
   template <int N>
   void Run(const uint8_t* row, int64_t r, const TokenTile& tile) const {
@@ -170,7 +150,7 @@ struct Block32Kernel {
     const __m256i one = _mm256_set1_epi32(1);
     for (int64_t g = 0; g < nb; g += 8) {
       const int n = nb - g >= 8 ? 8 : static_cast<int>(nb - g);
-      // The first 4 bytes of each block: d, and for Q4_1 m (gathered; lanes >= n zero).
+      // The first 4 bytes of each block: d and the next field (gathered; lanes >= n zero).
       const __m256i lanes =
           _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
       const __m256i offsets = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
@@ -228,10 +208,11 @@ void MatMulRowsAvx2(GgmlType weight_type, const void* w, int64_t cols, const Pac
       return ForEachRowAndTile(Block32Kernel<GgmlType::kQ4_0>{cols}, weight_type, w, cols, x,
                                row_begin, row_end, y, y_stride);
     case GgmlType::kQ4_1:
-      return Q4_1RowsByGroups(Q4_1GroupAvx2, w, cols, x, row_begin, row_end, y, y_stride);
+      return RowsByGroups(weight_type, Q4_1GroupAvx2, w, cols, x, row_begin, row_end, y,
+                          y_stride);
     case GgmlType::kQ8_0:
-      return ForEachRowAndTile(Block32Kernel<GgmlType::kQ8_0>{cols}, weight_type, w, cols, x,
-                               row_begin, row_end, y, y_stride);
+      return RowsByGroups(weight_type, Q8_0GroupAvx2, w, cols, x, row_begin, row_end, y,
+                          y_stride);
     default:
       return MatMulRowsKQuantsAvx2(weight_type, w, cols, x, row_begin, row_end, y, y_stride);
   }

@@ -1,16 +1,16 @@
-// AVX-512 matmul path: float weights (F32, F16, BF16) with FMA, and the 32-element
-// block types (Q4_0, Q4_1, Q8_0) with integer dot products, two blocks per register.
+// AVX-512 matmul path: float weights (F32, F16, BF16) with FMA, and Q4_0 with integer
+// dot products, two blocks per register (Q4_1 and Q8_0 run on interleaved rows:
+// matmul_interleaved_avx512.cc; the K-quants: matmul_kquants_avx512.cc).
 //
-// Block types, per row and token: blocks are taken 16 at a time (a "group"); the 16
-// weight scales are picked out of the blocks with vpermt2w (LoadBlockHeads) once per
-// row and group, and multiplied by the token's 16 activation scales; each pair of
-// blocks gives 16 int32 partial sums (vpdpbusd with VNNI, else vpmaddubsw + vpmaddwd)
-// that are converted to float and FMA'd, with their block's scale, into one of two
-// accumulators. Offsets (Q4_0's -8, Q8_0's +128 bias under VNNI) are applied per group
-// with the block sums; Q4_1 runs on interleaved rows (matmul_q4_1_avx512.cc). Every
-// step depends only on `cols`, never on
-// the token count or the row range. (VNNI instructions appear only in the kVnni = true
-// instantiations, checked with objdump; the file is compiled with -mavx512vnni.)
+// Q4_0, per row and token: blocks are taken 16 at a time (a "group"); the 16 weight
+// scales are picked out of the blocks with vpermt2w (LoadBlockHeads) once per row and
+// group, and multiplied by the token's 16 activation scales; each pair of blocks gives
+// 16 int32 partial sums (vpdpbusd with VNNI, else vpmaddubsw + vpmaddwd) that are
+// converted to float and FMA'd, with their block's scale, into one of two accumulators.
+// The -8 offset is applied per group with the block sums. Every step depends only on
+// `cols`, never on the token count or the row range. (VNNI instructions appear only in
+// the kVnni = true instantiations, checked with objdump; the file is compiled with
+// -mavx512vnni.)
 
 // GCC 12's AVX-512 intrinsic headers seed some results with _mm512_undefined_*, which
 // -W(maybe-)uninitialized reports inside the header; the values are fully written.
@@ -85,17 +85,11 @@ template <>
 struct Block32Layout<GgmlType::kQ4_0> {
   using Block = BlockQ4_0;
 };
-template <>
-struct Block32Layout<GgmlType::kQ8_0> {
-  using Block = BlockQ8_0;
-};
 
 // Quants of blocks b and b+1 in element order [block b (32) | block b+1 (32)], as
-// unsigned bytes for the multiply (Q8_0: biased by 128 under VNNI, absolute values
-// otherwise with `negative` marking the lanes whose activation must be negated).
+// unsigned bytes for the multiply.
 struct WeightPair {
   __m512i q;
-  __mmask64 negative;
 };
 
 // [low nibbles of qs0 | high nibbles of qs0 | the same of qs1] = the 64 quants of two
@@ -113,23 +107,7 @@ inline __m512i NibblePair(const uint8_t* qs0, const uint8_t* qs1) {
 template <GgmlType kType, bool kVnni>
 inline WeightPair LoadWeightPair(const typename Block32Layout<kType>::Block* blocks, int64_t b,
                                  bool has_second) {
-  if constexpr (kType == GgmlType::kQ8_0) {
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks[b].qs));
-    const __m256i c = has_second
-                          ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks[b + 1].qs))
-                          : _mm256_setzero_si256();
-    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(a), c, 1);
-    const __mmask64 valid = has_second ? ~__mmask64(0) : __mmask64(0xFFFFFFFFu);
-    if constexpr (kVnni) {
-      return {_mm512_maskz_xor_epi32(__mmask16(has_second ? 0xFFFF : 0x00FF), q,
-                                     _mm512_set1_epi8(char(0x80))),
-              0};
-    } else {
-      return {_mm512_abs_epi8(q), _mm512_movepi8_mask(q) & valid};
-    }
-  } else {
-    return {NibblePair(blocks[b].qs, has_second ? blocks[b + 1].qs : nullptr), 0};
-  }
+  return {NibblePair(blocks[b].qs, has_second ? blocks[b + 1].qs : nullptr)};
 }
 
 // 16 int32 partial sums of quant * activation: lanes 0-7 block b, 8-15 block b+1.
@@ -138,8 +116,6 @@ inline __m512i DotPair(const WeightPair& w, __m512i x) {
   if constexpr (kVnni) {
     return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q, x);
   } else {
-    if constexpr (kType == GgmlType::kQ8_0)
-      x = _mm512_mask_sub_epi8(x, w.negative, _mm512_setzero_si512(), x);
     return _mm512_madd_epi16(_mm512_maddubs_epi16(w.q, x), _mm512_set1_epi16(1));
   }
 }
@@ -149,7 +125,7 @@ inline __mmask64 ByteMask(int64_t n) {
   return n >= 64 ? ~__mmask64(0) : (n <= 0 ? __mmask64(0) : (__mmask64(1) << n) - 1);
 }
 
-// Where the 16-bit fields d (word lanes 0-15) and the next one, Q4_1's m (lanes 16-31),
+// Where the 16-bit fields d (word lanes 0-15) and the next ones (lanes 16-31),
 // of the 16 blocks of a group sit, per 128-byte chunk of the group: vpermt2w indices
 // into the chunk's 64 words and the lanes they fill.
 template <int kBlockBytes>
@@ -201,9 +177,7 @@ inline __m512i LoadBlockHeads(const uint8_t* group, int n) {
 
 // What DotPair sums beyond the true quant * activation, per unit of activation sum.
 template <GgmlType kType, bool kVnni>
-constexpr float kQuantBias = kType == GgmlType::kQ4_0
-                                 ? 8.0f
-                                 : (kType == GgmlType::kQ8_0 && kVnni ? 128.0f : 0.0f);
+constexpr float kQuantBias = kType == GgmlType::kQ4_0 ? 8.0f : 0.0f;
 
 template <GgmlType kType, bool kVnni>
 struct Block32Kernel {
@@ -227,7 +201,7 @@ struct Block32Kernel {
 
   // Per group of 16 blocks: full pairs alternate between acc0 and acc1 (an odd last full
   // pair goes to acc0), a lone last block goes to acc1, the per-group offsets to acc0
-  // (Q4_0, Q8_0); y = sum of the lanes of acc0 + acc1. (Not used for Q4_1.)
+  // (Q4_0); y = sum of the lanes of acc0 + acc1.
   template <int N>
   void Run(const uint8_t* row, int64_t r, const TokenTile& tile) const {
     using Block = typename Block32Layout<kType>::Block;
@@ -298,11 +272,11 @@ void MatMulRowsAvx512Impl(GgmlType weight_type, const void* w, int64_t cols,
       return ForEachRowAndTile(Block32Kernel<GgmlType::kQ4_0, kVnni>{cols}, weight_type, w, cols, x,
                                row_begin, row_end, y, y_stride);
     case GgmlType::kQ4_1:
-      return Q4_1RowsByGroups(kVnni ? Q4_1GroupAvx512Vnni : Q4_1GroupAvx512, w, cols, x,
-                              row_begin, row_end, y, y_stride);
+      return RowsByGroups(weight_type, kVnni ? Q4_1GroupAvx512Vnni : Q4_1GroupAvx512, w, cols,
+                          x, row_begin, row_end, y, y_stride);
     case GgmlType::kQ8_0:
-      return ForEachRowAndTile(Block32Kernel<GgmlType::kQ8_0, kVnni>{cols}, weight_type, w, cols, x,
-                               row_begin, row_end, y, y_stride);
+      return RowsByGroups(weight_type, kVnni ? Q8_0GroupAvx512Vnni : Q8_0GroupAvx512, w, cols,
+                          x, row_begin, row_end, y, y_stride);
     default:
       if constexpr (kVnni) {
         return MatMulRowsKQuantsAvx512Vnni(weight_type, w, cols, x, row_begin, row_end, y,

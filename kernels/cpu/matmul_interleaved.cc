@@ -1,5 +1,5 @@
-// Interleaved Q4_1 rows (matmul.h, "Interleaved rows"): the copy, the scalar group
-// kernel, the on-the-fly route for raw rows, and MatMulRowsInterleaved's dispatch.
+// Interleaved rows (matmul.h, "Interleaved rows"): the copy, the scalar group kernels,
+// the on-the-fly route for raw rows, and MatMulRowsInterleaved's dispatch.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -16,25 +16,50 @@ namespace internal {
 
 constexpr int kGroupRows = 16;
 
-// Rows [0, count) of raw Q4_1 rows (nb blocks each) -> one interleaved group (count < 16:
-// zero rows after them).
-static void InterleaveGroupQ4_1(const BlockQ4_1* const* rows, int count, int64_t nb, uint8_t* out) {
+// Rows [0, count) (raw Q4_1 or Q8_0 blocks, nb each) -> one interleaved group; rows from
+// count to 16 are zero rows (Q8_0's zero is the biased byte 0x80).
+template <class Block>
+static void InterleaveGroup(const Block* const* rows, int count, int64_t nb, uint8_t* out) {
+  constexpr GgmlType kType =
+      sizeof(Block) == sizeof(BlockQ4_1) ? GgmlType::kQ4_1 : GgmlType::kQ8_0;
+  constexpr int kChunks = kType == GgmlType::kQ4_1 ? 4 : 8;
   for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* block = out + b * kQ4_1GroupBlockBytes;
+    uint8_t* quants = const_cast<uint8_t*>(GroupQuants(kType, out, b));
+    uint8_t* scales = const_cast<uint8_t*>(GroupScales(kType, out, b));
     uint16_t d[kGroupRows] = {};
     uint16_t m[kGroupRows] = {};
     for (int i = 0; i < kGroupRows; ++i) {
-      if (i >= count) {
-        for (int c = 0; c < 4; ++c) std::memset(block + 64 * c + 4 * i, 0, 4);
-        continue;
+      for (int c = 0; c < kChunks; ++c) {
+        uint8_t* lane = quants + 64 * c + 4 * i;
+        if (i >= count) {
+          std::memset(lane, kType == GgmlType::kQ4_1 ? 0 : 0x80, 4);
+          continue;
+        }
+        std::memcpy(lane, reinterpret_cast<const uint8_t*>(rows[i][b].qs) + 4 * c, 4);
+        if constexpr (kType == GgmlType::kQ8_0) {
+          for (int e = 0; e < 4; ++e) lane[e] ^= 0x80;  // int8 -> uint8 with +128
+        }
       }
-      const BlockQ4_1& w = rows[i][b];
-      for (int c = 0; c < 4; ++c) std::memcpy(block + 64 * c + 4 * i, w.qs + 4 * c, 4);
-      d[i] = w.d;
-      m[i] = w.m;
+      if (i >= count) continue;
+      d[i] = rows[i][b].d;
+      if constexpr (kType == GgmlType::kQ4_1) m[i] = rows[i][b].m;
     }
-    std::memcpy(block + 256, d, sizeof(d));
-    std::memcpy(block + 288, m, sizeof(m));
+    std::memcpy(scales, d, sizeof(d));
+    if constexpr (kType == GgmlType::kQ4_1) std::memcpy(scales + sizeof(d), m, sizeof(m));
+  }
+}
+
+static void InterleaveRuns(GgmlType type, const void* w, int64_t cols, int64_t row_begin,
+                           int count, uint8_t* out) {
+  const int64_t nb = cols / 32;
+  if (type == GgmlType::kQ4_1) {
+    const BlockQ4_1* rows[kGroupRows];
+    for (int i = 0; i < count; ++i) rows[i] = static_cast<const BlockQ4_1*>(w) + (row_begin + i) * nb;
+    InterleaveGroup(rows, count, nb, out);
+  } else {
+    const BlockQ8_0* rows[kGroupRows];
+    for (int i = 0; i < count; ++i) rows[i] = static_cast<const BlockQ8_0*>(w) + (row_begin + i) * nb;
+    InterleaveGroup(rows, count, nb, out);
   }
 }
 
@@ -66,19 +91,41 @@ void Q4_1GroupScalar(const uint8_t* group, int64_t nb, const PackedActivations& 
   }
 }
 
-void Q4_1RowsByGroups(Q4_1GroupFn group_fn, const void* w, int64_t cols,
-                      const PackedActivations& x, int64_t row_begin, int64_t row_end, float* y,
-                      int64_t y_stride) {
+void Q8_0GroupScalar(const uint8_t* group, int64_t nb, const PackedActivations& x, int rows_valid,
+                     float* y, int64_t y_stride) {
+  const int64_t token_bytes = PackedTokenBytes(GgmlType::kQ8_0, x.cols);
+  for (int64_t t = 0; t < x.tokens; ++t) {
+    const Blocks32View xv = ViewBlocks32(x.data.data() + t * token_bytes, x.cols);
+    for (int i = 0; i < rows_valid; ++i) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* quants = GroupQuants(GgmlType::kQ8_0, group, b);
+        const int8_t* xq = xv.qs + 32 * b;
+        int32_t isum = 0;
+        for (int c = 0; c < 8; ++c) {
+          for (int e = 0; e < 4; ++e) {
+            isum += (static_cast<int>(quants[64 * c + 4 * i + e]) - 128) * xq[4 * c + e];
+          }
+        }
+        uint16_t d;
+        std::memcpy(&d, GroupScales(GgmlType::kQ8_0, group, b) + 2 * i, 2);
+        acc = std::fma(static_cast<float>(isum), Fp16ToFloat(d) * xv.d[b], acc);
+      }
+      y[t * y_stride + i] = acc;
+    }
+  }
+}
+
+void RowsByGroups(GgmlType weight_type, GroupFn group_fn, const void* w, int64_t cols,
+                  const PackedActivations& x, int64_t row_begin, int64_t row_end, float* y,
+                  int64_t y_stride) {
   const int64_t nb = cols / 32;
   thread_local std::vector<uint8_t> scratch;
-  const size_t group_bytes = static_cast<size_t>(nb) * kQ4_1GroupBlockBytes;
+  const size_t group_bytes = static_cast<size_t>(nb) * GroupBlockBytes(weight_type);
   if (scratch.size() < group_bytes) scratch.resize(group_bytes);
-  const auto* blocks = static_cast<const BlockQ4_1*>(w);
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kGroupRows) {
     const int count = static_cast<int>(row_end - r0 < kGroupRows ? row_end - r0 : kGroupRows);
-    const BlockQ4_1* rows[kGroupRows];
-    for (int i = 0; i < count; ++i) rows[i] = blocks + (r0 + i) * nb;
-    InterleaveGroupQ4_1(rows, count, nb, scratch.data());
+    InterleaveRuns(weight_type, w, cols, r0, count, scratch.data());
     group_fn(scratch.data(), nb, x, count, y + r0, y_stride);
   }
 }
@@ -88,55 +135,57 @@ void Q4_1RowsByGroups(Q4_1GroupFn group_fn, const void* w, int64_t cols,
 namespace {
 
 // Chosen once per process, on the same features as MatMulRows' path.
-internal::Q4_1GroupFn ChooseQ4_1GroupFn() {
+internal::GroupFn ChooseGroupFn(GgmlType type) {
   const CpuFeatureSet& f = CpuFeatures();
-  if (f.avx512_vnni) return internal::Q4_1GroupAvx512Vnni;
-  if (f.avx512) return internal::Q4_1GroupAvx512;
-  if (f.avx2) return internal::Q4_1GroupAvx2;
-  return internal::Q4_1GroupScalar;
+  const bool q4_1 = type == GgmlType::kQ4_1;
+  if (f.avx512_vnni) return q4_1 ? internal::Q4_1GroupAvx512Vnni : internal::Q8_0GroupAvx512Vnni;
+  if (f.avx512) return q4_1 ? internal::Q4_1GroupAvx512 : internal::Q8_0GroupAvx512;
+  if (f.avx2) return q4_1 ? internal::Q4_1GroupAvx2 : internal::Q8_0GroupAvx2;
+  return q4_1 ? internal::Q4_1GroupScalar : internal::Q8_0GroupScalar;
 }
 
 }  // namespace
 
-bool HasInterleavedLayout(GgmlType weight_type) { return weight_type == GgmlType::kQ4_1; }
+bool HasInterleavedLayout(GgmlType weight_type) {
+  return weight_type == GgmlType::kQ4_1 || weight_type == GgmlType::kQ8_0;
+}
 
 size_t InterleavedBytes(GgmlType weight_type, int64_t rows, int64_t cols) {
   if (!HasInterleavedLayout(weight_type)) std::abort();  // programmer error
   const int64_t groups = (rows + internal::kGroupRows - 1) / internal::kGroupRows;
-  return static_cast<size_t>(groups) * (cols / 32) * internal::kQ4_1GroupBlockBytes;
+  return static_cast<size_t>(groups) * (cols / 32) * internal::GroupBlockBytes(weight_type);
 }
 
 void InterleaveRows(GgmlType weight_type, const void* w, int64_t rows, int64_t cols,
                     uint8_t* out) {
   if (!HasInterleavedLayout(weight_type)) std::abort();  // programmer error
-  const int64_t nb = cols / 32;
-  const auto* blocks = static_cast<const BlockQ4_1*>(w);
+  const int64_t group_bytes = (cols / 32) * internal::GroupBlockBytes(weight_type);
   for (int64_t r0 = 0; r0 < rows; r0 += internal::kGroupRows) {
     const int count = static_cast<int>(rows - r0 < internal::kGroupRows ? rows - r0
                                                                          : internal::kGroupRows);
-    const BlockQ4_1* group_rows[internal::kGroupRows];
-    for (int i = 0; i < count; ++i) group_rows[i] = blocks + (r0 + i) * nb;
-    internal::InterleaveGroupQ4_1(group_rows, count, nb,
-                        out + (r0 / internal::kGroupRows) * nb * internal::kQ4_1GroupBlockBytes);
+    internal::InterleaveRuns(weight_type, w, cols, r0, count,
+                             out + (r0 / internal::kGroupRows) * group_bytes);
   }
 }
 
 void MatMulRowsInterleaved(GgmlType weight_type, const uint8_t* wi, int64_t cols,
                            const PackedActivations& x, int64_t row_begin, int64_t row_end,
                            float* y, int64_t y_stride) {
-  static const internal::Q4_1GroupFn group_fn = ChooseQ4_1GroupFn();
+  static const internal::GroupFn q4_1 = ChooseGroupFn(GgmlType::kQ4_1);
+  static const internal::GroupFn q8_0 = ChooseGroupFn(GgmlType::kQ8_0);
   // Programmer errors: another type, activations packed for another matrix, a range
   // that does not start a group.
   if (!HasInterleavedLayout(weight_type) || x.weight_type != weight_type || x.cols != cols ||
       row_begin % internal::kGroupRows != 0) {
     std::abort();
   }
-  const int64_t nb = cols / 32;
+  const internal::GroupFn group_fn = weight_type == GgmlType::kQ4_1 ? q4_1 : q8_0;
+  const int64_t group_bytes = (cols / 32) * internal::GroupBlockBytes(weight_type);
   for (int64_t r0 = row_begin; r0 < row_end; r0 += internal::kGroupRows) {
     const int count = static_cast<int>(row_end - r0 < internal::kGroupRows ? row_end - r0
                                                                            : internal::kGroupRows);
-    group_fn(wi + (r0 / internal::kGroupRows) * nb * internal::kQ4_1GroupBlockBytes, nb, x, count,
-             y + r0, y_stride);
+    group_fn(wi + (r0 / internal::kGroupRows) * group_bytes, cols / 32, x, count, y + r0,
+             y_stride);
   }
 }
 

@@ -51,7 +51,7 @@ void RunMatMulJobs(ThreadPool& pool, std::initializer_list<MatMulJob> jobs, int6
     const int64_t row_begin = (task - p.first_task) * p.chunk_rows;
     const int64_t row_end = std::min(p.w->rows, row_begin + p.chunk_rows);
     if (p.w->interleaved != nullptr) {  // chunks start at multiples of 16 rows
-      kernels::MatMulRowsInterleaved(p.w->type, p.w->interleaved->data(), p.w->cols, *p.packed,
+      kernels::MatMulRowsInterleaved(p.w->type, p.w->interleaved.get(), p.w->cols, *p.packed,
                                      row_begin, row_end, p.y, p.w->rows);
       return;
     }

@@ -1,6 +1,7 @@
 #include "runtime/model/tp_shard.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/ggml_types.h"
 #include "kernels/cpu/matmul.h"
+#include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 
 namespace splitspec::model {
@@ -149,10 +151,15 @@ std::unique_ptr<ShardedWeights> ShardWeights(const ModelWeights& weights,
 void InterleaveForCpu(ShardedWeights* weights) {
   auto interleave = [](WeightMatrix* m) {
     if (!kernels::HasInterleavedLayout(m->type) || m->interleaved != nullptr) return;
-    auto bytes = std::make_shared<std::vector<uint8_t>>(
-        kernels::InterleavedBytes(m->type, m->rows, m->cols));
-    kernels::InterleaveRows(m->type, m->data, m->rows, m->cols, bytes->data());
-    m->interleaved = std::move(bytes);
+    // 64-byte aligned, so that the kernels' 64-byte loads never straddle cache lines.
+    const size_t size = (kernels::InterleavedBytes(m->type, m->rows, m->cols) + 63) / 64 * 64;
+    auto* bytes = static_cast<uint8_t*>(std::aligned_alloc(64, size));
+    SPLITSPEC_CHECK(bytes != nullptr) << "out of memory interleaving a " << m->rows << " x "
+                                      << m->cols << " matrix (" << size << " bytes)";
+    kernels::InterleaveRows(m->type, m->data, m->rows, m->cols, bytes);
+    m->interleaved = std::shared_ptr<const uint8_t>(bytes, [](const uint8_t* p) {
+      std::free(const_cast<uint8_t*>(p));
+    });
   };
   for (ShardedLayerWeights& l : weights->layers) {
     for (WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) interleave(m);

@@ -28,10 +28,10 @@ struct WeightMatrix {
   const uint8_t* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
-  // The same rows interleaved for the CPU matmul (kernels::InterleaveRows), made by
-  // InterleaveForCpu (tp_shard.h) for the types that have that layout; else null.
-  // Copies of the matrix share it.
-  std::shared_ptr<const std::vector<uint8_t>> interleaved;
+  // The same rows interleaved for the CPU matmul (kernels::InterleaveRows), 64-byte
+  // aligned, made by InterleaveForCpu (tp_shard.h) for the types that have that layout;
+  // else null. Copies of the matrix share it.
+  std::shared_ptr<const uint8_t> interleaved;
 
   // Row r, RowBytes(type, cols) bytes. REQUIRES: 0 <= r < rows.
   const uint8_t* row(int64_t r) const;
