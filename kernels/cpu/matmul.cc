@@ -2,7 +2,9 @@
 #include "kernels/cpu/matmul.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/quant_blocks.h"
@@ -59,6 +61,29 @@ float DotBlock32(GgmlType type, const void* row, const Blocks32View& x, int64_t 
     }
   }
   return acc;
+}
+
+// Q4_1 in llama.cpp's order (matmul.h, "llama.cpp's Q4_1 order").
+float DotQ4_1LlamaCppOrder(const BlockQ4_1* row, const Blocks32View& x, int64_t blocks) {
+  float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  float mins = 0.0f;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const BlockQ4_1& w = row[b];
+    const int8_t* xq = x.qs + 32 * b;
+    const float scale = Fp16ToFloat(w.d) * x.d[b];
+    for (int lane = 0; lane < 8; ++lane) {
+      int32_t partial = 0;
+      for (int e = 4 * lane; e < 4 * lane + 4; ++e) {
+        const int q = e < 16 ? (w.qs[e] & 0xF) : (w.qs[e - 16] >> 4);
+        partial += q * xq[e];
+      }
+      lanes[lane] = std::fma(scale, static_cast<float>(partial), lanes[lane]);
+    }
+    mins = std::fma(Fp16ToFloat(w.m), x.d_sum[b], mins);
+  }
+  return (((lanes[4] + lanes[0]) + (lanes[6] + lanes[2])) +
+          ((lanes[5] + lanes[1]) + (lanes[7] + lanes[3]))) +
+         mins;
 }
 
 // Q4_K / Q5_K super-block: sum_s scale_s * dot_s and sum_s min_s * activation-sum_s.
@@ -171,10 +196,52 @@ void MatMulRowsReference(GgmlType weight_type, const void* w, int64_t cols,
   }
 }
 
+void internal::MatMulRowsQ4_1LlamaCppOrder(const void* w, int64_t cols,
+                                           const PackedActivations& x, int64_t row_begin,
+                                           int64_t row_end, float* y, int64_t y_stride) {
+  CheckArguments(GgmlType::kQ4_1, cols, x);
+  const int64_t nb = cols / 32;
+  const int64_t token_bytes = PackedTokenBytes(GgmlType::kQ4_1, cols);
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const BlockQ4_1* row = static_cast<const BlockQ4_1*>(w) + r * nb;
+    for (int64_t t = 0; t < x.tokens; ++t) {
+      y[t * y_stride + r] =
+          DotQ4_1LlamaCppOrder(row, ViewBlocks32(x.data.data() + t * token_bytes, cols), nb);
+    }
+  }
+}
+
+MatMulOrder ActiveMatMulOrder() {
+  static const MatMulOrder order = [] {
+    const char* forced = std::getenv("SPLITSPEC_MATMUL_ORDER");
+    if (forced == nullptr || std::strcmp(forced, "interleaved") == 0) {
+      return MatMulOrder::kInterleaved;
+    }
+    if (std::strcmp(forced, "llama.cpp") == 0) return MatMulOrder::kLlamaCpp;
+    std::fprintf(stderr,
+                 "SPLITSPEC_MATMUL_ORDER=%s: not interleaved or llama.cpp; using interleaved\n",
+                 forced);
+    return MatMulOrder::kInterleaved;
+  }();
+  return order;
+}
+
+const char* MatMulOrderName(MatMulOrder order) {
+  return order == MatMulOrder::kLlamaCpp ? "llama.cpp" : "interleaved";
+}
+
+bool RunsOnInterleavedRows(GgmlType weight_type) {
+  return HasInterleavedLayout(weight_type) &&
+         !(weight_type == GgmlType::kQ4_1 && ActiveMatMulOrder() == MatMulOrder::kLlamaCpp);
+}
+
 void MatMulRows(GgmlType weight_type, const void* w, int64_t cols, const PackedActivations& x,
                 int64_t row_begin, int64_t row_end, float* y, int64_t y_stride) {
   static const RowsFn path = ChoosePath();
   CheckArguments(weight_type, cols, x);
+  if (weight_type == GgmlType::kQ4_1 && ActiveMatMulOrder() == MatMulOrder::kLlamaCpp) {
+    return internal::MatMulRowsQ4_1LlamaCppOrder(w, cols, x, row_begin, row_end, y, y_stride);
+  }
   path(weight_type, w, cols, x, row_begin, row_end, y, y_stride);
 }
 

@@ -30,8 +30,20 @@
 //   acc = fma(half(m_w,b), d_sum_x,b, acc)        (Q4_1 only)
 // where isum_b is the exact integer dot of the block's quants with the token's int8
 // activations. Every path (scalar included) does exactly this, so for these types all
-// paths agree bitwise with each other. (This is not llama.cpp's order, which splits each
-// block over 8 lanes: logits agree with llama.cpp to rounding, not bit for bit.)
+// paths agree bitwise with each other.
+//
+// llama.cpp's Q4_1 order. The order above is not llama.cpp's (ggml_vec_dot_q4_1_q8_1 on
+// x86: per output 8 float lanes, lane i taking the integer dot of elements 4i..4i+3 of
+// each block, lane = fma(d_w * d_x, dot, lane) over the blocks, the lanes added as
+// (l4 + l0) + (l6 + l2) + ((l5 + l1) + (l7 + l3)), then a separate fma chain of
+// m_b * d_sum_b added). Through the model's 8-bit activation rounding, any last-bit
+// difference becomes a whole quantization step that grows over the layers: with the
+// order above the default model's next-token distributions differ from llama.cpp's by a
+// mean KL of about 3e-3, as they do with exact (double) block sums; llama.cpp's batch
+// and token-by-token paths differ from each other by 1.2e-3. Setting
+// SPLITSPEC_MATMUL_ORDER=llama.cpp (read once per process) runs Q4_1 in llama.cpp's
+// order instead, on a scalar kernel (many times slower), so that the logits can be
+// checked against llama.cpp bit for bit (tools/reference/check_vs_llamacpp.py).
 //
 // Batch invariance. y[t, r] is bitwise identical whatever `tokens`, whatever the
 // other tokens in x and whatever [row_begin, row_end) contains row r: each output
@@ -90,13 +102,23 @@ void MatMulRows(GgmlType weight_type, const void* w, int64_t cols, const PackedA
                 int64_t row_begin, int64_t row_end, float* y, int64_t y_stride);
 
 // Scalar reference of the same algorithm (same packed activations, same integer
-// block products, sequential float sum over blocks). Same contract as MatMulRows.
+// block products, sequential float sum over blocks; Q4_1 always in the interleaved
+// order). Same contract as MatMulRows.
 void MatMulRowsReference(GgmlType weight_type, const void* w, int64_t cols,
                          const PackedActivations& x, int64_t row_begin, int64_t row_end, float* y,
                          int64_t y_stride);
 
 // True for the types with an interleaved layout (Q4_1, Q8_0).
 bool HasInterleavedLayout(GgmlType weight_type);
+
+// The Q4_1 summation order of this process (see "llama.cpp's Q4_1 order" above).
+enum class MatMulOrder { kInterleaved, kLlamaCpp };
+MatMulOrder ActiveMatMulOrder();
+const char* MatMulOrderName(MatMulOrder order);  // "interleaved" or "llama.cpp"
+
+// Whether MatMulRowsInterleaved is this process's fast path for `weight_type`: its type
+// has the layout, and its order is the active one (so not Q4_1 under llama.cpp's order).
+bool RunsOnInterleavedRows(GgmlType weight_type);
 
 // Bytes of the interleaved copy of a [rows, cols] matrix. REQUIRES: HasInterleavedLayout.
 size_t InterleavedBytes(GgmlType weight_type, int64_t rows, int64_t cols);
@@ -116,6 +138,11 @@ void MatMulRowsInterleaved(GgmlType weight_type, const uint8_t* wi, int64_t cols
 const char* MatMulPathName();
 
 namespace internal {
+// Q4_1 in llama.cpp's order, scalar: what MatMulRows runs for Q4_1 under
+// SPLITSPEC_MATMUL_ORDER=llama.cpp. Same contract as MatMulRows.
+void MatMulRowsQ4_1LlamaCppOrder(const void* w, int64_t cols, const PackedActivations& x,
+                                 int64_t row_begin, int64_t row_end, float* y, int64_t y_stride);
+
 // Per-ISA entry points (same contract as MatMulRows). REQUIRES: the CPU supports the ISA.
 // Tests and benchmarks call them directly to compare paths on one machine.
 void MatMulRowsAvx2(GgmlType weight_type, const void* w, int64_t cols, const PackedActivations& x,

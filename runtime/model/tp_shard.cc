@@ -150,7 +150,7 @@ std::unique_ptr<ShardedWeights> ShardWeights(const ModelWeights& weights,
 
 void InterleaveForCpu(ShardedWeights* weights) {
   auto interleave = [](WeightMatrix* m) {
-    if (!kernels::HasInterleavedLayout(m->type) || m->interleaved != nullptr) return;
+    if (!kernels::RunsOnInterleavedRows(m->type) || m->interleaved != nullptr) return;
     // 64-byte aligned, so that the kernels' 64-byte loads never straddle cache lines.
     const size_t size = (kernels::InterleavedBytes(m->type, m->rows, m->cols) + 63) / 64 * 64;
     auto* bytes = static_cast<uint8_t*>(std::aligned_alloc(64, size));

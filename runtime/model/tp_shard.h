@@ -105,7 +105,8 @@ std::unique_ptr<ShardedWeights> ShardWeights(const ModelWeights& weights,
                                              const TensorParallelShard& shard,
                                              const ModelConfig& config);
 
-// Gives each matrix of `weights` whose type has an interleaved layout (Q4_1, Q8_0) its
+// Gives each matrix of `weights` that runs on interleaved rows (kernels::
+// RunsOnInterleavedRows: Q4_1 unless SPLITSPEC_MATMUL_ORDER=llama.cpp, Q8_0) its
 // interleaved copy (WeightMatrix::interleaved), which the CPU backend's matmuls then read
 // instead of the file rows: same outputs, bitwise (kernels/cpu/matmul.h). Costs as many
 // bytes as those matrices; the CUDA backend does not need it.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -161,6 +162,47 @@ TEST(MatMulTest, FastPathsMatchReferenceAtRaggedSizes) {
       }
     }
   }
+}
+
+// Q4_1 in llama.cpp's order (SPLITSPEC_MATMUL_ORDER=llama.cpp, matmul.h) is the same
+// integer algorithm summed in another float order: within the summation bound of the
+// interleaved reference, on fresh random data at ragged sizes, and not bitwise the same
+// everywhere (else the mode would be pointless).
+TEST(MatMulTest, Q4_1InLlamaCppOrderMatchesTheReferenceWithinRounding) {
+  std::mt19937 rng(std::random_device{}());
+  int64_t differing = 0;
+  for (int64_t cols : ColsFor(GgmlType::kQ4_1)) {
+    const int64_t rows = 37;
+    const Matrix m = RandomMatrix(GgmlType::kQ4_1, rows, cols, rng);
+    for (int64_t tokens : {1, 3, 10}) {
+      const std::vector<float> xf = RandomActivations(tokens, cols, rng);
+      PackedActivations x;
+      PackActivations(GgmlType::kQ4_1, xf.data(), tokens, cols, &x);
+      const std::vector<float> want = RunRows(MatMulRowsReference, m, x, 0, rows);
+      const std::vector<float> got = RunRows(
+          [](GgmlType, const void* w, int64_t c, const PackedActivations& p, int64_t b, int64_t e,
+             float* y, int64_t s) { internal::MatMulRowsQ4_1LlamaCppOrder(w, c, p, b, e, y, s); },
+          m, x, 0, rows);
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t r = 0; r < rows; ++r) {
+          const double bound = SummationBound(cols, Mass(m, r, xf.data() + t * cols));
+          ASSERT_NEAR(got[t * rows + r], want[t * rows + r], bound)
+              << "cols=" << cols << " tokens=" << tokens << " t=" << t << " r=" << r;
+          differing += got[t * rows + r] != want[t * rows + r];
+        }
+      }
+    }
+  }
+  EXPECT_GT(differing, 0) << "the two orders gave the same bits everywhere";
+}
+
+TEST(MatMulTest, InterleavedOrderIsTheDefault) {
+  if (std::getenv("SPLITSPEC_MATMUL_ORDER") != nullptr) GTEST_SKIP() << "order forced by env";
+  EXPECT_EQ(ActiveMatMulOrder(), MatMulOrder::kInterleaved);
+  EXPECT_STREQ(MatMulOrderName(ActiveMatMulOrder()), "interleaved");
+  EXPECT_TRUE(RunsOnInterleavedRows(GgmlType::kQ4_1));
+  EXPECT_TRUE(RunsOnInterleavedRows(GgmlType::kQ8_0));
+  EXPECT_FALSE(RunsOnInterleavedRows(GgmlType::kQ4_K));
 }
 
 // The reference against the float dot product of dequantized weights with the
