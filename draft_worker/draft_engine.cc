@@ -299,6 +299,11 @@ bool DraftEngine::CatchUpDue(const RequestState& state) const {
   if (options_.catch_up_tokens <= 0 || !state.adaptive_k || NextK(state) != 0) return false;
   if (static_cast<int>(state.context.size()) != state.committed_length) return false;
   if (options_.shadow_drafts && ShadowAffordable(state)) return false;  // shadows feed it
+  if (state.adaptive->Hopeless()) return false;  // no probe will need the cache
+  if (options_.catch_up_horizon > 0 &&
+      state.adaptive->TargetOnlyStepsBeforeProbe() > options_.catch_up_horizon) {
+    return false;  // far from the probe: the target runs alone on the memory bus
+  }
   const int pending = static_cast<int>(state.context.size() -
                                        CommonPrefix(state.held, state.context));
   return pending >= options_.catch_up_tokens;

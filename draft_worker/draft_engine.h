@@ -108,6 +108,12 @@ struct DraftEngineOptions {
   // (measured before: ~50 ms per probe after a 32-token window with the target
   // as its own draft, 9-15% of the request's time). 0 turns it off.
   int catch_up_tokens = 8;
+  // Catch-up runs only in the last catch_up_horizon target-only steps before the
+  // probe, and never for a Hopeless drafter (no probe comes): each caught-up token
+  // is a forward of the draft model beside the target, and on a CPU the two share
+  // the memory bus (measured with the target as its own draft: catching up through
+  // whole 32-token windows slowed the target's plain steps by a fifth). 0: no limit.
+  int catch_up_horizon = 16;
   // A drafter whose last finished request ended Hopeless (its cost loses at any
   // acceptance: spec::AdaptiveDraftLength::Hopeless) starts new adaptive requests
   // off, with no probe-first block; every reprobe_every_requests-th such start

@@ -7,6 +7,7 @@
 // gives the guided target-only tokens, and guidance changes them.
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -32,6 +33,14 @@ using google::protobuf::Struct;
 std::string TempPath(const std::string& name) {
   return ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name;
 }
+
+// Removes its files when the test ends, however it ends.
+struct RemovedAtExit {
+  std::vector<std::string> paths;
+  ~RemovedAtExit() {
+    for (const std::string& path : paths) std::remove(path.c_str());
+  }
+};
 
 std::string WriteChatModel() {
   const std::string path = TempPath("bench-guidance-chat.gguf");
@@ -65,6 +74,7 @@ double Number(const Struct& object, const std::string& key) {
 
 TEST(BenchSpecGuidanceTest, JsonRowsAndPerCategorySummaryOfTheSameRun) {
   const std::string model = WriteChatModel(), workload = WriteWorkload();
+  const RemovedAtExit cleanup{{model, workload}};
   ::testing::internal::CaptureStdout();
   const int code = tools::RunBenchSpec({"--workload", workload, "--model", model, "--drafters",
                                         "ngram", "--k", "2", "--guidance-scale", "1.5", "--json"});
@@ -109,6 +119,7 @@ TEST(BenchSpecGuidanceTest, JsonRowsAndPerCategorySummaryOfTheSameRun) {
 
 TEST(BenchSpecGuidanceTest, TextModePrintsTheSummary) {
   const std::string model = WriteChatModel(), workload = WriteWorkload();
+  const RemovedAtExit cleanup{{model, workload}};
   ::testing::internal::CaptureStdout();
   const int code =
       tools::RunBenchSpec({"--workload", workload, "--model", model, "--drafters", "ngram", "--k",
@@ -125,6 +136,7 @@ TEST(BenchSpecGuidanceTest, TextModePrintsTheSummary) {
 
 TEST(BenchSpecGuidanceTest, RefusesABadScaleAndTheFlagWithoutWorkload) {
   const std::string workload = WriteWorkload();
+  const RemovedAtExit cleanup{{workload}};
   ::testing::internal::CaptureStderr();
   EXPECT_EQ(tools::RunBenchSpec({"--workload", workload, "--guidance-scale", "-1"}), 2);
   std::string err = ::testing::internal::GetCapturedStderr();
@@ -139,6 +151,7 @@ TEST(BenchSpecGuidanceTest, RunSpecGenerationGuidesWithAndWithoutTheDrafter) {
   model::TinyModelOptions options;
   options.weight_type = kernels::GgmlType::kQ8_0;
   const std::string path = TempPath("bench-guidance-runner.gguf");
+  const RemovedAtExit cleanup{{path}};
   ASSERT_TRUE(model::WriteTinyModel(options, path).ok());
   auto target = model::Transformer::Load(path, {.threads = 1});
   ASSERT_TRUE(target.ok()) << target.status();

@@ -736,6 +736,50 @@ TEST_F(DraftEngineTest, OffWindowFeedsACostlyDrafterTheTargetsTokensInChunks) {
   EXPECT_EQ(next[0].start(), committed.size());
 }
 
+// Catch-up waits for the last catch_up_horizon steps of the window (a draft model's
+// forwards beside the target cost the target memory bandwidth): none while more steps
+// remain, then the pending tokens at once, and the probe still finds at most a chunk
+// to prefill.
+TEST_F(DraftEngineTest, CatchUpRunsOnlyNearTheProbe) {
+  DraftEngineOptions options;
+  options.adaptive.prior_alpha = 0.0;
+  options.adaptive.probe_interval = 8;  // doubled after the failed probe: a window of 16
+  options.adaptive.max_probe_interval = 64;
+  options.shadow_drafts = false;
+  options.catch_up_tokens = 4;
+  options.catch_up_horizon = 6;
+  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0)).ok());
+  std::vector<int32_t> committed = kPrompt;
+  uint64_t epoch = 0;
+  auto probe = Step();
+  ASSERT_EQ(probe.size(), 1u);
+  committed.push_back((probe[0].tokens(0) + 1) % FakeDrafter::kVocab);  // rejected
+  ASSERT_EQ(engine_->OnResult(Result("r", ++epoch, {committed.back()},
+                                     static_cast<int>(committed.size()),
+                                     probe[0].block_sequence())),
+            ResultAction::kApplied);
+  auto off = Step();
+  ASSERT_EQ(off.size(), 1u);
+  const int window = static_cast<int>(off[0].alone_tokens());
+  ASSERT_EQ(window, 16);
+  std::vector<int> caught_up_at;
+  for (int i = 0; i + 1 < window; ++i) {
+    committed.push_back(static_cast<int32_t>((committed.size() * 7) % FakeDrafter::kVocab));
+    ASSERT_EQ(engine_->OnResult(Result("r", ++epoch, {committed.back()},
+                                       static_cast<int>(committed.size()),
+                                       i == 0 ? off[0].block_sequence() : 0)),
+              ResultAction::kApplied);
+    if (!engine_->HasWork()) continue;
+    EXPECT_TRUE(Step().empty()) << "catch-up sends nothing";
+    caught_up_at.push_back(i + 1);  // target-only steps so far
+  }
+  ASSERT_FALSE(caught_up_at.empty());
+  EXPECT_GE(caught_up_at.front(), window - 6) << "no catch-up before the last 6 steps";
+  EXPECT_GE(engine_->counters().catch_up_tokens, 10u) << "the window's first tokens at once";
+  EXPECT_LE(committed.size() - drafter_.Held("r")->size(), 4u) << "the probe's prefill";
+}
+
 // An off window opens only when the target resolves its block: if the target
 // moved to a new epoch without it (here it decided the position alone after
 // block_wait, so the window block is stale and dropped), the draft must not sit
