@@ -74,7 +74,7 @@ absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
   state.held = committed;
   state.context = std::move(committed);
   state.epoch = assignment.epoch();
-  state.schedule = options_.spec_cache              ? spec::DraftSchedule::kCached
+  state.schedule = options_.spec_cache             ? spec::DraftSchedule::kCached
                    : options_.lookahead_blocks > 1 ? spec::DraftSchedule::kOverlapped
                                                    : spec::DraftSchedule::kSequential;
   if (options_.adaptive_window) ChooseSchedule(state);
@@ -257,8 +257,7 @@ bool DraftEngine::HasRoom(const RequestState& state) const {
   if (state.blocks_in_flight >= Window(state)) return false;
   if (static_cast<int>(state.context.size()) >= state.max_length) return false;
   // Inside an off window nothing is sent, unless shadow blocks now predict a win.
-  if (static_cast<int>(state.context.size()) < state.alone_until && NextK(state) == 0)
-    return false;
+  if (static_cast<int>(state.context.size()) < state.alone_until && NextK(state) == 0) return false;
   // After an empty block the target decides that position itself and starts a
   // new epoch, so any block sent before its result would be stale: wait for it.
   return state.sent.empty() || state.sent.rbegin()->second.drafted > 0;
@@ -304,8 +303,8 @@ bool DraftEngine::CatchUpDue(const RequestState& state) const {
       state.adaptive->TargetOnlyStepsBeforeProbe() > options_.catch_up_horizon) {
     return false;  // far from the probe: the target runs alone on the memory bus
   }
-  const int pending = static_cast<int>(state.context.size() -
-                                       CommonPrefix(state.held, state.context));
+  const int pending =
+      static_cast<int>(state.context.size() - CommonPrefix(state.held, state.context));
   return pending >= options_.catch_up_tokens;
 }
 
@@ -422,8 +421,8 @@ absl::Status DraftEngine::ProposeMeasured(absl::Span<spec::DraftRequest> batch) 
   size_t proposed = 0;
   for (const spec::DraftRequest& r : batch) proposed += r.tokens.size();
   if (LogEnabled(LogLevel::kDebug)) {
-    SPLITSPEC_LOG(DEBUG) << "propose: " << batch.size() << " requests, " << proposed
-                         << " tokens" << (prefills ? " (with prefill)" : "") << ", "
+    SPLITSPEC_LOG(DEBUG) << "propose: " << batch.size() << " requests, " << proposed << " tokens"
+                         << (prefills ? " (with prefill)" : "") << ", "
                          << absl::ToDoubleMilliseconds(options_.clock() - propose_start) << " ms";
   }
   if (proposed > 0 && !prefills)
@@ -431,8 +430,8 @@ absl::Status DraftEngine::ProposeMeasured(absl::Span<spec::DraftRequest> batch) 
   return absl::OkStatus();
 }
 
-void DraftEngine::EmitBlock(const std::string& id, RequestState& state,
-                            std::vector<int32_t> tokens, std::vector<spec::SparseDistribution> q,
+void DraftEngine::EmitBlock(const std::string& id, RequestState& state, std::vector<int32_t> tokens,
+                            std::vector<spec::SparseDistribution> q,
                             std::vector<spec::SparseDistribution> top,
                             std::vector<OutgoingBlock>* out, int alone_tokens) {
   OutgoingBlock outgoing;
@@ -471,9 +470,9 @@ void DraftEngine::PlanCache(RequestState& state, const proto::DraftBlock& block,
   const int k = block.tokens_size();
   const int next_k = std::max(1, NextK(state));
   // The draft tokens that fit in one verification of this block: C * T_verify(k) / T_target.
-  const double fit = state.adaptive->EstimatedCostRatio() * (1.0 + state.adaptive->VerifySlope() * k);
-  const int budget =
-      std::max(1, static_cast<int>(std::ceil(options_.cache_budget_factor * fit)));
+  const double fit =
+      state.adaptive->EstimatedCostRatio() * (1.0 + state.adaptive->VerifySlope() * k);
+  const int budget = std::max(1, static_cast<int>(std::ceil(options_.cache_budget_factor * fit)));
   const std::vector<int32_t> tokens(block.tokens().begin(), block.tokens().end());
   state.cache->Plan(block.epoch(), block.block_sequence(), tokens,
                     top.size() == tokens.size() ? absl::MakeConstSpan(top)
@@ -564,8 +563,8 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
     RequestState& state = requests_[ids[i]];
     spec::CacheBranch& prefix = prefixes[i];
     if (kinds[i] == EntryKind::kShadow && !proposal.status.ok()) {
-      SPLITSPEC_LOG(WARNING) << "request " << ids[i] << ": shadow draft failed: "
-                             << proposal.status;
+      SPLITSPEC_LOG(WARNING) << "request " << ids[i]
+                             << ": shadow draft failed: " << proposal.status;
       RestartDrafter(ids[i], state);
       continue;
     }
@@ -612,8 +611,8 @@ absl::Status DraftEngine::StepCache() {
   for (auto& [id, state] : requests_) {
     if (!HasCacheWork(state)) continue;
     const spec::CacheWork work = *state.cache->Next();
-    std::vector<int32_t>& context = contexts.emplace_back(
-        state.context.begin(), state.context.begin() + state.cache_base);
+    std::vector<int32_t>& context =
+        contexts.emplace_back(state.context.begin(), state.context.begin() + state.cache_base);
     const std::vector<int32_t> prefix = state.cache->Prefix(work.branch);
     context.insert(context.end(), prefix.begin(), prefix.end());
     const spec::CacheBranch& branch = state.cache->branches()[work.branch];
@@ -634,8 +633,7 @@ absl::Status DraftEngine::StepCache() {
     if (!proposal.status.ok() || proposal.tokens.empty()) {
       // The branch stays as far as it got; the request's own blocks restart the
       // drafter if it keeps failing.
-      SPLITSPEC_LOG(WARNING) << "request " << ids[i] << ": cache draft failed: "
-                             << proposal.status;
+      SPLITSPEC_LOG(WARNING) << "request " << ids[i] << ": cache draft failed: " << proposal.status;
       state.cache->Close(branches[i]);
       if (!proposal.status.ok()) RestartDrafter(ids[i], state);
       continue;

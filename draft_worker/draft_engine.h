@@ -142,7 +142,7 @@ struct DraftCounters {
   uint64_t epochs_seen = 0;  // results that started a new epoch
   uint64_t syncs = 0;        // full-sequence resyncs applied
   uint64_t propose_calls = 0;
-  uint64_t draft_failures = 0;  // per-request proposal errors (an empty block was sent instead)
+  uint64_t draft_failures = 0;     // per-request proposal errors (an empty block was sent instead)
   uint64_t cache_blocks_sent = 0;  // blocks sent from the speculation cache (full or partial hit)
   uint64_t catch_up_calls = 0;     // off-window catch-up Propose calls (options.catch_up_tokens)
   uint64_t catch_up_tokens = 0;    // tokens those calls fed the drafter
@@ -278,8 +278,8 @@ class DraftEngine {
   std::map<std::string, RequestState> requests_;
   DraftCounters counters_;
   spec::SpeculationCacheCounters released_cache_;  // of released requests
-  bool drafter_hopeless_ = false;  // the verdict of the last finished adaptive request
-  uint64_t hopeless_candidates_ = 0;  // adaptive starts while drafter_hopeless_
+  bool drafter_hopeless_ = false;         // the verdict of the last finished adaptive request
+  uint64_t hopeless_candidates_ = 0;      // adaptive starts while drafter_hopeless_
   double draft_seconds_per_token_ = 0.0;  // measured over the last Propose call
   // T_verify(k) of this worker's target(s), shared by the adaptive controllers:
   // it depends on the target, not on the request.

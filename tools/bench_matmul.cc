@@ -167,9 +167,7 @@ Timing TimeCalls(double min_ms, Call call) {
   return best;
 }
 
-uint8_t* Align64(uint8_t* p) {
-  return p + (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64;
-}
+uint8_t* Align64(uint8_t* p) { return p + (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64; }
 
 // The dispatching path on the interleaved copy the CPU model runs on (matmul.h,
 // "Interleaved rows"); GB/s counts the same bytes as the raw rows.
@@ -188,16 +186,16 @@ void BenchInterleaved(const Options& options, GgmlType type, int64_t rows, int64
     MatMulRowsInterleaved(type, cold_copies, cols, packed, 0, rows, y.data(), rows);
   });
   const Timing cold = TimeCalls(options.min_ms, [&](int64_t i) {
-    MatMulRowsInterleaved(type, cold_copies + (i % copies) * bytes, cols, packed, 0, rows,
-                          y.data(), rows);
+    MatMulRowsInterleaved(type, cold_copies + (i % copies) * bytes, cols, packed, 0, rows, y.data(),
+                          rows);
   });
   std::printf(
       "%-5s %5lldx%-4lld t=%d %-11s | hot %10.0f ns %6.2f GB/s (cpu %10.0f ns %6.2f GB/s) | "
       "cold %10.0f ns %6.2f GB/s (cpu %10.0f ns %6.2f GB/s)\n",
       GetGgmlTypeTraits(type).name, static_cast<long long>(rows), static_cast<long long>(cols),
       static_cast<int>(packed.tokens), "interleaved", hot.wall_ns, matrix_bytes / hot.wall_ns,
-      hot.cpu_ns, matrix_bytes / hot.cpu_ns, cold.wall_ns, matrix_bytes / cold.wall_ns,
-      cold.cpu_ns, matrix_bytes / cold.cpu_ns);
+      hot.cpu_ns, matrix_bytes / hot.cpu_ns, cold.wall_ns, matrix_bytes / cold.wall_ns, cold.cpu_ns,
+      matrix_bytes / cold.cpu_ns);
   std::fflush(stdout);
 }
 
@@ -288,8 +286,8 @@ void BenchDecodeModel(const Options& options, std::mt19937& rng) {
       for (const ModelMatrix& m : matrices) {
         PackActivations(m.type, x.data(), tokens, m.cols, &packed);
         if (!m.interleaved.empty()) {
-          MatMulRowsInterleaved(m.type, m.interleaved_aligned, m.cols, packed, 0, m.rows,
-                                y.data(), m.rows);
+          MatMulRowsInterleaved(m.type, m.interleaved_aligned, m.cols, packed, 0, m.rows, y.data(),
+                                m.rows);
         } else {
           MatMulRows(m.type, m.bytes.data(), m.cols, packed, 0, m.rows, y.data(), m.rows);
         }

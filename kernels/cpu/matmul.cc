@@ -196,9 +196,9 @@ void MatMulRowsReference(GgmlType weight_type, const void* w, int64_t cols,
   }
 }
 
-void internal::MatMulRowsQ4_1LlamaCppOrder(const void* w, int64_t cols,
-                                           const PackedActivations& x, int64_t row_begin,
-                                           int64_t row_end, float* y, int64_t y_stride) {
+void internal::MatMulRowsQ4_1LlamaCppOrder(const void* w, int64_t cols, const PackedActivations& x,
+                                           int64_t row_begin, int64_t row_end, float* y,
+                                           int64_t y_stride) {
   CheckArguments(GgmlType::kQ4_1, cols, x);
   const int64_t nb = cols / 32;
   const int64_t token_bytes = PackedTokenBytes(GgmlType::kQ4_1, cols);

@@ -131,8 +131,8 @@ void InterleaveRows(GgmlType weight_type, const void* w, int64_t rows, int64_t c
 // REQUIRES: HasInterleavedLayout(weight_type), row_begin % 16 == 0, row_end <= the rows
 // interleaved; otherwise as MatMulRows.
 void MatMulRowsInterleaved(GgmlType weight_type, const uint8_t* wi, int64_t cols,
-                           const PackedActivations& x, int64_t row_begin, int64_t row_end,
-                           float* y, int64_t y_stride);
+                           const PackedActivations& x, int64_t row_begin, int64_t row_end, float* y,
+                           int64_t y_stride);
 
 // The path MatMulRows uses on this machine: "avx512-vnni", "avx512", "avx2" or "scalar".
 const char* MatMulPathName();

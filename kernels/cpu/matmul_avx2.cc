@@ -208,11 +208,9 @@ void MatMulRowsAvx2(GgmlType weight_type, const void* w, int64_t cols, const Pac
       return ForEachRowAndTile(Block32Kernel<GgmlType::kQ4_0>{cols}, weight_type, w, cols, x,
                                row_begin, row_end, y, y_stride);
     case GgmlType::kQ4_1:
-      return RowsByGroups(weight_type, Q4_1GroupAvx2, w, cols, x, row_begin, row_end, y,
-                          y_stride);
+      return RowsByGroups(weight_type, Q4_1GroupAvx2, w, cols, x, row_begin, row_end, y, y_stride);
     case GgmlType::kQ8_0:
-      return RowsByGroups(weight_type, Q8_0GroupAvx2, w, cols, x, row_begin, row_end, y,
-                          y_stride);
+      return RowsByGroups(weight_type, Q8_0GroupAvx2, w, cols, x, row_begin, row_end, y, y_stride);
     default:
       return MatMulRowsKQuantsAvx2(weight_type, w, cols, x, row_begin, row_end, y, y_stride);
   }

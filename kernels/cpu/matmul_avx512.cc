@@ -272,11 +272,11 @@ void MatMulRowsAvx512Impl(GgmlType weight_type, const void* w, int64_t cols,
       return ForEachRowAndTile(Block32Kernel<GgmlType::kQ4_0, kVnni>{cols}, weight_type, w, cols, x,
                                row_begin, row_end, y, y_stride);
     case GgmlType::kQ4_1:
-      return RowsByGroups(weight_type, kVnni ? Q4_1GroupAvx512Vnni : Q4_1GroupAvx512, w, cols,
-                          x, row_begin, row_end, y, y_stride);
+      return RowsByGroups(weight_type, kVnni ? Q4_1GroupAvx512Vnni : Q4_1GroupAvx512, w, cols, x,
+                          row_begin, row_end, y, y_stride);
     case GgmlType::kQ8_0:
-      return RowsByGroups(weight_type, kVnni ? Q8_0GroupAvx512Vnni : Q8_0GroupAvx512, w, cols,
-                          x, row_begin, row_end, y, y_stride);
+      return RowsByGroups(weight_type, kVnni ? Q8_0GroupAvx512Vnni : Q8_0GroupAvx512, w, cols, x,
+                          row_begin, row_end, y, y_stride);
     default:
       if constexpr (kVnni) {
         return MatMulRowsKQuantsAvx512Vnni(weight_type, w, cols, x, row_begin, row_end, y,

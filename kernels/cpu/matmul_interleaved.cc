@@ -20,8 +20,7 @@ constexpr int kGroupRows = 16;
 // count to 16 are zero rows (Q8_0's zero is the biased byte 0x80).
 template <class Block>
 static void InterleaveGroup(const Block* const* rows, int count, int64_t nb, uint8_t* out) {
-  constexpr GgmlType kType =
-      sizeof(Block) == sizeof(BlockQ4_1) ? GgmlType::kQ4_1 : GgmlType::kQ8_0;
+  constexpr GgmlType kType = sizeof(Block) == sizeof(BlockQ4_1) ? GgmlType::kQ4_1 : GgmlType::kQ8_0;
   constexpr int kChunks = kType == GgmlType::kQ4_1 ? 4 : 8;
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* quants = const_cast<uint8_t*>(GroupQuants(kType, out, b));
@@ -49,16 +48,18 @@ static void InterleaveGroup(const Block* const* rows, int count, int64_t nb, uin
   }
 }
 
-static void InterleaveRuns(GgmlType type, const void* w, int64_t cols, int64_t row_begin,
-                           int count, uint8_t* out) {
+static void InterleaveRuns(GgmlType type, const void* w, int64_t cols, int64_t row_begin, int count,
+                           uint8_t* out) {
   const int64_t nb = cols / 32;
   if (type == GgmlType::kQ4_1) {
     const BlockQ4_1* rows[kGroupRows];
-    for (int i = 0; i < count; ++i) rows[i] = static_cast<const BlockQ4_1*>(w) + (row_begin + i) * nb;
+    for (int i = 0; i < count; ++i)
+      rows[i] = static_cast<const BlockQ4_1*>(w) + (row_begin + i) * nb;
     InterleaveGroup(rows, count, nb, out);
   } else {
     const BlockQ8_0* rows[kGroupRows];
-    for (int i = 0; i < count; ++i) rows[i] = static_cast<const BlockQ8_0*>(w) + (row_begin + i) * nb;
+    for (int i = 0; i < count; ++i)
+      rows[i] = static_cast<const BlockQ8_0*>(w) + (row_begin + i) * nb;
     InterleaveGroup(rows, count, nb, out);
   }
 }
@@ -156,21 +157,20 @@ size_t InterleavedBytes(GgmlType weight_type, int64_t rows, int64_t cols) {
   return static_cast<size_t>(groups) * (cols / 32) * internal::GroupBlockBytes(weight_type);
 }
 
-void InterleaveRows(GgmlType weight_type, const void* w, int64_t rows, int64_t cols,
-                    uint8_t* out) {
+void InterleaveRows(GgmlType weight_type, const void* w, int64_t rows, int64_t cols, uint8_t* out) {
   if (!HasInterleavedLayout(weight_type)) std::abort();  // programmer error
   const int64_t group_bytes = (cols / 32) * internal::GroupBlockBytes(weight_type);
   for (int64_t r0 = 0; r0 < rows; r0 += internal::kGroupRows) {
-    const int count = static_cast<int>(rows - r0 < internal::kGroupRows ? rows - r0
-                                                                         : internal::kGroupRows);
+    const int count =
+        static_cast<int>(rows - r0 < internal::kGroupRows ? rows - r0 : internal::kGroupRows);
     internal::InterleaveRuns(weight_type, w, cols, r0, count,
                              out + (r0 / internal::kGroupRows) * group_bytes);
   }
 }
 
 void MatMulRowsInterleaved(GgmlType weight_type, const uint8_t* wi, int64_t cols,
-                           const PackedActivations& x, int64_t row_begin, int64_t row_end,
-                           float* y, int64_t y_stride) {
+                           const PackedActivations& x, int64_t row_begin, int64_t row_end, float* y,
+                           int64_t y_stride) {
   static const internal::GroupFn q4_1 = ChooseGroupFn(GgmlType::kQ4_1);
   static const internal::GroupFn q8_0 = ChooseGroupFn(GgmlType::kQ8_0);
   // Programmer errors: another type, activations packed for another matrix, a range
@@ -182,10 +182,9 @@ void MatMulRowsInterleaved(GgmlType weight_type, const uint8_t* wi, int64_t cols
   const internal::GroupFn group_fn = weight_type == GgmlType::kQ4_1 ? q4_1 : q8_0;
   const int64_t group_bytes = (cols / 32) * internal::GroupBlockBytes(weight_type);
   for (int64_t r0 = row_begin; r0 < row_end; r0 += internal::kGroupRows) {
-    const int count = static_cast<int>(row_end - r0 < internal::kGroupRows ? row_end - r0
-                                                                           : internal::kGroupRows);
-    group_fn(wi + (r0 / internal::kGroupRows) * group_bytes, cols / 32, x, count, y + r0,
-             y_stride);
+    const int count =
+        static_cast<int>(row_end - r0 < internal::kGroupRows ? row_end - r0 : internal::kGroupRows);
+    group_fn(wi + (r0 / internal::kGroupRows) * group_bytes, cols / 32, x, count, y + r0, y_stride);
   }
 }
 

@@ -15,12 +15,6 @@ namespace {
 
 constexpr int kMaxTokens = 6;  // 6 accumulators + 8 weights + temporaries <= 16 registers
 
-struct TokenRefs {
-  const int8_t* qs[kMaxTokens];
-  const float* d[kMaxTokens];
-  const float* d_sum[kMaxTokens];
-};
-
 inline int32_t Word(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -89,7 +83,7 @@ inline __m256 BlockDots(const HalfBlock<kType>& g, const int8_t* xq) {
 // Rows 8h..8h+7 of the group (h = half) for the tile's N tokens.
 template <GgmlType kType, int N>
 __attribute__((noinline)) void HalfGroupTile(const uint8_t* group, int half, int64_t nb,
-                                             const TokenRefs& x, int rows_valid, float* const* y) {
+                                             const GroupTokenTile& x, int rows_valid) {
   __m256 acc[N];  // the token loops are unrolled so that acc stays in registers
 #pragma GCC unroll 8
   for (int t = 0; t < N; ++t) acc[t] = _mm256_setzero_ps();
@@ -108,47 +102,32 @@ __attribute__((noinline)) void HalfGroupTile(const uint8_t* group, int half, int
   const int rows = rows_valid - 8 * half < 8 ? rows_valid - 8 * half : 8;
   for (int t = 0; t < N; ++t) {
     if (rows == 8) {
-      _mm256_storeu_ps(y[t] + 8 * half, acc[t]);
+      _mm256_storeu_ps(x.y[t] + 8 * half, acc[t]);
     } else {
       alignas(32) float lanes[8];
       _mm256_store_ps(lanes, acc[t]);
-      std::memcpy(y[t] + 8 * half, lanes, sizeof(float) * rows);
+      std::memcpy(x.y[t] + 8 * half, lanes, sizeof(float) * rows);
     }
   }
 }
 
 template <GgmlType kType, int N = kMaxTokens>
-void HalfGroupTileAnyN(int count, const uint8_t* group, int half, int64_t nb, const TokenRefs& x,
-                       int rows_valid, float* const* y) {
+void HalfGroupTileAnyN(const uint8_t* group, int half, int64_t nb, const GroupTokenTile& x,
+                       int rows_valid) {
   if constexpr (N > 1) {
-    if (count < N) {
-      return HalfGroupTileAnyN<kType, N - 1>(count, group, half, nb, x, rows_valid, y);
-    }
+    if (x.count < N) return HalfGroupTileAnyN<kType, N - 1>(group, half, nb, x, rows_valid);
   }
-  HalfGroupTile<kType, N>(group, half, nb, x, rows_valid, y);
+  HalfGroupTile<kType, N>(group, half, nb, x, rows_valid);
 }
 
 template <GgmlType kType>
 void Group(const uint8_t* group, int64_t nb, const PackedActivations& x, int rows_valid, float* y,
            int64_t y_stride) {
-  const int64_t token_bytes = PackedTokenBytes(kType, x.cols);
-  const int64_t num_tiles = (x.tokens + kMaxTokens - 1) / kMaxTokens;
-  for (int64_t k = 0; k < num_tiles; ++k) {
-    const int64_t t0 = x.tokens * k / num_tiles;
-    const int count = static_cast<int>(x.tokens * (k + 1) / num_tiles - t0);
-    TokenRefs refs;
-    float* out[kMaxTokens];
-    for (int i = 0; i < count; ++i) {
-      const Blocks32View v = ViewBlocks32(x.data.data() + (t0 + i) * token_bytes, x.cols);
-      refs.qs[i] = v.qs;
-      refs.d[i] = v.d;
-      refs.d_sum[i] = v.d_sum;
-      out[i] = y + (t0 + i) * y_stride;
-    }
+  ForEachBalancedTile(kType, x, kMaxTokens, y, y_stride, [&](const GroupTokenTile& tile) {
     for (int half = 0; 8 * half < rows_valid; ++half) {
-      HalfGroupTileAnyN<kType>(count, group, half, nb, refs, rows_valid, out);
+      HalfGroupTileAnyN<kType>(group, half, nb, tile, rows_valid);
     }
-  }
+  });
 }
 
 }  // namespace

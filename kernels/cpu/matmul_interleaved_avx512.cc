@@ -29,15 +29,8 @@
 namespace splitspec::kernels::internal {
 namespace {
 
-constexpr int kMaxTokens = 10;  // accumulators per tile: 10 + 8 weights + temporaries < 32
-
-// The tile's tokens: quants, block scales, d_sum (Q4_1) and quant sums (Q8_0) of each.
-struct TokenRefs {
-  const int8_t* qs[kMaxTokens];
-  const float* d[kMaxTokens];
-  const float* d_sum[kMaxTokens];
-  const float* sum[kMaxTokens];
-};
+// 10 accumulators + 8 weights + temporaries < 32 registers.
+constexpr int kMaxTokens = kMaxGroupTileTokens;
 
 inline int32_t Word(const int8_t* p) {
   int32_t v;
@@ -47,10 +40,10 @@ inline int32_t Word(const int8_t* p) {
 
 // One block of the group's 16 rows, ready for every token of the tile.
 struct GroupBlock {
-  __m512i w[8];         // unsigned quants (Q8_0 under VNNI: biased by +128)
+  __m512i w[8];           // unsigned quants (Q8_0 under VNNI: biased by +128)
   __mmask64 negative[8];  // Q8_0 without VNNI: lanes whose weight is negative (w holds |w|)
-  __m512 d;             // the rows' scales
-  __m512 m;             // Q4_1: the rows' minimums
+  __m512 d;               // the rows' scales
+  __m512 m;               // Q4_1: the rows' minimums
 };
 
 template <GgmlType kType, bool kVnni>
@@ -87,8 +80,7 @@ inline void LoadGroupBlock(const uint8_t* group, int64_t b, GroupBlock* out) {
 template <GgmlType kType, bool kVnni>
 inline __m512 BlockDots(const GroupBlock& g, const int8_t* xq, float xsum) {
   if constexpr (kVnni) {
-    __m512i even =
-        _mm512_dpbusd_epi32(_mm512_setzero_si512(), g.w[0], _mm512_set1_epi32(Word(xq)));
+    __m512i even = _mm512_dpbusd_epi32(_mm512_setzero_si512(), g.w[0], _mm512_set1_epi32(Word(xq)));
     __m512i odd =
         _mm512_dpbusd_epi32(_mm512_setzero_si512(), g.w[1], _mm512_set1_epi32(Word(xq + 4)));
 #pragma GCC unroll 8
@@ -121,8 +113,8 @@ inline __m512 BlockDots(const GroupBlock& g, const int8_t* xq, float xsum) {
 // noinline: one compact body per tile size, its token loops unrolled so that the
 // accumulators stay in registers.
 template <GgmlType kType, bool kVnni, int N>
-__attribute__((noinline)) void GroupTile(const uint8_t* group, int64_t nb, const TokenRefs& x,
-                                         __mmask16 store_mask, float* const* y) {
+__attribute__((noinline)) void GroupTile(const uint8_t* group, int64_t nb, const GroupTokenTile& x,
+                                         __mmask16 store_mask) {
   __m512 acc[N];
 #pragma GCC unroll 16
   for (int t = 0; t < N; ++t) acc[t] = _mm512_setzero_ps();
@@ -140,46 +132,31 @@ __attribute__((noinline)) void GroupTile(const uint8_t* group, int64_t nb, const
     }
   }
 #pragma GCC unroll 16
-  for (int t = 0; t < N; ++t) _mm512_mask_storeu_ps(y[t], store_mask, acc[t]);
+  for (int t = 0; t < N; ++t) _mm512_mask_storeu_ps(x.y[t], store_mask, acc[t]);
 }
 
 template <GgmlType kType, bool kVnni, int N = kMaxTokens>
-void GroupTileAnyN(int count, const uint8_t* group, int64_t nb, const TokenRefs& x,
-                   __mmask16 store_mask, float* const* y) {
+void GroupTileAnyN(const uint8_t* group, int64_t nb, const GroupTokenTile& x,
+                   __mmask16 store_mask) {
   if constexpr (N > 1) {
-    if (count < N) return GroupTileAnyN<kType, kVnni, N - 1>(count, group, nb, x, store_mask, y);
+    if (x.count < N) return GroupTileAnyN<kType, kVnni, N - 1>(group, nb, x, store_mask);
   }
-  GroupTile<kType, kVnni, N>(group, nb, x, store_mask, y);
+  GroupTile<kType, kVnni, N>(group, nb, x, store_mask);
 }
 
-// Tiles of at most kMaxTokens tokens, of balanced sizes (they differ by at most one).
 template <GgmlType kType, bool kVnni>
 void Group(const uint8_t* group, int64_t nb, const PackedActivations& x, int rows_valid, float* y,
            int64_t y_stride) {
-  const int64_t token_bytes = PackedTokenBytes(kType, x.cols);
   const __mmask16 store_mask = static_cast<__mmask16>((1u << rows_valid) - 1);
-  const int64_t num_tiles = (x.tokens + kMaxTokens - 1) / kMaxTokens;
-  for (int64_t k = 0; k < num_tiles; ++k) {
-    const int64_t t0 = x.tokens * k / num_tiles;
-    const int count = static_cast<int>(x.tokens * (k + 1) / num_tiles - t0);
-    TokenRefs refs;
-    float* out[kMaxTokens];
-    for (int i = 0; i < count; ++i) {
-      const Blocks32View v = ViewBlocks32(x.data.data() + (t0 + i) * token_bytes, x.cols);
-      refs.qs[i] = v.qs;
-      refs.d[i] = v.d;
-      refs.d_sum[i] = v.d_sum;
-      refs.sum[i] = v.sum;
-      out[i] = y + (t0 + i) * y_stride;
-    }
-    GroupTileAnyN<kType, kVnni>(count, group, nb, refs, store_mask, out);
-  }
+  ForEachBalancedTile(kType, x, kMaxTokens, y, y_stride, [&](const GroupTokenTile& tile) {
+    GroupTileAnyN<kType, kVnni>(group, nb, tile, store_mask);
+  });
 }
 
 }  // namespace
 
-void Q4_1GroupAvx512(const uint8_t* group, int64_t nb, const PackedActivations& x,
-                     int rows_valid, float* y, int64_t y_stride) {
+void Q4_1GroupAvx512(const uint8_t* group, int64_t nb, const PackedActivations& x, int rows_valid,
+                     float* y, int64_t y_stride) {
   Group<GgmlType::kQ4_1, false>(group, nb, x, rows_valid, y, y_stride);
 }
 
@@ -188,8 +165,8 @@ void Q4_1GroupAvx512Vnni(const uint8_t* group, int64_t nb, const PackedActivatio
   Group<GgmlType::kQ4_1, true>(group, nb, x, rows_valid, y, y_stride);
 }
 
-void Q8_0GroupAvx512(const uint8_t* group, int64_t nb, const PackedActivations& x,
-                     int rows_valid, float* y, int64_t y_stride) {
+void Q8_0GroupAvx512(const uint8_t* group, int64_t nb, const PackedActivations& x, int rows_valid,
+                     float* y, int64_t y_stride) {
   Group<GgmlType::kQ8_0, false>(group, nb, x, rows_valid, y, y_stride);
 }
 

@@ -102,7 +102,7 @@ inline const uint8_t* GroupScales(GgmlType type, const uint8_t* group, int64_t b
 }
 using GroupFn = void (*)(const uint8_t* group, int64_t nb, const PackedActivations& x,
                          int rows_valid, float* y, int64_t y_stride);
-#define SPLITSPEC_DECLARE_GROUP_KERNEL(name)                                            \
+#define SPLITSPEC_DECLARE_GROUP_KERNEL(name)                                              \
   void name(const uint8_t* group, int64_t nb, const PackedActivations& x, int rows_valid, \
             float* y, int64_t y_stride)
 SPLITSPEC_DECLARE_GROUP_KERNEL(Q4_1GroupScalar);
@@ -114,6 +114,42 @@ SPLITSPEC_DECLARE_GROUP_KERNEL(Q8_0GroupAvx2);
 SPLITSPEC_DECLARE_GROUP_KERNEL(Q8_0GroupAvx512);
 SPLITSPEC_DECLARE_GROUP_KERNEL(Q8_0GroupAvx512Vnni);
 #undef SPLITSPEC_DECLARE_GROUP_KERNEL
+
+// The tokens of one tile of a group kernel: each token's packed quants, block scales,
+// d_sum and quant sums (Blocks32View), and its outputs (y[i] points at the group's
+// first row for token i).
+inline constexpr int kMaxGroupTileTokens = 10;
+struct GroupTokenTile {
+  int count = 0;
+  const int8_t* qs[kMaxGroupTileTokens];
+  const float* d[kMaxGroupTileTokens];
+  const float* d_sum[kMaxGroupTileTokens];
+  const float* sum[kMaxGroupTileTokens];
+  float* y[kMaxGroupTileTokens];
+};
+
+// fn(tile) for the tokens of x in tiles of at most max_tokens (<= kMaxGroupTileTokens),
+// of balanced sizes (they differ by at most one), outputs at y + t * y_stride.
+template <class Fn>
+void ForEachBalancedTile(GgmlType weight_type, const PackedActivations& x, int max_tokens, float* y,
+                         int64_t y_stride, Fn&& fn) {
+  const int64_t token_bytes = PackedTokenBytes(weight_type, x.cols);
+  const int64_t num_tiles = (x.tokens + max_tokens - 1) / max_tokens;
+  for (int64_t k = 0; k < num_tiles; ++k) {
+    const int64_t t0 = x.tokens * k / num_tiles;
+    GroupTokenTile tile;
+    tile.count = static_cast<int>(x.tokens * (k + 1) / num_tiles - t0);
+    for (int i = 0; i < tile.count; ++i) {
+      const Blocks32View v = ViewBlocks32(x.data.data() + (t0 + i) * token_bytes, x.cols);
+      tile.qs[i] = v.qs;
+      tile.d[i] = v.d;
+      tile.d_sum[i] = v.d_sum;
+      tile.sum[i] = v.sum;
+      tile.y[i] = y + (t0 + i) * y_stride;
+    }
+    fn(tile);
+  }
+}
 
 // Raw rows [row_begin, row_end) of a Q4_1 or Q8_0 matrix: each run of up to 16 rows is
 // interleaved into a per-thread scratch and handed to `group_fn` (the same outputs as on

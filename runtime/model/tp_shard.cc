@@ -157,9 +157,8 @@ void InterleaveForCpu(ShardedWeights* weights) {
     SPLITSPEC_CHECK(bytes != nullptr) << "out of memory interleaving a " << m->rows << " x "
                                       << m->cols << " matrix (" << size << " bytes)";
     kernels::InterleaveRows(m->type, m->data, m->rows, m->cols, bytes);
-    m->interleaved = std::shared_ptr<const uint8_t>(bytes, [](const uint8_t* p) {
-      std::free(const_cast<uint8_t*>(p));
-    });
+    m->interleaved = std::shared_ptr<const uint8_t>(
+        bytes, [](const uint8_t* p) { std::free(const_cast<uint8_t*>(p)); });
   };
   for (ShardedLayerWeights& l : weights->layers) {
     for (WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) interleave(m);

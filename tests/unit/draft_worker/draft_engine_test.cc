@@ -76,6 +76,36 @@ class DraftEngineTest : public ::testing::Test {
     return blocks;
   }
 
+  // A costly drafter (no shadow blocks) whose probe-first block is rejected, so that
+  // the next step opens an off window of `window` tokens (probe_interval window / 2,
+  // doubled by the failed probe). Returns the window's block; *committed holds the
+  // prompt and the probe's corrected token, *epoch the last result's epoch.
+  proto::DraftBlock OpenOffWindowAfterAFailedProbe(DraftEngineOptions options, int window,
+                                                   std::vector<int32_t>* committed,
+                                                   uint64_t* epoch) {
+    options.adaptive.prior_alpha = 0.0;
+    options.adaptive.probe_interval = window / 2;
+    options.adaptive.max_probe_interval = 4 * window;
+    options.shadow_drafts = false;  // as for a model drafter
+    engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+    EXPECT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0)).ok());
+    *committed = kPrompt;
+    *epoch = 0;
+    auto probe = Step();
+    EXPECT_EQ(probe.size(), 1u);
+    committed->push_back((probe[0].tokens(0) + 1) % FakeDrafter::kVocab);  // rejected
+    EXPECT_EQ(
+        engine_->OnResult(Result("r", ++*epoch, {committed->back()},
+                                 static_cast<int>(committed->size()), probe[0].block_sequence())),
+        ResultAction::kApplied);
+    auto off = Step();
+    EXPECT_EQ(off.size(), 1u);
+    if (off.empty()) return {};
+    EXPECT_EQ(off[0].tokens_size(), 0);
+    EXPECT_EQ(static_cast<int>(off[0].alone_tokens()), window);
+    return off[0];
+  }
+
   FakeDrafter drafter_;
   std::unique_ptr<DraftEngine> engine_;
 };
@@ -480,9 +510,9 @@ class DraftEngineCacheTest : public DraftEngineTest {
                       uint64_t new_epoch) {
     std::vector<int32_t> tokens = Slice(Tokens(block), 0, accepted);
     tokens.push_back(next);
-    proto::VerifyResult r = Result(block.request_id(), new_epoch, tokens,
-                                   static_cast<int>(block.start()) + accepted + 1,
-                                   block.block_sequence());
+    proto::VerifyResult r =
+        Result(block.request_id(), new_epoch, tokens,
+               static_cast<int>(block.start()) + accepted + 1, block.block_sequence());
     r.set_accepted(static_cast<uint32_t>(accepted));
     return engine_->OnResult(r);
   }
@@ -640,8 +670,7 @@ TEST_F(DraftEngineTest, AdaptiveOffWindowLetsTheTargetDecodeAloneUntilTheProbe) 
     EXPECT_EQ(probe.alone_tokens(), 0u);
     committed.push_back((probe.tokens(0) + 1) % FakeDrafter::kVocab);
     ASSERT_EQ(engine_->OnResult(Result("r", ++epoch, {committed.back()},
-                                       static_cast<int>(committed.size()),
-                                       probe.block_sequence())),
+                                       static_cast<int>(committed.size()), probe.block_sequence())),
               ResultAction::kApplied);
   };
   // The target's own tokens over `n` positions, one result each (the window
@@ -683,33 +712,18 @@ TEST_F(DraftEngineTest, AdaptiveOffWindowLetsTheTargetDecodeAloneUntilTheProbe) 
 // the target's wait for it stays short. Catch-up sends no block.
 TEST_F(DraftEngineTest, OffWindowFeedsACostlyDrafterTheTargetsTokensInChunks) {
   DraftEngineOptions options;
-  options.adaptive.prior_alpha = 0.0;
-  options.adaptive.probe_interval = 8;  // doubled after the failed probe: a window of 16
-  options.adaptive.max_probe_interval = 64;
-  options.shadow_drafts = false;  // as for a model drafter: no shadow blocks
   options.catch_up_tokens = 4;
-  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
-  ASSERT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0)).ok());
-  std::vector<int32_t> committed = kPrompt;
-  uint64_t epoch = 0;
-  auto probe = Step();
-  ASSERT_EQ(probe.size(), 1u);
-  committed.push_back((probe[0].tokens(0) + 1) % FakeDrafter::kVocab);  // rejected
-  ASSERT_EQ(engine_->OnResult(Result("r", ++epoch, {committed.back()},
-                                     static_cast<int>(committed.size()),
-                                     probe[0].block_sequence())),
-            ResultAction::kApplied);
-  auto off = Step();
-  ASSERT_EQ(off.size(), 1u);
-  ASSERT_EQ(off[0].tokens_size(), 0);
-  const int window = static_cast<int>(off[0].alone_tokens());
-  ASSERT_EQ(window, 16);
+  std::vector<int32_t> committed;
+  uint64_t epoch;
+  const int window = 16;
+  const proto::DraftBlock off = OpenOffWindowAfterAFailedProbe(options, window, &committed, &epoch);
+  ASSERT_FALSE(HasFailure());
   int catch_ups = 0;
   for (int i = 0; i < window; ++i) {
     committed.push_back(static_cast<int32_t>((committed.size() * 7) % FakeDrafter::kVocab));
     ASSERT_EQ(engine_->OnResult(Result("r", ++epoch, {committed.back()},
                                        static_cast<int>(committed.size()),
-                                       i == 0 ? off[0].block_sequence() : 0)),
+                                       i == 0 ? off.block_sequence() : 0)),
               ResultAction::kApplied);
     if (i + 1 == window) break;  // the window's end: the probe is due
     const size_t held = drafter_.Held("r")->size();
@@ -742,33 +756,19 @@ TEST_F(DraftEngineTest, OffWindowFeedsACostlyDrafterTheTargetsTokensInChunks) {
 // to prefill.
 TEST_F(DraftEngineTest, CatchUpRunsOnlyNearTheProbe) {
   DraftEngineOptions options;
-  options.adaptive.prior_alpha = 0.0;
-  options.adaptive.probe_interval = 8;  // doubled after the failed probe: a window of 16
-  options.adaptive.max_probe_interval = 64;
-  options.shadow_drafts = false;
   options.catch_up_tokens = 4;
   options.catch_up_horizon = 6;
-  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
-  ASSERT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0)).ok());
-  std::vector<int32_t> committed = kPrompt;
-  uint64_t epoch = 0;
-  auto probe = Step();
-  ASSERT_EQ(probe.size(), 1u);
-  committed.push_back((probe[0].tokens(0) + 1) % FakeDrafter::kVocab);  // rejected
-  ASSERT_EQ(engine_->OnResult(Result("r", ++epoch, {committed.back()},
-                                     static_cast<int>(committed.size()),
-                                     probe[0].block_sequence())),
-            ResultAction::kApplied);
-  auto off = Step();
-  ASSERT_EQ(off.size(), 1u);
-  const int window = static_cast<int>(off[0].alone_tokens());
-  ASSERT_EQ(window, 16);
+  std::vector<int32_t> committed;
+  uint64_t epoch;
+  const int window = 16;
+  const proto::DraftBlock off = OpenOffWindowAfterAFailedProbe(options, window, &committed, &epoch);
+  ASSERT_FALSE(HasFailure());
   std::vector<int> caught_up_at;
   for (int i = 0; i + 1 < window; ++i) {
     committed.push_back(static_cast<int32_t>((committed.size() * 7) % FakeDrafter::kVocab));
     ASSERT_EQ(engine_->OnResult(Result("r", ++epoch, {committed.back()},
                                        static_cast<int>(committed.size()),
-                                       i == 0 ? off[0].block_sequence() : 0)),
+                                       i == 0 ? off.block_sequence() : 0)),
               ResultAction::kApplied);
     if (!engine_->HasWork()) continue;
     EXPECT_TRUE(Step().empty()) << "catch-up sends nothing";
@@ -867,9 +867,9 @@ TEST_F(DraftEngineGuardTest, ShadowBlocksThatMatchEndTheOffWindowEarly) {
       if (!copyable) next = (next + 1) % FakeDrafter::kVocab;
       committed_.push_back(next);
       now_ += absl::Milliseconds(10);
-      ASSERT_EQ(engine_->OnResult(Result("r", ++epoch_, {next},
-                                         static_cast<int>(committed_.size()))),
-                ResultAction::kApplied);
+      ASSERT_EQ(
+          engine_->OnResult(Result("r", ++epoch_, {next}, static_cast<int>(committed_.size()))),
+          ResultAction::kApplied);
     }
     if (copyable) {
       EXPECT_GE(speculative_at, 0) << "matching shadow blocks turn speculation on";

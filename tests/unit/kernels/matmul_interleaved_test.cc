@@ -182,8 +182,7 @@ TEST(InterleavedRowsTest, MatMulRowsInterleavedWritesItsRangeWithTheReferenceBit
     const std::vector<uint8_t> wi = Interleaved(type, raw, rows, cols);
     for (int64_t tokens : {1, 4, 9, 12}) {
       const PackedActivations x = RandomPacked(type, tokens, cols, rng);
-      for (auto [begin, end] :
-           {std::pair<int64_t, int64_t>{0, 53}, {16, 48}, {32, 41}, {48, 53}}) {
+      for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 53}, {16, 48}, {32, 41}, {48, 53}}) {
         std::vector<float> want(tokens * stride, -12345.0f), got(tokens * stride, -12345.0f);
         MatMulRowsReference(type, raw.data(), cols, x, begin, end, want.data(), stride);
         MatMulRowsInterleaved(type, wi.data(), cols, x, begin, end, got.data(), stride);
@@ -226,8 +225,8 @@ TEST(InterleavedRowsTest, OutputsAreBitwiseIndependentOfTheBatch) {
 TEST(InterleavedRowsTest, OnlyQ4_1AndQ8_0HaveTheLayout) {
   EXPECT_TRUE(HasInterleavedLayout(GgmlType::kQ4_1));
   EXPECT_TRUE(HasInterleavedLayout(GgmlType::kQ8_0));
-  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ4_0, GgmlType::kQ4_K,
-                        GgmlType::kQ6_K}) {
+  for (GgmlType type :
+       {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
     EXPECT_FALSE(HasInterleavedLayout(type)) << GetGgmlTypeTraits(type).name;
   }
 }
