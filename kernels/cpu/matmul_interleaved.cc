@@ -64,57 +64,62 @@ static void InterleaveRuns(GgmlType type, const void* w, int64_t cols, int64_t r
   }
 }
 
-void Q4_1GroupScalar(const uint8_t* group, int64_t nb, const PackedActivations& x, int rows_valid,
-                     float* y, int64_t y_stride) {
-  const int64_t token_bytes = PackedTokenBytes(GgmlType::kQ4_1, x.cols);
+// Row i's exact integer dot of a group's block (its quants at `quants`) with one
+// token's 32 activation quants xq.
+template <GgmlType kType>
+static int32_t GroupBlockDot(const uint8_t* quants, int i, const int8_t* xq) {
+  int32_t isum = 0;
+  if constexpr (kType == GgmlType::kQ4_1) {
+    for (int c = 0; c < 4; ++c) {
+      for (int e = 0; e < 4; ++e) {
+        const uint8_t q = quants[64 * c + 4 * i + e];
+        isum += (q & 0xF) * xq[4 * c + e] + (q >> 4) * xq[16 + 4 * c + e];
+      }
+    }
+  } else {
+    for (int c = 0; c < 8; ++c) {
+      for (int e = 0; e < 4; ++e) {
+        isum += (static_cast<int>(quants[64 * c + 4 * i + e]) - 128) * xq[4 * c + e];
+      }
+    }
+  }
+  return isum;
+}
+
+// The scalar group kernel: the Q4_1 / Q8_0 order of matmul.h, one output at a time.
+template <GgmlType kType>
+static void GroupScalar(const uint8_t* group, int64_t nb, const PackedActivations& x,
+                        int rows_valid, float* y, int64_t y_stride) {
+  const int64_t token_bytes = PackedTokenBytes(kType, x.cols);
   for (int64_t t = 0; t < x.tokens; ++t) {
     const Blocks32View xv = ViewBlocks32(x.data.data() + t * token_bytes, x.cols);
     for (int i = 0; i < rows_valid; ++i) {
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* block = group + b * kQ4_1GroupBlockBytes;
-        const int8_t* xq = xv.qs + 32 * b;
-        int32_t isum = 0;
-        for (int c = 0; c < 4; ++c) {
-          for (int e = 0; e < 4; ++e) {
-            const uint8_t q = block[64 * c + 4 * i + e];
-            isum += (q & 0xF) * xq[4 * c + e] + (q >> 4) * xq[16 + 4 * c + e];
-          }
-        }
-        uint16_t d, m;
-        std::memcpy(&d, block + 256 + 2 * i, 2);
-        std::memcpy(&m, block + 288 + 2 * i, 2);
+        const int32_t isum = GroupBlockDot<kType>(GroupQuants(kType, group, b), i, xv.qs + 32 * b);
+        const uint8_t* scales = GroupScales(kType, group, b);
+        uint16_t d;
+        std::memcpy(&d, scales + 2 * i, 2);
         acc = std::fma(static_cast<float>(isum), Fp16ToFloat(d) * xv.d[b], acc);
-        acc = std::fma(Fp16ToFloat(m), xv.d_sum[b], acc);
+        if constexpr (kType == GgmlType::kQ4_1) {
+          uint16_t m;
+          std::memcpy(&m, scales + 32 + 2 * i, 2);
+          acc = std::fma(Fp16ToFloat(m), xv.d_sum[b], acc);
+        }
       }
       y[t * y_stride + i] = acc;
     }
   }
 }
 
+void Q4_1GroupScalar(const uint8_t* group, int64_t nb, const PackedActivations& x, int rows_valid,
+                     float* y, int64_t y_stride) {
+  GroupScalar<GgmlType::kQ4_1>(group, nb, x, rows_valid, y, y_stride);
+}
+
 void Q8_0GroupScalar(const uint8_t* group, int64_t nb, const PackedActivations& x, int rows_valid,
                      float* y, int64_t y_stride) {
-  const int64_t token_bytes = PackedTokenBytes(GgmlType::kQ8_0, x.cols);
-  for (int64_t t = 0; t < x.tokens; ++t) {
-    const Blocks32View xv = ViewBlocks32(x.data.data() + t * token_bytes, x.cols);
-    for (int i = 0; i < rows_valid; ++i) {
-      float acc = 0.0f;
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* quants = GroupQuants(GgmlType::kQ8_0, group, b);
-        const int8_t* xq = xv.qs + 32 * b;
-        int32_t isum = 0;
-        for (int c = 0; c < 8; ++c) {
-          for (int e = 0; e < 4; ++e) {
-            isum += (static_cast<int>(quants[64 * c + 4 * i + e]) - 128) * xq[4 * c + e];
-          }
-        }
-        uint16_t d;
-        std::memcpy(&d, GroupScales(GgmlType::kQ8_0, group, b) + 2 * i, 2);
-        acc = std::fma(static_cast<float>(isum), Fp16ToFloat(d) * xv.d[b], acc);
-      }
-      y[t * y_stride + i] = acc;
-    }
-  }
+  GroupScalar<GgmlType::kQ8_0>(group, nb, x, rows_valid, y, y_stride);
 }
 
 void RowsByGroups(GgmlType weight_type, GroupFn group_fn, const void* w, int64_t cols,
