@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/base/trace.h"
 #include "runtime/net/worker_identity.h"
 #include "runtime/spec/sampling.h"
 #include "runtime/spec/verify.h"
@@ -203,10 +204,16 @@ absl::Status TargetEngine::Step(absl::Time now, std::vector<TargetEvent>* events
   const absl::Status forward = Forward(items, events);
   // New blocks go into the requests' maps, which keeps the items' block pointers valid.
   if (after_forward) after_forward();
-  Verify(items, now);
-  // Commits are stamped after the forward: feed_wait counts from there.
-  Resolve(items, options_.clock ? std::max(now, options_.clock()) : now, events);
-  ReapFinished();
+  {
+    ScopedTrace span("target.phase", "verify");
+    Verify(items, now);
+  }
+  {
+    ScopedTrace span("target.phase", "resolve");
+    // Commits are stamped after the forward: feed_wait counts from there.
+    Resolve(items, options_.clock ? std::max(now, options_.clock()) : now, events);
+    ReapFinished();
+  }
   if (device_rows_ != nullptr) {
     const absl::Status kept = device_rows_->EndStep();
     if (forward.ok()) return kept;
@@ -333,7 +340,11 @@ absl::Status TargetEngine::Forward(std::vector<WorkItem>& items, std::vector<Tar
   if (batch.empty()) return absl::OkStatus();
   model::ForwardOutput out;
   const absl::Time forward_start = options_.clock ? options_.clock() : absl::Now();
-  absl::Status forward = model_->Forward(batch, &out);
+  absl::Status forward;
+  {
+    ScopedTrace span("target.phase", "forward");  // the model alone, within "verify step"
+    forward = model_->Forward(batch, &out);
+  }
   if (forward.ok()) {
     RecordForwardCost(items, forward_start, options_.clock ? options_.clock() : absl::Now());
   }
@@ -350,6 +361,7 @@ absl::Status TargetEngine::Forward(std::vector<WorkItem>& items, std::vector<Tar
     counters_.companion_forward_tokens += item.companion_tokens.size();
     item.request->AddCompanionForwardTokens(static_cast<int>(item.companion_tokens.size()));
   }
+  ScopedTrace span("target.phase", "rows");
   for (WorkItem& item : items) {
     if (item.batch_index >= 0) ReadRows(item, out, events);
   }
@@ -486,6 +498,11 @@ bool TargetEngine::Decide(WorkItem& item, absl::Time now) {
 void TargetEngine::FillVerifyRequest(WorkItem& item) const {
   const TargetRequest& request = *item.request;
   const int k = item.block == nullptr ? 0 : item.block->tokens_size();
+  // One allocation for the k + 1 rows (each is vocab floats: growing by doubling
+  // would copy and fault in a megabyte's pages several times a step).
+  if (device_rows_ == nullptr && !item.rows.empty()) {
+    item.target_probs.reserve(static_cast<size_t>(k + 1) * item.rows[0].probs.size());
+  }
   for (int i = 0; i <= k; ++i) {
     if (device_rows_ != nullptr) {
       item.device_rows.push_back(item.rows[i].device_row);

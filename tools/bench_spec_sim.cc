@@ -8,8 +8,11 @@
 //
 //  1. A target-only run of the chat prompt gives the reference (the target's greedy
 //     continuation, which the sim drafters propose).
-//  2. Direct forwards of the target time the prefill t_prefill and the verify cost
-//     slope s = (T(k + 1) / T(1) - 1) / k (medians, interleaved).
+//  2. The model's time inputs, measured on the pipeline (CalibratePipeline): three
+//     rounds of a target-only run and a sequential sim:alpha=0.8,ratio=10 run give
+//     the prompt's step t_prefill, the verify slope s = (verify step of k + 1 tokens /
+//     decode step - 1) / k, and the block overhead o (trips and turnaround per block,
+//     in target steps). Bare forwards are timed too and printed for comparison.
 //  3. Per drafter, --rounds (5) rounds of: target-only, then sequential (lookahead 1),
 //     overlapped (lookahead 2) and overlapped+cache (lookahead 1 with the draft
 //     worker's speculation cache, draft_worker/draft_engine.h), so load from other
@@ -17,7 +20,7 @@
 //     its target-only run; the sim drafter sleeps T_step / C per token (pre-drafting
 //     for the cache included); speedup = tok/s over that run's tok/s. Every output
 //     must equal the reference token for token.
-//  4. Predicted = RunSpeedupWithPrefill(PipelineSpeedup(alpha, C, k, s, h), tokens,
+//  4. Predicted = RunSpeedupWithPrefill(PipelineSpeedup(alpha, C, k, s, h, o), tokens,
 //     t_prefill / T_step), h = the run's measured cache hit rate (overlapped+cache
 //     only): full hits per lookup, as the model counts them (a partial hit, which
 //     still drafts the rest of its block, is a miss there). Rows give the medians
@@ -186,8 +189,10 @@ struct SimContext {
   model::Transformer* target = nullptr;
   std::vector<int32_t> prompt;
   std::vector<int32_t> reference;  // prompt + the target's greedy continuation
-  double prefill_s = 0;            // the prompt's forward
-  double verify_slope = 0;
+  // The model's inputs, measured on the pipeline (CalibratePipeline):
+  double prefill_s = 0;       // the prompt's target step
+  double verify_slope = 0;    // s: a (k + 1)-token verify step over a 1-token step
+  double block_overhead = 0;  // o, in target steps
 };
 
 absl::StatusOr<SpecRunResult> RunChecked(const SimContext& c, spec::Drafter* drafter, int lookahead,
@@ -256,7 +261,8 @@ absl::Status MeasureRound(const SimContext& c, const SimBenchFlags& f,
                                        .k = f.k,
                                        .verify_slope = c.verify_slope,
                                        .cache_hit_rate = cache ? FullHitRate(run.cache) : 0.0,
-                                       .result_wait = cache ? 0.5 / params.cost_ratio : 0.0};
+                                       .result_wait = cache ? 0.5 / params.cost_ratio : 0.0,
+                                       .block_overhead = c.block_overhead};
     Samples& s = samples[i];
     s.breakdown.Merge(BreakdownFromTrace(Tracer::Global().Events()));
     if (!f.trace_dir.empty()) {
@@ -307,6 +313,64 @@ absl::StatusOr<std::vector<SimRow>> MeasureDrafter(const SimContext& c, const Si
   return rows;
 }
 
+// The pipeline model's time inputs, measured on the pipeline itself rather than on
+// bare forwards: a target step does more than its forward (it reads the rows and
+// verifies), and a block travels. kCalibrationRounds rounds of a target-only run and
+// a sequential run with sim:alpha=0.8,ratio=10 (its verify steps feed k + 1 tokens
+// whatever alpha is), apart from the runs they predict:
+//   s = (verify step / target-only decode step - 1) / k (step spans, both);
+//   o = (transit + queue + result trip + turnaround - k T_step / C) / T_step per
+//       block (turnaround: the result read to the next block sent, its drafting
+//       included; what remains is the trips and the draft's wake-up);
+//   P = the target-only run's first step (the prompt) / T_step.
+struct PipelineCalibration {
+  RunBreakdown target_only, sequential;
+  RunBreakdown::Sum step;  // T_step of the target-only runs
+};
+
+absl::Status CalibratePipeline(SimContext& c, const SimBenchFlags& f) {
+  constexpr int kCalibrationRounds = 3;
+  const SimDrafterParams params{0.8, 10.0};
+  PipelineCalibration cal;
+  for (int round = 0; round < kCalibrationRounds; ++round) {
+    ASSIGN_OR_RETURN(SpecRunResult alone, RunChecked(c, nullptr, 1, f.k, f.max_tokens));
+    cal.target_only.Merge(BreakdownFromTrace(Tracer::Global().Events()));
+    const double step_s = TargetStepSeconds(c, alone);
+    cal.step.Add(step_s);
+    SimDrafter drafter(params, c.reference, c.target->config().vocab_size, absl::Seconds(step_s),
+                       1000 + round);
+    RETURN_IF_ERROR(RunChecked(c, &drafter, 1, f.k, f.max_tokens).status());
+    cal.sequential.Merge(BreakdownFromTrace(Tracer::Global().Events()));
+  }
+  // Medians: one step slowed by another process must not move the model's inputs
+  // (a target-only run's one prompt step barely moves the median of its ~64).
+  const double step_s = cal.step.Median();
+  const double decode_step_s = cal.target_only.steps.Median();
+  const RunBreakdown& seq = cal.sequential;
+  if (decode_step_s <= 0 || seq.verify.count == 0 || seq.turnaround.count == 0) {
+    return absl::InternalError("pipeline calibration: the traces have no decode or verify steps");
+  }
+  c.verify_slope = std::max(0.0, (seq.verify.Median() / decode_step_s - 1.0) / f.k);
+  const double trips = seq.transit.Median() + seq.queued.Median() + seq.result_trip.Median() +
+                       seq.turnaround.Median() - f.k * step_s / params.cost_ratio;
+  c.block_overhead = std::max(0.0, trips) / step_s;
+  c.prefill_s = cal.target_only.first_steps.Median();
+  if (!f.json) {
+    std::printf(
+        "pipeline calibration (%d rounds: target-only, then sequential sim:alpha=0.8,ratio=10; "
+        "medians): T_step %.2f ms (decode step span %.2f ms), verify step of k + 1 = %d tokens "
+        "%.2f ms -> "
+        "verify slope s = %.3f; per block transit %.3f + queue %.3f + result trip %.3f + "
+        "turnaround %.3f - drafting %.3f ms -> block overhead o = %.3f T_step; prompt step "
+        "%.2f ms\n",
+        kCalibrationRounds, 1e3 * step_s, 1e3 * decode_step_s, f.k + 1, 1e3 * seq.verify.Median(),
+        c.verify_slope, 1e3 * seq.transit.Median(), 1e3 * seq.queued.Median(),
+        1e3 * seq.result_trip.Median(), 1e3 * seq.turnaround.Median(),
+        1e3 * f.k * step_s / params.cost_ratio, c.block_overhead, 1e3 * c.prefill_s);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SimContext> Prepare(const SimBenchFlags& f, model::Transformer* target) {
   ASSIGN_OR_RETURN(model::Tokenizer tokenizer, model::LoadTokenizerFromGguf(target->file()));
   ASSIGN_OR_RETURN(model::ChatTemplate chat,
@@ -321,17 +385,15 @@ absl::StatusOr<SimContext> Prepare(const SimBenchFlags& f, model::Transformer* t
   c.reference = c.prompt;
   c.reference.insert(c.reference.end(), reference.output.begin(), reference.output.end());
   ASSIGN_OR_RETURN(TargetTimings t, TimeTargetForwards(*target, c.prompt, f.k));
-  c.prefill_s = t.prefill_s;
-  c.verify_slope = std::max(0.0, (t.block_s / t.step_s - 1.0) / f.k);
+  c.prefill_s = t.prefill_s;  // until the calibration measures the prompt's step
   if (!f.json) {
     std::printf(
-        "target step T_step = %.2f ms in the reference run ((wall - prefill) / tokens; each "
-        "round's sim drafters take T_step / C per token from that round's target-only run); "
-        "forward of 1 token %.2f ms, of k + 1 = %d tokens %.2f ms -> verify slope s = %.3f; "
-        "prefill of %zu tokens %.2f ms\n",
-        TargetStepSeconds(c, reference) * 1e3, t.step_s * 1e3, f.k + 1, t.block_s * 1e3,
-        c.verify_slope, c.prompt.size(), t.prefill_s * 1e3);
+        "bare forwards (for comparison; not the model's inputs): 1 token %.2f ms, k + 1 = %d "
+        "tokens %.2f ms (slope %.3f), prefill of %zu tokens %.2f ms\n",
+        t.step_s * 1e3, f.k + 1, t.block_s * 1e3, std::max(0.0, (t.block_s / t.step_s - 1) / f.k),
+        c.prompt.size(), t.prefill_s * 1e3);
   }
+  RETURN_IF_ERROR(CalibratePipeline(c, f));
   return c;
 }
 
@@ -350,8 +412,9 @@ absl::Status RunSim(const SimBenchFlags& f) {
   if (!f.json) {
     std::printf(
         "speedup = tok/s / tok/s of a target-only run just before; predicted = the pipeline "
-        "model (runtime/spec/analytic_model.h) at the nominal alpha and C with slope s, "
-        "diluted by the prefill; medians of %d rounds; accept = accepted / verified; "
+        "model (runtime/spec/analytic_model.h) at the nominal alpha and C with the calibrated "
+        "slope s and block overhead o, diluted by the prefill; medians of %d rounds; accept = "
+        "accepted / verified; "
         "tok/step = tokens per target verification step, measured and the model's; cache "
         "hits = full + partial hits per lookup (the model takes the full ones as h)\n\n",
         f.rounds);
@@ -375,19 +438,16 @@ absl::Status RunSim(const SimBenchFlags& f) {
     if (!f.json) {
       // Does the sim drafter take T_target / C per token? T_step against the
       // target-only steps' own spans, and the sequential blocks' drafting time.
-      // (A target-only run's undecided steps are its prompt's.)
-      const RunBreakdown& alone = target_only.breakdown;
-      const int64_t decode_steps = alone.steps.count - alone.undecided.count;
-      const double decode_s = alone.steps.seconds - alone.undecided.seconds;
+      // (A target-only run's first step is its prompt's.)
+      const RunBreakdown::Sum decode = target_only.breakdown.LaterSteps();
       const RunBreakdown& sequential = rows.front().breakdown;
       const double per_token = sequential.draft_steps.Mean() / f.k;
       std::printf(
           "  target-only: T_step (wall - prefill) / tokens %.2f ms, decode step span %.2f ms x "
           "%lld; sequential drafting %.3f ms per token = T_step / %.1f (C %g)\n",
-          1e3 * target_only.step.Mean(),
-          decode_steps > 0 ? 1e3 * decode_s / static_cast<double>(decode_steps) : 0.0,
-          static_cast<long long>(decode_steps), 1e3 * per_token,
-          per_token > 0 ? target_only.step.Mean() / per_token : 0.0, params.cost_ratio);
+          1e3 * target_only.step.Mean(), 1e3 * decode.Mean(), static_cast<long long>(decode.count),
+          1e3 * per_token, per_token > 0 ? target_only.step.Mean() / per_token : 0.0,
+          params.cost_ratio);
       for (const SimRow& row : rows) {
         std::printf("  %s: %s\n", row.configuration.c_str(),
                     FormatBreakdown(row.breakdown).c_str());

@@ -189,52 +189,51 @@ const cli::FlagTable& BenchDecodeFlagTable() {
 }
 
 const cli::FlagTable& BenchSpecFlagTable() {
-  static const cli::FlagTable& table =
-      Table({.command = "splitspec bench spec",
-             .summary = "tokens/s of target-only, sequential and overlapped speculative decoding "
-                        "through the in-process pipeline, and the transport cost per round",
-             .flags = {{"model", "PATH", kDefaultModel, "the model's GGUF"},
-                       {"max-tokens", "N", "128", "tokens per run, in [8, 2048]"},
-                       {"k", "K", "4", "draft tokens per block, in [1, 16]"},
-                       {"layerskip", "L", "24", "the layers the layerskip drafter keeps"},
-                       {"drafters", "LIST", "ngram,layerskip,self",
-                        "the drafters to measure (with --workload also lookup; without it "
-                        "also sim:alpha=A,ratio=C); commas separate drafters, except that a "
-                        "KEY=VALUE piece continues the drafter before it"},
-                       {"sim-grid", "", "",
-                        "the simulated drafter at alpha 0.6, 0.8, 0.9 x ratio 5, 10, 20: "
-                        "measured speedup of sequential, overlapped and overlapped+cache (with "
-                        "its hit rate) beside the pipeline model's"},
-                       {"trace-dir", "DIR", "", "write a Chrome trace per run there"},
-                       {"rounds", "N", "5",
-                        "with sim drafters: rounds per drafter, in [1, 100] (rows give medians)"},
-                       {"spec-cache", "on|off", "on",
-                        "also measure overlapped+cache: one block in flight, the next "
-                        "pre-drafted for its likeliest outcomes (with --workload the default "
-                        "is off, and on makes every speculative run use the cache)"},
-                       {"workload", "FILE", "",
-                        "run a workload suite (JSONL, bench/workloads/) instead: per category, "
-                        "target-only vs each drafter at each --k K[,K..] and auto"},
-                       {"limit", "N", "0",
-                        "with --workload: the first N requests per category; "
-                        "0 = all"},
-                       {"threads", "N", "1", "with --workload: the target's threads"},
-                       {"lookahead", "N", "2", "with --workload: blocks in flight per request"},
-                       {"guidance-scale", "S", "1",
-                        "with --workload: also run every configuration with classifier-free "
-                        "guidance at S (unconditional prompt: BOS + the empty chat)"},
-                       {"json", "", "",
-                        "with --workload: one JSON object per (category, "
-                        "configuration); with sim drafters: per (drafter, configuration)"}},
-             .details =
-                 "--drafters rule: 'ngram,sim:alpha=0.8,ratio=10,self' names three drafters "
-                 "(alpha=.. after sim: and ratio=10 belong to it: a piece KEY=VALUE with no ':' "
-                 "before its '=' continues the drafter before it).\n"
-                 "Simulated drafters (sim:alpha=A,ratio=C, bench only; serve refuses them): "
-                 "the target's own greedy continuation, computed first by a target-only run, "
-                 "each token right with probability A, drafting time T_target / C per token "
-                 "spent sleeping. Greedy verification only. Every drafter of such a run must "
-                 "be sim:."});
+  static const cli::FlagTable& table = Table(
+      {.command = "splitspec bench spec",
+       .summary = "tokens/s of target-only, sequential and overlapped speculative decoding "
+                  "through the in-process pipeline, and the transport cost per round",
+       .flags = {{"model", "PATH", kDefaultModel, "the model's GGUF"},
+                 {"max-tokens", "N", "128", "tokens per run, in [8, 2048]"},
+                 {"k", "K", "4", "draft tokens per block, in [1, 16]"},
+                 {"layerskip", "L", "24", "the layers the layerskip drafter keeps"},
+                 {"drafters", "LIST", "ngram,layerskip,self",
+                  "the drafters to measure (with --workload also lookup; without it "
+                  "also sim:alpha=A,ratio=C); commas separate drafters, except that a "
+                  "KEY=VALUE piece continues the drafter before it"},
+                 {"sim-grid", "", "",
+                  "the simulated drafter at alpha 0.6, 0.8, 0.9 x ratio 5, 10, 20: "
+                  "measured speedup of sequential, overlapped and overlapped+cache (with "
+                  "its hit rate) beside the pipeline model's"},
+                 {"trace-dir", "DIR", "", "write a Chrome trace per run there"},
+                 {"rounds", "N", "5",
+                  "with sim drafters: rounds per drafter, in [1, 100] (rows give medians)"},
+                 {"spec-cache", "on|off", "on",
+                  "also measure overlapped+cache: one block in flight, the next "
+                  "pre-drafted for its likeliest outcomes (with --workload the default "
+                  "is off, and on makes every speculative run use the cache)"},
+                 {"workload", "FILE", "",
+                  "run a workload suite (JSONL, bench/workloads/) instead: per category, "
+                  "target-only vs each drafter at each --k K[,K..] and auto"},
+                 {"limit", "N", "0",
+                  "with --workload: the first N requests per category; "
+                  "0 = all"},
+                 {"threads", "N", "1", "with --workload: the target's threads"},
+                 {"lookahead", "N", "2", "with --workload: blocks in flight per request"},
+                 {"guidance-scale", "S", "1",
+                  "with --workload: also run every configuration with classifier-free "
+                  "guidance at S (unconditional prompt: BOS + the empty chat)"},
+                 {"json", "", "",
+                  "with --workload: one JSON object per (category, "
+                  "configuration); with sim drafters: per (drafter, configuration)"}},
+       .details = "--drafters rule: 'ngram,sim:alpha=0.8,ratio=10,self' names three drafters "
+                  "(alpha=.. after sim: and ratio=10 belong to it: a piece KEY=VALUE with no ':' "
+                  "before its '=' continues the drafter before it).\n"
+                  "Simulated drafters (sim:alpha=A,ratio=C, bench only; serve refuses them): "
+                  "the target's own greedy continuation, computed first by a target-only run, "
+                  "each token right with probability A, drafting time T_target / C per token "
+                  "spent sleeping. Greedy verification only. Every drafter of such a run must "
+                  "be sim:."});
   return table;
 }
 
@@ -266,6 +265,9 @@ const cli::FlagTable& PlanFlagTable() {
                        {"cache-hit-rate", "H", "0",
                         "overlapped: the fraction of refills after a rejection served from "
                         "the draft worker's speculation cache, in [0, 1]"},
+                       {"block-overhead", "O", "0",
+                        "per-block trips and turnaround outside the target's step and the "
+                        "drafting, in target steps (bench spec --sim-grid measures it)"},
                        {"json", "", "", "print one JSON object instead of the table"}}});
   return table;
 }

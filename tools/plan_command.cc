@@ -1,5 +1,5 @@
 // `splitspec plan --alpha A --cost-ratio C [--k K] [--verify-slope S]
-//                 [--cache-hit-rate H] [--json]`: the analytic model of
+//                 [--cache-hit-rate H] [--block-overhead O] [--json]`: the analytic model of
 // runtime/spec/analytic_model.h for sequential and overlapped draft/verify.
 //
 // Four figures per k: sequential; the overlapped bound (the next block's drafting
@@ -7,7 +7,8 @@
 // the forfeited bonus and the refill after a rejection; and overlapped with the
 // speculation cache, a fraction H of whose results find the next block pre-drafted
 // (each result waiting half a draft token for the pre-draft forward in progress).
-// A verify cost growing by S per draft is charged in every figure.
+// A verify cost growing by S per draft is charged in every figure; a block overhead O
+// (trips and turnaround, in target steps) in the sequential and pipeline figures.
 // Without --k, "k" is the sequential optimum, "overlapped_k" the bound's,
 // "overlapped_refill_k" the pipeline model's and "cached_k" the cache's; with --k all
 // are K. JSON (one line):
@@ -18,7 +19,8 @@
 //    "verify_slope":..,"cache_hit_rate":..,"overlapped_refill_k":..,
 //    "overlapped_refill_tokens":..,"overlapped_refill_speedup":..,
 //    "overlapped_refill_optimal_k":..,"overlapped_refill_optimal_speedup":..,
-//    "cached_k":..,"cached_speedup":..,"cached_optimal_k":..,"cached_optimal_speedup":..}
+//    "cached_k":..,"cached_speedup":..,"cached_optimal_k":..,"cached_optimal_speedup":..,
+//    "block_overhead":..}
 // Otherwise a table over k = 1..10 (and K) with the formulas it uses.
 #include <algorithm>
 #include <cmath>
@@ -43,6 +45,7 @@ struct PlanInputs {
   int k = 0;  // 0: not given
   double verify_slope = 0.0;
   double cache_hit_rate = 0.0;
+  double block_overhead = 0.0;
   bool json = false;
 };
 
@@ -59,6 +62,7 @@ absl::StatusOr<PlanInputs> ParsePlanInputs(const CommandArgs& args) {
   ASSIGN_OR_RETURN(int64_t k, cli.GetInt("k", 0));
   ASSIGN_OR_RETURN(in.verify_slope, cli.GetDouble("verify-slope", 0.0));
   ASSIGN_OR_RETURN(in.cache_hit_rate, cli.GetDouble("cache-hit-rate", 0.0));
+  ASSIGN_OR_RETURN(in.block_overhead, cli.GetDouble("block-overhead", 0.0));
   in.json = cli.Has("json");
   if (!(in.alpha >= 0.0 && in.alpha <= 1.0)) {
     return absl::InvalidArgumentError(
@@ -81,6 +85,10 @@ absl::StatusOr<PlanInputs> ParsePlanInputs(const CommandArgs& args) {
     return absl::InvalidArgumentError(absl::StrCat("--cache-hit-rate must be in [0, 1], got ",
                                                    cli.GetString("cache-hit-rate", "")));
   }
+  if (!(in.block_overhead >= 0.0) || !std::isfinite(in.block_overhead)) {
+    return absl::InvalidArgumentError(absl::StrCat("--block-overhead must be finite and >= 0, got ",
+                                                   cli.GetString("block-overhead", "")));
+  }
   return in;
 }
 
@@ -92,14 +100,22 @@ spec::PipelineModelInputs Pipeline(const PlanInputs& in, int k) {
           .k = k,
           .verify_slope = in.verify_slope,
           .cache_hit_rate = in.cache_hit_rate,
-          .result_wait = 0.5 / in.cost_ratio};  // the cache's pre-draft forward in progress
+          .result_wait = 0.5 / in.cost_ratio,  // the cache's pre-draft forward in progress
+          .block_overhead = in.block_overhead};
 }
 
+// The sequential figure is the pipeline model's (the classic one plus the block
+// overhead); the overlapped bound is the classic one.
 double Classic(const PlanInputs& in, int k, spec::Schedule schedule) {
+  if (schedule == spec::Schedule::kSequential)
+    return spec::PipelineSpeedup(Pipeline(in, k), spec::PipelineMode::kSequential);
   return spec::SpeedupWithVerifyCost(in.alpha, in.cost_ratio, k, schedule, in.verify_slope);
 }
 
 spec::PlanChoice ClassicOptimum(const PlanInputs& in, spec::Schedule schedule) {
+  if (schedule == spec::Schedule::kSequential)
+    return spec::PipelineOptimalK(Pipeline(in, 1), spec::PipelineMode::kSequential, 1,
+                                  spec::kPlanMaxK);
   return spec::OptimalKWithVerifyCost(in.alpha, in.cost_ratio, schedule, in.verify_slope, 1,
                                       spec::kPlanMaxK);
 }
@@ -128,7 +144,7 @@ void PrintJson(const PlanInputs& in) {
       "\"cache_hit_rate\":%s,\"overlapped_refill_k\":%d,\"overlapped_refill_tokens\":%s,"
       "\"overlapped_refill_speedup\":%s,\"overlapped_refill_optimal_k\":%d,"
       "\"overlapped_refill_optimal_speedup\":%s,\"cached_k\":%d,\"cached_speedup\":%s,"
-      "\"cached_optimal_k\":%d,\"cached_optimal_speedup\":%s}\n",
+      "\"cached_optimal_k\":%d,\"cached_optimal_speedup\":%s,\"block_overhead\":%s}\n",
       Number(in.alpha).c_str(), Number(in.cost_ratio).c_str(), k,
       Number(spec::ExpectedTokensPerStep(in.alpha, k)).c_str(),
       Number(Classic(in, k, Schedule::kSequential)).c_str(), best.k, Number(best.speedup).c_str(),
@@ -141,7 +157,7 @@ void PrintJson(const PlanInputs& in) {
       Number(spec::PipelineSpeedup(Pipeline(in, k_refill), PipelineMode::kOverlapped)).c_str(),
       best_refill.k, Number(best_refill.speedup).c_str(), k_cached,
       Number(spec::PipelineSpeedup(Pipeline(in, k_cached), PipelineMode::kOverlappedCache)).c_str(),
-      best_cached.k, Number(best_cached.speedup).c_str());
+      best_cached.k, Number(best_cached.speedup).c_str(), Number(in.block_overhead).c_str());
 }
 
 void PrintRow(const PlanInputs& in, int k) {
@@ -157,15 +173,16 @@ void PrintTable(const PlanInputs& in) {
   using spec::PipelineMode;
   using spec::Schedule;
   std::printf(
-      "alpha = %s, C = T_target / T_draft = %s, verify slope S = %s, cache hit rate H = %s\n",
+      "alpha = %s, C = T_target / T_draft = %s, verify slope S = %s, cache hit rate H = %s, "
+      "block overhead O = %s\n",
       Number(in.alpha).c_str(), Number(in.cost_ratio).c_str(), Number(in.verify_slope).c_str(),
-      Number(in.cache_hit_rate).c_str());
+      Number(in.cache_hit_rate).c_str(), Number(in.block_overhead).c_str());
   std::printf(
-      "E[N] = (1 - alpha^(k+1)) / (1 - alpha); V = 1 + S k; sequential = E[N] / (V + k/C); "
+      "E[N] = (1 - alpha^(k+1)) / (1 - alpha); V = 1 + S k; sequential = E[N] / (V + k/C + O); "
       "bound = E[N] / max(V, k/C)\n"
       "overlapped (lookahead 2, draft hidden): (E[N] - alpha^k) / (alpha^k (V - S) + "
-      "(1 - alpha^k) (V + k/C)); draft-bound (k/C > V - S): E[N] / (2 k/C)\n"
-      "ovl+cache (one block in flight, hits pre-drafted): E[N] / (V + 0.5/C + (1 - H) k/C + "
+      "(1 - alpha^k) (V + k/C + O)); draft-bound (k/C > V - S): E[N] / (2 k/C + O)\n"
+      "ovl+cache (one block in flight, hits pre-drafted): E[N] / (V + 0.5/C + O + (1 - H) k/C + "
       "H max(0, k/C - V)) (0.5/C: a result waits for the pre-draft forward in progress)\n\n");
   std::printf("%4s %8s %11s %12s %12s %12s\n", "k", "E[N]", "sequential", "ovl bound", "overlapped",
               "ovl+cache");

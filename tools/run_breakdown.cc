@@ -30,6 +30,14 @@ bool Known(absl::Time t) { return t != absl::InfinitePast(); }
 
 }  // namespace
 
+double RunBreakdown::Sum::Median() const {
+  if (values.empty()) return 0.0;
+  std::vector<double> sorted = values;
+  const size_t middle = sorted.size() / 2;
+  std::nth_element(sorted.begin(), sorted.begin() + middle, sorted.end());
+  return sorted[middle];
+}
+
 void RunBreakdown::Merge(const RunBreakdown& o) {
   for (auto [mine, theirs] : {std::pair{&transit, &o.transit},
                               {&queued, &o.queued},
@@ -37,6 +45,8 @@ void RunBreakdown::Merge(const RunBreakdown& o) {
                               {&result_trip, &o.result_trip},
                               {&turnaround, &o.turnaround},
                               {&steps, &o.steps},
+                              {&forward, &o.forward},
+                              {&first_steps, &o.first_steps},
                               {&undecided, &o.undecided},
                               {&alone, &o.alone},
                               {&target_idle, &o.target_idle},
@@ -52,6 +62,8 @@ RunBreakdown BreakdownFromTrace(const std::vector<TraceEvent>& events) {
   RunBreakdown b;
   std::map<uint64_t, BlockTimes> blocks;
   std::vector<absl::Time> sends;
+  absl::Time first_step_start = absl::InfinitePast();
+  double first_step = 0;
   for (const TraceEvent& e : events) {
     const double span = Seconds(e.start, e.end);
     if (e.track == "block") {
@@ -70,6 +82,12 @@ RunBreakdown BreakdownFromTrace(const std::vector<TraceEvent>& events) {
       }
     } else if (e.track == "target") {
       b.steps.Add(span);
+      if (!Known(first_step_start) || e.start < first_step_start) {
+        first_step_start = e.start;
+        first_step = span;
+      }
+    } else if (e.track == "target.phase" && e.name == "forward") {
+      b.forward.Add(span);
     } else if (e.track == "target.idle") {
       b.target_idle.Add(span);
     } else if (e.track == "target.steps") {
@@ -82,6 +100,7 @@ RunBreakdown BreakdownFromTrace(const std::vector<TraceEvent>& events) {
       b.sim_late.Add(span);
     }
   }
+  if (Known(first_step_start)) b.first_steps.Add(first_step);
   std::sort(sends.begin(), sends.end());
   for (const auto& [sequence, t] : blocks) {
     // The first block is sent during the prefill and waits for it: not a block's cost.
@@ -107,12 +126,13 @@ std::string FormatBreakdown(const RunBreakdown& b) {
   auto ms_per_block = [&](const RunBreakdown::Sum& s) { return 1e3 * s.seconds / blocks; };
   return absl::StrFormat(
       "blocks %d: transit %.3f, queued %.3f, verify %.2f, result trip %.3f, turnaround %.2f ms; "
-      "per block: target steps %.2f (undecided %.2f x %.2f ms, alone %.2f), target idle %.2f ms "
+      "per block: target steps %.2f x %.2f ms (forward %.2f ms; undecided %.2f x %.2f ms, alone "
+      "%.2f), target idle %.2f ms "
       "(%.2f waits), draft steps %.2f x %.2f ms, pre-draft %.2f x %.2f ms, draft idle %.2f ms, "
       "sim late %.3f ms x %.2f",
       b.verify.count, ms(b.transit), ms(b.queued), ms(b.verify), ms(b.result_trip),
-      ms(b.turnaround), per_block(b.steps), per_block(b.undecided), ms(b.undecided),
-      per_block(b.alone), ms_per_block(b.target_idle), per_block(b.target_idle),
+      ms(b.turnaround), per_block(b.steps), ms(b.steps), ms(b.forward), per_block(b.undecided),
+      ms(b.undecided), per_block(b.alone), ms_per_block(b.target_idle), per_block(b.target_idle),
       per_block(b.draft_steps), ms(b.draft_steps), per_block(b.pre_draft), ms(b.pre_draft),
       ms_per_block(b.draft_idle), ms(b.sim_late), per_block(b.sim_late));
 }

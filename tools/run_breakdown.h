@@ -10,7 +10,9 @@
 //                   is queued), span "verified N" (the target step that decided block N),
 //                   "result N" (draft: the VerifyResult of block N is read), span
 //                   "decided alone" (a step that decided a position without a block);
-//   track "target": span "verify step" (every step); "target.idle": span "wait" (the
+//   track "target": span "verify step" (every step); "target.phase": spans "forward",
+//                   "rows", "verify", "resolve" (the parts of a step; only "forward"
+//                   is summed here); "target.idle": span "wait" (the
 //                   target waits while a request is active); "target.steps": span
 //                   "undecided" (a step that decided nothing: a token fed alone, or a
 //                   prompt chunk);
@@ -38,14 +40,18 @@ struct RunBreakdown {
   struct Sum {
     double seconds = 0;
     int64_t count = 0;
+    std::vector<double> values;  // every sample, for Median
     double Mean() const { return count > 0 ? seconds / static_cast<double>(count) : 0.0; }
+    double Median() const;  // 0 if empty; robust to one slow step, where Mean is not
     void Add(double s) {
       seconds += s;
       ++count;
+      values.push_back(s);
     }
     void Merge(const Sum& o) {
       seconds += o.seconds;
       count += o.count;
+      values.insert(values.end(), o.values.begin(), o.values.end());
     }
   };
   // transit and queued leave out the first block, which waits for the prefill.
@@ -55,6 +61,8 @@ struct RunBreakdown {
   Sum result_trip;  // per block: the deciding step's end -> its result read by the draft
   Sum turnaround;   // per result: read -> the draft's next block sent
   Sum steps;        // every target step
+  Sum first_steps;  // the first target step of each run (its prompt's forward)
+  Sum forward;      // the model's forwards within the target steps
   Sum undecided;    // target steps that decided nothing
   Sum alone;        // target steps that decided a position without a block
   Sum target_idle;  // the target's waits while a request was active
@@ -62,6 +70,11 @@ struct RunBreakdown {
   Sum pre_draft;    // draft steps that pre-drafted for the cache
   Sum draft_idle;   // the draft's waits while a request was active
   Sum sim_late;     // the sim drafter's wake-up latency, per Propose
+
+  // Target steps after each run's first: a target-only run's decode steps (no values).
+  Sum LaterSteps() const {
+    return {steps.seconds - first_steps.seconds, steps.count - first_steps.count, {}};
+  }
 
   void Merge(const RunBreakdown& o);
 };

@@ -117,6 +117,7 @@ SequenceResult VerifySequence(const VerifyBatchView& view, int32_t s,
         out[result.accepted++] = token;
         continue;
       }
+      if (residual.empty()) residual.resize(vocab);  // rejection only: no page for the rest
       const int32_t residual_error = BuildResidual(view, g, p, residual.data());
       if (residual_error != kVerifyOk) return fail(residual_error, i);
       const double u_residual = UniformDouble(seed, position, RandomPurpose::kResidual);
@@ -148,7 +149,7 @@ SequenceResult VerifySequence(const VerifyBatchView& view, int32_t s,
 }  // namespace
 
 void VerifyBatchReference(const VerifyBatchView& view) {
-  std::vector<float> residual(view.vocab > 0 ? view.vocab : 0);
+  std::vector<float> residual;  // sized by the first rejection-mode row that needs it
   for (int32_t s = 0; s < view.num_sequences; ++s) {
     const SequenceResult r = view.vocab > 0 ? VerifySequence(view, s, residual)
                                             : SequenceResult{0, 0, false, kVerifyBadShape, -1};

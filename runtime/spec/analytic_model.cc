@@ -75,6 +75,10 @@ absl::Status ValidatePipelineInputs(const PipelineModelInputs& in) {
     return absl::InvalidArgumentError(
         absl::StrCat("result wait must be finite and >= 0, got ", in.result_wait));
   }
+  if (!(in.block_overhead >= 0.0) || !std::isfinite(in.block_overhead)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block overhead must be finite and >= 0, got ", in.block_overhead));
+  }
   return absl::OkStatus();
 }
 
@@ -102,20 +106,20 @@ double PipelineBlockCost(const PipelineModelInputs& in, PipelineMode mode) {
   const double draft = DraftCost(in);
   switch (mode) {
     case PipelineMode::kSequential:
-      return draft + VerifyCost(in, in.k + 1);
+      return draft + VerifyCost(in, in.k + 1) + in.block_overhead;
     case PipelineMode::kOverlappedCache: {
       // A hit was pre-drafted during the verification; what did not fit is drafted after.
       const double verify = VerifyCost(in, in.k + 1);
-      return verify + in.result_wait + (1.0 - in.cache_hit_rate) * draft +
+      return verify + in.result_wait + in.block_overhead + (1.0 - in.cache_hit_rate) * draft +
              in.cache_hit_rate * std::max(0.0, draft - verify);
     }
     case PipelineMode::kOverlapped:
       break;
   }
-  if (!DraftHidden(in)) return 2.0 * draft;
+  if (!DraftHidden(in)) return 2.0 * draft + in.block_overhead;
   const double all_accepted = std::pow(in.alpha, in.k);
   return all_accepted * VerifyCost(in, in.k) +
-         (1.0 - all_accepted) * (VerifyCost(in, in.k + 1) + draft);
+         (1.0 - all_accepted) * (VerifyCost(in, in.k + 1) + draft + in.block_overhead);
 }
 
 double PipelineSpeedup(const PipelineModelInputs& in, PipelineMode mode) {

@@ -106,7 +106,15 @@ PlanChoice OptimalKWithVerifyCost(double alpha, double cost_ratio, Schedule sche
 // a result when the forward in progress ends, half a draft token on average
 // (result_wait = 0.5 / C; measured, `bench spec --sim-grid`: the median result trip
 // is 0.2 ms with the cache against 0.06 ms without at C 10), added to every block.
-// Ignored: the transport (tens of microseconds a round, `bench spec`), sampling.
+// The block overhead o (block_overhead, units of T_target) is the time a block
+// spends on the critical path outside the target's step and the drafting: its trip
+// to the target, the result's trip back, the draft's wake-up and turnaround
+// (measured, `bench spec --sim-grid`: 0.1-0.2 ms per block sequentially, 3-6% of a
+// 3.3 ms step). Sequential and cached blocks pay it every block (on a hit the
+// result still travels to the draft and the cached block back); overlapped blocks
+// pay it on a refill only, since a queued block already made its trip. What a
+// step costs beyond its forward (reading rows, the verification) is inside V:
+// measure the slope s on the target's steps, not on bare forwards.
 enum class PipelineMode { kSequential, kOverlapped, kOverlappedCache };
 
 struct PipelineModelInputs {
@@ -118,6 +126,8 @@ struct PipelineModelInputs {
   // The result's wait for the pre-draft forward in progress, in units of T_target
   // (>= 0; kOverlappedCache only): 0.5 / C for the draft worker's cache.
   double result_wait = 0.0;
+  // o: per-block trips and turnaround on the critical path (>= 0), see above.
+  double block_overhead = 0.0;
 };
 
 // OK, or InvalidArgument naming the field and value.

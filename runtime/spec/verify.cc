@@ -61,7 +61,10 @@ struct PackedBatch {
   std::vector<uint64_t> seeds;
   std::vector<int64_t> start_positions;
   std::vector<uint8_t> want_bonus;
+  // The target rows [sum of (k + 1), vocab]: a single request's own rows (no copy:
+  // 5 rows of a 49k vocabulary are 1 MB), else copied here.
   std::vector<float> probs;
+  const float* probs_data = nullptr;
   int32_t q_format = kernels::kDraftQNone;
   std::vector<int32_t> q_offsets{0}, q_ids;
   std::vector<float> q_probs;
@@ -110,6 +113,13 @@ PackedBatch Pack(absl::Span<const VerifyRequest> requests, const std::vector<boo
   b.q_format = any_sparse  ? kernels::kDraftQSparse
                : any_dense ? kernels::kDraftQDense
                            : kernels::kDraftQNone;
+  size_t valid_count = 0, rows_size = 0;
+  for (size_t j = 0; j < requests.size(); ++j) {
+    if (!valid[j]) continue;
+    ++valid_count;
+    rows_size += requests[j].target_probs.size();
+  }
+  if (valid_count > 1) b.probs.reserve(rows_size);
   for (size_t j = 0; j < requests.size(); ++j) {
     if (!valid[j]) continue;
     const VerifyRequest& r = requests[j];
@@ -120,9 +130,14 @@ PackedBatch Pack(absl::Span<const VerifyRequest> requests, const std::vector<boo
     b.seeds.push_back(r.seed);
     b.start_positions.push_back(r.start_position);
     b.want_bonus.push_back(r.want_bonus ? 1 : 0);
-    b.probs.insert(b.probs.end(), r.target_probs.begin(), r.target_probs.end());
+    if (valid_count == 1) {
+      b.probs_data = r.target_probs.data();
+    } else {
+      b.probs.insert(b.probs.end(), r.target_probs.begin(), r.target_probs.end());
+    }
     if (b.q_format != kernels::kDraftQNone) PackQ(r, vocab, b);
   }
+  if (valid_count > 1) b.probs_data = b.probs.data();
   return b;
 }
 
@@ -179,7 +194,7 @@ absl::StatusOr<std::vector<absl::StatusOr<VerifyOutcome>>> VerifyBatch(
   view.start_positions = b.start_positions.data();
   view.want_bonus = b.want_bonus.data();
   view.draft_tokens = b.draft_tokens.data();
-  view.probs = b.probs.data();
+  view.probs = b.probs_data;
   view.q_format = b.q_format;
   view.q_offsets = b.q_offsets.data();
   view.q_ids = b.q_ids.data();

@@ -167,6 +167,35 @@ TEST(AnalyticModelTest, PipelineInputsAreValidatedByName) {
                 .message()
                 .find("result wait must be finite and >= 0, got -0.1"),
             std::string::npos);
+  EXPECT_NE(ValidatePipelineInputs({.alpha = 0.8, .cost_ratio = 10, .k = 4, .block_overhead = -0.5})
+                .message()
+                .find("block overhead must be finite and >= 0, got -0.5"),
+            std::string::npos);
+}
+
+// The block overhead o (trips and turnaround) lands on every sequential and cached
+// block, and on an overlapped block only when it refills (1 - alpha^k of them):
+// alpha 0.8, C 10, k 4, slope 0.25, o 0.1, h 0.5.
+//   sequential 0.4 + 2 + 0.1 = 2.5; cached 2 + 0.1 + 0.5 * 0.4 = 2.3;
+//   overlapped 0.4096 * 1.75 + 0.5904 * (2 + 0.4 + 0.1) = 2.1928.
+TEST(AnalyticModelTest, PipelineModelChargesTheBlockOverheadWhereItIsOnTheCriticalPath) {
+  PipelineModelInputs in{.alpha = 0.8,
+                         .cost_ratio = 10.0,
+                         .k = 4,
+                         .verify_slope = 0.25,
+                         .cache_hit_rate = 0.5,
+                         .block_overhead = 0.1};
+  EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kSequential), 2.5, 1e-12);
+  EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kOverlappedCache), 2.3, 1e-12);
+  EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kOverlapped), 2.1928, 1e-12);
+  // Draft-bound overlapped (C 2: d = 2 > 1.75): 2d + o.
+  in.cost_ratio = 2.0;
+  EXPECT_NEAR(PipelineBlockCost(in, PipelineMode::kOverlapped), 4.1, 1e-12);
+  // Tokens per block do not depend on it.
+  in.block_overhead = 0.0;
+  const double tokens = PipelineTokensPerBlock(in, PipelineMode::kSequential);
+  in.block_overhead = 0.3;
+  EXPECT_DOUBLE_EQ(PipelineTokensPerBlock(in, PipelineMode::kSequential), tokens);
 }
 
 // A result that waits for the cache's pre-draft forward in progress (half a draft

@@ -118,6 +118,27 @@ TEST(PlanCommandTest, ValidationNamesTheFlag) {
           .find("--verify-slope must be finite and >= 0, got -1"),
       std::string::npos);
   EXPECT_EQ(code, 2);
+  EXPECT_NE(RunAndCaptureStderr({"--alpha", "0.5", "--cost-ratio", "2", "--block-overhead", "-0.1"},
+                                &code)
+                .find("--block-overhead must be finite and >= 0, got -0.1"),
+            std::string::npos);
+  EXPECT_EQ(code, 2);
+}
+
+// The block overhead by hand, alpha 0.8, C 10, k 4, slope 0.25, O 0.1, H 0.5:
+// sequential 3.3616 / 2.5 = 1.34464; overlapped 2.952 / (0.4096 * 1.75 + 0.5904 * 2.5)
+// = 2.952 / 2.1928 = 1.34622; cached 3.3616 / (2 + 0.05 + 0.1 + 0.2) = 1.43047.
+TEST(PlanCommandTest, BlockOverheadLandsWhereTheModelChargesIt) {
+  int code = -1;
+  const std::string out =
+      RunAndCaptureStdout({"--alpha", "0.8", "--cost-ratio", "10", "--k", "4", "--verify-slope",
+                           "0.25", "--cache-hit-rate", "0.5", "--block-overhead", "0.1", "--json"},
+                          &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(out.find("\"speedup\":1.34464,"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"overlapped_refill_speedup\":1.34622,"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"cached_k\":4,\"cached_speedup\":1.43047,"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"block_overhead\":0.1}"), std::string::npos) << out;
 }
 
 }  // namespace
