@@ -8,7 +8,7 @@
 //
 //  1. A target-only run of the chat prompt gives the reference (the target's greedy
 //     continuation, which the sim drafters propose).
-//  2. The model's time inputs, measured on the pipeline (CalibratePipeline): three
+//  2. The model's time inputs, measured on the pipeline (CalibratePipeline): five
 //     rounds of a target-only run and a sequential sim:alpha=0.8,ratio=10 run give
 //     the prompt's step t_prefill, the verify slope s = (verify step of k + 1 tokens /
 //     decode step - 1) / k, and the block overhead o (trips and turnaround per block,
@@ -30,7 +30,8 @@
 // With --json one object per (drafter, configuration):
 //   {"drafter":"sim:alpha=0.8,ratio=10","configuration":"overlapped+cache","speedup":1.9,
 //    "predicted":2.0,"cache_hit_rate":0.61,"k":4,"acceptance":0.79,"tokens_per_step":3.1,
-//    "model_tokens_per_step":2.95,"cache_partial_hit_rate":0.05}
+//    "model_tokens_per_step":2.95,"cache_partial_hit_rate":0.05,"verify_slope":0.14,
+//    "block_overhead":0.07}
 // (null: no number; cache_hit_rate is a number only for the configuration with a cache).
 #include <algorithm>
 #include <cstdio>
@@ -164,15 +165,18 @@ constexpr int kConfigurationCount = 3;
 
 std::string JsonNumber(double x) { return x < 0 ? "null" : absl::StrFormat("%.4f", x); }
 
-void PrintRowJson(const SimRow& r, int k) {
+// verify_slope and block_overhead: the calibrated model inputs every prediction used.
+void PrintRowJson(const SimRow& r, int k, double verify_slope, double block_overhead) {
   std::printf(
       "{\"drafter\":\"%s\",\"configuration\":\"%s\",\"speedup\":%s,\"predicted\":%s,"
       "\"cache_hit_rate\":%s,\"k\":%d,\"acceptance\":%s,\"tokens_per_step\":%s,"
-      "\"model_tokens_per_step\":%s,\"cache_partial_hit_rate\":%s}\n",
+      "\"model_tokens_per_step\":%s,\"cache_partial_hit_rate\":%s,\"verify_slope\":%s,"
+      "\"block_overhead\":%s}\n",
       r.drafter.c_str(), r.configuration.c_str(), JsonNumber(r.speedup).c_str(),
       JsonNumber(r.predicted).c_str(), JsonNumber(r.cache_hit_rate).c_str(), k,
       JsonNumber(r.acceptance).c_str(), JsonNumber(r.tokens_per_step).c_str(),
-      JsonNumber(r.model_tokens_per_step).c_str(), JsonNumber(r.cache_partial_hit_rate).c_str());
+      JsonNumber(r.model_tokens_per_step).c_str(), JsonNumber(r.cache_partial_hit_rate).c_str(),
+      JsonNumber(verify_slope).c_str(), JsonNumber(block_overhead).c_str());
 }
 
 void PrintRowTable(const SimRow& r) {
@@ -329,7 +333,7 @@ struct PipelineCalibration {
 };
 
 absl::Status CalibratePipeline(SimContext& c, const SimBenchFlags& f) {
-  constexpr int kCalibrationRounds = 3;
+  constexpr int kCalibrationRounds = 5;
   const SimDrafterParams params{0.8, 10.0};
   PipelineCalibration cal;
   for (int round = 0; round < kCalibrationRounds; ++round) {
@@ -430,7 +434,7 @@ absl::Status RunSim(const SimBenchFlags& f) {
     seed += 8 * f.rounds;  // distinct seeds for every run of every drafter
     for (const SimRow& row : rows) {
       if (f.json) {
-        PrintRowJson(row, f.k);
+        PrintRowJson(row, f.k, c.verify_slope, c.block_overhead);
       } else {
         PrintRowTable(row);
       }

@@ -113,7 +113,19 @@ TEST(SimBenchTest, JsonRowsPerConfiguration) {
   }
   for (int i = 0; i < 2; ++i) {
     EXPECT_NE(lines[i].find("\"cache_hit_rate\":null,"), std::string::npos) << lines[i];
-    EXPECT_NE(lines[i].find("\"cache_partial_hit_rate\":null}"), std::string::npos) << lines[i];
+    EXPECT_NE(lines[i].find("\"cache_partial_hit_rate\":null,"), std::string::npos) << lines[i];
+  }
+  // The calibrated model inputs (measured on the pipeline), the same in every row.
+  for (const char* key : {"\"verify_slope\":", "\"block_overhead\":"}) {
+    const size_t at = lines[0].find(key);
+    ASSERT_NE(at, std::string::npos) << lines[0];
+    double value = -1;
+    ASSERT_TRUE(absl::SimpleAtod(lines[0].substr(at + std::strlen(key), 6), &value))
+        << key << " is not a number: " << lines[0];
+    EXPECT_GE(value, 0.0) << lines[0];
+    const std::string field = lines[0].substr(at, lines[0].find_first_of(",}", at) - at);
+    EXPECT_NE(lines[1].find(field), std::string::npos) << lines[1];
+    EXPECT_NE(lines[2].find(field), std::string::npos) << lines[2];
   }
   for (const char* key : {"\"cache_hit_rate\":", "\"cache_partial_hit_rate\":"}) {
     const size_t at = lines[2].find(key);
