@@ -20,8 +20,11 @@
 //     its target-only run; the sim drafter sleeps T_step / C per token (pre-drafting
 //     for the cache included); speedup = tok/s over that run's tok/s. Every output
 //     must equal the reference token for token.
-//  4. Predicted = RunSpeedupWithPrefill(PipelineSpeedup(alpha, C, k, s, h, o), tokens,
-//     t_prefill / T_step), h = the run's measured cache hit rate (overlapped+cache
+//  4. Predicted = RunSpeedupWithPrefill(PipelineSpeedup(a, C, k, s, h, o), tokens,
+//     t_prefill / T_step), a = the acceptance the run's sim drafter delivered
+//     (accepted / verified: 64 tokens draw it within about +-0.05 of alpha, which
+//     would otherwise move the prediction by as much as the pipeline's timing does;
+//     predicted_at_nominal_alpha uses alpha), h = the run's cache hit rate (overlapped+cache
 //     only): full hits per lookup, as the model counts them (a partial hit, which
 //     still drafts the rest of its block, is a miss there). Rows give the medians
 //     over the rounds; cache_hit_rate is over all rounds' lookups.
@@ -31,7 +34,7 @@
 //   {"drafter":"sim:alpha=0.8,ratio=10","configuration":"overlapped+cache","speedup":1.9,
 //    "predicted":2.0,"cache_hit_rate":0.61,"k":4,"acceptance":0.79,"tokens_per_step":3.1,
 //    "model_tokens_per_step":2.95,"cache_partial_hit_rate":0.05,"verify_slope":0.14,
-//    "block_overhead":0.07}
+//    "block_overhead":0.07,"predicted_at_nominal_alpha":2.05}
 // (null: no number; cache_hit_rate is a number only for the configuration with a cache).
 #include <algorithm>
 #include <cstdio>
@@ -152,7 +155,8 @@ absl::StatusOr<TargetTimings> TimeTargetForwards(model::Transformer& target,
 
 struct SimRow {
   std::string drafter, configuration;
-  double speedup = -1, predicted = -1;  // < 0: unavailable
+  double speedup = -1, predicted = -1;  // < 0: unavailable; predicted at the delivered alpha
+  double predicted_nominal = -1;        // the same at the drafter's nominal alpha
   double acceptance = -1;
   double tokens_per_step = -1, model_tokens_per_step = -1;  // measured; the model's
   double cache_hit_rate = -1;          // full hits per lookup; < 0: no cache here
@@ -162,6 +166,9 @@ struct SimRow {
 
 constexpr const char* kConfigurations[] = {"sequential", "overlapped", "overlapped+cache"};
 constexpr int kConfigurationCount = 3;
+constexpr spec::PipelineMode kModes[kConfigurationCount] = {spec::PipelineMode::kSequential,
+                                                            spec::PipelineMode::kOverlapped,
+                                                            spec::PipelineMode::kOverlappedCache};
 
 std::string JsonNumber(double x) { return x < 0 ? "null" : absl::StrFormat("%.4f", x); }
 
@@ -171,22 +178,23 @@ void PrintRowJson(const SimRow& r, int k, double verify_slope, double block_over
       "{\"drafter\":\"%s\",\"configuration\":\"%s\",\"speedup\":%s,\"predicted\":%s,"
       "\"cache_hit_rate\":%s,\"k\":%d,\"acceptance\":%s,\"tokens_per_step\":%s,"
       "\"model_tokens_per_step\":%s,\"cache_partial_hit_rate\":%s,\"verify_slope\":%s,"
-      "\"block_overhead\":%s}\n",
+      "\"block_overhead\":%s,\"predicted_at_nominal_alpha\":%s}\n",
       r.drafter.c_str(), r.configuration.c_str(), JsonNumber(r.speedup).c_str(),
       JsonNumber(r.predicted).c_str(), JsonNumber(r.cache_hit_rate).c_str(), k,
       JsonNumber(r.acceptance).c_str(), JsonNumber(r.tokens_per_step).c_str(),
       JsonNumber(r.model_tokens_per_step).c_str(), JsonNumber(r.cache_partial_hit_rate).c_str(),
-      JsonNumber(verify_slope).c_str(), JsonNumber(block_overhead).c_str());
+      JsonNumber(verify_slope).c_str(), JsonNumber(block_overhead).c_str(),
+      JsonNumber(r.predicted_nominal).c_str());
 }
 
 void PrintRowTable(const SimRow& r) {
   const std::string hits = r.cache_hit_rate < 0 ? "-"
                                                 : absl::StrFormat("%.3f + %.3f", r.cache_hit_rate,
                                                                   r.cache_partial_hit_rate);
-  std::printf("| %-22s | %-16s | %6.2fx | %8.2fx | %9.2f | %6.3f | %4.2f / %4.2f | %-13s |\n",
-              r.drafter.c_str(), r.configuration.c_str(), r.speedup, r.predicted,
-              r.speedup / r.predicted, r.acceptance, r.tokens_per_step, r.model_tokens_per_step,
-              hits.c_str());
+  std::printf(
+      "| %-22s | %-16s | %6.2fx | %8.2fx | %9.2f | %10.2fx | %6.3f | %4.2f / %4.2f | %-13s |\n",
+      r.drafter.c_str(), r.configuration.c_str(), r.speedup, r.predicted, r.speedup / r.predicted,
+      r.predicted_nominal, r.acceptance, r.tokens_per_step, r.model_tokens_per_step, hits.c_str());
 }
 
 struct SimContext {
@@ -220,9 +228,9 @@ double TargetStepSeconds(const SimContext& c, const SpecRunResult& alone) {
 
 // Per configuration (kConfigurations): speedups and predictions per round.
 struct Samples {
-  std::vector<double> speedup, predicted;
+  std::vector<double> speedup, predicted, predicted_nominal;
   int64_t accepted = 0, verified = 0, tokens = 0, steps = 0;
-  double model_tokens_per_step = 0;
+  spec::PipelineModelInputs model;       // the last round's inputs (alpha aside)
   spec::SpeculationCacheCounters cache;  // over the rounds (overlapped+cache only)
   RunBreakdown breakdown;                // where the time went, over the rounds
 };
@@ -249,9 +257,6 @@ absl::Status MeasureRound(const SimContext& c, const SimBenchFlags& f,
   target_only->breakdown.Merge(BreakdownFromTrace(Tracer::Global().Events()));
   const double step_s = TargetStepSeconds(c, alone);
   target_only->step.Add(step_s);
-  constexpr spec::PipelineMode kModes[kConfigurationCount] = {spec::PipelineMode::kSequential,
-                                                              spec::PipelineMode::kOverlapped,
-                                                              spec::PipelineMode::kOverlappedCache};
   for (int i = 0; i < kConfigurationCount; ++i) {
     const spec::PipelineMode mode = kModes[i];
     const bool cache = mode == spec::PipelineMode::kOverlappedCache;
@@ -260,13 +265,19 @@ absl::Status MeasureRound(const SimContext& c, const SimBenchFlags& f,
                        seed + 1 + i);
     ASSIGN_OR_RETURN(SpecRunResult run,
                      RunChecked(c, &drafter, lookahead, f.k, f.max_tokens, cache));
-    const spec::PipelineModelInputs in{.alpha = params.alpha,
-                                       .cost_ratio = params.cost_ratio,
-                                       .k = f.k,
-                                       .verify_slope = c.verify_slope,
-                                       .cache_hit_rate = cache ? FullHitRate(run.cache) : 0.0,
-                                       .result_wait = cache ? 0.5 / params.cost_ratio : 0.0,
-                                       .block_overhead = c.block_overhead};
+    // The model at the acceptance this run's sim drafter delivered (64 tokens draw
+    // it within about +-0.05 of alpha), and at the nominal alpha.
+    const double delivered =
+        run.stats.verified() > 0
+            ? static_cast<double>(run.stats.accepted()) / static_cast<double>(run.stats.verified())
+            : params.alpha;
+    spec::PipelineModelInputs in{.alpha = delivered,
+                                 .cost_ratio = params.cost_ratio,
+                                 .k = f.k,
+                                 .verify_slope = c.verify_slope,
+                                 .cache_hit_rate = cache ? FullHitRate(run.cache) : 0.0,
+                                 .result_wait = cache ? 0.5 / params.cost_ratio : 0.0,
+                                 .block_overhead = c.block_overhead};
     Samples& s = samples[i];
     s.breakdown.Merge(BreakdownFromTrace(Tracer::Global().Events()));
     if (!f.trace_dir.empty()) {
@@ -278,7 +289,10 @@ absl::Status MeasureRound(const SimContext& c, const SimBenchFlags& f,
     s.speedup.push_back(run.tokens_per_s / alone.tokens_per_s);
     s.predicted.push_back(spec::RunSpeedupWithPrefill(spec::PipelineSpeedup(in, mode), run.tokens,
                                                       c.prefill_s / step_s));
-    s.model_tokens_per_step = spec::PipelineTokensPerBlock(in, mode);
+    in.alpha = params.alpha;
+    s.predicted_nominal.push_back(spec::RunSpeedupWithPrefill(spec::PipelineSpeedup(in, mode),
+                                                              run.tokens, c.prefill_s / step_s));
+    s.model = in;
     s.tokens += run.tokens;
     s.steps += static_cast<int64_t>(run.stats.steps());
     s.accepted += static_cast<int64_t>(run.stats.accepted());
@@ -300,19 +314,23 @@ absl::StatusOr<std::vector<SimRow>> MeasureDrafter(const SimContext& c, const Si
   for (int i = 0; i < kConfigurationCount; ++i) {
     const Samples& s = samples[i];
     const bool cache = i == kConfigurationCount - 1;
+    const double acceptance =
+        s.verified > 0 ? static_cast<double>(s.accepted) / static_cast<double>(s.verified) : 0.0;
+    spec::PipelineModelInputs model = s.model;
+    model.alpha = acceptance;
     const double lookups = static_cast<double>(std::max<uint64_t>(1, s.cache.lookups));
-    rows.push_back(
-        {.drafter = name,
-         .configuration = kConfigurations[i],
-         .speedup = Median(s.speedup),
-         .predicted = Median(s.predicted),
-         .acceptance = s.verified > 0 ? static_cast<double>(s.accepted) / s.verified : 0.0,
-         .tokens_per_step = s.steps > 0 ? static_cast<double>(s.tokens) / s.steps : 0.0,
-         .model_tokens_per_step = s.model_tokens_per_step,
-         .cache_hit_rate = cache ? FullHitRate(s.cache) : -1.0,
-         .cache_partial_hit_rate =
-             cache ? static_cast<double>(s.cache.partial_hits) / lookups : -1.0,
-         .breakdown = s.breakdown});
+    rows.push_back({.drafter = name,
+                    .configuration = kConfigurations[i],
+                    .speedup = Median(s.speedup),
+                    .predicted = Median(s.predicted),
+                    .predicted_nominal = Median(s.predicted_nominal),
+                    .acceptance = acceptance,
+                    .tokens_per_step = s.steps > 0 ? static_cast<double>(s.tokens) / s.steps : 0.0,
+                    .model_tokens_per_step = spec::PipelineTokensPerBlock(model, kModes[i]),
+                    .cache_hit_rate = cache ? FullHitRate(s.cache) : -1.0,
+                    .cache_partial_hit_rate =
+                        cache ? static_cast<double>(s.cache.partial_hits) / lookups : -1.0,
+                    .breakdown = s.breakdown});
   }
   return rows;
 }
@@ -416,16 +434,18 @@ absl::Status RunSim(const SimBenchFlags& f) {
   if (!f.json) {
     std::printf(
         "speedup = tok/s / tok/s of a target-only run just before; predicted = the pipeline "
-        "model (runtime/spec/analytic_model.h) at the nominal alpha and C with the calibrated "
-        "slope s and block overhead o, diluted by the prefill; medians of %d rounds; accept = "
-        "accepted / verified; "
+        "model (runtime/spec/analytic_model.h) at the acceptance each run delivered, C, and "
+        "the calibrated slope s and block overhead o, diluted by the prefill; at nominal = the "
+        "same at the nominal alpha; medians of %d rounds; accept = accepted / verified; "
         "tok/step = tokens per target verification step, measured and the model's; cache "
         "hits = full + partial hits per lookup (the model takes the full ones as h)\n\n",
         f.rounds);
     std::printf(
-        "| drafter                | configuration    | speedup | predicted | meas/pred | accept "
-        "| tok/step: run / model | cache hits    |\n|------------------------|------------------|"
-        "---------|-----------|-----------|--------|-----------------------|---------------|\n");
+        "| drafter                | configuration    | speedup | predicted | meas/pred | at "
+        "nominal "
+        "| accept | tok/step: run / model | cache hits    |\n|------------------------|----------"
+        "--------|---------|-----------|-----------|------------|--------|-----------------------|"
+        "---------------|\n");
   }
   uint64_t seed = 1;
   for (const SimDrafterParams& params : f.drafters) {
