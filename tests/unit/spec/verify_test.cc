@@ -290,6 +290,19 @@ TEST(VerifyTest, BatchEqualsSingleBlocksAndIsolatesErrors) {
     EXPECT_EQ(single->accepted, (*batch)[s]->accepted) << "s=" << s;
     EXPECT_EQ(single->rejected, (*batch)[s]->rejected) << "s=" << s;
   }
+  // The only valid request of a batch is verified on its own rows (no copy), and
+  // its outcome lands at its own index.
+  VerifyRequest short_rows = requests[7];  // fails validation: one row short
+  short_rows.target_probs = short_rows.target_probs.subspan(vocab);
+  for (int s : {6, 7, 8, 10, 11}) {
+    const VerifyRequest pair[2] = {short_rows, requests[s]};
+    absl::StatusOr<std::vector<absl::StatusOr<VerifyOutcome>>> two = VerifyBatch(pair, vocab);
+    ASSERT_TRUE(two.ok()) << two.status();
+    EXPECT_NE((*two)[0].status().message().find("target_probs has"), std::string::npos);
+    ASSERT_TRUE((*two)[1].ok()) << (*two)[1].status();
+    EXPECT_EQ((*two)[1]->committed, (*batch)[s]->committed) << "s=" << s;
+    EXPECT_EQ((*two)[1]->accepted, (*batch)[s]->accepted) << "s=" << s;
+  }
 }
 
 }  // namespace
