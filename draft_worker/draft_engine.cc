@@ -65,6 +65,10 @@ absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
   if (options_.spec_cache) {
     RETURN_IF_ERROR(options_.cache.Validate());
     state.cache.emplace(options_.cache);
+    if (options_.cache_guard) {
+      RETURN_IF_ERROR(options_.cache_worth.Validate());
+      state.cache_worth.emplace(options_.cache_worth);
+    }
   }
   const int max_new = assignment.params().max_tokens() > 0
                           ? static_cast<int>(assignment.params().max_tokens())
@@ -154,6 +158,12 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
   // is no plain step. The window's own results, one forward apart, sample T(0).
   const bool opens_window = block.drafted == 0 && block.alone_until > 0;
   if (!first && !opens_window) state.adaptive->RecordVerify(block.drafted, step_seconds);
+  if (!first && block.drafted > 0 && state.cache_worth.has_value() && CacheActive(state)) {
+    // One block in flight: the round trip is this block's alone.
+    state.cache_worth->RecordRoundTrip(
+        block.pre_drafted, step_seconds,
+        state.adaptive->PlainStepSeconds() * (1.0 + state.adaptive->VerifySlope() * block.drafted));
+  }
   if (block.drafted == 0) {
     state.adaptive->RecordTargetOnlyStep();
     return;
@@ -234,6 +244,11 @@ ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
     hit = state.cache->Take(state.epoch, result.block_sequence(),
                             {static_cast<int>(result.accepted()), tokens.back()});
     state.cache_hit_rate = 0.9 * state.cache_hit_rate + (hit.has_value() ? 0.1 : 0.0);
+    if (state.cache_worth.has_value()) {
+      state.cache_worth->RecordLookup(hit.has_value() ? static_cast<double>(hit->tokens.size()) *
+                                                            draft_seconds_per_token_
+                                                      : 0.0);
+    }
   }
   std::vector<int32_t> committed(state.context.begin(), state.context.begin() + base);
   committed.insert(committed.end(), tokens.begin(), tokens.end());
@@ -467,6 +482,10 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state, std::vec
 void DraftEngine::PlanCache(RequestState& state, const proto::DraftBlock& block,
                             const std::vector<spec::SparseDistribution>& top) {
   if (!CacheActive(state)) return;
+  if (state.cache_worth.has_value() && !state.cache_worth->PlanNext()) {
+    state.cache->SkipBlock();
+    return;
+  }
   const int k = block.tokens_size();
   const int next_k = std::max(1, NextK(state));
   // The draft tokens that fit in one verification of this block: C * T_verify(k) / T_target.
@@ -641,6 +660,8 @@ absl::Status DraftEngine::StepCache() {
     state.held.assign(proposal.context.begin(), proposal.context.end());
     state.held.insert(state.held.end(), proposal.tokens.begin(), proposal.tokens.end());
     state.cache->Extend(branches[i], proposal.tokens, proposal.q, proposal.top);
+    // The block in flight (one: the cache's window) is verified beside this forward.
+    if (!state.sent.empty()) state.sent.rbegin()->second.pre_drafted = true;
   }
   return absl::OkStatus();
 }

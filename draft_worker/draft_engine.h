@@ -66,6 +66,7 @@
 #include "proto/splitspec.pb.h"
 #include "runtime/spec/adaptive_draft_length.h"
 #include "runtime/spec/adaptive_window.h"
+#include "runtime/spec/cache_worth.h"
 #include "runtime/spec/drafter.h"
 #include "runtime/spec/sampling_params.h"
 #include "runtime/spec/speculation_cache.h"
@@ -88,6 +89,12 @@ struct DraftEngineOptions {
   spec::SpeculationCacheConfig cache;
   int cache_alternatives = 3;        // guesses the drafter reports per drafted position
   double cache_budget_factor = 1.0;  // x the draft tokens that fit in one verification
+  // Per request, pre-draft only while it measurably pays (runtime/spec/cache_worth.h):
+  // where draft and target share cores or a memory bus, pre-drafting slows the
+  // verification it overlaps, and a draft whose pre-drafts seldom hit loses more
+  // there than its hits save. False: pre-draft for every block.
+  bool cache_guard = true;
+  spec::CacheWorthConfig cache_worth;
   // Per request, choose the schedule (sequential: window 1; overlapped: window
   // max(2, lookahead_blocks); cached: window 1 + the cache, if spec_cache) and,
   // for draft_k 0, k, from measured acceptance, cost ratio, verify-cost slope and
@@ -210,6 +217,7 @@ class DraftEngine {
     std::optional<spec::SpeculationCache> cache;
     int cache_base = 0;
     std::optional<spec::CacheBranch> cache_hit;
+    std::optional<spec::CacheWorth> cache_worth;  // options.cache_guard
     double cache_hit_rate = 0.5;  // EWMA of hits per lookup (prior 0.5), for the schedule choice
     // The schedule (options.adaptive_window) and its k (used when adaptive_k).
     spec::DraftSchedule schedule = spec::DraftSchedule::kSequential;
@@ -217,7 +225,8 @@ class DraftEngine {
     struct SentBlock {
       int drafted = 0;
       absl::Time sent;
-      int alone_until = 0;  // an off window's end, 0 if none
+      int alone_until = 0;       // an off window's end, 0 if none
+      bool pre_drafted = false;  // the cache pre-drafted while it was verified
     };
     std::map<uint64_t, SentBlock> sent;             // block_sequence -> block
     absl::Time last_result = absl::InfinitePast();  // when the previous result arrived

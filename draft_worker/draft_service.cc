@@ -67,6 +67,7 @@ void DraftService::ReportLoad() {
   load.set_spec_cache_hits(cache.hits + cache.partial_hits);
   load.set_spec_cache_partial_hits(cache.partial_hits);
   load.set_spec_cache_drafted_tokens(cache.drafted_tokens);
+  load.set_spec_cache_unplanned_blocks(cache.unplanned_blocks);
   skeleton_->membership().set_load(load);
 }
 

@@ -61,16 +61,15 @@ double ProcessCpuSeconds() {
 
 }  // namespace
 
-absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec::Drafter* drafter,
-                                                int lookahead, int k,
-                                                const std::vector<int32_t>& prompt, int max_tokens,
-                                                const std::vector<int32_t>& stop_token_ids,
-                                                bool spec_cache, bool adaptive_window,
-                                                float guidance_scale,
-                                                const std::vector<int32_t>& negative_prompt) {
+absl::StatusOr<SpecRunResult> RunSpecGeneration(
+    model::Transformer* target, spec::Drafter* drafter, int lookahead, int k,
+    const std::vector<int32_t>& prompt, int max_tokens, const std::vector<int32_t>& stop_token_ids,
+    bool spec_cache, bool adaptive_window, float guidance_scale,
+    const std::vector<int32_t>& negative_prompt, bool cache_guard) {
   InProcessClusterOptions options;
   options.draft_engine.spec_cache = spec_cache;
   options.draft_engine.adaptive_window = adaptive_window;
+  options.draft_engine.cache_guard = cache_guard;
   options.target = target;
   options.drafter = drafter;
   options.draft_engine.lookahead_blocks = lookahead;
@@ -151,6 +150,7 @@ struct BenchFlags {
   std::vector<std::string> drafters = {"ngram", "layerskip", "self"};
   std::string trace_dir;
   bool spec_cache = true;  // also measure overlapped+cache
+  bool cache_guard = true;
 };
 
 // Mean microseconds for one block -> result round over `endpoint` (both ends in this process).
@@ -207,14 +207,18 @@ absl::StatusOr<BenchFlags> ParseFlags(const CommandArgs& argv) {
   f.max_tokens = static_cast<int>(max_tokens);
   f.k = static_cast<int>(k);
   f.layerskip = static_cast<int>(layerskip);
-  if (args.Has("drafters"))
-    f.drafters = SplitDrafterList(args.GetString("drafters", ""));
+  if (args.Has("drafters")) f.drafters = SplitDrafterList(args.GetString("drafters", ""));
   f.trace_dir = args.GetString("trace-dir", "");
   const std::string spec_cache = args.GetString("spec-cache", "on");
   if (spec_cache != "on" && spec_cache != "off")
     return absl::InvalidArgumentError(
         absl::StrCat("--spec-cache must be on or off, got '", spec_cache, "'"));
   f.spec_cache = spec_cache == "on";
+  const std::string cache_guard = args.GetString("cache-guard", "on");
+  if (cache_guard != "on" && cache_guard != "off")
+    return absl::InvalidArgumentError(
+        absl::StrCat("--cache-guard must be on or off, got '", cache_guard, "'"));
+  f.cache_guard = cache_guard == "on";
   return f;
 }
 
@@ -296,15 +300,16 @@ absl::Status Run(const BenchFlags& f) {
                   overlapped.tokens_per_s / sequential.tokens_per_s);
       if (!f.spec_cache) continue;
       ASSIGN_OR_RETURN(SpecRunResult cached,
-                       RunSpecGeneration(target.get(), drafter.get(), 1, f.k, prompt,
-                                         f.max_tokens, {}, /*spec_cache=*/true));
+                       RunSpecGeneration(target.get(), drafter.get(), 1, f.k, prompt, f.max_tokens,
+                                         {}, /*spec_cache=*/true, /*adaptive_window=*/false, 1.0f,
+                                         {}, f.cache_guard));
       PrintRow(w.name, absl::StrCat(name == "self" ? "self-draft" : spec_name, " overl.+cache"),
                cached, alone.tokens_per_s);
       const spec::SpeculationCacheCounters& c = cached.cache;
       std::printf(
           "|        |   overlapped+cache / sequential = %.2fx; cache hit rate %.3f (%llu full + "
           "%llu partial of %llu; all-accepted %llu/%llu, rejection %llu/%llu), %llu tokens "
-          "pre-drafted, %llu used\n",
+          "pre-drafted, %llu used; %llu blocks unplanned (the cache guard)\n",
           cached.tokens_per_s / sequential.tokens_per_s, c.HitRate(),
           static_cast<unsigned long long>(c.hits), static_cast<unsigned long long>(c.partial_hits),
           static_cast<unsigned long long>(c.lookups),
@@ -313,11 +318,12 @@ absl::Status Run(const BenchFlags& f) {
           static_cast<unsigned long long>(c.hits_rejected),
           static_cast<unsigned long long>(c.lookups_rejected),
           static_cast<unsigned long long>(c.drafted_tokens),
-          static_cast<unsigned long long>(c.used_tokens));
+          static_cast<unsigned long long>(c.used_tokens),
+          static_cast<unsigned long long>(c.unplanned_blocks));
       ASSIGN_OR_RETURN(SpecRunResult adaptive,
-                       RunSpecGeneration(target.get(), drafter.get(), 2, f.k, prompt,
-                                         f.max_tokens, {}, /*spec_cache=*/true,
-                                         /*adaptive_window=*/true));
+                       RunSpecGeneration(target.get(), drafter.get(), 2, f.k, prompt, f.max_tokens,
+                                         {}, /*spec_cache=*/true,
+                                         /*adaptive_window=*/true, 1.0f, {}, f.cache_guard));
       PrintRow(w.name, absl::StrCat(name == "self" ? "self-draft" : spec_name, " auto window"),
                adaptive, alone.tokens_per_s);
       std::printf("|        |   auto window / sequential = %.2fx; cache hit rate %.3f\n",

@@ -25,7 +25,7 @@ struct SpecRunResult {
   int tokens = 0;
   proto::SpecStats stats;
   double draft_busy_s = 0, target_busy_s = 0, wall_s = 0;
-  double cpu_s = 0;  // CPU time of the whole process (all threads) during the generation
+  double cpu_s = 0;             // CPU time of the whole process (all threads) during the generation
   std::vector<int32_t> output;  // the generated tokens
   spec::SpeculationCacheCounters cache;  // the draft worker's speculation cache (spec_cache)
 };
@@ -39,15 +39,13 @@ struct SpecRunResult {
 // Wall time runs from submit to the last token (cluster start excluded).
 // Generation stops at max_tokens or at one of `stop_token_ids`.
 // With guidance_scale != 1 the request is guided (classifier-free guidance) with
-// `negative_prompt` as its unconditional prompt.
-absl::StatusOr<SpecRunResult> RunSpecGeneration(model::Transformer* target, spec::Drafter* drafter,
-                                                int lookahead, int k,
-                                                const std::vector<int32_t>& prompt, int max_tokens,
-                                                const std::vector<int32_t>& stop_token_ids,
-                                                bool spec_cache = false,
-                                                bool adaptive_window = false,
-                                                float guidance_scale = 1.0f,
-                                                const std::vector<int32_t>& negative_prompt = {});
+// `negative_prompt` as its unconditional prompt. cache_guard: the draft engine's
+// (draft_worker/draft_engine.h).
+absl::StatusOr<SpecRunResult> RunSpecGeneration(
+    model::Transformer* target, spec::Drafter* drafter, int lookahead, int k,
+    const std::vector<int32_t>& prompt, int max_tokens, const std::vector<int32_t>& stop_token_ids,
+    bool spec_cache = false, bool adaptive_window = false, float guidance_scale = 1.0f,
+    const std::vector<int32_t>& negative_prompt = {}, bool cache_guard = true);
 
 // `splitspec bench spec --workload FILE ...` (argv without "bench spec").
 int RunBenchSpecWorkload(const CommandArgs& args);

@@ -25,8 +25,9 @@
 //     (accepted / verified: 64 tokens draw it within about +-0.05 of alpha, which
 //     would otherwise move the prediction by as much as the pipeline's timing does;
 //     predicted_at_nominal_alpha uses alpha), h = the run's cache hit rate (overlapped+cache
-//     only): full hits per lookup, as the model counts them (a partial hit, which
-//     still drafts the rest of its block, is a miss there). Rows give the medians
+//     only): full hits per block, as the model counts them (a partial hit, which
+//     still drafts the rest of its block, is a miss there, and so is a block the
+//     cache guard left unplanned, draft_worker/draft_engine.h). Rows give the medians
 //     over the rounds; cache_hit_rate is over all rounds' lookups.
 // The sim drafter reports alternatives whose probabilities are calibrated to alpha
 // (tools/sim_drafter.h), so the cache's guesses are as good as the row says.
@@ -159,8 +160,8 @@ struct SimRow {
   double predicted_nominal = -1;        // the same at the drafter's nominal alpha
   double acceptance = -1;
   double tokens_per_step = -1, model_tokens_per_step = -1;  // measured; the model's
-  double cache_hit_rate = -1;          // full hits per lookup; < 0: no cache here
-  double cache_partial_hit_rate = -1;  // partial hits per lookup; < 0: no cache here
+  double cache_hit_rate = -1;          // full hits per block; < 0: no cache here
+  double cache_partial_hit_rate = -1;  // partial hits per block; < 0: no cache here
   RunBreakdown breakdown;              // where the time went (table mode prints it)
 };
 
@@ -235,9 +236,12 @@ struct Samples {
   RunBreakdown breakdown;                // where the time went, over the rounds
 };
 
-// Full hits per lookup: the model's h (a partial hit counts as a miss there).
+// Full hits per cached-schedule block: the model's h (a partial hit counts as a
+// miss there, and so does a block the cache guard left unplanned, which is
+// drafted after its predecessor's result like a miss).
 double FullHitRate(const spec::SpeculationCacheCounters& c) {
-  return c.lookups > 0 ? static_cast<double>(c.hits) / static_cast<double>(c.lookups) : 0.0;
+  const uint64_t blocks = c.lookups + c.unplanned_blocks;
+  return blocks > 0 ? static_cast<double>(c.hits) / static_cast<double>(blocks) : 0.0;
 }
 
 // The target-only runs of a drafter's rounds: their traces, and the T_step each
@@ -318,7 +322,8 @@ absl::StatusOr<std::vector<SimRow>> MeasureDrafter(const SimContext& c, const Si
         s.verified > 0 ? static_cast<double>(s.accepted) / static_cast<double>(s.verified) : 0.0;
     spec::PipelineModelInputs model = s.model;
     model.alpha = acceptance;
-    const double lookups = static_cast<double>(std::max<uint64_t>(1, s.cache.lookups));
+    const double lookups =
+        static_cast<double>(std::max<uint64_t>(1, s.cache.lookups + s.cache.unplanned_blocks));
     rows.push_back({.drafter = name,
                     .configuration = kConfigurations[i],
                     .speedup = Median(s.speedup),
@@ -438,7 +443,7 @@ absl::Status RunSim(const SimBenchFlags& f) {
         "the calibrated slope s and block overhead o, diluted by the prefill; at nominal = the "
         "same at the nominal alpha; medians of %d rounds; accept = accepted / verified; "
         "tok/step = tokens per target verification step, measured and the model's; cache "
-        "hits = full + partial hits per lookup (the model takes the full ones as h)\n\n",
+        "hits = full + partial hits per block (the model takes the full ones as h)\n\n",
         f.rounds);
     std::printf(
         "| drafter                | configuration    | speedup | predicted | meas/pred | at "

@@ -212,6 +212,9 @@ const cli::FlagTable& BenchSpecFlagTable() {
                   "also measure overlapped+cache: one block in flight, the next "
                   "pre-drafted for its likeliest outcomes (with --workload the default "
                   "is off, and on makes every speculative run use the cache)"},
+                 {"cache-guard", "on|off", "on",
+                  "the draft worker's cache guard: pre-draft only while the cache's hits "
+                  "save more than its pre-drafting slows the verification (measured)"},
                  {"workload", "FILE", "",
                   "run a workload suite (JSONL, bench/workloads/) instead: per category, "
                   "target-only vs each drafter at each --k K[,K..] and auto"},

@@ -119,6 +119,12 @@ void RenderWorkers(const proto::StatusReply& status, std::string* out) {
        [](const proto::MemberStatus& m) {
          return static_cast<double>(m.load().spec_cache_drafted_tokens());
        }},
+      {"splitspec_worker_spec_cache_unplanned_blocks",
+       "Draft worker: blocks its cache guard left without pre-drafting, where pre-drafting "
+       "measurably cost more than it saved (last heartbeat)",
+       [](const proto::MemberStatus& m) {
+         return static_cast<double>(m.load().spec_cache_unplanned_blocks());
+       }},
   };
   for (const Series& s : series) {
     Header(s.name, "gauge", s.help, out);

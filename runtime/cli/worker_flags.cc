@@ -70,6 +70,9 @@ FlagTable MakeDraftTable() {
        {"spec-cache", "on|off", "off",
         "speculation cache: one block in flight, and while it is verified pre-draft the next "
         "block for its likeliest outcomes (a hit is sent without drafting)"},
+       {"cache-guard", "on|off", "on",
+        "with --spec-cache: pre-draft only while the cache's hits save more than its "
+        "pre-drafting slows the verification (both measured per request)"},
        {"adaptive-window", "on|off", "off",
         "per request, choose sequential, overlapped (--lookahead) or the cache, and with "
         "assignments of draft_k 0 the block size, from measured acceptance and costs"}});
@@ -128,6 +131,12 @@ absl::Status ReadSizes(const CliArgs& parsed, WorkerFlags& flags) {
         absl::StrCat("--spec-cache must be on or off, got '", spec_cache, "'"));
   }
   flags.spec_cache = spec_cache == "on";
+  const std::string cache_guard = parsed.GetString("cache-guard", flags.cache_guard ? "on" : "off");
+  if (cache_guard != "on" && cache_guard != "off") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--cache-guard must be on or off, got '", cache_guard, "'"));
+  }
+  flags.cache_guard = cache_guard == "on";
   const std::string adaptive_window =
       parsed.GetString("adaptive-window", flags.adaptive_window ? "on" : "off");
   if (adaptive_window != "on" && adaptive_window != "off") {

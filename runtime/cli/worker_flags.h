@@ -44,6 +44,7 @@ struct WorkerFlags {
   int k = 4;
   int lookahead = 2;
   bool spec_cache = false;       // draft workers: --spec-cache on|off
+  bool cache_guard = true;       // draft workers: --cache-guard on|off
   bool adaptive_window = false;  // draft workers: --adaptive-window on|off
 };
 

@@ -27,8 +27,8 @@ std::vector<std::pair<int32_t, double>> Shares(const SparseDistribution& top, in
 
 absl::Status SpeculationCacheConfig::Validate() const {
   if (max_branches < 1)
-    return absl::InvalidArgumentError(absl::StrCat("max_branches must be >= 1, got ",
-                                                   max_branches));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_branches must be >= 1, got ", max_branches));
   if (bonus_candidates < 1)
     return absl::InvalidArgumentError(
         absl::StrCat("bonus_candidates must be >= 1, got ", bonus_candidates));
@@ -55,6 +55,7 @@ void SpeculationCacheCounters::Merge(const SpeculationCacheCounters& o) {
   lookups_rejected += o.lookups_rejected;
   hits_rejected += o.hits_rejected;
   dropped += o.dropped;
+  unplanned_blocks += o.unplanned_blocks;
 }
 
 double SpeculationCacheCounters::HitRate() const {
@@ -194,6 +195,11 @@ void SpeculationCache::Clear() {
   branches_.clear();
   block_.clear();
   budget_ = spent_ = 0;
+}
+
+void SpeculationCache::SkipBlock() {
+  Clear();
+  ++counters_.unplanned_blocks;
 }
 
 }  // namespace splitspec::spec

@@ -71,13 +71,13 @@ struct CacheOutcome {
 struct CacheBranch {
   // next_token is -1 while the all-accepted branch has not drafted its bonus pick.
   CacheOutcome outcome;
-  double probability = 0.0;            // estimated P(this outcome and this next token)
-  int wanted = 0;                      // tokens still wanted in all: block length (+1 pick)
-  int drafted = 0;                     // tokens drafted for it, the bonus pick included
-  std::vector<int32_t> tokens;         // the pre-drafted block after next_token
-  std::vector<SparseDistribution> q;   // [tokens.size()] in rejection mode, else empty
-  std::vector<SparseDistribution> top; // [tokens.size()] or empty: alternatives per token
-  bool closed = false;                 // complete, or abandoned after a draft failure
+  double probability = 0.0;             // estimated P(this outcome and this next token)
+  int wanted = 0;                       // tokens still wanted in all: block length (+1 pick)
+  int drafted = 0;                      // tokens drafted for it, the bonus pick included
+  std::vector<int32_t> tokens;          // the pre-drafted block after next_token
+  std::vector<SparseDistribution> q;    // [tokens.size()] in rejection mode, else empty
+  std::vector<SparseDistribution> top;  // [tokens.size()] or empty: alternatives per token
+  bool closed = false;                  // complete, or abandoned after a draft failure
 };
 
 // One unit of work for the caller: draft up to `tokens` tokens for branch `branch`.
@@ -87,17 +87,18 @@ struct CacheWork {
 };
 
 struct SpeculationCacheCounters {
-  uint64_t planned_blocks = 0;    // blocks the cache planned branches for
-  uint64_t branches = 0;          // branches started (at least one token drafted)
-  uint64_t drafted_tokens = 0;    // tokens drafted for branches (bonus picks included)
-  uint64_t lookups = 0;           // results looked up
-  uint64_t hits = 0;              // complete branch found: sent at once
-  uint64_t partial_hits = 0;      // branch found with part of its block drafted
-  uint64_t misses = 0;            // no drafted branch for the outcome
-  uint64_t used_tokens = 0;       // pre-drafted tokens that went out in a block
+  uint64_t planned_blocks = 0;  // blocks the cache planned branches for
+  uint64_t branches = 0;        // branches started (at least one token drafted)
+  uint64_t drafted_tokens = 0;  // tokens drafted for branches (bonus picks included)
+  uint64_t lookups = 0;         // results looked up
+  uint64_t hits = 0;            // complete branch found: sent at once
+  uint64_t partial_hits = 0;    // branch found with part of its block drafted
+  uint64_t misses = 0;          // no drafted branch for the outcome
+  uint64_t used_tokens = 0;     // pre-drafted tokens that went out in a block
   uint64_t lookups_all_accepted = 0, hits_all_accepted = 0;  // hits: full or partial
   uint64_t lookups_rejected = 0, hits_rejected = 0;
   uint64_t dropped = 0;           // plans dropped without a lookup (new epoch, resync)
+  uint64_t unplanned_blocks = 0;  // blocks left without a plan (the caller's SkipBlock)
 
   void Merge(const SpeculationCacheCounters& other);
   // (hits + partial_hits) / lookups; 0 without lookups.
@@ -115,8 +116,7 @@ class SpeculationCache {
   // `alpha` in [0, 1]; `branch_tokens` >= 1 the next block's length; `budget` >= 0
   // draft tokens this block's branches may spend. An empty block plans nothing.
   void Plan(uint64_t epoch, uint64_t block_sequence, absl::Span<const int32_t> block,
-            absl::Span<const SparseDistribution> top, double alpha, int branch_tokens,
-            int budget);
+            absl::Span<const SparseDistribution> top, double alpha, int branch_tokens, int budget);
 
   // The next work while the budget lasts: the most probable open branch. nullopt
   // when nothing is planned or left.
@@ -130,8 +130,8 @@ class SpeculationCache {
   // Appends drafted tokens to `branch` (q, top: parallel to tokens, or empty). For
   // the all-accepted branch without a bonus pick, the first token is that pick and
   // its `top` row adds the other bonus candidates. Charges the budget.
-  void Extend(int branch, absl::Span<const int32_t> tokens,
-              absl::Span<const SparseDistribution> q, absl::Span<const SparseDistribution> top);
+  void Extend(int branch, absl::Span<const int32_t> tokens, absl::Span<const SparseDistribution> q,
+              absl::Span<const SparseDistribution> top);
   // Stops drafting `branch` (its drafter failed); what it has stays usable.
   void Close(int branch);
 
@@ -142,6 +142,9 @@ class SpeculationCache {
 
   // Drops every entry without a lookup (a new epoch or a resync made them stale).
   void Clear();
+  // The block just sent gets no plan (the caller judged pre-drafting not worth it):
+  // Clear, counted as unplanned_blocks.
+  void SkipBlock();
 
   bool planned() const { return planned_; }
   uint64_t block_sequence() const { return block_sequence_; }

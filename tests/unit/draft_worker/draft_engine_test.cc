@@ -622,6 +622,38 @@ TEST_F(DraftEngineCacheTest, ATargetOnlyStepDropsThePlanWithoutALookup) {
   EXPECT_EQ(engine_->counters().cache_blocks_sent, 0u);
 }
 
+// The cache guard (runtime/spec/cache_worth.h) in the engine: a block verified
+// while the draft pre-drafted takes 15 ms, one verified with the draft idle 10 ms,
+// and no pre-drafted branch ever hits (each block is rejected at its first token
+// with a correction no branch guessed). Once both sides are timed, the cache
+// pre-drafts only for its probes (one block in 16), and counts the rest.
+TEST_F(DraftEngineCacheTest, TheGuardStopsPreDraftingThatSlowsTheTargetAndNeverHits) {
+  absl::Time now = absl::UnixEpoch();
+  DraftEngineOptions options;
+  options.spec_cache = true;
+  options.cache.min_probability = 0.0;
+  options.cache_budget_factor = 100;
+  options.clock = [&now] { return now; };
+  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", 3, /*max_tokens=*/1000)).ok());
+  std::vector<int32_t> committed = kPrompt;
+  int busy_blocks_late = 0;
+  for (int block = 0; block < 64; ++block) {
+    std::vector<proto::DraftBlock> sent = Step();
+    ASSERT_EQ(sent.size(), 1u) << "block " << block;
+    ASSERT_EQ(static_cast<int>(sent[0].start()), static_cast<int>(committed.size()));
+    const bool busy = FillCache() > 0;
+    if (block >= 32 && busy) ++busy_blocks_late;
+    now += absl::Milliseconds(busy ? 15 : 10);
+    const int32_t unguessed = (FakeDrafter::NextToken(committed) + 5) % FakeDrafter::kVocab;
+    ASSERT_EQ(Verify(sent[0], 0, unguessed, block + 1), ResultAction::kApplied);
+    committed.push_back(unguessed);
+  }
+  EXPECT_EQ(busy_blocks_late, 2) << "blocks 32..63: the probes at blocks 48 and 64 (1-based)";
+  EXPECT_GE(engine_->cache_counters().unplanned_blocks, 30u);
+  EXPECT_EQ(engine_->cache_counters().hits + engine_->cache_counters().partial_hits, 0u);
+}
+
 TEST_F(DraftEngineTest, AdaptiveWindowChoosesTheScheduleFromThePriors) {
   // Priors: alpha 0.6, C 10, slope 0.25, k 3 (runtime/spec/adaptive_window.h):
   // sequential 1.06x beats overlapped 1.02x, so even with lookahead 2 one block
