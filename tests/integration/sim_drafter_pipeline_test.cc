@@ -85,6 +85,17 @@ INSTANTIATE_TEST_SUITE_P(AlphaAndLookahead, SimDrafterPipelineTest,
                          ::testing::Values(SimCase{1.0, 1}, SimCase{1.0, 2}, SimCase{0.0, 1},
                                            SimCase{0.0, 2}, SimCase{0.7, 1}, SimCase{0.7, 2}));
 
+// The number after `key` in a JSON line; -1 (and a failure) if there is none.
+double NumberAfter(const std::string& line, const char* key) {
+  const size_t at = line.find(key);
+  double value = -1;
+  if (at == std::string::npos || !absl::SimpleAtod(line.substr(at + std::strlen(key), 6), &value)) {
+    ADD_FAILURE() << key << " is not followed by a number: " << line;
+    return -1;
+  }
+  return value;
+}
+
 // `splitspec bench spec --drafters 'sim:..' --json` on the tiny chat model: one object per
 // configuration, each measured (alpha 1: every verified draft accepted); only
 // overlapped+cache has cache hit rates, numbers in [0, 1] (how many hit depends on timing).
@@ -117,22 +128,14 @@ TEST(SimBenchTest, JsonRowsPerConfiguration) {
   }
   // The calibrated model inputs (measured on the pipeline), the same in every row.
   for (const char* key : {"\"verify_slope\":", "\"block_overhead\":"}) {
+    EXPECT_GE(NumberAfter(lines[0], key), 0.0) << lines[0];
     const size_t at = lines[0].find(key);
-    ASSERT_NE(at, std::string::npos) << lines[0];
-    double value = -1;
-    ASSERT_TRUE(absl::SimpleAtod(lines[0].substr(at + std::strlen(key), 6), &value))
-        << key << " is not a number: " << lines[0];
-    EXPECT_GE(value, 0.0) << lines[0];
     const std::string field = lines[0].substr(at, lines[0].find_first_of(",}", at) - at);
     EXPECT_NE(lines[1].find(field), std::string::npos) << lines[1];
     EXPECT_NE(lines[2].find(field), std::string::npos) << lines[2];
   }
   for (const char* key : {"\"cache_hit_rate\":", "\"cache_partial_hit_rate\":"}) {
-    const size_t at = lines[2].find(key);
-    ASSERT_NE(at, std::string::npos) << lines[2];
-    double rate = -1;
-    ASSERT_TRUE(absl::SimpleAtod(lines[2].substr(at + std::strlen(key), 6), &rate))
-        << key << " is not a number: " << lines[2];
+    const double rate = NumberAfter(lines[2], key);
     EXPECT_GE(rate, 0.0) << lines[2];
     EXPECT_LE(rate, 1.0) << lines[2];
   }
