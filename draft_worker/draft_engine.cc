@@ -67,7 +67,11 @@ absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
     state.cache.emplace(options_.cache);
     if (options_.cache_guard) {
       RETURN_IF_ERROR(options_.cache_worth.Validate());
-      state.cache_worth.emplace(options_.cache_worth);
+      if (learned_cache_worth_.has_value()) {
+        state.cache_worth = learned_cache_worth_;
+      } else {
+        state.cache_worth.emplace(options_.cache_worth);
+      }
     }
   }
   const int max_new = assignment.params().max_tokens() > 0
@@ -94,6 +98,10 @@ void DraftEngine::Release(const std::string& request_id) {
   // A request that measured nothing (and was not found hopeless) leaves the verdict.
   if (it->second.adaptive_k && (adaptive.measured_costs() || adaptive.Hopeless()))
     drafter_hopeless_ = adaptive.Hopeless();
+  // What the cache costs and saves is the drafter's and the hardware's, not the
+  // request's: the next request starts from it instead of bootstrapping.
+  if (it->second.cache_worth.has_value() && it->second.cache_worth->measured())
+    learned_cache_worth_ = it->second.cache_worth;
   requests_.erase(it);
   drafter_->Release(request_id);
 }

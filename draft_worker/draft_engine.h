@@ -89,7 +89,8 @@ struct DraftEngineOptions {
   spec::SpeculationCacheConfig cache;
   int cache_alternatives = 3;        // guesses the drafter reports per drafted position
   double cache_budget_factor = 1.0;  // x the draft tokens that fit in one verification
-  // Per request, pre-draft only while it measurably pays (runtime/spec/cache_worth.h):
+  // Per request, pre-draft only while it measurably pays (runtime/spec/cache_worth.h;
+  // a new request starts from the last released request's measurements):
   // where draft and target share cores or a memory bus, pre-drafting slows the
   // verification it overlaps, and a draft whose pre-drafts seldom hit loses more
   // there than its hits save. False: pre-draft for every block.
@@ -287,7 +288,10 @@ class DraftEngine {
   std::map<std::string, RequestState> requests_;
   DraftCounters counters_;
   spec::SpeculationCacheCounters released_cache_;  // of released requests
-  bool drafter_hopeless_ = false;         // the verdict of the last finished adaptive request
+  bool drafter_hopeless_ = false;  // the verdict of the last finished adaptive request
+  // The cache guard's estimates of the last released request that measured them:
+  // new requests start from them (options.cache_guard).
+  std::optional<spec::CacheWorth> learned_cache_worth_;
   uint64_t hopeless_candidates_ = 0;      // adaptive starts while drafter_hopeless_
   double draft_seconds_per_token_ = 0.0;  // measured over the last Propose call
   // T_verify(k) of this worker's target(s), shared by the adaptive controllers:

@@ -61,6 +61,9 @@ class CacheWorth {
   bool Worth() const;
   double CostSeconds() const;  // (busy - idle) x the last T(k); 0 while unmeasured
   double GainSeconds() const;  // 0 before the first lookup
+  // Both sides timed (min_samples each) and a lookup made: the estimates are
+  // worth carrying to the drafter's next request.
+  bool measured() const { return Measured(); }
   int64_t blocks() const { return blocks_; }
   int64_t unplanned() const { return unplanned_; }
 

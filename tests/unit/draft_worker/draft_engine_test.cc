@@ -652,6 +652,12 @@ TEST_F(DraftEngineCacheTest, TheGuardStopsPreDraftingThatSlowsTheTargetAndNeverH
   EXPECT_EQ(busy_blocks_late, 2) << "blocks 32..63: the probes at blocks 48 and 64 (1-based)";
   EXPECT_GE(engine_->cache_counters().unplanned_blocks, 30u);
   EXPECT_EQ(engine_->cache_counters().hits + engine_->cache_counters().partial_hits, 0u);
+  // The next request starts from these measurements: no bootstrap pre-drafting.
+  engine_->Release("r");
+  ASSERT_TRUE(engine_->AddRequest(Assign("s", 3, /*max_tokens=*/1000)).ok());
+  std::vector<proto::DraftBlock> sent = Step();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(FillCache(), 0);
 }
 
 TEST_F(DraftEngineTest, AdaptiveWindowChoosesTheScheduleFromThePriors) {
