@@ -59,6 +59,7 @@
 #include "tools/bench_tokens.h"
 #include "tools/commands.h"
 #include "tools/default_paths.h"
+#include "tools/median.h"
 #include "tools/run_breakdown.h"
 #include "tools/sim_drafter.h"
 
@@ -115,11 +116,6 @@ absl::StatusOr<SimBenchFlags> ParseSimFlags(const CommandArgs& argv) {
   if (f.drafters.empty())
     return absl::InvalidArgumentError("no sim drafters: give --sim-grid or --drafters 'sim:..'");
   return f;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
 struct TargetTimings {

@@ -31,6 +31,7 @@
 #include "runtime/model/transformer.h"
 #include "tools/bench_tokens.h"
 #include "tools/commands.h"
+#include "tools/median.h"
 
 namespace splitspec::tools {
 namespace {
@@ -86,12 +87,6 @@ double ProcessCpuMs() {
   timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return 1e3 * static_cast<double>(ts.tv_sec) + 1e-6 * static_cast<double>(ts.tv_nsec);
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // The model on --device with room for the prompt and the largest block.

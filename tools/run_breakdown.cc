@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "tools/median.h"
 
 namespace splitspec::tools {
 namespace {
@@ -30,13 +31,7 @@ bool Known(absl::Time t) { return t != absl::InfinitePast(); }
 
 }  // namespace
 
-double RunBreakdown::Sum::Median() const {
-  if (values.empty()) return 0.0;
-  std::vector<double> sorted = values;
-  const size_t middle = sorted.size() / 2;
-  std::nth_element(sorted.begin(), sorted.begin() + middle, sorted.end());
-  return sorted[middle];
-}
+double RunBreakdown::Sum::Median() const { return tools::Median(values); }
 
 void RunBreakdown::Merge(const RunBreakdown& o) {
   for (auto [mine, theirs] : {std::pair{&transit, &o.transit},
