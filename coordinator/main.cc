@@ -39,19 +39,19 @@ absl::StatusOr<splitspec::coordinator::CoordinatorOptions> ParseOptions(
   splitspec::coordinator::CoordinatorOptions options;
   options.control_endpoint = parsed.GetString("control", options.control_endpoint);
   *endpoint_file = parsed.GetString("endpoint-file", "");
-  ASSIGN_OR_RETURN(int64_t heartbeat_ms, parsed.GetInt("heartbeat-ms", 500));
-  ASSIGN_OR_RETURN(int64_t suspect_after, parsed.GetInt("suspect-after", 2));
-  ASSIGN_OR_RETURN(int64_t dead_after, parsed.GetInt("dead-after", 5));
+  ASSIGN_OR_RETURN(int64_t heartbeat_ms, parsed.GetInt<int64_t>("heartbeat-ms", 500));
+  ASSIGN_OR_RETURN(int suspect_after, parsed.GetInt<int>("suspect-after", 2));
+  ASSIGN_OR_RETURN(int dead_after, parsed.GetInt<int>("dead-after", 5));
   options.membership.heartbeat_interval = absl::Milliseconds(heartbeat_ms);
-  options.membership.suspect_after_missed = static_cast<int>(suspect_after);
-  options.membership.dead_after_missed = static_cast<int>(dead_after);
-  ASSIGN_OR_RETURN(int64_t drain_timeout_ms, parsed.GetInt("drain-timeout-ms", 30000));
+  options.membership.suspect_after_missed = suspect_after;
+  options.membership.dead_after_missed = dead_after;
+  ASSIGN_OR_RETURN(int64_t drain_timeout_ms, parsed.GetInt<int64_t>("drain-timeout-ms", 30000));
   if (drain_timeout_ms < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--drain-timeout-ms must be >= 0, got ", drain_timeout_ms));
   }
   options.router.drain_timeout = absl::Milliseconds(drain_timeout_ms);
-  ASSIGN_OR_RETURN(int64_t queue_timeout_ms, parsed.GetInt("queue-timeout-ms", 30000));
+  ASSIGN_OR_RETURN(int64_t queue_timeout_ms, parsed.GetInt<int64_t>("queue-timeout-ms", 30000));
   if (queue_timeout_ms < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--queue-timeout-ms must be >= 1, got ", queue_timeout_ms));

@@ -48,7 +48,7 @@ struct BenchFlags {
 };
 
 absl::StatusOr<int> PositiveInt(const CliArgs& args, const std::string& name, int fallback) {
-  ASSIGN_OR_RETURN(int64_t v, args.GetInt(name, fallback));
+  ASSIGN_OR_RETURN(int v, args.GetInt<int>(name, fallback));
   if (v < 1 || v > (1 << 20)) {
     return absl::InvalidArgumentError(absl::StrCat("--", name, " ", v, " out of range"));
   }
@@ -65,7 +65,7 @@ absl::StatusOr<BenchFlags> ParseFlags(const CommandArgs& argv) {
   BenchFlags f;
   f.model = args.GetString("model", "");
   if (f.model.empty()) return absl::InvalidArgumentError("--model PATH is required");
-  ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
+  ASSIGN_OR_RETURN(int threads, args.GetInt<int>("threads", 0));
   if (threads < 0 || threads > 1024) {
     return absl::InvalidArgumentError(absl::StrCat("--threads ", threads, " out of range"));
   }

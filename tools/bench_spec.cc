@@ -198,9 +198,9 @@ absl::StatusOr<BenchFlags> ParseFlags(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, BenchSpecFlagTable()));
   BenchFlags f;
   f.model = args.GetString("model", DefaultModelPath());
-  ASSIGN_OR_RETURN(int64_t max_tokens, args.GetInt("max-tokens", 128));
-  ASSIGN_OR_RETURN(int64_t k, args.GetInt("k", 4));
-  ASSIGN_OR_RETURN(int64_t layerskip, args.GetInt("layerskip", 24));
+  ASSIGN_OR_RETURN(int max_tokens, args.GetInt<int>("max-tokens", 128));
+  ASSIGN_OR_RETURN(int k, args.GetInt<int>("k", 4));
+  ASSIGN_OR_RETURN(int layerskip, args.GetInt<int>("layerskip", 24));
   if (max_tokens < 8 || max_tokens > 2048)
     return absl::InvalidArgumentError("--max-tokens must be in [8, 2048]");
   if (k < 1 || k > 16) return absl::InvalidArgumentError("--k must be in [1, 16]");

@@ -91,8 +91,8 @@ absl::StatusOr<SimBenchFlags> ParseSimFlags(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, BenchSpecFlagTable()));
   SimBenchFlags f;
   f.model = args.GetString("model", DefaultModelPath());
-  ASSIGN_OR_RETURN(int64_t max_tokens, args.GetInt("max-tokens", f.max_tokens));
-  ASSIGN_OR_RETURN(int64_t k, args.GetInt("k", f.k));
+  ASSIGN_OR_RETURN(int max_tokens, args.GetInt<int>("max-tokens", f.max_tokens));
+  ASSIGN_OR_RETURN(int k, args.GetInt<int>("k", f.k));
   if (max_tokens < 8 || max_tokens > 2048)
     return absl::InvalidArgumentError("--max-tokens must be in [8, 2048]");
   if (k < 1 || k > 16) return absl::InvalidArgumentError("--k must be in [1, 16]");
@@ -100,7 +100,7 @@ absl::StatusOr<SimBenchFlags> ParseSimFlags(const CommandArgs& argv) {
   f.k = static_cast<int>(k);
   f.json = args.Has("json");
   f.trace_dir = args.GetString("trace-dir", "");
-  ASSIGN_OR_RETURN(int64_t rounds, args.GetInt("rounds", kSimRounds));
+  ASSIGN_OR_RETURN(int rounds, args.GetInt<int>("rounds", kSimRounds));
   if (rounds < 1 || rounds > 100) return absl::InvalidArgumentError("--rounds must be in [1, 100]");
   f.rounds = static_cast<int>(rounds);
   if (args.Has("sim-grid")) f.drafters = SimGrid();

@@ -66,7 +66,7 @@ struct WorkloadBenchFlags {
 
 absl::StatusOr<int> BoundedInt(const CliArgs& args, const char* flag, int fallback, int low,
                                int high) {
-  ASSIGN_OR_RETURN(int64_t value, args.GetInt(flag, fallback));
+  ASSIGN_OR_RETURN(int value, args.GetInt<int>(flag, fallback));
   if (value < low || value > high) {
     return absl::InvalidArgumentError(
         absl::StrCat("--", flag, " must be in [", low, ", ", high, "], got ", value));

@@ -51,9 +51,9 @@ absl::StatusOr<VerifyFlags> ParseVerifyFlags(const CommandArgs& argv) {
   VerifyFlags f;
   f.model = args.GetString("model", "");
   if (f.model.empty()) return absl::InvalidArgumentError("--model PATH is required");
-  ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
-  ASSIGN_OR_RETURN(int64_t prompt, args.GetInt("prompt-tokens", f.prompt_tokens));
-  ASSIGN_OR_RETURN(int64_t repeats, args.GetInt("repeats", f.repeats));
+  ASSIGN_OR_RETURN(int threads, args.GetInt<int>("threads", 0));
+  ASSIGN_OR_RETURN(int prompt, args.GetInt<int>("prompt-tokens", f.prompt_tokens));
+  ASSIGN_OR_RETURN(int repeats, args.GetInt<int>("repeats", f.repeats));
   if (threads < 0 || threads > 1024) {
     return absl::InvalidArgumentError(absl::StrCat("--threads ", threads, " out of range"));
   }

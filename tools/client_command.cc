@@ -26,8 +26,8 @@
 #include "runtime/tokenizer/detokenizer.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
 #include "tools/commands.h"
-#include "tools/guidance_flags.h"
 #include "tools/default_paths.h"
+#include "tools/guidance_flags.h"
 
 namespace splitspec::tools {
 namespace {
@@ -59,20 +59,20 @@ absl::Status Run(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(std::unique_ptr<model::GgufFile> file, model::GgufFile::Open(model_path));
   ASSIGN_OR_RETURN(model::Tokenizer tokenizer, model::LoadTokenizerFromGguf(*file));
   ASSIGN_OR_RETURN(std::vector<int32_t> prompt, PromptTokens(args, tokenizer, *file));
-  ASSIGN_OR_RETURN(int64_t max_tokens, args.GetInt("max-tokens", 128));
+  ASSIGN_OR_RETURN(uint32_t max_tokens, args.GetInt<uint32_t>("max-tokens", 128));
   ASSIGN_OR_RETURN(double temperature, args.GetDouble("temperature", 0.0));
-  ASSIGN_OR_RETURN(int64_t top_k, args.GetInt("top-k", 0));
+  ASSIGN_OR_RETURN(int32_t top_k, args.GetInt<int32_t>("top-k", 0));
   ASSIGN_OR_RETURN(double top_p, args.GetDouble("top-p", 1.0));
-  ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", 0));
+  ASSIGN_OR_RETURN(int64_t seed, args.GetInt<int64_t>("seed", 0));  // >= 0 (its int_range)
   ASSIGN_OR_RETURN(GuidanceFlagValues guidance, ParseGuidanceFlags(args));
 
   proto::SubmitRequest submit;
   submit.set_request_id(absl::StrCat("client-", getpid()));
   submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
   proto::SamplingParams* params = submit.mutable_params();
-  params->set_max_tokens(static_cast<uint32_t>(max_tokens));
+  params->set_max_tokens(max_tokens);
   params->set_temperature(static_cast<float>(temperature));
-  params->set_top_k(static_cast<int32_t>(top_k));
+  params->set_top_k(top_k);
   params->set_top_p(static_cast<float>(top_p));
   params->set_seed(static_cast<uint64_t>(seed));
   RETURN_IF_ERROR(ApplyGuidance(guidance, tokenizer, params));

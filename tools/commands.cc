@@ -18,11 +18,14 @@ const cli::FlagTable& Table(cli::FlagTable table) {
 }
 
 std::vector<cli::Flag> SamplingFlags() {
-  return {{"max-tokens", "N", "128", "tokens to generate at most"},
+  // The ranges are those of SamplingParams' fields (max_tokens uint32, top_k int32); a
+  // seed is an int64 >= 0, as OpenAI's is (SamplingParams.seed is a uint64).
+  return {{"max-tokens", "N", "128", "tokens to generate at most", cli::IntRangeOf<uint32_t>()},
           {"temperature", "T", "0", "sampling temperature; 0 = greedy"},
-          {"top-k", "K", "0", "keep the K most likely tokens; 0 = all"},
+          {"top-k", "K", "0", "keep the K most likely tokens; 0 = all", cli::IntRangeOf<int32_t>()},
           {"top-p", "P", "1", "nucleus sampling mass"},
-          {"seed", "S", "0", "sampling seed"},
+          {"seed", "S", "0", "sampling seed, in [0, 2^63)",
+           cli::IntRange{0, std::numeric_limits<int64_t>::max()}},
           {"verify", "MODE", "", "greedy, rejection or coupled verification"}};
 }
 
@@ -49,7 +52,8 @@ const cli::FlagTable& StatusFlagTable() {
       {.command = "splitspec status",
        .summary = "print the coordinator's membership table as one JSON object",
        .flags = {{"coordinator", "ENDPOINT", kCoordinator, "the coordinator's control endpoint"},
-                 {"timeout-ms", "N", "3000", "how long to wait for the reply"}}});
+                 {"timeout-ms", "N", "3000", "how long to wait for the reply",
+                  cli::IntRangeOf<int64_t>()}}});
   return table;
 }
 
@@ -69,14 +73,19 @@ const cli::FlagTable& ServeFlagTable() {
                  {"draft", "PATH", "",
                   "the draft model (models.draft, every pool's draft_model; drafter 'model')"},
                  {"drafter", "NAME", "", "every pool's drafter: ngram, model or layerskip:L"},
-                 {"drafts", "N", "", "the count of the config's only draft pool"},
-                 {"targets", "N", "", "N copies of the config's only target group, NAME-0.."},
-                 {"target-tp", "N", "", "every target group's tensor-parallel size"},
-                 {"threads", "N", "", "every target group's compute threads"},
+                 {"drafts", "N", "", "the count of the config's only draft pool",
+                  cli::IntRangeOf<int>()},
+                 {"targets", "N", "", "N copies of the config's only target group, NAME-0..",
+                  cli::IntRangeOf<int>()},
+                 {"target-tp", "N", "", "every target group's tensor-parallel size",
+                  cli::IntRangeOf<int>()},
+                 {"threads", "N", "", "every target group's compute threads",
+                  cli::IntRangeOf<int>()},
                  {"log-dir", "DIR", "", "where process logs go (cluster.run_dir)"},
                  {"max-restarts", "N", "5",
                   "restarts of one worker allowed within --restart-window-s; one more death "
-                  "stops the cluster (0: never restart)"},
+                  "stops the cluster (0: never restart)",
+                  cli::IntRangeOf<int>()},
                  {"restart-window-s", "S", "60",
                   "the window --max-restarts counts in; the back-off (250 ms, doubling, at "
                   "most 8 s) starts over after a window without a restart"}},
@@ -111,7 +120,8 @@ const cli::FlagTable& LogitsFlagTable() {
                         "position's logits as one JSON line",
              .flags = {{"model", "PATH", "", "the model's GGUF (required)"},
                        {"prompt-ids", "1,2,3", "", "the prompt's token ids (required)"},
-                       {"threads", "N", "0", "compute threads; 0 = one per core"},
+                       {"threads", "N", "0", "compute threads; 0 = one per core",
+                        cli::IntRangeOf<int>()},
                        {"all-positions", "", "", "print one row per prompt position"}}});
   return table;
 }
@@ -157,12 +167,16 @@ const cli::FlagTable& GenerateFlagTable() {
                  {"prompt-ids", "1,2,3", "", "the prompt as token ids (or --prompt)"},
                  {"min-p", "P", "0", "drop tokens below P times the most likely one"},
                  {"k", "K|auto", "4", "draft tokens per block; auto adapts k per block"},
-                 {"samples", "M", "1", "samples to generate; sample i uses seed S + i"},
-                 {"threads", "N", "0", "the target's compute threads; 0 = one per core"},
-                 {"draft-threads", "N", "1", "the draft model's compute threads"},
+                 {"samples", "M", "1", "samples to generate; sample i uses seed S + i",
+                  cli::IntRangeOf<int>()},
+                 {"threads", "N", "0", "the target's compute threads; 0 = one per core",
+                  cli::IntRangeOf<int>()},
+                 {"draft-threads", "N", "1", "the draft model's compute threads",
+                  cli::IntRangeOf<int>()},
                  DeviceFlag(),
                  CudaGraphsFlag(),
-                 {"target-tp", "N", "1", "the target as a tensor-parallel group of N (1, 2, 4, 8)"},
+                 {"target-tp", "N", "1", "the target as a tensor-parallel group of N (1, 2, 4, 8)",
+                  cli::IntRangeOf<int>()},
                  {"trace", "FILE", "", "write a Chrome trace of the workers' busy intervals"},
                  {"sequential", "", "", "the draft waits for each verification (lookahead 1)"},
                  {"ignore-eos", "", "", "do not stop at an end-of-generation token"},
@@ -176,12 +190,16 @@ const cli::FlagTable& BenchDecodeFlagTable() {
       Table({.command = "splitspec bench decode",
              .summary = "forward-pass benchmark of one model: decode, prefill, memory floor",
              .flags = {{"model", "PATH", "", "the model's GGUF (required)"},
-                       {"threads", "N", "0", "compute threads; 0 = one per core"},
+                       {"threads", "N", "0", "compute threads; 0 = one per core",
+                        cli::IntRangeOf<int>()},
                        DeviceFlag(),
                        CudaGraphsFlag(),
-                       {"prompt-tokens", "N", "32", "prompt length before decoding"},
-                       {"decode-tokens", "N", "128", "greedy decode steps timed"},
-                       {"prefill-tokens", "N", "512", "tokens of the timed prefill"},
+                       {"prompt-tokens", "N", "32", "prompt length before decoding",
+                        cli::IntRangeOf<int>()},
+                       {"decode-tokens", "N", "128", "greedy decode steps timed",
+                        cli::IntRangeOf<int>()},
+                       {"prefill-tokens", "N", "512", "tokens of the timed prefill",
+                        cli::IntRangeOf<int>()},
                        {"batch", "LIST", "1",
                         "also decode B sequences together for each B > 1 in the list "
                         "(aggregate tok/s)"}}});
@@ -194,9 +212,12 @@ const cli::FlagTable& BenchSpecFlagTable() {
        .summary = "tokens/s of target-only, sequential and overlapped speculative decoding "
                   "through the in-process pipeline, and the transport cost per round",
        .flags = {{"model", "PATH", kDefaultModel, "the model's GGUF"},
-                 {"max-tokens", "N", "128", "tokens per run, in [8, 2048]"},
-                 {"k", "K", "4", "draft tokens per block, in [1, 16]"},
-                 {"layerskip", "L", "24", "the layers the layerskip drafter keeps"},
+                 {"max-tokens", "N", "128", "tokens per run, in [8, 2048]",
+                  cli::IntRangeOf<int>()},
+                 {"k", "K", "4", "draft tokens per block, in [1, 16]",
+                  cli::IntRangeOf<int>()},
+                 {"layerskip", "L", "24", "the layers the layerskip drafter keeps",
+                  cli::IntRangeOf<int>()},
                  {"drafters", "LIST", "ngram,layerskip,self",
                   "the drafters to measure (with --workload also lookup; without it "
                   "also sim:alpha=A,ratio=C); commas separate drafters, except that a "
@@ -207,7 +228,8 @@ const cli::FlagTable& BenchSpecFlagTable() {
                   "its hit rate) beside the pipeline model's"},
                  {"trace-dir", "DIR", "", "write a Chrome trace per run there"},
                  {"rounds", "N", "5",
-                  "with sim drafters: rounds per drafter, in [1, 100] (rows give medians)"},
+                  "with sim drafters: rounds per drafter, in [1, 100] (rows give medians)",
+                  cli::IntRangeOf<int>()},
                  {"spec-cache", "on|off", "on",
                   "also measure overlapped+cache: one block in flight, the next "
                   "pre-drafted for its likeliest outcomes (with --workload the default "
@@ -220,9 +242,12 @@ const cli::FlagTable& BenchSpecFlagTable() {
                   "target-only vs each drafter at each --k K[,K..] and auto"},
                  {"limit", "N", "0",
                   "with --workload: the first N requests per category; "
-                  "0 = all"},
-                 {"threads", "N", "1", "with --workload: the target's threads"},
-                 {"lookahead", "N", "2", "with --workload: blocks in flight per request"},
+                  "0 = all",
+                  cli::IntRangeOf<int>()},
+                 {"threads", "N", "1", "with --workload: the target's threads",
+                  cli::IntRangeOf<int>()},
+                 {"lookahead", "N", "2", "with --workload: blocks in flight per request",
+                  cli::IntRangeOf<int>()},
                  {"guidance-scale", "S", "1",
                   "with --workload: also run every configuration with classifier-free "
                   "guidance at S (unconditional prompt: BOS + the empty chat)"},
@@ -246,11 +271,14 @@ const cli::FlagTable& BenchVerifyFlagTable() {
              .summary = "the cost of a verification block: whole-model forward time of k new "
                         "tokens after a prompt, relative to k = 1",
              .flags = {{"model", "PATH", "", "the model's GGUF (required)"},
-                       {"threads", "N", "0", "compute threads; 0 = one per core"},
+                       {"threads", "N", "0", "compute threads; 0 = one per core",
+                        cli::IntRangeOf<int>()},
                        DeviceFlag(),
                        CudaGraphsFlag(),
-                       {"prompt-tokens", "N", "32", "prompt length before the timed forwards"},
-                       {"repeats", "N", "30", "rounds over every k (medians and minima)"},
+                       {"prompt-tokens", "N", "32", "prompt length before the timed forwards",
+                        cli::IntRangeOf<int>()},
+                       {"repeats", "N", "30", "rounds over every k (medians and minima)",
+                        cli::IntRangeOf<int>()},
                        {"k", "LIST", "1,2,3,5,8,9,16", "block sizes to time; must start with 1"}}});
   return table;
 }
@@ -261,7 +289,8 @@ const cli::FlagTable& PlanFlagTable() {
              .summary = "the analytic speedup model for sequential and overlapped draft/verify",
              .flags = {{"alpha", "A", "", "acceptance rate in [0, 1] (required)"},
                        {"cost-ratio", "C", "", "T_target / T_draft, > 0 (required)"},
-                       {"k", "K", "the optimum", "draft tokens per block, in [1, 100]"},
+                       {"k", "K", "the optimum", "draft tokens per block, in [1, 100]",
+                        cli::IntRangeOf<int>()},
                        {"verify-slope", "S", "0",
                         "verify cost growth: a forward of k + 1 tokens costs 1 + S k target "
                         "steps (bench verify)"},
@@ -285,7 +314,8 @@ const cli::FlagTable& KeygenFlagTable() {
                   "draft worker key is asked for)"},
                  {"draft-workers", "N", "0",
                   "also write draft.d/draft-0 .. draft-(N-1): a key of its own for each draft "
-                  "worker started with --name draft-I"},
+                  "worker started with --name draft-I",
+                  cli::IntRangeOf<int>()},
                  {"draft-worker", "NAME", "",
                   "also write draft.d/NAME for the draft worker started with --name NAME "
                   "(comma-separated for several)"}}});
@@ -304,13 +334,17 @@ const cli::FlagTable& ScaleFlagTable() {
                  {"drafter", "NAME", "model with --draft-model, else ngram",
                   "new draft workers' drafter"},
                  {"draft-model", "PATH", "", "new draft workers' draft model"},
-                 {"threads", "N", "0", "new target workers' threads; 0 = one per core"},
-                 {"target-tp", "N", "1", "ranks per new target group"},
+                 {"threads", "N", "0", "new target workers' threads; 0 = one per core",
+                  cli::IntRangeOf<int>()},
+                 {"target-tp", "N", "1", "ranks per new target group",
+                  cli::IntRangeOf<int>()},
                  {"host", "ADDR", "127.0.0.1", "where new target workers bind their data endpoint"},
                  {"log-dir", "DIR", "build/cluster", "new workers' logs"},
                  {"drain-timeout-ms", "N", "0",
-                  "a draining group's time to finish; 0 = the coordinator's"},
-                 {"wait-s", "N", "120", "how long to wait for workers to register or leave"},
+                  "a draining group's time to finish; 0 = the coordinator's",
+                  cli::IntRangeOf<int>()},
+                 {"wait-s", "N", "120", "how long to wait for workers to register or leave",
+                  cli::IntRangeOf<int64_t>()},
                  {"force", "", "off",
                   "allow draining the last target group (only while no request waits or runs)"}}});
   return table;

@@ -68,12 +68,12 @@ struct GenerateFlags {
 
 absl::Status ParseSampling(const CliArgs& args, GenerateFlags& f) {
   ASSIGN_OR_RETURN(double temperature, args.GetDouble("temperature", 0.0));
-  ASSIGN_OR_RETURN(int64_t top_k, args.GetInt("top-k", 0));
+  ASSIGN_OR_RETURN(int32_t top_k, args.GetInt<int32_t>("top-k", 0));
   ASSIGN_OR_RETURN(double top_p, args.GetDouble("top-p", 1.0));
   ASSIGN_OR_RETURN(double min_p, args.GetDouble("min-p", 0.0));
-  ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", 0));
+  ASSIGN_OR_RETURN(int64_t seed, args.GetInt<int64_t>("seed", 0));  // >= 0 (its int_range)
   f.params.set_temperature(static_cast<float>(temperature));
-  f.params.set_top_k(static_cast<int32_t>(top_k));
+  f.params.set_top_k(top_k);
   f.params.set_top_p(static_cast<float>(top_p));
   f.params.set_min_p(static_cast<float>(min_p));
   f.params.set_seed(static_cast<uint64_t>(seed));
@@ -105,11 +105,11 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
   if (f.has_prompt_text == !f.prompt_ids.empty()) {
     return absl::InvalidArgumentError("give exactly one of --prompt TEXT and --prompt-ids 1,2,3");
   }
-  ASSIGN_OR_RETURN(int64_t max_tokens, args.GetInt("max-tokens", 128));
-  ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
-  ASSIGN_OR_RETURN(int64_t draft_threads, args.GetInt("draft-threads", 1));
-  ASSIGN_OR_RETURN(int64_t samples, args.GetInt("samples", 1));
-  ASSIGN_OR_RETURN(int64_t target_tp, args.GetInt("target-tp", 1));
+  ASSIGN_OR_RETURN(int64_t max_tokens, args.GetInt<uint32_t>("max-tokens", 128));
+  ASSIGN_OR_RETURN(int threads, args.GetInt<int>("threads", 0));
+  ASSIGN_OR_RETURN(int draft_threads, args.GetInt<int>("draft-threads", 1));
+  ASSIGN_OR_RETURN(int samples, args.GetInt<int>("samples", 1));
+  ASSIGN_OR_RETURN(int target_tp, args.GetInt<int>("target-tp", 1));
   if (target_tp != 1 && target_tp != 2 && target_tp != 4 && target_tp != 8) {
     return absl::InvalidArgumentError(
         absl::StrCat("--target-tp must be 1, 2, 4 or 8, got ", target_tp));
@@ -126,9 +126,9 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
   // --k auto: the draft worker picks k per block from measured acceptance and
   // costs (runtime/spec/adaptive_draft_length.h); on the wire that is draft_k 0.
   const bool auto_k = args.GetString("k", "4") == "auto";
-  int64_t k_value = 0;
+  int k_value = 0;
   if (!auto_k) {
-    ASSIGN_OR_RETURN(k_value, args.GetInt("k", 4));
+    ASSIGN_OR_RETURN(k_value, args.GetInt<int>("k", 4));
   }
   if (max_tokens < 1 || max_tokens > (1 << 20)) {
     return absl::InvalidArgumentError(absl::StrCat("--max-tokens ", max_tokens, " out of range"));

@@ -37,7 +37,7 @@ absl::StatusOr<std::vector<net::KeyRole>> RolesNamed(const std::string& name) {
 
 // The draft workers named by --draft-workers and --draft-worker, checked.
 absl::StatusOr<std::vector<std::string>> DraftWorkersNamed(const CliArgs& parsed) {
-  ASSIGN_OR_RETURN(int64_t count, parsed.GetInt("draft-workers", 0));
+  ASSIGN_OR_RETURN(int count, parsed.GetInt<int>("draft-workers", 0));
   if (count < 0 || count > 4096)
     return absl::InvalidArgumentError(
         absl::StrCat("--draft-workers ", count, ": not in [0, 4096]"));

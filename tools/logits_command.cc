@@ -44,7 +44,7 @@ absl::StatusOr<LogitsFlags> ParseFlags(const CommandArgs& argv) {
   if (flags.ids.empty()) {
     return absl::InvalidArgumentError("--prompt-ids 1,2,3 is required (non-empty)");
   }
-  ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
+  ASSIGN_OR_RETURN(int threads, args.GetInt<int>("threads", 0));
   if (threads < 0 || threads > 1024) {
     return absl::InvalidArgumentError(absl::StrCat("--threads ", threads, " out of range"));
   }

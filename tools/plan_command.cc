@@ -59,7 +59,7 @@ absl::StatusOr<PlanInputs> ParsePlanInputs(const CommandArgs& args) {
   PlanInputs in;
   ASSIGN_OR_RETURN(in.alpha, cli.GetDouble("alpha", 0.0));
   ASSIGN_OR_RETURN(in.cost_ratio, cli.GetDouble("cost-ratio", 0.0));
-  ASSIGN_OR_RETURN(int64_t k, cli.GetInt("k", 0));
+  ASSIGN_OR_RETURN(int k, cli.GetInt<int>("k", 0));
   ASSIGN_OR_RETURN(in.verify_slope, cli.GetDouble("verify-slope", 0.0));
   ASSIGN_OR_RETURN(in.cache_hit_rate, cli.GetDouble("cache-hit-rate", 0.0));
   ASSIGN_OR_RETURN(in.block_overhead, cli.GetDouble("block-overhead", 0.0));

@@ -83,7 +83,7 @@ absl::StatusOr<ScaleFlags> ParseFlags(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, ScaleFlagTable()));
   ScaleFlags f;
   f.coordinator = args.GetString("coordinator", f.coordinator);
-  f.force = args.Has("force");
+  f.force = args.Has("force");  // a switch: false when --force=false
   ASSIGN_OR_RETURN(f.draft_delta, ParseDelta(args, "draft"));
   ASSIGN_OR_RETURN(f.target_delta, ParseDelta(args, "target-groups"));
   if (f.draft_delta == 0 && f.target_delta == 0) {
@@ -110,10 +110,10 @@ absl::StatusOr<ScaleFlags> ParseFlags(const CommandArgs& argv) {
   f.drafter = args.GetString("drafter", f.draft_model.empty() ? "ngram" : "model");
   f.host = args.GetString("host", f.host);
   f.log_dir = args.GetString("log-dir", absl::StrCat(RepositoryRoot(), "/build/cluster"));
-  ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
-  ASSIGN_OR_RETURN(int64_t target_tp, args.GetInt("target-tp", 1));
-  ASSIGN_OR_RETURN(int64_t drain_timeout_ms, args.GetInt("drain-timeout-ms", 0));
-  ASSIGN_OR_RETURN(int64_t wait_s, args.GetInt("wait-s", 120));
+  ASSIGN_OR_RETURN(int threads, args.GetInt<int>("threads", 0));
+  ASSIGN_OR_RETURN(int target_tp, args.GetInt<int>("target-tp", 1));
+  ASSIGN_OR_RETURN(int drain_timeout_ms, args.GetInt<int>("drain-timeout-ms", 0));
+  ASSIGN_OR_RETURN(int64_t wait_s, args.GetInt<int64_t>("wait-s", 120));
   if (threads < 0 || threads > 1024)
     return absl::InvalidArgumentError(absl::StrCat("--threads ", threads, " out of range"));
   if (target_tp < 1 || target_tp > 64) {

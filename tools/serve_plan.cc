@@ -36,7 +36,7 @@ absl::StatusOr<ClusterConfig> LoadBaseConfig(const CliArgs& args, const ServeEnv
 // --targets N: N copies of the config's only group, named NAME-0 .. NAME-(N-1).
 absl::Status OverrideTargets(const CliArgs& args, ClusterConfig* c) {
   if (!args.Has("targets")) return absl::OkStatus();
-  ASSIGN_OR_RETURN(int64_t n, args.GetInt("targets", 1));
+  ASSIGN_OR_RETURN(int n, args.GetInt<int>("targets", 1));
   if (n < 1 || n > 64)
     return absl::InvalidArgumentError(absl::StrCat("--targets ", n, " out of range [1, 64]"));
   if (c->target_groups.size() != 1) {
@@ -47,7 +47,7 @@ absl::Status OverrideTargets(const CliArgs& args, ClusterConfig* c) {
   if (n == 1) return absl::OkStatus();
   const config::TargetGroupConfig group = c->target_groups[0];
   c->target_groups.assign(n, group);
-  for (int64_t i = 0; i < n; ++i) {
+  for (int i = 0; i < n; ++i) {
     c->target_groups[i].name = absl::StrCat(group.name, "-", i);
     SetFieldOrigin(c, absl::StrCat("target_group[", i, "].name"), "--targets");
   }
@@ -56,14 +56,13 @@ absl::Status OverrideTargets(const CliArgs& args, ClusterConfig* c) {
 
 absl::Status OverrideDraftPools(const CliArgs& args, ClusterConfig* c) {
   if (args.Has("drafts")) {
-    ASSIGN_OR_RETURN(int64_t n, args.GetInt("drafts", 1));
+    ASSIGN_OR_RETURN(int n, args.GetInt<int>("drafts", 1));
     if (c->draft_pools.size() != 1) {
       return absl::InvalidArgumentError(
           absl::StrCat("--drafts needs a config with one [[draft_pool]]; ", c->source, " has ",
                        c->draft_pools.size(), " (edit the file instead)"));
     }
-    c->draft_pools[0].count =
-        static_cast<int>(std::clamp<int64_t>(n, -1, 65));  // out of range: validation names it
+    c->draft_pools[0].count = n;  // out of range: validation names it
     SetFieldOrigin(c, "draft_pool[0].count", "--drafts");
   }
   const std::string draft = AbsolutePath(args.GetString("draft", ""));
@@ -91,13 +90,11 @@ absl::Status OverrideTargetGroups(const CliArgs& args, ClusterConfig* c) {
   for (size_t i = 0; i < c->target_groups.size(); ++i) {
     config::TargetGroupConfig& g = c->target_groups[i];
     if (args.Has("target-tp")) {
-      ASSIGN_OR_RETURN(int64_t tp, args.GetInt("target-tp", 1));
-      g.tp = static_cast<int>(std::clamp<int64_t>(tp, -1, 1 << 20));
+      ASSIGN_OR_RETURN(g.tp, args.GetInt<int>("target-tp", 1));
       SetFieldOrigin(c, absl::StrCat("target_group[", i, "].tp"), "--target-tp");
     }
     if (args.Has("threads")) {
-      ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
-      g.threads = static_cast<int>(std::clamp<int64_t>(threads, -1, 1 << 20));
+      ASSIGN_OR_RETURN(g.threads, args.GetInt<int>("threads", 0));
       SetFieldOrigin(c, absl::StrCat("target_group[", i, "].threads"), "--threads");
     }
   }
@@ -149,11 +146,10 @@ absl::StatusOr<std::vector<std::string>> CoordinatorFlagWords(const CliArgs& arg
   for (const cli::Flag& flag : ForwardedCoordinatorFlags()) {
     if (!args.Has(flag.name)) continue;
     words.push_back(absl::StrCat("--", flag.name));
-    if (flag.value.empty()) continue;  // a switch
-    if (flag.value == "N") {
-      // Caught here, not only when the coordinator starts (and --dry-run shows it).
-      RETURN_IF_ERROR(args.GetInt(flag.name, 0).status());
-    }
+    if (flag.value.empty()) continue;  // a switch (given, so true)
+    // An integer flag's value was range-checked by CliArgs::Parse (the table
+    // keeps the coordinator's int_range), so a bad one fails here, not only
+    // when the coordinator starts (and --dry-run shows it).
     words.push_back(args.GetString(flag.name, ""));
   }
   return words;
@@ -161,10 +157,9 @@ absl::StatusOr<std::vector<std::string>> CoordinatorFlagWords(const CliArgs& arg
 
 absl::StatusOr<RestartPolicy> ParseRestartPolicy(const CliArgs& args) {
   RestartPolicy policy;
-  ASSIGN_OR_RETURN(int64_t max_restarts, args.GetInt("max-restarts", policy.max_restarts));
+  ASSIGN_OR_RETURN(policy.max_restarts, args.GetInt<int>("max-restarts", policy.max_restarts));
   ASSIGN_OR_RETURN(double window_s,
                    args.GetDouble("restart-window-s", absl::ToDoubleSeconds(policy.window)));
-  policy.max_restarts = static_cast<int>(std::clamp<int64_t>(max_restarts, -1, 1 << 20));
   policy.window = absl::Seconds(window_s);
   RETURN_IF_ERROR(policy.Validate());
   return policy;
@@ -221,8 +216,8 @@ absl::Status PrepareEphemeralKeys(ClusterConfig* config, const ServeEnvironment&
   std::error_code error;
   std::filesystem::create_directories(RunDirOf(*config, env), error);
   std::filesystem::remove_all(dir, error);  // the last run's keys: never reused
-  if (error) return absl::UnavailableError(absl::StrCat("cannot remove ", dir, ": ",
-                                                        error.message()));
+  if (error)
+    return absl::UnavailableError(absl::StrCat("cannot remove ", dir, ": ", error.message()));
   // A key of its own for every draft worker serve starts (its process name is
   // its --name, so it finds draft.d/NAME.key; a restarted worker reuses it).
   std::vector<std::string> draft_workers;

@@ -16,7 +16,7 @@ namespace {
 absl::Status Run(const CommandArgs& args) {
   ASSIGN_OR_RETURN(CliArgs parsed, CliArgs::Parse(args, StatusFlagTable()));
   const std::string endpoint = parsed.GetString("coordinator", "tcp://127.0.0.1:5555");
-  ASSIGN_OR_RETURN(int64_t timeout_ms, parsed.GetInt("timeout-ms", 3000));
+  ASSIGN_OR_RETURN(int64_t timeout_ms, parsed.GetInt<int64_t>("timeout-ms", 3000));
   RETURN_IF_ERROR(net::ConfigureProcessSecurity(net::kAdmin));
   ASSIGN_OR_RETURN(proto::StatusReply reply,
                    net::FetchCoordinatorStatus(endpoint, absl::Milliseconds(timeout_ms)));

@@ -21,14 +21,15 @@ void AppendFrontDoorFlags(cli::FlagTable* table) {
        {"api-key", "KEY", "$SPLITSPEC_API_KEY",
         "require 'Authorization: Bearer KEY' on /v1/*; empty: no authentication"},
        {"http-max-connections", "N", std::to_string(defaults.http.max_connections),
-        "open HTTP connections at most"},
+        "open HTTP connections at most", cli::IntRangeOf<int>()},
        {"http-max-in-flight", "N", std::to_string(defaults.max_in_flight),
-        "requests in flight through the front door at most"},
+        "requests in flight through the front door at most", cli::IntRangeOf<int>()},
        {"http-max-connections-per-client", "N",
         std::to_string(defaults.http.max_connections_per_client),
-        "open HTTP connections from one client address at most (more: 503 + Retry-After)"},
+        "open HTTP connections from one client address at most (more: 503 + Retry-After)",
+        cli::IntRangeOf<int>()},
        {"http-parse-threads", "N", std::to_string(defaults.parse_threads),
-        "threads that parse JSON and tokenize, off the HTTP I/O thread"},
+        "threads that parse JSON and tokenize, off the HTTP I/O thread", cli::IntRangeOf<int>()},
        {"metrics-open", "", "off",
         "serve /metrics without the API key (for a scraper on a private network)"}});
 }
@@ -53,17 +54,16 @@ absl::StatusOr<std::optional<FrontDoorOptions>> FrontDoorOptionsFromFlags(
   options.model_name = args.GetString("model-name", "");
   const char* env_key = std::getenv("SPLITSPEC_API_KEY");
   options.api_key = args.GetString("api-key", env_key != nullptr ? env_key : "");
-  ASSIGN_OR_RETURN(int64_t max_connections,
-                   args.GetInt("http-max-connections", options.http.max_connections));
-  ASSIGN_OR_RETURN(int64_t max_in_flight, args.GetInt("http-max-in-flight", options.max_in_flight));
-  ASSIGN_OR_RETURN(int64_t per_client, args.GetInt("http-max-connections-per-client",
-                                                   options.http.max_connections_per_client));
-  ASSIGN_OR_RETURN(int64_t parse_threads, args.GetInt("http-parse-threads", options.parse_threads));
-  options.http.max_connections = static_cast<int>(max_connections);
-  options.http.max_connections_per_client = static_cast<int>(per_client);
-  options.parse_threads = static_cast<int>(parse_threads);
-  options.metrics_open = args.Has("metrics-open");
-  options.max_in_flight = static_cast<int>(max_in_flight);
+  ASSIGN_OR_RETURN(options.http.max_connections,
+                   args.GetInt<int>("http-max-connections", options.http.max_connections));
+  ASSIGN_OR_RETURN(options.max_in_flight,
+                   args.GetInt<int>("http-max-in-flight", options.max_in_flight));
+  ASSIGN_OR_RETURN(
+      options.http.max_connections_per_client,
+      args.GetInt<int>("http-max-connections-per-client", options.http.max_connections_per_client));
+  ASSIGN_OR_RETURN(options.parse_threads,
+                   args.GetInt<int>("http-parse-threads", options.parse_threads));
+  options.metrics_open = args.Has("metrics-open");  // a switch: false when --metrics-open=false
   options.coordinator_endpoint = coordinator_endpoint;
   RETURN_IF_ERROR(options.Validate());
   return options;

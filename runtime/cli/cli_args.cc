@@ -14,6 +14,36 @@ constexpr size_t kHelpColumn = 30;  // where a flag's meaning starts in Help()
 
 bool IsHelp(const std::string& arg) { return arg == "--help" || arg == "-h"; }
 
+// `text` as an integer in `range`; InvalidArgument naming --`name` otherwise.
+absl::StatusOr<int64_t> ParseInteger(const std::string& name, const std::string& text,
+                                     IntRange range) {
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value)) {
+    // SimpleAtoi also fails beyond int64; say so rather than "not an integer".
+    const bool digits =
+        !text.empty() && text.find_first_not_of("+-0123456789") == std::string::npos;
+    if (!digits) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, " must be an integer, got '", text, "'"));
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, " ", text, " is out of range [", range.min, ", ", range.max, "]"));
+  }
+  if (!range.Contains(value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, " ", text, " is out of range [", range.min, ", ", range.max, "]"));
+  }
+  return value;
+}
+
+// A switch's value: "true"/"1" (and a bare switch) true, "false"/"0" false.
+absl::StatusOr<bool> ParseSwitch(const std::string& name, const std::string& text) {
+  if (text == "true" || text == "1") return true;
+  if (text == "false" || text == "0") return false;
+  return absl::InvalidArgumentError(
+      absl::StrCat("switch --", name, " takes true, false, 1 or 0, got '", text, "'"));
+}
+
 void AppendHelpLine(const std::string& left, const std::string& meaning, std::string* out) {
   std::string line = absl::StrCat("  ", left);
   if (line.size() + 2 > kHelpColumn) {
@@ -75,7 +105,13 @@ absl::StatusOr<CliArgs> CliArgs::Parse(const std::vector<std::string>& args,
           absl::StrCat("unknown flag --", name, " (", table.command, " --help lists the flags)"));
     }
     if (flag->value.empty()) {
-      parsed.values_[name] = has_inline_value ? value : "true";
+      absl::StatusOr<bool> on = ParseSwitch(name, has_inline_value ? value : "true");
+      if (!on.ok()) return on.status();
+      if (*on) {
+        parsed.values_[name] = "true";
+      } else {
+        parsed.values_.erase(name);  // false: as if absent (a later --name=false undoes one)
+      }
       continue;
     }
     if (!has_inline_value) {
@@ -83,6 +119,10 @@ absl::StatusOr<CliArgs> CliArgs::Parse(const std::vector<std::string>& args,
         return absl::InvalidArgumentError(absl::StrCat("flag --", name, " needs a value"));
       }
       value = args[++i];
+    }
+    if (flag->int_range.has_value()) {
+      absl::Status in_range = ParseInteger(name, value, *flag->int_range).status();
+      if (!in_range.ok()) return in_range;
     }
     parsed.values_[name] = value;
   }
@@ -94,15 +134,11 @@ std::string CliArgs::GetString(const std::string& name, const std::string& fallb
   return it == values_.end() ? fallback : it->second;
 }
 
-absl::StatusOr<int64_t> CliArgs::GetInt(const std::string& name, int64_t fallback) const {
+absl::StatusOr<int64_t> CliArgs::GetIntIn(const std::string& name, int64_t fallback,
+                                          IntRange range) const {
   auto it = values_.find(name);
   if (it == values_.end()) return fallback;
-  int64_t value;
-  if (!absl::SimpleAtoi(it->second, &value)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", name, " must be an integer, got '", it->second, "'"));
-  }
-  return value;
+  return ParseInteger(name, it->second, range);
 }
 
 absl::StatusOr<double> CliArgs::GetDouble(const std::string& name, double fallback) const {

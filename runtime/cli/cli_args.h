@@ -6,17 +6,25 @@
 //       .command = "splitspec logits",
 //       .summary = "last-position logits of a prompt as JSON",
 //       .flags = {{"model", "PATH", "", "the model's GGUF (required)"},
-//                 {"threads", "N", "0", "compute threads; 0 = one per core"},
+//                 {"threads", "N", "0", "compute threads; 0 = one per core",
+//                  cli::IntRangeOf<int>()},
 //                 {"all-positions", "", "", "print every position's logits"}}};
 //   ASSIGN_OR_RETURN(cli::CliArgs args, cli::CliArgs::Parse(argv, kLogitsFlags));
 //   std::string model = args.GetString("model", "");
-//   ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
+//   ASSIGN_OR_RETURN(int threads, args.GetInt<int>("threads", 0));
+//   bool all_positions = args.Has("all-positions");
 //
-// Accepted forms: `--name value`, `--name=value`, and bare `--name` for a
-// switch (value "true"). A flag not in the table is refused with a message
-// naming it, as is a positional argument. `--help` or `-h` where a flag may
-// stand sets help_requested(); RunMain (binaries) and the `splitspec`
-// dispatcher print Help(table) on stdout and exit 0.
+// Accepted forms: `--name value`, `--name=value`, and for a switch (a flag
+// with no placeholder) bare `--name` (true) or `--name=true|false|1|0`; a
+// switch given false is as if absent, so Has() is a switch's value. Any other
+// switch value is refused naming the switch (`--dry-run=no` is an error, never
+// a dry run). An integer flag (one with an int_range) is refused at Parse,
+// naming it, when its value is not an integer in that range, the range of the
+// field it fills; GetInt<T> checks the range of T again before narrowing. A
+// flag not in the table is refused with a message naming it, as is a
+// positional argument. `--help` or `-h` where a flag may stand sets
+// help_requested(); RunMain (binaries) and the `splitspec` dispatcher print
+// Help(table) on stdout and exit 0.
 //
 // Why our own table and not absl flags (ABSL_FLAG) or CLI11: absl flags are
 // process-global definitions, one registry per binary, but `splitspec` hosts a
@@ -31,7 +39,10 @@
 #define SPLITSPEC_RUNTIME_CLI_CLI_ARGS_H_
 
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -40,11 +51,31 @@
 
 namespace splitspec::cli {
 
+// The values an integer flag accepts, both ends included: the range of the
+// field the flag fills (IntRangeOf<int>() for an `int`), so that no value is
+// narrowed into another (4294967297 into an int32 would be 1).
+struct IntRange {
+  int64_t min = 0;
+  int64_t max = 0;
+  bool Contains(int64_t value) const { return value >= min && value <= max; }
+};
+
+template <typename T>
+constexpr IntRange IntRangeOf() {
+  static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>);
+  static_assert(std::numeric_limits<T>::max() <= std::numeric_limits<int64_t>::max(),
+                "flags hold at most int64 values");
+  return {std::numeric_limits<T>::min(), std::numeric_limits<T>::max()};
+}
+
 struct Flag {
   std::string name;           // without the leading "--"
   std::string value;          // the placeholder in help ("PATH", "N"); empty: a switch
   std::string default_value;  // shown in help as "(default: ...)"; empty: no default
   std::string help;           // what the flag means
+  // Set for an integer flag: Parse refuses a value that is not an integer in
+  // this range. Unset: the value is text (or a number read with GetDouble).
+  std::optional<IntRange> int_range = std::nullopt;
 };
 
 struct FlagTable {
@@ -64,21 +95,34 @@ std::string Help(const FlagTable& table);
 class CliArgs {
  public:
   // Errors: InvalidArgument naming the unknown flag, the positional argument,
-  // or the flag whose value is missing.
+  // the flag whose value is missing, the switch whose value is not
+  // true/false/1/0, or the integer flag whose value is not an integer in its
+  // int_range.
   static absl::StatusOr<CliArgs> Parse(const std::vector<std::string>& args,
                                        const FlagTable& table);
 
   // `--help` or `-h` stood where a flag may stand; the other flags after it
   // are not parsed.
   bool help_requested() const { return help_requested_; }
+  // The flag was given; for a switch: it was given and is true.
   bool Has(const std::string& name) const { return values_.contains(name); }
   std::string GetString(const std::string& name, const std::string& fallback) const;
-  absl::StatusOr<int64_t> GetInt(const std::string& name, int64_t fallback) const;
+  // The flag's integer value, or `fallback` if it is absent, for a field of
+  // type T. Errors: InvalidArgument naming the flag when its value is not an
+  // integer or lies outside T's range (checked before narrowing).
+  template <typename T>
+  absl::StatusOr<T> GetInt(const std::string& name, std::type_identity_t<T> fallback) const {
+    absl::StatusOr<int64_t> value = GetIntIn(name, fallback, IntRangeOf<T>());
+    if (!value.ok()) return value.status();
+    return static_cast<T>(*value);
+  }
   absl::StatusOr<double> GetDouble(const std::string& name, double fallback) const;
   // Comma-separated integers ("1,2,3"); empty if the flag is absent.
   absl::StatusOr<std::vector<int32_t>> GetIntList(const std::string& name) const;
 
  private:
+  absl::StatusOr<int64_t> GetIntIn(const std::string& name, int64_t fallback, IntRange range) const;
+
   absl::flat_hash_map<std::string, std::string> values_;
   bool help_requested_ = false;
 };

@@ -18,7 +18,7 @@ std::vector<Flag> CommonFlags() {
       {"name", "NAME", "<role>-<pid>", "this worker's name in the membership table"},
       {"model", "PATH", "", "the model's GGUF (fingerprinted into the registration)"},
       {"data-endpoint", "EP", "", "where this worker serves data-plane traffic"},
-      {"threads", "N", "hardware concurrency", "compute threads"},
+      {"threads", "N", "hardware concurrency", "compute threads", IntRangeOf<int>()},
       {"device", "DEV", "cpu",
        "where the model runs: cpu or cuda:N (checked at start-up: the device must exist and "
        "hold the model)"},
@@ -38,12 +38,13 @@ FlagTable MakeTargetTable() {
       "splitspec-target-worker",
       "one rank of a target group: verifies draft blocks in batched forward steps "
       "(--model PATH is required)",
-      {{"step-tokens", "N", "512", "token budget of one forward step"},
-       {"block-wait-ms", "N", "200", "how long a request waits for its next draft block"},
+      {{"step-tokens", "N", "512", "token budget of one forward step", IntRangeOf<int>()},
+       {"block-wait-ms", "N", "200", "how long a request waits for its next draft block",
+        IntRangeOf<int>()},
        {"tp-group", "G", "", "tensor-parallel group name (required with --tp-size > 1)"},
-       {"tp-rank", "R", "0", "this process's rank in the group (0 leads)"},
-       {"tp-size", "N", "1", "ranks in the group: 1, 2, 4 or 8"},
-       {"tp-timeout-ms", "N", "30000", "bound on every collective of the group"},
+       {"tp-rank", "R", "0", "this process's rank in the group (0 leads)", IntRangeOf<int>()},
+       {"tp-size", "N", "1", "ranks in the group: 1, 2, 4 or 8", IntRangeOf<int>()},
+       {"tp-timeout-ms", "N", "30000", "bound on every collective of the group", IntRangeOf<int>()},
        {"tp-comm", "auto|nccl|gloo", "auto",
         "transport of the group's collectives (every rank names the same): nccl = NCCL on "
         "device buffers, refused at start-up unless every rank runs on cuda:N with a GPU of its "
@@ -65,8 +66,8 @@ FlagTable MakeDraftTable() {
        {"target-model", "PATH", "",
         "the target's GGUF: its tokenizer for the vocabulary check, and a layerskip drafter's "
         "weights"},
-       {"k", "N", "4", "draft tokens per block, in [1, 64]"},
-       {"lookahead", "N", "2", "blocks in flight per request; 1 = sequential"},
+       {"k", "N", "4", "draft tokens per block, in [1, 64]", IntRangeOf<int>()},
+       {"lookahead", "N", "2", "blocks in flight per request; 1 = sequential", IntRangeOf<int>()},
        {"spec-cache", "on|off", "off",
         "speculation cache: one block in flight, and while it is verified pre-draft the next "
         "block for its likeliest outcomes (a hit is sent without drafting)"},
@@ -86,9 +87,9 @@ absl::Status CheckAtLeastOne(const char* flag, int64_t value) {
 absl::Status ReadTensorParallel(const CliArgs& parsed, WorkerFlags& flags) {
   net::WorkerIdentity& id = flags.identity;
   id.tp_group = parsed.GetString("tp-group", "");
-  ASSIGN_OR_RETURN(int64_t tp_rank, parsed.GetInt("tp-rank", 0));
-  ASSIGN_OR_RETURN(int64_t tp_size, parsed.GetInt("tp-size", 1));
-  ASSIGN_OR_RETURN(int64_t tp_timeout_ms, parsed.GetInt("tp-timeout-ms", flags.tp_timeout_ms));
+  ASSIGN_OR_RETURN(int tp_rank, parsed.GetInt<int>("tp-rank", 0));
+  ASSIGN_OR_RETURN(int tp_size, parsed.GetInt<int>("tp-size", 1));
+  ASSIGN_OR_RETURN(int tp_timeout_ms, parsed.GetInt<int>("tp-timeout-ms", flags.tp_timeout_ms));
   if (tp_size != 1 && tp_size != 2 && tp_size != 4 && tp_size != 8) {
     return absl::InvalidArgumentError(
         absl::StrCat("--tp-size must be 1, 2, 4 or 8, got ", tp_size));
@@ -108,17 +109,17 @@ absl::Status ReadTensorParallel(const CliArgs& parsed, WorkerFlags& flags) {
     return absl::InvalidArgumentError(absl::StrCat("--tp-comm: ", tp_comm.status().message()));
   }
   flags.tp_comm = *tp_comm;
-  flags.tp_timeout_ms = static_cast<int>(tp_timeout_ms);
-  id.tp_rank = static_cast<int>(tp_rank);
-  id.tp_size = static_cast<int>(tp_size);
+  flags.tp_timeout_ms = tp_timeout_ms;
+  id.tp_rank = tp_rank;
+  id.tp_size = tp_size;
   return absl::OkStatus();
 }
 
 absl::Status ReadSizes(const CliArgs& parsed, WorkerFlags& flags) {
-  ASSIGN_OR_RETURN(int64_t step_tokens, parsed.GetInt("step-tokens", flags.step_tokens));
-  ASSIGN_OR_RETURN(int64_t block_wait_ms, parsed.GetInt("block-wait-ms", flags.block_wait_ms));
-  ASSIGN_OR_RETURN(int64_t k, parsed.GetInt("k", flags.k));
-  ASSIGN_OR_RETURN(int64_t lookahead, parsed.GetInt("lookahead", flags.lookahead));
+  ASSIGN_OR_RETURN(int step_tokens, parsed.GetInt<int>("step-tokens", flags.step_tokens));
+  ASSIGN_OR_RETURN(int block_wait_ms, parsed.GetInt<int>("block-wait-ms", flags.block_wait_ms));
+  ASSIGN_OR_RETURN(int k, parsed.GetInt<int>("k", flags.k));
+  ASSIGN_OR_RETURN(int lookahead, parsed.GetInt<int>("lookahead", flags.lookahead));
   RETURN_IF_ERROR(CheckAtLeastOne("step-tokens", step_tokens));
   RETURN_IF_ERROR(CheckAtLeastOne("block-wait-ms", block_wait_ms));
   if (k < 1 || k > 64) {
@@ -144,10 +145,10 @@ absl::Status ReadSizes(const CliArgs& parsed, WorkerFlags& flags) {
         absl::StrCat("--adaptive-window must be on or off, got '", adaptive_window, "'"));
   }
   flags.adaptive_window = adaptive_window == "on";
-  flags.step_tokens = static_cast<int>(step_tokens);
-  flags.block_wait_ms = static_cast<int>(block_wait_ms);
-  flags.k = static_cast<int>(k);
-  flags.lookahead = static_cast<int>(lookahead);
+  flags.step_tokens = step_tokens;
+  flags.block_wait_ms = block_wait_ms;
+  flags.k = k;
+  flags.lookahead = lookahead;
   return absl::OkStatus();
 }
 
@@ -184,10 +185,10 @@ absl::StatusOr<WorkerFlags> WorkerFlagsFrom(const CliArgs& parsed, proto::Role r
   id.name = parsed.GetString("name", absl::StrCat(prefix, "-", getpid()));
   id.model_path = parsed.GetString("model", "");
   id.data_endpoint = parsed.GetString("data-endpoint", "");
-  ASSIGN_OR_RETURN(int64_t threads,
-                   parsed.GetInt("threads", std::max(1u, std::thread::hardware_concurrency())));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  ASSIGN_OR_RETURN(int threads, parsed.GetInt<int>("threads", cores));
   RETURN_IF_ERROR(CheckAtLeastOne("threads", threads));
-  id.threads = static_cast<int>(threads);
+  id.threads = threads;
   RETURN_IF_ERROR(ReadSizes(parsed, flags));
   RETURN_IF_ERROR(ReadDevice(parsed, flags));
   flags.drafter = parsed.GetString("drafter", flags.drafter);

@@ -380,15 +380,16 @@ const cli::FlagTable& FlagTable() {
       .flags = {
           {"model", "PATH", "$SPLITSPEC_MODEL, else the default model", "the model to decode"},
           {"tp", "LIST", "2,3", "tensor-parallel sizes to decode with (each >= 2)"},
-          {"iterations", "N", "2000", "calls per collective after 100 warm-up calls"},
-          {"decode-tokens", "N", "32", "greedy decode steps per run"},
-          {"threads-per-rank", "N", "1", "compute threads of each rank"},
+          {"iterations", "N", "2000", "calls per collective after 100 warm-up calls",
+           cli::IntRangeOf<int>()},
+          {"decode-tokens", "N", "32", "greedy decode steps per run", cli::IntRangeOf<int>()},
+          {"threads-per-rank", "N", "1", "compute threads of each rank", cli::IntRangeOf<int>()},
           {"synthetic", "0|1", "1", "also TP=1 vs TP=2 on a model with 8 / 4 heads"}}};
   return *table;
 }
 
 absl::StatusOr<int> PositiveInt(const cli::CliArgs& args, const std::string& name, int fallback) {
-  ASSIGN_OR_RETURN(int64_t value, args.GetInt(name, fallback));
+  ASSIGN_OR_RETURN(int value, args.GetInt<int>(name, fallback));
   if (value < 1 || value > (1 << 30)) {
     return absl::InvalidArgumentError(absl::StrCat("--", name, " must be >= 1, got ", value));
   }

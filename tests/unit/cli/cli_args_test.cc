@@ -25,7 +25,7 @@ TEST(CliArgsTest, ParsesValuesSwitchesAndInlineValues) {
   ASSERT_TRUE(args.ok()) << args.status();
   EXPECT_FALSE(args->help_requested());
   EXPECT_EQ(args->GetString("model", ""), "m.gguf");
-  EXPECT_EQ(*args->GetInt("threads", 4), 8);
+  EXPECT_EQ(*args->GetInt<int>("threads", 4), 8);
   EXPECT_TRUE(args->Has("json"));
   EXPECT_EQ(args->GetString("json", ""), "true");
 }
@@ -77,8 +77,81 @@ TEST(CliArgsTest, HelpListsEveryFlagWithPlaceholderMeaningAndDefault) {
 TEST(CliArgsTest, GettersNameTheFlagOfABadValue) {
   absl::StatusOr<CliArgs> args = CliArgs::Parse({"--threads", "many"}, kTable);
   ASSERT_TRUE(args.ok());
-  EXPECT_THAT(std::string(args->GetInt("threads", 1).status().message()),
+  EXPECT_THAT(std::string(args->GetInt<int>("threads", 1).status().message()),
               HasSubstr("--threads must be an integer, got 'many'"));
+}
+
+// Before typed switches, any value of a switch meant true (`--json=false` turned JSON on).
+TEST(CliArgsTest, SwitchTakesTrueFalseOneOrZeroAndFalseIsAbsent) {
+  for (const char* on : {"--json", "--json=true", "--json=1"}) {
+    absl::StatusOr<CliArgs> args = CliArgs::Parse({on}, kTable);
+    ASSERT_TRUE(args.ok()) << on << ": " << args.status();
+    EXPECT_TRUE(args->Has("json")) << on;
+  }
+  for (const char* off : {"--json=false", "--json=0"}) {
+    absl::StatusOr<CliArgs> args = CliArgs::Parse({off}, kTable);
+    ASSERT_TRUE(args.ok()) << off << ": " << args.status();
+    EXPECT_FALSE(args->Has("json")) << off;
+  }
+  absl::StatusOr<CliArgs> last_wins = CliArgs::Parse({"--json", "--json=false"}, kTable);
+  ASSERT_TRUE(last_wins.ok());
+  EXPECT_FALSE(last_wins->Has("json"));
+  for (const char* bad : {"--json=yes", "--json=", "--json=off", "--json=TRUE"}) {
+    absl::StatusOr<CliArgs> args = CliArgs::Parse({bad}, kTable);
+    EXPECT_EQ(args.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(args.status().message()),
+                HasSubstr("switch --json takes true, false, 1 or 0"))
+        << bad;
+  }
+  // A switch never takes the next word as its value.
+  EXPECT_THAT(std::string(CliArgs::Parse({"--json", "false"}, kTable).status().message()),
+              HasSubstr("unexpected argument 'false'"));
+}
+
+const FlagTable kTypedTable = {
+    .command = "splitspec typed",
+    .summary = "integer flags",
+    .flags = {{"connections", "N", "512", "an int field", IntRangeOf<int>()},
+              {"count", "N", "0", "a uint32 field", IntRangeOf<uint32_t>()},
+              {"seed", "S", "0", "an int64 >= 0", IntRange{0, INT64_MAX}},
+              {"text", "N", "", "no int_range: read with GetInt<T>"}}};
+
+// Before, GetInt returned int64 and callers narrowed it: 4294967297 in an int was 1.
+TEST(CliArgsTest, IntegerFlagOutsideTheRangeOfItsFieldIsRefusedByName) {
+  EXPECT_THAT(
+      std::string(
+          CliArgs::Parse({"--connections", "4294967297"}, kTypedTable).status().message()),
+      HasSubstr("--connections 4294967297 is out of range [-2147483648, 2147483647]"));
+  EXPECT_THAT(std::string(CliArgs::Parse({"--count=-1"}, kTypedTable).status().message()),
+              HasSubstr("--count -1 is out of range [0, 4294967295]"));
+  EXPECT_THAT(std::string(CliArgs::Parse({"--seed=-5"}, kTypedTable).status().message()),
+              HasSubstr("--seed -5 is out of range [0, 9223372036854775807]"));
+  EXPECT_THAT(
+      std::string(
+          CliArgs::Parse({"--seed=9223372036854775808"}, kTypedTable).status().message()),
+      HasSubstr("--seed 9223372036854775808 is out of range"));
+  EXPECT_THAT(std::string(CliArgs::Parse({"--connections=12x"}, kTypedTable).status().message()),
+              HasSubstr("--connections must be an integer, got '12x'"));
+  absl::StatusOr<CliArgs> edges = CliArgs::Parse(
+      {"--connections=2147483647", "--count=4294967295", "--seed=9223372036854775807"},
+      kTypedTable);
+  ASSERT_TRUE(edges.ok()) << edges.status();
+  EXPECT_EQ(*edges->GetInt<int>("connections", 0), 2147483647);
+  EXPECT_EQ(*edges->GetInt<uint32_t>("count", 0), 4294967295u);
+  EXPECT_EQ(*edges->GetInt<int64_t>("seed", 0), INT64_MAX);
+}
+
+TEST(CliArgsTest, GetIntChecksTheRangeOfTheFieldBeforeNarrowing) {
+  absl::StatusOr<CliArgs> args = CliArgs::Parse({"--text", "4294967297"}, kTypedTable);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_THAT(std::string(args->GetInt<int32_t>("text", 0).status().message()),
+              HasSubstr("--text 4294967297 is out of range [-2147483648, 2147483647]"));
+  EXPECT_EQ(*args->GetInt<int64_t>("text", 0), 4294967297);
+  EXPECT_EQ(*args->GetInt<int16_t>("absent", 7), 7);
+  absl::StatusOr<CliArgs> negative = CliArgs::Parse({"--text=-1"}, kTypedTable);
+  ASSERT_TRUE(negative.ok());
+  EXPECT_THAT(std::string(negative->GetInt<uint16_t>("text", 0).status().message()),
+              HasSubstr("--text -1 is out of range [0, 65535]"));
 }
 
 TEST(WorkerFlagsTest, EachRoleAcceptsExactlyItsTable) {

@@ -263,6 +263,30 @@ TEST_F(ServePlanTest, SupervisionFlagsAndBadForwardedValuesAreChecked) {
               HasSubstr("--queue-timeout-ms"));
 }
 
+// Before typed switches, `--dry-run=false` did a dry run and `--metrics-open=false` opened
+// /metrics (any value of a switch meant true); an int flag was narrowed (2^32 + 1 -> 1).
+TEST_F(ServePlanTest, SwitchesSetFalseAreOffAndIntegersAreNotNarrowed) {
+  absl::StatusOr<ServeOptions> options =
+      ParseServeOptions({"--config", WriteConfig(""), "--dry-run=false"}, env_);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_FALSE(options->dry_run);
+  EXPECT_TRUE(ParseServeOptions({"--config", WriteConfig(""), "--dry-run=1"}, env_)->dry_run);
+  absl::StatusOr<std::vector<PlannedProcess>> plan =
+      Plan({"--config", WriteConfig(""), "--metrics-open=false"});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT((*plan)[0].argv, Not(Contains("--metrics-open")));
+  EXPECT_THAT(std::string(Plan({"--config", WriteConfig(""), "--dry-run=no"}).status().message()),
+              HasSubstr("switch --dry-run takes true, false, 1 or 0, got 'no'"));
+  EXPECT_THAT(std::string(Plan({"--config", WriteConfig(""), "--http-max-connections",
+                                "4294967297"})
+                              .status()
+                              .message()),
+              HasSubstr("--http-max-connections 4294967297 is out of range"));
+  EXPECT_THAT(
+      std::string(Plan({"--config", WriteConfig(""), "--targets", "4294967298"}).status().message()),
+      HasSubstr("--targets 4294967298 is out of range"));
+}
+
 TEST_F(ServePlanTest, DraftFlagSelectsTheModelDrafter) {
   absl::StatusOr<std::vector<PlannedProcess>> plan =
       Plan({"--config", WriteConfig(""), "--draft", "/d.gguf"});
@@ -279,7 +303,7 @@ TEST_F(ServePlanTest, OverrideErrorsNameTheFlag) {
   EXPECT_THAT(std::string(Plan({"--config", two_groups, "--target-tp", "3"}).status().message()),
               HasSubstr("--target-tp: target_group[0].tp: 3 is not one of 1, 2, 4, 8"));
   EXPECT_THAT(std::string(Plan({"--config", two_groups, "--drafts", "99"}).status().message()),
-              HasSubstr("--drafts: draft_pool[0].count: 65 must be in [0, 64]"));
+              HasSubstr("--drafts: draft_pool[0].count: 99 must be in [0, 64]"));
   EXPECT_THAT(
       std::string(
           Plan({"--config", two_groups, "--drafter", "ngram", "--draft", "/d"}).status().message()),

@@ -53,6 +53,30 @@ TEST(FrontDoorFlagsTest, ApiKeyDefaultsToTheEnvironment) {
   EXPECT_FALSE((*options)->metrics_open);  // /metrics needs the key unless opened
 }
 
+// Before typed switches, --metrics-open=false served /metrics without the API key.
+TEST(FrontDoorFlagsTest, MetricsOpenFalseKeepsMetricsBehindTheKey) {
+  for (const char* off : {"--metrics-open=false", "--metrics-open=0"}) {
+    auto options = Parse({"--http", "127.0.0.1:8000", "--model", "/m.gguf", off});
+    ASSERT_TRUE(options.ok()) << off << ": " << options.status();
+    EXPECT_FALSE((*options)->metrics_open) << off;
+  }
+  auto on = Parse({"--http", "127.0.0.1:8000", "--model", "/m.gguf", "--metrics-open=true"});
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE((*on)->metrics_open);
+  auto bad = Parse({"--http", "127.0.0.1:8000", "--model", "/m.gguf", "--metrics-open=no"});
+  EXPECT_EQ(bad.status().message(), "switch --metrics-open takes true, false, 1 or 0, got 'no'");
+}
+
+// Before, 4294967297 (2^32 + 1) was narrowed into the int field: 1 connection.
+TEST(FrontDoorFlagsTest, IntegerFlagsBeyondTheirFieldAreRefusedNotNarrowed) {
+  for (const char* flag : {"--http-max-connections", "--http-max-in-flight",
+                           "--http-max-connections-per-client", "--http-parse-threads"}) {
+    auto options = Parse({"--http", "127.0.0.1:8000", "--model", "/m.gguf", flag, "4294967297"});
+    EXPECT_EQ(options.status().message(),
+              std::string(flag) + " 4294967297 is out of range [-2147483648, 2147483647]");
+  }
+}
+
 TEST(FrontDoorFlagsTest, BadFlagsAreRefusedNamingThem) {
   auto no_port = Parse({"--http", "localhost", "--model", "/m.gguf"});
   ASSERT_FALSE(no_port.ok());
