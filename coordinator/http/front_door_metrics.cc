@@ -1,6 +1,9 @@
 #include "coordinator/http/front_door_metrics.h"
 
+#include <charconv>
+#include <cmath>
 #include <compare>
+#include <concepts>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -18,8 +21,16 @@ void Header(const std::string& name, const std::string& type, const std::string&
   absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
 }
 
-void Sample(const std::string& name, double value, std::string* out) {
+// A counter or an integer gauge: printed as the integer it is, exact at any size
+// (a double printed through absl::StrCat keeps 6 digits: 1234567 read 1.23457e+06).
+template <std::integral Int>
+void Sample(const std::string& name, Int value, std::string* out) {
   absl::StrAppend(out, name, " ", value, "\n");
+}
+
+// A gauge that is not an integer (a rate, seconds).
+void SampleReal(const std::string& name, double value, std::string* out) {
+  absl::StrAppend(out, name, " ", PrometheusNumber(value), "\n");
 }
 
 const char* OutcomeName(RequestOutcome outcome) {
@@ -83,47 +94,47 @@ void RenderWorkers(const proto::StatusReply& status, std::string* out) {
   struct Series {
     const char* name;
     const char* help;
-    double (*value)(const proto::MemberStatus&);
+    std::string (*value)(const proto::MemberStatus&);  // the sample's text
   };
   const Series series[] = {
       {"splitspec_worker_alive", "1 if the worker is alive in the coordinator's membership table",
        [](const proto::MemberStatus& m) {
-         return m.state() == proto::MEMBER_STATE_ALIVE ? 1.0 : 0.0;
+         return std::string(m.state() == proto::MEMBER_STATE_ALIVE ? "1" : "0");
        }},
       {"splitspec_worker_active_requests", "Requests the worker reported in its last heartbeat",
        [](const proto::MemberStatus& m) {
-         return static_cast<double>(m.load().active_requests());
+         return absl::StrCat(m.load().active_requests());
        }},
       {"splitspec_worker_queued_blocks", "Draft blocks queued at the worker (last heartbeat)",
-       [](const proto::MemberStatus& m) { return static_cast<double>(m.load().queued_blocks()); }},
+       [](const proto::MemberStatus& m) { return absl::StrCat(m.load().queued_blocks()); }},
       {"splitspec_worker_step_seconds",
        "Mean time of the worker's recent forward steps (last heartbeat)",
-       [](const proto::MemberStatus& m) { return m.load().mean_step_ms() / 1000.0; }},
+       [](const proto::MemberStatus& m) { return PrometheusNumber(m.load().mean_step_ms() / 1000.0); }},
       {"splitspec_worker_spec_cache_lookups",
        "Draft worker: verification results looked up in its speculation cache (last heartbeat)",
        [](const proto::MemberStatus& m) {
-         return static_cast<double>(m.load().spec_cache_lookups());
+         return absl::StrCat(m.load().spec_cache_lookups());
        }},
       {"splitspec_worker_spec_cache_hits",
        "Draft worker: speculation cache hits, partial ones included (last heartbeat)",
        [](const proto::MemberStatus& m) {
-         return static_cast<double>(m.load().spec_cache_hits());
+         return absl::StrCat(m.load().spec_cache_hits());
        }},
       {"splitspec_worker_spec_cache_partial_hits",
        "Draft worker: speculation cache hits with part of the block pre-drafted (last heartbeat)",
        [](const proto::MemberStatus& m) {
-         return static_cast<double>(m.load().spec_cache_partial_hits());
+         return absl::StrCat(m.load().spec_cache_partial_hits());
        }},
       {"splitspec_worker_spec_cache_drafted_tokens",
        "Draft worker: tokens pre-drafted for speculation cache branches (last heartbeat)",
        [](const proto::MemberStatus& m) {
-         return static_cast<double>(m.load().spec_cache_drafted_tokens());
+         return absl::StrCat(m.load().spec_cache_drafted_tokens());
        }},
       {"splitspec_worker_spec_cache_unplanned_blocks",
        "Draft worker: blocks its cache guard left without pre-drafting, where pre-drafting "
        "measurably cost more than it saved (last heartbeat)",
        [](const proto::MemberStatus& m) {
-         return static_cast<double>(m.load().spec_cache_unplanned_blocks());
+         return absl::StrCat(m.load().spec_cache_unplanned_blocks());
        }},
   };
   for (const Series& s : series) {
@@ -164,6 +175,14 @@ void RenderRestarts(const proto::StatusReply& status, std::string* out) {
 
 }  // namespace
 
+std::string PrometheusNumber(double value) {
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
+  char text[32];  // the shortest round-trip form of a double takes at most 24
+  const std::to_chars_result end = std::to_chars(text, text + sizeof(text), value);
+  return std::string(text, end.ptr);
+}
+
 std::string PrometheusLabelValue(const std::string& value) {
   std::string out;
   for (char c : value) {
@@ -196,10 +215,11 @@ void Histogram::Render(const std::string& name, const std::string& help, std::st
   uint64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
-    absl::StrAppend(out, name, "_bucket{le=\"", bounds_[i], "\"} ", cumulative, "\n");
+    absl::StrAppend(out, name, "_bucket{le=\"", PrometheusNumber(bounds_[i]), "\"} ", cumulative,
+                    "\n");
   }
   absl::StrAppend(out, name, "_bucket{le=\"+Inf\"} ", count_, "\n");
-  Sample(name + "_sum", sum_, out);
+  SampleReal(name + "_sum", sum_, out);
   absl::StrAppend(out, name, "_count ", count_, "\n");
 }
 
@@ -276,17 +296,17 @@ std::string FrontDoorMetrics::Render(const proto::StatusReply* status) const {
   }
   Header("splitspec_num_requests_running", "gauge",
          "Generation requests in flight at this front door", &out);
-  Sample("splitspec_num_requests_running", static_cast<double>(running_), &out);
+  Sample("splitspec_num_requests_running", running_, &out);
   Header("splitspec_prompt_tokens_total", "counter", "Prompt tokens submitted", &out);
-  Sample("splitspec_prompt_tokens_total", static_cast<double>(prompt_tokens_), &out);
+  Sample("splitspec_prompt_tokens_total", prompt_tokens_, &out);
   Header("splitspec_generation_tokens_total", "counter", "Generated tokens received", &out);
-  Sample("splitspec_generation_tokens_total", static_cast<double>(generation_tokens_), &out);
+  Sample("splitspec_generation_tokens_total", generation_tokens_, &out);
   Header("splitspec_guided_requests_total", "counter",
          "Requests submitted with classifier-free guidance", &out);
-  Sample("splitspec_guided_requests_total", static_cast<double>(guided_requests_), &out);
+  Sample("splitspec_guided_requests_total", guided_requests_, &out);
   Header("splitspec_guidance_forward_tokens_total", "counter",
          "Extra tokens the targets fed for guidance (unconditional sequences)", &out);
-  Sample("splitspec_guidance_forward_tokens_total", static_cast<double>(guidance_forward_tokens_),
+  Sample("splitspec_guidance_forward_tokens_total", guidance_forward_tokens_,
          &out);
   ttft_.Render("splitspec_time_to_first_token_seconds", "Time from request to first token", &out);
   inter_token_.Render("splitspec_inter_token_latency_seconds",
@@ -299,11 +319,11 @@ std::string FrontDoorMetrics::Render(const proto::StatusReply* status) const {
       {"splitspec_spec_decode_num_steps_total", spec_.steps()}};
   for (const auto& [name, value] : spec) {
     Header(name, "counter", "Speculative decoding totals of finished requests (SpecStats)", &out);
-    Sample(name, static_cast<double>(value), &out);
+    Sample(name, value, &out);
   }
   Header("splitspec_spec_decode_acceptance_rate", "gauge", "Accepted / verified draft tokens",
          &out);
-  Sample("splitspec_spec_decode_acceptance_rate",
+  SampleReal("splitspec_spec_decode_acceptance_rate",
          spec_.verified() == 0
              ? 0.0
              : static_cast<double>(spec_.accepted()) / static_cast<double>(spec_.verified()),
@@ -316,7 +336,7 @@ std::string FrontDoorMetrics::Render(const proto::StatusReply* status) const {
                     spec_.accepted_at(), &out);
   Header("splitspec_coordinator_up", "gauge", "1 if the coordinator answered the status query",
          &out);
-  Sample("splitspec_coordinator_up", status != nullptr ? 1.0 : 0.0, &out);
+  Sample("splitspec_coordinator_up", status != nullptr ? 1 : 0, &out);
   if (status != nullptr) {
     Header("splitspec_num_requests_waiting", "gauge",
            "Requests the coordinator admitted that wait for a target group", &out);
@@ -328,7 +348,7 @@ std::string FrontDoorMetrics::Render(const proto::StatusReply* status) const {
            "Peers the coordinator refused: CURVE keys not authorized, and messages their "
            "sender's key or identity may not send",
            &out);
-    Sample("splitspec_refused_peers_total", static_cast<double>(status->refused_peers()), &out);
+    Sample("splitspec_refused_peers_total", status->refused_peers(), &out);
     RenderWorkers(*status, &out);
     RenderRestarts(*status, &out);
   }

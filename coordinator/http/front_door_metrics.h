@@ -100,6 +100,12 @@ class FrontDoorMetrics {
   Histogram e2e_ ABSL_GUARDED_BY(mu_);
 };
 
+// A non-integer sample value: the shortest decimal that reads back as the same
+// double (std::to_chars), so no digit is lost ("0.1", "1234567.5", "1e+300");
+// NaN, +Inf, -Inf as Prometheus spells them. Counters and integer gauges are
+// printed as integers, not through this.
+std::string PrometheusNumber(double value);
+
 // `value` escaped for a Prometheus label value (backslash, quote, newline).
 std::string PrometheusLabelValue(const std::string& value);
 

@@ -1,6 +1,8 @@
 // The front door's Prometheus text: counters, histograms, per-worker series.
 #include "coordinator/http/front_door_metrics.h"
 
+#include <limits>
+
 #include "absl/strings/numbers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -162,6 +164,51 @@ TEST(FrontDoorMetricsTest, QueueDepthAndStepTimeFromTheCoordinatorStatus) {
       text,
       HasSubstr("splitspec_worker_step_seconds{worker_id=\"1\",worker_name=\"t\",role=\"target\","
                 "state=\"alive\"} 0.0125\n"));
+}
+
+// Before, every value went through absl::StrCat(double) (6 significant digits): 1234567
+// read 1.23457e+06 and 16777217 (2^24 + 1) read 1.67772e+07.
+TEST(FrontDoorMetricsTest, CountersAreExactIntegersAndOtherValuesRoundTrip) {
+  FrontDoorMetrics metrics;
+  metrics.AddPromptTokens(1234567);
+  metrics.ObserveTokens(16777217, 0.1, /*first=*/true);
+  proto::SpecStats stats;
+  stats.set_drafted(9007199254740993ull);  // 2^53 + 1: not even a double holds it
+  stats.set_verified(3);
+  stats.set_accepted(1);
+  stats.add_verified_at(16777217);
+  metrics.ObserveFinished(0.1, stats);
+  proto::StatusReply status;
+  status.set_refused_peers(123456789012ull);
+  proto::MemberStatus* draft = status.add_members();
+  draft->set_worker_id(2);
+  draft->set_worker_name("d");
+  draft->set_role(proto::ROLE_DRAFT_WORKER);
+  draft->set_state(proto::MEMBER_STATE_ALIVE);
+  draft->mutable_load()->set_spec_cache_drafted_tokens(16777217);
+  const std::string text = metrics.Render(&status);
+  EXPECT_THAT(text, HasSubstr("splitspec_prompt_tokens_total 1234567\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_generation_tokens_total 16777217\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_spec_decode_num_draft_tokens_total 9007199254740993\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_spec_decode_num_verified_tokens_per_pos{position=\"0\"} "
+                              "16777217\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_refused_peers_total 123456789012\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_worker_spec_cache_drafted_tokens{worker_id=\"2\","
+                              "worker_name=\"d\",role=\"draft\",state=\"alive\"} 16777217\n"));
+  // Not integers: the shortest text that reads back as the same double.
+  EXPECT_THAT(text, HasSubstr("splitspec_spec_decode_acceptance_rate 0.3333333333333333\n"));
+  EXPECT_THAT(text, Not(HasSubstr("e+0")));
+  EXPECT_EQ(PrometheusNumber(0.1), "0.1");
+  EXPECT_EQ(PrometheusNumber(1234567.5), "1234567.5");
+  EXPECT_EQ(PrometheusNumber(1.0 / 3.0), "0.3333333333333333");
+  EXPECT_EQ(PrometheusNumber(1e300), "1e+300");
+  EXPECT_EQ(PrometheusNumber(-std::numeric_limits<double>::infinity()), "-Inf");
+  EXPECT_EQ(PrometheusNumber(std::numeric_limits<double>::quiet_NaN()), "NaN");
+  for (double value : {0.1, 2.0 / 3.0, 1234567.891, 5e-324, 1.7976931348623157e308}) {
+    double back = 0;
+    ASSERT_TRUE(absl::SimpleAtod(PrometheusNumber(value), &back)) << value;
+    EXPECT_EQ(back, value);
+  }
 }
 
 TEST(FrontDoorMetricsTest, EveryLineIsACommentOrANameValuePair) {
