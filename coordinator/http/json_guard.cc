@@ -8,7 +8,6 @@
 namespace splitspec::coordinator::http {
 namespace {
 
-bool IsContinuation(unsigned char c) { return (c & 0xC0) == 0x80; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 bool IsHexDigit(char c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
@@ -192,35 +191,6 @@ class JsonChecker {
 
 absl::Status CheckJsonText(absl::string_view json, const JsonLimits& limits) {
   return JsonChecker(json, limits).Run();
-}
-
-size_t Utf8SequenceLength(absl::string_view text, size_t pos) {
-  const unsigned char lead = static_cast<unsigned char>(text[pos]);
-  if (lead < 0x80) return 1;
-  size_t length = 0;
-  uint32_t code_point = 0;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-    code_point = lead & 0x1F;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    code_point = lead & 0x0F;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    code_point = lead & 0x07;
-  } else {
-    return 0;  // a continuation byte, an overlong 2-byte lead (C0, C1), or F5..FF
-  }
-  if (pos + length > text.size()) return 0;
-  for (size_t i = 1; i < length; ++i) {
-    const unsigned char next = static_cast<unsigned char>(text[pos + i]);
-    if (!IsContinuation(next)) return 0;
-    code_point = (code_point << 6) | (next & 0x3F);
-  }
-  const uint32_t smallest = length == 2 ? 0x80 : length == 3 ? 0x800 : 0x10000;
-  if (code_point < smallest || code_point > 0x10FFFF) return 0;
-  if (code_point >= 0xD800 && code_point <= 0xDFFF) return 0;
-  return length;
 }
 
 }  // namespace splitspec::coordinator::http

@@ -24,9 +24,11 @@
 #define SPLITSPEC_COORDINATOR_HTTP_JSON_GUARD_H_
 
 #include <cstddef>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "runtime/base/utf8.h"
 
 namespace splitspec::coordinator::http {
 
@@ -38,9 +40,12 @@ absl::Status CheckJsonText(absl::string_view json, const JsonLimits& limits = {}
 
 // The length (1 to 4) of the well-formed UTF-8 sequence that starts at
 // text[pos], or 0 when the bytes there are not one (a stray continuation
-// byte, a truncated, overlong or surrogate sequence, above U+10FFFF).
-// REQUIRES: pos < text.size().
-size_t Utf8SequenceLength(absl::string_view text, size_t pos);
+// byte, a truncated, overlong or surrogate sequence, above U+10FFFF): the
+// check the guard applies, which is runtime/base/utf8.h's, the project's one
+// UTF-8 validator. REQUIRES: pos < text.size().
+inline size_t Utf8SequenceLength(absl::string_view text, size_t pos) {
+  return ValidUtf8Length(std::string_view(text.data(), text.size()), pos);
+}
 
 }  // namespace splitspec::coordinator::http
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/base/utf8.h"
 
 namespace splitspec::config {
 namespace {
@@ -51,35 +52,6 @@ void AppendUtf8(uint32_t cp, std::string* out) {
   }
 }
 
-// Length of the UTF-8 sequence at text[i], or 0 if it is malformed (overlong
-// forms, surrogates and code points past U+10FFFF included).
-size_t Utf8SequenceLength(absl::string_view text, size_t i) {
-  const unsigned char b0 = static_cast<unsigned char>(text[i]);
-  if (b0 < 0x80) return 1;
-  size_t len = 0;
-  uint32_t cp = 0;
-  if ((b0 & 0xe0) == 0xc0) {
-    len = 2;
-    cp = b0 & 0x1f;
-  } else if ((b0 & 0xf0) == 0xe0) {
-    len = 3;
-    cp = b0 & 0x0f;
-  } else if ((b0 & 0xf8) == 0xf0) {
-    len = 4;
-    cp = b0 & 0x07;
-  } else
-    return 0;
-  if (i + len > text.size()) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    const unsigned char b = static_cast<unsigned char>(text[i + k]);
-    if ((b & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (b & 0x3f);
-  }
-  static constexpr uint32_t kMinForLength[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMinForLength[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-  return len;
-}
-
 class Parser {
  public:
   Parser(absl::string_view text, const std::string& source) : text_(text), source_(source) {}
@@ -114,7 +86,7 @@ class Parser {
   absl::Status CheckUtf8() const {
     int line = 1;
     for (size_t i = 0; i < text_.size();) {
-      const size_t len = Utf8SequenceLength(text_, i);
+      const size_t len = ValidUtf8Length(std::string_view(text_.data(), text_.size()), i);
       if (len == 0)
         return ErrorAt(line, absl::StrFormat("invalid UTF-8 (byte 0x%02x)",
                                              static_cast<unsigned char>(text_[i])));

@@ -82,47 +82,4 @@ std::vector<uint32_t> DecodeUtf8Lenient(std::string_view text) {
   return out;
 }
 
-Utf8Scan ScanUtf8Char(std::string_view bytes, size_t* length) {
-  const uint8_t b0 = static_cast<uint8_t>(bytes[0]);
-  *length = 1;
-  if (b0 < 0x80) return Utf8Scan::kValid;
-  // Allowed range of the second byte per lead byte (RFC 3629 table).
-  uint8_t lo = 0x80, hi = 0xBF;
-  size_t n = 0;
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    n = 2;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    n = 3;
-    if (b0 == 0xE0) lo = 0xA0;
-    if (b0 == 0xED) hi = 0x9F;
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    n = 4;
-    if (b0 == 0xF0) lo = 0x90;
-    if (b0 == 0xF4) hi = 0x8F;
-  } else {
-    return Utf8Scan::kInvalid;
-  }
-  for (size_t k = 1; k < n; ++k) {
-    if (k >= bytes.size()) {
-      *length = bytes.size();
-      return Utf8Scan::kIncomplete;
-    }
-    const uint8_t b = static_cast<uint8_t>(bytes[k]);
-    const bool in_range = (k == 1) ? (b >= lo && b <= hi) : IsContinuation(b);
-    if (!in_range) return Utf8Scan::kInvalid;
-  }
-  *length = n;
-  return Utf8Scan::kValid;
-}
-
-bool IsValidUtf8(std::string_view bytes) {
-  size_t i = 0;
-  while (i < bytes.size()) {
-    size_t n = 0;
-    if (ScanUtf8Char(bytes.substr(i), &n) != Utf8Scan::kValid) return false;
-    i += n;
-  }
-  return true;
-}
-
 }  // namespace splitspec::model::unicode

@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/base/utf8.h"
+
 namespace splitspec::model {
 
 // Category flags of one code point. A code point has exactly one of the
@@ -72,18 +74,13 @@ size_t Utf8SequenceLength(uint8_t b);
 // byte. Overlong forms are not rejected. Values above U+10FFFF become U+FFFD.
 std::vector<uint32_t> DecodeUtf8Lenient(std::string_view text);
 
-// Strict classification of the UTF-8 sequence at the start of `bytes`
-// (shortest form, no surrogates, <= U+10FFFF):
-//   kValid:      a whole character, *length bytes long;
-//   kIncomplete: every byte present could begin a valid character, but bytes
-//                are missing (bytes.size() == *length);
-//   kInvalid:    the first *length (== 1) bytes can never be valid.
-// REQUIRES: !bytes.empty().
-enum class Utf8Scan { kValid, kIncomplete, kInvalid };
-Utf8Scan ScanUtf8Char(std::string_view bytes, size_t* length);
-
-// True if `bytes` is entirely valid UTF-8.
-bool IsValidUtf8(std::string_view bytes);
+// Strict checks: the project's one UTF-8 validator (runtime/base/utf8.h):
+// ScanUtf8Char tells a whole character (kValid), a prefix waiting for more
+// bytes (kIncomplete) and bytes that can never be valid (kInvalid);
+// IsValidUtf8 checks a whole text.
+using ::splitspec::IsValidUtf8;
+using ::splitspec::ScanUtf8Char;
+using ::splitspec::Utf8Scan;
 
 }  // namespace unicode
 
