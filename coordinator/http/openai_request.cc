@@ -3,8 +3,10 @@
 #include <cmath>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/struct.pb.h"
+#include "coordinator/http/json_integers.h"
 #include "google/protobuf/util/json_util.h"
 #include "runtime/base/status_macros.h"
 
@@ -53,6 +55,8 @@ const Value* Find(const Struct& object, const std::string& name) {
   return &it->second;
 }
 
+// An integer from its double: exact for integral values within 2^53 (a token
+// id; a top-level field written 1.0 or 1e3).
 absl::StatusOr<int64_t> AsInteger(absl::string_view field, const Value& value) {
   if (value.kind_case() != Value::kNumberValue) return WrongType(field, "an integer", value);
   const double number = value.number_value();
@@ -60,6 +64,22 @@ absl::StatusOr<int64_t> AsInteger(absl::string_view field, const Value& value) {
     return FieldError(field, absl::StrCat("must be an integer, got ", number));
   }
   return static_cast<int64_t>(number);
+}
+
+// The integer member `field` of the body: from its literal in the JSON text,
+// exact over all of int64 (the double protobuf made of it is exact only to
+// 2^53); written as a decimal (1.0, 1e3), through AsInteger.
+absl::StatusOr<int64_t> ReadInteger(const JsonMemberIntegers& integers, const std::string& field,
+                                    const Value& value) {
+  if (value.kind_case() != Value::kNumberValue) return WrongType(field, "an integer", value);
+  const std::optional<absl::string_view> literal = integers.Find(field);
+  if (!literal) return AsInteger(field, value);
+  int64_t exact = 0;
+  if (!absl::SimpleAtoi(*literal, &exact)) {
+    return FieldError(field, absl::StrCat("is out of range: ", *literal,
+                                          " is not in [-9223372036854775808, 9223372036854775807]"));
+  }
+  return exact;
 }
 
 // Reads an optional number field into *out, checking [low, high] (open at low when `low_open`).
@@ -220,44 +240,49 @@ absl::Status ReadStop(const Struct& body, CompletionRequest* request) {
   return absl::OkStatus();
 }
 
-absl::Status ReadMaxTokens(const Struct& body, CompletionRequest* request) {
+absl::Status ReadMaxTokens(const Struct& body, const JsonMemberIntegers& integers,
+                           CompletionRequest* request) {
   for (const char* field : {"max_tokens", "max_completion_tokens"}) {
     const Value* value = Find(body, field);
     if (value == nullptr) continue;
-    ASSIGN_OR_RETURN(int64_t max_tokens, AsInteger(field, *value));
-    if (max_tokens < 1 || max_tokens > UINT32_MAX)
+    ASSIGN_OR_RETURN(int64_t max_tokens, ReadInteger(integers, field, *value));
+    if (max_tokens < 1)
       return FieldError(field, absl::StrCat("must be at least 1, got ", max_tokens));
+    if (max_tokens > UINT32_MAX)
+      return FieldError(field, absl::StrCat("must be at most 4294967295, got ", max_tokens));
     request->max_tokens = static_cast<uint32_t>(max_tokens);
   }
   return absl::OkStatus();
 }
 
-absl::Status ReadSampling(const Struct& body, CompletionRequest* request) {
+absl::Status ReadSampling(const Struct& body, const JsonMemberIntegers& integers,
+                          CompletionRequest* request) {
   RETURN_IF_ERROR(ReadNumber(body, "temperature", 0.0, 2.0, false, &request->temperature));
   RETURN_IF_ERROR(ReadNumber(body, "top_p", 0.0, 1.0, true, &request->top_p));
   RETURN_IF_ERROR(ReadNumber(body, "min_p", 0.0, 1.0, false, &request->min_p));
   if (const Value* top_k = Find(body, "top_k")) {
-    ASSIGN_OR_RETURN(int64_t k, AsInteger("top_k", *top_k));
+    ASSIGN_OR_RETURN(int64_t k, ReadInteger(integers, "top_k", *top_k));
     if (k < -1 || k > INT32_MAX)
       return FieldError("top_k", absl::StrCat("must be -1 (off), 0 (off) or positive, got ", k));
     request->top_k = k < 0 ? 0 : static_cast<int32_t>(k);
   }
   if (const Value* seed = Find(body, "seed")) {
-    ASSIGN_OR_RETURN(int64_t value, AsInteger("seed", *seed));
-    request->seed = static_cast<uint64_t>(value);
+    ASSIGN_OR_RETURN(int64_t value, ReadInteger(integers, "seed", *seed));
+    request->seed = static_cast<uint64_t>(value);  // OpenAI's int64; negative ones wrap
   }
   return absl::OkStatus();
 }
 
-absl::Status ReadFlags(const Struct& body, CompletionRequest* request) {
+absl::Status ReadFlags(const Struct& body, const JsonMemberIntegers& integers,
+                       CompletionRequest* request) {
   if (const Value* n = Find(body, "n")) {
-    ASSIGN_OR_RETURN(int64_t count, AsInteger("n", *n));
+    ASSIGN_OR_RETURN(int64_t count, ReadInteger(integers, "n", *n));
     if (count != 1)
       return FieldError(
           "n", absl::StrCat("must be 1 (one choice per request is supported), got ", count));
   }
   if (const Value* best_of = Find(body, "best_of")) {
-    ASSIGN_OR_RETURN(int64_t count, AsInteger("best_of", *best_of));
+    ASSIGN_OR_RETURN(int64_t count, ReadInteger(integers, "best_of", *best_of));
     if (count != 1)
       return FieldError(
           "best_of", absl::StrCat("must be 1 (one choice per request is supported), got ", count));
@@ -312,6 +337,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json,
         absl::StrCat("the JSON body must be an object, got ", KindName(root)));
   }
   const Struct& body = root.struct_value();
+  const JsonMemberIntegers integers = JsonMemberIntegers::Index(json);
   CompletionRequest request;
   request.kind = kind;
   if (const Value* model = Find(body, "model")) {
@@ -325,10 +351,10 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json,
   } else {
     RETURN_IF_ERROR(ReadPrompt(body, &request));
   }
-  RETURN_IF_ERROR(ReadMaxTokens(body, &request));
-  RETURN_IF_ERROR(ReadSampling(body, &request));
+  RETURN_IF_ERROR(ReadMaxTokens(body, integers, &request));
+  RETURN_IF_ERROR(ReadSampling(body, integers, &request));
   RETURN_IF_ERROR(ReadStop(body, &request));
-  RETURN_IF_ERROR(ReadFlags(body, &request));
+  RETURN_IF_ERROR(ReadFlags(body, integers, &request));
   RETURN_IF_ERROR(ReadGuidance(body, &request));
   return request;
 }

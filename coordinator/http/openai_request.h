@@ -12,7 +12,7 @@
 //   [{type:"text", text}] parts; role "developer" is read as "system"),
 //   max_tokens / max_completion_tokens (integer >= 1), temperature (number in
 //   [0, 2]), top_p (number in (0, 1]), top_k (integer >= -1; -1 and 0 are off),
-//   min_p (number in [0, 1]), seed (integer), stop (string or [string], at most
+//   min_p (number in [0, 1]), seed (int64), stop (string or [string], at most
 //   16, none empty), n (only 1), stream (bool), stream_options.include_usage (bool),
 //   echo (completions: bool; the prompt's text comes back before the completion).
 //   Refused, never ignored: logprobs other than null / false / 0 (target workers
@@ -25,6 +25,13 @@
 //   it is sent as one user message), negative_messages (chat: like messages; not
 //   with negative_prompt). A negative prompt without a scale other than 1 is
 //   refused (it would be silently unused).
+//
+// Integers: the top-level ones (seed, max_tokens, max_completion_tokens,
+// top_k, n, best_of) are read from their JSON text as int64, exactly
+// (json_integers.h: protobuf's parser holds numbers as doubles, exact only to
+// 2^53); one past int64 is refused naming the field, as is such a field given
+// twice. Integral values written as decimals (1.0, 1e3) and token ids are read
+// through the double, which is exact within 2^53 (ids are int32).
 //
 // Errors: InvalidArgument whose message names the field at fault; the field's
 // name is also attached to the status (ParamOf), for OpenAI's error "param".

@@ -48,6 +48,41 @@ TEST(OpenAiRequestTest, ReadsEveryParameter) {
   EXPECT_EQ(r.drafter, "none");
 }
 
+// Before, every number went through protobuf's double: 2^53 + 1 became 2^53, and a seed
+// past int64 was read as whatever the double held.
+TEST(OpenAiRequestTest, IntegersAreReadFromTheirTextExactly) {
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","seed":9007199254740993})").seed, 9007199254740993u);
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","seed":9223372036854775807})").seed, 9223372036854775807u);
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","\u0073eed":9007199254740995})").seed, 9007199254740995u);
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","seed":-1})").seed, UINT64_MAX);  // int64 -1, wrapped
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","seed":1e3})").seed, 1000u);      // integral, within 2^53
+  EXPECT_EQ(ParseError(R"({"prompt":"x","seed":9223372036854775808})"),
+            std::make_pair(std::string("'seed' is out of range: 9223372036854775808 is not in "
+                                       "[-9223372036854775808, 9223372036854775807]"),
+                           std::string("seed")));
+  EXPECT_EQ(ParseError(R"({"prompt":"x","max_tokens":18446744073709551617})").first,
+            "'max_tokens' is out of range: 18446744073709551617 is not in "
+            "[-9223372036854775808, 9223372036854775807]");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","max_tokens":4294967296})").first,
+            "'max_tokens' must be at most 4294967295, got 4294967296");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","n":9007199254740993})").first,
+            "'n' must be 1 (one choice per request is supported), got 9007199254740993");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","top_k":9007199254740993})").first,
+            "'top_k' must be -1 (off), 0 (off) or positive, got 9007199254740993");
+  // A repeated name is refused by the JSON parser, so no literal can stand for another value.
+  EXPECT_THAT(ParseError(R"({"prompt":"x","seed":1,"seed":9007199254740993})").first,
+              HasSubstr("Repeated map key: 'seed'"));
+  // A token id is an int32: past 2^53 it is refused (read through the double, exact below).
+  EXPECT_EQ(ParseError(R"({"prompt":[9007199254740993]})").second, "prompt");
+}
+
+// The seed reaches the SubmitRequest (the sampler's SamplingParams) as itself.
+TEST(OpenAiRequestTest, ALargeSeedReachesTheSubmitRequestAsItself) {
+  const CompletionRequest r = ParseOk(R"({"prompt":"x","seed":9007199254740993})");
+  const proto::SubmitRequest submit = MakeSubmitRequest(r, {1, 2}, "req-1", {});
+  EXPECT_EQ(submit.params().seed(), 9007199254740993u);
+}
+
 TEST(OpenAiRequestTest, DefaultsAndNullsMeanNotGiven) {
   const CompletionRequest r =
       ParseOk(R"({"prompt":"x","temperature":null,"stop":null,"seed":null})");
