@@ -24,10 +24,12 @@ trap 'echo "setup.sh: FAILED at step: ${STEP}" >&2' ERR
 say() { echo "==> $*"; }
 
 # ---- 1. Debian packages -------------------------------------------------------
+# libboost-dev: header-only Boost.Beast, the reference HTTP parser of a test
+# (tests/unit/coordinator/http/http_parser_differential_test.cc); nothing ships with it.
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git unzip python3 python3-pip python3-yaml
   libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler libabsl-dev
-  libgloo-dev libgtest-dev libgmock-dev iproute2 ccache
+  libgloo-dev libgtest-dev libgmock-dev iproute2 ccache libboost-dev
 )
 STEP="1/4 Debian packages"
 say "[${STEP}] checking ${#PACKAGES[@]} packages"
