@@ -66,6 +66,16 @@ absl::string_view TrimBlanks(absl::string_view s) {
   return s;
 }
 
+// RFC 9110 #token (Connection): tokens separated by commas and blanks; empty
+// elements are allowed.
+bool IsTokenList(absl::string_view s) {
+  for (absl::string_view element : absl::StrSplit(s, ',')) {
+    element = TrimBlanks(element);
+    if (!element.empty() && !IsToken(element)) return false;
+  }
+  return true;
+}
+
 bool IsTargetChar(char c) {
   const unsigned char u = static_cast<unsigned char>(c);
   return u > 0x20 && u < 0x7f;
@@ -352,6 +362,12 @@ void HttpRequestParser::OnHeadEnd() {
   for (const auto& [name, value] : request_.headers) {
     if (absl::EqualsIgnoreCase(name, "Host")) {
       ++hosts;
+    } else if (absl::EqualsIgnoreCase(name, "Connection")) {
+      // Read for keep-alive / close: a value that is not a token list could be
+      // read otherwise by a proxy in front (whether the connection persists).
+      if (!IsTokenList(value)) {
+        return Fail(400, absl::StrCat("malformed Connection header '", absl::CEscape(value), "'"));
+      }
     } else if (absl::EqualsIgnoreCase(name, "Transfer-Encoding")) {
       ++transfer_encodings;
       if (transfer_encodings > 1 || !absl::EqualsIgnoreCase(value, "chunked")) {
@@ -437,10 +453,23 @@ void HttpRequestParser::OnTrailerLine(absl::string_view line) {
   }
   if (IsBlank(line[0])) return Fail(400, "obsolete line folding in the trailer section");
   const size_t colon = line.find(':');
+  const absl::string_view value =
+      colon == absl::string_view::npos ? "" : TrimBlanks(line.substr(colon + 1));
   if (colon == absl::string_view::npos || !IsToken(line.substr(0, colon)) ||
-      !IsFieldValue(TrimBlanks(line.substr(colon + 1)))) {
+      !IsFieldValue(value)) {
     return Fail(400, absl::StrCat("malformed trailer field '", absl::CEscape(line.substr(0, 40)),
                                   "'"));
+  }
+  // Framing and routing are decided by the header section (RFC 9110 §6.5.1);
+  // the same field in the trailer is how a second parser could be misled.
+  const absl::string_view name = line.substr(0, colon);
+  for (const absl::string_view framing : {"Content-Length", "Transfer-Encoding", "Host"}) {
+    if (absl::EqualsIgnoreCase(name, framing)) {
+      return Fail(400, absl::StrCat(framing, " in the trailer section"));
+    }
+  }
+  if (absl::EqualsIgnoreCase(name, "Connection") && !IsTokenList(value)) {
+    return Fail(400, absl::StrCat("malformed Connection trailer '", absl::CEscape(value), "'"));
   }
 }
 

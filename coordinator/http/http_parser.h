@@ -26,8 +26,10 @@
 //        character (other than HTAB) in a header value; obsolete line folding;
 //        an HTTP/1.1 request without Host, or with two Host fields; more than
 //        one Content-Length field; Content-Length together with
-//        Transfer-Encoding; Transfer-Encoding in HTTP/1.0; a chunk size that is
-//        not hexadecimal; a chunk extension outside
+//        Transfer-Encoding; Transfer-Encoding in HTTP/1.0; a Connection value
+//        that is not a token list; Content-Length, Transfer-Encoding or Host in
+//        the trailer section; a chunk size that is not hexadecimal; a chunk
+//        extension outside
 //          chunk-ext = *( BWS ";" BWS ext-name [ BWS "=" BWS ext-val ] )
 //          ext-name = token, ext-val = token / quoted-string;
 //        chunk data not followed by CRLF; a chunk-size line over 1024 bytes

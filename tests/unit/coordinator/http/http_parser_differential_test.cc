@@ -1,104 +1,24 @@
 // The front door's HTTP parser against an independent one: Boost.Beast's
-// http::request_parser (Debian's libboost-dev, used only here). The property
+// http::request_parser (tests/testing/http_reference_parser.h). The property
 // that matters for request smuggling is agreement on framing: whenever our
 // parser accepts a request, Beast accepts the same bytes as the same request
 // (method, target, fields, body) ending at the same byte. Our parser may be
 // stricter (it refuses what Beast tolerates: obs-fold, a missing Host, ...),
 // never looser. Checked on a corpus of smuggling shapes and on thousands of
-// seeded mutations of valid requests.
-#include <algorithm>
+// seeded mutations of valid requests (the HTTP fuzz target checks the same
+// property on what libFuzzer makes).
 #include <random>
 #include <string>
 #include <vector>
-
-#include <boost/asio/buffer.hpp>
-#include <boost/beast/core/error.hpp>
-#include <boost/beast/http/error.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/string_body.hpp>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/http/http_parser.h"
 #include "gtest/gtest.h"
+#include "tests/testing/http_reference_parser.h"
 
 namespace splitspec::coordinator::http {
 namespace {
-
-namespace beast_http = boost::beast::http;
-
-struct BeastVerdict {
-  enum Kind { kIncomplete, kRequest, kError };
-  Kind kind = kIncomplete;
-  size_t consumed = 0;
-  HttpRequest request;  // kRequest
-  std::string error;    // kError
-};
-
-BeastVerdict BeastParse(const std::string& bytes, const HttpLimits& limits) {
-  beast_http::request_parser<beast_http::string_body> parser;
-  parser.eager(true);
-  parser.header_limit(static_cast<uint32_t>(limits.max_header_bytes));
-  parser.body_limit(limits.max_body_bytes);
-  BeastVerdict verdict;
-  size_t pos = 0;
-  while (!parser.is_done()) {
-    boost::beast::error_code ec;
-    const size_t used =
-        parser.put(boost::asio::const_buffer(bytes.data() + pos, bytes.size() - pos), ec);
-    pos += used;
-    if (ec == beast_http::error::need_more) {
-      if (used == 0 || pos == bytes.size()) return verdict;  // incomplete
-      continue;
-    }
-    if (ec) {
-      verdict.kind = BeastVerdict::kError;
-      verdict.error = ec.message();
-      return verdict;
-    }
-    if (used == 0 && !parser.is_done()) return verdict;
-  }
-  const auto& message = parser.get();
-  verdict.kind = BeastVerdict::kRequest;
-  verdict.consumed = pos;
-  verdict.request.method = std::string(message.method_string());
-  verdict.request.target = std::string(message.target());
-  verdict.request.version_minor = message.version() % 10;
-  for (const auto& field : message) {
-    verdict.request.headers.emplace_back(std::string(field.name_string()),
-                                         std::string(field.value()));
-  }
-  verdict.request.body = message.body();
-  return verdict;
-}
-
-// Our verdict on `bytes` is never looser than Beast's and, when both accept,
-// they read the same request with the same end. Returns "" or what differs.
-std::string Disagreement(const std::string& bytes, const HttpLimits& limits) {
-  const HttpParseResult ours = ParseHttpRequest(bytes, limits);
-  if (ours.kind != HttpParseResult::kRequest) return "";
-  const BeastVerdict beast = BeastParse(bytes, limits);
-  if (beast.kind != BeastVerdict::kRequest) {
-    return absl::StrCat("we accept what Beast ", beast.kind == BeastVerdict::kError
-                                                     ? "refuses (" + beast.error + ")"
-                                                     : "finds incomplete");
-  }
-  if (beast.consumed != ours.consumed) {
-    return absl::StrCat("request ends at byte ", ours.consumed, " for us, ", beast.consumed,
-                        " for Beast");
-  }
-  if (beast.request.method != ours.request.method) return "methods differ";
-  if (beast.request.target != ours.request.target) return "targets differ";
-  if (beast.request.version_minor != ours.request.version_minor) return "versions differ";
-  // Beast appends trailer fields to the header fields; we drop them.
-  const HttpHeaders& beast_fields = beast.request.headers;
-  if (beast_fields.size() < ours.request.headers.size() ||
-      !std::equal(ours.request.headers.begin(), ours.request.headers.end(), beast_fields.begin())) {
-    return "header fields differ";
-  }
-  if (beast.request.body != ours.request.body) return "bodies differ";
-  return "";
-}
 
 const HttpLimits kLimits = {.max_header_bytes = 4096, .max_headers = 64, .max_body_bytes = 1 << 16};
 
@@ -125,9 +45,9 @@ TEST(HttpParserDifferentialTest, ValidRequestsReadTheSameInBothParsers) {
   for (const std::string& bytes : ValidRequests()) {
     const HttpParseResult ours = ParseHttpRequest(bytes, kLimits);
     ASSERT_EQ(ours.kind, HttpParseResult::kRequest) << absl::CEscape(bytes) << ours.error_reason;
-    const BeastVerdict beast = BeastParse(bytes, kLimits);
-    ASSERT_EQ(beast.kind, BeastVerdict::kRequest) << absl::CEscape(bytes) << beast.error;
-    EXPECT_EQ(Disagreement(bytes, kLimits), "") << absl::CEscape(bytes);
+    const ReferenceVerdict beast = ReferenceParse(bytes, kLimits);
+    ASSERT_EQ(beast.kind, ReferenceVerdict::kRequest) << absl::CEscape(bytes) << beast.error;
+    EXPECT_EQ(FramingDisagreement(bytes, kLimits), "") << absl::CEscape(bytes);
   }
 }
 
@@ -177,8 +97,8 @@ TEST(HttpParserDifferentialTest, SmugglingShapesAreRefused) {
   for (const SmugglingCase& c : cases) {
     const HttpParseResult ours = ParseHttpRequest(c.bytes, kLimits);
     EXPECT_EQ(ours.kind, HttpParseResult::kError) << absl::CEscape(c.bytes);
-    const BeastVerdict beast = BeastParse(c.bytes, kLimits);
-    EXPECT_EQ(beast.kind == BeastVerdict::kError, c.beast_refuses)
+    const ReferenceVerdict beast = ReferenceParse(c.bytes, kLimits);
+    EXPECT_EQ(beast.kind == ReferenceVerdict::kError, c.beast_refuses)
         << absl::CEscape(c.bytes) << " Beast: " << beast.error;
   }
 }
@@ -209,7 +129,7 @@ TEST(HttpParserDifferentialTest, MutatedRequestsNeverFrameDifferently) {
           break;
       }
     }
-    const std::string disagreement = Disagreement(bytes, kLimits);
+    const std::string disagreement = FramingDisagreement(bytes, kLimits);
     ASSERT_EQ(disagreement, "") << absl::CEscape(bytes);
     if (ParseHttpRequest(bytes, kLimits).kind == HttpParseResult::kRequest) ++accepted;
   }

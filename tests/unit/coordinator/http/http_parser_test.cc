@@ -241,6 +241,28 @@ TEST(HttpParserTest, AmbiguousFramingIsRefused) {
               "malformed header name");
 }
 
+// Found by the HTTP fuzz target against Boost.Beast (tests/fuzz/corpus/http_parser/
+// regress-*): a Connection value that is not a token list (read for keep-alive),
+// and framing fields in the trailer section, which Beast refuses and we accepted.
+TEST(HttpParserTest, ConnectionMustBeATokenList) {
+  ExpectError("GET / HTTP/1.0\r\nConnection: keep\x96" "alive\r\n\r\n", 400,
+              "malformed Connection header 'keep\\226alive'");
+  ExpectError("GET / HTTP/1.1\r\nHost: h\r\nConnection: a b\r\n\r\n", 400,
+              "malformed Connection header");
+  const HttpParseResult r = Parse("GET / HTTP/1.1\r\nHost: h\r\nConnection: , x ,close\r\n\r\n");
+  ASSERT_EQ(r.kind, HttpParseResult::kRequest) << r.error_reason;
+  EXPECT_FALSE(r.request.KeepAlive());
+}
+
+TEST(HttpParserTest, FramingFieldsInTheTrailerAreRefused) {
+  ExpectError(kChunkedHead + "0\r\nTransfer-Encoding: chunked\r\n\r\n", 400,
+              "Transfer-Encoding in the trailer section");
+  ExpectError(kChunkedHead + "0\r\ncontent-length: 5\r\n\r\n", 400,
+              "Content-Length in the trailer section");
+  ExpectError(kChunkedHead + "0\r\nHost: other\r\n\r\n", 400, "Host in the trailer section");
+  ExpectError(kChunkedHead + "0\r\nConnection: a b\r\n\r\n", 400, "malformed Connection trailer");
+}
+
 // Feeds `bytes` in pieces of `piece` bytes, as reads from a socket would.
 struct Fed {
   HttpRequestParser::Status status;
