@@ -18,8 +18,21 @@
 namespace splitspec::coordinator::http {
 
 struct HttpServer::Connection {
+  explicit Connection(const HttpLimits& limits) : parser(limits) {}
+
+  // Bytes received and not yet fed to the parser (pipelined requests wait here
+  // while an exchange is unfinished).
+  size_t unparsed() const { return in.size() - in_parsed; }
+  // True while a request has begun and is not complete.
+  bool mid_request() const { return unparsed() > 0 || parser.InRequest(); }
+
   int fd = -1;
   std::string in;
+  size_t in_parsed = 0;  // bytes of `in` already fed to the parser
+  // The request being received: its parsed head, body and chunk state, kept
+  // across reads so that each byte is parsed once.
+  HttpRequestParser parser;
+  uint64_t parser_examined = 0;  // parser.bytes_examined() already counted
   std::string out;
   ExchangeId exchange = 0;  // the unfinished exchange, 0 if none
   bool keep_alive = true;   // of the current exchange
@@ -195,7 +208,7 @@ void HttpServer::Accept() {
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (fd >= static_cast<int>(slots_.size())) slots_.resize(fd + 1);
-    slots_[fd] = std::make_unique<Connection>();
+    slots_[fd] = std::make_unique<Connection>(options_.limits);
     Connection& connection = *slots_[fd];
     connection.fd = fd;
     connection.client = peer.sin_addr.s_addr;
@@ -248,10 +261,10 @@ void HttpServer::LogAccess(const Connection& connection, ExchangeId id,
 void HttpServer::OnReadable(Connection& connection) {
   const size_t cap = options_.limits.max_header_bytes + options_.limits.max_body_bytes;
   char buffer[16384];
-  while (connection.in.size() < cap) {
+  while (connection.unparsed() < cap) {
     const ssize_t got = recv(connection.fd, buffer, sizeof(buffer), 0);
     if (got > 0) {
-      if (connection.in.empty() && connection.exchange == 0)
+      if (!connection.mid_request() && connection.exchange == 0)
         connection.request_started = absl::Now();
       connection.in.append(buffer, static_cast<size_t>(got));
       connection.last_activity = absl::Now();
@@ -266,37 +279,54 @@ void HttpServer::OnReadable(Connection& connection) {
 }
 
 void HttpServer::Dispatch(Connection& connection) {
-  if (connection.exchange != 0 || connection.close_after_write || connection.in.empty()) {
+  if (connection.exchange != 0 || connection.close_after_write || connection.unparsed() == 0) {
     UpdateInterest(connection);
     return;
   }
-  HttpParseResult parsed = ParseHttpRequest(connection.in, options_.limits);
-  if (parsed.kind == HttpParseResult::kIncomplete) {
+  HttpRequestParser& parser = connection.parser;
+  connection.in_parsed +=
+      parser.Feed(absl::string_view(connection.in).substr(connection.in_parsed));
+  // Drop what was parsed; keep a pipelined rest (moved at most once per
+  // parsed byte of the same size: linear).
+  if (connection.in_parsed == connection.in.size()) {
+    connection.in.clear();
+    connection.in_parsed = 0;
+  } else if (connection.in_parsed >= connection.unparsed()) {
+    connection.in.erase(0, connection.in_parsed);
+    connection.in_parsed = 0;
+  }
+  {
+    MutexLock lock(&mu_);
+    counters_.parser_bytes_examined += parser.bytes_examined() - connection.parser_examined;
+  }
+  connection.parser_examined = parser.bytes_examined();
+  if (parser.status() == HttpRequestParser::kIncomplete) {
     if (connection.request_started == absl::InfiniteFuture())
       connection.request_started = absl::Now();
     UpdateInterest(connection);
     return;
   }
-  if (parsed.kind == HttpParseResult::kError) {
-    RefuseWith(connection, parsed.error_status, parsed.error_reason);
+  if (parser.status() == HttpRequestParser::kError) {
+    RefuseWith(connection, parser.error_status(), parser.error_reason());
     return;
   }
-  connection.in.erase(0, parsed.consumed);
-  connection.request_started = connection.in.empty() ? absl::InfiniteFuture() : absl::Now();
+  HttpRequest request = parser.TakeRequest();
+  connection.request_started =
+      connection.unparsed() == 0 ? absl::InfiniteFuture() : absl::Now();
   connection.exchange = next_exchange_++;
-  connection.method = parsed.request.method;
-  connection.path = parsed.request.path;
+  connection.method = request.method;
+  connection.path = request.path;
   connection.status = "-";
   connection.exchange_started = absl::Now();
-  connection.keep_alive = parsed.request.KeepAlive();
-  connection.chunked = parsed.request.version_minor >= 1;
+  connection.keep_alive = request.KeepAlive();
+  connection.chunked = request.version_minor >= 1;
   exchange_fds_[connection.exchange] = connection.fd;
   UpdateInterest(connection);
   {
     MutexLock lock(&mu_);
     ++counters_.requests;
   }
-  handler_->OnRequest(*this, connection.exchange, std::move(parsed.request));
+  handler_->OnRequest(*this, connection.exchange, std::move(request));
 }
 
 void HttpServer::RefuseWith(Connection& connection, int status, const std::string& reason) {
@@ -311,6 +341,7 @@ void HttpServer::RefuseWith(Connection& connection, int status, const std::strin
   LogAccess(connection, 0, absl::StrCat(status));
   connection.out += SerializeResponseHead(response, false) + response.body;
   connection.in.clear();
+  connection.in_parsed = 0;
   connection.close_after_write = true;
   Flush(connection);
 }
@@ -348,16 +379,18 @@ void HttpServer::Apply(Action& action) {
     connection.exchange = 0;
     connection.last_activity = absl::Now();
   }
+  const int fd = connection.fd;
+  Flush(connection);
+  if (!slots_[fd]) return;  // closed while flushing: the peer is gone
+  // What the socket did not take is what the client left unread.
   if (connection.out.size() > options_.max_output_bytes) {
     SPLITSPEC_LOG(WARNING) << "http: dropping a client that left " << connection.out.size()
                            << " bytes unread";
     Close(connection);
     return;
   }
-  const int fd = connection.fd;
-  Flush(connection);
   // A pipelined request may be waiting; none is taken on while stopping.
-  if (finished && slots_[fd] && !stop_.load()) Dispatch(connection);
+  if (finished && !stop_.load()) Dispatch(connection);
 }
 
 void HttpServer::Flush(Connection& connection) {
@@ -383,7 +416,7 @@ void HttpServer::Flush(Connection& connection) {
 void HttpServer::UpdateInterest(Connection& connection) {
   const size_t cap = options_.limits.max_header_bytes + options_.limits.max_body_bytes;
   uint32_t interest = 0;
-  if (connection.in.size() < cap && !connection.close_after_write) interest |= EPOLLIN;
+  if (connection.unparsed() < cap && !connection.close_after_write) interest |= EPOLLIN;
   if (!connection.out.empty()) interest |= EPOLLOUT;
   if (connection.registered && interest == connection.interest) return;
   epoll_event event{};
@@ -427,7 +460,8 @@ void HttpServer::Sweep() {
       RefuseWith(connection, 408,
                  absl::StrCat("request not received completely within ",
                               absl::FormatDuration(options_.request_timeout)));
-    } else if (connection.in.empty() && now - connection.last_activity > options_.idle_timeout) {
+    } else if (!connection.mid_request() &&
+               now - connection.last_activity > options_.idle_timeout) {
       Close(connection);
     }
   }

@@ -12,8 +12,9 @@
 //   // ... server->port() ...; the destructor stops the I/O thread.
 //
 // Thread model: Start() spawns one I/O thread that owns the listening socket
-// and every connection: it accepts, reads, parses (http_parser.h), calls the
-// handler, and writes. Respond / BeginStream / StreamWrite / EndStream may be
+// and every connection: it accepts, reads, parses (http_parser.h: one
+// incremental parser per connection, fed each byte once as it arrives), calls
+// the handler, and writes. Respond / BeginStream / StreamWrite / EndStream may be
 // called from any thread: they queue the action under a mutex and wake the I/O
 // thread through an eventfd; nothing else is shared.
 //
@@ -100,6 +101,9 @@ struct HttpServerCounters {
   uint64_t requests = 0;             // complete requests handed to the handler
   uint64_t protocol_errors = 0;      // answered by ProtocolError (malformed, oversized, timeout)
   uint64_t aborted_exchanges = 0;    // OnExchangeAborted calls
+  // Bytes the request parsers looked at (HttpRequestParser::bytes_examined):
+  // linear in the bytes received, however they were split into reads.
+  uint64_t parser_bytes_examined = 0;
 };
 
 class HttpServer {

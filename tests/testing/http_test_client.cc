@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -125,6 +126,12 @@ absl::StatusOr<TestHttpResponse> TestHttpConnection::ReadResponse() {
     buffer_.clear();
   }
   return response;
+}
+
+bool TestHttpConnection::WaitReadable(int wait_ms) {
+  if (!buffer_.empty()) return true;
+  pollfd readable{fd_, POLLIN, 0};
+  return poll(&readable, 1, wait_ms) > 0;
 }
 
 bool TestHttpConnection::PeerClosed() {

@@ -43,6 +43,8 @@ class TestHttpConnection {
   absl::StatusOr<TestHttpResponse> ReadResponse();
   // True if the server closed the connection (after what was already read).
   bool PeerClosed();
+  // True if a byte of a response (or the close) arrives within `wait_ms`.
+  bool WaitReadable(int wait_ms);
 
  private:
   explicit TestHttpConnection(int fd) : fd_(fd) {}
