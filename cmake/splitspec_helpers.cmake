@@ -9,7 +9,8 @@
 #   splitspec_cc_test(NAME n SRCS ... DEPS ... LABELS unit|integration|gpu [TIMEOUT s])
 #     (unit-labelled tests are also collected into the target splitspec_unit_tests,
 #      which the sanitizer presets build; gpu-labelled ones into splitspec_gpu_tests,
-#      which tools/gpu/device_session.sh builds)
+#      which tools/gpu/bundle.sh packs; they get tests/testing/gpu_test_main.cc as main(),
+#      so that SPLITSPEC_REQUIRE_GPU=1 turns a skip into a failure)
 #
 # Sources are listed explicitly; no GLOB.
 
@@ -65,7 +66,11 @@ function(splitspec_cc_test)
     set(ARG_TIMEOUT 300)
   endif()
   add_executable(${ARG_NAME} ${ARG_SRCS})
-  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  if("gpu" IN_LIST ARG_LABELS)
+    target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest splitspec_gpu_test_main)
+  else()
+    target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  endif()
   target_compile_definitions(${ARG_NAME} PRIVATE
     SPLITSPEC_BIN_DIR="${PROJECT_BINARY_DIR}/bin"
     SPLITSPEC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

@@ -1,5 +1,6 @@
 #include "tests/integration/cluster_test_util.h"
 
+#include <filesystem>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -9,7 +10,10 @@
 namespace splitspec::testing {
 
 std::string BinaryPath(const std::string& name) {
-  return absl::StrCat(SPLITSPEC_BIN_DIR, "/", name);
+  std::error_code error;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return absl::StrCat("bin/", name);  // no /proc: relative to the working directory
+  return (exe.parent_path().parent_path() / "bin" / name).string();
 }
 
 absl::StatusOr<std::pair<ChildProcess, std::string>> StartCoordinator(

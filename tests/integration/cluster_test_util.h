@@ -12,7 +12,10 @@
 
 namespace splitspec::testing {
 
-std::string BinaryPath(const std::string& name);  // SPLITSPEC_BIN_DIR/name
+// bin/name beside the tests/ folder of the running test binary (found from /proc/self/exe,
+// never a compiled-in path): build/<preset>/bin in a build tree, bin/ in the GPU bundle
+// (tools/gpu/bundle.sh), wherever either was moved.
+std::string BinaryPath(const std::string& name);
 
 // Starts splitspec-coordinator on a free loopback port with the given extra
 // flags and returns it with its control endpoint (read from --endpoint-file).

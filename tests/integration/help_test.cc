@@ -6,6 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/child_process.h"
+#include "tests/integration/cluster_test_util.h"
 
 namespace splitspec::testing {
 namespace {
@@ -25,6 +26,7 @@ std::vector<Case> Cases() {
       {{}, "splitspec-target-worker", "--step-tokens N"},
       {{}, "splitspec_bench_matmul", "--min-ms MS"},
       {{}, "splitspec_bench_collectives", "--threads-per-rank N"},
+      {{}, "splitspec_write_bench_model", "--shape NAME"},
       {{}, "splitspec", "generate"},
       {{"serve"}, "splitspec", "--dry-run"},
       {{"client"}, "splitspec", "--prompt TEXT"},
@@ -46,7 +48,7 @@ TEST(HelpTest, EveryBinaryAndSubcommandAnswersHelp) {
   int index = 0;
   for (const Case& c : Cases()) {
     for (const char* help : {"--help", "-h"}) {
-      std::vector<std::string> argv = {std::string(SPLITSPEC_BIN_DIR) + "/" + c.binary};
+      std::vector<std::string> argv = {BinaryPath(c.binary)};
       argv.insert(argv.end(), c.argv.begin(), c.argv.end());
       argv.push_back(help);
       std::string shown;
@@ -67,7 +69,7 @@ TEST(HelpTest, EveryBinaryAndSubcommandAnswersHelp) {
 TEST(HelpTest, AnUnknownFlagStillFailsNamingIt) {
   const std::string dir = MakeTempDir("help-test-unknown");
   absl::StatusOr<ChildProcess> child = ChildProcess::Spawn(
-      {std::string(SPLITSPEC_BIN_DIR) + "/splitspec-target-worker", "--no-such-flag", "1"},
+      {BinaryPath("splitspec-target-worker"), "--no-such-flag", "1"},
       dir + "/unknown.log");
   ASSERT_TRUE(child.ok()) << child.status();
   absl::StatusOr<int> code = child->Wait(absl::Seconds(60));
@@ -82,7 +84,7 @@ TEST(HelpTest, WorkersRefuseAnAbsentDeviceAtStartUp) {
   const std::string dir = MakeTempDir("worker-device");
   for (const char* binary : {"splitspec-target-worker", "splitspec-draft-worker"}) {
     absl::StatusOr<ChildProcess> child =
-        ChildProcess::Spawn({std::string(SPLITSPEC_BIN_DIR) + "/" + binary, "--device", "cuda:9",
+        ChildProcess::Spawn({BinaryPath(binary), "--device", "cuda:9",
                              "--model", "/nonexistent.gguf", "--coordinator", "tcp://127.0.0.1:1"},
                             dir + "/" + binary + ".log");
     ASSERT_TRUE(child.ok()) << child.status();

@@ -67,7 +67,8 @@ class Builder {
   std::mt19937 rng_;
 };
 
-void AddTokenizer(GgufWriter& w) {
+// The tiny tokenizer, then unused tokens up to `rows` tokens (when more than its own).
+void AddTokenizer(GgufWriter& w, int rows) {
   std::vector<std::string> tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
   std::vector<int32_t> types = {3, 3, 3};  // control
   for (int b = 0; b < 256; ++b) {
@@ -78,6 +79,10 @@ void AddTokenizer(GgufWriter& w) {
     const size_t space = merge.find(' ');
     tokens.push_back(merge.substr(0, space) + merge.substr(space + 1));
     types.push_back(1);
+  }
+  for (int id = static_cast<int>(tokens.size()); id < rows; ++id) {
+    tokens.push_back(absl::StrCat("[PAD", id, "]"));
+    types.push_back(5);  // unused
   }
   w.SetString("tokenizer.ggml.model", "gpt2");
   w.SetString("tokenizer.ggml.pre", "smollm");
@@ -164,7 +169,7 @@ GgufWriter MakeTinyModel(const TinyModelOptions& o) {
   GgufWriter w;
   const std::string& a = o.architecture;
   w.SetString("general.architecture", a);
-  w.SetString("general.name", absl::StrCat("tiny-", a));
+  w.SetString("general.name", o.name.empty() ? absl::StrCat("tiny-", a) : o.name);
   w.SetUint32(a + ".block_count", o.n_layers);
   w.SetUint32(a + ".context_length", o.context_length);
   w.SetUint32(a + ".embedding_length", o.n_embd);
@@ -177,10 +182,12 @@ GgufWriter MakeTinyModel(const TinyModelOptions& o) {
     w.SetString(a + ".rope.scaling.type", "linear");
     w.SetFloat32(a + ".rope.scaling.factor", o.rope_linear_factor);
   }
-  AddTokenizer(w);
+  SPLITSPEC_CHECK(o.vocab_rows == 0 || o.vocab_rows >= TinyModelVocabSize())
+      << "vocab_rows " << o.vocab_rows << " < the tokenizer's " << TinyModelVocabSize();
+  const int vocab = o.vocab_rows > 0 ? o.vocab_rows : TinyModelVocabSize();
+  AddTokenizer(w, vocab);
 
   Builder b(o, w);
-  const int vocab = o.vocab_rows > 0 ? o.vocab_rows : TinyModelVocabSize();
   const int head_dim = o.n_embd / o.n_heads;
   const int q_dim = o.n_heads * head_dim;
   const int kv_dim = o.n_kv_heads * head_dim;

@@ -10,7 +10,8 @@
 // The model carries a valid byte-level BPE tokenizer section ("gpt2" model,
 // "smollm" pre-tokenizer): token 0 "<|endoftext|>" (also BOS and EOS by default),
 // 1 "<|im_start|>", 2 "<|im_end|>", then the 256 GPT-2 byte tokens, then one
-// token per merge (ids 259 ...), so vocab_size() == 259 + number of merges.
+// token per merge (ids 259 ...), so vocab_size() == 259 + number of merges; with
+// vocab_rows set, unused tokens "[PAD<id>]" (type 5) follow up to the embedding's rows.
 // Weights are drawn from a seeded generator: the same options give the same bytes.
 #ifndef SPLITSPEC_TESTS_TESTING_TINY_MODEL_H_
 #define SPLITSPEC_TESTS_TESTING_TINY_MODEL_H_
@@ -28,6 +29,7 @@ namespace splitspec::model {
 
 struct TinyModelOptions {
   std::string architecture = "llama";                       // "llama" or "qwen2" (adds QKV biases)
+  std::string name;  // general.name; empty: "tiny-<architecture>"
   kernels::GgmlType weight_type = kernels::GgmlType::kF32;  // layer matrices and output
   kernels::GgmlType embedding_type = kernels::GgmlType::kF32;
   // attn_v.weight's type when set (mixed-type files: llama.cpp's Q4_K_M keeps attn_v in
@@ -45,8 +47,9 @@ struct TinyModelOptions {
   float rms_norm_eps = 1e-5f;
   uint32_t seed = 1;
   // > 0: rows of token_embd (and output) instead of TinyModelVocabSize(), for
-  // benchmark models with a real model's vocabulary size; the ids past the
-  // tokenizer's have no text (the forward does not need the tokenizer).
+  // benchmark models with a real model's vocabulary size (tests/testing/bench_model.h).
+  // The tokenizer is padded with unused tokens (type 5, no merge reaches them) to as
+  // many tokens as rows, as llama.cpp requires. REQUIRES: 0 or >= TinyModelVocabSize().
   int vocab_rows = 0;
 };
 
