@@ -28,13 +28,13 @@ class CudaDeviceRows final : public DeviceRows {
   CudaDeviceRows(int device, int vocab, int slots)
       : device_(device), vocab_(vocab), slots_(slots) {}
   ~CudaDeviceRows() override {
-    cudaSetDevice(device_);
+    kernels::IgnoreCudaError(cudaSetDevice(device_));
     if (stream_ != nullptr) {
-      cudaStreamSynchronize(stream_);
-      cudaStreamDestroy(stream_);
+      kernels::IgnoreCudaError(cudaStreamSynchronize(stream_));
+      kernels::IgnoreCudaError(cudaStreamDestroy(stream_));
     }
-    cudaFree(rows_);
-    cudaFree(scales_);
+    kernels::IgnoreCudaError(cudaFree(rows_));
+    kernels::IgnoreCudaError(cudaFree(scales_));
   }
 
   absl::Status Init() {
@@ -139,9 +139,17 @@ class CudaDeviceRows final : public DeviceRows {
                        " pending rows and ", capacity, " step rows"));
     }
     if (rows_ != nullptr) {
-      CUDA_RETURN_IF_ERROR(
-          cudaMemcpyAsync(next, rows_, RowBytes() * slots_, cudaMemcpyDeviceToDevice, stream_));
-      CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+      absl::Status copied = kernels::CudaStatus(
+          cudaMemcpyAsync(next, rows_, RowBytes() * slots_, cudaMemcpyDeviceToDevice, stream_),
+          "cudaMemcpyAsync(slot rows)", __FILE__, __LINE__);
+      if (copied.ok()) {
+        copied = kernels::CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize",
+                                     __FILE__, __LINE__);
+      }
+      if (!copied.ok()) {
+        kernels::IgnoreCudaError(cudaFree(next));  // the old rows stay in place
+        return copied;
+      }
       CUDA_RETURN_IF_ERROR(cudaFree(rows_));
     }
     rows_ = static_cast<float*>(next);
@@ -163,7 +171,7 @@ class CudaDeviceRows final : public DeviceRows {
       host_scales_.insert(host_scales_.end(), g.rows, g.scale);
     }
     if (host_scales_.size() > scales_capacity_) {
-      cudaFree(scales_);
+      kernels::IgnoreCudaError(cudaFree(scales_));
       scales_ = nullptr;
       scales_capacity_ = 0;
       CUDA_RETURN_IF_ERROR(

@@ -10,6 +10,7 @@
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "target_worker/group_leader_model.h"
+#include "target_worker/group_step_vote.h"
 
 namespace splitspec::target {
 namespace {
@@ -75,15 +76,16 @@ absl::StatusOr<FollowerExit> RunGroupFollower(model::Transformer& model, net::Co
     if (step.leave()) return step.disband() ? FollowerExit::kDisbanded : FollowerExit::kLeaderLeft;
     if (step.sequences_size() == 0) continue;  // keep-alive
     std::vector<model::SequenceInput> batch;
-    RETURN_IF_ERROR(PrepareBatch(step, model, caches, &batch));
-    absl::Status forward = model.Forward(batch, &out);
-    if (!forward.ok()) {
-      if (!IsInputError(forward)) return forward;
-      // The leader found the same input error before any collective.
-      SPLITSPEC_LOG(DEBUG) << "tp step " << step.step()
-                           << " skipped like the leader's: " << forward;
-      continue;
+    absl::Status local = PrepareBatch(step, model, caches, &batch);
+    if (local.ok()) local = model.PrepareForward(batch);
+    // Every rank's verdict before any collective of the forward (group_step_vote.h).
+    ASSIGN_OR_RETURN(const absl::Status agreed, AgreeOnStep(comm, step.step(), local));
+    if (absl::IsDataLoss(local)) return local;  // the plans went out of step: re-form
+    if (!agreed.ok()) {
+      if (!local.ok()) SPLITSPEC_LOG(WARNING) << agreed;  // this rank refused: say why
+      continue;                                          // every rank skips the step
     }
+    RETURN_IF_ERROR(model.Forward(batch, &out));
     ++counters->forwards;
     for (const proto::GroupStepSequence& sequence : step.sequences())
       counters->tokens += sequence.tokens_size();

@@ -33,9 +33,13 @@ struct FollowerCounters {
   uint64_t tokens = 0;
 };
 
+// A step this rank cannot run (Transformer::PrepareForward's errors) is refused
+// and the group told before any collective (group_step_vote.h): every rank skips
+// it, this rank logs why, and the loop goes on.
 // Errors: the first failed collective (the group is broken; re-form), or
 // DataLoss naming the step when the leader's plan cannot be followed (an
-// unknown cache key with start > 0, a start past the cache's length).
+// unknown cache key with start > 0, a start past the cache's length), returned
+// after the group has been told.
 absl::StatusOr<FollowerExit> RunGroupFollower(model::Transformer& model, net::Communicator& comm,
                                               const std::atomic<bool>& stop,
                                               FollowerCounters* counters = nullptr);

@@ -5,27 +5,33 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "target_worker/group_step_vote.h"
 
 namespace splitspec::target {
 
-// A rank-0 cache that knows its key and reports its release to the leader.
+// A rank-0 cache that knows its key and reports its release to the leader. Its
+// rows live in `shard`, the shard model's own cache (device memory for a CUDA
+// model), which the forward runs on; this object holds the length the engine
+// sees (it truncates this one) and stores nothing itself.
 class GroupLeaderModel::KeyedCache final : public model::KvCache {
  public:
-  KeyedCache(const model::KvCache& shape, uint64_t key, std::vector<uint64_t>* released)
-      : KvCache(shape.n_layers(), shape.kv_dim(), shape.max_tokens()),
+  KeyedCache(std::unique_ptr<model::KvCache> shard, uint64_t key,
+             std::vector<uint64_t>* released)
+      : KvCache(shard->n_layers(), shard->kv_dim(), shard->max_tokens()),
+        shard_(std::move(shard)),
         key_(key),
         released_(released) {}
   ~KeyedCache() override { released_->push_back(key_); }
   uint64_t key() const { return key_; }
+  model::KvCache* shard() const { return shard_.get(); }
+  model::MemorySpace memory_space() const override { return shard_->memory_space(); }
+  uint64_t memory_bytes() const override { return shard_->memory_bytes(); }
 
  private:
+  std::unique_ptr<model::KvCache> shard_;
   uint64_t key_;
   std::vector<uint64_t>* released_;
 };
-
-bool IsInputError(const absl::Status& status) {
-  return absl::IsInvalidArgument(status) || absl::IsOutOfRange(status);
-}
 
 GroupLeaderModel::GroupLeaderModel(model::Transformer* model, net::Communicator* comm,
                                    absl::Duration keep_alive)
@@ -34,10 +40,9 @@ GroupLeaderModel::GroupLeaderModel(model::Transformer* model, net::Communicator*
 GroupLeaderModel::~GroupLeaderModel() = default;
 
 std::unique_ptr<model::KvCache> GroupLeaderModel::NewCache(int max_tokens) const {
-  // The shard's shape (its KV heads); allocation is lazy, so this costs nothing.
-  std::unique_ptr<model::KvCache> shape = model_->NewCache(max_tokens);
+  // The shard model's own cache (its KV heads, its memory); allocation is lazy.
   auto* released = const_cast<std::vector<uint64_t>*>(&released_keys_);
-  return std::make_unique<KeyedCache>(*shape, next_cache_key_++, released);
+  return std::make_unique<KeyedCache>(model_->NewCache(max_tokens), next_cache_key_++, released);
 }
 
 absl::Status GroupLeaderModel::Broadcast(proto::GroupStep& step) {
@@ -54,13 +59,20 @@ absl::Status GroupLeaderModel::Broadcast(proto::GroupStep& step) {
 
 absl::Status GroupLeaderModel::Forward(absl::Span<const model::SequenceInput> batch,
                                        model::ForwardOutput* out) {
+  if (!broken_.ok()) return broken_;
   proto::GroupStep step;
+  std::vector<KeyedCache*> caches;
+  std::vector<model::SequenceInput> shard_batch;
   for (const model::SequenceInput& input : batch) {
-    auto* cache = dynamic_cast<const KeyedCache*>(input.cache);
+    auto* cache = dynamic_cast<KeyedCache*>(input.cache);
     if (cache == nullptr) {
       return absl::InvalidArgumentError(
           "GroupLeaderModel::Forward: a cache did not come from this model's NewCache");
     }
+    // Replays the engine's truncations on the shard cache (it is never shorter).
+    RETURN_IF_ERROR(cache->shard()->Truncate(cache->length()));
+    caches.push_back(cache);
+    shard_batch.push_back({cache->shard(), input.tokens, input.logits});
     proto::GroupStepSequence* sequence = step.add_sequences();
     sequence->set_cache_key(cache->key());
     sequence->set_start(static_cast<uint32_t>(cache->length()));
@@ -68,12 +80,24 @@ absl::Status GroupLeaderModel::Forward(absl::Span<const model::SequenceInput> ba
     sequence->set_logits(static_cast<uint32_t>(input.logits));
   }
   RETURN_IF_ERROR(Broadcast(step));
-  absl::Status forward = model_->Forward(batch, out);
-  // Input errors (a cache out of room, a token out of range) are found before
-  // any collective and identically by every rank, which all skip the step: the
-  // group stays in step. Anything else is a failed collective.
-  if (!forward.ok() && !IsInputError(forward)) broken_ = forward;
-  return forward;
+  // Every rank checks the step and the group agrees before any collective of the
+  // forward: a rank that refuses (this one or a follower) makes every rank skip it.
+  absl::StatusOr<absl::Status> agreed =
+      AgreeOnStep(*comm_, step.step(), model_->PrepareForward(shard_batch));
+  if (!agreed.ok()) {
+    broken_ = agreed.status();
+    return broken_;
+  }
+  if (!agreed->ok()) return *agreed;  // the group stays in step
+  absl::Status forward = model_->Forward(shard_batch, out);
+  // Every rank found the step runnable: a failure now is a failed collective or
+  // device, and the group is broken.
+  if (!forward.ok()) {
+    broken_ = forward;
+    return forward;
+  }
+  for (KeyedCache* cache : caches) cache->Commit(cache->shard()->length());
+  return absl::OkStatus();
 }
 
 absl::Status GroupLeaderModel::KeepAliveIfIdle(absl::Time now) {

@@ -16,8 +16,18 @@
 // and then appends the same tokens. Caches destroyed on the leader are listed
 // in the next step so followers free theirs.
 //
-// Failure: a failed broadcast or forward breaks the group for good (the
-// communicator's contract); status() then returns that error and every later
+// Refusals: after the plan, every rank checks the step on its own shard
+// (Transformer::PrepareForward) and the ranks agree (group_step_vote.h) before
+// any collective of the forward. If any rank refuses (a cache out of room, a
+// token out of range, a device out of memory), every rank skips the step and
+// Forward returns the refusal (its code, naming the step and the rank); the
+// group stays in step and the caches keep their lengths.
+//
+// The caches NewCache returns hold the shard model's own cache (device memory
+// for a CUDA model), which the forward runs on.
+//
+// Failure: a failed broadcast, agreement or forward breaks the group for good
+// (the communicator's contract); status() then returns that error and every later
 // Forward / KeepAliveIfIdle returns it. The owner re-forms the group.
 //
 // Thread safety: thread-compatible; the leader's service thread owns it. The
@@ -37,10 +47,6 @@
 #include "runtime/model/transformer.h"
 
 namespace splitspec::target {
-
-// True for the Forward errors every rank finds identically before any
-// collective (InvalidArgument, OutOfRange): the group is still in step.
-bool IsInputError(const absl::Status& status);
 
 class GroupLeaderModel : public model::LanguageModel {
  public:
@@ -63,6 +69,8 @@ class GroupLeaderModel : public model::LanguageModel {
   // Errors: Transformer::KeepLogitsOnDevice's.
   absl::Status KeepLogitsOnDevice(bool keep) override { return model_->KeepLogitsOnDevice(keep); }
   int logits_device() const override { return model_->logits_device(); }
+  // The leader's own shard model's.
+  model::BackendCounters backend_counters() const override { return model_->backend_counters(); }
 
   // Sends an empty step if nothing was broadcast for keep_alive.
   absl::Status KeepAliveIfIdle(absl::Time now);

@@ -44,6 +44,7 @@ TargetService::TargetService(model::LanguageModel* model, TargetServiceOptions o
       data_endpoint_(data_->endpoint()),
       skeleton_(std::move(skeleton)),
       data_security_(net::DefaultChannelSecurity()),
+      model_(model),
       engine_(model, options_.engine) {}
 
 absl::Status TargetService::Run(const std::atomic<bool>& stop) {
@@ -102,6 +103,8 @@ void TargetService::PublishLoad() {
   proto::LoadReport load;
   load.set_active_requests(static_cast<uint32_t>(engine_.active_requests()));
   load.set_mean_step_ms(mean_step_ms_);
+  load.set_cuda_graph_capture_fallbacks(
+      static_cast<uint64_t>(model_->backend_counters().graph_capture_fallbacks));
   skeleton_->membership().set_load(load);
 }
 

@@ -98,6 +98,7 @@ class TargetService : private worker::ControlHandler {
   // losing a request.
   std::unique_ptr<worker::WorkerSkeleton> skeleton_;
   net::ChannelSecurity data_security_;  // whose keys are draft keys
+  const model::LanguageModel* model_;   // the engine's; its counters go into heartbeats
   TargetEngine engine_;
   double mean_step_ms_ = 0;  // moving average, reported in heartbeats
 };

@@ -136,6 +136,12 @@ void RenderWorkers(const proto::StatusReply& status, std::string* out) {
        [](const proto::MemberStatus& m) {
          return absl::StrCat(m.load().spec_cache_unplanned_blocks());
        }},
+      {"splitspec_worker_cuda_graph_capture_fallbacks",
+       "Target worker: forward calls whose CUDA graph capture failed and that ran eagerly "
+       "instead, since start (last heartbeat)",
+       [](const proto::MemberStatus& m) {
+         return static_cast<double>(m.load().cuda_graph_capture_fallbacks());
+       }},
   };
   for (const Series& s : series) {
     Header(s.name, "gauge", s.help, out);

@@ -29,6 +29,8 @@
 //   status splitspec_worker_alive{worker_id,worker_name,role,state}  gauge  per worker: 1 if alive
 //   splitspec_worker_active_requests{worker_id,...}, splitspec_worker_queued_blocks{...},
 //   splitspec_worker_step_seconds{...}           gauges from the workers' load reports (heartbeats)
+//   splitspec_worker_cuda_graph_capture_fallbacks{...}  gauge  target worker on CUDA: calls
+//                                                whose graph capture failed and ran eagerly
 //   splitspec_worker_restarts_total{worker_name,role}  counter  new processes (pids) that
 //                                                registered under the worker's name after its
 //                                                first: restarts by a supervisor (splitspec serve)

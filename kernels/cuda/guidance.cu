@@ -46,10 +46,10 @@ absl::Status LaunchGuidedLogitsRows(const float* d_cond, const float* d_uncond,
   const int column_blocks = (cols + kThreads - 1) / kThreads;
   const dim3 grid(column_blocks < kMaxColumnBlocks ? column_blocks : kMaxColumnBlocks,
                   rows < kMaxRowBlocks ? rows : kMaxRowBlocks);
+  DiscardStaleCudaError();
   GuidedLogitsRowsKernel<<<grid, kThreads, 0, stream>>>(d_cond, d_uncond, d_scales, d_out, rows,
                                                         cols);
-  CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return absl::OkStatus();
+  return CudaLaunchStatus("GuidedLogitsRowsKernel", __FILE__, __LINE__);
 }
 
 }  // namespace splitspec::kernels

@@ -373,10 +373,6 @@ __global__ void MatMulSuperBlockKernel(const uint8_t* __restrict__ w, int64_t ro
   }
 }
 
-absl::Status LastLaunchStatus(const char* what) {
-  return CudaStatus(cudaGetLastError(), what, __FILE__, __LINE__);
-}
-
 }  // namespace
 
 bool CudaSupportsWeightType(GgmlType type) {
@@ -425,8 +421,9 @@ absl::Status LaunchQuantizeQ8Blocks(const float* x, int64_t tokens, int64_t cols
   if (blocks == 0) return absl::OkStatus();
   constexpr int kThreads = 256;
   const int64_t grid = (blocks + kThreads / 32 - 1) / (kThreads / 32);
+  DiscardStaleCudaError();
   QuantizeQ8BlocksKernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(x, blocks, out);
-  return LastLaunchStatus("QuantizeQ8BlocksKernel");
+  return CudaLaunchStatus("QuantizeQ8BlocksKernel", __FILE__, __LINE__);
 }
 
 absl::Status LaunchQuantizeQ8SuperBlocks(const float* x, int64_t tokens, int64_t cols,
@@ -439,8 +436,9 @@ absl::Status LaunchQuantizeQ8SuperBlocks(const float* x, int64_t tokens, int64_t
   if (blocks == 0) return absl::OkStatus();
   constexpr int kThreads = 256;
   const int64_t grid = (blocks + kThreads / 32 - 1) / (kThreads / 32);
+  DiscardStaleCudaError();
   QuantizeQ8SuperBlocksKernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(x, blocks, out);
-  return LastLaunchStatus("QuantizeQ8SuperBlocksKernel");
+  return CudaLaunchStatus("QuantizeQ8SuperBlocksKernel", __FILE__, __LINE__);
 }
 
 absl::Status LaunchQuantizeActivations(CudaActivationLayout layout, const float* x, int64_t tokens,
@@ -477,6 +475,7 @@ absl::Status LaunchMatMul(const DeviceMatrix& w, const float* x, const DeviceQ8A
                   static_cast<unsigned>((tokens + kTokenTile - 1) / kTokenTile));
   const dim3 block_dim(32 * kWarpsPerBlock);
   const auto* wd = static_cast<const uint8_t*>(w.data);
+  DiscardStaleCudaError();
   switch (w.type) {
     case GgmlType::kQ8_0:
       MatMulBlock32Kernel<Q8_0>
@@ -515,7 +514,7 @@ absl::Status LaunchMatMul(const DeviceMatrix& w, const float* x, const DeviceQ8A
           <<<grid, block_dim, 0, stream>>>(wd, w.rows, w.cols, x, tokens, y, y_stride);
       break;
   }
-  return LastLaunchStatus("MatMul kernel");
+  return CudaLaunchStatus("MatMul kernel", __FILE__, __LINE__);
 }
 
 }  // namespace splitspec::kernels

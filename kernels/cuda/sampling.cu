@@ -260,9 +260,9 @@ absl::Status LaunchLogitsToProbs(const LogitsToProbsView& view, cudaStream_t str
       return absl::InvalidArgumentError(absl::StrCat("LaunchLogitsToProbs: ", r.name, " is null"));
     }
   }
+  DiscardStaleCudaError();
   LogitsToProbsKernel<<<view.num_rows, kThreads, 0, stream>>>(view);
-  CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return absl::OkStatus();
+  return CudaLaunchStatus("LogitsToProbsKernel", __FILE__, __LINE__);
 }
 
 }  // namespace splitspec::kernels

@@ -73,9 +73,9 @@ absl::Status LaunchSoftmaxRows(const float* d_logits, float* d_probs, int rows, 
                                                    " (need rows >= 0, cols >= 1)"));
   }
   if (rows == 0) return absl::OkStatus();
+  DiscardStaleCudaError();
   SoftmaxRowsKernel<<<rows, kThreads, 0, stream>>>(d_logits, d_probs, cols);
-  CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return absl::OkStatus();
+  return CudaLaunchStatus("SoftmaxRowsKernel", __FILE__, __LINE__);
 }
 
 }  // namespace splitspec::kernels

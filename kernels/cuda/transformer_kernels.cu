@@ -14,10 +14,8 @@ namespace {
 
 constexpr int kRowThreads = 256;        // RMSNorm, embedding, RoPE: one block per row
 constexpr int kAttentionThreads = 128;  // one block per (head, token)
-
-absl::Status LastLaunchStatus(const char* what) {
-  return CudaStatus(cudaGetLastError(), what, __FILE__, __LINE__);
-}
+// Shared memory a block may use without cudaFuncSetAttribute's opt-in.
+constexpr int64_t kDefaultSharedBytesPerBlock = 48 * 1024;
 
 __device__ __forceinline__ float HalfBits(uint16_t bits) {
   return __half2float(__ushort_as_half(bits));
@@ -209,20 +207,21 @@ __device__ float BlockReduce(float value, bool is_max, float* scratch) {
 
 __global__ void AttentionKernel(const float* __restrict__ q, const DeviceKvRef* __restrict__ refs,
                                 const int32_t* __restrict__ pos, AttentionShape s, float* out) {
-  extern __shared__ float scores[];  // [pos + 1]
-  __shared__ float scratch[32];
-  __shared__ double sum_scratch[32];
+  // attention_layout.h: every offset below comes from there (and is checked on the CPU).
+  extern __shared__ __align__(16) unsigned char attention_shared[];
+  const AttentionSharedLayout layout = AttentionSharedLayoutFor(s.max_positions);
+  auto* sum_scratch = reinterpret_cast<double*>(attention_shared + layout.sum_scratch);
+  auto* scratch = reinterpret_cast<float*>(attention_shared + layout.max_scratch);
+  auto* scores = reinterpret_cast<float*>(attention_shared + layout.scores);  // [score_floats]
   const int h = blockIdx.x;
   const int64_t t = blockIdx.y;
   const int n_pos = pos[t] + 1;
   const int kv_dim = s.kv_heads * s.head_dim;
-  const int q_dim = s.q_heads * s.head_dim;
-  const int kv_head = (s.head_begin + h) / s.group - s.kv_head_begin;
+  const int kv_head = AttentionKvHead(s, h);
   const DeviceKvRef ref = refs[t];
-  const uint16_t* keys =
-      ref.base + static_cast<int64_t>(2 * s.layer) * ref.capacity * kv_dim + kv_head * s.head_dim;
-  const uint16_t* values = keys + static_cast<int64_t>(ref.capacity) * kv_dim;
-  const float* q_h = q + t * q_dim + h * s.head_dim;
+  const uint16_t* keys = ref.base + AttentionKeyOffset(s, ref.capacity, kv_head, 0, 0);
+  const uint16_t* values = ref.base + AttentionValueOffset(s, ref.capacity, kv_head, 0, 0);
+  const float* q_h = q + AttentionQueryOffset(s, t, h, 0);
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
   constexpr int kWarps = kAttentionThreads / 32;
@@ -257,7 +256,7 @@ __global__ void AttentionKernel(const float* __restrict__ q, const DeviceKvRef* 
     for (int j = 0; j < n_pos; ++j) {
       acc = __fmaf_rn(HalfBits(values[static_cast<int64_t>(j) * kv_dim + d]), scores[j], acc);
     }
-    out[t * q_dim + h * s.head_dim + d] = acc;
+    out[AttentionQueryOffset(s, t, h, d)] = acc;
   }
 }
 
@@ -272,38 +271,43 @@ absl::Status LaunchEmbedRows(const DeviceMatrix& table, const int32_t* ids, int6
         absl::StrCat("no CUDA embedding for ggml type ", GetGgmlTypeTraits(table.type).name));
   }
   if (tokens <= 0) return absl::OkStatus();
+  DiscardStaleCudaError();
   EmbedRowsKernel<<<static_cast<unsigned>(tokens), kRowThreads, 0, stream>>>(
       table.type, static_cast<const uint8_t*>(table.data),
       static_cast<int64_t>(RowBytes(table.type, table.cols)), table.cols, ids, x);
-  return LastLaunchStatus("EmbedRowsKernel");
+  return CudaLaunchStatus("EmbedRowsKernel", __FILE__, __LINE__);
 }
 
 absl::Status LaunchRmsNormRows(const float* x, const int32_t* rows, int64_t count, int n,
                                const float* weight, float eps, float* y, cudaStream_t stream) {
   if (count <= 0) return absl::OkStatus();
+  DiscardStaleCudaError();
   RmsNormRowsKernel<<<static_cast<unsigned>(count), kRowThreads, 0, stream>>>(x, rows, n, weight,
                                                                               eps, y);
-  return LastLaunchStatus("RmsNormRowsKernel");
+  return CudaLaunchStatus("RmsNormRowsKernel", __FILE__, __LINE__);
 }
 
 absl::Status LaunchAddBias(float* y, const float* bias, int64_t tokens, int64_t n,
                            cudaStream_t stream) {
   const int64_t total = tokens * n;
   if (total <= 0) return absl::OkStatus();
+  DiscardStaleCudaError();
   AddBiasKernel<<<ElementBlocks(total), 256, 0, stream>>>(y, bias, total, n);
-  return LastLaunchStatus("AddBiasKernel");
+  return CudaLaunchStatus("AddBiasKernel", __FILE__, __LINE__);
 }
 
 absl::Status LaunchAddInPlace(float* x, const float* delta, int64_t n, cudaStream_t stream) {
   if (n <= 0) return absl::OkStatus();
+  DiscardStaleCudaError();
   AddInPlaceKernel<<<ElementBlocks(n), 256, 0, stream>>>(x, delta, n);
-  return LastLaunchStatus("AddInPlaceKernel");
+  return CudaLaunchStatus("AddInPlaceKernel", __FILE__, __LINE__);
 }
 
 absl::Status LaunchSiluMul(float* gate, const float* up, int64_t n, cudaStream_t stream) {
   if (n <= 0) return absl::OkStatus();
+  DiscardStaleCudaError();
   SiluMulKernel<<<ElementBlocks(n), 256, 0, stream>>>(gate, up, n);
-  return LastLaunchStatus("SiluMulKernel");
+  return CudaLaunchStatus("SiluMulKernel", __FILE__, __LINE__);
 }
 
 absl::Status LaunchRopeAndStore(float* q, const float* k, const float* v, const float* cos,
@@ -315,9 +319,10 @@ absl::Status LaunchRopeAndStore(float* q, const float* k, const float* v, const 
     return absl::InvalidArgumentError(
         absl::StrCat("RoPE: kv_dim ", shape.kv_heads * shape.head_dim, " exceeds 12288"));
   }
+  DiscardStaleCudaError();
   RopeAndStoreKernel<<<static_cast<unsigned>(tokens), kRowThreads, shared, stream>>>(
       q, k, v, cos, sin, pos, refs, shape);
-  return LastLaunchStatus("RopeAndStoreKernel");
+  return CudaLaunchStatus("RopeAndStoreKernel", __FILE__, __LINE__);
 }
 
 absl::Status LaunchAttention(const float* q, const DeviceKvRef* refs, const int32_t* pos,
@@ -333,14 +338,31 @@ absl::Status LaunchAttention(const float* q, const DeviceKvRef* refs, const int3
     return absl::InvalidArgumentError(
         absl::StrCat("CUDA attention over ", tokens, " tokens in one call exceeds 65535"));
   }
-  const size_t shared = static_cast<size_t>(shape.max_positions) * sizeof(float);
-  if (shared > 48 * 1024) {
+  if (shape.max_positions < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CUDA attention needs max_positions >= 1, got ", shape.max_positions));
+  }
+  const int64_t shared = AttentionSharedLayoutFor(shape.max_positions).total_bytes;
+  if (shared > kDefaultSharedBytesPerBlock) {
+    // Past 48 KiB a kernel must opt in, up to what the device allows a block.
+    int device = 0;
+    int optin = 0;
+    CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+    CUDA_RETURN_IF_ERROR(
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (shared > optin) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "CUDA attention over ", shape.max_positions, " positions needs ", shared,
+          " bytes of shared memory per block; cuda:", device, " allows ", optin));
+    }
     CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
         AttentionKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
   }
   const dim3 grid(static_cast<unsigned>(shape.q_heads), static_cast<unsigned>(tokens));
-  AttentionKernel<<<grid, kAttentionThreads, shared, stream>>>(q, refs, pos, shape, out);
-  return LastLaunchStatus("AttentionKernel");
+  DiscardStaleCudaError();
+  AttentionKernel<<<grid, kAttentionThreads, static_cast<size_t>(shared), stream>>>(q, refs, pos,
+                                                                                    shape, out);
+  return CudaLaunchStatus("AttentionKernel", __FILE__, __LINE__);
 }
 
 }  // namespace splitspec::kernels

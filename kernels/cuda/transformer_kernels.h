@@ -26,6 +26,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "kernels/cuda/attention_layout.h"
 #include "kernels/cuda/quant_matmul.h"
 
 namespace splitspec::kernels {
@@ -77,18 +78,6 @@ absl::Status LaunchRopeAndStore(float* q, const float* k, const float* v, const 
                                 const float* sin, const int32_t* pos, const DeviceKvRef* refs,
                                 const RopeStoreShape& shape, int64_t tokens, cudaStream_t stream);
 
-struct AttentionShape {
-  int q_heads = 0;        // this rank's query heads (rows of q per token / head_dim)
-  int head_begin = 0;     // the model index of this rank's first query head
-  int kv_head_begin = 0;  // the model index of this rank's first KV head
-  int group = 1;          // query heads per KV head (n_heads / n_kv_heads)
-  int head_dim = 0;
-  int kv_heads = 0;  // this rank's KV heads (kv_dim = kv_heads * head_dim)
-  int layer = 0;
-  int max_positions = 0;  // 1 + the largest pos[t] of the launch
-  float scale = 1.0f;     // 1 / sqrt(head_dim)
-};
-
 // out[t, h, :] = softmax_j(q[t, h] . k_j * scale) v_j over positions j in [0, pos[t]] of
 // cache refs[t], for each of this rank's heads h (GQA: head h reads KV head
 // (head_begin + h) / group - kv_head_begin). One block of 128 threads per (h, t):
@@ -96,7 +85,9 @@ struct AttentionShape {
 // by fixed trees, p = half(exp(s - max) * float(1 / sum)) (the CPU's probabilities:
 // half precision, as llama.cpp multiplies its F16 V cache by F16 probabilities), then
 // each output element summed over positions in increasing order.
-// InvalidArgument when max_positions > kCudaMaxAttentionPositions.
+// Shared memory: attention_layout.h (max_positions rounded up to 4 floats, plus scratch).
+// InvalidArgument when max_positions > kCudaMaxAttentionPositions or when its shared
+// memory exceeds what the current device allows a block (named).
 absl::Status LaunchAttention(const float* q, const DeviceKvRef* refs, const int32_t* pos,
                              const AttentionShape& shape, int64_t tokens, float* out,
                              cudaStream_t stream);

@@ -323,9 +323,9 @@ absl::Status LaunchVerifyBatch(const VerifyBatchView& view, cudaStream_t stream)
     return absl::InvalidArgumentError(
         absl::StrCat("LaunchVerifyBatch: unknown q_format ", view.q_format));
   }
+  DiscardStaleCudaError();
   VerifyBatchKernel<<<view.num_sequences, kThreads, 0, stream>>>(view);
-  CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return absl::OkStatus();
+  return CudaLaunchStatus("VerifyBatchKernel", __FILE__, __LINE__);
 }
 
 }  // namespace splitspec::kernels

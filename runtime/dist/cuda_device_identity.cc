@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/cuda/cuda_check.h"
 
 namespace splitspec::net {
 
@@ -11,6 +12,7 @@ absl::StatusOr<std::string> CudaDeviceUuid(int ordinal) {
   cudaDeviceProp properties{};
   const cudaError_t error = cudaGetDeviceProperties(&properties, ordinal);
   if (error != cudaSuccess) {
+    kernels::IgnoreCudaError(error);  // reported here; a later launch check must not see it
     return absl::InternalError(
         absl::StrCat("cuda:", ordinal, ": cannot read its UUID: ", cudaGetErrorString(error)));
   }

@@ -12,15 +12,20 @@
 // way; it is also the fallback where NCCL is not built. Slower than NCCL (two
 // PCIe copies per collective), same results as the inner communicator's (Gloo:
 // rank-order sums, so batch invariance holds for any group size).
-// Ordering: the copies are cudaMemcpy on the legacy default stream, which waits
-// for the work of every blocking stream on the device (the CUDA backend's stream
-// is one), so the device buffer is complete before it is read; the copy back
-// returns only when the data is on the device.
+// Ordering: the caller completes the work that writes a buffer before the call
+// (TransformerBackend::CompleteBuffers). The copies run on this communicator's own
+// non-blocking stream and each is synchronized before the call goes on, so the
+// result is in device memory when the call returns and any stream may consume it.
+// (A plain cudaMemcpy up from pageable memory returns once the data is staged,
+// before it reaches the device, and orders nothing with non-blocking streams: the
+// device-rows store reading a gathered logit row on its own stream could race it.)
 // The inner communicator must outlive this one; its BroadcastString stays a host
 // operation (step plans go over the inner communicator directly).
 // Thread safety: one thread at a time, as the inner communicator.
 #ifndef SPLITSPEC_RUNTIME_DIST_HOST_STAGED_COMMUNICATOR_H_
 #define SPLITSPEC_RUNTIME_DIST_HOST_STAGED_COMMUNICATOR_H_
+
+#include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <vector>
@@ -35,6 +40,9 @@ class HostStagedCommunicator final : public Communicator {
  public:
   // REQUIRES inner->buffer_space() == kHost; device: the CUDA device of the buffers.
   HostStagedCommunicator(Communicator* inner, int device) : inner_(inner), device_(device) {}
+  ~HostStagedCommunicator() override;
+  HostStagedCommunicator(const HostStagedCommunicator&) = delete;
+  HostStagedCommunicator& operator=(const HostStagedCommunicator&) = delete;
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
@@ -51,9 +59,14 @@ class HostStagedCommunicator final : public Communicator {
 
  private:
   absl::Status CheckInner() const;
+  // Selects the device and creates the copy stream on first use.
+  absl::Status Prepare();
+  // One copy on stream_, waited for before returning.
+  absl::Status Copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
 
   Communicator* inner_;
   int device_;
+  cudaStream_t stream_ = nullptr;  // non-blocking; created by the first collective
   std::vector<float> host_in_, host_out_;
 };
 

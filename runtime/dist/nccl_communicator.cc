@@ -77,7 +77,8 @@ absl::StatusOr<ncclUniqueId> ShareUniqueId(RendezvousStore& store,
 
 absl::Status CheckDevice(int device) {
   int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+  kernels::IgnoreCudaError(cudaGetDeviceCount(&count));  // no driver reads as no device
+  if (count == 0) {
     return absl::FailedPreconditionError("NCCL communicator: no usable CUDA device");
   }
   if (device < 0 || device >= count) {
@@ -100,7 +101,7 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, cudaStream_t stream, int dev
       timeout_(options.timeout) {}
 
 NcclCommunicator::~NcclCommunicator() {
-  cudaSetDevice(device_);
+  kernels::IgnoreCudaError(cudaSetDevice(device_));
   if (broken_.ok()) {
     ncclCommFinalize(comm_);
     WaitCommReady(comm_, absl::Now() + timeout_, "ncclCommFinalize").IgnoreError();
@@ -108,7 +109,7 @@ NcclCommunicator::~NcclCommunicator() {
   } else {
     ncclCommAbort(comm_);
   }
-  cudaStreamDestroy(stream_);
+  kernels::IgnoreCudaError(cudaStreamDestroy(stream_));
 }
 
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
@@ -133,7 +134,7 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   }
   if (!s.ok()) {
     if (comm != nullptr) ncclCommAbort(comm);
-    cudaStreamDestroy(stream);
+    kernels::IgnoreCudaError(cudaStreamDestroy(stream));
     return s;
   }
   return std::unique_ptr<NcclCommunicator>(

@@ -92,13 +92,6 @@
 
 namespace splitspec::model {
 
-// How a backend ran its forward calls (CUDA graphs: cuda_graph_plan.h).
-struct BackendCounters {
-  int64_t eager_calls = 0;     // kernels launched one by one
-  int64_t graph_captures = 0;  // calls captured into a CUDA graph (then replayed once)
-  int64_t graph_replays = 0;   // calls that replayed a captured graph
-};
-
 // The tokens of one forward call, planned by the transformer on the host
 // after the inputs were checked (every cache has room for its tokens).
 struct ForwardPlan {
@@ -163,6 +156,18 @@ class TransformerBackend {
   // here; after one, its later calls do nothing). The CPU backend cannot fail.
   // The transformer commits the caches' lengths only after an OK Finish.
   virtual absl::Status Finish() { return absl::OkStatus(); }
+
+  // True right after a Finish that failed only because the call was being
+  // captured into a CUDA graph and the capture failed: none of the call's
+  // kernels ran, and the next Begin runs eagerly. The transformer then runs the
+  // same plan again (BackendCounters::graph_capture_fallbacks counts these), so
+  // a failed capture never fails a request.
+  virtual bool RetryEagerly() const { return false; }
+
+  // Makes the next graph capture fail as a real one does (an operation CUDA
+  // forbids during a capture), to test the fallback. Backends without graphs
+  // ignore it.
+  virtual void FailNextGraphCaptureForTesting() {}
 
   // Counts since construction (the CPU backend counts nothing).
   virtual BackendCounters counters() const { return {}; }

@@ -67,6 +67,9 @@ absl::Status CheckTypes(const ModelConfig& config, const ShardedWeights& w) {
 // How the current call runs (cuda_graph_plan.h).
 enum class CallMode { kEager, kCapture, kReplay };
 
+// Failed captures after which a backend runs every call eagerly.
+constexpr int kMaxCaptureFailures = 3;
+
 class CudaBackend final : public TransformerBackend {
  public:
   CudaBackend(const ModelConfig& config, const TensorParallelShard& shard,
@@ -80,15 +83,15 @@ class CudaBackend final : public TransformerBackend {
         ff_(shard.ff.size()) {}
 
   ~CudaBackend() override {
-    cudaSetDevice(device_);
+    kernels::IgnoreCudaError(cudaSetDevice(device_));
     AbortCapture();
     DestroyGraphs();
     if (stream_ != nullptr) {
-      cudaStreamSynchronize(stream_);
-      cudaStreamDestroy(stream_);
+      kernels::IgnoreCudaError(cudaStreamSynchronize(stream_));
+      kernels::IgnoreCudaError(cudaStreamDestroy(stream_));
     }
-    cudaFree(workspace_);
-    cudaFree(weights_dev_);
+    kernels::IgnoreCudaError(cudaFree(workspace_));
+    kernels::IgnoreCudaError(cudaFree(weights_dev_));
   }
 
   absl::Status Init(const DeviceMemoryBudget& budget, bool cuda_graphs);
@@ -96,7 +99,7 @@ class CudaBackend final : public TransformerBackend {
   MemorySpace memory_space() const override { return MemorySpace::kDevice; }
   std::unique_ptr<KvCache> NewCache(int max_tokens) const override {
     return std::make_unique<CudaKvCache>(config_.n_layers, static_cast<int>(kv_dim_), max_tokens,
-                                         device_);
+                                         device_, stream_);
   }
   void Begin(const ForwardPlan& plan) override;
   float* Attention(int layer) override;
@@ -111,6 +114,8 @@ class CudaBackend final : public TransformerBackend {
   void CopyLogitsToHost(const float* parts, float* host_logits) override;
   absl::Status Finish() override;
   BackendCounters counters() const override { return counters_; }
+  bool RetryEagerly() const override { return retry_eagerly_; }
+  void FailNextGraphCaptureForTesting() override { fail_next_capture_ = true; }
 
  private:
   // Tokens and logit rows the kernels run over: the call's, or its bucket's when padded.
@@ -176,6 +181,11 @@ class CudaBackend final : public TransformerBackend {
   int64_t run_tokens_ = 0, run_rows_ = 0;
   int run_positions_ = 0;
   BackendCounters counters_;
+  // A capture failed: Finish reported it, the next call runs eagerly (backend.h).
+  bool retry_eagerly_ = false;
+  bool force_eager_ = false;
+  int capture_failures_ = 0;  // graphs are turned off after kMaxCaptureFailures
+  bool fail_next_capture_ = false;
 
   // Host staging of the per-call metadata.
   std::vector<int32_t> ids_, pos_, logit_tokens_;
@@ -202,10 +212,14 @@ absl::Status CudaBackend::UploadWeights() {
         "cuda:", device_, ": cannot allocate ", layout_.total_bytes, " bytes for the weights"));
   }
   weights_dev_ = static_cast<uint8_t*>(dev);
+  // On the backend's stream, and waited for: a plain cudaMemcpy from pageable memory
+  // returns before the data reaches the device and orders nothing with a
+  // non-blocking stream.
   for (const DeviceWeightLayout::Entry& e : layout_.entries) {
-    CUDA_RETURN_IF_ERROR(
-        cudaMemcpy(weights_dev_ + e.offset, e.host, e.bytes, cudaMemcpyHostToDevice));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(weights_dev_ + e.offset, e.host, e.bytes,
+                                         cudaMemcpyHostToDevice, stream_));
   }
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   for (int l = 0; l < config_.n_layers; ++l) {
     const ShardedLayerWeights& lw = weights_.layers[l];
     LayerOnDevice d;
@@ -232,13 +246,15 @@ absl::Status CudaBackend::UploadWeights() {
 absl::Status CudaBackend::Init(const DeviceMemoryBudget& budget, bool cuda_graphs) {
   RETURN_IF_ERROR(CheckTypes(config_, weights_));
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-  CUDA_RETURN_IF_ERROR(cudaStreamCreate(&stream_));
+  // Non-blocking: the legacy default stream (another library's, a stray cudaMemcpy)
+  // never serializes with the forward; every copy this backend makes is on stream_.
+  CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   RETURN_IF_ERROR(UploadWeights());
   if (cuda_graphs && shard_.size == 1) {
     ASSIGN_OR_RETURN(GraphBucketer bucketer, GraphBucketer::Create(GraphBucketOptions{}));
     bucketer_.emplace(std::move(bucketer));
-    padding_cache_ =
-        std::make_unique<CudaKvCache>(config_.n_layers, static_cast<int>(kv_dim_), 1, device_);
+    padding_cache_ = std::make_unique<CudaKvCache>(config_.n_layers, static_cast<int>(kv_dim_), 1,
+                                                   device_, stream_);
     RETURN_IF_ERROR(padding_cache_->Reserve(1));
   }
   const int64_t step = std::max(budget.step_tokens, 1);
@@ -248,12 +264,12 @@ absl::Status CudaBackend::Init(const DeviceMemoryBudget& budget, bool cuda_graph
 void CudaBackend::DestroyGraph(int64_t id) {
   auto it = graphs_.find(id);
   if (it == graphs_.end()) return;
-  cudaGraphExecDestroy(it->second);
+  kernels::IgnoreCudaError(cudaGraphExecDestroy(it->second));
   graphs_.erase(it);
 }
 
 void CudaBackend::DestroyGraphs() {
-  for (const auto& [id, exec] : graphs_) cudaGraphExecDestroy(exec);
+  for (const auto& [id, exec] : graphs_) kernels::IgnoreCudaError(cudaGraphExecDestroy(exec));
   graphs_.clear();
 }
 
@@ -268,6 +284,10 @@ void CudaBackend::PlanCall() {
   run_tokens_ = static_cast<int64_t>(plan_->token_seq.size());
   run_rows_ = real_logit_rows();
   run_positions_ = plan_->max_positions;
+  if (force_eager_) {  // the retry of a call whose capture failed
+    force_eager_ = false;
+    return;
+  }
   if (!bucketer_.has_value() || run_rows_ == 0) return;  // OutputHead must end a graph
   GraphStepShape shape;
   shape.tokens = static_cast<int>(run_tokens_);
@@ -304,7 +324,7 @@ absl::Status CudaBackend::EnsureWorkspace(int64_t tokens, int64_t rows) {
   if (workspace_ != nullptr) {
     CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     InvalidateGraphs();  // they captured the old workspace's pointers
-    cudaFree(workspace_);
+    kernels::IgnoreCudaError(cudaFree(workspace_));
     workspace_ = nullptr;
   }
   void* dev = nullptr;
@@ -371,6 +391,7 @@ absl::Status CudaBackend::UploadPlan() {
 void CudaBackend::Begin(const ForwardPlan& plan) {
   plan_ = &plan;
   error_ = absl::OkStatus();
+  retry_eagerly_ = false;
   AbortCapture();  // a previous call that never reached Finish (nothing when none is open)
   if (!Ok(kernels::CudaStatus(cudaSetDevice(device_), "cudaSetDevice", __FILE__, __LINE__))) {
     return;
@@ -389,6 +410,15 @@ void CudaBackend::Begin(const ForwardPlan& plan) {
       return;
     }
     capturing_ = true;
+    if (fail_next_capture_) {
+      fail_next_capture_ = false;
+      // Synchronizing a capturing stream is forbidden: CUDA fails the call and
+      // invalidates the capture, as any unsupported operation during a capture does.
+      Ok(kernels::CudaStatus(cudaStreamSynchronize(stream_),
+                             "cudaStreamSynchronize during a capture (injected)", __FILE__,
+                             __LINE__));
+      Ok(absl::InternalError("injected graph capture failure"));
+    }
   }
   Ok(kernels::LaunchEmbedRows(embd_, Ws<int32_t>(ws_.token_ids), tokens(), Ws<float>(ws_.x),
                               stream_));
@@ -397,10 +427,10 @@ void CudaBackend::Begin(const ForwardPlan& plan) {
 void CudaBackend::AbortCapture() {
   if (!capturing_) return;
   cudaGraph_t graph = nullptr;
-  cudaStreamEndCapture(stream_, &graph);
+  kernels::IgnoreCudaError(cudaStreamEndCapture(stream_, &graph));
   capturing_ = false;
-  if (graph != nullptr) cudaGraphDestroy(graph);
-  (void)cudaGetLastError();
+  if (graph != nullptr) kernels::IgnoreCudaError(cudaGraphDestroy(graph));
+  kernels::DiscardStaleCudaError();
   InvalidateGraphs();
 }
 
@@ -420,7 +450,7 @@ void CudaBackend::EndCaptureAndLaunch() {
                              __LINE__));
     }
   }
-  if (graph != nullptr) cudaGraphDestroy(graph);
+  if (graph != nullptr) kernels::IgnoreCudaError(cudaGraphDestroy(graph));
   if (!error_.ok()) InvalidateGraphs();
 }
 
@@ -571,6 +601,17 @@ absl::Status CudaBackend::Finish() {
   }
   Ok(kernels::CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", __FILE__,
                          __LINE__));
+  if (!error_.ok() && mode_ == CallMode::kCapture) {
+    // Nothing of the call ran (a capture records, the graph never launched or its
+    // launch failed before running): the transformer runs it again, eagerly.
+    retry_eagerly_ = true;
+    force_eager_ = true;
+    ++counters_.graph_capture_fallbacks;
+    if (++capture_failures_ >= kMaxCaptureFailures && bucketer_.has_value()) {
+      DestroyGraphs();
+      bucketer_.reset();  // this device will not capture: stop paying for the attempts
+    }
+  }
   return error_;
 }
 

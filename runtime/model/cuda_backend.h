@@ -17,8 +17,10 @@
 // reference and the RoPE angles (computed on the host by RopeAngles, the CPU's
 // function, so both backends rotate by the same angles), one small copy each;
 // the only copy back is CopyLogitsToHost. Everything runs on the backend's own
-// stream; Finish() waits for it and reports the first error (a call after an
-// error launches nothing).
+// non-blocking stream (weights upload, KV cache growth copies, kernels, logits
+// copy: nothing depends on the legacy default stream's implicit ordering);
+// Finish() waits for it and reports the first error (a call after an error
+// launches nothing).
 //
 // Batch invariance by construction: every kernel computes each output row of a
 // token (or of a token's head) in a thread block of fixed size with per-thread
@@ -44,7 +46,12 @@
 // one-position cache the backend owns; their rows are never copied out. As
 // every kernel computes a row from its own inputs only, a replay gives bitwise
 // the eager call's logits. When the workspace grows (a larger prefill), every
-// graph is destroyed and captured again on demand. Written without a GPU;
+// graph is destroyed and captured again on demand. A capture that fails (an
+// operation CUDA refuses during a capture, a failed instantiation) has run
+// nothing: Finish reports it with RetryEagerly() true and the transformer runs
+// the call again eagerly (BackendCounters::graph_capture_fallbacks, exported to
+// /metrics by the target worker); after 3 such failures the backend stops
+// capturing. Written without a GPU;
 // tests/gpu/cuda_graph_test.cc is the test that will run it.
 //
 // Tensor parallelism: this rank's shard of heads, feed-forward columns and

@@ -8,13 +8,14 @@
 
 namespace splitspec::model {
 
-CudaKvCache::CudaKvCache(int n_layers, int kv_dim, int max_tokens, int device)
-    : KvCache(n_layers, kv_dim, max_tokens), device_(device) {}
+CudaKvCache::CudaKvCache(int n_layers, int kv_dim, int max_tokens, int device,
+                         cudaStream_t stream)
+    : KvCache(n_layers, kv_dim, max_tokens), device_(device), stream_(stream) {}
 
 CudaKvCache::~CudaKvCache() {
   if (rows_ != nullptr) {
-    cudaSetDevice(device_);
-    cudaFree(rows_);
+    kernels::IgnoreCudaError(cudaSetDevice(device_));
+    kernels::IgnoreCudaError(cudaFree(rows_));
   }
 }
 
@@ -39,15 +40,22 @@ absl::Status CudaKvCache::GrowStorage(int new_capacity) {
     const size_t row_bytes = static_cast<size_t>(kv_dim()) * sizeof(uint16_t);
     const size_t old_plane = static_cast<size_t>(old_capacity) * row_bytes;
     const size_t new_plane = static_cast<size_t>(new_capacity) * row_bytes;
-    const absl::Status copied =
-        kernels::CudaStatus(cudaMemcpy2D(rows, new_plane, rows_, old_plane, old_plane,
-                                         2 * n_layers(), cudaMemcpyDeviceToDevice),
-                            "cudaMemcpy2D(KV cache growth)", __FILE__, __LINE__);
+    // On the backend's stream: after the kernels that wrote the old rows, before those
+    // that read the new ones (a legacy-stream copy orders nothing with a non-blocking
+    // stream). The old rows are freed only when the copy is done.
+    absl::Status copied =
+        kernels::CudaStatus(cudaMemcpy2DAsync(rows, new_plane, rows_, old_plane, old_plane,
+                                              2 * n_layers(), cudaMemcpyDeviceToDevice, stream_),
+                            "cudaMemcpy2DAsync(KV cache growth)", __FILE__, __LINE__);
+    if (copied.ok()) {
+      copied = kernels::CudaStatus(cudaStreamSynchronize(stream_),
+                                   "cudaStreamSynchronize(KV cache growth)", __FILE__, __LINE__);
+    }
     if (!copied.ok()) {
-      cudaFree(rows);
+      kernels::IgnoreCudaError(cudaFree(rows));
       return copied;
     }
-    cudaFree(rows_);
+    kernels::IgnoreCudaError(cudaFree(rows_));
   }
   rows_ = rows;
   return absl::OkStatus();

@@ -4,11 +4,15 @@
 // Per-sequence, not paged: one allocation of fp16 rows [n_layers][2 (K, V)]
 // [capacity][kv_dim] (kernels/cuda/transformer_kernels.h), grown by doubling
 // (at least 64 positions, at most max_tokens) through KvCache::GrowStorage with
-// a device-to-device copy of the rows; the values are stored already rounded to
+// a device-to-device copy of the rows on the backend's stream (ordered with the
+// kernels that wrote the rows and those that read them next; the old rows are
+// freed once the copy is done); the values are stored already rounded to
 // half precision (backend.h), so fp16 storage is exact. Lengths are KvCache's
 // host metadata: Truncate is O(1) and touches no device memory.
 #ifndef SPLITSPEC_RUNTIME_MODEL_CUDA_KV_CACHE_H_
 #define SPLITSPEC_RUNTIME_MODEL_CUDA_KV_CACHE_H_
+
+#include <cuda_runtime_api.h>
 
 #include <cstdint>
 
@@ -18,8 +22,9 @@ namespace splitspec::model {
 
 class CudaKvCache final : public KvCache {
  public:
-  // Allocates nothing until the first Reserve; `device` is the CUDA ordinal.
-  CudaKvCache(int n_layers, int kv_dim, int max_tokens, int device);
+  // Allocates nothing until the first Reserve; `device` is the CUDA ordinal, `stream`
+  // the backend's stream (it must outlive every Reserve that grows the cache).
+  CudaKvCache(int n_layers, int kv_dim, int max_tokens, int device, cudaStream_t stream);
   ~CudaKvCache() override;
   CudaKvCache(const CudaKvCache&) = delete;
   CudaKvCache& operator=(const CudaKvCache&) = delete;
@@ -38,6 +43,7 @@ class CudaKvCache final : public KvCache {
 
  private:
   int device_;
+  cudaStream_t stream_;
   uint16_t* rows_ = nullptr;
 };
 

@@ -59,6 +59,15 @@ struct ForwardOutput {
   }
 };
 
+// How a backend ran its forward calls (CUDA graphs: cuda_graph_plan.h).
+struct BackendCounters {
+  int64_t eager_calls = 0;     // kernels launched one by one
+  int64_t graph_captures = 0;  // calls captured into a CUDA graph (then replayed once)
+  int64_t graph_replays = 0;   // calls that replayed a captured graph
+  // Captures that failed (nothing of the call ran): the call ran again eagerly.
+  int64_t graph_capture_fallbacks = 0;
+};
+
 class LanguageModel {
  public:
   virtual ~LanguageModel() = default;
@@ -86,6 +95,10 @@ class LanguageModel {
   }
   // The CUDA ordinal that device_logits live on; -1 while they are on the host.
   virtual int logits_device() const { return -1; }
+
+  // How the forward calls ran so far (this rank's backend); zeros where nothing is
+  // counted (the CPU backend).
+  virtual BackendCounters backend_counters() const { return {}; }
 };
 
 }  // namespace splitspec::model

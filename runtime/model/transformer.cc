@@ -178,17 +178,23 @@ absl::Status Transformer::Validate(absl::Span<const SequenceInput> batch) const 
   return absl::OkStatus();
 }
 
-absl::Status Transformer::Forward(absl::Span<const SequenceInput> batch, ForwardOutput* out) {
+absl::Status Transformer::PrepareForward(absl::Span<const SequenceInput> batch) {
   RETURN_IF_ERROR(Validate(batch));
-  // Reserving only grows capacity; lengths stay as they were until the commit below.
+  // Reserving only grows capacity; lengths stay as they were until Forward commits.
   for (const SequenceInput& in : batch) {
     RETURN_IF_ERROR(in.cache->Reserve(in.cache->length() + static_cast<int>(in.tokens.size())));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Transformer::Forward(absl::Span<const SequenceInput> batch, ForwardOutput* out) {
+  RETURN_IF_ERROR(PrepareForward(batch));
   PlanTokens(batch);
-  backend_->Begin(plan_);
-  for (int layer = 0; layer < config_.n_layers; ++layer) RETURN_IF_ERROR(RunLayer(layer));
-  RETURN_IF_ERROR(ComputeLogits(out));
-  RETURN_IF_ERROR(backend_->Finish());
+  absl::Status status = RunPlan(out);
+  // A failed CUDA graph capture ran none of the call's kernels and left the caches'
+  // lengths as they were: the same plan runs again, eagerly (backend.h).
+  if (!status.ok() && backend_->RetryEagerly()) status = RunPlan(out);
+  RETURN_IF_ERROR(status);
   LayOutRows(batch, out);
   for (const SequenceInput& in : batch) {
     in.cache->Commit(in.cache->length() + static_cast<int>(in.tokens.size()));
@@ -211,6 +217,13 @@ void Transformer::PlanTokens(absl::Span<const SequenceInput> batch) {
     }
   }
   plan_.max_positions = *std::max_element(plan_.token_pos.begin(), plan_.token_pos.end()) + 1;
+}
+
+absl::Status Transformer::RunPlan(ForwardOutput* out) {
+  backend_->Begin(plan_);
+  for (int layer = 0; layer < config_.n_layers; ++layer) RETURN_IF_ERROR(RunLayer(layer));
+  RETURN_IF_ERROR(ComputeLogits(out));
+  return backend_->Finish();
 }
 
 absl::Status Transformer::SumOverGroup(float* data, int64_t count) {

@@ -143,13 +143,21 @@ class Transformer : public LanguageModel {
   // sequence; each has a non-null cache shaped for this model (and rank), distinct
   // from the others, and at least one token; every token id in [0, vocab). A cache
   // that would grow past its max_tokens gives OutOfRange. These checks come before
-  // any collective, so every rank of a group finds the same error.
+  // any collective (PrepareForward). A rank can refuse alone (its cache in the wrong
+  // memory, its device out of memory), so a group's ranks agree on
+  // PrepareForward's results before the forward (target_worker/group_step_vote.h).
   // A failed collective returns its error (DeadlineExceeded / Unavailable /
   // FailedPrecondition, see dist/communicator.h); the group is then broken.
   // State after a failure: every cache has its previous length (nothing appended)
   // and `out` is unspecified. After success each cache grew by its tokens.size(),
   // and every rank's `out` holds the same full-vocabulary logits.
   absl::Status Forward(absl::Span<const SequenceInput> batch, ForwardOutput* out) override;
+
+  // Forward's checks and cache reservations alone, no collective: every error Forward
+  // finds before its first collective (InvalidArgument and OutOfRange as above,
+  // ResourceExhausted when a cache cannot grow). Caches keep their lengths (a
+  // reservation only grows capacity); Forward repeats these checks.
+  absl::Status PrepareForward(absl::Span<const SequenceInput> batch);
 
   // Keeping the logits on the device needs a CUDA device and, in a group of
   // several ranks, a communicator on device buffers (NCCL, or Gloo staged through
@@ -160,7 +168,10 @@ class Transformer : public LanguageModel {
   int logits_device() const override { return keep_logits_on_device_ ? device_.ordinal : -1; }
 
   // How the backend ran the forward calls so far (eager, graph captures, replays).
-  BackendCounters backend_counters() const { return backend_->counters(); }
+  BackendCounters backend_counters() const override { return backend_->counters(); }
+  // The next CUDA graph capture fails as a real one does; the call must still succeed
+  // (run eagerly, counted in graph_capture_fallbacks). For tests.
+  void FailNextGraphCaptureForTesting() { backend_->FailNextGraphCaptureForTesting(); }
 
  private:
   Transformer(std::unique_ptr<GgufFile> file, ModelConfig config,
@@ -173,6 +184,8 @@ class Transformer : public LanguageModel {
   absl::Status Validate(absl::Span<const SequenceInput> batch) const;
   absl::Status CheckCacheShape(size_t s, const KvCache& cache) const;
   void PlanTokens(absl::Span<const SequenceInput> batch);
+  // One pass of the backend over plan_: Begin, the layers, the logits, Finish.
+  absl::Status RunPlan(ForwardOutput* out);
   absl::Status RunLayer(int layer);
   absl::Status ComputeLogits(ForwardOutput* out);
   // Sums `data` [count] over the group in place; nothing with one rank.

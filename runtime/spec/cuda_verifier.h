@@ -60,7 +60,7 @@ class CudaVerifier {
 
  private:
   explicit CudaVerifier(int device) : device_(device) {}
-  absl::Status Reserve(size_t inputs, size_t probs_floats, size_t outputs);
+  absl::Status Reserve(size_t inputs, size_t probs_floats, size_t outputs, cudaStream_t stream);
 
   int device_;
   unsigned char* inputs_ = nullptr;  // the packed upload

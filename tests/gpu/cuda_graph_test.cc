@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/cuda_check.h"
 #include "runtime/model/transformer.h"
@@ -104,6 +105,39 @@ TEST_P(CudaGraphTest, ReplayedStepsGiveBitwiseTheEagerLogits) {
               static_cast<long long>(counters.eager_calls),
               static_cast<long long>(counters.graph_captures),
               static_cast<long long>(counters.graph_replays));
+}
+
+// A capture that fails (here: a stream synchronization CUDA forbids during a capture,
+// injected once) must not fail the call: it runs again eagerly, gives the eager
+// model's logits bit for bit, and is counted; the next eligible call captures again.
+TEST_P(CudaGraphTest, AFailedCaptureRunsTheCallEagerlyAndCountsIt) {
+  auto eager = Transformer::Load(path_, {.threads = 1, .device = kCuda0, .cuda_graphs = false});
+  auto graphed = Transformer::Load(path_, {.threads = 1, .device = kCuda0, .cuda_graphs = true});
+  ASSERT_TRUE(eager.ok()) << eager.status();
+  ASSERT_TRUE(graphed.ok()) << graphed.status();
+  std::unique_ptr<KvCache> eager_cache = (*eager)->NewCache(256);
+  std::unique_ptr<KvCache> graphed_cache = (*graphed)->NewCache(256);
+  const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3};
+  ForwardOutput want, got;
+  ASSERT_TRUE((*eager)->Forward({{eager_cache.get(), prompt, LogitsMode::kLast}}, &want).ok());
+  ASSERT_TRUE((*graphed)->Forward({{graphed_cache.get(), prompt, LogitsMode::kLast}}, &got).ok());
+  // Decode steps: the first warms the bucket up (eager), the second is its capture.
+  for (int step = 0; step < 6; ++step) {
+    if (step == 1) (*graphed)->FailNextGraphCaptureForTesting();
+    const std::vector<int32_t> next = {static_cast<int32_t>(7 + step)};
+    ASSERT_TRUE((*eager)->Forward({{eager_cache.get(), next, LogitsMode::kLast}}, &want).ok());
+    const absl::Status s =
+        (*graphed)->Forward({{graphed_cache.get(), next, LogitsMode::kLast}}, &got);
+    ASSERT_TRUE(s.ok()) << "step " << step << ": " << s;
+    ASSERT_EQ(want.logits.size(), got.logits.size());
+    EXPECT_EQ(std::memcmp(want.logits.data(), got.logits.data(), want.logits.size() * 4), 0)
+        << "step " << step;
+    EXPECT_EQ(graphed_cache->length(), eager_cache->length());
+  }
+  const BackendCounters counters = (*graphed)->backend_counters();
+  EXPECT_EQ(counters.graph_capture_fallbacks, 1);
+  EXPECT_GE(counters.graph_captures, 1) << "the next eligible call captured again";
+  EXPECT_GE(counters.graph_replays, 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(FloatAndQuantized, CudaGraphTest,

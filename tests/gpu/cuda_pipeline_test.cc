@@ -1,9 +1,15 @@
 // Greedy speculative decoding through the in-process pipeline (coordinator,
 // target and draft workers as threads) with the target on cuda:0 equals plain
 // greedy decoding of the same CUDA model, token for token, for every drafter.
-// The model and layerskip drafters run on the GPU too. Skips without a device.
+// The model and layerskip drafters run on the GPU too (gpu_drafter: a second,
+// different CUDA model in the same process). And against the CPU target: fed the
+// prompt and the GPU's tokens, the CPU model's logits make every GPU token a
+// greedy choice within the CUDA-vs-CPU bound of cuda_transformer_test.cc (its
+// logit is within bound * max |logit| of the row's largest). Skips without a device.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -28,7 +34,43 @@ struct Mode {
   std::string name;
   std::string drafter;
   kernels::GgmlType type;
+  bool own_draft_model = false;  // "model": a different GGUF (1 layer, another seed)
 };
+
+// CUDA-vs-CPU logit bounds, relative to the row's largest |logit| (cuda_transformer_test.cc).
+double CpuBound(kernels::GgmlType type) {
+  return type == kernels::GgmlType::kF32 || type == kernels::GgmlType::kF16 ||
+                 type == kernels::GgmlType::kBF16
+             ? 2e-3
+             : 3e-2;
+}
+
+// Each of `generated` (after `prompt`) is, by the CPU model's logits, within `bound`
+// of a greedy choice; "" when all are, else the first that is not.
+std::string NotACpuGreedyChoice(model::Transformer& cpu, const std::vector<int32_t>& prompt,
+                                const std::vector<int32_t>& generated, double bound) {
+  if (generated.empty()) return "";
+  std::vector<int32_t> fed = prompt;
+  fed.insert(fed.end(), generated.begin(), generated.end() - 1);
+  auto cache = cpu.NewCache();
+  model::ForwardOutput out;
+  const absl::Status s = cpu.Forward({{cache.get(), fed, model::LogitsMode::kAll}}, &out);
+  if (!s.ok()) return s.ToString();
+  const int vocab = cpu.config().vocab_size;
+  for (size_t i = 0; i < generated.size(); ++i) {
+    const float* row = out.Row(0, static_cast<int>(prompt.size() - 1 + i));
+    float best = row[0], scale = 0;
+    for (int v = 0; v < vocab; ++v) {
+      best = std::max(best, row[v]);
+      scale = std::max(scale, std::fabs(row[v]));
+    }
+    if (row[generated[i]] < best - bound * scale) {
+      return "token " + std::to_string(i) + " (" + std::to_string(generated[i]) + "): logit " +
+             std::to_string(row[generated[i]]) + ", the CPU's best " + std::to_string(best);
+    }
+  }
+  return "";
+}
 
 void PrintTo(const Mode& mode, std::ostream* os) { *os << mode.name; }
 
@@ -50,7 +92,17 @@ TEST_P(CudaPipelineGreedyTest, SpeculativeGreedyEqualsPlainGreedyOnTheGpu) {
   std::unique_ptr<model::Transformer> target = *std::move(loaded);
   auto tokenizer = model::LoadTokenizerFromGguf(target->file());
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  auto spec = spec::ParseDrafterSpec(GetParam().drafter, path);
+  std::string draft_path = path;
+  if (GetParam().own_draft_model) {
+    model::TinyModelOptions draft = tiny;
+    draft.n_layers = 1;
+    draft.seed = 2;
+    draft_path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-cuda-drafter.gguf";
+    ASSERT_TRUE(model::WriteTinyModel(draft, draft_path).ok());
+  }
+  auto cpu = model::Transformer::Load(path, {.threads = 2});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto spec = spec::ParseDrafterSpec(GetParam().drafter, draft_path);
   ASSERT_TRUE(spec.ok()) << spec.status();
   spec->device = kCuda0;
   auto drafter = spec::MakeDrafter(*spec, path, &*tokenizer, target->config().vocab_size, 1);
@@ -80,6 +132,8 @@ TEST_P(CudaPipelineGreedyTest, SpeculativeGreedyEqualsPlainGreedyOnTheGpu) {
     auto got = (*client)->Generate(submit, absl::Seconds(120));
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(got->tokens, want) << "prompt " << i;
+    EXPECT_EQ(NotACpuGreedyChoice(**cpu, prompt, got->tokens, CpuBound(GetParam().type)), "")
+        << "prompt " << i;
     EXPECT_TRUE(got->error.empty()) << got->error;
     drafted += got->stats.drafted();
   }
@@ -94,6 +148,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Mode{"ngram", "ngram", kernels::GgmlType::kQ8_0},
                       Mode{"lookup", "lookup", kernels::GgmlType::kQ4_1},
                       Mode{"self_draft", "model", kernels::GgmlType::kQ4_1},
+                      Mode{"gpu_drafter", "model", kernels::GgmlType::kQ8_0, true},
                       Mode{"layerskip", "layerskip:1", kernels::GgmlType::kF16}),
     [](const ::testing::TestParamInfo<Mode>& info) { return info.param.name; });
 

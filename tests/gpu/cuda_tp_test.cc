@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/cuda_check.h"
 #include "runtime/base/status_macros.h"
@@ -146,6 +147,64 @@ TEST(CudaTensorParallelTest, AStagedLeaderKeepsTheGatheredLogitsOnItsDevice) {
   for (int r = 0; r < 2; ++r) ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
   EXPECT_EQ(parts, 2);
   EXPECT_EQ(got[0], got[1]) << "the leader's device blocks, in vocabulary order, are the logits";
+}
+
+// The staged collectives' results are on the device when the call returns, for a
+// reader on any stream: a non-blocking stream copies the gathered buffer at once, with
+// no synchronization, and must see every rank's values. (A plain cudaMemcpy up from
+// pageable memory returns once the data is staged, before it reaches the device, and
+// orders nothing with a non-blocking stream: 64 MiB per rank leave that copy in
+// flight long enough for the reader to overtake it.)
+TEST(CudaTensorParallelTest, StagedResultsAreCompleteForAReaderOnAnotherStream) {
+  if (!kernels::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  constexpr int64_t kCount = 16 << 20;  // floats per rank
+  net::GlooGroupOptions ranks;
+  ranks.size = 2;
+  ranks.timeout = absl::Seconds(60);
+  const std::vector<absl::Status> results =
+      net::RunGlooRanksAsThreads(ranks, [&](net::Communicator& gloo) -> absl::Status {
+        net::HostStagedCommunicator staged(&gloo, 0);
+        CUDA_RETURN_IF_ERROR(cudaSetDevice(0));
+        float *in = nullptr, *out = nullptr, *copy = nullptr;
+        CUDA_RETURN_IF_ERROR(cudaMalloc(&in, kCount * sizeof(float)));
+        CUDA_RETURN_IF_ERROR(cudaMalloc(&out, 2 * kCount * sizeof(float)));
+        CUDA_RETURN_IF_ERROR(cudaMalloc(&copy, 2 * kCount * sizeof(float)));
+        cudaStream_t reader = nullptr;
+        CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&reader, cudaStreamNonBlocking));
+        absl::Status status;
+        for (int round = 0; round < 3 && status.ok(); ++round) {
+          const std::vector<float> mine(kCount, static_cast<float>(10 * round + gloo.rank() + 1));
+          CUDA_RETURN_IF_ERROR(
+              cudaMemcpy(in, mine.data(), kCount * sizeof(float), cudaMemcpyHostToDevice));
+          CUDA_RETURN_IF_ERROR(cudaMemset(out, 0, 2 * kCount * sizeof(float)));
+          CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+          status = staged.AllGather(in, kCount, out);
+          if (!status.ok()) break;
+          CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(copy, out, 2 * kCount * sizeof(float),
+                                               cudaMemcpyDeviceToDevice, reader));
+          CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(reader));
+          std::vector<float> seen(2 * kCount);
+          CUDA_RETURN_IF_ERROR(
+              cudaMemcpy(seen.data(), copy, seen.size() * sizeof(float), cudaMemcpyDeviceToHost));
+          for (int r = 0; r < 2 && status.ok(); ++r) {
+            const float want = static_cast<float>(10 * round + r + 1);
+            for (int64_t i = 0; i < kCount; ++i) {
+              if (seen[r * kCount + i] != want) {
+                status = absl::InternalError(
+                    absl::StrCat("round ", round, ": element ", i, " of rank ", r, "'s block read ",
+                                 seen[r * kCount + i], ", want ", want));
+                break;
+              }
+            }
+          }
+        }
+        kernels::IgnoreCudaError(cudaStreamDestroy(reader));
+        kernels::IgnoreCudaError(cudaFree(in));
+        kernels::IgnoreCudaError(cudaFree(out));
+        kernels::IgnoreCudaError(cudaFree(copy));
+        return status;
+      });
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
 }
 
 TEST(CudaTensorParallelTest, ADeviceUuidIsStableAndInNvidiaSmiForm) {

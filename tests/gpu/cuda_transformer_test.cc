@@ -21,18 +21,24 @@
 // attn_q / attn_k from the same input in one call (both activation layouts).
 // These are first estimates written before the tests ever ran on a GPU; a
 // failure on the first GPU run is to be read against the printed errors.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <optional>
 #include <ostream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/cuda_check.h"
+#include "runtime/dist/cuda_device_identity.h"
 #include "runtime/model/device.h"
 #include "runtime/model/transformer.h"
 #include "tests/testing/tiny_model.h"
@@ -159,6 +165,110 @@ TEST_P(CudaVsCpuTest, LogitsMatchTheCpuForwardWithinTheStatedBound) {
   std::printf("[ cuda vs cpu ] %s: worst relative error %.3g (bound %.3g)\n",
               CaseName({c, 0}).c_str(), worst, c.bound);
 }
+
+// --- the same comparison at real models' shapes (random weights), past 600 positions ---
+
+struct RealShape {
+  std::string name;
+  GgmlType type;
+  int n_layers, n_embd, n_ff, n_heads, n_kv_heads, vocab;
+  float rope_freq_base;
+  double bound;  // as EveryType's for the type
+};
+
+void PrintTo(const RealShape& s, std::ostream* os) { *os << s.name; }
+
+class CudaVsCpuAtRealShapesTest : public ::testing::TestWithParam<RealShape> {
+ protected:
+  void SetUp() override {
+    if (!kernels::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+// A ragged batch far into the context: one sequence prefilled past 600 positions in
+// two chunks, decode steps and a 5-token block on it, batched with a short one. Every
+// attention launch sees a max_positions not a multiple of 4 at some step (the
+// shared-memory sizing of kernels/cuda/attention_layout.h; compute-sanitizer memcheck
+// of this test is what proves it).
+TEST_P(CudaVsCpuAtRealShapesTest, LogitsMatchTheCpuForwardPast600Positions) {
+  const RealShape& shape = GetParam();
+  TinyModelOptions options;
+  options.weight_type = shape.type;
+  options.embedding_type = shape.type;
+  options.n_layers = shape.n_layers;
+  options.n_embd = shape.n_embd;
+  options.n_ff = shape.n_ff;
+  options.n_heads = shape.n_heads;
+  options.n_kv_heads = shape.n_kv_heads;
+  options.vocab_rows = shape.vocab;
+  options.rope_freq_base = shape.rope_freq_base;
+  options.context_length = 1024;
+  const std::string path = ::testing::TempDir() + "/cuda_real_" + shape.name + ".gguf";
+  ASSERT_TRUE(WriteTinyModel(options, path).ok());
+  auto load = [&](DeviceSpec device) {
+    absl::StatusOr<std::unique_ptr<Transformer>> model = Transformer::Load(
+        path, {.threads = 8, .device = device, .memory = {.context_tokens = 1024, .sequences = 4}});
+    EXPECT_TRUE(model.ok()) << model.status();
+    return model.ok() ? std::move(*model) : nullptr;
+  };
+  std::unique_ptr<Transformer> cpu = load(DeviceSpec{});
+  std::unique_ptr<Transformer> gpu = load(kCuda0);
+  ASSERT_NE(cpu, nullptr);
+  ASSERT_NE(gpu, nullptr);
+  ASSERT_EQ(gpu->config().head_dim, shape.n_embd / shape.n_heads);
+  const int vocab = cpu->config().vocab_size;
+  ASSERT_EQ(vocab, shape.vocab);
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> token(0, vocab - 1);
+  auto tokens = [&](int n) {
+    std::vector<int32_t> out(n);
+    for (int32_t& t : out) t = token(rng);
+    return out;
+  };
+  std::unique_ptr<KvCache> cpu_long = cpu->NewCache(1024), gpu_long = gpu->NewCache(1024);
+  std::unique_ptr<KvCache> cpu_short = cpu->NewCache(1024), gpu_short = gpu->NewCache(1024);
+  double worst = 0;
+  // Steps: (tokens of the long sequence, tokens of the short one); 0 = not in the call.
+  const std::vector<std::pair<int, int>> steps = {{301, 0}, {306, 3}, {1, 1}, {5, 0},
+                                                  {1, 2},   {1, 1},   {2, 0}, {1, 1}};
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const std::vector<int32_t> long_tokens = tokens(steps[i].first);
+    const std::vector<int32_t> short_tokens = tokens(steps[i].second);
+    // Logits of every token but in the long prefill chunks (vocabulary-sized rows).
+    const LogitsMode long_logits = steps[i].first > 5 ? LogitsMode::kLast : LogitsMode::kAll;
+    std::vector<SequenceInput> cpu_batch = {{cpu_long.get(), long_tokens, long_logits}};
+    std::vector<SequenceInput> gpu_batch = {{gpu_long.get(), long_tokens, long_logits}};
+    if (!short_tokens.empty()) {
+      cpu_batch.push_back({cpu_short.get(), short_tokens, LogitsMode::kAll});
+      gpu_batch.push_back({gpu_short.get(), short_tokens, LogitsMode::kAll});
+    }
+    ForwardOutput want, got;
+    ASSERT_TRUE(cpu->Forward(cpu_batch, &want).ok()) << "step " << i;
+    const int rows = static_cast<int>(want.logits.size() / vocab);
+    ASSERT_TRUE(PoisonedForward(*gpu, gpu_batch, rows, &got).ok()) << "step " << i;
+    const double err = RelativeError(got.logits, want.logits);
+    EXPECT_LE(err, shape.bound) << "step " << i << " (long sequence at " << gpu_long->length()
+                                << " positions)";
+    worst = std::max(worst, err);
+  }
+  EXPECT_GT(gpu_long->length(), 600);
+  EXPECT_EQ(gpu_long->length(), cpu_long->length());
+  std::printf("[ cuda vs cpu ] %s: worst relative error %.3g (bound %.3g), %d positions\n",
+              shape.name.c_str(), worst, shape.bound, gpu_long->length());
+}
+
+// SmolLM2-135M (the default model: Q4_1, 576 wide, 9 heads / 3 KV heads of 64, vocab
+// 49,152) and Llama-3-8B (4096 wide, 32 / 8 heads of 128, n_ff 14,336, vocab 128,256,
+// Q8_0 to fit the CPU side's time), two layers each.
+INSTANTIATE_TEST_SUITE_P(
+    RealModels, CudaVsCpuAtRealShapesTest,
+    ::testing::Values(
+        RealShape{"smollm2_135m_q4_1", GgmlType::kQ4_1, 2, 576, 1536, 9, 3, 49152, 10000.f, 3e-2},
+        RealShape{"llama3_8b_q8_0", GgmlType::kQ8_0, 2, 4096, 14336, 32, 8, 128256, 500000.f,
+                  3e-2}),
+    [](const ::testing::TestParamInfo<RealShape>& info) { return info.param.name; });
 
 INSTANTIATE_TEST_SUITE_P(EveryType, CudaVsCpuTest,
                          ::testing::Values(TypeCase{GgmlType::kF32, "llama", true, 2e-3},
@@ -300,6 +410,32 @@ TEST_F(CudaRefusalTest, ABadOrdinalIsRefusedNamingTheCount) {
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(model.status().message()), HasSubstr("no such device"));
+}
+
+// A handled CUDA error (the project's own, and one a library left unconsumed) must not
+// fail the next forward: before the fix, CudaDeviceUuid(4096)'s cudaErrorInvalidDevice
+// stayed the thread's last error and the next launch check reported it.
+TEST_F(CudaRefusalTest, AHandledCudaErrorDoesNotFailTheNextForward) {
+  std::unique_ptr<Transformer> gpu = Load(path_, kCuda0);
+  ASSERT_NE(gpu, nullptr);
+  std::unique_ptr<KvCache> cache = gpu->NewCache(64);
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  ForwardOutput out;
+  ASSERT_TRUE(gpu->Forward({{cache.get(), prompt, LogitsMode::kLast}}, &out).ok());
+  const std::vector<float> first = out.logits;
+
+  EXPECT_FALSE(net::CudaDeviceUuid(4096).ok());
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess) << "a handled error must consume itself";
+  const std::vector<int32_t> next = {4};
+  absl::Status s = gpu->Forward({{cache.get(), next, LogitsMode::kLast}}, &out);
+  EXPECT_TRUE(s.ok()) << s;
+
+  // An error some other code left behind: the launch checks report only their launches.
+  EXPECT_NE(cudaSetDevice(4096), cudaSuccess);
+  ASSERT_TRUE(cache->Truncate(0).ok());
+  s = gpu->Forward({{cache.get(), prompt, LogitsMode::kLast}}, &out);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(out.logits, first);
 }
 
 TEST_F(CudaRefusalTest, AHostCacheIsRefused) {

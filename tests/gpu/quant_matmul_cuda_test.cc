@@ -12,10 +12,12 @@
 //                            activations with the CPU packer's float operations and
 //                            forms the same integer block products, so only the
 //                            float sum across (super-)blocks differs in order.
-//   vs the float product     3e-2 (dequantized weights . unquantized activations, in
-//                            double): the 8-bit activation rounding, one step in 127.
-// These bounds are first estimates: this test was written and compiled in a session
-// without a GPU and has not run yet; read a first failure against the printed errors.
+// And per output, vs the float product (dequantized weights . unquantized activations,
+// in double): QuantizedDotBound (tests/testing/matmul_bounds.h), the bound the CPU
+// reference meets in tests/unit/kernels/matmul_test.cc: half an activation step
+// (amax / 127 of the output's own blocks) per weight, plus summation error. (A bound
+// relative to the matrix's largest output was ill-conditioned: 0.586 for one output
+// of one row of 256 Q4_1 columns on the first GPU run, with the kernel right.)
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -35,6 +37,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/quant_matmul.h"
 #include "kernels/cuda/transformer_kernels.h"
+#include "tests/testing/matmul_bounds.h"
 
 namespace splitspec::kernels {
 namespace {
@@ -155,19 +158,31 @@ std::vector<float> CpuReference(GgmlType type, const std::vector<uint8_t>& w,
   return y;
 }
 
-std::vector<float> FloatProduct(GgmlType type, const std::vector<uint8_t>& w,
-                                const std::vector<float>& x, const Shape& s) {
+// The outputs (token t, row r) farther from the float product than QuantizedDotBound,
+// described; empty when every output is within its bound.
+std::string OutsideTheFloatBound(GgmlType type, const std::vector<uint8_t>& w,
+                                 const std::vector<float>& x, const Shape& s,
+                                 const std::vector<float>& got, double* worst_ratio) {
   std::vector<float> row(s.cols);
-  std::vector<float> y(s.tokens * s.rows);
+  std::string failures;
+  *worst_ratio = 0;
   for (int64_t r = 0; r < s.rows; ++r) {
     DequantizeRow(type, w.data() + r * RowBytes(type, s.cols), row.data(), s.cols);
     for (int64_t t = 0; t < s.tokens; ++t) {
-      double acc = 0;
-      for (int64_t c = 0; c < s.cols; ++c) acc += static_cast<double>(row[c]) * x[t * s.cols + c];
-      y[t * s.rows + r] = static_cast<float>(acc);
+      const float* xt = x.data() + t * s.cols;
+      double exact = 0;
+      for (int64_t c = 0; c < s.cols; ++c) exact += static_cast<double>(row[c]) * xt[c];
+      const double bound = QuantizedDotBound(type, row.data(), xt, s.cols);
+      const double error = std::fabs(static_cast<double>(got[t * s.rows + r]) - exact);
+      if (!std::isfinite(got[t * s.rows + r])) *worst_ratio = INFINITY;
+      if (bound > 0) *worst_ratio = std::max(*worst_ratio, error / bound);
+      if (!(error <= bound) && failures.size() < 400) {
+        failures += " (t=" + std::to_string(t) + " r=" + std::to_string(r) +
+                    ": error " + std::to_string(error) + " > bound " + std::to_string(bound) + ")";
+      }
     }
   }
-  return y;
+  return failures;
 }
 
 class QuantMatMulCudaTest : public ::testing::TestWithParam<GgmlType> {
@@ -190,11 +205,11 @@ TEST_P(QuantMatMulCudaTest, MatchesTheCpuReferenceWithinTheStatedBounds) {
     const std::vector<float> x = RandomActivations(s, rng);
     const std::vector<float> got = DeviceMatMul(type, w, x, s);
     const double vs_reference = RelativeError(got, CpuReference(type, w, x, s));
-    const double vs_float = RelativeError(got, FloatProduct(type, w, x, s));
+    double vs_float = 0;  // the largest error / bound ratio over the outputs
+    EXPECT_EQ(OutsideTheFloatBound(type, w, x, s, got, &vs_float), "") << label;
     EXPECT_LE(vs_reference, 1e-5) << label;
-    EXPECT_LE(vs_float, 3e-2) << label;
-    std::printf("[ cuda matmul ] %s: vs reference %.3g, vs float %.3g\n", label.c_str(),
-                vs_reference, vs_float);
+    std::printf("[ cuda matmul ] %s: vs reference %.3g, vs float %.3g of the bound\n",
+                label.c_str(), vs_reference, vs_float);
   }
 }
 

@@ -13,6 +13,7 @@
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/quantize_activations.h"
 #include "kernels/cpu/quantize_weights.h"
+#include "tests/testing/matmul_bounds.h"
 
 namespace splitspec::kernels {
 namespace {
@@ -101,27 +102,9 @@ std::vector<float> RunRows(RowsFn fn, const Matrix& m, const PackedActivations& 
   return y;
 }
 
-// Bound on the error of a float sum of `n` terms whose absolute values sum to `mass`
-// (gamma_n = n * u, u = 2^-24), used where two paths sum in different orders.
-double SummationBound(int64_t n, double mass) { return 2.0 * n * std::ldexp(1.0, -24) * mass; }
-
-// Sum over the row of |w_i| * (|x_i| + |activation step|) and over blocks of the
-// biases the integer paths carry (|d_w| * 256 * sum |x|): a bound on the absolute
-// value of every partial sum any path forms for this output.
+// The partial sums' mass of output (r, x) (tests/testing/matmul_bounds.h).
 double Mass(const Matrix& m, int64_t r, const float* x) {
-  double mass = 0;
-  const int block = std::max(32, GetGgmlTypeTraits(m.type).block_size);
-  for (int64_t b = 0; b < m.cols; b += block) {
-    double block_x = 0, block_w_max = 0;
-    for (int64_t i = b; i < std::min<int64_t>(b + block, m.cols); ++i) {
-      const double w = std::fabs(m.dequantized[r * m.cols + i]);
-      mass += w * std::fabs(x[i]);
-      block_x += std::fabs(x[i]);
-      block_w_max = std::max(block_w_max, w);
-    }
-    if (GetGgmlTypeTraits(m.type).block_size > 1) mass += 4.0 * block_w_max * block_x;
-  }
-  return mass;
+  return PartialSumMass(m.type, m.dequantized.data() + r * m.cols, x, m.cols);
 }
 
 // Every vector path agrees with the scalar reference of the same integer algorithm:
@@ -211,13 +194,11 @@ TEST(MatMulTest, InterleavedOrderIsTheDefault) {
 // step d = amax / 127, an error of at most d / 2 per element (plus the half-precision
 // rounding of d for 32-element blocks), so
 //   |error| <= sum_i |w_i| * d_block(i) / 2  (+ that rounding, + summation error),
-// a hard bound (not a statistical one) that the test uses as its tolerance.
+// a hard bound (not a statistical one) that the test uses as its tolerance:
+// QuantizedDotBound (tests/testing/matmul_bounds.h), the CUDA test's too.
 TEST(MatMulTest, ReferenceMatchesDequantizedDotWithinActivationRounding) {
   std::mt19937 rng(std::random_device{}());
   for (GgmlType type : kAllTypes) {
-    const int act_block = GetGgmlTypeTraits(type).block_size == 1
-                              ? 0
-                              : std::max(32, GetGgmlTypeTraits(type).block_size);
     for (int64_t cols : ColsFor(type)) {
       const int64_t rows = 11, tokens = 3;
       const Matrix m = RandomMatrix(type, rows, cols, rng);
@@ -229,18 +210,9 @@ TEST(MatMulTest, ReferenceMatchesDequantizedDotWithinActivationRounding) {
         const float* xt = xf.data() + t * cols;
         for (int64_t r = 0; r < rows; ++r) {
           const float* w = m.dequantized.data() + r * cols;
-          double exact = 0, bound = 0;
+          double exact = 0;
           for (int64_t i = 0; i < cols; ++i) exact += static_cast<double>(w[i]) * xt[i];
-          for (int64_t b = 0; act_block > 0 && b < cols; b += act_block) {
-            float amax = 0;
-            for (int64_t i = b; i < b + act_block; ++i) amax = std::max(amax, std::fabs(xt[i]));
-            // The 32-element blocks keep their scale at half precision (llama.cpp's Q8_1 /
-            // Q8_0): d_half * q is off by up to 127 * |d_half - d| <= 127 * 2^-11 * d more.
-            const double step_error = act_block == 32 ? 0.5 + 127.0 * std::ldexp(1.0, -11) : 0.5;
-            for (int64_t i = b; i < b + act_block; ++i)
-              bound += std::fabs(w[i]) * (amax / 127.0) * step_error;
-          }
-          bound = bound * 1.0001 + SummationBound(cols, Mass(m, r, xt));
+          const double bound = QuantizedDotBound(type, w, xt, cols);
           ASSERT_NEAR(got[t * rows + r], exact, bound)
               << Name(type) << " cols=" << cols << " t=" << t << " r=" << r;
         }

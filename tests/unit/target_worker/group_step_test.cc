@@ -5,15 +5,19 @@
 // rounding of the summation order, tolerance 1e-4 of the logits' scale) after
 // every pattern the target engine produces: prefill, decode, a k+1 block,
 // rollback by KvCache::Truncate, batching, and caches released and replaced.
-// A follower that cannot follow the plan fails with DataLoss naming the step.
+// A follower that cannot follow the plan fails with DataLoss naming the step. A
+// rank that refuses a step (leader or follower) tells the group before any
+// collective: every rank skips it at once, and the group goes on in step.
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/model/transformer.h"
 #include "target_worker/group_follower.h"
 #include "target_worker/group_leader_model.h"
+#include "target_worker/group_step_vote.h"
 #include "tests/testing/gloo_group.h"
 #include "tests/testing/tiny_model.h"
 
@@ -120,7 +124,14 @@ TEST(GroupStepTest, APlanTheFollowerCannotFollowIsDataLoss) {
           s->set_start(4);
           s->add_tokens(1);
           std::string bytes = step.SerializeAsString();
-          return net::BroadcastString(comm, &bytes, 0);
+          RETURN_IF_ERROR(net::BroadcastString(comm, &bytes, 0));
+          // The follower tells the group before it leaves: no rank waits for it.
+          absl::StatusOr<absl::Status> agreed = AgreeOnStep(comm, 0, absl::OkStatus());
+          if (!agreed.ok()) return agreed.status();
+          EXPECT_TRUE(absl::IsDataLoss(*agreed)) << *agreed;
+          EXPECT_NE(agreed->message().find("tp step 0: rank 1 refused it"), std::string::npos)
+              << *agreed;
+          return absl::OkStatus();
         }
         absl::StatusOr<FollowerExit> exit = RunGroupFollower(**model, comm, stop);
         EXPECT_TRUE(absl::IsDataLoss(exit.status())) << exit.status();
@@ -130,6 +141,66 @@ TEST(GroupStepTest, APlanTheFollowerCannotFollowIsDataLoss) {
         return absl::OkStatus();
       });
   for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
+}
+
+// One refused step, then one the group runs: the refusal comes back at once (no
+// rank waits in a collective for a peer that skipped the step) with the refusing
+// rank's code, and the next step equals TP=1's. `leader_max_tokens` sizes the
+// leader's cache; the follower's hold the model's context (512 positions).
+void RefusedThenRun(int leader_max_tokens, int refused_tokens, int refusing_rank) {
+  auto reference = model::Transformer::Load(TinyPath(), {.threads = 1});
+  ASSERT_TRUE(reference.ok());
+  FollowerCounters counters;
+  std::atomic<bool> stop{false};
+  std::vector<absl::Status> results =
+      net::RunGlooRanksAsThreads({.size = 2}, [&](net::Communicator& comm) -> absl::Status {
+        auto model = model::Transformer::Load(TinyPath(), &comm, {.threads = 1});
+        if (!model.ok()) return model.status();
+        if (comm.rank() != 0) {
+          absl::StatusOr<FollowerExit> exit = RunGroupFollower(**model, comm, stop, &counters);
+          return exit.ok() ? absl::OkStatus() : exit.status();
+        }
+        GroupLeaderModel leader(model->get(), &comm);
+        auto cache = leader.NewCache(leader_max_tokens);
+        std::vector<int32_t> long_prompt(refused_tokens);
+        for (int i = 0; i < refused_tokens; ++i) long_prompt[i] = 1 + i % 50;
+        model::ForwardOutput out;
+        const absl::Status refused =
+            leader.Forward({{cache.get(), long_prompt, model::LogitsMode::kLast}}, &out);
+        EXPECT_TRUE(absl::IsOutOfRange(refused)) << refused;
+        EXPECT_NE(refused.message().find("rank " + std::to_string(refusing_rank) + " refused it"),
+                  std::string::npos)
+            << refused;
+        EXPECT_TRUE(leader.status().ok()) << "a refusal must not break the group";
+        EXPECT_EQ(cache->length(), 0);
+        // The group is still in step: a short prompt runs and equals TP=1.
+        const std::vector<int32_t> prompt = {5, 6, 7};
+        auto reference_cache = (*reference)->NewCache();
+        model::ForwardOutput want;
+        RETURN_IF_ERROR(
+            (*reference)->Forward({{reference_cache.get(), prompt, model::LogitsMode::kLast}}, &want));
+        RETURN_IF_ERROR(leader.Forward({{cache.get(), prompt, model::LogitsMode::kLast}}, &out));
+        float scale = 0;
+        const float diff = MaxAbsDiff(out.logits.data(), want.logits.data(),
+                                      static_cast<int>(want.logits.size()), &scale);
+        EXPECT_LE(diff, 1e-4f * std::max(1.0f, scale));
+        EXPECT_EQ(cache->length(), 3);
+        cache.reset();
+        leader.Leave(/*disband=*/true);
+        return leader.status();
+      });
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+  EXPECT_EQ(counters.forwards, 1u) << "the follower ran the refused step";
+}
+
+TEST(GroupStepTest, ALeaderThatRefusesAStepTellsItsFollowersAtOnce) {
+  // The leader's cache holds 16 positions, the follower's 512: only the leader refuses 40.
+  RefusedThenRun(/*leader_max_tokens=*/16, /*refused_tokens=*/40, /*refusing_rank=*/0);
+}
+
+TEST(GroupStepTest, AFollowerThatRefusesAStepTellsItsLeaderAtOnce) {
+  // The leader's cache holds 1024 positions, the follower's 512: only the follower refuses 600.
+  RefusedThenRun(/*leader_max_tokens=*/1024, /*refused_tokens=*/600, /*refusing_rank=*/1);
 }
 
 }  // namespace
