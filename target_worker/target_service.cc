@@ -44,7 +44,10 @@ TargetService::TargetService(model::LanguageModel* model, TargetServiceOptions o
       data_endpoint_(data_->endpoint()),
       skeleton_(std::move(skeleton)),
       data_security_(net::DefaultChannelSecurity()),
-      engine_(model, options_.engine) {}
+      engine_(model, options_.engine),
+      kv_bytes_per_position_(model->NewCache()->bytes_per_position()) {
+  PublishLoad();  // the budget shows from the first heartbeat on
+}
 
 absl::Status TargetService::Run(const std::atomic<bool>& stop) {
   while (!stop.load(std::memory_order_relaxed) && !skeleton_->drain_requested()) {
@@ -102,6 +105,13 @@ void TargetService::PublishLoad() {
   proto::LoadReport load;
   load.set_active_requests(static_cast<uint32_t>(engine_.active_requests()));
   load.set_mean_step_ms(mean_step_ms_);
+  const model::KvBudget& kv = engine_.kv_budget();
+  load.set_kv_cache_used_bytes(kv.used_bytes());
+  load.set_kv_cache_budget_bytes(kv.budget_bytes());
+  load.set_kv_cache_bytes_per_position(kv_bytes_per_position_);
+  load.set_kv_cache_waiting_requests(static_cast<uint32_t>(engine_.kv_waiting_requests()));
+  load.set_kv_cache_waits(kv.counters().waits);
+  load.set_kv_cache_preemptions(kv.counters().preemptions);
   skeleton_->membership().set_load(load);
 }
 

@@ -73,6 +73,9 @@ const cli::FlagTable& ServeFlagTable() {
                  {"targets", "N", "", "N copies of the config's only target group, NAME-0.."},
                  {"target-tp", "N", "", "every target group's tensor-parallel size"},
                  {"threads", "N", "", "every target group's compute threads"},
+                 {"kv-cache-memory", "BYTES|PERCENT", "",
+                  "every target group's per-rank KV-cache budget (target_group.kv_cache_memory): "
+                  "256MiB, 2GiB, or a percentage of the memory left after the weights"},
                  {"log-dir", "DIR", "", "where process logs go (cluster.run_dir)"},
                  {"max-restarts", "N", "5",
                   "restarts of one worker allowed within --restart-window-s; one more death "

@@ -10,7 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/model/transformer.h"
 
 namespace splitspec::model {
 
@@ -86,6 +88,17 @@ std::string DescribeKvBudget(const KvBudgetPlan& plan, uint64_t bytes_per_positi
                       " (the longest sequence: ",
                       std::min<uint64_t>(positions, static_cast<uint64_t>(context_length)),
                       " positions)");
+}
+
+absl::StatusOr<uint64_t> StartKvBudget(const Transformer& model,
+                                       const std::optional<MemoryAmount>& amount,
+                                       const std::string& who) {
+  ASSIGN_OR_RETURN(KvBudgetPlan plan, PlanKvBudget(amount, model.device(), model.file().file_size(),
+                                                   SystemDeviceProbe()));
+  const uint64_t per_position = model.NewCache()->bytes_per_position();  // allocates nothing
+  SPLITSPEC_LOG(INFO) << who << ": "
+                      << DescribeKvBudget(plan, per_position, model.config().context_length);
+  return plan.budget_bytes;
 }
 
 void KvBudget::Track(const KvCache* cache) {

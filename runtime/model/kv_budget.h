@@ -74,6 +74,15 @@ absl::StatusOr<KvBudgetPlan> PlanKvBudget(const std::optional<MemoryAmount>& amo
 std::string DescribeKvBudget(const KvBudgetPlan& plan, uint64_t bytes_per_position,
                              int context_length);
 
+class Transformer;
+
+// The budget of a worker running `model` (weights: its mapped file; device: the
+// model's), planned with PlanKvBudget and logged at INFO with DescribeKvBudget,
+// prefixed by `who` ("target worker 't1'"). Call it after the model is loaded.
+absl::StatusOr<uint64_t> StartKvBudget(const Transformer& model,
+                                       const std::optional<MemoryAmount>& amount,
+                                       const std::string& who);
+
 struct KvBudgetCounters {
   uint64_t waits = 0;        // sequences that had to wait for room before starting
   uint64_t preemptions = 0;  // running sequences evicted to make room (recomputed later)
