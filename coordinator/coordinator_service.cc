@@ -312,7 +312,9 @@ void CoordinatorService::HandleHeartbeat(const std::string& peer,
                                          const proto::Heartbeat& heartbeat) {
   proto::Envelope reply = net::NewEnvelope();
   reply.mutable_heartbeat_ack()->set_worker_id(heartbeat.worker_id());
-  reply.mutable_heartbeat_ack()->set_known(membership_.Heartbeat(heartbeat, options_.clock()));
+  const bool known = membership_.Heartbeat(heartbeat, options_.clock());
+  reply.mutable_heartbeat_ack()->set_known(known);
+  if (known) router_.OnWorkerLoad(heartbeat.worker_id(), heartbeat.load());
   Reply(peer, reply);
 }
 

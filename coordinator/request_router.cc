@@ -51,6 +51,36 @@ void RequestRouter::OnWorkerGone(uint64_t worker_id, std::vector<Outgoing>* out)
   }
 }
 
+void RequestRouter::OnWorkerLoad(uint64_t worker_id, const proto::LoadReport& load) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || it->second.role != proto::ROLE_TARGET_WORKER) return;
+  Worker& worker = it->second;
+  if (load.kv_cache_budget_bytes() == 0 || load.kv_cache_bytes_per_position() == 0) {
+    worker.kv_free_bytes.reset();
+    return;
+  }
+  const uint64_t used = load.kv_cache_used_bytes();
+  worker.kv_free_bytes =
+      used >= load.kv_cache_budget_bytes() ? 0 : load.kv_cache_budget_bytes() - used;
+  worker.kv_bytes_per_position = load.kv_cache_bytes_per_position();
+}
+
+uint64_t RequestRouter::ChooseTarget(const Request& request) const {
+  uint64_t best = 0;
+  int best_load = 0;
+  for (const auto& [id, worker] : workers_) {
+    if (worker.role != proto::ROLE_TARGET_WORKER || worker.draining) continue;
+    const bool room = !worker.kv_free_bytes.has_value() ||
+                      *worker.kv_free_bytes / worker.kv_bytes_per_position >= request.committed.size();
+    if (!room) continue;
+    if (best == 0 || worker.load < best_load) {
+      best = id;
+      best_load = worker.load;
+    }
+  }
+  return best != 0 ? best : LeastLoaded(proto::ROLE_TARGET_WORKER);
+}
+
 void RequestRouter::OnSubmit(const std::string& client_peer, const proto::SubmitRequest& submit,
                              std::vector<Outgoing>* out) {
   ++counters_.submitted;
@@ -171,12 +201,17 @@ std::vector<int32_t> RequestRouter::Committed(const std::string& request_id) con
 }
 
 void RequestRouter::Place(const std::string& id, Request& request, std::vector<Outgoing>* out) {
-  const uint64_t target = LeastLoaded(proto::ROLE_TARGET_WORKER);
+  const uint64_t target = ChooseTarget(request);
   if (target == 0) return;  // stays queued until a target group registers
   request.state = State::kRunning;
   request.queued_since = absl::InfiniteFuture();
   request.target_id = target;
-  ++workers_[target].load;
+  Worker& chosen = workers_[target];
+  ++chosen.load;
+  if (chosen.kv_free_bytes.has_value()) {  // until its next heartbeat says otherwise
+    const uint64_t prompt = chosen.kv_bytes_per_position * request.committed.size();
+    chosen.kv_free_bytes = *chosen.kv_free_bytes > prompt ? *chosen.kv_free_bytes - prompt : 0;
+  }
   request.draft_id = request.submit.drafter() == "none" ? 0 : LeastLoaded(proto::ROLE_DRAFT_WORKER);
   if (request.draft_id != 0) ++workers_[request.draft_id].load;
   proto::Envelope assignment = MakeAssignment(id, request);

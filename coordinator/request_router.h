@@ -5,7 +5,10 @@
 // tokens, so a request whose target dies is re-placed and re-prefilled from
 // them, and a request whose draft worker dies gets another one (or none: the
 // target then decodes alone). Placement is least-loaded by the router's own
-// count of running requests per worker.
+// count of running requests per worker, among the target groups whose free KV
+// cache (reported in heartbeats, less the prompts placed there since) holds the
+// request's committed tokens when any does; otherwise among all (the request
+// then waits for room in that target's own queue, target_engine.h).
 //
 // Draining (run-time scale-down, DrainRequest): a draining worker gets no new
 // placements. A draining draft worker's requests move at once to the other
@@ -32,6 +35,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +85,8 @@ class RequestRouter {
   void OnWorkerAlive(const proto::MemberStatus& member, const std::string& peer,
                      std::vector<Outgoing>* out);
   void OnWorkerGone(uint64_t worker_id, std::vector<Outgoing>* out);
+  // A worker's heartbeat load: a target leader's free KV cache is kept for placement.
+  void OnWorkerLoad(uint64_t worker_id, const proto::LoadReport& load);
 
   // Client traffic. A refused submission gets an Error (with the reason) and a
   // finished TokenStream; with no target group serving, it is refused
@@ -154,6 +160,10 @@ class RequestRouter {
     std::string data_endpoint;
     std::string tp_group;  // "" when not tensor-parallel
     int load = 0;
+    // Target leaders with a KV budget: the bytes free at the last heartbeat,
+    // less the prompts placed since; unset: no budget reported (room assumed).
+    std::optional<uint64_t> kv_free_bytes;
+    uint64_t kv_bytes_per_position = 0;
     bool draining = false;
     bool drain_sent = false;
     absl::Time drain_deadline = absl::InfiniteFuture();  // targets: re-place what is left after it
@@ -177,6 +187,9 @@ class RequestRouter {
   void SendDrains(std::vector<Outgoing>* out);
   void FailStaleQueued(absl::Time now, std::vector<Outgoing>* out);
   uint64_t LeastLoaded(proto::Role role) const;
+  // The target group for `request`: LeastLoaded among those with KV room for
+  // its committed tokens, if any has; else LeastLoaded. 0 if none serves.
+  uint64_t ChooseTarget(const Request& request) const;
   proto::Envelope MakeAssignment(const std::string& id, const Request& request) const;
   void SendToWorker(uint64_t worker_id, proto::Envelope envelope, std::vector<Outgoing>* out) const;
   void Stream(const std::string& id, Request& request, std::vector<Outgoing>* out);

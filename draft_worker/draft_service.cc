@@ -24,6 +24,7 @@ DraftService::DraftService(spec::Drafter* drafter, DraftServiceOptions options,
                            std::unique_ptr<worker::WorkerSkeleton> skeleton)
     : options_(std::move(options)),
       skeleton_(std::move(skeleton)),
+      drafter_(drafter),
       engine_(drafter, options_.engine) {}
 
 absl::Status DraftService::Run(const std::atomic<bool>& stop) {
@@ -68,6 +69,11 @@ void DraftService::ReportLoad() {
   load.set_spec_cache_partial_hits(cache.partial_hits);
   load.set_spec_cache_drafted_tokens(cache.drafted_tokens);
   load.set_spec_cache_unplanned_blocks(cache.unplanned_blocks);
+  if (const model::KvBudget* kv = drafter_->kv_budget(); kv != nullptr) {
+    load.set_kv_cache_used_bytes(kv->used_bytes());
+    load.set_kv_cache_budget_bytes(kv->budget_bytes());
+    load.set_kv_cache_preemptions(kv->counters().preemptions);
+  }
   skeleton_->membership().set_load(load);
 }
 

@@ -56,7 +56,8 @@ class DraftService : private worker::ControlHandler {
   absl::Status Assign(const proto::Assignment& assignment) override;
   void Release(const std::string& request_id) override { engine_.Release(request_id); }
   void DrainTargets();
-  // Sets the load the next heartbeat reports (requests, speculation cache totals).
+  // Sets the load the next heartbeat reports (requests, speculation cache totals,
+  // the drafter's KV accounting).
   void ReportLoad();
   void SendBlocks(std::vector<OutgoingBlock>& blocks);
   absl::StatusOr<net::Channel*> TargetChannel(const std::string& endpoint);
@@ -64,6 +65,7 @@ class DraftService : private worker::ControlHandler {
   DraftServiceOptions options_;
   std::unique_ptr<worker::WorkerSkeleton> skeleton_;  // membership, control dispatch, drain
   std::map<std::string, std::unique_ptr<net::Channel>> targets_;  // data endpoint -> channel
+  spec::Drafter* drafter_;  // the engine's, for its KV accounting
   DraftEngine engine_;
 };
 

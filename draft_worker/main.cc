@@ -18,7 +18,9 @@
 #include "runtime/cli/worker_flags.h"
 #include "runtime/model/device.h"
 #include "runtime/model/gguf_reader.h"
+#include "runtime/model/kv_budget.h"
 #include "runtime/spec/drafter_factory.h"
+#include "runtime/spec/model_drafter.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
 
 namespace {
@@ -49,6 +51,14 @@ absl::Status ServeDrafts(splitspec::cli::WorkerFlags flags) {
     ASSIGN_OR_RETURN(drafter,
                      splitspec::spec::MakeDrafter(spec, flags.target_model, &tokenizer,
                                                   tokenizer.vocab_size(), flags.identity.threads));
+  }
+  // A drafter with a model keeps KV caches: give them their budget.
+  if (auto* model_drafter = dynamic_cast<splitspec::spec::ModelDrafter*>(drafter.get())) {
+    ASSIGN_OR_RETURN(uint64_t kv_cache_bytes,
+                     splitspec::model::StartKvBudget(
+                         model_drafter->draft_model(), flags.kv_cache_memory,
+                         absl::StrCat("draft worker '", flags.identity.name, "'")));
+    model_drafter->SetKvBudget(kv_cache_bytes);
   }
   if (flags.identity.model_path.empty()) {
     flags.identity.model_path = spec.kind == splitspec::spec::DrafterSpec::Kind::kModel

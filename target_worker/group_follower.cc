@@ -1,5 +1,6 @@
 #include "target_worker/group_follower.h"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -28,7 +29,13 @@ absl::Status PrepareBatch(const proto::GroupStep& step, const model::Transformer
             absl::StrCat("tp step ", step.step(), ": cache key ", sequence.cache_key(),
                          " is unknown here but the leader's starts at ", sequence.start()));
       }
-      cache = model.NewCache();
+      cache = model.NewCache(static_cast<int>(sequence.max_tokens()));
+    }
+    // The leader reserved these positions (a request's admission, KV budget):
+    // the same growth here keeps this rank's cache the size of the leader's.
+    if (static_cast<int>(sequence.reserved()) > cache->reserved_positions()) {
+      RETURN_IF_ERROR(cache->Reserve(
+          std::min(static_cast<int>(sequence.reserved()), cache->max_tokens())));
     }
     if (static_cast<int>(sequence.start()) > cache->length()) {
       return absl::DataLossError(absl::StrCat(
@@ -89,6 +96,8 @@ absl::StatusOr<FollowerExit> RunGroupFollower(model::Transformer& model, net::Co
     ++counters->forwards;
     for (const proto::GroupStepSequence& sequence : step.sequences())
       counters->tokens += sequence.tokens_size();
+    counters->reserved_positions = 0;
+    for (const auto& [key, cache] : caches) counters->reserved_positions += cache->reserved_positions();
   }
   return FollowerExit::kStopped;
 }

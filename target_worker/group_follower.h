@@ -31,6 +31,9 @@ struct FollowerCounters {
   uint64_t steps = 0;
   uint64_t forwards = 0;
   uint64_t tokens = 0;
+  // Positions the follower's caches hold reserved after its last forward (the
+  // leader's caches reserve as many: group_leader_model.h).
+  uint64_t reserved_positions = 0;
 };
 
 // A step this rank cannot run (Transformer::PrepareForward's errors) is refused

@@ -78,6 +78,8 @@ absl::Status GroupLeaderModel::Forward(absl::Span<const model::SequenceInput> ba
     sequence->set_start(static_cast<uint32_t>(cache->length()));
     sequence->mutable_tokens()->Add(input.tokens.begin(), input.tokens.end());
     sequence->set_logits(static_cast<uint32_t>(input.logits));
+    sequence->set_max_tokens(static_cast<uint32_t>(cache->max_tokens()));
+    sequence->set_reserved(static_cast<uint32_t>(cache->reserved_positions()));
   }
   RETURN_IF_ERROR(Broadcast(step));
   // Every rank checks the step and the group agrees before any collective of the

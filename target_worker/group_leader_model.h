@@ -14,7 +14,10 @@
 // the step, so a follower first truncates its cache for that key to `start`
 // (this replays every KvCache::Truncate the engine did since the last step)
 // and then appends the same tokens. Caches destroyed on the leader are listed
-// in the next step so followers free theirs.
+// in the next step so followers free theirs. Each sequence also carries the
+// leader cache's max_tokens and reserved positions, which the follower's cache
+// takes too (an admission's reservation, target_engine.h): every rank's cache
+// then holds the same positions, so the leader's KV budget holds per rank.
 //
 // Refusals: after the plan, every rank checks the step on its own shard
 // (Transformer::PrepareForward) and the ranks agree (group_step_vote.h) before

@@ -23,6 +23,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/cli/worker_flags.h"
 #include "runtime/model/device.h"
+#include "runtime/model/kv_budget.h"
 #include "runtime/model/transformer.h"
 #include "target_worker/single_rank_model.h"
 #include "target_worker/target_service.h"
@@ -53,6 +54,7 @@ absl::Status RunTensorParallelRank(const splitspec::cli::WorkerFlags& flags) {
       .comm = flags.tp_comm};
   options.model_path = flags.identity.model_path;
   options.threads = flags.identity.threads;
+  options.kv_cache_memory = flags.kv_cache_memory;
   options.service = ServiceOptions(flags);
   SPLITSPEC_LOG(INFO) << "target worker '" << flags.identity.name << "': rank "
                       << flags.identity.tp_rank << " of tp group '" << flags.identity.tp_group
@@ -81,6 +83,10 @@ absl::Status ServeTargets(splitspec::cli::WorkerFlags flags) {
       splitspec::target::LoadSingleRankModel(flags.identity.model_path, model_options));
   const std::unique_ptr<splitspec::model::Transformer>& model = target.model;
   splitspec::target::TargetServiceOptions service_options = ServiceOptions(flags);
+  ASSIGN_OR_RETURN(service_options.engine.kv_cache_bytes,
+                   splitspec::model::StartKvBudget(
+                       *model, flags.kv_cache_memory,
+                       absl::StrCat("target worker '", flags.identity.name, "'")));
   // One rank on a GPU verifies there: the target's probabilities stay on the device.
   if (flags.device.is_cuda()) service_options.verify_device = flags.device.ordinal;
   ASSIGN_OR_RETURN(auto service,

@@ -1,5 +1,7 @@
 #include "target_worker/request_setup.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/net/spec_proto.h"
@@ -7,6 +9,18 @@
 namespace splitspec::target {
 
 namespace {
+
+// Positions a cache may hold past the request's longest committed sequence: a
+// draft block verified at its last positions (k <= 64) is fed before the stop
+// is known. A cache's max_tokens bounds its doubling growth, so the KV budget
+// counts at most this many positions per request.
+constexpr int kBlockSlackTokens = 64;
+
+// max_tokens of a cache for a sequence that may commit up to `longest` tokens
+// and already holds `committed`.
+int CacheTokens(int longest, int committed, int context) {
+  return std::min(context, std::max(longest, committed + 1) + kBlockSlackTokens);
+}
 
 // The unconditional companion of a guided request: its prompt must be non-empty
 // (the front door puts BOS there when the user gave no negative prompt), in the
@@ -36,7 +50,10 @@ absl::Status AttachGuidanceCompanion(const proto::Assignment& assignment,
         "request ", id, ": the unconditional sequence (", companion_length,
         " tokens) does not fit the context length ", model.config().context_length));
   }
-  request.AttachCompanion({negative.begin(), negative.end()}, model.NewCache());
+  const int longest = negative.size() + request.max_length() - request.prompt_length();
+  request.AttachCompanion({negative.begin(), negative.end()},
+                          model.NewCache(CacheTokens(longest, companion_length,
+                                                     model.config().context_length)));
   return absl::OkStatus();
 }
 
@@ -82,8 +99,10 @@ absl::StatusOr<std::unique_ptr<TargetRequest>> NewTargetRequest(const proto::Ass
   }
   limits.stop_token_ids.assign(assignment.params().stop_token_ids().begin(),
                                assignment.params().stop_token_ids().end());
+  const int longest = std::min(prompt_length + limits.max_new_tokens, limits.context_length);
   auto request = std::make_unique<TargetRequest>(
-      assignment, std::move(limits), model.NewCache(), params,
+      assignment, std::move(limits), model.NewCache(CacheTokens(longest, committed, context)),
+      params,
       net::VerifyModeFromProto(assignment.verify_mode(), params));
   if (params.guided()) {
     RETURN_IF_ERROR(AttachGuidanceCompanion(assignment, model, *request));

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
+#include "runtime/base/memory_amount.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/base/trace.h"
 #include "runtime/net/worker_identity.h"
@@ -55,7 +56,8 @@ constexpr double kForwardCostDecay = 0.9;
 TargetEngine::TargetEngine(model::LanguageModel* model, TargetEngineOptions options)
     : model_(model),
       options_(std::move(options)),
-      forward_cost_(kForwardCostPriorSlope, kForwardCostDecay) {}
+      forward_cost_(kForwardCostPriorSlope, kForwardCostDecay),
+      kv_budget_(options_.kv_cache_bytes) {}
 
 absl::Status TargetEngine::UseDeviceRows(std::unique_ptr<DeviceRows> rows) {
   if (rows == nullptr || rows->slots() < options_.max_requests) {
@@ -95,13 +97,128 @@ absl::Status TargetEngine::AddRequest(const proto::Assignment& assignment) {
   }
   ASSIGN_OR_RETURN(std::unique_ptr<TargetRequest> request,
                    NewTargetRequest(assignment, *model_, options_.default_limits));
+  if (!kv_budget_.Allows(request->max_kv_bytes())) {
+    kv_budget_.CountRefused();
+    const model::KvCache& cache = request->cache();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request ", assignment.request_id(), " needs up to ", cache.max_tokens(),
+        " KV cache positions (prompt ", request->prompt_length(), " + max_tokens ",
+        request->max_length() - request->prompt_length(), " + a draft block's slack",
+        request->guided() ? ", and as many again for its unconditional companion" : "", ") = ",
+        request->max_kv_bytes(), " bytes, more than this target's whole KV cache budget of ",
+        kv_budget_.budget_bytes(), " bytes (",
+        FormatBytes(kv_budget_.budget_bytes()),
+        ", --kv-cache-memory); shorten the prompt or max_tokens, or raise the budget"));
+  }
   if (request->guided()) ++counters_.guided_requests;
   if (device_rows_ != nullptr) {  // max_requests <= slots: one is free
     device_slots_[assignment.request_id()] = free_device_slots_.back();
     free_device_slots_.pop_back();
   }
+  TargetRequest* added = request.get();
+  kv_budget_.Track(&added->cache());
+  if (added->guided()) kv_budget_.Track(&added->companion_cache());
+  if (kv_budget_.unlimited()) {
+    resident_.push_back(added);  // its caches grow as the forward needs
+  } else {
+    added->set_resident(false);  // Plan admits it when its reservation fits
+    waiting_.push_back(added);
+  }
   requests_.emplace(assignment.request_id(), std::move(request));
   return absl::OkStatus();
+}
+
+void TargetEngine::ForgetKv(TargetRequest& request) {
+  kv_budget_.Untrack(&request.cache());
+  if (request.guided()) kv_budget_.Untrack(&request.companion_cache());
+  std::erase(resident_, &request);
+  std::erase(waiting_, &request);
+}
+
+uint64_t TargetEngine::ReservationBytes(const TargetRequest& request) const {
+  const int wanted = request.frontier() + options_.kv_reserve_tokens;
+  const model::KvCache& cache = request.cache();
+  uint64_t bytes = cache.BytesAfterReserve(std::min(wanted, cache.max_tokens()));
+  if (request.guided()) {
+    const model::KvCache& companion = request.companion_cache();
+    const int companion_wanted = request.companion_frontier() + options_.kv_reserve_tokens;
+    bytes += companion.BytesAfterReserve(std::min(companion_wanted, companion.max_tokens()));
+  }
+  return bytes;
+}
+
+bool TargetEngine::AdmitNext(uint64_t* kv_used) {
+  if (waiting_.empty()) return false;
+  TargetRequest& request = *waiting_.front();
+  const uint64_t reservation = ReservationBytes(request) - request.kv_bytes();
+  if (!kv_budget_.Allows(*kv_used + reservation)) {
+    if (!request.kv_waited()) {
+      request.set_kv_waited(true);
+      kv_budget_.CountWait();
+    }
+    return false;
+  }
+  // Reserve now: the budget holds the room from the admission on.
+  model::KvCache& cache = request.cache();
+  absl::Status reserved = cache.Reserve(
+      std::min(request.frontier() + options_.kv_reserve_tokens, cache.max_tokens()));
+  if (reserved.ok() && request.guided()) {
+    model::KvCache& companion = request.companion_cache();
+    reserved = companion.Reserve(std::min(
+        request.companion_frontier() + options_.kv_reserve_tokens, companion.max_tokens()));
+  }
+  if (!reserved.ok()) {  // a device out of memory: wait for a request to finish
+    SPLITSPEC_LOG(WARNING) << "request " << request.id() << " waits for KV memory: " << reserved;
+    return false;
+  }
+  waiting_.pop_front();
+  request.set_resident(true);
+  resident_.push_back(&request);
+  *kv_used += reservation;
+  kv_budget_.ObserveUsed();
+  return true;
+}
+
+void TargetEngine::EvictNewest() {
+  TargetRequest& request = *resident_.back();
+  resident_.pop_back();
+  kv_budget_.Untrack(&request.cache());
+  if (request.guided()) kv_budget_.Untrack(&request.companion_cache());
+  request.ReplaceCaches(
+      model_->NewCache(request.cache().max_tokens()),
+      request.guided() ? model_->NewCache(request.companion_cache().max_tokens()) : nullptr);
+  kv_budget_.Track(&request.cache());
+  if (request.guided()) kv_budget_.Track(&request.companion_cache());
+  request.set_resident(false);
+  waiting_.push_front(&request);
+  kv_budget_.CountPreemption();
+  SPLITSPEC_LOG(INFO) << "request " << request.id() << " evicted to free KV memory (budget "
+                      << FormatBytes(kv_budget_.budget_bytes()) << "); it recomputes its "
+                      << request.frontier() << " committed tokens when room returns";
+}
+
+bool TargetEngine::MakeKvRoom(const WorkItem& item, uint64_t* kv_used) {
+  TargetRequest& request = *item.request;
+  uint64_t growth = 0;
+  if (!item.tokens.empty()) {
+    const model::KvCache& cache = request.cache();
+    growth += cache.BytesAfterReserve(cache.length() + static_cast<int>(item.tokens.size())) -
+              cache.memory_bytes();
+  }
+  if (!item.companion_tokens.empty()) {
+    const model::KvCache& companion = request.companion_cache();
+    growth += companion.BytesAfterReserve(companion.length() +
+                                          static_cast<int>(item.companion_tokens.size())) -
+              companion.memory_bytes();
+  }
+  while (!kv_budget_.Allows(*kv_used + growth)) {
+    TargetRequest* newest = resident_.back();
+    *kv_used -= newest->kv_bytes();
+    EvictNewest();
+    if (newest == &request) return false;
+  }
+  *kv_used += growth;
+  return true;
 }
 
 BlockAdmission TargetEngine::AddBlock(const proto::DraftBlock& block, const std::string& peer) {
@@ -146,6 +263,7 @@ absl::StatusOr<proto::VerifyResult> TargetEngine::SyncResult(const std::string& 
 }
 
 void TargetEngine::Release(const std::string& request_id) {
+  if (auto it = requests_.find(request_id); it != requests_.end()) ForgetKv(*it->second);
   requests_.erase(request_id);
   FreeSlot(request_id);
   feed_waits_missed_.erase(request_id);
@@ -174,7 +292,12 @@ bool TargetEngine::WaitsToFeed(const TargetRequest& request, absl::Time now) con
 }
 
 bool TargetEngine::HasWork(absl::Time now) const {
-  for (const auto& [id, request] : requests_) {
+  if (!waiting_.empty() &&
+      kv_budget_.Allows(kv_budget_.used_bytes() + ReservationBytes(*waiting_.front()) -
+                        waiting_.front()->kv_bytes())) {
+    return true;  // a waiting request can start
+  }
+  for (const TargetRequest* request : resident_) {
     if (request->finished()) return true;
     if (!request->has_pending()) {  // prefill or an unfed token to feed
       if (WaitsToFeed(*request, now)) continue;
@@ -187,7 +310,7 @@ bool TargetEngine::HasWork(absl::Time now) const {
 
 absl::Time TargetEngine::NextDeadline() const {
   absl::Time next = absl::InfiniteFuture();
-  for (const auto& [id, request] : requests_) {
+  for (const TargetRequest* request : resident_) {
     if (request->has_pending() && request->ReadyBlock() == nullptr) {
       next = std::min(next, request->waiting_since() + options_.block_wait);
     }
@@ -202,6 +325,7 @@ absl::Status TargetEngine::Step(absl::Time now, std::vector<TargetEvent>* events
                                 const std::function<void()>& after_forward) {
   std::vector<WorkItem> items = Plan(now);
   const absl::Status forward = Forward(items, events);
+  kv_budget_.ObserveUsed();  // the caches are at their largest of the step now
   // New blocks go into the requests' maps, which keeps the items' block pointers valid.
   if (after_forward) after_forward();
   {
@@ -225,7 +349,11 @@ std::vector<TargetEngine::WorkItem> TargetEngine::Plan(absl::Time now) {
   std::vector<WorkItem> items;
   int budget = options_.step_token_budget;
   bool fed_any = false;
-  for (auto& [id, request] : requests_) {
+  uint64_t kv_used = kv_budget_.used_bytes();
+  // Oldest admission first; past the last resident request, the waiting ones
+  // start while their reservations fit (and are planned in this step).
+  for (size_t i = 0; i < resident_.size() || AdmitNext(&kv_used); ++i) {
+    TargetRequest* request = resident_[i];
     if (request->finished()) continue;
     std::optional<WorkItem> item = PlanRequest(*request, now, budget);
     if (!item.has_value()) continue;
@@ -233,6 +361,9 @@ std::vector<TargetEngine::WorkItem> TargetEngine::Plan(absl::Time now) {
     // A decision from pending p costs no budget. The first fed item always
     // runs, so a large block can never starve.
     if (size > 0 && fed_any && size > budget) continue;
+    // Only newer requests are evicted for it; if it is itself the newest, it
+    // was the last in the loop.
+    if (!MakeKvRoom(*item, &kv_used)) break;
     budget -= size;
     fed_any = fed_any || size > 0;
     items.push_back(*std::move(item));
@@ -620,6 +751,7 @@ void TargetEngine::ReapFinished() {
     }
     FreeSlot(it->first);
     feed_waits_missed_.erase(it->first);
+    ForgetKv(*it->second);
     it = requests_.erase(it);
   }
 }

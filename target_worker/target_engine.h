@@ -38,11 +38,32 @@
 // the same choices from the same logits (greedy: token for token; sampling: up
 // to the round-off stated in kernels/cuda/sampling.h).
 //
+// KV memory. With options.kv_cache_bytes > 0 the caches of all requests
+// together stay within that budget, counted from the caches themselves
+// (model::KvBudget: bytes per position x positions reserved, the doubling
+// growth included; kv_budget().counters().peak_used_bytes never exceeds it):
+//   Admission -> a request starts (is made resident and its prefill planned)
+//                only while its committed tokens plus kv_reserve_tokens fit;
+//                those positions are reserved at once. Otherwise it waits, in
+//                arrival order, behind the requests waiting before it.
+//   Growth    -> before each forward, a request whose cache would grow past the
+//                budget makes room by evicting the newest resident requests
+//                (requests are planned oldest first, so the oldest always runs).
+//   Eviction  -> the evicted request's KV is freed and it waits at the head of
+//                the queue; re-admitted, it recomputes its caches from its
+//                committed tokens (TargetRequest::ReplaceCaches), bitwise the
+//                same KV and p (batch invariance), so what it commits is unchanged
+//                and its draft worker sees no difference but time.
+// A request whose caches could not fit even alone (its longest length, in
+// bytes) is refused at AddRequest, naming the budget. Without a budget every
+// request is resident at once and its caches grow as the forward needs.
+//
 // Thread safety: thread-compatible; the target leader's loop owns it.
 #ifndef SPLITSPEC_TARGET_WORKER_TARGET_ENGINE_H_
 #define SPLITSPEC_TARGET_WORKER_TARGET_ENGINE_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -53,6 +74,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "proto/splitspec.pb.h"
+#include "runtime/model/kv_budget.h"
 #include "runtime/model/language_model.h"
 #include "runtime/spec/verify_cost_curve.h"
 #include "target_worker/device_rows.h"
@@ -83,6 +105,13 @@ struct TargetEngineOptions {
   // The time of a commit (after the step's forward); null: the step's start.
   std::function<absl::Time()> clock = [] { return absl::Now(); };
   RequestLimits default_limits;
+  // The KV-cache budget of this rank in bytes (runtime/model/kv_budget.h); 0:
+  // unlimited. See "KV memory" above.
+  uint64_t kv_cache_bytes = 0;
+  // Positions reserved past a request's committed tokens when it starts (at
+  // most up to its longest length): a request starts only while its prompt plus
+  // these fit the budget, so it can decode for a while before it grows.
+  int kv_reserve_tokens = 256;
 };
 
 // Something to send after a step: a result for the coordinator and for the
@@ -120,7 +149,9 @@ class TargetEngine {
 
   // A new request, or a reassignment of a known one (only its draft worker
   // changes then). Errors: InvalidArgument naming the field (empty prompt,
-  // token out of range, bad sampling parameters), ResourceExhausted when full.
+  // token out of range, bad sampling parameters) or, with a KV budget, naming
+  // the budget when the request's caches could not fit in it even alone;
+  // ResourceExhausted when full.
   absl::Status AddRequest(const proto::Assignment& assignment);
 
   // Queues a draft block; stale and malformed blocks are counted and dropped.
@@ -160,6 +191,10 @@ class TargetEngine {
 
   int active_requests() const { return static_cast<int>(requests_.size()); }
   const TargetCounters& counters() const { return counters_; }
+  // The KV accounting: bytes used now, the budget, waits, evictions, the peak.
+  const model::KvBudget& kv_budget() const { return kv_budget_; }
+  // Requests waiting for KV room (not started, or evicted).
+  int kv_waiting_requests() const { return static_cast<int>(waiting_.size()); }
   const TargetRequest* Find(const std::string& id) const;
 
  private:
@@ -202,6 +237,23 @@ class TargetEngine {
   bool WaitsToFeed(const TargetRequest& request, absl::Time now) const;
   void Report(TargetRequest& request, proto::VerifyResult result, std::vector<TargetEvent>* events);
   void ReapFinished();
+  // Forgets a request's place in the KV schedule and its caches' accounting
+  // (before the request is destroyed).
+  void ForgetKv(TargetRequest& request);
+
+  // --- KV memory ---
+  // Bytes `request` will hold once its reservation (committed + kv_reserve_tokens
+  // positions, at most its caches' max_tokens) is made.
+  uint64_t ReservationBytes(const TargetRequest& request) const;
+  // Makes the head of the waiting queue resident if its reservation fits on top
+  // of *kv_used (then adds it there). False if none waits or it does not fit.
+  bool AdmitNext(uint64_t* kv_used);
+  // Room for what `item` feeds: evicts the newest resident requests until the
+  // growth fits on top of *kv_used (then adds it). False if `item`'s own request
+  // was evicted (it is then not fed this step).
+  bool MakeKvRoom(const WorkItem& item, uint64_t* kv_used);
+  // Frees the KV of the newest resident request and puts it at the head of the queue.
+  void EvictNewest();
 
   // Times a forward of `items` for the feed wait (prompt chunks excluded).
   void RecordForwardCost(const std::vector<WorkItem>& items, absl::Time start, absl::Time end);
@@ -212,6 +264,11 @@ class TargetEngine {
   spec::VerifyCostCurve forward_cost_;
   std::map<std::string, int> feed_waits_missed_;  // request -> waits run out in a row
   std::map<std::string, std::unique_ptr<TargetRequest>> requests_;
+  // The requests holding KV, oldest admission first (eviction takes the last),
+  // and those waiting for room, in order (an evicted one goes first).
+  std::vector<TargetRequest*> resident_;
+  std::deque<TargetRequest*> waiting_;
+  model::KvBudget kv_budget_;
   TargetCounters counters_;
   std::unique_ptr<DeviceRows> device_rows_;  // null: verification on the host
   std::map<std::string, int> device_slots_;  // request -> its slot in device_rows_

@@ -51,6 +51,9 @@ BlockAdmission TargetRequest::AdmitBlock(const proto::DraftBlock& block) {
   const int start = static_cast<int>(block.start());
   if (start < frontier() || start > frontier() + kMaxLookaheadTokens)
     return BlockAdmission::kStaleStart;
+  // A block past the longest the request may run would push its cache past the
+  // positions it was sized (and its KV budgeted) for.
+  if (int64_t{start} + block.tokens_size() > cache_->max_tokens()) return BlockAdmission::kMalformed;
   if (blocks_.contains(start)) return BlockAdmission::kDuplicate;
   blocks_.emplace(start, block);
   return BlockAdmission::kQueued;
@@ -64,6 +67,25 @@ const proto::DraftBlock* TargetRequest::ReadyBlock() const {
 bool TargetRequest::HasBlockAt(int start) const { return blocks_.contains(start); }
 
 void TargetRequest::SetPending(TargetRow row) { pending_ = std::move(row); }
+
+uint64_t TargetRequest::kv_bytes() const {
+  return cache_->memory_bytes() + (guided() ? companion_cache_->memory_bytes() : 0);
+}
+
+uint64_t TargetRequest::max_kv_bytes() const {
+  uint64_t bytes = cache_->StorageBytes(cache_->max_tokens());
+  if (guided()) bytes += companion_cache_->StorageBytes(companion_cache_->max_tokens());
+  return bytes;
+}
+
+void TargetRequest::ReplaceCaches(std::unique_ptr<model::KvCache> cache,
+                                  std::unique_ptr<model::KvCache> companion_cache) {
+  cache_ = std::move(cache);
+  if (guided()) companion_cache_ = std::move(companion_cache);
+  pending_.reset();
+  // The unfed token, if any, is now part of the prefill: no wait for a block to feed it with.
+  expects_block_to_feed_ = false;
+}
 
 void TargetRequest::SetDraftWorker(uint64_t draft_worker_id, const std::string& draft_worker_key) {
   draft_worker_key_ = draft_worker_key;
@@ -133,7 +155,7 @@ void TargetRequest::CheckStop(int first_new_index) {
       break;
     }
   }
-  const int max_total = std::min(prompt_length_ + limits_.max_new_tokens, limits_.context_length);
+  const int max_total = max_length();
   if (frontier() >= max_total) {
     if (frontier() > max_total) committed_.resize(max_total);
     if (!finished()) finish_reason_ = proto::FINISH_REASON_LENGTH;

@@ -82,6 +82,11 @@ class TargetRequest {
   uint64_t draft_worker_id() const { return draft_worker_id_; }
   // The CURVE key of that draft worker (Assignment.draft_worker_key; "" unknown).
   const std::string& draft_worker_key() const { return draft_worker_key_; }
+  // The longest the committed sequence may grow: min(prompt + max_new_tokens,
+  // the context length), when it finishes with FINISH_REASON_LENGTH.
+  int max_length() const {
+    return std::min(prompt_length_ + limits_.max_new_tokens, limits_.context_length);
+  }
 
   // --- classifier-free guidance ---
   // Gives the request its unconditional companion. REQUIRES params().guided(),
@@ -161,6 +166,29 @@ class TargetRequest {
   // which holds `draft_worker_key` ("" unknown).
   void SetDraftWorker(uint64_t draft_worker_id, const std::string& draft_worker_key);
 
+  // --- KV memory (the engine's KV budget, target_engine.h) ---
+  // True while the request holds KV memory and is scheduled; false while it
+  // waits for room (before it starts, or after an eviction).
+  bool resident() const { return resident_; }
+  void set_resident(bool resident) { resident_ = resident; }
+  // Whether it has been counted as waiting for KV room (once per request).
+  bool kv_waited() const { return kv_waited_; }
+  void set_kv_waited(bool waited) { kv_waited_ = waited; }
+  // Bytes its caches (both sequences of a guided request) hold now.
+  uint64_t kv_bytes() const;
+  // Bytes its caches would hold at their largest (max_tokens positions each).
+  uint64_t max_kv_bytes() const;
+  // Evicts the request's KV: `cache` (and `companion_cache` for a guided
+  // request) replace the old caches, which are freed; the request then
+  // recomputes them from its committed tokens (prefilling() is true unless it
+  // has a single token), exactly as a reassigned request is rebuilt. p at the
+  // frontier is dropped (the prefill computes it again, bitwise the same: batch
+  // invariance); epoch, committed tokens and queued blocks are unchanged, so the
+  // draft worker sees nothing. REQUIRES: fresh caches (length 0) of the same
+  // max_tokens.
+  void ReplaceCaches(std::unique_ptr<model::KvCache> cache,
+                     std::unique_ptr<model::KvCache> companion_cache);
+
  private:
   void CheckStop(int first_new_index);
   proto::VerifyResult MakeResult(int first_new_index, int accepted, uint64_t block_sequence) const;
@@ -186,6 +214,8 @@ class TargetRequest {
   bool expects_block_to_feed_ = false;
   int feed_waits_to_skip_ = 0;
   int alone_until_ = 0;  // positions below it are decided without waiting for blocks
+  bool resident_ = true;
+  bool kv_waited_ = false;
 };
 
 }  // namespace splitspec::target

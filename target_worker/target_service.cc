@@ -45,7 +45,10 @@ TargetService::TargetService(model::LanguageModel* model, TargetServiceOptions o
       skeleton_(std::move(skeleton)),
       data_security_(net::DefaultChannelSecurity()),
       model_(model),
-      engine_(model, options_.engine) {}
+      engine_(model, options_.engine),
+      kv_bytes_per_position_(model->NewCache()->bytes_per_position()) {
+  PublishLoad();  // the budget shows from the first heartbeat on
+}
 
 absl::Status TargetService::Run(const std::atomic<bool>& stop) {
   while (!stop.load(std::memory_order_relaxed) && !skeleton_->drain_requested()) {
@@ -105,6 +108,13 @@ void TargetService::PublishLoad() {
   load.set_mean_step_ms(mean_step_ms_);
   load.set_cuda_graph_capture_fallbacks(
       static_cast<uint64_t>(model_->backend_counters().graph_capture_fallbacks));
+  const model::KvBudget& kv = engine_.kv_budget();
+  load.set_kv_cache_used_bytes(kv.used_bytes());
+  load.set_kv_cache_budget_bytes(kv.budget_bytes());
+  load.set_kv_cache_bytes_per_position(kv_bytes_per_position_);
+  load.set_kv_cache_waiting_requests(static_cast<uint32_t>(engine_.kv_waiting_requests()));
+  load.set_kv_cache_waits(kv.counters().waits);
+  load.set_kv_cache_preemptions(kv.counters().preemptions);
   skeleton_->membership().set_load(load);
 }
 

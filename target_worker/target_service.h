@@ -87,7 +87,8 @@ class TargetService : private worker::ControlHandler {
   absl::Status LeaveBrokenGroup(absl::Status failure);
   // Folds `step_time` into the mean step time, then PublishLoad.
   void ReportLoad(absl::Duration step_time);
-  // Publishes active requests and the mean step time in the next heartbeats.
+  // Publishes active requests, the mean step time and the KV accounting in the
+  // next heartbeats.
   void PublishLoad();
 
   TargetServiceOptions options_;
@@ -101,6 +102,7 @@ class TargetService : private worker::ControlHandler {
   const model::LanguageModel* model_;   // the engine's; its counters go into heartbeats
   TargetEngine engine_;
   double mean_step_ms_ = 0;  // moving average, reported in heartbeats
+  uint64_t kv_bytes_per_position_;  // of this model's caches (reported in heartbeats)
 };
 
 }  // namespace splitspec::target

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/model/kv_budget.h"
 #include "runtime/model/transformer.h"
 #if defined(SPLITSPEC_HAVE_CUDA)
 #include "runtime/dist/host_staged_communicator.h"
@@ -50,6 +51,7 @@ net::WorkerIdentity RankIdentity(const TpRankOptions& options) {
 struct RankModel {
   std::unique_ptr<net::Communicator> staged;
   std::unique_ptr<model::Transformer> model;
+  uint64_t kv_cache_bytes = 0;  // this rank's KV budget
 };
 
 absl::StatusOr<RankModel> LoadRankModel(const TpRankOptions& options, FormedGroup& formed) {
@@ -68,6 +70,10 @@ absl::StatusOr<RankModel> LoadRankModel(const TpRankOptions& options, FormedGrou
   ASSIGN_OR_RETURN(rank.model,
                    model::Transformer::Load(options.model_path, comm,
                                             {.threads = options.threads, .device = device}));
+  ASSIGN_OR_RETURN(rank.kv_cache_bytes,
+                   model::StartKvBudget(*rank.model, options.kv_cache_memory,
+                                        absl::StrCat("tp group '", options.group.group, "' rank ",
+                                                     options.group.rank)));
   return rank;
 }
 
@@ -79,6 +85,7 @@ absl::Status LeadOneFormation(const TpRankOptions& options, FormedGroup& formed,
   TargetServiceOptions service_options = options.service;
   service_options.identity = RankIdentity(options);
   service_options.group_leader = &leader;
+  service_options.engine.kv_cache_bytes = rank.kv_cache_bytes;
   // A CUDA leader keeps the gathered logits on its device and verifies there, as a
   // one-rank CUDA target does: the target's probabilities never reach the host.
   if (options.group.device.is_cuda()) service_options.verify_device = options.group.device.ordinal;

@@ -29,9 +29,11 @@
 #define SPLITSPEC_TARGET_WORKER_TP_GROUP_RUNNER_H_
 
 #include <atomic>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "runtime/base/memory_amount.h"
 #include "runtime/model/device.h"
 #include "target_worker/target_service.h"
 #include "target_worker/tp_group.h"
@@ -50,6 +52,9 @@ struct TpRankOptions {
   // CUDA builds only (a CPU build refuses cuda:N at start-up).
   // The leader's service; identity.name/tp_* are filled from `group` where empty.
   TargetServiceOptions service;
+  // This rank's KV-cache budget (runtime/model/kv_budget.h; unset: the default
+  // share). The leader's engine schedules by the leader's; each rank logs its own.
+  std::optional<MemoryAmount> kv_cache_memory;
   // Pause between formation attempts after a failure.
   absl::Duration retry_interval = absl::Milliseconds(500);
 };

@@ -81,6 +81,9 @@ const cli::FlagTable& ServeFlagTable() {
                   cli::IntRangeOf<int>()},
                  {"threads", "N", "", "every target group's compute threads",
                   cli::IntRangeOf<int>()},
+                 {"kv-cache-memory", "BYTES|PERCENT", "",
+                  "every target group's per-rank KV-cache budget (target_group.kv_cache_memory): "
+                  "256MiB, 2GiB, or a percentage of the memory left after the weights"},
                  {"log-dir", "DIR", "", "where process logs go (cluster.run_dir)"},
                  {"max-restarts", "N", "5",
                   "restarts of one worker allowed within --restart-window-s; one more death "

@@ -97,6 +97,11 @@ absl::Status OverrideTargetGroups(const CliArgs& args, ClusterConfig* c) {
       ASSIGN_OR_RETURN(g.threads, args.GetInt<int>("threads", 0));
       SetFieldOrigin(c, absl::StrCat("target_group[", i, "].threads"), "--threads");
     }
+    if (args.Has("kv-cache-memory")) {
+      g.kv_cache_memory = args.GetString("kv-cache-memory", "");
+      SetFieldOrigin(c, absl::StrCat("target_group[", i, "].kv_cache_memory"),
+                     "--kv-cache-memory");
+    }
   }
   return absl::OkStatus();
 }
@@ -286,6 +291,8 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
       // The leader owns the sockets draft workers connect to (docs/architecture.md).
       if (rank == 0) p.argv.insert(p.argv.end(), {"--data-endpoint", g.data_endpoint});
       if (g.threads > 0) p.argv.insert(p.argv.end(), {"--threads", std::to_string(g.threads)});
+      if (!g.kv_cache_memory.empty())
+        p.argv.insert(p.argv.end(), {"--kv-cache-memory", g.kv_cache_memory});
       SetDevice(g.DeviceOfRank(rank), &p);
       add(std::move(p));
     }
@@ -313,6 +320,8 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
         p.argv.insert(p.argv.end(),
                       {"--draft", pool.draft_model.empty() ? c.models.draft : pool.draft_model});
       }
+      if (!pool.kv_cache_memory.empty())
+        p.argv.insert(p.argv.end(), {"--kv-cache-memory", pool.kv_cache_memory});
       SetDevice(pool.devices[i % pool.devices.size()], &p);
       add(std::move(p));
     }

@@ -22,6 +22,12 @@ std::vector<Flag> CommonFlags() {
       {"device", "DEV", "cpu",
        "where the model runs: cpu or cuda:N (checked at start-up: the device must exist and "
        "hold the model)"},
+      {"kv-cache-memory", "BYTES|PERCENT", "50% host / 80% device",
+       "KV-cache budget of this process (each rank of a group has its own): bytes (256MiB, "
+       "2GiB) or a percentage of the memory left after the weights (host RAM for --device "
+       "cpu, device memory for cuda:N); requests wait for room, and the newest is evicted "
+       "and recomputed when running ones outgrow it (draft workers: the model drafter's "
+       "caches)"},
   };
 }
 
@@ -168,6 +174,18 @@ absl::Status ReadDevice(const CliArgs& parsed, WorkerFlags& flags) {
   return absl::OkStatus();
 }
 
+absl::Status ReadKvCacheMemory(const CliArgs& parsed, WorkerFlags& flags) {
+  const std::string text = parsed.GetString("kv-cache-memory", "");
+  if (text.empty()) return absl::OkStatus();  // the default share
+  absl::StatusOr<MemoryAmount> amount = ParseMemoryAmount(text);
+  if (!amount.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv-cache-memory: ", amount.status().message()));
+  }
+  flags.kv_cache_memory = *amount;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const FlagTable& WorkerFlagTable(proto::Role role) {
@@ -191,6 +209,7 @@ absl::StatusOr<WorkerFlags> WorkerFlagsFrom(const CliArgs& parsed, proto::Role r
   id.threads = threads;
   RETURN_IF_ERROR(ReadSizes(parsed, flags));
   RETURN_IF_ERROR(ReadDevice(parsed, flags));
+  RETURN_IF_ERROR(ReadKvCacheMemory(parsed, flags));
   flags.drafter = parsed.GetString("drafter", flags.drafter);
   flags.draft_path = parsed.GetString("draft", "");
   flags.target_model = parsed.GetString("target-model", "");

@@ -7,7 +7,8 @@
 //
 // The flags, their defaults and meanings are the table WorkerFlagTable(role)
 // (`splitspec-target-worker --help` prints it): every worker takes
-// --coordinator, --name, --model, --data-endpoint, --threads, --device; target workers
+// --coordinator, --name, --model, --data-endpoint, --threads, --device,
+// --kv-cache-memory; target workers
 // also --step-tokens, --block-wait-ms and the tensor-parallel group's --tp-*;
 // draft workers --drafter, --draft, --target-model, --k, --lookahead.
 // Security comes from the environment: SPLITSPEC_KEYS=DIR (CURVE with the
@@ -15,11 +16,13 @@
 #ifndef SPLITSPEC_RUNTIME_CLI_WORKER_FLAGS_H_
 #define SPLITSPEC_RUNTIME_CLI_WORKER_FLAGS_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "runtime/base/memory_amount.h"
 #include "runtime/cli/cli_args.h"
 #include "runtime/dist/tp_transport.h"
 #include "runtime/model/device.h"
@@ -32,6 +35,8 @@ struct WorkerFlags {
   net::WorkerIdentity identity;
   model::DeviceSpec device = {};  // --device: where the worker's model runs
   bool cuda_graphs = true;        // target workers: --cuda-graphs on|off
+  // --kv-cache-memory; unset: the default share (runtime/model/kv_budget.h).
+  std::optional<MemoryAmount> kv_cache_memory;
   // Target workers.
   int step_tokens = 512;
   int block_wait_ms = 200;

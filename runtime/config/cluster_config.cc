@@ -181,6 +181,7 @@ absl::Status ReadTargetGroup(const TomlTable& table, int index, const std::strin
   RETURN_IF_ERROR(r.String("host", &g.host));
   RETURN_IF_ERROR(r.StringList("hosts", &g.hosts));
   RETURN_IF_ERROR(r.String("data_endpoint", &g.data_endpoint));
+  RETURN_IF_ERROR(r.String("kv_cache_memory", &g.kv_cache_memory));
   return r.Finish();
 }
 
@@ -197,6 +198,7 @@ absl::Status ReadDraftPool(const TomlTable& table, int index, const std::string&
   RETURN_IF_ERROR(r.StringList("devices", &p.devices));
   RETURN_IF_ERROR(r.Int("threads", &p.threads));
   RETURN_IF_ERROR(r.String("host", &p.host));
+  RETURN_IF_ERROR(r.String("kv_cache_memory", &p.kv_cache_memory));
   return r.Finish();
 }
 

@@ -50,6 +50,10 @@
 //   hosts = []                   # one host per rank (length tp), e.g. ["n1", "n2"]:
 //                                # rank r runs on hosts[r]; [] = every rank on host
 //   data_endpoint = "tcp://127.0.0.1:*"  # where its leader serves draft workers
+//   kv_cache_memory = ""         # each rank's KV-cache budget: bytes ("256MiB",
+//                                # "2GiB") or a percentage ("40%") of the memory
+//                                # left after the weights ["" = the worker's
+//                                # default: 50% of host RAM, 80% of a GPU's]
 //   [[draft_pool]]               # one table per pool [one pool, as below]
 //   name = "draft"               # workers are named NAME-0, NAME-1, ...
 //   count = 1                    # workers in the pool (0..64)
@@ -60,6 +64,8 @@
 //   devices = ["cpu"]            # worker i uses devices[i % len]; "cpu" or "cuda:N"
 //   threads = 1                  # compute threads per worker (>= 1)
 //   host = "localhost"
+//   kv_cache_memory = ""         # each worker's KV-cache budget (drafter "model"),
+//                                # as the target group's
 //
 // Relative paths (run_dir, models.target, models.draft, draft_model) resolve
 // against the folder of the config file, not the current directory, so a
@@ -122,6 +128,7 @@ struct TargetGroupConfig {
   std::string host = "localhost";
   std::vector<std::string> hosts;  // one per rank, or empty: every rank on `host`
   std::string data_endpoint = "tcp://127.0.0.1:*";
+  std::string kv_cache_memory;  // --kv-cache-memory of every rank; "" = the default
   // Where rank `rank` runs: hosts[rank] when hosts is set, else host.
   const std::string& HostOfRank(int rank) const { return hosts.empty() ? host : hosts[rank]; }
   // The device of rank `rank`: devices[rank] for GPUs, "cpu" for ["cpu"].
@@ -140,6 +147,7 @@ struct DraftPoolConfig {
   std::vector<std::string> devices = {"cpu"};
   int threads = 1;
   std::string host = "localhost";
+  std::string kv_cache_memory;  // --kv-cache-memory of every worker; "" = the default
 };
 
 struct ClusterConfig {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "runtime/base/memory_amount.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/config/cluster_config.h"
 
@@ -241,6 +242,7 @@ class Validator {
                                                "] (0: the host's cores)"));
     if (!IsValidHost(g.host))
       return Fail(p + ".host", absl::StrCat(Quoted(g.host), " is not a host name"));
+    RETURN_IF_ERROR(CheckKvCacheMemory(p, g.kv_cache_memory));
     RETURN_IF_ERROR(CheckRankHosts(p, g));
     Endpoint data;
     if (!ParseEndpoint(g.data_endpoint, true, &data) || IsWildcardHost(data.host)) {
@@ -302,6 +304,15 @@ class Validator {
       return Fail(p + ".threads", absl::StrCat(pool.threads, " must be in [1, ", kMaxThreads, "]"));
     if (!IsValidHost(pool.host))
       return Fail(p + ".host", absl::StrCat(Quoted(pool.host), " is not a host name"));
+    RETURN_IF_ERROR(CheckKvCacheMemory(p, pool.kv_cache_memory));
+    return absl::OkStatus();
+  }
+
+  // "" (the worker's default) or a MemoryAmount ("256MiB", "40%").
+  absl::Status CheckKvCacheMemory(const std::string& p, const std::string& value) const {
+    if (value.empty()) return absl::OkStatus();
+    absl::StatusOr<MemoryAmount> amount = ParseMemoryAmount(value);
+    if (!amount.ok()) return Fail(p + ".kv_cache_memory", std::string(amount.status().message()));
     return absl::OkStatus();
   }
 

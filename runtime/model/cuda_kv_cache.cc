@@ -19,8 +19,12 @@ CudaKvCache::~CudaKvCache() {
   }
 }
 
-uint64_t CudaKvCache::memory_bytes() const {
-  return rows_ == nullptr ? 0 : DeviceKvCacheBytes(n_layers(), kv_dim(), capacity());
+uint64_t CudaKvCache::bytes_per_position() const {
+  return static_cast<uint64_t>(n_layers()) * 2 * kv_dim() * sizeof(uint16_t);
+}
+
+uint64_t CudaKvCache::StorageBytes(int positions) const {
+  return DeviceKvCacheBytes(n_layers(), kv_dim(), positions);
 }
 
 absl::Status CudaKvCache::GrowStorage(int new_capacity) {

@@ -30,7 +30,10 @@ class CudaKvCache final : public KvCache {
   CudaKvCache& operator=(const CudaKvCache&) = delete;
 
   MemorySpace memory_space() const override { return MemorySpace::kDevice; }
-  uint64_t memory_bytes() const override;
+  // Half-precision rows: n_layers x 2 x kv_dim x 2 bytes per position; an
+  // allocation is rounded up to kDeviceAlignment (DeviceKvCacheBytes).
+  uint64_t bytes_per_position() const override;
+  uint64_t StorageBytes(int positions) const override;
 
   // The rows (fp16 bits) and the positions they hold; null / 0 before the first Reserve.
   uint16_t* device_rows() const { return rows_; }

@@ -30,7 +30,7 @@ absl::Status KvCache::Reserve(int new_length) {
         "sequence of ", new_length, " tokens exceeds the KV cache limit of ", max_tokens_));
   }
   if (new_length <= capacity_) return absl::OkStatus();
-  const int capacity = std::min(max_tokens_, std::max({new_length, 2 * capacity_, 64}));
+  const int capacity = ReservedAfter(new_length);
   const absl::Status grown = GrowStorage(capacity);
   if (grown.ok()) capacity_ = capacity;
   return grown;
@@ -44,8 +44,16 @@ absl::Status KvCache::GrowStorage(int capacity) {
   return absl::OkStatus();
 }
 
-uint64_t KvCache::memory_bytes() const {
-  return static_cast<uint64_t>(capacity_) * kv_dim_ * sizeof(float) * 2 * n_layers_;
+int KvCache::ReservedAfter(int new_length) const {
+  if (new_length <= capacity_) return capacity_;
+  return std::min(max_tokens_, std::max({new_length, 2 * capacity_, 64}));
 }
+
+uint64_t KvCache::bytes_per_position() const {
+  using StoredValue = decltype(keys_)::value_type::value_type;  // follows the storage type
+  return static_cast<uint64_t>(kv_dim_) * sizeof(StoredValue) * 2 * n_layers_;
+}
+
+uint64_t KvCache::memory_bytes() const { return StorageBytes(capacity_); }
 
 }  // namespace splitspec::model

@@ -8,8 +8,8 @@
 // Storage: float32 (exact, so a recomputed position matches bitwise; the transformer
 // stores K and V already rounded to half precision, as llama.cpp's F16 cache), per layer
 // keys [capacity, kv_dim] and values [capacity, kv_dim], grown by doubling up to
-// max_tokens. Keys are stored after RoPE. Memory per token:
-// n_layers * 2 * kv_dim * 4 bytes (SmolLM2-135M: 46 KB).
+// max_tokens. Keys are stored after RoPE. Memory per token: bytes_per_position()
+// = n_layers * 2 * kv_dim * 4 bytes (SmolLM2-135M: 46 KB).
 //
 // Positions [0, length()) are valid. The transformer appends new positions with
 // Reserve + the row accessors + Commit; nothing else writes to the cache.
@@ -73,8 +73,27 @@ class KvCache {
   // Marks positions [0, new_length) valid. REQUIRES: new_length <= reserved capacity.
   void Commit(int new_length) { length_ = new_length; }
 
-  // Bytes held (capacity, not length).
+  // Bytes held (capacity, not length): StorageBytes(reserved_positions()).
   virtual uint64_t memory_bytes() const;
+
+  // --- memory accounting (runtime/model/kv_budget.h sums these) ---
+  // Bytes one position takes: n_layers x (K and V) x kv_dim x the bytes of one
+  // stored value, whatever the storage type (ask the cache; never assume 4).
+  virtual uint64_t bytes_per_position() const;
+  // Bytes the storage takes when it holds `positions` positions (a device cache
+  // may round its allocation up).
+  virtual uint64_t StorageBytes(int positions) const {
+    return bytes_per_position() * static_cast<uint64_t>(positions);
+  }
+  // Positions the storage holds now (>= length(); grown by Reserve, kept by
+  // Truncate): what memory_bytes() counts.
+  int reserved_positions() const { return capacity_; }
+  // The positions Reserve(new_length) would leave reserved: unchanged if they
+  // suffice, else max(new_length, 2 x reserved, 64) capped at max_tokens (the
+  // doubling growth). REQUIRES: new_length <= max_tokens().
+  int ReservedAfter(int new_length) const;
+  // memory_bytes() after Reserve(new_length). REQUIRES: new_length <= max_tokens().
+  uint64_t BytesAfterReserve(int new_length) const { return StorageBytes(ReservedAfter(new_length)); }
 
   // Where the rows live. A device cache (a device backend's NewCache) keeps them
   // in device memory: key() and value() must not be called on it; the backend

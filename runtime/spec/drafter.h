@@ -35,6 +35,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "runtime/model/kv_budget.h"
 #include "runtime/spec/sampling.h"
 #include "runtime/spec/sampling_params.h"
 #include "runtime/spec/sparse_distribution.h"
@@ -94,6 +95,10 @@ class Drafter {
   // leave its state unchanged. A non-OK return means the whole step failed (e.g.
   // the forward); then no request's state changed.
   virtual absl::Status Propose(absl::Span<DraftRequest> batch) = 0;
+
+  // The KV accounting of a drafter that keeps KV caches (a model drafter:
+  // runtime/model/kv_budget.h); null for one that keeps none.
+  virtual const model::KvBudget* kv_budget() const { return nullptr; }
 };
 
 }  // namespace splitspec::spec

@@ -26,7 +26,9 @@ absl::StatusOr<std::unique_ptr<ModelDrafter>> ModelDrafter::Create(
   }
   const int max_tokens =
       options.max_tokens > 0 ? options.max_tokens : draft->config().context_length;
-  return std::unique_ptr<ModelDrafter>(new ModelDrafter(std::move(draft), max_tokens));
+  std::unique_ptr<ModelDrafter> drafter(new ModelDrafter(std::move(draft), max_tokens));
+  drafter->SetKvBudget(options.kv_cache_bytes);
+  return drafter;
 }
 
 absl::StatusOr<std::unique_ptr<ModelDrafter>> ModelDrafter::Load(
@@ -82,8 +84,73 @@ absl::Status ModelDrafter::Start(const std::string& request_id, absl::Span<const
   RequestState state;
   state.cache = model_->NewCache(max_tokens_);
   state.tokens.assign(tokens.begin(), tokens.end());
+  state.started = ++next_start_;
+  kv_budget_.Track(state.cache.get());
   requests_.emplace(request_id, std::move(state));
   return absl::OkStatus();
+}
+
+void ModelDrafter::Release(const std::string& request_id) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  kv_budget_.Untrack(it->second.cache.get());
+  requests_.erase(it);
+}
+
+void ModelDrafter::EvictCache(RequestState& state) {
+  kv_budget_.Untrack(state.cache.get());
+  state.cache = model_->NewCache(max_tokens_);
+  kv_budget_.Track(state.cache.get());
+  kv_budget_.CountPreemption();
+}
+
+void ModelDrafter::FitKvBudget(std::vector<Work*>& fed,
+                               std::vector<model::SequenceInput>& inputs) {
+  if (kv_budget_.unlimited()) return;
+  uint64_t used = kv_budget_.used_bytes();
+  std::vector<bool> keep(inputs.size(), true);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const model::KvCache& cache = *inputs[i].cache;
+    const uint64_t growth =
+        cache.BytesAfterReserve(cache.length() + static_cast<int>(inputs[i].tokens.size())) -
+        cache.memory_bytes();
+    while (!kv_budget_.Allows(used + growth)) {
+      RequestState* newest = nullptr;  // the newest holding memory, not in this forward
+      for (auto& [id, state] : requests_) {
+        if (state.cache->memory_bytes() == 0) continue;
+        const bool in_forward = std::any_of(fed.begin(), fed.end(),
+                                            [&](const Work* w) { return w->state == &state; });
+        if (!in_forward && (newest == nullptr || state.started > newest->started))
+          newest = &state;
+      }
+      if (newest == nullptr) break;
+      used -= newest->cache->memory_bytes();
+      EvictCache(*newest);
+    }
+    if (kv_budget_.Allows(used + growth)) {
+      used += growth;
+      continue;
+    }
+    Work& w = *fed[i];
+    Rollback(w);
+    w.request->status = absl::ResourceExhaustedError(absl::StrCat(
+        "model drafter: request '", w.request->request_id, "' needs ", growth,
+        " more bytes of KV cache; the draft worker's KV cache budget of ",
+        kv_budget_.budget_bytes(), " bytes (--kv-cache-memory) holds ", used,
+        " for the requests of this step"));
+    used -= cache.memory_bytes();
+    EvictCache(*w.state);
+    keep[i] = false;
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!keep[i]) continue;
+    fed[kept] = fed[i];
+    inputs[kept] = inputs[i];
+    ++kept;
+  }
+  fed.resize(kept);
+  inputs.resize(kept);
 }
 
 absl::Status ModelDrafter::Truncate(const std::string& request_id, int64_t length) {
@@ -224,6 +291,7 @@ absl::Status ModelDrafter::CatchUp(std::vector<Work>& work, model::ForwardOutput
                                                                    upto - cache.length()),
                       model::LogitsMode::kNone});
   }
+  FitKvBudget(fed, inputs);
   if (inputs.empty()) return absl::OkStatus();
   const absl::Status status = model_->Forward(inputs, out);
   if (!status.ok()) {
@@ -253,8 +321,10 @@ absl::Status ModelDrafter::Propose(absl::Span<DraftRequest> batch) {
       inputs.push_back({&cache, absl::MakeConstSpan(w.state->tokens).subspan(cache.length()),
                         model::LogitsMode::kLast});
     }
+    FitKvBudget(active, inputs);
     if (active.empty()) return absl::OkStatus();
     const absl::Status status = model_->Forward(inputs, &out);
+    kv_budget_.ObserveUsed();
     if (!status.ok()) {
       for (Work& w : work) Rollback(w);
       return status;

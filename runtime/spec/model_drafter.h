@@ -18,6 +18,14 @@
 // greedy, whose q is one-hot). Requests draft min(k, max_tokens - held) tokens,
 // where max_tokens is the per-request cache size (the draft's context length by
 // default).
+// KV budget (options.kv_cache_bytes or SetKvBudget): before each forward, the
+// caches of the newest requests not in it are evicted until its growth fits
+// (an evicted request keeps its held tokens and re-feeds them when next
+// proposed: its cache is recomputed, bitwise the same, so are its drafts); a
+// request whose growth still does not fit fails that Propose with
+// ResourceExhausted naming the budget (its cache evicted too): the draft worker
+// then sends an empty block (the target decides that token alone) and restarts
+// the request from the committed tokens, its resync path.
 // Thread model: one thread (see Drafter); Propose runs the draft model's forward.
 #ifndef SPLITSPEC_RUNTIME_SPEC_MODEL_DRAFTER_H_
 #define SPLITSPEC_RUNTIME_SPEC_MODEL_DRAFTER_H_
@@ -40,6 +48,9 @@ struct ModelDrafterOptions {
   int threads = 0;           // draft forward threads; 0 = the thread pool's default
   int max_tokens = 0;        // per-request cache size; 0 = the draft's context length
   model::DeviceSpec device = {};  // where Load puts the draft model
+  // The KV-cache budget of all requests' caches together, in bytes; 0:
+  // unlimited. See "KV budget" above.
+  uint64_t kv_cache_bytes = 0;
 };
 
 class ModelDrafter : public Drafter {
@@ -64,13 +75,18 @@ class ModelDrafter : public Drafter {
   // or a token outside the vocabulary.
   absl::Status Start(const std::string& request_id, absl::Span<const int32_t> tokens) override;
   absl::Status Truncate(const std::string& request_id, int64_t length) override;
-  void Release(const std::string& request_id) override { requests_.erase(request_id); }
+  void Release(const std::string& request_id) override;
   // Per-request errors (besides Drafter's): a context token outside the vocabulary,
   // the same request twice in the batch, invalid params, non-finite draft logits.
   // A failed forward returns its error with every request rolled back.
   absl::Status Propose(absl::Span<DraftRequest> batch) override;
   // Positions of `request_id` in its draft cache (-1 if not started): how much
   // of the held sequence has been fed to the model (it feeds lazily).
+  const model::KvBudget* kv_budget() const override { return &kv_budget_; }
+  // Sets the budget (bytes; 0 unlimited). REQUIRES: no request started.
+  void SetKvBudget(uint64_t bytes) { kv_budget_ = model::KvBudget(bytes); }
+  // The draft model (for the start-up budget: model::StartKvBudget).
+  const model::Transformer& draft_model() const { return *model_; }
   int CachedTokens(const std::string& request_id) const {
     auto it = requests_.find(request_id);
     return it == requests_.end() ? -1 : it->second.cache->length();
@@ -80,6 +96,7 @@ class ModelDrafter : public Drafter {
   struct RequestState {
     std::unique_ptr<model::KvCache> cache;  // positions [0, cache->length()) of `tokens`
     std::vector<int32_t> tokens;            // the held sequence
+    uint64_t started = 0;                   // Start order: the newest is evicted first
   };
   // One request of a Propose call.
   struct Work {
@@ -103,11 +120,18 @@ class ModelDrafter : public Drafter {
   // so the Propose that drafts next starts from a warm cache.
   absl::Status CatchUp(std::vector<Work>& work, model::ForwardOutput* out);
   static void Rollback(Work& w);
+  // Keeps the forward of `inputs` (fed[i] feeds inputs[i]) within the KV budget,
+  // as the header says; drops the inputs of requests that failed.
+  void FitKvBudget(std::vector<Work*>& fed, std::vector<model::SequenceInput>& inputs);
+  // Frees the cache of `state` (it re-feeds its held tokens later).
+  void EvictCache(RequestState& state);
 
   std::unique_ptr<model::Transformer> model_;
   int vocab_;
   int max_tokens_;
   absl::flat_hash_map<std::string, RequestState> requests_;
+  model::KvBudget kv_budget_;
+  uint64_t next_start_ = 0;
   std::vector<float> probs_;  // [vocab] scratch
   std::vector<float> plain_;  // [vocab] scratch: unshaped softmax for greedy alternatives
 };

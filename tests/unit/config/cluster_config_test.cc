@@ -231,6 +231,20 @@ TEST(ClusterConfigTest, EachErrorNamesFileLineAndField) {
   }
 }
 
+TEST(ClusterConfigTest, KvCacheMemoryIsPerGroupAndPoolAndCheckedAsAMemoryAmount) {
+  absl::StatusOr<ClusterConfig> c = Parse(
+      "[[target_group]]\nkv_cache_memory = \"256MiB\"\n"
+      "[[draft_pool]]\nkv_cache_memory = \"40%\"\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->target_groups[0].kv_cache_memory, "256MiB");
+  EXPECT_EQ(c->draft_pools[0].kv_cache_memory, "40%");
+  EXPECT_EQ(Parse("").value().target_groups[0].kv_cache_memory, "") << "the worker's default";
+  EXPECT_THAT(ErrorOf("[[target_group]]\nkv_cache_memory = \"lots\"\n"),
+              HasSubstr("c.toml:2: target_group[0].kv_cache_memory: memory amount 'lots'"));
+  EXPECT_THAT(ErrorOf("[[draft_pool]]\nkv_cache_memory = \"120%\"\n"),
+              HasSubstr("draft_pool[0].kv_cache_memory: memory amount '120%'"));
+}
+
 TEST(ClusterConfigTest, OneHostNeedsNoReachableEndpoints) {
   // localhost and 127.0.0.1 are the same host.
   EXPECT_TRUE(

@@ -139,6 +139,34 @@ TEST_F(RequestRouterTest, PlacesLeastLoadedAcrossTargetGroupsAndDraftWorkers) {
   EXPECT_EQ(AssignmentTo(out, 3, "a").SerializeAsString(), at_target.SerializeAsString());
 }
 
+// Heartbeats report each target's free KV cache: a request goes to a group
+// whose room holds its prompt, even if that group is busier, and the prompts
+// placed there count against its room until the next heartbeat.
+TEST_F(RequestRouterTest, PrefersATargetGroupWithKvRoomForThePrompt) {
+  AddWorker(1, proto::ROLE_TARGET_WORKER);
+  AddWorker(2, proto::ROLE_TARGET_WORKER);
+  Take();
+  const std::vector<int32_t> prompt(100, 5);
+  proto::LoadReport full, roomy;
+  full.set_kv_cache_budget_bytes(1000 * 8);
+  full.set_kv_cache_used_bytes(950 * 8);  // 50 positions free
+  full.set_kv_cache_bytes_per_position(8);
+  roomy = full;
+  roomy.set_kv_cache_used_bytes(750 * 8);  // 250 positions free: two prompts of 100
+  router_.OnWorkerLoad(1, full);
+  router_.OnWorkerLoad(2, roomy);
+  for (const char* id : {"a", "b", "c"}) Submit(id, 8, "", prompt);
+  const std::vector<Outgoing> out = Take();
+  EXPECT_EQ(AssignmentTo(out, 2, "a").request_id(), "a");
+  EXPECT_EQ(AssignmentTo(out, 2, "b").request_id(), "b") << "busier, but it has room";
+  EXPECT_EQ(AssignmentTo(out, 1, "c").request_id(), "c")
+      << "no room anywhere now: the least loaded takes it (and queues it)";
+  // Without a budget reported, a target counts as having room.
+  router_.OnWorkerLoad(1, proto::LoadReport());
+  Submit("d", 8, "", prompt);
+  EXPECT_EQ(AssignmentTo(Take(), 1, "d").request_id(), "d");
+}
+
 // With no target group at all a submission is refused at once
 // (request_router_no_target_test); requests whose only target died wait queued.
 TEST_F(RequestRouterTest, QueuesUntilATargetRegistersAndHonoursDrafterNone) {

@@ -130,6 +130,54 @@ TEST_F(ModelDrafterTest, GreedyBatchDraftsTheDraftModelsChains) {
   EXPECT_EQ(again[0].tokens, ArgmaxChain(*draft_.model, context, 4));
 }
 
+// Under a KV budget that holds one request's cache at a time, two requests
+// proposing in turn evict each other's caches and re-feed them: every proposal
+// is still exactly the draft model's chain, and the caches never exceed the budget.
+TEST_F(ModelDrafterTest, UnderAKvBudgetEvictedCachesAreRecomputedAndDraftsUnchanged) {
+  std::unique_ptr<ModelDrafter> drafter = MakeDrafter(draft_path_, target_);
+  const uint64_t per_position = draft_.model->NewCache()->bytes_per_position();
+  const uint64_t budget = 300 * per_position;  // one cache of 200 positions, not two
+  drafter->SetKvBudget(budget);
+  std::vector<std::vector<int32_t>> contexts(2);
+  for (int r = 0; r < 2; ++r) {
+    for (int i = 0; i < 100; ++i) contexts[r].push_back((i * 11 + r * 5 + 3) % 250);
+    ASSERT_TRUE(drafter->Start("r" + std::to_string(r), contexts[r]).ok());
+  }
+  for (int round = 0; round < 6; ++round) {
+    const int r = round % 2;
+    std::vector<DraftRequest> batch = {GreedyRequest("r" + std::to_string(r), contexts[r], 3)};
+    ASSERT_TRUE(drafter->Propose(absl::MakeSpan(batch)).ok());
+    ASSERT_TRUE(batch[0].status.ok()) << "round " << round << ": " << batch[0].status;
+    EXPECT_EQ(batch[0].tokens, ArgmaxChain(*draft_.model, contexts[r], 3)) << "round " << round;
+    // The target accepted them all.
+    contexts[r].insert(contexts[r].end(), batch[0].tokens.begin(), batch[0].tokens.end());
+    EXPECT_LE(drafter->kv_budget()->used_bytes(), budget);
+  }
+  EXPECT_GT(drafter->kv_budget()->counters().preemptions, 0u);
+  EXPECT_LE(drafter->kv_budget()->counters().peak_used_bytes, budget);
+  drafter->Release("r0");
+  drafter->Release("r1");
+  EXPECT_EQ(drafter->kv_budget()->used_bytes(), 0u);
+}
+
+TEST_F(ModelDrafterTest, ARequestLargerThanTheKvBudgetFailsAloneNamingTheBudget) {
+  std::unique_ptr<ModelDrafter> drafter = MakeDrafter(draft_path_, target_);
+  const uint64_t per_position = draft_.model->NewCache()->bytes_per_position();
+  drafter->SetKvBudget(50 * per_position);
+  std::vector<int32_t> context;
+  for (int i = 0; i < 100; ++i) context.push_back(i + 3);
+  ASSERT_TRUE(drafter->Start("big", context).ok());
+  std::vector<DraftRequest> batch = {GreedyRequest("big", context, 2)};
+  ASSERT_TRUE(drafter->Propose(absl::MakeSpan(batch)).ok()) << "a request's problem, not the step's";
+  EXPECT_TRUE(absl::IsResourceExhausted(batch[0].status)) << batch[0].status;
+  EXPECT_NE(batch[0].status.message().find("KV cache budget of " +
+                                           std::to_string(50 * per_position) + " bytes"),
+            std::string::npos)
+      << batch[0].status;
+  EXPECT_TRUE(batch[0].tokens.empty());
+  EXPECT_EQ(drafter->kv_budget()->used_bytes(), 0u);
+}
+
 // k = 0 takes the context in now (a draft worker catching up while speculation
 // is off): all but its last token reach the cache in one forward, nothing is
 // proposed, and the next Propose drafts exactly the draft model's own chain.

@@ -45,7 +45,9 @@ float MaxAbsDiff(const float* a, const float* b, int n, float* scale) {
 
 // The leader's script: each Forward is checked against the same operations
 // on a TP=1 model with its own caches.
-absl::Status LeaderScript(GroupLeaderModel& leader, model::Transformer& reference) {
+// `reserved` gets the positions the leader's caches hold reserved after the last forward.
+absl::Status LeaderScript(GroupLeaderModel& leader, model::Transformer& reference,
+                          uint64_t* reserved) {
   auto a = leader.NewCache(), b = leader.NewCache();
   auto ra = reference.NewCache(), rb = reference.NewCache();
   const int vocab = reference.config().vocab_size;
@@ -75,10 +77,13 @@ absl::Status LeaderScript(GroupLeaderModel& leader, model::Transformer& referenc
   // A request ends; a new one starts in its place.
   b.reset();
   rb = reference.NewCache();
-  auto c = leader.NewCache();
+  // A request admitted under a KV budget: a cache of its own size, its positions reserved.
+  auto c = leader.NewCache(/*max_tokens=*/100);
+  EXPECT_TRUE(c->Reserve(90).ok());
   step({{c.get(), other, model::LogitsMode::kAll}, {a.get(), correction, model::LogitsMode::kLast}},
        {{rb.get(), other, model::LogitsMode::kAll},
         {ra.get(), correction, model::LogitsMode::kLast}});
+  *reserved = static_cast<uint64_t>(a->reserved_positions() + c->reserved_positions());
   EXPECT_TRUE(leader.KeepAliveIfIdle(absl::InfiniteFuture()).ok());  // an empty step
   a.reset();
   c.reset();
@@ -90,6 +95,7 @@ TEST(GroupStepTest, FollowersMirrorTheLeadersCachesThroughRollbackAndRelease) {
   auto reference = model::Transformer::Load(TinyPath(), {.threads = 1});
   ASSERT_TRUE(reference.ok());
   FollowerCounters counters;
+  uint64_t leader_reserved = 0;
   std::atomic<bool> stop{false};
   std::vector<absl::Status> results =
       net::RunGlooRanksAsThreads({.size = 2}, [&](net::Communicator& comm) -> absl::Status {
@@ -97,7 +103,7 @@ TEST(GroupStepTest, FollowersMirrorTheLeadersCachesThroughRollbackAndRelease) {
         if (!model.ok()) return model.status();
         if (comm.rank() == 0) {
           GroupLeaderModel leader(model->get(), &comm);
-          return LeaderScript(leader, **reference);
+          return LeaderScript(leader, **reference, &leader_reserved);
         }
         absl::StatusOr<FollowerExit> exit = RunGroupFollower(**model, comm, stop, &counters);
         if (!exit.ok()) return exit.status();
@@ -108,6 +114,8 @@ TEST(GroupStepTest, FollowersMirrorTheLeadersCachesThroughRollbackAndRelease) {
   EXPECT_EQ(counters.forwards, 4u);
   EXPECT_EQ(counters.steps, 6u);  // 4 forwards, a keep-alive, the leave
   EXPECT_EQ(counters.tokens, 6u + 5 + 5 + 1 + 5 + 1);
+  EXPECT_EQ(counters.reserved_positions, leader_reserved);
+  EXPECT_EQ(leader_reserved, 64u + 90) << "a grew to 64; c reserved 90 before its first step";
 }
 
 TEST(GroupStepTest, APlanTheFollowerCannotFollowIsDataLoss) {

@@ -577,9 +577,8 @@ TEST_F(TargetEngineTest, FailedForwardFinishesTheStepsRequestsWithErrorAndSpares
   RunWhileWork();  // b's prompt is in its cache; b waits for a block
   ASSERT_TRUE(Add(Assign("a", prompt, 8, kDraftWorker)).ok());
   const std::vector<int32_t> truth = FakeLanguageModel::GreedyExtend(prompt, 8);
-  ASSERT_EQ(engine_->AddBlock(Block("b", 0, 4, Slice(truth, 4, 7)), "d"), BlockAdmission::kQueued);
   const size_t forwards_before = model_.forwards().size();
-  // a's prefill fills the budget: b's block is not in this forward.
+  // Only a's prefill is in this forward (b waits for its block).
   model_.FailNextForward(absl::InternalError("fake device lost"));
   const absl::Status status = Step();
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
@@ -601,6 +600,7 @@ TEST_F(TargetEngineTest, FailedForwardFinishesTheStepsRequestsWithErrorAndSpares
   EXPECT_EQ(events_[1].draft_peer, net::DraftPeerName(kDraftWorker));
   EXPECT_EQ(engine_->Find("a"), nullptr);
   // b kept its cache: its block is fed from position 4, and verified as usual.
+  ASSERT_EQ(engine_->AddBlock(Block("b", 0, 4, Slice(truth, 4, 7)), "d"), BlockAdmission::kQueued);
   ASSERT_TRUE(Step().ok());
   ASSERT_EQ(model_.forwards().size(), forwards_before + 1);
   ASSERT_EQ(model_.forwards().back().size(), 1u);
