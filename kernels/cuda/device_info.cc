@@ -71,8 +71,10 @@ absl::StatusOr<double> MeasureCudaCopyBandwidth(int ordinal, uint64_t bytes, int
   if (stop != nullptr) cudaEventDestroy(stop);
   cudaFree(src);
   cudaFree(dst);
-  if (!status.ok())
+  if (!status.ok()) {
+    (void)cudaGetLastError();  // a failed call must not surface at the next launch check
     return absl::InternalError(absl::StrCat("cuda:", ordinal, ": ", status.message()));
+  }
   if (best_ms <= 0.0f) {
     return absl::InternalError(
         absl::StrCat("cuda:", ordinal, ": a copy of ", bytes, " bytes timed at ", best_ms, " ms"));

@@ -164,9 +164,12 @@ template <typename Unit>
 __global__ void __launch_bounds__(matvec::kThreads)
     MatVecQuantKernel(MatVecJobs jobs, int64_t cols, int64_t row_bytes, matvec::Q8View x,
                       int64_t tokens) {
+  // acc_min is used by Q4_1 (m * d_sum) and Q4_K / Q5_K (imin, a group sum of integers).
   constexpr bool kHasMin = !std::is_same_v<Unit, matvec::Block32Unit<GgmlType::kQ8_0>> &&
                            !std::is_same_v<Unit, matvec::Block32Unit<GgmlType::kQ4_0>> &&
                            !std::is_same_v<Unit, matvec::SuperBlockUnit<GgmlType::kQ6_K>>;
+  constexpr bool kHasIntegerMin =
+      kHasMin && !std::is_same_v<Unit, matvec::Block32Unit<GgmlType::kQ4_1>>;
   const int64_t units = matvec::UnitsPerRow(cols, Unit::kElems);
   const RowTarget target = FindRow(jobs, row_bytes);
   const int tid = threadIdx.x;
@@ -191,7 +194,7 @@ __global__ void __launch_bounds__(matvec::kThreads)
         int isum = 0, imin = 0;
         if (valid) Unit::Partial(w, x.qs + t * cols + b * Unit::kActivationBlock, u, &isum, &imin);
         isum = GroupSum<Unit::kGroup>(isum);
-        if (kHasMin && Unit::kGroup > 1) imin = GroupSum<Unit::kGroup>(imin);
+        if (kHasIntegerMin) imin = GroupSum<Unit::kGroup>(imin);
         if (valid && tid % Unit::kGroup == 0) {
           Unit::Update(w, isum, imin, x, t * x_blocks + b, &acc[j], &acc_min[j]);
         }

@@ -47,10 +47,12 @@ struct Shape {
 // A few rows of a matrix: the row count never enters a row's arithmetic, cols does.
 std::vector<Shape> ShapesFor(GgmlType type) {
   if (IsKQuant(type)) {  // cols a multiple of 256; 5 super-blocks: not a multiple of 128 units
-    return {{1, 256, 1}, {3, 1280, 5}, {4, 2048, 16}, {2, 8192, 17}};
+    return {{1, 256, 1}, {3, 1280, 5}, {4, 2048, 16}, {2, 8192, 17}, {2, 4096, 9}, {2, 14336, 3}};
   }
-  // SmolLM2-135M (576 <-> 1536), Llama-3.2-1B (2048 <-> 8192), a ragged 96.
-  return {{3, 96, 3}, {5, 576, 16}, {2, 1536, 9}, {3, 2048, 5}, {2, 8192, 17}};
+  // SmolLM2-135M (576 <-> 1536), Llama-3.2-1B (2048 <-> 8192), Llama-3-8B (4096 <-> 14336),
+  // a ragged 96.
+  return {{3, 96, 3},    {5, 576, 16}, {2, 1536, 9}, {3, 2048, 5},
+          {2, 8192, 17}, {2, 4096, 9}, {2, 14336, 3}};
 }
 
 std::vector<uint8_t> RandomWeights(GgmlType type, const Shape& s, std::mt19937& rng) {
