@@ -1,6 +1,6 @@
 // `splitspec bench decode --model PATH [--threads N] [--device cpu|cuda:N]
 //                         [--prompt-tokens 32] [--decode-tokens 128] [--prefill-tokens 512]
-//                         [--batch 1,8,32,64]`
+//                         [--batch 1,8,32,64] [--results-jsonl FILE [--shape NAME]]`
 //
 // Forward-pass benchmark of one model on the CPU or a CUDA device, printed for
 // humans and as a final JSON line (the one tools/bench_decode_vs_llamacpp.py reads):
@@ -8,9 +8,13 @@
 //   batch B  B sequences decoded together, one forward per step; aggregate tok/s =
 //            B * decode tokens / seconds (for each B > 1 of --batch)
 //   prefill  one forward over N fresh tokens;     tok/s = N / seconds
-//   floor    bytes of weights read per decode token / streaming-read bandwidth
-//            measured in the same run = the memory-bound time per token (of host
-//            memory: with --device cuda:N it does not bound the device)
+//   floor    bytes of weights read per decode token / memory bandwidth measured in
+//            the same run = the memory-bound time per token. On the CPU the
+//            bandwidth is a streaming read of host memory; with --device cuda:N it
+//            is the device's, from device-to-device copies (MeasureCudaCopyBandwidth:
+//            bytes read + written / time), and the floor is the GPU roofline
+//   --results-jsonl FILE  appends decode_b1, prefill_N and decode_bB (tok/s) as
+//            tools/bench_results.h lines (engine splitspec, gpu = the device's name)
 //   rss      resident set after load and after the runs (/proc/self/status VmRSS)
 // Token ids are a fixed pseudo-random sequence, so runs are comparable.
 #include <algorithm>
@@ -30,6 +34,10 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/base/thread_pool.h"
 #include "runtime/model/transformer.h"
+#if defined(SPLITSPEC_HAVE_CUDA)
+#include "kernels/cuda/device_info.h"
+#endif
+#include "tools/bench_results.h"
 #include "tools/bench_tokens.h"
 #include "tools/commands.h"
 
@@ -45,6 +53,8 @@ struct BenchFlags {
   int decode_tokens = 128;
   int prefill_tokens = 512;
   std::vector<int> batches = {1};  // --batch: sequences decoded together (1 = the decode line)
+  std::string results_jsonl;       // --results-jsonl: "" = no results file
+  std::string shape;               // --shape: the results' shape label
 };
 
 absl::StatusOr<int> PositiveInt(const CliArgs& args, const std::string& name, int fallback) {
@@ -75,6 +85,8 @@ absl::StatusOr<BenchFlags> ParseFlags(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(f.prompt_tokens, PositiveInt(args, "prompt-tokens", 32));
   ASSIGN_OR_RETURN(f.decode_tokens, PositiveInt(args, "decode-tokens", 128));
   ASSIGN_OR_RETURN(f.prefill_tokens, PositiveInt(args, "prefill-tokens", 512));
+  f.results_jsonl = args.GetString("results-jsonl", "");
+  f.shape = args.GetString("shape", ShapeLabel(f.model));
   if (args.Has("batch")) {
     ASSIGN_OR_RETURN(std::vector<int32_t> batches, args.GetIntList("batch"));
     f.batches.assign(batches.begin(), batches.end());
@@ -136,6 +148,33 @@ double MeasureReadBandwidth(ThreadPool& pool) {
   for (uint64_t s : sums) check += s;
   if (check == 0) std::fprintf(stderr, "bench: impossible checksum\n");  // keeps the reads
   return best;
+}
+
+struct MemoryBandwidth {
+  const char* kind;  // "host read" or "device"
+  double gb_per_s;
+  std::string how;
+};
+
+// The bandwidth that bounds a decode step on `device`: the device's memory for
+// cuda:N (device-to-device copies), the host's streaming read otherwise.
+absl::StatusOr<MemoryBandwidth> MeasureBandwidth(const model::DeviceSpec& device, int threads) {
+  if (device.is_cuda()) {
+#if defined(SPLITSPEC_HAVE_CUDA)
+    constexpr uint64_t kBytes = uint64_t{512} << 20;
+    ASSIGN_OR_RETURN(const double gb_s,
+                     kernels::MeasureCudaCopyBandwidth(device.ordinal, kBytes, 10));
+    return MemoryBandwidth{"device", gb_s,
+                           "best of 10 device-to-device copies of 512 MiB, (read + written "
+                           "bytes) / time"};
+#else
+    return absl::FailedPreconditionError("this splitspec was built without CUDA");
+#endif
+  }
+  ThreadPool pool(threads);
+  return MemoryBandwidth{
+      "host read", MeasureReadBandwidth(pool),
+      absl::StrCat("best of 3 streaming reads of 256 MiB, ", threads, " threads")};
 }
 
 int32_t Argmax(const float* logits, int n) {
@@ -229,10 +268,10 @@ absl::Status RunBench(const BenchFlags& f, const CommandArgs& argv) {
               c.architecture.c_str(), c.n_layers, c.n_embd, c.vocab_size);
   std::printf("rss after load: %.1f MiB (weights are memory-mapped; pages count once touched)\n",
               rss_load);
-  ThreadPool bandwidth_pool(threads);
-  const double bandwidth = MeasureReadBandwidth(bandwidth_pool);
-  std::printf("read bandwidth: %.2f GB/s (best of 3 streaming reads of 256 MiB, %d threads)\n",
-              bandwidth, threads);
+  ASSIGN_OR_RETURN(const MemoryBandwidth bandwidth_run, MeasureBandwidth(f.device, threads));
+  const double bandwidth = bandwidth_run.gb_per_s;
+  std::printf("%s bandwidth: %.2f GB/s (%s)\n", bandwidth_run.kind, bandwidth,
+              bandwidth_run.how.c_str());
 
   const std::vector<int32_t> prompt = BenchTokens(f.prompt_tokens, c.vocab_size, 1);
   const std::vector<int32_t> prefill = BenchTokens(f.prefill_tokens, c.vocab_size, 2);
@@ -246,11 +285,16 @@ absl::Status RunBench(const BenchFlags& f, const CommandArgs& argv) {
               f.decode_tokens, f.prompt_tokens, decode_s, decode_tps,
               1e3 * decode_s / f.decode_tokens);
   std::printf(
-      "floor: %.2f MB weights/token / %.2f GB/s = %.2f ms/token = %.1f tok/s max; "
+      "%s: %.2f MB weights/token / %.2f GB/s = %.2f ms/token = %.1f tok/s max; "
       "decode runs at %.0f%% of it\n",
-      bytes_per_token / 1e6, bandwidth, floor_s * 1e3, 1 / floor_s, 100.0 * decode_tps * floor_s);
+      f.device.is_cuda() ? "roofline" : "floor", bytes_per_token / 1e6, bandwidth, floor_s * 1e3,
+      1 / floor_s, 100.0 * decode_tps * floor_s);
   std::printf("prefill: %d tokens in %.3f s = %.2f tok/s\n", f.prefill_tokens, prefill_s,
               prefill_tps);
+  const std::string command = absl::StrCat("splitspec bench ", absl::StrJoin(argv, " "));
+  std::vector<BenchResult> results = {
+      {"splitspec", "", f.shape, DecodeMeasure(1), decode_tps, command},
+      {"splitspec", "", f.shape, PrefillMeasure(f.prefill_tokens), prefill_tps, command}};
   std::string batch_json;
   for (int batch : f.batches) {
     if (batch == 1) continue;  // the decode line above
@@ -263,17 +307,24 @@ absl::Status RunBench(const BenchFlags& f, const CommandArgs& argv) {
         batch, f.decode_tokens, batch, seconds, aggregate, 1e3 * seconds / f.decode_tokens);
     absl::StrAppend(&batch_json, batch_json.empty() ? "" : ",", "\"", batch,
                     "\":", absl::StrFormat("%.3f", aggregate));
+    results.push_back({"splitspec", "", f.shape, DecodeMeasure(batch), aggregate, command});
   }
   const double rss_end = RssMiB();
   std::printf("rss after runs: %.1f MiB\n", rss_end);
   std::printf(
       "{\"bench\":\"decode\",\"device\":\"%s\",\"threads\":%d,\"isa\":\"%s\",\"decode_tok_s\":%.3f,"
       "\"prefill_tok_s\":%.3f,\"prompt_tokens\":%d,\"decode_tokens\":%d,\"prefill_tokens\":%d,"
-      "\"weight_bytes_per_token\":%.0f,\"read_bandwidth_gb_s\":%.3f,\"floor_tok_s\":%.3f,"
+      "\"weight_bytes_per_token\":%.0f,\"read_bandwidth_gb_s\":%.3f,\"bandwidth_kind\":\"%s\","
+      "\"floor_tok_s\":%.3f,"
       "\"rss_after_load_mib\":%.1f,\"rss_after_runs_mib\":%.1f,\"batch_tok_s\":{%s}}\n",
       f.device.ToString().c_str(), threads, kernels::MatMulPathName(), decode_tps, prefill_tps,
-      f.prompt_tokens, f.decode_tokens, f.prefill_tokens, bytes_per_token, bandwidth, 1 / floor_s,
-      rss_load, rss_end, batch_json.c_str());
+      f.prompt_tokens, f.decode_tokens, f.prefill_tokens, bytes_per_token, bandwidth,
+      bandwidth_run.kind, 1 / floor_s, rss_load, rss_end, batch_json.c_str());
+  if (f.results_jsonl.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const std::string gpu, DeviceLabel(f.device));
+  for (BenchResult& r : results) r.gpu = gpu;
+  RETURN_IF_ERROR(AppendBenchResults(f.results_jsonl, results));
+  std::printf("results: %zu lines appended to %s\n", results.size(), f.results_jsonl.c_str());
   return absl::OkStatus();
 }
 

@@ -1,5 +1,5 @@
 // `splitspec bench verify --model PATH [--threads N] [--prompt-tokens 32] [--repeats 30]
-//                         [--k 1,2,3,5,8,9,16]`
+//                         [--k 1,2,3,5,8,9,16] [--results-jsonl FILE [--shape NAME]]`
 //
 // The cost of a verification block: whole-model forward time of k new tokens of one
 // sequence (logits of every new position, as a verifier needs them) after a prompt,
@@ -11,8 +11,9 @@
 // polls for at most 50 us between loops), whose ratio is less disturbed when other
 // processes share the cores. The final JSON line carries "verify_ms" (medians),
 // "verify_cost_ratio" (wall), "verify_cpu_ms" and "verify_cost_ratio_cpu"
-// (tools/bench_verify_vs_llamacpp.py reads it). Token ids: a fixed pseudo-random
-// sequence (the LCG of bench decode), so runs are comparable.
+// (tools/bench_verify_vs_llamacpp.py reads it). --results-jsonl FILE appends
+// verify_kK = T(k)/T(1) (wall medians, k > 1) as tools/bench_results.h lines. Token ids: a fixed
+// pseudo-random sequence (the LCG of bench decode), so runs are comparable.
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -29,6 +30,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/base/thread_pool.h"
 #include "runtime/model/transformer.h"
+#include "tools/bench_results.h"
 #include "tools/bench_tokens.h"
 #include "tools/commands.h"
 #include "tools/median.h"
@@ -44,6 +46,8 @@ struct VerifyFlags {
   int prompt_tokens = 32;
   int repeats = 30;
   std::vector<int> ks = {1, 2, 3, 5, 8, 9, 16};
+  std::string results_jsonl;  // --results-jsonl: "" = no results file
+  std::string shape;          // --shape: the results' shape label
 };
 
 absl::StatusOr<VerifyFlags> ParseVerifyFlags(const CommandArgs& argv) {
@@ -72,6 +76,8 @@ absl::StatusOr<VerifyFlags> ParseVerifyFlags(const CommandArgs& argv) {
     ASSIGN_OR_RETURN(std::vector<int32_t> ks, args.GetIntList("k"));
     f.ks.assign(ks.begin(), ks.end());
   }
+  f.results_jsonl = args.GetString("results-jsonl", "");
+  f.shape = args.GetString("shape", ShapeLabel(f.model));
   if (f.ks.empty() || f.ks[0] != 1) {
     return absl::InvalidArgumentError("--k must start with 1 (the ratios are relative to k = 1)");
   }
@@ -145,8 +151,12 @@ absl::Status RunVerify(const VerifyFlags& f, const CommandArgs& argv) {
     cpu_medians[i] = Median(cpu_ms[i]);
   }
   std::string ms_json, ratio_json, cpu_json, cpu_ratio_json;
+  const std::string command = absl::StrCat("splitspec bench verify ", absl::StrJoin(argv, " "));
+  std::vector<BenchResult> results;
   for (size_t i = 0; i < f.ks.size(); ++i) {
     const double ratio = medians[i] / medians[0];
+    if (f.ks[i] > 1)
+      results.push_back({"splitspec", "", f.shape, VerifyMeasure(f.ks[i]), ratio, command});
     const double cpu_ratio = cpu_medians[i] / cpu_medians[0];
     std::printf(
         "k=%-3d forward %8.3f ms median, %8.3f ms min, cpu %8.3f ms median (%d repeats)"
@@ -165,6 +175,11 @@ absl::Status RunVerify(const VerifyFlags& f, const CommandArgs& argv) {
       "\"verify_cost_ratio\":{%s}}\n",
       threads, kernels::MatMulPathName(), f.prompt_tokens, f.repeats, ms_json.c_str(),
       cpu_json.c_str(), cpu_ratio_json.c_str(), ratio_json.c_str());
+  if (f.results_jsonl.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const std::string gpu, DeviceLabel(f.device));
+  for (BenchResult& r : results) r.gpu = gpu;
+  RETURN_IF_ERROR(AppendBenchResults(f.results_jsonl, results));
+  std::printf("results: %zu lines appended to %s\n", results.size(), f.results_jsonl.c_str());
   return absl::OkStatus();
 }
 

@@ -143,6 +143,16 @@ absl::StatusOr<model::DeviceSpec> ParseDeviceFlag(const CliArgs& args) {
   return *device;
 }
 
+cli::Flag ResultsJsonlFlag() {
+  return {"results-jsonl", "FILE", "",
+          "also append one JSON line per measure to FILE (engine, gpu, shape, measure, value, "
+          "command; the GPU routine's bench/results/gpu/<date>-<gpu>.jsonl)"};
+}
+
+cli::Flag ShapeFlag() {
+  return {"shape", "NAME", "the model file's name", "the shape label of --results-jsonl lines"};
+}
+
 cli::Flag CudaGraphsFlag() {
   return {"cuda-graphs", "on|off", "on",
           "with --device cuda:N: decode and verify steps as replayed CUDA graphs"};
@@ -205,7 +215,9 @@ const cli::FlagTable& BenchDecodeFlagTable() {
                         cli::IntRangeOf<int>()},
                        {"batch", "LIST", "1",
                         "also decode B sequences together for each B > 1 in the list "
-                        "(aggregate tok/s)"}}});
+                        "(aggregate tok/s)"},
+                       ResultsJsonlFlag(),
+                       ShapeFlag()}});
   return table;
 }
 
@@ -282,7 +294,9 @@ const cli::FlagTable& BenchVerifyFlagTable() {
                         cli::IntRangeOf<int>()},
                        {"repeats", "N", "30", "rounds over every k (medians and minima)",
                         cli::IntRangeOf<int>()},
-                       {"k", "LIST", "1,2,3,5,8,9,16", "block sizes to time; must start with 1"}}});
+                       {"k", "LIST", "1,2,3,5,8,9,16", "block sizes to time; must start with 1"},
+                       ResultsJsonlFlag(),
+                       ShapeFlag()}});
   return table;
 }
 

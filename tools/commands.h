@@ -53,6 +53,9 @@ absl::StatusOr<model::DeviceSpec> ParseDeviceFlag(const CliArgs& args);
 // InvalidArgument naming the flag for another value.
 cli::Flag CudaGraphsFlag();
 absl::StatusOr<bool> ParseCudaGraphsFlag(const CliArgs& args);
+// --results-jsonl FILE and --shape NAME of bench decode and verify (bench_results.h).
+cli::Flag ResultsJsonlFlag();
+cli::Flag ShapeFlag();
 
 // A subcommand: a leaf with a flag table, or a group (`bench`) whose first
 // argument names one of its `children` (their `run` is unused: the group's

@@ -27,6 +27,15 @@ int CudaVisibleDeviceCount();
 // memory is already taken). Errors: Internal naming the call and the ordinal.
 absl::StatusOr<CudaDeviceMemory> QueryCudaDeviceMemory(int ordinal);
 
+// Device memory bandwidth of `ordinal` from device-to-device copies: the best of
+// `repeats` cudaMemcpyAsync of `bytes` between two fresh buffers (after one
+// untimed copy), timed with CUDA events, counting each byte read and written:
+// 2 * bytes / seconds, in GB/s (1e9 bytes). What a weight-streaming forward can
+// reach at most (bench decode prints its roofline from it). Errors: Internal
+// naming the call and the ordinal (out of memory included); the buffers are
+// freed on every path. REQUIRES: bytes > 0, repeats >= 1.
+absl::StatusOr<double> MeasureCudaCopyBandwidth(int ordinal, uint64_t bytes, int repeats);
+
 }  // namespace splitspec::kernels
 
 #endif  // SPLITSPEC_KERNELS_CUDA_DEVICE_INFO_H_

@@ -7,48 +7,29 @@
 //                                             cols, xq, stream));   // no-op for float weights
 //   RETURN_IF_ERROR(LaunchMatMul(w, x, &xq, tokens, y, rows, stream));
 //
-// Algorithm (the CPU kernels' integer algorithm, kernels/cpu/matmul.h). Float
-// weights are dequantized in the kernel and dotted with the float activations.
-// Q8_0 / Q4_0 / Q4_1 weights are dotted with activations quantized per block of
-// 32 by LaunchQuantizeQ8Blocks with the CPU packer's exact float operations (d =
+// Activations. Float weights are dotted with the float activations. Q8_0 / Q4_0 /
+// Q4_1 weights are dotted with activations quantized per block of 32 by
+// LaunchQuantizeQ8Blocks with the CPU packer's exact float operations (d =
 // amax / 127, q = rint(x * (127 / amax)), d and d * sum(q) rounded to half), so
-// each block's product is the same exact integer as on the CPU (dp4a); only the
-// float sum across blocks runs in another order. Per block b of weight row r and
-// token t:  Q8_0  acc += (d_w * d_x) * isum
-//           Q4_0  acc += (d_w * d_x) * (isum - 8 * sum(q_x))
-//           Q4_1  acc += (d_w * d_x) * isum;  acc_min += m_w * half(d_x * sum(q_x))
-// and y = warp_sum(acc) (+ warp_sum(acc_min) for Q4_1).
-// K-quant weights (super-blocks of 256) are dotted with activations quantized per
-// 256 by LaunchQuantizeQ8SuperBlocks, again with the CPU packer's operations (d =
-// amax / 127 kept in float, no half rounding: the CPU's kBlock256 family). Per
-// super-block b the integers are the CPU's (MatMulRowsReference):
-//           Q4_K, Q5_K  isum = sum_s scale_s * dot_s,  imin = sum_s min_s * sum_s(q_x)
-//                       acc += isum * (d_w * d_x);  acc_min += imin * (dmin_w * d_x)
-//           Q6_K        isum = sum_g scale_g * dot_g(q_w - 32, q_x)
-//                       acc += isum * (d_w * d_x)
-// and y = warp_sum(acc) - warp_sum(acc_min). Eight lanes share a super-block (one
-// 32-element sub-block each) and add their integers with shuffles: integer
-// addition is exact, so the per-super-block isum / imin equal the CPU's whatever
-// the order; only the float sum across super-blocks runs in another order.
+// each block's product is the same exact integer as on the CPU (dp4a). K-quant
+// weights (super-blocks of 256) are dotted with activations quantized per 256 by
+// LaunchQuantizeQ8SuperBlocks (d = amax / 127 kept in float: the CPU's kBlock256
+// family), again with the CPU's integers per super-block.
 //
-// Batch invariance by construction. One warp computes one weight row for a tile
-// of up to 8 tokens; lane l takes blocks (or float columns) l, l + 32, l + 64, ...
-// in increasing order (K-quants: lane l takes sub-block l % 8 of super-blocks
-// l / 8, l / 8 + 4, ...), with explicitly rounded multiply and fma (__fmul_rn,
-// __fmaf_rn: no contraction choices), then the lanes are summed by a fixed
-// xor-shuffle tree (16, 8, 4, 2, 1; K-quants: 8, 16 across the four groups). The
-// operations behind y[t, r] depend on cols and the weight type only: not on the
-// number of tokens, on which tile or tile slot token t lands in, or on the other
-// rows. There is no split-K, no atomics and no library GEMM (cuBLAS picks
-// algorithms by shape) on these paths.
-//
-// Not yet run on a GPU: the K-quant kernels were written and compiled in a
-// session without a device; tests/gpu/quant_matmul_cuda_test.cc checks them
-// against the CPU reference when a device is there.
+// The matmul is one weight-streaming matvec for every type and token count
+// (matvec_tiling.h holds its tiling, index math and reduction order as host +
+// device code, with a CPU emulation; matvec_plan.h its launch planner): a thread
+// block of 128 threads per weight row and tile of up to 16 tokens, so a decode
+// step or a verify block of up to 16 tokens reads each weight once. Batch
+// invariance by construction: the operations behind y[t, r] depend on cols and
+// the weight type only, not on the number of tokens, the tile a token lands in,
+// the other rows or the matrices fused into the same launch. There is no
+// split-K, no atomics and no library GEMM (cuBLAS picks algorithms by shape).
 //
 // All launches are asynchronous on `stream`. Errors: InvalidArgument for a type
-// without a kernel or a cols not a multiple of the block size; Internal when
-// the launch fails.
+// without a kernel, a cols not a multiple of the block size, no quantized
+// activations for a quantized type, or more than 65535 * 16 tokens; Internal
+// when the launch fails.
 #ifndef SPLITSPEC_KERNELS_CUDA_QUANT_MATMUL_H_
 #define SPLITSPEC_KERNELS_CUDA_QUANT_MATMUL_H_
 
@@ -57,6 +38,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "kernels/cpu/ggml_types.h"
 
 namespace splitspec::kernels {
@@ -110,6 +92,20 @@ absl::Status LaunchQuantizeQ8SuperBlocks(const float* x, int64_t tokens, int64_t
 absl::Status LaunchQuantizeActivations(CudaActivationLayout layout, const float* x, int64_t tokens,
                                        int64_t cols, const DeviceQ8Activations& out,
                                        cudaStream_t stream);
+
+// One matmul of a LaunchMatMuls call: y[t * y_stride + r] = dot(row r of w, token t).
+struct MatMulJob {
+  DeviceMatrix w;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+};
+
+// Every job over the same activations x [tokens, cols] (xq: the same x quantized in
+// the jobs' layout; jobs of several layouts need several calls, as the layouts share
+// xq's buffers). Jobs of one type and cols share a launch (Q/K/V, gate/up: one pass
+// over x); the bits of each output are those LaunchMatMul gives it alone.
+absl::Status LaunchMatMuls(absl::Span<const MatMulJob> jobs, const float* x,
+                           const DeviceQ8Activations* xq, int64_t tokens, cudaStream_t stream);
 
 // y[t * y_stride + r] for r < w.rows, t < tokens. `x` [tokens, w.cols] float is
 // read for float weights, `xq` (quantized from the same x in the type's

@@ -471,10 +471,13 @@ void CudaBackend::MatMul(const float* x, int64_t cols, std::initializer_list<Dev
     }
     if (!any) continue;
     if (!Ok(kernels::LaunchQuantizeActivations(layout, x, rows, cols, xq, stream_))) return;
+    // One call per layout: jobs of one weight type share a launch (Q/K/V, gate/up).
+    std::vector<kernels::MatMulJob> same_layout;
     for (const DeviceJob& job : jobs) {
       if (kernels::CudaMatMulActivationLayout(job.w->type) != layout) continue;
-      if (!Ok(kernels::LaunchMatMul(*job.w, x, &xq, rows, job.y, job.y_stride, stream_))) return;
+      same_layout.push_back({*job.w, job.y, job.y_stride});
     }
+    if (!Ok(kernels::LaunchMatMuls(same_layout, x, &xq, rows, stream_))) return;
   }
 }
 

@@ -372,9 +372,11 @@ TEST_P(CudaBatchInvarianceTest, AloneBatchedAndInAVerifyBlockGiveIdenticalLogits
       SameBits(out.logits.data(), after_truncate.data(), static_cast<int>(after_truncate.size())));
 }
 
+// Every weight type of the matvec (kernels/cuda/matvec_tiling.h).
 INSTANTIATE_TEST_SUITE_P(FloatAndQuantized, CudaBatchInvarianceTest,
-                         ::testing::Values(GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_1,
-                                           GgmlType::kQ4_K, GgmlType::kQ6_K),
+                         ::testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16,
+                                           GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
+                                           GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K),
                          [](const ::testing::TestParamInfo<GgmlType>& info) {
                            return std::string(kernels::GetGgmlTypeTraits(info.param).name);
                          });

@@ -1,23 +1,26 @@
-// The CUDA matmuls of quantized weights (kernels/cuda/quant_matmul.h) against the
-// CPU scalar reference (MatMulRowsReference), the K-quants first: fresh random
-// weights and activations each run (seed printed), ragged sizes (rows not a
-// multiple of the 4 rows per thread block, tokens not a multiple of the 8-token
-// tile, super-block counts not a multiple of the 4 lane groups), the output
-// poisoned with NaN first (every element must be written, and the stride padding
-// must stay untouched). Also: one token at a time gives the batch's bits, and the
-// embedding kernel dequantizes K-quant rows as DequantizeRow does.
+// The CUDA matmuls (kernels/cuda/quant_matmul.h, the weight-streaming matvec of
+// kernels/cuda/matvec_tiling.h) against the CPU: fresh random weights and
+// activations each run (seed printed), ragged sizes (super-block counts not a
+// multiple of the 128 threads' units, tokens across 1, 2 and 3 tiles of 16), the
+// output poisoned with NaN first (every element must be written, and the stride
+// padding must stay untouched). Also: the kernel equals its CPU emulation
+// (EmulateMatVec over the device's own quantized activations) bit for bit, at real
+// model shapes too; one token alone, every verify block of 2..16 tokens and a
+// 33-token batch give a token the same bits; a fused launch (Q/K/V, gate/up) gives
+// each matrix the bits of its own launch; and the embedding kernel dequantizes rows
+// as DequantizeRow does.
 //
-// Bounds, relative (max |cuda - cpu| over a matrix / max |cpu|):
-//   vs MatMulRowsReference   1e-5 for every quantized type. The device quantizes the
-//                            activations with the CPU packer's float operations and
-//                            forms the same integer block products, so only the
-//                            float sum across (super-)blocks differs in order.
-// And per output, vs the float product (dequantized weights . unquantized activations,
-// in double): QuantizedDotBound (tests/testing/matmul_bounds.h), the bound the CPU
-// reference meets in tests/unit/kernels/matmul_test.cc: half an activation step
-// (amax / 127 of the output's own blocks) per weight, plus summation error. (A bound
-// relative to the matrix's largest output was ill-conditioned: 0.586 for one output
-// of one row of 256 Q4_1 columns on the first GPU run, with the kernel right.)
+// Bounds, per output (S = sum_c |w_c x_c| in double, the dequantized weights):
+//   vs the emulation         0: the same operations in the same order.
+//   vs MatMulRowsReference   1e-5 relative to the matrix's largest output: the same
+//                            8-bit activations and integer block products, only
+//                            the float sum across blocks in another order.
+//   vs the float product     QuantizedDotBound (tests/testing/matmul_bounds.h), the
+//                            bound the CPU reference meets in tests/unit/kernels/
+//                            matmul_test.cc: half an activation step per weight, plus
+//                            summation error. A bound relative to the matrix's largest
+//                            output was ill-conditioned: 0.586 for one output of one row
+//                            of 256 Q4_1 columns on the first GPU run, with the kernel right.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -35,6 +38,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quantize_weights.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/matvec_tiling.h"
 #include "kernels/cuda/quant_matmul.h"
 #include "kernels/cuda/transformer_kernels.h"
 #include "tests/testing/matmul_bounds.h"
@@ -71,8 +75,9 @@ struct Shape {
 };
 
 // 1 row / 1 token; one super-block; 5 and 10 super-blocks (not a multiple of the
-// four lane groups); tokens across 1, 2 and 3 tiles; rows across partial thread blocks.
-constexpr Shape kShapes[] = {{1, 256, 1}, {7, 768, 3}, {33, 1280, 9}, {130, 2560, 17}};
+// 128 threads' units); tokens across 1, 2 and 3 tiles of 16; a 1B-shaped row.
+constexpr Shape kShapes[] = {
+    {1, 256, 1}, {7, 768, 3}, {33, 1280, 17}, {130, 2560, 33}, {64, 2048, 5}};
 
 std::string TypeName(GgmlType type) { return GetGgmlTypeTraits(type).name; }
 
@@ -116,7 +121,8 @@ double RelativeError(const std::vector<float>& got, const std::vector<float>& wa
 // The device matmul of w and x: y [tokens, rows] (read back from a poisoned
 // [tokens, rows + 3] buffer whose padding must stay NaN).
 std::vector<float> DeviceMatMul(GgmlType type, const std::vector<uint8_t>& w,
-                                const std::vector<float>& x, const Shape& s) {
+                                const std::vector<float>& x, const Shape& s,
+                                matvec::HostQ8Activations* xq_out = nullptr) {
   const int64_t stride = s.rows + 3;
   DeviceBuffer<uint8_t> d_w(w);
   DeviceBuffer<float> d_x(x);
@@ -134,6 +140,12 @@ std::vector<float> DeviceMatMul(GgmlType type, const std::vector<uint8_t>& w,
       LaunchMatMul(m, d_x.data(), &xq, s.tokens, y.data(), stride, nullptr);
   EXPECT_TRUE(launched.ok()) << launched;
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  if (xq_out != nullptr) {
+    xq_out->qs = qs.Read();
+    xq_out->d = d.Read();
+    xq_out->d_sum = d_sum.Read();
+    xq_out->sum = sum.Read();
+  }
   const std::vector<float> padded = y.Read();
   std::vector<float> out(s.tokens * s.rows);
   for (int64_t t = 0; t < s.tokens; ++t) {
@@ -203,13 +215,24 @@ TEST_P(QuantMatMulCudaTest, MatchesTheCpuReferenceWithinTheStatedBounds) {
                               " tokens=" + std::to_string(s.tokens);
     const std::vector<uint8_t> w = RandomWeights(type, s, rng);
     const std::vector<float> x = RandomActivations(s, rng);
-    const std::vector<float> got = DeviceMatMul(type, w, x, s);
+    matvec::HostQ8Activations xq;
+    const std::vector<float> got = DeviceMatMul(type, w, x, s, &xq);
     const double vs_reference = RelativeError(got, CpuReference(type, w, x, s));
-    double vs_float = 0;  // the largest error / bound ratio over the outputs
-    EXPECT_EQ(OutsideTheFloatBound(type, w, x, s, got, &vs_float), "") << label;
     EXPECT_LE(vs_reference, 1e-5) << label;
-    std::printf("[ cuda matmul ] %s: vs reference %.3g, vs float %.3g of the bound\n",
-                label.c_str(), vs_reference, vs_float);
+    double worst = 0;  // the largest error / bound ratio over the outputs
+    EXPECT_EQ(OutsideTheFloatBound(type, w, x, s, got, &worst), "") << label;
+    std::vector<float> emulated(got.size());
+    matvec::EmulateMatVec(type, w.data(), s.rows, s.cols, xq.view(), x.data(), s.tokens,
+                          emulated.data(), s.rows);
+    size_t differing = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      differing += std::memcmp(&got[i], &emulated[i], sizeof(float)) != 0;
+    }
+    EXPECT_EQ(differing, 0u) << label << ": outputs not bitwise the emulation's";
+    std::printf(
+        "[ cuda matmul ] %s: vs reference %.3g, vs float %.3g of its bound, "
+        "%zu outputs differ from the emulation\n",
+        label.c_str(), vs_reference, worst, differing);
   }
 }
 
@@ -218,7 +241,7 @@ TEST_P(QuantMatMulCudaTest, OneTokenAtATimeGivesTheBatchsBits) {
   const unsigned seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
-  const Shape s{37, 1280, 11};
+  const Shape s{37, 1280, 33};
   const std::vector<uint8_t> w = RandomWeights(type, s, rng);
   const std::vector<float> x = RandomActivations(s, rng);
   const std::vector<float> batch = DeviceMatMul(type, w, x, s);
@@ -227,6 +250,88 @@ TEST_P(QuantMatMulCudaTest, OneTokenAtATimeGivesTheBatchsBits) {
     const std::vector<float> one = DeviceMatMul(type, w, one_x, {s.rows, s.cols, 1});
     EXPECT_EQ(std::memcmp(one.data(), batch.data() + t * s.rows, s.rows * sizeof(float)), 0)
         << "token " << t;
+  }
+  // Verify blocks of n = 2..16 tokens from token 5: each slot has its token's bits.
+  for (int64_t n = 2; n <= 16; ++n) {
+    const std::vector<float> block_x(x.begin() + 5 * s.cols, x.begin() + (5 + n) * s.cols);
+    const std::vector<float> block = DeviceMatMul(type, w, block_x, {s.rows, s.cols, n});
+    EXPECT_EQ(std::memcmp(block.data(), batch.data() + 5 * s.rows, n * s.rows * sizeof(float)), 0)
+        << "block of " << n;
+  }
+}
+
+// Q/K/V-like: three matrices of one type in one launch, each with its own launch's bits.
+TEST_P(QuantMatMulCudaTest, AFusedLaunchGivesEachMatrixItsOwnBits) {
+  const GgmlType type = GetParam();
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  const int64_t cols = 512, tokens = 7;
+  const int64_t rows[3] = {96, 32, 33};
+  std::vector<std::vector<uint8_t>> w;
+  for (int64_t r : rows) w.push_back(RandomWeights(type, {r, cols, tokens}, rng));
+  const std::vector<float> x = RandomActivations({1, cols, tokens}, rng);
+  DeviceBuffer<float> d_x(x);
+  DeviceBuffer<int8_t> qs(std::vector<int8_t>(tokens * cols, 0));
+  const std::vector<float> scratch(tokens * cols / 32, 0.0f);
+  DeviceBuffer<float> d(scratch), d_sum(scratch), sum(scratch);
+  const DeviceQ8Activations xq{qs.data(), d.data(), d_sum.data(), sum.data()};
+  ASSERT_TRUE(LaunchQuantizeActivations(CudaMatMulActivationLayout(type), d_x.data(), tokens, cols,
+                                        xq, nullptr)
+                  .ok());
+  DeviceBuffer<uint8_t> w0(w[0]), w1(w[1]), w2(w[2]);
+  const DeviceMatrix m[3] = {{type, w0.data(), rows[0], cols},
+                             {type, w1.data(), rows[1], cols},
+                             {type, w2.data(), rows[2], cols}};
+  const std::vector<float> nan(tokens * 100, std::numeric_limits<float>::quiet_NaN());
+  DeviceBuffer<float> fused0(nan), fused1(nan), fused2(nan), alone0(nan), alone1(nan), alone2(nan);
+  const MatMulJob jobs[3] = {
+      {m[0], fused0.data(), 100}, {m[1], fused1.data(), 100}, {m[2], fused2.data(), 100}};
+  ASSERT_TRUE(LaunchMatMuls(jobs, d_x.data(), &xq, tokens, nullptr).ok());
+  ASSERT_TRUE(LaunchMatMul(m[0], d_x.data(), &xq, tokens, alone0.data(), 100, nullptr).ok());
+  ASSERT_TRUE(LaunchMatMul(m[1], d_x.data(), &xq, tokens, alone1.data(), 100, nullptr).ok());
+  ASSERT_TRUE(LaunchMatMul(m[2], d_x.data(), &xq, tokens, alone2.data(), 100, nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const DeviceBuffer<float>* fused[3] = {&fused0, &fused1, &fused2};
+  const DeviceBuffer<float>* alone[3] = {&alone0, &alone1, &alone2};
+  for (int j = 0; j < 3; ++j) {
+    const std::vector<float> a = fused[j]->Read();
+    const std::vector<float> b = alone[j]->Read();
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t r = 0; r < 100; ++r) {
+        const float got = a[t * 100 + r];
+        if (r >= rows[j]) {
+          EXPECT_TRUE(std::isnan(got)) << "matrix " << j << " wrote past its rows at " << r;
+        } else {
+          EXPECT_EQ(std::memcmp(&got, &b[t * 100 + r], sizeof(float)), 0)
+              << "matrix " << j << " token " << t << " row " << r;
+        }
+      }
+    }
+  }
+}
+
+// The real models' shapes (few rows: a row's arithmetic depends on cols only):
+// SmolLM2-135M 576 / 1536, Llama-3.2-1B 2048 / 8192, Llama-3-8B 4096 / 14336, at
+// 1, 5, 16 and 17 tokens, equal the emulation bit for bit.
+TEST_P(QuantMatMulCudaTest, RealShapesEqualTheEmulationBitForBit) {
+  const GgmlType type = GetParam();
+  std::mt19937 rng(36);
+  const int block = GetGgmlTypeTraits(type).block_size;
+  for (int64_t cols : {576, 1536, 2048, 4096, 8192, 14336}) {
+    if (cols % block != 0) continue;
+    for (int64_t tokens : {1, 5, 16, 17}) {
+      const Shape s{24, cols, tokens};
+      const std::vector<uint8_t> w = RandomWeights(type, s, rng);
+      const std::vector<float> x = RandomActivations(s, rng);
+      matvec::HostQ8Activations xq;
+      const std::vector<float> got = DeviceMatMul(type, w, x, s, &xq);
+      std::vector<float> emulated(got.size());
+      matvec::EmulateMatVec(type, w.data(), s.rows, s.cols, xq.view(), x.data(), s.tokens,
+                            emulated.data(), s.rows);
+      EXPECT_EQ(std::memcmp(got.data(), emulated.data(), got.size() * sizeof(float)), 0)
+          << TypeName(type) << " cols=" << cols << " tokens=" << tokens;
+    }
   }
 }
 
@@ -263,7 +368,8 @@ TEST_P(QuantMatMulCudaTest, EmbeddingRowsMatchDequantizeRow) {
 
 INSTANTIATE_TEST_SUITE_P(QuantizedTypes, QuantMatMulCudaTest,
                          ::testing::Values(GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
-                                           GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1),
+                                           GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
+                                           GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16),
                          [](const ::testing::TestParamInfo<GgmlType>& info) {
                            return TypeName(info.param);
                          });

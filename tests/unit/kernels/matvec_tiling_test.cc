@@ -1,0 +1,269 @@
+// The CUDA matvec's arithmetic on the CPU (kernels/cuda/matvec_tiling.h): its
+// emulation against the CPU scalar reference (MatMulRowsReference), token-count
+// invariance of every output bit, and the launch planner (matvec_plan.h). The
+// GPU test (tests/gpu/quant_matmul_cuda_test.cc) then checks the kernel equals
+// this emulation bit for bit.
+//
+// Bound vs the reference, per output: |emulated - reference| <= 1e-5 * S, where S =
+// sum_c |w_c x_c| (dequantized weights, float activations, in double). The two run
+// the same integer block products (or the same float products) from the same
+// 8-bit activations and differ only in the order of the float sum across blocks
+// (a chain of at most cols / 16 terms vs a per-thread chain plus a 7-level tree):
+// each order's rounding error is below n * 2^-24 * S with n < 600 here, so 1e-5 * S
+// holds with room, while a wrong block, scale or nibble gives errors of order S / cols
+// and more.
+#include "kernels/cuda/matvec_tiling.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quantize_weights.h"
+#include "kernels/cuda/matvec_plan.h"
+
+namespace splitspec::kernels::matvec {
+namespace {
+
+constexpr GgmlType kTypes[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16,
+                               GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
+                               GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
+
+std::string TypeName(GgmlType type) { return GetGgmlTypeTraits(type).name; }
+
+bool IsKQuant(GgmlType type) { return GetGgmlTypeTraits(type).block_size == 256; }
+
+int ActivationBlock(GgmlType type) { return GetGgmlTypeTraits(type).block_size; }
+
+struct Shape {
+  int64_t rows, cols, tokens;
+};
+
+// A few rows of a matrix: the row count never enters a row's arithmetic, cols does.
+std::vector<Shape> ShapesFor(GgmlType type) {
+  if (IsKQuant(type)) {  // cols a multiple of 256; 5 super-blocks: not a multiple of 128 units
+    return {{1, 256, 1}, {3, 1280, 5}, {4, 2048, 16}, {2, 8192, 17}, {2, 4096, 9}, {2, 14336, 3}};
+  }
+  // SmolLM2-135M (576 <-> 1536), Llama-3.2-1B (2048 <-> 8192), Llama-3-8B (4096 <-> 14336),
+  // a ragged 96.
+  return {{3, 96, 3},    {5, 576, 16}, {2, 1536, 9}, {3, 2048, 5},
+          {2, 8192, 17}, {2, 4096, 9}, {2, 14336, 3}};
+}
+
+std::vector<uint8_t> RandomWeights(GgmlType type, const Shape& s, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> log_scale(-2.0f, 0.0f);
+  const size_t row_bytes = RowBytes(type, s.cols);
+  std::vector<uint8_t> w(row_bytes * s.rows);
+  std::vector<float> row(s.cols);
+  for (int64_t r = 0; r < s.rows; ++r) {
+    const float scale = std::pow(10.0f, log_scale(rng));
+    for (float& v : row) v = scale * normal(rng);
+    QuantizeRow(type, row.data(), w.data() + r * row_bytes, s.cols);
+  }
+  return w;
+}
+
+// Normal activations with a few outliers; the last token is all zero (amax == 0).
+std::vector<float> RandomActivations(const Shape& s, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> outlier(0, 99);
+  std::vector<float> x(s.tokens * s.cols);
+  for (float& v : x) v = normal(rng) * (outlier(rng) == 0 ? 20.0f : 1.0f);
+  if (s.tokens > 1) std::fill(x.end() - s.cols, x.end(), 0.0f);
+  return x;
+}
+
+// The emulated kernel from float activations (quantized as the device does).
+std::vector<float> Emulate(GgmlType type, const std::vector<uint8_t>& w, const float* x,
+                           int64_t rows, int64_t cols, int64_t tokens) {
+  HostQ8Activations xq;
+  if (GetGgmlTypeTraits(type).block_size > 1) {
+    QuantizeOnHost(x, tokens, cols, ActivationBlock(type), &xq);
+  }
+  std::vector<float> y(tokens * rows);
+  EmulateMatVec(type, w.data(), rows, cols, xq.view(), x, tokens, y.data(), rows);
+  return y;
+}
+
+std::vector<float> Reference(GgmlType type, const std::vector<uint8_t>& w,
+                             const std::vector<float>& x, const Shape& s) {
+  PackedActivations packed;
+  PackActivations(type, x.data(), s.tokens, s.cols, &packed);
+  std::vector<float> y(s.tokens * s.rows);
+  MatMulRowsReference(type, w.data(), s.cols, packed, 0, s.rows, y.data(), s.rows);
+  return y;
+}
+
+// S[t, r] = sum_c |w_rc x_tc|.
+std::vector<double> AbsoluteScale(GgmlType type, const std::vector<uint8_t>& w,
+                                  const std::vector<float>& x, const Shape& s) {
+  std::vector<float> row(s.cols);
+  std::vector<double> scale(s.tokens * s.rows);
+  for (int64_t r = 0; r < s.rows; ++r) {
+    DequantizeRow(type, w.data() + r * RowBytes(type, s.cols), row.data(), s.cols);
+    for (int64_t t = 0; t < s.tokens; ++t) {
+      double acc = 0;
+      for (int64_t c = 0; c < s.cols; ++c) acc += std::fabs(double{row[c]} * x[t * s.cols + c]);
+      scale[t * s.rows + r] = acc;
+    }
+  }
+  return scale;
+}
+
+class MatVecEmulationTest : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(MatVecEmulationTest, MatchesTheCpuReferenceWithinTheStatedBound) {
+  const GgmlType type = GetParam();
+  std::mt19937 rng(36);
+  for (const Shape& s : ShapesFor(type)) {
+    SCOPED_TRACE(TypeName(type) + " rows=" + std::to_string(s.rows) +
+                 " cols=" + std::to_string(s.cols) + " tokens=" + std::to_string(s.tokens));
+    const std::vector<uint8_t> w = RandomWeights(type, s, rng);
+    const std::vector<float> x = RandomActivations(s, rng);
+    const std::vector<float> got = Emulate(type, w, x.data(), s.rows, s.cols, s.tokens);
+    const std::vector<float> want = Reference(type, w, x, s);
+    const std::vector<double> scale = AbsoluteScale(type, w, x, s);
+    double worst = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got[i])) << "output " << i;
+      const double err = std::fabs(double{got[i]} - want[i]);
+      EXPECT_LE(err, 1e-5 * scale[i] + 1e-30)
+          << "output " << i << ": " << got[i] << " vs " << want[i] << ", scale " << scale[i];
+      if (scale[i] > 0) worst = std::max(worst, err / scale[i]);
+    }
+    // The all-zero last token gives exactly zero.
+    if (s.tokens > 1) {
+      for (int64_t r = 0; r < s.rows; ++r) EXPECT_EQ(got[(s.tokens - 1) * s.rows + r], 0.0f);
+    }
+    std::printf("[ emulated matvec ] %s cols=%lld: worst |emulated - reference| / S = %.3g\n",
+                TypeName(type).c_str(), static_cast<long long>(s.cols), worst);
+  }
+}
+
+// A token's outputs are the same bits alone, in every batch of 2..16 tokens at
+// every slot, and in the second tile of a 17..33-token batch.
+TEST_P(MatVecEmulationTest, EveryTokenCountGivesTheSameBits) {
+  const GgmlType type = GetParam();
+  std::mt19937 rng(3636);
+  const int64_t cols = IsKQuant(type) ? 2048 : 576;
+  const Shape s{5, cols, 33};
+  const std::vector<uint8_t> w = RandomWeights(type, s, rng);
+  const std::vector<float> x = RandomActivations(s, rng);
+  const std::vector<float> batch = Emulate(type, w, x.data(), s.rows, cols, s.tokens);
+  for (int64_t t = 0; t < s.tokens; ++t) {
+    const std::vector<float> alone = Emulate(type, w, x.data() + t * cols, s.rows, cols, 1);
+    for (int64_t r = 0; r < s.rows; ++r) {
+      ASSERT_EQ(std::memcmp(&alone[r], &batch[t * s.rows + r], sizeof(float)), 0)
+          << "token " << t << " row " << r;
+    }
+  }
+  for (int64_t n = 2; n <= 16; ++n) {  // verify blocks of n tokens starting at token 3
+    const std::vector<float> block = Emulate(type, w, x.data() + 3 * cols, s.rows, cols, n);
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t r = 0; r < s.rows; ++r) {
+        ASSERT_EQ(std::memcmp(&block[j * s.rows + r], &batch[(3 + j) * s.rows + r], sizeof(float)),
+                  0)
+            << "block of " << n << ", slot " << j << ", row " << r;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, MatVecEmulationTest, ::testing::ValuesIn(kTypes),
+                         [](const ::testing::TestParamInfo<GgmlType>& info) {
+                           return TypeName(info.param);
+                         });
+
+TEST(MatVecPrimitivesTest, SubtractBytes32IsPerByteMinus32) {
+  for (uint32_t b = 0; b < 64; ++b) {
+    const uint32_t v = b | ((63 - b) << 8) | (((b * 7) % 64) << 16) | (((b * 13) % 64) << 24);
+    const uint32_t got = static_cast<uint32_t>(SubtractBytes32(v));
+    for (int i = 0; i < 4; ++i) {
+      const int byte = static_cast<int>((v >> (8 * i)) & 0xFF);
+      EXPECT_EQ(static_cast<int8_t>(got >> (8 * i)), byte - 32) << "value " << v << " byte " << i;
+    }
+  }
+}
+
+TEST(MatVecPrimitivesTest, Dp4aIsTheSignedByteDotPlusC) {
+  const int a = static_cast<int>(0x80FF017Fu);  // bytes 127, 1, -1, -128
+  const int b = static_cast<int>(0x7F02FF80u);  // bytes -128, -1, 2, 127
+  EXPECT_EQ(Dp4a(a, b, 5), 127 * -128 + 1 * -1 + -1 * 2 + -128 * 127 + 5);
+}
+
+// Lane 0 of the butterfly adds pairs 16 apart first: not the sequential sum.
+TEST(MatVecPrimitivesTest, WarpSumIsTheButterflyOrder) {
+  float lanes[kWarpSize] = {};
+  lanes[0] = 1.0f;
+  lanes[16] = 1e8f;
+  lanes[1] = -1e8f;
+  // Butterfly: (1 + 1e8) rounds to 1e8, then + (-1e8) = 0; sequential would give 1.
+  EXPECT_EQ(EmulateWarpSum(lanes), 0.0f);
+  float threads[kThreads] = {};
+  threads[0] = 1.0f;
+  threads[32] = 1e8f;
+  threads[64] = -1e8f;
+  // (w0 + w1) + (w2 + w3) = (1 + 1e8) + -1e8 = 0.
+  EXPECT_EQ(EmulateBlockSum(threads), 0.0f);
+}
+
+// ---------------------------------------------------------------- the planner
+
+TEST(MatVecPlanTest, FusesJobsOfOneTypeAndColsInOrder) {
+  const auto plan = PlanMatVecLaunches(
+      {{GgmlType::kQ4_K, 2048, 2048}, {GgmlType::kQ4_K, 512, 2048}, {GgmlType::kQ6_K, 512, 2048}},
+      5);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->size(), 2u);
+  EXPECT_EQ((*plan)[0].type, GgmlType::kQ4_K);
+  EXPECT_EQ((*plan)[0].jobs, (std::vector<int>{0, 1}));
+  EXPECT_EQ((*plan)[0].rows, 2560);
+  EXPECT_EQ((*plan)[0].token_tiles, 1);
+  EXPECT_EQ((*plan)[1].jobs, (std::vector<int>{2}));
+  EXPECT_EQ((*plan)[1].rows, 512);
+}
+
+TEST(MatVecPlanTest, FusesAtMostThreeJobsAndNeverAcrossCols) {
+  const MatVecJobShape q4{GgmlType::kQ4_0, 8, 2048};
+  const auto plan = PlanMatVecLaunches(
+      {q4, q4, q4, q4, {GgmlType::kQ4_0, 8, 1024}, {GgmlType::kQ4_0, 0, 2048}}, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->size(), 3u);
+  EXPECT_EQ((*plan)[0].jobs, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ((*plan)[1].jobs, (std::vector<int>{3}));  // the empty job 5 is left out
+  EXPECT_EQ((*plan)[2].jobs, (std::vector<int>{4}));
+}
+
+TEST(MatVecPlanTest, TokensRunInTilesOfSixteen) {
+  for (const auto& [tokens, tiles] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {16, 1}, {17, 2}, {512, 32}}) {
+    const auto plan = PlanMatVecLaunches({{GgmlType::kQ8_0, 576, 576}}, tokens);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ASSERT_EQ(plan->size(), 1u);
+    EXPECT_EQ((*plan)[0].token_tiles, tiles) << tokens << " tokens";
+  }
+  const auto none = PlanMatVecLaunches({{GgmlType::kQ8_0, 576, 576}}, 0);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+TEST(MatVecPlanTest, RejectsWhatNoKernelRuns) {
+  const auto bad_cols = PlanMatVecLaunches({{GgmlType::kQ4_K, 4, 576}}, 1);
+  EXPECT_EQ(bad_cols.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_cols.status().message().find("cols 576"), std::string::npos) << bad_cols.status();
+  const auto bad_type = PlanMatVecLaunches({{GgmlType::kQ8_K, 4, 256}}, 1);
+  EXPECT_NE(bad_type.status().message().find("q8_K"), std::string::npos) << bad_type.status();
+  EXPECT_FALSE(PlanMatVecLaunches({{GgmlType::kF16, 4, 64}}, -1).ok());
+  const auto too_many = PlanMatVecLaunches({{GgmlType::kF16, 4, 64}}, 65536 * 16);
+  EXPECT_NE(too_many.status().message().find("tokens exceed"), std::string::npos)
+      << too_many.status();
+}
+
+}  // namespace
+}  // namespace splitspec::kernels::matvec
