@@ -90,7 +90,11 @@ absl::Status GroupLeaderModel::Forward(absl::Span<const model::SequenceInput> ba
     broken_ = agreed.status();
     return broken_;
   }
-  if (!agreed->ok()) return *agreed;  // the group stays in step
+  if (absl::IsDataLoss(*agreed)) {
+    broken_ = *agreed;  // a follower cannot follow the plans: it leaves, the group re-forms
+    return broken_;
+  }
+  if (!agreed->ok()) return *agreed;  // every rank skipped the step: the group stays in step
   absl::Status forward = model_->Forward(shard_batch, out);
   // Every rank found the step runnable: a failure now is a failed collective or
   // device, and the group is broken.

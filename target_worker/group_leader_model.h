@@ -24,7 +24,8 @@
 // any collective of the forward. If any rank refuses (a cache out of room, a
 // token out of range, a device out of memory), every rank skips the step and
 // Forward returns the refusal (its code, naming the step and the rank); the
-// group stays in step and the caches keep their lengths.
+// group stays in step and the caches keep their lengths. A DataLoss refusal (a
+// follower that cannot follow the plans, and leaves) breaks the group.
 //
 // The caches NewCache returns hold the shard model's own cache (device memory
 // for a CUDA model), which the forward runs on.
