@@ -102,24 +102,20 @@ void RenderWorkers(const proto::StatusReply& status, std::string* out) {
          return std::string(m.state() == proto::MEMBER_STATE_ALIVE ? "1" : "0");
        }},
       {"splitspec_worker_active_requests", "Requests the worker reported in its last heartbeat",
-       [](const proto::MemberStatus& m) {
-         return absl::StrCat(m.load().active_requests());
-       }},
+       [](const proto::MemberStatus& m) { return absl::StrCat(m.load().active_requests()); }},
       {"splitspec_worker_queued_blocks", "Draft blocks queued at the worker (last heartbeat)",
        [](const proto::MemberStatus& m) { return absl::StrCat(m.load().queued_blocks()); }},
       {"splitspec_worker_step_seconds",
        "Mean time of the worker's recent forward steps (last heartbeat)",
-       [](const proto::MemberStatus& m) { return PrometheusNumber(m.load().mean_step_ms() / 1000.0); }},
+       [](const proto::MemberStatus& m) {
+         return PrometheusNumber(m.load().mean_step_ms() / 1000.0);
+       }},
       {"splitspec_worker_spec_cache_lookups",
        "Draft worker: verification results looked up in its speculation cache (last heartbeat)",
-       [](const proto::MemberStatus& m) {
-         return absl::StrCat(m.load().spec_cache_lookups());
-       }},
+       [](const proto::MemberStatus& m) { return absl::StrCat(m.load().spec_cache_lookups()); }},
       {"splitspec_worker_spec_cache_hits",
        "Draft worker: speculation cache hits, partial ones included (last heartbeat)",
-       [](const proto::MemberStatus& m) {
-         return absl::StrCat(m.load().spec_cache_hits());
-       }},
+       [](const proto::MemberStatus& m) { return absl::StrCat(m.load().spec_cache_hits()); }},
       {"splitspec_worker_spec_cache_partial_hits",
        "Draft worker: speculation cache hits with part of the block pre-drafted (last heartbeat)",
        [](const proto::MemberStatus& m) {
@@ -336,8 +332,7 @@ std::string FrontDoorMetrics::Render(const proto::StatusReply* status) const {
   Sample("splitspec_guided_requests_total", guided_requests_, &out);
   Header("splitspec_guidance_forward_tokens_total", "counter",
          "Extra tokens the targets fed for guidance (unconditional sequences)", &out);
-  Sample("splitspec_guidance_forward_tokens_total", guidance_forward_tokens_,
-         &out);
+  Sample("splitspec_guidance_forward_tokens_total", guidance_forward_tokens_, &out);
   ttft_.Render("splitspec_time_to_first_token_seconds", "Time from request to first token", &out);
   inter_token_.Render("splitspec_inter_token_latency_seconds",
                       "Gap between consecutive tokens of a request", &out);
@@ -354,10 +349,10 @@ std::string FrontDoorMetrics::Render(const proto::StatusReply* status) const {
   Header("splitspec_spec_decode_acceptance_rate", "gauge", "Accepted / verified draft tokens",
          &out);
   SampleReal("splitspec_spec_decode_acceptance_rate",
-         spec_.verified() == 0
-             ? 0.0
-             : static_cast<double>(spec_.accepted()) / static_cast<double>(spec_.verified()),
-         &out);
+             spec_.verified() == 0
+                 ? 0.0
+                 : static_cast<double>(spec_.accepted()) / static_cast<double>(spec_.verified()),
+             &out);
   RenderPerPosition("splitspec_spec_decode_num_verified_tokens_per_pos",
                     "Verified draft tokens by position in their block (finished requests)",
                     spec_.verified_at(), &out);

@@ -89,8 +89,8 @@ class Scanner {
       }
     } while (depth > 0 && !AtEnd());
     // A scalar: the loop above took its first character; take the rest.
-    while (!AtEnd() && (IsDigit(Peek()) || IsLetter(Peek()) || Peek() == '.' || Peek() == '-' ||
-                        Peek() == '+'))
+    while (!AtEnd() &&
+           (IsDigit(Peek()) || IsLetter(Peek()) || Peek() == '.' || Peek() == '-' || Peek() == '+'))
       Advance();
   }
 

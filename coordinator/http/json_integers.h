@@ -3,7 +3,8 @@
 //
 //   RETURN_IF_ERROR(CheckJsonText(body));            // first: the text is strict JSON
 //   const JsonMemberIntegers integers = JsonMemberIntegers::Index(body);
-//   if (std::optional<absl::string_view> seed = integers.Find("seed")) ... *seed == "9007199254740993"
+//   if (std::optional<absl::string_view> seed = integers.Find("seed")) ... *seed ==
+//   "9007199254740993"
 //
 // Why: the request parser reads the body through protobuf's JSON parser,
 // whose google.protobuf.Value holds every number as a double, exact only up to

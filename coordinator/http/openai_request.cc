@@ -76,8 +76,9 @@ absl::StatusOr<int64_t> ReadInteger(const JsonMemberIntegers& integers, const st
   if (!literal) return AsInteger(field, value);
   int64_t exact = 0;
   if (!absl::SimpleAtoi(*literal, &exact)) {
-    return FieldError(field, absl::StrCat("is out of range: ", *literal,
-                                          " is not in [-9223372036854775808, 9223372036854775807]"));
+    return FieldError(field,
+                      absl::StrCat("is out of range: ", *literal,
+                                   " is not in [-9223372036854775808, 9223372036854775807]"));
   }
   return exact;
 }

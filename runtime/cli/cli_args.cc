@@ -17,19 +17,15 @@ bool IsHelp(const std::string& arg) { return arg == "--help" || arg == "-h"; }
 // `text` as an integer in `range`; InvalidArgument naming --`name` otherwise.
 absl::StatusOr<int64_t> ParseInteger(const std::string& name, const std::string& text,
                                      IntRange range) {
-  int64_t value = 0;
-  if (!absl::SimpleAtoi(text, &value)) {
-    // SimpleAtoi also fails beyond int64; say so rather than "not an integer".
-    const bool digits =
-        !text.empty() && text.find_first_not_of("+-0123456789") == std::string::npos;
-    if (!digits) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", name, " must be an integer, got '", text, "'"));
-    }
+  absl::string_view digits = text;
+  if (!absl::ConsumePrefix(&digits, "-")) absl::ConsumePrefix(&digits, "+");
+  if (digits.empty() || digits.find_first_not_of("0123456789") != absl::string_view::npos) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--", name, " ", text, " is out of range [", range.min, ", ", range.max, "]"));
+        absl::StrCat("--", name, " must be an integer, got '", text, "'"));
   }
-  if (!range.Contains(value)) {
+  // An integer SimpleAtoi cannot hold is beyond int64: out of range too.
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value) || !range.Contains(value)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--", name, " ", text, " is out of range [", range.min, ", ", range.max, "]"));
   }

@@ -119,19 +119,21 @@ const FlagTable kTypedTable = {
 // Before, GetInt returned int64 and callers narrowed it: 4294967297 in an int was 1.
 TEST(CliArgsTest, IntegerFlagOutsideTheRangeOfItsFieldIsRefusedByName) {
   EXPECT_THAT(
-      std::string(
-          CliArgs::Parse({"--connections", "4294967297"}, kTypedTable).status().message()),
+      std::string(CliArgs::Parse({"--connections", "4294967297"}, kTypedTable).status().message()),
       HasSubstr("--connections 4294967297 is out of range [-2147483648, 2147483647]"));
   EXPECT_THAT(std::string(CliArgs::Parse({"--count=-1"}, kTypedTable).status().message()),
               HasSubstr("--count -1 is out of range [0, 4294967295]"));
   EXPECT_THAT(std::string(CliArgs::Parse({"--seed=-5"}, kTypedTable).status().message()),
               HasSubstr("--seed -5 is out of range [0, 9223372036854775807]"));
   EXPECT_THAT(
-      std::string(
-          CliArgs::Parse({"--seed=9223372036854775808"}, kTypedTable).status().message()),
+      std::string(CliArgs::Parse({"--seed=9223372036854775808"}, kTypedTable).status().message()),
       HasSubstr("--seed 9223372036854775808 is out of range"));
-  EXPECT_THAT(std::string(CliArgs::Parse({"--connections=12x"}, kTypedTable).status().message()),
-              HasSubstr("--connections must be an integer, got '12x'"));
+  for (const char* bad : {"12x", "-", "+-5", " 5", ""}) {
+    EXPECT_THAT(
+        std::string(
+            CliArgs::Parse({std::string("--connections=") + bad}, kTypedTable).status().message()),
+        HasSubstr(std::string("--connections must be an integer, got '") + bad + "'"));
+  }
   absl::StatusOr<CliArgs> edges = CliArgs::Parse(
       {"--connections=2147483647", "--count=4294967295", "--seed=9223372036854775807"},
       kTypedTable);

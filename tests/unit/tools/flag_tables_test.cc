@@ -135,7 +135,8 @@ TEST(FlagTablesTest, TheWalkReachesEveryTableInTheSources) {
   const std::set<std::string> benchmarks = {"splitspec_bench_matmul",
                                             "splitspec_bench_collectives"};
   // `.command = "NAME"` on a line that is not a comment.
-  const std::regex command_line(R"re(^\s*[^/\s].*\.command = "([^"]+)"|^\s*\.command = "([^"]+)")re");
+  const std::regex command_line(
+      R"re(^\s*[^/\s].*\.command = "([^"]+)"|^\s*\.command = "([^"]+)")re");
   int found = 0;
   for (const char* dir :
        {"tools", "runtime", "coordinator", "draft_worker", "target_worker", "tests/bench"}) {

@@ -277,13 +277,14 @@ TEST_F(ServePlanTest, SwitchesSetFalseAreOffAndIntegersAreNotNarrowed) {
   EXPECT_THAT((*plan)[0].argv, Not(Contains("--metrics-open")));
   EXPECT_THAT(std::string(Plan({"--config", WriteConfig(""), "--dry-run=no"}).status().message()),
               HasSubstr("switch --dry-run takes true, false, 1 or 0, got 'no'"));
-  EXPECT_THAT(std::string(Plan({"--config", WriteConfig(""), "--http-max-connections",
-                                "4294967297"})
-                              .status()
-                              .message()),
-              HasSubstr("--http-max-connections 4294967297 is out of range"));
   EXPECT_THAT(
-      std::string(Plan({"--config", WriteConfig(""), "--targets", "4294967298"}).status().message()),
+      std::string(Plan({"--config", WriteConfig(""), "--http-max-connections", "4294967297"})
+                      .status()
+                      .message()),
+      HasSubstr("--http-max-connections 4294967297 is out of range"));
+  EXPECT_THAT(
+      std::string(
+          Plan({"--config", WriteConfig(""), "--targets", "4294967298"}).status().message()),
       HasSubstr("--targets 4294967298 is out of range"));
 }
 

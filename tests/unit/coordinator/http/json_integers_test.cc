@@ -28,9 +28,9 @@ TEST(JsonMemberIntegersTest, KeepsEachTopLevelIntegerLiteralAsWritten) {
 }
 
 TEST(JsonMemberIntegersTest, SkipsNestedValuesAndStringsThatLookLikeStructure) {
-  const JsonMemberIntegers integers = IndexChecked(
-      R"({"prompt":[1,2,{"seed":5}],"s":"}],\"seed\":7,","o":{"a":{"b":[]}},"t":true,)"
-      R"("f":false,"z":null,"seed":42})");
+  const JsonMemberIntegers integers =
+      IndexChecked(R"({"prompt":[1,2,{"seed":5}],"s":"}],\"seed\":7,","o":{"a":{"b":[]}},"t":true,)"
+                   R"("f":false,"z":null,"seed":42})");
   EXPECT_EQ(integers.Find("seed"), "42");
   EXPECT_FALSE(integers.Find("prompt").has_value());
   EXPECT_FALSE(integers.Find("a").has_value());  // nested members are not top-level
