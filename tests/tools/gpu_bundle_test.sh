@@ -8,7 +8,9 @@
 #   - the bundled writer writes a benchmark model and the bundled splitspec loads it;
 #   - the bundle holds libcudart and Gloo but neither libcuda nor libnccl, and every other
 #     library its binaries load resolves into its lib/;
-#   - tools/gpu/device_session.sh --dry-run --bundle plans every bundled test binary.
+#   - tools/gpu/device_session.sh --dry-run --bundle plans every bundled test binary, and the
+#     routine run for real with stand-ins for nvidia-smi, NCCL and compute-sanitizer reports
+#     every test's failure (no GPU) and a sanitizer error by kernel in summary.txt.
 #   gpu_bundle_test.sh BUILD_DIR      (ctest: gpu_bundle; the build must be complete)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -85,4 +87,50 @@ for t in "${TESTS[@]}"; do
     || fail "the dry run plans no memcheck of $t"
 done
 [[ "$plan" == *"=== done (dry run)"* ]] || fail "the dry run did not finish"
+
+# The routine itself (not a dry run) on this bundle, with stand-ins for what only a GPU machine
+# has: nvidia-smi, NCCL's wheel (a python package nvidia.nccl whose lib/ holds this machine's
+# libnccl) and compute-sanitizer (it runs the test and, for cuda_transformer_test's memcheck,
+# reports an error in a kernel the way the real tool does). With no GPU every test fails
+# naming cuda:0; the summary must say so per binary, name the kernel, and end in FAIL.
+nccl_lib="$(ldd "$U/tests/nccl_communicator_test" | awk '$1 ~ /^libnccl/ {print $3}')"
+mkdir -p "$TMP/standin/bin" "$TMP/standin/py/nvidia/nccl/lib"
+[[ -z "$nccl_lib" ]] || ln -s "$nccl_lib" "$TMP/standin/py/nvidia/nccl/lib/libnccl.so.2"
+printf '#!/bin/sh\necho "Stand-in GPU, 1 MiB, 0.0"\n' >"$TMP/standin/bin/nvidia-smi"
+cat >"$TMP/standin/bin/compute-sanitizer" <<'STANDIN'
+#!/usr/bin/env bash
+tool=""
+while [[ "$1" == --* ]]; do [[ "$1" == --tool ]] && tool="$2"; shift 2; done
+"$@"; rc=$?
+if [[ "$tool" == memcheck && "$1" == */cuda_transformer_test ]]; then
+  echo "========= Invalid __shared__ read of size 12 bytes"
+  echo "=========     at AttentionKernel(const float *, int)+0x3090 in transformer_kernels.cu:80"
+  echo "========= ERROR SUMMARY: 1 error"
+  exit 86
+fi
+echo "========= ERROR SUMMARY: 0 errors"
+exit $rc
+STANDIN
+chmod +x "$TMP/standin/bin/"*
+routine_out="$TMP/routine-out"
+PATH="$TMP/standin/bin:$PATH" PYTHONPATH="$TMP/standin/py" OUT="$routine_out" \
+  SPLITSPEC_GPU_WORK="$TMP/routine-work" bash "$ROOT/tools/gpu/device_session.sh" \
+  --bundle "$TMP/bundle.tar.xz" test sanitize >"$TMP/routine.log" 2>&1
+rc=$?
+summary="$(cat "$routine_out/summary.txt")"
+[[ "$rc" == 1 ]] || fail "the routine exited $rc without a GPU, not 1:
+$summary"
+expect() { [[ "$summary" == *"$1"* ]] || fail "summary.txt lacks '$1':
+$summary"; }
+expect "=== not run (they need two GPUs; this machine has 1): NcclCommunicatorTest.TwoRanksAllReduceAllGatherAndBroadcast"
+expect "FAILED: test softmax_cuda_test: exit 1; passed 1; failed: 1: SoftmaxCudaTest.MatchesCpuReference"
+expect "FAILED: memcheck cuda_transformer_test: 1 errors in AttentionKernel x1"
+expect "FAILED: memcheck softmax_cuda_test: exit 1 with 0 sanitizer errors"
+expect "racecheck softmax_cuda_test"
+expect "=== RESULT: FAIL"
+for t in "${TESTS[@]}"; do expect "test $t: "; expect "initcheck $t: "; done
+tar -xJOf "$routine_out/logs.tar.xz" logs/test_softmax_cuda_test.log | grep -q "cuda:0 unusable" \
+  || fail "logs.tar.xz lacks the test log naming cuda:0"
+[[ "$(ls "$routine_out")" == "$(printf 'logs.tar.xz\nsummary.txt')" ]] \
+  || fail "the routine left more than summary.txt and logs.tar.xz in \$OUT: $(ls "$routine_out")"
 echo "PASS: bundle $(($(stat -c %s "$TMP/bundle.tar.xz") / 1024)) KiB, ${#TESTS[@]} test binaries, $((SECONDS - start)) s"

@@ -169,10 +169,11 @@ test_one() {
   run timeout 200 env SPLITSPEC_REQUIRE_GPU=1 "$B/tests/$t" "${gtest_filter[@]}" >"$LOGS/test_$t.log" 2>&1
   echo $? >"$LOGS/test_$t.rc"
 }
-# The names gtest reports as FAILED or SKIPPED in `log`, space-separated.
+# The names gtest reports as FAILED or SKIPPED in `log`: "N: first, second, ..." (at most 6).
 gtest_names() {
   grep -E "^\[  $1 {1,2}\] " "$2" | grep -v 'listed below' | sed -E 's/^\[ *[A-Z]+ *\] ([^ ,]+).*/\1/' \
-    | sort -u | tr '\n' ' '
+    | sort -u | awk '{n++; if (n <= 6) s = s (n > 1 ? ", " : "") $0}
+                     END {if (n) printf "%d: %s%s", n, s, (n > 6 ? ", ..." : "")}'
 }
 if want test && in_budget 200 "gpu tests"; then
   say "=== gpu tests (SPLITSPEC_REQUIRE_GPU=1, $PARALLEL binaries at a time, 200 s each)"
