@@ -88,4 +88,18 @@ chmod +x "$TMP/fakebin/python3"
 expect_refusal 3 "NCCL not found" env PATH="$TMP/fakebin:$PATH" OUT="$TMP/out" bash "$SCRIPT" --bundle "$TMP/bundle.tar.xz" test
 grep -q "No module named 'nvidia'" "$TMP/out/summary.txt" || fail "summary.txt does not say why NCCL was not found"
 [[ ! -e "$TMP/work/splitspec-gpu" ]] || fail "the bundle was unpacked although NCCL is missing"
+# Past its time budget the routine starts nothing more and fails, naming what it left out
+# (stand-ins for NCCL's wheel and nvidia-smi; a budget of 0 s).
+mkdir -p "$TMP/py/nvidia/nccl/lib"
+: >"$TMP/py/nvidia/nccl/lib/libnccl.so.2"
+printf '#!/bin/sh\necho "Stand-in GPU, 1 MiB, 0.0"\n' >"$TMP/fakebin/nvidia-smi"
+chmod +x "$TMP/fakebin/nvidia-smi"
+rm -f "$TMP/fakebin/python3"
+out="$(PATH="$TMP/fakebin:$PATH" PYTHONPATH="$TMP/py" OUT="$TMP/out2" SPLITSPEC_GPU_BUDGET_S=0 \
+  bash "$SCRIPT" --bundle "$TMP/bundle.tar.xz" test sanitize 2>&1)"
+rc=$?
+[[ "$rc" == 1 ]] || fail "out of budget, the routine exited $rc, not 1: $out"
+expect_in_order "$(cat "$TMP/out2/summary.txt")" "=== nccl: $TMP/py/nvidia/nccl/lib" \
+  "FAILED: gpu tests: not started for time" "FAILED: sanitizers: not started for time" \
+  "=== RESULT: FAIL (2)"
 echo "PASS"

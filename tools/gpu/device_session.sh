@@ -36,8 +36,9 @@
 # benchmark models are unpacked under $SPLITSPEC_GPU_WORK (default /tmp/splitspec-gpu), outside
 # the checkout. Logs go to $OUT (the device call's output folder; build/gpu-out elsewhere):
 # summary.txt, and every log packed into logs.tar.xz after each step (a call returns at most 8
-# files). The routine stops starting work at SPLITSPEC_GPU_BUDGET_S seconds (default 450) so
-# that it ends inside the call; what it skipped for time is named in the summary, and fails it.
+# files). The routine stops starting work at SPLITSPEC_GPU_BUDGET_S seconds (default 450), and
+# no command's timeout reaches past it, so that it ends inside the call; what it skipped for
+# time is named in the summary, and fails it.
 # Exit status: 0 when every test passed, no sanitizer found an error and every benchmark ran;
 # 1 otherwise; 2 for a usage error; 3 when NCCL or the GPU is missing.
 set -uo pipefail
@@ -98,6 +99,12 @@ fail() { failures+=("$*"); say "FAILED: $*"; }
 in_budget() {
   ((DRY_RUN)) && return 0
   if ((SECONDS + $1 > BUDGET_S)); then fail "$2: not started for time (${SECONDS}s of ${BUDGET_S}s used)"; return 1; fi
+}
+# A command's timeout: `want` seconds, or what is left of the budget when that is less (at least
+# 10), so that no run outlasts the call.
+limit() {
+  local left=$((BUDGET_S - SECONDS))
+  if ((DRY_RUN || left >= $1)); then echo "$1"; elif ((left > 10)); then echo "$left"; else echo 10; fi
 }
 pack_logs() { ((DRY_RUN)) || tar -cJf "$OUT/logs.tar.xz" -C "$WORK" logs 2>/dev/null; }
 
@@ -166,7 +173,7 @@ fi
 # --- test ---------------------------------------------------------------------------------------
 test_one() {
   local t="$1"
-  run timeout 200 env SPLITSPEC_REQUIRE_GPU=1 "$B/tests/$t" "${gtest_filter[@]}" >"$LOGS/test_$t.log" 2>&1
+  run timeout "$(limit 200)" env SPLITSPEC_REQUIRE_GPU=1 "$B/tests/$t" "${gtest_filter[@]}" >"$LOGS/test_$t.log" 2>&1
   echo $? >"$LOGS/test_$t.rc"
 }
 # The names gtest reports as FAILED or SKIPPED in `log`: "N: first, second, ..." (at most 6).
@@ -187,7 +194,7 @@ if want test && in_budget 200 "gpu tests"; then
       if [[ "$rc" == 0 && -z "$skipped" ]]; then
         say "test $t: PASS (${passed:-0} tests)"
       elif [[ "$rc" == 124 ]]; then
-        fail "test $t: TIMEOUT after 200 s"
+        fail "test $t: TIMEOUT (200 s, or what was left of the budget)"
       else
         fail "test $t: exit $rc; passed ${passed:-0}; failed: ${failed:-none}${skipped:+; skipped: $skipped}"
       fi
@@ -200,7 +207,7 @@ fi
 # --- sanitize -----------------------------------------------------------------------------------
 sanitize_one() {
   local tool="${1%%:*}" t="${1##*:}"
-  run timeout 150 env SPLITSPEC_REQUIRE_GPU=1 "$SANITIZER" --tool "$tool" --target-processes all --error-exitcode 86 \
+  run timeout "$(limit 150)" env SPLITSPEC_REQUIRE_GPU=1 "$SANITIZER" --tool "$tool" --target-processes all --error-exitcode 86 \
     --print-limit 50 "$B/tests/$t" "${gtest_filter[@]}" >"$LOGS/${tool}_$t.log" 2>&1
   echo $? >"$LOGS/${tool}_$t.rc"
 }
@@ -232,7 +239,7 @@ if want sanitize && in_budget 120 "sanitizers"; then
       log="$LOGS/${tool}_$t.log" rc="$(cat "$LOGS/${tool}_$t.rc")"
       errors="$(sanitizer_errors "$log")"
       if [[ "$rc" == 124 ]]; then
-        fail "$tool $t: TIMEOUT after 150 s${errors:+ ($errors so far)}"
+        fail "$tool $t: TIMEOUT (150 s, or what was left of the budget)${errors:+ ($errors so far)}"
       elif [[ -n "$errors" ]]; then
         fail "$tool $t: $errors"
       elif [[ "$rc" != 0 ]]; then
@@ -269,21 +276,21 @@ if want bench || want llama; then
     wait_for_model "$model" || continue
     if want bench; then
       say "=== splitspec bench decode --device cuda:0 ($tag, RANDOM weights)"
-      run timeout 90 "$B/bin/splitspec" bench decode --device cuda:0 --model "$model" \
+      run timeout "$(limit 90)" "$B/bin/splitspec" bench decode --device cuda:0 --model "$model" \
         --decode-tokens 128 --prefill-tokens 512 --batch 1,8 >"$LOGS/decode_$tag.log" 2>&1 \
         || fail "bench decode $tag (exit $?)"
       ((DRY_RUN)) || grep -E '^(device|decode|prefill|batch [0-9]+):' "$LOGS/decode_$tag.log" | tee -a "$SUMMARY"
       say "=== splitspec bench verify --device cuda:0 ($tag, RANDOM weights)"
-      run timeout 90 "$B/bin/splitspec" bench verify --device cuda:0 --model "$model" \
+      run timeout "$(limit 90)" "$B/bin/splitspec" bench verify --device cuda:0 --model "$model" \
         --repeats 10 --k 1,2,3,5,8,16 >"$LOGS/verify_$tag.log" 2>&1 || fail "bench verify $tag (exit $?)"
       ((DRY_RUN)) || tail -9 "$LOGS/verify_$tag.log" | tee -a "$SUMMARY"
     fi
     if want llama && [[ -n "$LLAMA" ]]; then
       say "=== llama-bench ($tag): pp512, tg128; then pp1..pp16 (its verify-like curve)"
-      run timeout 90 env LD_LIBRARY_PATH="$LLAMA_DIR:$NCCL_LIB:/usr/local/cuda/lib64" \
+      run timeout "$(limit 90)" env LD_LIBRARY_PATH="$LLAMA_DIR:$NCCL_LIB:/usr/local/cuda/lib64" \
         "$LLAMA_DIR/llama-bench" -m "$model" -ngl 99 -fa 1 -p 512 -n 128 -r 3 \
         >"$LOGS/llama_$tag.log" 2>&1 || fail "llama-bench $tag (exit $?)"
-      run timeout 60 env LD_LIBRARY_PATH="$LLAMA_DIR:$NCCL_LIB:/usr/local/cuda/lib64" \
+      run timeout "$(limit 60)" env LD_LIBRARY_PATH="$LLAMA_DIR:$NCCL_LIB:/usr/local/cuda/lib64" \
         "$LLAMA_DIR/llama-bench" -m "$model" -ngl 99 -fa 1 -p 1,2,3,5,8,16 -n 0 -r 3 \
         >>"$LOGS/llama_$tag.log" 2>&1 || fail "llama-bench pp1..16 $tag (exit $?)"
       ((DRY_RUN)) || grep -E '^\|' "$LOGS/llama_$tag.log" | grep -v -- '---' | tee -a "$SUMMARY"
