@@ -46,8 +46,8 @@ absl::Status Write(const cli::CliArgs& args) {
   ASSIGN_OR_RETURN(int64_t rows, args.GetInt("vocab-rows", options.vocab_rows));
   if (rows < TinyModelVocabSize() || rows > options.vocab_rows) {
     return absl::InvalidArgumentError(absl::StrCat("--vocab-rows must be in [",
-                                                   TinyModelVocabSize(), ", ",
-                                                   options.vocab_rows, "], got ", rows));
+                                                   TinyModelVocabSize(), ", ", options.vocab_rows,
+                                                   "], got ", rows));
   }
   options.n_layers = static_cast<int>(layers);
   options.vocab_rows = static_cast<int>(rows);

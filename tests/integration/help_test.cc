@@ -69,8 +69,7 @@ TEST(HelpTest, EveryBinaryAndSubcommandAnswersHelp) {
 TEST(HelpTest, AnUnknownFlagStillFailsNamingIt) {
   const std::string dir = MakeTempDir("help-test-unknown");
   absl::StatusOr<ChildProcess> child = ChildProcess::Spawn(
-      {BinaryPath("splitspec-target-worker"), "--no-such-flag", "1"},
-      dir + "/unknown.log");
+      {BinaryPath("splitspec-target-worker"), "--no-such-flag", "1"}, dir + "/unknown.log");
   ASSERT_TRUE(child.ok()) << child.status();
   absl::StatusOr<int> code = child->Wait(absl::Seconds(60));
   ASSERT_TRUE(code.ok()) << code.status();
@@ -84,8 +83,8 @@ TEST(HelpTest, WorkersRefuseAnAbsentDeviceAtStartUp) {
   const std::string dir = MakeTempDir("worker-device");
   for (const char* binary : {"splitspec-target-worker", "splitspec-draft-worker"}) {
     absl::StatusOr<ChildProcess> child =
-        ChildProcess::Spawn({BinaryPath(binary), "--device", "cuda:9",
-                             "--model", "/nonexistent.gguf", "--coordinator", "tcp://127.0.0.1:1"},
+        ChildProcess::Spawn({BinaryPath(binary), "--device", "cuda:9", "--model",
+                             "/nonexistent.gguf", "--coordinator", "tcp://127.0.0.1:1"},
                             dir + "/" + binary + ".log");
     ASSERT_TRUE(child.ok()) << child.status();
     absl::StatusOr<int> code = child->Wait(absl::Seconds(60));

@@ -29,8 +29,7 @@ constexpr Shape kShapes[] = {
     {"llama3-8b", 32, 4096, 14336, 32, 8, 128256, 500000.f, false},
 };
 
-constexpr GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0,
-                               GgmlType::kQ4_K};
+constexpr GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K};
 
 }  // namespace
 
@@ -59,16 +58,16 @@ absl::StatusOr<TinyModelOptions> BenchModelOptions(absl::string_view shape_name,
     if (shape_name == s.name) shape = &s;
   }
   if (shape == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown shape '", shape_name, "'; known: ",
-                                                   absl::StrJoin(BenchModelShapes(), ", ")));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown shape '", shape_name, "'; known: ", absl::StrJoin(BenchModelShapes(), ", ")));
   }
   const GgmlType* type = nullptr;
   for (const GgmlType& t : kTypes) {
     if (type_name == kernels::GetGgmlTypeTraits(t).name) type = &t;
   }
   if (type == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown type '", type_name, "'; known: ",
-                                                   absl::StrJoin(BenchModelTypes(), ", ")));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown type '", type_name, "'; known: ", absl::StrJoin(BenchModelTypes(), ", ")));
   }
   const int block = kernels::GetGgmlTypeTraits(*type).block_size;
   if (shape->n_embd % block != 0 || shape->n_ff % block != 0) {

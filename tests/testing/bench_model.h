@@ -18,8 +18,8 @@
 #define SPLITSPEC_TESTS_TESTING_BENCH_MODEL_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 #include "tests/testing/tiny_model.h"
@@ -34,8 +34,7 @@ const std::vector<std::string>& BenchModelTypes();
 // The options that write `shape` with layer matrices of `type`. Errors: InvalidArgument
 // naming an unknown shape or type (and listing the known ones), or a K-quant type whose
 // 256-element blocks do not divide the shape's n_embd (smollm2's 576).
-absl::StatusOr<TinyModelOptions> BenchModelOptions(absl::string_view shape,
-                                                   absl::string_view type);
+absl::StatusOr<TinyModelOptions> BenchModelOptions(absl::string_view shape, absl::string_view type);
 
 }  // namespace splitspec::model
 

@@ -23,8 +23,8 @@ std::string DescribeCuda0() {
   cudaError_t error = cudaGetDeviceCount(&count);
   if (error != cudaSuccess) {
     cudaGetLastError();  // consume the error: it is reported here, not at the next launch
-    return std::string("cuda:0 unusable: cudaGetDeviceCount: ") + cudaGetErrorName(error) +
-           ": " + cudaGetErrorString(error);
+    return std::string("cuda:0 unusable: cudaGetDeviceCount: ") + cudaGetErrorName(error) + ": " +
+           cudaGetErrorString(error);
   }
   if (count == 0) return "cuda:0 unusable: cudaGetDeviceCount found 0 devices";
   cudaDeviceProp properties{};

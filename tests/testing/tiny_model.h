@@ -28,8 +28,8 @@
 namespace splitspec::model {
 
 struct TinyModelOptions {
-  std::string architecture = "llama";                       // "llama" or "qwen2" (adds QKV biases)
-  std::string name;  // general.name; empty: "tiny-<architecture>"
+  std::string architecture = "llama";  // "llama" or "qwen2" (adds QKV biases)
+  std::string name;                    // general.name; empty: "tiny-<architecture>"
   kernels::GgmlType weight_type = kernels::GgmlType::kF32;  // layer matrices and output
   kernels::GgmlType embedding_type = kernels::GgmlType::kF32;
   // attn_v.weight's type when set (mixed-type files: llama.cpp's Q4_K_M keeps attn_v in

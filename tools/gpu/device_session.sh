@@ -1,181 +1,315 @@
 #!/usr/bin/env bash
-# The whole GPU routine in one device call: build splitspec with CUDA for the lent GPU, run the
-# `gpu`-labelled tests (CUDA kernels, the CUDA transformer vs the CPU forward, bitwise batch
-# invariance, greedy speculative == plain greedy with the CUDA target, the target engine
-# verifying on the device vs on the host, CUDA graph replay bitwise == eager, the one-rank NCCL
-# group of a worker), then `splitspec bench decode|verify --device cuda:0` (decode also with
-# --cuda-graphs off, same run) (and decode on the device's CPU for the
-# ratio), with every log under $OUT (or build/gpu-out) and the headlines in $OUT/summary.txt.
-# Benchmarks run on a random-weight GGUF with the default model's shapes and types
-# (tests/bench/write_bench_model.cc); figures from it must say so. llama.cpp's CUDA build runs
-# beside it when its sources were carried, and HF transformers when the machine has it.
+# The GPU routine: one device call runs every gpu test, the sanitizers and the benchmarks from
+# a bundle prebuilt on the CPU machine. Nothing is compiled on the GPU machine.
 #
-#   tools/gpu/pack_deps.sh                                   # here, once: .gpu/sysroot
-#   tools/gpu/pack_llama_cpp.sh                              # here, once: build/llama-cpp-src
-#   device run: command="tools/gpu/device_session.sh", carry=[".gpu", "build/llama-cpp-src"]
-#   device run: command="tools/gpu/device_session.sh bench"  # a second call: build is kept
+# The procedure (docs/gpu.md has the details):
+#   1. Here, on the CPU machine:
+#        cmake --preset werror && tools/gpu/bundle.sh --llama ../shared/peers/llama-bench-cuda13-sm90.tar.xz
+#        tools/gpu/device_session.sh --dry-run --bundle .gpu/splitspec-gpu-bundle.tar.xz   # the plan
+#   2. One device call (the whole routine fits one 8-minute call; .gpu/ is git-ignored, so carry it):
+#        run(command="tools/gpu/device_session.sh --bundle .gpu/splitspec-gpu-bundle.tar.xz
+#                     --llama .gpu/llama-bench-cuda13-sm90.tar.xz", carry=[".gpu"], timeout_s=540)
+#   3. Read $OUT/summary.txt (and $OUT/logs.tar.xz): each failed test, each sanitizer error by
+#      binary and kernel, the benchmark figures.
+#   4. Fix here, rebuild the bundle (step 1), run again (step 2).
 #
-# Within a session's 30 device minutes (10 per call), while the machine stays warm:
-#   1. `test` (cold build + gpu tests), 2. `bench hf`, 3. `llama` (builds llama.cpp's CUDA
-#   backend, several minutes on 16 cores) -- each call carries .gpu and build/llama-cpp-src.
+#   tools/gpu/device_session.sh [--dry-run] --bundle ARCHIVE [--llama ARCHIVE] [STEP...]
 #
-# Arguments pick steps after the (incremental) configure and build: `test`, `bench`,
-# `llama` (llama.cpp's CUDA build from build/llama-cpp-src, carried; tools/gpu/pack_llama_cpp.sh
-# writes it, and its llama-bench on the same GGUF), `hf` (HF transformers, tools/gpu/bench_hf.py,
-# if importable there), or nothing / `all` for every one.
-# `--dry-run` (first) prints each command instead of running it, on any machine: the plan of
-# a device call, checked before device time is spent (tests/tools/gpu_routine_test.sh). A cold build plus everything may not fit one call's 10 minutes;
-# then the build and tests finish in the first call and `bench` runs in the next (the build
-# directory stays on the machine while it is warm).
+# Steps (default: all four, in this order):
+#   test      every gpu test binary of the bundle, each with a timeout, with
+#             SPLITSPEC_REQUIRE_GPU=1 (a skip fails, naming CUDA's error). The two-GPU NCCL
+#             tests (TWO_GPU_TESTS below) are left out by name on a machine with one GPU.
+#   sanitize  compute-sanitizer memcheck and initcheck over every gpu test binary, racecheck and
+#             synccheck over the kernel tests (KERNEL_TESTS), all with --target-processes all
+#             (serve_cuda_test starts services); 0 errors required, the summary names each
+#             binary and kernel with errors.
+#   bench     `splitspec bench decode|verify --device cuda:0` on random-weight GGUFs with real
+#             models' shapes (smollm2 Q4_1, llama3-1b Q4_0, llama3-8b Q4_0; the bundle's
+#             splitspec_write_bench_model writes them in the background from the start).
+#   llama     llama.cpp's llama-bench (from --llama) on the same files, beside splitspec's.
+# --dry-run prints each command instead of running it, on any machine (no GPU, no NCCL needed):
+# the plan of a device call, checked before device time is spent (tests/tools/).
 #
-# The device machine has nvcc, CMake and ninja, and NCCL as PyTorch's nvidia-nccl wheel; the
-# other libraries come from .gpu/sysroot (tools/gpu/pack_deps.sh). Steps stop at the first
-# failure and say which step failed.
+# On the GPU machine: LD_LIBRARY_PATH = the bundle's lib/ + NCCL's folder from the machine's
+# PyTorch wheel (`list(nvidia.nccl.__path__)[0]`/lib; the run fails at once, saying so, when
+# none is found: the bundle carries no NCCL) + /usr/local/cuda/lib64. The bundle and the
+# benchmark models are unpacked under $SPLITSPEC_GPU_WORK (default /tmp/splitspec-gpu), outside
+# the checkout. Logs go to $OUT (the device call's output folder; build/gpu-out elsewhere):
+# summary.txt, and every log packed into logs.tar.xz after each step (a call returns at most 8
+# files). The routine stops starting work at SPLITSPEC_GPU_BUDGET_S seconds (default 450), and
+# no command's timeout reaches past it, so that it ends inside the call; what it skipped for
+# time is named in the summary, and fails it.
+# Exit status: 0 when every test passed, no sanitizer found an error and every benchmark ran;
+# 1 otherwise; 2 for a usage error; 3 when NCCL or the GPU is missing.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$ROOT"
+
+# Tests that need two GPUs (one NCCL rank per GPU): the only ones that may not run, by name.
+TWO_GPU_TESTS=(NcclCommunicatorTest.TwoRanksAllReduceAllGatherAndBroadcast
+               CudaTensorParallelTest.TwoRanksOverNcclOnTwoGpusMatchOneRank)
+# The kernel tests (kernels/cuda): racecheck and synccheck run on these.
+KERNEL_TESTS=(softmax_cuda_test verify_cuda_test guidance_cuda_test quant_matmul_cuda_test)
+# Benchmark models: shape:type.
+BENCH_MODELS=(smollm2:q4_1 llama3-1b:q4_0 llama3-8b:q4_0)
+PARALLEL=4  # test binaries at a time on the one GPU
+
+usage() { echo "usage: device_session.sh [--dry-run] --bundle ARCHIVE [--llama ARCHIVE] [test|sanitize|bench|llama|all ...]" >&2; exit 2; }
 DRY_RUN=0
-if [[ "${1:-}" == "--dry-run" ]]; then DRY_RUN=1; shift; fi
-OUT="${OUT:-$ROOT/build/gpu-out}"
-if [[ "$DRY_RUN" == 1 ]]; then OUT="$(mktemp -d)"; trap 'rm -rf "$OUT"' EXIT; fi
-mkdir -p "$OUT"
-SYSROOT="$ROOT/.gpu/sysroot"
-exec 3>&1
-step() { echo "=== $*" | tee -a "$OUT/summary.txt"; }
-# Runs a command, or with --dry-run prints it (to the script's stdout, whatever the redirections).
-run() { if [[ "$DRY_RUN" == 1 ]]; then echo "+ $*" >&3; else "$@"; fi; }
-STEPS=" ${*:-all} "
+BUNDLE=""
+LLAMA=""
+STEP_ARGS=()
+while (($#)); do
+  case "$1" in
+    --dry-run) DRY_RUN=1; shift ;;
+    --bundle) [[ $# -ge 2 ]] || usage; BUNDLE="$2"; shift 2 ;;
+    --llama) [[ $# -ge 2 ]] || usage; LLAMA="$2"; shift 2 ;;
+    -h|--help) sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "device_session.sh: unknown flag '$1'" >&2; usage ;;
+    *) STEP_ARGS+=("$1"); shift ;;
+  esac
+done
+STEPS=" ${STEP_ARGS[*]:-all} "
 for s in $STEPS; do
-  [[ "$s" =~ ^(all|test|bench|llama|hf)$ ]] || { echo "device_session.sh: unknown step '$s'" >&2; exit 2; }
+  [[ "$s" =~ ^(all|test|sanitize|bench|llama)$ ]] || { echo "device_session.sh: unknown step '$s'" >&2; usage; }
 done
 want() { [[ "$STEPS" == *" all "* || "$STEPS" == *" $1 "* ]]; }
+[[ -n "$BUNDLE" ]] || { echo "device_session.sh: --bundle ARCHIVE is required (tools/gpu/bundle.sh writes .gpu/splitspec-gpu-bundle.tar.xz)" >&2; exit 2; }
+[[ -f "$BUNDLE" ]] || { echo "device_session.sh: --bundle $BUNDLE: no such file (make it with tools/gpu/bundle.sh)" >&2; exit 2; }
+[[ -z "$LLAMA" || -f "$LLAMA" ]] || { echo "device_session.sh: --llama $LLAMA: no such file" >&2; exit 2; }
+BUNDLE="$(realpath "$BUNDLE")"
+[[ -z "$LLAMA" ]] || LLAMA="$(realpath "$LLAMA")"
 
-if [[ "$DRY_RUN" == 1 ]]; then
-  step "dry run: nothing is built or run; sysroot $([[ -d "$SYSROOT/usr/include/absl" ]] && echo present || echo ABSENT)"
-elif [[ ! -d "$SYSROOT/usr/include/absl" ]]; then
-  echo "device_session.sh: $SYSROOT has no Abseil: run tools/gpu/pack_deps.sh here and carry .gpu" >&2
-  exit 2
-fi
-MULTIARCH=x86_64-linux-gnu
-export PATH="$SYSROOT/usr/bin:/usr/local/cuda/bin:$PATH"
-export LD_LIBRARY_PATH="$SYSROOT/usr/lib/$MULTIARCH:${LD_LIBRARY_PATH:-}"
-# Only the sysroot's .pc files (the device has none of these packages); headers and libraries
-# named bare (gloo) are found through CPATH / LIBRARY_PATH.
-export PKG_CONFIG_LIBDIR="$SYSROOT/usr/lib/$MULTIARCH/pkgconfig:$SYSROOT/usr/share/pkgconfig"
-export PKG_CONFIG_SYSROOT_DIR="$SYSROOT"
-export CPATH="$SYSROOT/usr/include${CPATH:+:$CPATH}"
-export LIBRARY_PATH="$SYSROOT/usr/lib/$MULTIARCH${LIBRARY_PATH:+:$LIBRARY_PATH}"
+WORK="${SPLITSPEC_GPU_WORK:-/tmp/splitspec-gpu}"
+OUT="${OUT:-$ROOT/build/gpu-out}"
+if ((DRY_RUN)); then OUT="$(mktemp -d)"; trap 'rm -rf "$OUT"' EXIT; fi
+mkdir -p "$OUT"
+LOGS="$WORK/logs"
+((DRY_RUN)) && LOGS="$OUT/logs" && mkdir -p "$LOGS"  # the redirections of printed commands
+B="$WORK/splitspec-gpu"
+BUDGET_S="${SPLITSPEC_GPU_BUDGET_S:-450}"
+SUMMARY="$OUT/summary.txt"
+: >"$SUMMARY"
+exec 3>&1
+say() { echo "$*" | tee -a "$SUMMARY"; }
+# Runs a command, or with --dry-run prints it (to the script's stdout, whatever the redirections).
+run() { if ((DRY_RUN)); then echo "+ $*" >&3; else "$@"; fi; }
+failures=()
+fail() { failures+=("$*"); say "FAILED: $*"; }
+# True while the budget allows starting `need` more seconds of work.
+in_budget() {
+  ((DRY_RUN)) && return 0
+  if ((SECONDS + $1 > BUDGET_S)); then fail "$2: not started for time (${SECONDS}s of ${BUDGET_S}s used)"; return 1; fi
+}
+# A command's timeout: `want` seconds, or what is left of the budget when that is less (at least
+# 10), so that no run outlasts the call.
+limit() {
+  local left=$((BUDGET_S - SECONDS))
+  if ((DRY_RUN || left >= $1)); then echo "$1"; elif ((left > 10)); then echo "$left"; else echo 10; fi
+}
+pack_logs() { ((DRY_RUN)) || tar -cJf "$OUT/logs.tar.xz" -C "$WORK" logs 2>/dev/null; }
 
-if [[ "$DRY_RUN" == 0 ]]; then
-  step "machine: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1)"
-  step "nvcc: $(nvcc --version | tail -1)"
+# --- the machine, NCCL, the bundle ----------------------------------------------------------
+if ((DRY_RUN)); then
+  say "=== dry run: nothing is unpacked or run; bundle $BUNDLE"
+  TESTS=()
+  mapfile -t TESTS < <(tar -xJOf "$BUNDLE" splitspec-gpu/gpu_tests.txt) \
+    || { echo "device_session.sh: $BUNDLE has no splitspec-gpu/gpu_tests.txt: not a bundle" >&2; exit 2; }
+  gpu_count=1
+  echo "+ python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])'"
+  NCCL_LIB="NCCL_WHEEL/lib"
+else
+  nccl_dir="$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>&1)"
+  if [[ $? -ne 0 || ! -e "$nccl_dir/lib/libnccl.so.2" ]]; then
+    say "FAILED: NCCL not found: python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' gave: ${nccl_dir##*$'\n'}"
+    say "  the bundle carries no libnccl (tools/gpu/bundle.sh); this routine needs the machine's nvidia-nccl wheel"
+    exit 3
+  fi
+  NCCL_LIB="$nccl_dir/lib"
+  machine="$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1)" \
+    || { say "FAILED: nvidia-smi: $machine"; exit 3; }
+  gpu_count="$(grep -c . <<<"$machine")"
+  say "=== machine: $(hostname), $(nproc) cores; GPUs ($gpu_count): ${machine//$'\n'/; }"
+  say "=== nccl: $NCCL_LIB"
+fi
+export LD_LIBRARY_PATH="$B/lib:$NCCL_LIB:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+SANITIZER="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+run rm -rf "$WORK"
+run mkdir -p "$WORK/logs" "$WORK/models"
+run tar -xJf "$BUNDLE" -C "$WORK" || { say "FAILED: unpacking $BUNDLE"; exit 1; }
+if ((!DRY_RUN)); then
+  mapfile -t TESTS <"$B/gpu_tests.txt"
+  say "=== bundle: $(head -1 "$B/BUNDLE.txt")"
+fi
+gtest_filter=()
+if ((gpu_count < 2)); then
+  gtest_filter=("--gtest_filter=-$(IFS=:; echo "${TWO_GPU_TESTS[*]}")")
+  say "=== not run (they need two GPUs; this machine has $gpu_count): ${TWO_GPU_TESTS[*]}"
 fi
 
-nccl_args=()
-nccl_dir="$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null)"
-if [[ -n "$nccl_dir" && -f "$nccl_dir/include/nccl.h" ]]; then
-  nccl_lib="$(ls "$nccl_dir"/lib/libnccl.so* | head -1)"
-  nccl_args=(-DSPLITSPEC_NCCL_INCLUDE_DIR="$nccl_dir/include" -DSPLITSPEC_NCCL_LIBRARY="$nccl_lib")
-  export LD_LIBRARY_PATH="$nccl_dir/lib:$LD_LIBRARY_PATH"
-  step "nccl: $nccl_lib"
-fi
-
-step "configure (CUDA on, sm_90)"
-run cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPLITSPEC_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$SYSROOT/usr" \
-  -DCMAKE_FIND_ROOT_PATH="$SYSROOT" -DProtobuf_PROTOC_EXECUTABLE="$SYSROOT/usr/bin/protoc" \
-  "${nccl_args[@]}" >"$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; step "FAILED: configure"; exit 1; }
-# Only what the routine runs: the gpu-labelled tests (with the services and tools they
-# start), the CLI and the bench-model writer; the full tree would not fit one call's time.
-step "build"
-run cmake --build build/gpu -j "$(nproc)" --target splitspec_gpu_tests splitspec \
-  splitspec_write_bench_model >"$OUT/build.log" 2>&1 || {
-  grep -m20 -B2 -A6 'error' "$OUT/build.log"; step "FAILED: build"; exit 1; }
-gpu_rc=0
-if want test; then
-  step "gpu tests"
-  run timeout 300 ctest --test-dir build/gpu -L gpu -j4 --output-on-failure >"$OUT/gpu_tests.log" 2>&1
-  gpu_rc=$?
-  tail -25 "$OUT/gpu_tests.log" 2>/dev/null | tee -a "$OUT/summary.txt"
-  grep -h '\[ cuda vs cpu \]' "$OUT/gpu_tests.log" 2>/dev/null | tee -a "$OUT/summary.txt"
-  grep -h '\[ cuda graphs \]' "$OUT/gpu_tests.log" 2>/dev/null | tee -a "$OUT/summary.txt"
-  grep -h '\[ cuda matmul \]' "$OUT/gpu_tests.log" 2>/dev/null | tee -a "$OUT/summary.txt"
-fi
-if ! want bench && ! want llama && ! want hf; then
-  step "done (gpu tests exit ${gpu_rc})"
-  exit "$gpu_rc"
-fi
-
-# Benchmarks on a GGUF with the default model's exact shapes and types but random weights
-# (the real 98 MB file does not travel with a call; a forward costs the same). It is written
-# under build/, not $OUT, so that it does not come back. When models/ holds the real file
-# (carried separately), it is measured too.
-step "benchmarks (SmolLM2-135M Q4_1 shapes, RANDOM weights)"
-bench_model="$ROOT/build/gpu/bench-smollm2-shapes-q4_1.gguf"
-[[ -f "$bench_model" ]] || run build/gpu/bin/splitspec_write_bench_model "$bench_model" >>"$OUT/summary.txt" 2>&1
-models=("$bench_model")
-real_model="$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
-[[ -f "$real_model" ]] && models+=("$real_model")
-for model in "${models[@]}"; do
-  want bench || break
-  tag="$(basename "$model" .gguf)"
-  for device in cuda:0 cpu; do
-    step "bench decode --device $device ($tag)"
-    batches=1
-    [[ "$device" == cuda:0 ]] && batches=1,8,32,64  # aggregate tok/s of batched decode
-    run timeout 150 build/gpu/bin/splitspec bench decode --device "$device" --model "$model" \
-      --decode-tokens 128 --prefill-tokens 512 --batch "$batches" \
-      >"$OUT/bench_decode_${device/:/}_$tag.log" 2>&1 \
-      || step "FAILED: bench decode --device $device (exit $?)"
-    grep -E '^(device|decode|prefill|batch [0-9]+):' "$OUT/bench_decode_${device/:/}_$tag.log" 2>/dev/null | tee -a "$OUT/summary.txt"
+# Runs `job NAME...` for each name, PARALLEL at a time (one after another with --dry-run).
+for_each_parallel() {
+  local job="$1"; shift
+  for name in "$@"; do
+    if ((DRY_RUN)); then "$job" "$name"; continue; fi
+    while (($(jobs -rp | wc -l) >= PARALLEL)); do wait -n; done
+    "$job" "$name" &
   done
-  # The same decode with CUDA graphs off: the launch overhead that graphs remove (same run).
-  step "bench decode --device cuda:0 --cuda-graphs off ($tag)"
-  run timeout 120 build/gpu/bin/splitspec bench decode --device cuda:0 --cuda-graphs off \
-    --model "$model" --decode-tokens 128 --prefill-tokens 512 --batch 1,8 \
-    >"$OUT/bench_decode_cuda0_nographs_$tag.log" 2>&1 \
-    || step "FAILED: bench decode --cuda-graphs off (exit $?)"
-  grep -E '^(device|decode|batch [0-9]+):' "$OUT/bench_decode_cuda0_nographs_$tag.log" 2>/dev/null | tee -a "$OUT/summary.txt"
-  step "bench verify --device cuda:0 ($tag)"
-  run timeout 120 build/gpu/bin/splitspec bench verify --device cuda:0 --model "$model" \
-    --repeats 20 --k 1,2,3,5,8,9,16 >"$OUT/bench_verify_cuda0_$tag.log" 2>&1 \
-    || step "FAILED: bench verify --device cuda:0 (exit $?)"
-  tail -12 "$OUT/bench_verify_cuda0_$tag.log" 2>/dev/null | tee -a "$OUT/summary.txt"
-done
-# llama.cpp's CUDA build beside it, from the sources inside the llama-cpp-python sdist
-# (tools/gpu/pack_llama_cpp.sh prunes them to fit a call), and its llama-bench on the same GGUF.
-if want llama; then
-  LLAMA_SRC="$ROOT/build/llama-cpp-src"
-  if [[ ! -f "$LLAMA_SRC/CMakeLists.txt" && "$DRY_RUN" == 0 ]]; then
-    step "SKIPPED: llama.cpp (no sources at $LLAMA_SRC: run tools/gpu/pack_llama_cpp.sh, carry build/llama-cpp-src)"
-  else
-    step "llama.cpp CUDA build (sm_90)"
-    run cmake -S "$LLAMA_SRC" -B build/llama-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=on \
-      -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=ON \
-      -DLLAMA_BUILD_APP=OFF \
-      >"$OUT/llama_configure.log" 2>&1 || step "FAILED: llama.cpp configure"
-    run cmake --build build/llama-cuda -j "$(nproc)" --target llama-bench \
-      >"$OUT/llama_build.log" 2>&1 || step "FAILED: llama.cpp build"
-    for model in "${models[@]}"; do
-      step "llama-bench CUDA ($(basename "$model" .gguf)): tg128 at batch 1, pp512"
-      run timeout 150 build/llama-cuda/bin/llama-bench -m "$model" -ngl 99 -p 512 -n 128 -r 3 \
-        >"$OUT/llama_bench_$(basename "$model" .gguf).log" 2>&1 || step "FAILED: llama-bench"
-      [[ "$DRY_RUN" == 1 ]] || tail -6 "$OUT/llama_bench_$(basename "$model" .gguf).log" | tee -a "$OUT/summary.txt"
+  wait
+}
+
+# --- benchmark models, written in the background from the start ------------------------------
+writer_pid=""
+if want bench || want llama; then
+  write_models() {
+    for spec in "${BENCH_MODELS[@]}"; do
+      local path="$WORK/models/bench-${spec/:/-}.gguf"
+      run "$B/bin/splitspec_write_bench_model" --shape "${spec%%:*}" --type "${spec##*:}" --out "$path.tmp" \
+        && run mv "$path.tmp" "$path"
+    done
+  }
+  if ((DRY_RUN)); then write_models; else write_models >"$LOGS/write_bench_models.log" 2>&1 & writer_pid=$!; fi
+fi
+
+# --- test ---------------------------------------------------------------------------------------
+test_one() {
+  local t="$1"
+  run timeout "$(limit 200)" env SPLITSPEC_REQUIRE_GPU=1 "$B/tests/$t" "${gtest_filter[@]}" >"$LOGS/test_$t.log" 2>&1
+  echo $? >"$LOGS/test_$t.rc"
+}
+# The names gtest reports as FAILED or SKIPPED in `log`: "N: first, second, ..." (at most 6).
+gtest_names() {
+  grep -E "^\[  $1 {1,2}\] " "$2" | grep -v 'listed below' | sed -E 's/^\[ *[A-Z]+ *\] ([^ ,]+).*/\1/' \
+    | sort -u | awk '{n++; if (n <= 6) s = s (n > 1 ? ", " : "") $0}
+                     END {if (n) printf "%d: %s%s", n, s, (n > 6 ? ", ..." : "")}'
+}
+if want test && in_budget 200 "gpu tests"; then
+  say "=== gpu tests (SPLITSPEC_REQUIRE_GPU=1, $PARALLEL binaries at a time, 200 s each)"
+  for_each_parallel test_one "${TESTS[@]}"
+  if ((!DRY_RUN)); then
+    for t in "${TESTS[@]}"; do
+      rc="$(cat "$LOGS/test_$t.rc")"
+      passed="$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$LOGS/test_$t.log")"
+      failed="$(gtest_names FAILED "$LOGS/test_$t.log")"
+      skipped="$(gtest_names SKIPPED "$LOGS/test_$t.log")"
+      if [[ "$rc" == 0 && -z "$skipped" ]]; then
+        say "test $t: PASS (${passed:-0} tests)"
+      elif [[ "$rc" == 124 ]]; then
+        fail "test $t: TIMEOUT (200 s, or what was left of the budget)"
+      else
+        fail "test $t: exit $rc; passed ${passed:-0}; failed: ${failed:-none}${skipped:+; skipped: $skipped}"
+      fi
+    done
+    grep -h '\[ cuda vs cpu \]\|\[ cuda graphs \]\|\[ cuda matmul \]' "$LOGS"/test_*.log 2>/dev/null | tee -a "$SUMMARY"
+  fi
+  pack_logs
+fi
+
+# --- sanitize -----------------------------------------------------------------------------------
+sanitize_one() {
+  local tool="${1%%:*}" t="${1##*:}"
+  run timeout "$(limit 150)" env SPLITSPEC_REQUIRE_GPU=1 "$SANITIZER" --tool "$tool" --target-processes all --error-exitcode 86 \
+    --print-limit 50 "$B/tests/$t" "${gtest_filter[@]}" >"$LOGS/${tool}_$t.log" 2>&1
+  echo $? >"$LOGS/${tool}_$t.rc"
+}
+# "N errors in KernelA, KernelB" from a compute-sanitizer log, or "" when it reports none.
+sanitizer_errors() {
+  local log="$1" n
+  # One ERROR SUMMARY per process (--target-processes all), for every tool.
+  n="$(sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')"
+  ((n > 0)) || return 0
+  local where
+  # Device errors name the kernel ("at AttentionKernel(...)+0x3090"), API errors the call.
+  where="$(grep '^=====' "$log" | grep -v 'Host Frame' \
+    | grep -oE ' at [A-Za-z_][A-Za-z0-9_:<>]*(\(|\+0x)|on CUDA API call to [A-Za-z0-9_]+' \
+    | sed -E 's/^ at //; s/(\(|\+0x)$//; s/on CUDA API call to /API /' | sort | uniq -c | sort -rn | head -8 \
+    | awk '{printf "%s%s x%s", (NR > 1 ? ", " : ""), $2 ($3 != "" ? " " $3 : ""), $1}')"
+  echo "$n errors in ${where:-(see the log)}"
+}
+if want sanitize && in_budget 120 "sanitizers"; then
+  say "=== compute-sanitizer: memcheck + initcheck on every gpu test binary, racecheck + synccheck on ${KERNEL_TESTS[*]}"
+  runs=()
+  for t in "${TESTS[@]}"; do runs+=("memcheck:$t" "initcheck:$t"); done
+  for t in "${KERNEL_TESTS[@]}"; do
+    [[ " ${TESTS[*]} " == *" $t "* ]] && runs+=("racecheck:$t" "synccheck:$t")
+  done
+  for_each_parallel sanitize_one "${runs[@]}"
+  if ((!DRY_RUN)); then
+    for r in "${runs[@]}"; do
+      tool="${r%%:*}" t="${r##*:}"
+      log="$LOGS/${tool}_$t.log" rc="$(cat "$LOGS/${tool}_$t.rc")"
+      errors="$(sanitizer_errors "$log")"
+      if [[ "$rc" == 124 ]]; then
+        fail "$tool $t: TIMEOUT (150 s, or what was left of the budget)${errors:+ ($errors so far)}"
+      elif [[ -n "$errors" ]]; then
+        fail "$tool $t: $errors"
+      elif [[ "$rc" != 0 ]]; then
+        fail "$tool $t: exit $rc with 0 sanitizer errors (a test failed under the tool: see ${tool}_$t.log)"
+      else
+        say "$tool $t: 0 errors"
+      fi
     done
   fi
+  pack_logs
 fi
-# HF transformers beside it, if the machine's Python has torch and transformers (nothing can
-# be installed there): the same shapes with random float16 weights (tools/gpu/bench_hf.py).
-if want hf; then
-  if [[ "$DRY_RUN" == 0 ]] && ! python3 tools/gpu/bench_hf.py --check >>"$OUT/summary.txt" 2>&1; then
-    step "SKIPPED: HF transformers (torch with CUDA or transformers not importable)"
+
+# --- bench and llama ----------------------------------------------------------------------------
+LLAMA_DIR="$WORK/llama/llama-bench-cuda"
+if want llama; then
+  if [[ -z "$LLAMA" ]]; then
+    say "=== llama-bench: not run (no --llama ARCHIVE; ../shared/peers/README.md)"
   else
-    step "HF transformers decode (SmolLM2-135M shapes, RANDOM weights, float16)"
-    run timeout 300 python3 tools/gpu/bench_hf.py --batch 1,8,32,64 --prefill-tokens 512 \
-      --decode-tokens 128 >"$OUT/bench_hf.log" 2>&1 || step "FAILED: bench_hf.py"
-    [[ "$DRY_RUN" == 1 ]] || tee -a "$OUT/summary.txt" <"$OUT/bench_hf.log"
+    run mkdir -p "$WORK/llama"
+    run tar -xJf "$LLAMA" -C "$WORK/llama" || fail "unpacking $LLAMA"
   fi
 fi
-step "done (gpu tests exit ${gpu_rc})"
-exit "$gpu_rc"
+# Waits (within the budget) until the background writer has written `path`.
+wait_for_model() {
+  ((DRY_RUN)) && return 0
+  while [[ ! -f "$1" ]] && kill -0 "$writer_pid" 2>/dev/null && ((SECONDS < BUDGET_S - 30)); do sleep 2; done
+  [[ -f "$1" ]] || { fail "benchmark model $(basename "$1") not written (write_bench_models.log)"; return 1; }
+}
+if want bench || want llama; then
+  for spec in "${BENCH_MODELS[@]}"; do
+    tag="bench-${spec/:/-}"
+    model="$WORK/models/$tag.gguf"
+    in_budget 40 "benchmarks of $tag (random weights)" || continue
+    wait_for_model "$model" || continue
+    if want bench; then
+      say "=== splitspec bench decode --device cuda:0 ($tag, RANDOM weights)"
+      run timeout "$(limit 90)" "$B/bin/splitspec" bench decode --device cuda:0 --model "$model" \
+        --decode-tokens 128 --prefill-tokens 512 --batch 1,8 >"$LOGS/decode_$tag.log" 2>&1 \
+        || fail "bench decode $tag (exit $?)"
+      ((DRY_RUN)) || grep -E '^(device|decode|prefill|batch [0-9]+):' "$LOGS/decode_$tag.log" | tee -a "$SUMMARY"
+      say "=== splitspec bench verify --device cuda:0 ($tag, RANDOM weights)"
+      run timeout "$(limit 90)" "$B/bin/splitspec" bench verify --device cuda:0 --model "$model" \
+        --repeats 10 --k 1,2,3,5,8,16 >"$LOGS/verify_$tag.log" 2>&1 || fail "bench verify $tag (exit $?)"
+      ((DRY_RUN)) || tail -9 "$LOGS/verify_$tag.log" | tee -a "$SUMMARY"
+    fi
+    if want llama && [[ -n "$LLAMA" ]]; then
+      say "=== llama-bench ($tag): pp512, tg128; then pp1..pp16 (its verify-like curve)"
+      run timeout "$(limit 90)" env LD_LIBRARY_PATH="$LLAMA_DIR:$NCCL_LIB:/usr/local/cuda/lib64" \
+        "$LLAMA_DIR/llama-bench" -m "$model" -ngl 99 -fa 1 -p 512 -n 128 -r 3 \
+        >"$LOGS/llama_$tag.log" 2>&1 || fail "llama-bench $tag (exit $?)"
+      run timeout "$(limit 60)" env LD_LIBRARY_PATH="$LLAMA_DIR:$NCCL_LIB:/usr/local/cuda/lib64" \
+        "$LLAMA_DIR/llama-bench" -m "$model" -ngl 99 -fa 1 -p 1,2,3,5,8,16 -n 0 -r 3 \
+        >>"$LOGS/llama_$tag.log" 2>&1 || fail "llama-bench pp1..16 $tag (exit $?)"
+      ((DRY_RUN)) || grep -E '^\|' "$LOGS/llama_$tag.log" | grep -v -- '---' | tee -a "$SUMMARY"
+    fi
+    pack_logs
+  done
+fi
+[[ -z "$writer_pid" ]] || { pkill -P "$writer_pid" 2>/dev/null; kill "$writer_pid" 2>/dev/null; }
+if ((DRY_RUN)); then
+  say "=== done (dry run)"
+  exit 0
+fi
+
+if ((${#failures[@]})); then
+  say "=== RESULT: FAIL (${#failures[@]}) after ${SECONDS}s"
+  printf '  %s\n' "${failures[@]}" | tee -a "$SUMMARY"
+  pack_logs
+  exit 1
+fi
+say "=== RESULT: PASS after ${SECONDS}s (every test passed, 0 sanitizer errors, every benchmark ran)"
+pack_logs
+exit 0

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Writes build/llama-cpp-src: the llama.cpp sources inside the llama-cpp-python sdist, pruned to
-# what llama-bench with the CUDA backend needs, so that they travel with a device call
-# (carry=["build/llama-cpp-src"]) and tools/gpu/device_session.sh's `llama` step builds them
-# there with -DGGML_CUDA=on. The sdist comes from PyPI through pip (the version the project's
-# CPU comparisons use); nothing is installed.
+# what llama-bench with the CUDA backend needs. They are built HERE, on the CPU machine, into the
+# prebuilt llama-bench archive that the GPU routine runs beside splitspec
+# (tools/gpu/device_session.sh --llama; docs/gpu.md, "The llama.cpp archive", has the configure
+# and build commands: ~23 minutes on 2 cores). The sdist comes from PyPI through pip (the version
+# the project's CPU comparisons use); nothing is installed.
 #
 #   tools/gpu/pack_llama_cpp.sh [VERSION]      # default 0.3.36; prints the size
 #
