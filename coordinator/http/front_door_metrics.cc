@@ -136,31 +136,31 @@ void RenderWorkers(const proto::StatusReply& status, std::string* out) {
        "Target worker: forward calls whose CUDA graph capture failed and that ran eagerly "
        "instead, since start (last heartbeat)",
        [](const proto::MemberStatus& m) {
-         return static_cast<double>(m.load().cuda_graph_capture_fallbacks());
+         return absl::StrCat(m.load().cuda_graph_capture_fallbacks());
        }},
       {"splitspec_worker_kv_cache_used_bytes",
        "Bytes the worker's KV caches hold (last heartbeat; per process, also per TP rank)",
        [](const proto::MemberStatus& m) {
-         return static_cast<double>(m.load().kv_cache_used_bytes());
+         return absl::StrCat(m.load().kv_cache_used_bytes());
        }},
       {"splitspec_worker_kv_cache_budget_bytes",
        "The worker's KV-cache budget, --kv-cache-memory (0: unlimited; last heartbeat)",
        [](const proto::MemberStatus& m) {
-         return static_cast<double>(m.load().kv_cache_budget_bytes());
+         return absl::StrCat(m.load().kv_cache_budget_bytes());
        }},
       {"splitspec_worker_kv_cache_waiting_requests",
        "Requests waiting at the worker for KV-cache room (last heartbeat)",
        [](const proto::MemberStatus& m) {
-         return static_cast<double>(m.load().kv_cache_waiting_requests());
+         return absl::StrCat(m.load().kv_cache_waiting_requests());
        }},
       {"splitspec_worker_kv_cache_waits",
        "Requests that waited for KV-cache room before starting, since the worker started",
-       [](const proto::MemberStatus& m) { return static_cast<double>(m.load().kv_cache_waits()); }},
+       [](const proto::MemberStatus& m) { return absl::StrCat(m.load().kv_cache_waits()); }},
       {"splitspec_worker_kv_cache_preemptions",
        "Running requests evicted to free KV-cache room (recomputed when re-admitted), since the "
        "worker started",
        [](const proto::MemberStatus& m) {
-         return static_cast<double>(m.load().kv_cache_preemptions());
+         return absl::StrCat(m.load().kv_cache_preemptions());
        }},
   };
   for (const Series& s : series) {
