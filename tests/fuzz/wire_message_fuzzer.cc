@@ -31,7 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto envelope = net::DecodeEnvelope(frame);
   if (envelope.ok()) {
     FUZZ_CHECK(net::BodyName(*envelope) != nullptr, "body without a name");
-    if (envelope->has_assignment()) (void)net::SamplingParamsFromProto(envelope->assignment().params());
+    if (envelope->has_assignment())
+      (void)net::SamplingParamsFromProto(envelope->assignment().params());
     if (envelope->has_submit()) (void)net::SamplingParamsFromProto(envelope->submit().params());
     if (envelope->has_draft_block()) {
       for (const auto& q : envelope->draft_block().q()) {
