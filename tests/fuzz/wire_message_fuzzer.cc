@@ -10,7 +10,6 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-
 #include "google/protobuf/stubs/logging.h"
 #include "runtime/net/rendezvous_wire.h"
 #include "runtime/net/spec_proto.h"
