@@ -172,8 +172,7 @@ size_t HttpRequestParser::TakeLine(absl::string_view data, bool* complete) {
       allowance = kMaxChunkLineBytes - std::min(line_.size(), kMaxChunkLineBytes) + 1;
       break;
     case Phase::kTrailerLine:
-      allowance =
-          limits_.max_header_bytes - std::min(trailer_bytes_, limits_.max_header_bytes) + 1;
+      allowance = limits_.max_header_bytes - std::min(trailer_bytes_, limits_.max_header_bytes) + 1;
       break;
     default:
       break;
@@ -216,8 +215,8 @@ size_t HttpRequestParser::Feed(absl::string_view data) {
         if (phase_ == Phase::kRequestLine || phase_ == Phase::kHeaderLine) {
           head_bytes_ += n;
           if (head_bytes_ > limits_.max_header_bytes) {
-            Fail(431, absl::StrCat("header section exceeds the limit of ",
-                                   limits_.max_header_bytes, " bytes"));
+            Fail(431, absl::StrCat("header section exceeds the limit of ", limits_.max_header_bytes,
+                                   " bytes"));
             break;
           }
         } else if (phase_ == Phase::kTrailerLine) {
@@ -272,9 +271,9 @@ size_t HttpRequestParser::Feed(absl::string_view data) {
     // chunks, long extensions): the request as sent is capped too.
     if (status_ != kError && chunked_ &&
         request_bytes_ > limits_.max_header_bytes + limits_.max_body_bytes) {
-      Fail(413, absl::StrCat("chunked request exceeds ",
-                             limits_.max_header_bytes + limits_.max_body_bytes,
-                             " bytes on the wire"));
+      Fail(413,
+           absl::StrCat("chunked request exceeds ",
+                        limits_.max_header_bytes + limits_.max_body_bytes, " bytes on the wire"));
     }
   }
   return taken;
@@ -428,8 +427,8 @@ void HttpRequestParser::OnChunkSizeLine(absl::string_view line) {
     }
   }
   if (digits == 0) {
-    return Fail(
-        400, absl::StrCat("malformed chunk size '", absl::CEscape(line.substr(0, 40)), "'"));
+    return Fail(400,
+                absl::StrCat("malformed chunk size '", absl::CEscape(line.substr(0, 40)), "'"));
   }
   if (!IsChunkExtensions(line.substr(digits))) {
     return Fail(400, absl::StrCat("malformed chunk extension '",
@@ -455,10 +454,9 @@ void HttpRequestParser::OnTrailerLine(absl::string_view line) {
   const size_t colon = line.find(':');
   const absl::string_view value =
       colon == absl::string_view::npos ? "" : TrimBlanks(line.substr(colon + 1));
-  if (colon == absl::string_view::npos || !IsToken(line.substr(0, colon)) ||
-      !IsFieldValue(value)) {
-    return Fail(400, absl::StrCat("malformed trailer field '", absl::CEscape(line.substr(0, 40)),
-                                  "'"));
+  if (colon == absl::string_view::npos || !IsToken(line.substr(0, colon)) || !IsFieldValue(value)) {
+    return Fail(400,
+                absl::StrCat("malformed trailer field '", absl::CEscape(line.substr(0, 40)), "'"));
   }
   // Framing and routing are decided by the header section (RFC 9110 §6.5.1);
   // the same field in the trailer is how a second parser could be misled.

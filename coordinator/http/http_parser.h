@@ -84,7 +84,7 @@ class HttpRequestParser {
   // REQUIRES: status() == kRequest.
   HttpRequest TakeRequest();
 
-  int error_status() const { return error_status_; }         // kError
+  int error_status() const { return error_status_; }                 // kError
   const std::string& error_reason() const { return error_reason_; }  // kError
 
   // Every byte the parser has looked at or copied since it was made, each time
@@ -122,11 +122,12 @@ class HttpRequestParser {
   Status status_ = kIncomplete;
   Phase phase_ = Phase::kRequestLine;
   HttpRequest request_;
-  std::string line_;            // the line being read, up to and including its LF
-  size_t request_bytes_ = 0;    // bytes of this request taken so far
-  size_t head_bytes_ = 0;       // of the head, up to the end of line_
-  size_t trailer_bytes_ = 0;    // of the trailer section, up to the end of line_
-  uint64_t body_remaining_ = 0;  // kBody: Content-Length bytes still to come; kChunkData: of the chunk
+  std::string line_;          // the line being read, up to and including its LF
+  size_t request_bytes_ = 0;  // bytes of this request taken so far
+  size_t head_bytes_ = 0;     // of the head, up to the end of line_
+  size_t trailer_bytes_ = 0;  // of the trailer section, up to the end of line_
+  // kBody: Content-Length bytes still to come; kChunkData: bytes of the chunk still to come.
+  uint64_t body_remaining_ = 0;
   bool chunked_ = false;
   int error_status_ = 0;
   std::string error_reason_;

@@ -311,8 +311,7 @@ void HttpServer::Dispatch(Connection& connection) {
     return;
   }
   HttpRequest request = parser.TakeRequest();
-  connection.request_started =
-      connection.unparsed() == 0 ? absl::InfiniteFuture() : absl::Now();
+  connection.request_started = connection.unparsed() == 0 ? absl::InfiniteFuture() : absl::Now();
   connection.exchange = next_exchange_++;
   connection.method = request.method;
   connection.path = request.path;

@@ -7,13 +7,12 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define FUZZ_CHECK(cond, what)                                                       \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      std::fprintf(stderr, "%s:%d: property failed: %s (%s)\n", __FILE__, __LINE__, \
-                   #cond, what);                                                     \
-      std::abort();                                                                  \
-    }                                                                                \
+#define FUZZ_CHECK(cond, what)                                                                    \
+  do {                                                                                            \
+    if (!(cond)) {                                                                                \
+      std::fprintf(stderr, "%s:%d: property failed: %s (%s)\n", __FILE__, __LINE__, #cond, what); \
+      std::abort();                                                                               \
+    }                                                                                             \
   } while (0)
 
 #endif  // SPLITSPEC_TESTS_FUZZ_FUZZ_CHECK_H_

@@ -12,13 +12,13 @@
 //     ending at the same byte (tests/testing/http_reference_parser.h): no
 //     framing a second parser could read differently.
 // Small limits so that the 413 / 431 paths are reached.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/strings/string_view.h"
-
 #include "coordinator/http/http_parser.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/testing/http_reference_parser.h"

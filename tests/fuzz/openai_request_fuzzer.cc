@@ -13,7 +13,6 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-
 #include "coordinator/http/json_guard.h"
 #include "coordinator/http/openai_request.h"
 #include "tests/fuzz/fuzz_check.h"

@@ -10,7 +10,6 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-
 #include "google/protobuf/stubs/logging.h"
 #include "runtime/net/rendezvous_wire.h"
 #include "runtime/net/spec_proto.h"
@@ -31,7 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto envelope = net::DecodeEnvelope(frame);
   if (envelope.ok()) {
     FUZZ_CHECK(net::BodyName(*envelope) != nullptr, "body without a name");
-    if (envelope->has_assignment()) (void)net::SamplingParamsFromProto(envelope->assignment().params());
+    if (envelope->has_assignment())
+      (void)net::SamplingParamsFromProto(envelope->assignment().params());
     if (envelope->has_submit()) (void)net::SamplingParamsFromProto(envelope->submit().params());
     if (envelope->has_draft_block()) {
       for (const auto& q : envelope->draft_block().q()) {

@@ -36,7 +36,8 @@ std::vector<std::string> ValidRequests() {
       absl::StrCat(kTe, "5;a=b\r\nhello\r\n6 ; q=\"x;y\"\r\n world\r\n0\r\nT: v\r\n\r\n"),
       absl::StrCat(kTe, "00005\r\nhello\r\n000\r\n\r\n"),
       absl::StrCat(kTe, "A\r\n0123456789\r\n0\r\n\r\n"),
-      "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhiGET /b HTTP/1.1\r\nHost: h\r\n\r\n",
+      "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhiGET /b HTTP/1.1\r\nHost: "
+      "h\r\n\r\n",
       "GET / HTTP/1.1\r\nHost: h\r\nX-Obs: caf\xc3\xa9\r\nX-Empty:\r\n\r\n",
   };
 }

@@ -279,7 +279,7 @@ TEST(HttpServerTest, IdleKeepAliveConnectionIsClosed) {
   auto response = (*connection)->ReadResponse();
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->Header("connection"), "keep-alive");
-  EXPECT_TRUE((*connection)->PeerClosed());  // blocks until the server closes it
+  EXPECT_TRUE((*connection)->PeerClosed());           // blocks until the server closes it
   EXPECT_EQ(server->counters().protocol_errors, 0u);  // a plain close, no 408
 }
 
