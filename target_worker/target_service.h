@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "runtime/model/language_model.h"
 #include "runtime/net/channel.h"
+#include "runtime/net/channel_security.h"
 #include "runtime/net/fault_injecting_channel.h"
 #include "runtime/net/worker_identity.h"
 #include "runtime/worker/worker_skeleton.h"
@@ -98,6 +99,7 @@ class TargetService : private worker::ControlHandler {
   // losing a request.
   std::unique_ptr<worker::WorkerSkeleton> skeleton_;
   net::ChannelSecurity data_security_;  // whose keys are draft keys
+  net::SecurityRefresher key_refresher_;  // re-reads the key directory (rotated keys)
   TargetEngine engine_;
   double mean_step_ms_ = 0;  // moving average, reported in heartbeats
 };
