@@ -58,6 +58,7 @@ absl::Status CoordinatorService::Run(const std::atomic<bool>& stop) {
       RETURN_IF_ERROR(HandleQueuedFrames());
       SweepLiveness(options_.clock());
       next_sweep = now + tick;
+      RefreshKeys();
       for (const std::string& peer : status_waiting_) AnswerStatus(peer);
       status_waiting_.clear();
     }
@@ -97,7 +98,14 @@ void CoordinatorService::SweepLiveness(absl::Time now) {
   SendAll(out);
 }
 
+void CoordinatorService::RefreshKeys() {
+  // Keys rotated or added in the key directory (docs/protocol.md, "Security model").
+  if (!options_.security.has_value() && key_refresher_.Poll(absl::Now()))
+    security_ = net::DefaultChannelSecurity();
+}
+
 void CoordinatorService::Handle(const net::Frame& frame) {
+  RefreshKeys();  // a new worker's key may have been admitted at its handshake just now
   if (absl::Status allowed = Authorize(frame); !allowed.ok()) return Refuse(frame, allowed);
   Dispatch(frame);
 }
@@ -232,7 +240,7 @@ void CoordinatorService::Dispatch(const net::Frame& frame) {
       break;
     case proto::Envelope::kGroupAnnounce: {
       proto::Envelope reply = net::NewEnvelope();
-      *reply.mutable_group_info() = groups_.Announce(envelope.group_announce());
+      *reply.mutable_group_info() = groups_.Announce(envelope.group_announce(), frame.peer_key);
       SPLITSPEC_LOG(INFO) << "tp group '" << envelope.group_announce().group() << "' generation "
                           << envelope.group_announce().generation() << " at "
                           << envelope.group_announce().rendezvous_endpoint();
@@ -380,17 +388,20 @@ void CoordinatorService::LogDrainsSent(const std::vector<Outgoing>& out) {
 void CoordinatorService::SendAll(std::vector<Outgoing>& out) {
   for (Outgoing& message : out) {
     if (message.envelope.has_assignment())
-      StampDraftWorkerKey(message.envelope.mutable_assignment());
+      StampWorkerKeys(message.envelope.mutable_assignment());
     Reply(message.peer, message.envelope);
   }
   out.clear();
 }
 
-void CoordinatorService::StampDraftWorkerKey(proto::Assignment* assignment) const {
-  // The target binds the request's draft traffic to this key (docs/protocol.md).
+void CoordinatorService::StampWorkerKeys(proto::Assignment* assignment) const {
+  // The target binds the request's draft traffic to the draft worker's key, and
+  // the draft worker expects the target's key of its data port (docs/protocol.md).
   auto key = worker_keys_.find(assignment->draft_worker_id());
   if (assignment->draft_worker_id() != 0 && key != worker_keys_.end())
     assignment->set_draft_worker_key(key->second);
+  key = worker_keys_.find(assignment->target_worker_id());
+  if (key != worker_keys_.end()) assignment->set_target_worker_key(key->second);
 }
 
 void CoordinatorService::Reply(const std::string& peer, const proto::Envelope& envelope) {

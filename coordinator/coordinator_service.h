@@ -38,6 +38,7 @@
 #include "coordinator/membership.h"
 #include "coordinator/request_router.h"
 #include "runtime/net/channel.h"
+#include "runtime/net/channel_security.h"
 
 namespace splitspec::coordinator {
 
@@ -102,8 +103,11 @@ class CoordinatorService {
   void LogDrainsSent(const std::vector<Outgoing>& out);
   void Reply(const std::string& peer, const proto::Envelope& envelope);
   void SendAll(std::vector<Outgoing>& out);
-  // Sets an assignment's draft_worker_key to the key that registered its draft worker.
-  void StampDraftWorkerKey(proto::Assignment* assignment) const;
+  // Takes the process's security again when its key directory changed.
+  void RefreshKeys();
+  // Sets an assignment's draft_worker_key and target_worker_key to the keys that
+  // registered its draft worker and its target.
+  void StampWorkerKeys(proto::Assignment* assignment) const;
 
   CoordinatorOptions options_;
   std::unique_ptr<net::Channel> control_;
@@ -114,6 +118,9 @@ class CoordinatorService {
   absl::Time started_;
   uint64_t unexpected_messages_ = 0;
   net::ChannelSecurity security_;
+  // Re-reads the key directory while it runs (rotated and added keys), when
+  // security_ is the process's default.
+  net::SecurityRefresher key_refresher_;
   // Worker id -> the peer name it registered from; peer name -> its key.
   std::map<uint64_t, std::string> worker_peers_;
   // The CURVE key each live worker id registered with (none in plaintext).

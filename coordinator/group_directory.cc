@@ -2,7 +2,8 @@
 
 namespace splitspec::coordinator {
 
-proto::GroupInfo GroupDirectory::Announce(const proto::GroupAnnounce& announce) {
+proto::GroupInfo GroupDirectory::Announce(const proto::GroupAnnounce& announce,
+                                          const std::string& leader_key) {
   proto::GroupInfo not_recorded;
   not_recorded.set_group(announce.group());
   if (announce.group().empty() || announce.rendezvous_endpoint().empty() ||
@@ -17,6 +18,7 @@ proto::GroupInfo GroupDirectory::Announce(const proto::GroupAnnounce& announce) 
   info.set_rendezvous_endpoint(announce.rendezvous_endpoint());
   info.set_generation(announce.generation());
   info.set_tp_size(announce.tp_size());
+  info.set_leader_key(leader_key);
   return info;
 }
 

@@ -32,8 +32,11 @@ namespace splitspec::coordinator {
 class GroupDirectory {
  public:
   // Records the announcement unless it is stale or malformed (empty group or
-  // endpoint, tp_size < 2: found=false in the echo).
-  proto::GroupInfo Announce(const proto::GroupAnnounce& announce);
+  // endpoint, tp_size < 2: found=false in the echo). `leader_key`: the CURVE
+  // key it came with ("" without CURVE), handed to followers as the
+  // rendezvous server's key (GroupInfo.leader_key).
+  proto::GroupInfo Announce(const proto::GroupAnnounce& announce,
+                            const std::string& leader_key = "");
   // found=false until a generation >= lookup.min_generation was announced.
   proto::GroupInfo Lookup(const proto::GroupLookup& lookup) const;
 

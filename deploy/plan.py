@@ -9,8 +9,9 @@ Slurm and Kubernetes launchers run exactly the command lines `serve` would.
       exec()s the selected process in place: its env set, env_from copied from
       this environment, EXTRA_ARGS appended (the binaries take the last value
       of a repeated flag, so `-- --name pod-7` renames it). --data-host
-      replaces the address in a leader's --data-endpoint (the pod or node IP,
-      known only where it runs); --no-device-env drops CUDA_VISIBLE_DEVICES
+      replaces the address in a leader's --data-endpoint and a rank's
+      --tp-address (the pod or node IP, known only where it runs: ranks in
+      pods of their own cannot meet on loopback); --no-device-env drops CUDA_VISIBLE_DEVICES
       where the scheduler assigns GPUs itself (Slurm, Kubernetes). --print
       prints {"argv": [...], "env": {set variables}} instead of starting it.
   plan.py count PLAN --role ROLE
@@ -84,6 +85,8 @@ def with_data_host(argv, host):
     for i in range(len(out) - 1):
         if out[i] == "--data-endpoint":
             out[i + 1] = re.sub(r"^tcp://.*:([0-9]+|\*)$", lambda m: f"tcp://{host}:{m.group(1)}", out[i + 1])
+        elif out[i] == "--tp-address":
+            out[i + 1] = host
     return out
 
 

@@ -94,28 +94,33 @@ void DraftService::SendBlocks(std::vector<OutgoingBlock>& blocks) {
   }
 }
 
-absl::StatusOr<net::Channel*> DraftService::TargetChannel(const std::string& endpoint) {
+absl::StatusOr<net::Channel*> DraftService::TargetChannel(const std::string& endpoint,
+                                                          const std::string& server_key) {
   auto it = targets_.find(endpoint);
-  if (it != targets_.end()) return it->second.get();
+  if (it != targets_.end() && (server_key.empty() || target_keys_[endpoint] == server_key))
+    return it->second.get();
   net::MembershipClient& membership = skeleton_->membership();
   if (!membership.registered()) return absl::UnavailableError("not registered yet");
-  // A target's data port holds the target key (channel_security.h).
+  // A target's data port holds that target's key (channel_security.h): the
+  // coordinator names it in the assignment; the shared target key otherwise.
   const net::ChannelSecurity security = net::DefaultChannelSecurity();
+  const std::string key = server_key.empty() ? security.target_public_key : server_key;
   ASSIGN_OR_RETURN(std::unique_ptr<net::Channel> channel,
                    net::ConnectChannel(endpoint, net::DraftPeerName(membership.worker_id()),
-                                       security, security.target_public_key));
+                                       security, key));
   if (options_.data_faults.has_value()) {
     channel =
         std::make_unique<net::FaultInjectingChannel>(std::move(channel), *options_.data_faults);
   }
   net::Channel* raw = channel.get();
-  targets_.emplace(endpoint, std::move(channel));
+  targets_[endpoint] = std::move(channel);
+  target_keys_[endpoint] = key;
   return raw;
 }
 
 absl::Status DraftService::Assign(const proto::Assignment& assignment) {
   RETURN_IF_ERROR(engine_.AddRequest(assignment));
-  return TargetChannel(assignment.target_endpoint()).status();
+  return TargetChannel(assignment.target_endpoint(), assignment.target_worker_key()).status();
 }
 
 void DraftService::DrainTargets() {

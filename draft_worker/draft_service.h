@@ -60,11 +60,18 @@ class DraftService : private worker::ControlHandler {
   // the drafter's KV accounting).
   void ReportLoad();
   void SendBlocks(std::vector<OutgoingBlock>& blocks);
-  absl::StatusOr<net::Channel*> TargetChannel(const std::string& endpoint);
+  // The channel to the target data port at `endpoint`, made on first use.
+  // `server_key`: the target's CURVE key from its Assignment ("" : the key the
+  // channel was made with, else the shared target key); a different key than
+  // the cached channel's (the target there restarted with another key)
+  // replaces the channel.
+  absl::StatusOr<net::Channel*> TargetChannel(const std::string& endpoint,
+                                              const std::string& server_key = "");
 
   DraftServiceOptions options_;
   std::unique_ptr<worker::WorkerSkeleton> skeleton_;  // membership, control dispatch, drain
   std::map<std::string, std::unique_ptr<net::Channel>> targets_;  // data endpoint -> channel
+  std::map<std::string, std::string> target_keys_;  // data endpoint -> its channel's server key
   spec::Drafter* drafter_;  // the engine's, for its KV accounting
   DraftEngine engine_;
 };

@@ -48,7 +48,10 @@ absl::Status RunTensorParallelRank(const splitspec::cli::WorkerFlags& flags) {
       .group = flags.identity.tp_group,
       .rank = flags.identity.tp_rank,
       .size = flags.identity.tp_size,
-      .host = splitspec::target::GroupHostFor(flags.identity.data_endpoint, flags.coordinator),
+      .host = !flags.tp_address.empty()
+                  ? flags.tp_address
+                  : splitspec::target::GroupHostFor(flags.identity.data_endpoint,
+                                                    flags.coordinator),
       .timeout = absl::Milliseconds(flags.tp_timeout_ms),
       .device = flags.device,
       .comm = flags.tp_comm};

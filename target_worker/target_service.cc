@@ -53,6 +53,7 @@ TargetService::TargetService(model::LanguageModel* model, TargetServiceOptions o
 absl::Status TargetService::Run(const std::atomic<bool>& stop) {
   while (!stop.load(std::memory_order_relaxed) && !skeleton_->drain_requested()) {
     const absl::Time now = absl::Now();
+    if (key_refresher_.Poll(now)) data_security_ = net::DefaultChannelSecurity();  // rotated keys
     RETURN_IF_ERROR(skeleton_->Tick(now));
     skeleton_->DispatchControl(*this);
     DrainData();
@@ -129,6 +130,9 @@ absl::Status TargetService::LeaveBrokenGroup(absl::Status failure) {
 }
 
 void TargetService::DrainData() {
+  // A draft worker's key admitted at its handshake just now (or rotated) is known here too.
+  if (data_->Readable() && key_refresher_.Poll(absl::Now()))
+    data_security_ = net::DefaultChannelSecurity();
   while (data_->Readable()) {
     absl::StatusOr<net::Frame> frame = data_->Receive(absl::ZeroDuration());
     if (!frame.ok()) return;

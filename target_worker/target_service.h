@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "runtime/model/language_model.h"
 #include "runtime/net/channel.h"
+#include "runtime/net/channel_security.h"
 #include "runtime/net/fault_injecting_channel.h"
 #include "runtime/net/worker_identity.h"
 #include "runtime/worker/worker_skeleton.h"
@@ -100,6 +101,7 @@ class TargetService : private worker::ControlHandler {
   std::unique_ptr<worker::WorkerSkeleton> skeleton_;
   net::ChannelSecurity data_security_;  // whose keys are draft keys
   const model::LanguageModel* model_;   // the engine's; its counters go into heartbeats
+  net::SecurityRefresher key_refresher_;  // re-reads the key directory (rotated keys)
   TargetEngine engine_;
   double mean_step_ms_ = 0;  // moving average, reported in heartbeats
   uint64_t kv_bytes_per_position_;  // of this model's caches (reported in heartbeats)

@@ -18,6 +18,7 @@
 #endif
 #include "runtime/net/channel.h"
 #include "runtime/net/channel_rendezvous_store.h"
+#include "runtime/net/channel_security.h"
 #include "runtime/net/wire_format.h"
 
 namespace splitspec::target {
@@ -83,13 +84,17 @@ absl::StatusOr<std::unique_ptr<net::Communicator>> CreateNccl(
 #endif
 }
 
+// `leader_key`: the CURVE key of the leader serving the store ("" without CURVE).
 absl::StatusOr<FormedGroup> CreateCommunicator(const TpGroupOptions& options,
                                                const std::string& store_endpoint,
+                                               const std::string& leader_key,
                                                uint64_t generation) {
   ASSIGN_OR_RETURN(std::unique_ptr<net::RendezvousStore> store,
                    net::ConnectRendezvousStore(
-                       store_endpoint, absl::StrCat(GenerationGroup(options, generation), "/rank-",
-                                                    options.rank, "-", getpid())));
+                       store_endpoint,
+                       absl::StrCat(GenerationGroup(options, generation), "/rank-", options.rank,
+                                    "-", getpid()),
+                       absl::Seconds(10), leader_key));
   const net::CommunicatorOptions group{.group = GenerationGroup(options, generation),
                                        .rank = options.rank,
                                        .size = options.size,
@@ -184,7 +189,9 @@ absl::StatusOr<FormedGroup> FormAsLeader(const TpGroupOptions& options,
         " at '", echo.rendezvous_endpoint(), "' instead of this leader's generation ", generation,
         " (is another leader running with the same group name?)"));
   }
-  return CreateCommunicator(options, endpoint, generation);
+  // The store runs in this process: its server key is this process's own.
+  return CreateCommunicator(options, endpoint, net::DefaultChannelSecurity().own.public_key,
+                            generation);
 }
 
 absl::StatusOr<FormedGroup> JoinAsFollower(const TpGroupOptions& options, uint64_t min_generation,
@@ -202,7 +209,8 @@ absl::StatusOr<FormedGroup> JoinAsFollower(const TpGroupOptions& options, uint64
             absl::StrCat("tp group '", options.group, "': the leader announced tp size ",
                          info->tp_size(), ", this rank was started with --tp-size ", options.size));
       }
-      return CreateCommunicator(options, info->rendezvous_endpoint(), info->generation());
+      return CreateCommunicator(options, info->rendezvous_endpoint(), info->leader_key(),
+                                info->generation());
     }
     if (!info.ok()) SPLITSPEC_LOG(DEBUG) << info.status();
     std::this_thread::sleep_for(absl::ToChronoMilliseconds(kLookupInterval));

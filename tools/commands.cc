@@ -91,7 +91,11 @@ const cli::FlagTable& ServeFlagTable() {
                   cli::IntRangeOf<int>()},
                  {"restart-window-s", "S", "60",
                   "the window --max-restarts counts in; the back-off (250 ms, doubling, at "
-                  "most 8 s) starts over after a window without a restart"}},
+                  "most 8 s) starts over after a window without a restart"},
+                 {"register-timeout", "DURATION", "60s",
+                  "a worker not registered with the coordinator this long after its start "
+                  "(hung before its first registration) is killed and restarted like a crash "
+                  "(e.g. 90s, 2m; a bare number is seconds; 0: never)"}},
        .details = "Unset flags keep the config file's value. Relative paths given as flags "
                   "resolve against the current directory. A worker that dies is restarted "
                   "(back-off, logged, counted in /metrics as splitspec_worker_restarts_total) "
@@ -328,14 +332,28 @@ const cli::FlagTable& KeygenFlagTable() {
        .flags = {{"out", "DIR", "", "the key directory (made 0700 if absent; required)"},
                  {"name", "ROLE", "",
                   "coordinator, target, draft, client, admin, or all (required unless a "
-                  "draft worker key is asked for)"},
+                  "worker key is asked for)"},
                  {"draft-workers", "N", "0",
                   "also write draft.d/draft-0 .. draft-(N-1): a key of its own for each draft "
                   "worker started with --name draft-I",
                   cli::IntRangeOf<int>()},
                  {"draft-worker", "NAME", "",
                   "also write draft.d/NAME for the draft worker started with --name NAME "
-                  "(comma-separated for several)"}}});
+                  "(comma-separated for several)"},
+                 {"target-workers", "N", "0",
+                  "also write target.d/target-0 .. target-(N-1): a key of its own for each "
+                  "target rank started with --name target-I"},
+                 {"target-worker", "NAME", "",
+                  "also write target.d/NAME for the target rank started with --name NAME "
+                  "(comma-separated for several)"},
+                 {"rotate", "ROLE", "",
+                  "replace the keys of target, draft, client or admin (ROLE.key and every "
+                  "ROLE.d/NAME.key) with fresh ones in a running cluster; the old public keys "
+                  "stay accepted for --grace-s (DIR/retiring), while workers are restarted or "
+                  "replaced onto the new keys"},
+                 {"grace-s", "S", "300",
+                  "with --rotate: how long the coordinator and targets still accept the old "
+                  "keys"}}});
   return table;
 }
 
@@ -347,6 +365,10 @@ const cli::FlagTable& ScaleFlagTable() {
                  {"draft", "+N|-N", "", "start or drain N draft workers"},
                  {"target-groups", "+N|-N", "", "start or drain N target groups"},
                  {"worker-ids", "ID,ID", "", "with one -N: drain exactly these workers"},
+                 {"roll", "draft|target", "",
+                  "replace every serving worker of the role: start as many new ones (on the "
+                  "keys in SPLITSPEC_KEYS now, e.g. after `keygen --rotate`), then drain the "
+                  "old ones"},
                  {"model", "PATH", kDefaultModel, "new workers' target model"},
                  {"drafter", "NAME", "model with --draft-model, else ngram",
                   "new draft workers' drafter"},

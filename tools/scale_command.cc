@@ -1,5 +1,5 @@
 // `splitspec scale [--coordinator EP] [--draft +N|-N] [--target-groups +N|-N]
-//                  [--worker-ids ID,ID] [--model PATH] [--drafter NAME] [--draft-model PATH]
+//                  [--worker-ids ID,ID] [--roll draft|target] [--model PATH] [--drafter NAME] [--draft-model PATH]
 //                  [--threads N] [--target-tp N] [--host ADDR] [--log-dir DIR]
 //                  [--drain-timeout-ms N] [--wait-s N] [--force]`
 //
@@ -18,15 +18,25 @@
 //       coordinator's, 30 s). No request is lost; the coordinator refuses to
 //       drain the last target group (after which it refuses every request)
 //       unless --force, and even forced, not while requests wait or run.
+//   --roll ROLE  replaces every serving worker of the role (draft, or target
+//       groups of --target-tp ranks): starts as many new ones, waits until they
+//       have registered, then drains the old ones as -N --worker-ids would. The
+//       new workers load the keys SPLITSPEC_KEYS holds now, so after
+//       `splitspec keygen --rotate ROLE` this moves the cluster onto the new
+//       keys within the grace period, no request lost.
 // Prints one JSON object per line: each worker started / registered /
 // draining / left, then {"event":"pools",...} with the final pool sizes.
 // Flags for new workers mirror `splitspec serve`: --model, --drafter,
 // --threads; the draft model's path is --draft-model (--draft is the count).
+// With SPLITSPEC_KEYS=DIR each new worker gets a key of its own,
+// DIR/draft.d/NAME or DIR/target.d/NAME (the running coordinator and targets
+// re-read DIR), unless DIR cannot be written (then the role's shared key).
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -63,6 +73,7 @@ struct ScaleFlags {
   int drain_timeout_ms = 0;  // 0: the coordinator's
   absl::Duration wait = absl::Seconds(120);
   bool force = false;  // DrainRequest.force: the last target group may go
+  proto::Role roll = proto::ROLE_UNSPECIFIED;  // --roll: replace every worker of this role
 };
 
 // "+N" or "-N" (N >= 1).
@@ -86,9 +97,20 @@ absl::StatusOr<ScaleFlags> ParseFlags(const CommandArgs& argv) {
   f.force = args.Has("force");  // a switch: false when --force=false
   ASSIGN_OR_RETURN(f.draft_delta, ParseDelta(args, "draft"));
   ASSIGN_OR_RETURN(f.target_delta, ParseDelta(args, "target-groups"));
-  if (f.draft_delta == 0 && f.target_delta == 0) {
+  if (args.Has("roll")) {
+    const std::string roll = args.GetString("roll", "");
+    if (roll != "draft" && roll != "target") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--roll '", roll, "': must be draft or target"));
+    }
+    if (f.draft_delta != 0 || f.target_delta != 0 || args.Has("worker-ids")) {
+      return absl::InvalidArgumentError(
+          "--roll goes without --draft, --target-groups and --worker-ids");
+    }
+    f.roll = roll == "draft" ? proto::ROLE_DRAFT_WORKER : proto::ROLE_TARGET_WORKER;
+  } else if (f.draft_delta == 0 && f.target_delta == 0) {
     return absl::InvalidArgumentError(
-        "nothing to do: give --draft +N|-N and/or --target-groups +N|-N");
+        "nothing to do: give --draft +N|-N and/or --target-groups +N|-N (or --roll ROLE)");
   }
   ASSIGN_OR_RETURN(std::vector<int32_t> ids, args.GetIntList("worker-ids"));
   for (int32_t id : ids) {
@@ -127,7 +149,7 @@ absl::StatusOr<ScaleFlags> ParseFlags(const CommandArgs& argv) {
   f.target_tp = static_cast<int>(target_tp);
   f.drain_timeout_ms = static_cast<int>(drain_timeout_ms);
   f.wait = absl::Seconds(wait_s);
-  const bool grows = f.draft_delta > 0 || f.target_delta > 0;
+  const bool grows = f.draft_delta > 0 || f.target_delta > 0 || f.roll != proto::ROLE_UNSPECIFIED;
   if (grows && !std::filesystem::exists(f.model)) {
     return absl::NotFoundError(absl::StrCat("model ", f.model, " not found; pass --model PATH"));
   }
@@ -160,8 +182,22 @@ absl::StatusOr<std::vector<Started>> StartWorkers(const ScaleFlags& f) {
       f.threads > 0 ? f.threads
                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   std::vector<Started> started;
+  const char* keys_dir = std::getenv("SPLITSPEC_KEYS");
   auto spawn = [&](const std::vector<std::string>& argv, const std::string& name,
                    const std::string& role) {
+    if (keys_dir != nullptr && *keys_dir != '\0') {
+      // A key of its own (draft.d/NAME, target.d/NAME), which the coordinator and
+      // the targets pick up from the directory while they run; a directory this
+      // command may not write (a mounted secret) leaves it the role's shared key.
+      absl::StatusOr<net::CurveKeyPair> keys = net::GenerateCurveKeyPair();
+      absl::Status written =
+          keys.ok() ? net::WriteKeyFiles(absl::StrCat(keys_dir, "/", role, ".d"), name, *keys)
+                    : keys.status();
+      if (!written.ok()) {
+        std::fprintf(stderr, "splitspec scale: %s gets the shared %s key: %s\n", name.c_str(),
+                     role.c_str(), std::string(written.message()).c_str());
+      }
+    }
     const std::string log = absl::StrCat(f.log_dir, "/", name, ".log");
     absl::StatusOr<Subprocess> process = Subprocess::SpawnDetached(argv, log);
     if (!process.ok()) return process.status();
@@ -321,9 +357,35 @@ absl::Status PrintPools(const ScaleFlags& f) {
   return absl::OkStatus();
 }
 
+// --roll: as many new workers of the role as serve now, then the old ones drained.
+absl::Status Roll(const ScaleFlags& f) {
+  ASSIGN_OR_RETURN(proto::StatusReply status,
+                   net::FetchCoordinatorStatus(f.coordinator, absl::Seconds(5)));
+  ScaleFlags roll = f;
+  for (const proto::MemberStatus& m : status.members()) {
+    const bool serving =
+        m.state() == proto::MEMBER_STATE_ALIVE || m.state() == proto::MEMBER_STATE_SUSPECT;
+    // A target group is drained through its leader.
+    if (serving && m.role() == f.roll && m.tp_rank() == 0) roll.worker_ids.push_back(m.worker_id());
+  }
+  const int count = static_cast<int>(roll.worker_ids.size());
+  if (count == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--roll: no serving ", f.roll == proto::ROLE_DRAFT_WORKER ? "draft worker" : "target group",
+        " to replace"));
+  }
+  ScaleFlags grow = f;
+  (f.roll == proto::ROLE_DRAFT_WORKER ? grow.draft_delta : grow.target_delta) = count;
+  ASSIGN_OR_RETURN(std::vector<Started> started, StartWorkers(grow));
+  RETURN_IF_ERROR(WaitRegistered(f, started));
+  RETURN_IF_ERROR(Shrink(roll, f.roll, -count));
+  return PrintPools(f);
+}
+
 absl::Status Scale(const ScaleFlags& f) {
   // Fail before starting anything if the coordinator is not there.
   RETURN_IF_ERROR(net::FetchCoordinatorStatus(f.coordinator, absl::Seconds(5)).status());
+  if (f.roll != proto::ROLE_UNSPECIFIED) return Roll(f);
   if (f.draft_delta > 0 || f.target_delta > 0) {
     ScaleFlags grow = f;
     grow.draft_delta = std::max(f.draft_delta, 0);

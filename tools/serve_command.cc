@@ -2,7 +2,7 @@
 //                  [--http HOST:PORT | --http none] [--model PATH] [--drafter NAME]
 //                  [--draft PATH] [--drafts N] [--targets N] [--target-tp N]
 //                  [--threads N] [--log-dir DIR] [--max-restarts N]
-//                  [--restart-window-s S] [coordinator flags]`
+//                  [--restart-window-s S] [--register-timeout D] [coordinator flags]`
 //
 // Starts a cluster on this machine as separate processes, as the cluster
 // config describes it (runtime/config/cluster_config.h; --config FILE, else
@@ -14,8 +14,9 @@
 // registered, prints the membership, and keeps running until Ctrl-C / SIGTERM
 // (then stops the workers before the coordinator). Meanwhile it supervises
 // (tools/serve_supervisor.h): a worker that dies, or hangs (the coordinator
-// declared it dead: no heartbeats), is restarted with back-off while the
-// cluster keeps serving; the coordinator's exit, or a worker
+// declared it dead: no heartbeats; or it has not registered within
+// --register-timeout of its start, during start-up too), is restarted with
+// back-off while the cluster keeps serving; the coordinator's exit, or a worker
 // crash-looping past --max-restarts, stops the cluster with a message naming
 // the process and quoting its log. A worker that exits with status 0 was
 // drained by `splitspec scale` and is let go. A config that puts a process on
@@ -151,12 +152,12 @@ absl::Status Serve(const ServeOptions& options, const std::vector<PlannedProcess
   for (const PlannedProcess& p : plan) drafts += p.role == "draft";
   const int groups = static_cast<int>(config.target_groups.size());
   const std::string control = config.coordinator.WorkerEndpoint();
-  if (absl::Status ready = WaitForMembers(control, groups, drafts, supervisor); !ready.ok()) {
-    supervisor.StopAll();
-    return ready;
-  }
   // A worker hung alive (stopped, deadlocked) never exits: once the coordinator
-  // declares it dead (no heartbeat for its liveness window) it is killed and restarted.
+  // declares it dead (no heartbeat for its liveness window), or when it has not
+  // registered within --register-timeout of its start (it never heartbeats), it
+  // is killed and restarted. From the start: a worker may hang before it ever
+  // registers.
+  supervisor.SetRegisterTimeout(options.register_timeout);
   supervisor.WatchHeartbeats(
       [control]() -> absl::StatusOr<std::vector<proto::MemberStatus>> {
         absl::StatusOr<proto::StatusReply> status =
@@ -166,6 +167,10 @@ absl::Status Serve(const ServeOptions& options, const std::vector<PlannedProcess
                                                 status->members().end());
       },
       absl::Seconds(1));
+  if (absl::Status ready = WaitForMembers(control, groups, drafts, supervisor); !ready.ok()) {
+    supervisor.StopAll();
+    return ready;
+  }
   std::printf("==> cluster ready on %s: %d target group(s), %d draft worker(s); Ctrl-C stops it\n",
               control.c_str(), groups, drafts);
   if (config.coordinator.http != "none")

@@ -1,9 +1,11 @@
 #include "tools/serve_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/coordinator_flags.h"
@@ -126,6 +128,46 @@ void SetDevice(const std::string& device, PlannedProcess* p) {
   p->argv.insert(p->argv.end(), {"--device", "cuda:0"});
 }
 
+// Whether the ranks of `g` run on more than one host.
+bool SpansHosts(const config::TargetGroupConfig& g) {
+  for (int rank = 1; rank < g.tp; ++rank) {
+    if (g.HostOfRank(rank) != g.HostOfRank(0)) return true;
+  }
+  return false;
+}
+
+// The address a rank's Gloo pair and the leader's rendezvous server bind
+// (--tp-address): loopback when the group is on one host (its collectives never
+// leave it), else the rank's host as the config names it (an address, or a name
+// that host resolves to its address on the group's network).
+std::string TpAddressOf(const config::TargetGroupConfig& g, int rank) {
+  return SpansHosts(g) ? g.HostOfRank(rank) : "127.0.0.1";
+}
+
+// Gloo, which carries a group's collectives, has no encrypted transport in
+// the Debian build (CURVE covers only ZeroMQ sockets): a group whose ranks
+// talk across hosts is refused unless the config vouches for that network.
+absl::Status CheckTpNetwork(const ClusterConfig& c) {
+  if (c.security.tp_network == "trusted") return absl::OkStatus();
+  for (size_t i = 0; i < c.target_groups.size(); ++i) {
+    const config::TargetGroupConfig& g = c.target_groups[i];
+    if (!SpansHosts(g)) continue;
+    std::vector<std::string> hosts;
+    for (int rank = 0; rank < g.tp; ++rank) hosts.push_back(g.HostOfRank(rank));
+    const std::string field = absl::StrCat("target_group[", i, "].hosts");
+    auto origin = c.origins.find(field);
+    return absl::FailedPreconditionError(absl::StrCat(
+        origin != c.origins.end() ? origin->second : c.source, ": target group '", g.name,
+        "' spans hosts ", absl::StrJoin(hosts, ", "),
+        ": its tensor-parallel traffic (Gloo collectives: activations and step plans) runs "
+        "over plaintext, unauthenticated TCP between them (Gloo has no encrypted transport; "
+        "CURVE covers only the ZeroMQ sockets), so anyone on that network could read or forge "
+        "it. Put those hosts on a private network and set tp_network = \"trusted\" in "
+        "[security], or run the group's ranks on one host"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckLimitsHaveFlags(const ClusterConfig& c) {
   const config::CoordinatorLimits defaults;
   const config::CoordinatorLimits& l = c.coordinator.limits;
@@ -170,6 +212,24 @@ absl::StatusOr<RestartPolicy> ParseRestartPolicy(const CliArgs& args) {
   return policy;
 }
 
+// --register-timeout: "90s", "2m", "500ms", or bare seconds; 0 = never.
+absl::StatusOr<absl::Duration> ParseRegisterTimeout(const CliArgs& args) {
+  const std::string text = args.GetString("register-timeout", "60s");
+  absl::Duration timeout;
+  double seconds = 0;
+  if (absl::SimpleAtod(text, &seconds) && std::isfinite(seconds)) {
+    timeout = absl::Seconds(seconds);
+  } else if (!absl::ParseDuration(text, &timeout)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--register-timeout '", text, "': not a duration (e.g. 90s, 2m) or a number of seconds"));
+  }
+  if (timeout < absl::ZeroDuration() || timeout == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--register-timeout '", text, "': must be finite and >= 0 (0: never)"));
+  }
+  return timeout == absl::ZeroDuration() ? absl::InfiniteDuration() : timeout;
+}
+
 }  // namespace
 
 std::vector<cli::Flag> ForwardedCoordinatorFlags() {
@@ -207,6 +267,7 @@ absl::StatusOr<ServeOptions> ParseServeOptions(const CommandArgs& argv,
   RETURN_IF_ERROR(config::ValidateClusterConfig(c));
   ASSIGN_OR_RETURN(options.coordinator_flags, CoordinatorFlagWords(args));
   ASSIGN_OR_RETURN(options.restart, ParseRestartPolicy(args));
+  ASSIGN_OR_RETURN(options.register_timeout, ParseRegisterTimeout(args));
   return options;
 }
 
@@ -221,15 +282,20 @@ absl::Status PrepareEphemeralKeys(ClusterConfig* config, const ServeEnvironment&
   std::error_code error;
   std::filesystem::create_directories(RunDirOf(*config, env), error);
   std::filesystem::remove_all(dir, error);  // the last run's keys: never reused
-  if (error)
-    return absl::UnavailableError(absl::StrCat("cannot remove ", dir, ": ", error.message()));
-  // A key of its own for every draft worker serve starts (its process name is
-  // its --name, so it finds draft.d/NAME.key; a restarted worker reuses it).
+  if (error) return absl::UnavailableError(absl::StrCat("cannot remove ", dir, ": ",
+                                                        error.message()));
+  // A key of its own for every worker serve starts (its process name is its
+  // --name, so it finds draft.d/NAME.key or target.d/NAME.key; a restarted
+  // worker reuses it).
   std::vector<std::string> draft_workers;
   for (const config::DraftPoolConfig& pool : config->draft_pools) {
     for (int i = 0; i < pool.count; ++i) draft_workers.push_back(absl::StrCat(pool.name, "-", i));
   }
-  RETURN_IF_ERROR(net::WriteEphemeralClusterKeys(dir, draft_workers));
+  std::vector<std::string> target_workers;
+  for (const config::TargetGroupConfig& group : config->target_groups) {
+    for (int rank = 0; rank < group.tp; ++rank) target_workers.push_back(ProcessName(group, rank));
+  }
+  RETURN_IF_ERROR(net::WriteEphemeralClusterKeys(dir, draft_workers, target_workers));
   config->security.keys_dir = dir;
   return absl::OkStatus();
 }
@@ -238,6 +304,7 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
     const ClusterConfig& c, const ServeEnvironment& env,
     const std::vector<std::string>& coordinator_flags) {
   RETURN_IF_ERROR(CheckLimitsHaveFlags(c));
+  RETURN_IF_ERROR(CheckTpNetwork(c));
   const std::string run_dir = RunDirOf(c, env);
   const std::string model = c.models.target.empty() ? env.default_model : c.models.target;
   const std::string endpoint = c.coordinator.WorkerEndpoint();
@@ -290,6 +357,7 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
                 std::to_string(g.tp)};
       // The leader owns the sockets draft workers connect to (docs/architecture.md).
       if (rank == 0) p.argv.insert(p.argv.end(), {"--data-endpoint", g.data_endpoint});
+      if (g.tp > 1) p.argv.insert(p.argv.end(), {"--tp-address", TpAddressOf(g, rank)});
       if (g.threads > 0) p.argv.insert(p.argv.end(), {"--threads", std::to_string(g.threads)});
       if (!g.kv_cache_memory.empty())
         p.argv.insert(p.argv.end(), {"--kv-cache-memory", g.kv_cache_memory});

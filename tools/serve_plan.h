@@ -28,7 +28,8 @@
 // --heartbeat-ms, --queue-timeout-ms, --http-max-connections-per-client,
 // --metrics-open, ...) are accepted and passed on to splitspec-coordinator
 // unchanged; it validates them. --max-restarts and --restart-window-s set
-// the supervision policy (tools/restart_policy.h).
+// the supervision policy (tools/restart_policy.h), --register-timeout how long
+// a worker may take to register (tools/serve_supervisor.h).
 #ifndef SPLITSPEC_TOOLS_SERVE_PLAN_H_
 #define SPLITSPEC_TOOLS_SERVE_PLAN_H_
 
@@ -59,6 +60,9 @@ struct ServeOptions {
   // ("--queue-timeout-ms", "5000", "--metrics-open"), in flag-table order.
   std::vector<std::string> coordinator_flags = {};
   RestartPolicy restart = {};
+  // --register-timeout: a worker not registered this long after its start is
+  // killed and restarted (Supervisor::SetRegisterTimeout); infinite: never.
+  absl::Duration register_timeout = absl::Seconds(60);
 };
 
 // The coordinator's flags serve accepts and passes on: every flag of
@@ -92,9 +96,13 @@ struct PlannedProcess {
 
 // The processes in start order: coordinator, target ranks (group by group,
 // rank 0 first), draft workers; `coordinator_flags` (ServeOptions) end the
-// coordinator's argv. Errors: InvalidArgument when two processes would share
-// a name; Unimplemented for a coordinator limit other than the default
-// (splitspec-coordinator has no flag for it yet).
+// coordinator's argv. The ranks of a tensor-parallel group get --tp-address:
+// 127.0.0.1 when the group is on one host, else their host as the config names
+// it. Errors: InvalidArgument when two processes would share a name;
+// Unimplemented for a coordinator limit other than the default
+// (splitspec-coordinator has no flag for it yet); FailedPrecondition, saying
+// why, for a group whose ranks span hosts while security.tp_network is not
+// "trusted" (its Gloo traffic is plaintext TCP).
 absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
     const config::ClusterConfig& config, const ServeEnvironment& env,
     const std::vector<std::string>& coordinator_flags = {});
@@ -110,7 +118,8 @@ std::string DecodingChoices(const config::ClusterConfig& config, unsigned hardwa
 
 // With security.mode "curve" and no security.keys_dir: writes fresh keys for
 // every role to RUN_DIR/keys (replacing the last run's), and one of its own
-// for each draft worker (draft.d/POOL-I), and sets keys_dir there, so that a
+// for each draft worker (draft.d/POOL-I) and each target rank (target.d/NAME,
+// NAME its process name), and sets keys_dir there, so that a
 // local cluster is authenticated without set-up. Otherwise
 // changes nothing. Errors: the files cannot be written.
 absl::Status PrepareEphemeralKeys(config::ClusterConfig* config, const ServeEnvironment& env);

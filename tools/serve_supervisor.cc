@@ -55,6 +55,7 @@ absl::Status Supervisor::StartAll() {
     if (!child.ok()) return child.status();
     s.process.emplace(*std::move(child));
     s.state = State::kRunning;
+    s.started_at = absl::Now();
     std::fprintf(out_, "==> %s (pid %d, log %s)\n", s.plan.name.c_str(), s.process->pid(),
                  s.plan.log.c_str());
   }
@@ -62,18 +63,7 @@ absl::Status Supervisor::StartAll() {
   return absl::OkStatus();
 }
 
-absl::Status Supervisor::CheckStarted() {
-  for (Supervised& s : processes_) {
-    if (!s.process.has_value()) continue;
-    absl::StatusOr<int> exited = s.process->Wait(absl::ZeroDuration());
-    if (exited.ok()) {
-      return absl::UnavailableError(absl::StrCat(s.plan.name, " ", DescribeExit(*exited),
-                                                 " during start-up; log ", s.plan.log, ":\n",
-                                                 s.process->ReadLog()));
-    }
-  }
-  return absl::OkStatus();
-}
+absl::Status Supervisor::CheckStarted(absl::Time now) { return Supervise(now, true); }
 
 absl::Status Supervisor::Run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
@@ -89,35 +79,54 @@ void Supervisor::WatchHeartbeats(MemberProbe probe, absl::Duration period) {
   next_probe_ = absl::Now();
 }
 
-void Supervisor::KillHungWorkers() {
+void Supervisor::KillHungWorkers(absl::Time now) {
   absl::StatusOr<std::vector<proto::MemberStatus>> members = probe_();
   if (!members.ok()) return;
   const std::set<uint32_t> dead = PidsDeclaredDead(*members);
+  std::set<uint32_t> listed;
+  for (const proto::MemberStatus& m : *members) listed.insert(m.pid());
   for (Supervised& s : processes_) {
     if (s.state != State::kRunning || s.plan.role == "coordinator" || !s.process.has_value() ||
-        !dead.contains(static_cast<uint32_t>(s.process->pid()))) {
+        s.killed_unregistered) {
       continue;
     }
-    Report(s, absl::StrCat("==> ", s.plan.name, " (pid ", s.process->pid(),
-                           ") stopped heartbeating: the coordinator declared it dead; SIGKILL"));
-    s.process->Signal(SIGKILL);  // reaped and restarted by the steps that follow
+    const uint32_t pid = static_cast<uint32_t>(s.process->pid());
+    s.registered = s.registered || listed.contains(pid);
+    if (dead.contains(pid)) {
+      Report(s, absl::StrCat("==> ", s.plan.name, " (pid ", pid,
+                             ") stopped heartbeating: the coordinator declared it dead; SIGKILL"));
+      s.process->Signal(SIGKILL);  // reaped and restarted by the steps that follow
+    } else if (!s.registered && now - s.started_at >= register_timeout_) {
+      Report(s, absl::StrCat("==> ", s.plan.name, " (pid ", pid,
+                             ") did not register with the coordinator within ",
+                             absl::FormatDuration(register_timeout_), " of its start; SIGKILL"));
+      s.killed_unregistered = true;
+      s.process->Signal(SIGKILL);
+    }
   }
 }
 
-absl::Status Supervisor::Step(absl::Time now) {
+absl::Status Supervisor::Step(absl::Time now) { return Supervise(now, false); }
+
+absl::Status Supervisor::Supervise(absl::Time now, bool starting) {
   if (probe_ && now >= next_probe_) {
     next_probe_ = now + probe_period_;
-    KillHungWorkers();
+    KillHungWorkers(now);
   }
   for (Supervised& s : processes_) {
     if (s.state == State::kWaitingToRestart && now >= s.restart_at) {
-      if (absl::Status restarted = Restart(s); !restarted.ok()) return restarted;
+      if (absl::Status restarted = Restart(s, now); !restarted.ok()) return restarted;
       continue;
     }
-    if (s.state != State::kRunning) continue;
+    if (s.state != State::kRunning || !s.process.has_value()) continue;
     const pid_t pid = s.process->pid();
     absl::StatusOr<int> exited = s.process->Wait(absl::ZeroDuration());
     if (!exited.ok()) continue;
+    if (starting && !s.killed_unregistered) {
+      return absl::UnavailableError(absl::StrCat(s.plan.name, " ", DescribeExit(*exited),
+                                                 " during start-up; log ", s.plan.log, ":\n",
+                                                 s.process->ReadLog()));
+    }
     if (absl::Status handled = OnExit(s, pid, *exited, now); !handled.ok()) return handled;
   }
   return absl::OkStatus();
@@ -148,7 +157,7 @@ absl::Status Supervisor::OnExit(Supervised& s, pid_t pid, int code, absl::Time n
   return absl::OkStatus();
 }
 
-absl::Status Supervisor::Restart(Supervised& s) {
+absl::Status Supervisor::Restart(Supervised& s, absl::Time now) {
   s.process.reset();  // reaped already: nothing to kill
   absl::StatusOr<Subprocess> child =
       Subprocess::Spawn(s.plan.argv, s.plan.log, s.env, LogMode::kAppend, OnParentDeath::kDie);
@@ -159,6 +168,9 @@ absl::Status Supervisor::Restart(Supervised& s) {
   s.process.emplace(*std::move(child));
   s.state = State::kRunning;
   s.restart_at = absl::InfiniteFuture();
+  s.started_at = now;
+  s.registered = false;
+  s.killed_unregistered = false;
   Report(s, absl::StrCat("==> ", s.plan.name, " restarted (pid ", s.process->pid(), ", restart ",
                          s.tracker.total_restarts(), ")"));
   return absl::OkStatus();

@@ -15,7 +15,13 @@
 // WatchHeartbeats the supervisor asks the coordinator for its members and
 // SIGKILLs a worker whose pid the coordinator declared DEAD (no heartbeat for
 // its liveness window) and that has not registered again; it is then reaped
-// and restarted as after a crash.
+// and restarted as after a crash. With SetRegisterTimeout it also SIGKILLs a
+// worker that has not registered (the coordinator lists no member with its
+// pid) within the timeout after its start: one hung before its first
+// registration (a stuck model load, a wrong key, a deadlock) never heartbeats,
+// so the coordinator cannot declare it dead. It is restarted with the same
+// back-off, and counted against --max-restarts, as a crash; during start-up
+// too (CheckStarted), where any other exit still stops the start.
 //
 //   Supervisor supervisor(plan, environments, policy, stdout);
 //   RETURN_IF_ERROR(supervisor.StartAll());
@@ -28,6 +34,7 @@
 //   ==> draft-0 (pid 812) was killed by signal 9 (Killed); restart 1 in 250ms
 //   ==> draft-0 restarted (pid 845, restart 1)
 //   ==> target (pid 813) stopped heartbeating: the coordinator declared it dead; SIGKILL
+//   ==> draft-0 (pid 820) did not register with the coordinator within 30s of its start; SIGKILL
 // The coordinator's /metrics counts the restarts
 // (splitspec_worker_restarts_total: new processes under a worker's name).
 //
@@ -75,9 +82,11 @@ class Supervisor {
   // Spawns every process in plan order (logs truncated). Errors: the first
   // spawn that failed (the ones started before it are killed with this object).
   absl::Status StartAll();
-  // During start-up nothing is restarted: Unavailable naming the first
-  // process that exited, with its log.
-  absl::Status CheckStarted();
+  // During start-up nothing that exits is restarted: Unavailable naming the
+  // first process that exited, with its log; except a worker killed because
+  // it did not register in time (SetRegisterTimeout), which is restarted as
+  // Step would. Also runs the probes WatchHeartbeats set up.
+  absl::Status CheckStarted(absl::Time now = absl::Now());
   // Supervises until `stop` is set (OkStatus) or the cluster must stop:
   // Unavailable naming the coordinator, or the crash-looping worker, with the
   // last lines of its log.
@@ -88,6 +97,10 @@ class Supervisor {
   // From now on, every `period` Step asks `probe` and SIGKILLs each running
   // worker in PidsDeclaredDead (a failed probe is retried at the next period).
   void WatchHeartbeats(MemberProbe probe, absl::Duration period);
+  // With WatchHeartbeats: a worker whose pid is not among the probed members
+  // `timeout` after it was (re)started is SIGKILLed, then restarted with
+  // back-off. InfiniteDuration (the default): never.
+  void SetRegisterTimeout(absl::Duration timeout) { register_timeout_ = timeout; }
   // SIGTERM to each running process, workers in reverse plan order, the
   // coordinator last; SIGKILL after 5 s without an exit.
   void StopAll();
@@ -106,12 +119,18 @@ class Supervisor {
     RestartTracker tracker;
     State state = State::kRunning;
     absl::Time restart_at = absl::InfiniteFuture();
+    absl::Time started_at = absl::InfinitePast();  // of the process running now
+    bool registered = false;             // the coordinator listed its pid
+    bool killed_unregistered = false;    // SIGKILLed for not registering in time
   };
 
+  // Step's work; `starting`: CheckStarted's rules for exits.
+  absl::Status Supervise(absl::Time now, bool starting);
   absl::Status OnExit(Supervised& s, pid_t pid, int code, absl::Time now);
-  absl::Status Restart(Supervised& s);
-  // Asks probe_ and SIGKILLs the running workers the coordinator declared dead.
-  void KillHungWorkers();
+  absl::Status Restart(Supervised& s, absl::Time now);
+  // Asks probe_ and SIGKILLs the running workers the coordinator declared
+  // dead, and those not registered within register_timeout_ of their start.
+  void KillHungWorkers(absl::Time now);
   // Prints `line` on out_ and appends it to `s`'s log.
   void Report(const Supervised& s, const std::string& line);
 
@@ -120,6 +139,7 @@ class Supervisor {
   MemberProbe probe_;
   absl::Duration probe_period_ = absl::InfiniteDuration();
   absl::Time next_probe_ = absl::InfiniteFuture();
+  absl::Duration register_timeout_ = absl::InfiniteDuration();
 };
 
 }  // namespace splitspec::tools

@@ -51,6 +51,9 @@ FlagTable MakeTargetTable() {
        {"tp-rank", "R", "0", "this process's rank in the group (0 leads)", IntRangeOf<int>()},
        {"tp-size", "N", "1", "ranks in the group: 1, 2, 4 or 8", IntRangeOf<int>()},
        {"tp-timeout-ms", "N", "30000", "bound on every collective of the group", IntRangeOf<int>()},
+       {"tp-address", "ADDR", "derived from --data-endpoint",
+        "the address this rank's collectives (Gloo, plaintext TCP) and the leader's rendezvous "
+        "bind; serve passes 127.0.0.1 for a group on one host"},
        {"tp-comm", "auto|nccl|gloo", "auto",
         "transport of the group's collectives (every rank names the same): nccl = NCCL on "
         "device buffers, refused at start-up unless every rank runs on cuda:N with a GPU of its "
@@ -93,6 +96,7 @@ absl::Status CheckAtLeastOne(const char* flag, int64_t value) {
 absl::Status ReadTensorParallel(const CliArgs& parsed, WorkerFlags& flags) {
   net::WorkerIdentity& id = flags.identity;
   id.tp_group = parsed.GetString("tp-group", "");
+  flags.tp_address = parsed.GetString("tp-address", "");
   ASSIGN_OR_RETURN(int tp_rank, parsed.GetInt<int>("tp-rank", 0));
   ASSIGN_OR_RETURN(int tp_size, parsed.GetInt<int>("tp-size", 1));
   ASSIGN_OR_RETURN(int tp_timeout_ms, parsed.GetInt<int>("tp-timeout-ms", flags.tp_timeout_ms));
@@ -228,7 +232,7 @@ int RunWorkerMain(int argc, char** argv, proto::Role role,
   InstallShutdownHandlers();
   return RunMain(argc, argv, WorkerFlagTable(role), [&](const CliArgs& args) -> absl::Status {
     ASSIGN_OR_RETURN(WorkerFlags flags, WorkerFlagsFrom(args, role));
-    // A draft worker loads its own key (draft.d/NAME) when the key directory has one.
+    // A worker loads its own key (draft.d/NAME, target.d/NAME) when the key directory has one.
     RETURN_IF_ERROR(net::ConfigureProcessSecurity(
         role == proto::ROLE_TARGET_WORKER ? net::kTarget : net::kDraft, flags.identity.name));
     return serve(std::move(flags));

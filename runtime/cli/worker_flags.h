@@ -42,6 +42,9 @@ struct WorkerFlags {
   int block_wait_ms = 200;
   int tp_timeout_ms = 30000;                 // bound on each collective of a tensor-parallel group
   net::TpComm tp_comm = net::TpComm::kAuto;  // --tp-comm: transport of the group's collectives
+  // --tp-address: the address this rank's Gloo listener and the leader's
+  // rendezvous server bind; "" = derived (target::GroupHostFor).
+  std::string tp_address;
   // Draft workers.
   std::string drafter = "ngram";
   std::string draft_path;

@@ -217,6 +217,7 @@ absl::Status ReadRoot(const TomlTable& root, const std::string& base_dir, Cluste
     TableReader t(*security, "security", base_dir, config);
     RETURN_IF_ERROR(t.String("mode", &config->security.mode));
     RETURN_IF_ERROR(t.Path("keys_dir", &config->security.keys_dir));
+    RETURN_IF_ERROR(t.String("tp_network", &config->security.tp_network));
     RETURN_IF_ERROR(t.Finish());
   }
   ASSIGN_OR_RETURN(const TomlTable* models, r.Table("models"));

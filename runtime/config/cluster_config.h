@@ -31,6 +31,10 @@
 //                                # coordinator, target, draft, client, admin .pub/.key
 //                                # ["" = serve makes fresh ones in RUN_DIR/keys;
 //                                # a multi-host cluster names files every host has]
+//   tp_network = "untrusted"     # "trusted": the network between the hosts of a
+//                                # multi-host target group is private (its Gloo
+//                                # collectives are plaintext TCP; serve refuses
+//                                # such a group unless this says "trusted")
 //   [coordinator.limits]
 //   max_queued_requests = 256    # waiting requests before submissions are refused
 //   max_new_tokens = 4096        # upper bound on a request's max_tokens
@@ -113,6 +117,9 @@ struct CoordinatorConfig {
 struct SecurityConfig {
   std::string mode = "curve";  // "curve" or "none"
   std::string keys_dir;        // "" = ephemeral keys made by the launcher
+  // "trusted" or "untrusted": whether the network that carries a multi-host
+  // target group's Gloo traffic (plaintext TCP) is private.
+  std::string tp_network = "untrusted";
 };
 
 struct ModelsConfig {

@@ -105,6 +105,10 @@ class Validator {
       return Fail("security.mode",
                   absl::StrCat(Quoted(c_.security.mode), " must be \"curve\" or \"none\""));
     }
+    if (c_.security.tp_network != "trusted" && c_.security.tp_network != "untrusted") {
+      return Fail("security.tp_network", absl::StrCat(Quoted(c_.security.tp_network),
+                                                      " must be \"trusted\" or \"untrusted\""));
+    }
     if (c_.target_groups.empty())
       return Fail("target_group", "at least one [[target_group]] is needed");
     std::set<std::string> names;

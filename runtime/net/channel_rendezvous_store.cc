@@ -81,11 +81,13 @@ absl::StatusOr<std::string> ChannelRendezvousStore::Get(const std::string& key,
 }
 
 absl::StatusOr<std::unique_ptr<RendezvousStore>> ConnectRendezvousStore(
-    const std::string& endpoint, const std::string& identity, absl::Duration reply_timeout) {
-  // The rendezvous server runs in a target group's leader: it holds the target key.
+    const std::string& endpoint, const std::string& identity, absl::Duration reply_timeout,
+    const std::string& server_key) {
+  // The rendezvous server runs in a target group's leader: it holds that leader's key.
   const ChannelSecurity security = DefaultChannelSecurity();
   ASSIGN_OR_RETURN(std::unique_ptr<Channel> channel,
-                   ConnectChannel(endpoint, identity, security, security.target_public_key));
+                   ConnectChannel(endpoint, identity, security,
+                                  server_key.empty() ? security.target_public_key : server_key));
   return std::unique_ptr<RendezvousStore>(
       new ChannelRendezvousStore(std::move(channel), reply_timeout));
 }

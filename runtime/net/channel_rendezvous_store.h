@@ -54,10 +54,12 @@ class ChannelRendezvousStore final : public RendezvousStore {
 
 // Connects to the RendezvousServer at `endpoint` as `identity` (unique among the
 // server's clients, e.g. "<group>/rank-<r>"). Errors: those of ConnectChannel.
-// reply_timeout: see ChannelRendezvousStore.
+// reply_timeout: see ChannelRendezvousStore. `server_key`: the CURVE public key
+// of the leader serving it (GroupInfo.leader_key); "" expects the shared
+// target key (DefaultChannelSecurity().target_public_key).
 absl::StatusOr<std::unique_ptr<RendezvousStore>> ConnectRendezvousStore(
     const std::string& endpoint, const std::string& identity,
-    absl::Duration reply_timeout = absl::Seconds(10));
+    absl::Duration reply_timeout = absl::Seconds(10), const std::string& server_key = "");
 
 }  // namespace splitspec::net
 

@@ -13,15 +13,18 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/mutex.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/net/zap_handler.h"
 
 namespace splitspec::net {
 namespace {
@@ -33,6 +36,8 @@ ChannelSecurity& DefaultSecurityLocked() {
   static ChannelSecurity* security = new ChannelSecurity();
   return *security;
 }
+// Bumped by every SetDefaultChannelSecurity (SecurityRefresher watches it).
+std::atomic<uint64_t> default_generation{0};
 
 std::atomic<uint64_t> refused_messages{0};
 
@@ -102,6 +107,7 @@ uint32_t ChannelSecurity::RolesOf(absl::string_view peer_key) const {
 void SetDefaultChannelSecurity(const ChannelSecurity& security) {
   MutexLock lock(&default_mu);
   DefaultSecurityLocked() = security;
+  default_generation.fetch_add(1, std::memory_order_release);
 }
 
 ChannelSecurity DefaultChannelSecurity() {
@@ -168,8 +174,12 @@ absl::Status CheckWorkerKeyName(absl::string_view name) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::string>> ReadDraftWorkerPublicKeys(const std::string& dir) {
-  const std::filesystem::path keys_dir = std::filesystem::path(dir) / kDraftWorkerKeyDir;
+namespace {
+
+// The public keys in DIR/SUBDIR/*.pub, sorted by file name.
+absl::StatusOr<std::vector<std::string>> ReadWorkerPublicKeys(const std::string& dir,
+                                                              const char* subdir) {
+  const std::filesystem::path keys_dir = std::filesystem::path(dir) / subdir;
   std::vector<std::string> keys;
   std::error_code error;
   if (!std::filesystem::is_directory(keys_dir, error)) return keys;
@@ -189,9 +199,20 @@ absl::StatusOr<std::vector<std::string>> ReadDraftWorkerPublicKeys(const std::st
   return keys;
 }
 
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ReadDraftWorkerPublicKeys(const std::string& dir) {
+  return ReadWorkerPublicKeys(dir, kDraftWorkerKeyDir);
+}
+
+absl::StatusOr<std::vector<std::string>> ReadTargetWorkerPublicKeys(const std::string& dir) {
+  return ReadWorkerPublicKeys(dir, kTargetWorkerKeyDir);
+}
+
 std::string OwnKeyName(const std::string& dir, KeyRole role, const std::string& worker_name) {
-  if (role == kDraft && CheckWorkerKeyName(worker_name).ok()) {
-    const std::string name = absl::StrCat(kDraftWorkerKeyDir, "/", worker_name);
+  if ((role == kDraft || role == kTarget) && CheckWorkerKeyName(worker_name).ok()) {
+    const char* subdir = role == kDraft ? kDraftWorkerKeyDir : kTargetWorkerKeyDir;
+    const std::string name = absl::StrCat(subdir, "/", worker_name);
     std::error_code error;
     if (std::filesystem::exists(absl::StrCat(dir, "/", name, ".key"), error)) return name;
   }
@@ -200,56 +221,205 @@ std::string OwnKeyName(const std::string& dir, KeyRole role, const std::string& 
 
 namespace {
 
-// Adds every key of the draft role (draft.pub, draft.d/*.pub) to `security`.
-absl::Status AuthorizeDraftKeys(const std::string& dir, ChannelSecurity* security) {
-  absl::StatusOr<std::string> shared = ReadPublicKeyFile(absl::StrCat(dir, "/draft.pub"));
+// Adds the retiring keys of `role` (DIR/retiring/ROLE.ID.UNTIL.pub) whose
+// time is after `now` to `security`; returns how many.
+absl::StatusOr<int> AuthorizeRetiringKeys(const std::string& dir, KeyRole role, absl::Time now,
+                                          ChannelSecurity* security) {
+  const std::filesystem::path retiring = std::filesystem::path(dir) / kRetiringKeyDir;
+  std::error_code error;
+  if (!std::filesystem::is_directory(retiring, error)) return 0;
+  int keys = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(retiring, error)) {
+    const std::string stem = entry.path().stem().string();
+    const size_t first = stem.find('.');
+    const size_t last = stem.rfind('.');
+    int64_t until = 0;
+    if (entry.path().extension() != ".pub" || first == std::string::npos || first == last ||
+        stem.substr(0, first) != KeyRoleName(role) ||
+        !absl::SimpleAtoi(stem.substr(last + 1), &until) || absl::FromUnixSeconds(until) <= now) {
+      continue;  // another role's, or past its grace
+    }
+    ASSIGN_OR_RETURN(std::string key, ReadPublicKeyFile(entry.path().string()));
+    security->authorized[key] |= role;
+    ++keys;
+  }
+  if (error) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot list ", retiring.string(), ": ", error.message()));
+  }
+  return keys;
+}
+
+// Adds every key of `role` (draft or target: ROLE.pub and ROLE.d/*.pub, and
+// their retiring keys) to `security`; returns how many current keys there were.
+absl::StatusOr<int> AuthorizeWorkerKeys(const std::string& dir, KeyRole role, absl::Time now,
+                                        ChannelSecurity* security) {
+  RETURN_IF_ERROR(AuthorizeRetiringKeys(dir, role, now, security).status());
+  int keys = 0;
+  absl::StatusOr<std::string> shared =
+      ReadPublicKeyFile(absl::StrCat(dir, "/", KeyRoleName(role), ".pub"));
   if (shared.ok()) {
-    security->authorized[*shared] |= kDraft;
+    security->authorized[*shared] |= role;
+    ++keys;
   } else if (!absl::IsNotFound(shared.status())) {
     return shared.status();
   }
-  ASSIGN_OR_RETURN(std::vector<std::string> own_keys, ReadDraftWorkerPublicKeys(dir));
-  for (const std::string& key : own_keys) security->authorized[key] |= kDraft;
-  return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<std::string> own_keys,
+                   ReadWorkerPublicKeys(dir, role == kDraft ? kDraftWorkerKeyDir
+                                                            : kTargetWorkerKeyDir));
+  for (const std::string& key : own_keys) security->authorized[key] |= role;
+  return keys + static_cast<int>(own_keys.size());
 }
 
 }  // namespace
 
 absl::StatusOr<ChannelSecurity> LoadChannelSecurity(const std::string& dir, KeyRole role,
-                                                    const std::string& worker_name) {
+                                                    const std::string& worker_name,
+                                                    absl::Time now) {
   ChannelSecurity security;
   security.curve = true;
+  security.keys_dir = dir;
+  security.role = role;
+  security.worker_name = worker_name;
   ASSIGN_OR_RETURN(security.own, ReadKeyPairFiles(dir, OwnKeyName(dir, role, worker_name)));
   auto public_of = [&](KeyRole of) {
     return ReadPublicKeyFile(absl::StrCat(dir, "/", KeyRoleName(of), ".pub"));
   };
   if (role == kCoordinator) {
     security.coordinator_public_key = security.own.public_key;
-    bool any_worker = false;
-    for (KeyRole peer : {kTarget, kClient, kAdmin}) {
+    for (KeyRole peer : {kClient, kAdmin}) {
       absl::StatusOr<std::string> key = public_of(peer);
       if (absl::IsNotFound(key.status())) continue;  // that role cannot connect
       if (!key.ok()) return key.status();
       security.authorized[*key] |= peer;
-      any_worker = any_worker || peer == kTarget;
     }
-    if (!any_worker) {
-      return absl::NotFoundError(
-          absl::StrCat("key directory ", dir, " has no target.pub: no target could register"));
+    for (KeyRole peer : {kClient, kAdmin})
+      RETURN_IF_ERROR(AuthorizeRetiringKeys(dir, peer, now, &security).status());
+    ASSIGN_OR_RETURN(int target_keys, AuthorizeWorkerKeys(dir, kTarget, now, &security));
+    if (target_keys == 0) {
+      return absl::NotFoundError(absl::StrCat("key directory ", dir, " has no target.pub and no ",
+                                              kTargetWorkerKeyDir,
+                                              "/*.pub: no target could register"));
     }
-    RETURN_IF_ERROR(AuthorizeDraftKeys(dir, &security));
+    RETURN_IF_ERROR(AuthorizeWorkerKeys(dir, kDraft, now, &security).status());
     security.authorized[security.own.public_key] |= kClient | kAdmin;  // its own front door
     return security;
   }
   ASSIGN_OR_RETURN(security.coordinator_public_key, public_of(kCoordinator));
   if (role == kTarget || role == kDraft) {
-    ASSIGN_OR_RETURN(security.target_public_key, public_of(kTarget));
+    // The shared target key, if any: the server key expected of a target whose
+    // own key the coordinator does not name.
+    absl::StatusOr<std::string> shared = public_of(kTarget);
+    if (shared.ok()) {
+      security.target_public_key = *shared;
+    } else if (!absl::IsNotFound(shared.status())) {
+      return shared.status();
+    }
   }
   if (role == kTarget) {
     security.authorized[security.own.public_key] |= kTarget;
-    RETURN_IF_ERROR(AuthorizeDraftKeys(dir, &security));
+    RETURN_IF_ERROR(AuthorizeWorkerKeys(dir, kTarget, now, &security).status());
+    RETURN_IF_ERROR(AuthorizeWorkerKeys(dir, kDraft, now, &security).status());
   }
   return security;
+}
+
+absl::StatusOr<std::vector<std::string>> RotateRoleKeys(const std::string& dir, KeyRole role,
+                                                        absl::Duration grace, absl::Time now) {
+  if (role == kCoordinator) {
+    return absl::InvalidArgumentError(
+        "the coordinator's key is every process's server key and cannot be rotated while the "
+        "cluster runs; make a new key directory and restart the cluster instead");
+  }
+  if (grace <= absl::ZeroDuration())
+    return absl::InvalidArgumentError("the grace period must be positive");
+  std::vector<std::string> names;
+  std::error_code error;
+  if (std::filesystem::exists(absl::StrCat(dir, "/", KeyRoleName(role), ".pub"), error))
+    names.push_back(KeyRoleName(role));
+  if (role == kDraft || role == kTarget) {
+    const std::filesystem::path own =
+        std::filesystem::path(dir) / (role == kDraft ? kDraftWorkerKeyDir : kTargetWorkerKeyDir);
+    std::vector<std::string> workers;
+    if (std::filesystem::is_directory(own, error)) {
+      for (const auto& entry : std::filesystem::directory_iterator(own, error)) {
+        if (entry.path().extension() == ".pub")
+          workers.push_back(absl::StrCat(own.filename().string(), "/",
+                                         entry.path().stem().string()));
+      }
+    }
+    std::sort(workers.begin(), workers.end());
+    names.insert(names.end(), workers.begin(), workers.end());
+  }
+  if (names.empty()) {
+    return absl::NotFoundError(absl::StrCat("key directory ", dir, " has no ", KeyRoleName(role),
+                                            " key to rotate"));
+  }
+  const std::string retiring = absl::StrCat(dir, "/", kRetiringKeyDir);
+  if (mkdir(retiring.c_str(), 0700) != 0 && errno != EEXIST)
+    return absl::UnavailableError(absl::StrCat("cannot create ", retiring, ": ", strerror(errno)));
+  const int64_t until = absl::ToUnixSeconds(now + grace);
+  for (const std::string& name : names) {
+    const std::string base = absl::StrCat(dir, "/", name);
+    ASSIGN_OR_RETURN(std::string old_key, ReadPublicKeyFile(base + ".pub"));
+    // The old key first keeps its role (retiring), then the new one replaces it
+    // (renamed into place, so a reader sees one key file or the other, never none).
+    RETURN_IF_ERROR(WriteFileWithMode(absl::StrCat(retiring, "/", KeyRoleName(role), ".",
+                                                   RandomHexId128().substr(0, 12), ".", until,
+                                                   ".pub"),
+                                      old_key + "\n", 0644));
+    ASSIGN_OR_RETURN(CurveKeyPair keys, GenerateCurveKeyPair());
+    for (const auto& [ext, text, mode] :
+         {std::tuple{".key", keys.secret_key, mode_t{0600}},
+          std::tuple{".pub", keys.public_key, mode_t{0644}}}) {
+      const std::string staged = absl::StrCat(base, ext, ".new");
+      unlink(staged.c_str());  // left by an interrupted rotation
+      RETURN_IF_ERROR(WriteFileWithMode(staged, text + "\n", mode));
+      if (rename(staged.c_str(), (base + ext).c_str()) != 0) {
+        return absl::UnavailableError(
+            absl::StrCat("cannot replace ", base, ext, ": ", strerror(errno)));
+      }
+    }
+  }
+  return names;
+}
+
+absl::StatusOr<bool> RefreshProcessSecurity(absl::Time now) {
+  // One at a time (a service's loop and the ZAP handler's thread), so that every
+  // listener's table moves from the default to the next default.
+  static Mutex refresh_mu;
+  MutexLock lock(&refresh_mu);
+  const ChannelSecurity current = DefaultChannelSecurity();
+  if (!current.curve || current.keys_dir.empty()) return false;
+  ASSIGN_OR_RETURN(ChannelSecurity loaded, LoadChannelSecurity(current.keys_dir, current.role,
+                                                               current.worker_name, now));
+  ChannelSecurity updated = current;  // its own keypair and server keys stay
+  updated.authorized = std::move(loaded.authorized);
+  if (current.role == kTarget) updated.authorized[current.own.public_key] |= kTarget;
+  if (current.role == kCoordinator) updated.authorized[current.own.public_key] |= kClient | kAdmin;
+  if (updated.authorized == current.authorized) return false;
+  ReplaceZapAuthorizedKeys(current.authorized, updated.authorized);
+  SetDefaultChannelSecurity(updated);
+  SPLITSPEC_LOG(INFO) << "keys in " << current.keys_dir << " changed: " << updated.authorized.size()
+                      << " key(s) authorized now (" << current.authorized.size() << " before)";
+  return true;
+}
+
+bool SecurityRefresher::Poll(absl::Time now) {
+  if (now >= next_) {
+    next_ = now + period_;
+    absl::StatusOr<bool> changed = RefreshProcessSecurity(now);
+    if (!changed.ok() && std::string(changed.status().message()) != last_error_) {
+      last_error_ = std::string(changed.status().message());
+      SPLITSPEC_LOG(WARNING) << "keeping the keys loaded before: " << changed.status();
+    }
+    if (changed.ok()) last_error_.clear();
+  }
+  // Changed here, or by the ZAP handler's refresh on an unknown key.
+  const uint64_t generation = default_generation.load(std::memory_order_acquire);
+  if (generation == seen_generation_) return false;
+  seen_generation_ = generation;
+  return true;
 }
 
 absl::Status ConfigureProcessSecurity(KeyRole role, const std::string& worker_name) {
@@ -289,21 +459,28 @@ absl::Status ConfigureProcessSecurity(KeyRole role, const std::string& worker_na
                         absl::StrCat("SPLITSPEC_KEYS=", keys, ": ", security.status().message()));
   }
   SetDefaultChannelSecurity(*security);
+  // A key its process was started with right after it was written (`splitspec
+  // scale`) is looked for again before the handshake is refused.
+  SetZapRefreshHook([] { (void)RefreshProcessSecurity(); });
   SPLITSPEC_LOG(INFO) << "CURVE on: " << KeyRoleName(role) << " key " << security->own.public_key
                       << " from " << keys << "/" << OwnKeyName(keys, role, worker_name) << ".key";
   return absl::OkStatus();
 }
 
 absl::Status WriteEphemeralClusterKeys(const std::string& dir,
-                                       const std::vector<std::string>& draft_workers) {
+                                       const std::vector<std::string>& draft_workers,
+                                       const std::vector<std::string>& target_workers) {
   for (KeyRole role : {kCoordinator, kTarget, kDraft, kClient, kAdmin}) {
     ASSIGN_OR_RETURN(CurveKeyPair keys, GenerateCurveKeyPair());
     RETURN_IF_ERROR(WriteKeyFiles(dir, KeyRoleName(role), keys));
   }
-  for (const std::string& name : draft_workers) {
-    RETURN_IF_ERROR(CheckWorkerKeyName(name));
-    ASSIGN_OR_RETURN(CurveKeyPair keys, GenerateCurveKeyPair());
-    RETURN_IF_ERROR(WriteKeyFiles(absl::StrCat(dir, "/", kDraftWorkerKeyDir), name, keys));
+  for (const auto& [subdir, names] : {std::pair{kDraftWorkerKeyDir, &draft_workers},
+                                      std::pair{kTargetWorkerKeyDir, &target_workers}}) {
+    for (const std::string& name : *names) {
+      RETURN_IF_ERROR(CheckWorkerKeyName(name));
+      ASSIGN_OR_RETURN(CurveKeyPair keys, GenerateCurveKeyPair());
+      RETURN_IF_ERROR(WriteKeyFiles(absl::StrCat(dir, "/", subdir), name, keys));
+    }
   }
   return absl::OkStatus();
 }

@@ -45,6 +45,12 @@ struct Verdict {
   std::string user_id;
 };
 
+Mutex hook_mu;
+std::function<void()>& RefreshHook() ABSL_EXCLUSIVE_LOCKS_REQUIRED(hook_mu) {
+  static auto* hook = new std::function<void()>();
+  return *hook;
+}
+
 Verdict Decide(const std::string& domain_name, const std::string& address,
                const std::string& mechanism, const std::string& credential) {
   if (mechanism != "CURVE") return {"200", "OK", ""};  // plaintext listeners decide nothing here
@@ -53,17 +59,29 @@ Verdict Decide(const std::string& domain_name, const std::string& address,
       zmq_z85_encode(key, reinterpret_cast<const uint8_t*>(credential.data()), 32) == nullptr) {
     return {"400", "malformed CURVE credential", ""};
   }
-  MutexLock lock(&domains_mu);
-  auto it = Domains().find(domain_name);
-  if (it == Domains().end()) return {"400", "unknown ZAP domain", ""};
-  const Domain& domain = it->second;
-  if (!domain.authorized.empty() && !domain.authorized.contains(key)) {
-    SPLITSPEC_LOG(WARNING) << "refused peer at " << address << " on " << domain.endpoint
-                           << ": CURVE public key " << key << " is not authorized";
-    refused_handshakes.fetch_add(1, std::memory_order_relaxed);  // after the line: tests wait on it
-    return {"400", "public key not authorized", ""};
+  std::function<void()> refresh;
+  {
+    MutexLock lock(&hook_mu);
+    refresh = RefreshHook();
   }
-  return {"200", "OK", key};
+  // Twice at most: after a miss, the key directory is read again (a worker's new key).
+  for (int attempt = 0;; ++attempt) {
+    {
+      MutexLock lock(&domains_mu);
+      auto it = Domains().find(domain_name);
+      if (it == Domains().end()) return {"400", "unknown ZAP domain", ""};
+      const Domain& domain = it->second;
+      if (domain.authorized.empty() || domain.authorized.contains(key)) return {"200", "OK", key};
+      if (attempt > 0 || !refresh) {
+        SPLITSPEC_LOG(WARNING) << "refused peer at " << address << " on " << domain.endpoint
+                               << ": CURVE public key " << key << " is not authorized";
+        // After the line: tests wait on the count.
+        refused_handshakes.fetch_add(1, std::memory_order_relaxed);
+        return {"400", "public key not authorized", ""};
+      }
+    }
+    refresh();
+  }
 }
 
 // Answers one ZAP request waiting on `socket` (REP).
@@ -200,6 +218,19 @@ void WatchHandshakes(const std::string& monitor_endpoint, const std::string& lis
     SPLITSPEC_LOG(WARNING) << "handshake failures on " << listener << " go unlogged: "
                            << e.what();
   }
+}
+
+void ReplaceZapAuthorizedKeys(const std::map<std::string, uint32_t>& from,
+                              const std::map<std::string, uint32_t>& to) {
+  MutexLock lock(&domains_mu);
+  for (auto& [name, domain] : Domains()) {
+    if (domain.authorized == from) domain.authorized = to;
+  }
+}
+
+void SetZapRefreshHook(std::function<void()> hook) {
+  MutexLock lock(&hook_mu);
+  RefreshHook() = std::move(hook);
 }
 
 void SetZapDomainEndpoint(const std::string& domain, const std::string& endpoint) {

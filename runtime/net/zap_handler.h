@@ -9,6 +9,7 @@
 #define SPLITSPEC_RUNTIME_NET_ZAP_HANDLER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -27,6 +28,19 @@ absl::StatusOr<std::string> RegisterZapDomain(const std::string& endpoint,
 // logged (rate-limited) and counted as refused handshakes. Connects to the
 // monitor before it returns, so no failure after the call goes unseen.
 void WatchHandshakes(const std::string& monitor_endpoint, const std::string& listener);
+
+// Every listener whose authorized table is `from` admits `to` from now on
+// (RefreshProcessSecurity: the key directory changed). Peers already
+// connected stay connected; the services authorize each of their messages
+// against the new keys.
+void ReplaceZapAuthorizedKeys(const std::map<std::string, uint32_t>& from,
+                              const std::map<std::string, uint32_t>& to);
+
+// Called (on the handler's thread, no lock held) before a key is refused, so
+// that a key written to the key directory just before its process started is
+// found (RefreshProcessSecurity): a CURVE client refused at the handshake does
+// not try again. Set once, by ConfigureProcessSecurity.
+void SetZapRefreshHook(std::function<void()> hook);
 
 // Fixes the endpoint a domain's refusals name (known only after the bind).
 void SetZapDomainEndpoint(const std::string& domain, const std::string& endpoint);

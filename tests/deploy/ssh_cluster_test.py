@@ -42,6 +42,8 @@ api_key_env = "SPLITSPEC_TEST_API_KEY"
 
 [security]
 keys_dir = "{keys}"
+# The group spans node2 and node3 over the test's private network namespaces.
+tp_network = "trusted"
 
 [models]
 target = "{target}"

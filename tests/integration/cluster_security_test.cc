@@ -59,6 +59,8 @@ class ClusterSecurityTest : public ::testing::Test {
     admin_keys_ = NewKeys();
     draft_0_keys_ = NewKeys();
     draft_1_keys_ = NewKeys();
+    target_0_keys_ = NewKeys();
+    target_1_keys_ = NewKeys();
     net::ChannelSecurity security;
     security.curve = true;
     security.own = coordinator_keys_;
@@ -68,7 +70,10 @@ class ClusterSecurityTest : public ::testing::Test {
                            {admin_keys_.public_key, net::kAdmin},
                            // Two draft workers with keys of their own (draft.d/*.pub).
                            {draft_0_keys_.public_key, net::kDraft},
-                           {draft_1_keys_.public_key, net::kDraft}};
+                           {draft_1_keys_.public_key, net::kDraft},
+                           // Two targets with keys of their own (target.d/*.pub).
+                           {target_0_keys_.public_key, net::kTarget},
+                           {target_1_keys_.public_key, net::kTarget}};
     coordinator::CoordinatorOptions options;
     options.control_endpoint = "tcp://127.0.0.1:*";
     options.security = security;
@@ -165,7 +170,7 @@ class ClusterSecurityTest : public ::testing::Test {
   }
 
   net::CurveKeyPair coordinator_keys_, target_keys_, draft_keys_, client_keys_, admin_keys_;
-  net::CurveKeyPair draft_0_keys_, draft_1_keys_;
+  net::CurveKeyPair draft_0_keys_, draft_1_keys_, target_0_keys_, target_1_keys_;
   std::unique_ptr<coordinator::CoordinatorService> service_;
   std::string endpoint_;
   std::atomic<bool> stop_{false};
@@ -301,6 +306,72 @@ TEST_F(ClusterSecurityTest, AnAssignmentNamesTheKeyOfItsDraftWorker) {
   EXPECT_EQ(assignment->assignment().target_worker_id(), target_id);
   EXPECT_EQ(assignment->assignment().draft_worker_id(), draft_id);
   EXPECT_EQ(assignment->assignment().draft_worker_key(), draft_1_keys_.public_key);
+}
+
+// With a key of its own per target (target.d/NAME), one target cannot keep another
+// target's id alive or leave in its name: its heartbeat for target-0's id is refused
+// although its key holds the target role; target-0's own heartbeat is counted.
+TEST_F(ClusterSecurityTest, ATargetWithAnotherTargetsKeyIsRefused) {
+  std::unique_ptr<net::Channel> target_0 = Peer("target-0", target_0_keys_);
+  const uint64_t id = RegisterTarget(*target_0, "target-0");
+  ASSERT_NE(id, 0u);
+  std::unique_ptr<net::Channel> target_1 = Peer("heartbeat-target-1", target_1_keys_);
+  proto::Envelope heartbeat = net::NewEnvelope();
+  heartbeat.mutable_heartbeat()->set_worker_id(id);
+  ::testing::internal::CaptureStderr();
+  const proto::Error error = ExpectRefused(*target_1, heartbeat);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(error.message(),
+              HasSubstr(absl::StrCat("Heartbeat of worker ", id,
+                                     " from 'heartbeat-target-1', "
+                                     "whose key is not the one that registered that worker")));
+  EXPECT_THAT(log, HasSubstr(absl::StrCat("key ", target_1_keys_.public_key)));
+  proto::StatusReply status = Status();
+  ASSERT_EQ(status.members_size(), 1);
+  EXPECT_EQ(status.members(0).heartbeats_received(), 0u);
+
+  std::unique_ptr<net::Channel> own = Peer(absl::StrCat("heartbeat-", id), target_0_keys_);
+  ASSERT_TRUE(own->Send("", heartbeat).ok());
+  absl::StatusOr<proto::Envelope> ack = Await(*own, proto::Envelope::kHeartbeatAck);
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_TRUE(ack->heartbeat_ack().known());
+  EXPECT_EQ(Status().members(0).heartbeats_received(), 1u);
+}
+
+// The assignment names the key that registered its target, so that the draft worker
+// expects that target's own key as the data port's server key; and a tensor-parallel
+// leader's announcement hands its key to the followers that look the group up.
+TEST_F(ClusterSecurityTest, AssignmentsAndGroupLookupsNameTheTargetsOwnKey) {
+  std::unique_ptr<net::Channel> target = Peer("target-1", target_1_keys_);
+  const uint64_t target_id = RegisterTarget(*target, "target-1");
+  ASSERT_NE(target_id, 0u);
+  std::unique_ptr<net::Channel> draft = Peer("draft-0", draft_0_keys_);
+  const uint64_t draft_id = RegisterWorker(*draft, proto::ROLE_DRAFT_WORKER, "draft-0");
+  ASSERT_NE(draft_id, 0u);
+  std::unique_ptr<net::Channel> client = Peer("client-0", client_keys_);
+  ASSERT_TRUE(client->Send("", SubmitOf("keyed-target")).ok());
+  absl::StatusOr<proto::Envelope> assignment = Await(*draft, proto::Envelope::kAssignment);
+  ASSERT_TRUE(assignment.ok()) << assignment.status();
+  EXPECT_EQ(assignment->assignment().target_worker_id(), target_id);
+  EXPECT_EQ(assignment->assignment().target_worker_key(), target_1_keys_.public_key);
+  EXPECT_EQ(assignment->assignment().draft_worker_key(), draft_0_keys_.public_key);
+
+  std::unique_ptr<net::Channel> leader = Peer("tp-leader", target_0_keys_);
+  proto::Envelope announce = net::NewEnvelope();
+  announce.mutable_group_announce()->set_group("g");
+  announce.mutable_group_announce()->set_rendezvous_endpoint("tcp://127.0.0.1:1");
+  announce.mutable_group_announce()->set_generation(1);
+  announce.mutable_group_announce()->set_tp_size(2);
+  ASSERT_TRUE(leader->Send("", announce).ok());
+  ASSERT_TRUE(Await(*leader, proto::Envelope::kGroupInfo).ok());
+  std::unique_ptr<net::Channel> follower = Peer("tp-follower", target_1_keys_);
+  proto::Envelope lookup = net::NewEnvelope();
+  lookup.mutable_group_lookup()->set_group("g");
+  ASSERT_TRUE(follower->Send("", lookup).ok());
+  absl::StatusOr<proto::Envelope> info = Await(*follower, proto::Envelope::kGroupInfo);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_TRUE(info->group_info().found());
+  EXPECT_EQ(info->group_info().leader_key(), target_0_keys_.public_key);
 }
 
 TEST_F(ClusterSecurityTest, CancelFromAnotherClientIsRefusedAndTheRequestRuns) {

@@ -10,8 +10,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -20,7 +24,9 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "runtime/model/transformer.h"
+#include "runtime/net/channel.h"
 #include "runtime/net/channel_security.h"
+#include "runtime/net/wire_format.h"
 #include "tests/integration/child_process.h"
 #include "tests/integration/cluster_test_util.h"
 #include "tests/integration/http_stream_load.h"
@@ -36,6 +42,10 @@ constexpr int kMaxTokens = 40;
 // chat model, on free loopback ports.
 class ServeCluster {
  public:
+  // Runs this `splitspec` instead of the built one (serve starts the worker
+  // binaries from the folder of the splitspec it runs).
+  void set_serve_binary(const std::string& path) { serve_binary_ = path; }
+
   void Start(const std::string& name, const std::vector<std::string>& extra_flags) {
     dir_ = MakeTempDir(absl::StrCat("splitspec-", name, "-", getpid()));
     ASSERT_FALSE(dir_.empty());
@@ -51,8 +61,8 @@ class ServeCluster {
                           << "[models]\ntarget = \"" << model_path_ << "\"\n"
                           << "[[target_group]]\nname = \"target\"\nthreads = 1\n"
                           << "[[draft_pool]]\nname = \"draft\"\ncount = 1\ndrafter = \"lookup\"\n";
-    std::vector<std::string> argv = {BinaryPath("splitspec"), "serve", "--config", config,
-                                     "--heartbeat-ms",        "100"};
+    std::vector<std::string> argv = {serve_binary_, "serve", "--config", config,
+                                     "--heartbeat-ms", "100"};
     argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
     auto serve = ChildProcess::Spawn(argv, dir_ + "/serve.out");
     ASSERT_TRUE(serve.ok()) << serve.status();
@@ -80,6 +90,7 @@ class ServeCluster {
   ChildProcess& serve() { return *serve_; }
   const std::string& model_path() const { return model_path_; }
   const std::string& dir() const { return dir_; }
+  const std::string& control() const { return control_; }
   int http_port() const { return http_port_; }
 
   // The pids of the live (alive or suspect) members named `name`.
@@ -108,6 +119,7 @@ class ServeCluster {
   }
 
  private:
+  std::string serve_binary_ = BinaryPath("splitspec");
   std::string dir_;
   std::string model_path_;
   std::string control_;
@@ -204,11 +216,12 @@ TEST(ServeSupervisionTest, KilledWorkersComeBackAndEveryStreamStaysExact) {
     const std::vector<std::string> keys = CurveKeysIn(cluster.LogOf(name));
     ASSERT_EQ(keys.size(), 2u) << cluster.LogOf(name);
     EXPECT_EQ(keys[0], keys[1]);
-    if (name == "draft-0") {  // its own key (draft.d/draft-0), not the shared draft key
-      const std::string keys_dir = cluster.dir() + "/keys";
-      EXPECT_EQ(keys[0], *net::ReadPublicKeyFile(keys_dir + "/draft.d/draft-0.pub"));
-      EXPECT_NE(keys[0], *net::ReadPublicKeyFile(keys_dir + "/draft.pub"));
-    }
+    // Its own key (draft.d/draft-0, target.d/target), not the role's shared key.
+    const std::string keys_dir = cluster.dir() + "/keys";
+    const std::string role = name == "draft-0" ? "draft" : "target";
+    EXPECT_EQ(keys[0], *net::ReadPublicKeyFile(absl::StrCat(keys_dir, "/", role, ".d/", name,
+                                                            ".pub")));
+    EXPECT_NE(keys[0], *net::ReadPublicKeyFile(absl::StrCat(keys_dir, "/", role, ".pub")));
     EXPECT_TRUE(absl::StrContains(
         cluster.Metrics(),
         absl::StrCat("splitspec_worker_restarts_total{worker_name=\"", name, "\",role=\"",
@@ -320,6 +333,173 @@ TEST(ServeSupervisionTest, StoppedWorkersAreKilledAndRestartedAndEveryStreamStay
   EXPECT_TRUE(load.failures().empty())
       << absl::StrJoin(load.failures(), "\n") << "\nserve:\n"
       << cluster.Output() << "\nworker and coordinator logs: " << cluster.dir();
+  cluster.serve().Signal(SIGTERM);
+  EXPECT_EQ(cluster.WaitForExit(), 0) << cluster.Output();
+}
+
+// A worker stuck before its first registration never heartbeats, so the coordinator
+// cannot declare it dead; serve kills it --register-timeout after its start and
+// restarts it with back-off, counting the restart, and the cluster comes up. The
+// draft worker here is a script that stops itself (SIGSTOP) the first time, before it
+// execs the real worker: serve runs the worker binaries of its own folder, so the test
+// runs serve from a folder of hard links to the built binaries beside that script.
+TEST(ServeSupervisionTest, AWorkerStuckBeforeRegisteringIsKilledAndRestarted) {
+  const std::string bin = MakeTempDir(absl::StrCat("splitspec-stuck-bin-", getpid()));
+  ASSERT_FALSE(bin.empty());
+  for (const std::string name : {"splitspec", "splitspec-coordinator", "splitspec-target-worker"}) {
+    std::error_code error;
+    std::filesystem::create_hard_link(BinaryPath(name), bin + "/" + name, error);
+    if (error) std::filesystem::copy_file(BinaryPath(name), bin + "/" + name, error);
+    ASSERT_FALSE(error) << name << ": " << error.message();
+  }
+  const std::string script = bin + "/splitspec-draft-worker";
+  std::ofstream(script) << "#!/bin/sh\n"
+                        << "if mkdir '" << bin << "/stopped-once' 2>/dev/null; then kill -STOP $$; fi\n"
+                        << "exec '" << BinaryPath("splitspec-draft-worker") << "' \"$@\"\n";
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+
+  ServeCluster cluster;
+  cluster.set_serve_binary(bin + "/splitspec");
+  ASSERT_NO_FATAL_FAILURE(cluster.Start("serve-stuck", {"--register-timeout", "3s"}));
+  const std::string output = cluster.Output();
+  const pid_t stuck = StartedPid(output, "draft-0");
+  ASSERT_NE(stuck, 0) << output;
+  EXPECT_TRUE(absl::StrContains(
+      output, absl::StrCat("==> draft-0 (pid ", stuck,
+                           ") did not register with the coordinator within 3s of its start; "
+                           "SIGKILL")))
+      << output;
+  EXPECT_TRUE(absl::StrContains(
+      output, absl::StrCat("==> draft-0 (pid ", stuck, ") was killed by signal 9 (Killed); "
+                           "restart 1")))
+      << output;
+  EXPECT_TRUE(absl::StrContains(output, "==> draft-0 restarted (pid ")) << output;
+  EXPECT_TRUE(AwaitGone(stuck));
+  const std::set<uint32_t> live = cluster.LivePids("draft-0");
+  ASSERT_EQ(live.size(), 1u) << output;
+  EXPECT_NE(*live.begin(), static_cast<uint32_t>(stuck));
+  // The target registered in time and was left alone, as was the successor.
+  EXPECT_EQ(output.find("did not register"), output.rfind("did not register")) << output;
+  cluster.serve().Signal(SIGTERM);
+  EXPECT_EQ(cluster.WaitForExit(), 0) << cluster.Output();
+  std::filesystem::remove_all(bin);
+}
+
+// Whether a peer holding `keys` gets an answer to a StatusRequest from the
+// coordinator at `control` (whose key is in `keys_dir`) within 3 s.
+bool AnswersStatus(const std::string& control, const std::string& keys_dir,
+                   const net::CurveKeyPair& keys) {
+  static int peers = 0;
+  net::ChannelSecurity security;
+  security.curve = true;
+  security.own = keys;
+  security.coordinator_public_key = *net::ReadPublicKeyFile(keys_dir + "/coordinator.pub");
+  absl::StatusOr<std::unique_ptr<net::Channel>> channel =
+      net::ConnectChannel(control, absl::StrCat("rotation-probe-", ++peers), security);
+  if (!channel.ok()) return false;
+  proto::Envelope request = net::NewEnvelope();
+  request.mutable_status_request();
+  if (!(*channel)->Send("", request).ok()) return false;
+  const absl::Time deadline = absl::Now() + absl::Seconds(3);
+  while (absl::Now() < deadline) {
+    absl::StatusOr<net::Frame> frame = (*channel)->Receive(deadline - absl::Now());
+    if (!frame.ok()) return false;
+    if (frame->envelope.has_status_reply()) return true;
+  }
+  return false;
+}
+
+// Runs `argv` to its end (bounded); its exit code and output.
+std::pair<int, std::string> RunToEnd(const std::vector<std::string>& argv, const std::string& log,
+                                     const std::vector<std::string>& env = {}) {
+  absl::StatusOr<ChildProcess> child = ChildProcess::Spawn(argv, log, env);
+  if (!child.ok()) return {-1, std::string(child.status().message())};
+  absl::StatusOr<int> code = child->Wait(absl::Minutes(5));
+  return {code.ok() ? *code : -1, ReadFileOrEmpty(log)};
+}
+
+// Key rotation without downtime: under a steady load, `keygen --rotate draft` makes
+// new draft keys while the old ones stay accepted for the grace period; `scale --roll
+// draft` starts a replacement draft worker (on a key of its own it issues) and drains
+// the old one; every stream still finishes equal to plain greedy, and once the grace
+// period is over the coordinator refuses the old key.
+TEST(ServeSupervisionTest, RotatingKeysUnderLoadLosesNoRequestAndRetiresTheOldKeys) {
+  ServeCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.Start("serve-rotate", {"--queue-timeout-ms", "300000"}));
+  const std::string keys = cluster.dir() + "/keys";
+  const std::string control = cluster.control();
+  const std::vector<std::vector<int32_t>> prompts = {{10, 20, 30, 10, 20, 30}, {7, 8}, {1, 2, 3}};
+  const std::vector<std::string> expected =
+      PlainGreedyTexts(cluster.model_path(), prompts, kMaxTokens);
+  ASSERT_EQ(expected.size(), prompts.size());
+  StreamingLoad load(cluster.http_port(), prompts, expected, kMaxTokens);
+  load.Start(2);
+  ASSERT_TRUE(load.WaitForMore(2)) << cluster.Output();
+
+  absl::StatusOr<net::CurveKeyPair> old_key = net::ReadKeyPairFiles(keys, "draft.d/draft-0");
+  ASSERT_TRUE(old_key.ok()) << old_key.status();
+  auto [rotated, rotate_out] =
+      RunToEnd({BinaryPath("splitspec"), "keygen", "--out", keys, "--rotate", "draft",
+                "--grace-s", "15"},
+               cluster.dir() + "/rotate.out");
+  ASSERT_EQ(rotated, 0) << rotate_out;
+  absl::StatusOr<net::CurveKeyPair> new_key = net::ReadKeyPairFiles(keys, "draft.d/draft-0");
+  ASSERT_TRUE(new_key.ok()) << new_key.status();
+  EXPECT_NE(new_key->public_key, old_key->public_key);
+  EXPECT_TRUE(absl::StrContains(rotate_out, "old draft keys accepted until ")) << rotate_out;
+  // Within the grace period the old key still works (draft-0 keeps serving with it).
+  EXPECT_TRUE(AnswersStatus(control, keys, *old_key));
+
+  auto [rolled, roll_out] = RunToEnd(
+      {BinaryPath("splitspec"), "scale", "--coordinator", control, "--roll", "draft", "--drafter",
+       "lookup", "--model", cluster.model_path(), "--log-dir", cluster.dir()},
+      cluster.dir() + "/roll.out", {absl::StrCat("SPLITSPEC_KEYS=", keys)});
+  // The replacement runs detached from scale and serve: stop it at the end.
+  pid_t replacement = 0;
+  const size_t pid_at = roll_out.find("\"pid\":");
+  if (pid_at != std::string::npos) replacement = std::atoi(roll_out.c_str() + pid_at + 6);
+  EXPECT_EQ(rolled, 0) << roll_out << "\nserve:\n" << cluster.Output();
+  EXPECT_TRUE(absl::StrContains(roll_out, "\"event\":\"left\",\"role\":\"draft\"")) << roll_out;
+  EXPECT_TRUE(absl::StrContains(cluster.Output(),
+                                "drained; the cluster keeps running without it"))
+      << cluster.Output();
+  // The replacement has a key of its own, issued by scale, not the shared draft key.
+  const size_t name_at = roll_out.find("\"name\":\"scale-");
+  ASSERT_NE(name_at, std::string::npos) << roll_out;
+  const std::string name =
+      roll_out.substr(name_at + 8, roll_out.find('"', name_at + 8) - (name_at + 8));
+  const std::vector<std::string> replacement_keys =
+      CurveKeysIn(ReadFileOrEmpty(absl::StrCat(cluster.dir(), "/", name, ".log")));
+  ASSERT_EQ(replacement_keys.size(), 1u) << name;
+  EXPECT_EQ(replacement_keys[0],
+            *net::ReadPublicKeyFile(absl::StrCat(keys, "/draft.d/", name, ".pub")));
+  EXPECT_NE(replacement_keys[0], *net::ReadPublicKeyFile(keys + "/draft.pub"));
+  EXPECT_TRUE(load.WaitForMore(2)) << cluster.Output();
+  load.Stop();  // (a load is bounded; the next phase gets its own)
+  EXPECT_TRUE(load.failures().empty())
+      << absl::StrJoin(load.failures(), "\n") << "\nserve:\n"
+      << cluster.Output() << "\nworker and coordinator logs: " << cluster.dir();
+
+  // Past the grace period the old key is refused; the new one is not.
+  bool refused = false;
+  for (int attempt = 0; attempt < 60 && !refused; ++attempt) {
+    refused = !AnswersStatus(control, keys, *old_key);
+    if (!refused) absl::SleepFor(absl::Seconds(1));
+  }
+  EXPECT_TRUE(refused) << "the old draft key still works after its grace period";
+  EXPECT_TRUE(AnswersStatus(control, keys, *new_key));
+  // And the cluster, now on the new keys only, still serves exactly.
+  StreamingLoad after(cluster.http_port(), prompts, expected, kMaxTokens);
+  after.Start(2);
+  EXPECT_TRUE(after.WaitForMore(4)) << cluster.Output();
+  after.Stop();
+  EXPECT_TRUE(after.failures().empty())
+      << absl::StrJoin(after.failures(), "\n") << "\nserve:\n"
+      << cluster.Output() << "\nworker and coordinator logs: " << cluster.dir();
+  if (replacement > 0) {
+    ::kill(replacement, SIGTERM);
+    AwaitGone(replacement);
+  }
   cluster.serve().Signal(SIGTERM);
   EXPECT_EQ(cluster.WaitForExit(), 0) << cluster.Output();
 }

@@ -48,6 +48,7 @@ TEST(ClusterConfigTest, EmptyFileGivesTheDocumentedDefaults) {
   EXPECT_EQ(c->draft_pools[0].lookahead, 2);
   EXPECT_EQ(c->security.mode, "curve");  // authenticated unless asked otherwise
   EXPECT_EQ(c->security.keys_dir, "");
+  EXPECT_EQ(c->security.tp_network, "untrusted");  // Gloo's plaintext needs a word from the user
 }
 
 TEST(ClusterConfigTest, SecurityTableNamesTheModeAndTheKeyDirectory) {
@@ -55,6 +56,7 @@ TEST(ClusterConfigTest, SecurityTableNamesTheModeAndTheKeyDirectory) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->security.mode, "none");
   EXPECT_THAT(c->security.keys_dir, ::testing::EndsWith("/keys"));  // against the file's folder
+  EXPECT_EQ(Parse("[security]\ntp_network = \"trusted\"\n")->security.tp_network, "trusted");
   EXPECT_THAT(ErrorOf("[security]\nmode = \"plain\"\n"),
               HasSubstr("c.toml:2: security.mode: \"plain\" must be \"curve\" or \"none\""));
   EXPECT_THAT(ErrorOf("[security]\nkey_dir = \"keys\"\n"),
@@ -224,6 +226,8 @@ TEST(ClusterConfigTest, EachErrorNamesFileLineAndField) {
       {"[[target_group]]\ntp = 2\nhosts = [\"localhost\", \"n2\"]\n",
        "c.toml: coordinator.control: \"tcp://127.0.0.1:5555\" is reachable from one host only, but "
        "processes run on localhost, n2"},
+      {"[security]\ntp_network = \"private\"\n",
+       "c.toml:2: security.tp_network: \"private\" must be \"trusted\" or \"untrusted\""},
       {"a = [\n", "c.toml:1: unterminated array"},  // TOML errors come through unchanged
   };
   for (const ErrorCase& c : cases) {

@@ -202,6 +202,8 @@ TEST(DeploySyntaxTest, PodLaunchSelectsItsRankFromThePlan) {
   EXPECT_THAT(r.output,
               HasSubstr("\"--tp-group\", \"g0\", \"--tp-rank\", \"1\", \"--tp-size\", \"2\""));
   EXPECT_THAT(r.output, HasSubstr("\"--coordinator\", \"tcp://splitspec-coordinator:5555\""));
+  // Ranks in pods of their own meet on the pod's address, not on loopback.
+  EXPECT_THAT(r.output, HasSubstr("\"--tp-address\", \"10.9.8.7\""));
   // --no-device-env drops CUDA_VISIBLE_DEVICES; the Secret's keys stay.
   EXPECT_THAT(r.output, HasSubstr("\"env\": {\"SPLITSPEC_KEYS\": \"/etc/splitspec-keys\"}"));
   r = RunShell(tool + " exec " + Quote(plan) + " --group g0 --rank 0 --data-host 10.9.8.7 --print");

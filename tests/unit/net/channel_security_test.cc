@@ -119,7 +119,7 @@ TEST(ChannelSecurityTest, DraftWorkersLoadTheirOwnKeysAndEveryOneIsADraftKey) {
   ASSERT_TRUE(unnamed.ok()) << unnamed.status();
   EXPECT_EQ(unnamed->own.public_key, public_of("draft"));
   EXPECT_EQ(OwnKeyName(dir, kDraft, "../draft.d/draft-0"), "draft");
-  EXPECT_EQ(OwnKeyName(dir, kTarget, "draft-0"), "target");  // only draft workers
+  EXPECT_EQ(OwnKeyName(dir, kTarget, "draft-0"), "target");  // no target.d/draft-0
   EXPECT_THAT(CheckWorkerKeyName("../x").message(), HasSubstr("worker key name '../x'"));
   EXPECT_THAT(
       *ReadDraftWorkerPublicKeys(dir),
@@ -133,6 +133,114 @@ TEST(ChannelSecurityTest, DraftWorkersLoadTheirOwnKeysAndEveryOneIsADraftKey) {
           << KeyRoleName(role) << " " << name;
     }
   }
+}
+
+// Target ranks' own keys (target.d/NAME), as draft workers have: each rank
+// named NAME loads its own, so no two targets share a key; the coordinator
+// and every target grant each of them the target role (tensor-parallel peers),
+// and a directory with target.d keys but no shared target.pub still serves.
+TEST(ChannelSecurityTest, EachTargetWorkerLoadsAKeyOfItsOwn) {
+  const std::string dir = FreshDir("keys-targets");
+  ASSERT_TRUE(WriteEphemeralClusterKeys(dir, {"draft-0"}, {"target-0", "target-1"}).ok());
+  auto public_of = [&](const std::string& name) {
+    return *ReadPublicKeyFile(absl::StrCat(dir, "/", name, ".pub"));
+  };
+  EXPECT_EQ(ModeOf(dir + "/target.d/target-1.key"), 0600u);
+  absl::StatusOr<ChannelSecurity> t0 = LoadChannelSecurity(dir, kTarget, "target-0");
+  absl::StatusOr<ChannelSecurity> t1 = LoadChannelSecurity(dir, kTarget, "target-1");
+  ASSERT_TRUE(t0.ok()) << t0.status();
+  ASSERT_TRUE(t1.ok()) << t1.status();
+  EXPECT_EQ(t0->own.public_key, public_of("target.d/target-0"));
+  EXPECT_EQ(t1->own.public_key, public_of("target.d/target-1"));
+  EXPECT_NE(t0->own.public_key, t1->own.public_key);
+  EXPECT_NE(t0->own.public_key, public_of("target"));
+  EXPECT_EQ(OwnKeyName(dir, kTarget, "target-1"), "target.d/target-1");
+  EXPECT_EQ(OwnKeyName(dir, kDraft, "target-1"), "draft");  // no draft.d/target-1
+  EXPECT_THAT(*ReadTargetWorkerPublicKeys(dir),
+              ::testing::UnorderedElementsAre(public_of("target.d/target-0"),
+                                              public_of("target.d/target-1")));
+  for (KeyRole role : {kCoordinator, kTarget}) {
+    absl::StatusOr<ChannelSecurity> server = LoadChannelSecurity(dir, role);
+    ASSERT_TRUE(server.ok()) << server.status();
+    for (const std::string name : {"target", "target.d/target-0", "target.d/target-1"}) {
+      EXPECT_EQ(server->RolesOf(public_of(name)), static_cast<uint32_t>(kTarget))
+          << KeyRoleName(role) << " " << name;
+    }
+  }
+  EXPECT_EQ(t0->RolesOf(public_of("target.d/target-1")), static_cast<uint32_t>(kTarget));
+
+  ASSERT_EQ(unlink((dir + "/target.pub").c_str()), 0);
+  ASSERT_EQ(unlink((dir + "/target.key").c_str()), 0);
+  absl::StatusOr<ChannelSecurity> coordinator = LoadChannelSecurity(dir, kCoordinator);
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  EXPECT_EQ(coordinator->RolesOf(public_of("target.d/target-0")), static_cast<uint32_t>(kTarget));
+  absl::StatusOr<ChannelSecurity> draft = LoadChannelSecurity(dir, kDraft, "draft-0");
+  ASSERT_TRUE(draft.ok()) << draft.status();
+  EXPECT_EQ(draft->target_public_key, "");  // the coordinator names each target's key
+  const std::string none = FreshDir("keys-no-targets");
+  ASSERT_TRUE(WriteEphemeralClusterKeys(none).ok());
+  ASSERT_EQ(unlink((none + "/target.pub").c_str()), 0);
+  EXPECT_THAT(LoadChannelSecurity(none, kCoordinator).status().message(),
+              HasSubstr("has no target.pub and no target.d/*.pub"));
+}
+
+// `keygen --rotate ROLE`: the role's keys (shared and own) are replaced, the old
+// public keys keep the role until the grace period ends, and a running process
+// that re-reads its key directory admits the new keys (keeping its own keypair).
+TEST(ChannelSecurityTest, RotatedKeysRetireAfterTheirGracePeriod) {
+  const std::string dir = FreshDir("keys-rotate");
+  ASSERT_TRUE(WriteEphemeralClusterKeys(dir, {"draft-0"}, {"target-0"}).ok());
+  auto public_of = [&](const std::string& name) {
+    return *ReadPublicKeyFile(absl::StrCat(dir, "/", name, ".pub"));
+  };
+  const std::string old_shared = public_of("draft"), old_own = public_of("draft.d/draft-0");
+  const absl::Time now = absl::Now();
+  absl::StatusOr<std::vector<std::string>> rotated =
+      RotateRoleKeys(dir, kDraft, absl::Seconds(60), now);
+  ASSERT_TRUE(rotated.ok()) << rotated.status();
+  EXPECT_THAT(*rotated, ::testing::ElementsAre("draft", "draft.d/draft-0"));
+  EXPECT_NE(public_of("draft"), old_shared);
+  EXPECT_NE(public_of("draft.d/draft-0"), old_own);
+  EXPECT_EQ(ModeOf(dir + "/draft.d/draft-0.key"), 0600u);
+  EXPECT_EQ(LoadChannelSecurity(dir, kDraft, "draft-0")->own.public_key,
+            public_of("draft.d/draft-0"));
+  for (KeyRole role : {kCoordinator, kTarget}) {
+    absl::StatusOr<ChannelSecurity> during = LoadChannelSecurity(dir, role, "", now + absl::Seconds(30));
+    absl::StatusOr<ChannelSecurity> after = LoadChannelSecurity(dir, role, "", now + absl::Seconds(61));
+    ASSERT_TRUE(during.ok() && after.ok()) << during.status() << after.status();
+    for (const std::string& key : {old_shared, old_own, public_of("draft"),
+                                   public_of("draft.d/draft-0")}) {
+      EXPECT_EQ(during->RolesOf(key), static_cast<uint32_t>(kDraft)) << KeyRoleName(role);
+    }
+    EXPECT_EQ(after->RolesOf(old_shared), 0u) << KeyRoleName(role);
+    EXPECT_EQ(after->RolesOf(old_own), 0u) << KeyRoleName(role);
+    EXPECT_EQ(after->RolesOf(public_of("draft.d/draft-0")), static_cast<uint32_t>(kDraft));
+  }
+  EXPECT_THAT(RotateRoleKeys(dir, kCoordinator, absl::Seconds(60)).status().message(),
+              HasSubstr("cannot be rotated while the cluster runs"));
+
+  // A running coordinator re-reads its directory: a rotated client key is admitted,
+  // the old one too until its time, and its own keypair stays.
+  absl::StatusOr<ChannelSecurity> coordinator = LoadChannelSecurity(dir, kCoordinator);
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  SetDefaultChannelSecurity(*coordinator);
+  absl::StatusOr<bool> unchanged = RefreshProcessSecurity();
+  ASSERT_TRUE(unchanged.ok()) << unchanged.status();
+  EXPECT_FALSE(*unchanged);
+  const std::string old_client = public_of("client");
+  ASSERT_TRUE(RotateRoleKeys(dir, kClient, absl::Seconds(60)).ok());
+  absl::StatusOr<bool> changed = RefreshProcessSecurity();
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_TRUE(*changed);
+  const ChannelSecurity refreshed = DefaultChannelSecurity();
+  EXPECT_EQ(refreshed.RolesOf(public_of("client")), static_cast<uint32_t>(kClient));
+  EXPECT_EQ(refreshed.RolesOf(old_client), static_cast<uint32_t>(kClient));
+  EXPECT_EQ(refreshed.own.public_key, coordinator->own.public_key);
+  absl::StatusOr<bool> retired = RefreshProcessSecurity(absl::Now() + absl::Seconds(61));
+  ASSERT_TRUE(retired.ok()) << retired.status();
+  EXPECT_TRUE(*retired);
+  EXPECT_EQ(DefaultChannelSecurity().RolesOf(old_client), 0u);
+  SetDefaultChannelSecurity(ChannelSecurity{});
 }
 
 TEST(ChannelSecurityTest, TheEnvironmentChoosesTheProcessSecurity) {

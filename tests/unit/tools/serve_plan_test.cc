@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/net/channel_security.h"
 
 namespace splitspec::tools {
 namespace {
@@ -88,11 +90,13 @@ TEST_F(ServePlanTest, Tp2GroupStartsTwoRanksWithTheirFlags) {
               ElementsAre("/bin-dir/splitspec-target-worker", "--coordinator",
                           "tcp://127.0.0.1:5555", "--name", "g-rank0", "--model", model,
                           "--tp-group", "g", "--tp-rank", "0", "--tp-size", "2", "--data-endpoint",
-                          "tcp://127.0.0.1:*", "--threads", "3", "--device", "cuda:0"));
+                          "tcp://127.0.0.1:*", "--tp-address", "127.0.0.1", "--threads", "3",
+                          "--device", "cuda:0"));
   EXPECT_THAT(r1.argv, ElementsAre("/bin-dir/splitspec-target-worker", "--coordinator",
                                    "tcp://127.0.0.1:5555", "--name", "g-rank1", "--model", model,
                                    "--tp-group", "g", "--tp-rank", "1", "--tp-size", "2",
-                                   "--threads", "3", "--device", "cuda:0"));
+                                   "--tp-address", "127.0.0.1", "--threads", "3", "--device",
+                                   "cuda:0"));
   EXPECT_THAT(r0.env, ElementsAre(std::make_pair("CUDA_VISIBLE_DEVICES", "0")));
   EXPECT_THAT(r1.env, ElementsAre(std::make_pair("CUDA_VISIBLE_DEVICES", "1")));
   EXPECT_EQ((*plan)[3].name, "d-0");
@@ -155,6 +159,8 @@ TEST_F(ServePlanTest, GroupHostsPutEachRankOnItsHost) {
 [coordinator]
 host = "n1"
 control = "tcp://10.0.0.1:5555"
+[security]
+tp_network = "trusted"
 [[target_group]]
 name = "g"
 tp = 2
@@ -168,6 +174,71 @@ host = "n1"
   EXPECT_EQ((*plan)[1].host, "n2");
   EXPECT_EQ((*plan)[2].host, "n3");
   EXPECT_EQ((*plan)[3].host, "n1");
+  // Each rank binds its collectives to its own host's address, not every interface.
+  EXPECT_THAT((*plan)[1].argv, ::testing::IsSupersetOf({"--tp-address", "n2"}));
+  EXPECT_THAT((*plan)[2].argv, ::testing::IsSupersetOf({"--tp-address", "n3"}));
+}
+
+// A group's Gloo collectives are plaintext TCP: serve refuses a group whose ranks
+// span hosts unless [security] tp_network = "trusted", saying why; a group on one
+// host binds them to loopback, where they never leave it.
+TEST_F(ServePlanTest, AMultiHostGroupNeedsATrustedNetwork) {
+  const std::string untrusted = WriteConfig(R"(
+[coordinator]
+host = "n1"
+control = "tcp://10.0.0.1:5555"
+[[target_group]]
+name = "g"
+tp = 2
+hosts = ["n2", "n3"]
+data_endpoint = "tcp://10.0.0.2:*"
+[[draft_pool]]
+host = "n1"
+)");
+  absl::StatusOr<std::vector<PlannedProcess>> plan = Plan({"--config", untrusted});
+  EXPECT_TRUE(absl::IsFailedPrecondition(plan.status())) << plan.status();
+  EXPECT_THAT(plan.status().message(), HasSubstr(":8: target group 'g' spans hosts n2, n3"));
+  EXPECT_THAT(plan.status().message(), HasSubstr("plaintext, unauthenticated TCP"));
+  EXPECT_THAT(plan.status().message(), HasSubstr("set tp_network = \"trusted\" in [security]"));
+
+  const std::string one_host = WriteConfig(
+      "[[target_group]]\nname = \"g\"\ntp = 2\n[[draft_pool]]\ncount = 0\n");
+  plan = Plan({"--config", one_host});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->size(), 3u);
+  for (int rank : {1, 2}) {
+    EXPECT_THAT((*plan)[rank].argv, ::testing::IsSupersetOf({"--tp-address", "127.0.0.1"}));
+  }
+}
+
+// The CLI end to end: `serve --dry-run` refuses the untrusted multi-host group with
+// the reason on stderr and exit status 2, printing no plan for a launcher to start.
+TEST_F(ServePlanTest, DryRunRefusesAnUntrustedMultiHostGroupSayingWhy) {
+  const std::string config = WriteConfig(R"(
+[coordinator]
+host = "n1"
+control = "tcp://10.0.0.1:5555"
+[[target_group]]
+name = "wide"
+tp = 2
+hosts = ["n2", "n3"]
+data_endpoint = "tcp://10.0.0.2:*"
+[[draft_pool]]
+host = "n1"
+)");
+  const std::string command = std::string(SPLITSPEC_BIN_DIR) + "/splitspec serve --config " +
+                              config + " --dry-run 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) out.append(buffer, n);
+  const int status = pclose(pipe);
+  EXPECT_EQ(WEXITSTATUS(status), 2) << out;
+  EXPECT_THAT(out, HasSubstr("splitspec serve: "));
+  EXPECT_THAT(out, HasSubstr("target group 'wide' spans hosts n2, n3"));
+  EXPECT_THAT(out, HasSubstr("Gloo has no encrypted transport"));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("\"role\":\"coordinator\"")));
 }
 
 TEST_F(ServePlanTest, WithoutConfigUsesTheShippedDefaultConfig) {
@@ -288,6 +359,23 @@ TEST_F(ServePlanTest, SwitchesSetFalseAreOffAndIntegersAreNotNarrowed) {
       HasSubstr("--targets 4294967298 is out of range"));
 }
 
+TEST_F(ServePlanTest, RegisterTimeoutTakesADurationOrSeconds) {
+  auto timeout = [&](const std::vector<std::string>& flags) {
+    CommandArgs args = {"--config", WriteConfig("")};
+    args.insert(args.end(), flags.begin(), flags.end());
+    return ParseServeOptions(args, env_);
+  };
+  EXPECT_EQ(timeout({})->register_timeout, absl::Seconds(60));
+  EXPECT_EQ(timeout({"--register-timeout", "90s"})->register_timeout, absl::Seconds(90));
+  EXPECT_EQ(timeout({"--register-timeout", "2m"})->register_timeout, absl::Minutes(2));
+  EXPECT_EQ(timeout({"--register-timeout", "2.5"})->register_timeout, absl::Milliseconds(2500));
+  EXPECT_EQ(timeout({"--register-timeout", "0"})->register_timeout, absl::InfiniteDuration());
+  for (const char* bad : {"soon", "-1s", "inf"}) {
+    EXPECT_THAT(std::string(timeout({"--register-timeout", bad}).status().message()),
+                HasSubstr(absl::StrCat("--register-timeout '", bad, "'")));
+  }
+}
+
 TEST_F(ServePlanTest, DraftFlagSelectsTheModelDrafter) {
   absl::StatusOr<std::vector<PlannedProcess>> plan =
       Plan({"--config", WriteConfig(""), "--draft", "/d.gguf"});
@@ -377,6 +465,17 @@ TEST_F(ServePlanTest, ServeMakesFreshKeysForALocalCluster) {
     }
   }
   EXPECT_GE(draft_workers, 1);
+  // So has each target rank (--name NAME: target.d/NAME), distinct from the others.
+  std::set<std::string> target_keys;
+  for (const config::TargetGroupConfig& group : options->config.target_groups) {
+    ASSERT_EQ(group.tp, 1);
+    absl::StatusOr<std::string> own =
+        net::ReadPublicKeyFile(absl::StrCat(keys, "/target.d/", group.name, ".pub"));
+    ASSERT_TRUE(own.ok()) << own.status();
+    target_keys.insert(*own);
+  }
+  target_keys.insert(*net::ReadPublicKeyFile(keys + "/target.pub"));
+  EXPECT_EQ(target_keys.size(), options->config.target_groups.size() + 1);
   std::ifstream old_key(keys + "/coordinator.pub");
   std::string old_public;
   old_key >> old_public;
@@ -476,7 +575,41 @@ TEST_F(ServePlanTest, KeygenWritesDraftWorkersOwnKeys) {
   EXPECT_THAT(out, HasSubstr("--draft-worker: worker key name '../evil'"));
   std::tie(status, out) = run("--out " + keys);
   EXPECT_EQ(status, 2) << out;
-  EXPECT_THAT(out, HasSubstr("--name ROLE (or --draft-workers N) is required"));
+  EXPECT_THAT(out, HasSubstr("--name ROLE (or --draft-workers N, --target-workers N) is required"));
+}
+
+// `splitspec keygen --target-workers N --target-worker NAME`: keys of their own
+// for target ranks in DIR/target.d, each different, never overwritten.
+TEST_F(ServePlanTest, KeygenWritesTargetWorkersOwnKeys) {
+  const std::string keys = (dir_ / "target-keys").string();
+  auto run = [](const std::string& args) {
+    const std::string command =
+        std::string(SPLITSPEC_BIN_DIR) + "/splitspec keygen " + args + " 2>&1";
+    FILE* pipe = popen(command.c_str(), "r");
+    std::string out;
+    char buffer[4096];
+    while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) out.append(buffer, n);
+    const int status = pclose(pipe);
+    return std::make_pair(WEXITSTATUS(status), out);
+  };
+  auto [status, out] = run("--out " + keys + " --target-workers 2 --target-worker g-rank1");
+  ASSERT_EQ(status, 0) << out;
+  std::set<std::string> publics;
+  for (const char* name : {"target.d/target-0", "target.d/target-1", "target.d/g-rank1"}) {
+    EXPECT_THAT(out, HasSubstr(keys + "/" + name + ".pub ")) << name;
+    absl::StatusOr<std::string> key = net::ReadPublicKeyFile(keys + "/" + name + ".pub");
+    ASSERT_TRUE(key.ok()) << key.status();
+    publics.insert(*key);
+  }
+  EXPECT_EQ(publics.size(), 3u);
+  EXPECT_EQ(std::filesystem::status(keys + "/target.d/g-rank1.key").permissions(),
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  std::tie(status, out) = run("--out " + keys + " --target-worker g-rank1");
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_THAT(out, HasSubstr("g-rank1.key exists; keys are never overwritten"));
+  std::tie(status, out) = run("--out " + keys + " --target-worker a/b");
+  EXPECT_EQ(status, 2) << out;
+  EXPECT_THAT(out, HasSubstr("--target-worker: worker key name 'a/b'"));
 }
 
 }  // namespace

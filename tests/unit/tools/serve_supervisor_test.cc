@@ -200,5 +200,59 @@ TEST_F(SupervisorTest, AHungWorkerTheCoordinatorDeclaredDeadIsKilledAndRestarted
   supervisor.StopAll();
 }
 
+// A worker stuck before its first registration never heartbeats, so the coordinator
+// never declares it dead: once --register-timeout has passed since its start without
+// its pid among the members, it is SIGKILLed and restarted with back-off, counted like
+// a crash; during start-up too, where any other exit stops the start. Its successor,
+// which registers, is left alone.
+TEST_F(SupervisorTest, AWorkerThatDoesNotRegisterInTimeIsKilledAndRestarted) {
+  Supervisor supervisor({Process("coordinator", "coordinator", "exec sleep 60"),
+                         Process("draft-0", "draft", "exec sleep 60")},
+                        {}, fast_, out_);
+  ASSERT_TRUE(supervisor.StartAll().ok());
+  const pid_t coordinator = supervisor.pid(0), stuck = supervisor.pid(1);
+  ASSERT_EQ(::kill(stuck, SIGSTOP), 0);  // hung right after its spawn
+  // The coordinator lists the coordinator's process and, once it runs, the successor.
+  int probes = 0;
+  supervisor.WatchHeartbeats(
+      [&]() -> absl::StatusOr<std::vector<proto::MemberStatus>> {
+        ++probes;
+        std::vector<proto::MemberStatus> members;
+        const pid_t now = supervisor.pid(1);
+        if (now != 0 && now != stuck)
+          members.push_back(Member(static_cast<uint32_t>(now), proto::MEMBER_STATE_ALIVE));
+        return members;
+      },
+      absl::ZeroDuration());
+  supervisor.SetRegisterTimeout(absl::Milliseconds(50));
+  absl::Status started = absl::OkStatus();
+  for (int attempt = 0; attempt < 3000 && started.ok() &&
+                        (supervisor.pid(1) == 0 || supervisor.pid(1) == stuck);
+       ++attempt) {
+    started = supervisor.CheckStarted();  // start-up: this kill is not a start failure
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(started.ok()) << started;
+  const pid_t successor = supervisor.pid(1);
+  ASSERT_NE(successor, 0);
+  ASSERT_NE(successor, stuck);
+  EXPECT_EQ(supervisor.restarts(1), 1);
+  // Registered: left alone however long it runs.
+  const int probes_then = probes;
+  ASSERT_TRUE(StepUntil(supervisor, [&] { return probes >= probes_then + 20; }).ok());
+  EXPECT_EQ(supervisor.pid(1), successor);
+  EXPECT_EQ(supervisor.pid(0), coordinator);
+  const std::string printed = Printed();
+  EXPECT_THAT(printed, HasSubstr(absl::StrCat(
+                           "==> draft-0 (pid ", stuck,
+                           ") did not register with the coordinator within 50ms of its start; "
+                           "SIGKILL")));
+  EXPECT_THAT(printed, HasSubstr(absl::StrCat("==> draft-0 (pid ", stuck,
+                                              ") was killed by signal 9 (Killed); restart 1")));
+  EXPECT_THAT(printed, HasSubstr(absl::StrCat("==> draft-0 restarted (pid ", successor,
+                                              ", restart 1)")));
+  supervisor.StopAll();
+}
+
 }  // namespace
 }  // namespace splitspec::tools
