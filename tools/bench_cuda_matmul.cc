@@ -51,10 +51,11 @@ const cli::FlagTable& FlagTable() {
       .summary =
           "kernel time and weight bandwidth of the CUDA matvec per type, shape and "
           "token count",
-      .flags = {{"device", "N", "0", "the CUDA device ordinal"},
+      .flags = {{"device", "N", "0", "the CUDA device ordinal", cli::IntRangeOf<int>()},
                 {"types", "LIST", "q4_0,q8_0,q4_K,q6_K,f16", "weight types to time"},
                 {"tokens", "LIST", "1,2,3,5,8,9,16,17", "token counts per launch"},
-                {"repeats", "N", "50", "timed launches per case (the median is printed)"}}};
+                {"repeats", "N", "50", "timed launches per case (the median is printed)",
+                 cli::IntRangeOf<int>()}}};
   return *table;
 }
 
@@ -103,8 +104,8 @@ absl::StatusOr<double> MedianLaunchUs(const DeviceMatrix& w, const float* x,
 }
 
 absl::Status Run(const cli::CliArgs& args) {
-  ASSIGN_OR_RETURN(const int64_t device, args.GetInt("device", 0));
-  ASSIGN_OR_RETURN(const int64_t repeats, args.GetInt("repeats", 50));
+  ASSIGN_OR_RETURN(const int device, args.GetInt<int>("device", 0));
+  ASSIGN_OR_RETURN(const int repeats, args.GetInt<int>("repeats", 50));
   if (repeats < 1 || device < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--repeats ", repeats, " must be >= 1 and --device ", device, " >= 0"));

@@ -26,9 +26,11 @@ const cli::FlagTable& FlagTable() {
       .flags = {{"out", "PATH", "", "the GGUF to write (required)"},
                 {"shape", "NAME", "smollm2", "smollm2, llama3-1b or llama3-8b"},
                 {"type", "TYPE", "q4_1", "layer matrices: q4_0, q4_1, q8_0 or q4_K"},
-                {"layers", "N", "", "fewer layers than the shape's (small test files)"},
+                {"layers", "N", "", "fewer layers than the shape's (small test files)",
+                 cli::IntRangeOf<int>()},
                 {"vocab-rows", "N", "",
-                 "fewer embedding rows than the shape's vocabulary (small test files)"}}};
+                 "fewer embedding rows than the shape's vocabulary (small test files)",
+                 cli::IntRangeOf<int>()}}};
   return *table;
 }
 
@@ -38,12 +40,12 @@ absl::Status Write(const cli::CliArgs& args) {
   const std::string shape = args.GetString("shape", "smollm2");
   const std::string type = args.GetString("type", "q4_1");
   ASSIGN_OR_RETURN(TinyModelOptions options, BenchModelOptions(shape, type));
-  ASSIGN_OR_RETURN(int64_t layers, args.GetInt("layers", options.n_layers));
+  ASSIGN_OR_RETURN(int layers, args.GetInt<int>("layers", options.n_layers));
   if (layers < 1 || layers > options.n_layers) {
     return absl::InvalidArgumentError(
         absl::StrCat("--layers must be in [1, ", options.n_layers, "], got ", layers));
   }
-  ASSIGN_OR_RETURN(int64_t rows, args.GetInt("vocab-rows", options.vocab_rows));
+  ASSIGN_OR_RETURN(int64_t rows, args.GetInt<int>("vocab-rows", options.vocab_rows));
   if (rows < TinyModelVocabSize() || rows > options.vocab_rows) {
     return absl::InvalidArgumentError(absl::StrCat("--vocab-rows must be in [",
                                                    TinyModelVocabSize(), ", ", options.vocab_rows,
