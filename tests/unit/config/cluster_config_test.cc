@@ -318,10 +318,10 @@ TEST(ClusterConfigTest, DefaultConfigFileEqualsTheBuiltInDefaults) {
   ASSERT_EQ(file->target_groups.size(), 1u);
   const TargetGroupConfig& g = file->target_groups[0];
   const TargetGroupConfig& dg = empty->target_groups[0];
-  EXPECT_EQ(std::tie(g.name, g.tp, g.devices, g.threads, g.host, g.data_endpoint,
-                     g.kv_cache_memory),
-            std::tie(dg.name, dg.tp, dg.devices, dg.threads, dg.host, dg.data_endpoint,
-                     dg.kv_cache_memory));
+  EXPECT_EQ(
+      std::tie(g.name, g.tp, g.devices, g.threads, g.host, g.data_endpoint, g.kv_cache_memory),
+      std::tie(dg.name, dg.tp, dg.devices, dg.threads, dg.host, dg.data_endpoint,
+               dg.kv_cache_memory));
   ASSERT_EQ(file->draft_pools.size(), 1u);
   const DraftPoolConfig& p = file->draft_pools[0];
   const DraftPoolConfig& dp = empty->draft_pools[0];

@@ -129,8 +129,9 @@ kv_cache_memory = "64MiB"
   absl::StatusOr<std::vector<PlannedProcess>> bad =
       Plan({"--config", config, "--kv-cache-memory", "lots"});
   ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(std::string(bad.status().message()),
-              HasSubstr("--kv-cache-memory: target_group[0].kv_cache_memory: memory amount 'lots'"));
+  EXPECT_THAT(
+      std::string(bad.status().message()),
+      HasSubstr("--kv-cache-memory: target_group[0].kv_cache_memory: memory amount 'lots'"));
 }
 
 TEST_F(ServePlanTest, CudaDevicesReachEachWorkerAsItsOnlyGpu) {
