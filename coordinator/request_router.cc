@@ -70,8 +70,9 @@ uint64_t RequestRouter::ChooseTarget(const Request& request) const {
   int best_load = 0;
   for (const auto& [id, worker] : workers_) {
     if (worker.role != proto::ROLE_TARGET_WORKER || worker.draining) continue;
-    const bool room = !worker.kv_free_bytes.has_value() ||
-                      *worker.kv_free_bytes / worker.kv_bytes_per_position >= request.committed.size();
+    const bool room =
+        !worker.kv_free_bytes.has_value() ||
+        *worker.kv_free_bytes / worker.kv_bytes_per_position >= request.committed.size();
     if (!room) continue;
     if (best == 0 || worker.load < best_load) {
       best = id;

@@ -54,10 +54,10 @@ absl::Status ServeDrafts(splitspec::cli::WorkerFlags flags) {
   }
   // A drafter with a model keeps KV caches: give them their budget.
   if (auto* model_drafter = dynamic_cast<splitspec::spec::ModelDrafter*>(drafter.get())) {
-    ASSIGN_OR_RETURN(uint64_t kv_cache_bytes,
-                     splitspec::model::StartKvBudget(
-                         model_drafter->draft_model(), flags.kv_cache_memory,
-                         absl::StrCat("draft worker '", flags.identity.name, "'")));
+    ASSIGN_OR_RETURN(
+        uint64_t kv_cache_bytes,
+        splitspec::model::StartKvBudget(model_drafter->draft_model(), flags.kv_cache_memory,
+                                        absl::StrCat("draft worker '", flags.identity.name, "'")));
     model_drafter->SetKvBudget(kv_cache_bytes);
   }
   if (flags.identity.model_path.empty()) {

@@ -34,8 +34,8 @@ absl::Status PrepareBatch(const proto::GroupStep& step, const model::Transformer
     // The leader reserved these positions (a request's admission, KV budget):
     // the same growth here keeps this rank's cache the size of the leader's.
     if (static_cast<int>(sequence.reserved()) > cache->reserved_positions()) {
-      RETURN_IF_ERROR(cache->Reserve(
-          std::min(static_cast<int>(sequence.reserved()), cache->max_tokens())));
+      RETURN_IF_ERROR(
+          cache->Reserve(std::min(static_cast<int>(sequence.reserved()), cache->max_tokens())));
     }
     if (static_cast<int>(sequence.start()) > cache->length()) {
       return absl::DataLossError(absl::StrCat(
@@ -97,7 +97,8 @@ absl::StatusOr<FollowerExit> RunGroupFollower(model::Transformer& model, net::Co
     for (const proto::GroupStepSequence& sequence : step.sequences())
       counters->tokens += sequence.tokens_size();
     counters->reserved_positions = 0;
-    for (const auto& [key, cache] : caches) counters->reserved_positions += cache->reserved_positions();
+    for (const auto& [key, cache] : caches)
+      counters->reserved_positions += cache->reserved_positions();
   }
   return FollowerExit::kStopped;
 }

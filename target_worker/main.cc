@@ -86,10 +86,10 @@ absl::Status ServeTargets(splitspec::cli::WorkerFlags flags) {
       splitspec::target::LoadSingleRankModel(flags.identity.model_path, model_options));
   const std::unique_ptr<splitspec::model::Transformer>& model = target.model;
   splitspec::target::TargetServiceOptions service_options = ServiceOptions(flags);
-  ASSIGN_OR_RETURN(service_options.engine.kv_cache_bytes,
-                   splitspec::model::StartKvBudget(
-                       *model, flags.kv_cache_memory,
-                       absl::StrCat("target worker '", flags.identity.name, "'")));
+  ASSIGN_OR_RETURN(
+      service_options.engine.kv_cache_bytes,
+      splitspec::model::StartKvBudget(*model, flags.kv_cache_memory,
+                                      absl::StrCat("target worker '", flags.identity.name, "'")));
   // One rank on a GPU verifies there: the target's probabilities stay on the device.
   if (flags.device.is_cuda()) service_options.verify_device = flags.device.ordinal;
   ASSIGN_OR_RETURN(auto service,

@@ -51,9 +51,9 @@ absl::Status AttachGuidanceCompanion(const proto::Assignment& assignment,
         " tokens) does not fit the context length ", model.config().context_length));
   }
   const int longest = negative.size() + request.max_length() - request.prompt_length();
-  request.AttachCompanion({negative.begin(), negative.end()},
-                          model.NewCache(CacheTokens(longest, companion_length,
-                                                     model.config().context_length)));
+  request.AttachCompanion(
+      {negative.begin(), negative.end()},
+      model.NewCache(CacheTokens(longest, companion_length, model.config().context_length)));
   return absl::OkStatus();
 }
 
@@ -102,8 +102,7 @@ absl::StatusOr<std::unique_ptr<TargetRequest>> NewTargetRequest(const proto::Ass
   const int longest = std::min(prompt_length + limits.max_new_tokens, limits.context_length);
   auto request = std::make_unique<TargetRequest>(
       assignment, std::move(limits), model.NewCache(CacheTokens(longest, committed, context)),
-      params,
-      net::VerifyModeFromProto(assignment.verify_mode(), params));
+      params, net::VerifyModeFromProto(assignment.verify_mode(), params));
   if (params.guided()) {
     RETURN_IF_ERROR(AttachGuidanceCompanion(assignment, model, *request));
   }

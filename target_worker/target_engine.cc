@@ -106,8 +106,7 @@ absl::Status TargetEngine::AddRequest(const proto::Assignment& assignment) {
         request->max_length() - request->prompt_length(), " + a draft block's slack",
         request->guided() ? ", and as many again for its unconditional companion" : "", ") = ",
         request->max_kv_bytes(), " bytes, more than this target's whole KV cache budget of ",
-        kv_budget_.budget_bytes(), " bytes (",
-        FormatBytes(kv_budget_.budget_bytes()),
+        kv_budget_.budget_bytes(), " bytes (", FormatBytes(kv_budget_.budget_bytes()),
         ", --kv-cache-memory); shorten the prompt or max_tokens, or raise the budget"));
   }
   if (request->guided()) ++counters_.guided_requests;
@@ -160,12 +159,12 @@ bool TargetEngine::AdmitNext(uint64_t* kv_used) {
   }
   // Reserve now: the budget holds the room from the admission on.
   model::KvCache& cache = request.cache();
-  absl::Status reserved = cache.Reserve(
-      std::min(request.frontier() + options_.kv_reserve_tokens, cache.max_tokens()));
+  absl::Status reserved =
+      cache.Reserve(std::min(request.frontier() + options_.kv_reserve_tokens, cache.max_tokens()));
   if (reserved.ok() && request.guided()) {
     model::KvCache& companion = request.companion_cache();
-    reserved = companion.Reserve(std::min(
-        request.companion_frontier() + options_.kv_reserve_tokens, companion.max_tokens()));
+    reserved = companion.Reserve(std::min(request.companion_frontier() + options_.kv_reserve_tokens,
+                                          companion.max_tokens()));
   }
   if (!reserved.ok()) {  // a device out of memory: wait for a request to finish
     SPLITSPEC_LOG(WARNING) << "request " << request.id() << " waits for KV memory: " << reserved;

@@ -53,7 +53,8 @@ BlockAdmission TargetRequest::AdmitBlock(const proto::DraftBlock& block) {
     return BlockAdmission::kStaleStart;
   // A block past the longest the request may run would push its cache past the
   // positions it was sized (and its KV budgeted) for.
-  if (int64_t{start} + block.tokens_size() > cache_->max_tokens()) return BlockAdmission::kMalformed;
+  if (int64_t{start} + block.tokens_size() > cache_->max_tokens())
+    return BlockAdmission::kMalformed;
   if (blocks_.contains(start)) return BlockAdmission::kDuplicate;
   blocks_.emplace(start, block);
   return BlockAdmission::kQueued;

@@ -101,8 +101,7 @@ absl::Status OverrideTargetGroups(const CliArgs& args, ClusterConfig* c) {
     }
     if (args.Has("kv-cache-memory")) {
       g.kv_cache_memory = args.GetString("kv-cache-memory", "");
-      SetFieldOrigin(c, absl::StrCat("target_group[", i, "].kv_cache_memory"),
-                     "--kv-cache-memory");
+      SetFieldOrigin(c, absl::StrCat("target_group[", i, "].kv_cache_memory"), "--kv-cache-memory");
     }
   }
   return absl::OkStatus();

@@ -15,11 +15,20 @@ constexpr double kMaxBytes = 4611686018427387904.0;  // 2^62
 
 // The multiplier of a lower-cased size suffix, or 0 if unknown.
 double SuffixMultiplier(absl::string_view suffix) {
-  constexpr std::pair<absl::string_view, double> kSuffixes[] = {
-      {"", 1.0},           {"b", 1.0},           {"k", 1024.0},        {"kb", 1024.0},
-      {"kib", 1024.0},     {"m", 1048576.0},     {"mb", 1048576.0},    {"mib", 1048576.0},
-      {"g", 1073741824.0}, {"gb", 1073741824.0}, {"gib", 1073741824.0}, {"t", 1099511627776.0},
-      {"tb", 1099511627776.0}, {"tib", 1099511627776.0}};
+  constexpr std::pair<absl::string_view, double> kSuffixes[] = {{"", 1.0},
+                                                                {"b", 1.0},
+                                                                {"k", 1024.0},
+                                                                {"kb", 1024.0},
+                                                                {"kib", 1024.0},
+                                                                {"m", 1048576.0},
+                                                                {"mb", 1048576.0},
+                                                                {"mib", 1048576.0},
+                                                                {"g", 1073741824.0},
+                                                                {"gb", 1073741824.0},
+                                                                {"gib", 1073741824.0},
+                                                                {"t", 1099511627776.0},
+                                                                {"tb", 1099511627776.0},
+                                                                {"tib", 1099511627776.0}};
   for (const auto& [name, multiplier] : kSuffixes) {
     if (suffix == name) return multiplier;
   }
@@ -41,9 +50,9 @@ std::string MemoryAmount::ToString() const {
 absl::StatusOr<MemoryAmount> ParseMemoryAmount(absl::string_view text) {
   const std::string lowered = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
   auto refuse = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "memory amount '", text, "': ", why,
-        " (write bytes, a size such as 256MiB or 2GiB, or a percentage such as 40%)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("memory amount '", text, "': ", why,
+                     " (write bytes, a size such as 256MiB or 2GiB, or a percentage such as 40%)"));
   };
   if (lowered.empty()) return refuse("empty");
   size_t number_end = 0;

@@ -24,8 +24,7 @@ absl::StatusOr<uint64_t> ReadMemAvailable(const std::string& meminfo_path) {
     absl::string_view rest = line;
     if (!absl::ConsumePrefix(&rest, "MemAvailable:")) continue;
     // "MemAvailable:   12345678 kB"
-    std::vector<absl::string_view> fields =
-        absl::StrSplit(rest, ' ', absl::SkipWhitespace());
+    std::vector<absl::string_view> fields = absl::StrSplit(rest, ' ', absl::SkipWhitespace());
     uint64_t kib = 0;
     if (fields.size() != 2 || fields[1] != "kB" || !absl::SimpleAtoi(fields[0], &kib)) {
       return absl::DataLossError(
@@ -56,16 +55,15 @@ absl::StatusOr<KvBudgetPlan> PlanKvBudget(const std::optional<MemoryAmount>& amo
     plan.available_bytes = available > host_weight_bytes ? available - host_weight_bytes : 0;
   }
   const MemoryAmount share =
-      amount.has_value()
-          ? *amount
-          : MemoryAmount{.percent = device.is_cuda() ? kDefaultKvDevicePercent
-                                                     : kDefaultKvHostPercent};
+      amount.has_value() ? *amount
+                         : MemoryAmount{.percent = device.is_cuda() ? kDefaultKvDevicePercent
+                                                                    : kDefaultKvHostPercent};
   plan.percent = share.percent;
   plan.budget_bytes = share.Resolve(plan.available_bytes);
   if (plan.budget_bytes == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("KV cache budget ", share.ToString(), " of ", plan.memory, " (",
-                     plan.available_bytes, " bytes left after the weights) is 0 bytes"));
+    return absl::InvalidArgumentError(absl::StrCat("KV cache budget ", share.ToString(), " of ",
+                                                   plan.memory, " (", plan.available_bytes,
+                                                   " bytes left after the weights) is 0 bytes"));
   }
   return plan;
 }
@@ -73,21 +71,19 @@ absl::StatusOr<KvBudgetPlan> PlanKvBudget(const std::optional<MemoryAmount>& amo
 std::string DescribeKvBudget(const KvBudgetPlan& plan, uint64_t bytes_per_position,
                              int context_length) {
   const std::string origin =
-      plan.percent == 0
-          ? std::string("--kv-cache-memory")
-          : absl::StrCat(plan.amount.has_value() ? "" : "default: ", plan.percent, "% of ",
-                         FormatBytes(plan.available_bytes), " of ", plan.memory,
-                         " left after the weights");
+      plan.percent == 0 ? std::string("--kv-cache-memory")
+                        : absl::StrCat(plan.amount.has_value() ? "" : "default: ", plan.percent,
+                                       "% of ", FormatBytes(plan.available_bytes), " of ",
+                                       plan.memory, " left after the weights");
   const std::string line =
       absl::StrCat("KV cache budget ", FormatBytes(plan.budget_bytes), " (", origin, ")");
   if (bytes_per_position == 0 || context_length <= 0) return line;
   const uint64_t positions = plan.budget_bytes / bytes_per_position;
-  return absl::StrCat(line, " = ", positions, " positions of ", bytes_per_position,
-                      " bytes: ", positions / static_cast<uint64_t>(context_length),
-                      " sequence(s) x the full context of ", context_length,
-                      " (the longest sequence: ",
-                      std::min<uint64_t>(positions, static_cast<uint64_t>(context_length)),
-                      " positions)");
+  return absl::StrCat(
+      line, " = ", positions, " positions of ", bytes_per_position,
+      " bytes: ", positions / static_cast<uint64_t>(context_length),
+      " sequence(s) x the full context of ", context_length, " (the longest sequence: ",
+      std::min<uint64_t>(positions, static_cast<uint64_t>(context_length)), " positions)");
 }
 
 absl::StatusOr<uint64_t> StartKvBudget(const Transformer& model,

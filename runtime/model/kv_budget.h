@@ -46,10 +46,10 @@ inline constexpr double kDefaultKvDevicePercent = 80.0;
 // What PlanKvBudget chose, and from what (for the start-up line and /metrics).
 struct KvBudgetPlan {
   uint64_t budget_bytes = 0;
-  uint64_t available_bytes = 0;  // the memory left after the weights (0: not read)
-  std::string memory;            // "host memory" or "cuda:0 (NVIDIA H100) memory"
+  uint64_t available_bytes = 0;        // the memory left after the weights (0: not read)
+  std::string memory;                  // "host memory" or "cuda:0 (NVIDIA H100) memory"
   std::optional<MemoryAmount> amount;  // the flag's value; unset: the default percentage
-  double percent = 0;  // the share of available_bytes taken (0: a number of bytes)
+  double percent = 0;                  // the share of available_bytes taken (0: a number of bytes)
 };
 
 // MemAvailable of a /proc/meminfo-format file, in bytes. Errors: NotFound or

@@ -93,7 +93,9 @@ class KvCache {
   // doubling growth). REQUIRES: new_length <= max_tokens().
   int ReservedAfter(int new_length) const;
   // memory_bytes() after Reserve(new_length). REQUIRES: new_length <= max_tokens().
-  uint64_t BytesAfterReserve(int new_length) const { return StorageBytes(ReservedAfter(new_length)); }
+  uint64_t BytesAfterReserve(int new_length) const {
+    return StorageBytes(ReservedAfter(new_length));
+  }
 
   // Where the rows live. A device cache (a device backend's NewCache) keeps them
   // in device memory: key() and value() must not be called on it; the backend

@@ -104,8 +104,7 @@ void ModelDrafter::EvictCache(RequestState& state) {
   kv_budget_.CountPreemption();
 }
 
-void ModelDrafter::FitKvBudget(std::vector<Work*>& fed,
-                               std::vector<model::SequenceInput>& inputs) {
+void ModelDrafter::FitKvBudget(std::vector<Work*>& fed, std::vector<model::SequenceInput>& inputs) {
   if (kv_budget_.unlimited()) return;
   uint64_t used = kv_budget_.used_bytes();
   std::vector<bool> keep(inputs.size(), true);
@@ -118,10 +117,9 @@ void ModelDrafter::FitKvBudget(std::vector<Work*>& fed,
       RequestState* newest = nullptr;  // the newest holding memory, not in this forward
       for (auto& [id, state] : requests_) {
         if (state.cache->memory_bytes() == 0) continue;
-        const bool in_forward = std::any_of(fed.begin(), fed.end(),
-                                            [&](const Work* w) { return w->state == &state; });
-        if (!in_forward && (newest == nullptr || state.started > newest->started))
-          newest = &state;
+        const bool in_forward =
+            std::any_of(fed.begin(), fed.end(), [&](const Work* w) { return w->state == &state; });
+        if (!in_forward && (newest == nullptr || state.started > newest->started)) newest = &state;
       }
       if (newest == nullptr) break;
       used -= newest->cache->memory_bytes();
@@ -133,11 +131,11 @@ void ModelDrafter::FitKvBudget(std::vector<Work*>& fed,
     }
     Work& w = *fed[i];
     Rollback(w);
-    w.request->status = absl::ResourceExhaustedError(absl::StrCat(
-        "model drafter: request '", w.request->request_id, "' needs ", growth,
-        " more bytes of KV cache; the draft worker's KV cache budget of ",
-        kv_budget_.budget_bytes(), " bytes (--kv-cache-memory) holds ", used,
-        " for the requests of this step"));
+    w.request->status = absl::ResourceExhaustedError(
+        absl::StrCat("model drafter: request '", w.request->request_id, "' needs ", growth,
+                     " more bytes of KV cache; the draft worker's KV cache budget of ",
+                     kv_budget_.budget_bytes(), " bytes (--kv-cache-memory) holds ", used,
+                     " for the requests of this step"));
     used -= cache.memory_bytes();
     EvictCache(*w.state);
     keep[i] = false;

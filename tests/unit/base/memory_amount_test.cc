@@ -36,8 +36,7 @@ TEST(MemoryAmountTest, ReadsAPercentageAndResolvesItAgainstTheAvailableBytes) {
 }
 
 TEST(MemoryAmountTest, RefusesNonsenseNamingTheText) {
-  for (const char* bad : {"", "abc", "-5MiB", "0", "0%", "150%", "12 parsecs", "9999999TiB",
-                          "%"}) {
+  for (const char* bad : {"", "abc", "-5MiB", "0", "0%", "150%", "12 parsecs", "9999999TiB", "%"}) {
     absl::StatusOr<MemoryAmount> amount = ParseMemoryAmount(bad);
     ASSERT_FALSE(amount.ok()) << "'" << bad << "' was accepted";
     EXPECT_TRUE(absl::IsInvalidArgument(amount.status()));

@@ -322,17 +322,19 @@ TEST(ClusterConfigTest, DefaultConfigFileEqualsTheBuiltInDefaults) {
   ASSERT_EQ(file->target_groups.size(), 1u);
   const TargetGroupConfig& g = file->target_groups[0];
   const TargetGroupConfig& dg = empty->target_groups[0];
-  EXPECT_EQ(std::tie(g.name, g.tp, g.devices, g.threads, g.host, g.data_endpoint),
-            std::tie(dg.name, dg.tp, dg.devices, dg.threads, dg.host, dg.data_endpoint));
+  EXPECT_EQ(
+      std::tie(g.name, g.tp, g.devices, g.threads, g.host, g.data_endpoint, g.kv_cache_memory),
+      std::tie(dg.name, dg.tp, dg.devices, dg.threads, dg.host, dg.data_endpoint,
+               dg.kv_cache_memory));
   ASSERT_EQ(file->draft_pools.size(), 1u);
   const DraftPoolConfig& p = file->draft_pools[0];
   const DraftPoolConfig& dp = empty->draft_pools[0];
   EXPECT_EQ(std::tie(p.name, p.count, p.drafter, p.draft_model, p.k, p.lookahead, p.devices,
-                     p.threads, p.host),
+                     p.threads, p.host, p.kv_cache_memory),
             std::tie(dp.name, dp.count, dp.drafter, dp.draft_model, dp.k, dp.lookahead, dp.devices,
-                     dp.threads, dp.host));
+                     dp.threads, dp.host, dp.kv_cache_memory));
   // Every key is written out in the file.
-  EXPECT_EQ(file->origins.size(), 28u);
+  EXPECT_EQ(file->origins.size(), 30u);
 }
 
 }  // namespace

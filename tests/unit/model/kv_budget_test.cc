@@ -86,9 +86,8 @@ TEST(KvBudgetTest, SumsWhatTheTrackedCachesHoldAndAllowsUpToTheBudget) {
 }
 
 TEST(KvBudgetPlanTest, BytesFromTheFlagNeedNoMemoryQuery) {
-  absl::StatusOr<KvBudgetPlan> plan =
-      PlanKvBudget(MemoryAmount{.bytes = 4 << 20}, DeviceSpec{}, 0, FakeProbe(0),
-                   "/nonexistent/meminfo");
+  absl::StatusOr<KvBudgetPlan> plan = PlanKvBudget(MemoryAmount{.bytes = 4 << 20}, DeviceSpec{}, 0,
+                                                   FakeProbe(0), "/nonexistent/meminfo");
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->budget_bytes, 4u << 20);
   EXPECT_THAT(DescribeKvBudget(*plan, 1024, 2048),
@@ -101,9 +100,8 @@ TEST(KvBudgetPlanTest, TheHostDefaultIsHalfOfMemAvailableLessTheWeights) {
       "MemTotal:       24000000 kB\nMemFree:         1000000 kB\n"
       "MemAvailable:    2097152 kB\nBuffers:           1000 kB\n");
   EXPECT_EQ(*ReadMemAvailable(meminfo), 2ull << 30);
-  absl::StatusOr<KvBudgetPlan> plan =
-      PlanKvBudget(std::nullopt, DeviceSpec{}, /*host_weight_bytes=*/1ull << 30, FakeProbe(0),
-                   meminfo);
+  absl::StatusOr<KvBudgetPlan> plan = PlanKvBudget(
+      std::nullopt, DeviceSpec{}, /*host_weight_bytes=*/1ull << 30, FakeProbe(0), meminfo);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->available_bytes, 1ull << 30);
   EXPECT_EQ(plan->budget_bytes, 512ull << 20);

@@ -168,7 +168,8 @@ TEST_F(ModelDrafterTest, ARequestLargerThanTheKvBudgetFailsAloneNamingTheBudget)
   for (int i = 0; i < 100; ++i) context.push_back(i + 3);
   ASSERT_TRUE(drafter->Start("big", context).ok());
   std::vector<DraftRequest> batch = {GreedyRequest("big", context, 2)};
-  ASSERT_TRUE(drafter->Propose(absl::MakeSpan(batch)).ok()) << "a request's problem, not the step's";
+  ASSERT_TRUE(drafter->Propose(absl::MakeSpan(batch)).ok())
+      << "a request's problem, not the step's";
   EXPECT_TRUE(absl::IsResourceExhausted(batch[0].status)) << batch[0].status;
   EXPECT_NE(batch[0].status.message().find("KV cache budget of " +
                                            std::to_string(50 * per_position) + " bytes"),

@@ -26,8 +26,8 @@
 namespace splitspec::target {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::FakeLanguageModel;
+using ::testing::HasSubstr;
 
 proto::Assignment Assign(const std::string& id, const std::vector<int32_t>& prompt, int max_tokens,
                          uint64_t draft_worker = 0,
@@ -62,7 +62,8 @@ TEST(KvBudgetEngineTest, ARequestStartsOnlyWhenItsPromptPlusReserveFits) {
   options.kv_cache_bytes = 100 * kFakeBytesPerPosition;
   TargetEngine engine(&model, options);
   for (const char* id : {"a", "b", "c"}) {
-    ASSERT_TRUE(engine.AddRequest(Assign(id, Prompt(20, id[0], FakeLanguageModel::kVocab), 8)).ok());
+    ASSERT_TRUE(
+        engine.AddRequest(Assign(id, Prompt(20, id[0], FakeLanguageModel::kVocab), 8)).ok());
   }
   EXPECT_EQ(engine.kv_waiting_requests(), 3) << "nothing starts before a step";
   std::vector<TargetEvent> events;
@@ -111,7 +112,8 @@ TEST(KvBudgetEngineTest, ARequestLargerThanTheWholeBudgetIsRefusedAtOnceNamingTh
   EXPECT_EQ(engine.kv_budget().counters().refused, 1u);
   EXPECT_EQ(engine.active_requests(), 0);
   // The same request with fewer new tokens fits.
-  EXPECT_TRUE(engine.AddRequest(Assign("fits", Prompt(900, 1, FakeLanguageModel::kVocab), 30)).ok());
+  EXPECT_TRUE(
+      engine.AddRequest(Assign("fits", Prompt(900, 1, FakeLanguageModel::kVocab), 30)).ok());
 }
 
 TEST(KvBudgetEngineTest, GrowthPastTheBudgetEvictsTheNewestWhichRecomputesExactly) {
@@ -141,8 +143,8 @@ TEST(KvBudgetEngineTest, GrowthPastTheBudgetEvictsTheNewestWhichRecomputesExactl
 class KvBudgetTinyModelTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    path_ = new std::string(::testing::TempDir() + "/kv-budget-" + std::to_string(getpid()) +
-                            ".gguf");
+    path_ =
+        new std::string(::testing::TempDir() + "/kv-budget-" + std::to_string(getpid()) + ".gguf");
     model::TinyModelOptions options;
     options.n_heads = 4;
     options.n_kv_heads = 4;  // kv_dim 64: 2 layers x 2 x 64 x 4 bytes = 1 KiB per position

@@ -107,6 +107,37 @@ TEST_F(ServePlanTest, Tp2GroupStartsTwoRanksWithTheirFlags) {
   EXPECT_TRUE((*plan)[4].env.empty());
 }
 
+TEST_F(ServePlanTest, KvCacheMemoryReachesEachRankAndPoolWorkerAndTheFlagOverridesTheGroups) {
+  const std::string config = WriteConfig(R"(
+[models]
+target = "t.gguf"
+[[target_group]]
+name = "g"
+tp = 2
+kv_cache_memory = "40%"
+[[draft_pool]]
+name = "d"
+kv_cache_memory = "64MiB"
+)");
+  absl::StatusOr<std::vector<PlannedProcess>> plan = Plan({"--config", config});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->size(), 4u);  // coordinator, 2 ranks, 1 draft
+  EXPECT_THAT((*plan)[1].argv, IsSupersetOf({"--kv-cache-memory", "40%"}));
+  EXPECT_THAT((*plan)[2].argv, IsSupersetOf({"--kv-cache-memory", "40%"})) << "per rank";
+  EXPECT_THAT((*plan)[3].argv, IsSupersetOf({"--kv-cache-memory", "64MiB"}));
+  EXPECT_THAT((*plan)[0].argv, Not(::testing::Contains("--kv-cache-memory")));
+  plan = Plan({"--config", config, "--kv-cache-memory", "256MiB"});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT((*plan)[1].argv, IsSupersetOf({"--kv-cache-memory", "256MiB"}));
+  EXPECT_THAT((*plan)[3].argv, IsSupersetOf({"--kv-cache-memory", "64MiB"})) << "pools keep theirs";
+  absl::StatusOr<std::vector<PlannedProcess>> bad =
+      Plan({"--config", config, "--kv-cache-memory", "lots"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(
+      std::string(bad.status().message()),
+      HasSubstr("--kv-cache-memory: target_group[0].kv_cache_memory: memory amount 'lots'"));
+}
+
 TEST_F(ServePlanTest, CudaDevicesReachEachWorkerAsItsOnlyGpu) {
   absl::StatusOr<std::vector<PlannedProcess>> plan = Plan({"--config", WriteConfig(R"(
 [models]
