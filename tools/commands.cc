@@ -184,7 +184,10 @@ const cli::FlagTable& BenchDecodeFlagTable() {
                        {"prefill-tokens", "N", "512", "tokens of the timed prefill"},
                        {"batch", "LIST", "1",
                         "also decode B sequences together for each B > 1 in the list "
-                        "(aggregate tok/s)"}}});
+                        "(aggregate tok/s)"},
+                       {"context", "LIST", "",
+                        "also, for each C in the list: prefill C tokens (timed), then decode "
+                        "--decode-tokens steps at that context"}}});
   return table;
 }
 
