@@ -1,8 +1,7 @@
 // CpuBackend: TransformerBackend (backend.h) on the host, with a thread pool.
 // Matmuls go through the CPU kernels (kernels/cpu/matmul.h) with the rows of
-// each weight split across threads; the row ops and attention are the
-// llama.cpp-order functions of transformer_ops.h (kernels::NativeGgmlOrder()).
-// Attention reads the half-precision caches in splitspec's block order
+// each weight split across threads; the row ops are the llama.cpp-order
+// functions of transformer_ops.h (kernels::NativeGgmlOrder()). Attention reads the half-precision caches in splitspec's block order
 // (kernels/cpu/attention.h; cpu_backend_attention.cc splits it across threads), or in
 // llama.cpp's order under SPLITSPEC_ATTENTION_ORDER=llama.cpp.
 // Results are bitwise independent of the thread count.
