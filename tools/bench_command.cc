@@ -1,6 +1,7 @@
 // `splitspec bench decode --model PATH [--threads N] [--device cpu|cuda:N]
 //                         [--prompt-tokens 32] [--decode-tokens 128] [--prefill-tokens 512]
-//                         [--batch 1,8,32,64] [--results-jsonl FILE [--shape NAME]]`
+//                         [--batch 1,8,32,64] [--context 512,2048,8192]
+//                         [--results-jsonl FILE [--shape NAME]]`
 //
 // Forward-pass benchmark of one model on the CPU or a CUDA device, printed for
 // humans and as a final JSON line (the one tools/bench_decode_vs_llamacpp.py reads):
@@ -8,6 +9,10 @@
 //   batch B  B sequences decoded together, one forward per step; aggregate tok/s =
 //            B * decode tokens / seconds (for each B > 1 of --batch)
 //   prefill  one forward over N fresh tokens;     tok/s = N / seconds
+//   context C  (for each C of --context) a prefill of C fresh tokens, timed, then
+//            --decode-tokens greedy steps after it: decode tok/s at that context
+//   kv cache bytes per token (all layers, K and V, half precision) and the cache's
+//            bytes at the largest context
 //   floor    bytes of weights read per decode token / memory bandwidth measured in
 //            the same run = the memory-bound time per token. On the CPU the
 //            bandwidth is a streaming read of host memory; with --device cuda:N it
@@ -33,6 +38,7 @@
 #include "kernels/cpu/matmul.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/base/thread_pool.h"
+#include "runtime/model/cpu_backend.h"
 #include "runtime/model/transformer.h"
 #if defined(SPLITSPEC_HAVE_CUDA)
 #include "kernels/cuda/device_info.h"
@@ -55,6 +61,7 @@ struct BenchFlags {
   std::vector<int> batches = {1};  // --batch: sequences decoded together (1 = the decode line)
   std::string results_jsonl;       // --results-jsonl: "" = no results file
   std::string shape;               // --shape: the results' shape label
+  std::vector<int> contexts;       // --context: prefill then decode at each
 };
 
 absl::StatusOr<int> PositiveInt(const CliArgs& args, const std::string& name, int fallback) {
@@ -93,6 +100,15 @@ absl::StatusOr<BenchFlags> ParseFlags(const CommandArgs& argv) {
     for (int b : f.batches) {
       if (b < 1 || b > 1024) {
         return absl::InvalidArgumentError(absl::StrCat("--batch ", b, " out of range [1, 1024]"));
+      }
+    }
+  }
+  if (args.Has("context")) {
+    ASSIGN_OR_RETURN(std::vector<int32_t> contexts, args.GetIntList("context"));
+    f.contexts.assign(contexts.begin(), contexts.end());
+    for (int c : f.contexts) {
+      if (c < 1 || c > (1 << 20)) {
+        return absl::InvalidArgumentError(absl::StrCat("--context ", c, " out of range"));
       }
     }
   }
@@ -227,6 +243,27 @@ absl::StatusOr<double> TimeBatchDecode(model::Transformer& model, int batch, int
   return absl::ToDoubleSeconds(absl::Now() - start);
 }
 
+// Prefill seconds of `context` fresh tokens and decode seconds of `decode_tokens` greedy
+// steps after them, in one cache; *cache_bytes gets the cache's bytes at the end.
+absl::Status TimeAtContext(model::Transformer& model, int context, int decode_tokens,
+                           double* prefill_s, double* decode_s, uint64_t* cache_bytes) {
+  const std::vector<int32_t> prompt = BenchTokens(context, model.config().vocab_size, 4);
+  std::unique_ptr<model::KvCache> cache = model.NewCache(context + decode_tokens + 1);
+  model::ForwardOutput out;
+  absl::Time start = absl::Now();
+  RETURN_IF_ERROR(model.Forward({{cache.get(), prompt, model::LogitsMode::kLast}}, &out));
+  *prefill_s = absl::ToDoubleSeconds(absl::Now() - start);
+  int32_t next = Argmax(out.Row(0, 0), out.vocab_size);
+  start = absl::Now();
+  for (int i = 0; i < decode_tokens; ++i) {
+    RETURN_IF_ERROR(model.Forward({{cache.get(), {&next, 1}, model::LogitsMode::kLast}}, &out));
+    next = Argmax(out.Row(0, 0), out.vocab_size);
+  }
+  *decode_s = absl::ToDoubleSeconds(absl::Now() - start);
+  *cache_bytes = cache->memory_bytes();
+  return absl::OkStatus();
+}
+
 absl::StatusOr<double> TimePrefill(model::Transformer& model, const std::vector<int32_t>& tokens) {
   std::unique_ptr<model::KvCache> cache = model.NewCache(static_cast<int>(tokens.size()));
   model::ForwardOutput out;
@@ -241,10 +278,14 @@ model::TransformerOptions LoadOptions(const BenchFlags& f) {
   options.threads = f.threads;
   options.device = f.device;
   options.cuda_graphs = f.cuda_graphs;
-  options.memory.context_tokens = std::max(f.prompt_tokens + f.decode_tokens + 1, f.prefill_tokens);
+  const int max_context =
+      f.contexts.empty() ? 0 : *std::max_element(f.contexts.begin(), f.contexts.end());
+  options.memory.context_tokens = std::max(
+      {f.prompt_tokens + f.decode_tokens + 1, f.prefill_tokens, max_context + f.decode_tokens + 1});
   const int max_batch = *std::max_element(f.batches.begin(), f.batches.end());
   options.memory.sequences = max_batch;
-  options.memory.step_tokens = std::max(f.prefill_tokens, max_batch * f.prompt_tokens);
+  options.memory.step_tokens =
+      std::max({f.prefill_tokens, max_batch * f.prompt_tokens, max_context});
   return options;
 }
 
@@ -252,10 +293,11 @@ absl::Status RunBench(const BenchFlags& f, const CommandArgs& argv) {
   const int threads = f.threads > 0 ? f.threads : ThreadPool::DefaultThreads();
   std::printf("command: splitspec bench %s\n", absl::StrJoin(argv, " ").c_str());
   std::printf(
-      "machine: %s, %d hardware threads, ISA path %s (matmul %s, Q4_1 order %s), %d threads "
-      "used\n",
+      "machine: %s, %d hardware threads, ISA path %s (matmul %s, Q4_1 order %s, CPU attention "
+      "order %s), %d threads used\n",
       CpuModelName().c_str(), ThreadPool::DefaultThreads(), kernels::CpuIsaName(),
-      kernels::MatMulPathName(), kernels::MatMulOrderName(kernels::ActiveMatMulOrder()), threads);
+      kernels::MatMulPathName(), kernels::MatMulOrderName(kernels::ActiveMatMulOrder()),
+      model::CpuAttentionOrderName(model::ActiveCpuAttentionOrder()), threads);
   ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> model,
                    model::Transformer::Load(f.model, LoadOptions(f)));
   const model::ModelConfig& c = model->config();
@@ -295,6 +337,31 @@ absl::Status RunBench(const BenchFlags& f, const CommandArgs& argv) {
   std::vector<BenchResult> results = {
       {"splitspec", "", f.shape, DecodeMeasure(1), decode_tps, command},
       {"splitspec", "", f.shape, PrefillMeasure(f.prefill_tokens), prefill_tps, command}};
+  std::unique_ptr<model::KvCache> probe = model->NewCache(1);
+  const uint64_t kv_bytes_per_token = probe->bytes_per_position();
+  std::printf("kv cache: %llu bytes/token (%d layers x K and V x kv_dim %d x 2 bytes, half)\n",
+              static_cast<unsigned long long>(kv_bytes_per_token), c.n_layers,
+              c.n_kv_heads * c.head_dim);
+  std::string context_json;
+  for (int context : f.contexts) {
+    double context_prefill_s = 0, context_decode_s = 0;
+    uint64_t cache_bytes = 0;
+    RETURN_IF_ERROR(TimeAtContext(*model, context, f.decode_tokens, &context_prefill_s,
+                                  &context_decode_s, &cache_bytes));
+    const double context_tps = f.decode_tokens / context_decode_s;
+    std::printf(
+        "context %d: prefill %.3f s (%.1f tok/s); decode %d tokens in %.3f s = %.2f tok/s "
+        "(%.2f ms/token); kv cache %.1f MiB held, %.1f MB read per decode token "
+        "(= context x bytes/token)\n",
+        context, context_prefill_s, context / context_prefill_s, f.decode_tokens, context_decode_s,
+        context_tps, 1e3 * context_decode_s / f.decode_tokens, cache_bytes / 1048576.0,
+        static_cast<double>(context) * kv_bytes_per_token / 1e6);
+    absl::StrAppend(&context_json, context_json.empty() ? "" : ",", "\"", context, "\":",
+                    absl::StrFormat("{\"prefill_s\":%.4f,\"decode_tok_s\":%.3f,"
+                                    "\"kv_cache_bytes\":%llu}",
+                                    context_prefill_s, context_tps,
+                                    static_cast<unsigned long long>(cache_bytes)));
+  }
   std::string batch_json;
   for (int batch : f.batches) {
     if (batch == 1) continue;  // the decode line above
@@ -316,10 +383,12 @@ absl::Status RunBench(const BenchFlags& f, const CommandArgs& argv) {
       "\"prefill_tok_s\":%.3f,\"prompt_tokens\":%d,\"decode_tokens\":%d,\"prefill_tokens\":%d,"
       "\"weight_bytes_per_token\":%.0f,\"read_bandwidth_gb_s\":%.3f,\"bandwidth_kind\":\"%s\","
       "\"floor_tok_s\":%.3f,"
-      "\"rss_after_load_mib\":%.1f,\"rss_after_runs_mib\":%.1f,\"batch_tok_s\":{%s}}\n",
+      "\"rss_after_load_mib\":%.1f,\"rss_after_runs_mib\":%.1f,\"batch_tok_s\":{%s},"
+      "\"kv_bytes_per_token\":%llu,\"contexts\":{%s}}\n",
       f.device.ToString().c_str(), threads, kernels::MatMulPathName(), decode_tps, prefill_tps,
       f.prompt_tokens, f.decode_tokens, f.prefill_tokens, bytes_per_token, bandwidth,
-      bandwidth_run.kind, 1 / floor_s, rss_load, rss_end, batch_json.c_str());
+      bandwidth_run.kind, 1 / floor_s, rss_load, rss_end, batch_json.c_str(),
+      static_cast<unsigned long long>(kv_bytes_per_token), context_json.c_str());
   if (f.results_jsonl.empty()) return absl::OkStatus();
   ASSIGN_OR_RETURN(const std::string gpu, DeviceLabel(f.device));
   for (BenchResult& r : results) r.gpu = gpu;

@@ -220,6 +220,9 @@ const cli::FlagTable& BenchDecodeFlagTable() {
                        {"batch", "LIST", "1",
                         "also decode B sequences together for each B > 1 in the list "
                         "(aggregate tok/s)"},
+                       {"context", "LIST", "",
+                        "also, for each C in the list: prefill C tokens (timed), then decode "
+                        "--decode-tokens steps at that context"},
                        ResultsJsonlFlag(),
                        ShapeFlag()}});
   return table;

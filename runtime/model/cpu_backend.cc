@@ -33,6 +33,8 @@ CpuBackend::CpuBackend(const ModelConfig& config, const TensorParallelShard& sha
       ff_(shard.ff.size()) {
   thread_scores_.resize(pool_.num_threads());
   thread_queries_.resize(pool_.num_threads());
+  thread_block_queries_.resize(pool_.num_threads());
+  thread_rows_.resize(pool_.num_threads());
   packed_.resize(kMaxMatMulJobs);
 }
 
@@ -102,70 +104,6 @@ float* CpuBackend::Attention(int layer) {
   AttendAllHeads(layer);
   MatMul({{&lw.wo, attn_.data(), partial_.data()}}, tokens());
   return partial_.data();
-}
-
-void CpuBackend::RopeAndStore(int layer) {
-  const int pairs = config_.rope_dim / 2;
-  const int heads = static_cast<int>(shard_.heads.size());
-  const int kv_heads = static_cast<int>(shard_.kv_heads.size());
-  for (int64_t t = 0; t < tokens(); ++t) {
-    internal::PrepareAttentionInputs(config_, &rope_cos_[t * pairs], &rope_sin_[t * pairs], heads,
-                                     kv_heads, &q_[t * q_dim_], &k_[t * kv_dim_], &v_[t * kv_dim_]);
-    KvCache* cache = plan_->batch[plan_->token_seq[t]].cache;
-    const int pos = plan_->token_pos[t];
-    std::memcpy(cache->key(layer, pos), &k_[t * kv_dim_], kv_dim_ * sizeof(float));
-    std::memcpy(cache->value(layer, pos), &v_[t * kv_dim_], kv_dim_ * sizeof(float));
-  }
-}
-
-// Tokens per attention task: a verification block or a prefill chunk, whose queries
-// share each key and value row they read (AttendHeadGroup); prefills still split
-// across the threads.
-constexpr int64_t kAttentionChunk = 16;
-
-void CpuBackend::PlanAttentionTasks() {
-  attention_tasks_.clear();
-  const int kv_heads = static_cast<int>(shard_.kv_heads.size());
-  const int64_t t_count = tokens();
-  int64_t begin = 0;
-  while (begin < t_count) {
-    int64_t end = begin + 1;
-    while (end < t_count && end - begin < kAttentionChunk &&
-           plan_->token_seq[end] == plan_->token_seq[begin]) {
-      ++end;
-    }
-    for (int kv = 0; kv < kv_heads; ++kv) attention_tasks_.push_back({begin, end, kv});
-    begin = end;
-  }
-}
-
-void CpuBackend::AttendAllHeads(int layer) {
-  const int group = config_.n_heads / config_.n_kv_heads;
-  const int head_dim = config_.head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  const kernels::GgmlOrder order = kernels::NativeGgmlOrder();
-  const int64_t num_tasks = static_cast<int64_t>(attention_tasks_.size());
-  pool_.ParallelFor(num_tasks, [&](int64_t task_index, int thread) {
-    const AttentionTask& task = attention_tasks_[task_index];
-    const KvCache* cache = plan_->batch[plan_->token_seq[task.token_begin]].cache;
-    // This rank's heads h whose KV head (heads.begin + h) / group is the task's.
-    const int64_t model_kv = shard_.kv_heads.begin + task.kv_head;
-    const int64_t h_begin = std::max<int64_t>(0, model_kv * group - shard_.heads.begin);
-    const int64_t h_end =
-        std::min<int64_t>(shard_.heads.size(), (model_kv + 1) * group - shard_.heads.begin);
-    std::vector<internal::AttentionQuery>& queries = thread_queries_[thread];
-    queries.clear();
-    for (int64_t t = task.token_begin; t < task.token_end; ++t) {
-      for (int64_t h = h_begin; h < h_end; ++h) {
-        queries.push_back({&q_[t * q_dim_ + h * head_dim], plan_->token_pos[t],
-                           &attn_[t * q_dim_ + h * head_dim]});
-      }
-    }
-    const int64_t kv_offset = static_cast<int64_t>(task.kv_head) * head_dim;
-    internal::AttendHeadGroup(order, queries.data(), static_cast<int>(queries.size()),
-                              cache->key(layer, 0) + kv_offset, cache->value(layer, 0) + kv_offset,
-                              kv_dim_, head_dim, scale, &thread_scores_[thread]);
-  });
 }
 
 float* CpuBackend::FeedForward(int layer) {

@@ -1,7 +1,9 @@
 // CpuBackend: TransformerBackend (backend.h) on the host, with a thread pool.
 // Matmuls go through the CPU kernels (kernels/cpu/matmul.h) with the rows of
-// each weight split across threads; the row ops and attention are the
-// llama.cpp-order functions of transformer_ops.h (kernels::NativeGgmlOrder()).
+// each weight split across threads; the row ops are the llama.cpp-order
+// functions of transformer_ops.h (kernels::NativeGgmlOrder()). Attention reads the half-precision caches in splitspec's block order
+// (kernels/cpu/attention.h; cpu_backend_attention.cc splits it across threads), or in
+// llama.cpp's order under SPLITSPEC_ATTENTION_ORDER=llama.cpp.
 // Results are bitwise independent of the thread count.
 //
 //   CpuBackend backend(config, shard, *sharded_weights, /*threads=*/2);
@@ -17,6 +19,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
 #include "runtime/base/thread_pool.h"
 #include "runtime/model/backend.h"
@@ -26,6 +29,16 @@
 #include "runtime/model/transformer_ops.h"
 
 namespace splitspec::model {
+
+// The order of float operations of the CPU attention. kBlocks (default): online softmax
+// over blocks of 64 positions (kernels/cpu/attention.h), the fast one. kLlamaCpp:
+// llama.cpp's non-flash order bit for bit (transformer_ops.h AttendOneHead), slower:
+// the reference of the llama.cpp agreement check (tools/reference/check_vs_llamacpp.py),
+// as SPLITSPEC_MATMUL_ORDER=llama.cpp is for the matmuls. Chosen once per process by
+// SPLITSPEC_ATTENTION_ORDER=blocks|llama.cpp.
+enum class CpuAttentionOrder { kBlocks, kLlamaCpp };
+CpuAttentionOrder ActiveCpuAttentionOrder();
+const char* CpuAttentionOrderName(CpuAttentionOrder order);
 
 class CpuBackend final : public TransformerBackend {
  public:
@@ -54,6 +67,13 @@ class CpuBackend final : public TransformerBackend {
   void RopeAndStore(int layer);        // RoPE, half rounding, K and V rows to the caches
   void PlanAttentionTasks();           // attention_tasks_ for the current plan
   void AttendAllHeads(int layer);      // attn_ from q_ and the caches
+  struct AttentionTask;
+  void GroupQueries(int kv_head, int64_t begin, int64_t end,
+                    std::vector<internal::AttentionQuery>* queries);
+  int AttendBlock(int layer, int kv_head, const KvCache& cache, int block,
+                  const std::vector<internal::AttentionQuery>& queries, int thread, float* out);
+  void AttendLlamaCppOrder(int layer, const AttentionTask& task,
+                           const std::vector<internal::AttentionQuery>& queries, int thread);
   // y = x W^T for each job, all jobs over the same `rows`, rows split across threads.
   void MatMul(std::initializer_list<MatMulJob> jobs, int64_t rows);
 
@@ -75,15 +95,28 @@ class CpuBackend final : public TransformerBackend {
   std::vector<float> head_out_;             // [R, vocab.size()] when padding is needed
   std::vector<float> logits_;               // [R, vocab_per_rank]
   std::vector<float> gathered_;             // [N, R, vocab_per_rank]
-  std::vector<std::vector<float>> thread_scores_;   // [threads] AttendHeadGroup scratch
-  std::vector<std::vector<internal::AttentionQuery>> thread_queries_;  // [threads]
-  // The attention tasks of the current call: tokens [token_begin, token_end) of one
-  // sequence (at most kAttentionChunk) against one of this rank's KV heads.
+  // Per-thread attention scratch: merge states or llama.cpp-order scores, the queries
+  // of a task, the queries of one block, float copies of rows (llama.cpp order).
+  std::vector<std::vector<float>> thread_scores_;
+  std::vector<std::vector<internal::AttentionQuery>> thread_queries_;
+  std::vector<std::vector<kernels::KvBlockQuery>> thread_block_queries_;
+  std::vector<std::vector<float>> thread_rows_;
+  // The attention tasks of the current call (cpu_backend_attention.cc): tokens
+  // [token_begin, token_end) of one sequence against one of this rank's KV heads.
   struct AttentionTask {
+    enum Kind {
+      kBlocks,    // partials of blocks [block_begin, block_end) to partials_
+      kMerge,     // merge blocks [0, block_end) of partials_ into attn_ (after kBlocks)
+      kPrefill,   // all blocks the tokens reach, merged as they go, into attn_
+      kLlamaCpp,  // llama.cpp's order into attn_
+    } kind;
     int64_t token_begin, token_end;
     int kv_head;
+    int block_begin, block_end;
+    int64_t partials;  // offset in partials_ of the run's [block][kv head][token][head]
   };
-  std::vector<AttentionTask> attention_tasks_;
+  std::vector<AttentionTask> attention_tasks_, merge_tasks_;
+  std::vector<float> partials_;
   std::vector<kernels::PackedActivations> packed_;  // one per weight type in a MatMul
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/quant_blocks.h"
 #include "runtime/base/logging.h"
 
 namespace splitspec::model {
@@ -36,10 +37,19 @@ absl::Status KvCache::Reserve(int new_length) {
   return grown;
 }
 
+namespace {
+constexpr int kBlock = kernels::kKvBlockPositions;
+// Positions stored for a capacity: whole blocks (the keys' layout needs them; resizing
+// keeps earlier blocks in place because a block's offset does not depend on capacity).
+size_t StoredPositions(int capacity) {
+  return static_cast<size_t>((capacity + kBlock - 1) / kBlock) * kBlock;
+}
+}  // namespace
+
 absl::Status KvCache::GrowStorage(int capacity) {
   for (int l = 0; l < n_layers_; ++l) {
-    keys_[l].resize(static_cast<size_t>(capacity) * kv_dim_);
-    values_[l].resize(static_cast<size_t>(capacity) * kv_dim_);
+    keys_[l].resize(StoredPositions(capacity) * kv_dim_);
+    values_[l].resize(StoredPositions(capacity) * kv_dim_);
   }
   return absl::OkStatus();
 }
@@ -49,9 +59,30 @@ int KvCache::ReservedAfter(int new_length) const {
   return std::min(max_tokens_, std::max({new_length, 2 * capacity_, 64}));
 }
 
+void KvCache::WriteRow(int layer, int pos, const float* key, const float* value) {
+  uint16_t* kt = &keys_[layer][static_cast<size_t>(pos / kBlock) * kv_dim_ * kBlock + pos % kBlock];
+  uint16_t* v = &values_[layer][static_cast<size_t>(pos) * kv_dim_];
+  for (int c = 0; c < kv_dim_; ++c) {
+    kt[static_cast<size_t>(c) * kBlock] = kernels::FloatToFp16(key[c]);
+    v[c] = kernels::FloatToFp16(value[c]);
+  }
+}
+
+float KvCache::KeyAt(int layer, int pos, int c) const {
+  return kernels::Fp16ToFloat(key_block(layer, pos / kBlock)[c * kBlock + pos % kBlock]);
+}
+
+float KvCache::ValueAt(int layer, int pos, int c) const {
+  return kernels::Fp16ToFloat(value_row(layer, pos)[c]);
+}
+
 uint64_t KvCache::bytes_per_position() const {
   using StoredValue = decltype(keys_)::value_type::value_type;  // follows the storage type
   return static_cast<uint64_t>(kv_dim_) * sizeof(StoredValue) * 2 * n_layers_;
+}
+
+uint64_t KvCache::StorageBytes(int positions) const {
+  return positions == 0 ? 0 : bytes_per_position() * StoredPositions(positions);
 }
 
 uint64_t KvCache::memory_bytes() const { return StorageBytes(capacity_); }

@@ -5,11 +5,17 @@
 //   ...                                    // verification rejected the last 3 tokens:
 //   RETURN_IF_ERROR(cache.Truncate(cache.length() - 3));
 //
-// Storage: float32 (exact, so a recomputed position matches bitwise; the transformer
-// stores K and V already rounded to half precision, as llama.cpp's F16 cache), per layer
-// keys [capacity, kv_dim] and values [capacity, kv_dim], grown by doubling up to
-// max_tokens. Keys are stored after RoPE. Memory per token: bytes_per_position()
-// = n_layers * 2 * kv_dim * 4 bytes (SmolLM2-135M: 46 KB).
+// Storage: half precision (IEEE fp16, as llama.cpp's default F16 cache). The
+// transformer rounds K and V to half before storing them, so storing halves loses
+// nothing and a recomputed position still matches bitwise; it halves the bytes every
+// attention step reads. Per layer, in blocks of kernels::kKvBlockPositions positions
+// (the attention kernels' layout, kernels/cpu/attention.h):
+//   keys   [capacity / 64][kv_dim][64]: transposed per block, element c of position
+//          p at ((p / 64) * kv_dim + c) * 64 + p % 64
+//   values [capacity][kv_dim]: row by row
+// grown by doubling up to max_tokens (capacity rounded up to whole blocks). Keys are
+// stored after RoPE. Memory per token: bytes_per_position() = n_layers * 2 * kv_dim * 2
+// bytes (SmolLM2-135M: 23 KB).
 //
 // Positions [0, length()) are valid. The transformer appends new positions with
 // Reserve + the row accessors + Commit; nothing else writes to the cache.
@@ -22,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "kernels/cpu/attention.h"
 
 namespace splitspec::model {
 
@@ -60,14 +67,20 @@ class KvCache {
   // Makes room for positions [0, new_length). Errors: OutOfRange naming both
   // numbers if new_length > max_tokens (cache unchanged).
   absl::Status Reserve(int new_length);
-  // Row of layer `layer` at position `pos`: kv_dim floats.
-  // REQUIRES: pos < the capacity reserved; 0 <= layer < n_layers.
-  float* key(int layer, int pos) { return &keys_[layer][static_cast<size_t>(pos) * kv_dim_]; }
-  float* value(int layer, int pos) { return &values_[layer][static_cast<size_t>(pos) * kv_dim_]; }
-  const float* key(int layer, int pos) const {
-    return &keys_[layer][static_cast<size_t>(pos) * kv_dim_];
+  // Stores position `pos` of layer `layer`: key and value are kv_dim floats each,
+  // rounded to half precision (exact for values already rounded, as the
+  // transformer's are). REQUIRES: pos < the capacity reserved; 0 <= layer < n_layers.
+  void WriteRow(int layer, int pos, const float* key, const float* value);
+  // Element c of the stored key / value of position pos, as a float (tests, fakes).
+  float KeyAt(int layer, int pos, int c) const;
+  float ValueAt(int layer, int pos, int c) const;
+  // Block `block` of the keys of a layer: [kv_dim][kKvBlockPositions] halves, for the
+  // positions block * kKvBlockPositions onwards (the header's layout).
+  const uint16_t* key_block(int layer, int block) const {
+    return &keys_[layer][static_cast<size_t>(block) * kv_dim_ * kernels::kKvBlockPositions];
   }
-  const float* value(int layer, int pos) const {
+  // The value row of position pos: kv_dim halves; rows follow each other.
+  const uint16_t* value_row(int layer, int pos) const {
     return &values_[layer][static_cast<size_t>(pos) * kv_dim_];
   }
   // Marks positions [0, new_length) valid. REQUIRES: new_length <= reserved capacity.
@@ -82,9 +95,8 @@ class KvCache {
   virtual uint64_t bytes_per_position() const;
   // Bytes the storage takes when it holds `positions` positions (a device cache
   // may round its allocation up).
-  virtual uint64_t StorageBytes(int positions) const {
-    return bytes_per_position() * static_cast<uint64_t>(positions);
-  }
+  // (the host cache stores whole blocks of kernels::kKvBlockPositions positions).
+  virtual uint64_t StorageBytes(int positions) const;
   // Positions the storage holds now (>= length(); grown by Reserve, kept by
   // Truncate): what memory_bytes() counts.
   int reserved_positions() const { return capacity_; }
@@ -116,8 +128,8 @@ class KvCache {
   int max_tokens_;
   int length_ = 0;
   int capacity_ = 0;
-  std::vector<std::vector<float>> keys_;    // [n_layers][capacity * kv_dim]
-  std::vector<std::vector<float>> values_;  // [n_layers][capacity * kv_dim]
+  std::vector<std::vector<uint16_t>> keys_;    // [n_layers][blocks * kv_dim * 64] halves
+  std::vector<std::vector<uint16_t>> values_;  // [n_layers][capacity * kv_dim] halves
 };
 
 }  // namespace splitspec::model

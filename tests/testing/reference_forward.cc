@@ -7,6 +7,7 @@
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/model/cpu_backend.h"
 #include "runtime/model/model_config.h"
 
 namespace splitspec::model {
@@ -106,6 +107,9 @@ absl::StatusOr<std::vector<std::vector<float>>> ReferenceForward(
       for (double& e : k[t]) e = Half(e);
       for (double& e : v[t]) e = Half(e);
     }
+    // llama.cpp's order multiplies F16 V by F16 probabilities; the block order keeps them
+    // in float (runtime/model/cpu_backend.h).
+    const bool half_probabilities = ActiveCpuAttentionOrder() == CpuAttentionOrder::kLlamaCpp;
     for (int t = 0; t < n; ++t) {
       std::vector<double> attn(c.q_dim(), 0.0);
       for (int h = 0; h < c.n_heads; ++h) {
@@ -120,7 +124,7 @@ absl::StatusOr<std::vector<std::vector<float>>> ReferenceForward(
         }
         for (int j = 0; j <= t; ++j) sum += (w[j] = std::exp(w[j] - max));
         for (int j = 0; j <= t; ++j) {
-          const double p = Half(w[j] / sum);
+          const double p = half_probabilities ? Half(w[j] / sum) : w[j] / sum;
           for (int d = 0; d < hd; ++d) attn[h * hd + d] += p * v[j][kvh * hd + d];
         }
       }

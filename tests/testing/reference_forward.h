@@ -2,7 +2,9 @@
 // independently of runtime/model/transformer.cc for tests: every matrix is
 // dequantized to floats, attention is the textbook loop. Only the config is
 // read with ReadModelConfig. Like llama.cpp (and the transformer), it rounds Q, K,
-// V and the attention probabilities to half precision; everything else is exact.
+// and V to half precision, and the attention probabilities too when the CPU attention
+// runs in llama.cpp's order (SPLITSPEC_ATTENTION_ORDER=llama.cpp); everything else is
+// exact.
 #ifndef SPLITSPEC_TESTS_TESTING_REFERENCE_FORWARD_H_
 #define SPLITSPEC_TESTS_TESTING_REFERENCE_FORWARD_H_
 

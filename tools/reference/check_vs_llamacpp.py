@@ -19,6 +19,9 @@ gives llama.cpp's bits (kernels/cpu/matmul.h, "llama.cpp's Q4_1 order"). The def
 order of splitspec (--matmul-order interleaved) is several times faster and lands at a
 mean KL of about 3e-3 from llama.cpp, as exact block sums do: the model's 8-bit
 activation rounding turns last-bit differences into quantization steps.
+Likewise they run the CPU attention in llama.cpp's non-flash order
+(SPLITSPEC_ATTENTION_ORDER=llama.cpp, --attention-order) instead of splitspec's block
+order (online softmax over 64-position blocks, kernels/cpu/attention.h).
 
   python3 tools/reference/check_vs_llamacpp.py --part tokens --write-golden
   python3 tools/reference/check_vs_llamacpp.py --part tokens   # verify only
@@ -214,9 +217,14 @@ def main():
     parser.add_argument("--matmul-order", choices=["llama.cpp", "interleaved"], default="llama.cpp",
                         help="logits/greedy: splitspec's Q4_1 summation order (the limits are "
                              "for llama.cpp's)")
+    parser.add_argument("--attention-order", choices=["llama.cpp", "blocks"], default="llama.cpp",
+                        help="logits/greedy: splitspec's CPU attention order (the limits are "
+                             "for llama.cpp's)")
     args = parser.parse_args()
     os.environ["SPLITSPEC_MATMUL_ORDER"] = args.matmul_order
     print("splitspec Q4_1 summation order: %s (SPLITSPEC_MATMUL_ORDER)" % args.matmul_order)
+    os.environ["SPLITSPEC_ATTENTION_ORDER"] = args.attention_order
+    print("splitspec CPU attention order: %s (SPLITSPEC_ATTENTION_ORDER)" % args.attention_order)
     if not os.path.exists(args.model):
         sys.exit("model not found: %s" % args.model)
     parts = ["tokens", "logits", "greedy"] if args.part == "all" else [args.part]

@@ -136,13 +136,15 @@ class FakeLanguageModel : public model::LanguageModel {
       record.push_back({start, {in.tokens.begin(), in.tokens.end()}, in.logits, &cache});
       std::vector<int32_t> sequence;
       for (int pos = 0; pos < start; ++pos)
-        sequence.push_back(static_cast<int32_t>(*cache.key(0, pos)));
+        sequence.push_back(static_cast<int32_t>(cache.KeyAt(0, pos, 0)));
       (void)cache.Reserve(start + n);  // checked above
       out->first_row.push_back(static_cast<int>(out->logits.size() / kVocab));
       int rows = 0;
       for (int i = 0; i < n; ++i) {
-        *cache.key(0, start + i) = static_cast<float>(in.tokens[i]);
-        *cache.value(0, start + i) = 0.0f;
+        // The token id as the key (exact in half precision: kVocab < 2048).
+        std::vector<float> kv_row(cache.kv_dim(), 0.0f);
+        kv_row[0] = static_cast<float>(in.tokens[i]);
+        cache.WriteRow(0, start + i, kv_row.data(), kv_row.data());
         sequence.push_back(in.tokens[i]);
         const bool wanted = in.logits == model::LogitsMode::kAll ||
                             (in.logits == model::LogitsMode::kLast && i == n - 1);
