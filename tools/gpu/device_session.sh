@@ -88,6 +88,9 @@ LOGS="$WORK/logs"
 B="$WORK/splitspec-gpu"
 BUDGET_S="${SPLITSPEC_GPU_BUDGET_S:-450}"
 SUMMARY="$OUT/summary.txt"
+# One JSON line per (engine, shape, measure) from the tools' own output (tools/bench_results.h);
+# copy it to bench/results/gpu/<date>-<gpu>.jsonl in the checkout (issue 36).
+RESULTS="$OUT/results.jsonl"
 : >"$SUMMARY"
 exec 3>&1
 say() { echo "$*" | tee -a "$SUMMARY"; }
@@ -277,12 +280,14 @@ if want bench || want llama; then
     if want bench; then
       say "=== splitspec bench decode --device cuda:0 ($tag, RANDOM weights)"
       run timeout "$(limit 90)" "$B/bin/splitspec" bench decode --device cuda:0 --model "$model" \
-        --decode-tokens 128 --prefill-tokens 512 --batch 1,8 >"$LOGS/decode_$tag.log" 2>&1 \
+        --decode-tokens 128 --prefill-tokens 512 --batch 1,8 --results-jsonl "$RESULTS" --shape "$tag" \
+        >"$LOGS/decode_$tag.log" 2>&1 \
         || fail "bench decode $tag (exit $?)"
       ((DRY_RUN)) || grep -E '^(device|decode|prefill|batch [0-9]+):' "$LOGS/decode_$tag.log" | tee -a "$SUMMARY"
       say "=== splitspec bench verify --device cuda:0 ($tag, RANDOM weights)"
       run timeout "$(limit 90)" "$B/bin/splitspec" bench verify --device cuda:0 --model "$model" \
-        --repeats 10 --k 1,2,3,5,8,16 >"$LOGS/verify_$tag.log" 2>&1 || fail "bench verify $tag (exit $?)"
+        --repeats 10 --k 1,2,3,5,8,16 --results-jsonl "$RESULTS" --shape "$tag" \
+        >"$LOGS/verify_$tag.log" 2>&1 || fail "bench verify $tag (exit $?)"
       ((DRY_RUN)) || tail -9 "$LOGS/verify_$tag.log" | tee -a "$SUMMARY"
     fi
     if want llama && [[ -n "$LLAMA" ]]; then
