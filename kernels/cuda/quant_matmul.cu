@@ -282,22 +282,8 @@ void LaunchOne(GgmlType type, const LaunchArgs& a) {
 
 }  // namespace
 
-bool CudaSupportsWeightType(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-    case GgmlType::kQ8_0:
-    case GgmlType::kQ4_0:
-    case GgmlType::kQ4_1:
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K:
-    case GgmlType::kQ6_K:
-      return true;
-    default:
-      return false;
-  }
-}
+// The device runs every weight type through the matvec (kernels/cuda/matvec_tiling.h).
+bool CudaSupportsWeightType(GgmlType type) { return matvec::MatVecSupportsType(type); }
 
 CudaActivationLayout CudaMatMulActivationLayout(GgmlType type) {
   switch (type) {
