@@ -86,7 +86,8 @@ absl::StatusOr<FollowerExit> RunGroupFollower(model::Transformer& model, net::Co
     absl::Status local = PrepareBatch(step, model, caches, &batch);
     if (local.ok()) local = model.PrepareForward(batch);
     // Every rank's verdict before any collective of the forward (group_step_vote.h).
-    ASSIGN_OR_RETURN(const absl::Status agreed, AgreeOnStep(comm, step.step(), local));
+    absl::Status agreed;
+    RETURN_IF_ERROR(AgreeOnStep(comm, step.step(), local, &agreed));
     if (absl::IsDataLoss(local)) return local;  // the plans went out of step: re-form
     if (!agreed.ok()) {
       if (!local.ok()) SPLITSPEC_LOG(WARNING) << agreed;  // this rank refused: say why

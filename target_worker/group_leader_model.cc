@@ -26,6 +26,13 @@ class GroupLeaderModel::KeyedCache final : public model::KvCache {
   model::KvCache* shard() const { return shard_.get(); }
   model::MemorySpace memory_space() const override { return shard_->memory_space(); }
   uint64_t memory_bytes() const override { return shard_->memory_bytes(); }
+  uint64_t bytes_per_position() const override { return shard_->bytes_per_position(); }
+  uint64_t StorageBytes(int positions) const override { return shard_->StorageBytes(positions); }
+
+ protected:
+  // A reservation (a request's admission under a KV budget) is the shard's: this
+  // object stores nothing, so its reserved positions are the shard's too.
+  absl::Status GrowStorage(int capacity) override { return shard_->Reserve(capacity); }
 
  private:
   std::unique_ptr<model::KvCache> shard_;
@@ -84,17 +91,18 @@ absl::Status GroupLeaderModel::Forward(absl::Span<const model::SequenceInput> ba
   RETURN_IF_ERROR(Broadcast(step));
   // Every rank checks the step and the group agrees before any collective of the
   // forward: a rank that refuses (this one or a follower) makes every rank skip it.
-  absl::StatusOr<absl::Status> agreed =
-      AgreeOnStep(*comm_, step.step(), model_->PrepareForward(shard_batch));
-  if (!agreed.ok()) {
-    broken_ = agreed.status();
+  absl::Status agreed;
+  if (absl::Status voted = AgreeOnStep(*comm_, step.step(), model_->PrepareForward(shard_batch),
+                                       &agreed);
+      !voted.ok()) {
+    broken_ = voted;
     return broken_;
   }
-  if (absl::IsDataLoss(*agreed)) {
-    broken_ = *agreed;  // a follower cannot follow the plans: it leaves, the group re-forms
+  if (absl::IsDataLoss(agreed)) {
+    broken_ = agreed;  // a follower cannot follow the plans: it leaves, the group re-forms
     return broken_;
   }
-  if (!agreed->ok()) return *agreed;  // every rank skipped the step: the group stays in step
+  if (!agreed.ok()) return agreed;  // every rank skipped the step: the group stays in step
   absl::Status forward = model_->Forward(shard_batch, out);
   // Every rank found the step runnable: a failure now is a failed collective or
   // device, and the group is broken.
@@ -102,7 +110,12 @@ absl::Status GroupLeaderModel::Forward(absl::Span<const model::SequenceInput> ba
     broken_ = forward;
     return forward;
   }
-  for (KeyedCache* cache : caches) cache->Commit(cache->shard()->length());
+  for (KeyedCache* cache : caches) {
+    // The forward grew the shard: the same reservation here keeps the accounting
+    // (reserved_positions, the KV budget) and the followers' mirrors in step.
+    RETURN_IF_ERROR(cache->Reserve(cache->shard()->reserved_positions()));
+    cache->Commit(cache->shard()->length());
+  }
   return absl::OkStatus();
 }
 

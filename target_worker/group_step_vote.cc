@@ -7,8 +7,8 @@
 
 namespace splitspec::target {
 
-absl::StatusOr<absl::Status> AgreeOnStep(net::Communicator& comm, uint64_t step,
-                                         const absl::Status& local) {
+absl::Status AgreeOnStep(net::Communicator& comm, uint64_t step, const absl::Status& local,
+                         absl::Status* agreed) {
   // A status code (0..16) is exact in a float.
   const float mine = static_cast<float>(static_cast<int>(local.code()));
   std::vector<float> codes(static_cast<size_t>(comm.size()));
@@ -17,14 +17,17 @@ absl::StatusOr<absl::Status> AgreeOnStep(net::Communicator& comm, uint64_t step,
     const int code = static_cast<int>(codes[rank]);
     if (code == 0) continue;
     if (rank == comm.rank()) {
-      return absl::Status(local.code(), absl::StrCat("tp step ", step, ": rank ", rank,
+      *agreed = absl::Status(local.code(), absl::StrCat("tp step ", step, ": rank ", rank,
                                                      " refused it: ", local.message()));
+      return absl::OkStatus();
     }
-    return absl::Status(static_cast<absl::StatusCode>(code),
+    *agreed = absl::Status(static_cast<absl::StatusCode>(code),
                         absl::StrCat("tp step ", step, ": rank ", rank, " refused it (",
                                      absl::StatusCodeToString(static_cast<absl::StatusCode>(code)),
                                      "; its log says why)"));
+    return absl::OkStatus();
   }
+  *agreed = absl::OkStatus();
   return absl::OkStatus();
 }
 

@@ -7,7 +7,8 @@
 // waits in a collective that a peer never enters.
 //
 //   const absl::Status local = model.PrepareForward(batch);
-//   ASSIGN_OR_RETURN(const absl::Status agreed, AgreeOnStep(comm, step_number, local));
+//   absl::Status agreed;
+//   RETURN_IF_ERROR(AgreeOnStep(comm, step_number, local, &agreed));
 //   if (!agreed.ok()) return agreed;          // every rank skips this step
 //   RETURN_IF_ERROR(model.Forward(batch, &out));
 //
@@ -24,13 +25,15 @@
 namespace splitspec::target {
 
 // Every rank of `comm` (a host communicator) calls this with its own verdict on
-// step `step`. Returns the agreed verdict: OK when every rank is ready; otherwise
-// the refusal of the lowest refusing rank, with its status code, naming the step
-// and the rank (and carrying the message when that rank is this one; other ranks
-// log their own). The outer error is the collective's own failure: the group is
-// then broken (dist/communicator.h).
-absl::StatusOr<absl::Status> AgreeOnStep(net::Communicator& comm, uint64_t step,
-                                         const absl::Status& local);
+// step `step`. Sets `*agreed` to the agreed verdict: OK when every rank is ready;
+// otherwise the refusal of the lowest refusing rank, with its status code, naming
+// the step and the rank (and carrying the message when that rank is this one;
+// other ranks log their own). Returns the collective's own failure: the group is
+// then broken (dist/communicator.h). (Two statuses, not StatusOr<Status>: that
+// type reads an error Status as its value, so a failed collective would pass for
+// a refusal and the group would not re-form.)
+absl::Status AgreeOnStep(net::Communicator& comm, uint64_t step, const absl::Status& local,
+                         absl::Status* agreed);
 
 }  // namespace splitspec::target
 

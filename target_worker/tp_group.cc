@@ -1,5 +1,7 @@
 #include "target_worker/tp_group.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <unistd.h>
 
 #include <thread>
@@ -165,10 +167,35 @@ absl::StatusOr<proto::GroupInfo> AskCoordinator(const std::string& coordinator_e
                                              "' within ", absl::FormatDuration(timeout)));
 }
 
+namespace {
+
+// ZeroMQ binds to an address or an interface, not a host name: a rank's
+// configured host (`--tp-address node2`) is resolved to its IPv4 address here.
+absl::StatusOr<std::string> BindableAddress(const std::string& host) {
+  in_addr numeric{};
+  if (host.empty()) return std::string("0.0.0.0");
+  if (inet_pton(AF_INET, host.c_str(), &numeric) == 1) return host;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int error = getaddrinfo(host.c_str(), nullptr, &hints, &found); error != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("tp group: cannot resolve the rank's address '",
+                                                   host, "': ", gai_strerror(error)));
+  }
+  char text[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(found->ai_addr)->sin_addr, text,
+            sizeof(text));
+  freeaddrinfo(found);
+  return std::string(text);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<net::RendezvousServer>> StartGroupRendezvous(
     const TpGroupOptions& options) {
-  const std::string host = options.host.empty() ? std::string("0.0.0.0") : options.host;
-  return net::RendezvousServer::Start(absl::StrCat("tcp://", host, ":*"));
+  ASSIGN_OR_RETURN(const std::string address, BindableAddress(options.host));
+  return net::RendezvousServer::Start(absl::StrCat("tcp://", address, ":*"));
 }
 
 absl::StatusOr<FormedGroup> FormAsLeader(const TpGroupOptions& options,

@@ -345,7 +345,8 @@ const cli::FlagTable& KeygenFlagTable() {
                   "(comma-separated for several)"},
                  {"target-workers", "N", "0",
                   "also write target.d/target-0 .. target-(N-1): a key of its own for each "
-                  "target rank started with --name target-I"},
+                  "target rank started with --name target-I",
+                  cli::IntRangeOf<int>()},
                  {"target-worker", "NAME", "",
                   "also write target.d/NAME for the target rank started with --name NAME "
                   "(comma-separated for several)"},

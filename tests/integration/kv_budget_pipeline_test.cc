@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/model/transformer.h"
@@ -74,11 +75,13 @@ TEST(KvBudgetPipelineTest, MoreLongRequestsThanTheBudgetHoldsAllCompleteExactly)
   ASSERT_TRUE(drafter.ok()) << drafter.status();
   auto* model_drafter = dynamic_cast<spec::ModelDrafter*>(drafter->get());
   ASSERT_NE(model_drafter, nullptr);
-  model_drafter->SetKvBudget(1200 * 1024);
+  // Budgets in positions of this model's caches (bytes per position: half-precision K and V).
+  const uint64_t per_position = target->NewCache()->bytes_per_position();
+  model_drafter->SetKvBudget(1200 * per_position);
 
   // 800 positions: two of these requests start (about 330 positions each), but
   // they cannot both grow to their longest (about 430): the newer is evicted.
-  const uint64_t budget = 800 * 1024;
+  const uint64_t budget = 800 * per_position;
   tools::InProcessClusterOptions options;
   options.target = target.get();
   options.drafter = drafter->get();
@@ -111,7 +114,7 @@ TEST(KvBudgetPipelineTest, MoreLongRequestsThanTheBudgetHoldsAllCompleteExactly)
   ASSERT_TRUE(all_done()) << "the requests did not finish in time";
   const net::GenerationResult& huge = (*client)->Result("huge");
   EXPECT_EQ(huge.finish_reason, proto::FINISH_REASON_ERROR);
-  EXPECT_THAT(huge.error, HasSubstr("whole KV cache budget of 819200 bytes"));
+  EXPECT_THAT(huge.error, HasSubstr(absl::StrCat("whole KV cache budget of ", budget, " bytes")));
   EXPECT_TRUE(huge.tokens.empty());
   for (int r = 0; r < 6; ++r) {
     const net::GenerationResult& got = (*client)->Result("long-" + std::to_string(r));
@@ -129,7 +132,7 @@ TEST(KvBudgetPipelineTest, MoreLongRequestsThanTheBudgetHoldsAllCompleteExactly)
       if (m.load().kv_cache_preemptions() == 0) continue;  // an older heartbeat
       seen = true;
       EXPECT_EQ(m.load().kv_cache_budget_bytes(), budget);
-      EXPECT_EQ(m.load().kv_cache_bytes_per_position(), 1024u);
+      EXPECT_EQ(m.load().kv_cache_bytes_per_position(), per_position);
       EXPECT_GT(m.load().kv_cache_waits(), 0u);
       EXPECT_GT(m.load().kv_cache_preemptions(), 0u);
     }

@@ -38,8 +38,8 @@ std::string WriteMeminfo(const std::string& body) {
 
 TEST(KvCacheAccountingTest, BytesPerPositionComeFromTheStorage) {
   KvCache cache(/*n_layers=*/3, /*kv_dim=*/8, /*max_tokens=*/1000);
-  // float storage today: 3 layers x (K, V) x 8 values x 4 bytes.
-  EXPECT_EQ(cache.bytes_per_position(), 3u * 2 * 8 * sizeof(float));
+  // half-precision storage: 3 layers x (K, V) x 8 values x 2 bytes.
+  EXPECT_EQ(cache.bytes_per_position(), 3u * 2 * 8 * sizeof(uint16_t));
   EXPECT_EQ(cache.memory_bytes(), 0u);
   ASSERT_TRUE(cache.Reserve(10).ok());
   EXPECT_EQ(cache.reserved_positions(), 64) << "at least 64 positions";
@@ -71,16 +71,17 @@ TEST(KvBudgetTest, SumsWhatTheTrackedCachesHoldAndAllowsUpToTheBudget) {
   ASSERT_TRUE(a.Reserve(100).ok());
   ASSERT_TRUE(b.Reserve(10).ok());
   ASSERT_TRUE(untracked.Reserve(500).ok());
-  EXPECT_EQ(budget.used_bytes(), (100 + 64) * per_position);
-  EXPECT_EQ(budget.free_bytes(), (200 - 164) * per_position);
+  // The host cache stores whole blocks of 64 positions: a's 100 take 128.
+  EXPECT_EQ(budget.used_bytes(), (128 + 64) * per_position);
+  EXPECT_EQ(budget.free_bytes(), (200 - 192) * per_position);
   EXPECT_TRUE(budget.Allows(200 * per_position));
   EXPECT_FALSE(budget.Allows(200 * per_position + 1));
-  // Growing a to 101 positions doubles it to 200: 36 positions free are not enough.
+  // Growing a to 101 positions doubles it to 200 (256 stored): 8 positions free are not enough.
   EXPECT_FALSE(budget.Allows(budget.used_bytes() + a.BytesAfterReserve(101) - a.memory_bytes()));
   budget.ObserveUsed();
   budget.Untrack(&a);
   EXPECT_EQ(budget.used_bytes(), 64 * per_position);
-  EXPECT_EQ(budget.counters().peak_used_bytes, 164 * per_position);
+  EXPECT_EQ(budget.counters().peak_used_bytes, 192 * per_position);
   EXPECT_TRUE(KvBudget().unlimited());
   EXPECT_TRUE(KvBudget().Allows(uint64_t{1} << 62));
 }

@@ -134,11 +134,11 @@ TEST(GroupStepTest, APlanTheFollowerCannotFollowIsDataLoss) {
           std::string bytes = step.SerializeAsString();
           RETURN_IF_ERROR(net::BroadcastString(comm, &bytes, 0));
           // The follower tells the group before it leaves: no rank waits for it.
-          absl::StatusOr<absl::Status> agreed = AgreeOnStep(comm, 0, absl::OkStatus());
-          if (!agreed.ok()) return agreed.status();
-          EXPECT_TRUE(absl::IsDataLoss(*agreed)) << *agreed;
-          EXPECT_NE(agreed->message().find("tp step 0: rank 1 refused it"), std::string::npos)
-              << *agreed;
+          absl::Status agreed;
+          RETURN_IF_ERROR(AgreeOnStep(comm, 0, absl::OkStatus(), &agreed));
+          EXPECT_TRUE(absl::IsDataLoss(agreed)) << agreed;
+          EXPECT_NE(agreed.message().find("tp step 0: rank 1 refused it"), std::string::npos)
+              << agreed;
           return absl::OkStatus();
         }
         absl::StatusOr<FollowerExit> exit = RunGroupFollower(**model, comm, stop);
@@ -206,9 +206,48 @@ TEST(GroupStepTest, ALeaderThatRefusesAStepTellsItsFollowersAtOnce) {
   RefusedThenRun(/*leader_max_tokens=*/16, /*refused_tokens=*/40, /*refusing_rank=*/0);
 }
 
+// Followers size their caches as the leader's (GroupStepSequence.max_tokens), so a
+// follower refuses alone only on a local failure (an allocation, a plan it cannot
+// run). Here the plan itself is one the leader would never send: 40 tokens for a
+// cache of 16. The follower's refusal reaches the leader in the vote, before any
+// collective of the forward, and the follower stays in the group.
 TEST(GroupStepTest, AFollowerThatRefusesAStepTellsItsLeaderAtOnce) {
-  // The leader's cache holds 1024 positions, the follower's 512: only the follower refuses 600.
-  RefusedThenRun(/*leader_max_tokens=*/1024, /*refused_tokens=*/600, /*refusing_rank=*/1);
+  FollowerCounters counters;
+  std::atomic<bool> stop{false};
+  std::vector<absl::Status> results =
+      net::RunGlooRanksAsThreads({.size = 2}, [&](net::Communicator& comm) -> absl::Status {
+        auto model = model::Transformer::Load(TinyPath(), &comm, {.threads = 1});
+        if (!model.ok()) return model.status();
+        if (comm.rank() != 0) {
+          absl::StatusOr<FollowerExit> exit = RunGroupFollower(**model, comm, stop, &counters);
+          if (!exit.ok()) return exit.status();
+          EXPECT_EQ(*exit, FollowerExit::kDisbanded);
+          return absl::OkStatus();
+        }
+        proto::GroupStep step;
+        step.set_step(0);
+        proto::GroupStepSequence* s = step.add_sequences();
+        s->set_cache_key(7);
+        s->set_start(0);
+        s->set_max_tokens(16);
+        for (int i = 0; i < 40; ++i) s->add_tokens(1 + i % 50);
+        std::string bytes = step.SerializeAsString();
+        RETURN_IF_ERROR(net::BroadcastString(comm, &bytes, 0));
+        absl::Status agreed;
+        RETURN_IF_ERROR(AgreeOnStep(comm, 0, absl::OkStatus(), &agreed));
+        EXPECT_TRUE(absl::IsOutOfRange(agreed)) << agreed;
+        EXPECT_NE(agreed.message().find("tp step 0: rank 1 refused it"), std::string::npos)
+            << agreed;
+        proto::GroupStep leave;  // the follower is still in step: it takes the next plan
+        leave.set_step(1);
+        leave.set_leave(true);
+        leave.set_disband(true);
+        bytes = leave.SerializeAsString();
+        return net::BroadcastString(comm, &bytes, 0);
+      });
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+  EXPECT_EQ(counters.forwards, 0u) << "the follower ran the refused step";
+  EXPECT_EQ(counters.steps, 2u);
 }
 
 }  // namespace

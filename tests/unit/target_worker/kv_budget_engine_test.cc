@@ -52,24 +52,25 @@ std::vector<int32_t> Prompt(int length, int salt, int vocab) {
   return prompt;
 }
 
-constexpr uint64_t kFakeBytesPerPosition = 8;  // 1 layer x (K, V) x 1 value x 4 bytes
+constexpr uint64_t kFakeBytesPerPosition = 4;  // 1 layer x (K, V) x 1 value x 2 bytes (half)
 
 TEST(KvBudgetEngineTest, ARequestStartsOnlyWhenItsPromptPlusReserveFits) {
   FakeLanguageModel model;
   TargetEngineOptions options;
   options.kv_reserve_tokens = 16;
-  // Room for one reservation of 64 positions (the smallest a cache grows by) and a bit.
-  options.kv_cache_bytes = 100 * kFakeBytesPerPosition;
+  // A prompt of 60 + the reserve of 16 reserves 76 positions, stored as 128 (whole
+  // blocks of 64): room for one such reservation and a bit, not two.
+  options.kv_cache_bytes = 200 * kFakeBytesPerPosition;
   TargetEngine engine(&model, options);
   for (const char* id : {"a", "b", "c"}) {
     ASSERT_TRUE(
-        engine.AddRequest(Assign(id, Prompt(20, id[0], FakeLanguageModel::kVocab), 8)).ok());
+        engine.AddRequest(Assign(id, Prompt(60, id[0], FakeLanguageModel::kVocab), 8)).ok());
   }
   EXPECT_EQ(engine.kv_waiting_requests(), 3) << "nothing starts before a step";
   std::vector<TargetEvent> events;
   ASSERT_TRUE(engine.Step(absl::Now(), &events).ok());
-  EXPECT_EQ(engine.kv_waiting_requests(), 2) << "a's 64 positions fit, b's do not";
-  EXPECT_EQ(engine.kv_budget().used_bytes(), 64 * kFakeBytesPerPosition);
+  EXPECT_EQ(engine.kv_waiting_requests(), 2) << "a's 128 positions fit, b's do not";
+  EXPECT_EQ(engine.kv_budget().used_bytes(), 128 * kFakeBytesPerPosition);
   EXPECT_EQ(engine.kv_budget().counters().waits, 1u) << "b waited at the head of the queue";
   // Every request runs to its end, one after another, exactly as plain greedy.
   std::map<std::string, std::vector<int32_t>> seen;
@@ -85,7 +86,7 @@ TEST(KvBudgetEngineTest, ARequestStartsOnlyWhenItsPromptPlusReserveFits) {
   }
   for (const char* id : {"a", "b", "c"}) {
     EXPECT_EQ(seen[id],
-              FakeLanguageModel::GreedyExtend(Prompt(20, id[0], FakeLanguageModel::kVocab), 8))
+              FakeLanguageModel::GreedyExtend(Prompt(60, id[0], FakeLanguageModel::kVocab), 8))
         << id;
   }
   EXPECT_EQ(engine.kv_budget().counters().waits, 2u);
@@ -97,9 +98,9 @@ TEST(KvBudgetEngineTest, ARequestStartsOnlyWhenItsPromptPlusReserveFits) {
 TEST(KvBudgetEngineTest, ARequestLargerThanTheWholeBudgetIsRefusedAtOnceNamingTheBudget) {
   FakeLanguageModel model(/*context_length=*/4096);
   TargetEngineOptions options;
-  options.kv_cache_bytes = 1000 * kFakeBytesPerPosition;
+  options.kv_cache_bytes = 1024 * kFakeBytesPerPosition;
   TargetEngine engine(&model, options);
-  // 900 + 200 new tokens + a block's slack of 64 > 1000 positions.
+  // 900 + 200 new tokens + a block's slack of 64 > 1024 positions.
   const absl::Status refused =
       engine.AddRequest(Assign("big", Prompt(900, 1, FakeLanguageModel::kVocab), 200));
   ASSERT_TRUE(absl::IsInvalidArgument(refused)) << refused;
@@ -107,7 +108,7 @@ TEST(KvBudgetEngineTest, ARequestLargerThanTheWholeBudgetIsRefusedAtOnceNamingTh
               HasSubstr("request big needs up to 1164 KV cache positions (prompt 900 + "
                         "max_tokens 200"));
   EXPECT_THAT(std::string(refused.message()),
-              HasSubstr("more than this target's whole KV cache budget of 8000 bytes"));
+              HasSubstr("more than this target's whole KV cache budget of 4096 bytes"));
   EXPECT_THAT(std::string(refused.message()), HasSubstr("--kv-cache-memory"));
   EXPECT_EQ(engine.kv_budget().counters().refused, 1u);
   EXPECT_EQ(engine.active_requests(), 0);
