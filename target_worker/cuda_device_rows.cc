@@ -138,7 +138,17 @@ class CudaDeviceRows final : public DeviceRows {
           absl::StrCat("cuda:", device_, ": cannot allocate ", bytes, " bytes for ", slots_,
                        " pending rows and ", capacity, " step rows"));
     }
-    if (rows_ != nullptr) {
+    if (rows_ == nullptr) {
+      // The slot rows start as zeros: a later growth copies every slot, kept or not, and
+      // must not read memory never written (compute-sanitizer initcheck, the first H100 run).
+      absl::Status zeroed =
+          kernels::CudaStatus(cudaMemsetAsync(next, 0, RowBytes() * slots_, stream_),
+                              "cudaMemsetAsync(slot rows)", __FILE__, __LINE__);
+      if (!zeroed.ok()) {
+        kernels::IgnoreCudaError(cudaFree(next));
+        return zeroed;
+      }
+    } else {
       absl::Status copied = kernels::CudaStatus(
           cudaMemcpyAsync(next, rows_, RowBytes() * slots_, cudaMemcpyDeviceToDevice, stream_),
           "cudaMemcpyAsync(slot rows)", __FILE__, __LINE__);

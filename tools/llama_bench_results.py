@@ -16,7 +16,12 @@ command line that produced the file). Measures, from llama-bench's records:
                1 / avg_ts(1), so a pp1 record is needed (llama.cpp's verify curve)
 Errors (exit 1, naming the record or field): not a JSON list, a record without the
 fields above, records of more than one model or GPU, verify sizes without pp1.
+
+llama-bench's default markdown table (`-o md`, the format of a log) is read with
+--markdown --gpu NAME (the table names no GPU): each row "| model | ... | test | t/s |"
+whose test is ppN or tgN gives a record (t/s: the mean before the "±").
 """
+import re
 import argparse
 import json
 import os
@@ -75,15 +80,41 @@ def convert(records, shape, command):
     return lines
 
 
+def markdown_records(text, gpu, model_filename):
+    """llama-bench -o md rows -> records with the JSON output's fields."""
+    records = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not line.lstrip().startswith("|"):
+            continue
+        test, ts = cells[-2], cells[-1]
+        m = re.fullmatch(r"(pp|tg)(\d+)", test)
+        v = re.match(r"([0-9.]+)", ts)
+        if not m or not v:
+            continue
+        n = int(m.group(2))
+        records.append({"model_filename": model_filename, "gpu_info": gpu,
+                        "n_prompt": n if m.group(1) == "pp" else 0,
+                        "n_gen": n if m.group(1) == "tg" else 0, "avg_ts": float(v.group(1))})
+    return records
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("json_file", help="llama-bench -o json output")
+    parser.add_argument("json_file", help="llama-bench -o json output (-o md with --markdown)")
+    parser.add_argument("--markdown", action="store_true", help="the file is llama-bench's md table")
+    parser.add_argument("--gpu", default="", help="with --markdown: the GPU's name")
     parser.add_argument("--shape", default="", help="the shape label (default: the model file)")
     parser.add_argument("--command", required=True, help="the llama-bench command line")
     args = parser.parse_args()
     try:
         with open(args.json_file, encoding="utf-8") as f:
-            records = json.load(f)
+            if args.markdown:
+                if not args.gpu:
+                    raise ConversionError("--markdown needs --gpu NAME (the table names none)")
+                records = markdown_records(f.read(), args.gpu, args.shape or args.json_file)
+            else:
+                records = json.load(f)
         for line in convert(records, args.shape, args.command):
             print(line)
     except (OSError, json.JSONDecodeError, ConversionError) as e:

@@ -2,14 +2,15 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/cuda_check.h"
 #include "runtime/model/device_memory.h"
 
 namespace splitspec::model {
 
-CudaKvCache::CudaKvCache(int n_layers, int kv_dim, int max_tokens, int device,
-                         cudaStream_t stream)
+CudaKvCache::CudaKvCache(int n_layers, int kv_dim, int max_tokens, int device, cudaStream_t stream)
     : KvCache(n_layers, kv_dim, max_tokens), device_(device), stream_(stream) {}
 
 CudaKvCache::~CudaKvCache() {
@@ -39,16 +40,21 @@ absl::Status CudaKvCache::GrowStorage(int new_capacity) {
   }
   auto* rows = static_cast<uint16_t*>(fresh);
   const int old_capacity = capacity();
-  if (rows_ != nullptr) {
-    // Each (layer, K or V) plane keeps its first old_capacity rows at the new stride.
+  // Only the valid positions move: rows past length() were never written, or hold a
+  // truncated sequence's leftovers that no kernel reads again (copying them read
+  // uninitialized device memory: compute-sanitizer initcheck, the first H100 run).
+  const int kept = std::min(length(), old_capacity);
+  if (rows_ != nullptr && kept > 0) {
+    // Each (layer, K or V) plane keeps its first `kept` rows at the new stride.
     const size_t row_bytes = static_cast<size_t>(kv_dim()) * sizeof(uint16_t);
     const size_t old_plane = static_cast<size_t>(old_capacity) * row_bytes;
     const size_t new_plane = static_cast<size_t>(new_capacity) * row_bytes;
+    const size_t kept_bytes = static_cast<size_t>(kept) * row_bytes;
     // On the backend's stream: after the kernels that wrote the old rows, before those
     // that read the new ones (a legacy-stream copy orders nothing with a non-blocking
     // stream). The old rows are freed only when the copy is done.
     absl::Status copied =
-        kernels::CudaStatus(cudaMemcpy2DAsync(rows, new_plane, rows_, old_plane, old_plane,
+        kernels::CudaStatus(cudaMemcpy2DAsync(rows, new_plane, rows_, old_plane, kept_bytes,
                                               2 * n_layers(), cudaMemcpyDeviceToDevice, stream_),
                             "cudaMemcpy2DAsync(KV cache growth)", __FILE__, __LINE__);
     if (copied.ok()) {
@@ -59,8 +65,8 @@ absl::Status CudaKvCache::GrowStorage(int new_capacity) {
       kernels::IgnoreCudaError(cudaFree(rows));
       return copied;
     }
-    kernels::IgnoreCudaError(cudaFree(rows_));
   }
+  if (rows_ != nullptr) kernels::IgnoreCudaError(cudaFree(rows_));
   rows_ = rows;
   return absl::OkStatus();
 }

@@ -118,8 +118,9 @@ class KvCache {
   // Positions the storage holds (>= length()).
   int capacity() const { return capacity_; }
   // Grows the storage to `capacity` positions (> capacity(), <= max_tokens()),
-  // keeping rows [0, capacity()). The host cache resizes its vectors; a device
-  // cache reallocates device memory. Errors leave the cache unchanged.
+  // keeping rows [0, length()) (the valid ones; rows past them may be dropped). The
+  // host cache resizes its vectors (keeping every row); a device cache reallocates
+  // device memory and copies the valid rows. Errors leave the cache unchanged.
   virtual absl::Status GrowStorage(int capacity);
 
  private:

@@ -9,18 +9,19 @@
 // summation order (warp trees vs the CPU's lanes) and in exp (expf vs ggml's
 // approximation in attention and SiLU):
 //   F32, F16, BF16 weights       2e-3
-//   Q8_0, Q4_0, Q4_1 weights     3e-2 (an activation that lands on a rounding
-//                                 boundary of the 8-bit quantization can round
-//                                 the other way, one quantization step)
-//   Q4_K, Q5_K, Q6_K weights     3e-2 (the same reason: activations quantized per
-//                                 256 with the CPU packer's operations, the same
-//                                 integer super-block products)
+//   quantized weights (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K)     5e-2 (kQuantizedBound):
+//     an activation that lands on a rounding boundary of the 8-bit quantization
+//     (per 32, or per 256 for K-quants, with the CPU packer's operations) can round
+//     the other way, one quantization step, and the two backends then take the same
+//     integer block products of different inputs. First H100 run (2026-11-27): worst
+//     errors 0.013-0.025 over the 15 cases, and 0.032 for one random seed of the Q4_K
+//     + Q6_K case (the first estimate, 3e-2, was exceeded by such a flip); a layout or
+//     indexing fault gives errors of order 1.
 // The K-quant models are 256 wide (n_embd 256, n_ff 512: every matmul input a
 // whole number of super-blocks); one mixes Q4_K layers with a Q6_K embedding and
 // tied head, as llama.cpp's Q4_K_M files do, and one reads a Q8_0 attn_v and Q4_K
 // attn_q / attn_k from the same input in one call (both activation layouts).
-// These are first estimates written before the tests ever ran on a GPU; a
-// failure on the first GPU run is to be read against the printed errors.
+// The float bound held on the first GPU run with a margin of 7x.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -50,6 +51,8 @@ using kernels::GgmlType;
 using ::testing::HasSubstr;
 
 constexpr DeviceSpec kCuda0{DeviceSpec::Kind::kCuda, 0};
+// The bound of every quantized case (the header says why).
+constexpr double kQuantizedBound = 5e-2;
 
 struct TypeCase {
   GgmlType type;
@@ -264,31 +267,31 @@ TEST_P(CudaVsCpuAtRealShapesTest, LogitsMatchTheCpuForwardPast600Positions) {
 // Q8_0 to fit the CPU side's time), two layers each.
 INSTANTIATE_TEST_SUITE_P(
     RealModels, CudaVsCpuAtRealShapesTest,
-    ::testing::Values(
-        RealShape{"smollm2_135m_q4_1", GgmlType::kQ4_1, 2, 576, 1536, 9, 3, 49152, 10000.f, 3e-2},
-        RealShape{"llama3_8b_q8_0", GgmlType::kQ8_0, 2, 4096, 14336, 32, 8, 128256, 500000.f,
-                  3e-2}),
+    ::testing::Values(RealShape{"smollm2_135m_q4_1", GgmlType::kQ4_1, 2, 576, 1536, 9, 3, 49152,
+                                10000.f, kQuantizedBound},
+                      RealShape{"llama3_8b_q8_0", GgmlType::kQ8_0, 2, 4096, 14336, 32, 8, 128256,
+                                500000.f, kQuantizedBound}),
     [](const ::testing::TestParamInfo<RealShape>& info) { return info.param.name; });
 
-INSTANTIATE_TEST_SUITE_P(EveryType, CudaVsCpuTest,
-                         ::testing::Values(TypeCase{GgmlType::kF32, "llama", true, 2e-3},
-                                           TypeCase{GgmlType::kF32, "qwen2", false, 2e-3},
-                                           TypeCase{GgmlType::kF16, "llama", false, 2e-3},
-                                           TypeCase{GgmlType::kBF16, "llama", true, 2e-3},
-                                           TypeCase{GgmlType::kQ8_0, "llama", true, 3e-2},
-                                           TypeCase{GgmlType::kQ8_0, "qwen2", true, 3e-2},
-                                           TypeCase{GgmlType::kQ4_0, "llama", false, 3e-2},
-                                           TypeCase{GgmlType::kQ4_1, "llama", true, 3e-2},
-                                           TypeCase{GgmlType::kQ4_1, "qwen2", false, 3e-2},
-                                           TypeCase{GgmlType::kQ6_K, "llama", true, 3e-2},
-                                           TypeCase{GgmlType::kQ4_K, "llama", false, 3e-2},
-                                           TypeCase{GgmlType::kQ4_K, "qwen2", true, 3e-2},
-                                           TypeCase{GgmlType::kQ5_K, "llama", true, 3e-2},
-                                           TypeCase{GgmlType::kQ4_K, "llama", true, 3e-2,
-                                                    GgmlType::kQ6_K},
-                                           TypeCase{GgmlType::kQ4_K, "qwen2", false, 3e-2,
-                                                    std::nullopt, GgmlType::kQ8_0}),
-                         CaseName);
+INSTANTIATE_TEST_SUITE_P(
+    EveryType, CudaVsCpuTest,
+    ::testing::Values(TypeCase{GgmlType::kF32, "llama", true, 2e-3},
+                      TypeCase{GgmlType::kF32, "qwen2", false, 2e-3},
+                      TypeCase{GgmlType::kF16, "llama", false, 2e-3},
+                      TypeCase{GgmlType::kBF16, "llama", true, 2e-3},
+                      TypeCase{GgmlType::kQ8_0, "llama", true, kQuantizedBound},
+                      TypeCase{GgmlType::kQ8_0, "qwen2", true, kQuantizedBound},
+                      TypeCase{GgmlType::kQ4_0, "llama", false, kQuantizedBound},
+                      TypeCase{GgmlType::kQ4_1, "llama", true, kQuantizedBound},
+                      TypeCase{GgmlType::kQ4_1, "qwen2", false, kQuantizedBound},
+                      TypeCase{GgmlType::kQ6_K, "llama", true, kQuantizedBound},
+                      TypeCase{GgmlType::kQ4_K, "llama", false, kQuantizedBound},
+                      TypeCase{GgmlType::kQ4_K, "qwen2", true, kQuantizedBound},
+                      TypeCase{GgmlType::kQ5_K, "llama", true, kQuantizedBound},
+                      TypeCase{GgmlType::kQ4_K, "llama", true, kQuantizedBound, GgmlType::kQ6_K},
+                      TypeCase{GgmlType::kQ4_K, "qwen2", false, kQuantizedBound, std::nullopt,
+                               GgmlType::kQ8_0}),
+    CaseName);
 
 // --- batch invariance: bitwise ---
 

@@ -44,6 +44,24 @@ class ConvertTest(unittest.TestCase):
             self.assertEqual(p["shape"], "llama-1b.Q4_0")
             self.assertEqual(p["command"], "llama-bench -o json")
 
+    def test_the_markdown_table_of_a_log_gives_the_same_records(self):
+        table = "\n".join([
+            "| model | size | params | backend | ngl | fa | test | t/s |",
+            "| ----- | ---: | -----: | ------- | --: | --: | ---: | --: |",
+            "| llama 1B Q4_0 | 788 MiB | 1.24 B | CUDA | 99 | 1 | pp512 | 42762.49 ± 10417.65 |",
+            "| llama 1B Q4_0 | 788 MiB | 1.24 B | CUDA | 99 | 1 | tg128 | 950.00 ± 10.17 |",
+            "build: unknown (0)",
+            "| llama 1B Q4_0 | 788 MiB | 1.24 B | CUDA | 99 | 1 | pp1 | 666.95 ± 422.11 |",
+            "| llama 1B Q4_0 | 788 MiB | 1.24 B | CUDA | 99 | 1 | pp5 | 2758.67 ± 1370.73 |"])
+        records = llama_bench_results.markdown_records(table, "NVIDIA H100", "b.gguf")
+        self.assertEqual([(r["n_prompt"], r["n_gen"], r["avg_ts"]) for r in records],
+                         [(512, 0, 42762.49), (0, 128, 950.0), (1, 0, 666.95), (5, 0, 2758.67)])
+        by_measure = {json.loads(l)["measure"]: json.loads(l)
+                      for l in llama_bench_results.convert(records, "", "llama-bench")}
+        self.assertEqual(by_measure["decode_b1"]["gpu"], "NVIDIA H100")
+        self.assertEqual(by_measure["decode_b1"]["shape"], "b")
+        self.assertAlmostEqual(by_measure["verify_k5"]["value"], (5 / 2758.67) * 666.95)
+
     def test_keys_in_the_writers_order(self):
         line = llama_bench_results.convert([record(0, 128, 946.0)], "8b", "cmd")[0]
         self.assertEqual(line, '{"engine":"llama.cpp","gpu":"NVIDIA H200","shape":"8b",'
