@@ -26,13 +26,14 @@ say() { echo "==> $*"; }
 # ---- 1. Debian packages -------------------------------------------------------
 # libboost-dev: header-only Boost.Beast, the reference HTTP parser of the tests
 # (tests/testing/http_reference_parser.h); nothing ships with it.
+# libcurl4-openssl-dev: the HTTP client of `splitspec bench serve` (tools/http_stream_client.h).
 # clang-14, libclang-rt-14-dev (libFuzzer, ASan and UBSan runtimes) and llvm-14
 # (llvm-symbolizer, for readable crash stacks): the fuzzers (tests/fuzz, CMake
 # preset "fuzz"); the product is built with gcc.
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git unzip python3 python3-pip python3-yaml
   libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler libabsl-dev
-  libgloo-dev libgtest-dev libgmock-dev iproute2 ccache libboost-dev
+  libgloo-dev libgtest-dev libgmock-dev iproute2 ccache libboost-dev libcurl4-openssl-dev
   clang-14 libclang-rt-14-dev llvm-14
 )
 STEP="1/4 Debian packages"

@@ -75,7 +75,7 @@ absl::StatusOr<int> PositiveInt(const CliArgs& args, const std::string& name, in
 absl::StatusOr<BenchFlags> ParseFlags(const CommandArgs& argv) {
   if (argv.empty() || argv[0] != "decode") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "unknown benchmark '", argv.empty() ? "" : argv[0], "' (available: decode, spec, verify)"));
+        "unknown benchmark '", argv.empty() ? "" : argv[0], "' (available: decode, spec, verify, serve)"));
   }
   const CommandArgs rest(argv.begin() + 1, argv.end());
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(rest, BenchDecodeFlagTable()));
@@ -402,6 +402,9 @@ absl::Status RunBench(const BenchFlags& f, const CommandArgs& argv) {
 int RunBenchCommand(const CommandArgs& args) {
   if (!args.empty() && args[0] == "spec")
     return RunBenchSpec(CommandArgs(args.begin() + 1, args.end()));
+  if (!args.empty() && args[0] == "serve") {
+    return RunBenchServe(CommandArgs(args.begin() + 1, args.end()));
+  }
   if (!args.empty() && args[0] == "verify") {
     return RunBenchVerify(CommandArgs(args.begin() + 1, args.end()));
   }

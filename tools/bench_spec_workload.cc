@@ -204,8 +204,10 @@ absl::StatusOr<std::vector<Prepared>> Tokenize(const std::vector<WorkloadRequest
                                                const model::ChatTemplate& chat) {
   std::vector<Prepared> prepared;
   for (const WorkloadRequest& request : requests) {
-    ASSIGN_OR_RETURN(std::string text,
-                     chat.Apply(request.messages, /*add_generation_prompt=*/true));
+    std::string text = request.prompt;  // a completion's prompt is the model's input as it stands
+    if (request.messages.size() > 0) {
+      ASSIGN_OR_RETURN(text, chat.Apply(request.messages, /*add_generation_prompt=*/true));
+    }
     prepared.push_back(
         {&request, tokenizer.Encode(text, {.add_special = true, .parse_special = true})});
   }

@@ -307,6 +307,54 @@ const cli::FlagTable& BenchVerifyFlagTable() {
   return table;
 }
 
+const cli::FlagTable& BenchServeFlagTable() {
+  static const cli::FlagTable& table =
+      Table({.command = "splitspec bench serve",
+             .summary = "load over HTTP, speculation on vs off: streamed greedy requests of a "
+                        "workload at each concurrency, tok/s, TTFT and inter-token latency, "
+                        "outputs checked identical",
+             .flags = {{"url", "URL", "",
+                        "a running cluster's HTTP API (http://HOST:PORT): on = its default, off = "
+                        "the same requests with \"drafter\": \"none\"; unset: start two clusters "
+                        "here (on = serve's defaults, off = serve --drafts 0)"},
+                       {"off-url", "URL", "",
+                        "with --url: a running speculation-off cluster to use "
+                        "as off instead"},
+                       {"model", "PATH", kDefaultModel,
+                        "the model the clusters serve (those started here), whose tokenizer names "
+                        "the first differing token"},
+                       {"workload", "FILE", "bench/workloads/suite.jsonl",
+                        "requests, one JSON line each: chat (messages) or completion (prompt), "
+                        "with category and max_tokens"},
+                       {"limit", "N", "0", "the first N requests of each category; 0 = all",
+                        cli::IntRangeOf<int>()},
+                       {"concurrency", "LIST", "1,4,16,64",
+                        "requests kept in flight, one sweep point each, in [1, 1024]"},
+                       {"rounds", "N", "1",
+                        "rounds per concurrency, each a pass with speculation on and one off, "
+                        "alternating, in [1, 100]",
+                        cli::IntRangeOf<int>()},
+                       {"threads", "N", "0",
+                        "clusters started here: the target's threads (serve --threads); 0 = "
+                        "serve's default",
+                        cli::IntRangeOf<int>()},
+                       {"config", "FILE", "", "clusters started here: serve --config FILE"},
+                       {"log-dir", "DIR", "a fresh /tmp/splitspec-bench-serve-*",
+                        "clusters started here: their run directories DIR/on and DIR/off (logs, "
+                        "keys)"},
+                       {"timeout-s", "S", "600", "one request's time limit, in seconds",
+                        cli::IntRangeOf<int>()},
+                       {"json", "", "", "one JSON object per concurrency instead of the table"}},
+             .details = "The API key, when the cluster wants one, is read from $SPLITSPEC_API_KEY. "
+                        "Requests are greedy (temperature 0) with each line's max_tokens, streamed "
+                        "with stream_options.include_usage. tok/s: completion tokens / wall time "
+                        "over all clients; TTFT: sent to the first text event; ITL: between "
+                        "consecutive text events; TPOT: (end - TTFT) / (tokens - 1). A difference "
+                        "between the outputs with speculation on and off fails the run (exit 1), "
+                        "naming the request and the first differing token."});
+  return table;
+}
+
 const cli::FlagTable& PlanFlagTable() {
   static const cli::FlagTable& table =
       Table({.command = "splitspec plan",
@@ -403,12 +451,14 @@ const std::vector<Subcommand>& Subcommands() {
       {"logits", LogitsFlagTable().summary, &LogitsFlagTable(), RunLogitsCommand},
       {"bench",
        "benchmarks: decode (one model's forward pass), spec (speculative pipeline), verify (the "
-       "cost of a verification block)",
+       "cost of a verification block), serve (a cluster under load over HTTP, speculation on "
+       "vs off)",
        nullptr,
        RunBenchCommand,
        {{"decode", BenchDecodeFlagTable().summary, &BenchDecodeFlagTable(), RunBenchCommand},
         {"spec", BenchSpecFlagTable().summary, &BenchSpecFlagTable(), RunBenchSpec},
-        {"verify", BenchVerifyFlagTable().summary, &BenchVerifyFlagTable(), RunBenchVerify}}},
+        {"verify", BenchVerifyFlagTable().summary, &BenchVerifyFlagTable(), RunBenchVerify},
+        {"serve", BenchServeFlagTable().summary, &BenchServeFlagTable(), RunBenchServe}}},
       {"plan", PlanFlagTable().summary, &PlanFlagTable(), RunPlanCommand},
       {"keygen", KeygenFlagTable().summary, &KeygenFlagTable(), RunKeygenCommand},
   };

@@ -28,6 +28,7 @@ int RunGenerateCommand(const CommandArgs& args);  // tools/generate_command.cc
 int RunBenchCommand(const CommandArgs& args);     // tools/bench_command.cc
 int RunBenchSpec(const CommandArgs& args);        // tools/bench_spec.cc (bench spec)
 int RunBenchVerify(const CommandArgs& args);      // tools/bench_verify.cc (bench verify)
+int RunBenchServe(const CommandArgs& args);       // tools/bench_serve.cc (bench serve)
 int RunPlanCommand(const CommandArgs& args);      // tools/plan_command.cc
 int RunScaleCommand(const CommandArgs& args);     // tools/scale_command.cc
 int RunKeygenCommand(const CommandArgs& args);    // tools/keygen_command.cc
@@ -41,6 +42,7 @@ const cli::FlagTable& GenerateFlagTable();
 const cli::FlagTable& BenchDecodeFlagTable();
 const cli::FlagTable& BenchSpecFlagTable();
 const cli::FlagTable& BenchVerifyFlagTable();
+const cli::FlagTable& BenchServeFlagTable();
 const cli::FlagTable& PlanFlagTable();
 const cli::FlagTable& ScaleFlagTable();
 const cli::FlagTable& KeygenFlagTable();

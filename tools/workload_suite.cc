@@ -94,17 +94,32 @@ absl::StatusOr<WorkloadRequest> ParseWorkloadLine(absl::string_view text, absl::
     return absl::InvalidArgumentError(absl::StrCat(at, "field 'category' is empty"));
   request.category = *std::move(category);
   const Value* messages = Find(object, "messages");
-  if (messages == nullptr)
-    return absl::InvalidArgumentError(absl::StrCat(at, "missing field 'messages'"));
-  if (messages->kind_case() != Value::kListValue || messages->list_value().values_size() == 0) {
+  const Value* prompt = Find(object, "prompt");
+  if (messages != nullptr && prompt != nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat(at, "field 'messages' must be a non-empty array"));
+        absl::StrCat(at, "give one of 'messages' (chat) and 'prompt' (completion), not both"));
   }
-  for (int i = 0; i < messages->list_value().values_size(); ++i) {
-    absl::StatusOr<model::ChatMessage> message =
-        ParseMessage(messages->list_value().values(i), i, at);
-    if (!message.ok()) return message.status();
-    request.messages.push_back(*std::move(message));
+  if (prompt != nullptr) {
+    absl::StatusOr<std::string> text = StringField(object, "prompt", "prompt", at);
+    if (!text.ok()) return text.status();
+    if (text->empty())
+      return absl::InvalidArgumentError(absl::StrCat(at, "field 'prompt' is empty"));
+    request.prompt = *std::move(text);
+  } else {
+    if (messages == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, "missing field 'messages' (a chat request) or 'prompt' (a completion)"));
+    }
+    if (messages->kind_case() != Value::kListValue || messages->list_value().values_size() == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, "field 'messages' must be a non-empty array"));
+    }
+    for (int i = 0; i < messages->list_value().values_size(); ++i) {
+      absl::StatusOr<model::ChatMessage> message =
+          ParseMessage(messages->list_value().values(i), i, at);
+      if (!message.ok()) return message.status();
+      request.messages.push_back(*std::move(message));
+    }
   }
   absl::StatusOr<int> max_tokens = ParseMaxTokens(object, at);
   if (!max_tokens.ok()) return max_tokens.status();

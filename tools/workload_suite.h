@@ -1,6 +1,8 @@
 // Workload files for `splitspec bench spec --workload FILE` (bench/workloads/):
-// one chat request per line as JSON,
+// one request per line as JSON: a chat request,
 //   {"category": "qa", "messages": [{"role": "user", "content": "..."}], "max_tokens": 96}
+// or a completion (the prompt is the model's input as it stands, no chat template),
+//   {"category": "code", "prompt": "def fib(n):", "max_tokens": 64}
 // and the per-(category, configuration) totals the bench prints.
 //
 //   ASSIGN_OR_RETURN(std::vector<WorkloadRequest> requests, LoadWorkload("suite.jsonl"));
@@ -8,9 +10,10 @@
 //   totals.Add("qa", "target-only", {.tokens = 96, .wall_seconds = 2.0});
 //   for (const WorkloadRow& row : totals.Rows()) ...
 //
-// Rules of a line: an object; "category" a non-empty string; "messages" a
+// Rules of a line: an object; "category" a non-empty string; either "messages" a
 // non-empty array of objects whose "role" is "system", "user" or "assistant"
-// and whose "content" is a string; "max_tokens" an integer in [1, 4096]; other
+// and whose "content" is a string, or "prompt" a non-empty string (not both);
+// "max_tokens" an integer in [1, 4096]; other
 // fields are ignored; blank lines are skipped. A malformed line is refused with
 // InvalidArgument "FILE:LINE: ..." naming the field at fault.
 //
@@ -34,7 +37,8 @@ inline constexpr int kWorkloadMaxTokens = 4096;
 
 struct WorkloadRequest {
   std::string category;
-  std::vector<model::ChatMessage> messages;
+  std::vector<model::ChatMessage> messages;  // a chat request; empty for a completion
+  std::string prompt;                        // a completion's prompt; empty for a chat request
   int max_tokens = 0;
   int line = 0;  // 1-based line in its file
 };

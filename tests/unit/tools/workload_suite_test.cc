@@ -66,8 +66,23 @@ TEST(WorkloadParseTest, FileSkipsBlankLinesAndReportsTheBadLine) {
   EXPECT_EQ((*requests)[1].line, 3);
   absl::StatusOr<std::vector<WorkloadRequest>> bad =
       ParseWorkload(good + "\n{\"category\": \"b\"}\n", "f.jsonl");
-  EXPECT_EQ(bad.status().message(), "f.jsonl:2: missing field 'messages'");
+  EXPECT_EQ(bad.status().message(),
+            "f.jsonl:2: missing field 'messages' (a chat request) or 'prompt' (a completion)");
   EXPECT_EQ(LoadWorkload("/nonexistent/w.jsonl").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(WorkloadParseTest, ReadsACompletionPrompt) {
+  absl::StatusOr<WorkloadRequest> request =
+      ParseWorkloadLine(R"({"category": "code", "prompt": "def f():", "max_tokens": 16})", "w", 2);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->prompt, "def f():");
+  EXPECT_TRUE(request->messages.empty());
+  EXPECT_EQ(ErrorOf(R"({"category": "c", "prompt": "", "max_tokens": 4})"),
+            "w.jsonl:7: field 'prompt' is empty");
+  EXPECT_EQ(ErrorOf(R"({"category": "c", "prompt": 3, "max_tokens": 4})"),
+            "w.jsonl:7: field 'prompt' must be a string");
+  EXPECT_EQ(ErrorOf(R"({"category": "c", "prompt": "x", "max_tokens": 4, "messages": []})"),
+            "w.jsonl:7: give one of 'messages' (chat) and 'prompt' (completion), not both");
 }
 
 TEST(WorkloadParseTest, FirstPerCategoryKeepsFileOrder) {
