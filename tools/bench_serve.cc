@@ -1,12 +1,14 @@
 // `splitspec bench serve [--url URL [--off-url URL]] [--model PATH] [--workload FILE]
 //                        [--limit N] [--concurrency 1,4,16,64] [--rounds N] [--threads N]
-//                        [--config FILE] [--log-dir DIR] [--timeout-s S] [--json]`
+//                        [--config FILE] [--drafter NAME [--draft PATH]] [--log-dir DIR]
+//                        [--timeout-s S] [--json]`
 //
 // A load generator for an OpenAI-compatible cluster, speculation on against off,
 // over HTTP with streamed greedy requests, as users run it:
 //   clusters  without --url it starts two `splitspec serve` clusters on free
 //             loopback ports (binaries beside this one): "on" with serve's
-//             defaults, "off" with --drafts 0; both stay up for the whole run (the
+//             defaults (or --drafter / --draft), "off" with --drafts 0; both stay up
+//             for the whole run (the
 //             one not measured is idle). With --url it measures that running
 //             cluster: "on" is its default, "off" the same requests with the
 //             "drafter": "none" extension (or the cluster at --off-url).
@@ -71,6 +73,8 @@ struct Flags {
   int rounds = 1;
   int threads = 0;
   std::string config;
+  std::string drafter;  // "" = serve's
+  std::string draft;
   std::string log_dir;
   int timeout_s = 600;
   bool json = false;
@@ -108,14 +112,17 @@ absl::StatusOr<Flags> ParseFlags(const CommandArgs& argv) {
   if (f.threads < 0)
     return absl::InvalidArgumentError(absl::StrCat("--threads ", f.threads, " < 0"));
   f.config = args.GetString("config", "");
+  f.drafter = args.GetString("drafter", "");
+  f.draft = args.GetString("draft", "");
   f.log_dir = args.GetString("log-dir", "");
   ASSIGN_OR_RETURN(f.timeout_s, args.GetInt<int>("timeout-s", 600));
   if (f.timeout_s < 1)
     return absl::InvalidArgumentError(absl::StrCat("--timeout-s ", f.timeout_s, " < 1"));
-  if (!f.url.empty() && (!f.config.empty() || f.threads != 0 || !f.log_dir.empty())) {
+  if (!f.url.empty() && (!f.config.empty() || f.threads != 0 || !f.log_dir.empty() ||
+                         !f.drafter.empty() || !f.draft.empty())) {
     return absl::InvalidArgumentError(
-        "--config, --threads and --log-dir configure the clusters bench serve starts; "
-        "with --url it starts none");
+        "--config, --threads, --drafter, --draft and --log-dir configure the clusters bench "
+        "serve starts; with --url it starts none");
   }
   f.json = args.Has("json");
   return f;
@@ -170,6 +177,8 @@ absl::Status StartCluster(const Flags& f, const std::string& run_dir, bool specu
   if (!f.config.empty()) argv.insert(argv.end(), {"--config", f.config});
   if (f.threads > 0) argv.insert(argv.end(), {"--threads", absl::StrCat(f.threads)});
   if (!speculation) argv.insert(argv.end(), {"--drafts", "0"});
+  if (speculation && !f.drafter.empty()) argv.insert(argv.end(), {"--drafter", f.drafter});
+  if (speculation && !f.draft.empty()) argv.insert(argv.end(), {"--draft", f.draft});
   const std::string log = run_dir + "/serve.out";
   ASSIGN_OR_RETURN(Subprocess serve,
                    Subprocess::Spawn(argv, log, {}, LogMode::kTruncate, OnParentDeath::kDie));
@@ -322,7 +331,9 @@ absl::Status Run(const Flags& f) {
     }
     RETURN_IF_ERROR(StartCluster(f, dir + "/on", /*speculation=*/true, &on));
     RETURN_IF_ERROR(StartCluster(f, dir + "/off", /*speculation=*/false, &off));
-    described = "on = splitspec serve (its defaults), off = splitspec serve --drafts 0";
+    described = absl::StrCat("on = splitspec serve",
+                             f.drafter.empty() ? " (its defaults)" : " --drafter " + f.drafter,
+                             ", off = splitspec serve --drafts 0");
   } else {
     on.url = f.url;
     off.url = f.off_url.empty() ? f.url : f.off_url;

@@ -339,6 +339,12 @@ const cli::FlagTable& BenchServeFlagTable() {
                         "serve's default",
                         cli::IntRangeOf<int>()},
                        {"config", "FILE", "", "clusters started here: serve --config FILE"},
+                       {"drafter", "NAME", "serve's",
+                        "clusters started here: the speculation-on cluster's drafter (serve "
+                        "--drafter: lookup, ngram, model or layerskip:L)"},
+                       {"draft", "PATH", "",
+                        "clusters started here: the speculation-on cluster's draft model (serve "
+                        "--draft, for --drafter model)"},
                        {"log-dir", "DIR", "a fresh /tmp/splitspec-bench-serve-*",
                         "clusters started here: their run directories DIR/on and DIR/off (logs, "
                         "keys)"},

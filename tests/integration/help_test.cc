@@ -38,6 +38,7 @@ std::vector<Case> Cases() {
       {{"bench", "decode"}, "splitspec", "--prefill-tokens N"},
       {{"bench", "spec"}, "splitspec", "--drafters LIST"},
       {{"bench", "verify"}, "splitspec", "--repeats N"},
+      {{"bench", "serve"}, "splitspec", "--concurrency LIST"},
       {{"plan"}, "splitspec", "--cost-ratio C"},
       {{"keygen"}, "splitspec", "--out DIR"},
   };

@@ -53,7 +53,7 @@ TEST(CommandsHelpTest, EverySubcommandIsListed) {
 
 TEST(CommandsHelpTest, HelpListsEveryFlagItsMeaningAndDefault) {
   std::vector<Leaf> leaves = Leaves();
-  ASSERT_EQ(leaves.size(), 11u);  // 8 commands and bench's decode, spec and verify
+  ASSERT_EQ(leaves.size(), 12u);  // 8 commands and bench's decode, spec, verify and serve
   for (const Leaf& leaf : leaves) {
     ASSERT_NE(leaf.command->flags, nullptr) << leaf.path;
     for (const char* help_flag : {"--help", "-h"}) {
