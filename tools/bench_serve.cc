@@ -23,7 +23,10 @@
 //   exact     in each round, every request's output with speculation on must
 //             equal its output with speculation off (greedy speculation is exact);
 //             a difference fails the run, naming the request and the first
-//             differing token (the outputs tokenized with --model's tokenizer).
+//             differing token (the outputs tokenized with --model's tokenizer). The
+//             check compares the streamed text, which is what HTTP carries: bytes
+//             that are not UTF-8 arrive as U+FFFD, so two outputs that differ only
+//             in such bytes pass (real models' greedy text is UTF-8).
 //   report    per concurrency and side: aggregate tok/s, TTFT, ITL and TPOT p50 and
 //             p99 (tools/bench_serve_stats.h), and on/off; --json prints one object
 //             per concurrency instead of the table.
@@ -364,6 +367,7 @@ absl::Status Run(const Flags& f) {
     std::printf("%11s  %-4s %9s %7s %9s %9s %8s %8s %9s %9s %7s\n", "concurrency", "spec", "tok/s",
                 "reqs", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "TPOT p50", "TPOT p99",
                 "on/off");
+    std::fflush(stdout);  // before any error on stderr
   }
   int round_index = 0;  // over the whole sweep: which side goes first alternates
   for (int concurrency : f.concurrency) {

@@ -5,6 +5,7 @@
 // checked for presence and consistency only, never against a bound.
 #include <unistd.h>
 
+#include <csignal>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/child_process.h"
 #include "tests/integration/cluster_test_util.h"
+#include "tests/integration/http_stream_load.h"
 #include "tests/testing/tiny_model.h"
 
 namespace splitspec::testing {
@@ -63,7 +65,43 @@ class BenchServeTest : public ::testing::Test {
                            << "[[draft_pool]]\nname = \"draft\"\ncount = 1\ndrafter = \"lookup\"\n";
   }
 
+  // Starts `splitspec serve` of `model` (extra flags after) on free loopback ports and
+  // waits (bounded) until it is ready; its HTTP base URL.
+  std::string StartServe(const std::string& name, const std::string& model,
+                         const std::vector<std::string>& extra) {
+    const int http_port = FreeLoopbackPort();
+    const int control_port = FreeLoopbackPort();
+    EXPECT_NE(http_port, 0);
+    std::vector<std::string> argv = {BinaryPath("splitspec"),
+                                     "serve",
+                                     "--config",
+                                     config_,
+                                     "--model",
+                                     model,
+                                     "--http",
+                                     absl::StrCat("127.0.0.1:", http_port),
+                                     "--control",
+                                     absl::StrCat("tcp://127.0.0.1:", control_port),
+                                     "--log-dir",
+                                     dir_ + "/" + name};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    const std::string out = dir_ + "/" + name + ".out";
+    absl::StatusOr<ChildProcess> serve = ChildProcess::Spawn(argv, out);
+    EXPECT_TRUE(serve.ok()) << serve.status();
+    if (!serve.ok()) return "";
+    serves_.push_back(*std::move(serve));
+    for (int i = 0; i < 1200 && !absl::StrContains(ReadFileOrEmpty(out), "cluster ready"); ++i)
+      absl::SleepFor(absl::Milliseconds(100));
+    EXPECT_THAT(ReadFileOrEmpty(out), HasSubstr("cluster ready"));
+    return absl::StrCat("http://127.0.0.1:", http_port);
+  }
+
+  void TearDown() override {
+    for (ChildProcess& serve : serves_) serve.Kill(SIGTERM);
+  }
+
   std::string dir_, model_, workload_, config_;
+  std::vector<ChildProcess> serves_;
 };
 
 const Value* Field(const Struct& object, const std::string& name) {
@@ -137,6 +175,56 @@ TEST_F(BenchServeTest, SweepsConcurrencyAndPrintsOneJsonObjectEach) {
   EXPECT_THAT(run.output, HasSubstr("--drafts 0"));
   EXPECT_THAT(ReadFileOrEmpty(dir_ + "/clusters/on/serve.out"), HasSubstr("cluster ready"));
   EXPECT_THAT(ReadFileOrEmpty(dir_ + "/clusters/off/serve.out"), HasSubstr("0 draft worker"));
+}
+
+// With --url alone, off is the same cluster asked for "drafter": "none".
+TEST_F(BenchServeTest, MeasuresARunningClusterAgainstDrafterNone) {
+  const std::string url = StartServe("running", model_, {});
+  const CommandRun run = RunSplitspec({"bench", "serve", "--model", model_, "--workload", workload_,
+                                       "--url", url + "/", "--concurrency", "2"},
+                                      dir_ + "/url.log");
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr(absl::StrCat("on = ", url,
+                                                 " (its default), off = the same "
+                                                 "with \"drafter\": \"none\"")));
+  EXPECT_THAT(run.output, HasSubstr("on/off"));  // the table
+  int rows = 0;
+  for (absl::string_view line : absl::StrSplit(run.output, '\n'))
+    rows += absl::StartsWith(line, "          2  o");  // "on" and "off" at concurrency 2
+  EXPECT_EQ(rows, 2) << run.output;
+}
+
+// Two clusters of different weights answer differently: the check fails the run,
+// naming the request and the first token at which the outputs part.
+TEST_F(BenchServeTest, DifferentOutputsFailNamingTheRequestAndTheFirstDifferingToken) {
+  // Tiny models of seeds 3 and 4 (the same vocabulary, other weights) continue this
+  // prompt greedily with "nnnn..." and " the the ...": printable text, which the
+  // front door streams as it is (most seeds start with bytes that are not UTF-8).
+  std::string models[2];
+  for (uint32_t seed : {3u, 4u}) {
+    model::TinyModelOptions options;
+    options.weight_type = kernels::GgmlType::kQ8_0;
+    options.seed = seed;
+    models[seed - 3] = absl::StrCat(dir_, "/tiny-seed", seed, ".gguf");
+    ASSERT_TRUE(model::WriteTinyModel(options, models[seed - 3]).ok());
+  }
+  const std::string completions = dir_ + "/completions.jsonl";
+  std::ofstream(completions)
+      << R"({"category": "c", "prompt": "hello world, this is a test of the", "max_tokens": 12})"
+      << "\n";
+  const std::string on = StartServe("on", models[0], {"--drafts", "0"});
+  const std::string off = StartServe("off", models[1], {"--drafts", "0"});
+  const CommandRun run =
+      RunSplitspec({"bench", "serve", "--model", models[0], "--workload", completions, "--url", on,
+                    "--off-url", off, "--concurrency", "1"},
+                   dir_ + "/differ.log");
+  EXPECT_EQ(run.code, 1) << run.output;
+  EXPECT_THAT(run.output,
+              HasSubstr(absl::StrCat("request 0 (", completions,
+                                     ":1, c) at concurrency 1, round "
+                                     "1: greedy outputs with speculation on and off differ at "
+                                     "output token 0 (after \"\"): on has token ")));
+  EXPECT_THAT(run.output, HasSubstr("off has token 261 \" the\""));
 }
 
 TEST_F(BenchServeTest, AClusterThatDoesNotAnswerFailsNamingTheRequestAndTheUrl) {
