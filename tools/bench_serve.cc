@@ -35,6 +35,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -394,18 +395,26 @@ absl::Status Run(const Flags& f) {
     const ServeSummary on_summary = on_totals.Summary();
     const ServeSummary off_summary = off_totals.Summary();
     const double ratio = SpeedRatio(on_summary, off_summary);
+    // At most one client per request: a concurrency above the workload's size keeps
+    // every request in flight at once, no more.
+    const int clients = std::min(concurrency, static_cast<int>(requests.size()));
     if (f.json) {
       std::string ratios;
       for (double r : round_ratios)
         absl::StrAppend(&ratios, ratios.empty() ? "" : ",", absl::StrFormat("%.4f", r));
       std::printf(
-          "{\"bench\":\"serve\",\"concurrency\":%d,\"requests\":%zu,\"workload\":%s,"
+          "{\"bench\":\"serve\",\"concurrency\":%d,\"clients\":%d,\"requests\":%zu,"
+          "\"workload\":%s,"
           "\"identical\":true,\"ratio\":%.4f,\"round_ratios\":[%s],\"on\":%s,\"off\":%s}\n",
-          concurrency, requests.size(), JsonQuote(f.workload).c_str(), ratio, ratios.c_str(),
-          ServeSummaryJson(on_summary).c_str(), ServeSummaryJson(off_summary).c_str());
+          concurrency, clients, requests.size(), JsonQuote(f.workload).c_str(), ratio,
+          ratios.c_str(), ServeSummaryJson(on_summary).c_str(),
+          ServeSummaryJson(off_summary).c_str());
     } else {
       PrintTableRow(concurrency, "on", on_summary, absl::StrFormat("%.3fx", ratio));
       PrintTableRow(concurrency, "off", off_summary, "");
+      if (clients < concurrency) {
+        std::printf("%11s  (%zu requests: %d in flight at most)\n", "", requests.size(), clients);
+      }
     }
     std::fflush(stdout);
   }

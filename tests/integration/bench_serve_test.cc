@@ -146,6 +146,7 @@ TEST_F(BenchServeTest, SweepsConcurrencyAndPrintsOneJsonObjectEach) {
     EXPECT_EQ(Field(row, "bench")->string_value(), "serve");
     EXPECT_EQ(Number(row, "concurrency"), i + 1.0);
     EXPECT_EQ(Number(row, "requests"), 3);
+    EXPECT_EQ(Number(row, "clients"), i + 1.0);
     EXPECT_EQ(Field(row, "workload")->string_value(), workload_);
     EXPECT_TRUE(Field(row, "identical")->bool_value());
     const Struct& on = Side(row, "on");
