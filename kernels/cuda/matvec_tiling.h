@@ -53,7 +53,8 @@
 // memory exchange plus a barrier per row): one warp per row needs no shared
 // memory and no barrier, a tile as wide as the tokens it holds keeps a decode
 // step's registers low (more warps resident, more loads in flight), and
-// activations are read in 8- and 16-byte loads. llama.cpp picks warps per row
+// activations are read in 8- and 16-byte loads, 2-byte aligned quants in 4-byte
+// ones (LoadWordsAt2). llama.cpp picks warps per row
 // from the column count, which would make the order depend on the batch; here
 // the shape is fixed. Activations are read from global memory (L1/L2 hits).
 #ifndef SPLITSPEC_KERNELS_CUDA_MATVEC_TILING_H_
@@ -180,6 +181,25 @@ SPLITSPEC_HD int LoadI32(const void* p) {
 #endif
 }
 
+// kWords little-endian words at a 2-byte aligned address p in 4-byte loads (not
+// 2 x kWords 2-byte ones): Q8_0, Q4_0 and Q6_K blocks are 34, 18 and 210 bytes, so
+// their quants sit at 2 mod 4 in every other block. At p = 2 mod 4 the aligned
+// words from p - 2 are shifted by 16 bits and the last two bytes come from a
+// 2-byte load: reads only [p - 2, p + 4 * kWords), inside the allocation when it
+// starts 4-byte aligned.
+template <int kWords>
+SPLITSPEC_HD void LoadWordsAt2(const uint8_t* p, int* out) {
+  const bool odd = (reinterpret_cast<uintptr_t>(p) & 2u) != 0;
+  const uint8_t* base = odd ? p - 2 : p;
+  uint32_t w[kWords];
+  for (int k = 0; k < kWords; ++k) w[k] = static_cast<uint32_t>(LoadI32(base + 4 * k));
+  const uint32_t tail = odd ? LoadU16(p + 4 * kWords - 2) : 0u;
+  for (int k = 0; k < kWords; ++k) {
+    const uint32_t next = k + 1 < kWords ? w[k + 1] : tail;
+    out[k] = static_cast<int>(odd ? (w[k] >> 16) | (next << 16) : w[k]);
+  }
+}
+
 // 8 and 16 bytes at an 8- / 16-byte aligned address, as little-endian words.
 SPLITSPEC_HD void LoadI32x2(const void* p, int* v) {
 #if defined(__CUDA_ARCH__)
@@ -255,9 +275,9 @@ struct Block32Unit {
     const int half = static_cast<int>(u % 2);
     w->d = HalfToFloat(LoadU16(block));
     if constexpr (kType == GgmlType::kQ8_0) {
-      for (int k = 0; k < 4; ++k) w->q[k] = LoadU16Pair(block + 2 + 16 * half + 4 * k);
+      LoadWordsAt2<4>(block + 2 + 16 * half, w->q);
     } else if constexpr (kType == GgmlType::kQ4_0) {
-      for (int k = 0; k < 2; ++k) w->q[k] = LoadU16Pair(block + 2 + 8 * half + 4 * k);
+      LoadWordsAt2<2>(block + 2 + 8 * half, w->q);
     } else {
       w->m = HalfToFloat(LoadU16(block + 2));
       for (int k = 0; k < 2; ++k) w->q[k] = LoadI32(block + 4 + 8 * half + 4 * k);
@@ -327,13 +347,12 @@ struct SuperBlockUnit {
       // Sub-block s = 4 * half + k holds elements 128 * half + 32 * k + l.
       const int half = sub / 4;
       const int k = sub % 4;
-      const uint8_t* ql = block + 64 * half + 32 * (k % 2);
-      const uint8_t* qh = block + 128 + 32 * half;
+      int ql[8], qh[8];
+      LoadWordsAt2<8>(block + 64 * half + 32 * (k % 2), ql);
+      LoadWordsAt2<8>(block + 128 + 32 * half, qh);
       for (int i = 0; i < 8; ++i) {
-        const uint32_t low =
-            (static_cast<uint32_t>(LoadU16Pair(ql + 4 * i)) >> (4 * (k / 2))) & 0x0F0F0F0Fu;
-        const uint32_t high =
-            ((static_cast<uint32_t>(LoadU16Pair(qh + 4 * i)) >> (2 * k)) & 0x03030303u) << 4;
+        const uint32_t low = (static_cast<uint32_t>(ql[i]) >> (4 * (k / 2))) & 0x0F0F0F0Fu;
+        const uint32_t high = ((static_cast<uint32_t>(qh[i]) >> (2 * k)) & 0x03030303u) << 4;
         w->q[i] = SubtractBytes32(low | high);
       }
       w->scale0 = static_cast<int8_t>(block[192 + 2 * sub]);

@@ -169,20 +169,18 @@ __device__ __forceinline__ int TileTokens(int64_t tokens, int64_t t0) {
   return tokens - t0 < kCols ? static_cast<int>(tokens - t0) : kCols;
 }
 
-// Steps whose weights a lane loads before it uses them: the unit's number for a
-// narrow tile, fewer as the tile widens (each weight then feeds more dp4a, and
-// the registers go to the tile's accumulators). No effect on the arithmetic.
+// Steps whose weights a lane loads before it uses them: the unit's number for
+// tiles of 1 and 2 tokens, 2 for wider tiles (each weight then feeds more dp4a,
+// and the registers go to the tile's accumulators). No effect on the arithmetic.
 template <typename Unit, int kCols>
-inline constexpr int kStepsInFlight =
-    Unit::kStepsInFlight * 2 / kCols < 1
-        ? 1
-        : (kCols < 2 ? Unit::kStepsInFlight : Unit::kStepsInFlight * 2 / kCols);
+inline constexpr int kStepsInFlight = kCols <= 2 ? Unit::kStepsInFlight : 2;
 
-// Blocks resident per SM at least: 8 (half the SM's warps, at most 64 registers
-// a thread) for tiles of 1 and 2 tokens, whose time is the weight stream; 4 (at
-// most 128 registers) for wider tiles, whose accumulators need the registers.
+// Blocks resident per SM at least, which caps a thread's registers: 8 (half the
+// SM's warps, 64 registers) for 1-token tiles, whose time is the weight stream;
+// 6 (80) for 2-token tiles (64 spilled for Q4_0); 4 (128) for wider tiles, whose
+// accumulators need the registers.
 template <int kCols>
-inline constexpr int kMinBlocks = kCols <= 2 ? 8 : 4;
+inline constexpr int kMinBlocks = kCols == 1 ? 8 : kCols == 2 ? 6 : 4;
 
 template <typename Unit, int kCols>
 __global__ void __launch_bounds__(matvec::kThreads, kMinBlocks<kCols>)

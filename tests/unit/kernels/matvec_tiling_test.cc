@@ -191,6 +191,31 @@ TEST(MatVecPrimitivesTest, SubtractBytes32IsPerByteMinus32) {
   }
 }
 
+// At both alignments a 2-byte aligned address can have, the words are the bytes there.
+TEST(MatVecPrimitivesTest, LoadWordsAt2ReadsTheWordsAtEitherAlignment) {
+  alignas(16) uint8_t bytes[80];
+  for (int i = 0; i < 80; ++i) bytes[i] = static_cast<uint8_t>(7 * i + 3);
+  const auto word_at = [](const uint8_t* p) {
+    uint32_t v = 0;
+    for (int b = 0; b < 4; ++b) v |= static_cast<uint32_t>(p[b]) << (8 * b);
+    return v;
+  };
+  for (int offset : {0, 2, 4, 6, 34, 36, 46}) {
+    int got[8];
+    LoadWordsAt2<8>(bytes + offset, got);
+    for (int k = 0; k < 8; ++k) {
+      EXPECT_EQ(static_cast<uint32_t>(got[k]), word_at(bytes + offset + 4 * k))
+          << "offset " << offset << " word " << k;
+    }
+  }
+  // Words ending at the last byte of a heap buffer (ASan builds would flag a read past it).
+  std::vector<uint8_t> heap(bytes, bytes + 10);
+  int two[2];
+  LoadWordsAt2<2>(heap.data() + 2, two);
+  EXPECT_EQ(static_cast<uint32_t>(two[0]), word_at(bytes + 2));
+  EXPECT_EQ(static_cast<uint32_t>(two[1]), word_at(bytes + 6));
+}
+
 TEST(MatVecPrimitivesTest, Dp4aIsTheSignedByteDotPlusC) {
   const int a = static_cast<int>(0x80FF017Fu);  // bytes 127, 1, -1, -128
   const int b = static_cast<int>(0x7F02FF80u);  // bytes -128, -1, 2, 127
