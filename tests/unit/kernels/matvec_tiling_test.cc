@@ -147,29 +147,35 @@ TEST_P(MatVecEmulationTest, MatchesTheCpuReferenceWithinTheStatedBound) {
 }
 
 // A token's outputs are the same bits alone, in every batch of 2..16 tokens at
-// every slot, and in the second tile of a 17..33-token batch.
+// every slot, and in the second tile of a 17..33-token batch, at SmolLM2 / 1B and
+// at Llama-3-8B column counts (4096, 14336). With RealShapesEqualTheEmulationBitForBit
+// (tests/gpu/quant_matmul_cuda_test.cc: the kernel equals this emulation at these
+// cols and every tile width), the kernel's batch invariance.
 TEST_P(MatVecEmulationTest, EveryTokenCountGivesTheSameBits) {
   const GgmlType type = GetParam();
   std::mt19937 rng(3636);
-  const int64_t cols = IsKQuant(type) ? 2048 : 576;
-  const Shape s{5, cols, 33};
-  const std::vector<uint8_t> w = RandomWeights(type, s, rng);
-  const std::vector<float> x = RandomActivations(s, rng);
-  const std::vector<float> batch = Emulate(type, w, x.data(), s.rows, cols, s.tokens);
-  for (int64_t t = 0; t < s.tokens; ++t) {
-    const std::vector<float> alone = Emulate(type, w, x.data() + t * cols, s.rows, cols, 1);
-    for (int64_t r = 0; r < s.rows; ++r) {
-      ASSERT_EQ(std::memcmp(&alone[r], &batch[t * s.rows + r], sizeof(float)), 0)
-          << "token " << t << " row " << r;
-    }
-  }
-  for (int64_t n = 2; n <= 16; ++n) {  // verify blocks of n tokens starting at token 3
-    const std::vector<float> block = Emulate(type, w, x.data() + 3 * cols, s.rows, cols, n);
-    for (int64_t j = 0; j < n; ++j) {
+  for (const int64_t cols : {IsKQuant(type) ? int64_t{2048} : int64_t{576}, int64_t{4096},
+                             int64_t{14336}}) {
+    SCOPED_TRACE(TypeName(type) + " cols=" + std::to_string(cols));
+    const Shape s{3, cols, 33};
+    const std::vector<uint8_t> w = RandomWeights(type, s, rng);
+    const std::vector<float> x = RandomActivations(s, rng);
+    const std::vector<float> batch = Emulate(type, w, x.data(), s.rows, cols, s.tokens);
+    for (int64_t t = 0; t < s.tokens; ++t) {
+      const std::vector<float> alone = Emulate(type, w, x.data() + t * cols, s.rows, cols, 1);
       for (int64_t r = 0; r < s.rows; ++r) {
-        ASSERT_EQ(std::memcmp(&block[j * s.rows + r], &batch[(3 + j) * s.rows + r], sizeof(float)),
-                  0)
-            << "block of " << n << ", slot " << j << ", row " << r;
+        ASSERT_EQ(std::memcmp(&alone[r], &batch[t * s.rows + r], sizeof(float)), 0)
+            << "token " << t << " row " << r;
+      }
+    }
+    for (int64_t n = 2; n <= 16; ++n) {  // verify blocks of n tokens starting at token 3
+      const std::vector<float> block = Emulate(type, w, x.data() + 3 * cols, s.rows, cols, n);
+      for (int64_t j = 0; j < n; ++j) {
+        for (int64_t r = 0; r < s.rows; ++r) {
+          ASSERT_EQ(
+              std::memcmp(&block[j * s.rows + r], &batch[(3 + j) * s.rows + r], sizeof(float)), 0)
+              << "block of " << n << ", slot " << j << ", row " << r;
+        }
       }
     }
   }
