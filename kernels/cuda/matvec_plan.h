@@ -3,14 +3,19 @@
 //
 //   ASSIGN_OR_RETURN(std::vector<MatVecLaunch> launches,
 //                    PlanMatVecLaunches({{q.type, q.rows, q.cols}, {k...}, {v...}}, tokens));
-//   for (const MatVecLaunch& l : launches) { /* one kernel: l.jobs, grid (l.rows, l.token_tiles) */
+//   for (const MatVecLaunch& l : launches) {
+//     // one kernel compiled for l.tile_cols tokens: l.jobs, grid (l.row_blocks, l.token_tiles)
 //   }
 //
 // Rules.
 //  - One path for every token count: tokens run in tiles of kMaxTokens (16), a
-//    thread block per (weight row, tile), so 1..16 tokens (a decode step, a
-//    batch of up to 16, a verify block of k + 1 <= 16) read each weight once, and
-//    more tokens read it once per tile. There is no second kernel for large
+//    warp per (weight row, tile) and kRowsPerBlock rows per thread block, so
+//    1..16 tokens (a decode step, a batch of up to 16, a verify block of
+//    k + 1 <= 16) read each weight once, and more tokens read it once per tile.
+//    The kernel is compiled for tiles of 1, 2, 4, 8 and 16 tokens and the launch
+//    takes the narrowest that holds min(tokens, 16) (TileColumns): a decode step
+//    keeps one token's accumulators in registers, not sixteen. The tile width
+//    changes no arithmetic of a token (matvec_tiling.h). There is no second kernel for large
 //    batches: a token's reduction order would then depend on the batch size, and
 //    batch invariance (a token's logits the same bits alone or in any batch) is
 //    a contract of the CUDA backend. A tensor-core path for prefill would be a
@@ -22,7 +27,7 @@
 //    its arithmetic).
 //  - Errors (InvalidArgument, naming the job and value): a type without a kernel,
 //    cols not a multiple of the type's block, tokens < 0, more token tiles than a
-//    grid's y dimension holds (65535) or more rows in one launch than its x (2^31 - 1).
+//    grid's y dimension holds (65535) or more rows in one launch than 2^31 - 1.
 #ifndef SPLITSPEC_KERNELS_CUDA_MATVEC_PLAN_H_
 #define SPLITSPEC_KERNELS_CUDA_MATVEC_PLAN_H_
 
@@ -37,7 +42,6 @@
 
 namespace splitspec::kernels::matvec {
 
-inline constexpr int kMaxFusedJobs = 3;
 inline constexpr int64_t kMaxTokenTiles = 65535;
 inline constexpr int64_t kMaxLaunchRows = 2147483647;
 
@@ -51,8 +55,10 @@ struct MatVecLaunch {
   GgmlType type = GgmlType::kF32;
   int64_t cols = 0;
   std::vector<int> jobs;    // indices into the planned jobs, in order
-  int64_t rows = 0;         // grid x: the jobs' rows together
+  int64_t rows = 0;         // the jobs' rows together
+  int64_t row_blocks = 0;   // grid x: ceil(rows / kRowsPerBlock)
   int64_t token_tiles = 0;  // grid y: ceil(tokens / kMaxTokens)
+  int tile_cols = 1;        // the kernel's tile width: TileColumns(tokens)
 };
 
 inline int64_t TokenTiles(int64_t tokens) { return (tokens + kMaxTokens - 1) / kMaxTokens; }
@@ -98,12 +104,14 @@ inline absl::StatusOr<std::vector<MatVecLaunch>> PlanMatVecLaunches(
       }
     }
     if (into == nullptr) {
-      launches.push_back(MatVecLaunch{j.type, j.cols, {}, 0, TokenTiles(tokens)});
+      launches.push_back(
+          MatVecLaunch{j.type, j.cols, {}, 0, 0, TokenTiles(tokens), TileColumns(tokens)});
       into = &launches.back();
     }
     into->jobs.push_back(static_cast<int>(i));
     into->rows += j.rows;
   }
+  for (MatVecLaunch& l : launches) l.row_blocks = (l.rows + kRowsPerBlock - 1) / kRowsPerBlock;
   return launches;
 }
 

@@ -9,20 +9,23 @@
 //
 //   matvec::EmulateMatVec(GgmlType::kQ4_0, w, rows, cols, view, x, tokens, y, rows);
 //
-// Tiling. One thread block of kThreads = 128 threads (4 warps) computes one
-// weight row for a tile of up to kMaxTokens = 16 tokens: each weight byte is read
-// once per tile (a decode step or a verify block of up to 16 tokens reads the
-// weights once), and every weight element it reads is used for all the tile's
-// tokens from registers. A row is cut into units, the piece one thread loads per
-// step, and units into groups, the units of one quantization block:
+// Tiling. One warp computes one weight row for a tile of up to kMaxTokens = 16
+// tokens; a thread block of kThreads = 128 threads holds kRowsPerBlock = 4 warps,
+// so 4 rows. Each weight byte is read once per tile (a decode step or a verify
+// block of up to 16 tokens reads the weights once), and every weight element it
+// reads is used for all the tile's tokens from registers. A row is cut into units,
+// the piece one lane loads per step, and units into groups, the units of one
+// quantization block:
 //   Q8_0, Q4_0, Q4_1  unit = half a block (16 elements), group = 2 units
 //   Q4_K, Q5_K, Q6_K  unit = one 32-element sub-block, group = 8 units (256)
 //   F32, F16, BF16    unit = 4 consecutive elements (the last one ragged), group 1
-// Thread s takes units s, s + 128, s + 256, ... in increasing order, so the
-// threads of a group are neighbours in one warp (group leader: s % group == 0).
+// Lane l takes units l, l + 32, l + 64, ... in increasing order, so the lanes of
+// a group are neighbours (group leader: l % group == 0). A lane loads the weights
+// of Unit::kStepsInFlight steps before it uses them (several loads in flight per
+// lane); that changes no arithmetic.
 //
 // Reduction order, per (row, token), fixed by the weight type and cols alone:
-//  1. each thread forms its unit's exact integer partial (dp4a); the group's
+//  1. each lane forms its unit's exact integer partial (dp4a); the group's
 //     partials are added (integers: exact, any order) and the leader does the
 //     block's float update with explicitly rounded operations, the CPU's block
 //     formula (kernels/cpu/matmul.h, MatMulRowsReference):
@@ -32,23 +35,28 @@
 //       K4/K5 acc = fma(isum, d_w * d_x, acc); acc_min = fma(imin, dmin_w * d_x, acc_min)
 //       Q6_K  acc = fma(isum, d_w * d_x, acc)
 //       float acc = fma(w_c, x_c, acc) for the unit's elements in order;
-//  2. a warp's 32 accumulators by the xor butterfly 16, 8, 4, 2, 1 (lane l adds
+//  2. the warp's 32 accumulators by the xor butterfly 16, 8, 4, 2, 1 (lane l adds
 //     lane l ^ offset; float addition is commutative, so every lane of a pair
 //     gets the same bits);
-//  3. the four warps as (w0 + w1) + (w2 + w3);
-//  4. y = acc (+ acc_min for Q4_1, - acc_min for Q4_K / Q5_K).
-// Nothing here depends on the number of tokens, on the tile a token lands in or
-// on the other tokens: a token's output is bitwise the same alone, in a batch or
-// inside a verify block (batch invariance), for every token count (more than 16
-// tokens run as several tiles of the same kernel). Against the CPU reference only
-// the float order across blocks differs (bounds in the tests).
+//  3. y = acc (+ acc_min for Q4_1, - acc_min for Q4_K / Q5_K).
+// Nothing here depends on the number of tokens, on the tile a token lands in, on
+// the tile's width (the kernel is compiled for tiles of 1, 2, 4, 8 and 16 tokens,
+// TileColumns) or on the other tokens: a token's output is bitwise the same alone,
+// in a batch or inside a verify block (batch invariance), for every token count
+// (more than 16 tokens run as several tiles of the same kernel). Against the CPU
+// reference only the float order across blocks differs (bounds in the tests).
 //
-// Why this shape: llama.cpp's mul_mat_vec_q reads each weight once for up to 8
-// columns with 4 warps on one row; it changes warps and rows per block with the
-// column count, which would make the order depend on the batch, so here the
-// shape is fixed. Activations are read from global memory (L1/L2 hits: a tile's
-// int8 activations are 16 x cols bytes); staging them in shared memory is the
-// next step if a profile shows the loads matter.
+// Why this shape (llama.cpp's mul_mat_vec_q streams 3x faster than the first
+// version of this kernel, one 128-thread block per row with a 16-token tile in
+// registers whatever the token count; ptxas: 112-126 registers and a 104-byte
+// stack frame per thread, so a quarter of an SM's warps resident, and a shared
+// memory exchange plus a barrier per row): one warp per row needs no shared
+// memory and no barrier, a tile as wide as the tokens it holds keeps a decode
+// step's registers low (more warps resident, more loads in flight), and
+// activations are read in 8- and 16-byte loads, 2-byte aligned quants in 4-byte
+// ones (LoadWordsAt2). llama.cpp picks warps per row
+// from the column count, which would make the order depend on the batch; here
+// the shape is fixed. Activations are read from global memory (L1/L2 hits).
 #ifndef SPLITSPEC_KERNELS_CUDA_MATVEC_TILING_H_
 #define SPLITSPEC_KERNELS_CUDA_MATVEC_TILING_H_
 
@@ -71,9 +79,15 @@
 namespace splitspec::kernels::matvec {
 
 inline constexpr int kWarpSize = 32;
-inline constexpr int kWarps = 4;
-inline constexpr int kThreads = kWarps * kWarpSize;
+inline constexpr int kRowsPerBlock = 4;  // one warp per row
+inline constexpr int kThreads = kRowsPerBlock * kWarpSize;
 inline constexpr int kMaxTokens = 16;  // tokens per pass over a weight row
+
+// The tile width the kernel is compiled for that holds `tokens` tokens of one tile:
+// 1, 2, 4, 8 or 16 (tokens beyond 16 run in tiles of 16).
+constexpr int TileColumns(int64_t tokens) {
+  return tokens <= 1 ? 1 : tokens <= 2 ? 2 : tokens <= 4 ? 4 : tokens <= 8 ? 8 : kMaxTokens;
+}
 
 // ---------------------------------------------------------------- exact primitives
 // The same bits on both sides: IEEE single operations, rounded to nearest, no
@@ -167,6 +181,48 @@ SPLITSPEC_HD int LoadI32(const void* p) {
 #endif
 }
 
+// kWords little-endian words at a 2-byte aligned address p in 4-byte loads (not
+// 2 x kWords 2-byte ones): Q8_0, Q4_0 and Q6_K blocks are 34, 18 and 210 bytes, so
+// their quants sit at 2 mod 4 in every other block. At p = 2 mod 4 the aligned
+// words from p - 2 are shifted by 16 bits and the last two bytes come from a
+// 2-byte load: reads only [p - 2, p + 4 * kWords), inside the allocation when it
+// starts 4-byte aligned.
+template <int kWords>
+SPLITSPEC_HD void LoadWordsAt2(const uint8_t* p, int* out) {
+  const bool odd = (reinterpret_cast<uintptr_t>(p) & 2u) != 0;
+  const uint8_t* base = odd ? p - 2 : p;
+  uint32_t w[kWords];
+  for (int k = 0; k < kWords; ++k) w[k] = static_cast<uint32_t>(LoadI32(base + 4 * k));
+  const uint32_t tail = odd ? LoadU16(p + 4 * kWords - 2) : 0u;
+  for (int k = 0; k < kWords; ++k) {
+    const uint32_t next = k + 1 < kWords ? w[k + 1] : tail;
+    out[k] = static_cast<int>(odd ? (w[k] >> 16) | (next << 16) : w[k]);
+  }
+}
+
+// 8 and 16 bytes at an 8- / 16-byte aligned address, as little-endian words.
+SPLITSPEC_HD void LoadI32x2(const void* p, int* v) {
+#if defined(__CUDA_ARCH__)
+  const int2 w = *reinterpret_cast<const int2*>(p);
+  v[0] = w.x;
+  v[1] = w.y;
+#else
+  std::memcpy(v, p, 2 * sizeof(int));
+#endif
+}
+
+SPLITSPEC_HD void LoadI32x4(const void* p, int* v) {
+#if defined(__CUDA_ARCH__)
+  const int4 w = *reinterpret_cast<const int4*>(p);
+  v[0] = w.x;
+  v[1] = w.y;
+  v[2] = w.z;
+  v[3] = w.w;
+#else
+  std::memcpy(v, p, 4 * sizeof(int));
+#endif
+}
+
 // Each byte minus 32 (bytes in 0..63, the Q6_K quants): SWAR without borrows.
 SPLITSPEC_HD int SubtractBytes32(uint32_t v) {
   return static_cast<int>(((v | 0x80808080u) - 0x20202020u) ^ 0x80808080u);
@@ -175,7 +231,8 @@ SPLITSPEC_HD int SubtractBytes32(uint32_t v) {
 // ---------------------------------------------------------------- activations
 // The quantized activations of a tile, as LaunchQuantizeQ8Blocks /
 // LaunchQuantizeQ8SuperBlocks write them (quant_matmul.h): qs [tokens, cols]; per
-// 32 (per 256 for the K-quants) d, and per 32 d_sum and sum.
+// 32 (per 256 for the K-quants) d, and per 32 d_sum and sum. qs is 16-byte aligned
+// (the kernel reads a unit's activations in 8- and 16-byte loads).
 struct Q8View {
   const int8_t* qs = nullptr;
   const float* d = nullptr;
@@ -190,12 +247,13 @@ struct Q8View {
 SPLITSPEC_HD int NibbleDot(int w0, int w1, const int8_t* a, int half) {
   // Bytes 8h .. 8h + 7 of the block's 16: low nibbles are elements 8h .. 8h + 7,
   // high nibbles elements 16 + 8h .. 16 + 8h + 7 (quant_blocks.h).
-  const int8_t* lo = a + 8 * half;
-  const int8_t* hi = a + 16 + 8 * half;
-  int isum = Dp4a(w0 & 0x0F0F0F0F, LoadI32(lo), 0);
-  isum = Dp4a((w0 >> 4) & 0x0F0F0F0F, LoadI32(hi), isum);
-  isum = Dp4a(w1 & 0x0F0F0F0F, LoadI32(lo + 4), isum);
-  return Dp4a((w1 >> 4) & 0x0F0F0F0F, LoadI32(hi + 4), isum);
+  int lo[2], hi[2];
+  LoadI32x2(a + 8 * half, lo);
+  LoadI32x2(a + 16 + 8 * half, hi);
+  int isum = Dp4a(w0 & 0x0F0F0F0F, lo[0], 0);
+  isum = Dp4a((w0 >> 4) & 0x0F0F0F0F, hi[0], isum);
+  isum = Dp4a(w1 & 0x0F0F0F0F, lo[1], isum);
+  return Dp4a((w1 >> 4) & 0x0F0F0F0F, hi[1], isum);
 }
 
 template <GgmlType kType>
@@ -203,6 +261,7 @@ struct Block32Unit {
   static_assert(kType == GgmlType::kQ8_0 || kType == GgmlType::kQ4_0 || kType == GgmlType::kQ4_1);
   static constexpr int kGroup = 2;
   static constexpr int kElems = 16;
+  static constexpr int kStepsInFlight = 4;
   static constexpr int kBlockBytes = kType == GgmlType::kQ8_0   ? 34
                                      : kType == GgmlType::kQ4_0 ? 18
                                                                 : 20;
@@ -216,9 +275,9 @@ struct Block32Unit {
     const int half = static_cast<int>(u % 2);
     w->d = HalfToFloat(LoadU16(block));
     if constexpr (kType == GgmlType::kQ8_0) {
-      for (int k = 0; k < 4; ++k) w->q[k] = LoadU16Pair(block + 2 + 16 * half + 4 * k);
+      LoadWordsAt2<4>(block + 2 + 16 * half, w->q);
     } else if constexpr (kType == GgmlType::kQ4_0) {
-      for (int k = 0; k < 2; ++k) w->q[k] = LoadU16Pair(block + 2 + 8 * half + 4 * k);
+      LoadWordsAt2<2>(block + 2 + 8 * half, w->q);
     } else {
       w->m = HalfToFloat(LoadU16(block + 2));
       for (int k = 0; k < 2; ++k) w->q[k] = LoadI32(block + 4 + 8 * half + 4 * k);
@@ -230,8 +289,10 @@ struct Block32Unit {
     const int half = static_cast<int>(u % 2);
     *imin = 0;
     if constexpr (kType == GgmlType::kQ8_0) {
+      int a[4];
+      LoadI32x4(x_block + 16 * half, a);
       int s = 0;
-      for (int k = 0; k < 4; ++k) s = Dp4a(w.q[k], LoadI32(x_block + 16 * half + 4 * k), s);
+      for (int k = 0; k < 4; ++k) s = Dp4a(w.q[k], a[k], s);
       *isum = s;
     } else {
       *isum = NibbleDot(w.q[0], w.q[1], x_block, half);
@@ -267,6 +328,7 @@ struct SuperBlockUnit {
   static_assert(kType == GgmlType::kQ4_K || kType == GgmlType::kQ5_K || kType == GgmlType::kQ6_K);
   static constexpr int kGroup = 8;
   static constexpr int kElems = 32;
+  static constexpr int kStepsInFlight = 2;
   static constexpr int kBlockBytes = kType == GgmlType::kQ4_K   ? 144
                                      : kType == GgmlType::kQ5_K ? 176
                                                                 : 210;
@@ -276,6 +338,8 @@ struct SuperBlockUnit {
     int q[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // 32 quants as bytes (Q6_K: minus 32)
   };
   // Unit u: sub-block u % 8 of super-block u / 8 (byte layouts: kquant_device.cuh).
+  // Q4_K / Q5_K super-blocks (144 / 176 bytes) keep a 16-byte aligned row's quants
+  // 16-byte aligned: read in 16-byte loads; Q6_K's 210 bytes only 2-byte aligned.
   static SPLITSPEC_HD void Load(const uint8_t* row, int64_t u, Weights* w) {
     const uint8_t* block = row + (u / 8) * kBlockBytes;
     const int sub = static_cast<int>(u % 8);
@@ -283,13 +347,12 @@ struct SuperBlockUnit {
       // Sub-block s = 4 * half + k holds elements 128 * half + 32 * k + l.
       const int half = sub / 4;
       const int k = sub % 4;
-      const uint8_t* ql = block + 64 * half + 32 * (k % 2);
-      const uint8_t* qh = block + 128 + 32 * half;
+      int ql[8], qh[8];
+      LoadWordsAt2<8>(block + 64 * half + 32 * (k % 2), ql);
+      LoadWordsAt2<8>(block + 128 + 32 * half, qh);
       for (int i = 0; i < 8; ++i) {
-        const uint32_t low =
-            (static_cast<uint32_t>(LoadU16Pair(ql + 4 * i)) >> (4 * (k / 2))) & 0x0F0F0F0Fu;
-        const uint32_t high =
-            ((static_cast<uint32_t>(LoadU16Pair(qh + 4 * i)) >> (2 * k)) & 0x03030303u) << 4;
+        const uint32_t low = (static_cast<uint32_t>(ql[i]) >> (4 * (k / 2))) & 0x0F0F0F0Fu;
+        const uint32_t high = ((static_cast<uint32_t>(qh[i]) >> (2 * k)) & 0x03030303u) << 4;
         w->q[i] = SubtractBytes32(low | high);
       }
       w->scale0 = static_cast<int8_t>(block[192 + 2 * sub]);
@@ -300,10 +363,17 @@ struct SuperBlockUnit {
       // Q5_K adding bit j of qh[l] as bit 4.
       const uint8_t* qs = block + (kType == GgmlType::kQ5_K ? 48 : 16) + 32 * (sub / 2);
       const int shift = 4 * (sub % 2);
+      int raw[8], qh[8];
+      LoadI32x4(qs, raw);
+      LoadI32x4(qs + 16, raw + 4);
+      if constexpr (kType == GgmlType::kQ5_K) {
+        LoadI32x4(block + 16, qh);
+        LoadI32x4(block + 32, qh + 4);
+      }
       for (int i = 0; i < 8; ++i) {
-        uint32_t v = (static_cast<uint32_t>(LoadU16Pair(qs + 4 * i)) >> shift) & 0x0F0F0F0Fu;
+        uint32_t v = (static_cast<uint32_t>(raw[i]) >> shift) & 0x0F0F0F0Fu;
         if constexpr (kType == GgmlType::kQ5_K) {
-          v |= ((static_cast<uint32_t>(LoadU16Pair(block + 16 + 4 * i)) >> sub) & 0x01010101u) << 4;
+          v |= ((static_cast<uint32_t>(qh[i]) >> sub) & 0x01010101u) << 4;
         }
         w->q[i] = static_cast<int>(v);
       }
@@ -315,16 +385,18 @@ struct SuperBlockUnit {
   // x_block: the token's 256 int8 activations of the unit's super-block.
   static SPLITSPEC_HD void Partial(const Weights& w, const int8_t* x_block, int64_t u, int* isum,
                                    int* imin) {
-    const int8_t* a = x_block + 32 * (u % 8);
+    int a[8];
+    LoadI32x4(x_block + 32 * (u % 8), a);
+    LoadI32x4(x_block + 32 * (u % 8) + 16, a + 4);
     int dot0 = 0, dot1 = 0;
-    for (int k = 0; k < 4; ++k) dot0 = Dp4a(w.q[k], LoadI32(a + 4 * k), dot0);
-    for (int k = 4; k < 8; ++k) dot1 = Dp4a(w.q[k], LoadI32(a + 4 * k), dot1);
+    for (int k = 0; k < 4; ++k) dot0 = Dp4a(w.q[k], a[k], dot0);
+    for (int k = 4; k < 8; ++k) dot1 = Dp4a(w.q[k], a[k], dot1);
     if constexpr (kType == GgmlType::kQ6_K) {
       *isum = w.scale0 * dot0 + w.scale1 * dot1;
       *imin = 0;
     } else {
       int xsum = 0;
-      for (int k = 0; k < 8; ++k) xsum = Dp4a(0x01010101, LoadI32(a + 4 * k), xsum);
+      for (int k = 0; k < 8; ++k) xsum = Dp4a(0x01010101, a[k], xsum);
       *isum = w.scale0 * (dot0 + dot1);
       *imin = w.min * xsum;
     }
@@ -349,6 +421,7 @@ struct FloatUnit {
   static_assert(kType == GgmlType::kF32 || kType == GgmlType::kF16 || kType == GgmlType::kBF16);
   static constexpr int kGroup = 1;
   static constexpr int kElems = 4;
+  static constexpr int kStepsInFlight = 4;
   struct Weights {
     float w[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   };
@@ -389,13 +462,41 @@ SPLITSPEC_HD int64_t UnitsPerRow(int64_t cols, int elems_per_unit) {
   return (cols + elems_per_unit - 1) / elems_per_unit;
 }
 
-// Steps of the thread loop: every thread runs all of them (the group exchange
-// needs whole warps); a thread whose unit is past the row contributes nothing.
-SPLITSPEC_HD int64_t Steps(int64_t units) { return (units + kThreads - 1) / kThreads; }
+// Steps of the lane loop: every lane runs all of them (the group exchange needs
+// whole warps); a lane whose unit is past the row contributes nothing.
+SPLITSPEC_HD int64_t Steps(int64_t units) { return (units + kWarpSize - 1) / kWarpSize; }
 
-// The four warp sums of one token, in the fixed order (w0 + w1) + (w2 + w3).
-SPLITSPEC_HD float CombineWarps(float w0, float w1, float w2, float w3) {
-  return Add(Add(w0, w1), Add(w2, w3));
+// Fused launches (matvec_plan.h): up to kMaxFusedJobs matrices of one type and
+// cols share a grid, job j owning the launch's rows [row_end[j - 1], row_end[j]).
+inline constexpr int kMaxFusedJobs = 3;
+
+// The launch row of warp `warp` of thread block `block`.
+SPLITSPEC_HD int64_t LaunchRow(int64_t block, int warp) { return block * kRowsPerBlock + warp; }
+
+// The job holding launch row `launch_row` and the row inside it; false past the
+// last job's rows (a warp of the last block with no row). Written with constant
+// indices only: in the kernel, a runtime index into the parameter struct would
+// make every thread copy it to local memory.
+// REQUIRES: 1 <= count <= kMaxFusedJobs, row_end increasing.
+SPLITSPEC_HD bool LocateRow(const int64_t* row_end, int count, int64_t launch_row, int* job,
+                            int64_t* row) {
+  int found = 0;
+  int64_t start = 0;
+  int64_t end = row_end[0];
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int k = 1; k < kMaxFusedJobs; ++k) {
+    if (k < count && launch_row >= end) {
+      found = k;
+      start = end;
+      end = row_end[k];
+    }
+  }
+  if (launch_row >= end) return false;
+  *job = found;
+  *row = launch_row - start;
+  return true;
 }
 
 // ---------------------------------------------------------------- CPU emulation
@@ -410,23 +511,16 @@ inline float EmulateWarpSum(const float* lanes) {
   return v[0];
 }
 
-// The thread block's 128 accumulators -> one float (steps 2 and 3).
-inline float EmulateBlockSum(const float* threads) {
-  return CombineWarps(EmulateWarpSum(threads), EmulateWarpSum(threads + kWarpSize),
-                      EmulateWarpSum(threads + 2 * kWarpSize),
-                      EmulateWarpSum(threads + 3 * kWarpSize));
-}
-
-// One output of a quantized type, thread by thread as the kernel runs it.
+// One output of a quantized type, lane by lane as the row's warp runs it.
 template <typename Unit>
 float EmulateQuantOutput(const uint8_t* row, int64_t cols, const Q8View& x, int64_t token) {
   const int64_t units = UnitsPerRow(cols, Unit::kElems);
   const int64_t x_blocks = cols / Unit::kActivationBlock;
-  float acc[kThreads], acc_min[kThreads];
-  for (int s = 0; s < kThreads; ++s) acc[s] = acc_min[s] = 0.0f;
+  float acc[kWarpSize], acc_min[kWarpSize];
+  for (int l = 0; l < kWarpSize; ++l) acc[l] = acc_min[l] = 0.0f;
   for (int64_t step = 0; step < Steps(units); ++step) {
-    for (int leader = 0; leader < kThreads; leader += Unit::kGroup) {
-      const int64_t u0 = step * kThreads + leader;
+    for (int leader = 0; leader < kWarpSize; leader += Unit::kGroup) {
+      const int64_t u0 = step * kWarpSize + leader;
       if (u0 >= units) break;  // groups are whole: units is a multiple of kGroup
       const int64_t b = u0 / Unit::kGroup;
       const int8_t* x_block = x.qs + token * cols + b * Unit::kActivationBlock;
@@ -444,25 +538,25 @@ float EmulateQuantOutput(const uint8_t* row, int64_t cols, const Q8View& x, int6
       Unit::Update(leader_w, isum, imin, x, token * x_blocks + b, &acc[leader], &acc_min[leader]);
     }
   }
-  return Unit::Finish(EmulateBlockSum(acc), EmulateBlockSum(acc_min));
+  return Unit::Finish(EmulateWarpSum(acc), EmulateWarpSum(acc_min));
 }
 
 template <GgmlType kType>
 float EmulateFloatOutput(const uint8_t* row, int64_t cols, const float* x, int64_t token) {
   using Unit = FloatUnit<kType>;
   const int64_t units = UnitsPerRow(cols, Unit::kElems);
-  float acc[kThreads];
+  float acc[kWarpSize];
   for (float& a : acc) a = 0.0f;
   for (int64_t step = 0; step < Steps(units); ++step) {
-    for (int s = 0; s < kThreads; ++s) {
-      const int64_t u = step * kThreads + s;
+    for (int l = 0; l < kWarpSize; ++l) {
+      const int64_t u = step * kWarpSize + l;
       if (u >= units) break;
       typename Unit::Weights w;
       Unit::Load(row, u, cols, &w);
-      acc[s] = Unit::Update(w, x + token * cols, u, cols, acc[s]);
+      acc[l] = Unit::Update(w, x + token * cols, u, cols, acc[l]);
     }
   }
-  return EmulateBlockSum(acc);
+  return EmulateWarpSum(acc);
 }
 
 // True for the types the matvec (and EmulateMatVec) handle.
@@ -492,7 +586,7 @@ inline void EmulateMatVec(GgmlType type, const void* w, int64_t rows, int64_t co
                           const Q8View& xq, const float* x, int64_t tokens, float* y,
                           int64_t y_stride) {
   const size_t row_bytes = RowBytes(type, cols);
-  // As the grid runs: thread block (r, tile), tile slot j < n holding token t0 + j.
+  // As the grid runs: warp (r, tile), tile slot j < n holding token t0 + j.
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* row = static_cast<const uint8_t*>(w) + r * row_bytes;
     for (int64_t t0 = 0; t0 < tokens; t0 += kMaxTokens) {

@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
 #include <type_traits>
 #include <vector>
 
@@ -77,17 +78,15 @@ __global__ void QuantizeQ8SuperBlocksKernel(const float* __restrict__ x, int64_t
   if (lane == 0) out.d[block] = __fdiv_rn(amax, 127.0f);
 }
 
-// The part of one super-block a lane holds: its 32-element sub-block `sub` as 8
-// words of 4 quants each (signed bytes), the integer scale(s) and min, and the
-// super-block's float scales.
-
 // ---------------------------------------------------------------- the matvec
 // A thin shell around matvec_tiling.h: the functions there do the arithmetic;
-// this file adds the exchanges between threads (GroupSum, WarpSum, the shared
-// memory of CombineWarps), which the emulation models with loops.
+// this file adds the exchanges between lanes (GroupSum, WarpSum), which the
+// emulation models with loops. One warp per row, kRowsPerBlock rows per block,
+// no shared memory and no barrier (a warp past the last row returns at once).
 
 // Up to kMaxFusedJobs matrices of one type and cols over the same activations:
-// grid x runs over their rows together (job j owns rows [row_end[j - 1], row_end[j])).
+// the grid's warps run over their rows together (job j owns rows
+// [row_end[j - 1], row_end[j])).
 struct MatVecJobs {
   const uint8_t* w[matvec::kMaxFusedJobs] = {};
   float* y[matvec::kMaxFusedJobs] = {};
@@ -96,7 +95,7 @@ struct MatVecJobs {
   int count = 0;
 };
 
-// The job, its output and the row inside it of thread block blockIdx.x.
+// The job, its output and the row inside it of the calling warp.
 struct RowTarget {
   const uint8_t* w_row;
   float* y;
@@ -104,12 +103,30 @@ struct RowTarget {
   int64_t row;
 };
 
-__device__ __forceinline__ RowTarget FindRow(const MatVecJobs& jobs, int64_t row_bytes) {
-  const int64_t global_row = blockIdx.x;
-  int j = 0;
-  while (j + 1 < jobs.count && global_row >= jobs.row_end[j]) ++j;
-  const int64_t row = global_row - (j == 0 ? 0 : jobs.row_end[j - 1]);
-  return RowTarget{jobs.w[j] + row * row_bytes, jobs.y[j], jobs.y_stride[j], row};
+// False for a warp past the launch's last row (the same on all its lanes). The
+// job's pointers are picked with constant indices (matvec::LocateRow says why).
+__device__ __forceinline__ bool FindRow(const MatVecJobs& jobs, int64_t row_bytes,
+                                        RowTarget* target) {
+  int job = 0;
+  int64_t row = 0;
+  if (!matvec::LocateRow(jobs.row_end, jobs.count,
+                         matvec::LaunchRow(blockIdx.x, threadIdx.x / matvec::kWarpSize), &job,
+                         &row)) {
+    return false;
+  }
+  const uint8_t* w = jobs.w[0];
+  float* y = jobs.y[0];
+  int64_t y_stride = jobs.y_stride[0];
+#pragma unroll
+  for (int k = 1; k < matvec::kMaxFusedJobs; ++k) {
+    if (k == job) {
+      w = jobs.w[k];
+      y = jobs.y[k];
+      y_stride = jobs.y_stride[k];
+    }
+  }
+  *target = RowTarget{w + row * row_bytes, y, y_stride, row};
+  return true;
 }
 
 // Integer sum over the kGroup neighbouring lanes of a group: exact.
@@ -131,37 +148,42 @@ __device__ __forceinline__ float WarpSum(float v) {
   return v;
 }
 
-// Steps 2 to 4 for the tile's n tokens: thread j < n writes token t0 + j.
-template <bool kHasMin, typename Finish>
+// Steps 2 and 3 for the tile's n <= kCols tokens: lane j < n writes token t0 + j.
+template <int kCols, bool kHasMin, typename Finish>
 __device__ __forceinline__ void StoreTile(const float* acc, const float* acc_min, int n, int64_t t0,
                                           const RowTarget& target, Finish finish) {
-  __shared__ float warp_sums[2][matvec::kWarps][matvec::kMaxTokens];
   const int lane = threadIdx.x % matvec::kWarpSize;
-  const int warp = threadIdx.x / matvec::kWarpSize;
 #pragma unroll
-  for (int j = 0; j < matvec::kMaxTokens; ++j) {
-    if (j < n) {
+  for (int j = 0; j < kCols; ++j) {
+    if (j < n) {  // n is the same on every lane
       const float s = WarpSum(acc[j]);
       const float m = kHasMin ? WarpSum(acc_min[j]) : 0.0f;
-      if (lane == 0) {
-        warp_sums[0][warp][j] = s;
-        warp_sums[1][warp][j] = m;
-      }
+      if (lane == j) target.y[(t0 + j) * target.y_stride + target.row] = finish(s, m);
     }
-  }
-  __syncthreads();
-  const int j = threadIdx.x;
-  if (j < n) {
-    const float a = matvec::CombineWarps(warp_sums[0][0][j], warp_sums[0][1][j], warp_sums[0][2][j],
-                                         warp_sums[0][3][j]);
-    const float m = matvec::CombineWarps(warp_sums[1][0][j], warp_sums[1][1][j], warp_sums[1][2][j],
-                                         warp_sums[1][3][j]);
-    target.y[(t0 + j) * target.y_stride + target.row] = finish(a, m);
   }
 }
 
-template <typename Unit>
-__global__ void __launch_bounds__(matvec::kThreads)
+// The tokens of blockIdx.y's tile: n <= kCols (the planner picks kCols >= n).
+template <int kCols>
+__device__ __forceinline__ int TileTokens(int64_t tokens, int64_t t0) {
+  return tokens - t0 < kCols ? static_cast<int>(tokens - t0) : kCols;
+}
+
+// Steps whose weights a lane loads before it uses them: the unit's number for
+// tiles of 1 and 2 tokens, 2 for wider tiles (each weight then feeds more dp4a,
+// and the registers go to the tile's accumulators). No effect on the arithmetic.
+template <typename Unit, int kCols>
+inline constexpr int kStepsInFlight = kCols <= 2 ? Unit::kStepsInFlight : 2;
+
+// Blocks resident per SM at least, which caps a thread's registers: 8 (half the
+// SM's warps, 64 registers) for 1-token tiles, whose time is the weight stream;
+// 6 (80) for 2-token tiles (64 spilled for Q4_0); 4 (128) for wider tiles, whose
+// accumulators need the registers.
+template <int kCols>
+inline constexpr int kMinBlocks = kCols == 1 ? 8 : kCols == 2 ? 6 : 4;
+
+template <typename Unit, int kCols>
+__global__ void __launch_bounds__(matvec::kThreads, kMinBlocks<kCols>)
     MatVecQuantKernel(MatVecJobs jobs, int64_t cols, int64_t row_bytes, matvec::Q8View x,
                       int64_t tokens) {
   // acc_min is used by Q4_1 (m * d_sum) and Q4_K / Q5_K (imin, a group sum of integers).
@@ -170,66 +192,87 @@ __global__ void __launch_bounds__(matvec::kThreads)
                            !std::is_same_v<Unit, matvec::SuperBlockUnit<GgmlType::kQ6_K>>;
   constexpr bool kHasIntegerMin =
       kHasMin && !std::is_same_v<Unit, matvec::Block32Unit<GgmlType::kQ4_1>>;
-  const int64_t units = matvec::UnitsPerRow(cols, Unit::kElems);
-  const RowTarget target = FindRow(jobs, row_bytes);
-  const int tid = threadIdx.x;
+  constexpr int kInFlight = kStepsInFlight<Unit, kCols>;
+  RowTarget target;
+  if (!FindRow(jobs, row_bytes, &target)) return;
+  const int lane = threadIdx.x % matvec::kWarpSize;
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * matvec::kMaxTokens;
-  const int n =
-      tokens - t0 < matvec::kMaxTokens ? static_cast<int>(tokens - t0) : matvec::kMaxTokens;
+  const int n = TileTokens<kCols>(tokens, t0);
+  const int64_t units = matvec::UnitsPerRow(cols, Unit::kElems);
   const int64_t x_blocks = cols / Unit::kActivationBlock;
-  float acc[matvec::kMaxTokens], acc_min[matvec::kMaxTokens];
+  const int8_t* x_tile = x.qs + t0 * cols;
+  float acc[kCols], acc_min[kCols];
 #pragma unroll
-  for (int j = 0; j < matvec::kMaxTokens; ++j) acc[j] = acc_min[j] = 0.0f;
+  for (int j = 0; j < kCols; ++j) acc[j] = acc_min[j] = 0.0f;
   const int64_t steps = matvec::Steps(units);
-  for (int64_t step = 0; step < steps; ++step) {  // every thread: the shuffles need whole warps
-    const int64_t u = step * matvec::kThreads + tid;
-    const bool valid = u < units;
-    const int64_t b = u / Unit::kGroup;
-    typename Unit::Weights w;
-    if (valid) Unit::Load(target.w_row, u, &w);
+  for (int64_t s0 = 0; s0 < steps; s0 += kInFlight) {  // every lane: the shuffles need whole warps
+    typename Unit::Weights w[kInFlight];
 #pragma unroll
-    for (int j = 0; j < matvec::kMaxTokens; ++j) {
-      if (j < n) {  // n is the same on every thread
-        const int64_t t = t0 + j;
-        int isum = 0, imin = 0;
-        if (valid) Unit::Partial(w, x.qs + t * cols + b * Unit::kActivationBlock, u, &isum, &imin);
-        isum = GroupSum<Unit::kGroup>(isum);
-        if (kHasIntegerMin) imin = GroupSum<Unit::kGroup>(imin);
-        if (valid && tid % Unit::kGroup == 0) {
-          Unit::Update(w, isum, imin, x, t * x_blocks + b, &acc[j], &acc_min[j]);
+    for (int i = 0; i < kInFlight; ++i) {
+      const int64_t u = (s0 + i) * matvec::kWarpSize + lane;
+      if (u < units) Unit::Load(target.w_row, u, &w[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < kInFlight; ++i) {
+      if (s0 + i >= steps) break;  // the same on every lane
+      const int64_t u = (s0 + i) * matvec::kWarpSize + lane;
+      const bool valid = u < units;
+      const int64_t b = u / Unit::kGroup;
+#pragma unroll
+      for (int j = 0; j < kCols; ++j) {
+        if (j < n) {  // n is the same on every lane
+          int isum = 0, imin = 0;
+          if (valid) {
+            Unit::Partial(w[i], x_tile + j * cols + b * Unit::kActivationBlock, u, &isum, &imin);
+          }
+          isum = GroupSum<Unit::kGroup>(isum);
+          if (kHasIntegerMin) imin = GroupSum<Unit::kGroup>(imin);
+          if (valid && lane % Unit::kGroup == 0) {
+            Unit::Update(w[i], isum, imin, x, (t0 + j) * x_blocks + b, &acc[j], &acc_min[j]);
+          }
         }
       }
     }
   }
-  StoreTile<kHasMin>(acc, acc_min, n, t0, target,
-                     [](float a, float m) { return Unit::Finish(a, m); });
+  StoreTile<kCols, kHasMin>(acc, acc_min, n, t0, target,
+                            [](float a, float m) { return Unit::Finish(a, m); });
 }
 
-template <GgmlType kType>
-__global__ void __launch_bounds__(matvec::kThreads)
+template <GgmlType kType, int kCols>
+__global__ void __launch_bounds__(matvec::kThreads, kMinBlocks<kCols>)
     MatVecFloatKernel(MatVecJobs jobs, int64_t cols, int64_t row_bytes, const float* __restrict__ x,
                       int64_t tokens) {
   using Unit = matvec::FloatUnit<kType>;
-  const RowTarget target = FindRow(jobs, row_bytes);
-  const int tid = threadIdx.x;
+  constexpr int kInFlight = kStepsInFlight<Unit, kCols>;
+  RowTarget target;
+  if (!FindRow(jobs, row_bytes, &target)) return;
+  const int lane = threadIdx.x % matvec::kWarpSize;
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * matvec::kMaxTokens;
-  const int n =
-      tokens - t0 < matvec::kMaxTokens ? static_cast<int>(tokens - t0) : matvec::kMaxTokens;
+  const int n = TileTokens<kCols>(tokens, t0);
   const int64_t units = matvec::UnitsPerRow(cols, Unit::kElems);
-  float acc[matvec::kMaxTokens];
+  const float* x_tile = x + t0 * cols;
+  float acc[kCols];
 #pragma unroll
-  for (int j = 0; j < matvec::kMaxTokens; ++j) acc[j] = 0.0f;
-  for (int64_t u = tid; u < units; u += matvec::kThreads) {
-    typename Unit::Weights w;
-    Unit::Load(target.w_row, u, cols, &w);
+  for (int j = 0; j < kCols; ++j) acc[j] = 0.0f;
+  for (int64_t u0 = lane; u0 < units; u0 += kInFlight * matvec::kWarpSize) {
+    typename Unit::Weights w[kInFlight];
 #pragma unroll
-    for (int j = 0; j < matvec::kMaxTokens; ++j) {
-      if (j < n) acc[j] = Unit::Update(w, x + (t0 + j) * cols, u, cols, acc[j]);
+    for (int i = 0; i < kInFlight; ++i) {
+      const int64_t u = u0 + i * matvec::kWarpSize;
+      if (u < units) Unit::Load(target.w_row, u, cols, &w[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < kInFlight; ++i) {
+      const int64_t u = u0 + i * matvec::kWarpSize;
+      if (u >= units) break;
+#pragma unroll
+      for (int j = 0; j < kCols; ++j) {
+        if (j < n) acc[j] = Unit::Update(w[i], x_tile + j * cols, u, cols, acc[j]);
+      }
     }
   }
-  StoreTile<false>(acc, acc, n, t0, target, [](float a, float) { return a; });
+  StoreTile<kCols, false>(acc, acc, n, t0, target, [](float a, float) { return a; });
 }
-
 
 // One planned launch (matvec_plan.h).
 struct LaunchArgs {
@@ -240,19 +283,53 @@ struct LaunchArgs {
   const float* x = nullptr;
   matvec::Q8View xq;
   int64_t tokens = 0;
+  int tile_cols = 1;
   cudaStream_t stream = nullptr;
 };
 
+template <typename Unit, int kCols>
+void LaunchQuantTile(const LaunchArgs& a) {
+  MatVecQuantKernel<Unit, kCols>
+      <<<a.grid, matvec::kThreads, 0, a.stream>>>(a.jobs, a.cols, a.row_bytes, a.xq, a.tokens);
+}
+
+template <GgmlType kType, int kCols>
+void LaunchFloatTile(const LaunchArgs& a) {
+  MatVecFloatKernel<kType, kCols>
+      <<<a.grid, matvec::kThreads, 0, a.stream>>>(a.jobs, a.cols, a.row_bytes, a.x, a.tokens);
+}
+
+// The kernel compiled for the planned tile width (matvec::TileColumns).
 template <typename Unit>
 void LaunchQuant(const LaunchArgs& a) {
-  MatVecQuantKernel<Unit>
-      <<<a.grid, matvec::kThreads, 0, a.stream>>>(a.jobs, a.cols, a.row_bytes, a.xq, a.tokens);
+  switch (a.tile_cols) {
+    case 1:
+      return LaunchQuantTile<Unit, 1>(a);
+    case 2:
+      return LaunchQuantTile<Unit, 2>(a);
+    case 4:
+      return LaunchQuantTile<Unit, 4>(a);
+    case 8:
+      return LaunchQuantTile<Unit, 8>(a);
+    default:
+      return LaunchQuantTile<Unit, matvec::kMaxTokens>(a);
+  }
 }
 
 template <GgmlType kType>
 void LaunchFloat(const LaunchArgs& a) {
-  MatVecFloatKernel<kType>
-      <<<a.grid, matvec::kThreads, 0, a.stream>>>(a.jobs, a.cols, a.row_bytes, a.x, a.tokens);
+  switch (a.tile_cols) {
+    case 1:
+      return LaunchFloatTile<kType, 1>(a);
+    case 2:
+      return LaunchFloatTile<kType, 2>(a);
+    case 4:
+      return LaunchFloatTile<kType, 4>(a);
+    case 8:
+      return LaunchFloatTile<kType, 8>(a);
+    default:
+      return LaunchFloatTile<kType, matvec::kMaxTokens>(a);
+  }
 }
 
 void LaunchOne(GgmlType type, const LaunchArgs& a) {
@@ -357,7 +434,9 @@ absl::Status LaunchMatMuls(absl::Span<const MatMulJob> jobs, const float* x,
   if (!plan.ok()) return plan.status();
   for (const matvec::MatVecLaunch& launch : *plan) {
     LaunchArgs a;
-    a.grid = dim3(static_cast<unsigned>(launch.rows), static_cast<unsigned>(launch.token_tiles));
+    a.grid = dim3(static_cast<unsigned>(launch.row_blocks),
+                  static_cast<unsigned>(launch.token_tiles));
+    a.tile_cols = launch.tile_cols;
     a.cols = launch.cols;
     a.row_bytes = static_cast<int64_t>(RowBytes(launch.type, launch.cols));
     a.x = x;
@@ -370,9 +449,17 @@ absl::Status LaunchMatMuls(absl::Span<const MatMulJob> jobs, const float* x,
       }
       a.xq = matvec::Q8View{xq->qs, xq->d, xq->d_sum, xq->sum};
     }
+    if (a.xq.qs != nullptr && reinterpret_cast<uintptr_t>(a.xq.qs) % 16 != 0) {
+      return absl::InvalidArgumentError("CUDA matmul: quantized activations not 16-byte aligned");
+    }
     int64_t row_end = 0;
     for (int index : launch.jobs) {
       const MatMulJob& job = jobs[index];
+      if (reinterpret_cast<uintptr_t>(job.w.data) % 16 != 0) {
+        return absl::InvalidArgumentError(absl::StrCat("CUDA matmul job ", index, " (",
+                                                       GetGgmlTypeTraits(job.w.type).name,
+                                                       "): weights not 16-byte aligned"));
+      }
       const int k = a.jobs.count++;
       a.jobs.w[k] = static_cast<const uint8_t*>(job.w.data);
       a.jobs.y[k] = job.y;

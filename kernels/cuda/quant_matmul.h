@@ -18,17 +18,19 @@
 //
 // The matmul is one weight-streaming matvec for every type and token count
 // (matvec_tiling.h holds its tiling, index math and reduction order as host +
-// device code, with a CPU emulation; matvec_plan.h its launch planner): a thread
-// block of 128 threads per weight row and tile of up to 16 tokens, so a decode
-// step or a verify block of up to 16 tokens reads each weight once. Batch
+// device code, with a CPU emulation; matvec_plan.h its launch planner): a warp
+// per weight row and tile of up to 16 tokens, four rows per thread block, the
+// kernel compiled for tiles of 1, 2, 4, 8 and 16 tokens, so a decode step or a
+// verify block of up to 16 tokens reads each weight once. Batch
 // invariance by construction: the operations behind y[t, r] depend on cols and
 // the weight type only, not on the number of tokens, the tile a token lands in,
-// the other rows or the matrices fused into the same launch. There is no
+// the tile's width, the other rows or the matrices fused into the same launch. There is no
 // split-K, no atomics and no library GEMM (cuBLAS picks algorithms by shape).
 //
 // All launches are asynchronous on `stream`. Errors: InvalidArgument for a type
 // without a kernel, a cols not a multiple of the block size, no quantized
-// activations for a quantized type, or more than 65535 * 16 tokens; Internal
+// activations for a quantized type, weights or quantized activations not 16-byte
+// aligned, or more than 65535 * 16 tokens; Internal
 // when the launch fails.
 #ifndef SPLITSPEC_KERNELS_CUDA_QUANT_MATMUL_H_
 #define SPLITSPEC_KERNELS_CUDA_QUANT_MATMUL_H_
@@ -44,7 +46,8 @@
 namespace splitspec::kernels {
 
 // A weight matrix in device memory: rows of RowBytes(type, cols) bytes, the
-// first at `data` (aligned to at least 4 bytes).
+// first at `data` (aligned to at least 16 bytes: the kernel reads Q4_K / Q5_K
+// quants in 16-byte loads; cudaMalloc and the model's device layout give 256).
 struct DeviceMatrix {
   GgmlType type = GgmlType::kF32;
   const void* data = nullptr;
@@ -53,6 +56,7 @@ struct DeviceMatrix {
 };
 
 // Activations of `tokens` tokens of `cols` quantized to int8, in device memory.
+// qs is 16-byte aligned (the matvec reads it in 8- and 16-byte loads).
 // Per 32 elements (LaunchQuantizeQ8Blocks): qs [tokens, cols], and
 // [tokens, cols / 32] of d (half-rounded scale), d_sum (half(d * sum)) and sum
 // (the block's integer sum, as a float).

@@ -25,8 +25,8 @@
 // Batch invariance by construction: every kernel computes each output row of a
 // token (or of a token's head) in a thread block of fixed size with per-thread
 // partials in a fixed stride order and fixed reduction trees
-// (kernels/cuda/transformer_kernels.h), and each matmul output in one thread
-// block whose threads walk the columns in a fixed order whatever the number of
+// (kernels/cuda/transformer_kernels.h), and each matmul output in one warp
+// whose lanes walk the columns in a fixed order whatever the number of
 // tokens (kernels/cuda/matvec_tiling.h; Q/K/V and gate/up of one type share a
 // launch, which never changes a row's bits): no
 // split-K chosen by the number of rows, no atomics, no cuBLAS on any path. So a

@@ -1,7 +1,8 @@
 // The CUDA matmuls (kernels/cuda/quant_matmul.h, the weight-streaming matvec of
 // kernels/cuda/matvec_tiling.h) against the CPU: fresh random weights and
 // activations each run (seed printed), ragged sizes (super-block counts not a
-// multiple of the 128 threads' units, tokens across 1, 2 and 3 tiles of 16), the
+// multiple of a warp's 32 units, row counts not a multiple of the 4 rows of a
+// thread block, tokens across 1, 2 and 3 tiles of 16), the
 // output poisoned with NaN first (every element must be written, and the stride
 // padding must stay untouched). Also: the kernel equals its CPU emulation
 // (EmulateMatVec over the device's own quantized activations) bit for bit, at real
@@ -335,15 +336,17 @@ TEST_P(QuantMatMulCudaTest, AFusedLaunchGivesEachMatrixItsOwnBits) {
 
 // The real models' shapes (few rows: a row's arithmetic depends on cols only):
 // SmolLM2-135M 576 / 1536, Llama-3.2-1B 2048 / 8192, Llama-3-8B 4096 / 14336, at
-// 1, 5, 16 and 17 tokens, equal the emulation bit for bit.
+// 1, 2, 3, 5, 9, 16 and 17 tokens (every tile width the kernel is compiled for:
+// 1, 2, 4, 8, 16, and a second tile), equal the emulation bit for bit; 25 rows
+// leave three warps of the last block without a row.
 TEST_P(QuantMatMulCudaTest, RealShapesEqualTheEmulationBitForBit) {
   const GgmlType type = GetParam();
   std::mt19937 rng(36);
   const int block = GetGgmlTypeTraits(type).block_size;
   for (int64_t cols : {576, 1536, 2048, 4096, 8192, 14336}) {
     if (cols % block != 0) continue;
-    for (int64_t tokens : {1, 5, 16, 17}) {
-      const Shape s{24, cols, tokens};
+    for (int64_t tokens : {1, 2, 3, 5, 9, 16, 17}) {
+      const Shape s{25, cols, tokens};
       const std::vector<uint8_t> w = RandomWeights(type, s, rng);
       const std::vector<float> x = RandomActivations(s, rng);
       matvec::HostQ8Activations xq;

@@ -8,8 +8,8 @@
 // sum_c |w_c x_c| (dequantized weights, float activations, in double). The two run
 // the same integer block products (or the same float products) from the same
 // 8-bit activations and differ only in the order of the float sum across blocks
-// (a chain of at most cols / 16 terms vs a per-thread chain plus a 7-level tree):
-// each order's rounding error is below n * 2^-24 * S with n < 600 here, so 1e-5 * S
+// (a chain of at most cols / 16 terms vs a per-lane chain plus a 5-level tree):
+// each order's rounding error is below n * 2^-24 * S with n < 900 here, so 1e-5 * S
 // holds with room, while a wrong block, scale or nibble gives errors of order S / cols
 // and more.
 #include "kernels/cuda/matvec_tiling.h"
@@ -147,29 +147,35 @@ TEST_P(MatVecEmulationTest, MatchesTheCpuReferenceWithinTheStatedBound) {
 }
 
 // A token's outputs are the same bits alone, in every batch of 2..16 tokens at
-// every slot, and in the second tile of a 17..33-token batch.
+// every slot, and in the second tile of a 17..33-token batch, at SmolLM2 / 1B and
+// at Llama-3-8B column counts (4096, 14336). With RealShapesEqualTheEmulationBitForBit
+// (tests/gpu/quant_matmul_cuda_test.cc: the kernel equals this emulation at these
+// cols and every tile width), the kernel's batch invariance.
 TEST_P(MatVecEmulationTest, EveryTokenCountGivesTheSameBits) {
   const GgmlType type = GetParam();
   std::mt19937 rng(3636);
-  const int64_t cols = IsKQuant(type) ? 2048 : 576;
-  const Shape s{5, cols, 33};
-  const std::vector<uint8_t> w = RandomWeights(type, s, rng);
-  const std::vector<float> x = RandomActivations(s, rng);
-  const std::vector<float> batch = Emulate(type, w, x.data(), s.rows, cols, s.tokens);
-  for (int64_t t = 0; t < s.tokens; ++t) {
-    const std::vector<float> alone = Emulate(type, w, x.data() + t * cols, s.rows, cols, 1);
-    for (int64_t r = 0; r < s.rows; ++r) {
-      ASSERT_EQ(std::memcmp(&alone[r], &batch[t * s.rows + r], sizeof(float)), 0)
-          << "token " << t << " row " << r;
-    }
-  }
-  for (int64_t n = 2; n <= 16; ++n) {  // verify blocks of n tokens starting at token 3
-    const std::vector<float> block = Emulate(type, w, x.data() + 3 * cols, s.rows, cols, n);
-    for (int64_t j = 0; j < n; ++j) {
+  for (const int64_t cols : {IsKQuant(type) ? int64_t{2048} : int64_t{576}, int64_t{4096},
+                             int64_t{14336}}) {
+    SCOPED_TRACE(TypeName(type) + " cols=" + std::to_string(cols));
+    const Shape s{3, cols, 33};
+    const std::vector<uint8_t> w = RandomWeights(type, s, rng);
+    const std::vector<float> x = RandomActivations(s, rng);
+    const std::vector<float> batch = Emulate(type, w, x.data(), s.rows, cols, s.tokens);
+    for (int64_t t = 0; t < s.tokens; ++t) {
+      const std::vector<float> alone = Emulate(type, w, x.data() + t * cols, s.rows, cols, 1);
       for (int64_t r = 0; r < s.rows; ++r) {
-        ASSERT_EQ(std::memcmp(&block[j * s.rows + r], &batch[(3 + j) * s.rows + r], sizeof(float)),
-                  0)
-            << "block of " << n << ", slot " << j << ", row " << r;
+        ASSERT_EQ(std::memcmp(&alone[r], &batch[t * s.rows + r], sizeof(float)), 0)
+            << "token " << t << " row " << r;
+      }
+    }
+    for (int64_t n = 2; n <= 16; ++n) {  // verify blocks of n tokens starting at token 3
+      const std::vector<float> block = Emulate(type, w, x.data() + 3 * cols, s.rows, cols, n);
+      for (int64_t j = 0; j < n; ++j) {
+        for (int64_t r = 0; r < s.rows; ++r) {
+          ASSERT_EQ(
+              std::memcmp(&block[j * s.rows + r], &batch[(3 + j) * s.rows + r], sizeof(float)), 0)
+              << "block of " << n << ", slot " << j << ", row " << r;
+        }
       }
     }
   }
@@ -191,6 +197,31 @@ TEST(MatVecPrimitivesTest, SubtractBytes32IsPerByteMinus32) {
   }
 }
 
+// At both alignments a 2-byte aligned address can have, the words are the bytes there.
+TEST(MatVecPrimitivesTest, LoadWordsAt2ReadsTheWordsAtEitherAlignment) {
+  alignas(16) uint8_t bytes[80];
+  for (int i = 0; i < 80; ++i) bytes[i] = static_cast<uint8_t>(7 * i + 3);
+  const auto word_at = [](const uint8_t* p) {
+    uint32_t v = 0;
+    for (int b = 0; b < 4; ++b) v |= static_cast<uint32_t>(p[b]) << (8 * b);
+    return v;
+  };
+  for (int offset : {0, 2, 4, 6, 34, 36, 46}) {
+    int got[8];
+    LoadWordsAt2<8>(bytes + offset, got);
+    for (int k = 0; k < 8; ++k) {
+      EXPECT_EQ(static_cast<uint32_t>(got[k]), word_at(bytes + offset + 4 * k))
+          << "offset " << offset << " word " << k;
+    }
+  }
+  // Words ending at the last byte of a heap buffer (ASan builds would flag a read past it).
+  std::vector<uint8_t> heap(bytes, bytes + 10);
+  int two[2];
+  LoadWordsAt2<2>(heap.data() + 2, two);
+  EXPECT_EQ(static_cast<uint32_t>(two[0]), word_at(bytes + 2));
+  EXPECT_EQ(static_cast<uint32_t>(two[1]), word_at(bytes + 6));
+}
+
 TEST(MatVecPrimitivesTest, Dp4aIsTheSignedByteDotPlusC) {
   const int a = static_cast<int>(0x80FF017Fu);  // bytes 127, 1, -1, -128
   const int b = static_cast<int>(0x7F02FF80u);  // bytes -128, -1, 2, 127
@@ -205,12 +236,63 @@ TEST(MatVecPrimitivesTest, WarpSumIsTheButterflyOrder) {
   lanes[1] = -1e8f;
   // Butterfly: (1 + 1e8) rounds to 1e8, then + (-1e8) = 0; sequential would give 1.
   EXPECT_EQ(EmulateWarpSum(lanes), 0.0f);
-  float threads[kThreads] = {};
-  threads[0] = 1.0f;
-  threads[32] = 1e8f;
-  threads[64] = -1e8f;
-  // (w0 + w1) + (w2 + w3) = (1 + 1e8) + -1e8 = 0.
-  EXPECT_EQ(EmulateBlockSum(threads), 0.0f);
+}
+
+// A lane's units are lane, lane + 32, ...: unit 32 lands on lane 0's chain. F32,
+// 132 columns (33 units of 4), x = 1: lane 0 = (1e8 + 1) = 1e8 (the float step at
+// 1e8 is 8), lane 16 = -1e8, the butterfly gives 0. Had unit 32 had an accumulator
+// of its own (the first, 128-thread version of the kernel) the sum would be 1.
+TEST(MatVecPrimitivesTest, ALanesChainHoldsEveryThirtySecondUnit) {
+  std::vector<float> w(132, 0.0f), x(132, 1.0f);
+  w[0] = 1e8f;        // unit 0, lane 0
+  w[4 * 32] = 1.0f;   // unit 32, lane 0
+  w[4 * 16] = -1e8f;  // unit 16, lane 16
+  EXPECT_EQ(EmulateFloatOutput<GgmlType::kF32>(reinterpret_cast<const uint8_t*>(w.data()), 132,
+                                               x.data(), 0),
+            0.0f);
+}
+
+TEST(MatVecTilingTest, TileColumnsIsTheNarrowestCompiledWidth) {
+  const std::vector<std::pair<int64_t, int>> want = {
+      {0, 1}, {1, 1}, {2, 2}, {3, 4}, {4, 4}, {5, 8}, {8, 8}, {9, 16}, {16, 16}, {17, 16}, {512, 16}};
+  for (const auto& [tokens, cols] : want) EXPECT_EQ(TileColumns(tokens), cols) << tokens;
+}
+
+// Warp w of block b computes launch row 4b + w; fused jobs own consecutive row ranges.
+TEST(MatVecTilingTest, LocateRowFindsTheJobAndItsRow) {
+  const int64_t row_end[kMaxFusedJobs] = {96, 128, 161};
+  struct Case {
+    int64_t block;
+    int warp;
+    bool found;
+    int job;
+    int64_t row;
+  };
+  for (const Case& c : std::vector<Case>{{0, 0, true, 0, 0},
+                                         {23, 3, true, 0, 95},
+                                         {24, 0, true, 1, 0},
+                                         {31, 3, true, 1, 31},
+                                         {32, 0, true, 2, 0},
+                                         {40, 0, true, 2, 32},
+                                         {40, 1, false, 0, 0},
+                                         {41, 0, false, 0, 0}}) {
+    int job = -1;
+    int64_t row = -1;
+    EXPECT_EQ(LocateRow(row_end, 3, LaunchRow(c.block, c.warp), &job, &row), c.found)
+        << "block " << c.block << " warp " << c.warp;
+    if (c.found) {
+      EXPECT_EQ(job, c.job) << "block " << c.block << " warp " << c.warp;
+      EXPECT_EQ(row, c.row) << "block " << c.block << " warp " << c.warp;
+    }
+  }
+  // One job: rows past it are no one's, whatever the unused entries hold.
+  const int64_t one[kMaxFusedJobs] = {5, 0, 0};
+  int job = -1;
+  int64_t row = -1;
+  EXPECT_TRUE(LocateRow(one, 1, 4, &job, &row));
+  EXPECT_EQ(job, 0);
+  EXPECT_EQ(row, 4);
+  EXPECT_FALSE(LocateRow(one, 1, 5, &job, &row));
 }
 
 // ---------------------------------------------------------------- the planner
@@ -224,9 +306,23 @@ TEST(MatVecPlanTest, FusesJobsOfOneTypeAndColsInOrder) {
   EXPECT_EQ((*plan)[0].type, GgmlType::kQ4_K);
   EXPECT_EQ((*plan)[0].jobs, (std::vector<int>{0, 1}));
   EXPECT_EQ((*plan)[0].rows, 2560);
+  EXPECT_EQ((*plan)[0].row_blocks, 640);
   EXPECT_EQ((*plan)[0].token_tiles, 1);
+  EXPECT_EQ((*plan)[0].tile_cols, 8);
   EXPECT_EQ((*plan)[1].jobs, (std::vector<int>{2}));
   EXPECT_EQ((*plan)[1].rows, 512);
+  EXPECT_EQ((*plan)[1].row_blocks, 128);
+}
+
+// Rows not a multiple of a block's 4: the last block is partly empty.
+TEST(MatVecPlanTest, RowBlocksCoverEveryRow) {
+  for (const auto& [rows, blocks] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {4, 1}, {5, 2}, {161, 41}, {128256, 32064}}) {
+    const auto plan = PlanMatVecLaunches({{GgmlType::kQ8_0, rows, 2048}}, 1);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ((*plan)[0].row_blocks, blocks) << rows << " rows";
+    EXPECT_EQ((*plan)[0].tile_cols, 1);
+  }
 }
 
 TEST(MatVecPlanTest, FusesAtMostThreeJobsAndNeverAcrossCols) {
@@ -241,12 +337,17 @@ TEST(MatVecPlanTest, FusesAtMostThreeJobsAndNeverAcrossCols) {
 }
 
 TEST(MatVecPlanTest, TokensRunInTilesOfSixteen) {
-  for (const auto& [tokens, tiles] :
-       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {16, 1}, {17, 2}, {512, 32}}) {
-    const auto plan = PlanMatVecLaunches({{GgmlType::kQ8_0, 576, 576}}, tokens);
+  struct Case {
+    int64_t tokens, tiles;
+    int tile_cols;
+  };
+  for (const Case& c : std::vector<Case>{{1, 1, 1}, {2, 1, 2}, {5, 1, 8}, {16, 1, 16},
+                                         {17, 2, 16}, {512, 32, 16}}) {
+    const auto plan = PlanMatVecLaunches({{GgmlType::kQ8_0, 576, 576}}, c.tokens);
     ASSERT_TRUE(plan.ok()) << plan.status();
     ASSERT_EQ(plan->size(), 1u);
-    EXPECT_EQ((*plan)[0].token_tiles, tiles) << tokens << " tokens";
+    EXPECT_EQ((*plan)[0].token_tiles, c.tiles) << c.tokens << " tokens";
+    EXPECT_EQ((*plan)[0].tile_cols, c.tile_cols) << c.tokens << " tokens";
   }
   const auto none = PlanMatVecLaunches({{GgmlType::kQ8_0, 576, 576}}, 0);
   ASSERT_TRUE(none.ok());
