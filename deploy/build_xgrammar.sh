@@ -11,7 +11,9 @@
 #   lib/libxgrammar.a, include/xgrammar/*.h, include/dlpack/dlpack.h,
 #   share/doc/xgrammar/ (the licences: xgrammar and dlpack Apache-2.0, picojson BSD-2-Clause,
 #   both bundled in the sdist and compiled into the library), share/splitspec/xgrammar.stamp.
-# The stamp names the version, the sdist's sha256 and the build options; when it matches,
+# deploy/patches/xgrammar-<version>-*.patch are applied to the source first.
+# The stamp names the version, the sdist's and the patches' sha256 and the build options; when
+# it matches,
 # nothing is downloaded or built (a fresh machine builds once: 83-149 s of CPU time measured
 # on this project's shared 2-core machine, 2026-11-27).
 #
@@ -26,7 +28,11 @@ XGRAMMAR_VERSION="0.2.8"
 XGRAMMAR_SDIST_SHA256="8305646fd2b319d6c3003f51a1665e54cbbe9cba1fb636bc41d0b46434ccbb80"
 PREFIX="${SPLITSPEC_XGRAMMAR_PREFIX:-/usr/local}"
 STAMP="$PREFIX/share/splitspec/xgrammar.stamp"
-WANT="xgrammar ${XGRAMMAR_VERSION} sdist-sha256 ${XGRAMMAR_SDIST_SHA256} python-bindings-off no-lto Release"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Our fixes to upstream, applied in name order (each says what and why at its top).
+PATCHES=("$ROOT"/deploy/patches/xgrammar-"${XGRAMMAR_VERSION}"-*.patch)
+patch_sums="$(cat "${PATCHES[@]}" | sha256sum | cut -d' ' -f1)"
+WANT="xgrammar ${XGRAMMAR_VERSION} sdist-sha256 ${XGRAMMAR_SDIST_SHA256} patches-sha256 ${patch_sums} python-bindings-off no-lto Release"
 
 say() { echo "==> [xgrammar] $*"; }
 
@@ -39,7 +45,11 @@ fi
 SUDO=""
 if [[ ! -w "$PREFIX" && $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
 
-work="$(mktemp -d)"
+# A fixed build folder (not mktemp): the same paths on every build, so that ccache reuses the
+# objects of the files a new patch does not touch.
+work="${XDG_CACHE_HOME:-$HOME/.cache}/splitspec/xgrammar-build"
+rm -rf "$work"
+mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
 say "downloading the sdist xgrammar==${XGRAMMAR_VERSION} from PyPI"
 # --no-binary names only xgrammar: its build requirements (needed by pip to read the sdist's
@@ -53,6 +63,10 @@ if ! echo "${XGRAMMAR_SDIST_SHA256}  ${sdist}" | sha256sum --check --status; the
 fi
 tar -xzf "$sdist" -C "$work"
 src="$work/xgrammar-${XGRAMMAR_VERSION}"
+for p in "${PATCHES[@]}"; do
+  say "applying $(basename "$p")"
+  patch --quiet --forward -p1 -d "$src" <"$p"
+done
 
 mkdir -p "$work/build"
 echo 'set(XGRAMMAR_BUILD_PYTHON_BINDINGS OFF)' >"$work/build/config.cmake"

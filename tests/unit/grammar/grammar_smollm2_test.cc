@@ -73,6 +73,7 @@ TEST_F(GrammarSmolLM2Test, JsonSchemaOutputsMatchTheSchema) {
       "tags": {"type": "array", "items": {"type": "string", "maxLength": 5}, "maxItems": 3}},
     "required": ["city", "population", "tags"]})";
   for (const std::string& text : SampleOutputs(GrammarSpec::JsonSchema(schema, true), 5, 300)) {
+    EXPECT_TRUE(testing::IsJson(text)) << "'" << text << "'";
     absl::StatusOr<google::protobuf::Value> value = testing::ParseJson(text);
     ASSERT_TRUE(value.ok()) << "'" << text << "': " << value.status();
     const auto& fields = value->struct_value().fields();
@@ -85,7 +86,7 @@ TEST_F(GrammarSmolLM2Test, JsonSchemaOutputsMatchTheSchema) {
 
 TEST_F(GrammarSmolLM2Test, JsonObjectAndRegexAndChoiceOutputsMatch) {
   for (const std::string& text : SampleOutputs(GrammarSpec::JsonObject(), 3, 2000)) {
-    EXPECT_TRUE(testing::JsonSyntax::IsObject(text)) << "'" << text << "'";
+    EXPECT_TRUE(testing::IsJsonObject(text)) << "'" << text << "'";
   }
   const std::regex date(R"(\d{4}-\d{2}-\d{2}( ok)?)");
   for (const std::string& text :
@@ -95,6 +96,37 @@ TEST_F(GrammarSmolLM2Test, JsonObjectAndRegexAndChoiceOutputsMatch) {
   const std::vector<std::string> choices = {"positive", "negative", "neutral"};
   for (const std::string& text : SampleOutputs(GrammarSpec::Choice(choices), 5, 20)) {
     EXPECT_THAT(choices, ::testing::Contains(text));
+  }
+}
+
+TEST_F(GrammarSmolLM2Test, DraftBlockMasksEqualFeedingTheTokensAndRollbackRestoresTheState) {
+  const std::string schema = R"({"type": "object", "properties": {
+      "name": {"type": "string"}, "ids": {"type": "array", "items": {"type": "integer"}}},
+    "required": ["name", "ids"]})";
+  absl::StatusOr<std::shared_ptr<const CompiledGrammar>> grammar =
+      compiler_->Compile(GrammarSpec::JsonSchema(schema, true));
+  ASSERT_TRUE(grammar.ok()) << grammar.status();
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 8; ++trial) {
+    GrammarMatcher matcher(*grammar);
+    testing::SampledText prefix =
+        testing::SampleConstrained(matcher, *tokenizer_, rng, 1 + rng() % 10, 0.0f);
+    if (prefix.terminated) continue;
+    const std::vector<model::TokenId> draft =
+        testing::RandomDraft(*grammar, prefix.ids, 1 + rng() % 5, rng);
+    std::vector<int32_t> rows((draft.size() + 1) * matcher.bitmask_words());
+    absl::StatusOr<int> valid = matcher.FillDraftBitmasks(draft, absl::MakeSpan(rows));
+    ASSERT_TRUE(valid.ok()) << valid.status();
+    for (int i = 0; i <= *valid; ++i) {
+      std::vector<model::TokenId> fed = prefix.ids;
+      fed.insert(fed.end(), draft.begin(), draft.begin() + i);
+      std::vector<int32_t> row(rows.begin() + i * matcher.bitmask_words(),
+                               rows.begin() + (i + 1) * matcher.bitmask_words());
+      EXPECT_EQ(row, testing::MaskAfter(*grammar, fed)) << "trial " << trial << " row " << i;
+    }
+    std::vector<int32_t> mask(matcher.bitmask_words());
+    ASSERT_TRUE(matcher.FillNextTokenBitmask(absl::MakeSpan(mask)).ok());
+    EXPECT_EQ(mask, testing::MaskAfter(*grammar, prefix.ids)) << "trial " << trial;
   }
 }
 

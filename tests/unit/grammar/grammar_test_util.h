@@ -1,9 +1,8 @@
-// Helpers for the grammar tests: constrained sampling from random logits, and an independent
-// JSON parser (protobuf's) to check what came out.
+// Helpers for the grammar tests: constrained sampling from random logits, and independent JSON
+// checks of what came out.
 #ifndef SPLITSPEC_TESTS_UNIT_GRAMMAR_GRAMMAR_TEST_UTIL_H_
 #define SPLITSPEC_TESTS_UNIT_GRAMMAR_GRAMMAR_TEST_UTIL_H_
 
-#include <cctype>
 #include <cmath>
 #include <random>
 #include <string>
@@ -11,6 +10,7 @@
 
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "coordinator/http/json_guard.h"
 #include "gtest/gtest.h"
 #include "runtime/grammar/grammar_matcher.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -75,108 +75,54 @@ inline absl::StatusOr<google::protobuf::Value> ParseJson(const std::string& json
   return value;
 }
 
-// An RFC 8259 syntax check, independent of xgrammar and of protobuf (whose parser also refuses
-// numbers beyond double's range, which JSON allows). Bytes >= 0x80 in strings are not checked.
-class JsonSyntax {
- public:
-  // Whether `text` is one JSON value, with optional surrounding whitespace.
-  static bool IsValue(const std::string& text) {
-    JsonSyntax parser(text);
-    return parser.Value() && (parser.SkipSpace(), parser.pos_ == text.size());
-  }
-  // Whether `text` is one JSON object.
-  static bool IsObject(const std::string& text) {
-    JsonSyntax parser(text);
-    parser.SkipSpace();
-    return parser.Peek() == '{' && IsValue(text);
-  }
+// The bitmask of a fresh matcher fed `tokens` (each must be accepted).
+inline std::vector<int32_t> MaskAfter(const std::shared_ptr<const CompiledGrammar>& grammar,
+                               const std::vector<model::TokenId>& tokens) {
+  GrammarMatcher matcher(grammar);
+  for (model::TokenId t : tokens) EXPECT_TRUE(matcher.AcceptToken(t)) << t;
+  std::vector<int32_t> mask(matcher.bitmask_words());
+  EXPECT_TRUE(matcher.FillNextTokenBitmask(absl::MakeSpan(mask)).ok());
+  return mask;
+}
 
- private:
-  explicit JsonSyntax(const std::string& text) : text_(text) {}
-  char Peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
-  bool Eat(char c) { return Peek() == c ? (++pos_, true) : false; }
-  void SkipSpace() {
-    while (Peek() == ' ' || Peek() == '\t' || Peek() == '\n' || Peek() == '\r') ++pos_;
-  }
-  bool Literal(const char* word) {
-    for (; *word != '\0'; ++word) {
-      if (!Eat(*word)) return false;
+// A random draft of up to `k` tokens: mostly tokens the grammar allows at that point (so
+// drafts go deep), sometimes any token (so some leave the grammar).
+inline std::vector<model::TokenId> RandomDraft(const std::shared_ptr<const CompiledGrammar>& grammar,
+                                 const std::vector<model::TokenId>& committed, int k,
+                                 std::mt19937& rng) {
+  GrammarMatcher matcher(grammar);
+  for (model::TokenId t : committed) EXPECT_TRUE(matcher.AcceptToken(t));
+  std::vector<model::TokenId> draft;
+  std::vector<int32_t> mask(matcher.bitmask_words());
+  for (int i = 0; i < k; ++i) {
+    EXPECT_TRUE(matcher.FillNextTokenBitmask(absl::MakeSpan(mask)).ok());
+    std::vector<model::TokenId> allowed;
+    for (model::TokenId t = 0; t < matcher.vocab_size(); ++t) {
+      if (BitmaskAllows(mask, t)) allowed.push_back(t);
     }
-    return true;
-  }
-  bool Digits() {
-    const size_t start = pos_;
-    while (Peek() >= '0' && Peek() <= '9') ++pos_;
-    return pos_ > start;
-  }
-  bool Number() {
-    Eat('-');
-    if (!Eat('0') && !Digits()) return false;
-    if (Eat('.') && !Digits()) return false;
-    if (Eat('e') || Eat('E')) {
-      if (!Eat('+')) Eat('-');
-      if (!Digits()) return false;
+    model::TokenId t;
+    if (allowed.empty() || rng() % 8 == 0) {
+      t = static_cast<model::TokenId>(rng() % matcher.vocab_size());
+    } else {
+      t = allowed[rng() % allowed.size()];
     }
-    return true;
+    draft.push_back(t);
+    if (!matcher.AcceptToken(t)) break;  // the rest of the draft is never looked at
   }
-  bool String() {
-    if (!Eat('"')) return false;
-    while (pos_ < text_.size()) {
-      const auto c = static_cast<unsigned char>(text_[pos_++]);
-      if (c == '"') return true;
-      if (c < 0x20) return false;
-      if (c != '\\') continue;
-      const char e = Peek();
-      ++pos_;
-      if (e == 'u') {
-        for (int i = 0; i < 4; ++i, ++pos_) {
-          if (!std::isxdigit(static_cast<unsigned char>(Peek()))) return false;
-        }
-      } else if (std::string("\"\\/bfnrt").find(e) == std::string::npos) {
-        return false;
-      }
-    }
-    return false;
-  }
-  template <typename Item>
-  bool Sequence(char open, char close, Item item) {
-    if (!Eat(open)) return false;
-    SkipSpace();
-    if (Eat(close)) return true;
-    do {
-      SkipSpace();
-      if (!item()) return false;
-      SkipSpace();
-    } while (Eat(','));
-    return Eat(close);
-  }
-  bool Value() {
-    SkipSpace();
-    switch (Peek()) {
-      case '{':
-        return Sequence('{', '}', [this] {
-          if (!String()) return false;
-          SkipSpace();
-          return Eat(':') && Value();
-        });
-      case '[':
-        return Sequence('[', ']', [this] { return Value(); });
-      case '"':
-        return String();
-      case 't':
-        return Literal("true");
-      case 'f':
-        return Literal("false");
-      case 'n':
-        return Literal("null");
-      default:
-        return Number();
-    }
-  }
+  return draft;
+}
 
-  const std::string& text_;
-  size_t pos_ = 0;
-};
+// Whether `text` is RFC 8259 JSON (the front door's strict check, coordinator/http/json_guard.h,
+// independent of xgrammar; protobuf's parser is lax about raw control characters in strings).
+inline bool IsJson(const std::string& text) {
+  return coordinator::http::CheckJsonText(text).ok();
+}
+
+// Whether `text` is one JSON object.
+inline bool IsJsonObject(const std::string& text) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  return first != std::string::npos && text[first] == '{' && IsJson(text);
+}
 
 }  // namespace splitspec::grammar::testing
 
