@@ -1,5 +1,6 @@
 #include "runtime/grammar/grammar_matcher.h"
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 
