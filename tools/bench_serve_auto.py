@@ -11,8 +11,17 @@ starts serve twice, alternating (target-only: `--drafts 0`; then the drafter), s
 first N requests of the chosen workload categories one at a time (chat template, greedy,
 their max_tokens), and prints tok/s of both and their ratio. The outputs must be identical
 (greedy speculation is exact); a difference fails the run.
+
+  --drafter default     serve's own default (no --drafter flag: lookup, run inside the target)
+  --concurrency 1,4     each serve start sends the requests at each concurrency in turn (N
+                        clients, each taking the next request); tok/s is all completion tokens
+                        over the wall time of that pass
+  --baseline-splitspec PATH   also run both configurations with another build (e.g. main's) in
+                        every round, alternating, and print its ratios beside this build's
+  --threads 0           pass no --threads (serve's default: all cores)
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import signal
@@ -48,30 +57,42 @@ def wait_healthy(url, serve, seconds=90):
     raise RuntimeError("serve not healthy after %d s" % seconds)
 
 
-def run_round(splitspec, serve_flags, url, requests, log_path):
+def complete(url, r):
+    body = json.dumps({"messages": r["messages"], "max_tokens": r["max_tokens"],
+                       "temperature": 0}).encode()
+    req = urllib.request.Request(url + "/v1/chat/completions", data=body,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=300) as resp:
+        answer = json.load(resp)
+    return answer["usage"]["completion_tokens"], answer["choices"][0]["message"]["content"]
+
+
+def run_round(splitspec, serve_flags, url, requests, log_path, concurrencies=(1,)):
+    """{concurrency: (tok/s, outputs in request order)} of one serve start."""
     with open(log_path, "w") as log:
         serve = subprocess.Popen([splitspec, "serve"] + serve_flags, stdout=log,
                                  stderr=subprocess.STDOUT, cwd=REPO)
     try:
         wait_healthy(url, serve)
-        tokens, outputs = 0, []
-        start = time.time()
-        for r in requests:
-            body = json.dumps({"messages": r["messages"], "max_tokens": r["max_tokens"],
-                               "temperature": 0}).encode()
-            req = urllib.request.Request(url + "/v1/chat/completions", data=body,
-                                         headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(req, timeout=300) as resp:
-                answer = json.load(resp)
-            tokens += answer["usage"]["completion_tokens"]
-            outputs.append(answer["choices"][0]["message"]["content"])
-        return tokens / (time.time() - start), outputs
+        results = {}
+        for c in concurrencies:
+            start = time.time()
+            with concurrent.futures.ThreadPoolExecutor(max_workers=c) as pool:
+                answers = list(pool.map(lambda r: complete(url, r), requests))
+            elapsed = time.time() - start
+            results[c] = (sum(a[0] for a in answers) / elapsed, [a[1] for a in answers])
+        return results
     finally:
         serve.send_signal(signal.SIGINT)
         try:
             serve.wait(timeout=30)
         except subprocess.TimeoutExpired:
             serve.kill()
+
+
+def load_average():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
 
 
 def main():
@@ -82,33 +103,59 @@ def main():
     parser.add_argument("--requests", type=int, default=26)
     parser.add_argument("--categories", default="chat,qa,summarization")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--concurrency", default="1")
     parser.add_argument("--workload", default=DEFAULT_WORKLOAD)
     parser.add_argument("--http", default="127.0.0.1:8000")
+    parser.add_argument("--control", default=None, help="coordinator endpoint (default: serve's)")
+    parser.add_argument("--log-dir", default=None, help="serve's run dir (default: serve's)")
     parser.add_argument("--splitspec", default=None)
+    parser.add_argument("--baseline-splitspec", default=None)
     args = parser.parse_args()
     splitspec = args.splitspec or find_splitspec()
+    builds = [("this", splitspec)]
+    if args.baseline_splitspec:
+        builds.insert(0, ("baseline", args.baseline_splitspec))
+    concurrencies = [int(c) for c in args.concurrency.split(",")]
     requests = load_requests(args.workload, set(args.categories.split(",")), args.requests)
     url = "http://" + args.http
-    common = ["--threads", str(args.threads), "--http", args.http]
-    drafter_flags = ["--drafter", args.drafter] + (["--draft", args.draft] if args.draft else [])
-    print("splitspec serve, %d requests (%s) one at a time over HTTP, greedy, target %d thread(s); "
-          "target-only (--drafts 0) vs %s k auto, %d alternating rounds"
-          % (len(requests), args.categories, args.threads, " ".join(drafter_flags), args.rounds))
-    ratios = []
+    common = ["--http", args.http]
+    if args.threads > 0:
+        common += ["--threads", str(args.threads)]
+    if args.control:
+        common += ["--control", args.control]
+    if args.log_dir:
+        common += ["--log-dir", args.log_dir]
+    drafter_flags = [] if args.drafter == "default" else ["--drafter", args.drafter]
+    drafter_flags += ["--draft", args.draft] if args.draft else []
+    print("splitspec serve, %d requests (%s) over HTTP at concurrency %s, greedy, target %s; "
+          "target-only (--drafts 0) vs %s k auto, %d alternating rounds; builds: %s"
+          % (len(requests), args.categories, args.concurrency,
+             "%d thread(s)" % args.threads if args.threads > 0 else "all cores",
+             " ".join(drafter_flags) or "serve's default drafter", args.rounds,
+             ", ".join("%s %s" % b for b in builds)))
+    ratios = {(name, c): [] for name, _ in builds for c in concurrencies}
     for round_index in range(1, args.rounds + 1):
-        base, base_out = run_round(splitspec, common + ["--drafts", "0"], url, requests,
-                                   "/tmp/bench_serve_auto.target-only.log")
-        spec, spec_out = run_round(splitspec, common + drafter_flags, url, requests,
-                                   "/tmp/bench_serve_auto.drafter.log")
-        if spec_out != base_out:
-            first = next(i for i, (a, b) in enumerate(zip(spec_out, base_out)) if a != b)
-            sys.exit("round %d: request %d's output differs from target-only: not exact"
-                     % (round_index, first))
-        ratios.append(spec / base)
-        print("round %d: target-only %.1f tok/s, %s auto %.1f tok/s: %.2fx"
-              % (round_index, base, args.drafter, spec, spec / base))
-    print(json.dumps({"drafter": args.drafter, "ratios": [round(r, 3) for r in ratios],
-                      "median_ratio": round(sorted(ratios)[len(ratios) // 2], 3)}))
+        for name, binary in builds:
+            before = load_average()
+            base = run_round(binary, common + ["--drafts", "0"], url, requests,
+                             "/tmp/bench_serve_auto.%s.target-only.log" % name, concurrencies)
+            spec = run_round(binary, common + drafter_flags, url, requests,
+                             "/tmp/bench_serve_auto.%s.drafter.log" % name, concurrencies)
+            for c in concurrencies:
+                (base_tps, base_out), (spec_tps, spec_out) = base[c], spec[c]
+                if spec_out != base_out:
+                    first = next(i for i, (a, b) in enumerate(zip(spec_out, base_out)) if a != b)
+                    sys.exit("round %d, %s build, concurrency %d: request %d's output differs "
+                             "from target-only: not exact" % (round_index, name, c, first))
+                ratios[(name, c)].append(spec_tps / base_tps)
+                print("round %d, %s build, concurrency %d: target-only %.1f tok/s, %s %.1f "
+                      "tok/s: %.2fx (load %s -> %s)"
+                      % (round_index, name, c, base_tps, args.drafter, spec_tps,
+                         spec_tps / base_tps, before, load_average()), flush=True)
+    for (name, c), values in ratios.items():
+        print(json.dumps({"build": name, "drafter": args.drafter, "concurrency": c,
+                          "ratios": [round(r, 3) for r in values],
+                          "median_ratio": round(sorted(values)[len(values) // 2], 3)}))
 
 
 if __name__ == "__main__":
