@@ -15,7 +15,8 @@ their max_tokens), and prints tok/s of both and their ratio. The outputs must be
   --drafter default     serve's own default (no --drafter flag: lookup, run inside the target)
   --concurrency 1,4     each serve start sends the requests at each concurrency in turn (N
                         clients, each taking the next request); tok/s is all completion tokens
-                        over the wall time of that pass
+                        over the wall time of that pass; cpu ms/tok the CPU time of serve's
+                        processes over those tokens (its ratio: target-only / drafter)
   --baseline-splitspec PATH   also run both configurations with another build (e.g. main's) in
                         every round, alternating, and print its ratios beside this build's
   --threads 0           pass no --threads (serve's default: all cores)
@@ -67,8 +68,31 @@ def complete(url, r):
     return answer["usage"]["completion_tokens"], answer["choices"][0]["message"]["content"]
 
 
+def tree_cpu_seconds(root_pid):
+    """CPU seconds (user + system) of root_pid's descendants so far: the cluster's processes."""
+    children, ticks = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        ticks[int(entry)] = int(fields[11]) + int(fields[12])
+    total, stack = 0, list(children.get(root_pid, []))
+    while stack:
+        pid = stack.pop()
+        total += ticks.get(pid, 0)
+        stack.extend(children.get(pid, []))
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def run_round(splitspec, serve_flags, url, requests, log_path, concurrencies=(1,)):
-    """{concurrency: (tok/s, outputs in request order)} of one serve start."""
+    """{concurrency: (tok/s, outputs in request order, cluster CPU ms per token)} of one serve
+    start. CPU time is steadier than wall time on a shared machine: others' load slows the
+    wall clock, not the work done."""
     with open(log_path, "w") as log:
         serve = subprocess.Popen([splitspec, "serve"] + serve_flags, stdout=log,
                                  stderr=subprocess.STDOUT, cwd=REPO)
@@ -76,11 +100,14 @@ def run_round(splitspec, serve_flags, url, requests, log_path, concurrencies=(1,
         wait_healthy(url, serve)
         results = {}
         for c in concurrencies:
+            cpu = tree_cpu_seconds(serve.pid)
             start = time.time()
             with concurrent.futures.ThreadPoolExecutor(max_workers=c) as pool:
                 answers = list(pool.map(lambda r: complete(url, r), requests))
             elapsed = time.time() - start
-            results[c] = (sum(a[0] for a in answers) / elapsed, [a[1] for a in answers])
+            tokens = sum(a[0] for a in answers)
+            cpu_ms = 1e3 * (tree_cpu_seconds(serve.pid) - cpu) / max(1, tokens)
+            results[c] = (tokens / elapsed, [a[1] for a in answers], cpu_ms)
         return results
     finally:
         serve.send_signal(signal.SIGINT)
@@ -134,6 +161,7 @@ def main():
              " ".join(drafter_flags) or "serve's default drafter", args.rounds,
              ", ".join("%s %s" % b for b in builds)))
     ratios = {(name, c): [] for name, _ in builds for c in concurrencies}
+    cpu_ratios = {(name, c): [] for name, _ in builds for c in concurrencies}
     for round_index in range(1, args.rounds + 1):
         for name, binary in builds:
             before = load_average()
@@ -142,20 +170,24 @@ def main():
             spec = run_round(binary, common + drafter_flags, url, requests,
                              "/tmp/bench_serve_auto.%s.drafter.log" % name, concurrencies)
             for c in concurrencies:
-                (base_tps, base_out), (spec_tps, spec_out) = base[c], spec[c]
+                (base_tps, base_out, base_cpu), (spec_tps, spec_out, spec_cpu) = base[c], spec[c]
                 if spec_out != base_out:
                     first = next(i for i, (a, b) in enumerate(zip(spec_out, base_out)) if a != b)
                     sys.exit("round %d, %s build, concurrency %d: request %d's output differs "
                              "from target-only: not exact" % (round_index, name, c, first))
                 ratios[(name, c)].append(spec_tps / base_tps)
-                print("round %d, %s build, concurrency %d: target-only %.1f tok/s, %s %.1f "
-                      "tok/s: %.2fx (load %s -> %s)"
-                      % (round_index, name, c, base_tps, args.drafter, spec_tps,
-                         spec_tps / base_tps, before, load_average()), flush=True)
+                cpu_ratios[(name, c)].append(base_cpu / spec_cpu)
+                print("round %d, %s build, concurrency %d: target-only %.1f tok/s %.2f cpu "
+                      "ms/tok, %s %.1f tok/s %.2f cpu ms/tok: %.2fx tok/s, %.2fx cpu (load %s -> %s)"
+                      % (round_index, name, c, base_tps, base_cpu, args.drafter, spec_tps,
+                         spec_cpu, spec_tps / base_tps, base_cpu / spec_cpu, before,
+                         load_average()), flush=True)
+    median = lambda values: round(sorted(values)[len(values) // 2], 3)
     for (name, c), values in ratios.items():
         print(json.dumps({"build": name, "drafter": args.drafter, "concurrency": c,
-                          "ratios": [round(r, 3) for r in values],
-                          "median_ratio": round(sorted(values)[len(values) // 2], 3)}))
+                          "ratios": [round(r, 3) for r in values], "median_ratio": median(values),
+                          "cpu_ratios": [round(r, 3) for r in cpu_ratios[(name, c)]],
+                          "median_cpu_ratio": median(cpu_ratios[(name, c)])}))
 
 
 if __name__ == "__main__":
