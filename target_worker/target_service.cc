@@ -47,7 +47,8 @@ TargetService::TargetService(model::LanguageModel* model, TargetServiceOptions o
       model_(model),
       engine_(model, options_.engine),
       kv_bytes_per_position_(model->NewCache()->bytes_per_position()) {
-  if (options_.local_drafter != nullptr) local_.emplace(options_.local_drafter, options_.local_draft);
+  if (options_.local_drafter != nullptr)
+    local_.emplace(options_.local_drafter, options_.local_draft);
   PublishLoad();  // the budget shows from the first heartbeat on
 }
 
@@ -197,8 +198,8 @@ void TargetService::DrainData() {
 absl::Status TargetService::AuthorizeData(const net::Frame& frame,
                                           const std::string& request_id) const {
   if (frame.peer == LocalDrafts::PeerName()) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "peer name '", frame.peer, "' is reserved for this target's own drafter"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("peer name '", frame.peer, "' is reserved for this target's own drafter"));
   }
   if ((data_security_.RolesOf(frame.peer_key) & net::kDraft) == 0) {
     return absl::PermissionDeniedError(

@@ -21,14 +21,14 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "draft_worker/draft_engine.h"
 #include "runtime/model/language_model.h"
 #include "runtime/net/channel.h"
 #include "runtime/net/channel_security.h"
 #include "runtime/net/fault_injecting_channel.h"
 #include "runtime/net/worker_identity.h"
-#include "runtime/worker/worker_skeleton.h"
-#include "draft_worker/draft_engine.h"
 #include "runtime/spec/drafter.h"
+#include "runtime/worker/worker_skeleton.h"
 #include "target_worker/group_leader_model.h"
 #include "target_worker/local_drafts.h"
 #include "target_worker/target_engine.h"

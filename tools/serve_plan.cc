@@ -436,8 +436,8 @@ std::string DecodingChoices(const ClusterConfig& c, unsigned hardware_threads) {
   }
   for (size_t i = 0; i < c.draft_pools.size(); ++i) {
     const config::DraftPoolConfig& pool = c.draft_pools[i];
-    const std::string drafter = absl::StrCat(
-        pool.name, ": drafter ", pool.drafter, origin(absl::StrCat("draft_pool[", i, "].drafter")));
+    const std::string drafter = absl::StrCat(pool.name, ": drafter ", pool.drafter,
+                                             origin(absl::StrCat("draft_pool[", i, "].drafter")));
     if (pool.count == 0 || pool.drafter == "none") {
       parts.push_back(absl::StrCat(drafter, ", off (plain decoding)",
                                    origin(absl::StrCat("draft_pool[", i, "].count"))));

@@ -267,8 +267,7 @@ TEST(PipelineDistributionTest, TheTargetsOwnLookupDrafterKeepsTheTargetsLaw) {
     }
     EXPECT_TRUE(seen.empty()) << "a continuation outside the target's support was committed";
     const spec::testing::ChiSquareResult result = spec::testing::ChiSquareTest(counts, expected);
-    spec::testing::PrintChiSquare("target's own lookup drafter, draw " + std::to_string(d),
-                                  result);
+    spec::testing::PrintChiSquare("target's own lookup drafter, draw " + std::to_string(d), result);
     return result.p_value > 1e-3;
   };
   EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));

@@ -43,10 +43,10 @@ double MetricValue(const std::string& page, const std::string& name) {
 }
 
 struct ServeRun {
-  std::string output;                 // serve's stdout and stderr
-  std::string target_log;             // the target worker's log
+  std::string output;                  // serve's stdout and stderr
+  std::string target_log;              // the target worker's log
   std::vector<StreamOutcome> streams;  // one per kPrompts entry
-  double accepted_tokens = -1;        // splitspec_spec_decode_num_accepted_tokens_total
+  double accepted_tokens = -1;         // splitspec_spec_decode_num_accepted_tokens_total
 };
 
 // Starts `splitspec serve` on a config that names no [[draft_pool]] (so the
@@ -79,7 +79,8 @@ ServeRun RunServe(const std::string& dir, const std::string& model_path,
     run.streams.push_back(StreamCompletion(http_port, prompt, kMaxTokens));
   auto metrics = coordinator::http::HttpRequestOnce(http_port, "GET", "/metrics");
   if (metrics.ok())
-    run.accepted_tokens = MetricValue(metrics->body, "splitspec_spec_decode_num_accepted_tokens_total");
+    run.accepted_tokens =
+        MetricValue(metrics->body, "splitspec_spec_decode_num_accepted_tokens_total");
   serve->Kill(SIGTERM);  // and reaps it: serve stops its workers first
   run.output = ReadFileOrEmpty(out_path);
   run.target_log = ReadFileOrEmpty(dir + "/target.log");

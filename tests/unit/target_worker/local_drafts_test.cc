@@ -22,8 +22,8 @@
 namespace splitspec::target {
 namespace {
 
-proto::Assignment Assign(const std::string& id, const std::vector<int32_t>& prompt,
-                         int max_tokens, const std::string& drafter = "") {
+proto::Assignment Assign(const std::string& id, const std::vector<int32_t>& prompt, int max_tokens,
+                         const std::string& drafter = "") {
   proto::Assignment a;
   a.set_request_id(id);
   a.set_target_endpoint("inproc://this-target");
@@ -37,8 +37,8 @@ proto::Assignment Assign(const std::string& id, const std::vector<int32_t>& prom
 
 struct Outcome {
   std::map<std::string, std::vector<int32_t>> committed;  // as the coordinator saw them
-  uint64_t blocks_verified = 0;  // results of the local drafter's blocks
-  uint64_t accepted = 0;         // draft tokens those results accepted
+  uint64_t blocks_verified = 0;                           // results of the local drafter's blocks
+  uint64_t accepted = 0;                                  // draft tokens those results accepted
 };
 
 // Plays the coordinator around the target leader's loop (TargetService::Run's

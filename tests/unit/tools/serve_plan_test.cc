@@ -182,17 +182,17 @@ TEST_F(ServePlanTest, DecodingChoicesNameThreadsDrafterAndKAuto) {
   EXPECT_EQ(DecodingChoices(shipped->config, 2),
             "target: threads 2 (all cores); draft: drafter lookup, in the target leaders, k auto, "
             "sequential");
-  absl::StatusOr<ServeOptions> flagged =
-      ParseServeOptions({"--threads", "1", "--drafter", "ngram", "--draft-placement", "workers"},
-                        env_);
+  absl::StatusOr<ServeOptions> flagged = ParseServeOptions(
+      {"--threads", "1", "--drafter", "ngram", "--draft-placement", "workers"}, env_);
   ASSERT_TRUE(flagged.ok()) << flagged.status();
   EXPECT_EQ(DecodingChoices(flagged->config, 2),
             "target: threads 1 (--threads); draft: drafter ngram (--drafter), 1 worker(s), k auto, "
             "lookahead 2");
   absl::StatusOr<ServeOptions> off = ParseServeOptions({"--drafts", "0"}, env_);
   ASSERT_TRUE(off.ok()) << off.status();
-  EXPECT_EQ(DecodingChoices(off->config, 2),
-            "target: threads 2 (all cores); draft: drafter lookup, off (plain decoding) (--drafts)");
+  EXPECT_EQ(
+      DecodingChoices(off->config, 2),
+      "target: threads 2 (all cores); draft: drafter lookup, off (plain decoding) (--drafts)");
 }
 
 TEST_F(ServePlanTest, GroupHostsPutEachRankOnItsHost) {
@@ -324,7 +324,8 @@ TEST_F(ServePlanTest, ModelFreeDraftersRunInTheTargetLeadersUnlessWorkersAreAske
   ASSERT_EQ(workers->size(), 5u);  // coordinator, 2 ranks, 2 draft workers
   EXPECT_EQ(drafters_of((*workers)[1]), 0);
   EXPECT_EQ((*workers)[3].role, "draft");
-  absl::StatusOr<std::vector<PlannedProcess>> model = Plan({"--config", config, "--drafter", "model"});
+  absl::StatusOr<std::vector<PlannedProcess>> model =
+      Plan({"--config", config, "--drafter", "model"});
   ASSERT_TRUE(model.ok()) << model.status();
   ASSERT_EQ(model->size(), 5u);
   EXPECT_EQ(drafters_of((*model)[1]), 0);
@@ -338,11 +339,11 @@ TEST_F(ServePlanTest, ModelFreeDraftersRunInTheTargetLeadersUnlessWorkersAreAske
     EXPECT_EQ(drafters_of((*p)[1]), 0) << off[0];
     EXPECT_EQ(drafters_of((*p)[2]), 0) << off[0];
   }
-  EXPECT_THAT(std::string(Plan({"--config", config, "--drafter", "model", "--draft-placement",
-                                "target"})
-                              .status()
-                              .message()),
-              HasSubstr("draft_pool[0].placement: \"target\" runs only model-free drafters"));
+  EXPECT_THAT(
+      std::string(Plan({"--config", config, "--drafter", "model", "--draft-placement", "target"})
+                      .status()
+                      .message()),
+      HasSubstr("draft_pool[0].placement: \"target\" runs only model-free drafters"));
   EXPECT_THAT(
       std::string(Plan({"--config", config, "--draft-placement", "gpu"}).status().message()),
       HasSubstr("--draft-placement: draft_pool[0].placement: \"gpu\" is not \"auto\""));
@@ -516,10 +517,9 @@ TEST_F(ServePlanTest, NonDefaultLimitsAreRefusedUntilTheCoordinatorTakesThem) {
 }
 
 TEST_F(ServePlanTest, ProcessNamesMustBeUnique) {
-  absl::StatusOr<std::vector<PlannedProcess>> plan =
-      Plan({"--config",
-            WriteConfig("[[target_group]]\nname = \"d-0\"\n[[draft_pool]]\nname = \"d\"\n"
-                        "placement = \"workers\"\n")});
+  absl::StatusOr<std::vector<PlannedProcess>> plan = Plan(
+      {"--config", WriteConfig("[[target_group]]\nname = \"d-0\"\n[[draft_pool]]\nname = \"d\"\n"
+                               "placement = \"workers\"\n")});
   EXPECT_THAT(std::string(plan.status().message()),
               HasSubstr("two processes would be named 'd-0'"));
 }
@@ -607,9 +607,9 @@ TEST_F(ServePlanTest, JsonLineHasEveryField) {
 // The CLI end to end: `splitspec serve --config F --target-tp 2 --dry-run`
 // prints one JSON object per process and starts nothing.
 TEST_F(ServePlanTest, DryRunPrintsThePlanAsJsonLines) {
-  const std::string config =
-      WriteConfig("[[target_group]]\nname = \"grp\"\n[[draft_pool]]\ncount = 1\n"
-                  "placement = \"workers\"\n");
+  const std::string config = WriteConfig(
+      "[[target_group]]\nname = \"grp\"\n[[draft_pool]]\ncount = 1\n"
+      "placement = \"workers\"\n");
   const std::string command = std::string(SPLITSPEC_BIN_DIR) + "/splitspec serve --config " +
                               config + " --target-tp 2 --dry-run 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
