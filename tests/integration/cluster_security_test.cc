@@ -658,9 +658,8 @@ TEST(TargetDataPortSecurityTest, SyncRequestOnlyFromTheAssignedDraftWorker) {
       absl::SleepFor(absl::Milliseconds(10));
   }
   const std::string squatter_log = ::testing::internal::GetCapturedStderr();
-  EXPECT_THAT(squatter_log,
-              HasSubstr(absl::StrCat("peer name '", target::LocalDrafts::PeerName(),
-                                     "' is reserved for this target's own drafter")));
+  EXPECT_THAT(squatter_log, HasSubstr(absl::StrCat("peer name '", target::LocalDrafts::PeerName(),
+                                                   "' is reserved for this target's own drafter")));
   EXPECT_FALSE(AwaitBody(*squatter, proto::Envelope::kVerifyResult, kSilence).ok());
 
   stop = true;
