@@ -300,6 +300,7 @@ proto::Envelope RequestRouter::MakeAssignment(const std::string& id, const Reque
   *a->mutable_params() = request.submit.params();
   a->set_verify_mode(request.submit.verify_mode());
   a->set_draft_k(request.submit.draft_k());
+  a->set_drafter(request.submit.drafter());
   a->set_epoch(request.epoch);
   return envelope;
 }

@@ -13,6 +13,9 @@
 // membership client's heartbeat thread only sends heartbeats. Signals only set
 // the shutdown flag.
 //
+// With --drafter lookup|ngram the leader drafts, in the same loop, for the
+// requests the coordinator gives no draft worker (target_worker/local_drafts.h).
+//
 // Flags: `splitspec-target-worker --help` (the table in runtime/cli/worker_flags.cc);
 // --model PATH is required.
 #include <atomic>
@@ -25,14 +28,34 @@
 #include "runtime/model/device.h"
 #include "runtime/model/kv_budget.h"
 #include "runtime/model/transformer.h"
+#include "runtime/spec/drafter_factory.h"
 #include "target_worker/single_rank_model.h"
 #include "target_worker/target_service.h"
 #include "target_worker/tp_group_runner.h"
 
 namespace {
 
-splitspec::target::TargetServiceOptions ServiceOptions(const splitspec::cli::WorkerFlags& flags) {
+// The leader's own drafter (--drafter): null for none; model drafters are refused
+// (they run in draft workers, with their own cores and caches).
+absl::StatusOr<std::unique_ptr<splitspec::spec::Drafter>> LocalDrafter(
+    const splitspec::cli::WorkerFlags& flags) {
+  using Kind = splitspec::spec::DrafterSpec::Kind;
+  ASSIGN_OR_RETURN(splitspec::spec::DrafterSpec spec,
+                   splitspec::spec::ParseDrafterSpec(flags.drafter, ""));
+  if (spec.kind == Kind::kNone) return nullptr;
+  if (spec.kind != Kind::kLookup && spec.kind != Kind::kNgram) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--drafter ", flags.drafter,
+        ": a target worker runs only model-free drafters (lookup, ngram); run model drafters in "
+        "draft workers (splitspec-draft-worker)"));
+  }
+  return splitspec::spec::MakeDrafter(spec, "", nullptr, 0, 1);
+}
+
+splitspec::target::TargetServiceOptions ServiceOptions(const splitspec::cli::WorkerFlags& flags,
+                                                       splitspec::spec::Drafter* local_drafter) {
   splitspec::target::TargetServiceOptions options;
+  options.local_drafter = local_drafter;
   options.coordinator_endpoint = flags.coordinator;
   if (!flags.identity.data_endpoint.empty()) options.data_endpoint = flags.identity.data_endpoint;
   options.identity = flags.identity;
@@ -41,7 +64,8 @@ splitspec::target::TargetServiceOptions ServiceOptions(const splitspec::cli::Wor
   return options;
 }
 
-absl::Status RunTensorParallelRank(const splitspec::cli::WorkerFlags& flags) {
+absl::Status RunTensorParallelRank(const splitspec::cli::WorkerFlags& flags,
+                                   splitspec::spec::Drafter* local_drafter) {
   splitspec::target::TpRankOptions options;
   options.group = {
       .coordinator_endpoint = flags.coordinator,
@@ -58,7 +82,7 @@ absl::Status RunTensorParallelRank(const splitspec::cli::WorkerFlags& flags) {
   options.model_path = flags.identity.model_path;
   options.threads = flags.identity.threads;
   options.kv_cache_memory = flags.kv_cache_memory;
-  options.service = ServiceOptions(flags);
+  options.service = ServiceOptions(flags, local_drafter);
   SPLITSPEC_LOG(INFO) << "target worker '" << flags.identity.name << "': rank "
                       << flags.identity.tp_rank << " of tp group '" << flags.identity.tp_group
                       << "' (size " << flags.identity.tp_size << ")";
@@ -74,7 +98,12 @@ absl::Status ServeTargets(splitspec::cli::WorkerFlags flags) {
   // fits is checked when it loads (Transformer::Load).
   RETURN_IF_ERROR(
       splitspec::model::CheckDeviceExists(flags.device, splitspec::model::SystemDeviceProbe()));
-  if (flags.identity.tp_size > 1) return RunTensorParallelRank(flags);
+  ASSIGN_OR_RETURN(std::unique_ptr<splitspec::spec::Drafter> local_drafter, LocalDrafter(flags));
+  if (local_drafter != nullptr && flags.identity.tp_rank == 0) {
+    SPLITSPEC_LOG(INFO) << "target worker '" << flags.identity.name << "' drafts with "
+                        << flags.drafter << " for requests without a draft worker";
+  }
+  if (flags.identity.tp_size > 1) return RunTensorParallelRank(flags, local_drafter.get());
   splitspec::model::TransformerOptions model_options;
   model_options.threads = flags.identity.threads;
   model_options.device = flags.device;
@@ -85,7 +114,8 @@ absl::Status ServeTargets(splitspec::cli::WorkerFlags flags) {
       splitspec::target::SingleRankModel target,
       splitspec::target::LoadSingleRankModel(flags.identity.model_path, model_options));
   const std::unique_ptr<splitspec::model::Transformer>& model = target.model;
-  splitspec::target::TargetServiceOptions service_options = ServiceOptions(flags);
+  splitspec::target::TargetServiceOptions service_options =
+      ServiceOptions(flags, local_drafter.get());
   ASSIGN_OR_RETURN(
       service_options.engine.kv_cache_bytes,
       splitspec::model::StartKvBudget(*model, flags.kv_cache_memory,

@@ -47,7 +47,22 @@ TargetService::TargetService(model::LanguageModel* model, TargetServiceOptions o
       model_(model),
       engine_(model, options_.engine),
       kv_bytes_per_position_(model->NewCache()->bytes_per_position()) {
+  if (options_.local_drafter != nullptr)
+    local_.emplace(options_.local_drafter, options_.local_draft);
   PublishLoad();  // the budget shows from the first heartbeat on
+}
+
+absl::Status TargetService::Assign(const proto::Assignment& assignment) {
+  if (!local_.has_value()) return engine_.AddRequest(assignment);
+  proto::Assignment adopted = assignment;
+  if (absl::Status local = local_->Adopt(&adopted); !local.ok()) {
+    // The request still decodes, alone: drafting is an optimization.
+    SPLITSPEC_LOG(WARNING) << "request " << assignment.request_id()
+                           << " decodes without the local drafter: " << local;
+  }
+  absl::Status added = engine_.AddRequest(adopted);
+  if (!added.ok()) local_->Release(assignment.request_id());
+  return added;
 }
 
 absl::Status TargetService::Run(const std::atomic<bool>& stop) {
@@ -57,6 +72,12 @@ absl::Status TargetService::Run(const std::atomic<bool>& stop) {
     RETURN_IF_ERROR(skeleton_->Tick(now));
     skeleton_->DispatchControl(*this);
     DrainData();
+    if (local_.has_value()) {
+      // Blocks for every request the last step decided (or that just arrived),
+      // queued before the step that feeds them.
+      if (absl::Status drafted = local_->Draft(engine_); !drafted.ok())
+        SPLITSPEC_LOG(ERROR) << "local drafter failed: " << drafted;
+    }
     if (engine_.HasWork(absl::Now())) {
       std::vector<TargetEvent> events;
       absl::Status step;
@@ -72,6 +93,7 @@ absl::Status TargetService::Run(const std::atomic<bool>& stop) {
         return LeaveBrokenGroup(step);
       }
       if (!step.ok()) SPLITSPEC_LOG(ERROR) << "target step failed: " << step;
+      if (local_.has_value()) local_->TakeResults(engine_, &events);
       SendEvents(events);
       continue;
     }
@@ -79,7 +101,8 @@ absl::Status TargetService::Run(const std::atomic<bool>& stop) {
       absl::Status alive = options_.group_leader->KeepAliveIfIdle(absl::Now());
       if (!alive.ok()) return LeaveBrokenGroup(alive);
     }
-    const absl::Time wake = std::min(skeleton_->NextWake(now), engine_.NextDeadline());
+    absl::Time wake = std::min(skeleton_->NextWake(now), engine_.NextDeadline());
+    if (local_.has_value() && local_->HasWork()) wake = now;  // a block to draft at once
     const absl::Time idle_start = absl::Now();
     net::WaitAnyReadable({&skeleton_->control_channel(), data_.get()},
                          std::max(wake - idle_start, absl::ZeroDuration()));
@@ -92,6 +115,7 @@ absl::Status TargetService::Run(const std::atomic<bool>& stop) {
 
 void TargetService::Release(const std::string& request_id) {
   engine_.Release(request_id);
+  if (local_.has_value()) local_->Release(request_id);
   PublishLoad();
 }
 
@@ -173,6 +197,10 @@ void TargetService::DrainData() {
 
 absl::Status TargetService::AuthorizeData(const net::Frame& frame,
                                           const std::string& request_id) const {
+  if (frame.peer == LocalDrafts::PeerName()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("peer name '", frame.peer, "' is reserved for this target's own drafter"));
+  }
   if ((data_security_.RolesOf(frame.peer_key) & net::kDraft) == 0) {
     return absl::PermissionDeniedError(
         absl::StrCat("key ", frame.peer_key, " is not a draft worker's key"));

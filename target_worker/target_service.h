@@ -2,7 +2,9 @@
 //
 // Channels: a control DEALER to the coordinator (membership, assignments,
 // releases; results go back on it) and a data ROUTER on which draft workers
-// send DraftBlocks and SyncRequests and receive VerifyResults.
+// send DraftBlocks and SyncRequests and receive VerifyResults. With a local
+// drafter (options.local_drafter: lookup, ngram) the requests assigned no draft
+// worker are drafted in this loop (local_drafts.h), with no data traffic.
 //
 //   ASSIGN_OR_RETURN(auto service, TargetService::Create(model, options));
 //   RETURN_IF_ERROR(service->Run(stop));
@@ -19,13 +21,16 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "draft_worker/draft_engine.h"
 #include "runtime/model/language_model.h"
 #include "runtime/net/channel.h"
 #include "runtime/net/channel_security.h"
 #include "runtime/net/fault_injecting_channel.h"
 #include "runtime/net/worker_identity.h"
+#include "runtime/spec/drafter.h"
 #include "runtime/worker/worker_skeleton.h"
 #include "target_worker/group_leader_model.h"
+#include "target_worker/local_drafts.h"
 #include "target_worker/target_engine.h"
 
 namespace splitspec::target {
@@ -48,6 +53,12 @@ struct TargetServiceOptions {
   // come to the host. -1: verify on the host (the CPU). Create fails if the
   // model cannot keep its logits there or the build has no CUDA.
   int verify_device = -1;
+  // A model-free drafter this leader runs itself for the requests the
+  // coordinator assigns no draft worker (unless their drafter is "none"), with
+  // the draft engine's options (local_drafts.h); must outlive the service.
+  // Null: those requests decode alone.
+  spec::Drafter* local_drafter = nullptr;
+  draft::DraftEngineOptions local_draft;
 };
 
 class TargetService : private worker::ControlHandler {
@@ -69,9 +80,7 @@ class TargetService : private worker::ControlHandler {
                 std::unique_ptr<net::Channel> data,
                 std::unique_ptr<worker::WorkerSkeleton> skeleton);
   // worker::ControlHandler: the coordinator's requests.
-  absl::Status Assign(const proto::Assignment& assignment) override {
-    return engine_.AddRequest(assignment);
-  }
+  absl::Status Assign(const proto::Assignment& assignment) override;
   // Frees the request (both sequences of a guided one) and publishes the new load
   // at once: no step may follow to do it, and the heartbeat must not go on
   // reporting a released request.
@@ -103,6 +112,7 @@ class TargetService : private worker::ControlHandler {
   const model::LanguageModel* model_;   // the engine's; its counters go into heartbeats
   net::SecurityRefresher key_refresher_;  // re-reads the key directory (rotated keys)
   TargetEngine engine_;
+  std::optional<LocalDrafts> local_;  // options.local_drafter set
   double mean_step_ms_ = 0;  // moving average, reported in heartbeats
   uint64_t kv_bytes_per_position_;  // of this model's caches (reported in heartbeats)
 };

@@ -143,6 +143,7 @@ config="$work/cluster.toml"
   echo "name = \"draft\""
   echo "count = 2"
   echo "drafter = \"lookup\""
+  echo "placement = \"workers\""  # draft worker processes to kill (else lookup runs in the targets)
   echo "threads = 1"
 } > "$config"
 # Restarts are the point here: a generous crash-loop limit, so only a real loop stops it;

@@ -42,11 +42,13 @@ LAYERS = [
     ("runtime/worker/", "worker", 10),
     ("coordinator/", "coordinator", 11),
     ("draft_worker/", "draft_worker", 11),
-    ("target_worker/", "target_worker", 11),
-    ("tools/cluster/", "cluster", 12),
-    ("tools/", "tools", 13),
-    ("tests/testing/", "testing", 14),
-    ("tests/", "tests", 15),
+    # The target leader runs model-free drafters itself, with the draft worker's engine
+    # (target_worker/local_drafts.h); nothing below tools/ includes the target worker.
+    ("target_worker/", "target_worker", 12),
+    ("tools/cluster/", "cluster", 13),
+    ("tools/", "tools", 14),
+    ("tests/testing/", "testing", 15),
+    ("tests/", "tests", 16),
 ]
 
 SOURCE_SUFFIXES = (".h", ".cc", ".cu", ".cuh")

@@ -72,9 +72,15 @@ const cli::FlagTable& ServeFlagTable() {
                  {"model", "PATH", "", "the target model (models.target)"},
                  {"draft", "PATH", "",
                   "the draft model (models.draft, every pool's draft_model; drafter 'model')"},
-                 {"drafter", "NAME", "", "every pool's drafter: ngram, model or layerskip:L"},
-                 {"drafts", "N", "", "the count of the config's only draft pool",
+                 {"drafter", "NAME", "",
+                  "every pool's drafter: lookup, ngram, model, layerskip:L or none (plain "
+                  "decoding, as --drafts 0)"},
+                 {"drafts", "N", "", "the count of the config's only draft pool (0: plain decoding)",
                   cli::IntRangeOf<int>()},
+                 {"draft-placement", "auto|target|workers", "",
+                  "every pool's placement: target = the drafter runs inside the target leaders "
+                  "(lookup, ngram); workers = draft worker processes; auto = target for model-free "
+                  "drafters"},
                  {"targets", "N", "", "N copies of the config's only target group, NAME-0..",
                   cli::IntRangeOf<int>()},
                  {"target-tp", "N", "", "every target group's tensor-parallel size",

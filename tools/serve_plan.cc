@@ -83,6 +83,10 @@ absl::Status OverrideDraftPools(const CliArgs& args, ClusterConfig* c) {
       SetFieldOrigin(c, absl::StrCat("draft_pool[", i, "].drafter"),
                      args.Has("drafter") ? "--drafter" : "--draft");
     }
+    if (args.Has("draft-placement")) {
+      pool.placement = args.GetString("draft-placement", "auto");  // validation names a bad one
+      SetFieldOrigin(c, absl::StrCat("draft_pool[", i, "].placement"), "--draft-placement");
+    }
   }
   return absl::OkStatus();
 }
@@ -288,7 +292,8 @@ absl::Status PrepareEphemeralKeys(ClusterConfig* config, const ServeEnvironment&
   // worker reuses it).
   std::vector<std::string> draft_workers;
   for (const config::DraftPoolConfig& pool : config->draft_pools) {
-    for (int i = 0; i < pool.count; ++i) draft_workers.push_back(absl::StrCat(pool.name, "-", i));
+    for (int i = 0; i < pool.WorkerCount(); ++i)
+      draft_workers.push_back(absl::StrCat(pool.name, "-", i));
   }
   std::vector<std::string> target_workers;
   for (const config::TargetGroupConfig& group : config->target_groups) {
@@ -333,6 +338,12 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
   coordinator.env_from.emplace_back("SPLITSPEC_API_KEY", c.coordinator.api_key_env);
   add(std::move(coordinator));
 
+  // A model-free pool runs inside the target leaders (target_worker/local_drafts.h):
+  // no draft process, no round trip per block. The first such pool is the one.
+  const config::DraftPoolConfig* in_targets = nullptr;
+  for (const config::DraftPoolConfig& pool : c.draft_pools) {
+    if (pool.RunsInTargets() && in_targets == nullptr) in_targets = &pool;
+  }
   for (const config::TargetGroupConfig& g : c.target_groups) {
     for (int rank = 0; rank < g.tp; ++rank) {
       PlannedProcess p{.name = ProcessName(g, rank),
@@ -356,6 +367,8 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
                 std::to_string(g.tp)};
       // The leader owns the sockets draft workers connect to (docs/architecture.md).
       if (rank == 0) p.argv.insert(p.argv.end(), {"--data-endpoint", g.data_endpoint});
+      if (rank == 0 && in_targets != nullptr)
+        p.argv.insert(p.argv.end(), {"--drafter", in_targets->drafter});
       if (g.tp > 1) p.argv.insert(p.argv.end(), {"--tp-address", TpAddressOf(g, rank)});
       if (g.threads > 0) p.argv.insert(p.argv.end(), {"--threads", std::to_string(g.threads)});
       if (!g.kv_cache_memory.empty())
@@ -366,7 +379,7 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
   }
 
   for (const config::DraftPoolConfig& pool : c.draft_pools) {
-    for (int i = 0; i < pool.count; ++i) {
+    for (int i = 0; i < pool.WorkerCount(); ++i) {
       PlannedProcess p{.name = absl::StrCat(pool.name, "-", i), .role = "draft", .host = pool.host};
       p.argv = {env.bin_dir + "/splitspec-draft-worker",
                 "--coordinator",
@@ -423,9 +436,17 @@ std::string DecodingChoices(const ClusterConfig& c, unsigned hardware_threads) {
   }
   for (size_t i = 0; i < c.draft_pools.size(); ++i) {
     const config::DraftPoolConfig& pool = c.draft_pools[i];
-    parts.push_back(absl::StrCat(pool.name, ": drafter ", pool.drafter,
-                                 origin(absl::StrCat("draft_pool[", i, "].drafter")),
-                                 ", k auto, lookahead ", pool.lookahead));
+    const std::string drafter = absl::StrCat(pool.name, ": drafter ", pool.drafter,
+                                             origin(absl::StrCat("draft_pool[", i, "].drafter")));
+    if (pool.count == 0 || pool.drafter == "none") {
+      parts.push_back(absl::StrCat(drafter, ", off (plain decoding)",
+                                   origin(absl::StrCat("draft_pool[", i, "].count"))));
+    } else if (pool.RunsInTargets()) {
+      parts.push_back(absl::StrCat(drafter, ", in the target leaders, k auto, sequential"));
+    } else {
+      parts.push_back(absl::StrCat(drafter, ", ", pool.count, " worker(s), k auto, lookahead ",
+                                   pool.lookahead));
+    }
   }
   return absl::StrJoin(parts, "; ");
 }

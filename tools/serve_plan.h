@@ -20,7 +20,13 @@
 //   --drafter NAME    every pool's drafter        --log-dir DIR   cluster.run_dir
 //   --targets N       N copies of the config's only target group, named NAME-0..
 //   --target-tp N     every group's tp            --threads N     every group's threads
-//   --drafts N        the count of the config's only draft pool
+//   --drafts N        the count of the config's only draft pool (0: plain decoding)
+//   --draft-placement auto|target|workers   every pool's placement
+// A pool of a model-free drafter (lookup, ngram) runs inside every target
+// group's leader (placement "auto" or "target": the leader gets --drafter NAME
+// and no draft worker is started); model drafters, and pools with placement
+// "workers", start count draft workers. --drafter none or --drafts 0: neither,
+// plain decoding.
 // Relative paths given as flags resolve against the current directory (paths
 // in the file resolve against the file's folder).
 //

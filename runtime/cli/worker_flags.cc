@@ -62,7 +62,10 @@ FlagTable MakeTargetTable() {
         "batch), else gloo"},
        {"cuda-graphs", "on|off", "on",
         "with --device cuda:N and --tp-size 1: run decode and verify steps as replayed CUDA "
-        "graphs (bitwise the eager logits)"}});
+        "graphs (bitwise the eager logits)"},
+       {"drafter", "none|lookup|ngram", "none",
+        "a model-free drafter the leader runs in its own loop for the requests the coordinator "
+        "gives no draft worker (unless they ask for drafter none); none: those decode alone"}});
 }
 
 FlagTable MakeDraftTable() {
@@ -214,7 +217,8 @@ absl::StatusOr<WorkerFlags> WorkerFlagsFrom(const CliArgs& parsed, proto::Role r
   RETURN_IF_ERROR(ReadSizes(parsed, flags));
   RETURN_IF_ERROR(ReadDevice(parsed, flags));
   RETURN_IF_ERROR(ReadKvCacheMemory(parsed, flags));
-  flags.drafter = parsed.GetString("drafter", flags.drafter);
+  flags.drafter =
+      parsed.GetString("drafter", role == proto::ROLE_TARGET_WORKER ? "none" : flags.drafter);
   flags.draft_path = parsed.GetString("draft", "");
   flags.target_model = parsed.GetString("target-model", "");
   RETURN_IF_ERROR(ReadTensorParallel(parsed, flags));

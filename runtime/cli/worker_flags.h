@@ -9,7 +9,8 @@
 // (`splitspec-target-worker --help` prints it): every worker takes
 // --coordinator, --name, --model, --data-endpoint, --threads, --device,
 // --kv-cache-memory; target workers
-// also --step-tokens, --block-wait-ms and the tensor-parallel group's --tp-*;
+// also --step-tokens, --block-wait-ms, the tensor-parallel group's --tp-* and
+// --drafter (a model-free drafter run by the leader itself, default none);
 // draft workers --drafter, --draft, --target-model, --k, --lookahead.
 // Security comes from the environment: SPLITSPEC_KEYS=DIR (CURVE with the
 // role's keys) or SPLITSPEC_SECURITY=none (net::ConfigureProcessSecurity).
@@ -45,7 +46,7 @@ struct WorkerFlags {
   // --tp-address: the address this rank's Gloo listener and the leader's
   // rendezvous server bind; "" = derived (target::GroupHostFor).
   std::string tp_address;
-  // Draft workers.
+  // Draft workers; and target workers' --drafter (default "none" there).
   std::string drafter = "ngram";
   std::string draft_path;
   std::string target_model;

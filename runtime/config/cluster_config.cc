@@ -199,6 +199,7 @@ absl::Status ReadDraftPool(const TomlTable& table, int index, const std::string&
   RETURN_IF_ERROR(r.Int("threads", &p.threads));
   RETURN_IF_ERROR(r.String("host", &p.host));
   RETURN_IF_ERROR(r.String("kv_cache_memory", &p.kv_cache_memory));
+  RETURN_IF_ERROR(r.String("placement", &p.placement));
   return r.Finish();
 }
 
@@ -242,6 +243,16 @@ absl::Status ReadRoot(const TomlTable& root, const std::string& base_dir, Cluste
 }
 
 }  // namespace
+
+bool DraftPoolConfig::RunsInTargets() const {
+  if (count == 0 || drafter == "none") return false;
+  const bool model_free = drafter == "lookup" || drafter == "ngram";
+  return placement == "target" || (placement == "auto" && model_free);
+}
+
+int DraftPoolConfig::WorkerCount() const {
+  return drafter == "none" || RunsInTargets() ? 0 : count;
+}
 
 absl::StatusOr<ClusterConfig> ParseClusterConfig(absl::string_view text, const std::string& source,
                                                  const std::string& base_dir) {

@@ -60,8 +60,14 @@
 //                                # default: 50% of host RAM, 80% of a GPU's]
 //   [[draft_pool]]               # one table per pool [one pool, as below]
 //   name = "draft"               # workers are named NAME-0, NAME-1, ...
-//   count = 1                    # workers in the pool (0..64)
-//   drafter = "lookup"           # "ngram", "lookup", "model" or "layerskip:L" (L >= 1)
+//   count = 1                    # workers in the pool (0..64); 0: the pool is off
+//   drafter = "lookup"           # "ngram", "lookup", "model", "layerskip:L" (L >= 1)
+//                                # or "none" (the pool is off: plain decoding)
+//   placement = "auto"           # "target": the drafter runs inside every target
+//                                # group's leader (model-free drafters only; count
+//                                # then only turns it on); "workers": count draft
+//                                # worker processes; "auto": "target" for ngram
+//                                # and lookup, "workers" for model drafters
 //   draft_model = ""             # ["" = models.draft]; needed by drafter "model"
 //   k = 4                        # draft tokens per block (1..64)
 //   lookahead = 2                # blocks drafted ahead (1 = sequential; 1..64)
@@ -155,6 +161,13 @@ struct DraftPoolConfig {
   int threads = 1;
   std::string host = "localhost";
   std::string kv_cache_memory;  // --kv-cache-memory of every worker; "" = the default
+  std::string placement = "auto";  // "auto", "target" or "workers" (see above)
+
+  // On (count > 0, drafter not "none") and run by the target leaders themselves.
+  bool RunsInTargets() const;
+  // The draft worker processes the pool starts: count, or 0 when it runs in the
+  // targets or is off.
+  int WorkerCount() const;
 };
 
 struct ClusterConfig {

@@ -271,12 +271,22 @@ class Validator {
                                                " is the simulated drafter of `splitspec bench "
                                                "spec` only; serve cannot use it"));
     }
-    const bool named =
-        pool.drafter == "ngram" || pool.drafter == "lookup" || pool.drafter == "model";
+    const bool named = pool.drafter == "ngram" || pool.drafter == "lookup" ||
+                       pool.drafter == "model" || pool.drafter == "none";
     if (!layerskip && !named) {
-      return Fail(p + ".drafter",
-                  absl::StrCat(Quoted(pool.drafter),
-                               " is not \"ngram\", \"lookup\", \"model\" or \"layerskip:L\""));
+      return Fail(p + ".drafter", absl::StrCat(Quoted(pool.drafter),
+                                               " is not \"ngram\", \"lookup\", \"model\", "
+                                               "\"layerskip:L\" or \"none\""));
+    }
+    if (pool.placement != "auto" && pool.placement != "target" && pool.placement != "workers") {
+      return Fail(p + ".placement", absl::StrCat(Quoted(pool.placement),
+                                                 " is not \"auto\", \"target\" or \"workers\""));
+    }
+    if (pool.placement == "target" && (pool.drafter == "model" || layerskip)) {
+      return Fail(p + ".placement",
+                  absl::StrCat("\"target\" runs only model-free drafters (\"lookup\", \"ngram\") "
+                               "inside the target leaders; drafter ",
+                               Quoted(pool.drafter), " needs \"workers\" or \"auto\""));
     }
     if (pool.drafter == "model" && pool.draft_model.empty() && c_.models.draft.empty() &&
         pool.count > 0) {

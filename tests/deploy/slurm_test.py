@@ -90,6 +90,7 @@ threads = 1
 name = "ngram"
 count = 1
 drafter = "ngram"
+placement = "workers"
 
 [[draft_pool]]
 name = "model"

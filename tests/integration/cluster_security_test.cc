@@ -19,6 +19,8 @@
 #include "runtime/net/channel_security.h"
 #include "runtime/net/wire_format.h"
 #include "runtime/net/worker_identity.h"
+#include "runtime/spec/lookup_drafter.h"
+#include "target_worker/local_drafts.h"
 #include "target_worker/target_service.h"
 #include "tests/testing/tiny_model.h"
 
@@ -544,6 +546,8 @@ TEST(TargetDataPortSecurityTest, SyncRequestOnlyFromTheAssignedDraftWorker) {
   options.identity.name = "target-0";
   options.identity.model_path = path;
   options.engine.block_wait = absl::Hours(1);  // wait for draft worker 7's blocks
+  spec::LookupDrafter lookup(spec::LookupDrafterConfig{});
+  options.local_drafter = &lookup;  // drafts requests with no draft worker (local_drafts.h)
   auto service = target::TargetService::Create(model->get(), options);
   ASSERT_TRUE(service.ok()) << service.status();
   net::SetDefaultChannelSecurity(net::ChannelSecurity{});
@@ -635,6 +639,28 @@ TEST(TargetDataPortSecurityTest, SyncRequestOnlyFromTheAssignedDraftWorker) {
                                      " of 'draft-9' is not the key of draft worker 9, which "
                                      "request 'r2' is assigned to")));
   EXPECT_FALSE(AwaitBody(*impostor, proto::Envelope::kVerifyResult, kSilence).ok());
+
+  // Request "r3" has no draft worker: the target drafts it itself. A draft worker
+  // that takes the name reserved for that drafter is refused whatever its key.
+  proto::Envelope third = assignment;
+  third.mutable_assignment()->set_request_id("r3");
+  third.mutable_assignment()->set_draft_worker_id(0);
+  third.mutable_assignment()->clear_draft_worker_key();
+  ASSERT_TRUE((*coordinator)->Send(registration->peer, third).ok());
+  std::unique_ptr<net::Channel> squatter = draft_peer(target::LocalDrafts::PeerName(), draft_keys);
+  proto::Envelope sync_r3 = net::NewEnvelope();
+  sync_r3.mutable_sync_request()->set_request_id("r3");
+  const uint64_t refused_before_squatter = net::RefusedMessages();
+  ::testing::internal::CaptureStderr();
+  while (net::RefusedMessages() == refused_before_squatter) {
+    ASSERT_TRUE(squatter->Send("", sync_r3).ok());
+    for (int i = 0; i < 20 && net::RefusedMessages() == refused_before_squatter; ++i)
+      absl::SleepFor(absl::Milliseconds(10));
+  }
+  const std::string squatter_log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(squatter_log, HasSubstr(absl::StrCat("peer name '", target::LocalDrafts::PeerName(),
+                                                   "' is reserved for this target's own drafter")));
+  EXPECT_FALSE(AwaitBody(*squatter, proto::Envelope::kVerifyResult, kSilence).ok());
 
   stop = true;
   serving.join();

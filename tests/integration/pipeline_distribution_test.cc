@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/request_client.h"
+#include "runtime/spec/lookup_drafter.h"
 #include "runtime/spec/model_drafter.h"
 #include "runtime/spec/ngram_drafter.h"
 #include "runtime/spec/sampling.h"
@@ -186,6 +187,94 @@ TEST(PipelineDistributionTest, RejectionWithTheSpeculationCacheFollowsTheTarget)
 TEST(PipelineDistributionTest, CoupledWithTheSpeculationCacheFollowsTheTarget) {
   ExpectContinuationsFollowTheTarget(proto::VERIFY_MODE_COUPLED, true,
                                      "pipeline coupled + speculation cache");
+}
+
+// The lookup drafter run inside the target leader (target_worker/local_drafts.h):
+// its blocks are verified like a draft worker's, so sampled continuations keep
+// the target's law. The prompt repeats its first token, so lookup proposes the
+// token that followed it; that token is chosen with p in [0.1, 0.9] under the
+// target, so the test sees acceptances and rejections both.
+TEST(PipelineDistributionTest, TheTargetsOwnLookupDrafterKeepsTheTargetsLaw) {
+  const std::string target_path = WriteModel("local-target", 1);
+  auto target = model::Transformer::Load(target_path, {.threads = 1});
+  ASSERT_TRUE(target.ok()) << target.status();
+  spec::SamplingParams params;
+  params.temperature = 1.0f;
+  params.top_k = 4;
+  std::vector<int32_t> prompt;
+  for (int32_t b = 1; b < (*target)->config().vocab_size && prompt.empty(); ++b) {
+    const std::vector<int32_t> candidate = {17, b, 99, 17};
+    const auto exact = ExactTwoTokenDistribution(**target, candidate, params);
+    double p_b = 0;
+    for (const auto& [pair, p] : exact) p_b += pair.first == b ? p : 0.0;
+    if (p_b >= 0.1 && p_b <= 0.9) prompt = candidate;
+  }
+  ASSERT_FALSE(prompt.empty()) << "no token the target samples with p in [0.1, 0.9]";
+  const auto exact = ExactTwoTokenDistribution(**target, prompt, params);
+
+  spec::LookupDrafter lookup(spec::LookupDrafterConfig{});
+  tools::InProcessClusterOptions options;
+  options.target = target->get();
+  options.target_drafter = &lookup;  // no draft worker: the target drafts
+  options.draft_engine.default_k = 3;
+  auto cluster = tools::InProcessCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
+  ASSERT_TRUE(client.ok());
+  constexpr int kSamples = 2000;
+  uint64_t drafted = 0, accepted = 0, verified = 0;
+  const auto draw = [&](int d) {
+    std::map<std::pair<int, int>, int64_t> seen;
+    for (int batch = 0; batch < kSamples / 50; ++batch) {
+      std::vector<std::string> ids;
+      for (int i = 0; i < 50; ++i) {
+        const int n = d * kSamples + batch * 50 + i;
+        proto::SubmitRequest submit;
+        submit.set_request_id("local-" + std::to_string(n));
+        submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
+        submit.mutable_params()->set_temperature(params.temperature);
+        submit.mutable_params()->set_top_k(params.top_k);
+        submit.mutable_params()->set_seed(1000003ull * n + 17);
+        submit.mutable_params()->set_max_tokens(2);
+        submit.set_verify_mode(proto::VERIFY_MODE_REJECTION);
+        submit.set_draft_k(3);
+        EXPECT_TRUE((*client)->Submit(submit).ok());
+        ids.push_back(submit.request_id());
+      }
+      for (int round = 0; round < 4000; ++round) {
+        bool done = true;
+        for (const std::string& id : ids) done &= (*client)->Done(id);
+        if (done) break;
+        EXPECT_TRUE((*client)->Poll(absl::Milliseconds(20)).ok());
+      }
+      for (const std::string& id : ids) {
+        EXPECT_TRUE((*client)->Done(id)) << id;
+        const net::GenerationResult& r = (*client)->Result(id);
+        EXPECT_EQ(r.tokens.size(), 2u) << id << " " << r.error;
+        if (r.tokens.size() != 2u) return false;
+        ++seen[{r.tokens[0], r.tokens[1]}];
+        drafted += r.stats.drafted();
+        accepted += r.stats.accepted();
+        verified += r.stats.verified();
+      }
+    }
+    std::vector<int64_t> counts;
+    std::vector<double> expected;
+    for (const auto& [pair, p] : exact) {
+      counts.push_back(seen.count(pair) ? seen[pair] : 0);
+      expected.push_back(p);
+      seen.erase(pair);
+    }
+    EXPECT_TRUE(seen.empty()) << "a continuation outside the target's support was committed";
+    const spec::testing::ChiSquareResult result = spec::testing::ChiSquareTest(counts, expected);
+    spec::testing::PrintChiSquare("target's own lookup drafter, draw " + std::to_string(d), result);
+    return result.p_value > 1e-3;
+  };
+  EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));
+  EXPECT_GT(drafted, 0u) << "the target's lookup drafter proposed nothing";
+  EXPECT_GT(accepted, 0u) << "the draft was never accepted: the test did not exercise acceptance";
+  EXPECT_LT(accepted, verified)
+      << "the draft was always accepted: the test did not exercise the residual";
 }
 
 // Dropped, delayed and reordered blocks and results: every request still

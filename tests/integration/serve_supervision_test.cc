@@ -39,7 +39,7 @@ namespace {
 constexpr int kMaxTokens = 40;
 
 // A `splitspec serve` of one target and one lookup draft worker on the tiny
-// chat model, on free loopback ports.
+// chat model, on free loopback ports (extra flags may override the config).
 class ServeCluster {
  public:
   // Runs this `splitspec` instead of the built one (serve starts the worker
@@ -60,7 +60,10 @@ class ServeCluster {
                           << "http = \"127.0.0.1:" << http_port_ << "\"\n"
                           << "[models]\ntarget = \"" << model_path_ << "\"\n"
                           << "[[target_group]]\nname = \"target\"\nthreads = 1\n"
-                          << "[[draft_pool]]\nname = \"draft\"\ncount = 1\ndrafter = \"lookup\"\n";
+                          << "[[draft_pool]]\nname = \"draft\"\ncount = 1\ndrafter = \"lookup\"\n"
+                          // A draft worker process, which these tests supervise (lookup would
+                          // otherwise run inside the target).
+                          << "placement = \"workers\"\n";
     std::vector<std::string> argv = {serve_binary_, "serve", "--config", config,
                                      "--heartbeat-ms", "100"};
     argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());

@@ -53,6 +53,8 @@ absl::StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::Start(
   target_options.engine = options.target_engine;
   if (options.target_tp == 1) target_options.verify_device = options.target_verify_device;
   target_options.data_faults = options.data_faults;
+  target_options.local_drafter = options.target_drafter;
+  target_options.local_draft = options.draft_engine;
   if (options.target_tp == 1) {
     ASSIGN_OR_RETURN(cluster->target_,
                      target::TargetService::Create(options.target, target_options));

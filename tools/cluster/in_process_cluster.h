@@ -41,6 +41,10 @@ namespace splitspec::tools {
 struct InProcessClusterOptions {
   model::Transformer* target = nullptr;  // required; outlives the cluster
   spec::Drafter* drafter = nullptr;      // optional; outlives the cluster
+  // Optional; outlives the cluster: a model-free drafter the target leader runs
+  // itself for requests with no draft worker (target_worker/local_drafts.h), with
+  // draft_engine's options.
+  spec::Drafter* target_drafter = nullptr;
   target::TargetEngineOptions target_engine;
   // The CUDA ordinal the one-rank target verifies on (TargetServiceOptions::
   // verify_device); -1: on the host.

@@ -194,8 +194,12 @@ TEST(ClusterConfigTest, EachErrorNamesFileLineAndField) {
        "c.toml:2: coordinator.limits.max_new_tokens: 9000 must be in [1, context_length = 8192]"},
       {"[[draft_pool]]\ncount = 65\n", "c.toml:2: draft_pool[0].count: 65 must be in [0, 64]"},
       {"[[draft_pool]]\ndrafter = \"eagle\"\n",
-       "c.toml:2: draft_pool[0].drafter: \"eagle\" is not \"ngram\", \"lookup\", \"model\" or "
-       "\"layerskip:L\""},
+       "c.toml:2: draft_pool[0].drafter: \"eagle\" is not \"ngram\", \"lookup\", \"model\", "
+       "\"layerskip:L\" or \"none\""},
+      {"[[draft_pool]]\nplacement = \"gpu\"\n",
+       "c.toml:2: draft_pool[0].placement: \"gpu\" is not \"auto\", \"target\" or \"workers\""},
+      {"[[draft_pool]]\ndrafter = \"layerskip:2\"\nplacement = \"target\"\n",
+       "c.toml:3: draft_pool[0].placement: \"target\" runs only model-free drafters"},
       {"[[draft_pool]]\ndrafter = \"sim:alpha=0.8,ratio=10\"\n",
        "c.toml:2: draft_pool[0].drafter: \"sim:alpha=0.8,ratio=10\" is the simulated drafter of "
        "`splitspec bench spec` only; serve cannot use it"},
@@ -330,11 +334,11 @@ TEST(ClusterConfigTest, DefaultConfigFileEqualsTheBuiltInDefaults) {
   const DraftPoolConfig& p = file->draft_pools[0];
   const DraftPoolConfig& dp = empty->draft_pools[0];
   EXPECT_EQ(std::tie(p.name, p.count, p.drafter, p.draft_model, p.k, p.lookahead, p.devices,
-                     p.threads, p.host, p.kv_cache_memory),
+                     p.threads, p.host, p.kv_cache_memory, p.placement),
             std::tie(dp.name, dp.count, dp.drafter, dp.draft_model, dp.k, dp.lookahead, dp.devices,
-                     dp.threads, dp.host, dp.kv_cache_memory));
+                     dp.threads, dp.host, dp.kv_cache_memory, dp.placement));
   // Every key is written out in the file.
-  EXPECT_EQ(file->origins.size(), 30u);
+  EXPECT_EQ(file->origins.size(), 31u);
 }
 
 }  // namespace

@@ -58,7 +58,7 @@ class CheckLayeringTest(unittest.TestCase):
         root = plant(self, {"draft_worker/main.cc": '#include "target_worker/target_engine.h"\n'})
         code, output = run_check(root)
         self.assertEqual(code, 1, output)
-        self.assertIn("draft_worker (rank 11) -> target_worker (rank 11)", output)
+        self.assertIn("draft_worker (rank 11) -> target_worker (rank 12)", output)
 
     def test_product_code_including_tests_fails(self):
         root = plant(self, {"tools/bench.cc": '#include "tests/testing/tiny_model.h"\n'})

@@ -65,6 +65,7 @@ threads = 3
 [[draft_pool]]
 name = "d"
 count = 2
+placement = "workers"
 )";
 
 TEST_F(ServePlanTest, Tp2GroupStartsTwoRanksWithTheirFlags) {
@@ -117,6 +118,7 @@ tp = 2
 kv_cache_memory = "40%"
 [[draft_pool]]
 name = "d"
+placement = "workers"
 kv_cache_memory = "64MiB"
 )");
   absl::StatusOr<std::vector<PlannedProcess>> plan = Plan({"--config", config});
@@ -151,6 +153,7 @@ data_endpoint = "tcp://127.0.0.1:6001"
 [[draft_pool]]
 name = "d"
 count = 3
+placement = "workers"
 devices = ["cuda:0", "cuda:2"]
 )")});
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -177,12 +180,19 @@ TEST_F(ServePlanTest, DecodingChoicesNameThreadsDrafterAndKAuto) {
   absl::StatusOr<ServeOptions> shipped = ParseServeOptions({}, env_);
   ASSERT_TRUE(shipped.ok()) << shipped.status();
   EXPECT_EQ(DecodingChoices(shipped->config, 2),
-            "target: threads 2 (all cores); draft: drafter lookup, k auto, lookahead 2");
-  absl::StatusOr<ServeOptions> flagged =
-      ParseServeOptions({"--threads", "1", "--drafter", "ngram"}, env_);
+            "target: threads 2 (all cores); draft: drafter lookup, in the target leaders, k auto, "
+            "sequential");
+  absl::StatusOr<ServeOptions> flagged = ParseServeOptions(
+      {"--threads", "1", "--drafter", "ngram", "--draft-placement", "workers"}, env_);
   ASSERT_TRUE(flagged.ok()) << flagged.status();
   EXPECT_EQ(DecodingChoices(flagged->config, 2),
-            "target: threads 1 (--threads); draft: drafter ngram (--drafter), k auto, lookahead 2");
+            "target: threads 1 (--threads); draft: drafter ngram (--drafter), 1 worker(s), k auto, "
+            "lookahead 2");
+  absl::StatusOr<ServeOptions> off = ParseServeOptions({"--drafts", "0"}, env_);
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(
+      DecodingChoices(off->config, 2),
+      "target: threads 2 (all cores); draft: drafter lookup, off (plain decoding) (--drafts)");
 }
 
 TEST_F(ServePlanTest, GroupHostsPutEachRankOnItsHost) {
@@ -199,6 +209,7 @@ hosts = ["n2", "n3"]
 data_endpoint = "tcp://10.0.0.2:*"
 [[draft_pool]]
 host = "n1"
+placement = "workers"
 )")});
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_EQ(plan->size(), 4u);
@@ -276,11 +287,66 @@ TEST_F(ServePlanTest, WithoutConfigUsesTheShippedDefaultConfig) {
   env_.repo_root = SPLITSPEC_SOURCE_DIR;
   absl::StatusOr<std::vector<PlannedProcess>> plan = Plan({});
   ASSERT_TRUE(plan.ok()) << plan.status();
-  ASSERT_EQ(plan->size(), 3u);
+  // The default drafter (lookup) runs inside the target: no draft worker.
+  ASSERT_EQ(plan->size(), 2u);
   EXPECT_EQ((*plan)[1].name, "target");
   EXPECT_THAT((*plan)[1].argv, ::testing::Contains("/repo/models/default.gguf"));
-  EXPECT_EQ((*plan)[2].name, "draft-0");
-  EXPECT_EQ((*plan)[2].log, std::string(SPLITSPEC_SOURCE_DIR) + "/build/cluster/draft-0.log");
+  EXPECT_THAT((*plan)[1].argv, IsSupersetOf({"--drafter", "lookup"}));
+  EXPECT_EQ((*plan)[1].log, std::string(SPLITSPEC_SOURCE_DIR) + "/build/cluster/target.log");
+}
+
+// Where each pool's drafter runs: model-free ones inside the target leaders
+// (rank 0 only) unless the config asks for workers; model drafters in workers;
+// --drafter none and --drafts 0 start no drafter anywhere.
+TEST_F(ServePlanTest, ModelFreeDraftersRunInTheTargetLeadersUnlessWorkersAreAskedFor) {
+  const std::string config = WriteConfig(
+      "[models]\ndraft = \"/d.gguf\"\n[[target_group]]\nname = \"g\"\ntp = 2\n"
+      "[[draft_pool]]\nname = \"d\"\ncount = 2\n");
+  auto drafters_of = [](const PlannedProcess& p) {
+    int n = 0;
+    for (const std::string& a : p.argv) n += a == "--drafter";
+    return n;
+  };
+  absl::StatusOr<std::vector<PlannedProcess>> local = Plan({"--config", config});
+  ASSERT_TRUE(local.ok()) << local.status();
+  ASSERT_EQ(local->size(), 3u);  // coordinator, 2 ranks
+  EXPECT_THAT((*local)[1].argv, IsSupersetOf({"--drafter", "lookup"}));
+  EXPECT_EQ(drafters_of((*local)[2]), 0) << "followers draft nothing";
+  for (const char* ngram : {"ngram"}) {
+    absl::StatusOr<std::vector<PlannedProcess>> p = Plan({"--config", config, "--drafter", ngram});
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->size(), 3u);
+    EXPECT_THAT((*p)[1].argv, IsSupersetOf({"--drafter", ngram}));
+  }
+  absl::StatusOr<std::vector<PlannedProcess>> workers =
+      Plan({"--config", config, "--draft-placement", "workers"});
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  ASSERT_EQ(workers->size(), 5u);  // coordinator, 2 ranks, 2 draft workers
+  EXPECT_EQ(drafters_of((*workers)[1]), 0);
+  EXPECT_EQ((*workers)[3].role, "draft");
+  absl::StatusOr<std::vector<PlannedProcess>> model =
+      Plan({"--config", config, "--drafter", "model"});
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_EQ(model->size(), 5u);
+  EXPECT_EQ(drafters_of((*model)[1]), 0);
+  EXPECT_THAT((*model)[4].argv, IsSupersetOf({"--drafter", "model", "--draft", "/d.gguf"}));
+  for (const CommandArgs& off : {CommandArgs{"--drafter", "none"}, CommandArgs{"--drafts", "0"}}) {
+    CommandArgs args = {"--config", config};
+    args.insert(args.end(), off.begin(), off.end());
+    absl::StatusOr<std::vector<PlannedProcess>> p = Plan(args);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->size(), 3u) << off[0];
+    EXPECT_EQ(drafters_of((*p)[1]), 0) << off[0];
+    EXPECT_EQ(drafters_of((*p)[2]), 0) << off[0];
+  }
+  EXPECT_THAT(
+      std::string(Plan({"--config", config, "--drafter", "model", "--draft-placement", "target"})
+                      .status()
+                      .message()),
+      HasSubstr("draft_pool[0].placement: \"target\" runs only model-free drafters"));
+  EXPECT_THAT(
+      std::string(Plan({"--config", config, "--draft-placement", "gpu"}).status().message()),
+      HasSubstr("--draft-placement: draft_pool[0].placement: \"gpu\" is not \"auto\""));
 }
 
 TEST_F(ServePlanTest, FlagsOverrideTheConfig) {
@@ -451,9 +517,9 @@ TEST_F(ServePlanTest, NonDefaultLimitsAreRefusedUntilTheCoordinatorTakesThem) {
 }
 
 TEST_F(ServePlanTest, ProcessNamesMustBeUnique) {
-  absl::StatusOr<std::vector<PlannedProcess>> plan =
-      Plan({"--config",
-            WriteConfig("[[target_group]]\nname = \"d-0\"\n[[draft_pool]]\nname = \"d\"\n")});
+  absl::StatusOr<std::vector<PlannedProcess>> plan = Plan(
+      {"--config", WriteConfig("[[target_group]]\nname = \"d-0\"\n[[draft_pool]]\nname = \"d\"\n"
+                               "placement = \"workers\"\n")});
   EXPECT_THAT(std::string(plan.status().message()),
               HasSubstr("two processes would be named 'd-0'"));
 }
@@ -481,6 +547,8 @@ TEST_F(ServePlanTest, ServeMakesFreshKeysForALocalCluster) {
   absl::StatusOr<ServeOptions> options =
       ParseServeOptions({"--config", WriteConfig(""), "--log-dir", (dir_ / "run").string()}, env_);
   ASSERT_TRUE(options.ok()) << options.status();
+  // Draft workers (a pool of model-free drafters otherwise runs in the targets).
+  for (config::DraftPoolConfig& pool : options->config.draft_pools) pool.placement = "workers";
   ASSERT_TRUE(PrepareEphemeralKeys(&options->config, env_).ok());
   const std::string keys = (dir_ / "run" / "keys").string();
   EXPECT_EQ(options->config.security.keys_dir, keys);
@@ -539,8 +607,9 @@ TEST_F(ServePlanTest, JsonLineHasEveryField) {
 // The CLI end to end: `splitspec serve --config F --target-tp 2 --dry-run`
 // prints one JSON object per process and starts nothing.
 TEST_F(ServePlanTest, DryRunPrintsThePlanAsJsonLines) {
-  const std::string config =
-      WriteConfig("[[target_group]]\nname = \"grp\"\n[[draft_pool]]\ncount = 1\n");
+  const std::string config = WriteConfig(
+      "[[target_group]]\nname = \"grp\"\n[[draft_pool]]\ncount = 1\n"
+      "placement = \"workers\"\n");
   const std::string command = std::string(SPLITSPEC_BIN_DIR) + "/splitspec serve --config " +
                               config + " --target-tp 2 --dry-run 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
