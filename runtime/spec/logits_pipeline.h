@@ -29,7 +29,12 @@
 // rollback when drafted tokens are rejected), fills a token bitmask and passes it
 // as context.allowed; this pipeline only applies it. The bitmask is xgrammar's
 // layout: ceil(vocab / 32) words, bit (v % 32) of word v / 32 set = token v
-// allowed. An all-clear mask is an error (no token can be sampled).
+// allowed. An all-clear mask is an error (no token can be sampled). The rows are
+// made in two places, where the mask is to be filled: TargetEngine::ReadRows
+// (target_worker/target_engine.cc: row r of a block follows the drafted tokens
+// before it, so the matcher takes them and rolls back past the first rejected
+// one) and ModelDrafter::Choose (runtime/spec/model_drafter.cc: each drafted
+// position; a draft that leaves the grammar is cut there).
 //
 // Adding a processor: one transform on the logits row in ProcessContext (its
 // place in the order above), its parameter in SamplingParams and
