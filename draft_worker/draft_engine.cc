@@ -77,7 +77,8 @@ absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
   const int max_new = assignment.params().max_tokens() > 0
                           ? static_cast<int>(assignment.params().max_tokens())
                           : 1 << 20;
-  state.max_length = static_cast<int>(assignment.prompt_length()) + max_new;
+  state.prompt_length = static_cast<int>(assignment.prompt_length());
+  state.max_length = state.prompt_length + max_new;
   state.committed_length = static_cast<int>(committed.size());
   state.held = committed;
   state.context = std::move(committed);
@@ -421,6 +422,7 @@ spec::DraftRequest DraftEngine::MakeDraftRequest(const std::string& id, RequestS
   request.k = k;
   request.mode = state.mode;
   request.params = state.params;
+  request.prompt_length = state.prompt_length;
   request.q_top_k = options_.q_top_k;
   request.alternatives = CacheActive(state) ? options_.cache_alternatives : 0;
   return request;

@@ -191,6 +191,7 @@ class DraftEngine {
     spec::VerifyMode mode = spec::VerifyMode::kGreedy;
     int k = 4;
     int max_length = 0;            // prompt + max new tokens: never draft past it
+    int prompt_length = 0;         // the context's first prompt_length tokens are the prompt
     std::vector<int32_t> context;  // committed + drafted ahead
     std::vector<int32_t> held;     // the sequence the drafter holds (a prefix of some branch)
     bool drafter_warm = false;     // false until its first Propose, which prefills the prompt

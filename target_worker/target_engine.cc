@@ -9,6 +9,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/base/trace.h"
 #include "runtime/net/worker_identity.h"
+#include "runtime/spec/logits_pipeline.h"
 #include "runtime/spec/sampling.h"
 #include "runtime/spec/verify.h"
 #include "target_worker/request_setup.h"
@@ -26,7 +27,8 @@ struct TargetEngine::WorkItem {
 
   TargetRequest* request = nullptr;
   // --- Plan ---
-  std::vector<int32_t> tokens;  // fed this step at positions cache.length() ...; empty: no forward
+  std::vector<int32_t> tokens;  // fed this step at positions fed_from ...; empty: no forward
+  int fed_from = 0;             // the cache's length when planned
   model::LogitsMode logits = model::LogitsMode::kNone;
   const proto::DraftBlock* block = nullptr;  // verified this step, if any
   bool prefill = false;                      // tokens are a prompt chunk
@@ -108,6 +110,15 @@ absl::Status TargetEngine::AddRequest(const proto::Assignment& assignment) {
         request->max_kv_bytes(), " bytes, more than this target's whole KV cache budget of ",
         kv_budget_.budget_bytes(), " bytes (", FormatBytes(kv_budget_.budget_bytes()),
         ", --kv-cache-memory); shorten the prompt or max_tokens, or raise the budget"));
+  }
+  if (device_rows_ != nullptr && request->params().has_context_processors()) {
+    // The CUDA verifier makes p from the logits on the device and has no
+    // context processors (runtime/spec/logits_pipeline.h): refused, never ignored.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request ", assignment.request_id(),
+        ": logit_bias, presence_penalty, frequency_penalty and repetition_penalty are not "
+        "applied by the CUDA verifier of this target (--device cuda:N verifies on the GPU); send "
+        "the request without them, or serve it from a CPU target"));
   }
   if (request->guided()) ++counters_.guided_requests;
   if (device_rows_ != nullptr) {  // max_requests <= slots: one is free
@@ -390,6 +401,7 @@ std::optional<TargetEngine::WorkItem> TargetEngine::PlanRequest(TargetRequest& r
   const proto::DraftBlock* ready = request.ReadyBlock();
   WorkItem item;
   item.request = &request;
+  item.fed_from = length;
   if (request.guided() && request.prefilling()) {
     PlanGuidedPrefill(item, budget);
     return item;
@@ -550,15 +562,28 @@ void TargetEngine::ReadRows(WorkItem& item, const model::ForwardOutput& out,
     }
     return;
   }
+  // The context processors read the tokens before each row's position: the
+  // cache's tokens, then those fed this step up to the row (the last row follows
+  // every fed token, a block's row r its first r drafted tokens after the unfed one).
+  std::vector<int32_t> sequence;
+  if (request.params().has_context_processors()) {
+    sequence.assign(request.committed().begin(), request.committed().begin() + item.fed_from);
+    sequence.insert(sequence.end(), item.tokens.begin(), item.tokens.end());
+  }
   for (int r = 0; r < rows; ++r) {
     std::vector<float> probs(vocab);
     const auto cond = absl::MakeConstSpan(out.Row(item.batch_index, r), vocab);
+    spec::RowContext context;
+    if (!sequence.empty()) {
+      context.tokens = absl::MakeConstSpan(sequence).first(sequence.size() - (rows - 1 - r));
+      context.prompt_length = request.prompt_length();
+    }
     const absl::Status status =
-        guided ? spec::GuidedLogitsToProbs(
-                     request.params(), cond,
+        guided ? spec::GuidedProcessRow(
+                     request.params(), context, cond,
                      absl::MakeConstSpan(out.Row(item.companion_batch_index, r), vocab),
                      absl::MakeSpan(probs))
-               : spec::LogitsToProbs(request.params(), cond, absl::MakeSpan(probs));
+               : spec::ProcessRow(request.params(), context, cond, absl::MakeSpan(probs));
     if (!status.ok()) {
       SPLITSPEC_LOG(ERROR) << "request " << request.id() << ": " << status;
       request.Finish(proto::FINISH_REASON_ERROR);

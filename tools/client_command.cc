@@ -1,6 +1,7 @@
 // `splitspec client [--coordinator ENDPOINT] [--model PATH] (--prompt TEXT | --prompt-ids 1,2,3)
 //                   [--chat] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]
-//                   [--seed S] [--verify MODE] [--drafter none] [--json]`
+//                   [--seed S] [--verify MODE] [--drafter none] [--json] [--logit-bias ID:BIAS,...]
+//                   [--presence-penalty X] [--frequency-penalty X] [--repetition-penalty X]`
 //
 // Sends one request to a running cluster and streams the text to stdout as the
 // coordinator commits tokens (never half a UTF-8 character). --model names the
@@ -28,6 +29,7 @@
 #include "tools/commands.h"
 #include "tools/default_paths.h"
 #include "tools/guidance_flags.h"
+#include "tools/processor_flags.h"
 
 namespace splitspec::tools {
 namespace {
@@ -65,6 +67,7 @@ absl::Status Run(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(double top_p, args.GetDouble("top-p", 1.0));
   ASSIGN_OR_RETURN(int64_t seed, args.GetInt<int64_t>("seed", 0));  // >= 0 (its int_range)
   ASSIGN_OR_RETURN(GuidanceFlagValues guidance, ParseGuidanceFlags(args));
+  ASSIGN_OR_RETURN(proto::LogitsProcessors processors, ParseProcessorFlags(args));
 
   proto::SubmitRequest submit;
   submit.set_request_id(absl::StrCat("client-", getpid()));
@@ -76,6 +79,7 @@ absl::Status Run(const CommandArgs& argv) {
   params->set_top_p(static_cast<float>(top_p));
   params->set_seed(static_cast<uint64_t>(seed));
   RETURN_IF_ERROR(ApplyGuidance(guidance, tokenizer, params));
+  RETURN_IF_ERROR(ApplyProcessors(processors, tokenizer.vocab_size(), params));
   for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
     if (tokenizer.IsEndOfGeneration(id)) params->add_stop_token_ids(id);
   }

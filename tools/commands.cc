@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tools/guidance_flags.h"
+#include "tools/processor_flags.h"
 #include "tools/serve_plan.h"
 
 namespace splitspec::tools {
@@ -27,6 +28,11 @@ std::vector<cli::Flag> SamplingFlags() {
           {"seed", "S", "0", "sampling seed, in [0, 2^63)",
            cli::IntRange{0, std::numeric_limits<int64_t>::max()}},
           {"verify", "MODE", "", "greedy, rejection or coupled verification"}};
+}
+
+std::vector<cli::Flag> Concat(std::vector<cli::Flag> a, const std::vector<cli::Flag>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
 }
 
 // `table` with the sampling flags (then `extra`) inserted before its flag number `at`.
@@ -122,7 +128,7 @@ const cli::FlagTable& ClientFlagTable() {
                  {"chat", "", "", "wrap --prompt as a user message in the chat template"},
                  {"drafter", "NAME", "", "ask for a drafter; none = the target alone"},
                  {"json", "", "", "print one JSON line with tokens, text and stats"}}},
-      /*at=*/4, GuidanceFlags(/*with_ids=*/false));
+      /*at=*/4, Concat(GuidanceFlags(/*with_ids=*/false), ProcessorFlags()));
   return table;
 }
 
@@ -204,7 +210,7 @@ const cli::FlagTable& GenerateFlagTable() {
                  {"sequential", "", "", "the draft waits for each verification (lookahead 1)"},
                  {"ignore-eos", "", "", "do not stop at an end-of-generation token"},
                  {"json", "", "", "print one JSON line per sample"}}},
-      /*at=*/5, GuidanceFlags(/*with_ids=*/true));
+      /*at=*/5, Concat(GuidanceFlags(/*with_ids=*/true), ProcessorFlags()));
   return table;
 }
 

@@ -2,7 +2,8 @@
 //     [--prompt TEXT | --prompt-ids 1,2,3] [--max-tokens N] [--temperature T] [--top-k K]
 //     [--top-p P] [--min-p P] [--seed S] [--k K] [--verify greedy|rejection|coupled]
 //     [--samples M] [--threads N] [--draft-threads N] [--sequential] [--ignore-eos] [--json]
-//     [--trace FILE] [--target-tp N]`
+//     [--trace FILE] [--target-tp N] [--logit-bias ID:BIAS,...] [--presence-penalty X]
+//     [--frequency-penalty X] [--repetition-penalty X]`
 //
 // Runs the whole speculative pipeline in this process: coordinator, target
 // worker and draft worker as threads talking over inproc:// channels, the same
@@ -39,6 +40,7 @@
 #include "tools/cluster/in_process_cluster.h"
 #include "tools/commands.h"
 #include "tools/guidance_flags.h"
+#include "tools/processor_flags.h"
 
 namespace splitspec::tools {
 namespace {
@@ -52,6 +54,7 @@ struct GenerateFlags {
   int max_tokens = 128;
   proto::SamplingParams params;
   GuidanceFlagValues guidance;
+  proto::LogitsProcessors processors;
   proto::VerifyMode verify = proto::VERIFY_MODE_UNSPECIFIED;
   int k = 4;  // 0: adaptive (--k auto)
   int samples = 1;
@@ -99,6 +102,7 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(f.drafter, spec::ParseDrafterSpec(drafter, draft_path));
   RETURN_IF_ERROR(ParseSampling(args, f));
   ASSIGN_OR_RETURN(f.guidance, ParseGuidanceFlags(args));
+  ASSIGN_OR_RETURN(f.processors, ParseProcessorFlags(args));
   f.has_prompt_text = args.Has("prompt");
   f.prompt = args.GetString("prompt", "");
   ASSIGN_OR_RETURN(f.prompt_ids, args.GetIntList("prompt-ids"));
@@ -207,6 +211,7 @@ absl::Status RunGenerate(const GenerateFlags& f) {
   submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
   *submit.mutable_params() = f.params;
   RETURN_IF_ERROR(ApplyGuidance(f.guidance, tokenizer, submit.mutable_params()));
+  RETURN_IF_ERROR(ApplyProcessors(f.processors, tokenizer.vocab_size(), submit.mutable_params()));
   submit.mutable_params()->set_max_tokens(static_cast<uint32_t>(f.max_tokens));
   if (!f.ignore_eos) {
     for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {

@@ -7,8 +7,8 @@
 namespace splitspec::coordinator::http {
 
 HttpResponse ErrorResponse(int status, const std::string& message, const std::string& param,
-                           int retry_after_seconds) {
-  HttpResponse response = HttpResponse::Json(status, ErrorJson(status, message, param));
+                           int retry_after_seconds, const std::string& code) {
+  HttpResponse response = HttpResponse::Json(status, ErrorJson(status, message, param, code));
   if (status == 429 || status == 503)
     response.headers.push_back({"Retry-After", absl::StrCat(retry_after_seconds)});
   if (status == 401) response.headers.push_back({"WWW-Authenticate", "Bearer"});

@@ -72,9 +72,9 @@ class CompletionResponder : public GenerationSink {
 };
 
 // The error response every part of the front door sends: OpenAI's error JSON,
-// with Retry-After for 429 and 503.
+// with Retry-After for 429 and 503; `code` is the error's "code" ("" = null).
 HttpResponse ErrorResponse(int status, const std::string& message, const std::string& param = "",
-                           int retry_after_seconds = 1);
+                           int retry_after_seconds = 1, const std::string& code = "");
 
 }  // namespace splitspec::coordinator::http
 

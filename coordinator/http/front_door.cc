@@ -120,11 +120,9 @@ absl::Status FrontDoor::LoadModel() {
   for (int32_t id = 0; id < tokenizer_->vocab_size(); ++id) {
     if (tokenizer_->IsEndOfGeneration(id)) end_of_generation_ids_.push_back(id);
   }
-  model_name_ = options_.model_name;
-  if (model_name_.empty()) {
-    auto name = (*file)->GetString("general.name");
-    model_name_ = name.ok() && !name->empty() ? std::string(*name) : ModelNameFromPath(path);
-  }
+  // vLLM's default: the model as given on the command line, here the GGUF's
+  // stem (general.name is a free-form title, not an id clients can type).
+  model_name_ = options_.model_name.empty() ? ModelNameFromPath(path) : options_.model_name;
   const std::string bos =
       tokenizer_->bos_id() >= 0 ? tokenizer_->TokenText(tokenizer_->bos_id()) : "";
   auto chat = model::ChatTemplate::FromSource(tokenizer_->chat_template(), bos);
@@ -246,9 +244,10 @@ void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRe
     return Reply(
         server, id,
         ErrorResponse(404,
-                      absl::StrCat("model '", request->model,
-                                   "' is not served here (this server serves '", model_name_, "')"),
-                      "model"));
+                      absl::StrCat("The model `", request->model,
+                                   "` does not exist or you do not have access to it (this "
+                                   "server serves '", model_name_, "')"),
+                      "model", options_.http.retry_after_seconds, "model_not_found"));
   }
   if (metrics_.running() >= options_.max_in_flight) {
     metrics_.RecordOutcome(RequestOutcome::kRejected);
@@ -263,6 +262,17 @@ void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRe
   if (!fits.ok()) {
     metrics_.RecordOutcome(RequestOutcome::kRejected);
     return Reply(server, id, ErrorResponse(400, std::string(fits.message()), ParamOf(fits)));
+  }
+  for (const auto& [token, bias] : request->logit_bias) {
+    if (token >= tokenizer_->vocab_size()) {
+      metrics_.RecordOutcome(RequestOutcome::kRejected);
+      return Reply(server, id,
+                   ErrorResponse(400,
+                                 absl::StrCat("'logit_bias' names token ", token,
+                                              ", outside the vocabulary [0, ",
+                                              tokenizer_->vocab_size(), ")"),
+                                 "logit_bias"));
+    }
   }
   absl::StatusOr<std::vector<int32_t>> negative = NegativePromptTokens(*request);
   fits = negative.ok() ? (negative->empty() ? absl::OkStatus()

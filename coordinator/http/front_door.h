@@ -80,7 +80,7 @@ struct FrontDoorOptions {
   HttpServerOptions http;  // default 127.0.0.1:8000
   std::string coordinator_endpoint = "tcp://127.0.0.1:5555";
   std::string model_path;      // required: the target model's GGUF
-  std::string model_name;      // "" : the GGUF's general.name, else the file name
+  std::string model_name;      // --served-model-name; "" : the GGUF file name without .gguf
   std::string api_key;         // "" : no authentication
   int max_in_flight = 256;     // generation requests running here; more get 429
   bool metrics_open = false;   // serve /metrics without the API key

@@ -17,7 +17,8 @@ void AppendFrontDoorFlags(cli::FlagTable* table) {
         "serve the OpenAI-compatible HTTP API there; absent: no front door"},
        {"model", "PATH", "",
         "the target model's GGUF (tokenizer, chat template); needed by --http"},
-       {"model-name", "NAME", "general.name, else the file name", "the served model id"},
+       {"served-model-name", "NAME", "the GGUF's file name without .gguf",
+        "the model id /v1/models lists and replies carry; a request naming another gets 404"},
        {"api-key", "KEY", "$SPLITSPEC_API_KEY",
         "require 'Authorization: Bearer KEY' on /v1/*; empty: no authentication"},
        {"http-max-connections", "N", std::to_string(defaults.http.max_connections),
@@ -51,7 +52,7 @@ absl::StatusOr<std::optional<FrontDoorOptions>> FrontDoorOptionsFromFlags(
   options.model_path = args.GetString("model", "");
   if (options.model_path.empty())
     return absl::InvalidArgumentError("--http needs --model PATH (the target's GGUF)");
-  options.model_name = args.GetString("model-name", "");
+  options.model_name = args.GetString("served-model-name", "");
   const char* env_key = std::getenv("SPLITSPEC_API_KEY");
   options.api_key = args.GetString("api-key", env_key != nullptr ? env_key : "");
   ASSIGN_OR_RETURN(options.http.max_connections,

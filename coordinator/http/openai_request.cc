@@ -1,5 +1,6 @@
 #include "coordinator/http/openai_request.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/cord.h"
@@ -9,6 +10,7 @@
 #include "coordinator/http/json_integers.h"
 #include "google/protobuf/util/json_util.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/spec/sampling_params.h"
 
 namespace splitspec::coordinator::http {
 namespace {
@@ -23,6 +25,14 @@ constexpr int kMaxStopStrings = 16;
 
 absl::Status FieldError(absl::string_view field, absl::string_view message) {
   absl::Status status = absl::InvalidArgumentError(absl::StrCat("'", field, "' ", message));
+  status.SetPayload(kParamPayload, absl::Cord(field));
+  return status;
+}
+
+// OpenAI's answer to a field it does not know.
+absl::Status UnrecognizedField(absl::string_view field) {
+  absl::Status status =
+      absl::InvalidArgumentError(absl::StrCat("Unrecognized request argument supplied: ", field));
   status.SetPayload(kParamPayload, absl::Cord(field));
   return status;
 }
@@ -103,6 +113,113 @@ absl::StatusOr<std::string> AsString(absl::string_view field, const Value& value
   return value.string_value();
 }
 
+// Which endpoints take a top-level field.
+enum Endpoints : uint8_t { kCompletionsOnly = 1, kChatOnly = 2, kBoth = 3 };
+
+// Every top-level field the parser knows. A field not listed is refused as
+// unrecognized (OpenAI's message); a listed field with a `refusal` is known but
+// not honoured yet, and is refused by name unless null or its no-op value
+// (`off_value`, compared as JSON text: a client that sends the default loses nothing).
+struct KnownField {
+  const char* name;
+  Endpoints endpoints;
+  const char* refusal = nullptr;  // why it is refused; nullptr: read
+  const char* off_value = nullptr;
+};
+
+constexpr char kNoStructuredOutputs[] =
+    "is not supported yet: structured outputs (grammar-constrained decoding) are not implemented; "
+    "leave it unset";
+constexpr char kNoTools[] =
+    "is not supported yet: tool calling is not implemented; leave it unset";
+
+constexpr KnownField kKnownFields[] = {
+    {"model", kBoth},
+    {"prompt", kCompletionsOnly},
+    {"messages", kChatOnly},
+    {"max_tokens", kBoth},
+    {"max_completion_tokens", kBoth},
+    {"temperature", kBoth},
+    {"top_p", kBoth},
+    {"top_k", kBoth},
+    {"min_p", kBoth},
+    {"seed", kBoth},
+    {"stop", kBoth},
+    {"n", kBoth},
+    {"best_of", kCompletionsOnly},
+    {"stream", kBoth},
+    {"stream_options", kBoth},
+    {"echo", kBoth},  // read (and refused on chat) by ReadFlags, with its own message
+    {"logprobs", kBoth},
+    {"top_logprobs", kChatOnly, "is not supported yet: log probabilities are not returned", "0"},
+    // OpenAI's end-user identifier: metadata for abuse monitoring, it never
+    // changes the output, so it is accepted and not used.
+    {"user", kBoth},
+    {"drafter", kBoth},
+    {"guidance_scale", kBoth},
+    {"negative_prompt", kBoth},
+    {"negative_messages", kBoth},
+    {"presence_penalty", kBoth},
+    {"frequency_penalty", kBoth},
+    {"repetition_penalty", kBoth},
+    {"logit_bias", kBoth},
+    {"suffix", kCompletionsOnly, "is not supported: this server does not insert text"},
+    {"response_format", kChatOnly, kNoStructuredOutputs},
+    {"structured_outputs", kBoth, kNoStructuredOutputs},
+    {"guided_json", kBoth, kNoStructuredOutputs},
+    {"guided_regex", kBoth, kNoStructuredOutputs},
+    {"guided_choice", kBoth, kNoStructuredOutputs},
+    {"guided_grammar", kBoth, kNoStructuredOutputs},
+    {"tools", kChatOnly, kNoTools},
+    {"tool_choice", kChatOnly, kNoTools},
+    {"parallel_tool_calls", kChatOnly, kNoTools},
+    {"functions", kChatOnly, kNoTools},
+    {"function_call", kChatOnly, kNoTools},
+};
+
+// The JSON text of a scalar or empty-object value, for comparing with off_value.
+std::string OffText(const Value& value) {
+  switch (value.kind_case()) {
+    case Value::kNumberValue:
+      return absl::StrCat(value.number_value());
+    case Value::kBoolValue:
+      return value.bool_value() ? "true" : "false";
+    case Value::kStructValue:
+      return value.struct_value().fields().empty() ? "{}" : "";
+    default:
+      return "";
+  }
+}
+
+// Refuses the first field of `body` that is unknown, belongs to the other
+// endpoint, or is known but not honoured (and not null or its off value).
+// Fields are checked in name order, so the error is the same whatever the JSON's order.
+absl::Status CheckKnownFields(const Struct& body, CompletionRequest::Kind kind) {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : body.fields()) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  const Endpoints mine = kind == CompletionRequest::kChat ? kChatOnly : kCompletionsOnly;
+  for (const std::string& name : names) {
+    const KnownField* known = nullptr;
+    for (const KnownField& field : kKnownFields) {
+      if (name == field.name) known = &field;
+    }
+    if (known == nullptr) {
+      return UnrecognizedField(name);
+    }
+    if ((known->endpoints & mine) == 0) {
+      return FieldError(name, kind == CompletionRequest::kChat
+                                  ? "is a /v1/completions parameter, not a chat one"
+                                  : "is a /v1/chat/completions parameter, not a completions one");
+    }
+    const Value& value = body.fields().at(name);
+    if (known->refusal == nullptr || value.kind_case() == Value::kNullValue) continue;
+    if (known->off_value != nullptr && OffText(value) == known->off_value) continue;
+    return FieldError(name, known->refusal);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadPrompt(const Struct& body, CompletionRequest* request) {
   const Value* prompt = Find(body, "prompt");
   if (prompt == nullptr) return FieldError("prompt", "is required");
@@ -174,6 +291,14 @@ absl::Status ReadMessageList(const Value& messages, const std::string& name,
   for (const Value& item : messages.list_value().values()) {
     if (item.kind_case() != Value::kStructValue)
       return WrongType(absl::StrCat(name, "[", index, "]"), "an object", item);
+    for (const auto& [key, unused] : item.struct_value().fields()) {
+      const std::string field = absl::StrCat(name, "[", index, "].", key);
+      if (key == "role" || key == "content") continue;
+      if (key == "name" || key == "tool_calls" || key == "tool_call_id") {
+        return FieldError(field, "is not supported yet: messages carry a role and content only");
+      }
+      return UnrecognizedField(field);
+    }
     const Value* role = Find(item.struct_value(), "role");
     if (role == nullptr) return FieldError(absl::StrCat(name, "[", index, "].role"), "is required");
     ASSIGN_OR_RETURN(std::string role_name,
@@ -214,6 +339,46 @@ absl::Status ReadGuidance(const Struct& body, CompletionRequest* request) {
   if (has_negative && request->guidance_scale == 1.0f) {
     return FieldError(request->negative_prompt ? "negative_prompt" : "negative_messages",
                       "needs guidance_scale other than 1 (1 = no guidance)");
+  }
+  return absl::OkStatus();
+}
+
+// presence_penalty, frequency_penalty, repetition_penalty, logit_bias.
+absl::Status ReadProcessors(const Struct& body, CompletionRequest* request) {
+  RETURN_IF_ERROR(
+      ReadNumber(body, "presence_penalty", -2.0, 2.0, false, &request->presence_penalty));
+  RETURN_IF_ERROR(
+      ReadNumber(body, "frequency_penalty", -2.0, 2.0, false, &request->frequency_penalty));
+  RETURN_IF_ERROR(ReadNumber(body, "repetition_penalty", 0.0,
+                             spec::SamplingParams::kMaxRepetitionPenalty, true,
+                             &request->repetition_penalty));
+  const Value* bias = Find(body, "logit_bias");
+  if (bias == nullptr) return absl::OkStatus();
+  if (bias->kind_case() != Value::kStructValue)
+    return WrongType("logit_bias", "an object of token id -> bias", *bias);
+  for (const auto& [key, value] : bias->struct_value().fields()) {
+    int64_t id = -1;
+    if (!absl::SimpleAtoi(key, &id) || id < 0 || id > INT32_MAX) {
+      return FieldError("logit_bias",
+                        absl::StrCat("keys must be token ids (non-negative integers), got '", key,
+                                     "'"));
+    }
+    if (value.kind_case() != Value::kNumberValue)
+      return WrongType(absl::StrCat("logit_bias[", key, "]"), "a number", value);
+    const double number = value.number_value();
+    constexpr double kMax = spec::SamplingParams::kMaxLogitBias;
+    if (!(number >= -kMax && number <= kMax)) {
+      return FieldError("logit_bias", absl::StrCat("bias of token ", id, " must be in [", -kMax,
+                                                   ", ", kMax, "], got ", number));
+    }
+    request->logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(number));
+  }
+  std::sort(request->logit_bias.begin(), request->logit_bias.end());
+  for (size_t i = 1; i < request->logit_bias.size(); ++i) {
+    if (request->logit_bias[i].first == request->logit_bias[i - 1].first) {
+      return FieldError("logit_bias", absl::StrCat("names token ", request->logit_bias[i].first,
+                                                   " twice"));
+    }
   }
   return absl::OkStatus();
 }
@@ -311,6 +476,9 @@ absl::Status ReadFlags(const Struct& body, const JsonMemberIntegers& integers,
   if (const Value* options = Find(body, "stream_options")) {
     if (options->kind_case() != Value::kStructValue)
       return WrongType("stream_options", "an object", *options);
+    for (const auto& [key, unused] : options->struct_value().fields()) {
+      if (key != "include_usage") return UnrecognizedField(absl::StrCat("stream_options.", key));
+    }
     if (const Value* usage = Find(options->struct_value(), "include_usage")) {
       if (usage->kind_case() != Value::kBoolValue)
         return WrongType("stream_options.include_usage", "a boolean", *usage);
@@ -339,6 +507,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json,
   }
   const Struct& body = root.struct_value();
   const JsonMemberIntegers integers = JsonMemberIntegers::Index(json);
+  RETURN_IF_ERROR(CheckKnownFields(body, kind));
   CompletionRequest request;
   request.kind = kind;
   if (const Value* model = Find(body, "model")) {
@@ -354,6 +523,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json,
   }
   RETURN_IF_ERROR(ReadMaxTokens(body, integers, &request));
   RETURN_IF_ERROR(ReadSampling(body, integers, &request));
+  RETURN_IF_ERROR(ReadProcessors(body, &request));
   RETURN_IF_ERROR(ReadStop(body, &request));
   RETURN_IF_ERROR(ReadFlags(body, integers, &request));
   RETURN_IF_ERROR(ReadGuidance(body, &request));
@@ -378,6 +548,16 @@ proto::SubmitRequest MakeSubmitRequest(const CompletionRequest& request,
   params->set_max_tokens(request.max_tokens);
   for (const std::string& stop : request.stop) params->add_stop(stop);
   params->mutable_stop_token_ids()->Assign(stop_token_ids.begin(), stop_token_ids.end());
+  proto::LogitsProcessors* processors = params->mutable_processors();
+  for (const auto& [token, bias] : request.logit_bias) {
+    (*processors->mutable_logit_bias())[token] = bias;
+  }
+  processors->set_presence_penalty(request.presence_penalty);
+  processors->set_frequency_penalty(request.frequency_penalty);
+  if (request.repetition_penalty != 1.0f) {
+    processors->set_repetition_penalty(request.repetition_penalty);
+  }
+  if (processors->ByteSizeLong() == 0) params->clear_processors();
   if (request.guidance_scale != 1.0f) {
     params->set_guidance_scale(request.guidance_scale);
     params->mutable_negative_prompt_tokens()->Assign(negative_prompt.begin(),

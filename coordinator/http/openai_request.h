@@ -6,7 +6,16 @@
 //                    ParseCompletionRequest(body, CompletionRequest::kChat));
 //   proto::SubmitRequest submit = MakeSubmitRequest(request, prompt_ids, "req-1", eog_ids);
 //
-// Fields read (null means "not given"; unknown fields are ignored):
+// Nothing in a body is silently ignored. A field this parser does not know is
+// refused with OpenAI's "Unrecognized request argument supplied: NAME" (also a
+// message's keys beyond role and content, and stream_options' beyond
+// include_usage); a field of the other endpoint is refused naming it; a field
+// known but not honoured yet (response_format, structured_outputs, guided_*,
+// tools, tool_choice, parallel_tool_calls, functions, function_call, suffix,
+// top_logprobs) is
+// refused naming it unless null or its no-op value. `user` is accepted and not
+// used (OpenAI's end-user tag; it never changes the output).
+// Fields read (null means "not given"):
 //   model (string), prompt (completions: string, [string] of one, or [int] token
 //   ids), messages (chat: [{role, content}] where content is a string, null, or
 //   [{type:"text", text}] parts; role "developer" is read as "system"),
@@ -15,6 +24,10 @@
 //   min_p (number in [0, 1]), seed (int64), stop (string or [string], at most
 //   16, none empty), n (only 1), stream (bool), stream_options.include_usage (bool),
 //   echo (completions: bool; the prompt's text comes back before the completion).
+//   presence_penalty, frequency_penalty (numbers in [-2, 2]; output tokens only),
+//   repetition_penalty (vLLM's: number in (0, 10], prompt and output tokens),
+//   logit_bias (object: token id as a string -> number in [-100, 100]; ids
+//   within the vocabulary are checked by the front door).
 //   Refused, never ignored: logprobs other than null / false / 0 (target workers
 //   return tokens, not log probabilities), best_of > 1 and n > 1 (one choice per
 //   request), echo on chat completions (not a chat parameter).
@@ -47,6 +60,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -80,6 +94,11 @@ struct CompletionRequest {
   float guidance_scale = 1.0f;  // extension: classifier-free guidance, 1 = off
   std::optional<std::string> negative_prompt;         // extension
   std::vector<model::ChatMessage> negative_messages;  // extension, chat
+  // Context processors (runtime/spec/logits_pipeline.h); ids ascending, distinct.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  float repetition_penalty = 1.0f;  // vLLM's extension; 1 = off
 };
 
 absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json,

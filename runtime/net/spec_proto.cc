@@ -1,5 +1,7 @@
 #include "runtime/net/spec_proto.h"
 
+#include <algorithm>
+
 #include "runtime/base/status_macros.h"
 
 namespace splitspec::net {
@@ -12,6 +14,13 @@ absl::StatusOr<spec::SamplingParams> SamplingParamsFromProto(const proto::Sampli
   params.min_p = wire.min_p();
   params.seed = wire.seed();
   params.guidance_scale = wire.has_guidance_scale() ? wire.guidance_scale() : 1.0f;
+  const proto::LogitsProcessors& processors = wire.processors();
+  params.logit_bias.assign(processors.logit_bias().begin(), processors.logit_bias().end());
+  std::sort(params.logit_bias.begin(), params.logit_bias.end());  // the map has no order
+  params.presence_penalty = processors.presence_penalty();
+  params.frequency_penalty = processors.frequency_penalty();
+  params.repetition_penalty =
+      processors.has_repetition_penalty() ? processors.repetition_penalty() : 1.0f;
   RETURN_IF_ERROR(params.Validate());
   return params;
 }
@@ -24,6 +33,14 @@ proto::SamplingParams SamplingParamsToProto(const spec::SamplingParams& params) 
   wire.set_min_p(params.min_p);
   wire.set_seed(params.seed);
   if (params.guided()) wire.set_guidance_scale(params.guidance_scale);
+  proto::LogitsProcessors* processors = wire.mutable_processors();
+  for (const auto& [id, bias] : params.logit_bias) (*processors->mutable_logit_bias())[id] = bias;
+  processors->set_presence_penalty(params.presence_penalty);
+  processors->set_frequency_penalty(params.frequency_penalty);
+  if (params.repetition_penalty != 1.0f) {
+    processors->set_repetition_penalty(params.repetition_penalty);
+  }
+  if (processors->ByteSizeLong() == 0) wire.clear_processors();
   return wire;
 }
 

@@ -51,6 +51,7 @@ struct DraftRequest {
   int k = 0;                          // draft tokens wanted; >= 0
   VerifyMode mode = VerifyMode::kRejection;
   SamplingParams params;        // shapes q exactly as the target shapes p; seed keys the noise
+  int prompt_length = 0;        // context[0, prompt_length) is the prompt (logits_pipeline.h)
   int q_top_k = kDefaultQTopK;  // support of each shipped q row; >= 1
   // > 0: also report, per drafted position, the draft's `alternatives` most likely
   // tokens (the speculation cache's guesses at a correction or bonus token). A

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/spec/logits_pipeline.h"
 #include "runtime/spec/vocabulary_check.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
 
@@ -221,8 +222,12 @@ void ModelDrafter::Admit(DraftRequest& request, absl::flat_hash_map<std::string,
 
 bool ModelDrafter::Choose(Work& w, const float* logits) {
   DraftRequest& r = *w.request;
-  absl::Status status =
-      LogitsToProbs(r.params, absl::MakeConstSpan(logits, vocab_), absl::MakeSpan(probs_));
+  // The context is every token before the drafted position (held + drafted so far).
+  RowContext context;
+  context.tokens = w.state->tokens;
+  context.prompt_length = r.prompt_length;
+  absl::Status status = ProcessRow(r.params, context, absl::MakeConstSpan(logits, vocab_),
+                                   absl::MakeSpan(probs_));
   absl::StatusOr<DraftChoice> choice =
       status.ok() ? ChooseDraftToken(r.mode, probs_, r.q_top_k, r.params.seed,
                                      static_cast<int64_t>(w.state->tokens.size()))

@@ -9,8 +9,8 @@
 //   ... drafter->Propose(batch) ... drafter->Truncate("req-1", frontier) ...
 //   drafter->Release("req-1");
 //
-// Each drafted token at position n is chosen from q = LogitsToProbs(params,
-// draft logits at n) by ChooseDraftToken(mode, q, q_top_k, params.seed, n): the
+// Each drafted token at position n is chosen from q = ProcessRow(params, the
+// tokens before n, draft logits at n) (runtime/spec/logits_pipeline.h) by ChooseDraftToken(mode, q, q_top_k, params.seed, n): the
 // request's sampling parameters shape q exactly as they shape the target's p;
 // rejection mode ships the top-q_top_k renormalized q the token was sampled from.
 // With alternatives > 0 a request also gets, per drafted position, the draft's

@@ -22,6 +22,33 @@ absl::Status SamplingParams::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat("guidance_scale must be in [0, ",
                                                    kMaxGuidanceScale, "], got ", guidance_scale));
   }
+  int32_t previous_id = -1;
+  for (const auto& [id, bias] : logit_bias) {
+    if (id <= previous_id) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "logit_bias token ids must be >= 0, ascending and distinct; got ", id, " after ",
+          previous_id));
+    }
+    if (!(bias >= -kMaxLogitBias && bias <= kMaxLogitBias)) {
+      return absl::InvalidArgumentError(absl::StrCat("logit_bias of token ", id, " must be in [",
+                                                     -kMaxLogitBias, ", ", kMaxLogitBias,
+                                                     "], got ", bias));
+    }
+    previous_id = id;
+  }
+  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("presence_penalty must be in [-2, 2], got ", presence_penalty));
+  }
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("frequency_penalty must be in [-2, 2], got ", frequency_penalty));
+  }
+  if (!(repetition_penalty > 0.0f && repetition_penalty <= kMaxRepetitionPenalty)) {
+    return absl::InvalidArgumentError(absl::StrCat("repetition_penalty must be in (0, ",
+                                                   kMaxRepetitionPenalty, "], got ",
+                                                   repetition_penalty));
+  }
   return absl::OkStatus();
 }
 

@@ -9,6 +9,8 @@
 #define SPLITSPEC_RUNTIME_SPEC_SAMPLING_PARAMS_H_
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -35,10 +37,34 @@ struct SamplingParams {
   // draft keeps its plain distribution. Must be in [0, kMaxGuidanceScale]. Default 1.
   float guidance_scale = 1.0f;
 
+  // --- Context processors (runtime/spec/logits_pipeline.h): they read the tokens
+  // before the row's position, so a verification block's rows each see the
+  // drafted tokens before them. All off by default.
+  // Added to the logit of a token id (OpenAI's logit_bias), ids ascending, each
+  // once. Bias in [-kMaxLogitBias, kMaxLogitBias]; ids >= 0 (and < the
+  // vocabulary, checked where the row is known).
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  // Subtracted once from the logit of every token generated so far (prompt
+  // excluded). In [-2, 2].
+  float presence_penalty = 0.0f;
+  // Subtracted from a token's logit once per time it was generated. In [-2, 2].
+  float frequency_penalty = 0.0f;
+  // A token seen in the prompt or the output has its logit divided by this when
+  // positive, multiplied when negative (CTRL's penalty, as vLLM applies it).
+  // 1 = off. In (0, kMaxRepetitionPenalty].
+  float repetition_penalty = 1.0f;
+
   static constexpr float kMaxGuidanceScale = 100.0f;
+  static constexpr float kMaxLogitBias = 100.0f;
+  static constexpr float kMaxRepetitionPenalty = 10.0f;
 
   bool greedy() const { return temperature == 0.0f; }
   bool guided() const { return guidance_scale != 1.0f; }
+  // True if a row's probabilities depend on the tokens before it (a context processor is on).
+  bool has_context_processors() const {
+    return !logit_bias.empty() || presence_penalty != 0.0f || frequency_penalty != 0.0f ||
+           repetition_penalty != 1.0f;
+  }
 
   // OK, or InvalidArgument naming the first field out of range and its value.
   absl::Status Validate() const;

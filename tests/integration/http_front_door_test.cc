@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "coordinator/http/front_door.h"
 #include "google/protobuf/struct.pb.h"
@@ -391,6 +392,32 @@ TEST_F(HttpFrontDoorTest, BadParametersAre400NamingTheField) {
   response = stack_->Post("/v1/completions", R"({"prompt":"x","model":"gpt-4"})");
   EXPECT_EQ(response.status, 404);
   EXPECT_EQ(Get(Get(ParseJson(response.body), "error"), "param").string_value(), "model");
+  EXPECT_EQ(Get(Get(ParseJson(response.body), "error"), "code").string_value(),
+            "model_not_found");
+  response = stack_->Post("/v1/completions", R"({"prompt":"x","max_tokenz":3})");
+  EXPECT_EQ(response.status, 400);
+  EXPECT_EQ(Get(Get(ParseJson(response.body), "error"), "message").string_value(),
+            "Unrecognized request argument supplied: max_tokenz");
+  response = stack_->Post("/v1/completions", R"({"prompt":"x","logit_bias":{"100000":1}})");
+  EXPECT_EQ(response.status, 400);
+  EXPECT_EQ(Get(Get(ParseJson(response.body), "error"), "param").string_value(), "logit_bias");
+}
+
+// Without --served-model-name the id is the GGUF's file name without .gguf.
+TEST_F(HttpFrontDoorTest, TheServedModelNameDefaultsToTheFileStem) {
+  FrontDoorOptions options;
+  options.http.port = 0;
+  options.coordinator_endpoint = stack_->cluster->coordinator_endpoint();
+  options.model_path = stack_->model_path;
+  auto door = FrontDoor::Start(options);
+  ASSERT_TRUE(door.ok()) << door.status();
+  const std::string stem = std::string(absl::StripSuffix(
+      absl::string_view(stack_->model_path).substr(stack_->model_path.rfind('/') + 1), ".gguf"));
+  EXPECT_EQ((*door)->model_name(), stem);
+  const TestHttpResponse response = stack_->GetPath("/v1/models", "", door->get());
+  ASSERT_EQ(response.status, 200);
+  EXPECT_EQ(Get(Get(ParseJson(response.body), "data").list_value().values(0), "id").string_value(),
+            stem);
 }
 
 // Classifier-free guidance through the front door: the same tokens as the guided

@@ -64,6 +64,45 @@ class OpenAiClientTest(unittest.TestCase):
             self.complete(prompt="x", n=2)
         self.assertIn("'n' must be 1", str(raised.exception))
 
+    def test_an_unknown_field_is_a_bad_request_naming_it(self):
+        with self.assertRaises(openai.BadRequestError) as raised:
+            self.complete(prompt="x", extra_body={"temprature": 0.5})
+        self.assertIn("Unrecognized request argument supplied: temprature", str(raised.exception))
+
+    def test_a_known_but_unsupported_field_is_a_bad_request_naming_it(self):
+        with self.assertRaises(openai.BadRequestError) as raised:
+            self.chat(response_format={"type": "json_object"})
+        self.assertIn("'response_format' is not supported", str(raised.exception))
+        with self.assertRaises(openai.BadRequestError) as raised:
+            self.chat(tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}])
+        self.assertIn("'tools' is not supported", str(raised.exception))
+
+    def test_another_model_is_not_found(self):
+        with self.assertRaises(openai.NotFoundError) as raised:
+            self.client.completions.create(model="gpt-4", prompt="x", max_tokens=1)
+        self.assertEqual(raised.exception.code, "model_not_found")
+
+    def test_logit_bias_forces_its_token(self):
+        # The text of token 67 from an echo: its prompt [67] and the one token the bias forces.
+        echoed = self.client.completions.create(model="tiny", prompt=[67], echo=True, max_tokens=1,
+                                                temperature=0, logit_bias={"67": 100})
+        text = echoed.choices[0].text
+        self.assertEqual(len(text) % 2, 0)
+        piece = text[:len(text) // 2]
+        for stream in (False, True):
+            forced = self.client.completions.create(model="tiny", prompt="Hello", max_tokens=4, temperature=1,
+                                                    seed=3, logit_bias={"67": 100}, stream=stream)
+            got = "".join(c.choices[0].text for c in forced if c.choices) if stream else forced.choices[0].text
+            self.assertEqual(got, piece * 4)
+
+    def test_penalties_are_accepted_and_checked(self):
+        reply = self.complete(prompt="Hello world, hello", presence_penalty=0.5, frequency_penalty=1.0,
+                              extra_body={"repetition_penalty": 1.3})
+        self.assertGreater(reply.usage.completion_tokens, 0)
+        with self.assertRaises(openai.BadRequestError) as raised:
+            self.complete(prompt="x", presence_penalty=3)
+        self.assertIn("'presence_penalty' must be in [-2, 2]", str(raised.exception))
+
 
 def main():
     global FIXTURE, PORT

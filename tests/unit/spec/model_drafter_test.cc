@@ -3,6 +3,7 @@
 
 #include "runtime/spec/model_drafter.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/sampling.h"
 #include "runtime/model/transformer.h"
+#include "runtime/spec/logits_pipeline.h"
 #include "runtime/spec/sampling.h"
 #include "runtime/spec/verify.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
@@ -128,6 +130,38 @@ TEST_F(ModelDrafterTest, GreedyBatchDraftsTheDraftModelsChains) {
   ASSERT_TRUE(drafter->Propose(absl::MakeSpan(again)).ok());
   ASSERT_TRUE(again[0].status.ok()) << again[0].status;
   EXPECT_EQ(again[0].tokens, ArgmaxChain(*draft_.model, context, 4));
+}
+
+// The draft's q goes through the same logits pipeline as the target's p: each
+// drafted position's row sees the prompt and the tokens drafted before it.
+TEST_F(ModelDrafterTest, DraftsFollowTheRequestsLogitsProcessorsPositionByPosition) {
+  std::unique_ptr<ModelDrafter> drafter = MakeDrafter(draft_path_, target_);
+  const std::vector<int32_t> prompt = {5, 17, 40, 9};
+  constexpr int kDrafts = 5;
+  const std::vector<int32_t> plain = ArgmaxChain(*draft_.model, prompt, kDrafts);
+  DraftRequest request = GreedyRequest("p", prompt, kDrafts);
+  request.prompt_length = static_cast<int>(prompt.size());
+  request.params.logit_bias = {{plain[0], -100.0f}};
+  request.params.frequency_penalty = 2.0f;
+  request.params.repetition_penalty = 1.5f;
+  // The reference: argmax of the pipeline's row after the prompt and the drafts so far.
+  std::vector<int32_t> context = prompt, expected;
+  for (int i = 0; i < kDrafts; ++i) {
+    const std::vector<float> logits = LastLogits(*draft_.model, context);
+    std::vector<float> p(logits.size());
+    RowContext row;
+    row.tokens = context;
+    row.prompt_length = static_cast<int>(prompt.size());
+    ASSERT_TRUE(ProcessRow(request.params, row, logits, absl::MakeSpan(p)).ok());
+    expected.push_back(static_cast<int32_t>(std::max_element(p.begin(), p.end()) - p.begin()));
+    context.push_back(expected.back());
+  }
+  ASSERT_NE(expected, plain) << "the processors must change the chain, or this proves nothing";
+  ASSERT_TRUE(drafter->Start("p", prompt).ok());
+  std::vector<DraftRequest> batch = {request};
+  ASSERT_TRUE(drafter->Propose(absl::MakeSpan(batch)).ok());
+  ASSERT_TRUE(batch[0].status.ok()) << batch[0].status;
+  EXPECT_EQ(batch[0].tokens, expected);
 }
 
 // Under a KV budget that holds one request's cache at a time, two requests

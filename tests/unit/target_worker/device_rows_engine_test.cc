@@ -191,6 +191,27 @@ TEST(DeviceRowsEngineTest, SlotsAreReusedAfterRequestsFinish) {
   }
 }
 
+// The device verifier has no context processors (runtime/spec/logits_pipeline.h):
+// a request that uses them is refused by name, never served unprocessed; the
+// same request without them is taken.
+TEST(DeviceRowsEngineTest, ARequestWithPenaltiesOrLogitBiasIsRefusedByName) {
+  KeepingFakeModel model;
+  TargetEngine engine(&model, Options());
+  ASSERT_TRUE(
+      engine.UseDeviceRows(std::make_unique<HostDeviceRows>(FakeLanguageModel::kVocab, 8)).ok());
+  proto::Assignment penalized = Assign("penalized", {1, 2}, 6, proto::VERIFY_MODE_GREEDY);
+  penalized.mutable_params()->mutable_processors()->set_frequency_penalty(0.5f);
+  const absl::Status status = engine.AddRequest(penalized);
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_NE(status.message().find("frequency_penalty"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("not applied by the CUDA verifier"), std::string::npos)
+      << status;
+  proto::Assignment biased = Assign("biased", {1, 2}, 6, proto::VERIFY_MODE_GREEDY);
+  (*biased.mutable_params()->mutable_processors()->mutable_logit_bias())[1] = 2.0f;
+  EXPECT_TRUE(absl::IsInvalidArgument(engine.AddRequest(biased)));
+  EXPECT_TRUE(engine.AddRequest(Assign("plain", {1, 2}, 6, proto::VERIFY_MODE_GREEDY)).ok());
+}
+
 TEST(DeviceRowsEngineTest, RefusesAStoreWithFewerSlotsThanRequests) {
   KeepingFakeModel model;
   TargetEngine engine(&model, Options());  // max_requests 8

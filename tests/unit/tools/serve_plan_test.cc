@@ -407,7 +407,7 @@ TEST_F(ServePlanTest, ForwardedFlagsLeaveOutWhatServeSetsAndTheApiKey) {
   }
   EXPECT_THAT(names,
               IsSupersetOf({"heartbeat-ms", "dead-after", "queue-timeout-ms", "drain-timeout-ms",
-                            "model-name", "http-max-connections", "http-max-connections-per-client",
+                            "served-model-name", "http-max-connections", "http-max-connections-per-client",
                             "http-parse-threads", "metrics-open"}));
   for (const char* own : {"control", "endpoint-file", "http", "model", "api-key"})
     EXPECT_THAT(names, Not(Contains(own)));

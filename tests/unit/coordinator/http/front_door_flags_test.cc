@@ -23,7 +23,7 @@ TEST(FrontDoorFlagsTest, NoHttpFlagMeansNoFrontDoor) {
 }
 
 TEST(FrontDoorFlagsTest, ReadsEveryFlag) {
-  auto options = Parse({"--http", "0.0.0.0:8080", "--model", "/m.gguf", "--model-name", "smol",
+  auto options = Parse({"--http", "0.0.0.0:8080", "--model", "/m.gguf", "--served-model-name", "smol",
                         "--api-key", "k", "--http-max-connections", "10", "--http-max-in-flight",
                         "3", "--http-max-connections-per-client", "4", "--http-parse-threads", "5",
                         "--metrics-open"});

@@ -2,6 +2,7 @@
 // unsupported options refused, and the mapping to a SubmitRequest.
 #include "coordinator/http/openai_request.h"
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -184,6 +185,51 @@ TEST(OpenAiRequestTest, UnsupportedOptionsAreRefusedNotIgnored) {
   ParseOk(R"({"prompt":"x","logprobs":0})");
 }
 
+TEST(OpenAiRequestTest, AnUnknownFieldIsRefusedByNameAsOpenAiDoes) {
+  EXPECT_EQ(ParseError(R"({"prompt":"x","temprature":0.5})"),
+            std::make_pair(std::string("Unrecognized request argument supplied: temprature"),
+                           std::string("temprature")));
+  // The first unknown field in name order, whatever the body's order.
+  EXPECT_EQ(ParseError(R"({"zeta":1,"prompt":"x","alpha":2})").second, "alpha");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","stream_options":{"include_usage":true,"x":1}})"),
+            std::make_pair(std::string("Unrecognized request argument supplied: stream_options.x"),
+                           std::string("stream_options.x")));
+  EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x","mood":"ok"}]})",
+                       CompletionRequest::kChat)
+                .first,
+            "Unrecognized request argument supplied: messages[0].mood");
+  EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x","name":"bob"}]})",
+                       CompletionRequest::kChat)
+                .second,
+            "messages[0].name");
+  // The other endpoint's field is named as such.
+  EXPECT_EQ(ParseError(R"({"prompt":"x","messages":[]})").first,
+            "'messages' is a /v1/chat/completions parameter, not a completions one");
+  EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x"}],"prompt":"x"})",
+                       CompletionRequest::kChat)
+                .second,
+            "prompt");
+  // user is OpenAI's end-user tag: accepted, never changes the output.
+  ParseOk(R"({"prompt":"x","user":"u-1"})");
+}
+
+TEST(OpenAiRequestTest, KnownButNotHonouredFieldsAreRefusedByName) {
+  const std::string chat = R"({"messages":[{"role":"user","content":"x"}],)";
+  for (const char* field : {"response_format", "tools", "tool_choice", "parallel_tool_calls",
+                            "functions", "function_call", "structured_outputs", "guided_json",
+                            "guided_regex", "guided_choice", "guided_grammar"}) {
+    const auto [message, param] =
+        ParseError(chat + "\"" + field + R"(":{"type":"json_object"}})", CompletionRequest::kChat);
+    EXPECT_EQ(param, field);
+    EXPECT_THAT(message, HasSubstr(absl::StrCat("'", field, "' is not supported")));
+  }
+  EXPECT_EQ(ParseError(R"({"prompt":"x","suffix":"end"})").second, "suffix");
+  EXPECT_EQ(ParseError(chat + R"("top_logprobs":2})", CompletionRequest::kChat).second,
+            "top_logprobs");
+  // Null and the no-op value lose nothing: accepted.
+  ParseOk(chat + R"("response_format":null,"top_logprobs":0})", CompletionRequest::kChat);
+}
+
 TEST(OpenAiRequestTest, EchoIsReadForCompletions) {
   EXPECT_FALSE(ParseOk(R"({"prompt":"x"})").echo);
   EXPECT_TRUE(ParseOk(R"({"prompt":"x","echo":true})").echo);
@@ -229,6 +275,42 @@ TEST(OpenAiRequestTest, MakeSubmitRequestCarriesEveryParameter) {
   EXPECT_THAT(submit.params().stop_token_ids(), ElementsAre(0, 2));
   EXPECT_EQ(submit.drafter(), "ngram");
   EXPECT_EQ(submit.verify_mode(), proto::VERIFY_MODE_UNSPECIFIED);
+  EXPECT_FALSE(submit.params().has_processors());  // none given: none on the wire
+}
+
+TEST(OpenAiRequestTest, PenaltiesAndLogitBiasReachTheSubmitRequest) {
+  const CompletionRequest r = ParseOk(
+      R"({"prompt":"x","presence_penalty":0.5,"frequency_penalty":-1,"repetition_penalty":1.3,
+      "logit_bias":{"50256":-100,"7":2.5}})");
+  EXPECT_FLOAT_EQ(r.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.frequency_penalty, -1.0f);
+  EXPECT_FLOAT_EQ(r.repetition_penalty, 1.3f);
+  EXPECT_THAT(r.logit_bias, ElementsAre(std::make_pair(7, 2.5f), std::make_pair(50256, -100.0f)));
+  const proto::SubmitRequest submit = MakeSubmitRequest(r, std::vector<int32_t>{1}, "r", {});
+  const proto::LogitsProcessors& processors = submit.params().processors();
+  EXPECT_FLOAT_EQ(processors.presence_penalty(), 0.5f);
+  EXPECT_FLOAT_EQ(processors.frequency_penalty(), -1.0f);
+  EXPECT_FLOAT_EQ(processors.repetition_penalty(), 1.3f);
+  EXPECT_EQ(processors.logit_bias().size(), 2u);
+  EXPECT_FLOAT_EQ(processors.logit_bias().at(7), 2.5f);
+  // Off values are accepted and put nothing on the wire.
+  const CompletionRequest off =
+      ParseOk(R"({"prompt":"x","presence_penalty":0,"frequency_penalty":0,"logit_bias":{}})");
+  EXPECT_FALSE(MakeSubmitRequest(off, std::vector<int32_t>{1}, "r", {}).params().has_processors());
+}
+
+TEST(OpenAiRequestTest, BadPenaltiesAndBiasesAreRefusedByName) {
+  EXPECT_EQ(ParseError(R"({"prompt":"x","presence_penalty":2.5})").first,
+            "'presence_penalty' must be in [-2, 2], got 2.5");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","frequency_penalty":"a"})").second, "frequency_penalty");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","repetition_penalty":0})").second, "repetition_penalty");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","logit_bias":{"abc":1}})").first,
+            "'logit_bias' keys must be token ids (non-negative integers), got 'abc'");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","logit_bias":{"5":101}})").first,
+            "'logit_bias' bias of token 5 must be in [-100, 100], got 101");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","logit_bias":{"5":1,"05":2}})").first,
+            "'logit_bias' names token 5 twice");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","logit_bias":[1]})").second, "logit_bias");
 }
 
 }  // namespace

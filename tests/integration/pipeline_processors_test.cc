@@ -1,0 +1,345 @@
+// The context processors of the logits pipeline (runtime/spec/logits_pipeline.h:
+// logit_bias, repetition, frequency and presence penalties) through the whole
+// pipeline (coordinator, target worker, draft worker over channels) on a tiny
+// generated GGUF pair:
+//   - the joint law of 3 tokens, target alone and speculative (rejection k = 2
+//     and k = 4, coupled), matches the processed law computed here in double
+//     precision from the target's raw logits, with the penalties counting the
+//     tokens before each position (chi-square: 1e-3 per draw, Bonferroni over its
+//     checks; failing only if two independent draws fail);
+//   - the same counts against a deliberately wrong processor (penalties blind to
+//     the tokens generated before the position, the mistake a block verifier
+//     makes when it penalizes every row by the committed tokens alone) fail, so
+//     the harness can tell;
+//   - greedy speculative == greedy plain, token for token, for every drafter.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <random>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "runtime/model/transformer.h"
+#include "runtime/net/request_client.h"
+#include "runtime/net/spec_proto.h"
+#include "runtime/spec/drafter_factory.h"
+#include "runtime/spec/logits_pipeline.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
+#include "tests/testing/chi_square.h"
+#include "tests/testing/tiny_model.h"
+#include "tools/cluster/in_process_cluster.h"
+
+namespace splitspec {
+namespace {
+
+constexpr int kTokens = 3;
+const std::vector<int32_t> kPrompt = {17, 42, 99};
+
+std::string WriteModel(const std::string& name, uint32_t seed) {
+  model::TinyModelOptions options;
+  options.weight_type = kernels::GgmlType::kQ8_0;
+  options.seed = seed;
+  const std::string path =
+      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name + ".gguf";
+  EXPECT_TRUE(model::WriteTinyModel(options, path).ok());
+  return path;
+}
+
+std::vector<float> LastLogits(model::Transformer& model, const std::vector<int32_t>& tokens) {
+  auto cache = model.NewCache();
+  model::ForwardOutput out;
+  EXPECT_TRUE(model.Forward({{cache.get(), tokens, model::LogitsMode::kLast}}, &out).ok());
+  return std::vector<float>(out.Row(0, 0), out.Row(0, 0) + out.vocab_size);
+}
+
+// The reference processors in double, written from their definitions (not from
+// logits_pipeline.cc): bias, then repetition over prompt + generated, then
+// frequency / presence over the generated tokens. `counted` are the generated
+// tokens the penalties see (all of them for the true law).
+std::vector<double> ReferenceProcessed(const std::vector<float>& logits,
+                                       const spec::SamplingParams& params,
+                                       const std::vector<int32_t>& counted) {
+  std::vector<double> g(logits.begin(), logits.end());
+  for (const auto& [id, bias] : params.logit_bias) g[id] += bias;
+  std::set<int32_t> seen(kPrompt.begin(), kPrompt.end());
+  seen.insert(counted.begin(), counted.end());
+  for (int32_t token : seen) {
+    g[token] = g[token] > 0 ? g[token] / params.repetition_penalty
+                            : g[token] * params.repetition_penalty;
+  }
+  std::map<int32_t, int> count;
+  for (int32_t token : counted) ++count[token];
+  for (const auto& [token, n] : count) {
+    g[token] -= n * params.frequency_penalty + params.presence_penalty;
+  }
+  return g;
+}
+
+// top-k of `support` (processed logits), weights softmax(weights / T) on it.
+std::vector<double> TopKSoftmax(const std::vector<double>& support,
+                                const std::vector<double>& weights,
+                                const spec::SamplingParams& params) {
+  std::vector<double> sorted = support;
+  std::sort(sorted.rbegin(), sorted.rend());
+  const double cutoff = sorted[params.top_k - 1];
+  const double max = *std::max_element(weights.begin(), weights.end());
+  std::vector<double> p(support.size(), 0.0);
+  double total = 0.0;
+  for (size_t v = 0; v < p.size(); ++v) {
+    if (support[v] >= cutoff) total += p[v] = std::exp((weights[v] - max) / params.temperature);
+  }
+  for (double& x : p) x /= total;
+  return p;
+}
+
+// The law of the first kTokens processed tokens: sequence -> probability. With
+// `blind` the weights (not the support) come from penalties that see none of
+// the generated tokens: the deliberately wrong processor.
+std::map<std::vector<int32_t>, double> ExactLaw(model::Transformer& model,
+                                                const spec::SamplingParams& params, bool blind) {
+  std::map<std::vector<int32_t>, double> law;
+  std::function<void(std::vector<int32_t>, double)> expand = [&](std::vector<int32_t> generated,
+                                                                 double probability) {
+    if (static_cast<int>(generated.size()) == kTokens) {
+      law[generated] = probability;
+      return;
+    }
+    std::vector<int32_t> context = kPrompt;
+    context.insert(context.end(), generated.begin(), generated.end());
+    const std::vector<float> logits = LastLogits(model, context);
+    const std::vector<double> truth = ReferenceProcessed(logits, params, generated);
+    const std::vector<double> p = TopKSoftmax(
+        truth, blind ? ReferenceProcessed(logits, params, {}) : truth, params);
+    for (size_t v = 0; v < p.size(); ++v) {
+      if (p[v] == 0.0) continue;
+      generated.push_back(static_cast<int32_t>(v));
+      expand(generated, probability * p[v]);
+      generated.pop_back();
+    }
+  };
+  expand({}, 1.0);
+  return law;
+}
+
+struct Fixture {
+  std::string target_path, draft_path;
+  std::unique_ptr<model::Transformer> target;
+  std::unique_ptr<model::Tokenizer> tokenizer;
+
+  void Load() {
+    target_path = WriteModel("processors-target", 1);
+    draft_path = WriteModel("processors-draft", 7);
+    auto loaded = model::Transformer::Load(target_path, {.threads = 1});
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    target = *std::move(loaded);
+    auto file = model::GgufFile::Open(target_path);
+    ASSERT_TRUE(file.ok());
+    auto tok = model::LoadTokenizerFromGguf(**file);
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    tokenizer = std::make_unique<model::Tokenizer>(*std::move(tok));
+  }
+
+  absl::StatusOr<std::unique_ptr<spec::Drafter>> Drafter(const std::string& name) const {
+    return spec::MakeDrafter(*spec::ParseDrafterSpec(name, draft_path), target_path,
+                             tokenizer.get(), target->config().vocab_size, 1);
+  }
+};
+
+// Strong penalties and a bias that lifts a prompt token and buries the first
+// row's favourite, so every processor changes the law.
+spec::SamplingParams ProcessedParams(model::Transformer& target, float temperature) {
+  spec::SamplingParams params;
+  params.temperature = temperature;
+  params.top_k = 3;  // 27 continuations: a small table
+  params.presence_penalty = 0.6f;
+  params.frequency_penalty = 0.8f;
+  params.repetition_penalty = 1.5f;
+  const std::vector<float> first = LastLogits(target, kPrompt);
+  const int32_t favourite =
+      static_cast<int32_t>(std::max_element(first.begin(), first.end()) - first.begin());
+  params.logit_bias = {{kPrompt[1], 4.0f}, {favourite, -100.0f}};
+  std::sort(params.logit_bias.begin(), params.logit_bias.end());
+  EXPECT_NE(favourite, kPrompt[1]);
+  return params;
+}
+
+proto::SubmitRequest Submit(const std::string& id, const spec::SamplingParams& params,
+                            proto::VerifyMode mode, int k, const std::string& drafter,
+                            int max_tokens) {
+  proto::SubmitRequest submit;
+  submit.set_request_id(id);
+  submit.mutable_prompt_tokens()->Assign(kPrompt.begin(), kPrompt.end());
+  *submit.mutable_params() = net::SamplingParamsToProto(params);
+  submit.mutable_params()->set_max_tokens(static_cast<uint32_t>(max_tokens));
+  submit.set_verify_mode(mode);
+  submit.set_draft_k(static_cast<uint32_t>(k));
+  submit.set_drafter(drafter);
+  return submit;
+}
+
+// Submits in waves of 50 and returns each request's tokens, in order.
+std::vector<std::vector<int32_t>> RunAll(net::RequestClient& client,
+                                         const std::vector<proto::SubmitRequest>& submits,
+                                         proto::SpecStats* stats = nullptr) {
+  std::vector<std::vector<int32_t>> results;
+  for (size_t first = 0; first < submits.size(); first += 50) {
+    const size_t last = std::min(submits.size(), first + 50);
+    for (size_t i = first; i < last; ++i) EXPECT_TRUE(client.Submit(submits[i]).ok());
+    for (int round = 0; round < 6000; ++round) {
+      bool done = true;
+      for (size_t i = first; i < last; ++i) done &= client.Done(submits[i].request_id());
+      if (done) break;
+      EXPECT_TRUE(client.Poll(absl::Milliseconds(20)).ok());
+    }
+    for (size_t i = first; i < last; ++i) {
+      const std::string& id = submits[i].request_id();
+      EXPECT_TRUE(client.Done(id)) << id << " hung";
+      const net::GenerationResult& r = client.Result(id);
+      EXPECT_NE(r.finish_reason, proto::FINISH_REASON_ERROR) << id << ": " << r.error;
+      results.push_back(r.tokens);
+      if (stats != nullptr) {
+        stats->set_verified(stats->verified() + r.stats.verified());
+        stats->set_accepted(stats->accepted() + r.stats.accepted());
+      }
+    }
+  }
+  return results;
+}
+
+spec::testing::ChiSquareResult LawTest(const std::map<std::vector<int32_t>, double>& law,
+                                       std::map<std::vector<int32_t>, int64_t> seen) {
+  std::vector<int64_t> counts;
+  std::vector<double> expected;
+  for (const auto& [sequence, p] : law) {
+    counts.push_back(seen.count(sequence) ? seen[sequence] : 0);
+    expected.push_back(p);
+    seen.erase(sequence);
+  }
+  int64_t outside = 0;
+  for (const auto& [sequence, n] : seen) outside += n;
+  if (outside > 0) {  // continuations the law gives probability 0
+    counts.push_back(outside);
+    expected.push_back(0.0);
+  }
+  return spec::testing::ChiSquareTest(counts, expected);
+}
+
+TEST(PipelineProcessorsTest, ProcessedTokensFollowTheProcessedLawWithAndWithoutSpeculation) {
+  Fixture f;
+  ASSERT_NO_FATAL_FAILURE(f.Load());
+  auto drafter = f.Drafter("model");
+  ASSERT_TRUE(drafter.ok()) << drafter.status();
+  tools::InProcessClusterOptions options;
+  options.target = f.target.get();
+  options.drafter = drafter->get();
+  auto cluster = tools::InProcessCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
+  ASSERT_TRUE(client.ok());
+
+  const spec::SamplingParams params = ProcessedParams(*f.target, 1.0f);
+  const auto law = ExactLaw(*f.target, params, /*blind=*/false);
+  const auto wrong_law = ExactLaw(*f.target, params, /*blind=*/true);
+  struct Setup {
+    std::string name;
+    proto::VerifyMode mode;
+    int k;
+    std::string drafter;
+  };
+  const std::vector<Setup> setups = {{"plain", proto::VERIFY_MODE_REJECTION, 1, "none"},
+                                     {"rejection k=2", proto::VERIFY_MODE_REJECTION, 2, ""},
+                                     {"rejection k=4", proto::VERIFY_MODE_REJECTION, 4, ""},
+                                     {"coupled k=2", proto::VERIFY_MODE_COUPLED, 2, ""}};
+  constexpr int kSamples = 3000;
+  const uint64_t base_seed = (static_cast<uint64_t>(std::random_device{}()) << 32) | 1u;
+  SCOPED_TRACE(absl::StrCat("base seed ", base_seed));
+  const auto draw = [&](int d) {
+    bool passed = true;
+    for (size_t s = 0; s < setups.size(); ++s) {
+      std::vector<proto::SubmitRequest> submits;
+      for (int i = 0; i < kSamples; ++i) {
+        spec::SamplingParams seeded = params;
+        seeded.seed = base_seed + 7919ull * ((d * setups.size() + s) * kSamples + i);
+        submits.push_back(Submit(absl::StrCat("p", d, "-", s, "-", i), seeded, setups[s].mode,
+                                 setups[s].k, setups[s].drafter, kTokens));
+      }
+      std::map<std::vector<int32_t>, int64_t> seen;
+      proto::SpecStats stats;
+      for (const std::vector<int32_t>& tokens : RunAll(**client, submits, &stats)) {
+        EXPECT_EQ(tokens.size(), static_cast<size_t>(kTokens));
+        ++seen[tokens];
+      }
+      const auto result = LawTest(law, seen);
+      spec::testing::PrintChiSquare(
+          absl::StrCat("pipeline processors, ", setups[s].name, ", draw ", d), result);
+      passed &= result.p_value > 1e-3 / setups.size();
+      const auto wrong = LawTest(wrong_law, seen);
+      spec::testing::PrintChiSquare("  the same counts vs penalties blind to the block", wrong);
+      EXPECT_LT(wrong.p_value, 1e-3) << setups[s].name << ": the harness cannot tell";
+      if (setups[s].drafter != "none") {  // speculation really ran, both ways
+        EXPECT_GT(stats.accepted(), 0u) << setups[s].name;
+        EXPECT_LT(stats.accepted(), stats.verified()) << setups[s].name;
+      }
+    }
+    return passed;
+  };
+  EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));
+}
+
+// The first n greedy tokens of the target alone through the pipeline's rows.
+std::vector<int32_t> PlainGreedy(model::Transformer& model, const spec::SamplingParams& params,
+                                 int n) {
+  std::vector<int32_t> context = kPrompt, out;
+  for (int i = 0; i < n; ++i) {
+    const std::vector<float> logits = LastLogits(model, context);
+    std::vector<float> p(logits.size());
+    spec::RowContext row;
+    row.tokens = context;
+    row.prompt_length = static_cast<int>(kPrompt.size());
+    EXPECT_TRUE(spec::ProcessRow(params, row, logits, absl::MakeSpan(p)).ok());
+    const int32_t token = static_cast<int32_t>(std::max_element(p.begin(), p.end()) - p.begin());
+    out.push_back(token);
+    context.push_back(token);
+  }
+  return out;
+}
+
+TEST(PipelineProcessorsTest, GreedySpeculativeEqualsGreedyPlainForEveryDrafter) {
+  Fixture f;
+  ASSERT_NO_FATAL_FAILURE(f.Load());
+  constexpr int kNew = 24;
+  const spec::SamplingParams params = ProcessedParams(*f.target, 0.0f);
+  const std::vector<int32_t> plain = PlainGreedy(*f.target, params, kNew);
+  spec::SamplingParams unprocessed;
+  unprocessed.temperature = 0.0f;
+  ASSERT_NE(plain, PlainGreedy(*f.target, unprocessed, kNew))
+      << "the processors must change this output, or the test proves nothing";
+  for (const std::string name : {"none", "ngram", "lookup", "model", "layerskip:1"}) {
+    SCOPED_TRACE(name);
+    auto drafter = f.Drafter(name);
+    ASSERT_TRUE(drafter.ok()) << drafter.status();
+    auto ngram = f.Drafter("ngram");
+    tools::InProcessClusterOptions options;
+    options.target = f.target.get();
+    options.drafter = *drafter ? drafter->get() : ngram->get();  // "none" goes by the request
+    auto cluster = tools::InProcessCluster::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
+    ASSERT_TRUE(client.ok());
+    std::vector<proto::SubmitRequest> submits;
+    for (int k : {1, 3}) {
+      submits.push_back(Submit(absl::StrCat(name, "-k", k), params, proto::VERIFY_MODE_GREEDY, k,
+                               name == std::string("none") ? "none" : "", kNew));
+    }
+    for (const std::vector<int32_t>& tokens : RunAll(**client, submits)) {
+      EXPECT_EQ(tokens, plain);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace splitspec
