@@ -124,15 +124,14 @@ TEST_P(PipelineGreedyTest, SpeculativeGreedyEqualsPlainGreedyTokenForToken) {
   }
 }
 
-// Adaptive k (draft_k 0) changes how much is drafted, never what is committed,
+// The speculation policy (draft_k 0) changes how much is drafted, never what is committed,
 // including the k = 0 steps while speculation is off for a request.
-TEST(PipelineTest, AdaptiveDraftLengthKeepsGreedyOutputExact) {
+TEST(PipelineTest, SpeculationPolicyKeepsGreedyOutputExact) {
   auto model = LoadTinyModel("pipeline-adaptive");
   spec::NgramDrafter ngram(spec::NgramDrafterConfig{});
   tools::InProcessClusterOptions options;
   options.target = model.get();
   options.drafter = &ngram;
-  options.draft_engine.adaptive.probe_interval = 3;  // short requests still see probes
   Running running = StartWithClient(options);
   ASSERT_NE(running.client, nullptr);
   auto& client = running.client;
