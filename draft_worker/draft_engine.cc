@@ -72,6 +72,7 @@ absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
                : options_.lookahead_blocks > 1 ? spec::SpecMode::kOverlapped
                                                : spec::SpecMode::kSequential;
   requests_[id] = std::move(state);
+  ++generation_;  // the target's batch changed
   return absl::OkStatus();
 }
 
@@ -80,6 +81,7 @@ void DraftEngine::Release(const std::string& request_id) {
   if (it == requests_.end()) return;
   if (it->second.cache.has_value()) released_cache_.Merge(it->second.cache->counters());
   requests_.erase(it);
+  ++generation_;
   drafter_->Release(request_id);
 }
 
@@ -161,10 +163,25 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
   if (!block.beside_draft) {
     costs_.RecordBlockOverhead(std::max(
         0.0, since_last_result - block.drafted * costs_.draft_seconds_per_token - verify_seconds));
-  } else {
-    costs_.RecordInterference((step_seconds - costs_.block_overhead_seconds) / verify_seconds -
-                              1.0);
+    return;
   }
+  // Beside a draft forward (overlapped, cached, or another request's drafting):
+  // the model counts that forward as free, so the rate it predicts there is
+  // compared with the rate realized, over plain steps timed while the target
+  // decoded alone (an off window) if any, else the target's own report.
+  const double plain = verify_cost_->MeanSeconds(0) > 0.0 ? verify_cost_->MeanSeconds(0)
+                                                           : estimates.target_step_seconds;
+  spec::SpecEstimates alone = estimates;
+  alone.interference = 0.0;
+  const double predicted =
+      spec::PredictedRate(alone, block.mode, std::max(1, block.requested), alone.AlphaMean());
+  if (!(since_last_result > 0.0) || !(plain > 0.0) || !std::isfinite(predicted)) return;
+  const double w = beside_seconds_ > 0.0 ? spec::kCostWeight : 1.0;
+  beside_tokens_ = (1.0 - w) * beside_tokens_ + w * result.committed_tokens_size();
+  beside_seconds_ = (1.0 - w) * beside_seconds_ + w * since_last_result;
+  beside_predicted_ = (1.0 - w) * beside_predicted_ + w * predicted;
+  const double realized = plain * beside_tokens_ / beside_seconds_;
+  if (realized > 0.0) costs_.interference = std::max(0.0, beside_predicted_ / realized - 1.0);
 }
 
 void DraftEngine::LearnFromOffWindow(RequestState& state, const proto::VerifyResult& result) {
@@ -186,6 +203,7 @@ void DraftEngine::LearnFromOffWindow(RequestState& state, const proto::VerifyRes
 ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
   auto it = requests_.find(result.request_id());
   if (it == requests_.end()) return ResultAction::kIgnored;
+  ++generation_;  // estimates, alone_until and the cache's hits may all change
   RequestState& state = it->second;
   if (!result.full_sequence()) LearnFromResult(state, result, result.epoch() > state.epoch);
   if (state.adaptive_k && LogEnabled(LogLevel::kDebug)) {
@@ -231,6 +249,7 @@ ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
     hit = state.cache->Take(state.epoch, result.block_sequence(),
                             {static_cast<int>(result.accepted()), tokens.back()});
     costs_.RecordCacheLookup(hit.has_value());
+    ++generation_;
   }
   std::vector<int32_t> committed(state.context.begin(), state.context.begin() + base);
   committed.insert(committed.end(), tokens.begin(), tokens.end());
@@ -273,6 +292,13 @@ spec::SpecEstimates DraftEngine::Estimates(const RequestState& state) const {
 }
 
 spec::SpecAction DraftEngine::NextAction(const RequestState& state) const {
+  if (state.action_generation == generation_) return state.action;
+  state.action = ChooseAction(state);
+  state.action_generation = generation_;
+  return state.action;
+}
+
+spec::SpecAction DraftEngine::ChooseAction(const RequestState& state) const {
   const spec::SpecMode configured = options_.spec_cache ? spec::SpecMode::kCached
                                     : options_.lookahead_blocks > 1
                                         ? spec::SpecMode::kOverlapped
@@ -331,6 +357,7 @@ void DraftEngine::ScoreShadow(RequestState& state, int base, const std::vector<i
     const bool match = index < size && tokens[i] == state.shadow[index];
     if (!match || index + 1 == size) {
       state.acceptance.RecordBlock(match ? size : index, !match);
+      ++generation_;
       state.shadow.clear();
       return;
     }
@@ -446,8 +473,8 @@ absl::Status DraftEngine::ProposeMeasured(absl::Span<spec::DraftRequest> batch) 
                          << absl::ToDoubleMilliseconds(options_.clock() - propose_start) << " ms";
   }
   if (proposed > 0 && !prefills) {
-    draft_seconds_per_token_ = absl::ToDoubleSeconds(options_.clock() - propose_start) / proposed;
-    costs_.RecordDraftSeconds(draft_seconds_per_token_);
+    costs_.RecordDraftSeconds(absl::ToDoubleSeconds(options_.clock() - propose_start) / proposed);
+    ++generation_;
   }
   return absl::OkStatus();
 }
@@ -463,7 +490,10 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state, std::vec
                             std::vector<spec::SparseDistribution> top,
                             std::vector<OutgoingBlock>* out, int alone_tokens,
                             std::optional<spec::SpecMode> mode, int requested) {
-  if (mode.has_value()) state.spec_mode = *mode;
+  if (mode.has_value() && *mode != state.spec_mode) {
+    state.spec_mode = *mode;
+    ++generation_;
+  }
   OutgoingBlock outgoing;
   outgoing.target_endpoint = state.target_endpoint;
   proto::DraftBlock& block = outgoing.block;
@@ -488,6 +518,7 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state, std::vec
   ++state.blocks_in_flight;
   state.sent[block.block_sequence()] = {.drafted = static_cast<int>(tokens.size()),
                                         .requested = requested,
+                                        .mode = state.spec_mode,
                                         .sent = options_.clock(),
                                         .alone_until = alone_until};
   ++counters_.blocks_sent;

@@ -191,6 +191,9 @@ class DraftEngine {
     spec::SpecEstimates acceptance;
     bool adaptive_k = false;
     spec::SpecMode spec_mode = spec::SpecMode::kSequential;  // of the last block sent
+    // NextAction's answer, valid while `action_generation` is the engine's generation_.
+    mutable spec::SpecAction action;
+    mutable uint64_t action_generation = 0;
     // The speculation cache (options.spec_cache): branches for the block in flight,
     // which starts at `cache_base`, and a hit waiting to be sent.
     std::optional<spec::SpeculationCache> cache;
@@ -199,6 +202,7 @@ class DraftEngine {
     struct SentBlock {
       int drafted = 0;
       int requested = 0;  // the k asked of the drafter (it may propose fewer)
+      spec::SpecMode mode = spec::SpecMode::kOff;  // the action it carried out
       absl::Time sent;
       int alone_until = 0;        // an off window's end, 0 if none
       bool beside_draft = false;  // a draft forward ran while it was in flight
@@ -209,7 +213,8 @@ class DraftEngine {
   // The policy's inputs for a request, and its next action (fixed k: its k in
   // the configured or chosen mode).
   spec::SpecEstimates Estimates(const RequestState& state) const;
-  spec::SpecAction NextAction(const RequestState& state) const;
+  spec::SpecAction NextAction(const RequestState& state) const;  // ChooseAction, memoized
+  spec::SpecAction ChooseAction(const RequestState& state) const;
   int NextK(const RequestState& state) const { return NextAction(state).k; }
   // True if the request may send another block now.
   bool HasRoom(const RequestState& state) const;
@@ -268,7 +273,15 @@ class DraftEngine {
   // The worker's costs (the policy's inputs but acceptance): they are the
   // drafter's and the hardware's, not a request's, so new requests start from them.
   spec::SpecEstimates costs_;
-  double draft_seconds_per_token_ = 0.0;  // measured over the last Propose call
+  // Blocks verified beside a draft forward: EWMAs of their committed tokens, of
+  // their seconds since the previous result, and of the rate the model (without
+  // interference) predicted for them. Interference is what makes them slower.
+  double beside_tokens_ = 0.0;
+  double beside_seconds_ = 0.0;
+  double beside_predicted_ = 0.0;
+  // Bumped whenever an input of NextAction changes (an estimate, the request set,
+  // a request's last mode): the policy runs once per change, not per HasWork.
+  uint64_t generation_ = 1;
   // T_verify(k) from round trips, for targets that do not report their T(fed)
   // line: it depends on the target, not on the request.
   std::shared_ptr<spec::VerifyCostCurve> verify_cost_;
