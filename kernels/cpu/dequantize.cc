@@ -145,4 +145,20 @@ void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
   }
 }
 
+void WidenQ5_0ToQ8_0(const void* q5_0_blocks, void* q8_0_blocks, int64_t blocks) {
+  const auto* src = static_cast<const BlockQ5_0*>(q5_0_blocks);
+  auto* dst = static_cast<BlockQ8_0*>(q8_0_blocks);
+  for (int64_t b = 0; b < blocks; ++b) {
+    uint32_t qh;
+    std::memcpy(&qh, src[b].qh, sizeof(qh));
+    dst[b].d = src[b].d;
+    for (int j = 0; j < 16; ++j) {
+      const int low = (src[b].qs[j] & 0xF) | static_cast<int>((qh >> j) & 1) << 4;
+      const int high = (src[b].qs[j] >> 4) | static_cast<int>((qh >> (j + 16)) & 1) << 4;
+      dst[b].qs[j] = static_cast<int8_t>(low - 16);
+      dst[b].qs[j + 16] = static_cast<int8_t>(high - 16);
+    }
+  }
+}
+
 }  // namespace splitspec::kernels
