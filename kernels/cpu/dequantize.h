@@ -22,7 +22,9 @@ bool IsSupportedWeightType(GgmlType type);
 
 // Scalar dequantization reference: dst[n] from n elements of `type` at src
 // (RowBytes(type, n) bytes, ggml's block layout, no alignment needed).
-// REQUIRES: IsSupportedWeightType(type), n % block_size == 0 (checked: aborts otherwise).
+// Also reads Q5_0, a file type only (WidenQ5_0ToQ8_0).
+// REQUIRES: IsSupportedWeightType(type) or Q5_0, n % block_size == 0 (checked: aborts
+// otherwise).
 void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n);
 
 // Rewrites `blocks` Q5_0 blocks as Q8_0 blocks of exactly the same values: the same

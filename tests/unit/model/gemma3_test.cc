@@ -1,0 +1,196 @@
+// Gemma 3 ("gemma3" GGUF) on the CPU transformer, against the float64 reference forward
+// (tests/testing/reference_forward.cc, which follows llama.cpp's gemma3 graph op by op),
+// at lengths inside and past the sliding window; and the refusals (CUDA, tensor
+// parallelism) and config keys.
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/model/transformer.h"
+#include "tests/testing/reference_forward.h"
+#include "tests/testing/tiny_model.h"
+
+namespace splitspec::model {
+namespace {
+
+using kernels::GgmlType;
+using ::testing::HasSubstr;
+
+// Six layers (five sliding, one global, as Gemma 3 repeats them), heads of 64 (the vector
+// attention paths' size) narrower than the width, a window that starts inside the 64-position
+// attention blocks and crosses them.
+TinyModelOptions Gemma3Options(GgmlType type, int window) {
+  TinyModelOptions o;
+  o.architecture = "gemma3";
+  o.n_layers = 6;
+  o.n_embd = 64;
+  o.n_ff = 128;
+  o.n_heads = 2;
+  o.n_kv_heads = 1;
+  o.head_dim = 64;
+  o.sliding_window = window;
+  o.rope_freq_base = 1e6f;
+  o.rms_norm_eps = 1e-6f;
+  o.weight_type = type;
+  o.embedding_type = type == GgmlType::kQ5_0 ? GgmlType::kQ8_0 : type;
+  return o;
+}
+
+std::unique_ptr<GgufFile> OpenTiny(const TinyModelOptions& options) {
+  auto file = GgufFile::FromBuffer(MakeTinyModel(options).Serialize());
+  EXPECT_TRUE(file.ok()) << file.status();
+  return file.ok() ? std::move(*file) : nullptr;
+}
+
+std::unique_ptr<Transformer> LoadTiny(const TinyModelOptions& options) {
+  auto model = Transformer::FromFile(OpenTiny(options), {.threads = 2});
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? std::move(*model) : nullptr;
+}
+
+std::vector<int32_t> Prompt(int n) {
+  std::vector<int32_t> tokens(n);
+  for (int i = 0; i < n; ++i) tokens[i] = (i * 37 + 11) % TinyModelVocabSize();
+  return tokens;
+}
+
+std::vector<float> Row(const ForwardOutput& out, int row) {
+  return std::vector<float>(out.Row(0, row), out.Row(0, row) + out.vocab_size);
+}
+
+// max |a - b| / max |b| over every position.
+double RelativeDiff(const std::vector<std::vector<float>>& a,
+                    const std::vector<std::vector<float>>& b) {
+  double diff = 0, scale = 0;
+  for (size_t t = 0; t < b.size(); ++t) {
+    for (size_t i = 0; i < b[t].size(); ++i) {
+      diff = std::max(diff, std::fabs(static_cast<double>(a[t][i]) - b[t][i]));
+      scale = std::max(scale, std::fabs(static_cast<double>(b[t][i])));
+    }
+  }
+  EXPECT_GT(scale, 0.1);  // not degenerate
+  return diff / scale;
+}
+
+TEST(Gemma3ConfigTest, ReadsTheGemmaFields) {
+  TinyModelOptions o = Gemma3Options(GgmlType::kF32, 40);
+  auto config = ReadModelConfig(*OpenTiny(o));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->head_dim, 64);
+  EXPECT_EQ(config->sliding_window, 40);
+  EXPECT_EQ(config->rope_layout, RopeLayout::kHalfSplit);
+  EXPECT_EQ(config->activation, FeedForwardActivation::kGeluTanh);
+  EXPECT_TRUE(config->qk_norm);
+  EXPECT_TRUE(config->post_norms);
+  EXPECT_FLOAT_EQ(config->embedding_scale, std::sqrt(64.f));
+  EXPECT_FLOAT_EQ(config->AttentionScale(), 1.f / 8.f);
+  for (int layer = 0; layer < 12; ++layer) {
+    EXPECT_EQ(config->IsSlidingLayer(layer), layer % 6 != 5) << layer;
+  }
+  EXPECT_EQ(config->WindowStart(0, 39), 0);
+  EXPECT_EQ(config->WindowStart(0, 40), 1);
+  EXPECT_EQ(config->WindowStart(5, 100), 0);  // global layer
+}
+
+TEST(Gemma3ConfigTest, ZeroSlidingWindowIsNamed) {
+  GgufWriter writer = MakeTinyModel(Gemma3Options(GgmlType::kF32, 40));
+  writer.SetUint32("gemma3.attention.sliding_window", 0);
+  auto file = GgufFile::FromBuffer(writer.Serialize());
+  ASSERT_TRUE(file.ok());
+  auto config = ReadModelConfig(**file);
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("gemma3.attention.sliding_window"));
+}
+
+struct LengthCase {
+  std::string name;
+  GgmlType type;
+  int window;
+  int length;
+  double tolerance;
+};
+
+class Gemma3ReferenceTest : public ::testing::TestWithParam<LengthCase> {};
+
+// Every position of one prefill, then the same prompt token by token (the decode path
+// splits the attention blocks across threads): both against the reference.
+TEST_P(Gemma3ReferenceTest, MatchesReferenceForwardPrefillAndDecode) {
+  const LengthCase& c = GetParam();
+  const TinyModelOptions options = Gemma3Options(c.type, c.window);
+  const std::vector<int32_t> prompt = Prompt(c.length);
+  auto reference = ReferenceForward(*OpenTiny(options), prompt);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  std::unique_ptr<Transformer> model = LoadTiny(options);
+  ASSERT_NE(model, nullptr);
+
+  auto cache = model->NewCache();
+  ForwardOutput out;
+  ASSERT_TRUE(model->Forward({{cache.get(), prompt, LogitsMode::kAll}}, &out).ok());
+  std::vector<std::vector<float>> prefill;
+  for (int t = 0; t < c.length; ++t) prefill.push_back(Row(out, t));
+  EXPECT_LT(RelativeDiff(prefill, *reference), c.tolerance);
+
+  auto decode_cache = model->NewCache();
+  std::vector<std::vector<float>> decode;
+  for (int t = 0; t < c.length; ++t) {
+    ASSERT_TRUE(
+        model->Forward({{decode_cache.get(), {prompt[t]}, LogitsMode::kLast}}, &out).ok());
+    decode.push_back(Row(out, 0));
+  }
+  // Batch invariance holds for gemma3 too: bitwise the prefill's logits.
+  for (int t = 0; t < c.length; ++t) ASSERT_EQ(decode[t], prefill[t]) << "position " << t;
+}
+
+// F32: float rounding and the half-precision roundings (as transformer_test's kHalfFlip), plus
+// GeGLU's fp16 table (llama.cpp's) against the exact tanh GELU: measured below 1e-3. Q5_0 /
+// Q8_0 weights: the 8-bit activations (as transformer_test's quantized cases).
+INSTANTIATE_TEST_SUITE_P(
+    Lengths, Gemma3ReferenceTest,
+    ::testing::Values(LengthCase{"InsideWindowF32", GgmlType::kF32, 40, 30, 2e-3},
+                      LengthCase{"PastWindowF32", GgmlType::kF32, 40, 100, 2e-3},
+                      LengthCase{"WindowInsideBlockF32", GgmlType::kF32, 9, 80, 2e-3},
+                      LengthCase{"PastTwoBlocksF32", GgmlType::kF32, 70, 150, 2e-3},
+                      LengthCase{"PastWindowQ5_0", GgmlType::kQ5_0, 40, 100, 4e-2}),
+    [](const ::testing::TestParamInfo<LengthCase>& info) { return info.param.name; });
+
+// The window matters: the same weights with a window wider than the prompt differ past the
+// narrow window and agree before it.
+TEST(Gemma3WindowTest, TheWindowChangesOnlyPositionsPastIt) {
+  std::unique_ptr<Transformer> narrow = LoadTiny(Gemma3Options(GgmlType::kF32, 16));
+  std::unique_ptr<Transformer> wide = LoadTiny(Gemma3Options(GgmlType::kF32, 512));
+  ASSERT_NE(narrow, nullptr);
+  ASSERT_NE(wide, nullptr);
+  const std::vector<int32_t> prompt = Prompt(40);
+  ForwardOutput a, b;
+  auto ca = narrow->NewCache(), cb = wide->NewCache();
+  ASSERT_TRUE(narrow->Forward({{ca.get(), prompt, LogitsMode::kAll}}, &a).ok());
+  ASSERT_TRUE(wide->Forward({{cb.get(), prompt, LogitsMode::kAll}}, &b).ok());
+  for (int t = 0; t < 16; ++t) EXPECT_EQ(Row(a, t), Row(b, t)) << t;
+  for (int t = 16; t < 40; ++t) EXPECT_NE(Row(a, t), Row(b, t)) << t;
+}
+
+TEST(Gemma3RefusalTest, CudaRefusesGemma3ByName) {
+  auto model = Transformer::FromFile(OpenTiny(Gemma3Options(GgmlType::kF32, 8)),
+                                     {.threads = 1, .device = {DeviceSpec::Kind::kCuda, 0}});
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(model.status().message(), HasSubstr("gemma3"));
+}
+
+TEST(Gemma3RefusalTest, TensorParallelRefusesGemma3ByName) {
+  std::unique_ptr<GgufFile> file = OpenTiny(Gemma3Options(GgmlType::kF32, 8));
+  auto config = ReadModelConfig(*file);
+  ASSERT_TRUE(config.ok());
+  auto weights = LoadModelWeights(*file, *config);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  auto shard = PlanTensorParallelShard(*config, *weights, 2, 0);
+  ASSERT_FALSE(shard.ok());
+  EXPECT_EQ(shard.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(shard.status().message(), HasSubstr("gemma3"));
+}
+
+}  // namespace
+}  // namespace splitspec::model
