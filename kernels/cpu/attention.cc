@@ -35,9 +35,11 @@ void AttendKvBlockReference(const KvBlockQuery* queries, int count, const uint16
   for (int i = 0; i < count; ++i) {
     const float* q = queries[i].q;
     const int n = queries[i].n;
+    const int first = queries[i].first;
     float s[kKvBlockPositions];
     float m = -INFINITY;
-    for (int j = 0; j < n; ++j) {
+    for (int j = 0; j < first; ++j) s[j] = -INFINITY;
+    for (int j = first; j < n; ++j) {
       float chain = 0.0f;
       for (int d = 0; d < head_dim; ++d) {
         chain = std::fma(q[d], Fp16ToFloat(kt[d * kKvBlockPositions + j]), chain);
@@ -47,7 +49,7 @@ void AttendKvBlockReference(const KvBlockQuery* queries, int count, const uint16
     }
     float lanes[kSumLanes] = {};
     for (int j = 0; j < n; ++j) {
-      s[j] = kExp(s[j] - m);  // e_j from here on
+      s[j] = j < first ? 0.0f : kExp(s[j] - m);  // e_j from here on
       lanes[j % kSumLanes] += s[j];
     }
     for (int half = kSumLanes / 2; half >= 1; half /= 2) {

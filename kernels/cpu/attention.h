@@ -45,11 +45,14 @@ inline constexpr int kKvBlockPositions = 64;
 inline constexpr int64_t KvBlockPartialFloats(int head_dim) { return head_dim + 2; }
 
 // One query of a block: q [head_dim] (values exactly representable in half precision
-// keep the order meaningful but are not required), attending to positions [0, n) of
-// the block, 1 <= n <= kKvBlockPositions.
+// keep the order meaningful but are not required), attending to positions [first, n) of
+// the block, 0 <= first < n <= kKvBlockPositions (first > 0: a sliding window starts
+// inside the block). The positions before `first` count as masked: s_j = -inf, e_j = 0,
+// so they add nothing to l and a (the order above is otherwise unchanged).
 struct KvBlockQuery {
   const float* q;
   int n;
+  int first = 0;
 };
 
 // partials[i * KvBlockPartialFloats(head_dim) ...] = the partial of queries[i] (the

@@ -52,8 +52,10 @@ void AttendOne(const KvBlockQuery& query, const uint16_t* kt, const uint16_t* v,
   __m256 valid[kVectors];
   __m256 vmax = _mm256_set1_ps(-INFINITY);
   for (int c = 0; c < kVectors; ++c) {
-    valid[c] = _mm256_cmp_ps(_mm256_add_ps(index, _mm256_set1_ps(8.0f * c)),
-                             _mm256_set1_ps(static_cast<float>(n)), _CMP_LT_OQ);
+    const __m256 position = _mm256_add_ps(index, _mm256_set1_ps(8.0f * c));
+    valid[c] = _mm256_and_ps(
+        _mm256_cmp_ps(position, _mm256_set1_ps(static_cast<float>(n)), _CMP_LT_OQ),
+        _mm256_cmp_ps(position, _mm256_set1_ps(static_cast<float>(query.first)), _CMP_GE_OQ));
     s[c] = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_mul_ps(s[c], _mm256_set1_ps(scale)),
                             valid[c]);
     vmax = _mm256_max_ps(vmax, s[c]);

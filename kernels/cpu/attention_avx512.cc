@@ -90,7 +90,8 @@ void AttendTile(const KvBlockQuery* queries, const uint16_t* kt, const uint16_t*
     __m512 vmax = _mm512_set1_ps(-INFINITY);
     for (int c = 0; c < kVectors; ++c) {
       const int in_vector = std::clamp(n - 16 * c, 0, 16);
-      valid[c] = static_cast<__mmask16>((1u << in_vector) - 1u);
+      const int masked = std::clamp(queries[g].first - 16 * c, 0, 16);  // before `first`
+      valid[c] = static_cast<__mmask16>(((1u << in_vector) - 1u) & ~((1u << masked) - 1u));
       s[g][c] =
           _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), valid[c], s[g][c], _mm512_set1_ps(scale));
       vmax = _mm512_max_ps(vmax, s[g][c]);

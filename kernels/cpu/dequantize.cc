@@ -26,6 +26,20 @@ void DequantizeQ4_0(const BlockQ4_0* blocks, float* dst, int64_t num_blocks) {
   }
 }
 
+void DequantizeQ5_0(const BlockQ5_0* blocks, float* dst, int64_t num_blocks) {
+  for (int64_t b = 0; b < num_blocks; ++b, dst += kQk32) {
+    const float d = Fp16ToFloat(blocks[b].d);
+    const uint32_t qh = blocks[b].qh[0] | blocks[b].qh[1] << 8 | blocks[b].qh[2] << 16 |
+                        static_cast<uint32_t>(blocks[b].qh[3]) << 24;
+    for (int j = 0; j < 16; ++j) {
+      const int lo = (blocks[b].qs[j] & 0xF) + (((qh >> j) & 1) ? 16 : 0);
+      const int hi = (blocks[b].qs[j] >> 4) + (((qh >> (16 + j)) & 1) ? 16 : 0);
+      dst[j] = d * static_cast<float>(lo - 16);
+      dst[j + 16] = d * static_cast<float>(hi - 16);
+    }
+  }
+}
+
 void DequantizeQ4_1(const BlockQ4_1* blocks, float* dst, int64_t num_blocks) {
   for (int64_t b = 0; b < num_blocks; ++b, dst += kQk32) {
     const float d = Fp16ToFloat(blocks[b].d);
@@ -106,7 +120,8 @@ bool IsSupportedWeightType(GgmlType type) {
 }
 
 void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
-  if (!IsSupportedWeightType(type) || n < 0 || n % GetGgmlTypeTraits(type).block_size != 0) {
+  if (!(IsSupportedWeightType(type) || type == GgmlType::kQ5_0) || n < 0 ||
+      n % GetGgmlTypeTraits(type).block_size != 0) {
     std::abort();  // programmer error: see REQUIRES
   }
   const int64_t blocks = n / GetGgmlTypeTraits(type).block_size;
@@ -122,6 +137,8 @@ void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
       return DequantizeQ4_0(static_cast<const BlockQ4_0*>(src), dst, blocks);
     case GgmlType::kQ4_1:
       return DequantizeQ4_1(static_cast<const BlockQ4_1*>(src), dst, blocks);
+    case GgmlType::kQ5_0:
+      return DequantizeQ5_0(static_cast<const BlockQ5_0*>(src), dst, blocks);
     case GgmlType::kQ8_0:
       return DequantizeQ8_0(static_cast<const BlockQ8_0*>(src), dst, blocks);
     case GgmlType::kQ4_K: {
@@ -142,6 +159,22 @@ void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
       return DequantizeQ6_K(static_cast<const BlockQ6_K*>(src), dst, blocks);
     default:
       std::abort();
+  }
+}
+
+void WidenQ5_0ToQ8_0(const void* q5_0_blocks, void* q8_0_blocks, int64_t blocks) {
+  const auto* src = static_cast<const BlockQ5_0*>(q5_0_blocks);
+  auto* dst = static_cast<BlockQ8_0*>(q8_0_blocks);
+  for (int64_t b = 0; b < blocks; ++b) {
+    uint32_t qh;
+    std::memcpy(&qh, src[b].qh, sizeof(qh));
+    dst[b].d = src[b].d;
+    for (int j = 0; j < 16; ++j) {
+      const int low = (src[b].qs[j] & 0xF) | static_cast<int>((qh >> j) & 1) << 4;
+      const int high = (src[b].qs[j] >> 4) | static_cast<int>((qh >> (j + 16)) & 1) << 4;
+      dst[b].qs[j] = static_cast<int8_t>(low - 16);
+      dst[b].qs[j + 16] = static_cast<int8_t>(high - 16);
+    }
   }
 }
 

@@ -22,8 +22,18 @@ bool IsSupportedWeightType(GgmlType type);
 
 // Scalar dequantization reference: dst[n] from n elements of `type` at src
 // (RowBytes(type, n) bytes, ggml's block layout, no alignment needed).
-// REQUIRES: IsSupportedWeightType(type), n % block_size == 0 (checked: aborts otherwise).
+// Also reads Q5_0, a file type only (WidenQ5_0ToQ8_0).
+// REQUIRES: IsSupportedWeightType(type) or Q5_0, n % block_size == 0 (checked: aborts
+// otherwise).
 void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n);
+
+// Rewrites `blocks` Q5_0 blocks as Q8_0 blocks of exactly the same values: the same
+// fp16 scale d, and quants q - 16 in [-16, 15] (int8 holds them). Q5_0 has no matmul
+// kernels of its own; a Q5_0 tensor (llama.cpp's Q4_K_M writes some when a row is not a
+// multiple of 256) is widened once at load and then runs on the Q8_0 kernels, whose
+// integer block dot is llama.cpp's Q5_0 x Q8_0 dot (sum of (q - 16) * x times d * d_x).
+// Costs 34 instead of 22 bytes per 32 weights.
+void WidenQ5_0ToQ8_0(const void* q5_0_blocks, void* q8_0_blocks, int64_t blocks);
 
 }  // namespace splitspec::kernels
 

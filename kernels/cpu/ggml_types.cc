@@ -11,6 +11,7 @@ constexpr GgmlTypeTraits kTraits[] = {
     {GgmlType::kF16, "f16", 1, 2},
     {GgmlType::kQ4_0, "q4_0", 32, 2 + 16},
     {GgmlType::kQ4_1, "q4_1", 32, 2 + 2 + 16},
+    {GgmlType::kQ5_0, "q5_0", 32, 2 + 4 + 16},
     {GgmlType::kQ8_0, "q8_0", 32, 2 + 32},
     {GgmlType::kQ8_1, "q8_1", 32, 2 + 2 + 32},
     {GgmlType::kQ4_K, "q4_K", 256, 2 + 2 + 12 + 128},

@@ -18,6 +18,7 @@ enum class GgmlType : uint32_t {
   kF16 = 1,
   kQ4_0 = 2,
   kQ4_1 = 3,
+  kQ5_0 = 6,  // a file type only: widened to Q8_0 at load (WidenQ5_0ToQ8_0)
   kQ8_0 = 8,
   kQ8_1 = 9,  // activations only (never a weight type here)
   kQ4_K = 12,

@@ -33,6 +33,14 @@ struct BlockQ4_1 {
   uint8_t qs[16];
 };
 // x[j] = d * qs[j].
+// x[j] = d * (q_j - 16) with the 5-bit q_j = (qs[j] & 0xF) | bit j of qh << 4 and
+// q_{j+16} = (qs[j] >> 4) | bit (j + 16) of qh << 4, for j < 16 (qh little-endian).
+struct BlockQ5_0 {
+  uint16_t d;  // fp16 scale
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+static_assert(sizeof(BlockQ5_0) == 22);
 struct BlockQ8_0 {
   uint16_t d;  // fp16 scale
   int8_t qs[32];

@@ -31,6 +31,23 @@ void QuantizeQ4_0(const float* x, BlockQ4_0* block) {
   }
 }
 
+void QuantizeQ5_0(const float* x, BlockQ5_0* block) {
+  float amax = 0.0f, max = 0.0f;  // `max`: the signed value of largest magnitude
+  for (int i = 0; i < 32; ++i) {
+    if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), max = x[i];
+  }
+  block->d = FloatToFp16(max / -16.0f);
+  const float id = Reciprocal(Fp16ToFloat(block->d));
+  uint32_t qh = 0;
+  for (int j = 0; j < 16; ++j) {
+    const int lo = RoundClamp(x[j] * id + 16.0f, 0, 31);
+    const int hi = RoundClamp(x[j + 16] * id + 16.0f, 0, 31);
+    block->qs[j] = static_cast<uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
+    qh |= static_cast<uint32_t>(lo >> 4) << j | static_cast<uint32_t>(hi >> 4) << (j + 16);
+  }
+  std::memcpy(block->qh, &qh, sizeof(qh));
+}
+
 void QuantizeQ4_1(const float* x, BlockQ4_1* block) {
   const float min = *std::min_element(x, x + 32);
   const float max = *std::max_element(x, x + 32);
@@ -157,7 +174,8 @@ void QuantizeQ5_K(const float* x, BlockQ5_K* block) {
 }  // namespace
 
 void QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n) {
-  if (!IsSupportedWeightType(type) || n < 0 || n % GetGgmlTypeTraits(type).block_size != 0) {
+  if (!(IsSupportedWeightType(type) || type == GgmlType::kQ5_0) || n < 0 ||
+      n % GetGgmlTypeTraits(type).block_size != 0) {
     std::abort();  // programmer error: see REQUIRES
   }
   const int64_t blocks = n / GetGgmlTypeTraits(type).block_size;
@@ -177,6 +195,9 @@ void QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n) {
         break;
       case GgmlType::kQ4_1:
         QuantizeQ4_1(src + 32 * b, static_cast<BlockQ4_1*>(dst) + b);
+        break;
+      case GgmlType::kQ5_0:
+        QuantizeQ5_0(src + 32 * b, static_cast<BlockQ5_0*>(dst) + b);
         break;
       case GgmlType::kQ8_0:
         QuantizeQ8_0(src + 32 * b, static_cast<BlockQ8_0*>(dst) + b);

@@ -18,7 +18,7 @@
 namespace splitspec::kernels {
 
 // dst: RowBytes(type, n) bytes <- src [n] floats.
-// REQUIRES: IsSupportedWeightType(type), n % block_size == 0, src finite (aborts otherwise
+// REQUIRES: IsSupportedWeightType(type) or Q5_0, n % block_size == 0, src finite (aborts otherwise
 // on the first two).
 void QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n);
 

@@ -67,7 +67,8 @@
 // product over the columns in one order fixed per weight type (the same tile
 // and split for any number of rows, no split-K chosen by T, no atomics);
 // RMSNorm sums a row sequentially; attention for (token, head) reduces over
-// positions 0..pos in increasing order in fixed lanes (transformer_ops.h,
+// positions 0..pos (WindowStart..pos in a sliding layer, model_config.h) in
+// increasing order in fixed lanes (transformer_ops.h,
 // AttendOneHead); the group's all-reduce adds the ranks' partials in rank order
 // per element (GlooCommunicator). A backend must keep this within itself; it
 // need not reproduce another backend's bits.
@@ -118,13 +119,16 @@ class TransformerBackend {
   virtual void Begin(const ForwardPlan& plan) = 0;
 
   // The attention sublayer of `layer` on this rank's heads: RMSNorm(x), Q, K,
-  // V (+ bias), RoPE, the K and V rows stored in each token's cache, attention
-  // over positions 0..pos, and this rank's columns of wo. Returns its partial
+  // V (+ bias), Q/K norms (config.qk_norm), RoPE (the layer kind's base), the K
+  // and V rows stored in each token's cache, attention over positions 0..pos
+  // (config.WindowStart(layer, pos)..pos), and this rank's columns of wo, then
+  // config.post_norms' post-attention norm (one rank only). Returns its partial
   // output [T, d]; the group's sum of the partials is the sublayer's output.
   virtual float* Attention(int layer) = 0;
 
   // The feed-forward sublayer of `layer` on this rank's columns: RMSNorm(x),
-  // gate and up, SiLU(gate) * up, this rank's columns of down. Returns its
+  // gate and up, SiLU(gate) * up (GeGLU for config.activation kGeluTanh), this
+  // rank's columns of down, then config.post_norms' post-FFN norm. Returns its
   // partial output [T, d], as Attention.
   virtual float* FeedForward(int layer) = 0;
 

@@ -52,6 +52,15 @@ void CpuBackend::Begin(const ForwardPlan& plan) {
     internal::RopeAngles(config_, weights_.full->rope_freq_factors, plan.token_pos[t],
                          &rope_cos_[t * pairs], &rope_sin_[t * pairs]);
   }
+  if (config_.sliding_window > 0) {  // the sliding layers' own base and scale
+    swa_rope_cos_.resize(t_count * pairs);
+    swa_rope_sin_.resize(t_count * pairs);
+    for (int64_t t = 0; t < t_count; ++t) {
+      internal::RopeAngles(config_, config_.swa_rope_freq_base, config_.swa_rope_freq_scale,
+                           weights_.full->rope_freq_factors, plan.token_pos[t],
+                           &swa_rope_cos_[t * pairs], &swa_rope_sin_[t * pairs]);
+    }
+  }
   x_.resize(t_count * config_.n_embd);
   xn_.resize(t_count * config_.n_embd);
   q_.resize(t_count * q_dim_);
@@ -71,7 +80,11 @@ void CpuBackend::Embed() {
   int64_t t = 0;
   for (const SequenceInput& in : plan_->batch) {
     for (int32_t id : in.tokens) {
-      kernels::DequantizeRow(embd.type, embd.row(id), &x_[t * d], d);
+      float* row = &x_[t * d];
+      kernels::DequantizeRow(embd.type, embd.row(id), row, d);
+      if (config_.embedding_scale != 1.f) {
+        for (int i = 0; i < d; ++i) row[i] *= config_.embedding_scale;
+      }
       ++t;
     }
   }
@@ -88,6 +101,12 @@ void CpuBackend::NormRows(const float* weight) {
   }
 }
 
+void CpuBackend::NormInPlace(const std::vector<float>& weight, int64_t rows, int n, float* x) {
+  for (int64_t r = 0; r < rows; ++r) {
+    internal::RmsNormRow(x + r * n, weight.data(), config_.rms_norm_eps, n, x + r * n);
+  }
+}
+
 float* CpuBackend::Attention(int layer) {
   const ShardedLayerWeights& lw = weights_.layers[layer];
   NormRows(lw.attn_norm->data());
@@ -100,9 +119,17 @@ float* CpuBackend::Attention(int layer) {
     AddBias(k_.data(), lw.bk, tokens());
     AddBias(v_.data(), lw.bv, tokens());
   }
+  const LayerWeights& full = weights_.full->layers[layer];
+  if (config_.qk_norm) {  // every head of every token, before RoPE
+    NormInPlace(full.q_norm, tokens() * (q_dim_ / config_.head_dim), config_.head_dim, q_.data());
+    NormInPlace(full.k_norm, tokens() * (kv_dim_ / config_.head_dim), config_.head_dim,
+                k_.data());
+  }
   RopeAndStore(layer);
   AttendAllHeads(layer);
   MatMul({{&lw.wo, attn_.data(), partial_.data()}}, tokens());
+  // One rank only (PlanTensorParallelShard): the whole output is here to normalize.
+  if (config_.post_norms) NormInPlace(full.attn_post_norm, tokens(), config_.n_embd, partial_.data());
   return partial_.data();
 }
 
@@ -110,8 +137,19 @@ float* CpuBackend::FeedForward(int layer) {
   const ShardedLayerWeights& lw = weights_.layers[layer];
   NormRows(lw.ffn_norm->data());
   MatMul({{&lw.gate, xn_.data(), gate_.data()}, {&lw.up, xn_.data(), up_.data()}}, tokens());
-  internal::SiluMul(kernels::NativeGgmlOrder(), gate_.data(), up_.data(), tokens() * ff_);
+  switch (config_.activation) {
+    case FeedForwardActivation::kSilu:
+      internal::SiluMul(kernels::NativeGgmlOrder(), gate_.data(), up_.data(), tokens() * ff_);
+      break;
+    case FeedForwardActivation::kGeluTanh:
+      internal::GeluMul(gate_.data(), up_.data(), tokens() * ff_);
+      break;
+  }
   MatMul({{&lw.down, gate_.data(), partial_.data()}}, tokens());
+  if (config_.post_norms) {
+    NormInPlace(weights_.full->layers[layer].ffn_post_norm, tokens(), config_.n_embd,
+                partial_.data());
+  }
   return partial_.data();
 }
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/attention.h"
@@ -64,14 +65,17 @@ class CpuBackend final : public TransformerBackend {
   int64_t logit_rows() const { return static_cast<int64_t>(plan_->logit_tokens.size()); }
   void Embed();
   void NormRows(const float* weight);  // xn_ = RMSNorm(x_) row by row
+  // x[rows][n] <- RMSNorm(x) row by row, in place (per-head Q/K norms, post-norms).
+  void NormInPlace(const std::vector<float>& weight, int64_t rows, int n, float* x);
   void RopeAndStore(int layer);        // RoPE, half rounding, K and V rows to the caches
   void PlanAttentionTasks();           // attention_tasks_ for the current plan
   void AttendAllHeads(int layer);      // attn_ from q_ and the caches
   struct AttentionTask;
   void GroupQueries(int kv_head, int64_t begin, int64_t end,
                     std::vector<internal::AttentionQuery>* queries);
-  int AttendBlock(int layer, int kv_head, const KvCache& cache, int block,
-                  const std::vector<internal::AttentionQuery>& queries, int thread, float* out);
+  std::pair<int, int> AttendBlock(int layer, int kv_head, const KvCache& cache, int block,
+                                  const std::vector<internal::AttentionQuery>& queries, int thread,
+                                  float* out);
   void AttendLlamaCppOrder(int layer, const AttentionTask& task,
                            const std::vector<internal::AttentionQuery>& queries, int thread);
   // y = x W^T for each job, all jobs over the same `rows`, rows split across threads.
@@ -86,6 +90,7 @@ class CpuBackend final : public TransformerBackend {
 
   // Scratch, sized per call (T tokens, R logit rows, N ranks).
   std::vector<float> rope_cos_, rope_sin_;  // [T, rope_dim / 2]
+  std::vector<float> swa_rope_cos_, swa_rope_sin_;  // the sliding layers' (config.sliding_window)
   std::vector<float> x_;                    // [T, n_embd] residual stream (replicated)
   std::vector<float> xn_;                   // [T, n_embd] normalized
   std::vector<float> q_, k_, v_;            // [T, q_dim_], [T, kv_dim_], [T, kv_dim_]

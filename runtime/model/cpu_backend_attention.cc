@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/quant_blocks.h"
@@ -59,8 +60,11 @@ void CpuBackend::RopeAndStore(int layer) {
   const int pairs = config_.rope_dim / 2;
   const int heads = static_cast<int>(shard_.heads.size());
   const int kv_heads = static_cast<int>(shard_.kv_heads.size());
+  const bool sliding = config_.IsSlidingLayer(layer);
+  const float* cos_angles = sliding ? swa_rope_cos_.data() : rope_cos_.data();
+  const float* sin_angles = sliding ? swa_rope_sin_.data() : rope_sin_.data();
   for (int64_t t = 0; t < tokens(); ++t) {
-    internal::PrepareAttentionInputs(config_, &rope_cos_[t * pairs], &rope_sin_[t * pairs], heads,
+    internal::PrepareAttentionInputs(config_, &cos_angles[t * pairs], &sin_angles[t * pairs], heads,
                                      kv_heads, &q_[t * q_dim_], &k_[t * kv_dim_], &v_[t * kv_dim_]);
     plan_->batch[plan_->token_seq[t]].cache->WriteRow(layer, plan_->token_pos[t], &k_[t * kv_dim_],
                                                       &v_[t * kv_dim_]);
@@ -133,29 +137,37 @@ void CpuBackend::GroupQueries(int kv_head, int64_t begin, int64_t end,
 }
 
 // Partials of the queries (token, head order) against block b, written to out: the
-// queries whose position reaches the block, a suffix since positions increase.
-// Returns the index of the first such query.
-int CpuBackend::AttendBlock(int layer, int kv_head, const KvCache& cache, int block,
-                            const std::vector<internal::AttentionQuery>& queries, int thread,
-                            float* out) {
+// queries whose attended positions [WindowStart, pos] reach into the block. Positions
+// increase along the queries and so do their window starts, so these are a range;
+// returns it as [first, last) (empty when first == last).
+std::pair<int, int> CpuBackend::AttendBlock(int layer, int kv_head, const KvCache& cache,
+                                            int block,
+                                            const std::vector<internal::AttentionQuery>& queries,
+                                            int thread, float* out) {
   const int head_dim = config_.head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const int block_begin = block * kBlock;
   std::vector<kernels::KvBlockQuery>& block_queries = thread_block_queries_[thread];
   block_queries.clear();
-  int first = static_cast<int>(queries.size());
-  for (int i = static_cast<int>(queries.size()) - 1; i >= 0 && queries[i].pos >= block * kBlock;
-       --i) {
-    first = i;
+  const int count = static_cast<int>(queries.size());
+  int first = count;
+  for (int i = count - 1; i >= 0 && queries[i].pos >= block_begin; --i) first = i;
+  int last = first;
+  while (last < count && config_.WindowStart(layer, queries[last].pos) < block_begin + kBlock) {
+    ++last;
   }
-  for (int i = first; i < static_cast<int>(queries.size()); ++i) {
-    block_queries.push_back({queries[i].q, std::min(kBlock, queries[i].pos + 1 - block * kBlock)});
+  if (first == last) return {first, last};
+  for (int i = first; i < last; ++i) {
+    block_queries.push_back(
+        {queries[i].q, std::min(kBlock, queries[i].pos + 1 - block_begin),
+         std::max(0, config_.WindowStart(layer, queries[i].pos) - block_begin)});
   }
   const int64_t offset = static_cast<int64_t>(kv_head) * head_dim;
   kernels::AttendKvBlock(block_queries.data(), static_cast<int>(block_queries.size()),
                          cache.key_block(layer, block) + offset * kBlock,
-                         cache.value_row(layer, block * kBlock) + offset, kv_dim_, head_dim, scale,
+                         cache.value_row(layer, block_begin) + offset, kv_dim_, head_dim,
+                         config_.AttentionScale(),
                          out + first * kernels::KvBlockPartialFloats(head_dim));
-  return first;
+  return {first, last};
 }
 
 void CpuBackend::AttendAllHeads(int layer) {
@@ -189,9 +201,10 @@ void CpuBackend::AttendAllHeads(int layer) {
           break;
         case AttentionTask::kMerge:
           for (int i = 0; i < count; ++i) {
-            float* state = block_partials(0) + i * stride;
+            const int first_block = config_.WindowStart(layer, queries[i].pos) / kBlock;
+            float* state = block_partials(first_block) + i * stride;
             const int blocks = queries[i].pos / kBlock + 1;
-            for (int b = 1; b < blocks; ++b) {
+            for (int b = first_block + 1; b < blocks; ++b) {
               kernels::MergeKvBlockPartial(block_partials(b) + i * stride, head_dim, state);
             }
             kernels::FinishKvBlockPartials(state, head_dim, queries[i].out);
@@ -204,11 +217,18 @@ void CpuBackend::AttendAllHeads(int layer) {
           }
           float* next = states.data() + count * stride;
           const int blocks = queries.back().pos / kBlock + 1;
-          AttendBlock(layer, task.kv_head, cache, 0, queries, thread, states.data());
-          for (int b = 1; b < blocks; ++b) {
-            const int first = AttendBlock(layer, task.kv_head, cache, b, queries, thread, next);
-            for (int i = first; i < count; ++i) {
-              kernels::MergeKvBlockPartial(next + i * stride, head_dim, states.data() + i * stride);
+          // Each query's first block (that of its window start) starts its state; the
+          // later blocks merge into it.
+          for (int b = config_.WindowStart(layer, queries.front().pos) / kBlock; b < blocks; ++b) {
+            const auto [first, last] =
+                AttendBlock(layer, task.kv_head, cache, b, queries, thread, next);
+            for (int i = first; i < last; ++i) {
+              float* state = states.data() + i * stride;
+              if (config_.WindowStart(layer, queries[i].pos) / kBlock == b) {
+                std::memcpy(state, next + i * stride, stride * sizeof(float));
+              } else {
+                kernels::MergeKvBlockPartial(next + i * stride, head_dim, state);
+              }
             }
           }
           for (int i = 0; i < count; ++i) {
@@ -227,7 +247,7 @@ void CpuBackend::AttendLlamaCppOrder(int layer, const AttentionTask& task,
                                      const std::vector<internal::AttentionQuery>& queries,
                                      int thread) {
   const int head_dim = config_.head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const float scale = config_.AttentionScale();
   const KvCache& cache = *plan_->batch[plan_->token_seq[task.token_begin]].cache;
   // Float copies of the KV head's rows [0, last position], head_dim apart.
   const int n = plan_->token_pos[task.token_end - 1] + 1;
@@ -244,9 +264,23 @@ void CpuBackend::AttendLlamaCppOrder(int layer, const AttentionTask& task,
       values[j * head_dim + d] = kernels::Fp16ToFloat(v[d]);
     }
   }
-  internal::AttendHeadGroup(kernels::NativeGgmlOrder(), queries.data(),
-                            static_cast<int>(queries.size()), keys, values, head_dim, head_dim,
-                            scale, &thread_scores_[thread]);
+  if (!config_.IsSlidingLayer(layer)) {
+    internal::AttendHeadGroup(kernels::NativeGgmlOrder(), queries.data(),
+                              static_cast<int>(queries.size()), keys, values, head_dim, head_dim,
+                              scale, &thread_scores_[thread]);
+    return;
+  }
+  // A sliding layer: each query over its window's rows, in llama.cpp's order from the
+  // window's start (llama.cpp keeps these layers in a ring cache of its own, so there is
+  // no one alignment of its lanes to match beyond the window).
+  std::vector<float>& scratch = thread_scores_[thread];
+  for (const internal::AttentionQuery& query : queries) {
+    const int start = config_.WindowStart(layer, query.pos);
+    if (static_cast<int>(scratch.size()) < query.pos + 1 - start) scratch.resize(query.pos + 1 - start);
+    internal::AttendOneHead(kernels::NativeGgmlOrder(), query.q, keys + start * head_dim,
+                            values + start * head_dim, head_dim, query.pos - start, head_dim, scale,
+                            scratch.data(), query.out);
+  }
 }
 
 }  // namespace splitspec::model

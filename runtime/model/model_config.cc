@@ -1,5 +1,6 @@
 #include "runtime/model/model_config.h"
 
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -56,6 +57,23 @@ absl::StatusOr<float> ReadRopeFreqScale(const GgufFile& file, const std::string&
   return 1.f;
 }
 
+// Gemma 3's fields (model_config.h), as llama.cpp's llama-model.cpp sets them.
+absl::Status ReadGemma3(const GgufFile& file, ModelConfig* c) {
+  c->embedding_scale = std::sqrt(static_cast<float>(c->n_embd));
+  c->qk_norm = true;
+  c->post_norms = true;
+  c->activation = FeedForwardActivation::kGeluTanh;
+  ASSIGN_OR_RETURN(c->sliding_window, ReadSize(file, "gemma3.attention.sliding_window"));
+  c->sliding_window_pattern = 6;
+  c->swa_rope_freq_base = 10000.f;
+  c->swa_rope_freq_scale = 1.f;
+  // Gemma 3 27B (62 layers) scales by the model width per head (gemma_pytorch's config).
+  if (c->n_layers == 62) {
+    c->attention_scale = 1.0f / std::sqrt(static_cast<float>(c->n_embd / c->n_heads));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateModelConfig(const ModelConfig& c) {
@@ -79,6 +97,10 @@ absl::Status ValidateModelConfig(const ModelConfig& c) {
   if (!(c.rms_norm_eps > 0.f) || !(c.rope_freq_base > 0.f) || !(c.rope_freq_scale > 0.f)) {
     return bad("rms epsilon, rope freq_base and rope scale must be positive");
   }
+  if (c.sliding_window < 0 || (c.sliding_window > 0 && c.sliding_window_pattern < 1)) {
+    return bad(absl::StrCat("sliding window ", c.sliding_window, " needs a layer pattern >= 1, got ",
+                            c.sliding_window_pattern));
+  }
   return absl::OkStatus();
 }
 
@@ -88,11 +110,11 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const GgufFile& file) {
   c.architecture = std::string(arch);
   if (c.architecture == "llama") {
     c.rope_layout = RopeLayout::kAdjacentPairs;
-  } else if (c.architecture == "qwen2") {
+  } else if (c.architecture == "qwen2" || c.architecture == "gemma3") {
     c.rope_layout = RopeLayout::kHalfSplit;
   } else {
     return absl::UnimplementedError(absl::StrCat("model architecture '", c.architecture,
-                                                 "' is not supported (llama, qwen2 are)"));
+                                                 "' is not supported (llama, qwen2, gemma3 are)"));
   }
   const std::string& a = c.architecture;
   ASSIGN_OR_RETURN(c.n_layers, ReadSize(file, a + ".block_count"));
@@ -124,6 +146,7 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const GgufFile& file) {
   }
   c.vocab_size = static_cast<int>(embd->dims[1]);
   c.qkv_bias = file.FindTensor("blk.0.attn_q.bias") != nullptr;
+  if (c.architecture == "gemma3") RETURN_IF_ERROR(ReadGemma3(file, &c));
   RETURN_IF_ERROR(ValidateModelConfig(c));
   return c;
 }

@@ -55,7 +55,7 @@ absl::Status CheckColumnSplit(const char* tensor, const WeightMatrix& m, int siz
 
 // Rows [range) of `m`: a contiguous part of the same bytes.
 WeightMatrix RowSlice(const WeightMatrix& m, IndexRange range) {
-  return WeightMatrix{m.type, m.row(range.begin), range.size(), m.cols, nullptr};
+  return WeightMatrix{m.type, m.row(range.begin), range.size(), m.cols, nullptr, m.converted};
 }
 
 // Columns [range) of `m`, copied block-row by block-row into `bytes`; all of
@@ -68,7 +68,7 @@ WeightMatrix ColumnSlice(const WeightMatrix& m, IndexRange range, std::vector<ui
   for (int64_t r = 0; r < m.rows; ++r) {
     std::memcpy(bytes->data() + r * row_bytes, m.row(r) + offset, row_bytes);
   }
-  return WeightMatrix{m.type, bytes->data(), m.rows, range.size(), nullptr};
+  return WeightMatrix{m.type, bytes->data(), m.rows, range.size(), nullptr, nullptr};
 }
 
 std::vector<float> VectorSlice(const std::vector<float>& v, IndexRange range) {
@@ -93,6 +93,13 @@ absl::StatusOr<TensorParallelShard> PlanTensorParallelShard(const ModelConfig& c
     return absl::InvalidArgumentError(
         absl::StrCat("tensor-parallel size ", size, " exceeds the ", config.n_heads,
                      " attention heads (every rank needs at least one)"));
+  }
+  if (size > 1 && config.post_norms) {
+    // The post-norms act on a sublayer's whole output, after the all-reduce; the
+    // backends apply them inside the sublayer, which is only right on one rank.
+    return absl::UnimplementedError(absl::StrCat(
+        "tensor parallelism is not supported for ", config.architecture,
+        " (its post-attention and post-feed-forward norms need the reduced output)"));
   }
   if (config.n_ff % size != 0) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -41,6 +41,12 @@ void LayOutRows(absl::Span<const SequenceInput> batch, ForwardOutput* out) {
   }
 }
 
+// Whether the CUDA backend computes this model: the Llama shape only (model_config.h).
+bool CudaBackendRuns(const ModelConfig& c) {
+  return c.embedding_scale == 1.f && !c.qk_norm && !c.post_norms && c.sliding_window == 0 &&
+         c.activation == FeedForwardActivation::kSilu && c.attention_scale == 0.f;
+}
+
 }  // namespace
 
 Transformer::Transformer(std::unique_ptr<GgufFile> file, ModelConfig config,
@@ -65,6 +71,12 @@ absl::Status Transformer::AttachBackend(const TransformerOptions& options) {
     InterleaveForCpu(shard_weights_.get());
     backend_ = std::make_unique<CpuBackend>(config_, shard_, *shard_weights_, threads_);
     return absl::OkStatus();
+  }
+  if (!CudaBackendRuns(config_)) {
+    return absl::UnimplementedError(absl::StrCat(
+        device_.ToString(), ": the CUDA backend does not implement the ", config_.architecture,
+        " architecture (sliding-window attention, Q/K and post norms, GeGLU, embedding scale); "
+        "run it on the CPU"));
   }
   const DeviceMemoryNeed need =
       EstimateDeviceMemory(config_, shard_, *shard_weights_, options.memory);

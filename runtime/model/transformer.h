@@ -100,8 +100,9 @@ class Transformer : public LanguageModel {
   // InvalidArgument for options.layers out of range; for a CUDA device those of
   // CheckDeviceFits (FailedPrecondition: no CUDA in the build, no such device;
   // ResourceExhausted: the model does not fit) and Unimplemented for a CUDA
-  // device in a group of more than one rank or a weight type the CUDA kernels
-  // lack (naming the tensor).
+  // device in a group of more than one rank, a weight type the CUDA kernels
+  // lack (naming the tensor), or an architecture beyond the Llama shape (gemma3,
+  // named; it runs on the CPU).
   static absl::StatusOr<std::unique_ptr<Transformer>> Load(const std::string& path,
                                                            const TransformerOptions& options);
   // Same, from an already opened file (takes ownership).

@@ -21,16 +21,22 @@ void RmsNormRow(const float* x, const float* weight, float eps, int n, float* y)
 
 void RopeAngles(const ModelConfig& config, const std::vector<float>& freq_factors, int pos,
                 float* cos_out, float* sin_out) {
+  RopeAngles(config, config.rope_freq_base, config.rope_freq_scale, freq_factors, pos, cos_out,
+             sin_out);
+}
+
+void RopeAngles(const ModelConfig& config, float freq_base, float freq_scale,
+                const std::vector<float>& freq_factors, int pos, float* cos_out, float* sin_out) {
   const int pairs = config.rope_dim / 2;
   // llama.cpp's order of float operations (ggml's rope cache), so that both engines
   // rotate by the same angles to the last bit: the base angle is advanced by repeated
   // multiplication, divided by the pair's factor, scaled, and cosf/sinf taken in float.
   const float theta_scale =
-      std::pow(config.rope_freq_base, -2.0f / static_cast<float>(config.rope_dim));
+      std::pow(freq_base, -2.0f / static_cast<float>(config.rope_dim));
   float theta = static_cast<float>(pos);
   for (int i = 0; i < pairs; ++i) {
     const float factor = freq_factors.empty() ? 1.0f : freq_factors[i];
-    const float angle = config.rope_freq_scale * (theta / factor);
+    const float angle = freq_scale * (theta / factor);
     cos_out[i] = std::cos(angle);
     sin_out[i] = std::sin(angle);
     theta *= theta_scale;
@@ -144,6 +150,53 @@ void SiluMul(kernels::GgmlOrder order, float* gate, const float* up, int64_t n) 
   }
 #endif
   SiluMulReference(order, gate, up, n);
+}
+
+namespace {
+
+// ggml's gelu_f32 (the tanh approximation), in float.
+float GeluTanh(float x) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  constexpr float kCoefA = 0.044715f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
+}
+
+// gelu of the half-precision input with these bits, rounded to half (ggml's table entry).
+float GeluOfHalf(uint16_t bits) {
+  return kernels::RoundToHalf(GeluTanh(kernels::Fp16ToFloat(bits)));
+}
+
+}  // namespace
+
+void GeluMulReference(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    if (x <= -10.0f) {
+      gate[i] = 0.0f;
+    } else if (x >= 10.0f) {
+      gate[i] = x * up[i];
+    } else {
+      gate[i] = GeluOfHalf(kernels::FloatToFp16(x)) * up[i];
+    }
+  }
+}
+
+void GeluMul(float* gate, const float* up, int64_t n) {
+  static const std::vector<float>* const table = [] {
+    auto* t = new std::vector<float>(65536);
+    for (uint32_t bits = 0; bits < 65536; ++bits) (*t)[bits] = GeluOfHalf(static_cast<uint16_t>(bits));
+    return t;
+  }();
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    if (x <= -10.0f) {
+      gate[i] = 0.0f;
+    } else if (x >= 10.0f) {
+      gate[i] = x * up[i];
+    } else {
+      gate[i] = (*table)[kernels::FloatToFp16(x)] * up[i];
+    }
+  }
 }
 
 }  // namespace splitspec::model::internal

@@ -28,6 +28,10 @@ void RmsNormRow(const float* x, const float* weight, float eps, int n, float* y)
 // cos_out, sin_out: [rope_dim / 2].
 void RopeAngles(const ModelConfig& config, const std::vector<float>& freq_factors, int pos,
                 float* cos_out, float* sin_out);
+// The same with another base and scale than the config's (the sliding-window layers of a
+// model whose layer kinds rotate differently, model_config.h).
+void RopeAngles(const ModelConfig& config, float freq_base, float freq_scale,
+                const std::vector<float>& freq_factors, int pos, float* cos_out, float* sin_out);
 
 // Rotates the first rope_dim elements of each of `heads` vectors of head_dim floats
 // at x (x [heads, head_dim]) by the angles, pairing elements per config.rope_layout.
@@ -88,6 +92,14 @@ void AttendOneHeadReference(kernels::GgmlOrder order, const float* q, const floa
 // the CPU has it; the reference gives the same bits.
 void SiluMul(kernels::GgmlOrder order, float* gate, const float* up, int64_t n);
 void SiluMulReference(kernels::GgmlOrder order, float* gate, const float* up, int64_t n);
+
+// gate[n] <- gelu(gate[n]) * up[n] (GeGLU), as llama.cpp's CPU backend computes it (ggml's
+// GGML_GELU_FP16 path): for -10 < x < 10, gelu(x) is half(gelu_tanh(half(x))) with
+// gelu_tanh(x) = 0.5f * x * (1 + tanhf(sqrt(2/pi) * x * (1 + 0.044715f * x * x))) in
+// float; x <= -10 gives 0 and x >= 10 gives x * up. GeluMul reads a table of the 65536
+// half inputs built once; the reference computes each value; the same bits.
+void GeluMul(float* gate, const float* up, int64_t n);
+void GeluMulReference(float* gate, const float* up, int64_t n);
 
 }  // namespace splitspec::model::internal
 

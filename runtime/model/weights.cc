@@ -1,5 +1,6 @@
 #include "runtime/model/weights.h"
 
+#include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -13,14 +14,15 @@ namespace {
 using kernels::GgmlType;
 
 absl::StatusOr<const GgufTensorInfo*> FindShaped(const GgufFile& file, const std::string& name,
-                                                 const std::vector<int64_t>& dims) {
+                                                 const std::vector<int64_t>& dims,
+                                                 bool widens_q5_0 = false) {
   ASSIGN_OR_RETURN(const GgufTensorInfo* t, file.GetTensor(name));
   if (t->dims != dims) {
     return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' has dims [",
                                                    absl::StrJoin(t->dims, ", "), "], expected [",
                                                    absl::StrJoin(dims, ", "), "]"));
   }
-  if (!kernels::IsSupportedWeightType(t->type)) {
+  if (!kernels::IsSupportedWeightType(t->type) && !(widens_q5_0 && t->type == GgmlType::kQ5_0)) {
     return absl::UnimplementedError(absl::StrCat("tensor '", name, "' has type ",
                                                  kernels::GetGgmlTypeTraits(t->type).name,
                                                  ", which the matmul kernels do not support"));
@@ -31,8 +33,14 @@ absl::StatusOr<const GgufTensorInfo*> FindShaped(const GgufFile& file, const std
 // A matrix of `rows` x `cols` (GGUF dims [cols, rows]).
 absl::StatusOr<WeightMatrix> LoadMatrix(const GgufFile& file, const std::string& name, int64_t rows,
                                         int64_t cols) {
-  ASSIGN_OR_RETURN(const GgufTensorInfo* t, FindShaped(file, name, {cols, rows}));
-  return WeightMatrix{t->type, t->data, rows, cols, nullptr};
+  ASSIGN_OR_RETURN(const GgufTensorInfo* t,
+                   FindShaped(file, name, {cols, rows}, /*widens_q5_0=*/true));
+  if (t->type != GgmlType::kQ5_0) return WeightMatrix{t->type, t->data, rows, cols, nullptr, nullptr};
+  const int64_t blocks = rows * cols / 32;
+  std::shared_ptr<uint8_t[]> q8_0(new uint8_t[kernels::RowBytes(GgmlType::kQ8_0, cols) * rows]);
+  kernels::WidenQ5_0ToQ8_0(t->data, q8_0.get(), blocks);
+  return WeightMatrix{GgmlType::kQ8_0, q8_0.get(), rows, cols, nullptr,
+                      std::shared_ptr<const uint8_t>(q8_0, q8_0.get())};
 }
 
 // A vector of `n` elements, dequantized to floats.
@@ -61,6 +69,14 @@ absl::StatusOr<LayerWeights> LoadLayer(const GgufFile& file, const ModelConfig& 
   ASSIGN_OR_RETURN(l.gate, LoadMatrix(file, p + "ffn_gate.weight", c.n_ff, c.n_embd));
   ASSIGN_OR_RETURN(l.up, LoadMatrix(file, p + "ffn_up.weight", c.n_ff, c.n_embd));
   ASSIGN_OR_RETURN(l.down, LoadMatrix(file, p + "ffn_down.weight", c.n_embd, c.n_ff));
+  if (c.qk_norm) {
+    ASSIGN_OR_RETURN(l.q_norm, LoadVector(file, p + "attn_q_norm.weight", c.head_dim));
+    ASSIGN_OR_RETURN(l.k_norm, LoadVector(file, p + "attn_k_norm.weight", c.head_dim));
+  }
+  if (c.post_norms) {
+    ASSIGN_OR_RETURN(l.attn_post_norm, LoadVector(file, p + "post_attention_norm.weight", c.n_embd));
+    ASSIGN_OR_RETURN(l.ffn_post_norm, LoadVector(file, p + "post_ffw_norm.weight", c.n_embd));
+  }
   return l;
 }
 

@@ -32,6 +32,9 @@ struct WeightMatrix {
   // aligned, made by InterleaveForCpu (tp_shard.h) for the types that have that layout;
   // else null. Copies of the matrix share it.
   std::shared_ptr<const uint8_t> interleaved;
+  // Owns `data` when the rows were converted at load (a Q5_0 tensor widened to Q8_0,
+  // kernels::WidenQ5_0ToQ8_0); null when `data` is the file's. Copies share it.
+  std::shared_ptr<const uint8_t> converted;
 
   // Row r, RowBytes(type, cols) bytes. REQUIRES: 0 <= r < rows.
   const uint8_t* row(int64_t r) const;
@@ -48,6 +51,10 @@ struct LayerWeights {
   WeightMatrix gate;              // [n_ff, n_embd]
   WeightMatrix up;                // [n_ff, n_embd]
   WeightMatrix down;              // [n_embd, n_ff]
+  // config.qk_norm: attn_q_norm / attn_k_norm, one head's [head_dim] applied to every head.
+  std::vector<float> q_norm, k_norm;
+  // config.post_norms: post_attention_norm / post_ffw_norm [n_embd]. Empty otherwise.
+  std::vector<float> attn_post_norm, ffn_post_norm;
 };
 
 struct ModelWeights {

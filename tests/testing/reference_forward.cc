@@ -1,5 +1,6 @@
 #include "tests/testing/reference_forward.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -51,18 +52,42 @@ std::vector<double> RmsNorm(const std::vector<double>& x, const std::vector<doub
 // and the attention probabilities at half precision.
 double Half(double x) { return kernels::RoundToHalf(static_cast<float>(x)); }
 
-void Rope(const ModelConfig& c, int pos, double* head) {
+// Gemma 3 (llama.cpp's llama-model.cpp): every 6th layer attends globally, the others
+// through the sliding window, rotated with base 10000 and scale 1.
+bool Gemma3Sliding(const ModelConfig& c, int layer) {
+  return c.architecture == "gemma3" && layer % 6 != 5;
+}
+
+void Rope(const ModelConfig& c, int layer, int pos, double* head) {
   const int half = c.rope_dim / 2;
+  const bool sliding = Gemma3Sliding(c, layer);
+  const double base = sliding ? 10000.0 : c.rope_freq_base;
+  const double scale = sliding ? 1.0 : c.rope_freq_scale;
   for (int i = 0; i < half; ++i) {
-    const double freq = std::pow(static_cast<double>(c.rope_freq_base), -2.0 * i / c.rope_dim);
-    const double angle = pos * static_cast<double>(c.rope_freq_scale) * freq;
-    // llama (GGUF): rotate neighbours; qwen2: rotate element i with i + half.
-    const int a = c.architecture == "qwen2" ? i : 2 * i;
-    const int b = c.architecture == "qwen2" ? i + half : 2 * i + 1;
+    const double freq = std::pow(base, -2.0 * i / c.rope_dim);
+    const double angle = pos * scale * freq;
+    // llama (GGUF): rotate neighbours; qwen2, gemma3 ("NeoX"): element i with i + half.
+    const bool neox = c.architecture != "llama";
+    const int a = neox ? i : 2 * i;
+    const int b = neox ? i + half : 2 * i + 1;
     const double x0 = head[a], x1 = head[b];
     head[a] = x0 * std::cos(angle) - x1 * std::sin(angle);
     head[b] = x0 * std::sin(angle) + x1 * std::cos(angle);
   }
+}
+
+// RMS norm of each of the `heads` vectors of w.size() elements at x, in place.
+void NormHeads(double* x, int heads, const std::vector<double>& w, double eps) {
+  const int n = static_cast<int>(w.size());
+  for (int h = 0; h < heads; ++h) {
+    const std::vector<double> y = RmsNorm(std::vector<double>(x + h * n, x + (h + 1) * n), w, eps);
+    std::copy(y.begin(), y.end(), x + h * n);
+  }
+}
+
+// gelu with the tanh approximation (Gemma's GeGLU).
+double GeluTanh(double x) {
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
 }
 
 }  // namespace
@@ -73,8 +98,14 @@ absl::StatusOr<std::vector<std::vector<float>>> ReferenceForward(
   ASSIGN_OR_RETURN(Matrix embd, Load(file, "token_embd.weight"));
   const int n = static_cast<int>(tokens.size());
   const int hd = c.head_dim;
+  const bool gemma3 = c.architecture == "gemma3";
   std::vector<std::vector<double>> x(n);
-  for (int t = 0; t < n; ++t) x[t] = embd[tokens[t]];
+  for (int t = 0; t < n; ++t) {
+    x[t] = embd[tokens[t]];
+    if (gemma3) {
+      for (double& e : x[t]) e *= std::sqrt(static_cast<double>(c.n_embd));
+    }
+  }
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = absl::StrCat("blk.", l, ".");
     ASSIGN_OR_RETURN(Matrix attn_norm, Load(file, p + "attn_norm.weight"));
@@ -93,6 +124,13 @@ absl::StatusOr<std::vector<std::vector<float>>> ReferenceForward(
       ASSIGN_OR_RETURN(bk, Load(file, p + "attn_k.bias"));
       ASSIGN_OR_RETURN(bv, Load(file, p + "attn_v.bias"));
     }
+    Matrix q_norm, k_norm, post_attention_norm, post_ffw_norm;
+    if (gemma3) {
+      ASSIGN_OR_RETURN(q_norm, Load(file, p + "attn_q_norm.weight"));
+      ASSIGN_OR_RETURN(k_norm, Load(file, p + "attn_k_norm.weight"));
+      ASSIGN_OR_RETURN(post_attention_norm, Load(file, p + "post_attention_norm.weight"));
+      ASSIGN_OR_RETURN(post_ffw_norm, Load(file, p + "post_ffw_norm.weight"));
+    }
     std::vector<std::vector<double>> q(n), k(n), v(n);
     for (int t = 0; t < n; ++t) {
       const std::vector<double> h = RmsNorm(x[t], attn_norm[0], c.rms_norm_eps);
@@ -101,8 +139,12 @@ absl::StatusOr<std::vector<std::vector<float>>> ReferenceForward(
       v[t] = MatVec(wv, h);
       for (size_t i = 0; i < q[t].size(); ++i) q[t][i] += bq[0][i];
       for (size_t i = 0; i < k[t].size(); ++i) k[t][i] += bk[0][i], v[t][i] += bv[0][i];
-      for (int h2 = 0; h2 < c.n_heads; ++h2) Rope(c, t, &q[t][h2 * hd]);
-      for (int h2 = 0; h2 < c.n_kv_heads; ++h2) Rope(c, t, &k[t][h2 * hd]);
+      if (gemma3) {
+        NormHeads(q[t].data(), c.n_heads, q_norm[0], c.rms_norm_eps);
+        NormHeads(k[t].data(), c.n_kv_heads, k_norm[0], c.rms_norm_eps);
+      }
+      for (int h2 = 0; h2 < c.n_heads; ++h2) Rope(c, l, t, &q[t][h2 * hd]);
+      for (int h2 = 0; h2 < c.n_kv_heads; ++h2) Rope(c, l, t, &k[t][h2 * hd]);
       for (double& e : q[t]) e = Half(e);
       for (double& e : k[t]) e = Half(e);
       for (double& e : v[t]) e = Half(e);
@@ -116,25 +158,33 @@ absl::StatusOr<std::vector<std::vector<float>>> ReferenceForward(
         const int kvh = h / (c.n_heads / c.n_kv_heads);
         std::vector<double> w(t + 1);
         double max = -1e300, sum = 0;
-        for (int j = 0; j <= t; ++j) {
+        // A sliding layer sees positions t - window + 1 .. t.
+        const int first =
+            Gemma3Sliding(c, l) ? std::max(0, t - c.sliding_window + 1) : 0;
+        for (int j = 0; j < first; ++j) w[j] = 0;  // masked: no weight
+        for (int j = first; j <= t; ++j) {
           double s = 0;
           for (int d = 0; d < hd; ++d) s += q[t][h * hd + d] * k[j][kvh * hd + d];
           w[j] = s / std::sqrt(static_cast<double>(hd));
           max = std::max(max, w[j]);
         }
-        for (int j = 0; j <= t; ++j) sum += (w[j] = std::exp(w[j] - max));
-        for (int j = 0; j <= t; ++j) {
+        for (int j = first; j <= t; ++j) sum += (w[j] = std::exp(w[j] - max));
+        for (int j = first; j <= t; ++j) {
           const double p = half_probabilities ? Half(w[j] / sum) : w[j] / sum;
           for (int d = 0; d < hd; ++d) attn[h * hd + d] += p * v[j][kvh * hd + d];
         }
       }
-      const std::vector<double> o = MatVec(wo, attn);
+      std::vector<double> o = MatVec(wo, attn);
+      if (gemma3) o = RmsNorm(o, post_attention_norm[0], c.rms_norm_eps);
       for (size_t i = 0; i < o.size(); ++i) x[t][i] += o[i];
       const std::vector<double> h = RmsNorm(x[t], ffn_norm[0], c.rms_norm_eps);
       std::vector<double> g = MatVec(gate, h);
       const std::vector<double> u = MatVec(up, h);
-      for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-      const std::vector<double> dn = MatVec(down, g);
+      for (size_t i = 0; i < g.size(); ++i) {
+        g[i] = (gemma3 ? GeluTanh(g[i]) : g[i] / (1.0 + std::exp(-g[i]))) * u[i];
+      }
+      std::vector<double> dn = MatVec(down, g);
+      if (gemma3) dn = RmsNorm(dn, post_ffw_norm[0], c.rms_norm_eps);
       for (size_t i = 0; i < dn.size(); ++i) x[t][i] += dn[i];
     }
   }

@@ -4,7 +4,9 @@
 // read with ReadModelConfig. Like llama.cpp (and the transformer), it rounds Q, K,
 // and V to half precision, and the attention probabilities too when the CPU attention
 // runs in llama.cpp's order (SPLITSPEC_ATTENTION_ORDER=llama.cpp); everything else is
-// exact.
+// exact. Gemma 3 ("gemma3") per llama.cpp's graph: embedding times sqrt(n_embd), per-head
+// Q/K norms, post-norms, tanh-GELU (exact, where llama.cpp and the transformer read an fp16
+// table), sliding-window layers (l % 6 != 5) with RoPE base 10000.
 #ifndef SPLITSPEC_TESTS_TESTING_REFERENCE_FORWARD_H_
 #define SPLITSPEC_TESTS_TESTING_REFERENCE_FORWARD_H_
 

@@ -188,7 +188,13 @@ GgufWriter MakeTinyModel(const TinyModelOptions& o) {
   AddTokenizer(w, vocab);
 
   Builder b(o, w);
-  const int head_dim = o.n_embd / o.n_heads;
+  const int head_dim = o.head_dim > 0 ? o.head_dim : o.n_embd / o.n_heads;
+  const bool gemma3 = a == "gemma3";
+  if (gemma3) {
+    w.SetUint32(a + ".attention.key_length", head_dim);
+    w.SetUint32(a + ".attention.value_length", head_dim);
+    w.SetUint32(a + ".attention.sliding_window", o.sliding_window);
+  }
   const int q_dim = o.n_heads * head_dim;
   const int kv_dim = o.n_kv_heads * head_dim;
   b.Matrix("token_embd.weight", vocab, o.n_embd, o.embedding_type);
@@ -203,11 +209,17 @@ GgufWriter MakeTinyModel(const TinyModelOptions& o) {
       b.Vector(p + "attn_k.bias", kv_dim, 0.f, 0.3f);
       b.Vector(p + "attn_v.bias", kv_dim, 0.f, 0.3f);
     }
+    if (gemma3) {
+      b.Vector(p + "attn_q_norm.weight", head_dim, 1.f, 0.2f);
+      b.Vector(p + "attn_k_norm.weight", head_dim, 1.f, 0.2f);
+    }
     b.Matrix(p + "attn_output.weight", o.n_embd, q_dim, o.weight_type);
+    if (gemma3) b.Vector(p + "post_attention_norm.weight", o.n_embd, 1.f, 0.2f);
     b.Vector(p + "ffn_norm.weight", o.n_embd, 1.f, 0.2f);
     b.Matrix(p + "ffn_gate.weight", o.n_ff, o.n_embd, o.weight_type);
     b.Matrix(p + "ffn_up.weight", o.n_ff, o.n_embd, o.weight_type);
     b.Matrix(p + "ffn_down.weight", o.n_embd, o.n_ff, o.weight_type);
+    if (gemma3) b.Vector(p + "post_ffw_norm.weight", o.n_embd, 1.f, 0.2f);
   }
   b.Vector("output_norm.weight", o.n_embd, 1.f, 0.2f);
   if (!o.tied_output) b.Matrix("output.weight", vocab, o.n_embd, o.weight_type);

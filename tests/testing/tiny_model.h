@@ -28,7 +28,9 @@
 namespace splitspec::model {
 
 struct TinyModelOptions {
-  std::string architecture = "llama";  // "llama" or "qwen2" (adds QKV biases)
+  // "llama", "qwen2" (adds QKV biases) or "gemma3" (adds the Q/K norms and post-norms,
+  // writes key_length / value_length and sliding_window; model_config.h says how they run).
+  std::string architecture = "llama";
   std::string name;                    // general.name; empty: "tiny-<architecture>"
   kernels::GgmlType weight_type = kernels::GgmlType::kF32;  // layer matrices and output
   kernels::GgmlType embedding_type = kernels::GgmlType::kF32;
@@ -46,6 +48,10 @@ struct TinyModelOptions {
   float rope_linear_factor = 0.f;  // > 0: rope.scaling.type "linear" with this factor
   float rms_norm_eps = 1e-5f;
   uint32_t seed = 1;
+  // gemma3: the sliding window and the per-head size (0: n_embd / n_heads), which Gemma
+  // sets apart from the width (Gemma 3 270M: 640 wide, 4 heads of 256).
+  int sliding_window = 8;
+  int head_dim = 0;
   // > 0: rows of token_embd (and output) instead of TinyModelVocabSize(), for
   // benchmark models with a real model's vocabulary size (tests/testing/bench_model.h).
   // The tokenizer is padded with unused tokens (type 5, no merge reaches them) to as

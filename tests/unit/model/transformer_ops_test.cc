@@ -244,6 +244,33 @@ TEST(SiluMulTest, FastPathEqualsReferenceBitwiseAndApproximatesSilu) {
   }
 }
 
+// GeGLU: the table path gives the reference's bits over every half input (and past the
+// +-10 cut-offs), and both stay within the half rounding of the exact tanh GELU.
+TEST(GeluMulTest, TablePathEqualsReferenceBitwiseAndApproximatesGelu) {
+  std::vector<float> gate;
+  for (uint32_t bits = 0; bits < 65536; ++bits) {
+    const float x = kernels::Fp16ToFloat(static_cast<uint16_t>(bits));
+    if (std::isfinite(x)) gate.push_back(x);
+  }
+  std::mt19937 rng(std::random_device{}());
+  const std::vector<float> wide = Normal(4096, 6.0f, rng);
+  gate.insert(gate.end(), wide.begin(), wide.end());
+  gate.insert(gate.end(), {-10.0f, 10.0f, -10.5f, 12.0f, 9.999f, -9.999f});
+  const int64_t n = static_cast<int64_t>(gate.size());
+  const std::vector<float> up = Normal(n, 1.0f, rng);
+  std::vector<float> a = gate, b = gate;
+  GeluMul(a.data(), up.data(), n);
+  GeluMulReference(b.data(), up.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0) << "x=" << gate[i];
+    const double x = gate[i];
+    const double exact =
+        0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))) * up[i];
+    // Input and output each rounded to half: a few 2^-11 relative, plus the cut-offs' tails.
+    EXPECT_NEAR(b[i], exact, 4e-3 * std::fabs(exact) + 1e-4 * std::fabs(up[i])) << "x=" << x;
+  }
+}
+
 TEST(RopeAnglesTest, FloatRecurrenceStaysCloseToTheExactAngles) {
   ModelConfig config;
   config.rope_dim = 64;

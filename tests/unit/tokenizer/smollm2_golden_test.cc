@@ -1,13 +1,14 @@
-// Golden test against llama.cpp: the default model's tokenizer must give
-// exactly the token ids llama.cpp gives (recorded by
-// tools/reference/check_vs_llamacpp.py --part tokens into
-// tests/data/tokenizer/smollm2_golden.json), decode them back, and render its
-// chat template as the Jinja template itself renders.
+// Golden tests against llama.cpp: a model's tokenizer must give exactly the token ids
+// llama.cpp gives (recorded by tools/reference/check_vs_llamacpp.py --part tokens into
+// tests/data/tokenizer/<model>_golden.json), decode them back, and render its chat
+// template as the Jinja template itself renders. Two models: the default SmolLM2 (byte-level
+// BPE) and Gemma 3 270M (SentencePiece with byte fallback, no space prefix).
 //
-// The model comes from $SPLITSPEC_MODEL, else
-// <source dir>/models/SmolLM2-135M-Instruct.Q4_1.gguf; without it the test is
-// skipped. $SPLITSPEC_TOKENIZER_GOLDEN points the test at another golden file
-// of the same format (e.g. a larger random corpus).
+// SmolLM2 comes from $SPLITSPEC_MODEL, else <source dir>/models/SmolLM2-135M-Instruct.Q4_1.gguf;
+// Gemma 3 from $SPLITSPEC_GEMMA3_MODEL, else <source dir>/models/gemma-3-270m-q4_k_m.gguf
+// (deploy/models.sh gemma3-270m installs it); a missing model skips its tests.
+// $SPLITSPEC_TOKENIZER_GOLDEN points the SmolLM2 tests at another golden file of the same
+// format (e.g. a larger random corpus).
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -31,16 +32,30 @@ using google::protobuf::ListValue;
 using google::protobuf::Struct;
 using google::protobuf::Value;
 
-std::string ModelPath() {
-  if (const char* env = std::getenv("SPLITSPEC_MODEL"); env != nullptr && *env != '\0') return env;
-  return std::string(SPLITSPEC_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* env = std::getenv(name);
+  return env != nullptr && *env != '\0' ? env : fallback;
 }
 
-std::string GoldenPath() {
-  if (const char* env = std::getenv("SPLITSPEC_TOKENIZER_GOLDEN"); env != nullptr && *env != '\0') {
-    return env;
-  }
-  return std::string(SPLITSPEC_SOURCE_DIR) + "/tests/data/tokenizer/smollm2_golden.json";
+struct GoldenModel {
+  std::string name;
+  std::string model_path;
+  std::string golden_path;
+};
+
+GoldenModel SmolLM2() {
+  return {"SmolLM2",
+          EnvOr("SPLITSPEC_MODEL",
+                std::string(SPLITSPEC_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf"),
+          EnvOr("SPLITSPEC_TOKENIZER_GOLDEN",
+                std::string(SPLITSPEC_SOURCE_DIR) + "/tests/data/tokenizer/smollm2_golden.json")};
+}
+
+GoldenModel Gemma3() {
+  return {"Gemma3",
+          EnvOr("SPLITSPEC_GEMMA3_MODEL",
+                std::string(SPLITSPEC_SOURCE_DIR) + "/models/gemma-3-270m-q4_k_m.gguf"),
+          std::string(SPLITSPEC_SOURCE_DIR) + "/tests/data/tokenizer/gemma3_golden.json"};
 }
 
 bool ReadFile(const std::string& path, std::string* out) {
@@ -59,30 +74,39 @@ std::vector<TokenId> Ids(const Value& list) {
   return ids;
 }
 
-class SmolLM2GoldenTest : public ::testing::Test {
+class GoldenTest : public ::testing::Test {
  protected:
+  explicit GoldenTest(GoldenModel model = SmolLM2()) : model_(std::move(model)) {}
+
   void SetUp() override {
-    std::ifstream probe(ModelPath());
-    if (!probe) GTEST_SKIP() << "model not found: " << ModelPath();
-    absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(ModelPath());
+    std::ifstream probe(model_.model_path);
+    if (!probe) GTEST_SKIP() << "model not found: " << model_.model_path;
+    absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(model_.model_path);
     ASSERT_TRUE(file.ok()) << file.status();
     absl::StatusOr<Tokenizer> tok = LoadTokenizerFromGguf(**file);
     ASSERT_TRUE(tok.ok()) << tok.status();
     tokenizer_ = std::make_unique<Tokenizer>(std::move(tok).value());
     std::string json;
-    ASSERT_TRUE(ReadFile(GoldenPath(), &json)) << "cannot read " << GoldenPath();
+    ASSERT_TRUE(ReadFile(model_.golden_path, &json)) << "cannot read " << model_.golden_path;
     const auto status = google::protobuf::util::JsonStringToMessage(json, &golden_);
     ASSERT_TRUE(status.ok()) << status.ToString();
   }
 
   const ListValue& Cases(const std::string& name) { return golden_.fields().at(name).list_value(); }
 
+  GoldenModel model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   Struct golden_;
 };
 
-TEST_F(SmolLM2GoldenTest, EveryGoldenStringTokenizesToLlamaCppIds) {
-  const ListValue& cases = Cases("tokens");
+// The tests every golden model runs (TYPED over the two fixtures below).
+class SmolLM2GoldenTest : public GoldenTest {};
+class Gemma3GoldenTest : public GoldenTest {
+ protected:
+  Gemma3GoldenTest() : GoldenTest(Gemma3()) {}
+};
+
+void ExpectTokensAsLlamaCpp(const ListValue& cases, const Tokenizer& tokenizer) {
   ASSERT_GE(cases.values_size(), 50);
   int identical = 0;
   for (const Value& c : cases.values()) {
@@ -91,7 +115,7 @@ TEST_F(SmolLM2GoldenTest, EveryGoldenStringTokenizesToLlamaCppIds) {
     const bool parse_special = f.at("parse_special").bool_value();
     const std::vector<TokenId> expected = Ids(f.at("ids"));
     const std::vector<TokenId> got =
-        tokenizer_->Encode(text, {.add_special = true, .parse_special = parse_special});
+        tokenizer.Encode(text, {.add_special = true, .parse_special = parse_special});
     if (got == expected) {
       ++identical;
     } else {
@@ -104,16 +128,39 @@ TEST_F(SmolLM2GoldenTest, EveryGoldenStringTokenizesToLlamaCppIds) {
   EXPECT_EQ(identical, cases.values_size());
 }
 
-TEST_F(SmolLM2GoldenTest, GoldenIdsDecodeBackToTheText) {
-  for (const Value& c : Cases("tokens").values()) {
+void ExpectIdsDecodeBack(const ListValue& cases, const Tokenizer& tokenizer) {
+  for (const Value& c : cases.values()) {
     const auto& f = c.struct_value().fields();
     if (!f.at("round_trip").bool_value()) continue;  // text the vocabulary cannot represent
     const std::string& text = f.at("text").string_value();
-    absl::StatusOr<std::string> back = tokenizer_->Decode(
+    absl::StatusOr<std::string> back = tokenizer.Decode(
         Ids(f.at("ids")), {.render_special = f.at("parse_special").bool_value()});
     ASSERT_TRUE(back.ok()) << back.status();
     EXPECT_EQ(*back, text);
   }
+}
+
+TEST_F(SmolLM2GoldenTest, EveryGoldenStringTokenizesToLlamaCppIds) {
+  ExpectTokensAsLlamaCpp(Cases("tokens"), *tokenizer_);
+}
+
+TEST_F(SmolLM2GoldenTest, GoldenIdsDecodeBackToTheText) {
+  ExpectIdsDecodeBack(Cases("tokens"), *tokenizer_);
+}
+
+TEST_F(Gemma3GoldenTest, EveryGoldenStringTokenizesToLlamaCppIds) {
+  ExpectTokensAsLlamaCpp(Cases("tokens"), *tokenizer_);
+}
+
+TEST_F(Gemma3GoldenTest, GoldenIdsDecodeBackToTheText) {
+  ExpectIdsDecodeBack(Cases("tokens"), *tokenizer_);
+}
+
+// Gemma's GGUF: BOS added, no space prefix, byte fallback for what the vocabulary lacks.
+TEST_F(Gemma3GoldenTest, AddsBosWithoutASpacePrefix) {
+  EXPECT_EQ(tokenizer_->Encode("Hello world", {.add_special = true}),
+            (std::vector<TokenId>{2, 9259, 1902}));
+  EXPECT_EQ(tokenizer_->bos_id(), 2);
 }
 
 TEST_F(SmolLM2GoldenTest, ChatTemplateRendersAsJinjaDoes) {
