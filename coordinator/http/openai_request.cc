@@ -383,18 +383,20 @@ absl::Status ReadProcessors(const Struct& body, CompletionRequest* request) {
   return absl::OkStatus();
 }
 
-// A JSON Schema given as an object (or as its JSON text) at `field`.
-absl::StatusOr<std::string> SchemaText(absl::string_view field, const Value& schema) {
+// A JSON Schema given as an object (or as its JSON text) at `field`; `raw` is
+// the object's text in the body (RawJsonValue), which keeps the order of its
+// properties: the order the grammar generates them in.
+absl::StatusOr<std::string> SchemaText(absl::string_view field, const Value& schema,
+                                       std::optional<absl::string_view> raw) {
   if (schema.kind_case() == Value::kStringValue) return schema.string_value();
   if (schema.kind_case() != Value::kStructValue)
     return WrongType(field, "a JSON Schema object", schema);
-  std::string text;
-  if (!google::protobuf::util::MessageToJsonString(schema.struct_value(), &text).ok())
-    return FieldError(field, "could not be written back as JSON");
-  return text;
+  if (!raw.has_value()) return FieldError(field, "could not be read back from the body");
+  return std::string(*raw);
 }
 
-absl::Status ReadResponseFormat(const Struct& body, CompletionRequest* request) {
+absl::Status ReadResponseFormat(const Struct& body, absl::string_view json,
+                                CompletionRequest* request) {
   const Value* format = Find(body, "response_format");
   if (format == nullptr) return absl::OkStatus();
   if (format->kind_case() != Value::kStructValue)
@@ -431,7 +433,9 @@ absl::Status ReadResponseFormat(const Struct& body, CompletionRequest* request) 
   }
   const Value* schema = Find(fields, "schema");
   if (schema == nullptr) return FieldError("response_format.json_schema.schema", "is required");
-  ASSIGN_OR_RETURN(std::string text, SchemaText("response_format.json_schema.schema", *schema));
+  ASSIGN_OR_RETURN(std::string text,
+                   SchemaText("response_format.json_schema.schema", *schema,
+                              RawJsonValue(json, {"response_format", "json_schema", "schema"})));
   bool strict = false;  // OpenAI's default
   if (const Value* flag = Find(fields, "strict")) {
     if (flag->kind_case() != Value::kBoolValue)
@@ -443,7 +447,8 @@ absl::Status ReadResponseFormat(const Struct& body, CompletionRequest* request) 
 }
 
 // vLLM's structured_outputs: exactly one of json, regex, choice, grammar.
-absl::Status ReadStructuredOutputs(const Struct& body, CompletionRequest* request) {
+absl::Status ReadStructuredOutputs(const Struct& body, absl::string_view json,
+                                   CompletionRequest* request) {
   const Value* outputs = Find(body, "structured_outputs");
   if (outputs == nullptr) return absl::OkStatus();
   if (request->grammar.has_value()) {
@@ -457,7 +462,8 @@ absl::Status ReadStructuredOutputs(const Struct& body, CompletionRequest* reques
     const std::string field = "structured_outputs." + name;
     ++given;
     if (name == "json") {
-      ASSIGN_OR_RETURN(std::string text, SchemaText(field, value));
+      ASSIGN_OR_RETURN(std::string text,
+                       SchemaText(field, value, RawJsonValue(json, {"structured_outputs", "json"})));
       request->grammar = grammar::GrammarSpec::JsonSchema(std::move(text), /*strict=*/false);
     } else if (name == "regex" || name == "grammar") {
       if (value.kind_case() != Value::kStringValue) return WrongType(field, "a string", value);
@@ -625,8 +631,8 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json,
   RETURN_IF_ERROR(ReadMaxTokens(body, integers, &request));
   RETURN_IF_ERROR(ReadSampling(body, integers, &request));
   RETURN_IF_ERROR(ReadProcessors(body, &request));
-  RETURN_IF_ERROR(ReadResponseFormat(body, &request));
-  RETURN_IF_ERROR(ReadStructuredOutputs(body, &request));
+  RETURN_IF_ERROR(ReadResponseFormat(body, json, &request));
+  RETURN_IF_ERROR(ReadStructuredOutputs(body, json, &request));
   RETURN_IF_ERROR(ReadStop(body, &request));
   RETURN_IF_ERROR(ReadFlags(body, integers, &request));
   RETURN_IF_ERROR(ReadGuidance(body, &request));

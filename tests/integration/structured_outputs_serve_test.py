@@ -57,6 +57,11 @@ SCHEMAS = [
 ]
 
 
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -73,7 +78,7 @@ class Serve:
         with open(config, "w") as f:
             f.write(f'[cluster]\nrun_dir = "{self.dir}"\n'
                     f'[coordinator]\ncontrol = "tcp://127.0.0.1:{free_port()}"\nhttp = "127.0.0.1:{self.port}"\n'
-                    f'[models]\ntarget = "{MODEL}"\n[[target_group]]\nname = "target"\nthreads = 2\n')
+                    f'[models]\ntarget = "{MODEL}"\n[[target_group]]\nname = "target"\nthreads = 1\n')
         self.out_path = os.path.join(self.dir, "serve.out")
         self.out = open(self.out_path, "w")
         self.process = subprocess.Popen([BINARY, "serve", "--config", config, "--served-model-name", NAME,
@@ -81,12 +86,12 @@ class Serve:
                                         stdout=self.out, stderr=subprocess.STDOUT)
         deadline = time.time() + 120
         while time.time() < deadline and self.process.poll() is None:
-            if "cluster ready" in open(self.out_path).read():
+            if "cluster ready" in read(self.out_path):
                 break
             time.sleep(0.1)
-        if "cluster ready" not in open(self.out_path).read():
+        if "cluster ready" not in read(self.out_path):
             self.stop()
-            raise RuntimeError("serve did not start:\n" + open(self.out_path).read())
+            raise RuntimeError("serve did not start:\n" + read(self.out_path))
         self.client = openai.OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key="unused",
                                     max_retries=0, timeout=300)
 
@@ -171,7 +176,7 @@ class StructuredOutputsServeTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    BINARY, MODEL = sys.argv[1], sys.argv[2]
+    BINARY, MODEL = sys.argv[1], os.path.abspath(sys.argv[2])
     if not os.path.exists(MODEL):
         print(f"SKIPPED: no model at {MODEL}")
         sys.exit(77)

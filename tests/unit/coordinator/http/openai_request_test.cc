@@ -265,6 +265,19 @@ TEST(OpenAiRequestTest, ResponseFormatAndStructuredOutputsBecomeTheGrammarOnTheW
                 .grammar->text,
             R"({"type":"string"})");
 
+  // The schema's text is the body's, property order and all (the order the
+  // grammar generates them in; a Struct would forget it), whatever follows it.
+  const CompletionRequest ordered = ParseOk(
+      chat + R"("response_format":{"json_schema":{"schema": {"type":"object","properties":)"
+             R"({"zeta":{"type":"string"},"alpha":{"type":"array","items":{"enum":["}",",\""]}}}},)"
+             R"("strict":false},"type":"json_schema"},"max_tokens":5})",
+      CompletionRequest::kChat);
+  ASSERT_TRUE(ordered.grammar.has_value());
+  EXPECT_EQ(ordered.grammar->text,
+            R"({"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"array",)"
+            R"("items":{"enum":["}",",\""]}}}})");
+  EXPECT_FALSE(ordered.grammar->strict);
+
   // Errors name the field.
   EXPECT_EQ(ParseError(chat + R"("response_format":{"type":"yaml"}})", CompletionRequest::kChat)
                 .second,
