@@ -12,7 +12,7 @@ package, independent of xgrammar), json_object replies must parse as objects, an
 greedy replies with speculation must equal those without, token for token. A bad
 schema is a 400 naming it. Exits 77 (skipped, for CTest) when `openai` or
 `jsonschema` is missing or the model file is absent.
-$STRUCTURED_OUTPUTS_REQUESTS sets how many schema requests run (default 24).
+$STRUCTURED_OUTPUTS_REQUESTS sets how many schema requests run (default 100).
 """
 import concurrent.futures
 import json
@@ -121,13 +121,15 @@ def chat(serve, prompt, **kwargs):
     reply = serve.client.chat.completions.create(
         model=NAME, messages=[{"role": "user", "content": prompt}], max_tokens=160, temperature=0, seed=1,
         **kwargs)
-    return reply.choices[0]
+    choice = reply.choices[0]
+    choice.accepted_tokens = reply.usage.model_dump().get("accepted_tokens", 0)
+    return choice
 
 
 class StructuredOutputsServeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.requests = int(os.environ.get("STRUCTURED_OUTPUTS_REQUESTS", "24"))
+        cls.requests = int(os.environ.get("STRUCTURED_OUTPUTS_REQUESTS", "100"))
         cls.replies = {}
         for label, flags in (("speculative", []), ("plain", ["--drafter", "none"])):
             serve = Serve(flags)
@@ -169,6 +171,13 @@ class StructuredOutputsServeTest(unittest.TestCase):
         for a, b in zip(speculative[0] + speculative[1], plain[0] + plain[1]):
             self.assertEqual(a.message.content, b.message.content)
             self.assertEqual(a.finish_reason, b.finish_reason)
+
+    def test_drafts_were_accepted_under_the_grammar(self):
+        replies, objects = self.replies["speculative"]
+        self.assertGreater(sum(c.accepted_tokens for c in replies + objects), 0,
+                           "speculation never had a drafted token accepted")
+        replies, objects = self.replies["plain"]
+        self.assertEqual(sum(c.accepted_tokens for c in replies + objects), 0)
 
     def test_a_bad_schema_is_a_bad_request_naming_it(self):
         self.assertIsNotNone(self.bad_schema, "the bad schema was accepted")
