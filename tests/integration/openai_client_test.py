@@ -84,9 +84,13 @@ class OpenAiClientTest(unittest.TestCase):
             reply = self.chat(extra_body={"structured_outputs": {"choice": ["yes", "no", "maybe"]}})
             self.assertIn(reply.choices[0].message.content, ("yes", "no", "maybe"))
             self.assertEqual(reply.choices[0].finish_reason, "stop")
-        reply = self.complete(prompt="Number:", extra_body={"structured_outputs": {"regex": "[0-9]{3}-[a-c]{2}"}})
+        regex = {"structured_outputs": {"regex": "[0-9]{3}-[a-c]{2}"}}
+        reply = self.complete(prompt="Number:", extra_body=regex)
         self.assertRegex(reply.choices[0].text, r"^[0-9]{3}-[a-c]{2}$")
         self.assertEqual(reply.choices[0].finish_reason, "stop")
+        chunks = list(self.complete(prompt="Number:", extra_body=regex, stream=True))
+        self.assertEqual("".join(c.choices[0].text for c in chunks if c.choices), reply.choices[0].text)
+        self.assertEqual([c.choices[0].finish_reason for c in chunks if c.choices][-1], "stop")
         reply = self.chat(response_format={"type": "json_schema", "json_schema": {
             "name": "flag", "strict": True, "schema": {"type": "object", "properties": {"ok": {"type": "boolean"}},
                                                        "required": ["ok"]}}})
