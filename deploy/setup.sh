@@ -34,6 +34,7 @@ say() { echo "==> $*"; }
 # preset "fuzz"); the product is built with gcc.
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git unzip python3 python3-pip python3-yaml
+  python3-jsonschema
   libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler libabsl-dev
   libgloo-dev libgtest-dev libgmock-dev iproute2 ccache libboost-dev libcurl4-openssl-dev
   clang-14 libclang-rt-14-dev llvm-14

@@ -29,11 +29,13 @@
 #include "runtime/model/kv_budget.h"
 #include "runtime/model/transformer.h"
 #include "runtime/spec/drafter_factory.h"
+#include "target_worker/request_setup.h"
 #include "target_worker/single_rank_model.h"
 #include "target_worker/target_service.h"
 #include "target_worker/tp_group_runner.h"
 
 namespace {
+
 
 // The leader's own drafter (--drafter): null for none; model drafters are refused
 // (they run in draft workers, with their own cores and caches).
@@ -120,6 +122,9 @@ absl::Status ServeTargets(splitspec::cli::WorkerFlags flags) {
       service_options.engine.kv_cache_bytes,
       splitspec::model::StartKvBudget(*model, flags.kv_cache_memory,
                                       absl::StrCat("target worker '", flags.identity.name, "'")));
+  // Structured outputs: grammars compile against the model file's tokenizer.
+  ASSIGN_OR_RETURN(service_options.engine.grammar_compiler,
+                   splitspec::target::GrammarCompilerForModel(flags.identity.model_path, model->config().vocab_size));
   // One rank on a GPU verifies there: the target's probabilities stay on the device.
   if (flags.device.is_cuda()) service_options.verify_device = flags.device.ordinal;
   ASSIGN_OR_RETURN(auto service,

@@ -4,7 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/model/gguf_reader.h"
 #include "runtime/net/spec_proto.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
 
 namespace splitspec::target {
 
@@ -107,6 +109,24 @@ absl::StatusOr<std::unique_ptr<TargetRequest>> NewTargetRequest(const proto::Ass
     RETURN_IF_ERROR(AttachGuidanceCompanion(assignment, model, *request));
   }
   return request;
+}
+
+absl::StatusOr<std::shared_ptr<grammar::GrammarCompiler>> GrammarCompilerForModel(
+    const std::string& path, int vocab_size) {
+  absl::StatusOr<std::unique_ptr<model::GgufFile>> file = model::GgufFile::Open(path);
+  if (!file.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", file.status().message()));
+  absl::StatusOr<model::Tokenizer> tokenizer = model::LoadTokenizerFromGguf(**file);
+  if (!tokenizer.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenizer of ", path, ": ", tokenizer.status().message()));
+  }
+  absl::StatusOr<std::unique_ptr<grammar::GrammarCompiler>> compiler =
+      grammar::GrammarCompiler::Create(*tokenizer, {.vocab_size = vocab_size});
+  if (!compiler.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("grammar compiler for ", path, ": ", compiler.status().message()));
+  }
+  return std::shared_ptr<grammar::GrammarCompiler>(*std::move(compiler));
 }
 
 }  // namespace splitspec::target

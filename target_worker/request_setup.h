@@ -4,9 +4,11 @@
 #define SPLITSPEC_TARGET_WORKER_REQUEST_SETUP_H_
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "proto/splitspec.pb.h"
+#include "runtime/grammar/grammar_compiler.h"
 #include "runtime/model/language_model.h"
 #include "target_worker/target_request.h"
 
@@ -20,6 +22,12 @@ namespace splitspec::target {
 absl::StatusOr<std::unique_ptr<TargetRequest>> NewTargetRequest(const proto::Assignment& assignment,
                                                                 const model::LanguageModel& model,
                                                                 const RequestLimits& defaults);
+
+// The grammar compiler of structured-output requests
+// (TargetEngineOptions::grammar_compiler): over the tokenizer of the GGUF at
+// `path`, for logits rows of `vocab_size`. Errors name the file.
+absl::StatusOr<std::shared_ptr<grammar::GrammarCompiler>> GrammarCompilerForModel(
+    const std::string& path, int vocab_size);
 
 }  // namespace splitspec::target
 

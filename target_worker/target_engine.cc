@@ -12,6 +12,7 @@
 #include "runtime/spec/logits_pipeline.h"
 #include "runtime/spec/sampling.h"
 #include "runtime/spec/verify.h"
+#include "target_worker/grammar_rows.h"
 #include "target_worker/request_setup.h"
 
 namespace splitspec::target {
@@ -119,6 +120,29 @@ absl::Status TargetEngine::AddRequest(const proto::Assignment& assignment) {
         ": logit_bias, presence_penalty, frequency_penalty and repetition_penalty are not "
         "applied by the CUDA verifier of this target (--device cuda:N verifies on the GPU); send "
         "the request without them, or serve it from a CPU target"));
+  }
+  if (request->params().grammar.has_value()) {
+    const grammar::GrammarSpec& spec = *request->params().grammar;
+    if (device_rows_ != nullptr) {
+      // The CUDA verifier makes p on the device and applies no grammar mask.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "request ", assignment.request_id(), ": structured outputs (",
+          grammar::GrammarKindName(spec.kind),
+          ") are not applied by the CUDA verifier of this target (--device cuda:N verifies on "
+          "the GPU); send the request without response_format, or serve it from a CPU target"));
+    }
+    if (options_.grammar_compiler == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "request ", assignment.request_id(), ": structured outputs (",
+          grammar::GrammarKindName(spec.kind), ") need a grammar compiler on this target"));
+    }
+    absl::StatusOr<std::shared_ptr<const grammar::CompiledGrammar>> compiled =
+        options_.grammar_compiler->Compile(spec);
+    if (!compiled.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("request ", assignment.request_id(), ": ", compiled.status().message()));
+    }
+    RETURN_IF_ERROR(request->AttachGrammar(grammar::GrammarMatcher(*std::move(compiled))));
   }
   if (request->guided()) ++counters_.guided_requests;
   if (device_rows_ != nullptr) {  // max_requests <= slots: one is free
@@ -570,6 +594,23 @@ void TargetEngine::ReadRows(WorkItem& item, const model::ForwardOutput& out,
     sequence.assign(request.committed().begin(), request.committed().begin() + item.fed_from);
     sequence.insert(sequence.end(), item.tokens.begin(), item.tokens.end());
   }
+  // Structured outputs: the fed tokens past the frontier are drafted; the
+  // matcher holds the committed ones (grammar_rows.h).
+  std::optional<GrammarRows> masks;
+  if (grammar::GrammarMatcher* matcher = request.grammar(); matcher != nullptr && rows > 0) {
+    const int fed_end = item.fed_from + static_cast<int>(item.tokens.size());
+    const int drafted = std::clamp(fed_end - request.frontier(), 0,
+                                   static_cast<int>(item.tokens.size()));
+    absl::StatusOr<GrammarRows> made =
+        GrammarRowMasks(*matcher, absl::MakeConstSpan(item.tokens).last(drafted), rows);
+    if (!made.ok()) {
+      SPLITSPEC_LOG(ERROR) << "request " << request.id() << ": " << made.status();
+      request.Finish(proto::FINISH_REASON_ERROR);
+      Report(request, request.FullSequenceResult(), events);
+      return;
+    }
+    masks = *std::move(made);
+  }
   for (int r = 0; r < rows; ++r) {
     std::vector<float> probs(vocab);
     const auto cond = absl::MakeConstSpan(out.Row(item.batch_index, r), vocab);
@@ -578,6 +619,7 @@ void TargetEngine::ReadRows(WorkItem& item, const model::ForwardOutput& out,
       context.tokens = absl::MakeConstSpan(sequence).first(sequence.size() - (rows - 1 - r));
       context.prompt_length = request.prompt_length();
     }
+    if (masks.has_value() && masks->masked[r]) context.allowed = masks->Row(r);
     const absl::Status status =
         guided ? spec::GuidedProcessRow(
                      request.params(), context, cond,

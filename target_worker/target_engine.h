@@ -77,6 +77,7 @@
 #include "runtime/model/kv_budget.h"
 #include "runtime/model/language_model.h"
 #include "runtime/spec/verify_cost_curve.h"
+#include "runtime/grammar/grammar_compiler.h"
 #include "target_worker/device_rows.h"
 #include "target_worker/target_request.h"
 
@@ -112,6 +113,10 @@ struct TargetEngineOptions {
   // most up to its longest length): a request starts only while its prompt plus
   // these fit the budget, so it can decode for a while before it grows.
   int kv_reserve_tokens = 256;
+  // Compiles the grammars of structured-output requests (params.grammar) against
+  // the model's vocabulary; shared, its cache makes a repeated schema free. Null:
+  // such requests are refused, by name.
+  std::shared_ptr<grammar::GrammarCompiler> grammar_compiler;
 };
 
 // Something to send after a step: a result for the coordinator and for the

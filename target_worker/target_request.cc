@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+
 namespace splitspec::target {
 namespace {
 
@@ -137,6 +139,7 @@ proto::VerifyResult TargetRequest::ApplyOutcome(const proto::DraftBlock* block,
   const bool redrafting = block_had_tokens && !pending_next.has_value();
   expects_block_to_feed_ = redrafting && feed_waits_to_skip_ == 0;
   if (redrafting && feed_waits_to_skip_ > 0) --feed_waits_to_skip_;
+  AcceptGrammar(old_frontier);
   CheckStop(old_frontier);
   return MakeResult(old_frontier, outcome.accepted, block_sequence);
 }
@@ -144,6 +147,38 @@ proto::VerifyResult TargetRequest::ApplyOutcome(const proto::DraftBlock* block,
 void TargetRequest::FeedWaitMissed() {
   expects_block_to_feed_ = false;
   feed_waits_to_skip_ = kFeedWaitsSkippedAfterMiss;
+}
+
+absl::Status TargetRequest::AttachGrammar(grammar::GrammarMatcher matcher) {
+  for (int i = prompt_length_; i < frontier(); ++i) {
+    if (!matcher.AcceptToken(committed_[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "request ", id_, ": committed token ", committed_[i], " at position ", i,
+          " does not match the request's ", grammar::GrammarKindName(params_.grammar->kind),
+          " grammar"));
+    }
+  }
+  grammar_ = std::move(matcher);
+  return absl::OkStatus();
+}
+
+void TargetRequest::AcceptGrammar(int first_new_index) {
+  if (!grammar_.has_value()) return;
+  for (int i = std::max(first_new_index, prompt_length_); i < frontier(); ++i) {
+    // Every committed token was sampled or verified from a masked row, so the
+    // matcher allows it; one it refuses (a bug) ends the request rather than
+    // letting output leave the grammar.
+    if (!grammar_->AcceptToken(committed_[i])) {
+      committed_.resize(i);
+      finish_reason_ = proto::FINISH_REASON_ERROR;
+      return;
+    }
+    if (grammar_->IsTerminated()) {
+      committed_.resize(i + 1);
+      finish_reason_ = proto::FINISH_REASON_STOP;
+      return;
+    }
+  }
 }
 
 void TargetRequest::CheckStop(int first_new_index) {

@@ -34,6 +34,7 @@
 
 #include "absl/time/time.h"
 #include "proto/splitspec.pb.h"
+#include "runtime/grammar/grammar_matcher.h"
 #include "runtime/model/kv_cache.h"
 #include "runtime/spec/sampling_params.h"
 #include "runtime/spec/spec_metrics.h"
@@ -108,6 +109,16 @@ class TargetRequest {
   // same number of tokens, so both keep the same generated tokens.
   // REQUIRES: the caches aligned (not prefilling), 0 <= length <= cache().length().
   void TruncateCaches(int length);
+
+  // --- structured outputs (params().grammar) ---
+  // Gives the request its grammar matcher and feeds it the generated tokens
+  // committed so far (a reassigned request). From then on ApplyOutcome feeds it
+  // every committed token, and the request finishes with FINISH_REASON_STOP
+  // when the matcher terminates (an end-of-generation token it allowed).
+  // Errors: InvalidArgument naming the first committed token the grammar refuses.
+  absl::Status AttachGrammar(grammar::GrammarMatcher matcher);
+  // The matcher, in the state after every committed token; null: no grammar.
+  grammar::GrammarMatcher* grammar() { return grammar_ ? &*grammar_ : nullptr; }
 
   // --- blocks ---
   // Queues `block` if it can ever be used; stale ones are refused.
@@ -191,6 +202,8 @@ class TargetRequest {
 
  private:
   void CheckStop(int first_new_index);
+  // Feeds committed_[first_new_index, frontier()) to the grammar matcher.
+  void AcceptGrammar(int first_new_index);
   proto::VerifyResult MakeResult(int first_new_index, int accepted, uint64_t block_sequence) const;
 
   std::string id_;
@@ -205,6 +218,7 @@ class TargetRequest {
   spec::SamplingParams params_;
   spec::VerifyMode mode_;
   std::optional<TargetRow> pending_;
+  std::optional<grammar::GrammarMatcher> grammar_;
   std::map<int, proto::DraftBlock> blocks_;  // start -> block
   proto::FinishReason finish_reason_ = proto::FINISH_REASON_UNSPECIFIED;
   spec::SpecMetrics metrics_;

@@ -15,6 +15,7 @@
 #include "runtime/net/worker_identity.h"
 #include "target_worker/group_follower.h"
 #include "target_worker/group_leader_model.h"
+#include "target_worker/request_setup.h"
 
 namespace splitspec::target {
 namespace {
@@ -86,6 +87,11 @@ absl::Status LeadOneFormation(const TpRankOptions& options, FormedGroup& formed,
   service_options.identity = RankIdentity(options);
   service_options.group_leader = &leader;
   service_options.engine.kv_cache_bytes = rank.kv_cache_bytes;
+  // Structured outputs: the leader masks the gathered rows, as a one-rank target does.
+  if (service_options.engine.grammar_compiler == nullptr) {
+    ASSIGN_OR_RETURN(service_options.engine.grammar_compiler,
+                     GrammarCompilerForModel(options.model_path, rank.model->config().vocab_size));
+  }
   // A CUDA leader keeps the gathered logits on its device and verifies there, as a
   // one-rank CUDA target does: the target's probabilities never reach the host.
   if (options.group.device.is_cuda()) service_options.verify_device = options.group.device.ordinal;

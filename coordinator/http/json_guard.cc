@@ -1,6 +1,7 @@
 #include "coordinator/http/json_guard.h"
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -191,6 +192,74 @@ class JsonChecker {
 
 absl::Status CheckJsonText(absl::string_view json, const JsonLimits& limits) {
   return JsonChecker(json, limits).Run();
+}
+
+namespace {
+
+size_t SkipSpace(absl::string_view json, size_t pos) {
+  while (pos < json.size() &&
+         (json[pos] == ' ' || json[pos] == '\t' || json[pos] == '\n' || json[pos] == '\r')) {
+    ++pos;
+  }
+  return pos;
+}
+
+// The end of the string that opens at json[pos] (a '"'): one past its closing quote.
+size_t SkipString(absl::string_view json, size_t pos) {
+  for (++pos; pos < json.size() && json[pos] != '"'; ++pos) {
+    if (json[pos] == '\\') ++pos;
+  }
+  return pos + 1;
+}
+
+// The end of the value that starts at json[pos] (valid JSON, by REQUIRES).
+size_t SkipValue(absl::string_view json, size_t pos) {
+  if (json[pos] == '"') return SkipString(json, pos);
+  if (json[pos] != '{' && json[pos] != '[') {
+    while (pos < json.size() && json[pos] != ',' && json[pos] != '}' && json[pos] != ']' &&
+           json[pos] != ' ' && json[pos] != '\t' && json[pos] != '\n' && json[pos] != '\r') {
+      ++pos;
+    }
+    return pos;
+  }
+  int depth = 0;
+  while (pos < json.size()) {
+    const char c = json[pos];
+    if (c == '"') {
+      pos = SkipString(json, pos);
+      continue;
+    }
+    if (c == '{' || c == '[') ++depth;
+    if ((c == '}' || c == ']') && --depth == 0) return pos + 1;
+    ++pos;
+  }
+  return pos;
+}
+
+}  // namespace
+
+std::optional<absl::string_view> RawJsonValue(absl::string_view json,
+                                              std::initializer_list<absl::string_view> path) {
+  size_t begin = SkipSpace(json, 0);
+  size_t end = begin < json.size() ? SkipValue(json, begin) : begin;
+  for (absl::string_view name : path) {
+    if (begin >= end || json[begin] != '{') return std::nullopt;
+    std::optional<std::pair<size_t, size_t>> found;
+    size_t pos = SkipSpace(json, begin + 1);
+    while (pos < end && json[pos] == '"') {
+      const size_t key_end = SkipString(json, pos);
+      const absl::string_view key = json.substr(pos + 1, key_end - pos - 2);
+      pos = SkipSpace(json, SkipSpace(json, key_end) + 1);  // past ':'
+      const size_t value_end = SkipValue(json, pos);
+      if (key == name) found = std::make_pair(pos, value_end);
+      pos = SkipSpace(json, value_end);
+      if (pos < end && json[pos] == ',') pos = SkipSpace(json, pos + 1);
+    }
+    if (!found.has_value()) return std::nullopt;
+    begin = found->first;
+    end = found->second;
+  }
+  return json.substr(begin, end - begin);
 }
 
 }  // namespace splitspec::coordinator::http

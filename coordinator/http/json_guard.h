@@ -24,6 +24,8 @@
 #define SPLITSPEC_COORDINATOR_HTTP_JSON_GUARD_H_
 
 #include <cstddef>
+#include <initializer_list>
+#include <optional>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -37,6 +39,16 @@ struct JsonLimits {
 };
 
 absl::Status CheckJsonText(absl::string_view json, const JsonLimits& limits = {});
+
+// The text of the value at `path` (object member names, outermost first) in
+// `json`, exactly as written, or nullopt when a member on the way is absent or
+// not inside an object. Why: a parser into protobuf's Struct forgets the order
+// of an object's members, and a JSON Schema's property order is the order the
+// grammar generates them in (structured outputs). REQUIRES: CheckJsonText(json)
+// passed. Member names are compared as written (unescaped names only); the
+// last of repeated names wins, as in the parser.
+std::optional<absl::string_view> RawJsonValue(absl::string_view json,
+                                              std::initializer_list<absl::string_view> path);
 
 // The length (1 to 4) of the well-formed UTF-8 sequence that starts at
 // text[pos], or 0 when the bytes there are not one (a stray continuation

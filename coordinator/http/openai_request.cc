@@ -10,6 +10,7 @@
 #include "coordinator/http/json_integers.h"
 #include "google/protobuf/util/json_util.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/net/spec_proto.h"
 #include "runtime/spec/sampling_params.h"
 
 namespace splitspec::coordinator::http {
@@ -128,8 +129,7 @@ struct KnownField {
 };
 
 constexpr char kNoStructuredOutputs[] =
-    "is not supported yet: structured outputs (grammar-constrained decoding) are not implemented; "
-    "leave it unset";
+    "is not supported: use response_format or structured_outputs (vLLM's current name) instead";
 constexpr char kNoTools[] =
     "is not supported yet: tool calling is not implemented; leave it unset";
 
@@ -164,8 +164,8 @@ constexpr KnownField kKnownFields[] = {
     {"repetition_penalty", kBoth},
     {"logit_bias", kBoth},
     {"suffix", kCompletionsOnly, "is not supported: this server does not insert text"},
-    {"response_format", kChatOnly, kNoStructuredOutputs},
-    {"structured_outputs", kBoth, kNoStructuredOutputs},
+    {"response_format", kChatOnly},
+    {"structured_outputs", kBoth},
     {"guided_json", kBoth, kNoStructuredOutputs},
     {"guided_regex", kBoth, kNoStructuredOutputs},
     {"guided_choice", kBoth, kNoStructuredOutputs},
@@ -383,6 +383,113 @@ absl::Status ReadProcessors(const Struct& body, CompletionRequest* request) {
   return absl::OkStatus();
 }
 
+// A JSON Schema given as an object (or as its JSON text) at `field`; `raw` is
+// the object's text in the body (RawJsonValue), which keeps the order of its
+// properties: the order the grammar generates them in.
+absl::StatusOr<std::string> SchemaText(absl::string_view field, const Value& schema,
+                                       std::optional<absl::string_view> raw) {
+  if (schema.kind_case() == Value::kStringValue) return schema.string_value();
+  if (schema.kind_case() != Value::kStructValue)
+    return WrongType(field, "a JSON Schema object", schema);
+  if (!raw.has_value()) return FieldError(field, "could not be read back from the body");
+  return std::string(*raw);
+}
+
+absl::Status ReadResponseFormat(const Struct& body, absl::string_view json,
+                                CompletionRequest* request) {
+  const Value* format = Find(body, "response_format");
+  if (format == nullptr) return absl::OkStatus();
+  if (format->kind_case() != Value::kStructValue)
+    return WrongType("response_format", "an object", *format);
+  const Value* type = Find(format->struct_value(), "type");
+  if (type == nullptr || type->kind_case() != Value::kStringValue) {
+    return FieldError("response_format.type",
+                      "must be one of \"text\", \"json_object\", \"json_schema\"");
+  }
+  for (const auto& [name, value] : format->struct_value().fields()) {
+    if (name != "type" && name != "json_schema") return UnrecognizedField("response_format." + name);
+  }
+  const std::string& kind = type->string_value();
+  if (kind == "text") return absl::OkStatus();
+  if (kind == "json_object") {
+    request->grammar = grammar::GrammarSpec::JsonObject();
+    return absl::OkStatus();
+  }
+  if (kind != "json_schema") {
+    return FieldError("response_format.type",
+                      absl::StrCat("must be one of \"text\", \"json_object\", \"json_schema\", "
+                                   "got \"", kind, "\""));
+  }
+  const Value* json_schema = Find(format->struct_value(), "json_schema");
+  if (json_schema == nullptr || json_schema->kind_case() != Value::kStructValue) {
+    return FieldError("response_format.json_schema",
+                      "must be an object {\"name\", \"schema\", \"strict\"} when type is "
+                      "\"json_schema\"");
+  }
+  const Struct& fields = json_schema->struct_value();
+  for (const auto& [name, value] : fields.fields()) {
+    if (name != "name" && name != "schema" && name != "strict" && name != "description")
+      return UnrecognizedField("response_format.json_schema." + name);
+  }
+  const Value* schema = Find(fields, "schema");
+  if (schema == nullptr) return FieldError("response_format.json_schema.schema", "is required");
+  ASSIGN_OR_RETURN(std::string text,
+                   SchemaText("response_format.json_schema.schema", *schema,
+                              RawJsonValue(json, {"response_format", "json_schema", "schema"})));
+  bool strict = false;  // OpenAI's default
+  if (const Value* flag = Find(fields, "strict")) {
+    if (flag->kind_case() != Value::kBoolValue)
+      return WrongType("response_format.json_schema.strict", "a boolean", *flag);
+    strict = flag->bool_value();
+  }
+  request->grammar = grammar::GrammarSpec::JsonSchema(std::move(text), strict);
+  return absl::OkStatus();
+}
+
+// vLLM's structured_outputs: exactly one of json, regex, choice, grammar.
+absl::Status ReadStructuredOutputs(const Struct& body, absl::string_view json,
+                                   CompletionRequest* request) {
+  const Value* outputs = Find(body, "structured_outputs");
+  if (outputs == nullptr) return absl::OkStatus();
+  if (request->grammar.has_value()) {
+    return FieldError("structured_outputs", "cannot be combined with response_format");
+  }
+  if (outputs->kind_case() != Value::kStructValue)
+    return WrongType("structured_outputs", "an object", *outputs);
+  int given = 0;
+  for (const auto& [name, value] : outputs->struct_value().fields()) {
+    if (value.kind_case() == Value::kNullValue) continue;
+    const std::string field = "structured_outputs." + name;
+    ++given;
+    if (name == "json") {
+      ASSIGN_OR_RETURN(std::string text,
+                       SchemaText(field, value, RawJsonValue(json, {"structured_outputs", "json"})));
+      request->grammar = grammar::GrammarSpec::JsonSchema(std::move(text), /*strict=*/false);
+    } else if (name == "regex" || name == "grammar") {
+      if (value.kind_case() != Value::kStringValue) return WrongType(field, "a string", value);
+      request->grammar = name == "regex" ? grammar::GrammarSpec::Regex(value.string_value())
+                                         : grammar::GrammarSpec::Ebnf(value.string_value());
+    } else if (name == "choice") {
+      if (value.kind_case() != Value::kListValue || value.list_value().values_size() == 0)
+        return FieldError(field, "must be a non-empty array of strings");
+      std::vector<std::string> choices;
+      for (const Value& choice : value.list_value().values()) {
+        if (choice.kind_case() != Value::kStringValue)
+          return WrongType(field, "an array of strings", choice);
+        choices.push_back(choice.string_value());
+      }
+      request->grammar = grammar::GrammarSpec::Choice(std::move(choices));
+    } else {
+      return UnrecognizedField(field);
+    }
+  }
+  if (given != 1) {
+    return FieldError("structured_outputs",
+                      "must set exactly one of json, regex, choice, grammar");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadStop(const Struct& body, CompletionRequest* request) {
   const Value* stop = Find(body, "stop");
   if (stop == nullptr) return absl::OkStatus();
@@ -524,6 +631,8 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json,
   RETURN_IF_ERROR(ReadMaxTokens(body, integers, &request));
   RETURN_IF_ERROR(ReadSampling(body, integers, &request));
   RETURN_IF_ERROR(ReadProcessors(body, &request));
+  RETURN_IF_ERROR(ReadResponseFormat(body, json, &request));
+  RETURN_IF_ERROR(ReadStructuredOutputs(body, json, &request));
   RETURN_IF_ERROR(ReadStop(body, &request));
   RETURN_IF_ERROR(ReadFlags(body, integers, &request));
   RETURN_IF_ERROR(ReadGuidance(body, &request));
@@ -556,6 +665,9 @@ proto::SubmitRequest MakeSubmitRequest(const CompletionRequest& request,
   processors->set_frequency_penalty(request.frequency_penalty);
   if (request.repetition_penalty != 1.0f) {
     processors->set_repetition_penalty(request.repetition_penalty);
+  }
+  if (request.grammar.has_value()) {
+    net::GrammarToProto(*request.grammar, processors->mutable_grammar());
   }
   if (processors->ByteSizeLong() == 0) params->clear_processors();
   if (request.guidance_scale != 1.0f) {

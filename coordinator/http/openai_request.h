@@ -10,10 +10,14 @@
 // refused with OpenAI's "Unrecognized request argument supplied: NAME" (also a
 // message's keys beyond role and content, and stream_options' beyond
 // include_usage); a field of the other endpoint is refused naming it; a field
-// known but not honoured yet (response_format, structured_outputs, guided_*,
-// tools, tool_choice, parallel_tool_calls, functions, function_call, suffix,
-// top_logprobs) is
-// refused naming it unless null or its no-op value. `user` is accepted and not
+// known but not honoured yet (guided_* (vLLM's old names), tools, tool_choice,
+// parallel_tool_calls, functions, function_call, suffix, top_logprobs) is
+// refused naming it unless null or its no-op value. Structured outputs are read
+// into `grammar`: response_format (chat) {"type": "text" | "json_object" |
+// "json_schema", "json_schema": {name, schema, strict (default false),
+// description}} and vLLM's structured_outputs {exactly one of json (a schema,
+// object or text), regex, choice ([string]), grammar (EBNF)}; the grammar
+// itself is compiled by the target (a bad schema comes back by name from there). `user` is accepted and not
 // used (OpenAI's end-user tag; it never changes the output).
 // Fields read (null means "not given"):
 //   model (string), prompt (completions: string, [string] of one, or [int] token
@@ -69,6 +73,7 @@
 #include "absl/types/span.h"
 #include "coordinator/http/json_guard.h"
 #include "proto/splitspec.pb.h"
+#include "runtime/grammar/grammar_spec.h"
 #include "runtime/tokenizer/chat_template.h"
 
 namespace splitspec::coordinator::http {
@@ -99,6 +104,9 @@ struct CompletionRequest {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   float repetition_penalty = 1.0f;  // vLLM's extension; 1 = off
+  // Structured outputs: response_format (json_object, json_schema) or vLLM's
+  // structured_outputs (json, regex, choice, grammar). nullopt: unconstrained.
+  std::optional<grammar::GrammarSpec> grammar;
 };
 
 absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json,

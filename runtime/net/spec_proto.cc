@@ -2,9 +2,30 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "runtime/base/status_macros.h"
 
 namespace splitspec::net {
+namespace {
+
+absl::StatusOr<grammar::GrammarSpec> GrammarFromProto(const proto::GrammarConstraint& wire) {
+  for (grammar::GrammarKind kind :
+       {grammar::GrammarKind::kJsonObject, grammar::GrammarKind::kJsonSchema,
+        grammar::GrammarKind::kRegex, grammar::GrammarKind::kChoice, grammar::GrammarKind::kEbnf}) {
+    if (grammar::GrammarKindName(kind) != wire.kind()) continue;
+    grammar::GrammarSpec spec;
+    spec.kind = kind;
+    spec.text = wire.text();
+    spec.strict = wire.strict();
+    spec.choices.assign(wire.choices().begin(), wire.choices().end());
+    return spec;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "processors.grammar.kind '", wire.kind(),
+      "' is not one of json_object, json_schema, regex, choice, grammar"));
+}
+
+}  // namespace
 
 absl::StatusOr<spec::SamplingParams> SamplingParamsFromProto(const proto::SamplingParams& wire) {
   spec::SamplingParams params;
@@ -21,6 +42,9 @@ absl::StatusOr<spec::SamplingParams> SamplingParamsFromProto(const proto::Sampli
   params.frequency_penalty = processors.frequency_penalty();
   params.repetition_penalty =
       processors.has_repetition_penalty() ? processors.repetition_penalty() : 1.0f;
+  if (processors.has_grammar()) {
+    ASSIGN_OR_RETURN(params.grammar, GrammarFromProto(processors.grammar()));
+  }
   RETURN_IF_ERROR(params.Validate());
   return params;
 }
@@ -40,8 +64,16 @@ proto::SamplingParams SamplingParamsToProto(const spec::SamplingParams& params) 
   if (params.repetition_penalty != 1.0f) {
     processors->set_repetition_penalty(params.repetition_penalty);
   }
+  if (params.grammar.has_value()) GrammarToProto(*params.grammar, processors->mutable_grammar());
   if (processors->ByteSizeLong() == 0) wire.clear_processors();
   return wire;
+}
+
+void GrammarToProto(const grammar::GrammarSpec& spec, proto::GrammarConstraint* wire) {
+  wire->set_kind(std::string(grammar::GrammarKindName(spec.kind)));
+  wire->set_text(spec.text);
+  wire->set_strict(spec.strict);
+  wire->mutable_choices()->Assign(spec.choices.begin(), spec.choices.end());
 }
 
 spec::VerifyMode VerifyModeFromProto(proto::VerifyMode wire, const spec::SamplingParams& params) {

@@ -15,6 +15,8 @@ namespace splitspec::net {
 // map as: top_p 0 -> 1 (off), other zeros keep their meaning.
 absl::StatusOr<spec::SamplingParams> SamplingParamsFromProto(const proto::SamplingParams& wire);
 proto::SamplingParams SamplingParamsToProto(const spec::SamplingParams& params);
+// A grammar spec on the wire (LogitsProcessors.grammar); the front door uses it too.
+void GrammarToProto(const grammar::GrammarSpec& spec, proto::GrammarConstraint* wire);
 
 // VERIFY_MODE_UNSPECIFIED picks greedy at temperature 0, rejection otherwise.
 spec::VerifyMode VerifyModeFromProto(proto::VerifyMode wire, const spec::SamplingParams& params);

@@ -33,8 +33,9 @@
 // made in two places, where the mask is to be filled: TargetEngine::ReadRows
 // (target_worker/target_engine.cc: row r of a block follows the drafted tokens
 // before it, so the matcher takes them and rolls back past the first rejected
-// one) and ModelDrafter::Choose (runtime/spec/model_drafter.cc: each drafted
-// position; a draft that leaves the grammar is cut there).
+// one; done: target_worker/grammar_rows.h) and ModelDrafter::Choose
+// (runtime/spec/model_drafter.cc: each drafted position; not done yet: the model
+// drafter drafts nothing for a request with a grammar).
 //
 // Adding a processor: one transform on the logits row in ProcessContext (its
 // place in the order above), its parameter in SamplingParams and

@@ -215,8 +215,14 @@ void ModelDrafter::Admit(DraftRequest& request, absl::flat_hash_map<std::string,
         absl::StrCat("model drafter: request '", request.request_id, "' has an empty context")));
   }
   state.tokens.insert(state.tokens.end(), request.context.begin() + held, request.context.end());
-  const int k =
-      std::min<int64_t>(request.k, max_tokens_ - static_cast<int64_t>(state.tokens.size()));
+  // Structured outputs: this drafter does not mask q with the grammar yet, so it
+  // drafts nothing for such requests (the target then decides alone, masked);
+  // unmasked drafts would be exact too (the target's masked p refuses what leaves
+  // the grammar) but mostly wasted.
+  const int k = request.params.grammar.has_value()
+                    ? 0
+                    : std::min<int64_t>(request.k,
+                                        max_tokens_ - static_cast<int64_t>(state.tokens.size()));
   work.push_back(Work{&request, &state, held, k});
 }
 

@@ -9,10 +9,12 @@
 #define SPLITSPEC_RUNTIME_SPEC_SAMPLING_PARAMS_H_
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "runtime/grammar/grammar_spec.h"
 
 namespace splitspec::spec {
 
@@ -53,6 +55,11 @@ struct SamplingParams {
   // positive, multiplied when negative (CTRL's penalty, as vLLM applies it).
   // 1 = off. In (0, kMaxRepetitionPenalty].
   float repetition_penalty = 1.0f;
+
+  // Structured outputs: the output must match this grammar (step 1 of the
+  // pipeline, the mask). The mask is made by the caller's GrammarMatcher and
+  // passed in RowContext::allowed (logits_pipeline.h). nullopt: unconstrained.
+  std::optional<grammar::GrammarSpec> grammar;
 
   static constexpr float kMaxGuidanceScale = 100.0f;
   static constexpr float kMaxLogitBias = 100.0f;

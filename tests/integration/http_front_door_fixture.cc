@@ -10,6 +10,7 @@
 #include "coordinator/http/front_door.h"
 #include "runtime/model/transformer.h"
 #include "runtime/spec/ngram_drafter.h"
+#include "target_worker/request_setup.h"
 #include "tests/testing/tiny_model.h"
 #include "tools/cluster/in_process_cluster.h"
 
@@ -39,6 +40,10 @@ int main(int argc, char** argv) {
   tools::InProcessClusterOptions cluster_options;
   cluster_options.target = target->get();
   cluster_options.drafter = &ngram;
+  // Structured outputs, as the target worker binary sets them up.
+  auto grammar_compiler = target::GrammarCompilerForModel(path, (*target)->config().vocab_size);
+  if (!grammar_compiler.ok()) return Fail("the grammar compiler", grammar_compiler.status());
+  cluster_options.target_engine.grammar_compiler = *std::move(grammar_compiler);
   auto cluster = tools::InProcessCluster::Start(cluster_options);
   if (!cluster.ok()) return Fail("starting the cluster", cluster.status());
   coordinator::http::FrontDoorOptions front_options;

@@ -6,6 +6,7 @@ The fixture (http_front_door_fixture) runs a tiny-model cluster with the front
 door and prints its port. Exits 77 (skipped, for CTest) when the `openai`
 package is not installed.
 """
+import json
 import subprocess
 import sys
 import tempfile
@@ -71,11 +72,36 @@ class OpenAiClientTest(unittest.TestCase):
 
     def test_a_known_but_unsupported_field_is_a_bad_request_naming_it(self):
         with self.assertRaises(openai.BadRequestError) as raised:
-            self.chat(response_format={"type": "json_object"})
-        self.assertIn("'response_format' is not supported", str(raised.exception))
+            self.chat(extra_body={"guided_json": {"type": "object"}})
+        self.assertIn("'guided_json' is not supported", str(raised.exception))
         with self.assertRaises(openai.BadRequestError) as raised:
             self.chat(tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}])
         self.assertIn("'tools' is not supported", str(raised.exception))
+
+    def test_structured_outputs_constrain_the_reply(self):
+        # The tiny model's random weights, constrained: only the grammar's strings come out.
+        for _ in range(3):
+            reply = self.chat(extra_body={"structured_outputs": {"choice": ["yes", "no", "maybe"]}})
+            self.assertIn(reply.choices[0].message.content, ("yes", "no", "maybe"))
+            self.assertEqual(reply.choices[0].finish_reason, "stop")
+        regex = {"structured_outputs": {"regex": "[0-9]{3}-[a-c]{2}"}}
+        reply = self.complete(prompt="Number:", extra_body=regex)
+        self.assertRegex(reply.choices[0].text, r"^[0-9]{3}-[a-c]{2}$")
+        self.assertEqual(reply.choices[0].finish_reason, "stop")
+        chunks = list(self.complete(prompt="Number:", extra_body=regex, stream=True))
+        self.assertEqual("".join(c.choices[0].text for c in chunks if c.choices), reply.choices[0].text)
+        self.assertEqual([c.choices[0].finish_reason for c in chunks if c.choices][-1], "stop")
+        reply = self.chat(response_format={"type": "json_schema", "json_schema": {
+            "name": "flag", "strict": True, "schema": {"type": "object", "properties": {"ok": {"type": "boolean"}},
+                                                       "required": ["ok"]}}})
+        if reply.choices[0].finish_reason == "stop":
+            self.assertIn(json.loads(reply.choices[0].message.content)["ok"], (True, False))
+
+    def test_a_bad_schema_is_a_bad_request_naming_it(self):
+        with self.assertRaises(openai.BadRequestError) as raised:
+            self.chat(response_format={"type": "json_schema", "json_schema": {
+                "name": "bad", "schema": {"type": "no-such-type"}}})
+        self.assertIn("json_schema", str(raised.exception))
 
     def test_another_model_is_not_found(self):
         with self.assertRaises(openai.NotFoundError) as raised:

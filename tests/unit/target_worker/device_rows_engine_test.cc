@@ -212,6 +212,24 @@ TEST(DeviceRowsEngineTest, ARequestWithPenaltiesOrLogitBiasIsRefusedByName) {
   EXPECT_TRUE(engine.AddRequest(Assign("plain", {1, 2}, 6, proto::VERIFY_MODE_GREEDY)).ok());
 }
 
+// Nor does it apply a grammar mask: a structured-output request is refused by
+// name (before any grammar is compiled: this engine has no compiler at all).
+TEST(DeviceRowsEngineTest, AStructuredOutputRequestIsRefusedByName) {
+  KeepingFakeModel model;
+  TargetEngine engine(&model, Options());
+  ASSERT_TRUE(
+      engine.UseDeviceRows(std::make_unique<HostDeviceRows>(FakeLanguageModel::kVocab, 8)).ok());
+  proto::Assignment constrained = Assign("json", {1, 2}, 6, proto::VERIFY_MODE_GREEDY);
+  constrained.mutable_params()->mutable_processors()->mutable_grammar()->set_kind("json_object");
+  const absl::Status status = engine.AddRequest(constrained);
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_NE(status.message().find("structured outputs (json_object) are not applied by the CUDA "
+                                  "verifier"),
+            std::string::npos)
+      << status;
+  EXPECT_TRUE(engine.AddRequest(Assign("plain", {1, 2}, 6, proto::VERIFY_MODE_GREEDY)).ok());
+}
+
 TEST(DeviceRowsEngineTest, RefusesAStoreWithFewerSlotsThanRequests) {
   KeepingFakeModel model;
   TargetEngine engine(&model, Options());  // max_requests 8

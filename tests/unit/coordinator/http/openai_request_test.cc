@@ -215,9 +215,9 @@ TEST(OpenAiRequestTest, AnUnknownFieldIsRefusedByNameAsOpenAiDoes) {
 
 TEST(OpenAiRequestTest, KnownButNotHonouredFieldsAreRefusedByName) {
   const std::string chat = R"({"messages":[{"role":"user","content":"x"}],)";
-  for (const char* field : {"response_format", "tools", "tool_choice", "parallel_tool_calls",
-                            "functions", "function_call", "structured_outputs", "guided_json",
-                            "guided_regex", "guided_choice", "guided_grammar"}) {
+  for (const char* field : {"tools", "tool_choice", "parallel_tool_calls", "functions",
+                            "function_call", "guided_json", "guided_regex", "guided_choice",
+                            "guided_grammar"}) {
     const auto [message, param] =
         ParseError(chat + "\"" + field + R"(":{"type":"json_object"}})", CompletionRequest::kChat);
     EXPECT_EQ(param, field);
@@ -228,6 +228,75 @@ TEST(OpenAiRequestTest, KnownButNotHonouredFieldsAreRefusedByName) {
             "top_logprobs");
   // Null and the no-op value lose nothing: accepted.
   ParseOk(chat + R"("response_format":null,"top_logprobs":0})", CompletionRequest::kChat);
+}
+
+TEST(OpenAiRequestTest, ResponseFormatAndStructuredOutputsBecomeTheGrammarOnTheWire) {
+  const std::string chat = R"({"messages":[{"role":"user","content":"x"}],)";
+  EXPECT_FALSE(ParseOk(chat + R"("response_format":{"type":"text"}})", CompletionRequest::kChat)
+                   .grammar.has_value());
+  const CompletionRequest object =
+      ParseOk(chat + R"("response_format":{"type":"json_object"}})", CompletionRequest::kChat);
+  ASSERT_TRUE(object.grammar.has_value());
+  EXPECT_EQ(object.grammar->kind, grammar::GrammarKind::kJsonObject);
+
+  const CompletionRequest schema = ParseOk(
+      chat + R"("response_format":{"type":"json_schema","json_schema":{"name":"n","strict":true,)"
+             R"("schema":{"type":"object","properties":{"a":{"type":"integer"}}}}}})",
+      CompletionRequest::kChat);
+  ASSERT_TRUE(schema.grammar.has_value());
+  EXPECT_EQ(schema.grammar->kind, grammar::GrammarKind::kJsonSchema);
+  EXPECT_TRUE(schema.grammar->strict);
+  EXPECT_THAT(schema.grammar->text, HasSubstr(R"("properties":{"a":{"type":"integer"}})"));
+  const proto::SubmitRequest submit = MakeSubmitRequest(schema, {1, 2}, "r", {0}, {});
+  const proto::GrammarConstraint& wire = submit.params().processors().grammar();
+  EXPECT_EQ(wire.kind(), "json_schema");
+  EXPECT_EQ(wire.text(), schema.grammar->text);
+  EXPECT_TRUE(wire.strict());
+
+  const CompletionRequest choice = ParseOk(R"({"prompt":"x","structured_outputs":{"choice":["a","b"]}})");
+  ASSERT_TRUE(choice.grammar.has_value());
+  EXPECT_EQ(choice.grammar->choices, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","structured_outputs":{"regex":"[0-9]+"}})").grammar->kind,
+            grammar::GrammarKind::kRegex);
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","structured_outputs":{"grammar":"root ::= \"a\""}})")
+                .grammar->kind,
+            grammar::GrammarKind::kEbnf);
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","structured_outputs":{"json":{"type":"string"}}})")
+                .grammar->text,
+            R"({"type":"string"})");
+
+  // The schema's text is the body's, property order and all (the order the
+  // grammar generates them in; a Struct would forget it), whatever follows it.
+  const CompletionRequest ordered = ParseOk(
+      chat + R"("response_format":{"json_schema":{"schema": {"type":"object","properties":)"
+             R"({"zeta":{"type":"string"},"alpha":{"type":"array","items":{"enum":["}",",\""]}}}},)"
+             R"("strict":false},"type":"json_schema"},"max_tokens":5})",
+      CompletionRequest::kChat);
+  ASSERT_TRUE(ordered.grammar.has_value());
+  EXPECT_EQ(ordered.grammar->text,
+            R"({"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"array",)"
+            R"("items":{"enum":["}",",\""]}}}})");
+  EXPECT_FALSE(ordered.grammar->strict);
+
+  // Errors name the field.
+  EXPECT_EQ(ParseError(chat + R"("response_format":{"type":"yaml"}})", CompletionRequest::kChat)
+                .second,
+            "response_format.type");
+  EXPECT_EQ(ParseError(chat + R"("response_format":{"type":"json_schema"}})",
+                       CompletionRequest::kChat)
+                .second,
+            "response_format.json_schema");
+  EXPECT_EQ(ParseError(chat + R"("response_format":{"type":"json_schema","json_schema":{"name":"n"}}})",
+                       CompletionRequest::kChat)
+                .second,
+            "response_format.json_schema.schema");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","structured_outputs":{"regex":"a","choice":["a"]}})").second,
+            "structured_outputs");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","structured_outputs":{"jsonn":{}}})").first,
+            "Unrecognized request argument supplied: structured_outputs.jsonn");
+  // response_format is a chat parameter (as OpenAI's).
+  EXPECT_EQ(ParseError(R"({"prompt":"x","response_format":{"type":"json_object"}})").second,
+            "response_format");
 }
 
 TEST(OpenAiRequestTest, EchoIsReadForCompletions) {
