@@ -23,8 +23,8 @@ size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b
 DraftEngine::DraftEngine(spec::Drafter* drafter, DraftEngineOptions options)
     : drafter_(drafter),
       options_(options),
-      verify_cost_(std::make_shared<spec::VerifyCostCurve>(options.adaptive.verify_cost_slope,
-                                                           options.adaptive.decay)) {}
+      verify_cost_(std::make_shared<spec::VerifyCostCurve>(options.prior_verify_slope,
+                                                           1.0 - spec::kCostWeight)) {}
 
 absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
   const std::string& id = assignment.request_id();
@@ -35,6 +35,11 @@ absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
   if (assignment.target_endpoint().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("request ", id, ": Assignment.target_endpoint is empty"));
+  }
+  if (options_.min_k < 1 || options_.max_k < options_.min_k || options_.max_k > spec::kPlanMaxK) {
+    return absl::InvalidArgumentError(absl::StrCat("draft engine: k range [", options_.min_k, ", ",
+                                                   options_.max_k, "] must lie in [1, ",
+                                                   spec::kPlanMaxK, "]"));
   }
   if (!requests_.contains(id) && static_cast<int>(requests_.size()) >= options_.max_requests) {
     return absl::ResourceExhaustedError(
@@ -50,29 +55,10 @@ absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
   state.params = params;
   state.mode = net::VerifyModeFromProto(assignment.verify_mode(), params);
   state.k = assignment.draft_k() > 0 ? static_cast<int>(assignment.draft_k()) : options_.default_k;
-  spec::AdaptiveDraftLengthConfig config = options_.adaptive;
-  config.schedule = !options_.spec_cache && options_.lookahead_blocks > 1
-                        ? spec::Schedule::kOverlapped
-                        : spec::Schedule::kSequential;
-  RETURN_IF_ERROR(config.Validate());
-  state.adaptive.emplace(config, verify_cost_);
   state.adaptive_k = assignment.draft_k() == 0 && options_.adaptive_default;
-  if (state.adaptive_k && drafter_hopeless_ && options_.reprobe_every_requests > 0 &&
-      ++hopeless_candidates_ % options_.reprobe_every_requests != 0) {
-    state.adaptive->AssumeHopeless();
-    ++counters_.hopeless_starts;
-  }
   if (options_.spec_cache) {
     RETURN_IF_ERROR(options_.cache.Validate());
     state.cache.emplace(options_.cache);
-    if (options_.cache_guard) {
-      RETURN_IF_ERROR(options_.cache_worth.Validate());
-      if (learned_cache_worth_.has_value()) {
-        state.cache_worth = learned_cache_worth_;
-      } else {
-        state.cache_worth.emplace(options_.cache_worth);
-      }
-    }
   }
   const int max_new = assignment.params().max_tokens() > 0
                           ? static_cast<int>(assignment.params().max_tokens())
@@ -83,11 +69,11 @@ absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
   state.held = committed;
   state.context = std::move(committed);
   state.epoch = assignment.epoch();
-  state.schedule = options_.spec_cache             ? spec::DraftSchedule::kCached
-                   : options_.lookahead_blocks > 1 ? spec::DraftSchedule::kOverlapped
-                                                   : spec::DraftSchedule::kSequential;
-  if (options_.adaptive_window) ChooseSchedule(state);
+  state.spec_mode = options_.spec_cache             ? spec::SpecMode::kCached
+               : options_.lookahead_blocks > 1 ? spec::SpecMode::kOverlapped
+                                               : spec::SpecMode::kSequential;
   requests_[id] = std::move(state);
+  ++generation_;  // the target's batch changed
   return absl::OkStatus();
 }
 
@@ -95,15 +81,8 @@ void DraftEngine::Release(const std::string& request_id) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
   if (it->second.cache.has_value()) released_cache_.Merge(it->second.cache->counters());
-  const spec::AdaptiveDraftLength& adaptive = *it->second.adaptive;
-  // A request that measured nothing (and was not found hopeless) leaves the verdict.
-  if (it->second.adaptive_k && (adaptive.measured_costs() || adaptive.Hopeless()))
-    drafter_hopeless_ = adaptive.Hopeless();
-  // What the cache costs and saves is the drafter's and the hardware's, not the
-  // request's: the next request starts from it instead of bootstrapping.
-  if (it->second.cache_worth.has_value() && it->second.cache_worth->measured())
-    learned_cache_worth_ = it->second.cache_worth;
   requests_.erase(it);
+  ++generation_;
   drafter_->Release(request_id);
 }
 
@@ -140,7 +119,7 @@ void DraftEngine::Resync(const std::string& id, RequestState& state, std::vector
 
 void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult& result,
                                   bool new_epoch) {
-  state.adaptive->RecordTargetCurve(result.target_step_seconds(), result.target_verify_slope());
+  costs_.RecordTargetLine(result.target_step_seconds(), result.target_verify_slope());
   auto sent = state.sent.find(result.block_sequence());
   if (sent == state.sent.end()) {
     LearnFromOffWindow(state, result);
@@ -157,38 +136,53 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
   const absl::Time now = options_.clock();
   const bool first = state.last_result == absl::InfinitePast();
   const double step_seconds = absl::ToDoubleSeconds(now - std::max(block.sent, state.last_result));
-  // What this block's tokens cost the request: the wall time since its previous
-  // result (the draft's time, both trips and any wait included), which the
-  // measured guard compares with plain steps.
+  // What the block cost the request: the time since its previous result (the
+  // drafting, both trips, the verification and any turnaround).
   const double since_last_result = absl::ToDoubleSeconds(now - state.last_result);
   state.last_result = now;
   // An empty block that opens an off window may be decided in the step of the
   // block before it, with no forward of its own (p was already known): its time
   // is no plain step. The window's own results, one forward apart, sample T(0).
   const bool opens_window = block.drafted == 0 && block.alone_until > 0;
-  if (!first && !opens_window) state.adaptive->RecordVerify(block.drafted, step_seconds);
-  if (!first && block.drafted > 0 && state.cache_worth.has_value() && CacheActive(state)) {
-    // One block in flight: the round trip is this block's alone.
-    state.cache_worth->RecordRoundTrip(
-        block.pre_drafted, step_seconds,
-        state.adaptive->PlainStepSeconds() * (1.0 + state.adaptive->VerifySlope() * block.drafted));
-  }
-  if (block.drafted == 0) {
-    state.adaptive->RecordTargetOnlyStep();
+  if (!first && !opens_window) verify_cost_->Record(block.drafted, step_seconds);
+  if (block.requested == 0) {
+    state.acceptance.RecordPlainTokens(result.committed_tokens_size());
     return;
   }
+  // The policy's model counts k drafts per block: a position the drafter left
+  // empty is a rejection there, like a wrong draft.
   const int accepted = std::min<int>(static_cast<int>(result.accepted()), block.drafted);
-  // Timed before RecordBlock, whose probe back-off asks whether speculation wins.
-  if (!first) state.adaptive->RecordBlockTime(result.committed_tokens_size(), since_last_result);
-  state.adaptive->RecordBlock(block.drafted, accepted, new_epoch && accepted < block.drafted);
-  if (!first) {
-    // The target's plain step: its own report if it sent one, else this block's
-    // round trip scaled by the fitted curve.
-    const double target_step = result.target_step_seconds() > 0.0
-                                   ? state.adaptive->PlainStepSeconds()
-                                   : step_seconds / state.adaptive->curve().Relative(block.drafted);
-    state.adaptive->RecordCosts(target_step, draft_seconds_per_token_);
+  const bool rejected = (new_epoch && accepted < block.drafted) || accepted < block.requested;
+  state.acceptance.RecordBlock(accepted, rejected);
+  if (first || block.drafted == 0) return;
+  const spec::SpecEstimates estimates = Estimates(state);
+  const double verify_seconds =
+      estimates.target_step_seconds * (1.0 + estimates.target_slope * block.drafted);
+  if (!(verify_seconds > 0.0)) return;
+  // The rest of the block's time: trips and turnaround, or, while a draft forward
+  // ran beside it, that forward's slowdown of the verification.
+  if (!block.beside_draft) {
+    costs_.RecordBlockOverhead(std::max(
+        0.0, since_last_result - block.drafted * costs_.draft_seconds_per_token - verify_seconds));
+    return;
   }
+  // Beside a draft forward (overlapped, cached, or another request's drafting):
+  // the model counts that forward as free, so the rate it predicts there is
+  // compared with the rate realized, over plain steps timed while the target
+  // decoded alone (an off window) if any, else the target's own report.
+  const double plain = verify_cost_->MeanSeconds(0) > 0.0 ? verify_cost_->MeanSeconds(0)
+                                                           : estimates.target_step_seconds;
+  spec::SpecEstimates alone = estimates;
+  alone.interference = 0.0;
+  const double predicted =
+      spec::PredictedRate(alone, block.mode, std::max(1, block.requested), alone.AlphaMean());
+  if (!(since_last_result > 0.0) || !(plain > 0.0) || !std::isfinite(predicted)) return;
+  const double w = beside_seconds_ > 0.0 ? spec::kCostWeight : 1.0;
+  beside_tokens_ = (1.0 - w) * beside_tokens_ + w * result.committed_tokens_size();
+  beside_seconds_ = (1.0 - w) * beside_seconds_ + w * since_last_result;
+  beside_predicted_ = (1.0 - w) * beside_predicted_ + w * predicted;
+  const double realized = plain * beside_tokens_ / beside_seconds_;
+  if (realized > 0.0) costs_.interference = std::max(0.0, beside_predicted_ / realized - 1.0);
 }
 
 void DraftEngine::LearnFromOffWindow(RequestState& state, const proto::VerifyResult& result) {
@@ -200,9 +194,9 @@ void DraftEngine::LearnFromOffWindow(RequestState& state, const proto::VerifyRes
   // The target commits one token per plain step in the window, back to back:
   // the time between two results is T(0) with no wait for the draft.
   const absl::Time now = options_.clock();
-  for (int i = 0; i < result.committed_tokens_size(); ++i) state.adaptive->RecordTargetOnlyStep();
+  state.acceptance.RecordPlainTokens(result.committed_tokens_size());
   if (state.last_result != absl::InfinitePast() && result.committed_tokens_size() == 1) {
-    state.adaptive->RecordVerify(0, absl::ToDoubleSeconds(now - state.last_result));
+    verify_cost_->Record(0, absl::ToDoubleSeconds(now - state.last_result));
   }
   state.last_result = now;
 }
@@ -210,14 +204,17 @@ void DraftEngine::LearnFromOffWindow(RequestState& state, const proto::VerifyRes
 ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
   auto it = requests_.find(result.request_id());
   if (it == requests_.end()) return ResultAction::kIgnored;
+  ++generation_;  // estimates, alone_until and the cache's hits may all change
   RequestState& state = it->second;
   if (!result.full_sequence()) LearnFromResult(state, result, result.epoch() > state.epoch);
   if (state.adaptive_k && LogEnabled(LogLevel::kDebug)) {
-    SPLITSPEC_LOG(DEBUG) << "adaptive k " << result.request_id() << " frontier "
-                         << result.frontier() << " accepted " << result.accepted() << "/"
-                         << result.block_sequence() << ": " << state.adaptive->DebugString();
+    const spec::SpecAction next = NextAction(state);
+    SPLITSPEC_LOG(DEBUG) << "policy " << result.request_id() << " frontier " << result.frontier()
+                         << " accepted " << result.accepted() << "/" << result.block_sequence()
+                         << ": " << Estimates(state).DebugString() << " -> "
+                         << spec::SpecModeName(next.mode) << " k=" << next.k
+                         << " rate=" << next.rate << " off_tokens=" << next.off_tokens;
   }
-  if (options_.adaptive_window) ChooseSchedule(state);
   if (result.finished()) {
     Release(result.request_id());
     return ResultAction::kFinished;
@@ -252,12 +249,8 @@ ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
       static_cast<int>(tokens.size()) == static_cast<int>(result.accepted()) + 1) {
     hit = state.cache->Take(state.epoch, result.block_sequence(),
                             {static_cast<int>(result.accepted()), tokens.back()});
-    state.cache_hit_rate = 0.9 * state.cache_hit_rate + (hit.has_value() ? 0.1 : 0.0);
-    if (state.cache_worth.has_value()) {
-      state.cache_worth->RecordLookup(hit.has_value() ? static_cast<double>(hit->tokens.size()) *
-                                                            draft_seconds_per_token_
-                                                      : 0.0);
-    }
+    costs_.RecordCacheLookup(hit.has_value());
+    ++generation_;
   }
   std::vector<int32_t> committed(state.context.begin(), state.context.begin() + base);
   committed.insert(committed.end(), tokens.begin(), tokens.end());
@@ -277,6 +270,66 @@ void DraftEngine::RestartDrafter(const std::string& id, RequestState& state) {
     SPLITSPEC_LOG(ERROR) << "request " << id << ": drafter restart failed: " << started;
 }
 
+spec::SpecEstimates DraftEngine::Estimates(const RequestState& state) const {
+  spec::SpecEstimates e = costs_;
+  e.accepted = state.acceptance.accepted;
+  e.verified = state.acceptance.verified;
+  if (!(e.target_step_seconds > 0.0) && verify_cost_->measured()) {
+    // A target that does not report its line: the round trips' fit.
+    e.target_step_seconds =
+        verify_cost_->MeanSeconds(0) > 0.0 ? verify_cost_->MeanSeconds(0) : verify_cost_->BaseSeconds();
+    e.target_slope = verify_cost_->Slope();
+  } else if (!(e.target_step_seconds > 0.0)) {
+    e.target_slope = options_.prior_verify_slope;
+  }
+  // The requests this worker drafts for that share the target: a lower bound
+  // of its batch (it may serve others too).
+  e.target_batch = 0;
+  for (const auto& [id, other] : requests_) {
+    if (other.target_endpoint == state.target_endpoint) ++e.target_batch;
+  }
+  e.target_batch = std::max(1, e.target_batch);
+  return e;
+}
+
+spec::SpecAction DraftEngine::NextAction(const RequestState& state) const {
+  if (state.action_generation == generation_) return state.action;
+  state.action = ChooseAction(state);
+  state.action_generation = generation_;
+  return state.action;
+}
+
+spec::SpecAction DraftEngine::ChooseAction(const RequestState& state) const {
+  const spec::SpecMode configured = options_.spec_cache ? spec::SpecMode::kCached
+                                    : options_.lookahead_blocks > 1
+                                        ? spec::SpecMode::kOverlapped
+                                        : spec::SpecMode::kSequential;
+  spec::SpecChoices choices;
+  if (state.adaptive_k) {
+    choices.min_k = options_.min_k;
+    choices.max_k = options_.max_k;
+    choices.overlapped = options_.lookahead_blocks > 1 || options_.adaptive_window;
+    choices.cached = options_.spec_cache;
+  } else {
+    choices.min_k = choices.max_k = std::clamp(state.k, 1, spec::kPlanMaxK);
+    choices.allow_off = false;
+    if (options_.adaptive_window) {
+      choices.overlapped = true;
+      choices.cached = options_.spec_cache;
+    } else if (configured == spec::SpecMode::kCached && options_.cache_guard) {
+      choices.cached = true;
+    } else {
+      spec::SpecAction fixed;
+      fixed.mode = configured;
+      fixed.k = state.k;
+      return fixed;
+    }
+  }
+  spec::SpecAction action = spec::ChooseSpecAction(Estimates(state), choices, state.spec_mode);
+  if (!state.adaptive_k) action.k = state.k;  // may exceed kPlanMaxK
+  return action;
+}
+
 bool DraftEngine::HasRoom(const RequestState& state) const {
   if (state.blocks_in_flight >= Window(state)) return false;
   if (static_cast<int>(state.context.size()) >= state.max_length) return false;
@@ -287,20 +340,13 @@ bool DraftEngine::HasRoom(const RequestState& state) const {
   return state.sent.empty() || state.sent.rbegin()->second.drafted > 0;
 }
 
-bool DraftEngine::ShadowAffordable(const RequestState& state) const {
-  if (!options_.shadow_drafts || !state.adaptive_k) return false;
-  const double plain_step = state.adaptive->PlainStepSeconds();
-  // Unmeasured, a drafter gets one shadow block: its Propose measures it.
-  if (!(draft_seconds_per_token_ > 0.0) || !(plain_step > 0.0)) return true;
-  return draft_seconds_per_token_ * state.adaptive->ShadowK() <=
-         options_.shadow_max_cost * plain_step;
-}
-
 bool DraftEngine::ShadowDue(const RequestState& state) const {
-  return state.shadow.empty() && NextK(state) == 0 &&
-         static_cast<int>(state.context.size()) == state.committed_length &&
-         state.shadow_tried_at != state.committed_length &&
-         state.committed_length < state.max_length && ShadowAffordable(state);
+  if (!options_.shadow_drafts || !state.adaptive_k || !state.shadow.empty()) return false;
+  if (static_cast<int>(state.context.size()) != state.committed_length ||
+      state.shadow_tried_at == state.committed_length || state.committed_length >= state.max_length)
+    return false;
+  const spec::SpecAction action = NextAction(state);
+  return action.mode == spec::SpecMode::kOff && action.shadow;
 }
 
 void DraftEngine::ScoreShadow(RequestState& state, int base, const std::vector<int32_t>& tokens) {
@@ -311,7 +357,8 @@ void DraftEngine::ScoreShadow(RequestState& state, int base, const std::vector<i
     if (index < 0) continue;
     const bool match = index < size && tokens[i] == state.shadow[index];
     if (!match || index + 1 == size) {
-      state.adaptive->RecordShadowBlock(match ? size : index, !match);
+      state.acceptance.RecordBlock(match ? size : index, !match);
+      ++generation_;
       state.shadow.clear();
       return;
     }
@@ -319,13 +366,13 @@ void DraftEngine::ScoreShadow(RequestState& state, int base, const std::vector<i
 }
 
 bool DraftEngine::CatchUpDue(const RequestState& state) const {
-  if (options_.catch_up_tokens <= 0 || !state.adaptive_k || NextK(state) != 0) return false;
+  if (options_.catch_up_tokens <= 0 || !state.adaptive_k) return false;
   if (static_cast<int>(state.context.size()) != state.committed_length) return false;
-  if (options_.shadow_drafts && ShadowAffordable(state)) return false;  // shadows feed it
-  if (state.adaptive->Hopeless()) return false;  // no probe will need the cache
-  if (options_.catch_up_horizon > 0 &&
-      state.adaptive->TargetOnlyStepsBeforeProbe() > options_.catch_up_horizon) {
-    return false;  // far from the probe: the target runs alone on the memory bus
+  const spec::SpecAction action = NextAction(state);
+  if (action.mode != spec::SpecMode::kOff || !action.probe) return false;  // no block will need it
+  if (options_.shadow_drafts && action.shadow) return false;                // shadows feed it
+  if (state.alone_until - state.committed_length > options_.catch_up_tokens) {
+    return false;  // far from the window's end: the target runs alone on the memory bus
   }
   const int pending =
       static_cast<int>(state.context.size() - CommonPrefix(state.held, state.context));
@@ -343,6 +390,7 @@ absl::StatusOr<bool> DraftEngine::StepCatchUp() {
   }
   if (batch.empty()) return false;
   RETURN_IF_ERROR(drafter_->Propose(absl::MakeSpan(batch)));
+  MarkBesideDraft();
   ++counters_.catch_up_calls;
   for (size_t i = 0; i < batch.size(); ++i) {
     const spec::DraftRequest& proposal = batch[i];
@@ -370,39 +418,14 @@ bool DraftEngine::HasWork() const {
   return false;
 }
 
-int DraftEngine::NextK(const RequestState& state) const {
-  if (!state.adaptive_k) return state.k;
-  const int k = state.adaptive->NextK();  // 0: speculation predicted to lose
-  return k > 0 && options_.adaptive_window && state.schedule_k > 0 ? state.schedule_k : k;
-}
-
 int DraftEngine::Window(const RequestState& state) const {
-  if (!options_.adaptive_window) return options_.spec_cache ? 1 : options_.lookahead_blocks;
-  return state.schedule == spec::DraftSchedule::kOverlapped ? std::max(2, options_.lookahead_blocks)
-                                                            : 1;
+  return NextAction(state).mode == spec::SpecMode::kOverlapped
+             ? std::max(2, options_.lookahead_blocks)
+             : 1;
 }
 
 bool DraftEngine::CacheActive(const RequestState& state) const {
-  return state.cache.has_value() && state.schedule == spec::DraftSchedule::kCached;
-}
-
-void DraftEngine::ChooseSchedule(RequestState& state) {
-  spec::WindowInputs in;
-  in.alpha = state.adaptive->EstimatedAlpha();
-  in.cost_ratio = state.adaptive->EstimatedCostRatio();
-  in.verify_slope = state.adaptive->EstimatedVerifySlope();
-  in.cache_hit_rate = state.cache_hit_rate;
-  in.cache_available = state.cache.has_value();
-  const int min_k = state.adaptive_k ? options_.adaptive.min_k : state.k;
-  const int max_k = state.adaptive_k ? options_.adaptive.max_k : state.k;
-  const spec::WindowChoice choice = spec::ChooseWindow(in, min_k, max_k);
-  state.schedule = choice.schedule;
-  state.schedule_k = choice.k;
-  // Whether to speculate at all is decided with the model of the schedule the
-  // request runs (one block in flight, with or without the cache, is sequential).
-  state.adaptive->set_schedule(choice.schedule == spec::DraftSchedule::kOverlapped
-                                   ? spec::Schedule::kOverlapped
-                                   : spec::Schedule::kSequential);
+  return state.cache.has_value() && state.spec_mode == spec::SpecMode::kCached;
 }
 
 spec::DraftRequest DraftEngine::MakeDraftRequest(const std::string& id, RequestState& state,
@@ -439,6 +462,7 @@ absl::Status DraftEngine::ProposeMeasured(absl::Span<spec::DraftRequest> batch) 
   }
   const absl::Time propose_start = options_.clock();
   RETURN_IF_ERROR(drafter_->Propose(batch));
+  MarkBesideDraft();
   for (const spec::DraftRequest& r : batch) {
     auto it = requests_.find(r.request_id);
     if (it != requests_.end() && r.status.ok()) it->second.drafter_warm = true;
@@ -450,15 +474,28 @@ absl::Status DraftEngine::ProposeMeasured(absl::Span<spec::DraftRequest> batch) 
                          << (prefills ? " (with prefill)" : "") << ", "
                          << absl::ToDoubleMilliseconds(options_.clock() - propose_start) << " ms";
   }
-  if (proposed > 0 && !prefills)
-    draft_seconds_per_token_ = absl::ToDoubleSeconds(options_.clock() - propose_start) / proposed;
+  if (proposed > 0 && !prefills) {
+    costs_.RecordDraftSeconds(absl::ToDoubleSeconds(options_.clock() - propose_start) / proposed);
+    ++generation_;
+  }
   return absl::OkStatus();
+}
+
+void DraftEngine::MarkBesideDraft() {
+  for (auto& [id, state] : requests_) {
+    for (auto& [sequence, block] : state.sent) block.beside_draft = true;
+  }
 }
 
 void DraftEngine::EmitBlock(const std::string& id, RequestState& state, std::vector<int32_t> tokens,
                             std::vector<spec::SparseDistribution> q,
                             std::vector<spec::SparseDistribution> top,
-                            std::vector<OutgoingBlock>* out, int alone_tokens) {
+                            std::vector<OutgoingBlock>* out, int alone_tokens,
+                            std::optional<spec::SpecMode> mode, int requested) {
+  if (mode.has_value() && *mode != state.spec_mode) {
+    state.spec_mode = *mode;
+    ++generation_;
+  }
   OutgoingBlock outgoing;
   outgoing.target_endpoint = state.target_endpoint;
   proto::DraftBlock& block = outgoing.block;
@@ -481,8 +518,11 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state, std::vec
   state.cache_base = static_cast<int>(state.context.size());
   state.context.insert(state.context.end(), tokens.begin(), tokens.end());
   ++state.blocks_in_flight;
-  state.sent[block.block_sequence()] = {static_cast<int>(tokens.size()), options_.clock(),
-                                        alone_until};
+  state.sent[block.block_sequence()] = {.drafted = static_cast<int>(tokens.size()),
+                                        .requested = requested,
+                                        .mode = state.spec_mode,
+                                        .sent = options_.clock(),
+                                        .alone_until = alone_until};
   ++counters_.blocks_sent;
   counters_.tokens_drafted += tokens.size();
   PlanCache(state, block, top);
@@ -492,30 +532,25 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state, std::vec
 void DraftEngine::PlanCache(RequestState& state, const proto::DraftBlock& block,
                             const std::vector<spec::SparseDistribution>& top) {
   if (!CacheActive(state)) return;
-  if (state.cache_worth.has_value() && !state.cache_worth->PlanNext()) {
-    state.cache->SkipBlock();
-    return;
-  }
   const int k = block.tokens_size();
   const int next_k = std::max(1, NextK(state));
-  // The draft tokens that fit in one verification of this block: C * T_verify(k) / T_target.
-  const double fit =
-      state.adaptive->EstimatedCostRatio() * (1.0 + state.adaptive->VerifySlope() * k);
+  // The draft tokens that fit in one verification of this block: C * T_verify(k) / T_target
+  // (one block's worth while either cost is unmeasured).
+  const spec::SpecEstimates e = Estimates(state);
+  const double fit = e.target_step_seconds > 0.0 && e.draft_seconds_per_token > 0.0
+                         ? e.target_step_seconds / e.draft_seconds_per_token *
+                               (1.0 + e.target_slope * k)
+                         : next_k;
   const int budget = std::max(1, static_cast<int>(std::ceil(options_.cache_budget_factor * fit)));
   const std::vector<int32_t> tokens(block.tokens().begin(), block.tokens().end());
   state.cache->Plan(block.epoch(), block.block_sequence(), tokens,
                     top.size() == tokens.size() ? absl::MakeConstSpan(top)
                                                 : absl::Span<const spec::SparseDistribution>(),
-                    state.adaptive->EstimatedAlpha(), next_k, budget);
+                    e.AlphaMean(), next_k, budget);
 }
 
 bool DraftEngine::HasCacheWork(const RequestState& state) const {
   return CacheActive(state) && state.blocks_in_flight > 0 && state.cache->Next().has_value();
-}
-
-int DraftEngine::OffWindowTokens(const RequestState& state, int k, int room) const {
-  if (k != 0 || !state.adaptive_k) return 0;
-  return std::min(state.adaptive->TargetOnlyStepsBeforeProbe(), room);
 }
 
 namespace {
@@ -534,23 +569,26 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
   std::vector<spec::CacheBranch> prefixes;    // per batch entry: a partial hit's drafted part
   std::vector<int> alone_tokens;              // per batch entry: its off window, 0 if none
   std::vector<EntryKind> kinds;               // per batch entry
+  std::vector<spec::SpecAction> actions;      // per batch entry: what its block carries out
   for (auto& [id, state] : requests_) {
     const int room = state.max_length - static_cast<int>(state.context.size());
     if (!HasRoom(state)) {
       if (!ShadowDue(state)) continue;
       std::vector<int32_t>& context = contexts.emplace_back(state.context);
-      batch.push_back(
-          MakeDraftRequest(id, state, &context, std::min(state.adaptive->ShadowK(), room)));
+      const spec::SpecAction action = NextAction(state);
+      batch.push_back(MakeDraftRequest(id, state, &context, std::min(action.shadow_k, room)));
       prefixes.emplace_back();
       alone_tokens.push_back(0);
       kinds.push_back(EntryKind::kShadow);
+      actions.push_back(action);
       ids.push_back(id);
       continue;
     }
-    // k = 0 (speculation predicted to lose): the drafter proposes nothing and
-    // an empty block lets the target decide this position (and, for adaptive
-    // k, the positions up to the controller's next probe: an off window).
-    const int k = std::min(NextK(state), room);
+    // k = 0 (the policy is off): the drafter proposes nothing and an empty
+    // block lets the target decide this position (and, for adaptive k, the
+    // positions up to the policy's off_tokens: an off window).
+    const spec::SpecAction action = NextAction(state);
+    const int k = std::min(action.k, room);
     std::optional<spec::CacheBranch> hit = std::move(state.cache_hit);
     state.cache_hit.reset();
     if (hit.has_value() && k > 0) {
@@ -559,7 +597,8 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
         hit->tokens.resize(k);
         if (!hit->q.empty()) hit->q.resize(k);
         if (hit->top.size() > static_cast<size_t>(k)) hit->top.resize(k);
-        EmitBlock(id, state, std::move(hit->tokens), std::move(hit->q), std::move(hit->top), out);
+        EmitBlock(id, state, std::move(hit->tokens), std::move(hit->q), std::move(hit->top), out,
+                  0, action.mode, k);
         continue;
       }
     } else {
@@ -573,11 +612,13 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
     }
     // Off: the empty block's proposal, if cheap, is a shadow block kept here.
     const bool shadow = k == 0 && ShadowDue(state);
-    if (shadow) want = std::min(state.adaptive->ShadowK(), room);
+    if (shadow) want = std::min(action.shadow_k, room);
     batch.push_back(MakeDraftRequest(id, state, &context, want));
     prefixes.push_back(hit.has_value() ? *std::move(hit) : spec::CacheBranch());
-    alone_tokens.push_back(OffWindowTokens(state, k, room));
+    const bool off_window = k == 0 && state.adaptive_k && action.mode == spec::SpecMode::kOff;
+    alone_tokens.push_back(off_window ? std::min(action.off_tokens, room) : 0);
     kinds.push_back(shadow ? EntryKind::kShadowAndEmptyBlock : EntryKind::kBlock);
+    actions.push_back(action);
     ids.push_back(id);
   }
   if (batch.empty()) {
@@ -613,7 +654,7 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
       state.shadow_start = static_cast<int>(state.context.size());
       state.shadow_tried_at = state.shadow_start;
       if (kinds[i] == EntryKind::kShadowAndEmptyBlock)
-        EmitBlock(ids[i], state, {}, {}, {}, out, alone_tokens[i]);
+        EmitBlock(ids[i], state, {}, {}, {}, out, alone_tokens[i], spec::SpecMode::kOff);
       continue;
     }
     // A partial hit: its pre-drafted tokens, then the rest drafted now.
@@ -624,8 +665,11 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
     } else {
       prefix.top.clear();
     }
+    const int requested = std::min(actions[i].k, state.max_length -
+                                                     static_cast<int>(state.context.size()));
     EmitBlock(ids[i], state, std::move(prefix.tokens), std::move(prefix.q), std::move(prefix.top),
-              out, alone_tokens[i]);
+              out, alone_tokens[i], requested > 0 ? actions[i].mode : spec::SpecMode::kOff,
+              requested);
   }
   return absl::OkStatus();
 }
@@ -670,8 +714,6 @@ absl::Status DraftEngine::StepCache() {
     state.held.assign(proposal.context.begin(), proposal.context.end());
     state.held.insert(state.held.end(), proposal.tokens.begin(), proposal.tokens.end());
     state.cache->Extend(branches[i], proposal.tokens, proposal.q, proposal.top);
-    // The block in flight (one: the cache's window) is verified beside this forward.
-    if (!state.sent.empty()) state.sent.rbegin()->second.pre_drafted = true;
   }
   return absl::OkStatus();
 }

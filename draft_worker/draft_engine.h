@@ -13,23 +13,22 @@
 // lookahead 1 it waits for each verification (the classic sequential loop).
 // On a result with a new epoch it truncates to the frontier, appends the
 // correction, forgets what it had in flight and drafts again. A request whose
-// assignment has draft_k 0 picks k per block from measured acceptance and costs
-// (k = 0: it sends an empty block with alone_tokens = the controller's steps
-// before its next probe, an off window: the target decodes that many tokens
-// alone, each at the cost of a plain decode step, and no block is sent until
-// they are committed; the window opens when the target resolves that block).
-// Its measured guard sees what a request's blocks cost: each resolved block's
-// committed tokens over the wall time since the request's previous result
-// (drafting, both trips and the verification), against the plain step time the
-// off windows' tokens measure (the verify-cost curve's T(0): the time between
-// two results the target committed alone, back to back). With
-// options.adaptive_window it decides with the model of the request's schedule.
-//
-// Model drafters while speculation is off: the draft catches its model up on the
-// target's tokens in chunks (options.catch_up_tokens) when idle, so a probe costs
-// no window-long prefill; a drafter found hopeless (spec::AdaptiveDraftLength::
-// Hopeless: its cost loses at any acceptance) starts the next requests off, with
-// a probe every options.reprobe_every_requests-th start.
+// assignment has draft_k 0 follows the speculation policy
+// (runtime/spec/spec_policy.h) per block: its acceptance is the request's, every
+// cost (draft seconds per token, the target's T(fed) line, block overhead, the
+// interference of drafting beside a verification, the cache's hit rate) is
+// this worker's, measured on every block. The policy chooses the mode
+// (sequential, overlapped, cached, each where the options allow it) and k; off,
+// the engine sends an empty block with alone_tokens = the policy's off_tokens
+// (an off window: the target decodes that many tokens alone, each at the cost
+// of a plain decode step, and no block is sent until they are committed; the
+// window opens when the target resolves that block). Off, a drafter cheap
+// enough (the policy's shadow) proposes anyway and the target's own tokens
+// score it (a shadow block, never sent); a model drafter instead catches up on
+// the target's tokens near the window's end (options.catch_up_tokens), so the
+// next block drafts at once. Fixed-k requests run the configured schedule, or,
+// with options.adaptive_window (or the cache guard, between sequential and the
+// cache), the policy's mode at their k, never off.
 //
 // Speculation cache (options.spec_cache; runtime/spec/speculation_cache.h): the
 // window is one block, and while that block is verified the engine pre-drafts,
@@ -64,69 +63,48 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/splitspec.pb.h"
-#include "runtime/spec/adaptive_draft_length.h"
-#include "runtime/spec/adaptive_window.h"
-#include "runtime/spec/cache_worth.h"
 #include "runtime/spec/drafter.h"
 #include "runtime/spec/sampling_params.h"
+#include "runtime/spec/spec_policy.h"
 #include "runtime/spec/speculation_cache.h"
+#include "runtime/spec/verify_cost_curve.h"
 #include "runtime/spec/verify_mode.h"
 
 namespace splitspec::draft {
 
 struct DraftEngineOptions {
   int lookahead_blocks = 2;  // unresolved blocks per request; 1 = sequential
-  // An assignment with draft_k 0 chooses k per block with an AdaptiveDraftLength
-  // controller (runtime/spec/adaptive_draft_length.h); these are its settings
-  // (schedule is set from lookahead_blocks).
-  spec::AdaptiveDraftLengthConfig adaptive;
+  // An assignment with draft_k 0 follows the speculation policy with k in [min_k, max_k].
+  int min_k = 1;
+  int max_k = 8;  // <= spec::kPlanMaxK
+  // The verify-cost slope assumed before the target reports its T(fed) line (a
+  // block of 5 cost ~2x one token on a CPU before multi-token kernels).
+  double prior_verify_slope = 0.25;
   int default_k = 4;  // k of requests whose assignment names none, when `adaptive_default` is false
   bool adaptive_default = true;
   int q_top_k = 64;  // support of each q row shipped in rejection mode
   int max_requests = 256;
-  // The speculation cache (see above): on, the window is one block per request.
+  // The speculation cache (see above).
   bool spec_cache = false;
   spec::SpeculationCacheConfig cache;
   int cache_alternatives = 3;        // guesses the drafter reports per drafted position
   double cache_budget_factor = 1.0;  // x the draft tokens that fit in one verification
-  // Per request, pre-draft only while it measurably pays (runtime/spec/cache_worth.h;
-  // a new request starts from the last released request's measurements):
-  // where draft and target share cores or a memory bus, pre-drafting slows the
-  // verification it overlaps, and a draft whose pre-drafts seldom hit loses more
-  // there than its hits save. False: pre-draft for every block.
+  // Fixed-k requests with the cache: the policy may run them sequentially when
+  // pre-drafting does not pay (its hits against its interference). False: always cached.
   bool cache_guard = true;
-  spec::CacheWorthConfig cache_worth;
-  // Per request, choose the schedule (sequential: window 1; overlapped: window
-  // max(2, lookahead_blocks); cached: window 1 + the cache, if spec_cache) and,
-  // for draft_k 0, k, from measured acceptance, cost ratio, verify-cost slope and
-  // cache hit rate (runtime/spec/adaptive_window.h), after every result.
+  // Fixed-k requests: the policy chooses their mode (sequential, overlapped with
+  // window max(2, lookahead_blocks), cached if spec_cache). Adaptive requests
+  // may always run overlapped when this is on (else only with lookahead_blocks > 1).
   bool adaptive_window = false;
-  // Shadow blocks (adaptive k, speculation off): a drafter whose block of the
-  // controller's k costs at most shadow_max_cost x a plain target step (model-free
-  // drafters) still proposes at each position, sends nothing, and scores the
-  // proposal against the tokens the target commits alone: acceptance is learned
-  // without verifying anything, and a window ends early when it predicts a win.
+  // Shadow blocks while the policy is off (see above); false: never.
   bool shadow_drafts = true;
-  double shadow_max_cost = 0.05;
-  // Catch-up (adaptive k, speculation off, a drafter too costly for shadow
-  // blocks: a model): while the target decodes alone, the draft feeds its model
-  // the committed tokens whenever catch_up_tokens of them are pending and it has
-  // nothing else to do, so the probe that ends an off window drafts at once
-  // instead of first prefilling the whole window while the target waits for it
-  // (measured before: ~50 ms per probe after a 32-token window with the target
-  // as its own draft, 9-15% of the request's time). 0 turns it off.
+  // Catch-up chunk: while off and a probe is due within this many tokens, a model
+  // drafter takes the target's tokens once this many are pending, so the block
+  // that ends the window does not prefill the whole window while the target
+  // waits (measured before: ~50 ms per probe after a 32-token window with the
+  // target as its own draft). Only near the end: on a CPU each caught-up token is
+  // a draft forward beside the target on the memory bus. 0 turns it off.
   int catch_up_tokens = 8;
-  // Catch-up runs only in the last catch_up_horizon target-only steps before the
-  // probe, and never for a Hopeless drafter (no probe comes): each caught-up token
-  // is a forward of the draft model beside the target, and on a CPU the two share
-  // the memory bus (measured with the target as its own draft: catching up through
-  // whole 32-token windows slowed the target's plain steps by a fifth). 0: no limit.
-  int catch_up_horizon = 16;
-  // A drafter whose last finished request ended Hopeless (its cost loses at any
-  // acceptance: spec::AdaptiveDraftLength::Hopeless) starts new adaptive requests
-  // off, with no probe-first block; every reprobe_every_requests-th such start
-  // probes as usual, so a change of load is noticed. 0: no carry-over.
-  int reprobe_every_requests = 8;
   // The time source of every measurement above (block round trips, draft time
   // per token); tests inject a fake one.
   std::function<absl::Time()> clock = absl::Now;
@@ -154,7 +132,6 @@ struct DraftCounters {
   uint64_t cache_blocks_sent = 0;  // blocks sent from the speculation cache (full or partial hit)
   uint64_t catch_up_calls = 0;     // off-window catch-up Propose calls (options.catch_up_tokens)
   uint64_t catch_up_tokens = 0;    // tokens those calls fed the drafter
-  uint64_t hopeless_starts = 0;    // requests started off (options.reprobe_every_requests)
 };
 
 class DraftEngine {
@@ -210,35 +187,40 @@ class DraftEngine {
     // The position the last shadow Propose ran at: one that proposed nothing is
     // not retried there (HasWork would stay true and the loop would spin).
     int shadow_tried_at = -1;
-    // Acceptance and cost estimates (always); with assignment draft_k 0 (and
-    // adaptive_default) it also chooses k per block.
-    std::optional<spec::AdaptiveDraftLength> adaptive;
+    // The request's acceptance (the policy's other inputs are the worker's), and
+    // whether the policy chooses k and may turn speculation off (draft_k 0).
+    spec::SpecEstimates acceptance;
     bool adaptive_k = false;
+    spec::SpecMode spec_mode = spec::SpecMode::kSequential;  // of the last block sent
+    // NextAction's answer, valid while `action_generation` is the engine's generation_.
+    mutable spec::SpecAction action;
+    mutable uint64_t action_generation = 0;
     // The speculation cache (options.spec_cache): branches for the block in flight,
     // which starts at `cache_base`, and a hit waiting to be sent.
     std::optional<spec::SpeculationCache> cache;
     int cache_base = 0;
     std::optional<spec::CacheBranch> cache_hit;
-    std::optional<spec::CacheWorth> cache_worth;  // options.cache_guard
-    double cache_hit_rate = 0.5;  // EWMA of hits per lookup (prior 0.5), for the schedule choice
-    // The schedule (options.adaptive_window) and its k (used when adaptive_k).
-    spec::DraftSchedule schedule = spec::DraftSchedule::kSequential;
-    int schedule_k = 0;
     struct SentBlock {
       int drafted = 0;
+      int requested = 0;  // the k asked of the drafter (it may propose fewer)
+      spec::SpecMode mode = spec::SpecMode::kOff;  // the action it carried out
       absl::Time sent;
-      int alone_until = 0;       // an off window's end, 0 if none
-      bool pre_drafted = false;  // the cache pre-drafted while it was verified
+      int alone_until = 0;        // an off window's end, 0 if none
+      bool beside_draft = false;  // a draft forward ran while it was in flight
     };
     std::map<uint64_t, SentBlock> sent;             // block_sequence -> block
     absl::Time last_result = absl::InfinitePast();  // when the previous result arrived
   };
+  // The policy's inputs for a request, and its next action (fixed k: its k in
+  // the configured or chosen mode).
+  spec::SpecEstimates Estimates(const RequestState& state) const;
+  spec::SpecAction NextAction(const RequestState& state) const;  // ChooseAction, memoized
+  spec::SpecAction ChooseAction(const RequestState& state) const;
+  int NextK(const RequestState& state) const { return NextAction(state).k; }
   // True if the request may send another block now.
   bool HasRoom(const RequestState& state) const;
-  // Shadow blocks: whether one is cheap enough for the request, whether one is
-  // due now (speculation off, no shadow pending), and scoring one against the
-  // tokens committed at [base, base + tokens.size()).
-  bool ShadowAffordable(const RequestState& state) const;
+  // Whether a shadow block is due now (off, shadow affordable, none pending), and
+  // scoring one against the tokens committed at [base, base + tokens.size()).
   bool ShadowDue(const RequestState& state) const;
   // Catch-up: whether the request's drafter should take the committed tokens now.
   bool CatchUpDue(const RequestState& state) const;
@@ -248,35 +230,35 @@ class DraftEngine {
   void ScoreShadow(RequestState& state, int base, const std::vector<int32_t>& tokens);
   int Window(const RequestState& state) const;
   bool CacheActive(const RequestState& state) const;
-  // options.adaptive_window: re-chooses the request's schedule and k.
-  void ChooseSchedule(RequestState& state);
-  int NextK(const RequestState& state) const;
   // The draft request for `context`; truncates the drafter to its common prefix
   // with what it holds, so Propose re-feeds only the difference.
   spec::DraftRequest MakeDraftRequest(const std::string& id, RequestState& state,
                                       std::vector<int32_t>* context_store, int k);
-  // Runs one Propose over `batch`, measuring the draft's time per token.
+  // Runs one Propose over `batch`, measuring the draft's time per token, and
+  // marks every block in flight as verified beside a draft forward.
   // Not timed if some entry's context runs more than 2 tokens past what the
   // drafter holds: that Propose also prefilled, and its time per drafted token
   // would make the draft look many times slower than it is.
   absl::Status ProposeMeasured(absl::Span<spec::DraftRequest> batch);
   // Sends `tokens` (with q, alternatives) as the request's next block; an empty
   // block with `alone_tokens` > 1 asks the target for an off window that long.
+  // `mode`: the action it carries out (kept for the policy's hysteresis), unset
+  // for an empty block sent after a failed proposal.
   void EmitBlock(const std::string& id, RequestState& state, std::vector<int32_t> tokens,
                  std::vector<spec::SparseDistribution> q, std::vector<spec::SparseDistribution> top,
-                 std::vector<OutgoingBlock>* out, int alone_tokens = 0);
-  // The off window an empty block sent now asks for (0: none).
-  int OffWindowTokens(const RequestState& state, int k, int room) const;
+                 std::vector<OutgoingBlock>* out, int alone_tokens = 0,
+                 std::optional<spec::SpecMode> mode = std::nullopt, int requested = 0);
+  void MarkBesideDraft();
   // The cache: plans branches for a block just sent, pre-drafts one forward.
   void PlanCache(RequestState& state, const proto::DraftBlock& block,
                  const std::vector<spec::SparseDistribution>& top);
   bool HasCacheWork(const RequestState& state) const;
   absl::Status StepCache();
   void LookUpCache(RequestState& state, const proto::VerifyResult& result, int base);
-  // Feeds a resolved block back to the request's controller.
+  // Feeds a resolved block to the estimates.
   void LearnFromResult(RequestState& state, const proto::VerifyResult& result, bool new_epoch);
-  // A token the target decided alone inside an off window: a target-only step
-  // for the controller, and the time since the previous result samples T(0).
+  // Tokens the target decided alone inside an off window: they age the
+  // acceptance evidence, and the time since the previous result samples T(0).
   void LearnFromOffWindow(RequestState& state, const proto::VerifyResult& result);
   void Resync(const std::string& id, RequestState& state, std::vector<int32_t> committed,
               uint64_t epoch);
@@ -289,14 +271,20 @@ class DraftEngine {
   std::map<std::string, RequestState> requests_;
   DraftCounters counters_;
   spec::SpeculationCacheCounters released_cache_;  // of released requests
-  bool drafter_hopeless_ = false;  // the verdict of the last finished adaptive request
-  // The cache guard's estimates of the last released request that measured them:
-  // new requests start from them (options.cache_guard).
-  std::optional<spec::CacheWorth> learned_cache_worth_;
-  uint64_t hopeless_candidates_ = 0;      // adaptive starts while drafter_hopeless_
-  double draft_seconds_per_token_ = 0.0;  // measured over the last Propose call
-  // T_verify(k) of this worker's target(s), shared by the adaptive controllers:
-  // it depends on the target, not on the request.
+  // The worker's costs (the policy's inputs but acceptance): they are the
+  // drafter's and the hardware's, not a request's, so new requests start from them.
+  spec::SpecEstimates costs_;
+  // Blocks verified beside a draft forward: EWMAs of their committed tokens, of
+  // their seconds since the previous result, and of the rate the model (without
+  // interference) predicted for them. Interference is what makes them slower.
+  double beside_tokens_ = 0.0;
+  double beside_seconds_ = 0.0;
+  double beside_predicted_ = 0.0;
+  // Bumped whenever an input of NextAction changes (an estimate, the request set,
+  // a request's last mode): the policy runs once per change, not per HasWork.
+  uint64_t generation_ = 1;
+  // T_verify(k) from round trips, for targets that do not report their T(fed)
+  // line: it depends on the target, not on the request.
   std::shared_ptr<spec::VerifyCostCurve> verify_cost_;
 };
 

@@ -128,7 +128,7 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
                      ": tensor-parallel targets on CUDA devices are not supported yet"));
   }
   // --k auto: the draft worker picks k per block from measured acceptance and
-  // costs (runtime/spec/adaptive_draft_length.h); on the wire that is draft_k 0.
+  // costs (the speculation policy, runtime/spec/spec_policy.h); on the wire that is draft_k 0.
   const bool auto_k = args.GetString("k", "4") == "auto";
   int k_value = 0;
   if (!auto_k) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "runtime/spec/spec_policy.h"
 #include "gtest/gtest.h"
 #include "tests/unit/draft_worker/fake_drafter.h"
 
@@ -76,34 +77,44 @@ class DraftEngineTest : public ::testing::Test {
     return blocks;
   }
 
-  // A costly drafter (no shadow blocks) whose probe-first block is rejected, so that
-  // the next step opens an off window of `window` tokens (probe_interval window / 2,
-  // doubled by the failed probe). Returns the window's block; *committed holds the
-  // prompt and the probe's corrected token, *epoch the last result's epoch.
-  proto::DraftBlock OpenOffWindowAfterAFailedProbe(DraftEngineOptions options, int window,
-                                                   std::vector<int32_t>* committed,
-                                                   uint64_t* epoch) {
-    options.adaptive.prior_alpha = 0.0;
-    options.adaptive.probe_interval = window / 2;
-    options.adaptive.max_probe_interval = 4 * window;
+  // Rejects every block of adaptive request "r" at its first token until the
+  // policy turns speculation off (its evidence of failure outweighs the
+  // optimism of an unmeasured acceptance); returns the empty block that opens
+  // the off window. *committed and *epoch follow the target's results.
+  proto::DraftBlock RejectUntilOff(std::vector<int32_t>* committed, uint64_t* epoch) {
+    for (int blocks = 0; blocks < 60; ++blocks) {
+      auto sent = Step();
+      EXPECT_EQ(sent.size(), 1u) << "block " << blocks;
+      if (sent.size() != 1u) return {};
+      if (sent[0].tokens_size() == 0) {
+        EXPECT_GT(blocks, 0) << "an unmeasured request speculates first";
+        return sent[0];
+      }
+      committed->push_back((sent[0].tokens(0) + 1) % FakeDrafter::kVocab);  // rejected
+      EXPECT_EQ(engine_->OnResult(Result("r", ++*epoch, {committed->back()},
+                                         static_cast<int>(committed->size()),
+                                         sent[0].block_sequence())),
+                ResultAction::kApplied);
+    }
+    ADD_FAILURE() << "speculation never turned off";
+    return {};
+  }
+
+  // A costly drafter (no shadow blocks), one block in flight, whose blocks are
+  // rejected until the policy opens an off window: its block.
+  proto::DraftBlock OpenOffWindow(DraftEngineOptions options, std::vector<int32_t>* committed,
+                                  uint64_t* epoch) {
+    options.lookahead_blocks = 1;
     options.shadow_drafts = false;  // as for a model drafter
+    // The clock stands still: no cost is measured, acceptance alone decides.
+    options.clock = [] { return absl::UnixEpoch(); };
     engine_ = std::make_unique<DraftEngine>(&drafter_, options);
-    EXPECT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0)).ok());
+    EXPECT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0, /*max_tokens=*/1000)).ok());
     *committed = kPrompt;
     *epoch = 0;
-    auto probe = Step();
-    EXPECT_EQ(probe.size(), 1u);
-    committed->push_back((probe[0].tokens(0) + 1) % FakeDrafter::kVocab);  // rejected
-    EXPECT_EQ(
-        engine_->OnResult(Result("r", ++*epoch, {committed->back()},
-                                 static_cast<int>(committed->size()), probe[0].block_sequence())),
-        ResultAction::kApplied);
-    auto off = Step();
-    EXPECT_EQ(off.size(), 1u);
-    if (off.empty()) return {};
-    EXPECT_EQ(off[0].tokens_size(), 0);
-    EXPECT_EQ(static_cast<int>(off[0].alone_tokens()), window);
-    return off[0];
+    const proto::DraftBlock off = RejectUntilOff(committed, epoch);
+    EXPECT_GT(off.alone_tokens(), 1u);
+    return off;
   }
 
   FakeDrafter drafter_;
@@ -324,7 +335,7 @@ TEST_F(DraftEngineTest, AddRequestRefusesBadAssignmentsAndAFullWorker) {
   EXPECT_EQ(engine_->OnResult(Result("unknown", 0, {1}, 5)), ResultAction::kIgnored);
 }
 
-// --- adaptive k's measured guard ---
+// --- the speculation policy's measurements ---
 
 class DraftEngineGuardTest : public DraftEngineTest {
  protected:
@@ -338,18 +349,40 @@ class DraftEngineGuardTest : public DraftEngineTest {
     committed_ = kPrompt;
   }
 
-  // Adaptive k starting from acceptance 0 (a failed probe turns it off), probes
-  // 32 steps apart, shadow blocks on (the default), on a fake clock.
-  void MakeAdaptiveWithShadows() {
+  // Adaptive k, one block in flight, shadow blocks on (the default), on a fake
+  // clock, rejected until speculation is off; returns the off window's block.
+  proto::DraftBlock MakeAdaptiveWithShadowsOff() {
     DraftEngineOptions options;
     options.lookahead_blocks = 1;
-    options.adaptive.prior_alpha = 0.0;
-    options.adaptive.probe_interval = 32;
     options.clock = [this] { return now_; };
     engine_ = std::make_unique<DraftEngine>(&drafter_, options);
-    ASSERT_TRUE(engine_->AddRequest(Assign("r", 0, /*max_tokens=*/1000)).ok());
+    EXPECT_TRUE(engine_->AddRequest(Assign("r", 0, /*max_tokens=*/1000)).ok());
     committed_ = kPrompt;
     epoch_ = 0;
+    for (int blocks = 0; blocks < 60; ++blocks) {
+      std::vector<proto::DraftBlock> sent = Step();
+      EXPECT_EQ(sent.size(), 1u);
+      if (sent.size() != 1u) return {};
+      if (sent[0].tokens_size() == 0) return sent[0];
+      // A block of k drafts costs the target 10 ms x (1 + 0.5 k): speculation
+      // needs acceptance to pay.
+      Resolve(sent[0], absl::Milliseconds(10) * (1.0 + 0.5 * sent[0].tokens_size()),
+              /*accepted=*/0);
+    }
+    ADD_FAILURE() << "speculation never turned off";
+    return {};
+  }
+
+  // The target decides the off window `off`'s first position alone, with the
+  // token the drafter would propose there (`match`) or another one.
+  void ResolveWindowStart(const proto::DraftBlock& off, bool match) {
+    now_ += absl::Milliseconds(10);
+    int32_t next = FakeDrafter::NextToken(committed_);
+    if (!match) next = (next + 1) % FakeDrafter::kVocab;
+    committed_.push_back(next);
+    ASSERT_EQ(engine_->OnResult(Result("r", ++epoch_, {next}, static_cast<int>(committed_.size()),
+                                       off.block_sequence())),
+              ResultAction::kApplied);
   }
 
   // The target's answer to `block` after `verify` (a new epoch): `accepted` draft
@@ -377,10 +410,10 @@ class DraftEngineGuardTest : public DraftEngineTest {
 
   // Sends blocks whose every draft token is accepted. The target verifies k drafts
   // in 10 ms x (1 + 0.1 k) (a real verify-cost curve), and `unseen` passes between
-  // a result and the next block: time the request loses that neither the curve nor
-  // the draft's time per token shows (the clock stands still inside Propose, so the
-  // model keeps its prior cost ratio and predicts a win all along). Returns the
-  // speculative blocks sent before the first empty one (k = 0), at most `limit`.
+  // a result and the next block: time the request loses outside the target's
+  // step and the drafting (the clock stands still inside Propose: the draft is
+  // free), which the block overhead measures. Returns the speculative blocks
+  // sent before the first empty one (k = 0), at most `limit`.
   int SpeculativeBlocksBeforeOff(absl::Duration unseen, int limit) {
     for (int blocks = 0; blocks < limit; ++blocks) {
       std::vector<proto::DraftBlock> sent = Step();
@@ -405,79 +438,43 @@ class DraftEngineGuardTest : public DraftEngineTest {
 TEST_F(DraftEngineGuardTest, AcceptedBlocksThatCostMoreThanPlainStepsTurnSpeculationOff) {
   MakeTimed();
   // 100 ms unseen per block: at most 9 tokens per ~118 ms against ~10 ms per plain
-  // step, a measured 0.76x or less. The request's first result (it paid for the
-  // prefill) is not timed; the guard acts once min_guard_blocks more are.
-  const int guard_blocks = DraftEngineOptions().adaptive.min_guard_blocks;
-  ASSERT_EQ(SpeculativeBlocksBeforeOff(absl::Milliseconds(100), 40), guard_blocks + 1);
+  // step. The request's first result (it paid for the prefill) is not timed; the
+  // second measures the overhead.
+  const int blocks = SpeculativeBlocksBeforeOff(absl::Milliseconds(100), 40);
+  EXPECT_GE(blocks, 2);
+  EXPECT_LE(blocks, 3);
   // Off, not a blip: the empty block asks the target to decode alone (an off
   // window), and nothing is sent while it does. Its blocks were all accepted, so
-  // acceptance is not what lost: no probe will come, and the window is the longest.
-  EXPECT_EQ(last_block_.alone_tokens(),
-            static_cast<uint32_t>(DraftEngineOptions().adaptive.max_probe_interval));
+  // acceptance is not what lost: no block can win, and the window is the longest.
+  EXPECT_EQ(last_block_.alone_tokens(), static_cast<uint32_t>(spec::kMaxOffTokens));
   EXPECT_FALSE(engine_->HasWork());  // waits for the empty block's result
   Resolve(last_block_, absl::Milliseconds(10));
   EXPECT_FALSE(engine_->HasWork()) << "inside the off window";
   EXPECT_TRUE(Step().empty());
 }
 
-// A drafter found hopeless (its fully accepted blocks lost to plain steps) makes
-// the next requests start off: an empty block with the longest window first, no
-// probe. Every 8th such start probes as usual (the load may have changed).
-TEST_F(DraftEngineGuardTest, AHopelessDrafterStartsTheNextRequestsOff) {
+// The costs are the worker's, not a request's: after a drafter whose blocks
+// lose whatever their acceptance, the next requests start off, with the
+// longest window, and no block at all.
+TEST_F(DraftEngineGuardTest, ADrafterThatLosesAtAnyAcceptanceStartsTheNextRequestsOff) {
   MakeTimed();
   ASSERT_GT(SpeculativeBlocksBeforeOff(absl::Milliseconds(100), 40), 0);
   engine_->Release("r");
-  const uint32_t longest = static_cast<uint32_t>(DraftEngineOptions().adaptive.max_probe_interval);
-  for (int start = 1; start <= 8; ++start) {
+  for (int start = 1; start <= 3; ++start) {
     const std::string id = "n" + std::to_string(start);
     ASSERT_TRUE(engine_->AddRequest(Assign(id, 0, /*max_tokens=*/1000)).ok());
     std::vector<OutgoingBlock> out;
     ASSERT_TRUE(engine_->Step(&out).ok());
     ASSERT_EQ(out.size(), 1u) << "start " << start;
-    if (start < 8) {
-      EXPECT_EQ(out[0].block.tokens_size(), 0) << "start " << start << ": off from the start";
-      EXPECT_EQ(out[0].block.alone_tokens(), longest);
-    } else {
-      EXPECT_GT(out[0].block.tokens_size(), 0) << "the 8th start probes";
-    }
-    engine_->Release(id);  // released before it measured anything: the verdict stays
+    EXPECT_EQ(out[0].block.tokens_size(), 0) << "start " << start << ": off from the start";
+    EXPECT_EQ(out[0].block.alone_tokens(), static_cast<uint32_t>(spec::kMaxOffTokens));
+    engine_->Release(id);
   }
-  EXPECT_EQ(engine_->counters().hopeless_starts, 7u);
 }
 
 TEST_F(DraftEngineGuardTest, AcceptedBlocksThatBeatPlainStepsKeepSpeculating) {
   MakeTimed();
   EXPECT_EQ(SpeculativeBlocksBeforeOff(absl::ZeroDuration(), 40), 40);
-}
-
-// With adaptive_window the request runs the schedule ChooseWindow picks, and the
-// controller decides whether to speculate with that schedule's model. After a
-// block accepted in full and one rejected at its first token, acceptance is 0.49
-// (prior 0.5 over 2 pseudo-tokens); with the prior cost ratio (10; the clock stands
-// still inside Propose) and verify slope (0.25), one block in flight at k = 1
-// predicts 1.10x, which the window picks, while two in flight (lookahead 2's model,
-// which forfeits a fully accepted block's bonus) predict less than min_speedup at
-// every k: the controller must not turn off a request that runs one block at a time.
-TEST_F(DraftEngineGuardTest, AdaptiveWindowDecidesWithTheModelOfTheRequestsSchedule) {
-  DraftEngineOptions options;
-  options.lookahead_blocks = 2;
-  options.adaptive_window = true;
-  options.clock = [this] { return now_; };
-  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
-  ASSERT_TRUE(engine_->AddRequest(Assign("r", 0, /*max_tokens=*/1000)).ok());
-  committed_ = kPrompt;
-  std::vector<proto::DraftBlock> sent = Step();
-  ASSERT_EQ(sent.size(), 1u);
-  ASSERT_EQ(sent[0].tokens_size(), 1);  // the first block is a probe at min_k
-  Resolve(sent[0], absl::Milliseconds(10));
-  sent = Step();
-  ASSERT_EQ(sent.size(), 1u);
-  ASSERT_GT(sent[0].tokens_size(), 0);
-  Resolve(sent[0], absl::Milliseconds(10), /*accepted=*/0);
-  sent = Step();
-  ASSERT_EQ(sent.size(), 1u);
-  EXPECT_EQ(sent[0].tokens_size(), 1);
-  EXPECT_FALSE(engine_->HasWork());  // one block in flight: the sequential schedule
 }
 
 // --- the speculation cache ---
@@ -505,15 +502,17 @@ class DraftEngineCacheTest : public DraftEngineTest {
     }
     return steps;
   }
-  // The verification of `block`: `accepted` drafts, then `next`.
+  // The verification of `block`: `accepted` drafts, then `next`; the target
+  // reports its plain step `target_step_seconds` (0: none) and a flat line.
   ResultAction Verify(const proto::DraftBlock& block, int accepted, int32_t next,
-                      uint64_t new_epoch) {
+                      uint64_t new_epoch, double target_step_seconds = 0.0) {
     std::vector<int32_t> tokens = Slice(Tokens(block), 0, accepted);
     tokens.push_back(next);
     proto::VerifyResult r =
         Result(block.request_id(), new_epoch, tokens,
                static_cast<int>(block.start()) + accepted + 1, block.block_sequence());
     r.set_accepted(static_cast<uint32_t>(accepted));
+    r.set_target_step_seconds(target_step_seconds);
     return engine_->OnResult(r);
   }
 };
@@ -622,11 +621,14 @@ TEST_F(DraftEngineCacheTest, ATargetOnlyStepDropsThePlanWithoutALookup) {
   EXPECT_EQ(engine_->counters().cache_blocks_sent, 0u);
 }
 
-// The cache guard (runtime/spec/cache_worth.h) in the engine: a block verified
-// while the draft pre-drafted takes 15 ms, one verified with the draft idle 10 ms,
-// and no pre-drafted branch ever hits (each block is rejected at its first token
-// with a correction no branch guessed). Once both sides are timed, the cache
-// pre-drafts only for its probes (one block in 16), and counts the rest.
+// The cache guard in the engine (a fixed-k request with the cache: the policy
+// chooses between the cache and the sequential loop): a block verified while
+// the draft pre-drafted takes 15 ms against the 10 ms the target reports for its
+// step (interference is measured against the target's own line), and no
+// pre-drafted branch ever hits. The draft is free (the clock
+// stands still inside Propose), so pre-drafting gains nothing and its measured
+// interference makes the sequential loop win: pre-drafting stops, and the next
+// request (the costs are the worker's) never starts it.
 TEST_F(DraftEngineCacheTest, TheGuardStopsPreDraftingThatSlowsTheTargetAndNeverHits) {
   absl::Time now = absl::UnixEpoch();
   DraftEngineOptions options;
@@ -637,22 +639,24 @@ TEST_F(DraftEngineCacheTest, TheGuardStopsPreDraftingThatSlowsTheTargetAndNeverH
   engine_ = std::make_unique<DraftEngine>(&drafter_, options);
   ASSERT_TRUE(engine_->AddRequest(Assign("r", 3, /*max_tokens=*/1000)).ok());
   std::vector<int32_t> committed = kPrompt;
-  int busy_blocks_late = 0;
+  int busy_blocks = 0, busy_blocks_late = 0;
   for (int block = 0; block < 64; ++block) {
     std::vector<proto::DraftBlock> sent = Step();
     ASSERT_EQ(sent.size(), 1u) << "block " << block;
+    ASSERT_EQ(sent[0].tokens_size(), 3);
     ASSERT_EQ(static_cast<int>(sent[0].start()), static_cast<int>(committed.size()));
     const bool busy = FillCache() > 0;
-    if (block >= 32 && busy) ++busy_blocks_late;
+    busy_blocks += busy;
+    if (block >= 8 && busy) ++busy_blocks_late;
     now += absl::Milliseconds(busy ? 15 : 10);
     const int32_t unguessed = (FakeDrafter::NextToken(committed) + 5) % FakeDrafter::kVocab;
-    ASSERT_EQ(Verify(sent[0], 0, unguessed, block + 1), ResultAction::kApplied);
+    ASSERT_EQ(Verify(sent[0], 0, unguessed, block + 1, /*target_step_seconds=*/0.010),
+              ResultAction::kApplied);
     committed.push_back(unguessed);
   }
-  EXPECT_EQ(busy_blocks_late, 2) << "blocks 32..63: the probes at blocks 48 and 64 (1-based)";
-  EXPECT_GE(engine_->cache_counters().unplanned_blocks, 30u);
+  EXPECT_GT(busy_blocks, 0) << "the cache is tried";
+  EXPECT_EQ(busy_blocks_late, 0) << "and stopped once measured";
   EXPECT_EQ(engine_->cache_counters().hits + engine_->cache_counters().partial_hits, 0u);
-  // The next request starts from these measurements: no bootstrap pre-drafting.
   engine_->Release("r");
   ASSERT_TRUE(engine_->AddRequest(Assign("s", 3, /*max_tokens=*/1000)).ok());
   std::vector<proto::DraftBlock> sent = Step();
@@ -660,21 +664,34 @@ TEST_F(DraftEngineCacheTest, TheGuardStopsPreDraftingThatSlowsTheTargetAndNeverH
   EXPECT_EQ(FillCache(), 0);
 }
 
-TEST_F(DraftEngineTest, AdaptiveWindowChoosesTheScheduleFromThePriors) {
-  // Priors: alpha 0.6, C 10, slope 0.25, k 3 (runtime/spec/adaptive_window.h):
-  // sequential 1.06x beats overlapped 1.02x, so even with lookahead 2 one block
-  // is in flight; with the cache (prior hit rate 0.5, 1.15x) the cache pre-drafts.
+// With adaptive_window the request runs the mode the policy chooses from the
+// worker's estimates: two blocks in flight exactly when it predicts overlapped.
+TEST_F(DraftEngineTest, AdaptiveWindowRunsThePolicysMode) {
   DraftEngineOptions options;
   options.lookahead_blocks = 2;
   options.adaptive_window = true;
   engine_ = std::make_unique<DraftEngine>(&drafter_, options);
   ASSERT_TRUE(engine_->AddRequest(Assign("r", 3)).ok());
+  spec::SpecEstimates unmeasured;
+  unmeasured.target_slope = options.prior_verify_slope;
+  spec::SpecChoices choices;
+  choices.min_k = choices.max_k = 3;
+  choices.allow_off = false;
+  choices.overlapped = true;
+  const spec::SpecAction expected =
+      spec::ChooseSpecAction(unmeasured, choices, spec::SpecMode::kOverlapped);
   EXPECT_EQ(Step().size(), 1u);
-  EXPECT_FALSE(engine_->HasWork());
+  EXPECT_EQ(engine_->HasWork(), expected.mode == spec::SpecMode::kOverlapped)
+      << spec::SpecModeName(expected.mode);
+  // With the cache, an untried cache's optimistic hit rate makes it the choice:
+  // the draft pre-drafts while the block is verified.
   options.spec_cache = true;
   options.cache.min_probability = 0.0;
   engine_ = std::make_unique<DraftEngine>(&drafter_, options);
   ASSERT_TRUE(engine_->AddRequest(Assign("c", 3)).ok());
+  choices.cached = true;
+  ASSERT_EQ(spec::ChooseSpecAction(unmeasured, choices, spec::SpecMode::kCached).mode,
+            spec::SpecMode::kCached);
   EXPECT_EQ(Step().size(), 1u);
   ASSERT_TRUE(engine_->HasWork());
   EXPECT_TRUE(Step().empty());
@@ -683,34 +700,18 @@ TEST_F(DraftEngineTest, AdaptiveWindowChoosesTheScheduleFromThePriors) {
 
 // --- off windows ---
 
-// Adaptive k with speculation predicted to lose (acceptance prior 0): the first
-// block is a probe of min_k; once it is rejected, one empty block asks the target
-// to decode the next probe interval's tokens alone (doubled by the failed probe),
-// and nothing more is sent until they are committed (each by the target, a new
-// epoch each); then one probe; after it is rejected the next window is twice as
-// long (geometric back-off).
+// Blocks rejected until the policy turns speculation off: one empty block asks
+// the target to decode the window's tokens alone, and nothing more is sent until
+// they are committed (each by the target, a new epoch each); then a block (the
+// aged evidence lets the policy try again); once blocks fail again, another
+// window as long (the cost of trying is bounded by the evidence's aging).
 TEST_F(DraftEngineTest, AdaptiveOffWindowLetsTheTargetDecodeAloneUntilTheProbe) {
   DraftEngineOptions options;
-  options.lookahead_blocks = 2;
-  options.adaptive.prior_alpha = 0.0;
-  options.adaptive.probe_interval = 4;
-  options.adaptive.max_probe_interval = 64;
-  options.shadow_drafts = false;  // here the windows run to their end
-  options.catch_up_tokens = 0;    // and the draft does nothing inside them
-  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
-  ASSERT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0)).ok());
-  std::vector<int32_t> committed = kPrompt;
+  options.catch_up_tokens = 0;  // the draft does nothing inside the windows
+  std::vector<int32_t> committed;
   uint64_t epoch = 0;
-  // The probe's draft is rejected: the target's correction, a new epoch.
-  auto reject = [&](const proto::DraftBlock& probe) {
-    ASSERT_EQ(probe.tokens_size(), options.adaptive.min_k);
-    EXPECT_EQ(probe.start(), committed.size());
-    EXPECT_EQ(probe.alone_tokens(), 0u);
-    committed.push_back((probe.tokens(0) + 1) % FakeDrafter::kVocab);
-    ASSERT_EQ(engine_->OnResult(Result("r", ++epoch, {committed.back()},
-                                       static_cast<int>(committed.size()), probe.block_sequence())),
-              ResultAction::kApplied);
-  };
+  proto::DraftBlock off = OpenOffWindow(options, &committed, &epoch);
+  ASSERT_FALSE(HasFailure());
   // The target's own tokens over `n` positions, one result each (the window
   // block's block_sequence on the first, none after).
   auto decode_alone = [&](int n, uint64_t first_sequence) {
@@ -725,38 +726,40 @@ TEST_F(DraftEngineTest, AdaptiveOffWindowLetsTheTargetDecodeAloneUntilTheProbe) 
       }
     }
   };
-  auto first = Step();
-  ASSERT_EQ(first.size(), 1u);
-  reject(first[0]);
-  for (const int window : {8, 16}) {
-    auto off = Step();
-    ASSERT_EQ(off.size(), 1u);
-    EXPECT_EQ(off[0].tokens_size(), 0);
-    EXPECT_EQ(off[0].start(), committed.size());
-    EXPECT_EQ(off[0].alone_tokens(), static_cast<uint32_t>(window));
+  std::vector<uint32_t> windows;
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(off.tokens_size(), 0);
+    EXPECT_EQ(off.start(), committed.size());
+    windows.push_back(off.alone_tokens());
     EXPECT_FALSE(engine_->HasWork()) << "no block while the target decodes alone";
-    decode_alone(window, off[0].block_sequence());
-    ASSERT_TRUE(engine_->HasWork()) << "window " << window;
-    auto probe = Step();
-    ASSERT_EQ(probe.size(), 1u);
-    reject(probe[0]);
+    const uint64_t blocks_before = engine_->counters().blocks_sent;
+    decode_alone(static_cast<int>(off.alone_tokens()), off.block_sequence());
+    EXPECT_EQ(engine_->counters().blocks_sent, blocks_before) << "no block per token";
+    ASSERT_TRUE(engine_->HasWork()) << "window " << round;
+    off = RejectUntilOff(&committed, &epoch);
+    ASSERT_FALSE(HasFailure());
   }
-  EXPECT_EQ(engine_->counters().blocks_sent, 5u) << "3 probes, 2 windows: no block per token";
+  // The window lasts as long as the evidence of failure takes to age below the
+  // margin: tens of tokens per block tried, not one.
+  for (const uint32_t window : windows) EXPECT_GT(window, 16u);
+  EXPECT_GT(off.alone_tokens(), 16u);
 }
 
-// A drafter too costly for shadow blocks (a model) is fed the target's tokens in
-// chunks while the target decodes alone: the probe that ends the window then
-// drafts after at most catch_up_tokens of prefill, not the whole window's, so
-// the target's wait for it stays short. Catch-up sends no block.
-TEST_F(DraftEngineTest, OffWindowFeedsACostlyDrafterTheTargetsTokensInChunks) {
+// A drafter too costly for shadow blocks (a model) is fed the target's tokens
+// while the target decodes alone, but only near the window's end (a draft
+// model's forwards beside the target cost it memory bandwidth): none while more
+// than catch_up_tokens remain, then the pending tokens at once; the probe that
+// ends the window then prefills at most catch_up_tokens. Catch-up sends no block.
+TEST_F(DraftEngineTest, OffWindowFeedsACostlyDrafterTheTargetsTokensNearItsEnd) {
   DraftEngineOptions options;
   options.catch_up_tokens = 4;
   std::vector<int32_t> committed;
   uint64_t epoch;
-  const int window = 16;
-  const proto::DraftBlock off = OpenOffWindowAfterAFailedProbe(options, window, &committed, &epoch);
+  const proto::DraftBlock off = OpenOffWindow(options, &committed, &epoch);
   ASSERT_FALSE(HasFailure());
-  int catch_ups = 0;
+  const int window = static_cast<int>(off.alone_tokens());
+  ASSERT_GT(window, 8);
+  std::vector<int> caught_up_at;
   for (int i = 0; i < window; ++i) {
     committed.push_back(static_cast<int32_t>((committed.size() * 7) % FakeDrafter::kVocab));
     ASSERT_EQ(engine_->OnResult(Result("r", ++epoch, {committed.back()},
@@ -764,23 +767,19 @@ TEST_F(DraftEngineTest, OffWindowFeedsACostlyDrafterTheTargetsTokensInChunks) {
                                        i == 0 ? off.block_sequence() : 0)),
               ResultAction::kApplied);
     if (i + 1 == window) break;  // the window's end: the probe is due
-    const size_t held = drafter_.Held("r")->size();
-    if (committed.size() - held < 4u) {
-      EXPECT_FALSE(engine_->HasWork()) << "token " << i << ": fewer than 4 pending";
-      continue;
-    }
-    ASSERT_TRUE(engine_->HasWork()) << "token " << i << ": 4 pending";
+    if (!engine_->HasWork()) continue;
     const size_t proposals = drafter_.proposals().size();
     EXPECT_TRUE(Step().empty()) << "catch-up sends nothing";
     ASSERT_EQ(drafter_.proposals().size(), proposals + 1);
     EXPECT_EQ(drafter_.proposals().back().k, 0);
     EXPECT_EQ(drafter_.proposals().back().context, committed);
     EXPECT_EQ(*drafter_.Held("r"), committed);
-    ++catch_ups;
+    caught_up_at.push_back(i + 1);  // target-only steps so far
   }
-  EXPECT_EQ(catch_ups, 3) << "16 tokens in chunks of 4, the last left to the probe";
-  EXPECT_EQ(engine_->counters().catch_up_calls, 3u);
-  EXPECT_EQ(engine_->counters().catch_up_tokens, 12u);
+  ASSERT_FALSE(caught_up_at.empty());
+  EXPECT_GE(caught_up_at.front(), window - 4) << "no catch-up before the last 4 steps";
+  EXPECT_EQ(engine_->counters().catch_up_calls, caught_up_at.size());
+  EXPECT_GE(engine_->counters().catch_up_tokens, static_cast<uint64_t>(window - 4));
   EXPECT_LE(committed.size() - drafter_.Held("r")->size(), 4u) << "the probe's prefill";
   auto next = Step();
   ASSERT_EQ(next.size(), 1u);
@@ -788,63 +787,26 @@ TEST_F(DraftEngineTest, OffWindowFeedsACostlyDrafterTheTargetsTokensInChunks) {
   EXPECT_EQ(next[0].start(), committed.size());
 }
 
-// Catch-up waits for the last catch_up_horizon steps of the window (a draft model's
-// forwards beside the target cost the target memory bandwidth): none while more steps
-// remain, then the pending tokens at once, and the probe still finds at most a chunk
-// to prefill.
-TEST_F(DraftEngineTest, CatchUpRunsOnlyNearTheProbe) {
-  DraftEngineOptions options;
-  options.catch_up_tokens = 4;
-  options.catch_up_horizon = 6;
-  std::vector<int32_t> committed;
-  uint64_t epoch;
-  const int window = 16;
-  const proto::DraftBlock off = OpenOffWindowAfterAFailedProbe(options, window, &committed, &epoch);
-  ASSERT_FALSE(HasFailure());
-  std::vector<int> caught_up_at;
-  for (int i = 0; i + 1 < window; ++i) {
-    committed.push_back(static_cast<int32_t>((committed.size() * 7) % FakeDrafter::kVocab));
-    ASSERT_EQ(engine_->OnResult(Result("r", ++epoch, {committed.back()},
-                                       static_cast<int>(committed.size()),
-                                       i == 0 ? off.block_sequence() : 0)),
-              ResultAction::kApplied);
-    if (!engine_->HasWork()) continue;
-    EXPECT_TRUE(Step().empty()) << "catch-up sends nothing";
-    caught_up_at.push_back(i + 1);  // target-only steps so far
-  }
-  ASSERT_FALSE(caught_up_at.empty());
-  EXPECT_GE(caught_up_at.front(), window - 6) << "no catch-up before the last 6 steps";
-  EXPECT_GE(engine_->counters().catch_up_tokens, 10u) << "the window's first tokens at once";
-  EXPECT_LE(committed.size() - drafter_.Held("r")->size(), 4u) << "the probe's prefill";
-}
-
 // An off window opens only when the target resolves its block: if the target
 // moved to a new epoch without it (here it decided the position alone after
 // block_wait, so the window block is stale and dropped), the draft must not sit
 // waiting for window tokens that will never come.
 TEST_F(DraftEngineTest, StaleOffWindowBlockOpensNoWindow) {
-  DraftEngineOptions options;
-  options.adaptive.prior_alpha = 0.0;
-  options.adaptive.probe_interval = 4;
-  options.shadow_drafts = false;
-  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
-  ASSERT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0)).ok());
-  auto probe = Step();
-  ASSERT_EQ(probe.size(), 1u);
-  ASSERT_EQ(probe[0].tokens_size(), 1);
-  ASSERT_EQ(engine_->OnResult(Result("r", 1, {5}, kP + 1, probe[0].block_sequence())),
-            ResultAction::kApplied);
-  auto off = Step();
-  ASSERT_EQ(off.size(), 1u);
-  ASSERT_EQ(off[0].alone_tokens(), 8u);
+  std::vector<int32_t> committed;
+  uint64_t epoch;
+  const proto::DraftBlock off = OpenOffWindow(DraftEngineOptions(), &committed, &epoch);
+  ASSERT_FALSE(HasFailure());
   // A result of a new epoch that does not answer the window block.
-  ASSERT_EQ(engine_->OnResult(Result("r", 2, {6}, kP + 2, /*block_sequence=*/0)),
+  committed.push_back(6);
+  ASSERT_EQ(engine_->OnResult(Result("r", ++epoch, {6}, static_cast<int>(committed.size()),
+                                     /*block_sequence=*/0)),
             ResultAction::kApplied);
   EXPECT_TRUE(engine_->HasWork()) << "no window is open: the draft sends again";
   auto next = Step();
   ASSERT_EQ(next.size(), 1u);
-  EXPECT_EQ(next[0].start(), static_cast<uint32_t>(kP + 2));
-  EXPECT_EQ(next[0].epoch(), 2u);
+  EXPECT_EQ(next[0].start(), static_cast<uint32_t>(committed.size()));
+  EXPECT_EQ(next[0].epoch(), epoch);
+  EXPECT_NE(next[0].block_sequence(), off.block_sequence());
 }
 
 // A shadow Propose that finds nothing (no n-gram match) is not retried at the
@@ -852,15 +814,10 @@ TEST_F(DraftEngineTest, StaleOffWindowBlockOpensNoWindow) {
 // (before, HasWork stayed true and the draft worker's loop spun on the drafter
 // for the whole target step: ~3 ms of CPU per token beside the target).
 TEST_F(DraftEngineGuardTest, AShadowThatProposesNothingIsNotRetriedAtTheSamePosition) {
-  MakeAdaptiveWithShadows();
-  std::vector<proto::DraftBlock> sent = Step();
-  ASSERT_EQ(sent.size(), 1u);
-  Resolve(sent[0], absl::Milliseconds(10), /*accepted=*/0);  // the probe fails: off
+  const proto::DraftBlock off = MakeAdaptiveWithShadowsOff();  // with its shadow Propose
+  ASSERT_FALSE(HasFailure());
   drafter_.ProposeNothingFor("r");
-  sent = Step();  // the window's empty block, with its shadow Propose
-  ASSERT_EQ(sent.size(), 1u);
-  ASSERT_EQ(sent[0].tokens_size(), 0);
-  Resolve(sent[0], absl::Milliseconds(10));
+  ResolveWindowStart(off, /*match=*/false);
   for (int token = 0; token < 5; ++token) {
     const size_t proposals = drafter_.proposals().size();
     ASSERT_TRUE(engine_->HasWork()) << "token " << token << ": a shadow is due at the new position";
@@ -878,21 +835,16 @@ TEST_F(DraftEngineGuardTest, AShadowThatProposesNothingIsNotRetriedAtTheSamePosi
 // Shadow blocks: while speculation is off, a drafter that costs nothing (the
 // fake clock stands still inside Propose) proposes at each position without
 // sending; when the target's own tokens keep matching those proposals, the
-// controller predicts a win and the draft speculates again before the window
+// policy predicts a win and the draft speculates again before the window
 // ends. Tokens that do not match keep it off for the whole window.
 TEST_F(DraftEngineGuardTest, ShadowBlocksThatMatchEndTheOffWindowEarly) {
   for (const bool copyable : {false, true}) {
-    MakeAdaptiveWithShadows();
-    std::vector<proto::DraftBlock> sent = Step();
-    ASSERT_EQ(sent.size(), 1u);
-    ASSERT_EQ(sent[0].tokens_size(), 1);  // the first block is a probe
-    Resolve(sent[0], absl::Milliseconds(10), /*accepted=*/0);
-    sent = Step();
-    ASSERT_EQ(sent.size(), 1u);
-    ASSERT_EQ(sent[0].tokens_size(), 0);
-    const int window_end = static_cast<int>(sent[0].start() + sent[0].alone_tokens());
-    ASSERT_EQ(sent[0].alone_tokens(), 64u) << "the failed probe doubled the interval";
-    Resolve(sent[0], absl::Milliseconds(10));  // the window's first token
+    const proto::DraftBlock off = MakeAdaptiveWithShadowsOff();
+    ASSERT_FALSE(HasFailure());
+    const uint64_t blocks_before = engine_->counters().blocks_sent;
+    const int window_end = static_cast<int>(off.start() + off.alone_tokens());
+    ASSERT_GT(off.alone_tokens(), 16u);
+    ResolveWindowStart(off, copyable);
     // The target decides alone: the drafter's own next token, or another one.
     int speculative_at = -1;
     while (static_cast<int>(committed_.size()) < window_end) {
@@ -914,7 +866,7 @@ TEST_F(DraftEngineGuardTest, ShadowBlocksThatMatchEndTheOffWindowEarly) {
       EXPECT_LT(speculative_at, window_end - 8) << "well before the window's end";
     } else {
       EXPECT_LT(speculative_at, 0) << "shadow blocks that miss keep speculation off";
-      EXPECT_EQ(engine_->counters().blocks_sent, 2u) << "the probe and the window's block";
+      EXPECT_EQ(engine_->counters().blocks_sent, blocks_before) << "no block in the window";
     }
     engine_->Release("r");
   }

@@ -1,0 +1,196 @@
+#include "runtime/spec/spec_policy.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace splitspec::spec {
+namespace {
+
+// The cost ratio of a draft whose cost is unmeasured: free (rule 1's optimism).
+constexpr double kFreeDraftRatio = 1e6;
+
+// The posterior mean of a rate with evidence `successes` of `trials` and a
+// uniform prior, plus kConfidenceZ standard errors, at most 1.
+double UpperBound(double successes, double trials) {
+  const double n = trials + 2.0;
+  const double mean = (successes + 1.0) / n;
+  return std::min(1.0, mean + kConfidenceZ * std::sqrt(mean * (1.0 - mean) / n));
+}
+
+bool Usable(double x) { return x > 0.0 && std::isfinite(x); }
+
+void Blend(double& average, double sample) {
+  average = average > 0.0 ? (1.0 - kCostWeight) * average + kCostWeight * sample : sample;
+}
+
+// The best speculative action at acceptance `alpha` (rate 0 if none is allowed).
+SpecAction BestSpeculative(const SpecEstimates& e, const SpecChoices& c, SpecMode previous,
+                           double alpha) {
+  SpecAction best;
+  best.rate = 0.0;
+  double best_score = 0.0;
+  for (SpecMode mode : {SpecMode::kSequential, SpecMode::kCached, SpecMode::kOverlapped}) {
+    if ((mode == SpecMode::kCached && !c.cached) || (mode == SpecMode::kOverlapped && !c.overlapped))
+      continue;
+    // An unmeasured draft cost is free (rule 1), but only the cheapest block
+    // measures it: a model as slow as the target must not draft max_k first.
+    const int max_k = Usable(e.draft_seconds_per_token) ? c.max_k : c.min_k;
+    for (int k = c.min_k; k <= max_k; ++k) {
+      const double rate = PredictedRate(e, mode, k, alpha);
+      const double score = rate * (mode == previous ? 1.0 + kMargin : 1.0);
+      if (score > best_score * (1.0 + 1e-12)) {
+        best.mode = mode;
+        best.k = k;
+        best.rate = rate;
+        best_score = score;
+      }
+    }
+  }
+  return best;
+}
+
+// Whether rule 3, coming from off, speculates with these estimates.
+bool Speculates(const SpecEstimates& e, const SpecChoices& c) {
+  return BestSpeculative(e, c, SpecMode::kOff, e.AlphaUpper()).rate > 1.0 + kMargin;
+}
+
+SpecEstimates Aged(SpecEstimates e, int tokens) {
+  e.RecordPlainTokens(tokens);
+  return e;
+}
+
+}  // namespace
+
+const char* SpecModeName(SpecMode mode) {
+  switch (mode) {
+    case SpecMode::kOff:
+      return "off";
+    case SpecMode::kSequential:
+      return "sequential";
+    case SpecMode::kOverlapped:
+      return "overlapped";
+    case SpecMode::kCached:
+      return "cached";
+  }
+  return "unknown";
+}
+
+void SpecEstimates::RecordBlock(int accepted_tokens, bool rejected) {
+  const int positions = std::max(0, accepted_tokens) + (rejected ? 1 : 0);
+  if (positions == 0) return;
+  const double keep = std::pow(kForget, positions);
+  accepted = keep * accepted + std::max(0, accepted_tokens);
+  verified = keep * verified + positions;
+}
+
+void SpecEstimates::RecordPlainTokens(int tokens) {
+  if (tokens <= 0) return;
+  const double keep = std::pow(kForget, tokens);
+  accepted *= keep;
+  verified *= keep;
+}
+
+void SpecEstimates::RecordDraftSeconds(double seconds_per_token) {
+  if (Usable(seconds_per_token)) Blend(draft_seconds_per_token, seconds_per_token);
+}
+
+void SpecEstimates::RecordTargetLine(double step_seconds, double slope) {
+  if (!Usable(step_seconds) || !(slope >= 0.0) || !std::isfinite(slope)) return;
+  target_step_seconds = step_seconds;  // the target's own fit, already averaged
+  target_slope = slope;
+}
+
+void SpecEstimates::RecordBlockOverhead(double seconds) {
+  if (!(seconds >= 0.0) || !std::isfinite(seconds)) return;
+  block_overhead_seconds = block_overhead_seconds > 0.0
+                               ? (1.0 - kCostWeight) * block_overhead_seconds + kCostWeight * seconds
+                               : seconds;
+}
+
+void SpecEstimates::RecordInterference(double relative_slowdown) {
+  if (!std::isfinite(relative_slowdown)) return;
+  const double sample = std::max(0.0, relative_slowdown);
+  interference = interference > 0.0 ? (1.0 - kCostWeight) * interference + kCostWeight * sample
+                                     : sample;
+}
+
+void SpecEstimates::RecordCacheLookup(bool hit) {
+  cache_hits = kForget * cache_hits + (hit ? 1.0 : 0.0);
+  cache_lookups = kForget * cache_lookups + 1.0;
+}
+
+double SpecEstimates::AlphaMean() const { return (accepted + 1.0) / (verified + 2.0); }
+double SpecEstimates::AlphaUpper() const { return UpperBound(accepted, verified); }
+double SpecEstimates::CacheHitUpper() const { return UpperBound(cache_hits, cache_lookups); }
+
+std::string SpecEstimates::DebugString() const {
+  return absl::StrCat("alpha=", AlphaMean(), " alpha+=", AlphaUpper(), " evidence=", verified,
+                      " draft_s=", draft_seconds_per_token, " t0=", target_step_seconds,
+                      " slope=", target_slope, " overhead_s=", block_overhead_seconds,
+                      " hit+=", CacheHitUpper(), " interference=", interference,
+                      " batch=", target_batch);
+}
+
+double PredictedRate(const SpecEstimates& e, SpecMode mode, int k, double alpha) {
+  if (mode == SpecMode::kOff || k < 1) return 1.0;
+  // The batch's plain step, and the slope charged to this request's drafts: each
+  // costs target_step_seconds * slope more for every request of the batch.
+  const int batch = std::max(1, e.target_batch);
+  const double slope = std::max(0.0, e.target_slope);
+  const double batch_step = e.target_step_seconds * (1.0 + slope * (batch - 1));
+  const double charged_slope = batch * slope / (1.0 + slope * (batch - 1));
+  const double cost_ratio = Usable(batch_step) && Usable(e.draft_seconds_per_token)
+                                ? batch_step / e.draft_seconds_per_token
+                                : kFreeDraftRatio;
+  const double overhead = Usable(batch_step) ? e.block_overhead_seconds / batch_step : 0.0;
+  // Drafting beside the verification slows it by (1 + interference): in units
+  // of the slowed step the draft and the overhead shrink by that factor.
+  const bool beside = mode != SpecMode::kSequential;
+  const double slow = beside ? 1.0 + std::max(0.0, e.interference) : 1.0;
+  PipelineModelInputs in;
+  in.alpha = std::clamp(alpha, 0.0, 1.0);
+  in.cost_ratio = cost_ratio * slow;
+  in.k = k;
+  in.verify_slope = charged_slope;
+  in.cache_hit_rate = e.CacheHitUpper();
+  in.result_wait = mode == SpecMode::kCached ? 0.5 / in.cost_ratio : 0.0;
+  in.block_overhead = overhead / slow;
+  const PipelineMode pipeline = mode == SpecMode::kSequential   ? PipelineMode::kSequential
+                                : mode == SpecMode::kOverlapped ? PipelineMode::kOverlapped
+                                                                : PipelineMode::kOverlappedCache;
+  return PipelineSpeedup(in, pipeline) / slow;
+}
+
+SpecAction ChooseSpecAction(const SpecEstimates& e, const SpecChoices& c, SpecMode previous) {
+  SpecAction best = BestSpeculative(e, c, previous, e.AlphaUpper());
+  // Off is the yardstick: turning speculation on needs the margin; staying on
+  // needs a predicted gain (the optimism of alpha+ is the benefit of the doubt).
+  if (!c.allow_off || best.rate > (previous == SpecMode::kOff ? 1.0 + kMargin : 1.0)) return best;
+
+  SpecAction off;
+  off.shadow_k = best.k;
+  // Rule 4: the window ends where aged evidence would turn speculation on.
+  off.probe = Speculates(Aged(e, kMaxOffTokens), c);
+  if (!off.probe) {
+    off.off_tokens = kMaxOffTokens;
+  } else {
+    int low = 0, high = kMaxOffTokens;  // !Speculates at low (or low = 0), Speculates at high
+    while (high - low > 1) {
+      const int mid = (low + high) / 2;
+      (Speculates(Aged(e, mid), c) ? high : low) = mid;
+    }
+    off.off_tokens = high;
+  }
+  // A shadow block is an acceptance sample: worth its cost only if acceptance
+  // can still change the verdict (full acceptance would win).
+  const bool winnable = BestSpeculative(e, c, SpecMode::kOff, 1.0).rate > 1.0 + kMargin;
+  const double plain_step = e.target_step_seconds;
+  off.shadow = off.shadow_k > 0 && winnable &&
+               (!Usable(e.draft_seconds_per_token) || !Usable(plain_step) ||
+                off.shadow_k * e.draft_seconds_per_token <= kMargin * plain_step);
+  return off;
+}
+
+}  // namespace splitspec::spec

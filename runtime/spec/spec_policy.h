@@ -1,0 +1,130 @@
+// The speculation policy (issue 27): one rule decides, per block, whether and how
+// to speculate, from estimates that every measurement feeds.
+//
+// The rule (all rates in units of plain decoding, the pipeline model of
+// runtime/spec/analytic_model.h):
+//   1. alpha+ = the upper confidence bound of acceptance: the posterior mean
+//      (A + 1) / (V + 2) of the decayed evidence plus kConfidenceZ standard errors;
+//      h+ likewise for the cache hit rate. Unmeasured costs count as free.
+//   2. R(off) = 1. For each allowed mode m in {sequential, overlapped, cached} and
+//      k in [min_k, max_k] (min_k while the draft's cost is unmeasured: the
+//      cheapest block measures it), R(m, k) = PipelineSpeedup at alpha+, h+, C = T(0) /
+//      draft seconds per token, the target's slope charged for its batch, block
+//      overhead, and, for modes whose drafting runs beside the verification, the
+//      measured interference (the verification is that much slower).
+//   3. Choose the largest R; the previous mode wins unless beaten by kMargin;
+//      off wins unless beaten, by kMargin if speculation is off now.
+//   4. When off: off_tokens = the plain tokens until the evidence, aging by
+//      kForget per token, would make rule 3 speculate (at most kMaxOffTokens);
+//      shadow = the drafter's block costs at most kMargin of a plain step and
+//      full acceptance would win (a sample that could change the verdict).
+// Consequences: a request's first block is tried (no evidence: alpha+ is high);
+// a failing drafter is retried once its evidence has aged (tens of tokens per
+// failed try: probes and back-off); a drafter whose cost loses even at alpha = 1
+// is not (probe = false); a cache whose hits do not pay for its interference is
+// not used; cheap drafters keep scoring acceptance while off (shadow blocks) and
+// turn speculation back on as soon as the text turns copyable.
+//
+// Use (any engine; the draft worker's is draft_worker/draft_engine.cc):
+//   SpecEstimates e;                 // fed by every measurement: Record*()
+//   SpecAction a = ChooseSpecAction(e, {.min_k = 1, .max_k = 8}, previous_mode);
+//   // a.mode kOff: decode a.off_tokens alone (shadow-draft a.shadow_k if a.shadow);
+//   // else draft a.k and run the block as a.mode; then RecordBlock(...) etc.
+#ifndef SPLITSPEC_RUNTIME_SPEC_SPEC_POLICY_H_
+#define SPLITSPEC_RUNTIME_SPEC_SPEC_POLICY_H_
+
+#include <string>
+
+#include "runtime/spec/analytic_model.h"
+
+namespace splitspec::spec {
+
+// UCB width in standard errors: one is optimistic enough that an untried or
+// long-unused option is tried again, and shrinks as evidence accumulates.
+inline constexpr double kConfidenceZ = 1.0;
+// Hysteresis: the measured pipeline model predicts speedups within 0.92-1.07
+// (`bench spec --sim-grid`), so a predicted gain below 4% does not justify a switch.
+inline constexpr double kMargin = 0.04;
+// Evidence forgetting per token: acceptance drifts within a request (a summary
+// reaching its quoted passage) over tens of tokens; older evidence says little.
+inline constexpr double kForget = 0.995;
+// Weight of a new cost sample (draft time, block overhead, interference): costs
+// are noisy per block on shared cores but stable over ten blocks.
+inline constexpr double kCostWeight = 0.1;
+// The longest off window: a verdict made under one load is re-asked this often.
+inline constexpr int kMaxOffTokens = 256;
+
+enum class SpecMode { kOff, kSequential, kOverlapped, kCached };
+const char* SpecModeName(SpecMode mode);
+
+// The policy's inputs. Plain values, so any engine (the draft worker's, a
+// target's local drafter) can keep and feed them; the Record* methods are the
+// only writers in this project. Times are in seconds; 0 means unmeasured.
+struct SpecEstimates {
+  // Acceptance evidence (no prior): decayed accepted draft tokens and verified
+  // draft positions (a position the drafter left empty counts as rejected).
+  double accepted = 0.0;
+  double verified = 0.0;
+  double draft_seconds_per_token = 0.0;
+  // The target's T(fed) line: T = target_step_seconds * (1 + target_slope * (fed - 1)).
+  double target_step_seconds = 0.0;
+  double target_slope = 0.0;
+  // Per-block time on the critical path outside the target's step and drafting.
+  double block_overhead_seconds = 0.0;
+  // Cache lookups' decayed hit evidence.
+  double cache_hits = 0.0;
+  double cache_lookups = 0.0;
+  // Relative slowdown of the target's step while the draft works beside it.
+  double interference = 0.0;
+  // Requests batched in the target's steps (each verified draft token costs all of them).
+  int target_batch = 1;
+
+  // A verified block (or a shadow block scored against the target's own tokens):
+  // the first `accepted` drafts accepted; `rejected`: the position after them was
+  // rejected or left undrafted. Ages the evidence by kForget per position.
+  void RecordBlock(int accepted, bool rejected);
+  // Tokens the target decided alone: age the acceptance evidence.
+  void RecordPlainTokens(int tokens);
+  void RecordDraftSeconds(double seconds_per_token);
+  void RecordTargetLine(double step_seconds, double slope);
+  void RecordBlockOverhead(double seconds);
+  void RecordInterference(double relative_slowdown);
+  void RecordCacheLookup(bool hit);
+
+  double AlphaMean() const;
+  double AlphaUpper() const;  // rule 1
+  double CacheHitUpper() const;
+  std::string DebugString() const;
+};
+
+// What the caller can run. Sequential is always possible.
+struct SpecChoices {
+  int min_k = 1;  // >= 1
+  int max_k = 8;  // >= min_k, <= kPlanMaxK
+  bool allow_off = true;
+  bool overlapped = false;  // two blocks in flight
+  bool cached = false;      // the speculation cache
+};
+
+struct SpecAction {
+  SpecMode mode = SpecMode::kOff;
+  int k = 0;           // draft tokens per block; 0 when off
+  double rate = 1.0;   // predicted tokens per plain step, at the optimistic estimates
+  // Off only: plain tokens before the rule is asked again; whether it is then
+  // expected to speculate (false: even full acceptance loses); whether a shadow
+  // block of shadow_k tokens is cheap enough to score acceptance meanwhile.
+  int off_tokens = 0;
+  bool probe = false;
+  bool shadow = false;
+  int shadow_k = 0;
+};
+
+// The predicted rate of one action at acceptance `alpha` (rule 2).
+double PredictedRate(const SpecEstimates& e, SpecMode mode, int k, double alpha);
+
+// The rule. Pure; thread-safe. REQUIRES 1 <= choices.min_k <= choices.max_k <= kPlanMaxK.
+SpecAction ChooseSpecAction(const SpecEstimates& e, const SpecChoices& choices, SpecMode previous);
+
+}  // namespace splitspec::spec
+
+#endif  // SPLITSPEC_RUNTIME_SPEC_SPEC_POLICY_H_

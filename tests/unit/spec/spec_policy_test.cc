@@ -1,0 +1,291 @@
+// The speculation policy (runtime/spec/spec_policy.h) on synthetic estimates,
+// and a property on a simulated drafter grid: the policy, learning from the
+// blocks it runs, is never more than 3% slower than plain decoding and comes
+// close to the best fixed action the model knows for the true acceptance.
+#include "runtime/spec/spec_policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "runtime/spec/analytic_model.h"
+
+namespace splitspec::spec {
+namespace {
+
+// Estimates with `evidence` verified positions at acceptance `alpha`, a target
+// step of 1 s (so rates and costs read in plain steps) and a draft C times cheaper.
+SpecEstimates Make(double alpha, double evidence, double cost_ratio, double slope = 0.1,
+                   double overhead = 0.03) {
+  SpecEstimates e;
+  e.accepted = alpha * evidence;
+  e.verified = evidence;
+  e.target_step_seconds = 1.0;
+  e.target_slope = slope;
+  e.draft_seconds_per_token = 1.0 / cost_ratio;
+  e.block_overhead_seconds = overhead;
+  return e;
+}
+
+SpecChoices Choices(bool overlapped = false, bool cached = false) {
+  SpecChoices c;
+  c.overlapped = overlapped;
+  c.cached = cached;
+  return c;
+}
+
+TEST(SpecPolicyTest, NoAcceptanceTurnsSpeculationOffForAWindow) {
+  const SpecAction action = ChooseSpecAction(Make(0.0, 20, 100), Choices(true), SpecMode::kSequential);
+  EXPECT_EQ(action.mode, SpecMode::kOff);
+  EXPECT_EQ(action.k, 0);
+  EXPECT_GT(action.off_tokens, 0);
+  EXPECT_TRUE(action.probe);  // a free drafter is worth another try once the evidence ages
+  EXPECT_TRUE(action.shadow);  // and meanwhile it is cheap enough to score in the shadow
+}
+
+TEST(SpecPolicyTest, TheOffWindowEndsWhereAgedEvidenceTurnsSpeculationOn) {
+  const SpecEstimates e = Make(0.0, 20, 100);
+  const SpecAction action = ChooseSpecAction(e, Choices(), SpecMode::kOff);
+  ASSERT_EQ(action.mode, SpecMode::kOff);
+  ASSERT_TRUE(action.probe);
+  SpecEstimates before = e;
+  before.RecordPlainTokens(action.off_tokens - 1);
+  EXPECT_EQ(ChooseSpecAction(before, Choices(), SpecMode::kOff).mode, SpecMode::kOff);
+  SpecEstimates at = e;
+  at.RecordPlainTokens(action.off_tokens);
+  EXPECT_NE(ChooseSpecAction(at, Choices(), SpecMode::kOff).mode, SpecMode::kOff);
+  // More evidence of failure: a longer window (the back-off).
+  EXPECT_GT(ChooseSpecAction(Make(0.0, 30, 100), Choices(), SpecMode::kOff).off_tokens,
+            action.off_tokens);
+}
+
+TEST(SpecPolicyTest, HighAcceptanceAndACheapDraftRunOverlappedWithLongerBlocks) {
+  const SpecAction high =
+      ChooseSpecAction(Make(0.95, 100, 10, 0.02), Choices(true), SpecMode::kSequential);
+  EXPECT_EQ(high.mode, SpecMode::kOverlapped);
+  const SpecAction mid =
+      ChooseSpecAction(Make(0.6, 100, 10, 0.02), Choices(true), SpecMode::kSequential);
+  EXPECT_NE(mid.mode, SpecMode::kOff);
+  EXPECT_GT(high.k, mid.k);
+  EXPECT_GT(high.rate, 2.0);
+}
+
+TEST(SpecPolicyTest, ARequestWithoutEvidenceTriesABlock) {
+  SpecEstimates e;  // nothing measured: acceptance 0.5 +- its width, costs free
+  const SpecAction action = ChooseSpecAction(e, Choices(true), SpecMode::kOff);
+  EXPECT_NE(action.mode, SpecMode::kOff);
+  EXPECT_GE(action.k, 1);
+}
+
+TEST(SpecPolicyTest, TheUpperBoundTriesAnUnsampledCacheAndDropsOneThatNeverHits) {
+  // A costly draft (C = 2): the cache pays only if its pre-drafts hit.
+  SpecEstimates e = Make(0.9, 100, 2.0, 0.05, 0.0);
+  EXPECT_EQ(ChooseSpecAction(e, Choices(false, true), SpecMode::kSequential).mode,
+            SpecMode::kCached);
+  for (int i = 0; i < 100; ++i) e.RecordCacheLookup(false);
+  EXPECT_EQ(ChooseSpecAction(e, Choices(false, true), SpecMode::kCached).mode,
+            SpecMode::kSequential);
+}
+
+TEST(SpecPolicyTest, InterferenceMakesDraftingBesideTheVerificationLose) {
+  SpecEstimates e = Make(0.8, 100, 4.0, 0.05);
+  e.cache_hits = 60;
+  e.cache_lookups = 100;
+  EXPECT_EQ(ChooseSpecAction(e, Choices(true, true), SpecMode::kSequential).mode,
+            SpecMode::kCached);
+  e.interference = 1.0;  // drafting beside the verification doubles its time
+  EXPECT_EQ(ChooseSpecAction(e, Choices(true, true), SpecMode::kCached).mode,
+            SpecMode::kSequential);
+}
+
+TEST(SpecPolicyTest, HysteresisKeepsTheCurrentActionAgainstASmallPredictedGain) {
+  // Find an acceptance whose best predicted rate sits inside the margin above 1.
+  double alpha = 0.0;
+  SpecAction inside;
+  for (double a = 0.0; a <= 1.0; a += 0.002) {
+    const SpecAction s = ChooseSpecAction(Make(a, 1e6, 20), Choices(), SpecMode::kSequential);
+    if (s.mode != SpecMode::kOff && s.rate > 1.005 && s.rate < 1.0 + kMargin - 0.005) {
+      alpha = a;
+      inside = s;
+      break;
+    }
+  }
+  ASSERT_GT(inside.k, 0) << "no acceptance predicts a gain inside the margin";
+  const SpecEstimates e = Make(alpha, 1e6, 20);
+  EXPECT_EQ(ChooseSpecAction(e, Choices(), SpecMode::kOff).mode, SpecMode::kOff);
+  EXPECT_EQ(ChooseSpecAction(e, Choices(), SpecMode::kSequential).mode, SpecMode::kSequential);
+  // Flapping: alternating evidence around that point never switches the mode
+  // more than once, whichever mode it starts in.
+  for (SpecMode start : {SpecMode::kOff, SpecMode::kSequential}) {
+    SpecMode mode = start;
+    int switches = 0;
+    SpecEstimates drift = e;
+    for (int i = 0; i < 200; ++i) {
+      const double a = alpha + (i % 2 == 0 ? 0.004 : -0.004);
+      drift.accepted = a * 1e6;
+      const SpecMode next = ChooseSpecAction(drift, Choices(), mode).mode;
+      switches += next != mode;
+      mode = next;
+    }
+    EXPECT_LE(switches, 1) << SpecModeName(start);
+  }
+}
+
+TEST(SpecPolicyTest, ADraftThatLosesAtFullAcceptanceIsNeverProbed) {
+  const SpecAction action =
+      ChooseSpecAction(Make(1.0, 100, 0.8), Choices(true), SpecMode::kSequential);
+  EXPECT_EQ(action.mode, SpecMode::kOff);
+  EXPECT_FALSE(action.probe);
+  EXPECT_EQ(action.off_tokens, kMaxOffTokens);
+  EXPECT_FALSE(action.shadow);  // a block costs more than a plain step
+}
+
+TEST(SpecPolicyTest, ABatchedTargetChargesEveryDraftTokenToTheWholeBatch) {
+  SpecEstimates e = Make(0.6, 200, 50, 0.05);
+  EXPECT_NE(ChooseSpecAction(e, Choices(), SpecMode::kSequential).mode, SpecMode::kOff);
+  e.target_batch = 64;
+  EXPECT_EQ(ChooseSpecAction(e, Choices(), SpecMode::kSequential).mode, SpecMode::kOff);
+}
+
+TEST(SpecPolicyTest, FixedChoicesWithoutOffKeepTheirK) {
+  SpecChoices c;
+  c.min_k = c.max_k = 5;
+  c.allow_off = false;
+  const SpecAction action = ChooseSpecAction(Make(0.0, 100, 2), c, SpecMode::kSequential);
+  EXPECT_EQ(action.mode, SpecMode::kSequential);
+  EXPECT_EQ(action.k, 5);
+}
+
+TEST(SpecPolicyTest, EstimatesCountPositionsAndIgnoreUnusableSamples) {
+  SpecEstimates e;
+  e.RecordBlock(3, true);
+  EXPECT_NEAR(e.verified, 4.0, 1e-12);
+  EXPECT_NEAR(e.accepted, 3.0, 1e-12);
+  e.RecordBlock(0, false);  // nothing verified: no evidence
+  EXPECT_NEAR(e.verified, 4.0, 1e-12);
+  e.RecordPlainTokens(10);
+  EXPECT_NEAR(e.verified, 4.0 * std::pow(kForget, 10), 1e-12);
+  e.RecordDraftSeconds(-1.0);
+  e.RecordDraftSeconds(NAN);
+  EXPECT_EQ(e.draft_seconds_per_token, 0.0);
+  e.RecordDraftSeconds(0.01);
+  EXPECT_EQ(e.draft_seconds_per_token, 0.01);
+  e.RecordTargetLine(0.0, 0.1);
+  EXPECT_EQ(e.target_step_seconds, 0.0);
+  e.RecordTargetLine(0.02, 0.1);
+  EXPECT_EQ(e.target_step_seconds, 0.02);
+  e.RecordInterference(-0.5);  // a faster step beside a draft is no negative cost
+  EXPECT_EQ(e.interference, 0.0);
+  EXPECT_GT(e.AlphaUpper(), e.AlphaMean());
+  EXPECT_LE(e.AlphaUpper(), 1.0);
+}
+
+// --- the simulated drafter grid ------------------------------------------
+// A drafter of true acceptance alpha (iid per position) and cost ratio C beside
+// a target of slope s and block overhead o (units of a plain step). Each block
+// the policy runs is drawn and charged what the pipeline model charges that
+// outcome; the policy learns acceptance and costs only from those blocks.
+struct World {
+  double alpha;
+  double cost_ratio;
+  double slope = 0.1;
+  double overhead = 0.05;
+};
+
+double RealizedRate(const World& w, const SpecChoices& choices, int tokens, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  SpecEstimates e;
+  e.target_step_seconds = 1.0;  // the target reports its line
+  e.target_slope = w.slope;
+  SpecMode previous = SpecMode::kSequential;
+  double time = 0.0;
+  int committed = 0;
+  const double d_token = 1.0 / w.cost_ratio;
+  auto draw = [&](int k) {
+    int a = 0;
+    while (a < k && uniform(rng) < w.alpha) ++a;
+    return a;
+  };
+  while (committed < tokens) {
+    const SpecAction action = ChooseSpecAction(e, choices, previous);
+    previous = action.mode;
+    if (action.mode == SpecMode::kOff) {
+      const int n = std::min(action.off_tokens, tokens - committed);
+      if (action.shadow) {  // scored against the target's tokens, its cost beside
+        const int a = draw(action.shadow_k);
+        e.RecordBlock(a, a < action.shadow_k);
+        time += action.shadow_k * d_token;
+      }
+      committed += n;
+      time += n;
+      e.RecordPlainTokens(n);
+      continue;
+    }
+    const int k = action.k;
+    const int a = draw(k);
+    const double d = k * d_token;
+    const double verify = 1.0 + w.slope * k;  // k drafts + the previous correction
+    if (action.mode == SpecMode::kSequential) {
+      committed += a + 1;
+      time += d + verify + w.overhead;
+    } else if (d > 1.0 + w.slope * (k - 1)) {  // overlapped, draft-bound
+      committed += a + 1;
+      time += 2.0 * d + w.overhead;
+    } else if (a == k) {  // overlapped: the queued block follows, no bonus
+      committed += k;
+      time += 1.0 + w.slope * (k - 1);
+    } else {  // a rejection: the queued block is stale, the draft refills
+      committed += a + 1;
+      time += verify + d + w.overhead;
+    }
+    e.RecordBlock(a, a < k);
+    e.RecordDraftSeconds(d_token);
+    e.RecordBlockOverhead(w.overhead);
+  }
+  return committed / time;
+}
+
+// The best fixed action for the true acceptance and costs (off: 1).
+double OracleRate(const World& w, const SpecChoices& choices) {
+  SpecEstimates e;
+  e.target_step_seconds = 1.0;
+  e.target_slope = w.slope;
+  e.draft_seconds_per_token = 1.0 / w.cost_ratio;
+  e.block_overhead_seconds = w.overhead;
+  double best = 1.0;
+  for (SpecMode mode : {SpecMode::kSequential, SpecMode::kOverlapped}) {
+    if (mode == SpecMode::kOverlapped && !choices.overlapped) continue;
+    for (int k = choices.min_k; k <= choices.max_k; ++k)
+      best = std::max(best, PredictedRate(e, mode, k, w.alpha));
+  }
+  return best;
+}
+
+TEST(SpecPolicySimGridTest, NeverSlowerThanPlainBeyondThreePercentAndNearTheOracle) {
+  int cells = 0;
+  for (bool overlapped : {false, true}) {
+    const SpecChoices choices = Choices(overlapped);
+    for (double alpha : {0.0, 0.2, 0.4, 0.6, 0.8, 0.9, 0.97}) {
+      for (double cost_ratio : {0.8, 2.0, 5.0, 10.0, 50.0}) {
+        const World world{alpha, cost_ratio};
+        const double oracle = OracleRate(world, choices);
+        const double realized = RealizedRate(world, choices, 6000, 7u + cells);
+        ++cells;
+        const std::string where =
+            (::testing::Message() << "alpha " << alpha << " C " << cost_ratio << " overlapped "
+                                  << overlapped << ": realized " << realized << " oracle "
+                                  << oracle)
+                .GetString();
+        EXPECT_GE(realized, std::min(1.0, oracle) - 0.03) << where;
+        EXPECT_GE(realized, 0.9 * oracle) << where;
+      }
+    }
+  }
+  EXPECT_EQ(cells, 70);
+}
+
+}  // namespace
+}  // namespace splitspec::spec
