@@ -144,20 +144,26 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
   // block before it, with no forward of its own (p was already known): its time
   // is no plain step. The window's own results, one forward apart, sample T(0).
   const bool opens_window = block.drafted == 0 && block.alone_until > 0;
-  if (!first && !opens_window) verify_cost_->Record(block.drafted, step_seconds);
+  // Drafts the target cut unverified (its step's budget, VerifyResult.cut_drafts)
+  // cost it nothing and count neither accepted nor rejected.
+  const int cut = std::min<int>(static_cast<int>(result.cut_drafts()), block.drafted);
+  const int verified_drafts = block.drafted - cut;
+  if (!first && !opens_window) verify_cost_->Record(verified_drafts, step_seconds);
   if (block.requested == 0) {
     state.acceptance.RecordPlainTokens(result.committed_tokens_size());
     return;
   }
   // The policy's model counts k drafts per block: a position the drafter left
   // empty is a rejection there, like a wrong draft.
-  const int accepted = std::min<int>(static_cast<int>(result.accepted()), block.drafted);
-  const bool rejected = (new_epoch && accepted < block.drafted) || accepted < block.requested;
+  const int accepted = std::min<int>(static_cast<int>(result.accepted()), verified_drafts);
+  const bool rejected = cut > 0 ? accepted < verified_drafts
+                                : (new_epoch && accepted < block.drafted) ||
+                                      accepted < block.requested;
   state.acceptance.RecordBlock(accepted, rejected);
   if (first || block.drafted == 0) return;
   const spec::SpecEstimates estimates = Estimates(state);
   const double verify_seconds =
-      estimates.target_step_seconds * (1.0 + estimates.target_slope * block.drafted);
+      estimates.target_step_seconds * (1.0 + estimates.target_slope * verified_drafts);
   if (!(verify_seconds > 0.0)) return;
   // The rest of the block's time: trips and turnaround, or, while a draft forward
   // ran beside it, that forward's slowdown of the verification.

@@ -11,6 +11,7 @@
 #include "runtime/net/worker_identity.h"
 #include "runtime/spec/logits_pipeline.h"
 #include "runtime/spec/sampling.h"
+#include "runtime/spec/spec_policy.h"
 #include "runtime/spec/verify.h"
 #include "target_worker/grammar_rows.h"
 #include "target_worker/request_setup.h"
@@ -379,7 +380,34 @@ absl::Status TargetEngine::Step(absl::Time now, std::vector<TargetEvent>* events
   return forward;
 }
 
+void TargetEngine::CutBlocksToBudget() {
+  if (!options_.cut_blocks_to_budget || !forward_cost_.measured()) return;
+  std::vector<TargetRequest*> holding;
+  std::vector<spec::VerifyCandidate> candidates;
+  int deciding = 0;
+  for (TargetRequest* request : resident_) {
+    if (request->finished() || request->prefilling()) continue;
+    ++deciding;
+    const proto::DraftBlock* ready = request->ReadyBlock();
+    if (ready == nullptr || ready->tokens_size() == 0) continue;
+    const spec::SpecMetrics& seen = request->metrics();
+    holding.push_back(request);
+    candidates.push_back({static_cast<double>(seen.accepted), static_cast<double>(seen.verified),
+                          ready->tokens_size()});
+  }
+  if (candidates.empty()) return;
+  const std::vector<int> kept =
+      spec::ChooseVerifiedDrafts(candidates, deciding, forward_cost_.Slope());
+  for (size_t i = 0; i < holding.size(); ++i) {
+    const int cut = candidates[i].drafted - kept[i];
+    if (cut == 0) continue;
+    holding[i]->CutReadyBlock(kept[i]);
+    counters_.cut_draft_tokens += static_cast<uint64_t>(cut);
+  }
+}
+
 std::vector<TargetEngine::WorkItem> TargetEngine::Plan(absl::Time now) {
+  CutBlocksToBudget();
   std::vector<WorkItem> items;
   int budget = options_.step_token_budget;
   bool fed_any = false;

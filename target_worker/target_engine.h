@@ -117,6 +117,11 @@ struct TargetEngineOptions {
   // the model's vocabulary; shared, its cache makes a repeated schema free. Null:
   // such requests are refused, by name.
   std::shared_ptr<grammar::GrammarCompiler> grammar_compiler;
+  // Verify only the draft positions that pay for what they add to the step
+  // (spec::ChooseVerifiedDrafts over the ready blocks, once forwards are timed):
+  // at high concurrency blocks are cut toward plain decoding. False: verify
+  // every drafted token.
+  bool cut_blocks_to_budget = true;
 };
 
 // Something to send after a step: a result for the coordinator and for the
@@ -134,6 +139,7 @@ struct TargetCounters {
   uint64_t stale_blocks = 0;      // wrong epoch or start
   uint64_t malformed_blocks = 0;  // refused by admission or by verification
   uint64_t own_tokens = 0;        // tokens the target chose without a draft
+  uint64_t cut_draft_tokens = 0;  // drafted tokens not verified (cut_blocks_to_budget)
   uint64_t guided_requests = 0;   // requests added with classifier-free guidance
   // Tokens fed to guided requests' unconditional companions (also in forward_tokens).
   uint64_t companion_forward_tokens = 0;
@@ -205,6 +211,9 @@ class TargetEngine {
  private:
   struct WorkItem;
   std::vector<WorkItem> Plan(absl::Time now);
+  // Cuts the ready blocks of the decoding requests to the draft positions the
+  // step's verification budget pays for (options.cut_blocks_to_budget).
+  void CutBlocksToBudget();
   // What `request` does this step (nullopt: it waits for a block); `budget` caps a prompt chunk.
   std::optional<WorkItem> PlanRequest(TargetRequest& request, absl::Time now, int budget);
   // The unfed token of `request` is fed now: counts whether its wait for a block

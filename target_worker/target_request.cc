@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/base/logging.h"
 
 namespace splitspec::target {
 namespace {
@@ -59,6 +60,7 @@ BlockAdmission TargetRequest::AdmitBlock(const proto::DraftBlock& block) {
     return BlockAdmission::kMalformed;
   if (blocks_.contains(start)) return BlockAdmission::kDuplicate;
   blocks_.emplace(start, block);
+  cut_drafts_.erase(start);  // a cut of an earlier block at this start
   return BlockAdmission::kQueued;
 }
 
@@ -68,6 +70,20 @@ const proto::DraftBlock* TargetRequest::ReadyBlock() const {
 }
 
 bool TargetRequest::HasBlockAt(int start) const { return blocks_.contains(start); }
+
+void TargetRequest::CutReadyBlock(int keep) {
+  auto it = blocks_.find(frontier());
+  SPLITSPEC_CHECK(it != blocks_.end() && keep >= 0 && keep <= it->second.tokens_size())
+      << "request " << id_ << ": cut to " << keep;
+  proto::DraftBlock& block = it->second;
+  const int cut = block.tokens_size() - keep;
+  if (cut == 0) return;
+  block.mutable_tokens()->Truncate(keep);
+  if (block.q_size() > keep) {
+    block.mutable_q()->DeleteSubrange(keep, block.q_size() - keep);
+  }
+  cut_drafts_[it->first] += cut;
+}
 
 void TargetRequest::SetPending(TargetRow row) { pending_ = std::move(row); }
 
@@ -106,11 +122,16 @@ proto::VerifyResult TargetRequest::ApplyOutcome(const proto::DraftBlock* block,
   const int old_frontier = frontier();
   uint64_t block_sequence = 0;
   int used_start = -1;
+  int cut_drafts = 0;
   // `block` points into blocks_, which is erased below: read what is needed now.
   const bool block_had_tokens = block != nullptr && block->tokens_size() > 0;
   if (block != nullptr) {
     block_sequence = block->block_sequence();
     used_start = static_cast<int>(block->start());
+    if (auto cut = cut_drafts_.find(used_start); cut != cut_drafts_.end()) {
+      cut_drafts = cut->second;
+      cut_drafts_.erase(cut);
+    }
     metrics_.RecordBlock(block->tokens_size(), outcome.accepted, outcome.rejected,
                          static_cast<int>(outcome.committed.size()));
   } else {
@@ -131,6 +152,7 @@ proto::VerifyResult TargetRequest::ApplyOutcome(const proto::DraftBlock* block,
     ++epoch_;
   }
   blocks_.erase(used_start);  // `block` points into blocks_: not used below
+  cut_drafts_.erase(cut_drafts_.begin(), cut_drafts_.lower_bound(frontier()));
   for (auto it = blocks_.begin(); it != blocks_.end();) {
     const bool stale = pending_next.has_value() ? it->first < frontier() : true;
     it = stale ? blocks_.erase(it) : std::next(it);
@@ -141,7 +163,7 @@ proto::VerifyResult TargetRequest::ApplyOutcome(const proto::DraftBlock* block,
   if (redrafting && feed_waits_to_skip_ > 0) --feed_waits_to_skip_;
   AcceptGrammar(old_frontier);
   CheckStop(old_frontier);
-  return MakeResult(old_frontier, outcome.accepted, block_sequence);
+  return MakeResult(old_frontier, outcome.accepted, block_sequence, cut_drafts);
 }
 
 void TargetRequest::FeedWaitMissed() {
@@ -205,7 +227,7 @@ void TargetRequest::Finish(proto::FinishReason reason) {
 }
 
 proto::VerifyResult TargetRequest::MakeResult(int first_new_index, int accepted,
-                                              uint64_t block_sequence) const {
+                                              uint64_t block_sequence, int cut_drafts) const {
   proto::VerifyResult result;
   result.set_request_id(id_);
   result.set_epoch(epoch_);
@@ -214,6 +236,7 @@ proto::VerifyResult TargetRequest::MakeResult(int first_new_index, int accepted,
     result.add_committed_tokens(committed_[i]);
   result.set_frontier(static_cast<uint32_t>(frontier()));
   result.set_block_sequence(block_sequence);
+  result.set_cut_drafts(static_cast<uint32_t>(cut_drafts));
   result.set_finished(finished());
   result.set_finish_reason(finish_reason_);
   result.set_prompt_length(static_cast<uint32_t>(prompt_length_));

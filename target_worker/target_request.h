@@ -127,6 +127,12 @@ class TargetRequest {
   const proto::DraftBlock* ReadyBlock() const;
   // True if a block starting at `start` (current epoch) is queued.
   bool HasBlockAt(int start) const;
+  // Keeps only the first `keep` draft tokens (and their q) of the ready block:
+  // the step's verification budget does not pay for the rest (spec_policy.h,
+  // ChooseVerifiedDrafts). Its result then says how many were cut
+  // (VerifyResult.cut_drafts), so the draft does not count them as rejected.
+  // REQUIRES: ReadyBlock() != nullptr, 0 <= keep <= its tokens.
+  void CutReadyBlock(int keep);
   // Drops every queued block (e.g. one that failed verification).
   void DropBlocks() { blocks_.clear(); }
   // When the request started waiting for a block (reset by every commit).
@@ -204,7 +210,8 @@ class TargetRequest {
   void CheckStop(int first_new_index);
   // Feeds committed_[first_new_index, frontier()) to the grammar matcher.
   void AcceptGrammar(int first_new_index);
-  proto::VerifyResult MakeResult(int first_new_index, int accepted, uint64_t block_sequence) const;
+  proto::VerifyResult MakeResult(int first_new_index, int accepted, uint64_t block_sequence,
+                                 int cut_drafts = 0) const;
 
   std::string id_;
   std::vector<int32_t> committed_;
@@ -220,6 +227,7 @@ class TargetRequest {
   std::optional<TargetRow> pending_;
   std::optional<grammar::GrammarMatcher> grammar_;
   std::map<int, proto::DraftBlock> blocks_;  // start -> block
+  std::map<int, int> cut_drafts_;             // start -> draft tokens CutReadyBlock removed
   proto::FinishReason finish_reason_ = proto::FINISH_REASON_UNSPECIFIED;
   spec::SpecMetrics metrics_;
   uint64_t draft_worker_id_;

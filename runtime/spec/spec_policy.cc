@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <queue>
 
 #include "absl/strings/str_cat.h"
 
@@ -191,6 +192,35 @@ SpecAction ChooseSpecAction(const SpecEstimates& e, const SpecChoices& c, SpecMo
                (!Usable(e.draft_seconds_per_token) || !Usable(plain_step) ||
                 off.shadow_k * e.draft_seconds_per_token <= kMargin * plain_step);
   return off;
+}
+
+std::vector<int> ChooseVerifiedDrafts(absl::Span<const VerifyCandidate> candidates, int deciding,
+                                      double slope) {
+  std::vector<int> kept(candidates.size(), 0);
+  if (!(slope > 0.0) || !std::isfinite(slope)) {
+    for (size_t i = 0; i < candidates.size(); ++i) kept[i] = std::max(0, candidates[i].drafted);
+    return kept;  // extra positions are free: verify everything
+  }
+  // (survival of the next position, candidate): a block's next position is
+  // offered only once the one before it is kept, so every cut is a prefix.
+  std::priority_queue<std::pair<double, size_t>> next;
+  std::vector<double> alpha(candidates.size());
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    alpha[i] = UpperBound(candidates[i].accepted, candidates[i].verified);
+    if (candidates[i].drafted > 0) next.push({alpha[i], i});
+  }
+  double tokens = std::max(1, deciding);
+  double fed = std::max(1, deciding);
+  while (!next.empty()) {
+    const auto [survival, i] = next.top();
+    next.pop();
+    if (survival * (1.0 + slope * (fed - 1.0)) <= tokens * slope) break;  // nothing later pays
+    ++kept[i];
+    tokens += survival;
+    fed += 1.0;
+    if (kept[i] < candidates[i].drafted) next.push({survival * alpha[i], i});
+  }
+  return kept;
 }
 
 }  // namespace splitspec::spec

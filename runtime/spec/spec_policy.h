@@ -34,7 +34,9 @@
 #define SPLITSPEC_RUNTIME_SPEC_SPEC_POLICY_H_
 
 #include <string>
+#include <vector>
 
+#include "absl/types/span.h"
 #include "runtime/spec/analytic_model.h"
 
 namespace splitspec::spec {
@@ -124,6 +126,29 @@ double PredictedRate(const SpecEstimates& e, SpecMode mode, int k, double alpha)
 
 // The rule. Pure; thread-safe. REQUIRES 1 <= choices.min_k <= choices.max_k <= kPlanMaxK.
 SpecAction ChooseSpecAction(const SpecEstimates& e, const SpecChoices& choices, SpecMode previous);
+
+// The same rule inside one batched verification step (item 2 of issue 27): the
+// target keeps, of the blocks its requests have ready, the draft positions whose
+// expected tokens pay for what they add to the step. With `deciding` requests in
+// the step (each commits at least one token) and the target's line T(fed) =
+// T0 (1 + slope (fed - 1)), a draft position that survives (it and every draft
+// before it in its block accepted) with probability s adds s tokens and T0 slope
+// seconds, so it raises the step's tokens per second while
+//   s (1 + slope (fed - 1)) > tokens * slope,
+// tokens and fed counting what is already kept. Positions are taken in
+// decreasing s (s = alpha+ ^ (j + 1) for a block's j-th draft, alpha+ its
+// request's acceptance bound as in rule 1, so a block is always cut to a prefix)
+// until none pays. At one request and a small slope nothing is cut; as the batch
+// grows the bar nears 1 and speculation shrinks toward off by itself.
+// Cutting a block is exact: its prefix is a draft like any other.
+struct VerifyCandidate {
+  double accepted = 0.0;  // the request's accepted draft tokens so far
+  double verified = 0.0;  // its verified draft positions (accepted + rejections)
+  int drafted = 0;        // draft tokens in the block it has ready
+};
+// The draft tokens to verify of each candidate, in order. REQUIRES deciding >= 1.
+std::vector<int> ChooseVerifiedDrafts(absl::Span<const VerifyCandidate> candidates, int deciding,
+                                      double slope);
 
 }  // namespace splitspec::spec
 

@@ -264,6 +264,65 @@ double OracleRate(const World& w, const SpecChoices& choices) {
   return best;
 }
 
+// ChooseVerifiedDrafts: a brute-force check of the rule's optimum. For every
+// prefix vector kept (each candidate cut anywhere), the step's expected tokens
+// per second in units of T0 is (deciding + sum of survivals) / (1 + slope (fed - 1));
+// the greedy rule must reach the best of them (survivals decrease along a block,
+// so the greedy prefix order is optimal).
+double StepRate(const std::vector<VerifyCandidate>& c, const std::vector<int>& kept, int deciding,
+                double slope) {
+  double tokens = deciding, fed = deciding;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const double n = c[i].verified + 2.0, mean = (c[i].accepted + 1.0) / n;
+    const double alpha = std::min(1.0, mean + kConfidenceZ * std::sqrt(mean * (1.0 - mean) / n));
+    double s = 1.0;
+    for (int j = 0; j < kept[i]; ++j) tokens += (s *= alpha);
+    fed += kept[i];
+  }
+  return tokens / (1.0 + slope * (fed - 1.0));
+}
+
+TEST(VerifiedDraftsTest, ReachesTheBestStepRateOfEveryPrefixChoice) {
+  std::mt19937 rng(27);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 3);
+    const int deciding = n + static_cast<int>(rng() % 40);
+    const double slope = std::uniform_real_distribution<double>(0.01, 0.6)(rng);
+    std::vector<VerifyCandidate> c(n);
+    for (VerifyCandidate& x : c) {
+      x.verified = rng() % 60;
+      x.accepted = std::uniform_real_distribution<double>(0.0, 1.0)(rng) * x.verified;
+      x.drafted = static_cast<int>(rng() % 6);
+    }
+    const std::vector<int> kept = ChooseVerifiedDrafts(c, deciding, slope);
+    double best = 0.0;
+    std::vector<int> cut(n, 0);
+    while (true) {  // every combination of prefixes
+      best = std::max(best, StepRate(c, cut, deciding, slope));
+      int i = 0;
+      while (i < n && cut[i] == c[i].drafted) cut[i++] = 0;
+      if (i == n) break;
+      ++cut[i];
+    }
+    EXPECT_NEAR(StepRate(c, kept, deciding, slope), best, 1e-9 * best) << "trial " << trial;
+    for (int i = 0; i < n; ++i) EXPECT_LE(kept[i], c[i].drafted);
+  }
+}
+
+TEST(VerifiedDraftsTest, OneRequestKeepsItsBlockAndABigBatchCutsAWeakOne) {
+  // Alone, at slope 0.1, a fresh request's block of 4 is verified whole (its
+  // acceptance bound, 0.85, makes the 4th draft survive with 0.53 > 0.27).
+  EXPECT_EQ(ChooseVerifiedDrafts({{0, 0, 4}}, 1, 0.1), std::vector<int>{4});
+  // 64 requests in the step: a draft must survive with nearly the step's own
+  // tokens per cost to pay; a 50%-accepting request's block is cut away, a
+  // 99%-accepting one's is kept.
+  const std::vector<int> kept = ChooseVerifiedDrafts({{50, 100, 4}, {990, 1000, 4}}, 64, 0.1);
+  EXPECT_EQ(kept[0], 0);
+  EXPECT_EQ(kept[1], 4);
+  // Free extra positions (slope 0): everything is verified.
+  EXPECT_EQ(ChooseVerifiedDrafts({{0, 100, 5}}, 64, 0.0), std::vector<int>{5});
+}
+
 TEST(SpecPolicySimGridTest, NeverSlowerThanPlainBeyondThreePercentAndNearTheOracle) {
   int cells = 0;
   for (bool overlapped : {false, true}) {

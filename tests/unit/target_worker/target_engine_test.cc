@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/net/worker_identity.h"
 #include "runtime/spec/sampling.h"
@@ -566,6 +567,70 @@ TEST_F(TargetEngineTest, GreedySpeculationCommitsExactlyPlainGreedy) {
   }
   EXPECT_EQ(engine_->counters().stale_blocks, 0u);
   EXPECT_EQ(engine_->counters().malformed_blocks, 0u);
+}
+
+// The step's verification budget (spec::ChooseVerifiedDrafts): with forwards
+// whose time grows with the tokens fed (T(fed) = 1 ms + 0.5 ms per extra token)
+// and many requests whose drafts are always wrong, the target stops verifying
+// their drafts (cut_drafts in the results, counted), the draft side is told, and
+// every request still commits exactly plain greedy; with the budget off nothing is cut.
+TEST_F(TargetEngineTest, TheStepBudgetCutsBlocksThatDoNotPayAndCommitsTheSame) {
+  for (const bool cut : {true, false}) {
+    SCOPED_TRACE(cut ? "budget on" : "budget off");
+    seen_.clear();
+    TargetEngineOptions options;
+    options.cut_blocks_to_budget = cut;
+    // Each clock reading after a new forward moves time by that forward's cost.
+    size_t timed = model_.forwards().size();
+    options.block_wait = absl::Hours(1);
+    options.feed_wait = absl::ZeroDuration();
+    options.clock = [this, &timed] {
+      if (model_.forwards().size() != timed) {
+        timed = model_.forwards().size();
+        int fed = 0;
+        for (const auto& s : model_.forwards().back()) fed += static_cast<int>(s.tokens.size());
+        now_ += absl::Microseconds(1000 + 500 * (fed - 1));
+      }
+      return now_;
+    };
+    engine_ = std::make_unique<TargetEngine>(&model_, options);
+    const int kRequests = 8, kNew = 20;
+    std::map<std::string, std::vector<int32_t>> truth;
+    for (int r = 0; r < kRequests; ++r) {
+      const std::string id = absl::StrCat("r", r);
+      const std::vector<int32_t> prompt = {r + 1, 2, 3};
+      truth[id] = FakeLanguageModel::GreedyExtend(prompt, kNew + 8);
+      ASSERT_TRUE(Add(Assign(id, prompt, kNew, kDraftWorker)).ok());
+    }
+    uint64_t sequence = 0;
+    uint32_t reported_cut = 0;
+    auto propose = [&](const std::string& id, uint64_t epoch, int frontier) {
+      std::vector<int32_t> tokens = Slice(truth[id], frontier, frontier + 4);
+      tokens[0] = (tokens[0] + 1) % FakeLanguageModel::kVocab;  // always rejected at once
+      ASSERT_EQ(engine_->AddBlock(Block(id, epoch, frontier, tokens, ++sequence), "d"),
+                BlockAdmission::kQueued);
+    };
+    for (int r = 0; r < kRequests; ++r) propose(absl::StrCat("r", r), 0, 3);
+    for (int i = 0; i < 400 && engine_->HasWork(now_); ++i) {
+      ASSERT_TRUE(Step().ok());
+      for (const TargetEvent& e : events_) {
+        if (e.draft_peer.empty()) continue;
+        reported_cut += e.result.cut_drafts();
+        if (e.result.finished()) continue;
+        propose(e.result.request_id(), e.result.epoch(), static_cast<int>(e.result.frontier()));
+      }
+    }
+    EXPECT_EQ(engine_->active_requests(), 0);
+    for (const auto& [id, expected] : truth) EXPECT_EQ(seen_[id], Slice(expected, 0, 3 + kNew)) << id;
+    EXPECT_EQ(engine_->counters().malformed_blocks, 0u);
+    if (cut) {
+      EXPECT_GT(engine_->counters().cut_draft_tokens, 0u);
+      EXPECT_EQ(reported_cut, engine_->counters().cut_draft_tokens) << "every cut is reported";
+    } else {
+      EXPECT_EQ(engine_->counters().cut_draft_tokens, 0u);
+      EXPECT_EQ(reported_cut, 0u);
+    }
+  }
 }
 
 TEST_F(TargetEngineTest, FailedForwardFinishesTheStepsRequestsWithErrorAndSparesTheOthers) {
