@@ -511,6 +511,7 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state, std::vec
   block.set_block_sequence(state.next_block_sequence++);
   // An empty block tells the target "nothing to propose here; choose yourself".
   block.mutable_tokens()->Assign(tokens.begin(), tokens.end());
+  block.set_policy_sized(state.adaptive_k);
   if (!tokens.empty()) {
     state.shadow.clear();  // speculating again: the block itself measures acceptance
     state.alone_until = 0;

@@ -389,7 +389,7 @@ void TargetEngine::CutBlocksToBudget() {
     if (request->finished() || request->prefilling()) continue;
     ++deciding;
     const proto::DraftBlock* ready = request->ReadyBlock();
-    if (ready == nullptr || ready->tokens_size() == 0) continue;
+    if (ready == nullptr || ready->tokens_size() == 0 || !ready->policy_sized()) continue;
     const spec::SpecMetrics& seen = request->metrics();
     holding.push_back(request);
     candidates.push_back({static_cast<double>(seen.accepted), static_cast<double>(seen.verified),

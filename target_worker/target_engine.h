@@ -118,9 +118,10 @@ struct TargetEngineOptions {
   // such requests are refused, by name.
   std::shared_ptr<grammar::GrammarCompiler> grammar_compiler;
   // Verify only the draft positions that pay for what they add to the step
-  // (spec::ChooseVerifiedDrafts over the ready blocks, once forwards are timed):
-  // at high concurrency blocks are cut toward plain decoding. False: verify
-  // every drafted token.
+  // (spec::ChooseVerifiedDrafts over the ready blocks the draft's policy sized,
+  // DraftBlock.policy_sized, once forwards are timed): at high concurrency such
+  // blocks are cut toward plain decoding; a block of a fixed k is verified
+  // whole. False: verify every drafted token.
   bool cut_blocks_to_budget = true;
 };
 

@@ -573,10 +573,13 @@ TEST_F(TargetEngineTest, GreedySpeculationCommitsExactlyPlainGreedy) {
 // whose time grows with the tokens fed (T(fed) = 1 ms + 0.5 ms per extra token)
 // and many requests whose drafts are always wrong, the target stops verifying
 // their drafts (cut_drafts in the results, counted), the draft side is told, and
-// every request still commits exactly plain greedy; with the budget off nothing is cut.
+// every request still commits exactly plain greedy; with the budget off, or
+// with blocks of a fixed k (not policy_sized), nothing is cut.
 TEST_F(TargetEngineTest, TheStepBudgetCutsBlocksThatDoNotPayAndCommitsTheSame) {
-  for (const bool cut : {true, false}) {
-    SCOPED_TRACE(cut ? "budget on" : "budget off");
+  for (const std::pair<bool, bool>& setting :
+       std::initializer_list<std::pair<bool, bool>>{{true, true}, {false, true}, {true, false}}) {
+    const bool cut = setting.first, policy_sized = setting.second;
+    SCOPED_TRACE(absl::StrCat("budget ", cut ? "on" : "off", ", policy_sized ", policy_sized));
     seen_.clear();
     TargetEngineOptions options;
     options.cut_blocks_to_budget = cut;
@@ -607,7 +610,9 @@ TEST_F(TargetEngineTest, TheStepBudgetCutsBlocksThatDoNotPayAndCommitsTheSame) {
     auto propose = [&](const std::string& id, uint64_t epoch, int frontier) {
       std::vector<int32_t> tokens = Slice(truth[id], frontier, frontier + 4);
       tokens[0] = (tokens[0] + 1) % FakeLanguageModel::kVocab;  // always rejected at once
-      ASSERT_EQ(engine_->AddBlock(Block(id, epoch, frontier, tokens, ++sequence), "d"),
+      proto::DraftBlock block = Block(id, epoch, frontier, tokens, ++sequence);
+      block.set_policy_sized(policy_sized);
+      ASSERT_EQ(engine_->AddBlock(block, "d"),
                 BlockAdmission::kQueued);
     };
     for (int r = 0; r < kRequests; ++r) propose(absl::StrCat("r", r), 0, 3);
@@ -623,7 +628,7 @@ TEST_F(TargetEngineTest, TheStepBudgetCutsBlocksThatDoNotPayAndCommitsTheSame) {
     EXPECT_EQ(engine_->active_requests(), 0);
     for (const auto& [id, expected] : truth) EXPECT_EQ(seen_[id], Slice(expected, 0, 3 + kNew)) << id;
     EXPECT_EQ(engine_->counters().malformed_blocks, 0u);
-    if (cut) {
+    if (cut && policy_sized) {
       EXPECT_GT(engine_->counters().cut_draft_tokens, 0u);
       EXPECT_EQ(reported_cut, engine_->counters().cut_draft_tokens) << "every cut is reported";
     } else {
