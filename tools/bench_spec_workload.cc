@@ -232,6 +232,14 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
   SetDefaultLogLevel(LogLevel::kWarning);  // the in-process services stay quiet
   ASSIGN_OR_RETURN(std::vector<WorkloadRequest> all, LoadWorkload(f.workload));
   const std::vector<WorkloadRequest> requests = FirstPerCategory(all, f.limit);
+  for (const WorkloadRequest& request : requests) {
+    if (!request.response_format.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          f.workload, ":", request.line,
+          ": bench spec does not apply response_format (structured outputs); run this "
+          "workload with bench serve"));
+    }
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> target,
                    model::Transformer::Load(f.model, {.threads = f.threads}));
   ASSIGN_OR_RETURN(model::Tokenizer tokenizer, model::LoadTokenizerFromGguf(target->file()));
