@@ -14,6 +14,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "coordinator/http/json_guard.h"
+#include "coordinator/http/openai_request.h"
 #include "runtime/base/json_string.h"
 
 namespace splitspec::tools {
@@ -143,6 +144,21 @@ absl::StatusOr<WorkloadRequest> ParseWorkloadLine(absl::string_view text, absl::
     request.response_format = std::string(*raw);
   }
   return request;
+}
+
+absl::StatusOr<std::optional<grammar::GrammarSpec>> ResponseFormatGrammar(
+    const WorkloadRequest& request, absl::string_view file) {
+  if (request.response_format.empty()) return std::nullopt;
+  absl::StatusOr<coordinator::http::CompletionRequest> parsed =
+      coordinator::http::ParseCompletionRequest(
+          absl::StrCat(R"({"messages":[{"role":"user","content":"x"}],"response_format":)",
+                       request.response_format, "}"),
+          coordinator::http::CompletionRequest::kChat);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ":", request.line, ": ", parsed.status().message()));
+  }
+  return parsed->grammar;
 }
 
 absl::StatusOr<std::vector<WorkloadRequest>> ParseWorkload(absl::string_view contents,

@@ -25,12 +25,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "runtime/grammar/grammar_spec.h"
 #include "runtime/tokenizer/chat_template.h"
 
 namespace splitspec::tools {
@@ -55,6 +57,12 @@ absl::StatusOr<WorkloadRequest> ParseWorkloadLine(absl::string_view text, absl::
 // Every request of `contents` (the text of `file`), in file order.
 absl::StatusOr<std::vector<WorkloadRequest>> ParseWorkload(absl::string_view contents,
                                                            absl::string_view file);
+
+// The structured-output constraint of a request's response_format, read as the HTTP
+// front door reads it (coordinator/http/openai_request.h); nullopt when it has none (or
+// type "text"). Errors: InvalidArgument naming the line and the field at fault.
+absl::StatusOr<std::optional<grammar::GrammarSpec>> ResponseFormatGrammar(
+    const WorkloadRequest& request, absl::string_view file);
 
 // Reads and parses `path`; NotFound naming it when unreadable, InvalidArgument
 // when it holds no request.
