@@ -27,9 +27,14 @@
 //             check compares the streamed text, which is what HTTP carries: bytes
 //             that are not UTF-8 arrive as U+FFFD, so two outputs that differ only
 //             in such bytes pass (real models' greedy text is UTF-8).
+//             A line's response_format (tools/workload_suite.h) is sent as written.
 //   report    per concurrency and side: aggregate tok/s, TTFT, ITL and TPOT p50 and
-//             p99 (tools/bench_serve_stats.h), and on/off; --json prints one object
-//             per concurrency instead of the table.
+//             p99 (tools/bench_serve_stats.h), and on/off; with several categories,
+//             per category and side the per-request tok/s (tokens / end-to-end
+//             seconds, summed over its requests) and mean TPOT, which compare
+//             categories within one pass (e.g. json_schema against none:
+//             bench/workloads/json_extraction.jsonl); --json prints one object per
+//             concurrency instead of the table ("categories" holds the same).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -41,6 +46,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -224,6 +230,9 @@ std::string RequestBody(const WorkloadRequest& request, bool drafter_none) {
     }
     absl::StrAppend(&body, "]");
   }
+  if (!request.response_format.empty()) {
+    absl::StrAppend(&body, ",\"response_format\":", request.response_format);
+  }
   absl::StrAppend(&body, ",\"max_tokens\":", request.max_tokens,
                   ",\"temperature\":0,\"stream\":true,\"stream_options\":{\"include_usage\":true}",
                   drafter_none ? ",\"drafter\":\"none\"" : "", "}");
@@ -305,12 +314,58 @@ absl::Status CheckIdentical(const Flags& f, const std::vector<WorkloadRequest>& 
 
 std::string Ms(double seconds) { return absl::StrFormat("%.1f", seconds * 1e3); }
 
+// One category's requests on one side at one concurrency, over the rounds: the per-request
+// decode rate, which (unlike the aggregate tok/s) does not mix the categories of a pass.
+struct CategoryTotals {
+  int64_t tokens = 0;
+  double e2e_s = 0.0;     // sent to the end of the stream, summed
+  double decode_s = 0.0;  // after the first text event, summed
+  int64_t decoded = 0;    // tokens after the first, summed
+
+  void Add(const RequestTiming& timing) {
+    tokens += timing.tokens;
+    e2e_s += timing.e2e_s;
+    decode_s += timing.e2e_s - timing.ttft_s;
+    decoded += std::max<int64_t>(timing.tokens - 1, 0);
+  }
+  double tok_s() const { return e2e_s > 0 ? tokens / e2e_s : 0.0; }
+  double tpot_ms() const { return decoded > 0 ? decode_s / decoded * 1e3 : 0.0; }
+  std::string Json() const {
+    return absl::StrFormat(R"({"tokens":%d,"tok_s_per_request":%.3f,"tpot_mean_ms":%.3f})",
+                           tokens, tok_s(), tpot_ms());
+  }
+};
+
+// category -> (on, off), in name order.
+using CategoryTable = std::map<std::string, std::pair<CategoryTotals, CategoryTotals>>;
+
 void PrintTableRow(int concurrency, const char* side, const ServeSummary& s,
                    const std::string& ratio) {
   std::printf("%11d  %-4s %9.1f %7d %9s %9s %8s %8s %9s %9s %7s\n", concurrency, side, s.tok_s,
               s.requests, Ms(s.ttft_p50_s).c_str(), Ms(s.ttft_p99_s).c_str(),
               Ms(s.itl_p50_s).c_str(), Ms(s.itl_p99_s).c_str(), Ms(s.tpot_p50_s).c_str(),
               Ms(s.tpot_p99_s).c_str(), ratio.c_str());
+}
+
+std::string CategoriesJson(const CategoryTable& categories) {
+  std::string json;
+  for (const auto& [category, sides] : categories) {
+    absl::StrAppend(&json, json.empty() ? "" : ",", "{\"category\":", JsonQuote(category),
+                    ",\"on\":", sides.first.Json(), ",\"off\":", sides.second.Json(), "}");
+  }
+  return json;
+}
+
+// Per category: each side's per-request tok/s (tokens / the requests' end-to-end seconds) and
+// mean time per output token after the first (TPOT), and on/off of the per-request tok/s.
+void PrintCategories(const CategoryTable& categories) {
+  for (const auto& [category, sides] : categories) {
+    const auto& [on, off] = sides;
+    std::printf("%11s  %-20s on %7.1f tok/s/req, TPOT %6.2f ms | off %7.1f tok/s/req, TPOT "
+                "%6.2f ms | %.3fx\n",
+                "", category.c_str(), on.tok_s(), on.tpot_ms(), off.tok_s(), off.tpot_ms(),
+                off.tok_s() > 0 ? on.tok_s() / off.tok_s() : 0.0);
+  }
 }
 
 absl::Status Run(const Flags& f) {
@@ -374,6 +429,7 @@ absl::Status Run(const Flags& f) {
   for (int concurrency : f.concurrency) {
     ServeTotals on_totals, off_totals;
     std::vector<double> round_ratios;
+    CategoryTable categories;
     for (int round = 1; round <= f.rounds; ++round, ++round_index) {
       std::optional<Pass> on_pass, off_pass;
       for (int half = 0; half < 2; ++half) {
@@ -389,6 +445,10 @@ absl::Status Run(const Flags& f) {
       off_totals.AddRound(off_pass->round);
       for (const StreamedCompletion& c : on_pass->outputs) on_totals.AddRequest(c.timing);
       for (const StreamedCompletion& c : off_pass->outputs) off_totals.AddRequest(c.timing);
+      for (size_t i = 0; i < requests.size(); ++i) {
+        categories[requests[i].category].first.Add(on_pass->outputs[i].timing);
+        categories[requests[i].category].second.Add(off_pass->outputs[i].timing);
+      }
       const double off_rate = off_pass->round.tokens / off_pass->round.wall_seconds;
       round_ratios.push_back((on_pass->round.tokens / on_pass->round.wall_seconds) / off_rate);
     }
@@ -405,16 +465,18 @@ absl::Status Run(const Flags& f) {
       std::printf(
           "{\"bench\":\"serve\",\"concurrency\":%d,\"clients\":%d,\"requests\":%zu,"
           "\"workload\":%s,"
-          "\"identical\":true,\"ratio\":%.4f,\"round_ratios\":[%s],\"on\":%s,\"off\":%s}\n",
+          "\"identical\":true,\"ratio\":%.4f,\"round_ratios\":[%s],\"on\":%s,\"off\":%s,"
+          "\"categories\":[%s]}\n",
           concurrency, clients, requests.size(), JsonQuote(f.workload).c_str(), ratio,
           ratios.c_str(), ServeSummaryJson(on_summary).c_str(),
-          ServeSummaryJson(off_summary).c_str());
+          ServeSummaryJson(off_summary).c_str(), CategoriesJson(categories).c_str());
     } else {
       PrintTableRow(concurrency, "on", on_summary, absl::StrFormat("%.3fx", ratio));
       PrintTableRow(concurrency, "off", off_summary, "");
       if (clients < concurrency) {
         std::printf("%11s  (%zu requests: %d in flight at most)\n", "", requests.size(), clients);
       }
+      if (categories.size() > 1) PrintCategories(categories);
     }
     std::fflush(stdout);
   }

@@ -38,6 +38,7 @@
 #include "runtime/model/transformer.h"
 #include "runtime/net/channel.h"
 #include "runtime/net/request_client.h"
+#include "runtime/net/spec_proto.h"
 #include "runtime/net/wire_format.h"
 #include "runtime/spec/drafter_factory.h"
 #include "runtime/tokenizer/chat_template.h"
@@ -65,8 +66,10 @@ absl::StatusOr<SpecRunResult> RunSpecGeneration(
     model::Transformer* target, spec::Drafter* drafter, int lookahead, int k,
     const std::vector<int32_t>& prompt, int max_tokens, const std::vector<int32_t>& stop_token_ids,
     bool spec_cache, bool adaptive_window, float guidance_scale,
-    const std::vector<int32_t>& negative_prompt, bool cache_guard) {
+    const std::vector<int32_t>& negative_prompt, bool cache_guard,
+    const SpecRunConstraint& constraint) {
   InProcessClusterOptions options;
+  options.target_engine.grammar_compiler = constraint.compiler;
   options.draft_engine.spec_cache = spec_cache;
   options.draft_engine.adaptive_window = adaptive_window;
   options.draft_engine.cache_guard = cache_guard;
@@ -90,6 +93,10 @@ absl::StatusOr<SpecRunResult> RunSpecGeneration(
     submit.mutable_params()->set_guidance_scale(guidance_scale);
     submit.mutable_params()->mutable_negative_prompt_tokens()->Assign(negative_prompt.begin(),
                                                                       negative_prompt.end());
+  }
+  if (constraint.grammar.has_value()) {
+    net::GrammarToProto(*constraint.grammar,
+                        submit.mutable_params()->mutable_processors()->mutable_grammar());
   }
   submit.set_verify_mode(proto::VERIFY_MODE_GREEDY);
   submit.set_draft_k(static_cast<uint32_t>(k));

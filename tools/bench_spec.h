@@ -8,11 +8,15 @@
 #define SPLITSPEC_TOOLS_BENCH_SPEC_H_
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "proto/splitspec.pb.h"
+#include "runtime/grammar/grammar_compiler.h"
+#include "runtime/grammar/grammar_spec.h"
 #include "runtime/model/transformer.h"
 #include "runtime/spec/drafter.h"
 #include "runtime/spec/speculation_cache.h"
@@ -40,12 +44,19 @@ struct SpecRunResult {
 // Generation stops at max_tokens or at one of `stop_token_ids`.
 // With guidance_scale != 1 the request is guided (classifier-free guidance) with
 // `negative_prompt` as its unconditional prompt. cache_guard: the draft engine's
-// (draft_worker/draft_engine.h).
+// (draft_worker/draft_engine.h). With constraint.grammar the output is constrained
+// (structured outputs) by the target, which compiles with constraint.compiler (REQUIRES:
+// set then; share one across runs so a grammar compiles once).
+struct SpecRunConstraint {
+  std::optional<grammar::GrammarSpec> grammar;
+  std::shared_ptr<grammar::GrammarCompiler> compiler;
+};
 absl::StatusOr<SpecRunResult> RunSpecGeneration(
     model::Transformer* target, spec::Drafter* drafter, int lookahead, int k,
     const std::vector<int32_t>& prompt, int max_tokens, const std::vector<int32_t>& stop_token_ids,
     bool spec_cache = false, bool adaptive_window = false, float guidance_scale = 1.0f,
-    const std::vector<int32_t>& negative_prompt = {}, bool cache_guard = true);
+    const std::vector<int32_t>& negative_prompt = {}, bool cache_guard = true,
+    const SpecRunConstraint& constraint = {});
 
 // `splitspec bench spec --workload FILE ...` (argv without "bench spec").
 int RunBenchSpecWorkload(const CommandArgs& args);

@@ -3,7 +3,8 @@
 //                       [--layerskip L] [--lookahead N] [--guidance-scale S] [--json]`
 //
 // Runs every request of a workload file (tools/workload_suite.h; the suite is
-// bench/workloads/suite.jsonl) through the whole in-process pipeline, greedily
+// bench/workloads/suite.jsonl; a line's response_format constrains its output as over
+// HTTP) through the whole in-process pipeline, greedily
 // (temperature 0, greedy verification: the output equals the target's own
 // greedy decode, and the bench fails if any configuration's output differs
 // from target-only's), once per configuration:
@@ -242,6 +243,25 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
   for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
     if (tokenizer.IsEndOfGeneration(id)) stop_ids.push_back(id);
   }
+  // Structured outputs (a line's response_format): one compiler for the whole run, each
+  // grammar compiled before the timed runs (the compiler caches it), so a run's time is
+  // decoding under the constraint, not compiling it.
+  std::vector<SpecRunConstraint> constraints(prepared.size());
+  std::shared_ptr<grammar::GrammarCompiler> compiler;
+  for (size_t i = 0; i < prepared.size(); ++i) {
+    ASSIGN_OR_RETURN(constraints[i].grammar, ResponseFormatGrammar(*prepared[i].request, f.workload));
+    if (!constraints[i].grammar.has_value()) continue;
+    if (compiler == nullptr) {
+      ASSIGN_OR_RETURN(compiler, grammar::GrammarCompiler::Create(
+                                     tokenizer, {.vocab_size = target->config().vocab_size}));
+    }
+    absl::Status compiled = compiler->Compile(*constraints[i].grammar).status();
+    if (!compiled.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(f.workload, ":", prepared[i].request->line,
+                                                     ": response_format: ", compiled.message()));
+    }
+    constraints[i].compiler = compiler;
+  }
 
   std::vector<std::unique_ptr<spec::Drafter>> drafters;
   std::vector<Configuration> configurations = {{kTargetOnly, nullptr, 0}};
@@ -281,7 +301,7 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
       absl::StatusOr<SpecRunResult> run = RunSpecGeneration(
           target.get(), c.drafter, f.lookahead, c.k, p.prompt, p.request->max_tokens, stop_ids,
           f.spec_cache, /*adaptive_window=*/false, c.guided ? f.guidance_scale : 1.0f,
-          unconditional);
+          unconditional, /*cache_guard=*/true, constraints[i]);
       if (!run.ok()) {
         return absl::Status(run.status().code(),
                             absl::StrCat(f.workload, ":", p.request->line, " (", c.name,

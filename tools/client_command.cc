@@ -1,7 +1,8 @@
 // `splitspec client [--coordinator ENDPOINT] [--model PATH] (--prompt TEXT | --prompt-ids 1,2,3)
 //                   [--chat] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]
 //                   [--seed S] [--verify MODE] [--drafter none] [--json] [--logit-bias ID:BIAS,...]
-//                   [--presence-penalty X] [--frequency-penalty X] [--repetition-penalty X]`
+//                   [--presence-penalty X] [--frequency-penalty X] [--repetition-penalty X]
+//                   [--json-schema FILE | --regex RE | --grammar FILE | --choice A,B,...]`
 //
 // Sends one request to a running cluster and streams the text to stdout as the
 // coordinator commits tokens (never half a UTF-8 character). --model names the
@@ -9,7 +10,8 @@
 // default model); --chat wraps --prompt as a user message in the model's chat
 // template. The speculation stats go to stderr at the end; with --json one
 // line {"token_ids":[...],"text":"...","finish_reason":"...","stats":{...}}
-// is printed instead of the stream.
+// is printed instead of the stream. The constraint flags (tools/processor_flags.h)
+// give the request a structured-output grammar, as the HTTP API's structured_outputs.
 #include <unistd.h>
 
 #include <cstdio>

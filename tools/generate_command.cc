@@ -3,13 +3,16 @@
 //     [--top-p P] [--min-p P] [--seed S] [--k K] [--verify greedy|rejection|coupled]
 //     [--samples M] [--threads N] [--draft-threads N] [--sequential] [--ignore-eos] [--json]
 //     [--trace FILE] [--target-tp N] [--logit-bias ID:BIAS,...] [--presence-penalty X]
-//     [--frequency-penalty X] [--repetition-penalty X]`
+//     [--frequency-penalty X] [--repetition-penalty X]
+//     [--json-schema FILE | --regex RE | --grammar FILE | --choice A,B,...]`
 //
 // Runs the whole speculative pipeline in this process: coordinator, target
 // worker and draft worker as threads talking over inproc:// channels, the same
 // services and code paths as a cluster of processes (tools/cluster/in_process_cluster.h).
 // --drafter none runs the target alone. --sequential makes the draft wait for
 // each verification (lookahead 1) instead of drafting ahead (lookahead 2).
+// The constraint flags (tools/processor_flags.h) give the output a structured-output
+// grammar, as the HTTP API's structured_outputs, exact under speculation.
 // --prompt TEXT is tokenized with the target's tokenizer (BOS as the model asks,
 // special-token text such as "<|im_start|>" parsed). Generation stops at an
 // end-of-generation token (not printed, not in token_ids) unless --ignore-eos.
@@ -36,6 +39,7 @@
 #include "runtime/spec/drafter_factory.h"
 #include "runtime/spec/verify_mode.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
+#include "target_worker/request_setup.h"
 #include "target_worker/single_rank_model.h"
 #include "tools/cluster/in_process_cluster.h"
 #include "tools/commands.h"
@@ -203,6 +207,12 @@ absl::Status RunGenerate(const GenerateFlags& f) {
   if (f.k > 0) options.draft_engine.default_k = f.k;
   options.draft_engine.lookahead_blocks = f.sequential ? 1 : 2;
   options.router.max_new_tokens = f.max_tokens;
+  // --json-schema / --regex / --grammar / --choice: the target masks with this compiler, as
+  // a target worker does (target_worker/main.cc).
+  if (f.processors.has_grammar()) {
+    ASSIGN_OR_RETURN(options.target_engine.grammar_compiler,
+                     target::GrammarCompilerForModel(f.target, target->config().vocab_size));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<InProcessCluster> cluster, InProcessCluster::Start(options));
   ASSIGN_OR_RETURN(std::unique_ptr<net::RequestClient> client,
                    net::RequestClient::Connect(cluster->coordinator_endpoint()));

@@ -2,14 +2,19 @@
 // --logit-bias ID:BIAS[,ID:BIAS...], --presence-penalty X, --frequency-penalty X,
 // --repetition-penalty X, turned into SamplingParams.processors (the context
 // processors of runtime/spec/logits_pipeline.h, as the HTTP API's logit_bias
-// and penalties).
+// and penalties); and the structured-output constraint, at most one of
+// --json-schema FILE, --regex RE, --grammar FILE (EBNF), --choice A,B,... (as the
+// HTTP API's structured_outputs json / regex / grammar / choice: the same
+// GrammarSpec in processors.grammar; a choice cannot contain a comma here).
 //
 //   ASSIGN_OR_RETURN(proto::LogitsProcessors processors, ParseProcessorFlags(args));
 //   RETURN_IF_ERROR(ApplyProcessors(processors, tokenizer.vocab_size(), submit.mutable_params()));
 //
 // Errors (InvalidArgument naming the flag and the value): a malformed ID:BIAS
 // pair, an id named twice, a value outside SamplingParams' ranges, an id outside
-// the vocabulary.
+// the vocabulary; two constraint flags, an empty --regex or --choice item; a
+// --json-schema / --grammar FILE that cannot be read (NotFound naming it). A
+// schema or grammar xgrammar cannot compile is refused by the target, by name.
 #ifndef SPLITSPEC_TOOLS_PROCESSOR_FLAGS_H_
 #define SPLITSPEC_TOOLS_PROCESSOR_FLAGS_H_
 

@@ -13,6 +13,8 @@
 #include "absl/strings/strip.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "coordinator/http/json_guard.h"
+#include "coordinator/http/openai_request.h"
 #include "runtime/base/json_string.h"
 
 namespace splitspec::tools {
@@ -124,7 +126,39 @@ absl::StatusOr<WorkloadRequest> ParseWorkloadLine(absl::string_view text, absl::
   absl::StatusOr<int> max_tokens = ParseMaxTokens(object, at);
   if (!max_tokens.ok()) return max_tokens.status();
   request.max_tokens = *max_tokens;
+  if (const Value* format = Find(object, "response_format");
+      format != nullptr && format->kind_case() != Value::kNullValue) {
+    if (format->kind_case() != Value::kStructValue || request.messages.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, "field 'response_format' must be an object, on a chat request"));
+    }
+    // The text as written: protobuf's Struct forgets the order of properties.
+    const absl::Status strict = coordinator::http::CheckJsonText(text);
+    const std::optional<absl::string_view> raw =
+        strict.ok() ? coordinator::http::RawJsonValue(text, {"response_format"}) : std::nullopt;
+    if (!raw.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          at, "field 'response_format' cannot be read back from the line",
+          strict.ok() ? "" : absl::StrCat(": ", strict.message())));
+    }
+    request.response_format = std::string(*raw);
+  }
   return request;
+}
+
+absl::StatusOr<std::optional<grammar::GrammarSpec>> ResponseFormatGrammar(
+    const WorkloadRequest& request, absl::string_view file) {
+  if (request.response_format.empty()) return std::nullopt;
+  absl::StatusOr<coordinator::http::CompletionRequest> parsed =
+      coordinator::http::ParseCompletionRequest(
+          absl::StrCat(R"({"messages":[{"role":"user","content":"x"}],"response_format":)",
+                       request.response_format, "}"),
+          coordinator::http::CompletionRequest::kChat);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ":", request.line, ": ", parsed.status().message()));
+  }
+  return parsed->grammar;
 }
 
 absl::StatusOr<std::vector<WorkloadRequest>> ParseWorkload(absl::string_view contents,

@@ -13,7 +13,9 @@
 // Rules of a line: an object; "category" a non-empty string; either "messages" a
 // non-empty array of objects whose "role" is "system", "user" or "assistant"
 // and whose "content" is a string, or "prompt" a non-empty string (not both);
-// "max_tokens" an integer in [1, 4096]; other
+// "max_tokens" an integer in [1, 4096]; "response_format" (chat only,
+// optional) an object, kept as its JSON text for `bench serve` to send as it
+// stands (e.g. {"type": "json_schema", "json_schema": {...}}); other
 // fields are ignored; blank lines are skipped. A malformed line is refused with
 // InvalidArgument "FILE:LINE: ..." naming the field at fault.
 //
@@ -23,12 +25,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "runtime/grammar/grammar_spec.h"
 #include "runtime/tokenizer/chat_template.h"
 
 namespace splitspec::tools {
@@ -40,6 +44,9 @@ struct WorkloadRequest {
   std::vector<model::ChatMessage> messages;  // a chat request; empty for a completion
   std::string prompt;                        // a completion's prompt; empty for a chat request
   int max_tokens = 0;
+  // The line's "response_format" exactly as written (property order kept: the order a
+  // JSON-schema grammar generates them in); "" when absent.
+  std::string response_format;
   int line = 0;  // 1-based line in its file
 };
 
@@ -50,6 +57,12 @@ absl::StatusOr<WorkloadRequest> ParseWorkloadLine(absl::string_view text, absl::
 // Every request of `contents` (the text of `file`), in file order.
 absl::StatusOr<std::vector<WorkloadRequest>> ParseWorkload(absl::string_view contents,
                                                            absl::string_view file);
+
+// The structured-output constraint of a request's response_format, read as the HTTP
+// front door reads it (coordinator/http/openai_request.h); nullopt when it has none (or
+// type "text"). Errors: InvalidArgument naming the line and the field at fault.
+absl::StatusOr<std::optional<grammar::GrammarSpec>> ResponseFormatGrammar(
+    const WorkloadRequest& request, absl::string_view file);
 
 // Reads and parses `path`; NotFound naming it when unreadable, InvalidArgument
 // when it holds no request.

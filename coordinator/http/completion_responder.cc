@@ -45,6 +45,7 @@ bool CompletionResponder::OnTokens(const std::vector<int32_t>& tokens,
   context_.metrics->ObserveTokens(text_.tokens() - before,
                                   absl::ToDoubleSeconds(now - last_tokens_at_), before == 0);
   last_tokens_at_ = now;
+  delta = context_.tool_calls.Push(delta);
   if (context_.stream) SendText(delta);
   if (text_.stopped()) {
     Complete("stop");
@@ -87,10 +88,12 @@ void CompletionResponder::SendText(const std::string& text) {
                                    std::nullopt, std::nullopt)));
 }
 
-void CompletionResponder::Complete(absl::string_view finish_reason) {
+void CompletionResponder::Complete(absl::string_view generation_finish_reason) {
   if (done_) return;
   done_ = true;
-  const std::string tail = text_.Finish();
+  const ToolCallStream::Result reply =
+      context_.tool_calls.Finish(text_.Finish(), generation_finish_reason);
+  const absl::string_view finish_reason = reply.finish_reason;
   const CompletionUsage usage{context_.prompt_tokens, text_.tokens(), stats_,
                               context_.guidance_scale, context_.unconditional_prompt_tokens};
   context_.metrics->RecordOutcome(finish_reason == "length" ? RequestOutcome::kLength
@@ -100,14 +103,30 @@ void CompletionResponder::Complete(absl::string_view finish_reason) {
   if (!context_.stream) {
     context_.server->Respond(
         context_.exchange,
-        HttpResponse::Json(200, CompletionJson(context_.identity, context_.echo + text_.emitted(),
-                                               finish_reason, usage)));
+        HttpResponse::Json(200, CompletionJson(context_.identity, context_.echo + reply.content,
+                                               finish_reason, usage, reply.tool_calls)));
     return;
   }
-  const bool first = !started_;
+  bool first = !started_;
   StartStream();
-  std::string events = SseEvent(CompletionChunkJson(
-      context_.identity, first ? context_.echo + tail : tail, first, finish_reason,
+  std::string tail = first ? context_.echo + reply.content_tail : reply.content_tail;
+  std::string events;
+  if (!reply.tool_calls.empty()) {
+    // Content, then each call whole, then the finish chunk (OpenAI's order).
+    if (!tail.empty()) {
+      events += SseEvent(
+          CompletionChunkJson(context_.identity, tail, first, std::nullopt, std::nullopt));
+      first = false;
+      tail.clear();
+    }
+    for (size_t i = 0; i < reply.tool_calls.size(); ++i) {
+      events += SseEvent(ToolCallChunkJson(context_.identity, static_cast<int>(i),
+                                           reply.tool_calls[i], first));
+      first = false;
+    }
+  }
+  events += SseEvent(CompletionChunkJson(
+      context_.identity, tail, first, finish_reason,
       context_.include_usage ? std::nullopt : std::optional(usage)));
   if (context_.include_usage) events += SseEvent(UsageChunkJson(context_.identity, usage));
   events += SseDone();

@@ -26,6 +26,7 @@
 #include "coordinator/http/front_door_metrics.h"
 #include "coordinator/http/http_server.h"
 #include "coordinator/http/openai_response.h"
+#include "coordinator/http/tool_call_stream.h"
 
 namespace splitspec::coordinator::http {
 
@@ -40,6 +41,8 @@ struct ResponderContext {
   float guidance_scale = 1.0f;          // 1: not guided
   int unconditional_prompt_tokens = 0;  // guided: the companion's prompt
   int retry_after_seconds = 1;           // for 429 / 503
+  // Chat tools: what of the reply is content and what are tool calls (default: all content).
+  ToolCallStream tool_calls;
   absl::Time received_at = absl::Now();  // when the HTTP request arrived
   FrontDoorMetrics* metrics = nullptr;   // outlives the responder
 };

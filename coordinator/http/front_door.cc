@@ -257,6 +257,13 @@ void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRe
             429, absl::StrCat("too many requests in flight (limit ", options_.max_in_flight, ")"),
             "", options_.http.retry_after_seconds));
   }
+  std::string tools_field;
+  absl::StatusOr<ToolPlan> tools = ApplyTools(*request, &tools_field);
+  if (!tools.ok()) {
+    metrics_.RecordOutcome(RequestOutcome::kRejected);
+    return Reply(server, id,
+                 ErrorResponse(400, std::string(tools.status().message()), tools_field));
+  }
   absl::StatusOr<std::vector<int32_t>> prompt = PromptTokens(*request);
   absl::Status fits = prompt.ok() ? CheckFits(*request, prompt->size()) : prompt.status();
   if (!fits.ok()) {
@@ -294,6 +301,9 @@ void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRe
       absl::StrCat(kind == CompletionRequest::kChat ? "chatcmpl-" : "cmpl-", RequestIdFor(id)),
       UnixNow(), model_name_};
   context.stream = request->stream;
+  if (tools->parse) {
+    context.tool_calls = ToolCallStream(*tools, absl::StrCat("call_", RequestIdFor(id), "_"));
+  }
   context.include_usage = request->stream && request->include_usage;
   if (request->echo) {
     absl::StatusOr<std::string> echo = EchoText(*request);
@@ -320,6 +330,20 @@ void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRe
   bridge_->Submit(
       MakeSubmitRequest(*request, *prompt, RequestIdFor(id), end_of_generation_ids_, *negative),
       std::make_unique<CompletionResponder>(std::move(context), &*tokenizer_, request->stop));
+}
+
+absl::StatusOr<ToolPlan> FrontDoor::ApplyTools(CompletionRequest& request,
+                                               std::string* field) const {
+  if (request.kind != CompletionRequest::kChat) return ToolPlan{};
+  ASSIGN_OR_RETURN(ToolPlan plan, PlanTools(request.tools, options_.tool_call_parser, field));
+  if (plan.forced) {
+    request.grammar = grammar::GrammarSpec::JsonSchema(plan.forced_schema, /*strict=*/true);
+  }
+  request.messages = RenderToolConversation(
+      request.messages, request.message_tools, request.tools, plan,
+      chat_template_ ? chat_template_->default_system_prompt() : std::nullopt);
+  request.message_tools.clear();
+  return plan;
 }
 
 absl::StatusOr<std::vector<int32_t>> FrontDoor::PromptTokens(

@@ -70,6 +70,7 @@
 #include "coordinator/http/http_server.h"
 #include "coordinator/http/job_pool.h"
 #include "coordinator/http/openai_request.h"
+#include "coordinator/http/tool_calls.h"
 #include "runtime/net/channel_security.h"
 #include "runtime/tokenizer/chat_template.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -87,6 +88,9 @@ struct FrontDoorOptions {
   int parse_threads = 2;       // JobPool threads: JSON parsing, tokenization
   int max_queued_parses = 64;  // requests waiting for a parse thread; more get 503
   int max_json_depth = 64;     // nesting of arrays and objects in a request body
+  // --tool-call-parser: how tool calls are read from a reply under tool_choice "auto" (and
+  // the call syntax the prompt teaches); nullopt: "auto" is refused (chat_tools.h).
+  std::optional<ToolCallFormat> tool_call_parser;
   BridgeOptions bridge;
 
   // InvalidArgument naming the field: empty model_path or coordinator_endpoint,
@@ -124,6 +128,9 @@ class FrontDoor : public HttpHandler {
   void HandleCompletion(HttpServer& server, ExchangeId id, const HttpRequest& request,
                         CompletionRequest::Kind kind);
   absl::StatusOr<std::vector<int32_t>> PromptTokens(const CompletionRequest& request) const;
+  // Chat tools: plans them (a forced call becomes the request's grammar) and renders the
+  // messages' tool fields into plain messages. Errors: PlanTools'.
+  absl::StatusOr<ToolPlan> ApplyTools(CompletionRequest& request, std::string* field) const;
   absl::Status CheckFits(const CompletionRequest& request, size_t prompt_tokens) const;
   // Guided requests: the unconditional prompt (negative_prompt / negative_messages
   // encoded like a prompt; absent: BOS, plus the chat template's empty-conversation

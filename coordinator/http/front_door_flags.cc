@@ -32,7 +32,10 @@ void AppendFrontDoorFlags(cli::FlagTable* table) {
        {"http-parse-threads", "N", std::to_string(defaults.parse_threads),
         "threads that parse JSON and tokenize, off the HTTP I/O thread", cli::IntRangeOf<int>()},
        {"metrics-open", "", "off",
-        "serve /metrics without the API key (for a scraper on a private network)"}});
+        "serve /metrics without the API key (for a scraper on a private network)"},
+       {"tool-call-parser", "hermes|llama3_json", "",
+        "read tool calls from chat replies under tool_choice \"auto\" in this format (vLLM's "
+        "names); unset: \"auto\" is refused, \"required\" and named functions still work"}});
 }
 
 absl::StatusOr<std::optional<FrontDoorOptions>> FrontDoorOptionsFromFlags(
@@ -64,6 +67,15 @@ absl::StatusOr<std::optional<FrontDoorOptions>> FrontDoorOptionsFromFlags(
       args.GetInt<int>("http-max-connections-per-client", options.http.max_connections_per_client));
   ASSIGN_OR_RETURN(options.parse_threads,
                    args.GetInt<int>("http-parse-threads", options.parse_threads));
+  if (args.Has("tool-call-parser")) {
+    absl::StatusOr<ToolCallFormat> parser =
+        ToolCallFormatByName(args.GetString("tool-call-parser", ""));
+    if (!parser.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tool-call-parser: ", parser.status().message()));
+    }
+    options.tool_call_parser = *parser;
+  }
   options.metrics_open = args.Has("metrics-open");  // a switch: false when --metrics-open=false
   options.coordinator_endpoint = coordinator_endpoint;
   RETURN_IF_ERROR(options.Validate());

@@ -20,6 +20,8 @@
 //   --http-parse-threads N    (2): threads that parse JSON and tokenize
 //   --metrics-open            (a switch) serve /metrics without the API key,
 //                             for a scraper on a private network
+//   --tool-call-parser hermes|llama3_json  how tool calls are read from chat replies
+//                             under tool_choice "auto" (chat_tools.h); unset: "auto" is refused
 #ifndef SPLITSPEC_COORDINATOR_HTTP_FRONT_DOOR_FLAGS_H_
 #define SPLITSPEC_COORDINATOR_HTTP_FRONT_DOOR_FLAGS_H_
 

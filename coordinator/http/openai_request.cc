@@ -130,8 +130,8 @@ struct KnownField {
 
 constexpr char kNoStructuredOutputs[] =
     "is not supported: use response_format or structured_outputs (vLLM's current name) instead";
-constexpr char kNoTools[] =
-    "is not supported yet: tool calling is not implemented; leave it unset";
+constexpr char kUseTools[] =
+    "is not supported: it is OpenAI's deprecated name; use tools and tool_choice";
 
 constexpr KnownField kKnownFields[] = {
     {"model", kBoth},
@@ -170,11 +170,11 @@ constexpr KnownField kKnownFields[] = {
     {"guided_regex", kBoth, kNoStructuredOutputs},
     {"guided_choice", kBoth, kNoStructuredOutputs},
     {"guided_grammar", kBoth, kNoStructuredOutputs},
-    {"tools", kChatOnly, kNoTools},
-    {"tool_choice", kChatOnly, kNoTools},
-    {"parallel_tool_calls", kChatOnly, kNoTools},
-    {"functions", kChatOnly, kNoTools},
-    {"function_call", kChatOnly, kNoTools},
+    {"tools", kChatOnly},
+    {"tool_choice", kChatOnly},
+    {"parallel_tool_calls", kChatOnly},
+    {"functions", kChatOnly, kUseTools},
+    {"function_call", kChatOnly, kUseTools},
 };
 
 // The JSON text of a scalar or empty-object value, for comparing with off_value.
@@ -282,9 +282,17 @@ absl::StatusOr<std::string> ReadContent(const std::string& list, int index,
   return text;
 }
 
-// Reads the message list `name` ("messages" or "negative_messages") into *out.
+// An error of chat_tools.h with the top-level field it names attached as the param.
+absl::Status WithParam(absl::Status status, absl::string_view field) {
+  status.SetPayload(kParamPayload, absl::Cord(field));
+  return status;
+}
+
+// Reads the message list `name` ("messages" or "negative_messages") into *out,
+// and the messages' tool fields into *tools (nullptr: tool fields are refused).
 absl::Status ReadMessageList(const Value& messages, const std::string& name,
-                             std::vector<model::ChatMessage>* out) {
+                             std::vector<model::ChatMessage>* out,
+                             std::vector<MessageTools>* tools = nullptr) {
   if (messages.kind_case() != Value::kListValue) return WrongType(name, "an array", messages);
   if (messages.list_value().values_size() == 0) return FieldError(name, "must not be empty");
   int index = 0;
@@ -294,8 +302,13 @@ absl::Status ReadMessageList(const Value& messages, const std::string& name,
     for (const auto& [key, unused] : item.struct_value().fields()) {
       const std::string field = absl::StrCat(name, "[", index, "].", key);
       if (key == "role" || key == "content") continue;
+      if (tools != nullptr && (key == "tool_calls" || key == "tool_call_id")) continue;
       if (key == "name" || key == "tool_calls" || key == "tool_call_id") {
-        return FieldError(field, "is not supported yet: messages carry a role and content only");
+        return FieldError(field, tools != nullptr
+                                     ? "is not supported yet: messages carry a role, content "
+                                       "and their tool fields only"
+                                     : "is not supported: these messages carry a role and "
+                                       "content only");
       }
       return UnrecognizedField(field);
     }
@@ -305,6 +318,12 @@ absl::Status ReadMessageList(const Value& messages, const std::string& name,
                      AsString(absl::StrCat(name, "[", index, "].role"), *role));
     ASSIGN_OR_RETURN(std::string content, ReadContent(name, index, item.struct_value()));
     if (role_name == "developer") role_name = "system";
+    if (tools != nullptr) {
+      absl::StatusOr<MessageTools> fields =
+          ReadMessageTools(item.struct_value(), role_name, absl::StrCat(name, "[", index, "]"));
+      if (!fields.ok()) return WithParam(fields.status(), name);
+      tools->push_back(*std::move(fields));
+    }
     out->push_back({std::move(role_name), std::move(content)});
     ++index;
   }
@@ -314,7 +333,13 @@ absl::Status ReadMessageList(const Value& messages, const std::string& name,
 absl::Status ReadMessages(const Struct& body, CompletionRequest* request) {
   const Value* messages = Find(body, "messages");
   if (messages == nullptr) return FieldError("messages", "is required");
-  return ReadMessageList(*messages, "messages", &request->messages);
+  RETURN_IF_ERROR(
+      ReadMessageList(*messages, "messages", &request->messages, &request->message_tools));
+  std::string field;
+  absl::StatusOr<ChatTools> tools = ReadChatTools(body, &field);
+  if (!tools.ok()) return WithParam(tools.status(), field);
+  request->tools = *std::move(tools);
+  return absl::OkStatus();
 }
 
 absl::Status ReadGuidance(const Struct& body, CompletionRequest* request) {
@@ -636,6 +661,13 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json,
   RETURN_IF_ERROR(ReadStop(body, &request));
   RETURN_IF_ERROR(ReadFlags(body, integers, &request));
   RETURN_IF_ERROR(ReadGuidance(body, &request));
+  const ToolChoice::Mode tool_mode = request.tools.choice.mode;
+  if (request.grammar.has_value() &&
+      (tool_mode == ToolChoice::kRequired || tool_mode == ToolChoice::kNamed)) {
+    return FieldError("tool_choice",
+                      "\"required\" or a named function constrains the reply to a call; it "
+                      "cannot be combined with response_format or structured_outputs");
+  }
   return request;
 }
 

@@ -10,9 +10,12 @@
 // refused with OpenAI's "Unrecognized request argument supplied: NAME" (also a
 // message's keys beyond role and content, and stream_options' beyond
 // include_usage); a field of the other endpoint is refused naming it; a field
-// known but not honoured yet (guided_* (vLLM's old names), tools, tool_choice,
-// parallel_tool_calls, functions, function_call, suffix, top_logprobs) is
-// refused naming it unless null or its no-op value. Structured outputs are read
+// known but not honoured yet (guided_* (vLLM's old names), functions,
+// function_call (OpenAI's deprecated names of tools), suffix, top_logprobs) is
+// refused naming it unless null or its no-op value. Tools (chat): tools,
+// tool_choice, parallel_tool_calls, and the messages' tool_calls (assistant),
+// tool_call_id (tool) and role "tool", are read into `tools` and
+// `message_tools` (chat_tools.h: how they reach the model and come back). Structured outputs are read
 // into `grammar`: response_format (chat) {"type": "text" | "json_object" |
 // "json_schema", "json_schema": {name, schema, strict (default false),
 // description}} and vLLM's structured_outputs {exactly one of json (a schema,
@@ -71,6 +74,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "coordinator/http/chat_tools.h"
 #include "coordinator/http/json_guard.h"
 #include "proto/splitspec.pb.h"
 #include "runtime/grammar/grammar_spec.h"
@@ -107,6 +111,10 @@ struct CompletionRequest {
   // Structured outputs: response_format (json_object, json_schema) or vLLM's
   // structured_outputs (json, regex, choice, grammar). nullopt: unconstrained.
   std::optional<grammar::GrammarSpec> grammar;
+  // Chat: tools, tool_choice, parallel_tool_calls; and the messages' tool fields
+  // (empty, or index-aligned with `messages`).
+  ChatTools tools;
+  std::vector<MessageTools> message_tools;
 };
 
 absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json,

@@ -53,6 +53,14 @@ absl::string_view ErrorType(int status) {
   }
 }
 
+// The members of one entry of `tool_calls` (the caller opens and closes the object).
+void WriteToolCallMembers(const ToolCall& call, JsonWriter& w) {
+  w.Key("id").String(call.id).Key("type").String("function");
+  w.Key("function").BeginObject();
+  w.Key("name").String(call.name).Key("arguments").String(call.arguments);
+  w.EndObject();
+}
+
 }  // namespace
 
 absl::string_view FinishReasonName(proto::FinishReason reason) {
@@ -69,20 +77,30 @@ absl::string_view FinishReasonName(proto::FinishReason reason) {
 }
 
 std::string CompletionJson(const ResponseIdentity& identity, absl::string_view text,
-                           absl::string_view finish_reason, const CompletionUsage& usage) {
+                           absl::string_view finish_reason, const CompletionUsage& usage,
+                           absl::Span<const ToolCall> tool_calls) {
   JsonWriter w;
   w.BeginObject();
   WriteHeader(identity, IsChat(identity) ? "chat.completion" : "text_completion", w);
   w.Key("choices").BeginArray().BeginObject();
   w.Key("index").Int(0);
   if (IsChat(identity)) {
-    w.Key("message")
-        .BeginObject()
-        .Key("role")
-        .String("assistant")
-        .Key("content")
-        .String(text)
-        .EndObject();
+    w.Key("message").BeginObject().Key("role").String("assistant").Key("content");
+    if (text.empty() && !tool_calls.empty()) {
+      w.Null();
+    } else {
+      w.String(text);
+    }
+    if (!tool_calls.empty()) {
+      w.Key("tool_calls").BeginArray();
+      for (const ToolCall& call : tool_calls) {
+        w.BeginObject();
+        WriteToolCallMembers(call, w);
+        w.EndObject();
+      }
+      w.EndArray();
+    }
+    w.EndObject();
   } else {
     w.Key("text").String(text);
   }
@@ -122,6 +140,26 @@ std::string CompletionChunkJson(const ResponseIdentity& identity, absl::string_v
     w.Key("usage");
     WriteUsage(*usage, w);
   }
+  w.EndObject();
+  return w.Take();
+}
+
+std::string ToolCallChunkJson(const ResponseIdentity& identity, int index, const ToolCall& call,
+                              bool first) {
+  JsonWriter w;
+  w.BeginObject();
+  WriteHeader(identity, "chat.completion.chunk", w);
+  w.Key("choices").BeginArray().BeginObject();
+  w.Key("index").Int(0);
+  w.Key("delta").BeginObject();
+  if (first) w.Key("role").String("assistant");
+  w.Key("tool_calls").BeginArray().BeginObject().Key("index").Int(index);
+  WriteToolCallMembers(call, w);
+  w.EndObject().EndArray();
+  w.EndObject();  // delta
+  w.Key("logprobs").Null();
+  w.Key("finish_reason").Null();
+  w.EndObject().EndArray();
   w.EndObject();
   return w.Take();
 }

@@ -19,7 +19,9 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "coordinator/http/openai_request.h"
+#include "coordinator/http/tool_calls.h"
 #include "proto/splitspec.pb.h"
 
 namespace splitspec::coordinator::http {
@@ -46,15 +48,23 @@ struct CompletionUsage {
 // "stop", "length", "cancelled" or "error".
 absl::string_view FinishReasonName(proto::FinishReason reason);
 
-// A whole (non-streamed) text_completion or chat.completion object.
+// A whole (non-streamed) text_completion or chat.completion object. A chat message with
+// `tool_calls` carries them in OpenAI's shape ({"id", "type": "function", "function": {"name",
+// "arguments"}}), its content null when `text` is empty.
 std::string CompletionJson(const ResponseIdentity& identity, absl::string_view text,
-                           absl::string_view finish_reason, const CompletionUsage& usage);
+                           absl::string_view finish_reason, const CompletionUsage& usage,
+                           absl::Span<const ToolCall> tool_calls = {});
 
 // One streamed chunk. Chat chunks carry the role in the first chunk
 // (`first`). `finish_reason` and `usage` are set on the last chunk only.
 std::string CompletionChunkJson(const ResponseIdentity& identity, absl::string_view text,
                                 bool first, std::optional<absl::string_view> finish_reason,
                                 const std::optional<CompletionUsage>& usage);
+
+// A streamed chat chunk with one tool call whole: delta {"tool_calls": [{"index", "id",
+// "type": "function", "function": {"name", "arguments"}}]} (the role too when `first`).
+std::string ToolCallChunkJson(const ResponseIdentity& identity, int index, const ToolCall& call,
+                              bool first);
 
 // The usage-only chunk OpenAI sends last when stream_options.include_usage is
 // set: "choices" is empty.

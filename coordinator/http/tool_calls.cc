@@ -20,7 +20,6 @@
 namespace splitspec::coordinator::http {
 namespace {
 
-using google::protobuf::ListValue;
 using google::protobuf::Struct;
 using google::protobuf::Value;
 
@@ -48,11 +47,14 @@ absl::StatusOr<Value> ParseJsonValue(absl::string_view json) {
   return value;
 }
 
-// Appends `value` as compact JSON with object keys sorted: the same schema text for the same
-// tools on every request (protobuf's printer follows its maps' unspecified order, which would
-// make every request's schema a new cache entry). Integral numbers within 2^53 are written
-// as integers, others with 17 significant digits (exact for a double).
-void AppendCanonicalJson(const Value& value, std::string* out) {
+// Appends `value` as JSON with object keys sorted: the same schema text for the same tools on
+// every request (protobuf's printer follows its maps' unspecified order, which would make
+// every request's schema a new cache entry). Compact, or with tojson's ", " and ": " when
+// `spaced`. Integral numbers within 2^53 are written as integers, others with 17 significant
+// digits (exact for a double).
+void AppendCanonicalJson(const Value& value, std::string* out, bool spaced = false) {
+  const absl::string_view comma = spaced ? ", " : ",";
+  const absl::string_view colon = spaced ? ": " : ":";
   switch (value.kind_case()) {
     case Value::kStructValue: {
       std::vector<const std::string*> keys;
@@ -61,8 +63,8 @@ void AppendCanonicalJson(const Value& value, std::string* out) {
                 [](const std::string* a, const std::string* b) { return *a < *b; });
       out->push_back('{');
       for (size_t i = 0; i < keys.size(); ++i) {
-        absl::StrAppend(out, i == 0 ? "" : ",", JsonQuote(*keys[i]), ":");
-        AppendCanonicalJson(value.struct_value().fields().at(*keys[i]), out);
+        absl::StrAppend(out, i == 0 ? "" : comma, JsonQuote(*keys[i]), colon);
+        AppendCanonicalJson(value.struct_value().fields().at(*keys[i]), out, spaced);
       }
       out->push_back('}');
       return;
@@ -70,8 +72,8 @@ void AppendCanonicalJson(const Value& value, std::string* out) {
     case Value::kListValue:
       out->push_back('[');
       for (int i = 0; i < value.list_value().values_size(); ++i) {
-        if (i > 0) out->push_back(',');
-        AppendCanonicalJson(value.list_value().values(i), out);
+        if (i > 0) absl::StrAppend(out, comma);
+        AppendCanonicalJson(value.list_value().values(i), out, spaced);
       }
       out->push_back(']');
       return;
@@ -100,9 +102,9 @@ void AppendCanonicalJson(const Value& value, std::string* out) {
   }
 }
 
-std::string CanonicalJson(const Value& value) {
+std::string CanonicalJson(const Value& value, bool spaced = false) {
   std::string json;
-  AppendCanonicalJson(value, &json);
+  AppendCanonicalJson(value, &json, spaced);
   return json;
 }
 
@@ -323,7 +325,15 @@ absl::StatusOr<std::vector<ToolDefinition>> ReadTools(const Value& tools) {
       return absl::InvalidArgumentError(absl::StrCat(where, ".function.name \"",
                                                      name->string_value(), "\" is given twice"));
     }
-    ToolDefinition definition{name->string_value(), {}};
+    ToolDefinition definition{name->string_value(), "", {}};
+    const Value* description = Field(function->struct_value(), "description");
+    if (description != nullptr && description->kind_case() != Value::kNullValue) {
+      if (description->kind_case() != Value::kStringValue) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ".function.description must be a string"));
+      }
+      definition.description = description->string_value();
+    }
     const Value* parameters = Field(function->struct_value(), "parameters");
     if (parameters != nullptr && parameters->kind_case() != Value::kNullValue) {
       if (parameters->kind_case() != Value::kStructValue) {
@@ -350,37 +360,34 @@ absl::StatusOr<std::string> ForcedToolCallSchema(const std::vector<ToolDefinitio
   if (tools.empty()) {
     return absl::InvalidArgumentError("tool_choice requires a call but tools is empty");
   }
-  Value alternatives;
-  ListValue* any_of = alternatives.mutable_list_value();
+  // Written by hand rather than through CanonicalJson, whose sorted keys would put
+  // "arguments" before "name".
+  std::vector<std::string> alternatives;
   for (const ToolDefinition& tool : tools) {
     if (choice.mode == ToolChoice::kNamed && tool.name != choice.function_name) continue;
-    Value call;
-    auto& fields = *call.mutable_struct_value()->mutable_fields();
-    fields["type"] = StringValue("object");
-    Value name_schema;
-    (*name_schema.mutable_struct_value()->mutable_fields())["const"] = StringValue(tool.name);
-    auto& properties = *fields["properties"].mutable_struct_value()->mutable_fields();
-    properties["name"] = name_schema;
-    properties["arguments"] = tool.parameters;
-    ListValue* required = fields["required"].mutable_list_value();
-    *required->add_values() = StringValue("name");
-    *required->add_values() = StringValue("arguments");
-    fields["additionalProperties"].set_bool_value(false);
-    *any_of->add_values() = std::move(call);
+    alternatives.push_back(absl::StrCat(
+        R"({"type":"object","properties":{"name":{"const":)", JsonQuote(tool.name),
+        R"(},"arguments":)", CanonicalJson(tool.parameters),
+        R"(},"required":["name","arguments"],"additionalProperties":false})"));
   }
-  if (any_of->values_size() == 0) {
+  if (alternatives.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "tool_choice names the function '", choice.function_name, "', which is not in tools"));
   }
-  Value schema;
-  auto& fields = *schema.mutable_struct_value()->mutable_fields();
-  fields["type"] = StringValue("array");
-  fields["minItems"].set_number_value(1);
-  if (choice.mode == ToolChoice::kNamed || !parallel_tool_calls) {
-    fields["maxItems"].set_number_value(1);
+  const bool one_call = choice.mode == ToolChoice::kNamed || !parallel_tool_calls;
+  return absl::StrCat(R"({"type":"array","items":{"anyOf":[)", absl::StrJoin(alternatives, ","),
+                      R"(]},"minItems":1)", one_call ? R"(,"maxItems":1})" : "}");
+}
+
+std::string ToolPromptJson(const ToolDefinition& tool) {
+  std::string json = absl::StrCat(R"({"type": "function", "function": {"name": )",
+                                  JsonQuote(tool.name));
+  if (!tool.description.empty()) {
+    absl::StrAppend(&json, R"(, "description": )", JsonQuote(tool.description));
   }
-  (*fields["items"].mutable_struct_value()->mutable_fields())["anyOf"] = std::move(alternatives);
-  return CanonicalJson(schema);
+  absl::StrAppend(&json, R"(, "parameters": )", CanonicalJson(tool.parameters, /*spaced=*/true),
+                  "}}");
+  return json;
 }
 
 absl::StatusOr<ParsedToolCalls> ParseForcedToolCalls(absl::string_view text,

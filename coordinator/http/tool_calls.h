@@ -15,7 +15,8 @@
 // The forced shape: a JSON array of calls, [{"name": "get_weather", "arguments": {...}}, ...],
 // each item one of the tools (an anyOf over them, the name a const and the arguments that
 // tool's `parameters` schema), at least one item, at most one unless parallel tool calls are
-// allowed.
+// allowed. "name" comes before "arguments" (the grammar generates properties in the schema's
+// order): the model picks the function, then writes its arguments.
 //
 // Arguments: OpenAI sends `arguments` as a string holding JSON. Here it is the arguments value
 // exactly as the model wrote it (after the whole call passed the strict JSON check of
@@ -53,6 +54,7 @@ absl::StatusOr<ToolChoice> ReadToolChoice(const google::protobuf::Value& tool_ch
 // One tool of the request's `tools`.
 struct ToolDefinition {
   std::string name;
+  std::string description;  // "" when the tool gives none
   // The `parameters` JSON Schema; {"type": "object"} when the tool gives none.
   google::protobuf::Value parameters;
 };
@@ -63,14 +65,20 @@ struct ToolDefinition {
 absl::StatusOr<std::vector<ToolDefinition>> ReadTools(const google::protobuf::Value& tools);
 
 // The JSON schema of the forced shape (header comment) for `choice` (kRequired: any of
-// `tools`; kNamed: that tool), as compact JSON with object keys sorted, so the same tools give
-// the same text (the grammar cache's key) on every request; the calls' properties therefore
-// come out in key order ("arguments" before "name", a tool's parameters alphabetically). Errors: InvalidArgument when `tools` is empty, when
-// choice.mode is kNone or kAuto (nothing to force), or when the named function is not among
-// `tools` ("tool_choice names the function 'f', which is not in tools").
+// `tools`; kNamed: that tool), as compact JSON, the same text for the same tools on every
+// request (the grammar cache's key): each call's "name" then "arguments", a tool's
+// `parameters` with object keys sorted (its properties are generated alphabetically).
+// Errors: InvalidArgument when `tools` is empty, when choice.mode is kNone or kAuto (nothing
+// to force), or when the named function is not among `tools` ("tool_choice names the
+// function 'f', which is not in tools").
 absl::StatusOr<std::string> ForcedToolCallSchema(const std::vector<ToolDefinition>& tools,
                                                  const ToolChoice& choice,
                                                  bool parallel_tool_calls);
+
+// The tool as the prompt lists it, in the style of Jinja's `tojson` (", " and ": "
+// separators): {"type": "function", "function": {"name": N, "description": D, "parameters":
+// P}} ("description" left out when empty; P with object keys sorted).
+std::string ToolPromptJson(const ToolDefinition& tool);
 
 // One entry of OpenAI's `tool_calls` (type is always "function").
 struct ToolCall {

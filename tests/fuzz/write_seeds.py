@@ -58,6 +58,14 @@ write("openai_request", [
     b'[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]',
     b'{"prompt":"a","max_tokens":1e400,"temperature":-0.0,"x":[1,]}',
     b'{"prompt":"\xc0\xaf","model":"\xed\xa0\x80"}',
+    # Tools: definitions, every tool_choice form, and a history with calls and results.
+    b'{"messages":[{"role":"user","content":"w?"},{"role":"assistant","content":null,"tool_calls":'
+    b'[{"id":"c1","type":"function","function":{"name":"w","arguments":"{\\"c\\": 1}"}}]},'
+    b'{"role":"tool","tool_call_id":"c1","content":"18C"}],"tools":[{"type":"function","function":'
+    b'{"name":"w","description":"d","parameters":{"type":"object","properties":{"c":{"type":"integer"}}}}}],'
+    b'"tool_choice":{"type":"function","function":{"name":"w"}},"parallel_tool_calls":false}',
+    b'{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"a"}},'
+    b'{"type":"function","function":{"name":"b","parameters":null}}],"tool_choice":"required"}',
 ])
 
 # ---- TOML: the shipped configs and the corners of the grammar -------------------

@@ -171,6 +171,20 @@ TEST_F(BenchServeTest, SweepsConcurrencyAndPrintsOneJsonObjectEach) {
     const Value* ratios = Field(row, "round_ratios");
     ASSERT_NE(ratios, nullptr);
     EXPECT_EQ(ratios->list_value().values_size(), 1);
+    // Per category (name order), each side's tokens add up to the side's.
+    const Value* categories = Field(row, "categories");
+    ASSERT_NE(categories, nullptr);
+    ASSERT_EQ(categories->list_value().values_size(), 2);
+    const Struct& chat = categories->list_value().values(0).struct_value();
+    const Struct& completion = categories->list_value().values(1).struct_value();
+    EXPECT_EQ(Field(chat, "category")->string_value(), "chat");
+    EXPECT_EQ(Field(completion, "category")->string_value(), "completion");
+    for (const char* side : {"on", "off"}) {
+      EXPECT_EQ(Number(Side(chat, side), "tokens") + Number(Side(completion, side), "tokens"),
+                Number(Side(row, side), "tokens"));
+      EXPECT_GT(Number(Side(chat, side), "tok_s_per_request"), 0);
+      EXPECT_GT(Number(Side(chat, side), "tpot_mean_ms"), 0);
+    }
   }
   // Both clusters were started with serve's flags, and stopped.
   EXPECT_THAT(run.output, HasSubstr("--drafts 0"));

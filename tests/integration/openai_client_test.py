@@ -75,8 +75,27 @@ class OpenAiClientTest(unittest.TestCase):
             self.chat(extra_body={"guided_json": {"type": "object"}})
         self.assertIn("'guided_json' is not supported", str(raised.exception))
         with self.assertRaises(openai.BadRequestError) as raised:
+            self.chat(extra_body={"functions": [{"name": "f", "parameters": {}}]})
+        self.assertIn("'functions' is not supported", str(raised.exception))
+        # tool_choice "auto" (the default with tools) needs serve's --tool-call-parser.
+        with self.assertRaises(openai.BadRequestError) as raised:
             self.chat(tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}])
-        self.assertIn("'tools' is not supported", str(raised.exception))
+        self.assertIn("--tool-call-parser", str(raised.exception))
+
+    def test_a_named_tool_choice_returns_a_call_of_it(self):
+        # The tiny model's random weights, constrained to a call of f with a small argument.
+        tools = [{"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {"x": {"enum": [1, 2, 3]}}, "required": ["x"]}}}]
+        reply = self.chat(tools=tools, tool_choice={"type": "function", "function": {"name": "f"}},
+                          max_completion_tokens=120)
+        if reply.choices[0].finish_reason == "length":
+            self.skipTest("the random model ran out of tokens inside the call")
+        self.assertEqual(reply.choices[0].finish_reason, "tool_calls")
+        self.assertIsNone(reply.choices[0].message.content)
+        (call,) = reply.choices[0].message.tool_calls
+        self.assertTrue(call.id.startswith("call_"))
+        self.assertEqual(call.function.name, "f")
+        self.assertIn(json.loads(call.function.arguments)["x"], (1, 2, 3))
 
     def test_structured_outputs_constrain_the_reply(self):
         # The tiny model's random weights, constrained: only the grammar's strings come out.

@@ -56,6 +56,36 @@ TEST(WorkloadParseTest, MalformedLinesNameFileLineAndField) {
   EXPECT_EQ(ErrorOf("not json").rfind("w.jsonl:7: not a JSON object", 0), 0u);
 }
 
+TEST(WorkloadParseTest, ResponseFormatIsKeptAsWrittenAndReadAsOverHttp) {
+  const std::string format =
+      R"({"type": "json_schema", "json_schema": {"name": "p", "strict": true, "schema": )"
+      R"({"type": "object", "properties": {"z": {"type": "integer"}, "a": {"type": "string"}}}}})";
+  absl::StatusOr<WorkloadRequest> request = ParseWorkloadLine(
+      R"({"category": "x", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8, )"
+      R"("response_format": )" + format + "}",
+      "w.jsonl", 2);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->response_format, format);  // "z" before "a", as written
+  absl::StatusOr<std::optional<grammar::GrammarSpec>> grammar =
+      ResponseFormatGrammar(*request, "w.jsonl");
+  ASSERT_TRUE(grammar.ok()) << grammar.status();
+  ASSERT_TRUE(grammar->has_value());
+  EXPECT_EQ((*grammar)->kind, grammar::GrammarKind::kJsonSchema);
+  EXPECT_TRUE((*grammar)->strict);
+  EXPECT_EQ((*grammar)->text,
+            R"({"type": "object", "properties": {"z": {"type": "integer"}, "a": {"type": "string"}}})");
+
+  EXPECT_EQ(ErrorOf(R"({"category": "x", "prompt": "p", "max_tokens": 8, )"
+                    R"("response_format": {"type": "json_object"}})"),
+            "w.jsonl:7: field 'response_format' must be an object, on a chat request");
+  request->response_format = R"({"type": "yaml"})";
+  EXPECT_EQ(ResponseFormatGrammar(*request, "w.jsonl").status().message(),
+            "w.jsonl:2: 'response_format.type' must be one of \"text\", \"json_object\", "
+            "\"json_schema\", got \"yaml\"");
+  request->response_format.clear();
+  EXPECT_FALSE(ResponseFormatGrammar(*request, "w.jsonl")->has_value());
+}
+
 TEST(WorkloadParseTest, FileSkipsBlankLinesAndReportsTheBadLine) {
   const std::string good =
       R"({"category": "a", "messages": [{"role": "user", "content": "x"}], "max_tokens": 8})";

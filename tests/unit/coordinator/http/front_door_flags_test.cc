@@ -77,6 +77,25 @@ TEST(FrontDoorFlagsTest, IntegerFlagsBeyondTheirFieldAreRefusedNotNarrowed) {
   }
 }
 
+TEST(FrontDoorFlagsTest, ToolCallParserByVllmsNames) {
+  auto none = Parse({"--http", "127.0.0.1:8000", "--model", "/m.gguf"});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE((*none)->tool_call_parser.has_value());  // tool_choice "auto" is refused
+  auto hermes =
+      Parse({"--http", "127.0.0.1:8000", "--model", "/m.gguf", "--tool-call-parser", "hermes"});
+  ASSERT_TRUE(hermes.ok()) << hermes.status();
+  EXPECT_EQ((*hermes)->tool_call_parser, ToolCallFormat::kHermes);
+  auto llama = Parse(
+      {"--http", "127.0.0.1:8000", "--model", "/m.gguf", "--tool-call-parser", "llama3_json"});
+  ASSERT_TRUE(llama.ok()) << llama.status();
+  EXPECT_EQ((*llama)->tool_call_parser, ToolCallFormat::kLlama3Json);
+  auto bad =
+      Parse({"--http", "127.0.0.1:8000", "--model", "/m.gguf", "--tool-call-parser", "mistral"});
+  EXPECT_EQ(bad.status().message(),
+            "--tool-call-parser: unknown tool-call parser \"mistral\" (known: hermes, "
+            "llama3_json)");
+}
+
 TEST(FrontDoorFlagsTest, BadFlagsAreRefusedNamingThem) {
   auto no_port = Parse({"--http", "localhost", "--model", "/m.gguf"});
   ASSERT_FALSE(no_port.ok());

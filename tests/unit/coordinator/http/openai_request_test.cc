@@ -215,9 +215,8 @@ TEST(OpenAiRequestTest, AnUnknownFieldIsRefusedByNameAsOpenAiDoes) {
 
 TEST(OpenAiRequestTest, KnownButNotHonouredFieldsAreRefusedByName) {
   const std::string chat = R"({"messages":[{"role":"user","content":"x"}],)";
-  for (const char* field : {"tools", "tool_choice", "parallel_tool_calls", "functions",
-                            "function_call", "guided_json", "guided_regex", "guided_choice",
-                            "guided_grammar"}) {
+  for (const char* field : {"functions", "function_call", "guided_json", "guided_regex",
+                            "guided_choice", "guided_grammar"}) {
     const auto [message, param] =
         ParseError(chat + "\"" + field + R"(":{"type":"json_object"}})", CompletionRequest::kChat);
     EXPECT_EQ(param, field);
