@@ -17,7 +17,7 @@
 //    keeps one token's accumulators in registers, not sixteen. The tile width
 //    changes no arithmetic of a token (matvec_tiling.h). Batch invariance (a
 //    token's logits the same bits alone or in any batch) is a contract of the
-//    CUDA backend, so the second kernel, the tensor cores for Q8_0 / Q4_0 / Q4_1
+//    CUDA backend, so the second kernel, the tensor cores for the quantized types
 //    beyond 16 tokens (mma_tiling.h, picked by mma::UseTensorCores in
 //    LaunchMatMuls, one launch per matrix), repeats this kernel's arithmetic bit
 //    for bit; the launches planned here for those types and token counts run there.

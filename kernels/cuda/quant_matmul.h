@@ -17,13 +17,13 @@
 // family), again with the CPU's integers per super-block.
 //
 // Two kernels, one arithmetic. Up to 16 tokens (a decode step, a verify block of
-// k + 1 <= 16), and for every token count of the types below, a weight-streaming
+// k + 1 <= 16), and for every token count of the float types, a weight-streaming
 // matvec (matvec_tiling.h holds its tiling, index math and reduction order as
 // host + device code, with a CPU emulation; matvec_plan.h its launch planner): a
 // warp per weight row and tile of up to 16 tokens, four rows per thread block, the
 // kernel compiled for tiles of 1, 2, 4, 8 and 16 tokens, so a decode step or a
 // verify block of up to 16 tokens reads each weight once. Beyond 16 tokens
-// (prefill, large batches) Q8_0 / Q4_0 / Q4_1 weights run on the tensor cores
+// (prefill, large batches) quantized weights run on the tensor cores
 // (mma_tiling.h: int8 mma.sync on the same quants and quantized activations, the
 // same float operations in the same order; mma::UseTensorCores is the rule), so
 // y[t, r] has the same bits whichever kernel runs. Batch invariance by

@@ -25,49 +25,19 @@ __device__ __forceinline__ void MmaS8(const int (&a)[4], const int (&b)[2], int 
 #endif
 }
 
-// A thin shell around mma_tiling.h: warp c runs chain c (blocks c, c + 16, ...) of
-// the tile's outputs, loading the next block's fragments before it multiplies the
-// current one (no effect on the arithmetic); then the warps' partial sums meet in
-// shared memory in the matvec's butterfly order and warp 0 stores.
-template <GgmlType kType>
-__global__ void __launch_bounds__(mma::kThreads, 1)
-    MmaMatMulKernel(mma::TileView t, matvec::Q8View x, float* __restrict__ y, int64_t y_stride) {
-  constexpr bool kHasMin = kType == GgmlType::kQ4_1;
-  const int warp = static_cast<int>(threadIdx.x) / mma::kWarpSize;
-  const int lane = static_cast<int>(threadIdx.x) % mma::kWarpSize;
-  t.tok0 = static_cast<int64_t>(blockIdx.x) * mma::kTileTokens;
-  t.row0 = static_cast<int64_t>(blockIdx.y) * mma::kTileRows;
-  float acc[mma::kMTiles][mma::kNTiles][4], acc_min[mma::kMTiles][mma::kNTiles][4];
-#pragma unroll
-  for (int mt = 0; mt < mma::kMTiles; ++mt) {
-#pragma unroll
-    for (int nt = 0; nt < mma::kNTiles; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[mt][nt][e] = acc_min[mt][nt][e] = 0.0f;
-    }
-  }
-  const int64_t blocks = t.cols / 32;
-  mma::LaneStep<kType> step;
-  if (warp < blocks) mma::LoadLaneStep<kType>(t, x, warp, lane, &step);
-  for (int64_t b = warp; b < blocks; b += mma::kWarps) {
-    mma::LaneStep<kType> next;
-    if (b + mma::kWarps < blocks) mma::LoadLaneStep<kType>(t, x, b + mma::kWarps, lane, &next);
-    int c[mma::kMTiles][mma::kNTiles][4];
-#pragma unroll
-    for (int mt = 0; mt < mma::kMTiles; ++mt) {
-#pragma unroll
-      for (int nt = 0; nt < mma::kNTiles; ++nt) MmaS8(step.a[mt], step.b[nt], c[mt][nt]);
-    }
-    mma::UpdateLane<kType>(t, x, b, lane, step, c, acc, acc_min);
-    step = next;
-  }
-  // The cross-warp tree (mma_tiling.h): [slot][output][lane], conflict-free.
-  __shared__ float partial[mma::kWarps / 2][mma::kLaneOutputs][mma::kWarpSize];
-  __shared__ float partial_min[kHasMin ? mma::kWarps / 2 : 1][mma::kLaneOutputs][mma::kWarpSize];
+// The cross-warp tree of mma_tiling.h over kWarpsN warps through shared memory
+// ([slot][output][lane], conflict-free), then warp 0 stores (FinishOutput).
+template <typename Unit, int kWarpsN, bool kHasMin>
+__device__ __forceinline__ void TreeAndStore(const mma::TileView& t, int warp, int lane,
+                                             float (&acc)[mma::kMTiles][mma::kNTiles][4],
+                                             float (&acc_min)[mma::kMTiles][mma::kNTiles][4],
+                                             float* __restrict__ y, int64_t y_stride) {
+  __shared__ float partial[kWarpsN / 2][mma::kLaneOutputs][mma::kWarpSize];
+  __shared__ float partial_min[kHasMin ? kWarpsN / 2 : 1][mma::kLaneOutputs][mma::kWarpSize];
   float* mine = &acc[0][0][0];
   float* mine_min = &acc_min[0][0][0];
 #pragma unroll
-  for (int offset = mma::kWarps / 2; offset > 0; offset /= 2) {
+  for (int offset = kWarpsN / 2; offset > 0; offset /= 2) {
     if (warp >= offset && warp < 2 * offset) {
 #pragma unroll
       for (int i = 0; i < mma::kLaneOutputs; ++i) {
@@ -94,11 +64,93 @@ __global__ void __launch_bounds__(mma::kThreads, 1)
       for (int e = 0; e < 4; ++e) {
         int64_t row = 0, token = 0;
         if (!mma::OutputAt(t, lane, mt, nt, e, &row, &token)) continue;
-        y[token * y_stride + row] = matvec::Block32Unit<kType>::Finish(
-            matvec::Add(acc[mt][nt][e], 0.0f), matvec::Add(acc_min[mt][nt][e], 0.0f));
+        y[token * y_stride + row] =
+            mma::FinishOutput<Unit>(acc[mt][nt][e], kHasMin ? acc_min[mt][nt][e] : 0.0f);
       }
     }
   }
+}
+
+__device__ __forceinline__ void ZeroTile(float (&v)[mma::kMTiles][mma::kNTiles][4]) {
+#pragma unroll
+  for (int mt = 0; mt < mma::kMTiles; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < mma::kNTiles; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[mt][nt][e] = 0.0f;
+    }
+  }
+}
+
+// Per-32 types, a thin shell around mma_tiling.h: warp c runs chain c (blocks c, c + 16,
+// ...) of the tile's outputs, loading the next block's fragments before it multiplies
+// the current one (no effect on the arithmetic); then the tree.
+template <GgmlType kType>
+__global__ void __launch_bounds__(mma::kThreads, 1)
+    MmaMatMulKernel(mma::TileView t, matvec::Q8View x, float* __restrict__ y, int64_t y_stride) {
+  const int warp = static_cast<int>(threadIdx.x) / mma::kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x) % mma::kWarpSize;
+  t.tok0 = static_cast<int64_t>(blockIdx.x) * mma::kTileTokens;
+  t.row0 = static_cast<int64_t>(blockIdx.y) * mma::kTileRows;
+  float acc[mma::kMTiles][mma::kNTiles][4], acc_min[mma::kMTiles][mma::kNTiles][4];
+  ZeroTile(acc);
+  ZeroTile(acc_min);
+  const int64_t blocks = t.cols / 32;
+  mma::LaneStep<kType> step;
+  if (warp < blocks) mma::LoadLaneStep<kType>(t, x, warp, lane, &step);
+  for (int64_t b = warp; b < blocks; b += mma::kWarps) {
+    mma::LaneStep<kType> next;
+    if (b + mma::kWarps < blocks) mma::LoadLaneStep<kType>(t, x, b + mma::kWarps, lane, &next);
+    int c[mma::kMTiles][mma::kNTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < mma::kMTiles; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < mma::kNTiles; ++nt) MmaS8(step.a[mt], step.b[nt], c[mt][nt]);
+    }
+    mma::UpdateLane<kType>(t, x, b, lane, step, c, acc, acc_min);
+    step = next;
+  }
+  TreeAndStore<matvec::Block32Unit<kType>, mma::kWarps, kType == GgmlType::kQ4_1>(
+      t, warp, lane, acc, acc_min, y, y_stride);
+}
+
+// K-quants: warp c runs chain c (super-blocks c, c + 4, ...); per super-block, 8
+// sub-blocks of kSubParts mma each, combined into exact integers, then the float step.
+template <GgmlType kType>
+__global__ void __launch_bounds__(mma::kSuperThreads, 3)
+    MmaSuperBlockKernel(mma::TileView t, matvec::Q8View x, float* __restrict__ y,
+                        int64_t y_stride) {
+  const int warp = static_cast<int>(threadIdx.x) / mma::kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x) % mma::kWarpSize;
+  t.tok0 = static_cast<int64_t>(blockIdx.x) * mma::kTileTokens;
+  t.row0 = static_cast<int64_t>(blockIdx.y) * mma::kTileRows;
+  float acc[mma::kMTiles][mma::kNTiles][4], acc_min[mma::kMTiles][mma::kNTiles][4];
+  ZeroTile(acc);
+  ZeroTile(acc_min);
+  const int64_t blocks = t.cols / 256;
+  for (int64_t b = warp; b < blocks; b += mma::kSuperWarps) {
+    int isum[mma::kMTiles][mma::kNTiles][4] = {}, imin[mma::kMTiles][mma::kNTiles][4] = {};
+#pragma unroll 1
+    for (int j = 0; j < 8; ++j) {
+      mma::SubStep<kType> s;
+      mma::LoadSubStep<kType>(t, x, b, j, lane, &s);
+      int p[mma::kSubParts<kType>][mma::kMTiles][mma::kNTiles][4];
+#pragma unroll
+      for (int i = 0; i < mma::kSubParts<kType>; ++i) {
+#pragma unroll
+        for (int mt = 0; mt < mma::kMTiles; ++mt) {
+          int a[4];
+          mma::SubBlockA(s.a[mt], mma::SubPart<kType>(i), a);
+#pragma unroll
+          for (int nt = 0; nt < mma::kNTiles; ++nt) MmaS8(a, s.b[nt], p[i][mt][nt]);
+        }
+      }
+      mma::CombineSubStep<kType>(s, p, isum, imin);
+    }
+    mma::UpdateSuperLane<kType>(t, x, b, lane, isum, imin, acc, acc_min);
+  }
+  TreeAndStore<matvec::SuperBlockUnit<kType>, mma::kSuperWarps, kType != GgmlType::kQ6_K>(
+      t, warp, lane, acc, acc_min, y, y_stride);
 }
 
 }  // namespace
@@ -131,8 +183,20 @@ absl::Status LaunchMmaMatMul(const DeviceMatrix& w, const matvec::Q8View& xq, in
     case GgmlType::kQ4_0:
       MmaMatMulKernel<GgmlType::kQ4_0><<<blocks, mma::kThreads, 0, stream>>>(t, xq, y, y_stride);
       break;
-    default:
+    case GgmlType::kQ4_1:
       MmaMatMulKernel<GgmlType::kQ4_1><<<blocks, mma::kThreads, 0, stream>>>(t, xq, y, y_stride);
+      break;
+    case GgmlType::kQ4_K:
+      MmaSuperBlockKernel<GgmlType::kQ4_K>
+          <<<blocks, mma::kSuperThreads, 0, stream>>>(t, xq, y, y_stride);
+      break;
+    case GgmlType::kQ5_K:
+      MmaSuperBlockKernel<GgmlType::kQ5_K>
+          <<<blocks, mma::kSuperThreads, 0, stream>>>(t, xq, y, y_stride);
+      break;
+    default:  // PlanMmaGrid admits no other type
+      MmaSuperBlockKernel<GgmlType::kQ6_K>
+          <<<blocks, mma::kSuperThreads, 0, stream>>>(t, xq, y, y_stride);
       break;
   }
   return CudaLaunchStatus("MmaMatMulKernel", __FILE__, __LINE__);

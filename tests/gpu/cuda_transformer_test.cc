@@ -335,8 +335,8 @@ TEST_P(CudaBatchInvarianceTest, AloneBatchedAndInAVerifyBlockGiveIdenticalLogits
     alone_rows.emplace_back(out.Row(0, 0), out.Row(0, 0) + vocab);
   }
 
-  // The 21-token prompt in one forward runs its Q8_0 / Q4_0 / Q4_1 matmuls on the
-  // tensor cores (more than 16 tokens, kernels/cuda/mma_tiling.h); fed one token at a
+  // The 21-token prompt in one forward runs its quantized matmuls on the tensor
+  // cores (more than 16 tokens, kernels/cuda/mma_tiling.h); fed one token at a
   // time it runs the matvec: the last row's logits (and so every KV row before it)
   // must have the same bits.
   std::unique_ptr<KvCache> one_by_one = gpu->NewCache(128);

@@ -1,6 +1,6 @@
 // The CUDA matmuls (kernels/cuda/quant_matmul.h: the weight-streaming matvec of
-// kernels/cuda/matvec_tiling.h, and beyond 16 tokens for Q8_0 / Q4_0 / Q4_1 the
-// tensor-core kernel of kernels/cuda/mma_tiling.h, which must give the matvec's
+// kernels/cuda/matvec_tiling.h, and beyond 16 tokens for the quantized types the
+// tensor-core kernels of kernels/cuda/mma_tiling.h, which must give the matvec's
 // bits) against the CPU: fresh random weights and activations each run (seed
 // printed), ragged sizes (super-block counts not a multiple of a warp's 32 units,
 // row counts not a multiple of the 4 rows of a thread block, tokens across 1, 2 and
@@ -362,9 +362,10 @@ TEST_P(QuantMatMulCudaTest, RealShapesEqualTheEmulationBitForBit) {
   }
 }
 
-// Every token count 1..67 (the tensor cores from 17 on for Q8_0 / Q4_0 / Q4_1: ragged
+// Every token count 1..67 (the tensor cores from 17 on for the quantized types: ragged
 // last tiles of 16 tokens, 37 rows a ragged last tile of 32) equals the matvec's
-// emulation bit for bit at SmolLM2-135M's widths (576 -> 1536 and back).
+// emulation bit for bit at SmolLM2-135M's widths (576 -> 1536 and back; the K-quants
+// at 1536 only).
 TEST_P(QuantMatMulCudaTest, EveryTokenCountEqualsTheEmulationBitForBit) {
   const GgmlType type = GetParam();
   const int block = GetGgmlTypeTraits(type).block_size;

@@ -71,14 +71,15 @@ class MmaEmulationTest : public ::testing::TestWithParam<GgmlType> {};
 TEST_P(MmaEmulationTest, EqualsTheMatVecBitForBitAtRealShapes) {
   const GgmlType type = GetParam();
   std::mt19937 rng(3636);
-  for (const int64_t cols : {32, 96, 256, 576, 1536, 2048, 4096, 8192, 14336}) {
+  for (const int64_t cols : {32, 96, 256, 576, 1280, 1536, 2048, 4096, 8192, 14336}) {
+    if (cols % GetGgmlTypeTraits(type).block_size != 0) continue;
     const int64_t rows = cols > 4096 ? 33 : 37;
     const int64_t tokens = cols > 4096 ? 19 : 67;
     SCOPED_TRACE(TypeName(type) + " cols=" + std::to_string(cols));
     const std::vector<uint8_t> w = RandomWeights(type, rows, cols, rng);
     const std::vector<float> x = RandomActivations(tokens, cols, rng);
     matvec::HostQ8Activations xq;
-    matvec::QuantizeOnHost(x.data(), tokens, cols, 32, &xq);
+    matvec::QuantizeOnHost(x.data(), tokens, cols, GetGgmlTypeTraits(type).block_size, &xq);
     std::vector<float> matvec(tokens * rows), tensor(tokens * rows);
     matvec::EmulateMatVec(type, w.data(), rows, cols, xq.view(), x.data(), tokens, matvec.data(),
                           rows);
@@ -92,11 +93,12 @@ TEST_P(MmaEmulationTest, EqualsTheMatVecBitForBitAtRealShapes) {
 TEST_P(MmaEmulationTest, EveryTokenCountGivesTheMatVecsBits) {
   const GgmlType type = GetParam();
   std::mt19937 rng(36);
-  const int64_t rows = 37, cols = 576, tokens = 67;
+  const int block = GetGgmlTypeTraits(type).block_size;
+  const int64_t rows = 37, cols = block == 256 ? 1280 : 576, tokens = 67;
   const std::vector<uint8_t> w = RandomWeights(type, rows, cols, rng);
   const std::vector<float> x = RandomActivations(tokens, cols, rng);
   matvec::HostQ8Activations xq;
-  matvec::QuantizeOnHost(x.data(), tokens, cols, 32, &xq);
+  matvec::QuantizeOnHost(x.data(), tokens, cols, block, &xq);
   std::vector<float> batch(tokens * rows);
   matvec::EmulateMatVec(type, w.data(), rows, cols, xq.view(), x.data(), tokens, batch.data(),
                         rows);
@@ -108,8 +110,9 @@ TEST_P(MmaEmulationTest, EveryTokenCountGivesTheMatVecsBits) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Block32Types, MmaEmulationTest,
-                         ::testing::Values(GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1),
+INSTANTIATE_TEST_SUITE_P(QuantizedTypes, MmaEmulationTest,
+                         ::testing::Values(GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
+                                           GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K),
                          [](const ::testing::TestParamInfo<GgmlType>& info) {
                            return TypeName(info.param);
                          });
@@ -202,15 +205,15 @@ TEST(MmaFragmentTest, RowQuantsAreTheBlocksElementsAtTheLanesK) {
   }
 }
 
-TEST(MmaRuleTest, TensorCoresTakeBlock32TypesBeyondSixteenTokens) {
-  for (const GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1}) {
+TEST(MmaRuleTest, TensorCoresTakeQuantizedTypesBeyondSixteenTokens) {
+  for (const GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K,
+                              GgmlType::kQ5_K, GgmlType::kQ6_K}) {
     EXPECT_FALSE(UseTensorCores(type, 1)) << TypeName(type);
     EXPECT_FALSE(UseTensorCores(type, 16)) << TypeName(type);
     EXPECT_TRUE(UseTensorCores(type, 17)) << TypeName(type);
     EXPECT_TRUE(UseTensorCores(type, 512)) << TypeName(type);
   }
-  for (const GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ4_K,
-                              GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+  for (const GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_K}) {
     EXPECT_FALSE(UseTensorCores(type, 512)) << TypeName(type);
   }
 }
@@ -233,10 +236,13 @@ TEST(MmaGridTest, TilesCoverRowsAndTokens) {
 
 TEST(MmaGridTest, RejectsWhatTheKernelCannotRun) {
   MmaGrid grid;
-  const absl::Status type = PlanMmaGrid(GgmlType::kQ4_K, 32, 256, 32, &grid);
-  EXPECT_NE(type.message().find("q4_K"), std::string::npos) << type;
+  const absl::Status type = PlanMmaGrid(GgmlType::kF16, 32, 256, 32, &grid);
+  EXPECT_NE(type.message().find("f16"), std::string::npos) << type;
   const absl::Status cols = PlanMmaGrid(GgmlType::kQ8_0, 32, 48, 32, &grid);
   EXPECT_NE(cols.message().find("cols 48"), std::string::npos) << cols;
+  const absl::Status k_cols = PlanMmaGrid(GgmlType::kQ4_K, 32, 576, 32, &grid);
+  EXPECT_NE(k_cols.message().find("cols 576 not a positive multiple of 256"), std::string::npos)
+      << k_cols;
   const absl::Status rows = PlanMmaGrid(GgmlType::kQ8_0, 65536 * 32, 64, 32, &grid);
   EXPECT_NE(rows.message().find("rows exceed"), std::string::npos) << rows;
   EXPECT_FALSE(PlanMmaGrid(GgmlType::kQ8_0, 32, 64, -1, &grid).ok());
