@@ -1,10 +1,11 @@
 // The tensor-core matmul's arithmetic on the CPU (kernels/cuda/mma_tiling.h): its
 // emulation, lanes, warps and mma fragments run in loops, equals the matvec's
-// emulation (matvec::EmulateMatVec) bit for bit at the real models' shapes and at
-// every token count 1..67, so a token's outputs do not depend on which path the
-// token count picks (batch invariance across the path boundary). Also the mma
-// fragment layout, the rule that picks the path and the grid. The GPU test
-// (tests/gpu/quant_matmul_cuda_test.cc) checks the kernel equals this emulation.
+// emulation (matvec::EmulateMatVec) bit for bit at the real models' shapes (the
+// default model's 49,152-row head included) and at every token count 1..67, so a
+// token's outputs do not depend on which path the token count picks (batch
+// invariance across the path boundary). Also the mma fragment layout, the rule that
+// picks the path and the grid. The GPU test (tests/gpu/quant_matmul_cuda_test.cc)
+// checks the kernel equals this emulation.
 #include "kernels/cuda/mma_tiling.h"
 
 #include <algorithm>
@@ -116,6 +117,22 @@ INSTANTIATE_TEST_SUITE_P(QuantizedTypes, MmaEmulationTest,
                          [](const ::testing::TestParamInfo<GgmlType>& info) {
                            return TypeName(info.param);
                          });
+
+// The default model's tied head (SmolLM2-135M: token_embd, 49,152 x 576 Q8_0) over 20
+// tokens (a ragged second tile): every output the matvec's bits.
+TEST(MmaEmulationHeadTest, TheDefaultModelsHeadEqualsTheMatVecBitForBit) {
+  std::mt19937 rng(49152);
+  const int64_t rows = 49152, cols = 576, tokens = 20;
+  const std::vector<uint8_t> w = RandomWeights(GgmlType::kQ8_0, rows, cols, rng);
+  const std::vector<float> x = RandomActivations(tokens, cols, rng);
+  matvec::HostQ8Activations xq;
+  matvec::QuantizeOnHost(x.data(), tokens, cols, 32, &xq);
+  std::vector<float> matvec(tokens * rows), tensor(tokens * rows);
+  matvec::EmulateMatVec(GgmlType::kQ8_0, w.data(), rows, cols, xq.view(), x.data(), tokens,
+                        matvec.data(), rows);
+  EmulateMmaMatMul(GgmlType::kQ8_0, w.data(), rows, cols, xq.view(), tokens, tensor.data(), rows);
+  EXPECT_EQ(Differences(tensor, matvec, rows), "");
+}
 
 // Every element of A (16 x 32), B (32 x 8) and C (16 x 8) is in exactly one lane's
 // register, and EmulateMma of fragments packed by that layout is the matrix product.
