@@ -16,8 +16,9 @@
 namespace splitspec::kernels {
 
 // y[t * y_stride + r] = dot(row r of w, token t of xq) for r < w.rows, t < tokens,
-// bitwise the matvec's (mma_tiling.h). xq: the activations quantized per 32
-// (LaunchQuantizeQ8Blocks), qs 4-byte aligned. Asynchronous on `stream`.
+// bitwise the matvec's (mma_tiling.h). xq: the activations quantized in the type's
+// CudaMatMulActivationLayout (per 32, per 256 for the K-quants), qs 4-byte aligned.
+// Asynchronous on `stream`.
 // Errors: InvalidArgument (mma::PlanMmaGrid's, or weights / activations not 4-byte
 // aligned), Internal when the launch fails.
 absl::Status LaunchMmaMatMul(const DeviceMatrix& w, const matvec::Q8View& xq, int64_t tokens,
