@@ -15,11 +15,12 @@
 //    The kernel is compiled for tiles of 1, 2, 4, 8 and 16 tokens and the launch
 //    takes the narrowest that holds min(tokens, 16) (TileColumns): a decode step
 //    keeps one token's accumulators in registers, not sixteen. The tile width
-//    changes no arithmetic of a token (matvec_tiling.h). There is no second kernel for large
-//    batches: a token's reduction order would then depend on the batch size, and
-//    batch invariance (a token's logits the same bits alone or in any batch) is
-//    a contract of the CUDA backend. A tensor-core path for prefill would be a
-//    separate, named boundary (issue 36 item 2; not built).
+//    changes no arithmetic of a token (matvec_tiling.h). Batch invariance (a
+//    token's logits the same bits alone or in any batch) is a contract of the
+//    CUDA backend, so the second kernel, the tensor cores for the quantized types
+//    beyond 16 tokens (mma_tiling.h, picked by mma::UseTensorCores in
+//    LaunchMatMuls, one launch per matrix), repeats this kernel's arithmetic bit
+//    for bit; the launches planned here for those types and token counts run there.
 //  - Jobs that read the same activations with the same weight type and cols (Q/K/V,
 //    gate/up) share one launch, up to kMaxFusedJobs, in the order given: one pass
 //    over x for all of them. Fusing never changes a row's bits (each thread

@@ -11,6 +11,8 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/matvec_plan.h"
 #include "kernels/cuda/matvec_tiling.h"
+#include "kernels/cuda/mma_tiling.h"
+#include "kernels/cuda/quant_mma.h"
 
 namespace splitspec::kernels {
 namespace {
@@ -180,7 +182,9 @@ inline constexpr int kStepsInFlight = kCols <= 2 ? Unit::kStepsInFlight : 2;
 // 6 (80) for 2-token tiles (64 spilled for Q4_0); 4 (128) for wider tiles, whose
 // accumulators need the registers.
 template <int kCols>
-inline constexpr int kMinBlocks = kCols == 1 ? 8 : kCols == 2 ? 6 : 4;
+inline constexpr int kMinBlocks = kCols == 1   ? 8
+                                  : kCols == 2 ? 6
+                                               : 4;
 
 template <typename Unit, int kCols>
 __global__ void __launch_bounds__(matvec::kThreads, kMinBlocks<kCols>)
@@ -434,8 +438,8 @@ absl::Status LaunchMatMuls(absl::Span<const MatMulJob> jobs, const float* x,
   if (!plan.ok()) return plan.status();
   for (const matvec::MatVecLaunch& launch : *plan) {
     LaunchArgs a;
-    a.grid = dim3(static_cast<unsigned>(launch.row_blocks),
-                  static_cast<unsigned>(launch.token_tiles));
+    a.grid =
+        dim3(static_cast<unsigned>(launch.row_blocks), static_cast<unsigned>(launch.token_tiles));
     a.tile_cols = launch.tile_cols;
     a.cols = launch.cols;
     a.row_bytes = static_cast<int64_t>(RowBytes(launch.type, launch.cols));
@@ -460,6 +464,19 @@ absl::Status LaunchMatMuls(absl::Span<const MatMulJob> jobs, const float* x,
                                                        GetGgmlTypeTraits(job.w.type).name,
                                                        "): weights not 16-byte aligned"));
       }
+    }
+    // Many tokens: the tensor cores, one launch per matrix, the same bits (mma_tiling.h).
+    if (mma::UseTensorCores(launch.type, tokens)) {
+      for (int index : launch.jobs) {
+        const MatMulJob& job = jobs[index];
+        const absl::Status launched =
+            LaunchMmaMatMul(job.w, a.xq, tokens, job.y, job.y_stride, stream);
+        if (!launched.ok()) return launched;
+      }
+      continue;
+    }
+    for (int index : launch.jobs) {
+      const MatMulJob& job = jobs[index];
       const int k = a.jobs.count++;
       a.jobs.w[k] = static_cast<const uint8_t*>(job.w.data);
       a.jobs.y[k] = job.y;

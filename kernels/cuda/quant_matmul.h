@@ -16,16 +16,22 @@
 // LaunchQuantizeQ8SuperBlocks (d = amax / 127 kept in float: the CPU's kBlock256
 // family), again with the CPU's integers per super-block.
 //
-// The matmul is one weight-streaming matvec for every type and token count
-// (matvec_tiling.h holds its tiling, index math and reduction order as host +
-// device code, with a CPU emulation; matvec_plan.h its launch planner): a warp
-// per weight row and tile of up to 16 tokens, four rows per thread block, the
+// Two kernels, one arithmetic. Up to 16 tokens (a decode step, a verify block of
+// k + 1 <= 16), and for every token count of the float types, a weight-streaming
+// matvec (matvec_tiling.h holds its tiling, index math and reduction order as
+// host + device code, with a CPU emulation; matvec_plan.h its launch planner): a
+// warp per weight row and tile of up to 16 tokens, four rows per thread block, the
 // kernel compiled for tiles of 1, 2, 4, 8 and 16 tokens, so a decode step or a
-// verify block of up to 16 tokens reads each weight once. Batch
-// invariance by construction: the operations behind y[t, r] depend on cols and
-// the weight type only, not on the number of tokens, the tile a token lands in,
-// the tile's width, the other rows or the matrices fused into the same launch. There is no
-// split-K, no atomics and no library GEMM (cuBLAS picks algorithms by shape).
+// verify block of up to 16 tokens reads each weight once. Beyond 16 tokens
+// (prefill, large batches) quantized weights run on the tensor cores
+// (mma_tiling.h: int8 mma.sync on the same quants and quantized activations, the
+// same float operations in the same order; mma::UseTensorCores is the rule), so
+// y[t, r] has the same bits whichever kernel runs. Batch invariance by
+// construction: the operations behind y[t, r] depend on cols and the weight type
+// only, not on the number of tokens, the kernel, the tile a token lands in, the
+// tile's width, the other rows or the matrices fused into the same launch. There
+// is no split-K, no atomics and no library GEMM (cuBLAS picks algorithms by shape,
+// and rounds differently from the matvec).
 //
 // All launches are asynchronous on `stream`. Errors: InvalidArgument for a type
 // without a kernel, a cols not a multiple of the block size, no quantized

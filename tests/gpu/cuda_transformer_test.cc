@@ -335,6 +335,17 @@ TEST_P(CudaBatchInvarianceTest, AloneBatchedAndInAVerifyBlockGiveIdenticalLogits
     alone_rows.emplace_back(out.Row(0, 0), out.Row(0, 0) + vocab);
   }
 
+  // The 21-token prompt in one forward runs its quantized matmuls on the tensor
+  // cores (more than 16 tokens, kernels/cuda/mma_tiling.h); fed one token at a
+  // time it runs the matvec: the last row's logits (and so every KV row before it)
+  // must have the same bits.
+  std::unique_ptr<KvCache> one_by_one = gpu->NewCache(128);
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    ASSERT_TRUE(gpu->Forward({{one_by_one.get(), {&prompt[i], 1}, LogitsMode::kLast}}, &out).ok());
+  }
+  EXPECT_TRUE(SameBits(out.Row(0, 0), alone_prompt.data(), vocab))
+      << "prompt fed one token at a time vs in one forward";
+
   // Batched with two other sequences (ragged lengths, more than a tile of tokens),
   // the block as one verify block.
   std::unique_ptr<KvCache> mine = gpu->NewCache(128);

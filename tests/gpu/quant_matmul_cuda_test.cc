@@ -1,15 +1,17 @@
-// The CUDA matmuls (kernels/cuda/quant_matmul.h, the weight-streaming matvec of
-// kernels/cuda/matvec_tiling.h) against the CPU: fresh random weights and
-// activations each run (seed printed), ragged sizes (super-block counts not a
-// multiple of a warp's 32 units, row counts not a multiple of the 4 rows of a
-// thread block, tokens across 1, 2 and 3 tiles of 16), the
-// output poisoned with NaN first (every element must be written, and the stride
-// padding must stay untouched). Also: the kernel equals its CPU emulation
-// (EmulateMatVec over the device's own quantized activations) bit for bit, at real
-// model shapes too; one token alone, every verify block of 2..16 tokens and a
-// 33-token batch give a token the same bits; a fused launch (Q/K/V, gate/up) gives
-// each matrix the bits of its own launch; and the embedding kernel dequantizes rows
-// as DequantizeRow does.
+// The CUDA matmuls (kernels/cuda/quant_matmul.h: the weight-streaming matvec of
+// kernels/cuda/matvec_tiling.h, and beyond 16 tokens for the quantized types the
+// tensor-core kernels of kernels/cuda/mma_tiling.h, which must give the matvec's
+// bits) against the CPU: fresh random weights and activations each run (seed
+// printed), ragged sizes (super-block counts not a multiple of a warp's 32 units,
+// row counts not a multiple of the 4 rows of a thread block, tokens across 1, 2 and
+// 3 tiles of 16), the output poisoned with NaN first (every element must be
+// written, and the stride padding must stay untouched). Also: the kernel equals its
+// CPU emulation (EmulateMatVec over the device's own quantized activations) bit for
+// bit, at real model shapes too and at every token count 1..67; one token alone,
+// every verify block of 2..16 tokens and a 33-token batch give a token the same
+// bits, as does SmolLM2's 49,152-row head over a 40-token prefill; a fused launch
+// (Q/K/V, gate/up) gives each matrix the bits of its own launch; and the embedding
+// kernel dequantizes rows as DequantizeRow does.
 //
 // Bounds, per output (S = sum_c |w_c x_c| in double, the dequantized weights):
 //   vs the emulation         0: the same operations in the same order.
@@ -345,7 +347,7 @@ TEST_P(QuantMatMulCudaTest, RealShapesEqualTheEmulationBitForBit) {
   const int block = GetGgmlTypeTraits(type).block_size;
   for (int64_t cols : {576, 1536, 2048, 4096, 8192, 14336}) {
     if (cols % block != 0) continue;
-    for (int64_t tokens : {1, 2, 3, 5, 9, 16, 17}) {
+    for (int64_t tokens : {1, 2, 3, 5, 9, 16, 17, 67}) {
       const Shape s{25, cols, tokens};
       const std::vector<uint8_t> w = RandomWeights(type, s, rng);
       const std::vector<float> x = RandomActivations(s, rng);
@@ -358,6 +360,52 @@ TEST_P(QuantMatMulCudaTest, RealShapesEqualTheEmulationBitForBit) {
           << TypeName(type) << " cols=" << cols << " tokens=" << tokens;
     }
   }
+}
+
+// Every token count 1..67 (the tensor cores from 17 on for the quantized types: ragged
+// last tiles of 16 tokens, 37 rows a ragged last tile of 32) equals the matvec's
+// emulation bit for bit at SmolLM2-135M's widths (576; the K-quants at its FFN's 1536).
+TEST_P(QuantMatMulCudaTest, EveryTokenCountEqualsTheEmulationBitForBit) {
+  const GgmlType type = GetParam();
+  const int64_t cols = GetGgmlTypeTraits(type).block_size == 256 ? 1536 : 576;
+  std::mt19937 rng(3636);
+  const Shape all{37, cols, 67};
+  const std::vector<uint8_t> w = RandomWeights(type, all, rng);
+  const std::vector<float> x = RandomActivations(all, rng);
+  for (int64_t tokens = 1; tokens <= all.tokens; ++tokens) {
+    const Shape s{all.rows, cols, tokens};
+    const std::vector<float> xn(x.begin(), x.begin() + tokens * cols);
+    matvec::HostQ8Activations xq;
+    const std::vector<float> got = DeviceMatMul(type, w, xn, s, &xq);
+    std::vector<float> emulated(got.size());
+    matvec::EmulateMatVec(type, w.data(), s.rows, s.cols, xq.view(), xn.data(), s.tokens,
+                          emulated.data(), s.rows);
+    ASSERT_EQ(std::memcmp(got.data(), emulated.data(), got.size() * sizeof(float)), 0)
+        << TypeName(type) << " cols=" << cols << " tokens=" << tokens;
+  }
+}
+
+// SmolLM2-135M's output head (49,152 x 576; the K-quants, whose rows are multiples of
+// 256, at 768 columns) over a 40-token prefill (three tiles of 16, the last ragged):
+// tokens 0, 13, 26 and 39 have the bits of that token alone (one matvec launch each)
+// and tokens 16..31 those of a 16-token verify block (the matvec's widest tile).
+TEST_P(QuantMatMulCudaTest, TheHeadOverAPrefillGivesEachTokenItsOwnBits) {
+  const GgmlType type = GetParam();
+  const Shape s{49152, GetGgmlTypeTraits(type).block_size == 256 ? 768 : 576, 40};
+  std::mt19937 rng(36);
+  const std::vector<uint8_t> w = RandomWeights(type, s, rng);
+  const std::vector<float> x = RandomActivations(s, rng);
+  const std::vector<float> batch = DeviceMatMul(type, w, x, s);
+  for (int64_t t = 0; t < s.tokens; t += 13) {
+    const std::vector<float> one_x(x.begin() + t * s.cols, x.begin() + (t + 1) * s.cols);
+    const std::vector<float> one = DeviceMatMul(type, w, one_x, {s.rows, s.cols, 1});
+    ASSERT_EQ(std::memcmp(one.data(), batch.data() + t * s.rows, s.rows * sizeof(float)), 0)
+        << "token " << t;
+  }
+  const std::vector<float> block_x(x.begin() + 16 * s.cols, x.begin() + 32 * s.cols);
+  const std::vector<float> block = DeviceMatMul(type, w, block_x, {s.rows, s.cols, 16});
+  EXPECT_EQ(std::memcmp(block.data(), batch.data() + 16 * s.rows, 16 * s.rows * sizeof(float)), 0)
+      << "tokens 16..31 as a 16-token block";
 }
 
 TEST_P(QuantMatMulCudaTest, EmbeddingRowsMatchDequantizeRow) {

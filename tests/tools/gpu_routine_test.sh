@@ -47,10 +47,13 @@ expect_in_order "$all" \
   "--tool racecheck" "$B/tests/softmax_cuda_test" "--tool synccheck" "$B/tests/softmax_cuda_test" \
   "+ tar -xJf $TMP/llama.tar.xz -C $TMP/work/llama" \
   "$B/bin/splitspec bench decode --device cuda:0 --model $TMP/work/models/bench-smollm2-q4_1.gguf" \
+  "--prefill-tokens 512 --batch 1,8,64" \
   "$B/bin/splitspec bench verify --device cuda:0" "--k 1,2,3,5,8,16" \
   "llama-bench-cuda/llama-bench -m $TMP/work/models/bench-smollm2-q4_1.gguf -ngl 99 -fa 1 -p 512 -n 128" \
   "bench decode --device cuda:0 --model $TMP/work/models/bench-llama3-8b-q4_0.gguf" \
   "llama-bench -m $TMP/work/models/bench-llama3-8b-q4_0.gguf" \
+  "--cuda-graphs off --model $TMP/work/models/bench-llama3-1b-q4_0.gguf --prompt-tokens 512 --repeats 1 --k 1" \
+  "llama-bench -m $TMP/work/models/bench-llama3-1b-q4_0.gguf -ngl 99 -fa 1 -p 512 -n 0 -r 1" \
   "=== done (dry run)"
 # serve_cuda_test is no kernel test: no racecheck for it.
 ! grep -E -- '--tool (racecheck|synccheck).*serve_cuda_test' <<<"$all" \

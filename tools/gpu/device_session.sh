@@ -28,8 +28,9 @@
 #             splitspec_write_bench_model writes them in the background from the start).
 #   llama     llama.cpp's llama-bench (from --llama) on the same files, beside splitspec's.
 #   profile   Nsight Compute per-kernel times (CUDA graphs off) on Llama-3.2-1B shapes: splitspec's
-#             verify at k=1 and k=1,5 and llama-bench's 1-token decode and 5-token batch, each
-#             summarised by tools/gpu/ncu_summary.py (kernel, launches, total and mean us).
+#             verify at k=1 and k=1,5 and a 512-token prompt, llama-bench's 1-token decode,
+#             5-token batch and pp512, each summarised by tools/gpu/ncu_summary.py (kernel,
+#             launches, total and mean us).
 # --dry-run prints each command instead of running it, on any machine (no GPU, no NCCL needed):
 # the plan of a device call, checked before device time is spent (tests/tools/).
 #
@@ -287,7 +288,7 @@ if want bench || want llama; then
     if want bench; then
       say "=== splitspec bench decode --device cuda:0 ($tag, RANDOM weights)"
       run timeout "$(limit 90)" "$B/bin/splitspec" bench decode --device cuda:0 --model "$model" \
-        --decode-tokens 128 --prefill-tokens 512 --batch 1,8 --results-jsonl "$RESULTS" --shape "$tag" \
+        --decode-tokens 128 --prefill-tokens 512 --batch 1,8,64 --results-jsonl "$RESULTS" --shape "$tag" \
         >"$LOGS/decode_$tag.log" 2>&1 \
         || fail "bench decode $tag (exit $?)"
       ((DRY_RUN)) || grep -E '^(device|decode|prefill|batch [0-9]+):' "$LOGS/decode_$tag.log" | tee -a "$SUMMARY"
@@ -334,11 +335,16 @@ if want profile && in_budget 60 "ncu profile"; then
       --cuda-graphs off --model "$model" --prompt-tokens 8 --repeats 3 --k 1
     profile_one splitspec_k1_5 "${ncu_args[@]}" "$B/bin/splitspec" bench verify --device cuda:0 \
       --cuda-graphs off --model "$model" --prompt-tokens 8 --repeats 3 --k 1,5
+    # A 512-token prompt: the tensor-core matmul (MmaMatMulKernel, kernels/cuda/mma_tiling.h).
+    profile_one splitspec_pp512 "${ncu_args[@]}" "$B/bin/splitspec" bench verify --device cuda:0 \
+      --cuda-graphs off --model "$model" --prompt-tokens 512 --repeats 1 --k 1
     if [[ -n "$LLAMA" ]]; then
       profile_one llama_tg1 GGML_CUDA_DISABLE_GRAPHS=1 LD_LIBRARY_PATH="$LLAMA_DIR:$NCCL_LIB:/usr/local/cuda/lib64" \
         "${ncu_args[@]}" "$LLAMA_DIR/llama-bench" -m "$model" -ngl 99 -fa 1 -p 0 -n 1 -r 1
       profile_one llama_pp5 GGML_CUDA_DISABLE_GRAPHS=1 LD_LIBRARY_PATH="$LLAMA_DIR:$NCCL_LIB:/usr/local/cuda/lib64" \
         "${ncu_args[@]}" "$LLAMA_DIR/llama-bench" -m "$model" -ngl 99 -fa 1 -p 5 -n 0 -r 1
+      profile_one llama_pp512 GGML_CUDA_DISABLE_GRAPHS=1 LD_LIBRARY_PATH="$LLAMA_DIR:$NCCL_LIB:/usr/local/cuda/lib64" \
+        "${ncu_args[@]}" "$LLAMA_DIR/llama-bench" -m "$model" -ngl 99 -fa 1 -p 512 -n 0 -r 1
     fi
   fi
   pack_logs
