@@ -75,6 +75,10 @@ FlagTable MakeDraftTable() {
       "them to their target leaders",
       {{"drafter", "NAME", "ngram", "ngram, model or layerskip:L"},
        {"draft", "PATH", "", "the draft model's GGUF (drafter model)"},
+       {"vocab-mapping", "auto|intersection|string", "auto",
+        "a draft model whose vocabulary differs from the target's: token-level intersection, "
+        "string-level match, or auto (intersection for rejection, string for greedy and "
+        "coupled verification)"},
        {"target-model", "PATH", "",
         "the target's GGUF: its tokenizer for the vocabulary check, and a layerskip drafter's "
         "weights"},
@@ -220,6 +224,9 @@ absl::StatusOr<WorkerFlags> WorkerFlagsFrom(const CliArgs& parsed, proto::Role r
   flags.drafter =
       parsed.GetString("drafter", role == proto::ROLE_TARGET_WORKER ? "none" : flags.drafter);
   flags.draft_path = parsed.GetString("draft", "");
+  if (role == proto::ROLE_DRAFT_WORKER) {
+    flags.vocab_mapping = parsed.GetString("vocab-mapping", flags.vocab_mapping);
+  }
   flags.target_model = parsed.GetString("target-model", "");
   RETURN_IF_ERROR(ReadTensorParallel(parsed, flags));
   return flags;
