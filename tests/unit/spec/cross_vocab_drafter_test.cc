@@ -3,8 +3,9 @@
 // draft-only multi-character tokens and target-only ones: cross_vocab_test_util.h),
 // verified block by block against the target as the target worker verifies
 // (VerifyBlock on the target's rows):
-// - the output law under token-level intersection is the target's (chi-square at
-//   significance 1e-3), and the same test rejects a deliberately wrong mapping;
+// - the output law under token-level intersection and under string mapping is the
+//   target's (chi-square at significance 1e-3), and the same test rejects a
+//   deliberately wrong mapping;
 // - greedy speculative output equals the target's greedy output, drafts accepted,
 //   under intersection and string mapping alike;
 // - the draft's tokens always spell the held text (its incremental tokenization).
@@ -284,7 +285,7 @@ TEST_F(CrossVocabDrafterTest, RefusesBadRequestsByName) {
 class CrossVocabDistributionTest : public CrossVocabDrafterTest {
  protected:
   // Chi-square p-value of `samples` continuations, each corrupted by `corrupt`.
-  double ContinuationPValue(const std::string& name,
+  double ContinuationPValue(const std::string& name, VocabMapping mapping,
                             const std::function<void(DraftRequest&)>& corrupt, int samples) {
     const std::vector<int32_t> prompt = Prompt("the in on");
     SamplingParams params;
@@ -309,7 +310,7 @@ class CrossVocabDistributionTest : public CrossVocabDrafterTest {
       }
     }
     std::vector<int64_t> counts(expected.size() + 1, 0);  // the last: outside the support
-    std::unique_ptr<CrossVocabDrafter> drafter = MakeCross(VocabMapping::kIntersection);
+    std::unique_ptr<CrossVocabDrafter> drafter = MakeCross(mapping);
     const uint64_t seed = testing::DistributionTestSeed();
     int drafted = 0;
     int accepted = 0;
@@ -343,7 +344,12 @@ class CrossVocabDistributionTest : public CrossVocabDrafterTest {
 };
 
 TEST_F(CrossVocabDistributionTest, IntersectionKeepsTheTargetsLaw) {
-  EXPECT_GT(ContinuationPValue("intersection", nullptr, 3000), 1e-3);
+  EXPECT_GT(ContinuationPValue("intersection", VocabMapping::kIntersection, nullptr, 3000), 1e-3);
+}
+
+// String mapping under rejection: the re-tokenized drafts ship a one-hot q.
+TEST_F(CrossVocabDistributionTest, StringMappingKeepsTheTargetsLaw) {
+  EXPECT_GT(ContinuationPValue("string", VocabMapping::kString, nullptr, 3000), 1e-3);
 }
 
 // The same test rejects a q mapped to the wrong target ids (each probability
@@ -355,7 +361,7 @@ TEST_F(CrossVocabDistributionTest, AWrongMappingFailsTheSameTest) {
       std::rotate(q.token_ids.begin(), q.token_ids.begin() + 1, q.token_ids.end());
     }
   };
-  EXPECT_LT(ContinuationPValue("wrong mapping", rotate, 3000), 1e-3);
+  EXPECT_LT(ContinuationPValue("wrong mapping", VocabMapping::kIntersection, rotate, 3000), 1e-3);
 }
 
 }  // namespace
