@@ -310,8 +310,9 @@ absl::Status CrossVocabDrafter::PrepareInner(Work& w) {
   DraftRequest& inner = w.inner;
   inner.request_id = r.request_id;
   inner.context = state.draft.ids;
-  // A text ending inside a character drafts nothing until the rest comes.
-  const bool waiting = CompleteUtf8Prefix(state.text) < state.text.size();
+  // A text ending inside a character the draft's tokens do not cover yet drafts
+  // nothing until the rest comes.
+  const bool waiting = state.draft.covered() < state.text.size();
   inner.k = waiting ? 0 : r.k;
   inner.mode = r.mode;
   inner.params = r.params;

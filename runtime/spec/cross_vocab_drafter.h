@@ -26,7 +26,9 @@
 // draft's KV cache where its tokenization diverges (ModelDrafter::Truncate). A
 // byte that starts no UTF-8 character is tokenized as the vocabulary's token of
 // that byte, so the tokens spell the text exactly; a text ending inside a UTF-8
-// character waits for the rest (the request drafts nothing meanwhile). A Truncate to target length n cuts the text after target
+// character that the draft's tokens do not cover (they cover it when the draft
+// drafted those bytes itself) waits for the rest (the request drafts nothing
+// meanwhile). A Truncate to target length n cuts the text after target
 // token n and the draft's tokens to those inside it (accepted drafts keep their
 // draft tokens: the cache is cut exactly where verification stopped).
 // The request's sampling parameters shape q as the draft's ModelDrafter does,
