@@ -159,6 +159,9 @@ class CrossVocabDrafterTest : public ::testing::Test {
     return target_.tokenizer->Encode(text, {.add_special = false});
   }
 
+  // Drafts, keeps some, corrects, and checks the draft's tokens against the text.
+  void CheckDraftTokensSpellTheHeldText(VocabMapping mapping);
+
   static std::string* target_path_;
   static std::string* draft_path_;
   Loaded target_;
@@ -217,7 +220,14 @@ TEST_F(CrossVocabDrafterTest, GreedyOutputIsTheTargetsUnderEitherMapping) {
 }
 
 TEST_F(CrossVocabDrafterTest, DraftTokensSpellTheHeldTextAfterRollbacks) {
-  std::unique_ptr<CrossVocabDrafter> drafter = MakeCross(VocabMapping::kIntersection);
+  for (VocabMapping mapping : {VocabMapping::kIntersection, VocabMapping::kString}) {
+    SCOPED_TRACE(VocabMappingName(mapping));
+    CheckDraftTokensSpellTheHeldText(mapping);
+  }
+}
+
+void CrossVocabDrafterTest::CheckDraftTokensSpellTheHeldText(VocabMapping mapping) {
+  std::unique_ptr<CrossVocabDrafter> drafter = MakeCross(mapping);
   ASSERT_NE(drafter, nullptr);
   const model::Tokenizer draft_tokenizer =
       *model::LoadTokenizerFromGguf(drafter->inner().draft_model().file());
@@ -237,6 +247,9 @@ TEST_F(CrossVocabDrafterTest, DraftTokensSpellTheHeldTextAfterRollbacks) {
     ASSERT_EQ(batch[0].q.size(), batch[0].tokens.size());
     for (size_t i = 0; i < batch[0].tokens.size(); ++i) {
       EXPECT_TRUE(batch[0].q[i].Validate(target_.tokenizer->vocab_size()).ok());
+      if (mapping == VocabMapping::kString) {
+        EXPECT_EQ(batch[0].q[i].token_ids.size(), 1u);
+      }
       EXPECT_GT(batch[0].q[i].ProbabilityOf(batch[0].tokens[i]), 0.0f);
     }
     // Keep step % 3 of them, then a token of the test's choosing (a "correction").
