@@ -1,5 +1,6 @@
 // Drafting with a second, smaller GGUF model that shares the target's
-// vocabulary (drafter "model"). Implements the Drafter protocol of
+// vocabulary (drafter "model"; a draft of another vocabulary runs inside a
+// CrossVocabDrafter, runtime/spec/cross_vocab_drafter.h). Implements the Drafter protocol of
 // runtime/spec/drafter.h with one KV cache per request and one batched forward
 // of the draft model per draft step, for every request of the batch.
 //
