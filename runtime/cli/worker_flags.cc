@@ -80,7 +80,8 @@ FlagTable MakeDraftTable() {
         "string-level match, or auto (intersection for rejection, string for greedy and "
         "coupled verification)"},
        {"target-model", "PATH", "",
-        "the target's GGUF: its tokenizer for the vocabulary check, and a layerskip drafter's "
+        "the target's GGUF: its tokenizer for the vocabulary check (or a draft of another "
+        "vocabulary's mapping), and a layerskip drafter's "
         "weights"},
        {"k", "N", "4", "draft tokens per block, in [1, 64]", IntRangeOf<int>()},
        {"lookahead", "N", "2", "blocks in flight per request; 1 = sequential", IntRangeOf<int>()},
