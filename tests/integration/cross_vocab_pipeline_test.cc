@@ -4,8 +4,9 @@
 // greedy output token for token, drafts accepted, under both mappings:
 // - tiny models: a byte-level BPE target, a SentencePiece draft
 //   (tests/unit/spec/cross_vocab_test_util.h);
-// - the real pair when installed: SmolLM2-135M as target, Gemma 3 270M as draft
-//   (skipped, naming deploy/models.sh gemma3-270m, when it is not).
+// - the real pair when installed, both ways: SmolLM2-135M and Gemma 3 270M each
+//   drafting for the other (skipped, naming deploy/models.sh gemma3-270m, when it
+//   is not).
 // The output law under sampled verification is the unit test's chi-square
 // (tests/unit/spec/cross_vocab_drafter_test.cc); here sampled requests only have to
 // finish with drafts accepted.
@@ -217,6 +218,38 @@ TEST(CrossVocabPipelineRealTest, Gemma3DraftingForSmolLm2IsExactAndAccepted) {
   std::printf("SmolLM2 target, Gemma 3 draft, rejection (intersection): %llu of %llu accepted\n",
               static_cast<unsigned long long>(got.stats.accepted()),
               static_cast<unsigned long long>(got.stats.drafted()));
+}
+
+// The other direction: SmolLM2 (135M) drafting for Gemma 3 (270M), greedy.
+TEST(CrossVocabPipelineRealTest, SmolLm2DraftingForGemma3GreedyEqualsPlain) {
+  const std::string target_path = ModelPath("gemma-3-270m-q4_k_m.gguf");
+  const std::string draft_path = ModelPath("SmolLM2-135M-Instruct.Q4_1.gguf");
+  if (!std::ifstream(draft_path) || !std::ifstream(target_path)) {
+    GTEST_SKIP() << "models not found: " << target_path
+                 << " (deploy/models.sh gemma3-270m installs it), " << draft_path;
+  }
+  Target target = LoadTarget(target_path, 2);
+  ASSERT_NE(target.model, nullptr);
+  const std::vector<int32_t> prompt =
+      target.tokenizer->Encode("The history of the Roman Empire began", {.add_special = true});
+  spec::SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  constexpr int kTokens = 32;
+  const std::vector<int32_t> want = PlainGreedy(*target.model, greedy, prompt, kTokens);
+  for (spec::VocabMapping mapping : {spec::VocabMapping::kAuto, spec::VocabMapping::kIntersection}) {
+    std::unique_ptr<spec::Drafter> drafter =
+        MakeCrossDrafter(draft_path, target_path, *target.tokenizer,
+                         target.model->config().vocab_size, mapping, 1);
+    ASSERT_NE(drafter, nullptr);
+    const Outcome got = Generate(*target.model, *drafter,
+                                 Submit(prompt, greedy, proto::VERIFY_MODE_GREEDY, kTokens));
+    EXPECT_EQ(got.tokens, want) << spec::VocabMappingName(mapping);
+    EXPECT_GT(got.stats.accepted(), 0u) << spec::VocabMappingName(mapping);
+    std::printf("Gemma 3 target, SmolLM2 draft, greedy, mapping %s: %llu of %llu accepted\n",
+                std::string(spec::VocabMappingName(mapping)).c_str(),
+                static_cast<unsigned long long>(got.stats.accepted()),
+                static_cast<unsigned long long>(got.stats.drafted()));
+  }
 }
 
 }  // namespace
