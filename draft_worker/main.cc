@@ -81,8 +81,9 @@ absl::Status ServeDrafts(splitspec::cli::WorkerFlags flags) {
   options.engine.adaptive_window = flags.adaptive_window;
   ASSIGN_OR_RETURN(auto service, splitspec::draft::DraftService::Create(drafter.get(), options));
   SPLITSPEC_LOG(INFO) << "draft worker '" << flags.identity.name << "' drafting with " << spec.name
-                      << (cross_drafter != nullptr ? absl::StrCat(" (", cross_drafter->Describe(), ")")
-                                                   : std::string());
+                      << (cross_drafter != nullptr
+                              ? absl::StrCat(" (", cross_drafter->Describe(), ")")
+                              : std::string());
   return service->Run(splitspec::ShutdownRequested());
 }
 

@@ -82,7 +82,8 @@ void EncodeContinuation(const model::Tokenizer& tokenizer, const ByteTokens& byt
   size_t run = 0;  // start of the well-formed run not encoded yet
   auto flush = [&](size_t upto) {
     if (upto == run) return;
-    const std::vector<int32_t> encoded = tokenizer.Encode(fragment.substr(run, upto - run), options);
+    const std::vector<int32_t> encoded =
+        tokenizer.Encode(fragment.substr(run, upto - run), options);
     size_t end = run;
     for (int32_t id : encoded) {
       absl::StatusOr<std::string_view> piece = tokenizer.Piece(id, /*render_special=*/true);
@@ -182,10 +183,10 @@ std::string CrossVocabDrafter::Describe() const {
       modes = "string under every verification mode";
       break;
   }
-  return absl::StrCat("draft vocabulary of ", map_.draft_size(), " tokens differs from the target's ",
-                      map_.target_size(), ": ", map_.shared_draft_tokens(),
-                      " draft tokens shared; vocab mapping ", VocabMappingName(options_.mapping),
-                      " (", modes, ")");
+  return absl::StrCat("draft vocabulary of ", map_.draft_size(),
+                      " tokens differs from the target's ", map_.target_size(), ": ",
+                      map_.shared_draft_tokens(), " draft tokens shared; vocab mapping ",
+                      VocabMappingName(options_.mapping), " (", modes, ")");
 }
 
 std::vector<int32_t> CrossVocabDrafter::DraftTokens(const std::string& request_id) const {
@@ -327,8 +328,8 @@ absl::Status CrossVocabDrafter::PrepareInner(Work& w) {
                   [](const auto& a, const auto& b) { return a.first == b.first; }),
       inner.params.logit_bias.end());
   // The prompt is the draft tokens inside the target prompt's bytes.
-  const size_t prompt = std::min(static_cast<size_t>(std::max(r.prompt_length, 0)),
-                                 state.target.ids.size());
+  const size_t prompt =
+      std::min(static_cast<size_t>(std::max(r.prompt_length, 0)), state.target.ids.size());
   const size_t prompt_bytes = prompt == 0 ? 0 : state.target.ends[prompt - 1];
   inner.prompt_length = static_cast<int>(
       std::upper_bound(state.draft.ends.begin(), state.draft.ends.end(), prompt_bytes) -
@@ -409,18 +410,21 @@ void CrossVocabDrafter::FinishString(Work& w) {
   if (joined.size() <= base - start) return;
   std::vector<int32_t> ids;
   std::vector<size_t> ends;
-  EncodeContinuation(*target_tokenizer_, target_bytes_, joined, /*parse_special=*/false, &ids, &ends);
+  EncodeContinuation(*target_tokenizer_, target_bytes_, joined, /*parse_special=*/false, &ids,
+                     &ends);
   size_t first = n - from;  // the first proposed token in ids
   bool held_match = ids.size() > first;
   for (size_t i = 0; held_match && i < first; ++i) {
-    held_match = ids[i] == state.target.ids[from + i] && start + ends[i] == state.target.ends[from + i];
+    held_match =
+        ids[i] == state.target.ids[from + i] && start + ends[i] == state.target.ends[from + i];
   }
   size_t offset = start;  // ids' bytes start at text offset `offset`
   if (!held_match) {
     // The draft's text merges with the held tail in a way the held tokens do not
     // spell: propose the target's tokens of the drafted text alone.
     const std::string_view alone = std::string_view(joined).substr(base - start);
-    EncodeContinuation(*target_tokenizer_, target_bytes_, alone, /*parse_special=*/false, &ids, &ends);
+    EncodeContinuation(*target_tokenizer_, target_bytes_, alone, /*parse_special=*/false, &ids,
+                       &ends);
     first = 0;
     offset = base;
   }
@@ -457,8 +461,8 @@ absl::Status CrossVocabDrafter::Propose(absl::Span<DraftRequest> batch) {
     r.status = absl::OkStatus();
     auto it = requests_.find(r.request_id);
     if (it == requests_.end()) {
-      r.status = absl::FailedPreconditionError(absl::StrCat(
-          "cross-vocabulary drafter: request '", r.request_id, "' was not started"));
+      r.status = absl::FailedPreconditionError(
+          absl::StrCat("cross-vocabulary drafter: request '", r.request_id, "' was not started"));
       continue;
     }
     if (!seen.insert(r.request_id).second) {
@@ -477,10 +481,10 @@ absl::Status CrossVocabDrafter::Propose(absl::Span<DraftRequest> batch) {
     bool in_vocabulary = true;
     for (size_t i = held; i < r.context.size() && in_vocabulary; ++i) {
       if (r.context[i] < 0 || r.context[i] >= target_tokenizer_->vocab_size()) {
-        r.status = absl::InvalidArgumentError(absl::StrCat(
-            "cross-vocabulary drafter: request '", r.request_id, "' context token ", i, " is ",
-            r.context[i], ", outside the target's vocabulary [0, ",
-            target_tokenizer_->vocab_size(), ")"));
+        r.status = absl::InvalidArgumentError(
+            absl::StrCat("cross-vocabulary drafter: request '", r.request_id, "' context token ", i,
+                         " is ", r.context[i], ", outside the target's vocabulary [0, ",
+                         target_tokenizer_->vocab_size(), ")"));
         in_vocabulary = false;
       }
     }

@@ -115,10 +115,10 @@ class CrossVocabDrafter : public Drafter {
     }
   };
   struct RequestState {
-    std::string text;       // bytes of the held target tokens
-    Spans target;           // the held target tokens (what the caller holds)
-    Spans draft;            // the draft's tokens of a prefix of text
-    size_t draft_fixed = 0;  // draft[0, draft_fixed): its BOS, never re-tokenized
+    std::string text;                   // bytes of the held target tokens
+    Spans target;                       // the held target tokens (what the caller holds)
+    Spans draft;                        // the draft's tokens of a prefix of text
+    size_t draft_fixed = 0;             // draft[0, draft_fixed): its BOS, never re-tokenized
     std::vector<int32_t> inner_tokens;  // what the inner ModelDrafter holds
     bool inner_started = false;
   };

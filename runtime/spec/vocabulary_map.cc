@@ -81,9 +81,9 @@ absl::StatusOr<SparseDistribution> VocabularyMap::MapToTarget(const SparseDistri
   for (size_t i = 0; i < q.token_ids.size(); ++i) {
     const int32_t target_id = ToTarget(q.token_ids[i]);
     if (target_id == model::kNoToken) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("draft token ", q.token_ids[i], " (entry ", i, " of q, probability ",
-                       q.probs[i], ") has no token in the target's vocabulary"));
+      return absl::InvalidArgumentError(absl::StrCat("draft token ", q.token_ids[i], " (entry ", i,
+                                                     " of q, probability ", q.probs[i],
+                                                     ") has no token in the target's vocabulary"));
     }
     mass[target_id] += q.probs[i];
   }

@@ -152,10 +152,10 @@ TEST(CrossVocabPipelineTest, TinyGreedyEqualsPlainUnderBothMappings) {
   params.temperature = 0.0f;
   for (int byte = 0x80; byte < 0x100; ++byte) params.logit_bias.emplace_back(3 + byte, -100.0f);
   const std::vector<int32_t> want = PlainGreedy(*target.model, params, prompt, 24);
-  for (spec::VocabMapping mapping : {spec::VocabMapping::kAuto, spec::VocabMapping::kIntersection}) {
-    std::unique_ptr<spec::Drafter> drafter =
-        MakeCrossDrafter(draft_path, target_path, *target.tokenizer,
-                         target.model->config().vocab_size, mapping, 1);
+  for (spec::VocabMapping mapping :
+       {spec::VocabMapping::kAuto, spec::VocabMapping::kIntersection}) {
+    std::unique_ptr<spec::Drafter> drafter = MakeCrossDrafter(
+        draft_path, target_path, *target.tokenizer, target.model->config().vocab_size, mapping, 1);
     ASSERT_NE(drafter, nullptr);
     const Outcome got =
         Generate(*target.model, *drafter, Submit(prompt, params, proto::VERIFY_MODE_GREEDY, 24));
@@ -189,10 +189,10 @@ TEST(CrossVocabPipelineRealTest, Gemma3DraftingForSmolLm2IsExactAndAccepted) {
   greedy.temperature = 0.0f;
   constexpr int kTokens = 32;
   const std::vector<int32_t> want = PlainGreedy(*target.model, greedy, prompt, kTokens);
-  for (spec::VocabMapping mapping : {spec::VocabMapping::kAuto, spec::VocabMapping::kIntersection}) {
-    std::unique_ptr<spec::Drafter> drafter =
-        MakeCrossDrafter(draft_path, target_path, *target.tokenizer,
-                         target.model->config().vocab_size, mapping, 1);
+  for (spec::VocabMapping mapping :
+       {spec::VocabMapping::kAuto, spec::VocabMapping::kIntersection}) {
+    std::unique_ptr<spec::Drafter> drafter = MakeCrossDrafter(
+        draft_path, target_path, *target.tokenizer, target.model->config().vocab_size, mapping, 1);
     ASSERT_NE(drafter, nullptr);
     const Outcome got = Generate(*target.model, *drafter,
                                  Submit(prompt, greedy, proto::VERIFY_MODE_GREEDY, kTokens));
@@ -236,10 +236,10 @@ TEST(CrossVocabPipelineRealTest, SmolLm2DraftingForGemma3GreedyEqualsPlain) {
   greedy.temperature = 0.0f;
   constexpr int kTokens = 32;
   const std::vector<int32_t> want = PlainGreedy(*target.model, greedy, prompt, kTokens);
-  for (spec::VocabMapping mapping : {spec::VocabMapping::kAuto, spec::VocabMapping::kIntersection}) {
-    std::unique_ptr<spec::Drafter> drafter =
-        MakeCrossDrafter(draft_path, target_path, *target.tokenizer,
-                         target.model->config().vocab_size, mapping, 1);
+  for (spec::VocabMapping mapping :
+       {spec::VocabMapping::kAuto, spec::VocabMapping::kIntersection}) {
+    std::unique_ptr<spec::Drafter> drafter = MakeCrossDrafter(
+        draft_path, target_path, *target.tokenizer, target.model->config().vocab_size, mapping, 1);
     ASSERT_NE(drafter, nullptr);
     const Outcome got = Generate(*target.model, *drafter,
                                  Submit(prompt, greedy, proto::VERIFY_MODE_GREEDY, kTokens));

@@ -64,7 +64,9 @@ std::vector<float> TargetProbs(model::Transformer& target, const SamplingParams&
                                const std::vector<int32_t>& context) {
   const std::vector<float> logits = LastLogits(target, context);
   std::vector<float> probs(logits.size());
-  EXPECT_TRUE(ProcessRow(params, {.tokens = context, .prompt_length = 0, .allowed = {}}, logits, absl::MakeSpan(probs)).ok());
+  EXPECT_TRUE(ProcessRow(params, {.tokens = context, .prompt_length = 0, .allowed = {}}, logits,
+                         absl::MakeSpan(probs))
+                  .ok());
   return probs;
 }
 
@@ -329,15 +331,15 @@ class CrossVocabDistributionTest : public CrossVocabDrafterTest {
     int accepted = 0;
     for (int s = 0; s < samples; ++s) {
       params.seed = seed + static_cast<uint64_t>(s);
-      const SpecRun run = RunSpec(*drafter, *target_.model, prompt, 2, VerifyMode::kRejection,
-                                  params, 2, corrupt);
+      const SpecRun run =
+          RunSpec(*drafter, *target_.model, prompt, 2, VerifyMode::kRejection, params, 2, corrupt);
       drafted += run.drafted;
       accepted += run.accepted;
       size_t cell = expected.size();
       const auto i = std::find(support.begin(), support.end(), run.tokens[0]) - support.begin();
       if (static_cast<size_t>(i) < support.size()) {
-        const auto j = std::find(second[i].begin(), second[i].end(), run.tokens[1]) -
-                       second[i].begin();
+        const auto j =
+            std::find(second[i].begin(), second[i].end(), run.tokens[1]) - second[i].begin();
         if (static_cast<size_t>(j) < second[i].size()) {
           cell = 0;
           for (size_t a = 0; a < static_cast<size_t>(i); ++a) cell += second[a].size();

@@ -31,8 +31,8 @@ model::Tokenizer BpeVocab() {
   model::TokenizerVocab v;
   v.model = "gpt2";
   v.pre = "smollm";
-  v.tokens = {"<|endoftext|>", "A", "a", "Ġ", "t", "h", "e", "Ġt", "he", "Ġthe", "Ċ", "b", "p",
-              "bp", "bpe", "<s>"};
+  v.tokens = {"<|endoftext|>", "A", "a", "Ġ", "t",  "h",   "e",  "Ġt", "he",
+              "Ġthe",          "Ċ", "b", "p", "bp", "bpe", "<s>"};
   v.token_types.assign(v.tokens.size(), TokenType::kNormal);
   v.token_types[0] = TokenType::kControl;
   v.merges = {"Ġ t", "h e", "Ġt he", "b p", "bp e"};
@@ -46,8 +46,8 @@ model::Tokenizer BpeVocab() {
 model::Tokenizer SpmVocab() {
   model::TokenizerVocab v;
   v.model = "llama";
-  v.tokens = {"<unk>", "<s>",   "</s>", "<0x41>", "A", "▁the", "▁t", "he",
-              "h",     "e",     "t",    "▁",      "<0x0A>", "zz", "a"};
+  v.tokens = {"<unk>", "<s>", "</s>", "<0x41>", "A",      "▁the", "▁t", "he",
+              "h",     "e",   "t",    "▁",      "<0x0A>", "zz",   "a"};
   v.token_types.assign(v.tokens.size(), TokenType::kNormal);
   v.token_types[0] = TokenType::kUnknown;
   v.token_types[1] = TokenType::kControl;
@@ -65,11 +65,11 @@ model::Tokenizer SpmVocab() {
 TEST(IntersectionBytesTest, NormalizesEachKindToBytes) {
   const model::Tokenizer bpe = BpeVocab();
   const model::Tokenizer spm = SpmVocab();
-  EXPECT_EQ(IntersectionBytes(bpe, 9), " the");  // Ġthe
-  EXPECT_EQ(IntersectionBytes(bpe, 10), "\n");   // Ċ
-  EXPECT_EQ(IntersectionBytes(spm, 5), " the");  // ▁the
-  EXPECT_EQ(IntersectionBytes(spm, 3), "A");     // <0x41>
-  EXPECT_EQ(IntersectionBytes(spm, 12), "\n");   // <0x0A>
+  EXPECT_EQ(IntersectionBytes(bpe, 9), " the");        // Ġthe
+  EXPECT_EQ(IntersectionBytes(bpe, 10), "\n");         // Ċ
+  EXPECT_EQ(IntersectionBytes(spm, 5), " the");        // ▁the
+  EXPECT_EQ(IntersectionBytes(spm, 3), "A");           // <0x41>
+  EXPECT_EQ(IntersectionBytes(spm, 12), "\n");         // <0x0A>
   EXPECT_EQ(IntersectionBytes(bpe, 0), std::nullopt);  // control
   EXPECT_EQ(IntersectionBytes(spm, 0), std::nullopt);  // unknown
   EXPECT_EQ(IntersectionBytes(spm, 1), std::nullopt);  // control
