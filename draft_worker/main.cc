@@ -19,6 +19,7 @@
 #include "runtime/model/device.h"
 #include "runtime/model/gguf_reader.h"
 #include "runtime/model/kv_budget.h"
+#include "runtime/spec/cross_vocab_drafter.h"
 #include "runtime/spec/drafter_factory.h"
 #include "runtime/spec/model_drafter.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
@@ -37,6 +38,7 @@ absl::Status ServeDrafts(splitspec::cli::WorkerFlags flags) {
   RETURN_IF_ERROR(
       splitspec::model::CheckDeviceExists(flags.device, splitspec::model::SystemDeviceProbe()));
   spec.device = flags.device;
+  ASSIGN_OR_RETURN(spec.vocab_mapping, splitspec::spec::ParseVocabMapping(flags.vocab_mapping));
   std::unique_ptr<splitspec::spec::Drafter> drafter;
   if (spec.kind == splitspec::spec::DrafterSpec::Kind::kNgram) {
     ASSIGN_OR_RETURN(drafter, splitspec::spec::MakeDrafter(spec, "", nullptr, 0, 1));
@@ -53,7 +55,11 @@ absl::Status ServeDrafts(splitspec::cli::WorkerFlags flags) {
                                                   tokenizer.vocab_size(), flags.identity.threads));
   }
   // A drafter with a model keeps KV caches: give them their budget.
-  if (auto* model_drafter = dynamic_cast<splitspec::spec::ModelDrafter*>(drafter.get())) {
+  auto* cross_drafter = dynamic_cast<splitspec::spec::CrossVocabDrafter*>(drafter.get());
+  auto* model_drafter = cross_drafter != nullptr
+                            ? &cross_drafter->inner()
+                            : dynamic_cast<splitspec::spec::ModelDrafter*>(drafter.get());
+  if (model_drafter != nullptr) {
     ASSIGN_OR_RETURN(
         uint64_t kv_cache_bytes,
         splitspec::model::StartKvBudget(model_drafter->draft_model(), flags.kv_cache_memory,
@@ -74,7 +80,10 @@ absl::Status ServeDrafts(splitspec::cli::WorkerFlags flags) {
   options.engine.cache_guard = flags.cache_guard;
   options.engine.adaptive_window = flags.adaptive_window;
   ASSIGN_OR_RETURN(auto service, splitspec::draft::DraftService::Create(drafter.get(), options));
-  SPLITSPEC_LOG(INFO) << "draft worker '" << flags.identity.name << "' drafting with " << spec.name;
+  SPLITSPEC_LOG(INFO) << "draft worker '" << flags.identity.name << "' drafting with " << spec.name
+                      << (cross_drafter != nullptr
+                              ? absl::StrCat(" (", cross_drafter->Describe(), ")")
+                              : std::string());
   return service->Run(splitspec::ShutdownRequested());
 }
 

@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -187,11 +188,13 @@ absl::StatusOr<std::unique_ptr<spec::Drafter>> LoadDrafter(const std::string& na
                                                            const WorkloadBenchFlags& f,
                                                            const model::Tokenizer& tokenizer,
                                                            int vocab) {
+  // model:PATH: another GGUF (of another vocabulary too: vocab mapping auto).
+  const bool other_model = absl::StartsWith(name, "model:");
   const std::string spec_name = name == "layerskip" ? absl::StrCat("layerskip:", f.layerskip)
-                                : name == "self"    ? "model"
-                                                    : name;
-  ASSIGN_OR_RETURN(spec::DrafterSpec spec,
-                   spec::ParseDrafterSpec(spec_name, name == "self" ? f.model : ""));
+                                : name == "self" || other_model ? "model"
+                                                                : name;
+  const std::string draft_path = name == "self" ? f.model : other_model ? name.substr(6) : "";
+  ASSIGN_OR_RETURN(spec::DrafterSpec spec, spec::ParseDrafterSpec(spec_name, draft_path));
   return spec::MakeDrafter(spec, f.model, &tokenizer, vocab, 1);
 }
 

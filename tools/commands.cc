@@ -192,6 +192,10 @@ const cli::FlagTable& GenerateFlagTable() {
                  {"draft", "PATH", "", "a draft model's GGUF (drafter 'model')"},
                  {"drafter", "NAME", "model with --draft, else none",
                   "none, ngram, model or layerskip:L"},
+                 {"vocab-mapping", "auto|intersection|string", "auto",
+                  "a draft whose vocabulary differs from the target's: token-level "
+                  "intersection, string-level match, or auto (intersection for rejection, "
+                  "string for greedy and coupled verification)"},
                  {"prompt", "TEXT", "", "the prompt, tokenized with the target's tokenizer"},
                  {"prompt-ids", "1,2,3", "", "the prompt as token ids (or --prompt)"},
                  {"min-p", "P", "0", "drop tokens below P times the most likely one"},
@@ -253,7 +257,8 @@ const cli::FlagTable& BenchSpecFlagTable() {
                  {"layerskip", "L", "24", "the layers the layerskip drafter keeps",
                   cli::IntRangeOf<int>()},
                  {"drafters", "LIST", "ngram,layerskip,self",
-                  "the drafters to measure (with --workload also lookup; without it "
+                  "the drafters to measure (with --workload also lookup and model:PATH, "
+                  "another GGUF, of another vocabulary too; without it "
                   "also sim:alpha=A,ratio=C); commas separate drafters, except that a "
                   "KEY=VALUE piece continues the drafter before it"},
                  {"sim-grid", "", "",

@@ -2,14 +2,17 @@
 //     [--prompt TEXT | --prompt-ids 1,2,3] [--max-tokens N] [--temperature T] [--top-k K]
 //     [--top-p P] [--min-p P] [--seed S] [--k K] [--verify greedy|rejection|coupled]
 //     [--samples M] [--threads N] [--draft-threads N] [--sequential] [--ignore-eos] [--json]
-//     [--trace FILE] [--target-tp N] [--logit-bias ID:BIAS,...] [--presence-penalty X]
+//     [--trace FILE] [--target-tp N] [--vocab-mapping auto|intersection|string]
+//     [--logit-bias ID:BIAS,...] [--presence-penalty X]
 //     [--frequency-penalty X] [--repetition-penalty X]
 //     [--json-schema FILE | --regex RE | --grammar FILE | --choice A,B,...]`
 //
 // Runs the whole speculative pipeline in this process: coordinator, target
 // worker and draft worker as threads talking over inproc:// channels, the same
 // services and code paths as a cluster of processes (tools/cluster/in_process_cluster.h).
-// --drafter none runs the target alone. --sequential makes the draft wait for
+// --drafter none runs the target alone. A --draft whose vocabulary differs from
+// the target's drafts through --vocab-mapping (runtime/spec/vocab_mapping.h), and
+// the mapping is named on stderr. --sequential makes the draft wait for
 // each verification (lookahead 1) instead of drafting ahead (lookahead 2).
 // The constraint flags (tools/processor_flags.h) give the output a structured-output
 // grammar, as the HTTP API's structured_outputs, exact under speculation.
@@ -36,6 +39,7 @@
 #include "runtime/base/trace.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/request_client.h"
+#include "runtime/spec/cross_vocab_drafter.h"
 #include "runtime/spec/drafter_factory.h"
 #include "runtime/spec/verify_mode.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
@@ -104,6 +108,8 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
   const std::string draft_path = args.GetString("draft", "");
   const std::string drafter = args.GetString("drafter", draft_path.empty() ? "none" : "model");
   ASSIGN_OR_RETURN(f.drafter, spec::ParseDrafterSpec(drafter, draft_path));
+  ASSIGN_OR_RETURN(f.drafter.vocab_mapping,
+                   spec::ParseVocabMapping(args.GetString("vocab-mapping", "auto")));
   RETURN_IF_ERROR(ParseSampling(args, f));
   ASSIGN_OR_RETURN(f.guidance, ParseGuidanceFlags(args));
   ASSIGN_OR_RETURN(f.processors, ParseProcessorFlags(args));
@@ -189,6 +195,9 @@ absl::Status RunGenerate(const GenerateFlags& f) {
   ASSIGN_OR_RETURN(std::unique_ptr<spec::Drafter> drafter,
                    spec::MakeDrafter(f.drafter, f.target, &tokenizer, target->config().vocab_size,
                                      f.draft_threads));
+  if (const auto* cross = dynamic_cast<const spec::CrossVocabDrafter*>(drafter.get())) {
+    std::fprintf(stderr, "splitspec generate: %s\n", cross->Describe().c_str());
+  }
   std::vector<int32_t> prompt = f.prompt_ids;
   if (f.has_prompt_text) {
     prompt = tokenizer.Encode(f.prompt, {.add_special = true, .parse_special = true});

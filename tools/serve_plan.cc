@@ -398,7 +398,8 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
                 std::to_string(pool.threads)};
       if (pool.drafter == "model") {
         p.argv.insert(p.argv.end(),
-                      {"--draft", pool.draft_model.empty() ? c.models.draft : pool.draft_model});
+                      {"--draft", pool.draft_model.empty() ? c.models.draft : pool.draft_model,
+                       "--vocab-mapping", pool.vocab_mapping});
       }
       if (!pool.kv_cache_memory.empty())
         p.argv.insert(p.argv.end(), {"--kv-cache-memory", pool.kv_cache_memory});

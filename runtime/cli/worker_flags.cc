@@ -75,8 +75,13 @@ FlagTable MakeDraftTable() {
       "them to their target leaders",
       {{"drafter", "NAME", "ngram", "ngram, model or layerskip:L"},
        {"draft", "PATH", "", "the draft model's GGUF (drafter model)"},
+       {"vocab-mapping", "auto|intersection|string", "auto",
+        "a draft model whose vocabulary differs from the target's: token-level intersection, "
+        "string-level match, or auto (intersection for rejection, string for greedy and "
+        "coupled verification)"},
        {"target-model", "PATH", "",
-        "the target's GGUF: its tokenizer for the vocabulary check, and a layerskip drafter's "
+        "the target's GGUF: its tokenizer for the vocabulary check (or a draft of another "
+        "vocabulary's mapping), and a layerskip drafter's "
         "weights"},
        {"k", "N", "4", "draft tokens per block, in [1, 64]", IntRangeOf<int>()},
        {"lookahead", "N", "2", "blocks in flight per request; 1 = sequential", IntRangeOf<int>()},
@@ -220,6 +225,9 @@ absl::StatusOr<WorkerFlags> WorkerFlagsFrom(const CliArgs& parsed, proto::Role r
   flags.drafter =
       parsed.GetString("drafter", role == proto::ROLE_TARGET_WORKER ? "none" : flags.drafter);
   flags.draft_path = parsed.GetString("draft", "");
+  if (role == proto::ROLE_DRAFT_WORKER) {
+    flags.vocab_mapping = parsed.GetString("vocab-mapping", flags.vocab_mapping);
+  }
   flags.target_model = parsed.GetString("target-model", "");
   RETURN_IF_ERROR(ReadTensorParallel(parsed, flags));
   return flags;

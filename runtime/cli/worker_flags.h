@@ -49,6 +49,7 @@ struct WorkerFlags {
   // Draft workers; and target workers' --drafter (default "none" there).
   std::string drafter = "ngram";
   std::string draft_path;
+  std::string vocab_mapping = "auto";  // draft workers' --vocab-mapping (spec/vocab_mapping.h)
   std::string target_model;
   int k = 4;
   int lookahead = 2;

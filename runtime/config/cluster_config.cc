@@ -193,6 +193,7 @@ absl::Status ReadDraftPool(const TomlTable& table, int index, const std::string&
   RETURN_IF_ERROR(r.Int("count", &p.count));
   RETURN_IF_ERROR(r.String("drafter", &p.drafter));
   RETURN_IF_ERROR(r.Path("draft_model", &p.draft_model));
+  RETURN_IF_ERROR(r.String("vocab_mapping", &p.vocab_mapping));
   RETURN_IF_ERROR(r.Int("k", &p.k));
   RETURN_IF_ERROR(r.Int("lookahead", &p.lookahead));
   RETURN_IF_ERROR(r.StringList("devices", &p.devices));

@@ -69,6 +69,9 @@
 //                                # worker processes; "auto": "target" for ngram
 //                                # and lookup, "workers" for model drafters
 //   draft_model = ""             # ["" = models.draft]; needed by drafter "model"
+//   vocab_mapping = "auto"       # drafter "model" whose vocabulary differs from the
+//                                # target's: "auto", "intersection" or "string"
+//                                # (runtime/spec/vocab_mapping.h)
 //   k = 4                        # draft tokens per block (1..64)
 //   lookahead = 2                # blocks drafted ahead (1 = sequential; 1..64)
 //   devices = ["cpu"]            # worker i uses devices[i % len]; "cpu" or "cuda:N"
@@ -155,6 +158,7 @@ struct DraftPoolConfig {
   int count = 1;
   std::string drafter = "lookup";
   std::string draft_model;  // "" = models.draft
+  std::string vocab_mapping = "auto";  // "auto", "intersection" or "string" (see above)
   int k = 4;
   int lookahead = 2;
   std::vector<std::string> devices = {"cpu"};

@@ -292,6 +292,12 @@ class Validator {
         pool.count > 0) {
       return Fail(p + ".drafter", "\"model\" needs draft_model here or models.draft");
     }
+    if (pool.vocab_mapping != "auto" && pool.vocab_mapping != "intersection" &&
+        pool.vocab_mapping != "string") {
+      return Fail(p + ".vocab_mapping",
+                  absl::StrCat(Quoted(pool.vocab_mapping),
+                               " is not \"auto\", \"intersection\" or \"string\""));
+    }
     if (pool.drafter != "model" && !pool.draft_model.empty()) {
       return Fail(p + ".draft_model",
                   absl::StrCat(Quoted(pool.draft_model), " is set but drafter is ",

@@ -5,11 +5,51 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/model/transformer.h"
+#include "runtime/spec/cross_vocab_drafter.h"
 #include "runtime/spec/lookup_drafter.h"
 #include "runtime/spec/model_drafter.h"
 #include "runtime/spec/ngram_drafter.h"
+#include "runtime/spec/vocabulary_check.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
 
 namespace splitspec::spec {
+namespace {
+
+// Drafter "model": the draft file's vocabulary decides between the plain model
+// drafter and the cross-vocabulary one.
+absl::StatusOr<std::unique_ptr<Drafter>> MakeModelDrafter(const DrafterSpec& spec,
+                                                          const model::Tokenizer& target_tokenizer,
+                                                          int target_vocab_size,
+                                                          const ModelDrafterOptions& options) {
+  model::TransformerOptions model_options;
+  model_options.threads = options.threads;
+  model_options.device = options.device;
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> draft,
+                   model::Transformer::Load(spec.draft_path, model_options));
+  absl::StatusOr<model::Tokenizer> tokenizer = model::LoadTokenizerFromGguf(draft->file());
+  auto named = [&spec](const absl::Status& status) {
+    return absl::Status(status.code(),
+                        absl::StrCat("draft model ", spec.draft_path, ": ", status.message()));
+  };
+  if (!tokenizer.ok()) return named(tokenizer.status());
+  const bool same_vocabulary = CheckSameVocabulary(target_tokenizer, *tokenizer).ok() &&
+                               draft->config().vocab_size == target_vocab_size;
+  if (same_vocabulary && spec.vocab_mapping == VocabMapping::kAuto) {
+    absl::StatusOr<std::unique_ptr<ModelDrafter>> drafter = ModelDrafter::Create(
+        std::move(draft), *tokenizer, target_tokenizer, target_vocab_size, options);
+    if (!drafter.ok()) return named(drafter.status());
+    return std::unique_ptr<Drafter>(*std::move(drafter));
+  }
+  CrossVocabDrafterOptions cross_options;
+  cross_options.mapping = spec.vocab_mapping;
+  cross_options.model = options;
+  absl::StatusOr<std::unique_ptr<CrossVocabDrafter>> drafter = CrossVocabDrafter::Create(
+      std::move(draft), *std::move(tokenizer), &target_tokenizer, cross_options);
+  if (!drafter.ok()) return named(drafter.status());
+  return std::unique_ptr<Drafter>(*std::move(drafter));
+}
+
+}  // namespace
 
 absl::StatusOr<DrafterSpec> ParseDrafterSpec(const std::string& name,
                                              const std::string& draft_path) {
@@ -64,12 +104,8 @@ absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const DrafterSpec& spec,
       return std::unique_ptr<Drafter>(new NgramDrafter(NgramDrafterConfig{}));
     case DrafterSpec::Kind::kLookup:
       return std::unique_ptr<Drafter>(new LookupDrafter(LookupDrafterConfig{}));
-    case DrafterSpec::Kind::kModel: {
-      ASSIGN_OR_RETURN(
-          std::unique_ptr<ModelDrafter> drafter,
-          ModelDrafter::Load(spec.draft_path, *target_tokenizer, target_vocab_size, options));
-      return std::unique_ptr<Drafter>(std::move(drafter));
-    }
+    case DrafterSpec::Kind::kModel:
+      return MakeModelDrafter(spec, *target_tokenizer, target_vocab_size, options);
     case DrafterSpec::Kind::kLayerSkip: {
       model::TransformerOptions model_options;
       model_options.threads = threads;

@@ -5,8 +5,9 @@
 //                    MakeDrafter(spec, target_path, &target_tokenizer, vocab, /*threads=*/1));
 //
 // Names: "none" (no drafter), "ngram" (prompt lookup, suffixes of <= 3 tokens),
-// "lookup" (longest-suffix prompt lookup, runtime/spec/lookup_drafter.h), "model" (another GGUF
-// with the target's vocabulary, given as draft_path), "layerskip:L" (the first L
+// "lookup" (longest-suffix prompt lookup, runtime/spec/lookup_drafter.h), "model" (another GGUF,
+// given as draft_path: a ModelDrafter when it has the target's vocabulary, else a
+// CrossVocabDrafter mapping its tokens by `vocab_mapping`), "layerskip:L" (the first L
 // layers of the target's own file + its final norm and head; the file is
 // mmapped again, so the pages are shared with a co-located target).
 #ifndef SPLITSPEC_RUNTIME_SPEC_DRAFTER_FACTORY_H_
@@ -18,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "runtime/model/device.h"
 #include "runtime/spec/drafter.h"
+#include "runtime/spec/vocab_mapping.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace splitspec::spec {
@@ -31,6 +33,10 @@ struct DrafterSpec {
   // Where a model or layerskip drafter's model runs (Transformer's device check
   // applies at load); ngram and lookup drafters run on the host whatever it says.
   model::DeviceSpec device = {};
+  // model: how a draft whose vocabulary differs drafts for the target
+  // (vocab_mapping.h). auto with equal vocabularies is the plain ModelDrafter;
+  // intersection or string use the CrossVocabDrafter even then.
+  VocabMapping vocab_mapping = VocabMapping::kAuto;
 };
 
 // Errors (InvalidArgument, naming the value): an unknown name, "layerskip:" without
@@ -38,7 +44,8 @@ struct DrafterSpec {
 absl::StatusOr<DrafterSpec> ParseDrafterSpec(const std::string& name,
                                              const std::string& draft_path);
 
-// nullptr for kNone. `target_tokenizer` may be null for ngram and lookup only. Errors:
+// nullptr for kNone. `target_tokenizer` may be null for ngram and lookup only; a
+// CrossVocabDrafter borrows it (it must outlive the drafter). Errors:
 // InvalidArgument if a model drafter has no target tokenizer; those of loading
 // the draft model or the target's file (naming the file) and of the
 // vocabulary check.

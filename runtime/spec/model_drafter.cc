@@ -152,6 +152,23 @@ void ModelDrafter::FitKvBudget(std::vector<Work*>& fed, std::vector<model::Seque
   inputs.resize(kept);
 }
 
+absl::Status ModelDrafter::RestrictTokens(const std::string& request_id,
+                                          absl::Span<const uint32_t> allowed) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) {
+    return absl::NotFoundError(absl::StrCat("model drafter: unknown request '", request_id, "'"));
+  }
+  const size_t words = (static_cast<size_t>(vocab_) + 31) / 32;
+  if (!allowed.empty() && allowed.size() != words) {
+    return absl::InvalidArgumentError(absl::StrCat("model drafter: request '", request_id,
+                                                   "': a token mask of ", allowed.size(),
+                                                   " words; the draft's ", vocab_,
+                                                   " logits need ", words));
+  }
+  it->second.allowed = allowed;
+  return absl::OkStatus();
+}
+
 absl::Status ModelDrafter::Truncate(const std::string& request_id, int64_t length) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) {
@@ -232,6 +249,7 @@ bool ModelDrafter::Choose(Work& w, const float* logits) {
   RowContext context;
   context.tokens = w.state->tokens;
   context.prompt_length = r.prompt_length;
+  context.allowed = w.state->allowed;
   absl::Status status = ProcessRow(r.params, context, absl::MakeConstSpan(logits, vocab_),
                                    absl::MakeSpan(probs_));
   absl::StatusOr<DraftChoice> choice =

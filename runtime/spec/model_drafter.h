@@ -1,5 +1,6 @@
 // Drafting with a second, smaller GGUF model that shares the target's
-// vocabulary (drafter "model"). Implements the Drafter protocol of
+// vocabulary (drafter "model"; a draft of another vocabulary runs inside a
+// CrossVocabDrafter, runtime/spec/cross_vocab_drafter.h). Implements the Drafter protocol of
 // runtime/spec/drafter.h with one KV cache per request and one batched forward
 // of the draft model per draft step, for every request of the batch.
 //
@@ -80,6 +81,14 @@ class ModelDrafter : public Drafter {
   // the same request twice in the batch, invalid params, non-finite draft logits.
   // A failed forward returns its error with every request rolled back.
   absl::Status Propose(absl::Span<DraftRequest> batch) override;
+  // Restricts the tokens `request_id` may draft to those whose bit is set in
+  // `allowed` (logits_pipeline.h's mask layout over this model's logits; borrowed,
+  // it must outlive the request or the next call; empty: no restriction), applied
+  // to q before it is sampled or shipped, so q is renormalized over them: how a
+  // draft with another vocabulary drafts only the tokens both share
+  // (cross_vocab_drafter.h). NotFound for an unknown request; InvalidArgument for
+  // a mask of the wrong size (naming both).
+  absl::Status RestrictTokens(const std::string& request_id, absl::Span<const uint32_t> allowed);
   // Positions of `request_id` in its draft cache (-1 if not started): how much
   // of the held sequence has been fed to the model (it feeds lazily).
   const model::KvBudget* kv_budget() const override { return &kv_budget_; }
@@ -97,6 +106,7 @@ class ModelDrafter : public Drafter {
     std::unique_ptr<model::KvCache> cache;  // positions [0, cache->length()) of `tokens`
     std::vector<int32_t> tokens;            // the held sequence
     uint64_t started = 0;                   // Start order: the newest is evicted first
+    absl::Span<const uint32_t> allowed;     // RestrictTokens' mask; empty: none
   };
   // One request of a Propose call.
   struct Work {

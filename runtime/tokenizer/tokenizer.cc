@@ -137,7 +137,7 @@ std::vector<TokenId> Tokenizer::Encode(std::string_view text, const EncodeOption
       after_special = true;
       continue;
     }
-    if (add_space_prefix_ && after_special) {
+    if (add_space_prefix_ && options.space_prefix && after_special) {
       EncodeText(absl::StrCat(" ", tokenizer_internal::AV(f.text(text))), &out);
     } else {
       EncodeText(f.text(text), &out);

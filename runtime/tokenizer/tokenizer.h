@@ -43,6 +43,10 @@ struct EncodeOptions {
   bool add_special = true;
   // Text equal to a control token (e.g. "<|im_start|>") becomes that token.
   bool parse_special = false;
+  // SentencePiece vocabularies that prefix a space (adds_space_prefix()): do so.
+  // false when the text continues text tokenized before (re-tokenizing the tail
+  // of a sequence), whose pieces then cover exactly the given bytes.
+  bool space_prefix = true;
 };
 
 struct DecodeOptions {

@@ -196,6 +196,9 @@ TEST(ClusterConfigTest, EachErrorNamesFileLineAndField) {
       {"[[draft_pool]]\ndrafter = \"eagle\"\n",
        "c.toml:2: draft_pool[0].drafter: \"eagle\" is not \"ngram\", \"lookup\", \"model\", "
        "\"layerskip:L\" or \"none\""},
+      {"[[draft_pool]]\nvocab_mapping = \"tokens\"\n",
+       "c.toml:2: draft_pool[0].vocab_mapping: \"tokens\" is not \"auto\", \"intersection\" or "
+       "\"string\""},
       {"[[draft_pool]]\nplacement = \"gpu\"\n",
        "c.toml:2: draft_pool[0].placement: \"gpu\" is not \"auto\", \"target\" or \"workers\""},
       {"[[draft_pool]]\ndrafter = \"layerskip:2\"\nplacement = \"target\"\n",
@@ -333,12 +336,13 @@ TEST(ClusterConfigTest, DefaultConfigFileEqualsTheBuiltInDefaults) {
   ASSERT_EQ(file->draft_pools.size(), 1u);
   const DraftPoolConfig& p = file->draft_pools[0];
   const DraftPoolConfig& dp = empty->draft_pools[0];
-  EXPECT_EQ(std::tie(p.name, p.count, p.drafter, p.draft_model, p.k, p.lookahead, p.devices,
-                     p.threads, p.host, p.kv_cache_memory, p.placement),
-            std::tie(dp.name, dp.count, dp.drafter, dp.draft_model, dp.k, dp.lookahead, dp.devices,
-                     dp.threads, dp.host, dp.kv_cache_memory, dp.placement));
+  EXPECT_EQ(std::tie(p.name, p.count, p.drafter, p.draft_model, p.vocab_mapping, p.k, p.lookahead,
+                     p.devices, p.threads, p.host, p.kv_cache_memory, p.placement),
+            std::tie(dp.name, dp.count, dp.drafter, dp.draft_model, dp.vocab_mapping, dp.k,
+                     dp.lookahead, dp.devices, dp.threads, dp.host, dp.kv_cache_memory,
+                     dp.placement));
   // Every key is written out in the file.
-  EXPECT_EQ(file->origins.size(), 31u);
+  EXPECT_EQ(file->origins.size(), 32u);
 }
 
 }  // namespace

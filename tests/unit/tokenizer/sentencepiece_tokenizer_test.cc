@@ -101,6 +101,16 @@ TEST(SentencePieceTokenizerTest, TextAfterASpecialTokenGetsASpacePrefix) {
               ElementsAre(kBos, kSpaceA));
 }
 
+// Re-tokenizing text that continues earlier text (a draft of another vocabulary):
+// no space is prepended, so the pieces spell exactly the given bytes.
+TEST(SentencePieceTokenizerTest, ContinuationTextGetsNoSpacePrefix) {
+  Tokenizer tok = Make(SpmVocab(/*byte_fallback=*/true));
+  const std::vector<TokenId> ids =
+      tok.Encode("abc", {.add_special = false, .parse_special = false, .space_prefix = false});
+  EXPECT_THAT(ids, ElementsAre(kA, kBC));
+  EXPECT_EQ(*tok.Decode(ids, {.strip_space_prefix = false}), "abc");
+}
+
 TEST(SentencePieceTokenizerTest, RefusesVocabularyWithoutBytesOrUnk) {
   TokenizerVocab vocab = SpmVocab(/*byte_fallback=*/false);
   vocab.unk_id = kNoToken;

@@ -329,7 +329,8 @@ TEST_F(ServePlanTest, ModelFreeDraftersRunInTheTargetLeadersUnlessWorkersAreAske
   ASSERT_TRUE(model.ok()) << model.status();
   ASSERT_EQ(model->size(), 5u);
   EXPECT_EQ(drafters_of((*model)[1]), 0);
-  EXPECT_THAT((*model)[4].argv, IsSupersetOf({"--drafter", "model", "--draft", "/d.gguf"}));
+  EXPECT_THAT((*model)[4].argv, IsSupersetOf({"--drafter", "model", "--draft", "/d.gguf",
+                                               "--vocab-mapping", "auto"}));
   for (const CommandArgs& off : {CommandArgs{"--drafter", "none"}, CommandArgs{"--drafts", "0"}}) {
     CommandArgs args = {"--config", config};
     args.insert(args.end(), off.begin(), off.end());
