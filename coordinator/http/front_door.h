@@ -65,6 +65,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "coordinator/http/completion_responder.h"
 #include "coordinator/http/coordinator_bridge.h"
 #include "coordinator/http/front_door_metrics.h"
 #include "coordinator/http/http_server.h"
@@ -87,6 +88,9 @@ struct FrontDoorOptions {
   int parse_threads = 2;       // JobPool threads: JSON parsing, tokenization
   int max_queued_parses = 64;  // requests waiting for a parse thread; more get 503
   int max_json_depth = 64;     // nesting of arrays and objects in a request body
+  // --logprobs-mode: the row requests' log probabilities come from
+  // (runtime/spec/token_logprobs.h); unspecified = raw.
+  proto::LogprobsMode logprobs_mode = proto::LOGPROBS_MODE_RAW;
   BridgeOptions bridge;
 
   // InvalidArgument naming the field: empty model_path or coordinator_endpoint,
@@ -123,6 +127,10 @@ class FrontDoor : public HttpHandler {
   void OffloadOrRefuse(HttpServer& server, ExchangeId id, std::function<void()> job);
   void HandleCompletion(HttpServer& server, ExchangeId id, const HttpRequest& request,
                         CompletionRequest::Kind kind);
+  // Submits the request's n choices (n >= 1) to the bridge, each with its
+  // ChoiceRequestId and seed, all answered by `responder`.
+  void SubmitChoices(proto::SubmitRequest submit, int n,
+                     std::shared_ptr<CompletionResponder> responder);
   absl::StatusOr<std::vector<int32_t>> PromptTokens(const CompletionRequest& request) const;
   absl::Status CheckFits(const CompletionRequest& request, size_t prompt_tokens) const;
   // Guided requests: the unconditional prompt (negative_prompt / negative_messages

@@ -32,7 +32,10 @@ void AppendFrontDoorFlags(cli::FlagTable* table) {
        {"http-parse-threads", "N", std::to_string(defaults.parse_threads),
         "threads that parse JSON and tokenize, off the HTTP I/O thread", cli::IntRangeOf<int>()},
        {"metrics-open", "", "off",
-        "serve /metrics without the API key (for a scraper on a private network)"}});
+        "serve /metrics without the API key (for a scraper on a private network)"},
+       {"logprobs-mode", "raw|processed", "raw",
+        "the row logprobs come from: raw = log_softmax of the model's logits; processed = "
+        "after the request's processors and temperature / top-k / top-p / min-p (vLLM's)"}});
 }
 
 absl::StatusOr<std::optional<FrontDoorOptions>> FrontDoorOptionsFromFlags(
@@ -65,6 +68,13 @@ absl::StatusOr<std::optional<FrontDoorOptions>> FrontDoorOptionsFromFlags(
   ASSIGN_OR_RETURN(options.parse_threads,
                    args.GetInt<int>("http-parse-threads", options.parse_threads));
   options.metrics_open = args.Has("metrics-open");  // a switch: false when --metrics-open=false
+  const std::string logprobs_mode = args.GetString("logprobs-mode", "raw");
+  if (logprobs_mode != "raw" && logprobs_mode != "processed") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--logprobs-mode '", logprobs_mode, "' is not raw or processed"));
+  }
+  options.logprobs_mode =
+      logprobs_mode == "raw" ? proto::LOGPROBS_MODE_RAW : proto::LOGPROBS_MODE_PROCESSED;
   options.coordinator_endpoint = coordinator_endpoint;
   RETURN_IF_ERROR(options.Validate());
   return options;

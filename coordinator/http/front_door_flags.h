@@ -20,6 +20,8 @@
 //   --http-parse-threads N    (2): threads that parse JSON and tokenize
 //   --metrics-open            (a switch) serve /metrics without the API key,
 //                             for a scraper on a private network
+//   --logprobs-mode raw|processed  (raw) the row requests' logprobs come from
+//                             (runtime/spec/token_logprobs.h)
 #ifndef SPLITSPEC_COORDINATOR_HTTP_FRONT_DOOR_FLAGS_H_
 #define SPLITSPEC_COORDINATOR_HTTP_FRONT_DOOR_FLAGS_H_
 

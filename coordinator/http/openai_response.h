@@ -17,8 +17,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
+#include "coordinator/http/openai_logprobs.h"
 #include "coordinator/http/openai_request.h"
 #include "proto/splitspec.pb.h"
 
@@ -43,6 +45,16 @@ struct CompletionUsage {
   int unconditional_prompt_tokens = 0;
 };
 
+// One choice of a response (n > 1: several, by index).
+struct ResponseChoice {
+  int index = 0;
+  std::string text;
+  // The request asked for log probabilities: this choice's (a chunk's: its
+  // tokens'), written by openai_logprobs.h; null: "logprobs": null.
+  const std::vector<TokenLogprobText>* logprobs = nullptr;
+  int text_offset = 0;  // completions: the characters before logprobs' first token
+};
+
 // "stop", "length", "cancelled" or "error".
 absl::string_view FinishReasonName(proto::FinishReason reason);
 
@@ -50,9 +62,20 @@ absl::string_view FinishReasonName(proto::FinishReason reason);
 std::string CompletionJson(const ResponseIdentity& identity, absl::string_view text,
                            absl::string_view finish_reason, const CompletionUsage& usage);
 
+// The whole object of n choices; finish_reasons[i] is choices[i]'s.
+std::string CompletionJson(const ResponseIdentity& identity,
+                           const std::vector<ResponseChoice>& choices,
+                           const std::vector<std::string>& finish_reasons,
+                           const CompletionUsage& usage);
+
 // One streamed chunk. Chat chunks carry the role in the first chunk
 // (`first`). `finish_reason` and `usage` are set on the last chunk only.
 std::string CompletionChunkJson(const ResponseIdentity& identity, absl::string_view text,
+                                bool first, std::optional<absl::string_view> finish_reason,
+                                const std::optional<CompletionUsage>& usage);
+// The same for the choice `choice` (its index, text and logprobs); with n > 1
+// choices, `first` is that choice's first chunk and `finish_reason` its last.
+std::string CompletionChunkJson(const ResponseIdentity& identity, const ResponseChoice& choice,
                                 bool first, std::optional<absl::string_view> finish_reason,
                                 const std::optional<CompletionUsage>& usage);
 
