@@ -32,7 +32,8 @@ std::vector<cli::Flag> ChoiceFlags() {
       {"n", "N", "1", "independent choices (1-64); choice i uses seed S + i, as the HTTP API's n",
        cli::IntRangeOf<int>()},
       {"logprobs", "N", "",
-       "print each token's log-probability and its N (0-20) most likely alternatives"},
+       "print each token's log-probability and its N (0-20) most likely alternatives",
+       cli::IntRangeOf<int>()},
       {"logprobs-mode", "raw|processed", "raw",
        "logprobs of the model's logits (raw) or after the request's processors and "
        "temperature / top-k / top-p / min-p (processed)"}};
