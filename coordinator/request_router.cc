@@ -161,6 +161,7 @@ void RequestRouter::OnResult(const std::string& peer, const proto::VerifyResult&
              static_cast<int64_t>(request.committed.size())) {
     request.committed.insert(request.committed.end(), tokens.begin(), tokens.end());
   }  // else: an update was lost or reordered; the final full sequence closes the gap
+  MergeLogprobs(result, request);
   request.epoch = std::max(request.epoch, result.epoch());
   request.stats = result.stats();
   if (result.finished()) {
@@ -311,19 +312,42 @@ void RequestRouter::SendToWorker(uint64_t worker_id, proto::Envelope envelope,
   if (it != workers_.end()) out->push_back({it->second.peer, std::move(envelope)});
 }
 
+void RequestRouter::MergeLogprobs(const proto::VerifyResult& result, Request& request) {
+  int64_t next = request.prompt_length + static_cast<int64_t>(request.logprobs.size());
+  for (int j = 0; j < result.logprobs_size(); ++j) {
+    const int64_t position = int64_t{result.logprobs_start()} + j;
+    if (position < next) continue;  // had it already
+    if (position > next || position >= static_cast<int64_t>(request.committed.size())) break;
+    request.logprobs.push_back(result.logprobs(j));
+    ++next;
+  }
+}
+
 void RequestRouter::Stream(const std::string& id, Request& request, std::vector<Outgoing>* out) {
   const bool finished = request.state == State::kFinished;
   const int from = std::max(request.streamed, request.prompt_length);
-  if (!finished && from >= static_cast<int>(request.committed.size())) return;
+  int to = static_cast<int>(request.committed.size());
+  // A request with logprobs streams a token with its entry (they come in the
+  // same result); at the end whatever is left goes, and the client sees any
+  // entry missing (the front door fails such a response rather than omit them).
+  if (request.submit.params().has_logprobs() && !finished) {
+    to = std::min(to, request.prompt_length + static_cast<int>(request.logprobs.size()));
+  }
+  if (!finished && from >= to) return;
   proto::Envelope envelope = net::NewEnvelope();
   proto::TokenStream* stream = envelope.mutable_token_stream();
   stream->set_request_id(id);
-  for (int i = from; i < static_cast<int>(request.committed.size()); ++i)
+  for (int i = from; i < to; ++i) {
     stream->add_tokens(request.committed[i]);
+    const int entry = i - request.prompt_length;
+    if (entry < static_cast<int>(request.logprobs.size())) {
+      *stream->add_logprobs() = request.logprobs[entry];
+    }
+  }
   stream->set_frontier(static_cast<uint32_t>(request.committed.size()));
   stream->set_finished(finished);
   *stream->mutable_stats() = request.stats;
-  request.streamed = std::max(from, static_cast<int>(request.committed.size()));
+  request.streamed = std::max(from, to);
   out->push_back({request.client_peer, std::move(envelope)});
 }
 

@@ -152,6 +152,9 @@ class RequestRouter {
     uint64_t epoch = 0;
     int streamed = 0;  // committed tokens already sent to the client
     proto::SpecStats stats;
+    // SamplingParams.logprobs: the entries of committed[prompt_length + i],
+    // contiguous (from the targets' results; kept across re-placements).
+    std::vector<proto::TokenLogprob> logprobs;
     absl::Time queued_since = absl::InfiniteFuture();  // first Tick that saw it queued
   };
   struct Worker {
@@ -193,6 +196,8 @@ class RequestRouter {
   proto::Envelope MakeAssignment(const std::string& id, const Request& request) const;
   void SendToWorker(uint64_t worker_id, proto::Envelope envelope, std::vector<Outgoing>* out) const;
   void Stream(const std::string& id, Request& request, std::vector<Outgoing>* out);
+  // Appends the result's logprobs entries that continue request.logprobs.
+  static void MergeLogprobs(const proto::VerifyResult& result, Request& request);
   void Finish(const std::string& id, Request& request, proto::FinishReason reason,
               std::vector<Outgoing>* out);
   void Refuse(const std::string& client_peer, const std::string& id, proto::ErrorCode code,

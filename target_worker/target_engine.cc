@@ -12,6 +12,8 @@
 #include "runtime/spec/logits_pipeline.h"
 #include "runtime/spec/sampling.h"
 #include "runtime/spec/spec_policy.h"
+
+#include "runtime/spec/token_logprobs.h"
 #include "runtime/spec/verify.h"
 #include "target_worker/grammar_rows.h"
 #include "target_worker/request_setup.h"
@@ -87,7 +89,9 @@ TargetRow TargetEngine::KeepRow(const TargetRequest& request, TargetRow row) {
   if (device_rows_ == nullptr) return row;
   const int slot = device_slots_.at(request.id());
   device_rows_->Keep(row.device_row, slot);
-  return TargetRow{{}, device_rows_->SlotRow(slot)};
+  TargetRow kept;
+  kept.device_row = device_rows_->SlotRow(slot);
+  return kept;
 }
 
 absl::Status TargetEngine::AddRequest(const proto::Assignment& assignment) {
@@ -121,6 +125,15 @@ absl::Status TargetEngine::AddRequest(const proto::Assignment& assignment) {
         ": logit_bias, presence_penalty, frequency_penalty and repetition_penalty are not "
         "applied by the CUDA verifier of this target (--device cuda:N verifies on the GPU); send "
         "the request without them, or serve it from a CPU target"));
+  }
+  if (device_rows_ != nullptr && request->params().logprobs.has_value()) {
+    // The CUDA verifier keeps the rows on the device and brings back only the
+    // committed ids: log probabilities are refused by name, never left out.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request ", assignment.request_id(),
+        ": logprobs are not returned by the CUDA verifier of this target (--device cuda:N "
+        "verifies on the GPU and copies no row to the host); send the request without "
+        "logprobs / top_logprobs, or serve it from a CPU target"));
   }
   if (request->params().grammar.has_value()) {
     const grammar::GrammarSpec& spec = *request->params().grammar;
@@ -610,7 +623,9 @@ void TargetEngine::ReadRows(WorkItem& item, const model::ForwardOutput& out,
   }
   if (device_rows_ != nullptr) {  // p stays on the device: rows are indices (LoadDeviceRows)
     for (int r = 0; r < rows; ++r) {
-      item.rows.push_back({{}, device_rows_->StepRow(out.first_row[item.batch_index] + r)});
+      TargetRow row;
+      row.device_row = device_rows_->StepRow(out.first_row[item.batch_index] + r);
+      item.rows.push_back(std::move(row));
     }
     return;
   }
@@ -648,19 +663,32 @@ void TargetEngine::ReadRows(WorkItem& item, const model::ForwardOutput& out,
       context.prompt_length = request.prompt_length();
     }
     if (masks.has_value() && masks->masked[r]) context.allowed = masks->Row(r);
-    const absl::Status status =
+    absl::Status status =
         guided ? spec::GuidedProcessRow(
                      request.params(), context, cond,
                      absl::MakeConstSpan(out.Row(item.companion_batch_index, r), vocab),
                      absl::MakeSpan(probs))
                : spec::ProcessRow(request.params(), context, cond, absl::MakeSpan(probs));
+    std::vector<float> logprobs;
+    if (status.ok() && request.params().logprobs.has_value()) {
+      // The row verification reads, so logprobs cost no forward (token_logprobs.h).
+      logprobs.resize(vocab);
+      status = spec::LogprobRow(
+          request.params(), context, cond,
+          guided ? absl::MakeConstSpan(out.Row(item.companion_batch_index, r), vocab)
+                 : absl::Span<const float>(),
+          probs, absl::MakeSpan(logprobs));
+    }
     if (!status.ok()) {
       SPLITSPEC_LOG(ERROR) << "request " << request.id() << ": " << status;
       request.Finish(proto::FINISH_REASON_ERROR);
       Report(request, request.FullSequenceResult(), events);
       return;
     }
-    item.rows.push_back({std::move(probs)});
+    TargetRow row;
+    row.probs = std::move(probs);
+    row.logprobs = std::move(logprobs);
+    item.rows.push_back(std::move(row));
   }
 }
 
@@ -798,11 +826,12 @@ void TargetEngine::ResolveBlock(WorkItem& item, absl::Time now, std::vector<Targ
   } else if (k > 0) {
     request.EndAloneWindow();
   }
+  std::vector<spec::TokenLogprob> logprobs = CommittedLogprobs(item);
   std::optional<TargetRow> pending_next;
   if (item.outcome->accepted == k && !item.verify.want_bonus)
     pending_next = KeepRow(request, std::move(item.rows[k]));
-  proto::VerifyResult result =
-      request.ApplyOutcome(&block, *item.outcome, std::move(pending_next), now);
+  proto::VerifyResult result = request.ApplyOutcome(&block, *item.outcome, std::move(pending_next),
+                                                    now, std::move(logprobs));
   Report(request, std::move(result), events);
 }
 
@@ -816,7 +845,23 @@ void TargetEngine::ResolveOwnToken(WorkItem& item, absl::Time now,
     return;
   }
   ++counters_.own_tokens;
-  Report(request, request.ApplyOutcome(nullptr, *item.outcome, std::nullopt, now), events);
+  Report(request,
+         request.ApplyOutcome(nullptr, *item.outcome, std::nullopt, now, CommittedLogprobs(item)),
+         events);
+}
+
+std::vector<spec::TokenLogprob> TargetEngine::CommittedLogprobs(const WorkItem& item) const {
+  const std::optional<int>& top_n = item.request->params().logprobs;
+  std::vector<spec::TokenLogprob> entries;
+  if (!top_n.has_value()) return entries;
+  // Committed token j sits at frontier + j, whose row is rows[j] (a correction's
+  // and a bonus's rows included): the verifier's own rows.
+  const std::vector<int32_t>& committed = item.outcome->committed;
+  for (size_t j = 0; j < committed.size() && j < item.rows.size(); ++j) {
+    if (item.rows[j].logprobs.empty()) break;  // a device row (such requests are refused)
+    entries.push_back(spec::TokenLogprobAt(item.rows[j].logprobs, committed[j], *top_n));
+  }
+  return entries;
 }
 
 void TargetEngine::Report(TargetRequest& request, proto::VerifyResult result,

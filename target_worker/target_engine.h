@@ -247,6 +247,9 @@ class TargetEngine {
   void Resolve(std::vector<WorkItem>& items, absl::Time now, std::vector<TargetEvent>* events);
   void ResolveBlock(WorkItem& item, absl::Time now, std::vector<TargetEvent>* events);
   void ResolveOwnToken(WorkItem& item, absl::Time now, std::vector<TargetEvent>* events);
+  // The logprobs of item's committed tokens (spec::TokenLogprobAt of each
+  // token's row); empty when the request did not ask for them.
+  std::vector<spec::TokenLogprob> CommittedLogprobs(const WorkItem& item) const;
   bool DecidesAlone(const TargetRequest& request, absl::Time now) const;
   // True if the unfed token waits (feed_wait) for the draft's next block.
   bool WaitsToFeed(const TargetRequest& request, absl::Time now) const;

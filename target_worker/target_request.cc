@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
+#include "runtime/net/spec_proto.h"
 
 namespace splitspec::target {
 namespace {
@@ -25,6 +26,7 @@ TargetRequest::TargetRequest(const proto::Assignment& assignment, RequestLimits 
       cache_(std::move(cache)),
       params_(params),
       mode_(mode),
+      logprobs_start_(static_cast<int>(committed_.size())),
       draft_worker_id_(assignment.draft_worker_id()),
       draft_worker_key_(assignment.draft_worker_key()) {}
 
@@ -118,7 +120,8 @@ void TargetRequest::SetDraftWorker(uint64_t draft_worker_id, const std::string& 
 proto::VerifyResult TargetRequest::ApplyOutcome(const proto::DraftBlock* block,
                                                 const spec::VerifyOutcome& outcome,
                                                 std::optional<TargetRow> pending_next,
-                                                absl::Time now) {
+                                                absl::Time now,
+                                                std::vector<spec::TokenLogprob> logprobs) {
   const int old_frontier = frontier();
   uint64_t block_sequence = 0;
   int used_start = -1;
@@ -138,6 +141,11 @@ proto::VerifyResult TargetRequest::ApplyOutcome(const proto::DraftBlock* block,
     metrics_.RecordBlock(0, 0, false, static_cast<int>(outcome.committed.size()));
   }
   committed_.insert(committed_.end(), outcome.committed.begin(), outcome.committed.end());
+  // Only a contiguous run is kept: a gap would misplace every later entry.
+  if (static_cast<int>(logprobs_.size()) == old_frontier - logprobs_start_) {
+    logprobs_.insert(logprobs_.end(), std::make_move_iterator(logprobs.begin()),
+                     std::make_move_iterator(logprobs.end()));
+  }
 
   if (pending_next.has_value()) {
     // Full acceptance, no bonus: the cache holds every committed token and p for
@@ -163,6 +171,9 @@ proto::VerifyResult TargetRequest::ApplyOutcome(const proto::DraftBlock* block,
   if (redrafting && feed_waits_to_skip_ > 0) --feed_waits_to_skip_;
   AcceptGrammar(old_frontier);
   CheckStop(old_frontier);
+  // A stop or the grammar's end may have cut the tokens just committed.
+  if (static_cast<int>(logprobs_.size()) > frontier() - logprobs_start_)
+    logprobs_.resize(frontier() - logprobs_start_);
   return MakeResult(old_frontier, outcome.accepted, block_sequence, cut_drafts);
 }
 
@@ -248,6 +259,13 @@ proto::VerifyResult TargetRequest::MakeResult(int first_new_index, int accepted,
   stats->set_companion_forward_tokens(companion_forward_tokens_);
   stats->mutable_verified_at()->Add(metrics_.verified_at.begin(), metrics_.verified_at.end());
   stats->mutable_accepted_at()->Add(metrics_.accepted_at.begin(), metrics_.accepted_at.end());
+  if (!logprobs_.empty()) {
+    const int start = std::max(first_new_index, logprobs_start_);
+    const int end = std::min(frontier(), logprobs_start_ + static_cast<int>(logprobs_.size()));
+    result.set_logprobs_start(static_cast<uint32_t>(start));
+    for (int i = start; i < end; ++i)
+      net::TokenLogprobToProto(logprobs_[i - logprobs_start_], result.add_logprobs());
+  }
   return result;
 }
 

@@ -38,6 +38,7 @@
 #include "runtime/model/kv_cache.h"
 #include "runtime/spec/sampling_params.h"
 #include "runtime/spec/spec_metrics.h"
+#include "runtime/spec/token_logprobs.h"
 #include "runtime/spec/verify.h"
 #include "runtime/spec/verify_mode.h"
 
@@ -52,6 +53,9 @@ enum class BlockAdmission { kQueued, kStaleEpoch, kStaleStart, kDuplicate, kMalf
 struct TargetRow {
   std::vector<float> probs;  // [vocab] on the host; empty for a device row
   int64_t device_row = -1;   // DeviceRows index, or -1 for a host row
+  // [vocab] the request's row of log probabilities at this position
+  // (spec::LogprobRow) when it asked for logprobs; else empty.
+  std::vector<float> logprobs = {};
 };
 
 struct RequestLimits {
@@ -168,15 +172,19 @@ class TargetRequest {
   // bonus (the cache then holds every committed token). Truncates the cache to
   // the tokens that stay valid, bumps the epoch after a correction or a target
   // token, drops the used block, checks stop conditions.
-  // Returns the VerifyResult to send (new tokens only).
+  // `logprobs`: for a request that asked for them (params().logprobs), one
+  // entry per outcome.committed token, kept with the tokens that stay committed.
+  // Returns the VerifyResult to send (new tokens only, and their logprobs).
   proto::VerifyResult ApplyOutcome(const proto::DraftBlock* block,
                                    const spec::VerifyOutcome& outcome,
-                                   std::optional<TargetRow> pending_next, absl::Time now);
+                                   std::optional<TargetRow> pending_next, absl::Time now,
+                                   std::vector<spec::TokenLogprob> logprobs = {});
 
   // Finishes with `reason` (cancellation, error) if not finished yet.
   void Finish(proto::FinishReason reason);
 
-  // A result that carries the whole committed sequence (resync / final report).
+  // A result that carries the whole committed sequence (resync / final report),
+  // with the logprobs of every token this target committed.
   proto::VerifyResult FullSequenceResult() const;
 
   // The coordinator moved the request to another draft worker (0 = none),
@@ -226,6 +234,10 @@ class TargetRequest {
   spec::VerifyMode mode_;
   std::optional<TargetRow> pending_;
   std::optional<grammar::GrammarMatcher> grammar_;
+  // params().logprobs: the entries of committed_[logprobs_start_, ...): the
+  // tokens committed here (those before were committed by an earlier target).
+  int logprobs_start_;
+  std::vector<spec::TokenLogprob> logprobs_;
   std::map<int, proto::DraftBlock> blocks_;  // start -> block
   std::map<int, int> cut_drafts_;             // start -> draft tokens CutReadyBlock removed
   proto::FinishReason finish_reason_ = proto::FINISH_REASON_UNSPECIFIED;

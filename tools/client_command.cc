@@ -2,7 +2,8 @@
 //                   [--chat] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]
 //                   [--seed S] [--verify MODE] [--drafter none] [--json] [--logit-bias ID:BIAS,...]
 //                   [--presence-penalty X] [--frequency-penalty X] [--repetition-penalty X]
-//                   [--json-schema FILE | --regex RE | --grammar FILE | --choice A,B,...]`
+//                   [--json-schema FILE | --regex RE | --grammar FILE | --choice A,B,...]
+//                   [--n N] [--logprobs N] [--logprobs-mode raw|processed]`
 //
 // Sends one request to a running cluster and streams the text to stdout as the
 // coordinator commits tokens (never half a UTF-8 character). --model names the
@@ -12,6 +13,11 @@
 // line {"token_ids":[...],"text":"...","finish_reason":"...","stats":{...}}
 // is printed instead of the stream. The constraint flags (tools/processor_flags.h)
 // give the request a structured-output grammar, as the HTTP API's structured_outputs.
+// --n N sends N independent choices (choice i
+// seeded spec::ChoiceSeed(seed, i) = seed + i) and prints each when all are done,
+// under a "--- choice i ---" line (JSON: one line each, with "index").
+// --logprobs N prints each token's log-probability and its N most likely
+// alternatives after the text (tools/choice_flags.h; "logprobs" in JSON).
 #include <unistd.h>
 
 #include <cstdio>
@@ -25,9 +31,11 @@
 #include "runtime/model/gguf_reader.h"
 #include "runtime/net/channel_security.h"
 #include "runtime/net/request_client.h"
+#include "runtime/spec/sampling_params.h"
 #include "runtime/tokenizer/chat_template.h"
 #include "runtime/tokenizer/detokenizer.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
+#include "tools/choice_flags.h"
 #include "tools/commands.h"
 #include "tools/default_paths.h"
 #include "tools/guidance_flags.h"
@@ -56,6 +64,11 @@ absl::StatusOr<std::vector<int32_t>> PromptTokens(const CliArgs& args,
   return ids;
 }
 
+// Choice 0 is the request itself; choice i "ID#i" (as the HTTP front door names them).
+std::string ChoiceId(const std::string& request_id, int index) {
+  return index == 0 ? request_id : absl::StrCat(request_id, "#", index);
+}
+
 absl::Status Run(const CommandArgs& argv) {
   SetDefaultLogLevel(LogLevel::kWarning);  // the in-process services stay quiet
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, ClientFlagTable()));
@@ -70,6 +83,7 @@ absl::Status Run(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(int64_t seed, args.GetInt<int64_t>("seed", 0));  // >= 0 (its int_range)
   ASSIGN_OR_RETURN(GuidanceFlagValues guidance, ParseGuidanceFlags(args));
   ASSIGN_OR_RETURN(proto::LogitsProcessors processors, ParseProcessorFlags(args));
+  ASSIGN_OR_RETURN(ChoiceFlagValues choices, ParseChoiceFlags(args));
 
   proto::SubmitRequest submit;
   submit.set_request_id(absl::StrCat("client-", getpid()));
@@ -82,6 +96,7 @@ absl::Status Run(const CommandArgs& argv) {
   params->set_seed(static_cast<uint64_t>(seed));
   RETURN_IF_ERROR(ApplyGuidance(guidance, tokenizer, params));
   RETURN_IF_ERROR(ApplyProcessors(processors, tokenizer.vocab_size(), params));
+  ApplyLogprobs(choices, params);
   for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
     if (tokenizer.IsEndOfGeneration(id)) params->add_stop_token_ids(id);
   }
@@ -104,8 +119,10 @@ absl::Status Run(const CommandArgs& argv) {
                    net::RequestClient::Connect(endpoint));
   model::StreamingDetokenizer stream(&tokenizer);
   const bool json = args.Has("json");
+  // One choice streams its text as it comes; several are printed when all are done.
+  const bool streaming = !json && choices.n == 1;
   auto on_tokens = [&](const std::string&, const std::vector<int32_t>& tokens) {
-    if (json) return;
+    if (!streaming) return;
     for (int32_t id : tokens) {
       if (tokenizer.IsEndOfGeneration(id)) continue;
       absl::StatusOr<std::string> piece = stream.Push(id);
@@ -113,30 +130,69 @@ absl::Status Run(const CommandArgs& argv) {
     }
     std::fflush(stdout);
   };
-  ASSIGN_OR_RETURN(net::GenerationResult result,
-                   client->Generate(submit, absl::Hours(1), on_tokens));
-  if (result.finish_reason == proto::FINISH_REASON_ERROR) {
-    return absl::InternalError(absl::StrCat("request failed: ", result.error));
+  std::vector<std::string> ids;
+  const uint64_t request_seed = params->seed();
+  for (int index = 0; index < choices.n; ++index) {
+    proto::SubmitRequest choice = submit;
+    choice.set_request_id(ChoiceId(submit.request_id(), index));
+    choice.mutable_params()->set_seed(spec::ChoiceSeed(request_seed, index));
+    RETURN_IF_ERROR(client->Submit(choice));
+    ids.push_back(choice.request_id());
   }
-  std::vector<int32_t> ids = result.tokens;
-  if (!ids.empty() && tokenizer.IsEndOfGeneration(ids.back())) ids.pop_back();
-  const proto::SpecStats& s = result.stats;
-  if (json) {
-    ASSIGN_OR_RETURN(std::string text, tokenizer.Decode(ids));
-    std::string line = "{\"token_ids\":[";
-    for (size_t i = 0; i < ids.size(); ++i) absl::StrAppend(&line, i ? "," : "", ids[i]);
-    absl::StrAppend(&line, "],\"text\":", JsonQuote(text), ",\"finish_reason\":\"",
-                    proto::FinishReason_Name(result.finish_reason),
-                    "\",\"stats\":{\"drafted\":", s.drafted(), ",\"verified\":", s.verified(),
-                    ",\"accepted\":", s.accepted(), ",\"steps\":", s.steps(), "}}\n");
-    std::fwrite(line.data(), 1, line.size(), stdout);
-  } else {
-    const std::string tail = stream.Finish();
-    std::fwrite(tail.data(), 1, tail.size(), stdout);
-    std::fprintf(stdout, "\n");
+  const absl::Time deadline = absl::Now() + absl::Hours(1);
+  for (const std::string& id : ids) {
+    while (!client->Done(id)) {
+      if (absl::Now() >= deadline) {
+        for (const std::string& cancel : ids) (void)client->Cancel(cancel);
+        return absl::DeadlineExceededError(absl::StrCat("request ", id, " took over an hour"));
+      }
+      RETURN_IF_ERROR(client->Poll(absl::Milliseconds(50), on_tokens));
+    }
+  }
+  for (int index = 0; index < choices.n; ++index) {
+    const net::GenerationResult& result = client->Result(ids[index]);
+    if (result.finish_reason == proto::FINISH_REASON_ERROR) {
+      return absl::InternalError(absl::StrCat("request failed: ", result.error));
+    }
+    std::vector<int32_t> tokens = result.tokens;
+    std::vector<proto::TokenLogprob> logprobs = result.logprobs;
+    if (choices.logprobs.has_value() && logprobs.size() != tokens.size()) {
+      return absl::InternalError(absl::StrCat(
+          "the log probabilities of ", tokens.size() - logprobs.size(), " tokens were lost"));
+    }
+    if (!tokens.empty() && tokenizer.IsEndOfGeneration(tokens.back())) {
+      tokens.pop_back();
+      if (!logprobs.empty()) logprobs.pop_back();
+    }
+    const proto::SpecStats& s = result.stats;
+    if (json) {
+      ASSIGN_OR_RETURN(std::string text, tokenizer.Decode(tokens));
+      std::string line = "{";
+      if (choices.n > 1) absl::StrAppend(&line, "\"index\":", index, ",");
+      line += "\"token_ids\":[";
+      for (size_t i = 0; i < tokens.size(); ++i) absl::StrAppend(&line, i ? "," : "", tokens[i]);
+      absl::StrAppend(&line, "],\"text\":", JsonQuote(text));
+      if (choices.logprobs.has_value())
+        absl::StrAppend(&line, ",\"logprobs\":", LogprobsJson(tokenizer, logprobs));
+      absl::StrAppend(&line, ",\"finish_reason\":\"",
+                      proto::FinishReason_Name(result.finish_reason),
+                      "\",\"stats\":{\"drafted\":", s.drafted(), ",\"verified\":", s.verified(),
+                      ",\"accepted\":", s.accepted(), ",\"steps\":", s.steps(), "}}\n");
+      std::fwrite(line.data(), 1, line.size(), stdout);
+      continue;
+    }
+    if (streaming) {
+      const std::string tail = stream.Finish();
+      std::fwrite(tail.data(), 1, tail.size(), stdout);
+    } else {
+      ASSIGN_OR_RETURN(std::string text, tokenizer.Decode(tokens));
+      std::fprintf(stdout, "--- choice %d ---\n%s", index, text.c_str());
+    }
+    std::fprintf(stdout, "\n%s", LogprobsTable(tokenizer, logprobs).c_str());
     std::fprintf(stderr,
-                 "[%zu tokens, %s; drafted %llu, verified %llu, accepted %llu, steps %llu]\n",
-                 ids.size(), proto::FinishReason_Name(result.finish_reason).c_str(),
+                 "[%s%zu tokens, %s; drafted %llu, verified %llu, accepted %llu, steps %llu]\n",
+                 choices.n > 1 ? absl::StrCat("choice ", index, ": ").c_str() : "", tokens.size(),
+                 proto::FinishReason_Name(result.finish_reason).c_str(),
                  (unsigned long long)s.drafted(), (unsigned long long)s.verified(),
                  (unsigned long long)s.accepted(), (unsigned long long)s.steps());
   }

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "tools/choice_flags.h"
 #include "tools/guidance_flags.h"
 #include "tools/processor_flags.h"
 #include "tools/serve_plan.h"
@@ -128,7 +129,7 @@ const cli::FlagTable& ClientFlagTable() {
                  {"chat", "", "", "wrap --prompt as a user message in the chat template"},
                  {"drafter", "NAME", "", "ask for a drafter; none = the target alone"},
                  {"json", "", "", "print one JSON line with tokens, text and stats"}}},
-      /*at=*/4, Concat(GuidanceFlags(/*with_ids=*/false), ProcessorFlags()));
+      /*at=*/4, Concat(Concat(GuidanceFlags(/*with_ids=*/false), ProcessorFlags()), ChoiceFlags()));
   return table;
 }
 
@@ -214,7 +215,7 @@ const cli::FlagTable& GenerateFlagTable() {
                  {"sequential", "", "", "the draft waits for each verification (lookahead 1)"},
                  {"ignore-eos", "", "", "do not stop at an end-of-generation token"},
                  {"json", "", "", "print one JSON line per sample"}}},
-      /*at=*/5, Concat(GuidanceFlags(/*with_ids=*/true), ProcessorFlags()));
+      /*at=*/5, Concat(Concat(GuidanceFlags(/*with_ids=*/true), ProcessorFlags()), ChoiceFlags()));
   return table;
 }
 

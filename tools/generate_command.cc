@@ -5,7 +5,8 @@
 //     [--trace FILE] [--target-tp N] [--vocab-mapping auto|intersection|string]
 //     [--logit-bias ID:BIAS,...] [--presence-penalty X]
 //     [--frequency-penalty X] [--repetition-penalty X]
-//     [--json-schema FILE | --regex RE | --grammar FILE | --choice A,B,...]`
+//     [--json-schema FILE | --regex RE | --grammar FILE | --choice A,B,...]
+//     [--n N] [--logprobs N] [--logprobs-mode raw|processed]`
 //
 // Runs the whole speculative pipeline in this process: coordinator, target
 // worker and draft worker as threads talking over inproc:// channels, the same
@@ -19,7 +20,11 @@
 // --prompt TEXT is tokenized with the target's tokenizer (BOS as the model asks,
 // special-token text such as "<|im_start|>" parsed). Generation stops at an
 // end-of-generation token (not printed, not in token_ids) unless --ignore-eos.
-// Each of the M samples uses seed S + sample index. With --json each sample
+// Each of the M samples uses seed S + sample index; --n N makes N independent
+// choices of each (choice i seeded spec::ChoiceSeed(seed, i) = seed + i, run
+// concurrently, printed by index: "--- choice i ---" lines, or "index" in JSON).
+// --logprobs N prints each token's log-probability and its N most likely
+// alternatives after the text (tools/choice_flags.h; "logprobs" in JSON). With --json each sample
 // prints one line {"token_ids":[...],"text":"...","stats":{"drafted":..,
 // "verified":..,"accepted":..,"steps":..}} where steps counts verified blocks
 // and tokens the target chose alone. --trace FILE writes a Chrome trace-event
@@ -41,10 +46,12 @@
 #include "runtime/net/request_client.h"
 #include "runtime/spec/cross_vocab_drafter.h"
 #include "runtime/spec/drafter_factory.h"
+#include "runtime/spec/sampling_params.h"
 #include "runtime/spec/verify_mode.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
 #include "target_worker/request_setup.h"
 #include "target_worker/single_rank_model.h"
+#include "tools/choice_flags.h"
 #include "tools/cluster/in_process_cluster.h"
 #include "tools/commands.h"
 #include "tools/guidance_flags.h"
@@ -63,6 +70,7 @@ struct GenerateFlags {
   proto::SamplingParams params;
   GuidanceFlagValues guidance;
   proto::LogitsProcessors processors;
+  ChoiceFlagValues choices;  // --n, --logprobs, --logprobs-mode
   proto::VerifyMode verify = proto::VERIFY_MODE_UNSPECIFIED;
   int k = 4;  // 0: adaptive (--k auto)
   int samples = 1;
@@ -113,6 +121,7 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
   RETURN_IF_ERROR(ParseSampling(args, f));
   ASSIGN_OR_RETURN(f.guidance, ParseGuidanceFlags(args));
   ASSIGN_OR_RETURN(f.processors, ParseProcessorFlags(args));
+  ASSIGN_OR_RETURN(f.choices, ParseChoiceFlags(args));
   f.has_prompt_text = args.Has("prompt");
   f.prompt = args.GetString("prompt", "");
   ASSIGN_OR_RETURN(f.prompt_ids, args.GetIntList("prompt-ids"));
@@ -171,15 +180,43 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
   return f;
 }
 
-std::string SampleLine(const GenerateFlags& f, const std::vector<int32_t>& ids,
-                       const std::string& text, const proto::SpecStats& stats) {
-  if (!f.json) return text + "\n";
-  std::string line = "{\"token_ids\":[";
+std::string SampleLine(const GenerateFlags& f, const model::Tokenizer& tokenizer, int index,
+                       const std::vector<int32_t>& ids, const std::string& text,
+                       const std::vector<proto::TokenLogprob>& logprobs,
+                       const proto::SpecStats& stats) {
+  if (!f.json) {
+    const std::string header =
+        f.choices.n > 1 ? absl::StrCat("--- choice ", index, " ---\n") : std::string();
+    return absl::StrCat(header, text, "\n", LogprobsTable(tokenizer, logprobs));
+  }
+  std::string line = "{";
+  if (f.choices.n > 1) absl::StrAppend(&line, "\"index\":", index, ",");
+  line += "\"token_ids\":[";
   for (size_t i = 0; i < ids.size(); ++i) absl::StrAppend(&line, i > 0 ? "," : "", ids[i]);
-  absl::StrAppend(&line, "],\"text\":", JsonQuote(text),
-                  ",\"stats\":{\"drafted\":", stats.drafted(), ",\"verified\":", stats.verified(),
-                  ",\"accepted\":", stats.accepted(), ",\"steps\":", stats.steps(), "}}\n");
+  absl::StrAppend(&line, "],\"text\":", JsonQuote(text));
+  if (f.choices.logprobs.has_value())
+    absl::StrAppend(&line, ",\"logprobs\":", LogprobsJson(tokenizer, logprobs));
+  absl::StrAppend(&line, ",\"stats\":{\"drafted\":", stats.drafted(),
+                  ",\"verified\":", stats.verified(), ",\"accepted\":", stats.accepted(),
+                  ",\"steps\":", stats.steps(), "}}\n");
   return line;
+}
+
+// Submits every request, then polls until all are done (at most `timeout`).
+absl::Status RunAll(net::RequestClient& client, const std::vector<proto::SubmitRequest>& submits,
+                    absl::Duration timeout) {
+  for (const proto::SubmitRequest& submit : submits) RETURN_IF_ERROR(client.Submit(submit));
+  const absl::Time deadline = absl::Now() + timeout;
+  for (const proto::SubmitRequest& submit : submits) {
+    while (!client.Done(submit.request_id())) {
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "request ", submit.request_id(), " took longer than ", absl::FormatDuration(timeout)));
+      }
+      RETURN_IF_ERROR(client.Poll(absl::Milliseconds(50)));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RunGenerate(const GenerateFlags& f) {
@@ -240,19 +277,37 @@ absl::Status RunGenerate(const GenerateFlags& f) {
   submit.set_verify_mode(f.verify);
   submit.set_drafter(f.drafter.name);
   submit.set_draft_k(static_cast<uint32_t>(f.k));
+  ApplyLogprobs(f.choices, submit.mutable_params());
   for (int sample = 0; sample < f.samples; ++sample) {
-    submit.set_request_id(absl::StrCat("generate-", sample));
-    submit.mutable_params()->set_seed(f.params.seed() + static_cast<uint64_t>(sample));
-    ASSIGN_OR_RETURN(net::GenerationResult result, client->Generate(submit, absl::Hours(1)));
-    if (result.finish_reason == proto::FINISH_REASON_ERROR) {
-      return absl::InternalError(absl::StrCat("generation failed: ", result.error));
+    const uint64_t seed = f.params.seed() + static_cast<uint64_t>(sample);
+    std::vector<proto::SubmitRequest> choices;
+    for (int index = 0; index < f.choices.n; ++index) {
+      submit.set_request_id(index == 0 ? absl::StrCat("generate-", sample)
+                                       : absl::StrCat("generate-", sample, "#", index));
+      submit.mutable_params()->set_seed(spec::ChoiceSeed(seed, index));
+      choices.push_back(submit);
     }
-    std::vector<int32_t> ids = result.tokens;
-    if (!f.ignore_eos && !ids.empty() && tokenizer.IsEndOfGeneration(ids.back())) ids.pop_back();
-    ASSIGN_OR_RETURN(std::string text, tokenizer.Decode(ids));
-    const std::string line = SampleLine(f, ids, text, result.stats);
-    std::fwrite(line.data(), 1, line.size(), stdout);
-    std::fflush(stdout);
+    RETURN_IF_ERROR(RunAll(*client, choices, absl::Hours(1)));
+    for (int index = 0; index < f.choices.n; ++index) {
+      const net::GenerationResult& result = client->Result(choices[index].request_id());
+      if (result.finish_reason == proto::FINISH_REASON_ERROR) {
+        return absl::InternalError(absl::StrCat("generation failed: ", result.error));
+      }
+      std::vector<int32_t> ids = result.tokens;
+      std::vector<proto::TokenLogprob> logprobs = result.logprobs;
+      if (f.choices.logprobs.has_value() && logprobs.size() != ids.size()) {
+        return absl::InternalError(absl::StrCat("the log probabilities of ",
+                                                ids.size() - logprobs.size(), " tokens were lost"));
+      }
+      if (!f.ignore_eos && !ids.empty() && tokenizer.IsEndOfGeneration(ids.back())) {
+        ids.pop_back();
+        if (!logprobs.empty()) logprobs.pop_back();
+      }
+      ASSIGN_OR_RETURN(std::string text, tokenizer.Decode(ids));
+      const std::string line = SampleLine(f, tokenizer, index, ids, text, logprobs, result.stats);
+      std::fwrite(line.data(), 1, line.size(), stdout);
+      std::fflush(stdout);
+    }
   }
   if (!f.trace_path.empty()) RETURN_IF_ERROR(Tracer::Global().WriteChromeJson(f.trace_path));
   return absl::OkStatus();

@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
@@ -38,6 +39,10 @@ absl::Status DrainRefusal(const proto::Error& error) {
 }
 
 }  // namespace
+
+std::string ChoiceRequestId(const std::string& request_id, int index) {
+  return index == 0 ? request_id : absl::StrCat(request_id, "#", index);
+}
 
 absl::StatusOr<std::unique_ptr<CoordinatorBridge>> CoordinatorBridge::Start(
     const std::string& coordinator_endpoint, BridgeOptions options) {
@@ -148,14 +153,21 @@ void CoordinatorBridge::RunJob(Job& job) {
       return;
     }
     case Job::kCancel: {
-      auto it = requests_.find(job.request_id);
-      if (it == requests_.end()) return;
-      SendCancel(job.request_id);
-      GenerationOutcome outcome;
-      outcome.finish_reason = proto::FINISH_REASON_CANCELLED;
-      it->second.sink->OnFinished(outcome);
-      requests_.erase(it);
-      in_flight_.fetch_sub(1);
+      // The request, then its choices "id#i" (adjacent in the map, from "id#").
+      const std::string prefix = job.request_id + "#";
+      auto cancel = [&](std::map<std::string, Pending>::iterator it) {
+        SendCancel(it->first);
+        GenerationOutcome outcome;
+        outcome.finish_reason = proto::FINISH_REASON_CANCELLED;
+        it->second.sink->OnFinished(outcome);
+        in_flight_.fetch_sub(1);
+        return requests_.erase(it);
+      };
+      if (auto it = requests_.find(job.request_id); it != requests_.end()) cancel(it);
+      for (auto it = requests_.lower_bound(prefix);
+           it != requests_.end() && absl::StartsWith(it->first, prefix);) {
+        it = cancel(it);
+      }
       return;
     }
     case Job::kStatus: {
@@ -220,8 +232,7 @@ void CoordinatorBridge::OnTokenStream(const proto::TokenStream& stream) {
   if (it == requests_.end()) return;  // cancelled or stopped here already
   Pending& pending = it->second;
   if (stream.tokens_size() > 0) {
-    const std::vector<int32_t> tokens(stream.tokens().begin(), stream.tokens().end());
-    if (!pending.sink->OnTokens(tokens, stream.stats())) {
+    if (!pending.sink->OnTokens(stream)) {
       SendCancel(stream.request_id());
       requests_.erase(it);
       in_flight_.fetch_sub(1);

@@ -50,11 +50,13 @@ struct GenerationOutcome {
 class GenerationSink {
  public:
   virtual ~GenerationSink() = default;
-  // Newly committed tokens, in order, and the request's SpecStats so far.
+  // Newly committed tokens, in order (stream.tokens(), never empty here), with
+  // their log probabilities when the request asked (stream.logprobs()), and the
+  // request's SpecStats so far (stream.stats()).
   // Return false when the sink has finished its response by itself (a stop
   // string): the bridge cancels the request at the coordinator (freeing its KV
   // everywhere) and destroys the sink without calling it again.
-  virtual bool OnTokens(const std::vector<int32_t>& tokens, const proto::SpecStats& stats) = 0;
+  virtual bool OnTokens(const proto::TokenStream& stream) = 0;
   // The request ended: finished, refused, failed, cancelled by Cancel() (then
   // finish_reason is CANCELLED), or the bridge stopped (UNAVAILABLE). Called
   // exactly once, unless OnTokens returned false; the sink is destroyed after.
@@ -64,6 +66,11 @@ class GenerationSink {
 struct BridgeOptions {
   absl::Duration status_timeout = absl::Seconds(2);  // QueryStatus fails after this
 };
+
+// The request id of choice `index` of an HTTP request with n > 1 choices
+// (each its own request at the coordinator): `request_id` itself for choice 0,
+// "request_id#index" after it.
+std::string ChoiceRequestId(const std::string& request_id, int index);
 
 class CoordinatorBridge {
  public:
@@ -80,8 +87,8 @@ class CoordinatorBridge {
   // Sends `submit` (its request_id must be unique among this bridge's
   // requests in flight, or the coordinator refuses it). The sink gets the results.
   void Submit(proto::SubmitRequest submit, std::unique_ptr<GenerationSink> sink);
-  // Cancels a request in flight (no-op otherwise); its sink gets
-  // OnFinished(CANCELLED) right away.
+  // Cancels a request in flight and its other choices (ChoiceRequestId(request_id,
+  // i), i >= 1) (no-op otherwise); each sink gets OnFinished(CANCELLED) right away.
   void Cancel(const std::string& request_id);
   // Asks the coordinator for its membership table; `done` runs on the bridge
   // thread with the reply, or DeadlineExceeded after options.status_timeout.

@@ -35,6 +35,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/model/gguf_reader.h"
 #include "runtime/model/model_config.h"
+#include "runtime/spec/sampling_params.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
 
 namespace splitspec::coordinator::http {
@@ -318,6 +319,8 @@ void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRe
   context.unconditional_prompt_tokens = static_cast<int>(negative->size());
   context.retry_after_seconds = options_.http.retry_after_seconds;
   context.metrics = &metrics_;
+  context.choices = request->n;
+  context.logprobs = request->logprobs.has_value();
   // Under parse_mu_: an abort either came before (nothing to submit) or
   // comes after, and its Cancel then follows the Submit at the bridge.
   MutexLock lock(&parse_mu_);
@@ -327,9 +330,29 @@ void FrontDoor::HandleCompletion(HttpServer& server, ExchangeId id, const HttpRe
   if (aborted) return metrics_.RecordOutcome(RequestOutcome::kCancelled);
   metrics_.AddPromptTokens(context.prompt_tokens);
   if (!negative->empty()) metrics_.RecordGuided();
-  bridge_->Submit(
-      MakeSubmitRequest(*request, *prompt, RequestIdFor(id), end_of_generation_ids_, *negative),
-      std::make_unique<CompletionResponder>(std::move(context), &*tokenizer_, request->stop));
+  proto::SubmitRequest submit =
+      MakeSubmitRequest(*request, *prompt, RequestIdFor(id), end_of_generation_ids_, *negative);
+  if (request->logprobs.has_value())
+    submit.mutable_params()->set_logprobs_mode(options_.logprobs_mode);
+  SubmitChoices(
+      std::move(submit), request->n,
+      std::make_shared<CompletionResponder>(std::move(context), &*tokenizer_, request->stop));
+}
+
+void FrontDoor::SubmitChoices(proto::SubmitRequest submit, int n,
+                              std::shared_ptr<CompletionResponder> responder) {
+  // n independent requests (the prompt is prefilled for each: the target
+  // shares no KV between requests); choice i's seed is ChoiceSeed(seed, i).
+  std::vector<std::unique_ptr<GenerationSink>> sinks =
+      CompletionResponder::ChoiceSinks(std::move(responder));
+  const std::string request_id = submit.request_id();
+  const uint64_t seed = submit.params().seed();
+  for (int i = 0; i < n; ++i) {
+    proto::SubmitRequest choice = submit;
+    choice.set_request_id(ChoiceRequestId(request_id, i));
+    choice.mutable_params()->set_seed(spec::ChoiceSeed(seed, i));
+    bridge_->Submit(std::move(choice), std::move(sinks[i]));
+  }
 }
 
 absl::StatusOr<ToolPlan> FrontDoor::ApplyTools(CompletionRequest& request,

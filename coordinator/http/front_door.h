@@ -65,6 +65,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "coordinator/http/completion_responder.h"
 #include "coordinator/http/coordinator_bridge.h"
 #include "coordinator/http/front_door_metrics.h"
 #include "coordinator/http/http_server.h"
@@ -91,6 +92,9 @@ struct FrontDoorOptions {
   // --tool-call-parser: how tool calls are read from a reply under tool_choice "auto" (and
   // the call syntax the prompt teaches); nullopt: "auto" is refused (chat_tools.h).
   std::optional<ToolCallFormat> tool_call_parser;
+  // --logprobs-mode: the row requests' log probabilities come from
+  // (runtime/spec/token_logprobs.h); unspecified = raw.
+  proto::LogprobsMode logprobs_mode = proto::LOGPROBS_MODE_RAW;
   BridgeOptions bridge;
 
   // InvalidArgument naming the field: empty model_path or coordinator_endpoint,
@@ -127,6 +131,10 @@ class FrontDoor : public HttpHandler {
   void OffloadOrRefuse(HttpServer& server, ExchangeId id, std::function<void()> job);
   void HandleCompletion(HttpServer& server, ExchangeId id, const HttpRequest& request,
                         CompletionRequest::Kind kind);
+  // Submits the request's n choices (n >= 1) to the bridge, each with its
+  // ChoiceRequestId and seed, all answered by `responder`.
+  void SubmitChoices(proto::SubmitRequest submit, int n,
+                     std::shared_ptr<CompletionResponder> responder);
   absl::StatusOr<std::vector<int32_t>> PromptTokens(const CompletionRequest& request) const;
   // Chat tools: plans them (a forced call becomes the request's grammar) and renders the
   // messages' tool fields into plain messages. Errors: PlanTools'.

@@ -35,7 +35,10 @@ void AppendFrontDoorFlags(cli::FlagTable* table) {
         "serve /metrics without the API key (for a scraper on a private network)"},
        {"tool-call-parser", "hermes|llama3_json", "",
         "read tool calls from chat replies under tool_choice \"auto\" in this format (vLLM's "
-        "names); unset: \"auto\" is refused, \"required\" and named functions still work"}});
+        "names); unset: \"auto\" is refused, \"required\" and named functions still work"},
+       {"logprobs-mode", "raw|processed", "raw",
+        "the row logprobs come from: raw = log_softmax of the model's logits; processed = "
+        "after the request's processors and temperature / top-k / top-p / min-p (vLLM's)"}});
 }
 
 absl::StatusOr<std::optional<FrontDoorOptions>> FrontDoorOptionsFromFlags(
@@ -77,6 +80,13 @@ absl::StatusOr<std::optional<FrontDoorOptions>> FrontDoorOptionsFromFlags(
     options.tool_call_parser = *parser;
   }
   options.metrics_open = args.Has("metrics-open");  // a switch: false when --metrics-open=false
+  const std::string logprobs_mode = args.GetString("logprobs-mode", "raw");
+  if (logprobs_mode != "raw" && logprobs_mode != "processed") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--logprobs-mode '", logprobs_mode, "' is not raw or processed"));
+  }
+  options.logprobs_mode =
+      logprobs_mode == "raw" ? proto::LOGPROBS_MODE_RAW : proto::LOGPROBS_MODE_PROCESSED;
   options.coordinator_endpoint = coordinator_endpoint;
   RETURN_IF_ERROR(options.Validate());
   return options;

@@ -22,6 +22,8 @@
 //                             for a scraper on a private network
 //   --tool-call-parser hermes|llama3_json  how tool calls are read from chat replies
 //                             under tool_choice "auto" (chat_tools.h); unset: "auto" is refused
+//   --logprobs-mode raw|processed  (raw) the row requests' logprobs come from
+//                             (runtime/spec/token_logprobs.h)
 #ifndef SPLITSPEC_COORDINATOR_HTTP_FRONT_DOOR_FLAGS_H_
 #define SPLITSPEC_COORDINATOR_HTTP_FRONT_DOOR_FLAGS_H_
 

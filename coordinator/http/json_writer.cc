@@ -1,5 +1,6 @@
 #include "coordinator/http/json_writer.h"
 
+#include <charconv>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -72,6 +73,18 @@ JsonWriter& JsonWriter::Double(double value) {
   } else {
     out_ += "null";
   }
+  return *this;
+}
+
+JsonWriter& JsonWriter::Float(float value) {
+  BeforeValue();
+  if (!std::isfinite(value)) {
+    out_ += "null";
+    return *this;
+  }
+  char digits[32];
+  const std::to_chars_result written = std::to_chars(digits, digits + sizeof(digits), value);
+  out_.append(digits, written.ptr);
   return *this;
 }
 

@@ -31,6 +31,9 @@ class JsonWriter {
   JsonWriter& String(absl::string_view value);
   JsonWriter& Int(int64_t value);
   JsonWriter& Double(double value);
+  // The shortest decimal that reads back as `value` (std::to_chars): exact for a
+  // float, where Double writes six significant digits. Non-finite: null.
+  JsonWriter& Float(float value);
   JsonWriter& Bool(bool value);
   JsonWriter& Null();
 

@@ -151,7 +151,7 @@ constexpr KnownField kKnownFields[] = {
     {"stream_options", kBoth},
     {"echo", kBoth},  // read (and refused on chat) by ReadFlags, with its own message
     {"logprobs", kBoth},
-    {"top_logprobs", kChatOnly, "is not supported yet: log probabilities are not returned", "0"},
+    {"top_logprobs", kChatOnly},
     // OpenAI's end-user identifier: metadata for abuse monitoring, it never
     // changes the output, so it is accepted and not used.
     {"user", kBoth},
@@ -571,30 +571,81 @@ absl::Status ReadSampling(const Struct& body, const JsonMemberIntegers& integers
   return absl::OkStatus();
 }
 
-absl::Status ReadFlags(const Struct& body, const JsonMemberIntegers& integers,
-                       CompletionRequest* request) {
+// n (independent choices) and best_of (only 1: no server-side ranking).
+absl::Status ReadChoiceCount(const Struct& body, const JsonMemberIntegers& integers,
+                             CompletionRequest* request) {
   if (const Value* n = Find(body, "n")) {
     ASSIGN_OR_RETURN(int64_t count, ReadInteger(integers, "n", *n));
-    if (count != 1)
+    if (count < 1 || count > CompletionRequest::kMaxChoices) {
       return FieldError(
-          "n", absl::StrCat("must be 1 (one choice per request is supported), got ", count));
+          "n", absl::StrCat("must be in [1, ", CompletionRequest::kMaxChoices, "], got ", count));
+    }
+    request->n = static_cast<int>(count);
   }
   if (const Value* best_of = Find(body, "best_of")) {
     ASSIGN_OR_RETURN(int64_t count, ReadInteger(integers, "best_of", *best_of));
     if (count != 1)
       return FieldError(
-          "best_of", absl::StrCat("must be 1 (one choice per request is supported), got ", count));
+          "best_of",
+          absl::StrCat("must be 1 (choices are not ranked by the server; use n), got ", count));
   }
-  if (const Value* logprobs = Find(body, "logprobs")) {
-    const bool off =
-        (logprobs->kind_case() == Value::kBoolValue && !logprobs->bool_value()) ||
-        (logprobs->kind_case() == Value::kNumberValue && logprobs->number_value() == 0);
-    if (!off)
-      return FieldError(
-          "logprobs",
-          "is not supported: target workers return accepted tokens, not their log probabilities "
-          "(leave it unset, null, false or 0)");
+  return absl::OkStatus();
+}
+
+// Log probabilities. Chat: logprobs (bool) and top_logprobs (integer in [0, 20],
+// only with logprobs true). Completions: logprobs (integer in [0, 20]: the
+// alternatives per token; OpenAI stops at 5, vLLM at its max_logprobs, 20 by
+// default, which this server follows); false and null are off.
+absl::Status ReadLogprobs(const Struct& body, const JsonMemberIntegers& integers,
+                          CompletionRequest* request) {
+  const Value* logprobs = Find(body, "logprobs");
+  const Value* top = Find(body, "top_logprobs");
+  auto top_count = [&](const std::string& field, const Value& value) -> absl::StatusOr<int> {
+    ASSIGN_OR_RETURN(int64_t count, ReadInteger(integers, field, value));
+    if (count < 0 || count > spec::kMaxTopLogprobs) {
+      return FieldError(field,
+                        absl::StrCat("must be in [0, ", spec::kMaxTopLogprobs, "], got ", count));
+    }
+    return static_cast<int>(count);
+  };
+  if (request->kind == CompletionRequest::kChat) {
+    bool on = false;
+    if (logprobs != nullptr) {
+      if (logprobs->kind_case() != Value::kBoolValue)
+        return WrongType("logprobs", "a boolean (chat completions)", *logprobs);
+      on = logprobs->bool_value();
+    }
+    if (top != nullptr) {
+      ASSIGN_OR_RETURN(int count, top_count("top_logprobs", *top));
+      // 0 alternatives without logprobs asks for nothing: accepted, as before.
+      if (!on && count > 0) return FieldError("top_logprobs", "needs \"logprobs\": true");
+      if (on) request->logprobs = count;
+    } else if (on) {
+      request->logprobs = 0;
+    }
+    return absl::OkStatus();
   }
+  if (logprobs == nullptr ||
+      (logprobs->kind_case() == Value::kBoolValue && !logprobs->bool_value())) {
+    return absl::OkStatus();
+  }
+  if (logprobs->kind_case() != Value::kNumberValue)
+    return WrongType("logprobs", "an integer (completions: alternatives per token)", *logprobs);
+  ASSIGN_OR_RETURN(request->logprobs, top_count("logprobs", *logprobs));
+  // OpenAI's echo + logprobs also scores the prompt's tokens, which no target computes.
+  if (const Value* echo = Find(body, "echo");
+      echo != nullptr && echo->kind_case() == Value::kBoolValue && echo->bool_value()) {
+    return FieldError("logprobs",
+                      "with \"echo\": true would need the prompt's log probabilities, which "
+                      "this server does not compute; ask without echo");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadFlags(const Struct& body, const JsonMemberIntegers& integers,
+                       CompletionRequest* request) {
+  RETURN_IF_ERROR(ReadChoiceCount(body, integers, request));
+  RETURN_IF_ERROR(ReadLogprobs(body, integers, request));
   if (const Value* echo = Find(body, "echo")) {
     if (echo->kind_case() != Value::kBoolValue) return WrongType("echo", "a boolean", *echo);
     if (echo->bool_value() && request->kind == CompletionRequest::kChat)
@@ -702,6 +753,7 @@ proto::SubmitRequest MakeSubmitRequest(const CompletionRequest& request,
     net::GrammarToProto(*request.grammar, processors->mutable_grammar());
   }
   if (processors->ByteSizeLong() == 0) params->clear_processors();
+  if (request.logprobs.has_value()) params->set_logprobs(static_cast<uint32_t>(*request.logprobs));
   if (request.guidance_scale != 1.0f) {
     params->set_guidance_scale(request.guidance_scale);
     params->mutable_negative_prompt_tokens()->Assign(negative_prompt.begin(),

@@ -11,7 +11,7 @@
 // message's keys beyond role and content, and stream_options' beyond
 // include_usage); a field of the other endpoint is refused naming it; a field
 // known but not honoured yet (guided_* (vLLM's old names), functions,
-// function_call (OpenAI's deprecated names of tools), suffix, top_logprobs) is
+// function_call (OpenAI's deprecated names of tools), suffix) is
 // refused naming it unless null or its no-op value. Tools (chat): tools,
 // tool_choice, parallel_tool_calls, and the messages' tool_calls (assistant),
 // tool_call_id (tool) and role "tool", are read into `tools` and
@@ -29,15 +29,20 @@
 //   max_tokens / max_completion_tokens (integer >= 1), temperature (number in
 //   [0, 2]), top_p (number in (0, 1]), top_k (integer >= -1; -1 and 0 are off),
 //   min_p (number in [0, 1]), seed (int64), stop (string or [string], at most
-//   16, none empty), n (only 1), stream (bool), stream_options.include_usage (bool),
+//   16, none empty), n (integer in [1, 64]: independent choices, choice i seeded
+//   with spec::ChoiceSeed(seed, i) = seed + i), stream (bool), stream_options.include_usage (bool),
 //   echo (completions: bool; the prompt's text comes back before the completion).
 //   presence_penalty, frequency_penalty (numbers in [-2, 2]; output tokens only),
 //   repetition_penalty (vLLM's: number in (0, 10], prompt and output tokens),
 //   logit_bias (object: token id as a string -> number in [-100, 100]; ids
 //   within the vocabulary are checked by the front door).
-//   Refused, never ignored: logprobs other than null / false / 0 (target workers
-//   return tokens, not log probabilities), best_of > 1 and n > 1 (one choice per
-//   request), echo on chat completions (not a chat parameter).
+//   logprobs: chat, a boolean, with top_logprobs (integer in [0, 20], only with
+//   logprobs true); completions, an integer in [0, 20] (the alternatives per
+//   token; OpenAI allows 5, vLLM up to its max_logprobs, 20 by default, as here),
+//   false or null = off (runtime/spec/token_logprobs.h); not with echo (the prompt's
+//   own log probabilities are not computed).
+//   Refused, never ignored: best_of > 1 (choices are not ranked), echo on chat
+//   completions (not a chat parameter).
 //   Extension: drafter (string: "none" decodes without speculation, "" or
 //   absent the cluster's default; SubmitRequest.drafter).
 //   Extension, classifier-free guidance: guidance_scale (number in [0, 100];
@@ -115,6 +120,12 @@ struct CompletionRequest {
   // (empty, or index-aligned with `messages`).
   ChatTools tools;
   std::vector<MessageTools> message_tools;
+  // Log probabilities: the alternatives per token (chat top_logprobs, completions
+  // logprobs=N); nullopt = none.
+  std::optional<int> logprobs;
+  // Independent choices, each a request of its own at the coordinator.
+  int n = 1;
+  static constexpr int kMaxChoices = 64;
 };
 
 absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view json,

@@ -38,6 +38,16 @@ void WriteUsage(const CompletionUsage& usage, JsonWriter& w) {
   w.EndObject();
 }
 
+void WriteChoiceLogprobs(const ResponseIdentity& identity, const ResponseChoice& choice,
+                         JsonWriter& w) {
+  w.Key("logprobs");
+  if (choice.logprobs == nullptr) {
+    w.Null();
+  } else {
+    WriteLogprobs(identity.kind, *choice.logprobs, choice.text_offset, w);
+  }
+}
+
 absl::string_view ErrorType(int status) {
   switch (status) {
     case 401:
@@ -79,34 +89,49 @@ absl::string_view FinishReasonName(proto::FinishReason reason) {
 std::string CompletionJson(const ResponseIdentity& identity, absl::string_view text,
                            absl::string_view finish_reason, const CompletionUsage& usage,
                            absl::Span<const ToolCall> tool_calls) {
+  ResponseChoice choice;
+  choice.text = std::string(text);
+  choice.tool_calls.assign(tool_calls.begin(), tool_calls.end());
+  return CompletionJson(identity, {choice}, {std::string(finish_reason)}, usage);
+}
+
+std::string CompletionJson(const ResponseIdentity& identity,
+                           const std::vector<ResponseChoice>& choices,
+                           const std::vector<std::string>& finish_reasons,
+                           const CompletionUsage& usage) {
   JsonWriter w;
   w.BeginObject();
   WriteHeader(identity, IsChat(identity) ? "chat.completion" : "text_completion", w);
-  w.Key("choices").BeginArray().BeginObject();
-  w.Key("index").Int(0);
-  if (IsChat(identity)) {
-    w.Key("message").BeginObject().Key("role").String("assistant").Key("content");
-    if (text.empty() && !tool_calls.empty()) {
-      w.Null();
-    } else {
-      w.String(text);
-    }
-    if (!tool_calls.empty()) {
-      w.Key("tool_calls").BeginArray();
-      for (const ToolCall& call : tool_calls) {
-        w.BeginObject();
-        WriteToolCallMembers(call, w);
-        w.EndObject();
+  w.Key("choices").BeginArray();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const ResponseChoice& choice = choices[i];
+    w.BeginObject();
+    w.Key("index").Int(choice.index);
+    if (IsChat(identity)) {
+      w.Key("message").BeginObject().Key("role").String("assistant").Key("content");
+      if (choice.text.empty() && !choice.tool_calls.empty()) {
+        w.Null();
+      } else {
+        w.String(choice.text);
       }
-      w.EndArray();
+      if (!choice.tool_calls.empty()) {
+        w.Key("tool_calls").BeginArray();
+        for (const ToolCall& call : choice.tool_calls) {
+          w.BeginObject();
+          WriteToolCallMembers(call, w);
+          w.EndObject();
+        }
+        w.EndArray();
+      }
+      w.EndObject();
+    } else {
+      w.Key("text").String(choice.text);
     }
+    WriteChoiceLogprobs(identity, choice, w);
+    w.Key("finish_reason").String(i < finish_reasons.size() ? finish_reasons[i] : "");
     w.EndObject();
-  } else {
-    w.Key("text").String(text);
   }
-  w.Key("logprobs").Null();
-  w.Key("finish_reason").String(finish_reason);
-  w.EndObject().EndArray();
+  w.EndArray();
   w.Key("usage");
   WriteUsage(usage, w);
   w.EndObject();
@@ -116,20 +141,28 @@ std::string CompletionJson(const ResponseIdentity& identity, absl::string_view t
 std::string CompletionChunkJson(const ResponseIdentity& identity, absl::string_view text,
                                 bool first, std::optional<absl::string_view> finish_reason,
                                 const std::optional<CompletionUsage>& usage) {
+  ResponseChoice choice;
+  choice.text = std::string(text);
+  return CompletionChunkJson(identity, choice, first, finish_reason, usage);
+}
+
+std::string CompletionChunkJson(const ResponseIdentity& identity, const ResponseChoice& choice,
+                                bool first, std::optional<absl::string_view> finish_reason,
+                                const std::optional<CompletionUsage>& usage) {
   JsonWriter w;
   w.BeginObject();
   WriteHeader(identity, IsChat(identity) ? "chat.completion.chunk" : "text_completion", w);
   w.Key("choices").BeginArray().BeginObject();
-  w.Key("index").Int(0);
+  w.Key("index").Int(choice.index);
   if (IsChat(identity)) {
     w.Key("delta").BeginObject();
     if (first) w.Key("role").String("assistant");
-    if (!text.empty() || !finish_reason) w.Key("content").String(text);
+    if (!choice.text.empty() || !finish_reason) w.Key("content").String(choice.text);
     w.EndObject();
   } else {
-    w.Key("text").String(text);
+    w.Key("text").String(choice.text);
   }
-  w.Key("logprobs").Null();
+  WriteChoiceLogprobs(identity, choice, w);
   if (finish_reason) {
     w.Key("finish_reason").String(*finish_reason);
   } else {
@@ -144,13 +177,13 @@ std::string CompletionChunkJson(const ResponseIdentity& identity, absl::string_v
   return w.Take();
 }
 
-std::string ToolCallChunkJson(const ResponseIdentity& identity, int index, const ToolCall& call,
-                              bool first) {
+std::string ToolCallChunkJson(const ResponseIdentity& identity, int choice_index, int index,
+                              const ToolCall& call, bool first) {
   JsonWriter w;
   w.BeginObject();
   WriteHeader(identity, "chat.completion.chunk", w);
   w.Key("choices").BeginArray().BeginObject();
-  w.Key("index").Int(0);
+  w.Key("index").Int(choice_index);
   w.Key("delta").BeginObject();
   if (first) w.Key("role").String("assistant");
   w.Key("tool_calls").BeginArray().BeginObject().Key("index").Int(index);

@@ -17,9 +17,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "coordinator/http/openai_logprobs.h"
 #include "coordinator/http/openai_request.h"
 #include "coordinator/http/tool_calls.h"
 #include "proto/splitspec.pb.h"
@@ -45,6 +47,17 @@ struct CompletionUsage {
   int unconditional_prompt_tokens = 0;
 };
 
+// One choice of a response (n > 1: several, by index).
+struct ResponseChoice {
+  int index = 0;
+  std::string text;
+  // The request asked for log probabilities: this choice's (a chunk's: its
+  // tokens'), written by openai_logprobs.h; null: "logprobs": null.
+  const std::vector<TokenLogprobText>* logprobs = nullptr;
+  int text_offset = 0;  // completions: the characters before logprobs' first token
+  std::vector<ToolCall> tool_calls;  // chat: the reply's calls (content null when text is empty)
+};
+
 // "stop", "length", "cancelled" or "error".
 absl::string_view FinishReasonName(proto::FinishReason reason);
 
@@ -55,16 +68,27 @@ std::string CompletionJson(const ResponseIdentity& identity, absl::string_view t
                            absl::string_view finish_reason, const CompletionUsage& usage,
                            absl::Span<const ToolCall> tool_calls = {});
 
+// The whole object of n choices; finish_reasons[i] is choices[i]'s.
+std::string CompletionJson(const ResponseIdentity& identity,
+                           const std::vector<ResponseChoice>& choices,
+                           const std::vector<std::string>& finish_reasons,
+                           const CompletionUsage& usage);
+
 // One streamed chunk. Chat chunks carry the role in the first chunk
 // (`first`). `finish_reason` and `usage` are set on the last chunk only.
 std::string CompletionChunkJson(const ResponseIdentity& identity, absl::string_view text,
                                 bool first, std::optional<absl::string_view> finish_reason,
                                 const std::optional<CompletionUsage>& usage);
+// The same for the choice `choice` (its index, text and logprobs); with n > 1
+// choices, `first` is that choice's first chunk and `finish_reason` its last.
+std::string CompletionChunkJson(const ResponseIdentity& identity, const ResponseChoice& choice,
+                                bool first, std::optional<absl::string_view> finish_reason,
+                                const std::optional<CompletionUsage>& usage);
 
-// A streamed chat chunk with one tool call whole: delta {"tool_calls": [{"index", "id",
+// A streamed chat chunk of choice `choice_index` with its tool call `index` whole: delta {"tool_calls": [{"index", "id",
 // "type": "function", "function": {"name", "arguments"}}]} (the role too when `first`).
-std::string ToolCallChunkJson(const ResponseIdentity& identity, int index, const ToolCall& call,
-                              bool first);
+std::string ToolCallChunkJson(const ResponseIdentity& identity, int choice_index, int index,
+                              const ToolCall& call, bool first);
 
 // The usage-only chunk OpenAI sends last when stream_options.include_usage is
 // set: "choices" is empty.

@@ -120,6 +120,8 @@ absl::Status RequestClient::Poll(
     if (!tokens.empty() && result.first_token_at == absl::InfinitePast())
       result.first_token_at = absl::Now();
     result.tokens.insert(result.tokens.end(), tokens.begin(), tokens.end());
+    result.logprobs.insert(result.logprobs.end(), stream.logprobs().begin(),
+                           stream.logprobs().end());
     result.stats = stream.stats();
     if (on_tokens && !tokens.empty()) on_tokens(stream.request_id(), tokens);
     if (stream.finished()) {

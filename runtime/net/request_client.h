@@ -26,6 +26,9 @@ namespace splitspec::net {
 struct GenerationResult {
   std::string request_id;
   std::vector<int32_t> tokens;  // generated tokens only
+  // SamplingParams.logprobs: the entry of each of `tokens`, in order (fewer
+  // only if the coordinator lost some: a caller checks the sizes).
+  std::vector<proto::TokenLogprob> logprobs;
   proto::FinishReason finish_reason = proto::FINISH_REASON_UNSPECIFIED;
   proto::SpecStats stats;
   std::string error;  // the coordinator's or a worker's reason, if any

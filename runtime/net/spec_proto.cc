@@ -45,6 +45,17 @@ absl::StatusOr<spec::SamplingParams> SamplingParamsFromProto(const proto::Sampli
   if (processors.has_grammar()) {
     ASSIGN_OR_RETURN(params.grammar, GrammarFromProto(processors.grammar()));
   }
+  if (wire.has_logprobs()) {
+    if (wire.logprobs() > static_cast<uint32_t>(spec::kMaxTopLogprobs)) {
+      return absl::InvalidArgumentError(absl::StrCat("logprobs (top alternatives) must be in [0, ",
+                                                     spec::kMaxTopLogprobs, "], got ",
+                                                     wire.logprobs()));
+    }
+    params.logprobs = static_cast<int>(wire.logprobs());
+  }
+  params.logprobs_mode = wire.logprobs_mode() == proto::LOGPROBS_MODE_PROCESSED
+                             ? spec::LogprobsMode::kProcessed
+                             : spec::LogprobsMode::kRaw;
   RETURN_IF_ERROR(params.Validate());
   return params;
 }
@@ -66,7 +77,26 @@ proto::SamplingParams SamplingParamsToProto(const spec::SamplingParams& params) 
   }
   if (params.grammar.has_value()) GrammarToProto(*params.grammar, processors->mutable_grammar());
   if (processors->ByteSizeLong() == 0) wire.clear_processors();
+  if (params.logprobs.has_value()) wire.set_logprobs(static_cast<uint32_t>(*params.logprobs));
+  if (params.logprobs_mode == spec::LogprobsMode::kProcessed)
+    wire.set_logprobs_mode(proto::LOGPROBS_MODE_PROCESSED);
   return wire;
+}
+
+spec::TokenLogprob TokenLogprobFromProto(const proto::TokenLogprob& wire) {
+  spec::TokenLogprob entry;
+  entry.token = wire.token();
+  entry.logprob = wire.logprob();
+  entry.top_ids.assign(wire.top_ids().begin(), wire.top_ids().end());
+  entry.top_logprobs.assign(wire.top_logprobs().begin(), wire.top_logprobs().end());
+  return entry;
+}
+
+void TokenLogprobToProto(const spec::TokenLogprob& entry, proto::TokenLogprob* wire) {
+  wire->set_token(entry.token);
+  wire->set_logprob(entry.logprob);
+  wire->mutable_top_ids()->Assign(entry.top_ids.begin(), entry.top_ids.end());
+  wire->mutable_top_logprobs()->Assign(entry.top_logprobs.begin(), entry.top_logprobs.end());
 }
 
 void GrammarToProto(const grammar::GrammarSpec& spec, proto::GrammarConstraint* wire) {

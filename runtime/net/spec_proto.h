@@ -7,6 +7,7 @@
 #include "proto/splitspec.pb.h"
 #include "runtime/spec/sampling_params.h"
 #include "runtime/spec/sparse_distribution.h"
+#include "runtime/spec/token_logprobs.h"
 #include "runtime/spec/verify_mode.h"
 
 namespace splitspec::net {
@@ -21,6 +22,10 @@ void GrammarToProto(const grammar::GrammarSpec& spec, proto::GrammarConstraint* 
 // VERIFY_MODE_UNSPECIFIED picks greedy at temperature 0, rejection otherwise.
 spec::VerifyMode VerifyModeFromProto(proto::VerifyMode wire, const spec::SamplingParams& params);
 proto::VerifyMode VerifyModeToProto(spec::VerifyMode mode);
+
+// A committed token's log-probability entry (VerifyResult / TokenStream.logprobs).
+spec::TokenLogprob TokenLogprobFromProto(const proto::TokenLogprob& wire);
+void TokenLogprobToProto(const spec::TokenLogprob& entry, proto::TokenLogprob* wire);
 
 spec::SparseDistribution SparseFromProto(const proto::SparseDistribution& wire);
 void SparseToProto(const spec::SparseDistribution& q, proto::SparseDistribution* wire);

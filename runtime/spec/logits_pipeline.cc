@@ -121,4 +121,21 @@ absl::Status GuidedProcessRow(const SamplingParams& params, const RowContext& co
   return absl::OkStatus();
 }
 
+absl::Status ProcessedLogits(const SamplingParams& params, const RowContext& context,
+                             absl::Span<const float> cond, absl::Span<const float> uncond,
+                             absl::Span<float> out) {
+  if (cond.size() != out.size() || (params.guided() && uncond.size() != cond.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ProcessedLogits: cond has ", cond.size(), " entries, uncond ", uncond.size(),
+                     ", out ", out.size(), " (need equal; uncond read only when guided)"));
+  }
+  if (params.guided()) {
+    kernels::GuidedLogitsRows(cond.data(), uncond.data(), &params.guidance_scale, out.data(), 1,
+                              static_cast<int>(out.size()));
+  } else {
+    std::copy(cond.begin(), cond.end(), out.begin());
+  }
+  return ProcessContext(params, context, out);
+}
+
 }  // namespace splitspec::spec

@@ -88,6 +88,15 @@ absl::Status GuidedProcessRow(const SamplingParams& params, const RowContext& co
                               absl::Span<const float> cond, absl::Span<const float> uncond,
                               absl::Span<float> probs);
 
+// Guidance (when params.guided(); `uncond` is read only then) and steps 1-4 of
+// the target's row `cond` into `out` [vocab]: the logits that temperature and
+// truncation (steps 5-8) turn into p. The processed row of log probabilities
+// (runtime/spec/token_logprobs.h) starts here. Errors: ProcessContext's, and
+// InvalidArgument on sizes that differ. `out` may not overlap the inputs.
+absl::Status ProcessedLogits(const SamplingParams& params, const RowContext& context,
+                             absl::Span<const float> cond, absl::Span<const float> uncond,
+                             absl::Span<float> out);
+
 }  // namespace splitspec::spec
 
 #endif  // SPLITSPEC_RUNTIME_SPEC_LOGITS_PIPELINE_H_

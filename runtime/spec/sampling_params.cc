@@ -49,6 +49,10 @@ absl::Status SamplingParams::Validate() const {
                                                    kMaxRepetitionPenalty, "], got ",
                                                    repetition_penalty));
   }
+  if (logprobs.has_value() && (*logprobs < 0 || *logprobs > kMaxTopLogprobs)) {
+    return absl::InvalidArgumentError(absl::StrCat("logprobs (top alternatives) must be in [0, ",
+                                                   kMaxTopLogprobs, "], got ", *logprobs));
+  }
   return absl::OkStatus();
 }
 

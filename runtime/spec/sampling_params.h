@@ -18,6 +18,23 @@
 
 namespace splitspec::spec {
 
+// Which row a request's log probabilities are read from (vLLM's --logprobs-mode,
+// runtime/spec/token_logprobs.h): kRaw, log_softmax of the target model's logits
+// at the position; kProcessed, of the row after the request's processors
+// (guidance, grammar mask, logit_bias, penalties) and temperature, with the
+// tokens top-k / top-p / min-p removed at -inf (greedy: no temperature, no
+// truncation, as vLLM).
+enum class LogprobsMode { kRaw, kProcessed };
+
+// The most alternatives a request may ask per token (OpenAI's top_logprobs
+// limit; completions' logprobs=N up to this too, as vLLM allows).
+inline constexpr int kMaxTopLogprobs = 20;
+
+// The seed of choice `index` of a request with n > 1 choices: seed + index
+// (mod 2^64), so choice 0 is the request itself and choice i reproduces as a
+// single request with that seed.
+inline uint64_t ChoiceSeed(uint64_t seed, int index) { return seed + static_cast<uint64_t>(index); }
+
 struct SamplingParams {
   // Logits are divided by this before the softmax. 0 = greedy (a one-hot p at
   // the argmax of the logits). Must be finite and >= 0. Default 1.
@@ -60,6 +77,13 @@ struct SamplingParams {
   // pipeline, the mask). The mask is made by the caller's GrammarMatcher and
   // passed in RowContext::allowed (logits_pipeline.h). nullopt: unconstrained.
   std::optional<grammar::GrammarSpec> grammar;
+
+  // Log probabilities (OpenAI's logprobs / top_logprobs): with a value, every
+  // committed token comes back with its log-probability and the `*logprobs`
+  // most likely alternatives at its position, in [0, kMaxTopLogprobs].
+  // nullopt: none (the default). Output only: never changes what is sampled.
+  std::optional<int> logprobs;
+  LogprobsMode logprobs_mode = LogprobsMode::kRaw;
 
   static constexpr float kMaxGuidanceScale = 100.0f;
   static constexpr float kMaxLogitBias = 100.0f;

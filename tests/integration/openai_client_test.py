@@ -60,10 +60,10 @@ class OpenAiClientTest(unittest.TestCase):
         streamed = "".join(chunk.choices[0].delta.content or "" for chunk in self.chat(stream=True) if chunk.choices)
         self.assertEqual(streamed, whole.choices[0].message.content)
 
-    def test_n_above_one_is_a_bad_request_naming_n(self):
+    def test_n_above_the_limit_is_a_bad_request_naming_n(self):
         with self.assertRaises(openai.BadRequestError) as raised:
-            self.complete(prompt="x", n=2)
-        self.assertIn("'n' must be 1", str(raised.exception))
+            self.complete(prompt="x", n=65)
+        self.assertIn("'n' must be in [1, 64]", str(raised.exception))
 
     def test_an_unknown_field_is_a_bad_request_naming_it(self):
         with self.assertRaises(openai.BadRequestError) as raised:

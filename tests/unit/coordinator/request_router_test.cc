@@ -408,5 +408,57 @@ TEST_F(RequestRouterTest, WorkerErrorReachesTheClientAndFinishesTheRequest) {
   EXPECT_EQ(router_.counters().failed, 1u);
 }
 
+TEST_F(RequestRouterTest, LogprobsStreamWithTheirTokensAndSurviveAReplacedTarget) {
+  AddWorker(1, proto::ROLE_TARGET_WORKER);
+  AddWorker(2, proto::ROLE_TARGET_WORKER);
+  Take();
+  proto::SubmitRequest submit;
+  submit.set_request_id("lp");
+  submit.mutable_prompt_tokens()->Assign(kPrompt.begin(), kPrompt.end());
+  submit.mutable_params()->set_max_tokens(8);
+  submit.mutable_params()->set_logprobs(1);
+  router_.OnSubmit(kClient, submit, &out_);
+  const uint64_t first = Filter(Take(), proto::Envelope::kAssignment, PeerOf(1)).empty() ? 2 : 1;
+  auto result = [&](uint64_t worker, std::vector<int32_t> tokens, int before, bool full,
+                    int logprobs_start, std::vector<int32_t> entries, bool finished) {
+    proto::VerifyResult r;
+    r.set_request_id("lp");
+    r.mutable_committed_tokens()->Assign(tokens.begin(), tokens.end());
+    r.set_frontier(static_cast<uint32_t>(full ? tokens.size() : before + tokens.size()));
+    r.set_full_sequence(full);
+    r.set_logprobs_start(static_cast<uint32_t>(logprobs_start));
+    for (int32_t token : entries) {
+      proto::TokenLogprob* entry = r.add_logprobs();
+      entry->set_token(token);
+      entry->set_logprob(-static_cast<float>(token));
+    }
+    r.set_finished(finished);
+    r.set_finish_reason(finished ? proto::FINISH_REASON_LENGTH : proto::FINISH_REASON_UNSPECIFIED);
+    router_.OnResult(PeerOf(worker), r, &out_);
+  };
+  result(first, {40, 41}, 3, false, 3, {40, 41}, false);
+  std::vector<Outgoing> out = Take();
+  std::vector<const Outgoing*> streams = Filter(out, proto::Envelope::kTokenStream, kClient);
+  ASSERT_EQ(streams.size(), 1u);
+  const proto::TokenStream& stream = streams[0]->envelope.token_stream();
+  ASSERT_EQ(stream.logprobs_size(), 2);
+  EXPECT_EQ(stream.logprobs(1).token(), 41);
+  // Its target dies: the next one commits from the committed tokens, and its
+  // final full-sequence result repeats nothing the client already has.
+  router_.OnWorkerGone(first, &out_);
+  const uint64_t second = 3 - first;
+  ASSERT_EQ(AssignmentTo(Take(), second, "lp").committed_tokens_size(), 5);
+  result(second, Concat(Concat(kPrompt, {40, 41}), {42}), 0, true, 5, {42}, true);
+  out = Take();
+  streams = Filter(out, proto::Envelope::kTokenStream, kClient);
+  ASSERT_EQ(streams.size(), 1u);
+  const proto::TokenStream& last = streams[0]->envelope.token_stream();
+  ASSERT_EQ(last.tokens_size(), 1);
+  ASSERT_EQ(last.logprobs_size(), 1);
+  EXPECT_EQ(last.logprobs(0).token(), 42);
+  EXPECT_EQ(last.logprobs(0).logprob(), -42.0f);
+  EXPECT_TRUE(last.finished());
+}
+
 }  // namespace
 }  // namespace splitspec::coordinator

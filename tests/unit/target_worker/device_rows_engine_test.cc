@@ -230,6 +230,23 @@ TEST(DeviceRowsEngineTest, AStructuredOutputRequestIsRefusedByName) {
   EXPECT_TRUE(engine.AddRequest(Assign("plain", {1, 2}, 6, proto::VERIFY_MODE_GREEDY)).ok());
 }
 
+// Its rows stay on the device: a request for log probabilities is refused by
+// name, never answered without them.
+TEST(DeviceRowsEngineTest, ALogprobsRequestIsRefusedByName) {
+  KeepingFakeModel model;
+  TargetEngine engine(&model, Options());
+  ASSERT_TRUE(
+      engine.UseDeviceRows(std::make_unique<HostDeviceRows>(FakeLanguageModel::kVocab, 8)).ok());
+  proto::Assignment asking = Assign("logprobs", {1, 2}, 6, proto::VERIFY_MODE_GREEDY);
+  asking.mutable_params()->set_logprobs(0);
+  const absl::Status status = engine.AddRequest(asking);
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_NE(status.message().find("logprobs are not returned by the CUDA verifier"),
+            std::string::npos)
+      << status;
+  EXPECT_TRUE(engine.AddRequest(Assign("plain", {1, 2}, 6, proto::VERIFY_MODE_GREEDY)).ok());
+}
+
 TEST(DeviceRowsEngineTest, RefusesAStoreWithFewerSlotsThanRequests) {
   KeepingFakeModel model;
   TargetEngine engine(&model, Options());  // max_requests 8

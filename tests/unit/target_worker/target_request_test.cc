@@ -139,5 +139,56 @@ TEST(TargetRequestTest, FullSequenceResultCarriesPromptAndGeneratedTokens) {
   EXPECT_EQ(sync.prompt_length(), static_cast<uint32_t>(kPrompt));
 }
 
+spec::TokenLogprob Entry(int32_t token, float logprob) {
+  spec::TokenLogprob entry;
+  entry.token = token;
+  entry.logprob = logprob;
+  entry.top_ids = {token};
+  entry.top_logprobs = {logprob};
+  return entry;
+}
+
+TEST(TargetRequestTest, LogprobsTravelWithTheirTokensAndAreCutWithThem) {
+  RequestLimits limits;
+  limits.stop_token_ids = {21};
+  auto request = NewRequest(limits);
+  Feed(*request, kPrompt);
+  request->SetPending({{1.0f}});
+  ASSERT_EQ(request->AdmitBlock(Block(0, 3, {20})), BlockAdmission::kQueued);
+  Feed(*request, 1);
+  proto::VerifyResult first =
+      request->ApplyOutcome(request->ReadyBlock(), Outcome(1, {20, 30}, false), std::nullopt,
+                            absl::Now(), {Entry(20, -0.5f), Entry(30, -1.0f)});
+  ASSERT_EQ(first.logprobs_size(), 2);
+  EXPECT_EQ(first.logprobs_start(), 3u);
+  EXPECT_EQ(first.logprobs(1).token(), 30);
+  EXPECT_EQ(first.logprobs(1).logprob(), -1.0f);
+  // The stop token ends the request: the entry after it goes with the token after it.
+  Feed(*request, 1);
+  proto::VerifyResult second = request->ApplyOutcome(
+      nullptr, Outcome(0, {21, 22}, false), std::nullopt, absl::Now(),
+      {Entry(21, -2.0f), Entry(22, -3.0f)});
+  ASSERT_TRUE(request->finished());
+  ASSERT_EQ(second.committed_tokens_size(), 1);
+  ASSERT_EQ(second.logprobs_size(), 1);
+  EXPECT_EQ(second.logprobs_start(), 5u);
+  EXPECT_EQ(second.logprobs(0).token(), 21);
+  // The final report carries every token this target committed, with its entry.
+  const proto::VerifyResult full = request->FullSequenceResult();
+  EXPECT_EQ(full.logprobs_start(), 3u);
+  ASSERT_EQ(full.logprobs_size(), 3);
+  EXPECT_EQ(full.logprobs(2).top_ids(0), 21);
+}
+
+TEST(TargetRequestTest, NoLogprobsAskedNoneSent) {
+  auto request = NewRequest();
+  Feed(*request, kPrompt);
+  request->SetPending({{1.0f}});
+  proto::VerifyResult result =
+      request->ApplyOutcome(nullptr, Outcome(0, {40}, false), std::nullopt, absl::Now());
+  EXPECT_EQ(result.logprobs_size(), 0);
+  EXPECT_EQ(request->FullSequenceResult().logprobs_size(), 0);
+}
+
 }  // namespace
 }  // namespace splitspec::target

@@ -351,7 +351,7 @@ TEST(ToolCallJsonTest, AReplyAndAChunkCarryOpenAisShape) {
   EXPECT_EQ(function.at("arguments").string_value(), R"({"city": "Paris"})");
   EXPECT_EQ(choice.struct_value().fields().at("finish_reason").string_value(), "tool_calls");
 
-  google::protobuf::Value chunk = Json(ToolCallChunkJson(identity, 1, calls[0], /*first=*/true));
+  google::protobuf::Value chunk = Json(ToolCallChunkJson(identity, 0, 1, calls[0], /*first=*/true));
   const auto& delta = chunk.struct_value()
                           .fields()
                           .at("choices")

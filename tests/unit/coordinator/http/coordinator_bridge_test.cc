@@ -45,9 +45,9 @@ class RecordingSink : public GenerationSink {
   RecordingSink(std::shared_ptr<SinkLog> log, bool accept_tokens = true)
       : log_(std::move(log)), accept_tokens_(accept_tokens) {}
 
-  bool OnTokens(const std::vector<int32_t>& tokens, const proto::SpecStats&) override {
+  bool OnTokens(const proto::TokenStream& stream) override {
     std::lock_guard<std::mutex> lock(log_->mu);
-    log_->tokens.insert(log_->tokens.end(), tokens.begin(), tokens.end());
+    log_->tokens.insert(log_->tokens.end(), stream.tokens().begin(), stream.tokens().end());
     ++log_->token_calls;
     log_->changed.notify_all();
     return accept_tokens_;

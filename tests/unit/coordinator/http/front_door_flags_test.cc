@@ -43,6 +43,17 @@ TEST(FrontDoorFlagsTest, ReadsEveryFlag) {
   EXPECT_EQ(o.coordinator_endpoint, "tcp://127.0.0.1:5555");
 }
 
+TEST(FrontDoorFlagsTest, LogprobsModeIsRawByDefaultAndProcessedOnRequest) {
+  auto options = Parse({"--http", "127.0.0.1:8000", "--model", "/m.gguf"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ((*options)->logprobs_mode, proto::LOGPROBS_MODE_RAW);
+  options = Parse({"--http", "127.0.0.1:8000", "--model", "/m.gguf", "--logprobs-mode", "processed"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ((*options)->logprobs_mode, proto::LOGPROBS_MODE_PROCESSED);
+  options = Parse({"--http", "127.0.0.1:8000", "--model", "/m.gguf", "--logprobs-mode", "logits"});
+  EXPECT_EQ(options.status().message(), "--logprobs-mode 'logits' is not raw or processed");
+}
+
 TEST(FrontDoorFlagsTest, ApiKeyDefaultsToTheEnvironment) {
   setenv("SPLITSPEC_API_KEY", "from-env", 1);
   auto options = Parse({"--http", "127.0.0.1:8000", "--model", "/m.gguf"});

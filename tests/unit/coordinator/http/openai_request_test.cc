@@ -67,7 +67,7 @@ TEST(OpenAiRequestTest, IntegersAreReadFromTheirTextExactly) {
   EXPECT_EQ(ParseError(R"({"prompt":"x","max_tokens":4294967296})").first,
             "'max_tokens' must be at most 4294967295, got 4294967296");
   EXPECT_EQ(ParseError(R"({"prompt":"x","n":9007199254740993})").first,
-            "'n' must be 1 (one choice per request is supported), got 9007199254740993");
+            "'n' must be in [1, 64], got 9007199254740993");
   EXPECT_EQ(ParseError(R"({"prompt":"x","top_k":9007199254740993})").first,
             "'top_k' must be -1 (off), 0 (off) or positive, got 9007199254740993");
   // A repeated name is refused by the JSON parser, so no literal can stand for another value.
@@ -164,15 +164,6 @@ TEST(OpenAiRequestTest, OutOfRangeValuesNameTheField) {
 }
 
 TEST(OpenAiRequestTest, UnsupportedOptionsAreRefusedNotIgnored) {
-  EXPECT_EQ(
-      ParseError(R"({"prompt":"x","n":2})"),
-      std::make_pair(std::string("'n' must be 1 (one choice per request is supported), got 2"),
-                     std::string("n")));
-  EXPECT_EQ(ParseError(R"({"prompt":"x","logprobs":3})").second, "logprobs");
-  EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true})",
-                       CompletionRequest::kChat)
-                .second,
-            "logprobs");
   EXPECT_EQ(ParseError(R"({"prompt":"x","best_of":2})").second, "best_of");
   EXPECT_EQ(ParseError(R"({"messages":[{"role":"user","content":"x"}],"echo":true})",
                        CompletionRequest::kChat),
@@ -223,10 +214,52 @@ TEST(OpenAiRequestTest, KnownButNotHonouredFieldsAreRefusedByName) {
     EXPECT_THAT(message, HasSubstr(absl::StrCat("'", field, "' is not supported")));
   }
   EXPECT_EQ(ParseError(R"({"prompt":"x","suffix":"end"})").second, "suffix");
-  EXPECT_EQ(ParseError(chat + R"("top_logprobs":2})", CompletionRequest::kChat).second,
-            "top_logprobs");
   // Null and the no-op value lose nothing: accepted.
-  ParseOk(chat + R"("response_format":null,"top_logprobs":0})", CompletionRequest::kChat);
+  ParseOk(chat + R"("response_format":null})", CompletionRequest::kChat);
+}
+
+TEST(OpenAiRequestTest, LogprobsAreReadPerEndpointAndGoOnTheWire) {
+  const std::string chat = R"({"messages":[{"role":"user","content":"x"}],)";
+  EXPECT_FALSE(ParseOk(chat + R"("logprobs":false})", CompletionRequest::kChat).logprobs);
+  EXPECT_EQ(ParseOk(chat + R"("logprobs":true})", CompletionRequest::kChat).logprobs, 0);
+  const CompletionRequest top =
+      ParseOk(chat + R"("logprobs":true,"top_logprobs":20})", CompletionRequest::kChat);
+  EXPECT_EQ(top.logprobs, 20);
+  proto::SubmitRequest submit = MakeSubmitRequest(top, {1, 2}, "r", {});
+  EXPECT_TRUE(submit.params().has_logprobs());
+  EXPECT_EQ(submit.params().logprobs(), 20u);
+  EXPECT_FALSE(
+      MakeSubmitRequest(ParseOk(R"({"prompt":"x"})"), {1}, "r", {}).params().has_logprobs());
+  EXPECT_EQ(ParseError(chat + R"("top_logprobs":2})", CompletionRequest::kChat),
+            std::make_pair(std::string("'top_logprobs' needs \"logprobs\": true"),
+                           std::string("top_logprobs")));
+  EXPECT_EQ(
+      ParseError(chat + R"("logprobs":true,"top_logprobs":21})", CompletionRequest::kChat).first,
+      "'top_logprobs' must be in [0, 20], got 21");
+  EXPECT_FALSE(ParseOk(chat + R"("top_logprobs":0})", CompletionRequest::kChat).logprobs);
+  EXPECT_EQ(ParseError(chat + R"("logprobs":3})", CompletionRequest::kChat).first,
+            "'logprobs' must be a boolean (chat completions), got a number");
+  // Completions: an integer, up to 20 (vLLM's limit, past OpenAI's 5).
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","logprobs":5})").logprobs, 5);
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","logprobs":0})").logprobs, 0);
+  EXPECT_FALSE(ParseOk(R"({"prompt":"x","logprobs":null})").logprobs);
+  EXPECT_FALSE(ParseOk(R"({"prompt":"x","logprobs":false})").logprobs);
+  EXPECT_EQ(ParseError(R"({"prompt":"x","logprobs":21})").first,
+            "'logprobs' must be in [0, 20], got 21");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","logprobs":true})").second, "logprobs");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","logprobs":1,"echo":true})").first,
+            "'logprobs' with \"echo\": true would need the prompt's log probabilities, which this "
+            "server does not compute; ask without echo");
+  EXPECT_EQ(ParseError(R"({"prompt":"x","top_logprobs":2})").first,
+            "'top_logprobs' is a /v1/chat/completions parameter, not a completions one");
+}
+
+TEST(OpenAiRequestTest, NChoicesAreReadWithinTheLimit) {
+  EXPECT_EQ(ParseOk(R"({"prompt":"x"})").n, 1);
+  EXPECT_EQ(ParseOk(R"({"prompt":"x","n":3})").n, 3);
+  EXPECT_EQ(ParseError(R"({"prompt":"x","n":0})"),
+            std::make_pair(std::string("'n' must be in [1, 64], got 0"), std::string("n")));
+  EXPECT_EQ(ParseError(R"({"prompt":"x","n":65})").second, "n");
 }
 
 TEST(OpenAiRequestTest, ResponseFormatAndStructuredOutputsBecomeTheGrammarOnTheWire) {

@@ -1,6 +1,9 @@
 // The OpenAI response schema (exact JSON), SSE framing and the error mapping.
 #include "coordinator/http/openai_response.h"
 
+#include <cmath>
+
+#include "absl/strings/str_replace.h"
 #include "coordinator/http/json_writer.h"
 #include "coordinator/http/sse.h"
 #include "gtest/gtest.h"
@@ -105,6 +108,58 @@ TEST(SseTest, FramesEventsAndDone) {
   EXPECT_EQ(SseEvent(R"({"a":1})"), "data: {\"a\":1}\n\n");
   EXPECT_EQ(SseEvent("one\ntwo\r\nthree"), "data: one\ndata: two\ndata: three\n\n");
   EXPECT_EQ(SseDone(), "data: [DONE]\n\n");
+}
+
+// `json` with <e> standing for the two bytes of "é" (valid UTF-8 is written as is).
+std::string WithE(const std::string& json) {
+  return absl::StrReplaceAll(json, {{"<e>", "\xc3\xa9"}});
+}
+
+// Two tokens: "é" (two bytes, one character) and "!"; -inf is written -9999.0.
+std::vector<TokenLogprobText> Entries() {
+  return {{"\xc3\xa9", -0.25f, {{"\xc3\xa9", -0.25f}, {"e", -1.5f}}},
+          {"!", -INFINITY, {{"?", -0.5f}, {"?", -0.75f}}}};
+}
+
+TEST(OpenAiResponseTest, ChatLogprobsHaveTokenLogprobBytesAndTopLogprobs) {
+  const ResponseIdentity id{CompletionRequest::kChat, "chatcmpl-1", 1700000000, "tiny"};
+  const std::vector<TokenLogprobText> entries = Entries();
+  ResponseChoice choice;
+  choice.index = 2;
+  choice.text = "\xc3\xa9!";
+  choice.logprobs = &entries;
+  EXPECT_EQ(
+      CompletionChunkJson(id, choice, false, std::nullopt, std::nullopt),
+      WithE(
+          R"({"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"tiny",)"
+          R"("choices":[{"index":2,"delta":{"content":"<e>!"},"logprobs":{"content":[)"
+          R"({"token":"<e>","logprob":-0.25,"bytes":[195,169],"top_logprobs":[)"
+          R"({"token":"<e>","logprob":-0.25,"bytes":[195,169]},{"token":"e","logprob":-1.5,"bytes":[101]}]},)"
+          R"({"token":"!","logprob":-9999,"bytes":[33],"top_logprobs":[)"
+          R"({"token":"?","logprob":-0.5,"bytes":[63]},{"token":"?","logprob":-0.75,"bytes":[63]}]}],)"
+          R"("refusal":null},"finish_reason":null}]})"));
+}
+
+TEST(OpenAiResponseTest, CompletionLogprobsHaveTheLegacyShapeWithCharacterOffsets) {
+  const ResponseIdentity id{CompletionRequest::kCompletion, "cmpl-1", 1700000000, "tiny"};
+  const std::vector<TokenLogprobText> entries = Entries();
+  ResponseChoice first;
+  first.text = "ab\xc3\xa9!";
+  first.logprobs = &entries;
+  first.text_offset = 2;  // after an echoed "ab"
+  ResponseChoice second;
+  second.index = 1;
+  second.text = "x";
+  EXPECT_EQ(
+      CompletionJson(id, {first, second}, {"length", "stop"}, Usage()),
+      WithE(
+          std::string(
+              R"({"id":"cmpl-1","object":"text_completion","created":1700000000,"model":"tiny",)"
+              R"("choices":[{"index":0,"text":"ab<e>!","logprobs":{"tokens":["<e>","!"],)"
+              R"("token_logprobs":[-0.25,-9999],"top_logprobs":[{"<e>":-0.25,"e":-1.5},{"?":-0.5}],)"
+              R"("text_offset":[2,3]},"finish_reason":"length"},)"
+              R"({"index":1,"text":"x","logprobs":null,"finish_reason":"stop"}],)") +
+          kUsageJson + "}"));
 }
 
 }  // namespace
