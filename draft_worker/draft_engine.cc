@@ -162,8 +162,12 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
   state.acceptance.RecordBlock(accepted, rejected);
   if (first || block.drafted == 0) return;
   const spec::SpecEstimates estimates = Estimates(state);
+  // The step that verified it was the batch's: every request of the batch fed
+  // its token there (without this the others' share would read as overhead, and
+  // speculation would look dearer the more requests share the target).
   const double verify_seconds =
-      estimates.target_step_seconds * (1.0 + estimates.target_slope * verified_drafts);
+      estimates.target_step_seconds *
+      (1.0 + estimates.target_slope * (estimates.target_batch - 1 + verified_drafts));
   if (!(verify_seconds > 0.0)) return;
   // The rest of the block's time: trips and turnaround, or, while a draft forward
   // ran beside it, that forward's slowdown of the verification.
