@@ -146,6 +146,8 @@ def contexts_main(args, binary):
         for c in contexts:
             r = result["contexts"][str(c)]
             keep("splitspec", c, r["decode_tok_s"], r["prefill_s"])
+            print("  splitspec context %d: decode %.2f tok/s, prefill %.3f s (load %.2f after)" %
+                  (c, r["decode_tok_s"], r["prefill_s"], load_average()), flush=True)
         for name, engine in engines:
             loads.setdefault(name, []).append(load_average())
             print("repeat %d: load average %.2f before %s" % (rep, loads[name][-1], name),
@@ -156,6 +158,8 @@ def contexts_main(args, binary):
             for c in contexts:
                 prefill_s, decode_s = engine.context_seconds(bench_tokens(c, vocab, 4), steps)
                 keep(name, c, steps / decode_s, prefill_s)
+                print("  %s context %d: decode %.2f tok/s, prefill %.3f s (load %.2f after)" %
+                      (name, c, steps / decode_s, prefill_s, load_average()), flush=True)
     print("threads %d, best of %d alternating runs, %d decode steps after each context:" %
           (args.threads, args.repeats, steps))
     for name, values in loads.items():
