@@ -32,8 +32,7 @@ inline __m512 LoadHalves16(const uint16_t* p) {
 
 // ExpApprox8<GgmlOrder::kAvx512> (exp_approx.h) on 16 lanes of kN vectors at once: the
 // same operations per lane, so the same bits; each step is applied to every vector before
-// the next step, so the kN dependency chains are in flight together (the softmax of a
-// tile is otherwise latency-bound).
+// the next step, so the kN dependency chains are in flight together.
 template <int kN>
 inline void Exp16(__m512 (&x)[kN]) {
   using namespace exp_approx_internal;
@@ -86,7 +85,8 @@ inline float SixteenLaneSum(const __m512 (&e)[kVectors]) {
   return _mm_cvtss_f32(u);
 }
 
-// Prefetches [p, p + halves) into L1 (a hint: no effect on results).
+// Prefetches [p, p + halves) into L2 (a hint: no effect on results). Into L2, not L1:
+// a block and the next one fill L1, and prefetching into L1 made decode slower.
 inline void PrefetchHalves(const uint16_t* p, int halves) {
   const char* first = reinterpret_cast<const char*>(p);
   const char* last = reinterpret_cast<const char*>(p + halves) - 1;
