@@ -130,30 +130,42 @@ def contexts_main(args, binary):
         engines = []
         print("llama.cpp: llama-cpp-python is NOT installed; printing splitspec only")
     best = {}  # (engine, context) -> [decode tok/s, prefill seconds]
+    loads = {}  # engine -> 1-minute load averages before its runs
 
     def keep(engine, context, decode_tps, prefill_s):
         old = best.get((engine, context), [0.0, float("inf")])
         best[(engine, context)] = [max(old[0], decode_tps), min(old[1], prefill_s)]
 
     for rep in range(args.repeats):
-        print("repeat %d: load average %.2f before splitspec" % (rep, load_average()))
+        loads.setdefault("splitspec", []).append(load_average())
+        print("repeat %d: load average %.2f before splitspec" % (rep, loads["splitspec"][-1]),
+              flush=True)
         result, lines = run_splitspec_contexts(binary, args.model, args.threads, contexts, steps)
         if rep == 0:
             print("\n".join("  splitspec| " + l for l in lines))
         for c in contexts:
             r = result["contexts"][str(c)]
             keep("splitspec", c, r["decode_tok_s"], r["prefill_s"])
+            print("  splitspec context %d: decode %.2f tok/s, prefill %.3f s (load %.2f after)" %
+                  (c, r["decode_tok_s"], r["prefill_s"], load_average()), flush=True)
         for name, engine in engines:
-            print("repeat %d: load average %.2f before %s" % (rep, load_average(), name))
+            loads.setdefault(name, []).append(load_average())
+            print("repeat %d: load average %.2f before %s" % (rep, loads[name][-1], name),
+                  flush=True)
             vocab = engine.vocab
             if rep == 0:
                 engine.decode_seconds(bench_tokens(8, vocab, 1), 4)  # warm-up
             for c in contexts:
                 prefill_s, decode_s = engine.context_seconds(bench_tokens(c, vocab, 4), steps)
                 keep(name, c, steps / decode_s, prefill_s)
+                print("  %s context %d: decode %.2f tok/s, prefill %.3f s (load %.2f after)" %
+                      (name, c, steps / decode_s, prefill_s, load_average()), flush=True)
     print("threads %d, best of %d alternating runs, %d decode steps after each context:" %
           (args.threads, args.repeats, steps))
-    summary = {"threads": args.threads, "decode_tokens": steps, "contexts": {}}
+    for name, values in loads.items():
+        print("  load average before %s: %s" % (name, ", ".join("%.1f" % x for x in values)))
+    summary = {"threads": args.threads, "decode_tokens": steps, "contexts": {},
+               "load_average": loads}
     for c in contexts:
         ours = best[("splitspec", c)]
         line = "  context %5d: splitspec decode %7.2f tok/s, prefill %7.3f s" % (c, ours[0], ours[1])

@@ -3,17 +3,21 @@
 
   python3 tools/bench_verify_vs_llamacpp.py [--model PATH] [--threads 2] [--rounds 3]
                                             [--repeats 20] [--k 1,2,3,5,8,9,16] [--no-install]
+                                            [--prompt-tokens 32] [--flash-attn]
 
 The cost of verifying k drafted tokens is one forward of k new tokens of one sequence
 after a prompt, with logits at every new position. Both sides do the same work:
-  prompt   the 32-token prompt of `splitspec bench decode` (same LCG ids), decoded once
+  prompt   --prompt-tokens (32: the prompt of `splitspec bench decode`, same LCG ids),
+           decoded once (llama.cpp: in pieces of n_batch = 512)
   block    k tokens (the LCG with seed 3), all logits, at positions 32 .. 32+k-1; the KV
            cache is truncated back to the prompt after each forward
   repeats  every k once per repeat, in order (interleaved, so that load from other
            processes hits all ks alike); per k the median over the repeats
 splitspec: `splitspec bench verify` (its final JSON line). llama.cpp: llama-cpp-python on
-the same GGUF with the same thread count (llama_decode of a k-token batch, logits_all).
+the same GGUF with the same thread count (llama_decode of a k-token batch, logits_all),
+F16 KV cache; with --flash-attn also a second llama.cpp context with its flash attention.
 The two sides alternate for --rounds rounds; per k the lowest median of the rounds is kept.
+The 1-minute load average is printed before each side's run (the machine may be shared).
 T(k)/T(1) is printed for both; the goal on the 2-core EPYC is T(5)/T(1) <= 1.3 and
 T(9)/T(1) <= 1.6 for splitspec.
 
@@ -58,9 +62,9 @@ def import_llama_cpp(install):
     return llama_cpp
 
 
-def run_splitspec(binary, model, threads, repeats, ks):
+def run_splitspec(binary, model, threads, repeats, ks, prompt_tokens):
     cmd = [binary, "bench", "verify", "--model", model, "--threads", str(threads),
-           "--prompt-tokens", str(PROMPT_TOKENS), "--repeats", str(repeats),
+           "--prompt-tokens", str(prompt_tokens), "--repeats", str(repeats),
            "--k", ",".join(str(k) for k in ks)]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
@@ -71,16 +75,28 @@ def run_splitspec(binary, model, threads, repeats, ks):
 
 
 class LlamaCpp:
-    def __init__(self, model, threads):
+    N_BATCH = 512
+
+    def __init__(self, model, threads, n_ctx=512, flash_attn=None):
         from llama_cpp import Llama
-        self.llm = Llama(model_path=model, n_ctx=512, n_batch=512, n_ubatch=512,
-                         n_threads=threads, n_threads_batch=threads,
-                         verbose=False)
+        import inspect
+        kwargs = dict(model_path=model, n_ctx=max(512, n_ctx), n_batch=self.N_BATCH,
+                      n_ubatch=self.N_BATCH, n_threads=threads, n_threads_batch=threads,
+                      verbose=False)
+        if flash_attn is not None:
+            params = inspect.signature(Llama.__init__).parameters
+            if "flash_attn_type" in params:  # newer llama.cpp: an enum (auto, on, off)
+                kwargs["flash_attn_type"] = 1 if flash_attn else 0
+            else:
+                kwargs["flash_attn"] = flash_attn
+        self.llm = Llama(**kwargs)
         self.vocab = self.llm.n_vocab()
 
     def decode(self, tokens, n_past, logits_all):
-        self.llm._batch.set_batch(batch=tokens, n_past=n_past, logits_all=logits_all)
-        self.llm._ctx.decode(self.llm._batch)
+        for begin in range(0, len(tokens), self.N_BATCH):  # a long prompt in n_batch pieces
+            self.llm._batch.set_batch(batch=tokens[begin:begin + self.N_BATCH],
+                                      n_past=n_past + begin, logits_all=logits_all)
+            self.llm._ctx.decode(self.llm._batch)
 
     def truncate(self, length, prompt):
         """Drops positions >= length (or, without seq_rm, re-decodes the prompt)."""
@@ -119,6 +135,10 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--k", default=DEFAULT_KS, help="comma-separated, starting with 1")
+    parser.add_argument("--prompt-tokens", type=int, default=PROMPT_TOKENS,
+                        help="context before the verification block")
+    parser.add_argument("--flash-attn", action="store_true",
+                        help="also time llama.cpp with its flash attention")
     parser.add_argument("--no-install", action="store_true",
                         help="do not install llama-cpp-python when missing (splitspec only)")
     parser.add_argument("--splitspec", default=None, help="splitspec binary")
@@ -131,37 +151,57 @@ def main():
     print("machine: %s, %d CPUs, python %s" % (platform.processor() or platform.machine(),
                                                os.cpu_count(), platform.python_version()))
     llama_cpp = import_llama_cpp(not args.no_install)
-    llama = None
+    engines = []  # (name, LlamaCpp)
     if llama_cpp is None:
         print("llama.cpp: llama-cpp-python is not installed (--no-install); splitspec only")
     else:
-        llama = LlamaCpp(args.model, args.threads)
-        print("llama.cpp: llama-cpp-python %s" % llama_cpp.__version__)
-    ours = {k: float("inf") for k in ks}
-    theirs = {k: float("inf") for k in ks}
+        n_ctx = args.prompt_tokens + max(ks) + 16
+        engines.append(("llama.cpp", LlamaCpp(args.model, args.threads, n_ctx,
+                                              flash_attn=False if args.flash_attn else None)))
+        if args.flash_attn:
+            engines.append(("llama.cpp FA", LlamaCpp(args.model, args.threads, n_ctx,
+                                                     flash_attn=True)))
+        print("llama.cpp: llama-cpp-python %s, F16 KV cache%s" %
+              (llama_cpp.__version__, ", flash_attn off / on" if args.flash_attn else ""))
+    best = {"splitspec": {k: float("inf") for k in ks}}
+    loads = {"splitspec": []}
+    for name, _ in engines:
+        best[name] = {k: float("inf") for k in ks}
+        loads[name] = []
     for rnd in range(args.rounds):
-        ms, lines = run_splitspec(binary, args.model, args.threads, args.repeats, ks)
+        loads["splitspec"].append(os.getloadavg()[0])
+        print("round %d: load average %.2f before splitspec" % (rnd, loads["splitspec"][-1]),
+              flush=True)
+        ms, lines = run_splitspec(binary, args.model, args.threads, args.repeats, ks,
+                                  args.prompt_tokens)
         if rnd == 0:
             print("\n".join("  splitspec| " + l for l in lines))
-        ours = {k: min(ours[k], ms[k]) for k in ks}
-        if llama is not None:
-            prompt = lcg_tokens(PROMPT_TOKENS, llama.vocab, 1)
+        best["splitspec"] = {k: min(best["splitspec"][k], ms[k]) for k in ks}
+        for name, llama in engines:
+            loads[name].append(os.getloadavg()[0])
+            print("round %d: load average %.2f before %s" % (rnd, loads[name][-1], name),
+                  flush=True)
+            prompt = lcg_tokens(args.prompt_tokens, llama.vocab, 1)
             block = lcg_tokens(max(ks), llama.vocab, 3)
             ms = llama.verify_ms(prompt, block, ks, args.repeats)
-            theirs = {k: min(theirs[k], ms[k]) for k in ks}
-    print("threads %d, per k the lowest of %d alternating rounds of median-of-%d forwards:" %
-          (args.threads, args.rounds, args.repeats))
-    print("  splitspec  %s" % curve_text(ours))
-    if llama is not None:
-        print("  llama.cpp  %s" % curve_text(theirs))
-    summary = {"threads": args.threads, "prompt_tokens": PROMPT_TOKENS,
+            best[name] = {k: min(best[name][k], ms[k]) for k in ks}
+    print("threads %d, %d-token context, per k the lowest of %d alternating rounds of "
+          "median-of-%d forwards:" % (args.threads, args.prompt_tokens, args.rounds, args.repeats))
+    ours = best["splitspec"]
+    for name in best:
+        print("  %-12s %s  (load %s)" % (name, curve_text(best[name]),
+                                         ", ".join("%.1f" % x for x in loads[name])))
+    summary = {"threads": args.threads, "prompt_tokens": args.prompt_tokens,
                "splitspec_verify_ms": {str(k): ours[k] for k in ks},
-               "splitspec_verify_cost_ratio": {str(k): ours[k] / ours[1] for k in ks}}
-    if llama is not None:
-        summary.update({"llamacpp_verify_ms": {str(k): theirs[k] for k in ks},
-                        "llamacpp_verify_cost_ratio": {str(k): theirs[k] / theirs[1] for k in ks},
-                        "time_ratio_splitspec_over_llamacpp": {str(k): ours[k] / theirs[k]
-                                                               for k in ks}})
+               "splitspec_verify_cost_ratio": {str(k): ours[k] / ours[1] for k in ks},
+               "load_average": loads}
+    for name, _ in engines:
+        theirs = best[name]
+        key = name.replace(" ", "_").replace(".", "")
+        summary.update({key + "_verify_ms": {str(k): theirs[k] for k in ks},
+                        key + "_verify_cost_ratio": {str(k): theirs[k] / theirs[1] for k in ks},
+                        "time_ratio_splitspec_over_" + key: {str(k): ours[k] / theirs[k]
+                                                             for k in ks}})
     print(json.dumps(summary))
     return 0
 

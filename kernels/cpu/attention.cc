@@ -67,13 +67,14 @@ void AttendKvBlockReference(const KvBlockQuery* queries, int count, const uint16
 }
 
 void AttendKvBlock(const KvBlockQuery* queries, int count, const uint16_t* kt, const uint16_t* v,
-                   int64_t v_stride, int head_dim, float scale, float* partials) {
+                   int64_t v_stride, int head_dim, float scale, float* partials,
+                   const KvBlockPrefetch& next) {
 #if defined(__x86_64__)
   const CpuFeatureSet& f = CpuFeatures();
   if (HasVectorPath(head_dim)) {
     if (f.avx512) {
       return internal::AttendKvBlockAvx512(queries, count, kt, v, v_stride, head_dim, scale,
-                                           partials);
+                                           partials, next);
     }
     if (f.avx2) {
       return internal::AttendKvBlockAvx2(queries, count, kt, v, v_stride, head_dim, scale,

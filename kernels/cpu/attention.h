@@ -55,14 +55,26 @@ struct KvBlockQuery {
   int first = 0;
 };
 
+// The block a caller attends next, for AttendKvBlock to prefetch while it computes the
+// current one (its cache misses then overlap arithmetic). A hint only: results do not
+// depend on it. kt and v as AttendKvBlock's (a whole block of keys: head_dim rows of
+// kKvBlockPositions halves), rows: the value rows to fetch (<= kKvBlockPositions).
+struct KvBlockPrefetch {
+  const uint16_t* kt = nullptr;
+  const uint16_t* v = nullptr;
+  int rows = 0;
+};
+
 // partials[i * KvBlockPartialFloats(head_dim) ...] = the partial of queries[i] (the
 // header's order). kt: [head_dim][kKvBlockPositions] halves (only the first max n
 // columns are used); v: row j at v + j * v_stride, head_dim halves, for j < max n.
 // REQUIRES: count >= 0, head_dim >= 1. Path: AVX-512 or AVX2 (CpuFeatures(), so
 // SPLITSPEC_CPU_ISA caps it) for head_dim in {64, 128, 256}, else the reference;
 // all give the same bits. Thread-safe (no state).
+// next: prefetched by the AVX-512 path (ignored by the others).
 void AttendKvBlock(const KvBlockQuery* queries, int count, const uint16_t* kt, const uint16_t* v,
-                   int64_t v_stride, int head_dim, float scale, float* partials);
+                   int64_t v_stride, int head_dim, float scale, float* partials,
+                   const KvBlockPrefetch& next = {});
 void AttendKvBlockReference(const KvBlockQuery* queries, int count, const uint16_t* kt,
                             const uint16_t* v, int64_t v_stride, int head_dim, float scale,
                             float* partials);
@@ -78,7 +90,7 @@ void AttendKvBlockAvx2(const KvBlockQuery* queries, int count, const uint16_t* k
                        float* partials);
 void AttendKvBlockAvx512(const KvBlockQuery* queries, int count, const uint16_t* kt,
                          const uint16_t* v, int64_t v_stride, int head_dim, float scale,
-                         float* partials);
+                         float* partials, const KvBlockPrefetch& next);
 void MergeKvBlockPartialAvx2(const float* partial, int head_dim, float* state);
 }  // namespace internal
 

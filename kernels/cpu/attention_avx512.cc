@@ -2,7 +2,10 @@
 // share every key and value vector converted from half precision: the score chains of
 // a tile are 4 queries x 4 vectors of 16 positions, the value chains 4 queries x 64
 // output elements, all in registers. The same float operations as the reference, so the
-// same bits.
+// same bits. With more queries than a tile (a verification block, a prefill tile), the
+// block's rows are read from memory once, by the first tile, and from cache by the
+// others; the first tile also prefetches the caller's next block into L2 (measured on
+// the 2-core EPYC: decode-shaped blocks otherwise wait on each cache miss in turn).
 // GCC 12's AVX-512 intrinsic headers seed some results with _mm512_undefined_*, which
 // -W(maybe-)uninitialized reports inside the header (as in matmul_avx512.cc).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -27,11 +30,46 @@ inline __m512 LoadHalves16(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-// exp of the order on 16 lanes: ExpApprox8 on each half (the same operations per lane).
-inline __m512 Exp16(__m512 x) {
-  const __m256 lo = ExpApprox8<GgmlOrder::kAvx512>(_mm512_castps512_ps256(x));
-  const __m256 hi = ExpApprox8<GgmlOrder::kAvx512>(_mm512_extractf32x8_ps(x, 1));
-  return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+// ExpApprox8<GgmlOrder::kAvx512> (exp_approx.h) on 16 lanes of kN vectors at once: the
+// same operations per lane, so the same bits; each step is applied to every vector before
+// the next step, so the kN dependency chains are in flight together.
+template <int kN>
+inline void Exp16(__m512 (&x)[kN]) {
+  using namespace exp_approx_internal;
+  const __m512 shift = _mm512_set1_ps(kShift);
+  const __m512 lo = _mm512_set1_ps(-126.0f), hi = _mm512_set1_ps(127.0f);
+  const __m512i bias = _mm512_set1_epi32(127);
+  __m512 n[kN], b[kN], u[kN], upper[kN];
+  for (int i = 0; i < kN; ++i) {
+    n[i] = _mm512_sub_ps(_mm512_fmadd_ps(x[i], _mm512_set1_ps(kInvLn2), shift), shift);
+  }
+  for (int i = 0; i < kN; ++i) {
+    b[i] = _mm512_fnmadd_ps(n[i], _mm512_set1_ps(kLn2Lo),
+                            _mm512_fnmadd_ps(n[i], _mm512_set1_ps(kLn2Hi), x[i]));
+  }
+  for (int i = 0; i < kN; ++i) u[i] = _mm512_mul_ps(b[i], b[i]);
+  for (int i = 0; i < kN; ++i) {
+    upper[i] =
+        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(kC5), b[i], _mm512_set1_ps(kC4)), u[i],
+                        _mm512_fmadd_ps(_mm512_set1_ps(kC3), b[i], _mm512_set1_ps(kC2)));
+  }
+  for (int i = 0; i < kN; ++i) {
+    const __m512 j = _mm512_fmadd_ps(
+        upper[i], u[i], _mm512_fmadd_ps(_mm512_set1_ps(kC1), b[i], _mm512_set1_ps(1.0f)));
+    // 2^n from the exponent bits, n clamped to [-126, 127]; larger n multiply twice.
+    const __m512 n1 = _mm512_min_ps(_mm512_max_ps(n[i], lo), hi);
+    const __m512 n2 = _mm512_max_ps(_mm512_sub_ps(n[i], hi), _mm512_setzero_ps());
+    const __m512 p1 =
+        _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n1), bias), 23));
+    const __m512 p2 = _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(_mm512_min_ps(n2, hi)), bias), 23));
+    const __m512 result = _mm512_mul_ps(_mm512_mul_ps(j, p1), p2);
+    // Underflow (n < -126) gives 0; NaN inputs keep their NaN.
+    const __mmask16 under = _mm512_cmp_ps_mask(n[i], lo, _CMP_LT_OQ);
+    const __mmask16 nan = _mm512_cmp_ps_mask(x[i], x[i], _CMP_UNORD_Q);
+    x[i] =
+        _mm512_mask_mov_ps(_mm512_maskz_mov_ps(static_cast<__mmask16>(~under), result), nan, x[i]);
+  }
 }
 
 // The 16-lane sum (attention.h): vector c holds positions 16c .. 16c + 15, lane i of
@@ -47,10 +85,23 @@ inline float SixteenLaneSum(const __m512 (&e)[kVectors]) {
   return _mm_cvtss_f32(u);
 }
 
-// Queries [0, kCount) of a tile; kCount <= kTile.
+// Prefetches [p, p + halves) into L2 (a hint: no effect on results). Into L2, not L1:
+// a block and the next one fill L1, and prefetching into L1 made decode slower.
+inline void PrefetchHalves(const uint16_t* p, int halves) {
+  const char* first = reinterpret_cast<const char*>(p);
+  const char* last = reinterpret_cast<const char*>(p + halves) - 1;
+  for (const char* line = first; line <= last; line += 64) _mm_prefetch(line, _MM_HINT_T1);
+  _mm_prefetch(last, _MM_HINT_T1);  // the last line when p is not line-aligned
+}
+
+// Queries [0, kCount) of a tile; kCount <= kTile. When next.kt is set, the first tile of
+// a block prefetches the next block's rows while it reads this one's (one key row per
+// score step, one value row per value step), so the cache misses of the next block
+// overlap this block's arithmetic.
 template <int kCount>
 void AttendTile(const KvBlockQuery* queries, const uint16_t* kt, const uint16_t* v,
-                int64_t v_stride, int head_dim, float scale, float* partials) {
+                int64_t v_stride, int head_dim, float scale, const KvBlockPrefetch& next,
+                float* partials) {
   int n_max = 0, n_min = kKvBlockPositions;
   for (int g = 0; g < kCount; ++g) {
     n_max = std::max(n_max, queries[g].n);
@@ -62,9 +113,11 @@ void AttendTile(const KvBlockQuery* queries, const uint16_t* kt, const uint16_t*
   for (int g = 0; g < kCount; ++g) {
     for (int c = 0; c < kVectors; ++c) s[g][c] = _mm512_setzero_ps();
   }
+  const bool prefetch_keys = next.kt != nullptr;
   if (used == kVectors) {
     for (int d = 0; d < head_dim; ++d) {
       const uint16_t* row = kt + d * kKvBlockPositions;
+      if (prefetch_keys) PrefetchHalves(next.kt + d * kKvBlockPositions, kKvBlockPositions);
       __m512 k[kVectors];
       for (int c = 0; c < kVectors; ++c) k[c] = LoadHalves16(row + 16 * c);
       for (int g = 0; g < kCount; ++g) {
@@ -75,6 +128,7 @@ void AttendTile(const KvBlockQuery* queries, const uint16_t* kt, const uint16_t*
   } else {  // a last, partial block: only the vectors holding attended positions
     for (int d = 0; d < head_dim; ++d) {
       const uint16_t* row = kt + d * kKvBlockPositions;
+      if (prefetch_keys) PrefetchHalves(next.kt + d * kKvBlockPositions, kKvBlockPositions);
       for (int c = 0; c < used; ++c) {
         const __m512 k = LoadHalves16(row + 16 * c);
         for (int g = 0; g < kCount; ++g) {
@@ -83,35 +137,55 @@ void AttendTile(const KvBlockQuery* queries, const uint16_t* kt, const uint16_t*
       }
     }
   }
+  // The softmax of every query of the tile, each step across the tile's queries so that
+  // their dependency chains overlap.
+  __mmask16 valid[kCount][kVectors];
+  __m512 vmax[kCount];
+  for (int g = 0; g < kCount; ++g) {
+    vmax[g] = _mm512_set1_ps(-INFINITY);
+    for (int c = 0; c < kVectors; ++c) {
+      const int in_vector = std::clamp(queries[g].n - 16 * c, 0, 16);
+      const int masked = std::clamp(queries[g].first - 16 * c, 0, 16);  // before `first`
+      valid[g][c] = static_cast<__mmask16>(((1u << in_vector) - 1u) & ~((1u << masked) - 1u));
+    }
+  }
+  for (int c = 0; c < kVectors; ++c) {
+    for (int g = 0; g < kCount; ++g) {
+      s[g][c] = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), valid[g][c], s[g][c],
+                                   _mm512_set1_ps(scale));
+      vmax[g] = _mm512_max_ps(vmax[g], s[g][c]);
+    }
+  }
+  float m[kCount];
+  for (int g = 0; g < kCount; ++g) m[g] = _mm512_reduce_max_ps(vmax[g]);
+  __m512 x[kCount * kVectors];
+  for (int g = 0; g < kCount; ++g) {
+    for (int c = 0; c < kVectors; ++c) {
+      x[g * kVectors + c] = _mm512_sub_ps(s[g][c], _mm512_set1_ps(m[g]));
+    }
+  }
+  Exp16(x);
   alignas(64) float e[kCount][kKvBlockPositions];
   for (int g = 0; g < kCount; ++g) {
-    const int n = queries[g].n;
-    __mmask16 valid[kVectors];
-    __m512 vmax = _mm512_set1_ps(-INFINITY);
     for (int c = 0; c < kVectors; ++c) {
-      const int in_vector = std::clamp(n - 16 * c, 0, 16);
-      const int masked = std::clamp(queries[g].first - 16 * c, 0, 16);  // before `first`
-      valid[c] = static_cast<__mmask16>(((1u << in_vector) - 1u) & ~((1u << masked) - 1u));
-      s[g][c] =
-          _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), valid[c], s[g][c], _mm512_set1_ps(scale));
-      vmax = _mm512_max_ps(vmax, s[g][c]);
-    }
-    const float m = _mm512_reduce_max_ps(vmax);
-    for (int c = 0; c < kVectors; ++c) {
-      s[g][c] = _mm512_maskz_mov_ps(valid[c], Exp16(_mm512_sub_ps(s[g][c], _mm512_set1_ps(m))));
+      s[g][c] = _mm512_maskz_mov_ps(valid[g][c], x[g * kVectors + c]);
       _mm512_store_ps(e[g] + 16 * c, s[g][c]);
     }
     float* partial = partials + g * KvBlockPartialFloats(head_dim);
-    partial[0] = m;
+    partial[0] = m[g];
     partial[1] = SixteenLaneSum(s[g]);
   }
+  const bool prefetch_values = next.v != nullptr && next.rows > 0;
   for (int d0 = 0; d0 < head_dim; d0 += kDimTile) {
     __m512 a[kCount][kDimTile / 16];
     for (int g = 0; g < kCount; ++g) {
-      for (auto& x : a[g]) x = _mm512_setzero_ps();
+      for (auto& y : a[g]) y = _mm512_setzero_ps();
     }
+    // This pass's columns of the next block's rows, one row per step.
+    const int prefetch_rows = prefetch_values ? next.rows : 0;
     int j = 0;
     for (; j < n_min; ++j) {  // every query of the tile attends to j
+      if (j < prefetch_rows) PrefetchHalves(next.v + j * v_stride + d0, kDimTile);
       const uint16_t* row = v + j * v_stride + d0;
       __m512 vr[kDimTile / 16];
       for (int c = 0; c < kDimTile / 16; ++c) vr[c] = LoadHalves16(row + 16 * c);
@@ -130,6 +204,8 @@ void AttendTile(const KvBlockQuery* queries, const uint16_t* kt, const uint16_t*
         for (int c = 0; c < kDimTile / 16; ++c) a[g][c] = _mm512_fmadd_ps(ej, vr[c], a[g][c]);
       }
     }
+    for (int r = n_min; r < prefetch_rows; ++r)
+      PrefetchHalves(next.v + r * v_stride + d0, kDimTile);
     for (int g = 0; g < kCount; ++g) {
       float* out = partials + g * KvBlockPartialFloats(head_dim) + 2 + d0;
       for (int c = 0; c < kDimTile / 16; ++c) _mm512_storeu_ps(out + 16 * c, a[g][c]);
@@ -142,20 +218,23 @@ void AttendTile(const KvBlockQuery* queries, const uint16_t* kt, const uint16_t*
 // REQUIRES: head_dim % 64 == 0 (AttendKvBlock dispatches only such sizes).
 void AttendKvBlockAvx512(const KvBlockQuery* queries, int count, const uint16_t* kt,
                          const uint16_t* v, int64_t v_stride, int head_dim, float scale,
-                         float* partials) {
+                         float* partials, const KvBlockPrefetch& next) {
   const int64_t stride = KvBlockPartialFloats(head_dim);
+  const KvBlockPrefetch none;
   int i = 0;
   for (; i + kTile <= count; i += kTile) {
-    AttendTile<kTile>(queries + i, kt, v, v_stride, head_dim, scale, partials + i * stride);
+    AttendTile<kTile>(queries + i, kt, v, v_stride, head_dim, scale, i == 0 ? next : none,
+                      partials + i * stride);
   }
+  const KvBlockPrefetch& rest_next = i == 0 ? next : none;
   float* rest_partials = partials + i * stride;
   switch (count - i) {
     case 3:
-      return AttendTile<3>(queries + i, kt, v, v_stride, head_dim, scale, rest_partials);
+      return AttendTile<3>(queries + i, kt, v, v_stride, head_dim, scale, rest_next, rest_partials);
     case 2:
-      return AttendTile<2>(queries + i, kt, v, v_stride, head_dim, scale, rest_partials);
+      return AttendTile<2>(queries + i, kt, v, v_stride, head_dim, scale, rest_next, rest_partials);
     case 1:
-      return AttendTile<1>(queries + i, kt, v, v_stride, head_dim, scale, rest_partials);
+      return AttendTile<1>(queries + i, kt, v, v_stride, head_dim, scale, rest_next, rest_partials);
   }
 }
 

@@ -75,7 +75,7 @@ class CpuBackend final : public TransformerBackend {
                     std::vector<internal::AttentionQuery>* queries);
   std::pair<int, int> AttendBlock(int layer, int kv_head, const KvCache& cache, int block,
                                   const std::vector<internal::AttentionQuery>& queries, int thread,
-                                  float* out);
+                                  float* out, bool prefetch_next);
   void AttendLlamaCppOrder(int layer, const AttentionTask& task,
                            const std::vector<internal::AttentionQuery>& queries, int thread);
   // y = x W^T for each job, all jobs over the same `rows`, rows split across threads.

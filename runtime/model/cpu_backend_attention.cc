@@ -139,11 +139,11 @@ void CpuBackend::GroupQueries(int kv_head, int64_t begin, int64_t end,
 // Partials of the queries (token, head order) against block b, written to out: the
 // queries whose attended positions [WindowStart, pos] reach into the block. Positions
 // increase along the queries and so do their window starts, so these are a range;
-// returns it as [first, last) (empty when first == last).
-std::pair<int, int> CpuBackend::AttendBlock(int layer, int kv_head, const KvCache& cache,
-                                            int block,
+// returns it as [first, last) (empty when first == last). prefetch_next: the caller
+// attends block + 1 next (the kernel fetches it while it computes this one).
+std::pair<int, int> CpuBackend::AttendBlock(int layer, int kv_head, const KvCache& cache, int block,
                                             const std::vector<internal::AttentionQuery>& queries,
-                                            int thread, float* out) {
+                                            int thread, float* out, bool prefetch_next) {
   const int head_dim = config_.head_dim;
   const int block_begin = block * kBlock;
   std::vector<kernels::KvBlockQuery>& block_queries = thread_block_queries_[thread];
@@ -162,11 +162,19 @@ std::pair<int, int> CpuBackend::AttendBlock(int layer, int kv_head, const KvCach
          std::max(0, config_.WindowStart(layer, queries[i].pos) - block_begin)});
   }
   const int64_t offset = static_cast<int64_t>(kv_head) * head_dim;
+  kernels::KvBlockPrefetch next;
+  if (prefetch_next) {
+    // Rows of the next block that the last query attends to (the block exists: the
+    // caches store whole blocks up to the last position).
+    next = {cache.key_block(layer, block + 1) + offset * kBlock,
+            cache.value_row(layer, block_begin + kBlock) + offset,
+            std::min(kBlock, queries[count - 1].pos + 1 - (block_begin + kBlock))};
+  }
   kernels::AttendKvBlock(block_queries.data(), static_cast<int>(block_queries.size()),
                          cache.key_block(layer, block) + offset * kBlock,
                          cache.value_row(layer, block_begin) + offset, kv_dim_, head_dim,
                          config_.AttentionScale(),
-                         out + first * kernels::KvBlockPartialFloats(head_dim));
+                         out + first * kernels::KvBlockPartialFloats(head_dim), next);
   return {first, last};
 }
 
@@ -196,7 +204,8 @@ void CpuBackend::AttendAllHeads(int layer) {
           break;
         case AttentionTask::kBlocks:
           for (int b = task.block_begin; b < task.block_end; ++b) {
-            AttendBlock(layer, task.kv_head, cache, b, queries, thread, block_partials(b));
+            AttendBlock(layer, task.kv_head, cache, b, queries, thread, block_partials(b),
+                        b + 1 < task.block_end);
           }
           break;
         case AttentionTask::kMerge:
@@ -221,7 +230,7 @@ void CpuBackend::AttendAllHeads(int layer) {
           // later blocks merge into it.
           for (int b = config_.WindowStart(layer, queries.front().pos) / kBlock; b < blocks; ++b) {
             const auto [first, last] =
-                AttendBlock(layer, task.kv_head, cache, b, queries, thread, next);
+                AttendBlock(layer, task.kv_head, cache, b, queries, thread, next, b + 1 < blocks);
             for (int i = first; i < last; ++i) {
               float* state = states.data() + i * stride;
               if (config_.WindowStart(layer, queries[i].pos) / kBlock == b) {

@@ -47,7 +47,7 @@ TEST(AttendKvBlockTest, DispatchedPathEqualsReferenceBitwise) {
   std::uniform_int_distribution<int> n_dist(1, kKvBlockPositions);
   for (int head_dim : {64, 128, 256, 48}) {
     const int64_t v_stride = 3 * head_dim + 16;  // the head's slice of a wider row
-    for (int count : {1, 2, 3, 4, 5, 7, 9, 15}) {
+    for (int count : {1, 2, 3, 4, 5, 7, 9, 15, 16, 48}) {
       const RandomBlock b = MakeBlock(head_dim, v_stride, count, rng);
       std::vector<KvBlockQuery> queries(count);
       for (int i = 0; i < count; ++i) {
@@ -62,6 +62,33 @@ TEST(AttendKvBlockTest, DispatchedPathEqualsReferenceBitwise) {
       AttendKvBlockReference(queries.data(), count, b.kt.data(), b.v.data() + head_dim, v_stride,
                              head_dim, 0.125f, want.data());
       ASSERT_TRUE(SameBits(got, want)) << "head_dim " << head_dim << " count " << count;
+    }
+  }
+}
+
+// The prefetch hint (the next block, whole or ragged) does not change a result: the
+// dispatched path with it gives the reference's bits.
+TEST(AttendKvBlockTest, PrefetchOfTheNextBlockLeavesResultsUnchanged) {
+  std::mt19937 rng(5);
+  for (int head_dim : {64, 128}) {
+    const int64_t v_stride = 2 * head_dim;
+    for (int count : {1, 3, 15}) {
+      const RandomBlock b = MakeBlock(head_dim, v_stride, count, rng);
+      const RandomBlock next = MakeBlock(head_dim, v_stride, 1, rng);
+      std::vector<KvBlockQuery> queries(count);
+      for (int i = 0; i < count; ++i) {
+        queries[i] = {b.q.data() + i * head_dim, i % 2 == 0 ? kKvBlockPositions : 17 + i};
+      }
+      const size_t floats = count * KvBlockPartialFloats(head_dim);
+      for (int next_rows : {kKvBlockPositions, 5}) {
+        std::vector<float> got(floats), want(floats);
+        AttendKvBlock(queries.data(), count, b.kt.data(), b.v.data(), v_stride, head_dim, 0.125f,
+                      got.data(), KvBlockPrefetch{next.kt.data(), next.v.data(), next_rows});
+        AttendKvBlockReference(queries.data(), count, b.kt.data(), b.v.data(), v_stride, head_dim,
+                               0.125f, want.data());
+        ASSERT_TRUE(SameBits(got, want))
+            << "head_dim " << head_dim << " count " << count << " next rows " << next_rows;
+      }
     }
   }
 }
