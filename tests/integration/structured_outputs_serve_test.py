@@ -17,12 +17,7 @@ $STRUCTURED_OUTPUTS_REQUESTS sets how many schema requests run (default 100).
 import concurrent.futures
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
-import time
 import unittest
 
 try:
@@ -31,6 +26,8 @@ try:
 except ImportError as missing:
     print(f"SKIPPED: {missing.name} is not installed (deploy/install_test_deps.sh)")
     sys.exit(77)
+
+from serve_process import ServeProcess  # noqa: E402 (needs openai, checked above)
 
 BINARY = None
 MODEL = None
@@ -57,49 +54,9 @@ SCHEMAS = [
 ]
 
 
-def read(path):
-    with open(path) as f:
-        return f.read()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Serve:
-    """`splitspec serve` on MODEL with `flags`, until stop()."""
-
-    def __init__(self, flags):
-        self.dir = tempfile.mkdtemp(prefix="splitspec-structured-")
-        self.port = free_port()
-        config = os.path.join(self.dir, "cluster.toml")
-        with open(config, "w") as f:
-            f.write(f'[cluster]\nrun_dir = "{self.dir}"\n'
-                    f'[coordinator]\ncontrol = "tcp://127.0.0.1:{free_port()}"\nhttp = "127.0.0.1:{self.port}"\n'
-                    f'[models]\ntarget = "{MODEL}"\n[[target_group]]\nname = "target"\nthreads = 1\n')
-        self.out_path = os.path.join(self.dir, "serve.out")
-        self.out = open(self.out_path, "w")
-        self.process = subprocess.Popen([BINARY, "serve", "--config", config, "--served-model-name", NAME,
-                                         "--heartbeat-ms", "100"] + flags,
-                                        stdout=self.out, stderr=subprocess.STDOUT)
-        deadline = time.time() + 120
-        while time.time() < deadline and self.process.poll() is None:
-            if "cluster ready" in read(self.out_path):
-                break
-            time.sleep(0.1)
-        if "cluster ready" not in read(self.out_path):
-            self.stop()
-            raise RuntimeError("serve did not start:\n" + read(self.out_path))
-        self.client = openai.OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key="unused",
-                                    max_retries=0, timeout=300)
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            self.process.wait(timeout=60)
-        self.out.close()
+def Serve(flags):
+    """`splitspec serve` on MODEL with `flags`, until stop() (serve_process.py)."""
+    return ServeProcess(BINARY, MODEL, NAME, flags, "splitspec-structured-")
 
 
 def schema_request(i):
