@@ -151,6 +151,7 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
   if (!first && !opens_window) verify_cost_->Record(verified_drafts, step_seconds);
   if (block.requested == 0) {
     state.acceptance.RecordPlainTokens(result.committed_tokens_size());
+    costs_.RecordPlainTokens(result.committed_tokens_size());  // the block costs fade too
     return;
   }
   // The policy's model counts k drafts per block: a position the drafter left
@@ -205,6 +206,7 @@ void DraftEngine::LearnFromOffWindow(RequestState& state, const proto::VerifyRes
   // the time between two results is T(0) with no wait for the draft.
   const absl::Time now = options_.clock();
   state.acceptance.RecordPlainTokens(result.committed_tokens_size());
+  costs_.RecordPlainTokens(result.committed_tokens_size());  // the block costs fade too
   if (state.last_result != absl::InfinitePast() && result.committed_tokens_size() == 1) {
     verify_cost_->Record(0, absl::ToDoubleSeconds(now - state.last_result));
   }

@@ -91,6 +91,12 @@ void SpecEstimates::RecordPlainTokens(int tokens) {
   const double keep = std::pow(kForget, tokens);
   accepted *= keep;
   verified *= keep;
+  // Costs measured on blocks are only re-measured by blocks: a verdict taken
+  // under a passing load (a spike in overhead or interference) must fade like
+  // acceptance evidence, or speculation would stay off for good (rule 4 then
+  // ends the window where the faded costs would let a block be tried).
+  block_overhead_seconds *= keep;
+  interference *= keep;
 }
 
 void SpecEstimates::RecordDraftSeconds(double seconds_per_token) {

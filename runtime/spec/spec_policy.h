@@ -85,7 +85,9 @@ struct SpecEstimates {
   // the first `accepted` drafts accepted; `rejected`: the position after them was
   // rejected or left undrafted. Ages the evidence by kForget per position.
   void RecordBlock(int accepted, bool rejected);
-  // Tokens the target decided alone: age the acceptance evidence.
+  // Tokens the target decided alone: age the acceptance evidence, and the
+  // costs only blocks measure (overhead, interference), so a verdict taken
+  // under a passing load is re-tried once they have faded.
   void RecordPlainTokens(int tokens);
   void RecordDraftSeconds(double seconds_per_token);
   void RecordTargetLine(double step_seconds, double slope);

@@ -142,6 +142,18 @@ TEST(SpecPolicyTest, ADraftThatLosesAtFullAcceptanceIsNeverProbed) {
   EXPECT_FALSE(action.shadow);  // a block costs more than a plain step
 }
 
+// A block overhead measured under a passing load (here 10 plain steps per block)
+// makes even full acceptance lose; the plain tokens that follow fade it like
+// acceptance evidence, so the verdict is tried again instead of holding forever.
+TEST(SpecPolicyTest, ACostSpikeFadesWithPlainTokensAndSpeculationIsTriedAgain) {
+  SpecEstimates e = Make(0.9, 40, 100, 0.1, /*overhead=*/10.0);
+  const SpecAction spiked = ChooseSpecAction(e, Choices(), SpecMode::kSequential);
+  EXPECT_EQ(spiked.mode, SpecMode::kOff);
+  e.RecordPlainTokens(600);  // 0.995^600 = 0.05: the overhead is 0.5 plain steps now
+  EXPECT_NEAR(e.block_overhead_seconds, 10.0 * std::pow(kForget, 600), 1e-9);
+  EXPECT_NE(ChooseSpecAction(e, Choices(), SpecMode::kOff).mode, SpecMode::kOff);
+}
+
 TEST(SpecPolicyTest, ABatchedTargetChargesEveryDraftTokenToTheWholeBatch) {
   SpecEstimates e = Make(0.6, 200, 50, 0.05);
   EXPECT_NE(ChooseSpecAction(e, Choices(), SpecMode::kSequential).mode, SpecMode::kOff);
