@@ -8,7 +8,6 @@
 //   - the same counts against a wrong combination (the conditional logits' weights
 //     on the guided support) fail, so the harness can tell;
 //   - greedy guided speculative == greedy guided plain, token for token, for every drafter.
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -25,32 +24,17 @@
 #include "runtime/spec/sampling.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
 #include "tests/testing/chi_square.h"
-#include "tests/testing/tiny_model.h"
+#include "tests/testing/tiny_model_pair.h"
 #include "tools/cluster/in_process_cluster.h"
 
 namespace splitspec {
 namespace {
 
+using model::LastLogits;
+
 constexpr int kTokens = 3;
 const std::vector<int32_t> kPrompt = {17, 42, 99};
 const std::vector<int32_t> kNegative = {1, 250, 7, 7};
-
-std::string WriteModel(const std::string& name, uint32_t seed) {
-  model::TinyModelOptions options;
-  options.weight_type = kernels::GgmlType::kQ8_0;
-  options.seed = seed;
-  const std::string path =
-      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name + ".gguf";
-  EXPECT_TRUE(model::WriteTinyModel(options, path).ok());
-  return path;
-}
-
-std::vector<float> LastLogits(model::Transformer& model, const std::vector<int32_t>& tokens) {
-  auto cache = model.NewCache();
-  model::ForwardOutput out;
-  EXPECT_TRUE(model.Forward({{cache.get(), tokens, model::LogitsMode::kLast}}, &out).ok());
-  return std::vector<float>(out.Row(0, 0), out.Row(0, 0) + out.vocab_size);
-}
 
 // The reference: l_u + s * (l_c - l_u), top-k, softmax at temperature T, in double.
 // `weight_scale` (the wrong-combination check) recomputes the kept tokens' weights
@@ -105,23 +89,8 @@ std::map<std::vector<int32_t>, double> ExactGuidedLaw(model::Transformer& model,
   return law;
 }
 
-struct Fixture {
-  std::string target_path, draft_path;
-  std::unique_ptr<model::Transformer> target;
-  std::unique_ptr<model::Tokenizer> tokenizer;
-
-  void Load() {
-    target_path = WriteModel("guided-target", 1);
-    draft_path = WriteModel("guided-draft", 7);
-    auto loaded = model::Transformer::Load(target_path, {.threads = 1});
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
-    target = *std::move(loaded);
-    auto file = model::GgufFile::Open(target_path);
-    ASSERT_TRUE(file.ok());
-    auto tok = model::LoadTokenizerFromGguf(**file);
-    ASSERT_TRUE(tok.ok()) << tok.status();
-    tokenizer = std::make_unique<model::Tokenizer>(*std::move(tok));
-  }
+struct Fixture : model::TinyModelPair {
+  void Load() { TinyModelPair::Load("guided"); }
 
   // The model drafter on the draft GGUF, one thread.
   absl::StatusOr<std::unique_ptr<spec::Drafter>> ModelDrafter() const {

@@ -8,7 +8,6 @@
 //     computed here with the model directly, under greedy and rejection
 //     sampling with speculation (so entries sit at the right positions);
 //   - the processed mode reflects the request's temperature; the raw one does not.
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -20,7 +19,7 @@
 #include "runtime/net/spec_proto.h"
 #include "runtime/spec/drafter_factory.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
-#include "tests/testing/tiny_model.h"
+#include "tests/testing/tiny_model_pair.h"
 #include "tools/cluster/in_process_cluster.h"
 
 namespace splitspec {
@@ -30,33 +29,8 @@ constexpr int kNew = 20;
 constexpr int kTop = 5;
 const std::vector<int32_t> kPrompt = {17, 42, 99, 5};
 
-std::string WriteModel(const std::string& name, uint32_t seed) {
-  model::TinyModelOptions options;
-  options.weight_type = kernels::GgmlType::kQ8_0;
-  options.seed = seed;
-  const std::string path =
-      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name + ".gguf";
-  EXPECT_TRUE(model::WriteTinyModel(options, path).ok());
-  return path;
-}
-
-struct Fixture {
-  std::string target_path, draft_path;
-  std::unique_ptr<model::Transformer> target;
-  std::unique_ptr<model::Tokenizer> tokenizer;
-
-  void Load() {
-    target_path = WriteModel("logprobs-target", 1);
-    draft_path = WriteModel("logprobs-draft", 7);
-    auto loaded = model::Transformer::Load(target_path, {.threads = 1});
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
-    target = *std::move(loaded);
-    auto file = model::GgufFile::Open(target_path);
-    ASSERT_TRUE(file.ok());
-    auto tok = model::LoadTokenizerFromGguf(**file);
-    ASSERT_TRUE(tok.ok()) << tok.status();
-    tokenizer = std::make_unique<model::Tokenizer>(*std::move(tok));
-  }
+struct Fixture : model::TinyModelPair {
+  void Load() { TinyModelPair::Load("logprobs"); }
 
   // "none", "ngram", "model" (the draft model: often rejected), "self" (the
   // target as its own draft: every token accepted, bonus rows).

@@ -12,7 +12,6 @@
 //     makes when it penalizes every row by the committed tokens alone) fail, so
 //     the harness can tell;
 //   - greedy speculative == greedy plain, token for token, for every drafter.
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -30,31 +29,16 @@
 #include "runtime/spec/logits_pipeline.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
 #include "tests/testing/chi_square.h"
-#include "tests/testing/tiny_model.h"
+#include "tests/testing/tiny_model_pair.h"
 #include "tools/cluster/in_process_cluster.h"
 
 namespace splitspec {
 namespace {
 
+using model::LastLogits;
+
 constexpr int kTokens = 3;
 const std::vector<int32_t> kPrompt = {17, 42, 99};
-
-std::string WriteModel(const std::string& name, uint32_t seed) {
-  model::TinyModelOptions options;
-  options.weight_type = kernels::GgmlType::kQ8_0;
-  options.seed = seed;
-  const std::string path =
-      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name + ".gguf";
-  EXPECT_TRUE(model::WriteTinyModel(options, path).ok());
-  return path;
-}
-
-std::vector<float> LastLogits(model::Transformer& model, const std::vector<int32_t>& tokens) {
-  auto cache = model.NewCache();
-  model::ForwardOutput out;
-  EXPECT_TRUE(model.Forward({{cache.get(), tokens, model::LogitsMode::kLast}}, &out).ok());
-  return std::vector<float>(out.Row(0, 0), out.Row(0, 0) + out.vocab_size);
-}
 
 // The reference processors in double, written from their definitions (not from
 // logits_pipeline.cc): bias, then repetition over prompt + generated, then
@@ -125,23 +109,8 @@ std::map<std::vector<int32_t>, double> ExactLaw(model::Transformer& model,
   return law;
 }
 
-struct Fixture {
-  std::string target_path, draft_path;
-  std::unique_ptr<model::Transformer> target;
-  std::unique_ptr<model::Tokenizer> tokenizer;
-
-  void Load() {
-    target_path = WriteModel("processors-target", 1);
-    draft_path = WriteModel("processors-draft", 7);
-    auto loaded = model::Transformer::Load(target_path, {.threads = 1});
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
-    target = *std::move(loaded);
-    auto file = model::GgufFile::Open(target_path);
-    ASSERT_TRUE(file.ok());
-    auto tok = model::LoadTokenizerFromGguf(**file);
-    ASSERT_TRUE(tok.ok()) << tok.status();
-    tokenizer = std::make_unique<model::Tokenizer>(*std::move(tok));
-  }
+struct Fixture : model::TinyModelPair {
+  void Load() { TinyModelPair::Load("processors"); }
 
   absl::StatusOr<std::unique_ptr<spec::Drafter>> Drafter(const std::string& name) const {
     return spec::MakeDrafter(*spec::ParseDrafterSpec(name, draft_path), target_path,
