@@ -96,6 +96,23 @@ class CudaDeviceRows final : public DeviceRows {
     return absl::OkStatus();
   }
 
+  absl::Status CopyRowsToHost(int64_t row, int64_t count, absl::Span<float> host) override {
+    if (row < 0 || count < 0 || row + count > slots_ + step_rows_ ||
+        host.size() != static_cast<size_t>(count) * vocab_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cuda:", device_, ": CopyRowsToHost of rows ", row, " (+", count, ") into ",
+          host.size(), " floats: the store has ", slots_, " slots and ", step_rows_,
+          " step rows of ", vocab_));
+    }
+    if (count == 0) return absl::OkStatus();
+    CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    // On stream_, after LoadStep's copies and combinations of these rows.
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.data(), Row(row), RowBytes() * count,
+                                         cudaMemcpyDeviceToHost, stream_));
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<std::vector<absl::StatusOr<spec::VerifyOutcome>>> Verify(
       absl::Span<const spec::DeviceVerifyRequest> requests) override {
     return verifier_->Verify(requests, rows_, slots_ + step_rows_, vocab_, vocab_, stream_);

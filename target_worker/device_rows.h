@@ -16,7 +16,21 @@
 //     valid until the next LoadStep;
 //   - slot rows, SlotRow(s): one per request slot (0 <= s < slots), where a
 //     request's pending p (for its frontier, verified in a later step) is kept.
-// Calls are ordered as the engine's step: LoadStep, Verify, Keep..., EndStep.
+// Calls are ordered as the engine's step: LoadStep, CopyRowsToHost..., Verify,
+// Keep..., EndStep.
+//
+// Requests the device does not serve. The CUDA verifier makes p with temperature,
+// top-k, top-p and min-p only: a request with context processors (logit_bias,
+// penalties), a grammar (structured outputs, forced tool calls) or logprobs goes
+// through the host pipeline instead (chosen at admission, TargetEngine::AddRequest):
+// the engine copies its step rows to the host with CopyRowsToHost (raw logits; its
+// guided pairs are not combined by LoadStep) and processes, verifies and keeps
+// them exactly as a target without a store does (spec::ProcessRow, the grammar
+// masks, spec::LogprobRow, spec::VerifyBatch; its pending p stays on the host).
+// Cost: one device-to-host copy, and a wait for it, per such request per step
+// that gives it rows: its rows x vocab x 4 bytes (twice that for a guided
+// request), e.g. 5 rows of a 49152-token vocabulary = 983040 bytes; the step's
+// other requests stay on the device.
 // Thread-compatible (the target leader's loop owns it).
 #ifndef SPLITSPEC_TARGET_WORKER_DEVICE_ROWS_H_
 #define SPLITSPEC_TARGET_WORKER_DEVICE_ROWS_H_
@@ -61,6 +75,13 @@ class DeviceRows {
   // Index of step row r / of slot s, as DeviceVerifyRequest::logit_rows takes it.
   virtual int64_t StepRow(int64_t r) const = 0;
   virtual int64_t SlotRow(int s) const = 0;
+
+  // Copies `count` consecutive rows from store index `row` (StepRow / SlotRow
+  // indices; step rows as LoadStep left them) into `host`, [count, vocab] floats,
+  // and waits for the copy. Errors: InvalidArgument if the rows lie outside the
+  // store or `host` does not hold count x vocab floats; a failed copy (Internal).
+  // `host` is unspecified after an error; the store is unchanged either way.
+  virtual absl::Status CopyRowsToHost(int64_t row, int64_t count, absl::Span<float> host) = 0;
 
   // Verifies over the store's rows (requests' logit_rows are StepRow / SlotRow
   // indices). Errors and outcomes as spec::VerifyOnHost / CudaVerifier::Verify.

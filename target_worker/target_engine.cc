@@ -57,6 +57,13 @@ namespace {
 // The forward-cost line's prior slope (before two sizes are timed) and decay.
 constexpr double kForwardCostPriorSlope = 0.25;
 constexpr double kForwardCostDecay = 0.9;
+
+// What the CUDA verifier does not do: context processors, a grammar mask, log
+// probabilities (it makes p with temperature / top-k / top-p / min-p only).
+bool NeedsHostRows(const spec::SamplingParams& params) {
+  return params.has_context_processors() || params.grammar.has_value() ||
+         params.logprobs.has_value();
+}
 }  // namespace
 
 TargetEngine::TargetEngine(model::LanguageModel* model, TargetEngineOptions options)
@@ -85,8 +92,12 @@ void TargetEngine::FreeSlot(const std::string& id) {
   device_slots_.erase(it);
 }
 
+bool TargetEngine::VerifiesOnDevice(const TargetRequest& request) const {
+  return device_slots_.contains(request.id());
+}
+
 TargetRow TargetEngine::KeepRow(const TargetRequest& request, TargetRow row) {
-  if (device_rows_ == nullptr) return row;
+  if (!VerifiesOnDevice(request)) return row;
   const int slot = device_slots_.at(request.id());
   device_rows_->Keep(row.device_row, slot);
   TargetRow kept;
@@ -117,34 +128,8 @@ absl::Status TargetEngine::AddRequest(const proto::Assignment& assignment) {
         kv_budget_.budget_bytes(), " bytes (", FormatBytes(kv_budget_.budget_bytes()),
         ", --kv-cache-memory); shorten the prompt or max_tokens, or raise the budget"));
   }
-  if (device_rows_ != nullptr && request->params().has_context_processors()) {
-    // The CUDA verifier makes p from the logits on the device and has no
-    // context processors (runtime/spec/logits_pipeline.h): refused, never ignored.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request ", assignment.request_id(),
-        ": logit_bias, presence_penalty, frequency_penalty and repetition_penalty are not "
-        "applied by the CUDA verifier of this target (--device cuda:N verifies on the GPU); send "
-        "the request without them, or serve it from a CPU target"));
-  }
-  if (device_rows_ != nullptr && request->params().logprobs.has_value()) {
-    // The CUDA verifier keeps the rows on the device and brings back only the
-    // committed ids: log probabilities are refused by name, never left out.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request ", assignment.request_id(),
-        ": logprobs are not returned by the CUDA verifier of this target (--device cuda:N "
-        "verifies on the GPU and copies no row to the host); send the request without "
-        "logprobs / top_logprobs, or serve it from a CPU target"));
-  }
   if (request->params().grammar.has_value()) {
     const grammar::GrammarSpec& spec = *request->params().grammar;
-    if (device_rows_ != nullptr) {
-      // The CUDA verifier makes p on the device and applies no grammar mask.
-      return absl::InvalidArgumentError(absl::StrCat(
-          "request ", assignment.request_id(), ": structured outputs (",
-          grammar::GrammarKindName(spec.kind),
-          ") are not applied by the CUDA verifier of this target (--device cuda:N verifies on "
-          "the GPU); send the request without response_format, or serve it from a CPU target"));
-    }
     if (options_.grammar_compiler == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
           "request ", assignment.request_id(), ": structured outputs (",
@@ -159,7 +144,9 @@ absl::Status TargetEngine::AddRequest(const proto::Assignment& assignment) {
     RETURN_IF_ERROR(request->AttachGrammar(grammar::GrammarMatcher(*std::move(compiled))));
   }
   if (request->guided()) ++counters_.guided_requests;
-  if (device_rows_ != nullptr) {  // max_requests <= slots: one is free
+  if (device_rows_ != nullptr && !NeedsHostRows(request->params())) {
+    // Its p lives on the device (max_requests <= slots: one is free); the
+    // others' rows are copied to the host each step (device_rows.h).
     device_slots_[assignment.request_id()] = free_device_slots_.back();
     free_device_slots_.pop_back();
   }
@@ -588,6 +575,8 @@ absl::Status TargetEngine::LoadDeviceRows(const std::vector<WorkItem>& items,
   std::vector<GuidedRows> guided;
   for (const WorkItem& item : items) {
     if (item.batch_index < 0 || item.companion_batch_index < 0) continue;
+    // A host-pipeline request's rows stay raw: ReadRows combines them on the host.
+    if (!VerifiesOnDevice(*item.request)) continue;
     const int rows = out.num_rows[item.batch_index];
     // A mismatch is reported by ReadRows; only matching pairs are combined.
     if (rows == 0 || out.num_rows[item.companion_batch_index] != rows) continue;
@@ -621,13 +610,44 @@ void TargetEngine::ReadRows(WorkItem& item, const model::ForwardOutput& out,
     Report(request, request.FullSequenceResult(), events);
     return;
   }
-  if (device_rows_ != nullptr) {  // p stays on the device: rows are indices (LoadDeviceRows)
+  if (VerifiesOnDevice(request)) {  // p stays on the device: rows are indices (LoadDeviceRows)
     for (int r = 0; r < rows; ++r) {
       TargetRow row;
       row.device_row = device_rows_->StepRow(out.first_row[item.batch_index] + r);
       item.rows.push_back(std::move(row));
     }
     return;
+  }
+  // The host pipeline, from the forward's logits [rows, vocab] (and the
+  // companion's): on the host already, or copied from a device store (device_rows.h).
+  absl::Span<const float> cond_logits, uncond_logits;
+  std::vector<float> copied;
+  if (rows > 0 && device_rows_ != nullptr) {
+    const size_t size = static_cast<size_t>(rows) * vocab;
+    copied.resize(guided ? 2 * size : size);
+    absl::Status status = device_rows_->CopyRowsToHost(
+        device_rows_->StepRow(out.first_row[item.batch_index]), rows,
+        absl::MakeSpan(copied).first(size));
+    if (status.ok() && guided) {
+      status = device_rows_->CopyRowsToHost(
+          device_rows_->StepRow(out.first_row[item.companion_batch_index]), rows,
+          absl::MakeSpan(copied).subspan(size));
+    }
+    if (!status.ok()) {
+      SPLITSPEC_LOG(ERROR) << "request " << request.id() << ": " << status;
+      request.Finish(proto::FINISH_REASON_ERROR);
+      Report(request, request.FullSequenceResult(), events);
+      return;
+    }
+    counters_.host_rows_copied += copied.size() / vocab;
+    cond_logits = absl::MakeConstSpan(copied).first(size);
+    if (guided) uncond_logits = absl::MakeConstSpan(copied).subspan(size);
+  } else if (rows > 0) {
+    cond_logits = absl::MakeConstSpan(out.Row(item.batch_index, 0), static_cast<size_t>(rows) * vocab);
+    if (guided) {
+      uncond_logits = absl::MakeConstSpan(out.Row(item.companion_batch_index, 0),
+                                          static_cast<size_t>(rows) * vocab);
+    }
   }
   // The context processors read the tokens before each row's position: the
   // cache's tokens, then those fed this step up to the row (the last row follows
@@ -656,7 +676,10 @@ void TargetEngine::ReadRows(WorkItem& item, const model::ForwardOutput& out,
   }
   for (int r = 0; r < rows; ++r) {
     std::vector<float> probs(vocab);
-    const auto cond = absl::MakeConstSpan(out.Row(item.batch_index, r), vocab);
+    const auto cond = cond_logits.subspan(static_cast<size_t>(r) * vocab, vocab);
+    const auto uncond =
+        guided ? uncond_logits.subspan(static_cast<size_t>(r) * vocab, vocab)
+               : absl::Span<const float>();
     spec::RowContext context;
     if (!sequence.empty()) {
       context.tokens = absl::MakeConstSpan(sequence).first(sequence.size() - (rows - 1 - r));
@@ -664,20 +687,15 @@ void TargetEngine::ReadRows(WorkItem& item, const model::ForwardOutput& out,
     }
     if (masks.has_value() && masks->masked[r]) context.allowed = masks->Row(r);
     absl::Status status =
-        guided ? spec::GuidedProcessRow(
-                     request.params(), context, cond,
-                     absl::MakeConstSpan(out.Row(item.companion_batch_index, r), vocab),
-                     absl::MakeSpan(probs))
+        guided ? spec::GuidedProcessRow(request.params(), context, cond, uncond,
+                                        absl::MakeSpan(probs))
                : spec::ProcessRow(request.params(), context, cond, absl::MakeSpan(probs));
     std::vector<float> logprobs;
     if (status.ok() && request.params().logprobs.has_value()) {
       // The row verification reads, so logprobs cost no forward (token_logprobs.h).
       logprobs.resize(vocab);
-      status = spec::LogprobRow(
-          request.params(), context, cond,
-          guided ? absl::MakeConstSpan(out.Row(item.companion_batch_index, r), vocab)
-                 : absl::Span<const float>(),
-          probs, absl::MakeSpan(logprobs));
+      status = spec::LogprobRow(request.params(), context, cond, uncond, probs,
+                                absl::MakeSpan(logprobs));
     }
     if (!status.ok()) {
       SPLITSPEC_LOG(ERROR) << "request " << request.id() << ": " << status;
@@ -693,21 +711,31 @@ void TargetEngine::ReadRows(WorkItem& item, const model::ForwardOutput& out,
 }
 
 void TargetEngine::Verify(std::vector<WorkItem>& items, absl::Time now) {
-  std::vector<spec::VerifyRequest> batch;
-  std::vector<WorkItem*> deciding;
+  // Two batches at most: the requests whose p is on the host, and those whose p
+  // is on the device. Each choice is a function of (p, seed, position) alone, so
+  // the split changes nothing that is committed.
+  std::vector<spec::VerifyRequest> host_batch;
+  std::vector<WorkItem*> on_host, on_device;
   for (WorkItem& item : items) {
     if (!Decide(item, now)) continue;
-    batch.push_back(item.verify);
-    deciding.push_back(&item);
+    if (VerifiesOnDevice(*item.request)) {
+      on_device.push_back(&item);
+    } else {
+      host_batch.push_back(item.verify);
+      on_host.push_back(&item);
+    }
   }
-  if (batch.empty()) return;
-  absl::StatusOr<std::vector<absl::StatusOr<spec::VerifyOutcome>>> outcomes =
-      device_rows_ != nullptr
-          ? VerifyOnDevice(deciding)
-          : spec::VerifyBatch(batch, static_cast<int>(deciding.front()->rows.front().probs.size()));
-  for (size_t j = 0; j < deciding.size(); ++j) {
-    deciding[j]->outcome = outcomes.ok() ? std::move((*outcomes)[j]) : outcomes.status();
+  auto apply = [](const std::vector<WorkItem*>& deciding,
+                  absl::StatusOr<std::vector<absl::StatusOr<spec::VerifyOutcome>>> outcomes) {
+    for (size_t j = 0; j < deciding.size(); ++j) {
+      deciding[j]->outcome = outcomes.ok() ? std::move((*outcomes)[j]) : outcomes.status();
+    }
+  };
+  if (!on_host.empty()) {
+    const int vocab = static_cast<int>(on_host.front()->rows.front().probs.size());
+    apply(on_host, spec::VerifyBatch(host_batch, vocab));
   }
+  if (!on_device.empty()) apply(on_device, VerifyOnDevice(on_device));
 }
 
 absl::StatusOr<std::vector<absl::StatusOr<spec::VerifyOutcome>>> TargetEngine::VerifyOnDevice(
@@ -751,13 +779,14 @@ bool TargetEngine::Decide(WorkItem& item, absl::Time now) {
 void TargetEngine::FillVerifyRequest(WorkItem& item) const {
   const TargetRequest& request = *item.request;
   const int k = item.block == nullptr ? 0 : item.block->tokens_size();
+  const bool on_device = VerifiesOnDevice(request);
   // One allocation for the k + 1 rows (each is vocab floats: growing by doubling
   // would copy and fault in a megabyte's pages several times a step).
-  if (device_rows_ == nullptr && !item.rows.empty()) {
+  if (!on_device && !item.rows.empty()) {
     item.target_probs.reserve(static_cast<size_t>(k + 1) * item.rows[0].probs.size());
   }
   for (int i = 0; i <= k; ++i) {
-    if (device_rows_ != nullptr) {
+    if (on_device) {
       item.device_rows.push_back(item.rows[i].device_row);
     } else {
       item.target_probs.insert(item.target_probs.end(), item.rows[i].probs.begin(),
@@ -858,7 +887,7 @@ std::vector<spec::TokenLogprob> TargetEngine::CommittedLogprobs(const WorkItem& 
   // and a bonus's rows included): the verifier's own rows.
   const std::vector<int32_t>& committed = item.outcome->committed;
   for (size_t j = 0; j < committed.size() && j < item.rows.size(); ++j) {
-    if (item.rows[j].logprobs.empty()) break;  // a device row (such requests are refused)
+    if (item.rows[j].logprobs.empty()) break;  // never: such requests' rows are on the host
     entries.push_back(spec::TokenLogprobAt(item.rows[j].logprobs, committed[j], *top_n));
   }
   return entries;

@@ -36,7 +36,11 @@
 // is kept in the request's device slot, and per step only the draft's tokens and
 // sparse q go up and accept counts and committed ids come down. Both paths make
 // the same choices from the same logits (greedy: token for token; sampling: up
-// to the round-off stated in kernels/cuda/sampling.h).
+// to the round-off stated in kernels/cuda/sampling.h). One path per request,
+// chosen at admission: a request with context processors, a grammar or logprobs
+// (what the CUDA verifier does not do) has its rows copied to the host each step
+// and takes the host path above, while the step's other requests stay on the
+// device (device_rows.h: the cost; counters().host_rows_copied).
 //
 // KV memory. With options.kv_cache_bytes > 0 the caches of all requests
 // together stay within that budget, counted from the caches themselves
@@ -144,6 +148,9 @@ struct TargetCounters {
   uint64_t guided_requests = 0;   // requests added with classifier-free guidance
   // Tokens fed to guided requests' unconditional companions (also in forward_tokens).
   uint64_t companion_forward_tokens = 0;
+  // Logits rows copied from a DeviceRows store to the host, for requests that
+  // take the host path on a target verifying on the device.
+  uint64_t host_rows_copied = 0;
 };
 
 class TargetEngine {
@@ -239,6 +246,9 @@ class TargetEngine {
   void Verify(std::vector<WorkItem>& items, absl::Time now);
   absl::StatusOr<std::vector<absl::StatusOr<spec::VerifyOutcome>>> VerifyOnDevice(
       const std::vector<WorkItem*>& deciding);
+  // True if `request`'s p lives in device_rows_ (chosen at admission: a device
+  // store, and nothing in the request that only the host pipeline applies).
+  bool VerifiesOnDevice(const TargetRequest& request) const;
   // `row` as the request's pending p: itself on the host; on the device, copied
   // into the request's slot (the step's rows are overwritten by the next forward).
   TargetRow KeepRow(const TargetRequest& request, TargetRow row);
@@ -289,7 +299,8 @@ class TargetEngine {
   model::KvBudget kv_budget_;
   TargetCounters counters_;
   std::unique_ptr<DeviceRows> device_rows_;  // null: verification on the host
-  std::map<std::string, int> device_slots_;  // request -> its slot in device_rows_
+  // request -> its slot in device_rows_; only the requests verified on the device.
+  std::map<std::string, int> device_slots_;
   std::vector<int> free_device_slots_;
 };
 

@@ -107,9 +107,10 @@ bool CompletionResponder::OnTokens(int index, const proto::TokenStream& stream) 
                                   !any_tokens_);
   any_tokens_ = any_tokens_ || consumed > 0;
   last_tokens_at_ = now;
-  const std::string content = choice.tool_calls.Push(delta);
+  const ToolCallStream::Piece piece = choice.tool_calls.Push(delta);
   if (context_.stream) {
-    SendChunk(index, content, entries, std::nullopt, std::nullopt);
+    SendChunk(index, piece.content, entries, std::nullopt, std::nullopt);
+    SendToolCallPieces(index, piece.calls);
   } else {
     choice.logprobs.insert(choice.logprobs.end(), std::make_move_iterator(entries.begin()),
                            std::make_move_iterator(entries.end()));
@@ -166,6 +167,18 @@ void CompletionResponder::SendChunk(int index, const std::string& text,
       SseEvent(CompletionChunkJson(context_.identity, chunk, first, finish_reason, usage)));
 }
 
+void CompletionResponder::SendToolCallPieces(int index, const std::vector<ToolCallDelta>& pieces) {
+  if (pieces.empty()) return;
+  Choice& choice = choices_[index];
+  StartStream();
+  std::string events;
+  for (const ToolCallDelta& piece : pieces) {
+    events += SseEvent(ToolCallChunkJson(context_.identity, index, piece, !choice.started));
+    choice.started = true;
+  }
+  context_.server->StreamWrite(context_.exchange, std::move(events));
+}
+
 CompletionUsage CompletionResponder::Usage() const {
   CompletionUsage usage{
       context_.prompt_tokens, 0, {}, context_.guidance_scale, context_.unconditional_prompt_tokens};
@@ -186,18 +199,11 @@ void CompletionResponder::CompleteChoice(int index, absl::string_view generation
   const bool last = ++finished_choices_ == static_cast<int>(choices_.size());
   if (context_.stream) {
     std::string tail = std::move(reply.content_tail);
-    if (!choice.calls.empty()) {
-      // Content, then each call whole, then the finish chunk (OpenAI's order).
+    if (!reply.call_tail.empty()) {
+      // Content, then the calls' last pieces, then the finish chunk (OpenAI's order).
       if (!tail.empty()) SendChunk(index, tail, {}, std::nullopt, std::nullopt);
       tail.clear();
-      StartStream();
-      std::string events;
-      for (size_t i = 0; i < choice.calls.size(); ++i) {
-        events += SseEvent(ToolCallChunkJson(context_.identity, index, static_cast<int>(i),
-                                             choice.calls[i], !choice.started));
-        choice.started = true;
-      }
-      context_.server->StreamWrite(context_.exchange, std::move(events));
+      SendToolCallPieces(index, reply.call_tail);
     }
     SendChunk(index, tail, {}, *choice.finish_reason,
               last && !context_.include_usage ? std::optional(Usage()) : std::nullopt);

@@ -106,6 +106,8 @@ class CompletionResponder {
   void SendChunk(int index, const std::string& text, const std::vector<TokenLogprobText>& entries,
                  std::optional<absl::string_view> finish_reason,
                  const std::optional<CompletionUsage>& usage);
+  // Chunks of choice `index`'s tool calls, one piece each, in order.
+  void SendToolCallPieces(int index, const std::vector<ToolCallDelta>& pieces);
   void CompleteChoice(int index, absl::string_view finish_reason);
   CompletionUsage Usage() const;
   // Every choice finished: the whole response, or the stream's end.

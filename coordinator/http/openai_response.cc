@@ -177,8 +177,8 @@ std::string CompletionChunkJson(const ResponseIdentity& identity, const Response
   return w.Take();
 }
 
-std::string ToolCallChunkJson(const ResponseIdentity& identity, int choice_index, int index,
-                              const ToolCall& call, bool first) {
+std::string ToolCallChunkJson(const ResponseIdentity& identity, int choice_index,
+                              const ToolCallDelta& piece, bool first) {
   JsonWriter w;
   w.BeginObject();
   WriteHeader(identity, "chat.completion.chunk", w);
@@ -186,8 +186,12 @@ std::string ToolCallChunkJson(const ResponseIdentity& identity, int choice_index
   w.Key("index").Int(choice_index);
   w.Key("delta").BeginObject();
   if (first) w.Key("role").String("assistant");
-  w.Key("tool_calls").BeginArray().BeginObject().Key("index").Int(index);
-  WriteToolCallMembers(call, w);
+  w.Key("tool_calls").BeginArray().BeginObject().Key("index").Int(piece.index);
+  if (piece.first()) {
+    WriteToolCallMembers({piece.id, piece.name, piece.arguments}, w);
+  } else {
+    w.Key("function").BeginObject().Key("arguments").String(piece.arguments).EndObject();
+  }
   w.EndObject().EndArray();
   w.EndObject();  // delta
   w.Key("logprobs").Null();

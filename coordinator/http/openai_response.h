@@ -85,10 +85,12 @@ std::string CompletionChunkJson(const ResponseIdentity& identity, const Response
                                 bool first, std::optional<absl::string_view> finish_reason,
                                 const std::optional<CompletionUsage>& usage);
 
-// A streamed chat chunk of choice `choice_index` with its tool call `index` whole: delta {"tool_calls": [{"index", "id",
-// "type": "function", "function": {"name", "arguments"}}]} (the role too when `first`).
-std::string ToolCallChunkJson(const ResponseIdentity& identity, int choice_index, int index,
-                              const ToolCall& call, bool first);
+// A streamed chat chunk of choice `choice_index` with one piece of a tool call: delta
+// {"tool_calls": [{"index", "id", "type": "function", "function": {"name", "arguments": ""}}]}
+// for a call's first piece, {"tool_calls": [{"index", "function": {"arguments": FRAGMENT}}]}
+// for a later one (OpenAI's and vLLM's shapes); the role too when `first`.
+std::string ToolCallChunkJson(const ResponseIdentity& identity, int choice_index,
+                              const ToolCallDelta& piece, bool first);
 
 // The usage-only chunk OpenAI sends last when stream_options.include_usage is
 // set: "choices" is empty.

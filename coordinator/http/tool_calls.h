@@ -87,6 +87,17 @@ struct ToolCall {
   std::string arguments;  // function.arguments: JSON text
 };
 
+// One piece of a streamed call, OpenAI's delta.tool_calls[i]: a call's first piece names it
+// (index, id, name; arguments ""), each later piece carries the next fragment of its arguments
+// (id and name empty). The fragments of a call concatenate to its ToolCall::arguments.
+struct ToolCallDelta {
+  int index = 0;          // the call's place in the reply's tool_calls
+  std::string id;         // first piece only
+  std::string name;       // first piece only
+  std::string arguments;  // later pieces: the next fragment
+  bool first() const { return !id.empty(); }
+};
+
 struct ParsedToolCalls {
   std::string content;  // the text that is not a call (may be empty)
   std::vector<ToolCall> tool_calls;

@@ -40,8 +40,8 @@
 // Adding a processor: one transform on the logits row in ProcessContext (its
 // place in the order above), its parameter in SamplingParams and
 // proto::LogitsProcessors, and its tests. The CUDA verifier does not run
-// steps 1-4: a target that verifies on the device refuses requests that use
-// them, naming the fields (target_worker/target_engine.cc).
+// steps 1-4: a target that verifies on the device copies the rows of requests
+// that use them to the host and runs this pipeline there (target_worker/device_rows.h).
 //
 // Pure functions; thread-safe.
 #ifndef SPLITSPEC_RUNTIME_SPEC_LOGITS_PIPELINE_H_

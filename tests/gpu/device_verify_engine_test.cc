@@ -9,8 +9,12 @@
 // per choice). Also: the device path moves no logits row to the host, and a
 // store on a missing device is refused. The same holds for the leader of a TP=2
 // group on one GPU (Gloo staged through the host): verifying on its device the
-// gathered logits commits what verifying them on its host commits. Skips without
-// a device. Written without a GPU; tools/gpu/device_session.sh runs it.
+// gathered logits commits what verifying them on its host commits. Requests the
+// CUDA verifier does not serve (penalties, logit_bias, a grammar, logprobs) take
+// the host pipeline from rows copied off the device (device_rows.h), next to
+// plain requests verified on it: they commit what the host engine commits, with
+// the same logprobs, bit for bit (both run the host pipeline over the same logits).
+// Skips without a device. Written without a GPU; tools/gpu/device_session.sh runs it.
 #include <unistd.h>
 
 #include <atomic>
@@ -22,11 +26,14 @@
 #include "gtest/gtest.h"
 #include "kernels/cuda/cuda_check.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/grammar/grammar_spec.h"
+#include "runtime/net/spec_proto.h"
 #include "runtime/dist/host_staged_communicator.h"
 #include "runtime/model/transformer.h"
 #include "target_worker/device_rows.h"
 #include "target_worker/group_follower.h"
 #include "target_worker/group_leader_model.h"
+#include "target_worker/request_setup.h"
 #include "target_worker/target_engine.h"
 #include "tests/testing/gloo_group.h"
 #include "tests/testing/tiny_model.h"
@@ -127,6 +134,86 @@ TEST_P(DeviceVerifyEngineTest, CommitsWhatHostVerificationCommitsOnTheSameCudaLo
   EXPECT_EQ(got, want);
   EXPECT_GT(device.counters().steps, 10u);
   EXPECT_GT(device.counters().companion_forward_tokens, 0u);
+}
+
+// Plain requests and requests only the host pipeline serves, mixed in one engine.
+std::vector<proto::Assignment> MixedTraffic(uint64_t draft_worker) {
+  std::vector<proto::Assignment> traffic = {
+      Assign("greedy", {3, 1, 4, 1, 5, 9, 2, 6}, 20, proto::VERIFY_MODE_GREEDY, 1.0f, draft_worker),
+      Assign("sampled", {42, 17}, 16, proto::VERIFY_MODE_REJECTION, 1.0f, draft_worker)};
+  proto::Assignment penalized =
+      Assign("penalized", {3, 1, 4, 1, 5}, 20, proto::VERIFY_MODE_GREEDY, 1.0f, draft_worker);
+  penalized.mutable_params()->mutable_processors()->set_frequency_penalty(1.5f);
+  penalized.mutable_params()->mutable_processors()->set_repetition_penalty(1.3f);
+  traffic.push_back(penalized);
+  proto::Assignment biased =
+      Assign("biased-sampled", {42, 17}, 16, proto::VERIFY_MODE_REJECTION, 1.0f, draft_worker);
+  (*biased.mutable_params()->mutable_processors()->mutable_logit_bias())[100] = 3.0f;
+  biased.mutable_params()->mutable_processors()->set_presence_penalty(0.5f);
+  traffic.push_back(biased);
+  proto::Assignment choice =
+      Assign("choice", {7, 7, 100}, 12, proto::VERIFY_MODE_GREEDY, 1.0f, draft_worker);
+  choice.mutable_params()->add_stop_token_ids(0);  // the tiny tokenizer's end of text
+  net::GrammarToProto(grammar::GrammarSpec::Choice({"yes", "no", "maybe not"}),
+                      choice.mutable_params()->mutable_processors()->mutable_grammar());
+  traffic.push_back(choice);
+  proto::Assignment logprobs =
+      Assign("logprobs", {5, 6, 7}, 16, proto::VERIFY_MODE_GREEDY, 1.0f, draft_worker);
+  logprobs.mutable_params()->set_logprobs(5);
+  traffic.push_back(logprobs);
+  proto::Assignment guided_logprobs =
+      Assign("guided-sampled-logprobs", {8, 9}, 12, proto::VERIFY_MODE_REJECTION, 1.4f,
+             draft_worker);
+  guided_logprobs.mutable_params()->set_logprobs(2);
+  traffic.push_back(guided_logprobs);
+  return traffic;
+}
+
+TEST_P(DeviceVerifyEngineTest, HostPipelineRequestsCommitWhatTheHostEngineCommits) {
+  std::unique_ptr<model::Transformer> host_model = Load();
+  std::unique_ptr<model::Transformer> device_model = Load();
+  ASSERT_NE(host_model, nullptr);
+  ASSERT_NE(device_model, nullptr);
+  const int vocab = host_model->config().vocab_size;
+  TargetEngineOptions options = Options();
+  auto compiler = GrammarCompilerForModel(TinyPath(GetParam()), vocab);
+  ASSERT_TRUE(compiler.ok()) << compiler.status();
+  options.grammar_compiler = *std::move(compiler);
+  std::map<std::string, std::vector<int32_t>> oracles;
+  for (const proto::Assignment& a : MixedTraffic(0)) {
+    oracles[a.request_id()].assign(a.committed_tokens().begin(), a.committed_tokens().end());
+  }
+  TargetEngine alone(host_model.get(), options);
+  oracles = testing::DriveEngine(alone, MixedTraffic(0), oracles, vocab);
+
+  TargetEngine host(host_model.get(), options);
+  std::map<std::string, proto::VerifyResult> want_finals;
+  const auto want =
+      testing::DriveEngine(host, MixedTraffic(7), oracles, vocab, 2000, &want_finals);
+  for (const char* id : {"greedy", "penalized", "choice", "logprobs"}) {
+    EXPECT_EQ(want.at(id), oracles.at(id)) << id << ": greedy speculation must be lossless";
+  }
+
+  TargetEngine device(device_model.get(), options);
+  auto rows = NewCudaDeviceRows(0, vocab, options.max_requests);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_TRUE(device.UseDeviceRows(*std::move(rows)).ok());
+  std::map<std::string, proto::VerifyResult> got_finals;
+  const auto got =
+      testing::DriveEngine(device, MixedTraffic(7), oracles, vocab, 2000, &got_finals);
+  EXPECT_EQ(got, want);
+  EXPECT_GT(device.counters().host_rows_copied, 0u);
+  for (const char* id : {"logprobs", "guided-sampled-logprobs"}) {
+    const proto::VerifyResult& w = want_finals.at(id);
+    const proto::VerifyResult& g = got_finals.at(id);
+    ASSERT_GT(w.logprobs_size(), 0) << id;
+    ASSERT_EQ(g.logprobs_size(), w.logprobs_size()) << id;
+    for (int i = 0; i < w.logprobs_size(); ++i) {
+      EXPECT_EQ(g.logprobs(i).SerializeAsString(), w.logprobs(i).SerializeAsString())
+          << id << " token " << i << ": " << g.logprobs(i).ShortDebugString() << " vs "
+          << w.logprobs(i).ShortDebugString();
+    }
+  }
 }
 
 // The forward of a model told to keep its logits leaves them on the device:

@@ -12,8 +12,9 @@ decoding) and no parser. Through the official `openai` client:
     replies equal plain ones, calls included;
   - tool_choice "auto" with the hermes parser reads a call the model writes (here made certain
     by a regex constraint on the reply), and is a 400 naming --tool-call-parser without one;
-  - streamed replies assembled from their deltas (content, tool_calls by index) equal the
-    non-streamed replies;
+  - streamed replies (tool-call arguments in pieces) assembled from their deltas (content,
+    tool_calls by index) equal the non-streamed replies; one cut by max_tokens inside its calls
+    has the same content, and keeps the pieces of the calls it had sent;
   - a history with an assistant's tool_calls and a tool message is accepted and reaches the
     prompt;
 and, over raw HTTP, the reply's JSON has OpenAI's shape (content null, "call_" ids).
@@ -91,7 +92,13 @@ def chat_streamed(serve, messages, **kwargs):
             if delta.content:
                 content = (content or "") + delta.content
             for call in delta.tool_calls or []:
-                entry = calls.setdefault(call.index, {"id": None, "type": None, "name": "", "arguments": ""})
+                if call.index not in calls:
+                    # A call's first delta names it, with arguments "" (the pieces follow).
+                    assert call.id and call.function.name, call
+                    assert call.function.arguments == "", call
+                entry = calls.setdefault(call.index, {"id": None, "type": None, "name": "", "arguments": "",
+                                                      "pieces": 0})
+                entry["pieces"] += 1 if call.function is not None and call.function.arguments else 0
                 entry["id"] = call.id or entry["id"]
                 entry["type"] = call.type or entry["type"]
                 if call.function is not None:
@@ -104,6 +111,7 @@ def chat_streamed(serve, messages, **kwargs):
     assert sorted(calls) == list(range(len(calls))), sorted(calls)
     return {"content": content if content or not ordered else None,
             "tool_calls": [(c["id"], c["type"], c["name"], c["arguments"]) for c in ordered],
+            "argument_pieces": [c["pieces"] for c in ordered],
             "finish_reason": finish}
 
 
@@ -228,9 +236,36 @@ class ToolCallsServeTest(unittest.TestCase):
             for whole, streamed in pairs:
                 # Ids are per request; everything else is the same.
                 self.assertEqual(whole["content"], streamed["content"], label)
-                self.assertEqual([c[1:] for c in whole["tool_calls"]], [c[1:] for c in streamed["tool_calls"]])
                 self.assertTrue(all(c[0].startswith("call_") for c in streamed["tool_calls"]))
                 self.assertEqual(whole["finish_reason"], streamed["finish_reason"], label)
+                if whole["finish_reason"] == "length" and not whole["tool_calls"]:
+                    # Cut by max_tokens inside the forced array: the reply is its text, streamed
+                    # as content too; the stream had already sent the pieces of the calls being
+                    # written (as vLLM's do) and keeps them: calls the text holds, so far.
+                    self.assertTrue(streamed["tool_calls"], label)
+                    for _, kind, name, arguments in streamed["tool_calls"]:
+                        self.assertEqual(kind, "function")
+                        self.assertIn('"%s"' % name, whole["content"])
+                        self.assertIn(arguments, whole["content"])
+                    continue
+                self.assertEqual([c[1:] for c in whole["tool_calls"]], [c[1:] for c in streamed["tool_calls"]])
+
+    def test_streamed_arguments_come_in_pieces(self):
+        # How many pieces a call takes follows how many tokens each step commits (a block
+        # accepted whole may bring a call's arguments at once); ToolCallStreamTest counts them
+        # exactly. Here: every streamed call has its arguments, and some came in several pieces.
+        pieces = []
+        for label, replies in self.replies.items():
+            pairs = list(replies["streamed"])
+            if label == "speculative":
+                pairs.append((replies["auto"], replies["auto_streamed"]))
+            for _, streamed in pairs:
+                if streamed["finish_reason"] != "tool_calls":
+                    continue  # cut by max_tokens: its last call may have no arguments yet
+                self.assertTrue(streamed["argument_pieces"], (label, streamed))
+                self.assertTrue(all(n >= 1 for n in streamed["argument_pieces"]), (label, streamed))
+                pieces += streamed["argument_pieces"]
+        self.assertGreater(max(pieces), 1, pieces)
 
     def test_auto_reads_the_models_call_with_the_parser(self):
         reply = self.replies["speculative"]["auto"]

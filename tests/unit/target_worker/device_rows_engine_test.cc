@@ -3,10 +3,12 @@
 // spec::VerifyOnHost (the CPU executor of the device plan) stands in for the CUDA
 // store, so what is tested here is the engine's side: which rows it names, the
 // pending p kept in a request's slot across steps, the guided combination
-// handed to LoadStep, slots freed on release. The engine over it must commit
-// exactly what the host-verifying engine commits (greedy, guided greedy,
-// seeded rejection sampling). tests/gpu/device_verify_engine_test.cc runs the
-// same traffic with the CUDA store and a CUDA model.
+// handed to LoadStep, slots freed on release, the rows of the requests the
+// device does not serve (context processors, a grammar, logprobs) brought to
+// the host for the host pipeline. The engine over it must commit exactly what
+// the host-verifying engine commits (greedy, guided greedy, seeded rejection
+// sampling, each processor; logprobs equal). tests/gpu/device_verify_engine_test.cc
+// runs the same traffic with the CUDA store and a CUDA model.
 #include <map>
 #include <memory>
 #include <string>
@@ -14,17 +16,23 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/guidance.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/grammar/grammar_compiler.h"
+#include "runtime/grammar/grammar_spec.h"
+#include "runtime/net/spec_proto.h"
 #include "target_worker/target_engine.h"
 #include "tests/unit/target_worker/engine_driver.h"
 #include "tests/unit/target_worker/fake_language_model.h"
+#include "tests/unit/target_worker/json_tokenizer.h"
 
 namespace splitspec::target {
 namespace {
 
 using testing::FakeLanguageModel;
 
-// The fake model, allowed to "keep" its logits (they stay in ForwardOutput::logits,
-// which HostDeviceRows reads).
+// The fake model, allowed to "keep" its logits: kept, they move out of
+// ForwardOutput::logits (left empty, as a CUDA model leaves it) into a buffer
+// of its own that ForwardOutput::device_logits points at and HostDeviceRows reads.
 class KeepingFakeModel : public FakeLanguageModel {
  public:
   absl::Status KeepLogitsOnDevice(bool keep) override {
@@ -33,8 +41,21 @@ class KeepingFakeModel : public FakeLanguageModel {
   }
   bool kept() const { return kept_; }
 
+  absl::Status Forward(absl::Span<const model::SequenceInput> batch,
+                       model::ForwardOutput* out) override {
+    RETURN_IF_ERROR(FakeLanguageModel::Forward(batch, out));
+    if (kept_) {
+      kept_logits_ = std::move(out->logits);
+      out->logits.clear();
+      out->device_logits = kept_logits_.data();
+      out->device_part_vocab = kVocab;
+    }
+    return absl::OkStatus();
+  }
+
  private:
   bool kept_ = false;
+  std::vector<float> kept_logits_;  // the "device" rows of the last forward
 };
 
 // DeviceRows over host memory (test double of the CUDA store).
@@ -48,11 +69,13 @@ class HostDeviceRows final : public DeviceRows {
 
   absl::Status LoadStep(const model::ForwardOutput& out,
                         absl::Span<const GuidedRows> guided) override {
-    if (!out.logits.empty() && out.device_logits != nullptr) {
-      return absl::InternalError("both host and device logits set");
-    }
+    if (!out.logits.empty()) return absl::InternalError("host logits from a keeping model");
+    int64_t rows = 0;
+    for (int n : out.num_rows) rows += n;
     rows_.resize(static_cast<size_t>(slots_) * vocab_);
-    rows_.insert(rows_.end(), out.logits.begin(), out.logits.end());
+    if (rows == 0) return absl::OkStatus();
+    if (out.device_logits == nullptr) return absl::InvalidArgumentError("no device logits");
+    rows_.insert(rows_.end(), out.device_logits, out.device_logits + rows * vocab_);
     for (const GuidedRows& g : guided) {
       std::vector<float> scales(g.rows, g.scale);
       float* cond = Row(StepRow(g.cond_row));
@@ -63,9 +86,25 @@ class HostDeviceRows final : public DeviceRows {
     return absl::OkStatus();
   }
 
+  absl::Status CopyRowsToHost(int64_t row, int64_t count, absl::Span<float> host) override {
+    if (row < 0 || count < 0 || static_cast<size_t>(row + count) * vocab_ > rows_.size() ||
+        host.size() != static_cast<size_t>(count) * vocab_) {
+      return absl::InvalidArgumentError("CopyRowsToHost outside the store");
+    }
+    std::copy(Row(row), Row(row) + count * vocab_, host.begin());
+    copied_rows_ += static_cast<int>(count);
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<std::vector<absl::StatusOr<spec::VerifyOutcome>>> Verify(
       absl::Span<const spec::DeviceVerifyRequest> requests) override {
     ++verify_calls_;
+    for (const spec::DeviceVerifyRequest& r : requests) {
+      if (r.params.has_context_processors() || r.params.grammar.has_value() ||
+          r.params.logprobs.has_value()) {
+        ++verified_needing_host_;
+      }
+    }
     return spec::VerifyOnHost(requests, rows_, vocab_, vocab_);
   }
 
@@ -79,13 +118,17 @@ class HostDeviceRows final : public DeviceRows {
   int verify_calls() const { return verify_calls_; }
   int kept_rows() const { return kept_rows_; }
   int guided_spans() const { return guided_spans_; }
+  int copied_rows() const { return copied_rows_; }
+  // Requests verified here that only the host pipeline serves (must stay 0).
+  int verified_needing_host() const { return verified_needing_host_; }
 
  private:
   float* Row(int64_t row) { return rows_.data() + static_cast<size_t>(row) * vocab_; }
   int vocab_;
   int slots_;
   std::vector<float> rows_;
-  int verify_calls_ = 0, kept_rows_ = 0, guided_spans_ = 0;
+  int verify_calls_ = 0, kept_rows_ = 0, guided_spans_ = 0, copied_rows_ = 0;
+  int verified_needing_host_ = 0;
 };
 
 proto::Assignment Assign(const std::string& id, const std::vector<int32_t>& prompt, int max_tokens,
@@ -191,60 +234,97 @@ TEST(DeviceRowsEngineTest, SlotsAreReusedAfterRequestsFinish) {
   }
 }
 
-// The device verifier has no context processors (runtime/spec/logits_pipeline.h):
-// a request that uses them is refused by name, never served unprocessed; the
-// same request without them is taken.
-TEST(DeviceRowsEngineTest, ARequestWithPenaltiesOrLogitBiasIsRefusedByName) {
-  KeepingFakeModel model;
-  TargetEngine engine(&model, Options());
-  ASSERT_TRUE(
-      engine.UseDeviceRows(std::make_unique<HostDeviceRows>(FakeLanguageModel::kVocab, 8)).ok());
-  proto::Assignment penalized = Assign("penalized", {1, 2}, 6, proto::VERIFY_MODE_GREEDY);
-  penalized.mutable_params()->mutable_processors()->set_frequency_penalty(0.5f);
-  const absl::Status status = engine.AddRequest(penalized);
-  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
-  EXPECT_NE(status.message().find("frequency_penalty"), std::string::npos) << status;
-  EXPECT_NE(status.message().find("not applied by the CUDA verifier"), std::string::npos)
-      << status;
-  proto::Assignment biased = Assign("biased", {1, 2}, 6, proto::VERIFY_MODE_GREEDY);
-  (*biased.mutable_params()->mutable_processors()->mutable_logit_bias())[1] = 2.0f;
-  EXPECT_TRUE(absl::IsInvalidArgument(engine.AddRequest(biased)));
-  EXPECT_TRUE(engine.AddRequest(Assign("plain", {1, 2}, 6, proto::VERIFY_MODE_GREEDY)).ok());
+// Requests the CUDA verifier does not serve take the host pipeline on a
+// device-verifying engine (device_rows.h): penalties, logit_bias, a grammar,
+// logprobs (guided and sampled ones too), mixed in the same steps with plain
+// requests that stay on the device. Each commits exactly what a host target
+// commits, with the same logprobs; none of them reaches the device verifier.
+std::vector<proto::Assignment> MixedTraffic() {
+  std::vector<proto::Assignment> traffic = {
+      Assign("greedy", {1, 2, 3}, 20, proto::VERIFY_MODE_GREEDY),
+      Assign("sampled", {9, 9}, 24, proto::VERIFY_MODE_REJECTION),
+      Assign("guided", {8, 3}, 20, proto::VERIFY_MODE_GREEDY, 0.5f)};
+  proto::Assignment penalized = Assign("penalized", {1, 2, 3}, 20, proto::VERIFY_MODE_GREEDY);
+  penalized.mutable_params()->mutable_processors()->set_frequency_penalty(2.0f);
+  penalized.mutable_params()->mutable_processors()->set_presence_penalty(1.0f);
+  penalized.mutable_params()->mutable_processors()->set_repetition_penalty(1.5f);
+  traffic.push_back(penalized);
+  proto::Assignment biased = Assign("biased-sampled", {9, 9}, 24, proto::VERIFY_MODE_REJECTION);
+  (*biased.mutable_params()->mutable_processors()->mutable_logit_bias())[5] = 2.5f;
+  (*biased.mutable_params()->mutable_processors()->mutable_logit_bias())[11] = -100.0f;
+  traffic.push_back(biased);
+  proto::Assignment json = Assign("json", {4, 4}, 16, proto::VERIFY_MODE_GREEDY);
+  json.mutable_params()->add_stop_token_ids(testing::kJsonTokenizerEos);
+  net::GrammarToProto(grammar::GrammarSpec::Choice({"true", "abc", "[1,2]", "null"}),
+                      json.mutable_params()->mutable_processors()->mutable_grammar());
+  traffic.push_back(json);
+  proto::Assignment logprobs = Assign("logprobs", {30, 1, 17}, 16, proto::VERIFY_MODE_GREEDY);
+  logprobs.mutable_params()->set_logprobs(3);
+  traffic.push_back(logprobs);
+  proto::Assignment guided_logprobs =
+      Assign("guided-sampled-logprobs", {4}, 12, proto::VERIFY_MODE_REJECTION, 1.5f);
+  guided_logprobs.mutable_params()->set_logprobs(2);
+  guided_logprobs.mutable_params()->set_logprobs_mode(proto::LOGPROBS_MODE_PROCESSED);
+  traffic.push_back(guided_logprobs);
+  return traffic;
 }
 
-// Nor does it apply a grammar mask: a structured-output request is refused by
-// name (before any grammar is compiled: this engine has no compiler at all).
-TEST(DeviceRowsEngineTest, AStructuredOutputRequestIsRefusedByName) {
-  KeepingFakeModel model;
-  TargetEngine engine(&model, Options());
-  ASSERT_TRUE(
-      engine.UseDeviceRows(std::make_unique<HostDeviceRows>(FakeLanguageModel::kVocab, 8)).ok());
-  proto::Assignment constrained = Assign("json", {1, 2}, 6, proto::VERIFY_MODE_GREEDY);
-  constrained.mutable_params()->mutable_processors()->mutable_grammar()->set_kind("json_object");
-  const absl::Status status = engine.AddRequest(constrained);
-  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
-  EXPECT_NE(status.message().find("structured outputs (json_object) are not applied by the CUDA "
-                                  "verifier"),
-            std::string::npos)
-      << status;
-  EXPECT_TRUE(engine.AddRequest(Assign("plain", {1, 2}, 6, proto::VERIFY_MODE_GREEDY)).ok());
-}
+TEST(DeviceRowsEngineTest, HostPipelineRequestsCommitWhatAHostTargetCommits) {
+  auto compiler = grammar::GrammarCompiler::Create(testing::JsonTokenizer());
+  ASSERT_TRUE(compiler.ok()) << compiler.status();
+  TargetEngineOptions options = Options();
+  options.grammar_compiler = *std::move(compiler);
+  std::map<std::string, std::vector<int32_t>> oracles;
+  for (const proto::Assignment& a : MixedTraffic()) {
+    oracles[a.request_id()] = FakeLanguageModel::GreedyExtend(
+        {a.committed_tokens().begin(), a.committed_tokens().end()}, 40);
+  }
 
-// Its rows stay on the device: a request for log probabilities is refused by
-// name, never answered without them.
-TEST(DeviceRowsEngineTest, ALogprobsRequestIsRefusedByName) {
-  KeepingFakeModel model;
-  TargetEngine engine(&model, Options());
-  ASSERT_TRUE(
-      engine.UseDeviceRows(std::make_unique<HostDeviceRows>(FakeLanguageModel::kVocab, 8)).ok());
-  proto::Assignment asking = Assign("logprobs", {1, 2}, 6, proto::VERIFY_MODE_GREEDY);
-  asking.mutable_params()->set_logprobs(0);
-  const absl::Status status = engine.AddRequest(asking);
-  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
-  EXPECT_NE(status.message().find("logprobs are not returned by the CUDA verifier"),
-            std::string::npos)
-      << status;
-  EXPECT_TRUE(engine.AddRequest(Assign("plain", {1, 2}, 6, proto::VERIFY_MODE_GREEDY)).ok());
+  KeepingFakeModel host_model;
+  TargetEngine host(&host_model, options);
+  std::map<std::string, proto::VerifyResult> want_finals;
+  const auto want = testing::DriveEngine(host, MixedTraffic(), oracles, FakeLanguageModel::kVocab,
+                                         2000, &want_finals);
+
+  KeepingFakeModel device_model;
+  TargetEngine device(&device_model, options);
+  auto rows = std::make_unique<HostDeviceRows>(FakeLanguageModel::kVocab, 8);
+  HostDeviceRows* store = rows.get();
+  ASSERT_TRUE(device.UseDeviceRows(std::move(rows)).ok());
+  std::map<std::string, proto::VerifyResult> got_finals;
+  const auto got = testing::DriveEngine(device, MixedTraffic(), oracles,
+                                        FakeLanguageModel::kVocab, 2000, &got_finals);
+
+  EXPECT_EQ(got, want);
+  // The processors did change what was committed (so the equality above tests them).
+  EXPECT_NE(want.at("penalized"), std::vector<int32_t>(oracles.at("penalized").begin(),
+                                                       oracles.at("penalized").begin() + 23));
+  const std::vector<int32_t>& json = want.at("json");
+  EXPECT_NE(json, std::vector<int32_t>(oracles.at("json").begin(),
+                                       oracles.at("json").begin() + json.size()));
+  for (const char* id : {"logprobs", "guided-sampled-logprobs"}) {
+    const proto::VerifyResult& w = want_finals.at(id);
+    const proto::VerifyResult& g = got_finals.at(id);
+    EXPECT_TRUE(g.finished()) << id;
+    // One entry per generated token.
+    ASSERT_GT(w.logprobs_size(), 0) << id;
+    ASSERT_EQ(w.logprobs_start() + w.logprobs_size(), want.at(id).size()) << id;
+    ASSERT_EQ(g.logprobs_size(), w.logprobs_size()) << id;
+    EXPECT_EQ(g.logprobs_start(), w.logprobs_start()) << id;
+    for (int i = 0; i < w.logprobs_size(); ++i) {
+      EXPECT_EQ(g.logprobs(i).SerializeAsString(), w.logprobs(i).SerializeAsString())
+          << id << " token " << i << ": " << g.logprobs(i).ShortDebugString() << " vs "
+          << w.logprobs(i).ShortDebugString();
+    }
+  }
+  // Both paths ran in the same engine: device verification for the plain
+  // requests, rows copied to the host for the others, and never one of those on
+  // the device.
+  EXPECT_GT(store->verify_calls(), 10);
+  EXPECT_GT(store->copied_rows(), 0);
+  EXPECT_EQ(device.counters().host_rows_copied, static_cast<uint64_t>(store->copied_rows()));
+  EXPECT_EQ(store->verified_needing_host(), 0);
+  EXPECT_GT(store->guided_spans(), 0);
 }
 
 TEST(DeviceRowsEngineTest, RefusesAStoreWithFewerSlotsThanRequests) {

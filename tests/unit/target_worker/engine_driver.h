@@ -50,10 +50,13 @@ inline proto::DraftBlock OracleBlock(const proto::VerifyResult& at, int start, i
 }
 
 // Runs until no request is left (or max_steps); returns each request's committed
-// tokens as the coordinator saw them. Expects every Step to succeed.
+// tokens as the coordinator saw them. Expects every Step to succeed. `finals`,
+// if set, gets each request's last result to the coordinator (the whole
+// sequence, with its logprobs, once it finished).
 inline std::map<std::string, std::vector<int32_t>> DriveEngine(
     target::TargetEngine& engine, const std::vector<proto::Assignment>& assignments,
-    const std::map<std::string, std::vector<int32_t>>& oracles, int vocab, int max_steps = 2000) {
+    const std::map<std::string, std::vector<int32_t>>& oracles, int vocab, int max_steps = 2000,
+    std::map<std::string, proto::VerifyResult>* finals = nullptr) {
   std::map<std::string, std::vector<int32_t>> seen;
   std::map<std::string, proto::VerifyMode> modes;
   uint64_t sequence = 0;
@@ -93,6 +96,7 @@ inline std::map<std::string, std::vector<int32_t>> DriveEngine(
         } else {
           s.insert(s.end(), tokens.begin(), tokens.end());
         }
+        if (finals != nullptr) (*finals)[e.result.request_id()] = e.result;
       }
       if (!e.draft_peer.empty() && !e.result.finished()) propose(e.result);
     }

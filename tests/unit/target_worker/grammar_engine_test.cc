@@ -20,6 +20,7 @@
 #include "target_worker/target_engine.h"
 #include "tests/unit/grammar/grammar_test_util.h"
 #include "tests/unit/target_worker/fake_language_model.h"
+#include "tests/unit/target_worker/json_tokenizer.h"
 
 namespace splitspec::target {
 namespace {
@@ -27,30 +28,10 @@ namespace {
 using ::testing::HasSubstr;
 using grammar::GrammarSpec;
 using splitspec::testing::FakeLanguageModel;
+using splitspec::testing::JsonTokenizer;
 
 constexpr uint64_t kDraftWorker = 7;
-constexpr int kEos = 2;
-
-// A SentencePiece vocabulary of exactly the fake model's 32 tokens: 0 <unk>,
-// 1 <s>, 2 </s> (end of generation), then pieces of JSON text.
-model::Tokenizer JsonTokenizer() {
-  model::TokenizerVocab vocab;
-  vocab.model = "llama";
-  vocab.tokens = {"<unk>", "<s>", "</s>", "{",  "}",  "[",    "]",     "\"",
-                  ":",     ",",   "a",    "b",  "c",  "0",    "1",     "2",
-                  "3",     "t",   "r",    "u",  "e",  "f",    "l",     "s",
-                  "n",     "\xE2\x96\x81", "\"a", "ab", "12", "true", "false", "null"};
-  vocab.scores.assign(vocab.tokens.size(), -1.0f);
-  vocab.token_types = {model::TokenType::kUnknown, model::TokenType::kControl,
-                       model::TokenType::kControl};
-  vocab.token_types.resize(vocab.tokens.size(), model::TokenType::kNormal);
-  vocab.unk_id = 0;
-  vocab.bos_id = 1;
-  vocab.eos_id = kEos;
-  absl::StatusOr<model::Tokenizer> tokenizer = model::Tokenizer::Create(std::move(vocab));
-  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
-  return std::move(tokenizer).value();
-}
+constexpr int kEos = splitspec::testing::kJsonTokenizerEos;
 
 const GrammarSpec kSchema = GrammarSpec::JsonSchema(
     R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"boolean"},)"

@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "absl/strings/match.h"
 
 namespace splitspec::coordinator::http {
 namespace {
@@ -235,51 +236,144 @@ TEST(ChatToolsTest, EarlierCallsAndToolResultsAreWrittenInTheRequestsSyntax) {
             "{\"name\": \"w\", \"arguments\": \"not json\"}]");
 }
 
-// Streams `text` in pieces of `piece` bytes; checks that the pieces add up to the reply read
-// whole, and returns the result.
-ToolCallStream::Result StreamInPieces(const ToolPlan& plan, const std::string& text,
-                                      size_t piece, const std::string& finish = "stop") {
-  ToolCallStream stream(plan, "call_x_");
-  std::string streamed;
-  for (size_t i = 0; i + piece < text.size(); i += piece) {
-    streamed += stream.Push(text.substr(i, piece));
+// A reply streamed in pieces of `piece` bytes: its Result, and what the stream carried.
+struct Streamed {
+  ToolCallStream::Result result;
+  std::string content;               // the content pieces and content_tail, joined
+  std::vector<ToolCall> calls;       // the call pieces and call_tail, assembled by index
+  int fragments_before_finish = 0;  // argument fragments Push passed on
+};
+
+// Assembles call pieces as a client does (openai-python: by index), checking their shape: a
+// call's first piece has its id and name and arguments "", then fragments only.
+void Assemble(const std::vector<ToolCallDelta>& pieces, std::vector<ToolCall>* calls,
+              int* fragments) {
+  for (const ToolCallDelta& piece : pieces) {
+    if (piece.first()) {
+      EXPECT_EQ(piece.index, static_cast<int>(calls->size())) << "calls begin in order";
+      EXPECT_EQ(piece.arguments, "") << "a call's first piece has no arguments";
+      calls->push_back({piece.id, piece.name, ""});
+      continue;
+    }
+    ASSERT_LT(piece.index, static_cast<int>(calls->size())) << "a fragment before its call";
+    EXPECT_TRUE(piece.name.empty());
+    EXPECT_FALSE(piece.arguments.empty()) << "an empty fragment";
+    (*calls)[piece.index].arguments += piece.arguments;
+    if (fragments != nullptr) ++*fragments;
   }
-  const size_t last = text.size() == 0 ? 0 : ((text.size() - 1) / piece) * piece;
-  ToolCallStream::Result result = stream.Finish(text.substr(last), finish);
-  EXPECT_EQ(streamed + result.content_tail, result.content) << "piece " << piece;
-  ToolCallStream whole(plan, "call_x_");
-  const ToolCallStream::Result at_once = whole.Finish(text, finish);
-  EXPECT_EQ(result.content, at_once.content);
-  EXPECT_EQ(result.tool_calls.size(), at_once.tool_calls.size());
-  EXPECT_EQ(result.finish_reason, at_once.finish_reason);
-  return result;
 }
 
-TEST(ToolCallStreamTest, HermesContentStreamsAndCallsComeWhole) {
+// Streams `text` in pieces of `piece` bytes; checks that the streamed content adds up to the
+// reply read whole, and returns what was streamed.
+Streamed StreamInPieces(const ToolPlan& plan, const std::string& text, size_t piece,
+                        const std::string& finish = "stop") {
+  ToolCallStream stream(plan, "call_x_");
+  Streamed out;
+  for (size_t i = 0; i + piece < text.size(); i += piece) {
+    ToolCallStream::Piece pushed = stream.Push(text.substr(i, piece));
+    out.content += pushed.content;
+    Assemble(pushed.calls, &out.calls, &out.fragments_before_finish);
+  }
+  const size_t last = text.size() == 0 ? 0 : ((text.size() - 1) / piece) * piece;
+  out.result = stream.Finish(text.substr(last), finish);
+  out.content += out.result.content_tail;
+  Assemble(out.result.call_tail, &out.calls, nullptr);
+  EXPECT_EQ(out.content, out.result.content) << "piece " << piece;
+  ToolCallStream whole(plan, "call_x_");
+  const ToolCallStream::Result at_once = whole.Finish(text, finish);
+  EXPECT_EQ(out.result.content, at_once.content);
+  EXPECT_EQ(out.result.tool_calls.size(), at_once.tool_calls.size());
+  EXPECT_EQ(out.result.finish_reason, at_once.finish_reason);
+  return out;
+}
+
+MATCHER_P3(IsCall, id, name, arguments, "") {
+  return arg.id == id && arg.name == name && arg.arguments == arguments;
+}
+
+// The streamed pieces assemble to exactly the reply's calls.
+void ExpectPiecesAreTheCalls(const Streamed& s, size_t piece) {
+  ASSERT_EQ(s.calls.size(), s.result.tool_calls.size()) << "piece " << piece;
+  for (size_t i = 0; i < s.calls.size(); ++i) {
+    EXPECT_THAT(s.calls[i], IsCall(s.result.tool_calls[i].id, s.result.tool_calls[i].name,
+                                   s.result.tool_calls[i].arguments))
+        << "piece " << piece << " call " << i << ": " << s.calls[i].arguments;
+  }
+}
+
+TEST(ToolCallStreamTest, HermesArgumentsStreamInPiecesThatAddUpToTheCall) {
   ToolPlan plan;
   plan.parse = true;
   const std::string text =
       "Let me check. \n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
-      "\"Paris\"}}\n</tool_call>";
+      "\"Paris\", \"days\": [1, 2]}}\n</tool_call>";
   for (size_t piece : {1, 2, 5, 13, 400}) {
-    const ToolCallStream::Result r = StreamInPieces(plan, text, piece);
-    EXPECT_EQ(r.content, "Let me check.");
-    ASSERT_EQ(r.tool_calls.size(), 1u);
-    EXPECT_EQ(r.tool_calls[0].id, "call_x_0");
-    EXPECT_EQ(r.tool_calls[0].arguments, R"({"city": "Paris"})");
-    EXPECT_EQ(r.finish_reason, "tool_calls");
+    const Streamed s = StreamInPieces(plan, text, piece);
+    EXPECT_EQ(s.result.content, "Let me check.");
+    ASSERT_EQ(s.result.tool_calls.size(), 1u);
+    EXPECT_THAT(s.result.tool_calls[0],
+                IsCall("call_x_0", "get_weather", R"({"city": "Paris", "days": [1, 2]})"));
+    EXPECT_EQ(s.result.finish_reason, "tool_calls");
+    ExpectPiecesAreTheCalls(s, piece);
+    // As the model writes them: one piece per byte when it comes a byte at a time.
+    if (piece == 1) {
+      EXPECT_EQ(s.fragments_before_finish, 33);
+    }
+    if (piece == 400) {
+      EXPECT_EQ(s.fragments_before_finish, 0);
+    }
   }
   // Content that merely mentions '<' passes on as it comes.
   ToolCallStream stream(plan, "c");
-  EXPECT_EQ(stream.Push("a <"), "a");
-  EXPECT_EQ(stream.Push(" b"), " < b");
+  EXPECT_EQ(stream.Push("a <").content, "a");
+  EXPECT_EQ(stream.Push(" b").content, " < b");
   // A malformed call: everything is content, and no call.
   for (size_t piece : {1, 3, 400}) {
-    const ToolCallStream::Result r =
-        StreamInPieces(plan, "x <tool_call>{\"name\": oops</tool_call>", piece);
-    EXPECT_EQ(r.content, "x <tool_call>{\"name\": oops</tool_call>");
-    EXPECT_THAT(r.tool_calls, IsEmpty());
-    EXPECT_EQ(r.finish_reason, "stop");
+    const Streamed s = StreamInPieces(plan, "x <tool_call>{\"name\": oops</tool_call>", piece);
+    EXPECT_EQ(s.result.content, "x <tool_call>{\"name\": oops</tool_call>");
+    EXPECT_THAT(s.result.tool_calls, IsEmpty());
+    EXPECT_THAT(s.calls, IsEmpty());
+    EXPECT_EQ(s.result.finish_reason, "stop");
+  }
+}
+
+TEST(ToolCallStreamTest, ParallelHermesCallsStreamOneAfterTheOther) {
+  ToolPlan plan;
+  plan.parse = true;
+  const std::string text =
+      "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": 1}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"b\", \"arguments\": {\"y\": {\"z\": \"}\"}}}\n</tool_call>";
+  for (size_t piece : {1, 4, 400}) {
+    const Streamed s = StreamInPieces(plan, text, piece);
+    ASSERT_EQ(s.result.tool_calls.size(), 2u);
+    EXPECT_THAT(s.result.tool_calls[1], IsCall("call_x_1", "b", R"({"y": {"z": "}"}})"));
+    ExpectPiecesAreTheCalls(s, piece);
+    if (piece < 400) {
+      EXPECT_GT(s.fragments_before_finish, 2);
+    }
+  }
+  // parallel_tool_calls false: the reply keeps, and the stream sends, the first call only.
+  plan.parallel_tool_calls = false;
+  for (size_t piece : {1, 400}) {
+    const Streamed s = StreamInPieces(plan, text, piece);
+    ASSERT_EQ(s.result.tool_calls.size(), 1u);
+    ExpectPiecesAreTheCalls(s, piece);
+  }
+}
+
+// What cannot stream as raw text comes whole at the end: arguments written as a JSON string
+// (the call's arguments are the text it holds), arguments before the name.
+TEST(ToolCallStreamTest, ArgumentsThatAreNotRawJsonComeWholeAtTheEnd) {
+  ToolPlan plan;
+  plan.parse = true;
+  for (const std::string& text :
+       {std::string(R"(<tool_call>{"name": "f", "arguments": "{\"a\": 1}"}</tool_call>)"),
+        std::string(R"(<tool_call>{"arguments": {"a": 1}, "name": "f"}</tool_call>)")}) {
+    const Streamed s = StreamInPieces(plan, text, 1);
+    ASSERT_EQ(s.result.tool_calls.size(), 1u) << text;
+    EXPECT_THAT(s.result.tool_calls[0], IsCall("call_x_0", "f", R"({"a": 1})"));
+    ExpectPiecesAreTheCalls(s, 1);
+    EXPECT_EQ(s.fragments_before_finish, 0) << text;
   }
 }
 
@@ -287,42 +381,79 @@ TEST(ToolCallStreamTest, Llama3JsonHoldsWhatMayBeACall) {
   ToolPlan plan;
   plan.parse = true;
   plan.format = ToolCallFormat::kLlama3Json;
+  const std::string two =
+      " <|python_tag|>{\"name\": \"a\", \"parameters\": {\"q\": \"x;y\"}}; {\"name\": \"b\", "
+      "\"parameters\": {}}";
+  for (size_t piece : {1, 4, 400}) {
+    const Streamed s = StreamInPieces(plan, two, piece);
+    EXPECT_EQ(s.result.content, "");
+    ASSERT_EQ(s.result.tool_calls.size(), 2u);
+    EXPECT_THAT(s.result.tool_calls[0], IsCall("call_x_0", "a", R"({"q": "x;y"})"));
+    ExpectPiecesAreTheCalls(s, piece);
+    if (piece == 1) {
+      EXPECT_EQ(s.fragments_before_finish, 14);
+    }
+  }
   plan.parallel_tool_calls = false;
   for (size_t piece : {1, 4, 400}) {
-    const ToolCallStream::Result r = StreamInPieces(
-        plan, " {\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"parameters\": {}}",
-        piece);
-    EXPECT_EQ(r.content, "");
-    ASSERT_EQ(r.tool_calls.size(), 1u);  // parallel_tool_calls false: the first call only
-    EXPECT_EQ(r.tool_calls[0].name, "a");
+    const Streamed s = StreamInPieces(plan, two, piece);
+    ASSERT_EQ(s.result.tool_calls.size(), 1u);  // parallel_tool_calls false: the first call only
+    EXPECT_EQ(s.result.tool_calls[0].name, "a");
+    ExpectPiecesAreTheCalls(s, piece);
   }
   ToolCallStream stream(plan, "c");
-  EXPECT_EQ(stream.Push(" <|py"), "");
-  EXPECT_EQ(stream.Push("x"), " <|pyx");
+  EXPECT_EQ(stream.Push(" <|py").content, "");
+  EXPECT_EQ(stream.Push("x").content, " <|pyx");
   for (size_t piece : {1, 7}) {
-    EXPECT_EQ(StreamInPieces(plan, "The answer is 4.", piece).content, "The answer is 4.");
+    EXPECT_EQ(StreamInPieces(plan, "The answer is 4.", piece).result.content, "The answer is 4.");
   }
 }
 
-TEST(ToolCallStreamTest, AForcedReplyIsItsCallsOrWhenCutItsText) {
+TEST(ToolCallStreamTest, AForcedReplyStreamsItsCallsInPieces) {
   ToolPlan plan;
   plan.parse = true;
   plan.forced = true;
-  const ToolCallStream::Result r = StreamInPieces(
-      plan, R"([{"name": "get_time", "arguments": {}}, {"name": "f", "arguments": {"x": 1}}])", 3);
-  EXPECT_EQ(r.content, "");
-  ASSERT_EQ(r.tool_calls.size(), 2u);
-  EXPECT_EQ(r.tool_calls[1].arguments, R"({"x": 1})");
-  EXPECT_EQ(r.finish_reason, "tool_calls");
-  const ToolCallStream::Result cut = StreamInPieces(plan, R"([{"name": "get_ti)", 3, "length");
-  EXPECT_EQ(cut.content, R"([{"name": "get_ti)");
-  EXPECT_THAT(cut.tool_calls, IsEmpty());
-  EXPECT_EQ(cut.finish_reason, "length");
+  const std::string text =
+      R"([{"name": "get_time", "arguments": {}}, {"name": "f", "arguments": {"x": 1}}])";
+  for (size_t piece : {1, 3, 400}) {
+    const Streamed s = StreamInPieces(plan, text, piece);
+    EXPECT_EQ(s.result.content, "");
+    ASSERT_EQ(s.result.tool_calls.size(), 2u);
+    EXPECT_THAT(s.result.tool_calls[1], IsCall("call_x_1", "f", R"({"x": 1})"));
+    EXPECT_EQ(s.result.finish_reason, "tool_calls");
+    ExpectPiecesAreTheCalls(s, piece);
+    if (piece == 1) {
+      EXPECT_EQ(s.fragments_before_finish, 10);
+    }
+  }
+}
+
+// A forced reply cut by max_tokens is its text, as content, read whole or streamed; the
+// stream has already sent the pieces of the call it was writing, and keeps them.
+TEST(ToolCallStreamTest, AForcedReplyCutInsideACallIsItsTextAndKeepsThePiecesSent) {
+  ToolPlan plan;
+  plan.parse = true;
+  plan.forced = true;
+  const std::string cut = R"([{"name": "f", "arguments": {"x": 1, "y)";
+  const Streamed s = StreamInPieces(plan, cut, 3, "length");
+  EXPECT_EQ(s.result.content, cut);
+  EXPECT_THAT(s.result.tool_calls, IsEmpty());
+  EXPECT_THAT(s.result.call_tail, IsEmpty());
+  EXPECT_EQ(s.result.content_tail, cut);
+  EXPECT_EQ(s.result.finish_reason, "length");
+  ASSERT_EQ(s.calls.size(), 1u);
+  EXPECT_EQ(s.calls[0].name, "f");
+  EXPECT_TRUE(absl::StartsWith(s.calls[0].arguments, R"({"x": 1)")) << s.calls[0].arguments;
+  // Cut before a call is named: nothing of it was sent.
+  const Streamed early = StreamInPieces(plan, R"([{"name": "get_ti)", 3, "length");
+  EXPECT_EQ(early.result.content, R"([{"name": "get_ti)");
+  EXPECT_THAT(early.calls, IsEmpty());
+  EXPECT_EQ(early.result.finish_reason, "length");
 }
 
 TEST(ToolCallStreamTest, WithoutParsingEverythingPassesAtOnce) {
   ToolCallStream stream;
-  EXPECT_EQ(stream.Push("<tool_call>"), "<tool_call>");
+  EXPECT_EQ(stream.Push("<tool_call>").content, "<tool_call>");
   const ToolCallStream::Result r = stream.Finish(" x", "length");
   EXPECT_EQ(r.content, "<tool_call> x");
   EXPECT_EQ(r.content_tail, " x");
@@ -351,23 +482,43 @@ TEST(ToolCallJsonTest, AReplyAndAChunkCarryOpenAisShape) {
   EXPECT_EQ(function.at("arguments").string_value(), R"({"city": "Paris"})");
   EXPECT_EQ(choice.struct_value().fields().at("finish_reason").string_value(), "tool_calls");
 
-  google::protobuf::Value chunk = Json(ToolCallChunkJson(identity, 0, 1, calls[0], /*first=*/true));
-  const auto& delta = chunk.struct_value()
-                          .fields()
-                          .at("choices")
-                          .list_value()
-                          .values(0)
-                          .struct_value()
-                          .fields()
-                          .at("delta")
-                          .struct_value()
-                          .fields();
+  auto delta_of = [](const google::protobuf::Value& chunk) {
+    return chunk.struct_value()
+        .fields()
+        .at("choices")
+        .list_value()
+        .values(0)
+        .struct_value()
+        .fields()
+        .at("delta")
+        .struct_value()
+        .fields();
+  };
+  // A call's first piece: index, id, type, name, arguments "".
+  google::protobuf::Value chunk = Json(
+      ToolCallChunkJson(identity, 0, {1, "call_1_0", "get_weather", ""}, /*first=*/true));
+  const auto delta = delta_of(chunk);
   EXPECT_EQ(delta.at("role").string_value(), "assistant");
   const auto& delta_call = delta.at("tool_calls").list_value().values(0).struct_value().fields();
   EXPECT_EQ(delta_call.at("index").number_value(), 1);
   EXPECT_EQ(delta_call.at("id").string_value(), "call_1_0");
-  EXPECT_EQ(delta_call.at("function").struct_value().fields().at("arguments").string_value(),
-            R"({"city": "Paris"})");
+  EXPECT_EQ(delta_call.at("type").string_value(), "function");
+  EXPECT_EQ(delta_call.at("function").struct_value().fields().at("name").string_value(),
+            "get_weather");
+  EXPECT_EQ(delta_call.at("function").struct_value().fields().at("arguments").string_value(), "");
+  // A later piece: index and a fragment of the arguments only.
+  google::protobuf::Value later =
+      Json(ToolCallChunkJson(identity, 0, {1, "", "", R"({"city": )"}, /*first=*/false));
+  const auto later_delta = delta_of(later);
+  EXPECT_FALSE(later_delta.contains("role"));
+  const auto& later_call =
+      later_delta.at("tool_calls").list_value().values(0).struct_value().fields();
+  EXPECT_EQ(later_call.at("index").number_value(), 1);
+  EXPECT_FALSE(later_call.contains("id"));
+  EXPECT_FALSE(later_call.contains("type"));
+  const auto& later_function = later_call.at("function").struct_value().fields();
+  EXPECT_FALSE(later_function.contains("name"));
+  EXPECT_EQ(later_function.at("arguments").string_value(), R"({"city": )");
 }
 
 }  // namespace
