@@ -142,7 +142,9 @@ class Transformer : public LanguageModel {
   // Appends every sequence's tokens to its cache and fills `out` with the logits
   // asked for. REQUIRES (checked, InvalidArgument naming the sequence): at least one
   // sequence; each has a non-null cache shaped for this model (and rank), distinct
-  // from the others, and at least one token; every token id in [0, vocab). A cache
+  // from the others, and at least one token; every token id in [0, vocab); tree_parents
+  // empty or a valid tree (language_model.h; Unimplemented, by name, on the CUDA
+  // backend and in a group of several ranks). A cache
   // that would grow past its max_tokens gives OutOfRange. These checks come before
   // any collective (PrepareForward). A rank can refuse alone (its cache in the wrong
   // memory, its device out of memory), so a group's ranks agree on
@@ -183,6 +185,8 @@ class Transformer : public LanguageModel {
   absl::Status AttachBackend(const TransformerOptions& options);
 
   absl::Status Validate(absl::Span<const SequenceInput> batch) const;
+  // The tree_parents of sequence s (language_model.h): refusals by backend, then the list.
+  absl::Status ValidateTree(size_t s, const SequenceInput& in) const;
   absl::Status CheckCacheShape(size_t s, const KvCache& cache) const;
   void PlanTokens(absl::Span<const SequenceInput> batch);
   // One pass of the backend over plan_: Begin, the layers, the logits, Finish.
