@@ -81,6 +81,12 @@ struct DraftTree {
 // an ancestor-or-self of node i - 1 (depth-first order).
 absl::Status ValidateTreeParents(absl::Span<const int32_t> parents);
 
+// DraftTree::Validate over borrowed arrays (q: [N] or empty), for callers that
+// hold a tree as spans (a decoded DraftBlock, a TreeVerifyRequest).
+absl::Status ValidateDraftTree(absl::Span<const int32_t> tokens,
+                               absl::Span<const int32_t> parents,
+                               absl::Span<const SparseDistribution> q, int32_t vocab);
+
 // The tree's parents in the target forward's layout (SequenceInput.tree_parents):
 // [N + 1], entry 0 = -1 for the root, entry i + 1 = parents[i] + 1.
 std::vector<int32_t> TreeForwardParents(absl::Span<const int32_t> parents);
