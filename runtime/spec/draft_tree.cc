@@ -26,6 +26,12 @@ bool DraftTree::IsChain() const {
   return true;
 }
 
+int32_t DraftTree::FirstPathLength() const {
+  int32_t length = 0;
+  while (length < size() && parents[length] == length - 1) ++length;
+  return length;
+}
+
 absl::Status ValidateTreeParents(absl::Span<const int32_t> parents) {
   // `path` holds the ancestors-or-self of node i - 1, root side first: in
   // depth-first order node i's parent must be one of them (or the root).

@@ -59,6 +59,9 @@ struct DraftTree {
   bool empty() const { return tokens.empty(); }
   // True iff every node has at most one child (parents == {-1, 0, 1, ...}).
   bool IsChain() const;
+  // The length of the tree's first path: nodes 0, 1, ... while each is the child
+  // of the one before (in depth-first order, the path to the first leaf).
+  int32_t FirstPathLength() const;
 
   // OK, or InvalidArgument naming the node and value at fault: sizes differ (tokens,
   // parents, q when not empty); a parent outside [-1, i) or breaking depth-first
