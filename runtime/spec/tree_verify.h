@@ -46,7 +46,10 @@
 //     promise that a seeded output is a function of prefix, seed and position only,
 //     so coupled trees need no rule of their own), and point mass gives a sample of p
 //     (deterministic candidates have nothing to reject: a point-mass q would make
-//     p(x)/q(x) = p(x) the acceptance, which is exactly P(y = x)).
+//     p(x)/q(x) = p(x) the acceptance, which is exactly P(y = x)). Since the tree
+//     only sets how many of these tokens one step commits, these rules are exact
+//     for any tree, however its tokens were found (a sampled tree sent without q
+//     included; recursive rejection sampling below just accepts more of it).
 //   sampled (recursive rejection sampling without replacement; SpecTr, Sequoia): one
 //     step j is the chain's rule (Leviathan et al. 2023): a token accepted from q_j
 //     with probability min(1, p_j/q_j), else one from norm(max(0, p_j - q_j)), is
