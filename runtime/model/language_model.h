@@ -110,6 +110,11 @@ class LanguageModel {
   // The CUDA ordinal that device_logits live on; -1 while they are on the host.
   virtual int logits_device() const { return -1; }
 
+  // Whether Forward takes token trees (SequenceInput::tree_parents): false where
+  // they are refused (the CUDA backend, a tensor-parallel group of several ranks,
+  // a wrapper that does not pass them on), so a caller verifies chains there.
+  virtual bool RunsTrees() const { return false; }
+
   // How the forward calls ran so far (this rank's backend); zeros where nothing is
   // counted (the CPU backend).
   virtual BackendCounters backend_counters() const { return {}; }

@@ -170,6 +170,9 @@ class Transformer : public LanguageModel {
   absl::Status KeepLogitsOnDevice(bool keep) override;
   int logits_device() const override { return keep_logits_on_device_ ? device_.ordinal : -1; }
 
+  // The CPU backend of a one-rank group (ValidateTree refuses the others).
+  bool RunsTrees() const override { return !device_.is_cuda() && shard_.size == 1; }
+
   // How the backend ran the forward calls so far (eager, graph captures, replays).
   BackendCounters backend_counters() const override { return backend_->counters(); }
   // The next CUDA graph capture fails as a real one does; the call must still succeed
