@@ -409,7 +409,13 @@ TEST(TreeForwardRefusalTest, TensorParallelGroupRefusesTreesByName) {
         const std::vector<int32_t> tokens = {1, 2, 3};
         const std::vector<int32_t> parents = {-1, 0, 0};
         ForwardOutput out;
-        return (*model)->Forward({{cache.get(), tokens, LogitsMode::kAll, parents}}, &out);
+        const absl::Status refused =
+            (*model)->Forward({{cache.get(), tokens, LogitsMode::kAll, parents}}, &out);
+        // Both ranks stay until the other is connected (a rank that left at once could
+        // close the other's rendezvous).
+        float one = 1.f;
+        if (absl::Status s = comm.AllReduceSum(&one, 1); !s.ok()) return s;
+        return refused;
       });
   for (const absl::Status& s : results) {
     EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
