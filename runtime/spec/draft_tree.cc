@@ -39,39 +39,37 @@ absl::Status ValidateTreeParents(absl::Span<const int32_t> parents) {
   for (int32_t i = 0; i < static_cast<int32_t>(parents.size()); ++i) {
     const int32_t parent = parents[i];
     if (parent < kTreeRoot || parent >= i) {
-      return absl::InvalidArgumentError(absl::StrCat("draft tree node ", i, ": parent ", parent,
-                                                     " outside [-1, ", i, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("draft tree node ", i, ": parent ", parent, " outside [-1, ", i, ")"));
     }
     while (!path.empty() && path.back() != parent) path.pop_back();
     if (parent != kTreeRoot && path.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("draft tree node ", i, ": parent ", parent,
-                       " is not on the path to node ", i - 1,
-                       ", so the nodes are not in depth-first order"));
+          absl::StrCat("draft tree node ", i, ": parent ", parent, " is not on the path to node ",
+                       i - 1, ", so the nodes are not in depth-first order"));
     }
     path.push_back(i);
   }
   return absl::OkStatus();
 }
 
-absl::Status ValidateDraftTree(absl::Span<const int32_t> tokens,
-                               absl::Span<const int32_t> parents,
+absl::Status ValidateDraftTree(absl::Span<const int32_t> tokens, absl::Span<const int32_t> parents,
                                absl::Span<const SparseDistribution> q, int32_t vocab) {
   const int32_t n = static_cast<int32_t>(tokens.size());
   if (parents.size() != tokens.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("draft tree has ", tokens.size(),
-                                                   " tokens but ", parents.size(), " parents"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("draft tree has ", tokens.size(), " tokens but ", parents.size(), " parents"));
   }
   if (!q.empty() && q.size() != tokens.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("draft tree has ", tokens.size(),
-                                                   " tokens but ", q.size(),
+    return absl::InvalidArgumentError(absl::StrCat("draft tree has ", tokens.size(), " tokens but ",
+                                                   q.size(),
                                                    " q rows (need one per node, or none)"));
   }
   if (absl::Status status = ValidateTreeParents(parents); !status.ok()) return status;
   for (int32_t i = 0; i < n; ++i) {
     if (tokens[i] < 0 || tokens[i] >= vocab) {
-      return absl::InvalidArgumentError(absl::StrCat("draft tree node ", i, ": token ", tokens[i],
-                                                     " outside [0, ", vocab, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("draft tree node ", i, ": token ", tokens[i], " outside [0, ", vocab, ")"));
     }
     if (q.empty()) continue;
     if (absl::Status status = q[i].Validate(vocab); !status.ok()) {

@@ -86,8 +86,7 @@ absl::Status ValidateTreeParents(absl::Span<const int32_t> parents);
 
 // DraftTree::Validate over borrowed arrays (q: [N] or empty), for callers that
 // hold a tree as spans (a decoded DraftBlock, a TreeVerifyRequest).
-absl::Status ValidateDraftTree(absl::Span<const int32_t> tokens,
-                               absl::Span<const int32_t> parents,
+absl::Status ValidateDraftTree(absl::Span<const int32_t> tokens, absl::Span<const int32_t> parents,
                                absl::Span<const SparseDistribution> q, int32_t vocab);
 
 // The tree's parents in the target forward's layout (SequenceInput.tree_parents):

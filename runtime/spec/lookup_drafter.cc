@@ -175,8 +175,8 @@ void LookupDrafter::ProposeOne(DraftRequest& request) {
   state.index.Extend(request.context);
   int64_t first_path = 0;  // the proposed tokens the drafter holds
   if (request.tree_nodes > 0 && request.k > 0) {
-    DraftTree tree = TreeFromMatches(request.context, state.index, request.k,
-                                     request.tree_nodes, config_);
+    DraftTree tree =
+        TreeFromMatches(request.context, state.index, request.k, request.tree_nodes, config_);
     first_path = tree.FirstPathLength();
     request.tokens = std::move(tree.tokens);
     if (!tree.IsChain()) request.parents = std::move(tree.parents);

@@ -252,7 +252,6 @@ std::vector<int> ChooseVerifiedDrafts(absl::Span<const VerifyCandidate> candidat
   return kept;
 }
 
-
 // ---------------------------------------------------------------------------
 // Trees.
 
@@ -327,8 +326,7 @@ TreeShape ToShape(const std::vector<GrowNode>& nodes) {
 
 // Rule 2.
 double TreeRate(const ChargedCosts& c, double expected_accepted, int nodes, int depth) {
-  return (1.0 + expected_accepted) /
-         (1.0 + c.slope * nodes + depth / c.cost_ratio + c.overhead);
+  return (1.0 + expected_accepted) / (1.0 + c.slope * nodes + depth / c.cost_ratio + c.overhead);
 }
 
 }  // namespace

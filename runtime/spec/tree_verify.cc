@@ -43,7 +43,8 @@ absl::StatusOr<TreeIndex> IndexTree(const TreeVerifyRequest& r) {
   TreeIndex index;
   const size_t n = r.draft_tokens.size();
   index.children.resize(n + 1);
-  for (size_t i = 0; i < n; ++i) index.children[r.parents[i] + 1].push_back(static_cast<int32_t>(i));
+  for (size_t i = 0; i < n; ++i)
+    index.children[r.parents[i] + 1].push_back(static_cast<int32_t>(i));
   index.rules.assign(n + 1, GroupRule::kPointMass);
   if (r.mode != VerifyMode::kRejection || r.draft_q.empty()) return index;
   for (size_t v = 0; v <= n; ++v) {
@@ -56,8 +57,7 @@ absl::StatusOr<TreeIndex> IndexTree(const TreeVerifyRequest& r) {
     }
     if (point_mass) continue;
     if (!shared) {
-      const std::string parent =
-          v == 0 ? std::string("the root") : absl::StrCat("node ", v - 1);
+      const std::string parent = v == 0 ? std::string("the root") : absl::StrCat("node ", v - 1);
       return absl::InvalidArgumentError(absl::StrCat(
           "the children of ", parent,
           " carry q rows that are neither all point masses on their own tokens nor one shared "
@@ -70,7 +70,8 @@ absl::StatusOr<TreeIndex> IndexTree(const TreeVerifyRequest& r) {
 
 // The error of a malformed target row read at `node` (kTreeRoot for the root).
 absl::Status BadTargetRow(int32_t node, int64_t position) {
-  const std::string where = node == kTreeRoot ? std::string("the root") : absl::StrCat("node ", node);
+  const std::string where =
+      node == kTreeRoot ? std::string("the root") : absl::StrCat("node ", node);
   return absl::InvalidArgumentError(absl::StrCat("target row ", node + 1, " (after ", where,
                                                  ", position ", position,
                                                  "): negative or non-finite entry, or no mass"));
@@ -101,8 +102,8 @@ absl::StatusOr<StepResult> SampledStep(const TreeVerifyRequest& r, int32_t vocab
     int32_t x_entry = 0;
     while (q.token_ids[x_entry] != x) ++x_entry;  // present: Validate checked q(x) > 0
     if (!kernels::IsValidWeight(p_now[x])) return BadTargetRow(node, position);
-    const double u = UniformDouble(r.seed, position, RandomPurpose::kAcceptTest,
-                                   static_cast<uint32_t>(j));
+    const double u =
+        UniformDouble(r.seed, position, RandomPurpose::kAcceptTest, static_cast<uint32_t>(j));
     if (u < static_cast<double>(p_now[x]) / static_cast<double>(q_now[x_entry])) {
       return StepResult{group[j], -1};
     }

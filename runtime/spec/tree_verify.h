@@ -4,7 +4,7 @@
 //
 //   TreeVerifyRequest request;
 //   request.mode = VerifyMode::kRejection;
-//   request.target_probs = p;            // [N + 1, vocab]: row 0 the root's, row i + 1 after node i
+//   request.target_probs = p;            // [N + 1, vocab]: the root's row, then node i's
 //   request.SetTree(tree);               // borrows tree.tokens / parents / q
 //   request.seed = params.seed;
 //   request.start_position = frontier;   // position of the depth-1 nodes
@@ -93,10 +93,10 @@ namespace splitspec::spec {
 // One draft tree of one request. Spans are borrowed for the duration of the call.
 struct TreeVerifyRequest {
   VerifyMode mode = VerifyMode::kRejection;
-  absl::Span<const float> target_probs;            // [N + 1, vocab]: root's row, then node i's at i + 1
-  absl::Span<const int32_t> draft_tokens;          // [N]
-  absl::Span<const int32_t> parents;               // [N] (draft_tree.h), depth-first order
-  absl::Span<const SparseDistribution> draft_q;    // [N] or empty; read in rejection mode only
+  absl::Span<const float> target_probs;    // [N + 1, vocab]: root's row, then node i's at i + 1
+  absl::Span<const int32_t> draft_tokens;  // [N]
+  absl::Span<const int32_t> parents;       // [N] (draft_tree.h), depth-first order
+  absl::Span<const SparseDistribution> draft_q;  // [N] or empty; read in rejection mode only
   uint64_t seed = 0;
   int64_t start_position = 0;  // position of the depth-1 nodes (the frontier), >= 0
   bool want_bonus = true;

@@ -61,8 +61,8 @@ TEST(DraftTreeTest, ValidateNamesTheNodeAtFault) {
   ExpectError({{1, 4}, {-1, 0}, {}}, 4, "node 1: token 4 outside [0, 4)");
   ExpectError({{1, 2, 1}, {-1, 0, -1}, {}}, 4, "node 2: token 1 repeats a sibling's (parent -1)");
   ExpectError({{1, 2}, {-1, 0}, {SparseDistribution::OneHot(1)}}, 4, "2 tokens but 1 q rows");
-  ExpectError({{1, 2}, {-1, 0}, {SparseDistribution::OneHot(1), SparseDistribution::OneHot(3)}},
-              4, "node 1: token 2 has q = 0");
+  ExpectError({{1, 2}, {-1, 0}, {SparseDistribution::OneHot(1), SparseDistribution::OneHot(3)}}, 4,
+              "node 1: token 2 has q = 0");
   ExpectError({{1}, {-1}, {SparseDistribution{{1, 1}, {0.5f, 0.5f}}}}, 4,
               "node 0: q: sparse distribution entry 1: token id 1 repeated");
   // The same token under different parents is fine.
@@ -108,7 +108,8 @@ TEST(DraftTreeTest, SiblingsAreDistinctAndTheFirstIsTheChainDraftersDraw) {
       for (size_t b = a + 1; b < drawn.size(); ++b) ASSERT_NE(drawn[a], drawn[b]);
       ASSERT_GT(q->ProbabilityOf(drawn[a]), 0.0f);
     }
-    absl::StatusOr<DraftChoice> chain = ChooseDraftToken(VerifyMode::kRejection, probs, 5, seed, 17);
+    absl::StatusOr<DraftChoice> chain =
+        ChooseDraftToken(VerifyMode::kRejection, probs, 5, seed, 17);
     ASSERT_TRUE(chain.ok());
     EXPECT_EQ(drawn[0], chain->token) << "seed " << seed;
   }

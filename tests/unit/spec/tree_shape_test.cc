@@ -32,8 +32,7 @@ void ExpectWellFormed(const TreeShape& shape, const std::vector<double>& a) {
     for (size_t j = 0; j < children.size(); ++j) ASSERT_EQ(shape.ranks[children[j]], j + 1);
   }
   EXPECT_EQ(shape.depth(), tree.MaxDepth());
-  EXPECT_NEAR(shape.expected_accepted, ExpectedAcceptedNodes(a, shape.parents, shape.ranks),
-              1e-12);
+  EXPECT_NEAR(shape.expected_accepted, ExpectedAcceptedNodes(a, shape.parents, shape.ranks), 1e-12);
 }
 
 TEST(TreeShapeTest, ExpectedAcceptedNodesIsTheSumOfPathProducts) {
@@ -131,15 +130,14 @@ TEST(TreeShapeTest, WithoutRankEstimatesTheAcceptanceBoundDrivesAChain) {
   e.verified = 100;
   const TreeShape shape = ChooseTreeShape(e, {}, {});
   EXPECT_TRUE(shape.IsChain());
-  EXPECT_NEAR(shape.expected_accepted,
-              ExpectedAcceptedNodes(std::vector<double>{e.AlphaUpper()}, shape.parents,
-                                    shape.ranks),
-              1e-12);
+  EXPECT_NEAR(
+      shape.expected_accepted,
+      ExpectedAcceptedNodes(std::vector<double>{e.AlphaUpper()}, shape.parents, shape.ranks),
+      1e-12);
   // An out-of-order estimate is clamped: rank 2 counts no more than rank 1.
   const TreeShape clamped = ChooseTreeShape(Line(0.0), std::vector<double>{0.2, 0.9}, {});
   EXPECT_NEAR(clamped.expected_accepted,
-              ExpectedAcceptedNodes(std::vector<double>{0.2, 0.2}, clamped.parents,
-                                    clamped.ranks),
+              ExpectedAcceptedNodes(std::vector<double>{0.2, 0.2}, clamped.parents, clamped.ranks),
               1e-12);
 }
 

@@ -47,8 +47,8 @@ std::vector<DistributionPair> FirstPositionCases(std::mt19937_64& rng) {
   cases.push_back({"random V=5", RandomDistribution(5, rng), RandomDistribution(5, rng)});
   cases.push_back(
       {"random V=8 sparse", RandomDistribution(8, rng, 0.3), RandomDistribution(8, rng, 0.3)});
-  cases.push_back({"random V=8 q_top_k=3", RandomDistribution(8, rng), RandomDistribution(8, rng),
-                   3});
+  cases.push_back(
+      {"random V=8 q_top_k=3", RandomDistribution(8, rng), RandomDistribution(8, rng), 3});
   cases.push_back({"reversed", {0.1f, 0.2f, 0.3f, 0.4f}, {0.4f, 0.3f, 0.2f, 0.1f}});
   cases.push_back({"disjoint supports", {0.7f, 0.3f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.4f, 0.6f}});
   const std::vector<float> same = RandomDistribution(6, rng);
@@ -212,7 +212,8 @@ int32_t HarnessStep(const std::vector<float>& p, const SparseDistribution& q,
           kernels::UniformDouble(seed, kPosition, kernels::RandomPurpose::kResidual);
       return kernels::SampleFromWeights(residual.data(), vocab, u_residual);
     }
-    for (int v = 0; v < vocab; ++v) p_now[v] = renormalize_residual ? residual[v] / mass : residual[v];
+    for (int v = 0; v < vocab; ++v)
+      p_now[v] = renormalize_residual ? residual[v] / mass : residual[v];
     if (remove_drawn) {
       const double left = 1.0 - q_now[x];
       q_now[x] = 0.0;

@@ -105,8 +105,8 @@ TEST(TreeVerifyTest, GreedyTreeEqualsTheGreedyChainAlongTheArgmaxPath) {
     ASSERT_EQ(outcome->rejected, !tree.Children(deepest).empty());
 
     // The chain along the argmax path commits the same tokens.
-    const DraftTree chain = DraftTree::Chain(
-        deepest == kTreeRoot ? std::vector<int32_t>() : tree.PathTokens(deepest));
+    const DraftTree chain =
+        DraftTree::Chain(deepest == kTreeRoot ? std::vector<int32_t>() : tree.PathTokens(deepest));
     const std::vector<float> chain_rows = TreeRows(target, last, chain);
     VerifyRequest chain_request;
     chain_request.mode = VerifyMode::kGreedy;
@@ -173,7 +173,8 @@ TEST(TreeVerifyTest, SampledChainCommitsWhatVerifyBlockCommits) {
     const uint64_t seed = rng();
     const int64_t start = rng() % 1000;
     const std::vector<int> branching(1 + rng() % 4, 1);
-    const DraftTree tree = SampledTree(draft, last, branching, 2 + rng() % (vocab - 1), seed, start);
+    const DraftTree tree =
+        SampledTree(draft, last, branching, 2 + rng() % (vocab - 1), seed, start);
     ASSERT_TRUE(tree.IsChain());
     const std::vector<float> rows = TreeRows(target, last, tree);
     absl::StatusOr<TreeVerifyOutcome> outcome =
