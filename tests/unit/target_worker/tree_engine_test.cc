@@ -68,15 +68,40 @@ class ChainOnlyModel : public model::LanguageModel {
   model::LanguageModel* m_;
 };
 
-proto::Assignment Assign(const std::vector<int32_t>& prompt, int max_tokens) {
+proto::Assignment Assign(const std::vector<int32_t>& prompt, int max_tokens,
+                         proto::VerifyMode mode = proto::VERIFY_MODE_GREEDY,
+                         uint64_t draft_worker = kDraftWorker) {
   proto::Assignment a;
   a.set_request_id("r");
   a.mutable_committed_tokens()->Assign(prompt.begin(), prompt.end());
   a.set_prompt_length(static_cast<uint32_t>(prompt.size()));
-  a.set_draft_worker_id(kDraftWorker);
+  a.set_draft_worker_id(draft_worker);
   a.mutable_params()->set_max_tokens(static_cast<uint32_t>(max_tokens));
-  a.set_verify_mode(proto::VERIFY_MODE_GREEDY);
+  if (mode == proto::VERIFY_MODE_REJECTION) {
+    a.mutable_params()->set_temperature(1.0f);
+    a.mutable_params()->set_seed(42);
+  }
+  a.set_verify_mode(mode);
   return a;
+}
+
+// The target decoding alone (no draft worker): the whole committed sequence.
+std::vector<int32_t> AloneRun(model::LanguageModel* m, const std::vector<int32_t>& prompt,
+                              int max_tokens, proto::VerifyMode mode) {
+  TargetEngine engine(m, {});
+  EXPECT_TRUE(engine.AddRequest(Assign(prompt, max_tokens, mode, /*draft_worker=*/0)).ok());
+  std::vector<int32_t> sequence;
+  const absl::Time now = absl::Now();
+  for (int i = 0; i < 10 * max_tokens && engine.Find("r") != nullptr; ++i) {
+    std::vector<TargetEvent> events;
+    EXPECT_TRUE(engine.Step(now, &events).ok());
+    for (const TargetEvent& e : events) {
+      if (e.to_coordinator && e.result.full_sequence()) {
+        sequence.assign(e.result.committed_tokens().begin(), e.result.committed_tokens().end());
+      }
+    }
+  }
+  return sequence;
 }
 
 // A tree at `start` whose path of truth[start ...] is not its first branch: a wrong
@@ -117,8 +142,15 @@ TreeBlock MakeTree(const std::vector<int32_t>& truth, int start, int depth, int 
   return b;
 }
 
-proto::DraftBlock Block(const TreeBlock& tree, uint64_t epoch, int start, uint64_t sequence) {
+proto::DraftBlock Block(const TreeBlock& tree, uint64_t epoch, int start, uint64_t sequence,
+                        bool point_mass_q = false) {
   proto::DraftBlock block;
+  for (int32_t token : tree.tokens) {  // lookup's candidates in rejection mode: OneHot rows
+    if (!point_mass_q) break;
+    proto::SparseDistribution* q = block.add_q();
+    q->add_token_ids(token);
+    q->add_probs(1.0f);
+  }
   block.set_request_id("r");
   block.set_epoch(epoch);
   block.set_start(static_cast<uint32_t>(start));
@@ -150,16 +182,20 @@ class TreeEngineTest : public ::testing::Test {
 
   // Drives one request with tree blocks until it finishes; each result is checked
   // against the tree it answered.
-  void RunTrees(model::LanguageModel* engine_model, bool expect_trees) {
-    const std::vector<int32_t> prompt = {0, 72, 101, 108, 260, 262, 33, 299, 5};
-    const int kNew = 20;
+  // truth: what the target alone commits (at least prompt + kNew + 3 tokens).
+  void RunTrees(model::LanguageModel* engine_model, bool expect_trees,
+                proto::VerifyMode mode = proto::VERIFY_MODE_GREEDY,
+                std::vector<int32_t> truth = {}) {
+    const std::vector<int32_t> prompt = kPrompt;
     const int vocab = model_->config().vocab_size;
-    const std::vector<int32_t> truth = GreedyExtend(*model_, prompt, kNew + 8);
+    if (truth.empty()) truth = GreedyExtend(*model_, prompt, kNew + 8);
+    ASSERT_GE(truth.size(), prompt.size() + kNew + 3);
     TargetEngineOptions options;
     options.block_wait = absl::Hours(1);
     options.feed_wait = absl::ZeroDuration();
     TargetEngine engine(engine_model, options);
-    ASSERT_TRUE(engine.AddRequest(Assign(prompt, kNew)).ok());
+    ASSERT_TRUE(engine.AddRequest(Assign(prompt, kNew, mode)).ok());
+    const bool point_mass_q = mode == proto::VERIFY_MODE_REJECTION;
     absl::Time now = absl::Now();
     std::vector<TargetEvent> events;
     // The prompt: its prefill leaves p pending (the first tree refeeds the root).
@@ -172,7 +208,7 @@ class TreeEngineTest : public ::testing::Test {
       const int start = static_cast<int>(seen.size());
       const int bend = round % 3 == 1 ? 2 : 0;  // every third tree has a wrong node
       const TreeBlock tree = MakeTree(truth, start, 3, bend, vocab);
-      ASSERT_EQ(engine.AddBlock(Block(tree, epoch, start, ++sequence), "d"),
+      ASSERT_EQ(engine.AddBlock(Block(tree, epoch, start, ++sequence, point_mass_q), "d"),
                 BlockAdmission::kQueued);
       events.clear();
       ASSERT_TRUE(engine.Step(now, &events).ok());
@@ -206,14 +242,25 @@ class TreeEngineTest : public ::testing::Test {
       ++round;
     }
     const std::vector<int32_t> want(truth.begin(), truth.begin() + prompt.size() + kNew);
-    EXPECT_EQ(seen, want) << "tree speculation must commit plain greedy's tokens";
+    EXPECT_EQ(seen, want) << "tree speculation must commit what the target alone commits";
   }
 
+  const std::vector<int32_t> kPrompt = {0, 72, 101, 108, 260, 262, 33, 299, 5};
+  static constexpr int kNew = 20;
   std::unique_ptr<model::Transformer> model_;
 };
 
 TEST_F(TreeEngineTest, GreedyTreeBlocksCommitPlainGreedyAndKeepOnlyThePath) {
   RunTrees(model_.get(), /*expect_trees=*/true);
+}
+
+// Point-mass candidates (lookup's, OneHot q) in rejection mode: the target's own sample
+// at each node (tree_verify.h), so the output is the target's alone with the same seed.
+TEST_F(TreeEngineTest, SampledPointMassTreesCommitWhatTheTargetAloneSamples) {
+  const std::vector<int32_t> alone =
+      AloneRun(model_.get(), kPrompt, kNew + 8, proto::VERIFY_MODE_REJECTION);
+  ASSERT_EQ(alone.size(), kPrompt.size() + kNew + 8);
+  RunTrees(model_.get(), /*expect_trees=*/true, proto::VERIFY_MODE_REJECTION, alone);
 }
 
 TEST_F(TreeEngineTest, AChainOnlyTargetVerifiesTheFirstPath) {
