@@ -28,6 +28,11 @@ class GroupLeaderModel::KeyedCache final : public model::KvCache {
   uint64_t memory_bytes() const override { return shard_->memory_bytes(); }
   uint64_t bytes_per_position() const override { return shard_->bytes_per_position(); }
   uint64_t StorageBytes(int positions) const override { return shard_->StorageBytes(positions); }
+  // The followers mirror a cache through the steps' truncations and tokens only.
+  absl::Status KeepPath(int /*base*/, absl::Span<const int32_t> /*nodes*/) override {
+    return absl::UnimplementedError(
+        "tree drafts (KV cache keep path) are not implemented in a tensor-parallel group");
+  }
 
  protected:
   // A reservation (a request's admission under a KV budget) is the shard's: this
@@ -71,6 +76,11 @@ absl::Status GroupLeaderModel::Forward(absl::Span<const model::SequenceInput> ba
   std::vector<KeyedCache*> caches;
   std::vector<model::SequenceInput> shard_batch;
   for (const model::SequenceInput& input : batch) {
+    if (!input.tree_parents.empty()) {  // a GroupStep carries no parents (yet)
+      return absl::UnimplementedError(
+          "tree drafts (a tree forward) are not implemented in a tensor-parallel group; "
+          "verify chains there");
+    }
     auto* cache = dynamic_cast<KeyedCache*>(input.cache);
     if (cache == nullptr) {
       return absl::InvalidArgumentError(

@@ -30,6 +30,10 @@
 // The caches NewCache returns hold the shard model's own cache (device memory
 // for a CUDA model), which the forward runs on.
 //
+// Tree drafts (SequenceInput::tree_parents, KvCache::KeepPath) are refused,
+// Unimplemented and by name, before anything is broadcast: a GroupStep carries
+// no parents and followers mirror caches by truncation only.
+//
 // Failure: a failed broadcast, agreement or forward breaks the group for good
 // (the communicator's contract); status() then returns that error and every later
 // Forward / KeepAliveIfIdle returns it. The owner re-forms the group.

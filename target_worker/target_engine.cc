@@ -14,6 +14,7 @@
 #include "runtime/spec/spec_policy.h"
 
 #include "runtime/spec/token_logprobs.h"
+#include "runtime/spec/tree_verify.h"
 #include "runtime/spec/verify.h"
 #include "target_worker/grammar_rows.h"
 #include "target_worker/request_setup.h"
@@ -37,6 +38,11 @@ struct TargetEngine::WorkItem {
   const proto::DraftBlock* block = nullptr;  // verified this step, if any
   bool prefill = false;                      // tokens are a prompt chunk
   bool feeds_unfed = false;                  // tokens[0] is the last committed token
+  // A tree block (BranchesTree): the forward's parents (root = tokens[0], the last
+  // committed token; spec::TreeForwardParents), and whether the root was in the
+  // cache already (p pending) and is fed again (the cache drops it first).
+  std::vector<int32_t> tree_parents;
+  bool refeeds_root = false;
   int batch_index = -1;                      // index in the forward's batch, -1 if not fed
   // Guided requests: what the unconditional companion is fed in the same forward.
   std::vector<int32_t> companion_tokens;
@@ -51,6 +57,9 @@ struct TargetEngine::WorkItem {
   std::vector<spec::SparseDistribution> draft_q;
   spec::VerifyRequest verify;
   absl::StatusOr<spec::VerifyOutcome> outcome = absl::UnknownError("not verified");
+  // A tree block's accepted path (spec::TreeVerifyOutcome::accepted_nodes), after
+  // which `rows` are those along it (row j: p at frontier + j).
+  std::vector<int32_t> accepted_nodes;
 };
 
 namespace {
@@ -63,6 +72,15 @@ constexpr double kForwardCostDecay = 0.9;
 bool NeedsHostRows(const spec::SamplingParams& params) {
   return params.has_context_processors() || params.grammar.has_value() ||
          params.logprobs.has_value();
+}
+
+// A block whose parents branch (a tree that is not a chain): verified from one tree
+// forward. A block with chain-shaped parents is verified as the chain it is.
+bool BranchesTree(const proto::DraftBlock& block) {
+  for (int i = 0; i < block.parents_size(); ++i) {
+    if (block.parents(i) != i - 1) return true;
+  }
+  return false;
 }
 }  // namespace
 
@@ -450,7 +468,14 @@ std::optional<TargetEngine::WorkItem> TargetEngine::PlanRequest(TargetRequest& r
                                                                 absl::Time now, int budget) {
   const int length = request.cache().length();
   const int frontier = request.frontier();
+  if (const proto::DraftBlock* tree = request.ReadyBlock();
+      tree != nullptr && BranchesTree(*tree) && !RunsTree(request)) {
+    request.FlattenReadyTree();
+  }
   const proto::DraftBlock* ready = request.ReadyBlock();
+  if (ready != nullptr && !request.prefilling() && BranchesTree(*ready)) {
+    return PlanTree(request, *ready);
+  }
   WorkItem item;
   item.request = &request;
   item.fed_from = length;
@@ -500,6 +525,33 @@ std::optional<TargetEngine::WorkItem> TargetEngine::PlanRequest(TargetRequest& r
   return item;
 }
 
+bool TargetEngine::RunsTree(const TargetRequest& request) const {
+  // The rows of a tree are read as a chain's are only without what reads the tokens
+  // before a row (penalties, a grammar) or a second sequence (guidance), and only
+  // the host verifier has the tree rule.
+  return model_->RunsTrees() && device_rows_ == nullptr && !request.guided() &&
+         !request.params().has_context_processors() && !request.params().grammar.has_value();
+}
+
+std::optional<TargetEngine::WorkItem> TargetEngine::PlanTree(TargetRequest& request,
+                                                             const proto::DraftBlock& block) {
+  // The forward's tree has one root: the last committed token. With p pending it
+  // is in the cache already and is fed again (the forward recomputes its row,
+  // bitwise the pending one); unfed, it is fed as a chain's block would feed it.
+  WorkItem item;
+  item.request = &request;
+  item.fed_from = request.frontier() - 1;
+  item.refeeds_root = request.has_pending();
+  if (!item.refeeds_root) CountFeedWait(request, true);
+  item.feeds_unfed = true;
+  item.block = &block;
+  item.tokens.push_back(request.committed().back());
+  item.tokens.insert(item.tokens.end(), block.tokens().begin(), block.tokens().end());
+  item.tree_parents = spec::TreeForwardParents(block.parents());
+  item.logits = model::LogitsMode::kAll;
+  return item;
+}
+
 void TargetEngine::PlanGuidedPrefill(WorkItem& item, int budget) const {
   TargetRequest& request = *item.request;
   const int length = request.cache().length();
@@ -523,8 +575,10 @@ absl::Status TargetEngine::Forward(std::vector<WorkItem>& items, std::vector<Tar
   std::vector<model::SequenceInput> batch;
   for (WorkItem& item : items) {
     if (!item.tokens.empty()) {
+      // A refed root goes where it was: the cache drops it (p pending is recomputed).
+      if (item.refeeds_root) item.request->TruncateCaches(item.fed_from);
       item.batch_index = static_cast<int>(batch.size());
-      batch.push_back({&item.request->cache(), item.tokens, item.logits});
+      batch.push_back({&item.request->cache(), item.tokens, item.logits, item.tree_parents});
     }
     if (!item.companion_tokens.empty()) {
       item.companion_batch_index = static_cast<int>(batch.size());
@@ -718,6 +772,10 @@ void TargetEngine::Verify(std::vector<WorkItem>& items, absl::Time now) {
   std::vector<WorkItem*> on_host, on_device;
   for (WorkItem& item : items) {
     if (!Decide(item, now)) continue;
+    if (!item.tree_parents.empty()) {
+      VerifyTreeItem(item);
+      continue;
+    }
     if (VerifiesOnDevice(*item.request)) {
       on_device.push_back(&item);
     } else {
@@ -736,6 +794,35 @@ void TargetEngine::Verify(std::vector<WorkItem>& items, absl::Time now) {
     apply(on_host, spec::VerifyBatch(host_batch, vocab));
   }
   if (!on_device.empty()) apply(on_device, VerifyOnDevice(on_device));
+}
+
+void TargetEngine::VerifyTreeItem(WorkItem& item) {
+  const proto::DraftBlock& block = *item.block;
+  spec::TreeVerifyRequest tree;
+  tree.mode = item.verify.mode;
+  tree.target_probs = item.target_probs;
+  tree.draft_tokens = item.draft_tokens;
+  tree.parents = block.parents();
+  tree.draft_q = item.draft_q;
+  tree.seed = item.verify.seed;
+  tree.start_position = item.verify.start_position;
+  // A tree's next block could follow any of its paths: none is queued, the bonus is taken.
+  item.verify.want_bonus = true;
+  tree.want_bonus = true;
+  const int vocab = static_cast<int>(item.rows.front().probs.size());
+  absl::StatusOr<spec::TreeVerifyOutcome> outcome = spec::VerifyTree(tree, vocab);
+  if (!outcome.ok()) {
+    item.outcome = outcome.status();
+    return;
+  }
+  item.accepted_nodes = outcome->accepted_nodes;
+  item.outcome = spec::VerifyOutcome{static_cast<int>(outcome->accepted_nodes.size()),
+                                     std::move(outcome->committed), outcome->rejected};
+  // Row j of the committed tokens is p after the path's first j nodes.
+  std::vector<TargetRow> path_rows;
+  path_rows.push_back(std::move(item.rows[0]));
+  for (int32_t node : item.accepted_nodes) path_rows.push_back(std::move(item.rows[node + 1]));
+  item.rows = std::move(path_rows);
 }
 
 absl::StatusOr<std::vector<absl::StatusOr<spec::VerifyOutcome>>> TargetEngine::VerifyOnDevice(
@@ -855,12 +942,28 @@ void TargetEngine::ResolveBlock(WorkItem& item, absl::Time now, std::vector<Targ
   } else if (k > 0) {
     request.EndAloneWindow();
   }
+  if (!item.tree_parents.empty()) {
+    // The cache keeps the root and the accepted path (forward nodes 1 + node).
+    std::vector<int32_t> path = {0};
+    for (int32_t node : item.accepted_nodes) path.push_back(node + 1);
+    if (absl::Status kept = request.cache().KeepPath(item.fed_from, path); !kept.ok()) {
+      SPLITSPEC_LOG(ERROR) << "request " << request.id() << ": " << kept;
+      request.Finish(proto::FINISH_REASON_ERROR);
+      Report(request, request.FullSequenceResult(), events);
+      return;
+    }
+  }
   std::vector<spec::TokenLogprob> logprobs = CommittedLogprobs(item);
   std::optional<TargetRow> pending_next;
   if (item.outcome->accepted == k && !item.verify.want_bonus)
     pending_next = KeepRow(request, std::move(item.rows[k]));
+  const bool tree_block = block.parents_size() > 0;  // (ApplyOutcome drops `block`)
   proto::VerifyResult result = request.ApplyOutcome(&block, *item.outcome, std::move(pending_next),
                                                     now, std::move(logprobs));
+  if (tree_block && item.tree_parents.empty()) {  // verified as a chain: its first nodes
+    for (int j = 0; j < item.outcome->accepted; ++j) result.add_accepted_nodes(j);
+  }
+  result.mutable_accepted_nodes()->Add(item.accepted_nodes.begin(), item.accepted_nodes.end());
   Report(request, std::move(result), events);
 }
 

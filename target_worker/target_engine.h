@@ -22,6 +22,15 @@
 // one is ready; after a draft block's correction or bonus it waits up to
 // feed_wait for that block). Every choice is a function of (p, seed, position),
 // so how decisions fall into steps never changes what is committed.
+// A tree block (DraftBlock.parents that branch) is fed as one tree forward: the
+// last committed token as its root (fed again when p was pending: the cache drops
+// it first) and every node (SequenceInput::tree_parents); spec::VerifyTree picks the
+// path, which KvCache::KeepPath keeps, and the result names it in accepted_nodes; a
+// tree always ends with a correction or the bonus (its next block could follow any
+// path). Where rows depend on the tokens before them or the verifier is the GPU's
+// (penalties, a grammar, guidance, device rows) or the model refuses trees
+// (LanguageModel::RunsTrees: CUDA, a tensor-parallel group), a tree is verified as
+// its first path (TargetRequest::FlattenReadyTree). Chain-shaped parents are a chain.
 // A request with p for the frontier and no block decides alone when it has no
 // draft worker, inside an off window (after an empty block with alone_tokens N,
 // verified at position s: positions s + 1 .. s + N - 1 cost a plain decode step
@@ -224,6 +233,12 @@ class TargetEngine {
   void CutBlocksToBudget();
   // What `request` does this step (nullopt: it waits for a block); `budget` caps a prompt chunk.
   std::optional<WorkItem> PlanRequest(TargetRequest& request, absl::Time now, int budget);
+  // Whether a tree block of `request` is verified as a tree (else as its first path).
+  bool RunsTree(const TargetRequest& request) const;
+  // A ready tree block: one forward over the last committed token and the tree.
+  std::optional<WorkItem> PlanTree(TargetRequest& request, const proto::DraftBlock& block);
+  // spec::VerifyTree over a tree item's rows (then reordered along the accepted path).
+  void VerifyTreeItem(WorkItem& item);
   // The unfed token of `request` is fed now: counts whether its wait for a block
   // hit or ran out; the second wait in a row that runs out stops the waiting for
   // a while (TargetRequest::FeedWaitMissed). One miss alone does not: a single

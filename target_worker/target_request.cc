@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
 #include "runtime/net/spec_proto.h"
+#include "runtime/spec/draft_tree.h"
 
 namespace splitspec::target {
 namespace {
@@ -52,6 +53,10 @@ BlockAdmission TargetRequest::AdmitBlock(const proto::DraftBlock& block) {
   if (mode_ == spec::VerifyMode::kRejection && block.q_size() != block.tokens_size()) {
     return BlockAdmission::kMalformed;
   }
+  if (block.parents_size() > 0 && (block.parents_size() != block.tokens_size() ||
+                                   !spec::ValidateTreeParents(block.parents()).ok())) {
+    return BlockAdmission::kMalformed;
+  }
   if (block.epoch() != epoch_) return BlockAdmission::kStaleEpoch;
   const int start = static_cast<int>(block.start());
   if (start < frontier() || start > frontier() + kMaxLookaheadTokens)
@@ -84,7 +89,17 @@ void TargetRequest::CutReadyBlock(int keep) {
   if (block.q_size() > keep) {
     block.mutable_q()->DeleteSubrange(keep, block.q_size() - keep);
   }
+  if (block.parents_size() > keep) block.mutable_parents()->Truncate(keep);
   cut_drafts_[it->first] += cut;
+}
+
+void TargetRequest::FlattenReadyTree() {
+  const proto::DraftBlock* ready = ReadyBlock();
+  SPLITSPEC_CHECK(ready != nullptr) << "request " << id_ << ": no ready block to flatten";
+  spec::DraftTree tree;
+  tree.tokens.assign(ready->tokens().begin(), ready->tokens().end());
+  tree.parents.assign(ready->parents().begin(), ready->parents().end());
+  CutReadyBlock(tree.FirstPathLength());  // the first path is a prefix in depth-first order
 }
 
 void TargetRequest::SetPending(TargetRow row) { pending_ = std::move(row); }

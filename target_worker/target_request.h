@@ -125,18 +125,27 @@ class TargetRequest {
   grammar::GrammarMatcher* grammar() { return grammar_ ? &*grammar_ : nullptr; }
 
   // --- blocks ---
-  // Queues `block` if it can ever be used; stale ones are refused.
+  // Queues `block` if it can ever be used; stale ones are refused, and a tree
+  // whose parents are not one per token in depth-first order
+  // (spec::ValidateTreeParents) is malformed.
   BlockAdmission AdmitBlock(const proto::DraftBlock& block);
   // The queued block starting at the frontier with the current epoch, if any.
   const proto::DraftBlock* ReadyBlock() const;
   // True if a block starting at `start` (current epoch) is queued.
   bool HasBlockAt(int start) const;
-  // Keeps only the first `keep` draft tokens (and their q) of the ready block:
+  // Keeps only the first `keep` draft tokens (and their q, and parents: a prefix
+  // of a depth-first tree is a tree) of the ready block:
   // the step's verification budget does not pay for the rest (spec_policy.h,
   // ChooseVerifiedDrafts). Its result then says how many were cut
   // (VerifyResult.cut_drafts), so the draft does not count them as rejected.
   // REQUIRES: ReadyBlock() != nullptr, 0 <= keep <= its tokens.
   void CutReadyBlock(int keep);
+  // A tree block (DraftBlock.parents) becomes the chain of its first path (the
+  // nodes 0, 1, ... while each is the child of the one before, tokens and q; its
+  // parents stay, those of a chain), for a request or target that verifies chains
+  // only: a prefix of the draft is a draft, so this stays exact. The other nodes
+  // count as cut (VerifyResult.cut_drafts). REQUIRES: ReadyBlock() != nullptr.
+  void FlattenReadyTree();
   // Drops every queued block (e.g. one that failed verification).
   void DropBlocks() { blocks_.clear(); }
   // When the request started waiting for a block (reset by every commit).

@@ -14,6 +14,14 @@
 // (tools/bench_verify_vs_llamacpp.py reads it). --results-jsonl FILE appends
 // verify_kK = T(k)/T(1) (wall medians, k > 1) as tools/bench_results.h lines. Token ids: a fixed
 // pseudo-random sequence (the LCG of bench decode), so runs are comparable.
+//
+// --tree also times one forward over each of a fixed set of token trees
+// (SequenceInput::tree_parents, in depth-first order as drafters send them): a chain of
+// 5, the full 2x2x2 trie (15 nodes), a 4-wide star of 4-token chains (17), and tries
+// of 16 and 32 nodes (branching 4, 2, 2, ... cut at the node count, the last level
+// partly filled). Their node counts join the chain ks, so each tree row prints
+// T(tree)/T(1) beside T(chain of as many tokens)/T(1); the JSON line adds "tree_ms" and
+// "tree_cost_ratio" by shape (trees are not written to --results-jsonl).
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -48,7 +56,65 @@ struct VerifyFlags {
   std::vector<int> ks = {1, 2, 3, 5, 8, 9, 16};
   std::string results_jsonl;  // --results-jsonl: "" = no results file
   std::string shape;          // --shape: the results' shape label
+  bool tree = false;          // --tree: time the tree shapes too
 };
+
+// One timed tree: parents in depth-first order.
+struct TreeShape {
+  std::string name;
+  std::vector<int32_t> parents;
+};
+
+// The tree whose level d + 1 gives each node of level d branching[d] children (the
+// last entry repeats), cut at `nodes` nodes breadth-first (the last level partly
+// filled), numbered depth-first.
+std::vector<int32_t> TrieParents(const std::vector<int>& branching, int nodes) {
+  std::vector<std::vector<int>> children(1);  // breadth-first ids
+  std::vector<int> level = {0};
+  int count = 1;
+  for (size_t d = 0; count < nodes; ++d) {
+    const int b = branching[std::min(d, branching.size() - 1)];
+    std::vector<int> next;
+    for (int parent : level) {
+      for (int c = 0; c < b && count < nodes; ++c, ++count) {
+        children[parent].push_back(count);
+        children.emplace_back();
+        next.push_back(count);
+      }
+    }
+    level = std::move(next);
+  }
+  std::vector<int32_t> parents;
+  auto visit = [&](auto&& self, int node, int32_t parent) -> void {
+    const int32_t id = static_cast<int32_t>(parents.size());
+    parents.push_back(parent);
+    for (int child : children[node]) self(self, child, id);
+  };
+  visit(visit, 0, -1);
+  return parents;
+}
+
+std::vector<TreeShape> BenchTreeShapes() {
+  std::vector<int32_t> star = {-1};  // 4 branches of 4-token chains
+  for (int branch = 0; branch < 4; ++branch) {
+    for (int k = 0; k < 4; ++k) star.push_back(k == 0 ? 0 : static_cast<int32_t>(star.size()) - 1);
+  }
+  return {{"chain5", TrieParents({1}, 5)},
+          {"trie2x2x2", TrieParents({2}, 15)},
+          {"star4x4", star},
+          {"trie16", TrieParents({4, 2}, 16)},
+          {"trie32", TrieParents({4, 2}, 32)}};
+}
+
+int Depth(const std::vector<int32_t>& parents) {
+  std::vector<int> depth(parents.size(), 0);
+  int deepest = 0;
+  for (size_t i = 1; i < parents.size(); ++i) {
+    depth[i] = depth[parents[i]] + 1;
+    deepest = std::max(deepest, depth[i]);
+  }
+  return deepest;
+}
 
 absl::StatusOr<VerifyFlags> ParseVerifyFlags(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argv, BenchVerifyFlagTable()));
@@ -78,6 +144,7 @@ absl::StatusOr<VerifyFlags> ParseVerifyFlags(const CommandArgs& argv) {
   }
   f.results_jsonl = args.GetString("results-jsonl", "");
   f.shape = args.GetString("shape", ShapeLabel(f.model));
+  f.tree = args.Has("tree");
   if (f.ks.empty() || f.ks[0] != 1) {
     return absl::InvalidArgumentError("--k must start with 1 (the ratios are relative to k = 1)");
   }
@@ -85,6 +152,11 @@ absl::StatusOr<VerifyFlags> ParseVerifyFlags(const CommandArgs& argv) {
     if (k < 1 || k > 4096) {
       return absl::InvalidArgumentError(absl::StrCat("--k ", k, " out of range"));
     }
+  }
+  if (f.tree) {  // chains of each tree's node count, to set beside it
+    for (const TreeShape& tree : BenchTreeShapes()) f.ks.push_back(tree.parents.size());
+    std::sort(f.ks.begin() + 1, f.ks.end());
+    f.ks.erase(std::unique(f.ks.begin(), f.ks.end()), f.ks.end());
   }
   return f;
 }
@@ -129,13 +201,23 @@ absl::Status RunVerify(const VerifyFlags& f, const CommandArgs& argv) {
   model::ForwardOutput out;
   RETURN_IF_ERROR(model->Forward({{cache.get(), prompt, model::LogitsMode::kLast}}, &out));
 
-  std::vector<std::vector<double>> ms(f.ks.size()), cpu_ms(f.ks.size());
+  // Timed runs: the chains (k tokens), then the trees (empty parents: a chain).
+  std::vector<TreeShape> runs;
+  for (int k : f.ks) runs.push_back({"", std::vector<int32_t>(k)});
+  if (f.tree) {
+    for (TreeShape& tree : BenchTreeShapes()) runs.push_back(std::move(tree));
+  }
+  std::vector<std::vector<double>> ms(runs.size()), cpu_ms(runs.size());
   for (int rep = -2; rep < f.repeats; ++rep) {  // two warm-up rounds page the weights in
-    for (size_t i = 0; i < f.ks.size(); ++i) {
-      const absl::Span<const int32_t> tokens(block.data(), f.ks[i]);
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const bool tree = !runs[i].name.empty();
+      const absl::Span<const int32_t> tokens(block.data(), runs[i].parents.size());
       const double cpu_start = ProcessCpuMs();
       const absl::Time start = absl::Now();
-      RETURN_IF_ERROR(model->Forward({{cache.get(), tokens, model::LogitsMode::kAll}}, &out));
+      RETURN_IF_ERROR(model->Forward(
+          {{cache.get(), tokens, model::LogitsMode::kAll,
+            tree ? absl::Span<const int32_t>(runs[i].parents) : absl::Span<const int32_t>()}},
+          &out));
       const double elapsed_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
       const double elapsed_cpu_ms = ProcessCpuMs() - cpu_start;
       RETURN_IF_ERROR(cache->Truncate(f.prompt_tokens));
@@ -145,8 +227,8 @@ absl::Status RunVerify(const VerifyFlags& f, const CommandArgs& argv) {
       }
     }
   }
-  std::vector<double> medians(f.ks.size()), cpu_medians(f.ks.size());
-  for (size_t i = 0; i < f.ks.size(); ++i) {
+  std::vector<double> medians(runs.size()), cpu_medians(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
     medians[i] = Median(ms[i]);
     cpu_medians[i] = Median(cpu_ms[i]);
   }
@@ -169,12 +251,33 @@ absl::Status RunVerify(const VerifyFlags& f, const CommandArgs& argv) {
     absl::StrAppend(&cpu_json, key, absl::StrFormat("%.4f", cpu_medians[i]));
     absl::StrAppend(&cpu_ratio_json, key, absl::StrFormat("%.4f", cpu_ratio));
   }
+  std::string tree_json;  // ,"tree_ms":{...},"tree_cost_ratio":{...} with --tree
+  if (f.tree) {
+    std::string tree_ms_json, tree_ratio_json;
+    for (size_t i = f.ks.size(); i < runs.size(); ++i) {
+      const int nodes = static_cast<int>(runs[i].parents.size());
+      const size_t chain = std::find(f.ks.begin(), f.ks.end(), nodes) - f.ks.begin();
+      const double ratio = medians[i] / medians[0];
+      std::printf(
+          "tree %-9s %2d nodes, depth %2d: forward %8.3f ms median, %8.3f ms min, cpu %8.3f ms "
+          "median  T(tree)/T(1) = %.3f (cpu %.3f); chain of %d: %.3f\n",
+          runs[i].name.c_str(), nodes, Depth(runs[i].parents), medians[i],
+          *std::min_element(ms[i].begin(), ms[i].end()), cpu_medians[i], ratio,
+          cpu_medians[i] / cpu_medians[0], nodes, medians[chain] / medians[0]);
+      const std::string key =
+          absl::StrCat(i == f.ks.size() ? "" : ",", "\"", runs[i].name, "\":");
+      absl::StrAppend(&tree_ms_json, key, absl::StrFormat("%.4f", medians[i]));
+      absl::StrAppend(&tree_ratio_json, key, absl::StrFormat("%.4f", ratio));
+    }
+    tree_json = absl::StrCat(",\"tree_ms\":{", tree_ms_json, "},\"tree_cost_ratio\":{",
+                             tree_ratio_json, "}");
+  }
   std::printf(
       "{\"bench\":\"verify\",\"threads\":%d,\"isa\":\"%s\",\"prompt_tokens\":%d,\"repeats\":%d,"
       "\"verify_ms\":{%s},\"verify_cpu_ms\":{%s},\"verify_cost_ratio_cpu\":{%s},"
-      "\"verify_cost_ratio\":{%s}}\n",
+      "\"verify_cost_ratio\":{%s}%s}\n",
       threads, kernels::MatMulPathName(), f.prompt_tokens, f.repeats, ms_json.c_str(),
-      cpu_json.c_str(), cpu_ratio_json.c_str(), ratio_json.c_str());
+      cpu_json.c_str(), cpu_ratio_json.c_str(), ratio_json.c_str(), tree_json.c_str());
   if (f.results_jsonl.empty()) return absl::OkStatus();
   ASSIGN_OR_RETURN(const std::string gpu, DeviceLabel(f.device));
   for (BenchResult& r : results) r.gpu = gpu;

@@ -320,6 +320,9 @@ const cli::FlagTable& BenchVerifyFlagTable() {
                        {"repeats", "N", "30", "rounds over every k (medians and minima)",
                         cli::IntRangeOf<int>()},
                        {"k", "LIST", "1,2,3,5,8,9,16", "block sizes to time; must start with 1"},
+                       {"tree", "", "",
+                        "also time one forward over each of five token trees (5 to 32 nodes) "
+                        "beside chains of as many tokens"},
                        ResultsJsonlFlag(),
                        ShapeFlag()}});
   return table;

@@ -147,6 +147,7 @@ absl::Status SimDrafter::Propose(absl::Span<spec::DraftRequest> batch) {
   int64_t drafted = 0;
   for (spec::DraftRequest& request : batch) {
     request.tokens.clear();
+    request.parents.clear();  // a chain
     request.q.clear();
     request.top.clear();
     request.status = absl::OkStatus();

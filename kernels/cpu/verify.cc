@@ -38,11 +38,10 @@ float DraftQAt(const VerifyBatchView& view, int64_t g, int32_t token) {
 // kVerifyBadTargetRow if p is malformed (checked first), else kVerifyBadDraftQ.
 int32_t BuildResidual(const VerifyBatchView& view, int64_t g, const float* p, float* residual) {
   const int32_t vocab = view.vocab;
-  for (int32_t v = 0; v < vocab; ++v) {
-    if (!IsValidWeight(p[v])) return kVerifyBadTargetRow;
-    residual[v] = p[v];
-  }
   if (view.q_format == kDraftQDense) {
+    for (int32_t v = 0; v < vocab; ++v) {
+      if (!IsValidWeight(p[v])) return kVerifyBadTargetRow;
+    }
     const float* q = view.q_probs + g * vocab;
     for (int32_t v = 0; v < vocab; ++v) {
       if (!IsValidWeight(q[v])) return kVerifyBadDraftQ;
@@ -51,13 +50,9 @@ int32_t BuildResidual(const VerifyBatchView& view, int64_t g, const float* p, fl
     }
     return kVerifyOk;
   }
-  for (int32_t j = view.q_offsets[g]; j < view.q_offsets[g + 1]; ++j) {
-    const int32_t id = view.q_ids[j];
-    if (id < 0 || id >= vocab || !IsValidWeight(view.q_probs[j])) return kVerifyBadDraftQ;
-    const float r = p[id] - view.q_probs[j];
-    residual[id] = r > 0.0f ? r : 0.0f;
-  }
-  return kVerifyOk;
+  const int32_t first = view.q_offsets[g];
+  return SparseRejectionResidual(p, vocab, view.q_ids + first, view.q_probs + first,
+                                 view.q_offsets[g + 1] - first, residual);
 }
 
 // The mode's own choice from row p at `position` (greedy/coupled target token,
@@ -147,6 +142,21 @@ SequenceResult VerifySequence(const VerifyBatchView& view, int32_t s,
 }
 
 }  // namespace
+
+int32_t SparseRejectionResidual(const float* p, int32_t vocab, const int32_t* q_ids,
+                                const float* q_probs, int32_t q_size, float* residual) {
+  for (int32_t v = 0; v < vocab; ++v) {
+    if (!IsValidWeight(p[v])) return kVerifyBadTargetRow;
+    residual[v] = p[v];
+  }
+  for (int32_t j = 0; j < q_size; ++j) {
+    const int32_t id = q_ids[j];
+    if (id < 0 || id >= vocab || !IsValidWeight(q_probs[j])) return kVerifyBadDraftQ;
+    const float r = p[id] - q_probs[j];
+    residual[id] = r > 0.0f ? r : 0.0f;
+  }
+  return kVerifyOk;
+}
 
 void VerifyBatchReference(const VerifyBatchView& view) {
   std::vector<float> residual;  // sized by the first rejection-mode row that needs it

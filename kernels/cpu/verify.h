@@ -37,6 +37,15 @@ namespace splitspec::kernels {
 // Verifies every sequence of `view`; a sequence's error never affects another.
 void VerifyBatchReference(const VerifyBatchView& view);
 
+// The rejection rule's residual for a sparse q: residual [vocab] = max(0, p - q)
+// in float, unnormalized (p [vocab]; q = ids/probs [q_size], ids unique). The one
+// computation of it on the CPU: this kernel's and runtime/spec/tree_verify.h's.
+// Returns kVerifyOk, kVerifyBadTargetRow if a p entry is negative or non-finite
+// (checked first), or kVerifyBadDraftQ if a q entry is, or an id is outside
+// [0, vocab). residual must not alias p.
+int32_t SparseRejectionResidual(const float* p, int32_t vocab, const int32_t* q_ids,
+                                const float* q_probs, int32_t q_size, float* residual);
+
 }  // namespace splitspec::kernels
 
 #endif  // SPLITSPEC_KERNELS_CPU_VERIFY_H_

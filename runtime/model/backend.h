@@ -46,7 +46,7 @@
 // owns each cache object and destroys it before the backend. Lengths are host
 // metadata kept by KvCache: the transformer Reserves room for the call's
 // tokens before Begin, the backend writes the K and V rows of every token at
-// plan.token_pos (rows past the cache's length) in Attention, and the
+// plan.token_slot (rows past the cache's length) in Attention, and the
 // transformer Commits the new lengths only after the whole call succeeded.
 // KvCache::Truncate is O(1): it moves the length back and touches no memory;
 // rows past the length are dead and the next forward overwrites them, so a
@@ -70,8 +70,10 @@
 // positions 0..pos (WindowStart..pos in a sliding layer, model_config.h) in
 // increasing order in fixed lanes (transformer_ops.h,
 // AttendOneHead); the group's all-reduce adds the ranks' partials in rank order
-// per element (GlooCommunicator). A backend must keep this within itself; it
-// need not reproduce another backend's bits.
+// per element (GlooCommunicator). A tree node (SequenceInput::tree_parents)
+// attends its context and ancestors laid out at its chain's positions, so it
+// gets its chain's bits (cpu_backend_attention.cc, PlanTreeTasks). A backend
+// must keep this within itself; it need not reproduce another backend's bits.
 //
 // Communication: no backend call communicates or blocks on another rank. The
 // transformer issues every collective, between backend calls and only when
@@ -98,7 +100,12 @@ namespace splitspec::model {
 struct ForwardPlan {
   absl::Span<const SequenceInput> batch;
   std::vector<int> token_seq;         // [T] the token's sequence (index in batch)
-  std::vector<int> token_pos;         // [T] its position in that sequence
+  std::vector<int> token_pos;         // [T] its position in that sequence (RoPE, attention)
+  // [T] the cache row its K and V go to: token_pos, except in a tree sequence
+  // (SequenceInput::tree_parents), where node i sits at position L + depth(i)
+  // and its row is slot L + i (L: the cache's length). Only the CPU backend runs
+  // trees (the transformer refuses them on others, which may use token_pos).
+  std::vector<int> token_slot;
   std::vector<int64_t> logit_tokens;  // [R] tokens whose logits are asked, increasing
   int max_positions = 0;              // 1 + the largest token_pos
 };

@@ -71,11 +71,30 @@ class CpuBackend final : public TransformerBackend {
   void PlanAttentionTasks();           // attention_tasks_ for the current plan
   void AttendAllHeads(int layer);      // attn_ from q_ and the caches
   struct AttentionTask;
+  // The tasks of one tree sequence's tokens [begin, end) (SequenceInput::tree_parents);
+  // *partials: floats of partials_ planned so far, advanced past the tree's.
+  void PlanTreeTasks(int64_t begin, int64_t end, int64_t* partials);
   void GroupQueries(int kv_head, int64_t begin, int64_t end,
                     std::vector<internal::AttentionQuery>* queries);
-  std::pair<int, int> AttendBlock(int layer, int kv_head, const KvCache& cache, int block,
+  // One block's rows as AttendKvBlock reads them: the block's keys for every KV
+  // dimension ([kv_dim][kKvBlockPositions] halves, the cache's layout) and its first
+  // value row (kv_dim halves per row). keys == nullptr: no block.
+  struct KvBlockRows {
+    const uint16_t* keys = nullptr;
+    const uint16_t* values = nullptr;
+  };
+  static KvBlockRows CacheBlockRows(const KvCache& cache, int layer, int block);
+  std::pair<int, int> AttendBlock(int layer, int kv_head, int block, KvBlockRows rows,
+                                  KvBlockRows next,
                                   const std::vector<internal::AttentionQuery>& queries, int thread,
-                                  float* out, bool prefetch_next);
+                                  float* out);
+  // The cache slots holding the K and V of plan token t's virtual positions: those of
+  // its chain [0, token_pos[t]]. Empty for a chain token (slot == position); for a tree
+  // node, slots[k] for position L + k (its ancestor at depth k), L the cache's length.
+  void TreePathSlots(int64_t t, std::vector<int>* slots) const;
+  // A tree node's blocks [task.block_begin, task.block_end) as its chain lays them out
+  // (gathered into scratch unless its path is slots L, L + 1, ...): partials to partials_.
+  void AttendTreeTail(int layer, const AttentionTask& task, int thread);
   void AttendLlamaCppOrder(int layer, const AttentionTask& task,
                            const std::vector<internal::AttentionQuery>& queries, int thread);
   // y = x W^T for each job, all jobs over the same `rows`, rows split across threads.
@@ -106,6 +125,12 @@ class CpuBackend final : public TransformerBackend {
   std::vector<std::vector<internal::AttentionQuery>> thread_queries_;
   std::vector<std::vector<kernels::KvBlockQuery>> thread_block_queries_;
   std::vector<std::vector<float>> thread_rows_;
+  // Per-thread tree scratch: a node's path slots, its gathered blocks (keys then values).
+  std::vector<std::vector<int>> thread_path_;
+  std::vector<std::vector<uint16_t>> thread_tree_rows_;
+  // [T] the plan token whose queries come k-th in GroupQueries: k itself, except in a
+  // tree sequence, whose tokens go by position (stable), as AttendBlock's ranges need.
+  std::vector<int64_t> query_token_;
   // The attention tasks of the current call (cpu_backend_attention.cc): tokens
   // [token_begin, token_end) of one sequence against one of this rank's KV heads.
   struct AttentionTask {
@@ -114,11 +139,14 @@ class CpuBackend final : public TransformerBackend {
       kMerge,     // merge blocks [0, block_end) of partials_ into attn_ (after kBlocks)
       kPrefill,   // all blocks the tokens reach, merged as they go, into attn_
       kLlamaCpp,  // llama.cpp's order into attn_
+      kTreeTail,  // one tree node (every KV head): its blocks from the tree's first, partials_
     } kind;
+    // Tokens in GroupQueries' order (query_token_), of the run [run_begin, run_end).
     int64_t token_begin, token_end;
     int kv_head;
     int block_begin, block_end;
     int64_t partials;  // offset in partials_ of the run's [block][kv head][token][head]
+    int64_t run_begin = 0, run_end = 0;  // kBlocks, kMerge, kTreeTail: the partials' run
   };
   std::vector<AttentionTask> attention_tasks_, merge_tasks_;
   std::vector<float> partials_;

@@ -66,8 +66,8 @@ void CpuBackend::RopeAndStore(int layer) {
   for (int64_t t = 0; t < tokens(); ++t) {
     internal::PrepareAttentionInputs(config_, &cos_angles[t * pairs], &sin_angles[t * pairs], heads,
                                      kv_heads, &q_[t * q_dim_], &k_[t * kv_dim_], &v_[t * kv_dim_]);
-    plan_->batch[plan_->token_seq[t]].cache->WriteRow(layer, plan_->token_pos[t], &k_[t * kv_dim_],
-                                                      &v_[t * kv_dim_]);
+    plan_->batch[plan_->token_seq[t]].cache->WriteRow(layer, plan_->token_slot[t],
+                                                      &k_[t * kv_dim_], &v_[t * kv_dim_]);
   }
 }
 
@@ -78,12 +78,16 @@ void CpuBackend::PlanAttentionTasks() {
   const int64_t t_count = tokens();
   const bool llama_cpp = ActiveCpuAttentionOrder() == CpuAttentionOrder::kLlamaCpp;
   int64_t partials = 0;  // floats of partials_ planned so far
+  query_token_.resize(t_count);
+  for (int64_t t = 0; t < t_count; ++t) query_token_[t] = t;
   int64_t begin = 0;
   while (begin < t_count) {  // one run: consecutive tokens of one sequence
     int64_t end = begin + 1;
     while (end < t_count && plan_->token_seq[end] == plan_->token_seq[begin]) ++end;
     const int64_t run = end - begin;
-    if (llama_cpp) {
+    if (!plan_->batch[plan_->token_seq[begin]].tree_parents.empty()) {
+      PlanTreeTasks(begin, end, &partials);
+    } else if (llama_cpp) {
       for (int64_t b = begin; b < end; b += kLlamaCppChunk) {
         for (int kv = 0; kv < kv_heads; ++kv) {
           attention_tasks_.push_back(
@@ -95,9 +99,10 @@ void CpuBackend::PlanAttentionTasks() {
       for (int kv = 0; kv < kv_heads; ++kv) {
         for (int b = 0; b < blocks; b += kBlocksPerTask) {
           attention_tasks_.push_back({AttentionTask::kBlocks, begin, end, kv, b,
-                                      std::min(blocks, b + kBlocksPerTask), partials});
+                                      std::min(blocks, b + kBlocksPerTask), partials, begin, end});
         }
-        merge_tasks_.push_back({AttentionTask::kMerge, begin, end, kv, 0, blocks, partials});
+        merge_tasks_.push_back(
+            {AttentionTask::kMerge, begin, end, kv, 0, blocks, partials, begin, end});
       }
       partials += static_cast<int64_t>(blocks) * kv_heads * run *
                   (config_.n_heads / config_.n_kv_heads) *
@@ -116,8 +121,129 @@ void CpuBackend::PlanAttentionTasks() {
   if (static_cast<int64_t>(partials_.size()) < partials) partials_.resize(partials);
 }
 
-// The queries of this rank's heads sharing KV head `kv_head` for tokens [begin, end), in
-// (token, head) order, with their output rows.
+// A tree sequence's tokens (language_model.h, tree_parents). Node i sits at position
+// p = L + depth(i) and must attend exactly as the chain root..i does (bitwise: the block
+// order of kernels/cpu/attention.h puts position p in block p / 64 at lane p % 16, so
+// where a row sits decides the sums). The committed blocks [0, L / 64) are the same for
+// every node and the chain: every node attends them through the cache together (kBlocks
+// tasks over all the tree's queries, ordered by position so that AttendBlock's ranges
+// hold). The blocks from L / 64 to p / 64 differ per node: one kTreeTail task per node
+// gathers them, laid out at the chain's positions (the committed rows [64 (L / 64), L)
+// and the node's ancestors' rows), into scratch and runs the unchanged kernel on it; a
+// node whose ancestors sit at slots L, L + 1, ... (the first branch of a depth-first
+// tree, a chain) reads the cache directly. The gather is what keeps the kernels and
+// their bits untouched; it copies (L % 64 + depth + 1) rows per node and layer, small
+// beside the node's matmuls. The merge tasks are a split run's.
+void CpuBackend::PlanTreeTasks(int64_t begin, int64_t end, int64_t* partials) {
+  std::stable_sort(query_token_.begin() + begin, query_token_.begin() + end,
+                   [&](int64_t a, int64_t b) { return plan_->token_pos[a] < plan_->token_pos[b]; });
+  const int kv_heads = static_cast<int>(shard_.kv_heads.size());
+  if (ActiveCpuAttentionOrder() == CpuAttentionOrder::kLlamaCpp) {
+    for (int64_t k = begin; k < end; ++k) {  // one node: its own rows (TreePathSlots)
+      for (int kv = 0; kv < kv_heads; ++kv) {
+        attention_tasks_.push_back({AttentionTask::kLlamaCpp, k, k + 1, kv, 0, 0, 0});
+      }
+    }
+    return;
+  }
+  const int tail_block = plan_->token_slot[begin] / kBlock;  // the root's: L / 64
+  const int blocks = plan_->token_pos[query_token_[end - 1]] / kBlock + 1;
+  for (int kv = 0; kv < kv_heads; ++kv) {
+    for (int b = 0; b < tail_block; b += kBlocksPerTask) {
+      attention_tasks_.push_back({AttentionTask::kBlocks, begin, end, kv, b,
+                                  std::min(tail_block, b + kBlocksPerTask), *partials, begin,
+                                  end});
+    }
+    merge_tasks_.push_back(
+        {AttentionTask::kMerge, begin, end, kv, 0, blocks, *partials, begin, end});
+  }
+  for (int64_t k = begin; k < end; ++k) {
+    attention_tasks_.push_back({AttentionTask::kTreeTail, k, k + 1, -1, tail_block,
+                                plan_->token_pos[query_token_[k]] / kBlock + 1, *partials, begin,
+                                end});
+  }
+  *partials += static_cast<int64_t>(blocks) * kv_heads * (end - begin) *
+               (config_.n_heads / config_.n_kv_heads) *
+               kernels::KvBlockPartialFloats(config_.head_dim);
+}
+
+void CpuBackend::TreePathSlots(int64_t t, std::vector<int>* slots) const {
+  slots->clear();
+  const SequenceInput& in = plan_->batch[plan_->token_seq[t]];
+  if (in.tree_parents.empty()) return;
+  const int length = in.cache->length();  // L: the forward commits lengths at its end
+  for (int i = plan_->token_slot[t] - length; i >= 0; i = in.tree_parents[i]) {
+    slots->push_back(length + i);
+  }
+  std::reverse(slots->begin(), slots->end());
+}
+
+void CpuBackend::AttendTreeTail(int layer, const AttentionTask& task, int thread) {
+  const int64_t t = query_token_[task.token_begin];
+  const KvCache& cache = *plan_->batch[plan_->token_seq[t]].cache;
+  std::vector<int>& path = thread_path_[thread];
+  TreePathSlots(t, &path);
+  const int length = path.front();
+  bool in_place = true;  // the ancestors at slots L, L + 1, ...: the cache is the chain's
+  for (size_t k = 0; k < path.size(); ++k) {
+    in_place = in_place && path[k] == length + static_cast<int>(k);
+  }
+  const int first_pos = task.block_begin * kBlock;
+  const int nb = task.block_end - task.block_begin;
+  const size_t block_keys = static_cast<size_t>(kv_dim_) * kBlock;  // halves of a block's keys
+  uint16_t* keys = nullptr;
+  uint16_t* values = nullptr;
+  if (!in_place) {
+    std::vector<uint16_t>& rows = thread_tree_rows_[thread];
+    rows.resize(2 * nb * block_keys);
+    keys = rows.data();
+    values = keys + nb * block_keys;
+    // The committed rows of the first block (positions [first_pos, L)), then the path's.
+    const int committed = length - first_pos;
+    if (committed > 0) {
+      const uint16_t* kt = cache.key_block(layer, task.block_begin);
+      for (int64_t c = 0; c < kv_dim_; ++c) {
+        std::memcpy(keys + c * kBlock, kt + c * kBlock, committed * sizeof(uint16_t));
+      }
+      std::memcpy(values, cache.value_row(layer, first_pos),
+                  committed * kv_dim_ * sizeof(uint16_t));
+    }
+    for (size_t k = 0; k < path.size(); ++k) {
+      const int p = length + static_cast<int>(k) - first_pos;  // in the scratch blocks
+      const int slot = path[k];
+      const uint16_t* from = cache.key_block(layer, slot / kBlock) + slot % kBlock;
+      uint16_t* to = keys + (p / kBlock) * block_keys + p % kBlock;
+      for (int64_t c = 0; c < kv_dim_; ++c) to[c * kBlock] = from[c * kBlock];
+      std::memcpy(values + static_cast<int64_t>(p) * kv_dim_, cache.value_row(layer, slot),
+                  kv_dim_ * sizeof(uint16_t));
+    }
+  }
+  auto rows_of = [&](int b) -> KvBlockRows {
+    if (b >= task.block_end) return {};
+    if (in_place) return CacheBlockRows(cache, layer, b);
+    const int v = b - task.block_begin;
+    return {keys + v * block_keys, values + static_cast<int64_t>(v) * kBlock * kv_dim_};
+  };
+  std::vector<internal::AttentionQuery>& queries = thread_queries_[thread];
+  const int64_t stride = kernels::KvBlockPartialFloats(config_.head_dim);
+  const int64_t group = config_.n_heads / config_.n_kv_heads;
+  const int64_t run = task.run_end - task.run_begin;
+  for (int kv = 0; kv < static_cast<int>(shard_.kv_heads.size()); ++kv) {
+    GroupQueries(kv, task.token_begin, task.token_end, &queries);
+    // [block][kv head][token][head of the group]; this node's heads after those of the
+    // run's tokens before it.
+    const int64_t node_offset = (task.token_begin - task.run_begin) *
+                                static_cast<int64_t>(queries.size()) * stride;
+    for (int b = task.block_begin; b < task.block_end; ++b) {
+      const int64_t slab = (b * static_cast<int64_t>(shard_.kv_heads.size()) + kv) * run * group;
+      float* out = &partials_[task.partials + slab * stride + node_offset];
+      AttendBlock(layer, kv, b, rows_of(b), rows_of(b + 1), queries, thread, out);
+    }
+  }
+}
+
+// The queries of this rank's heads sharing KV head `kv_head` for tokens [begin, end) of
+// query_token_, in (token, head) order, with their output rows.
 void CpuBackend::GroupQueries(int kv_head, int64_t begin, int64_t end,
                               std::vector<internal::AttentionQuery>* queries) {
   const int group = config_.n_heads / config_.n_kv_heads;
@@ -128,7 +254,8 @@ void CpuBackend::GroupQueries(int kv_head, int64_t begin, int64_t end,
   const int64_t h_end =
       std::min<int64_t>(shard_.heads.size(), (model_kv + 1) * group - shard_.heads.begin);
   queries->clear();
-  for (int64_t t = begin; t < end; ++t) {
+  for (int64_t k = begin; k < end; ++k) {
+    const int64_t t = query_token_[k];
     for (int64_t h = h_begin; h < h_end; ++h) {
       queries->push_back(
           {&q_[t * q_dim_ + h * head_dim], plan_->token_pos[t], &attn_[t * q_dim_ + h * head_dim]});
@@ -139,11 +266,17 @@ void CpuBackend::GroupQueries(int kv_head, int64_t begin, int64_t end,
 // Partials of the queries (token, head order) against block b, written to out: the
 // queries whose attended positions [WindowStart, pos] reach into the block. Positions
 // increase along the queries and so do their window starts, so these are a range;
-// returns it as [first, last) (empty when first == last). prefetch_next: the caller
-// attends block + 1 next (the kernel fetches it while it computes this one).
-std::pair<int, int> CpuBackend::AttendBlock(int layer, int kv_head, const KvCache& cache, int block,
+// returns it as [first, last) (empty when first == last). rows: the block's; next: those
+// of block + 1 when the caller attends it next (the kernel fetches it while it computes
+// this one), else none.
+CpuBackend::KvBlockRows CpuBackend::CacheBlockRows(const KvCache& cache, int layer, int block) {
+  return {cache.key_block(layer, block), cache.value_row(layer, block * kBlock)};
+}
+
+std::pair<int, int> CpuBackend::AttendBlock(int layer, int kv_head, int block, KvBlockRows rows,
+                                            KvBlockRows next,
                                             const std::vector<internal::AttentionQuery>& queries,
-                                            int thread, float* out, bool prefetch_next) {
+                                            int thread, float* out) {
   const int head_dim = config_.head_dim;
   const int block_begin = block * kBlock;
   std::vector<kernels::KvBlockQuery>& block_queries = thread_block_queries_[thread];
@@ -162,19 +295,17 @@ std::pair<int, int> CpuBackend::AttendBlock(int layer, int kv_head, const KvCach
          std::max(0, config_.WindowStart(layer, queries[i].pos) - block_begin)});
   }
   const int64_t offset = static_cast<int64_t>(kv_head) * head_dim;
-  kernels::KvBlockPrefetch next;
-  if (prefetch_next) {
+  kernels::KvBlockPrefetch prefetch;
+  if (next.keys != nullptr) {
     // Rows of the next block that the last query attends to (the block exists: the
     // caches store whole blocks up to the last position).
-    next = {cache.key_block(layer, block + 1) + offset * kBlock,
-            cache.value_row(layer, block_begin + kBlock) + offset,
-            std::min(kBlock, queries[count - 1].pos + 1 - (block_begin + kBlock))};
+    prefetch = {next.keys + offset * kBlock, next.values + offset,
+                std::min(kBlock, queries[count - 1].pos + 1 - (block_begin + kBlock))};
   }
   kernels::AttendKvBlock(block_queries.data(), static_cast<int>(block_queries.size()),
-                         cache.key_block(layer, block) + offset * kBlock,
-                         cache.value_row(layer, block_begin) + offset, kv_dim_, head_dim,
+                         rows.keys + offset * kBlock, rows.values + offset, kv_dim_, head_dim,
                          config_.AttentionScale(),
-                         out + first * kernels::KvBlockPartialFloats(head_dim), next);
+                         out + first * kernels::KvBlockPartialFloats(head_dim), prefetch);
   return {first, last};
 }
 
@@ -188,10 +319,12 @@ void CpuBackend::AttendAllHeads(int layer) {
       const AttentionTask& task = tasks[index];
       const KvCache& cache = *plan_->batch[plan_->token_seq[task.token_begin]].cache;
       std::vector<internal::AttentionQuery>& queries = thread_queries_[thread];
-      GroupQueries(task.kv_head, task.token_begin, task.token_end, &queries);
+      if (task.kind != AttentionTask::kTreeTail) {  // (which groups per KV head itself)
+        GroupQueries(task.kv_head, task.token_begin, task.token_end, &queries);
+      }
       const int count = static_cast<int>(queries.size());
       // Partials of a split run: [block][kv head][token][head of the group].
-      const int64_t run = task.token_end - task.token_begin;
+      const int64_t run = task.run_end - task.run_begin;
       auto block_partials = [&](int b) {
         return &partials_[task.partials +
                           ((b * static_cast<int64_t>(shard_.kv_heads.size()) + task.kv_head) * run *
@@ -202,10 +335,15 @@ void CpuBackend::AttendAllHeads(int layer) {
         case AttentionTask::kLlamaCpp:
           AttendLlamaCppOrder(layer, task, queries, thread);
           break;
+        case AttentionTask::kTreeTail:  // its own queries, per KV head
+          AttendTreeTail(layer, task, thread);
+          break;
         case AttentionTask::kBlocks:
           for (int b = task.block_begin; b < task.block_end; ++b) {
-            AttendBlock(layer, task.kv_head, cache, b, queries, thread, block_partials(b),
-                        b + 1 < task.block_end);
+            AttendBlock(layer, task.kv_head, b, CacheBlockRows(cache, layer, b),
+                        b + 1 < task.block_end ? CacheBlockRows(cache, layer, b + 1)
+                                               : KvBlockRows{},
+                        queries, thread, block_partials(b));
           }
           break;
         case AttentionTask::kMerge:
@@ -229,8 +367,10 @@ void CpuBackend::AttendAllHeads(int layer) {
           // Each query's first block (that of its window start) starts its state; the
           // later blocks merge into it.
           for (int b = config_.WindowStart(layer, queries.front().pos) / kBlock; b < blocks; ++b) {
-            const auto [first, last] =
-                AttendBlock(layer, task.kv_head, cache, b, queries, thread, next, b + 1 < blocks);
+            const auto [first, last] = AttendBlock(
+                layer, task.kv_head, b, CacheBlockRows(cache, layer, b),
+                b + 1 < blocks ? CacheBlockRows(cache, layer, b + 1) : KvBlockRows{}, queries,
+                thread, next);
             for (int i = first; i < last; ++i) {
               float* state = states.data() + i * stride;
               if (config_.WindowStart(layer, queries[i].pos) / kBlock == b) {
@@ -258,16 +398,22 @@ void CpuBackend::AttendLlamaCppOrder(int layer, const AttentionTask& task,
   const int head_dim = config_.head_dim;
   const float scale = config_.AttentionScale();
   const KvCache& cache = *plan_->batch[plan_->token_seq[task.token_begin]].cache;
-  // Float copies of the KV head's rows [0, last position], head_dim apart.
-  const int n = plan_->token_pos[task.token_end - 1] + 1;
+  // Float copies of the KV head's rows [0, last position], head_dim apart; a tree
+  // node's (a task of one token) at its chain's positions.
+  const int64_t last_token = query_token_[task.token_end - 1];
+  const int n = plan_->token_pos[last_token] + 1;
+  std::vector<int>& path = thread_path_[thread];
+  TreePathSlots(last_token, &path);
+  const int path_begin = path.empty() ? n : path.front();  // positions from here: path's
   std::vector<float>& rows = thread_rows_[thread];
   rows.resize(2 * static_cast<size_t>(n) * head_dim);
   float* keys = rows.data();
   float* values = keys + static_cast<size_t>(n) * head_dim;
   const int64_t offset = static_cast<int64_t>(task.kv_head) * head_dim;
   for (int j = 0; j < n; ++j) {
-    const uint16_t* kt = cache.key_block(layer, j / kBlock) + offset * kBlock + j % kBlock;
-    const uint16_t* v = cache.value_row(layer, j) + offset;
+    const int slot = j < path_begin ? j : path[j - path_begin];
+    const uint16_t* kt = cache.key_block(layer, slot / kBlock) + offset * kBlock + slot % kBlock;
+    const uint16_t* v = cache.value_row(layer, slot) + offset;
     for (int d = 0; d < head_dim; ++d) {
       keys[j * head_dim + d] = kernels::Fp16ToFloat(kt[d * kBlock]);
       values[j * head_dim + d] = kernels::Fp16ToFloat(v[d]);

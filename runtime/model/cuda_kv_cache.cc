@@ -28,6 +28,12 @@ uint64_t CudaKvCache::StorageBytes(int positions) const {
   return DeviceKvCacheBytes(n_layers(), kv_dim(), positions);
 }
 
+absl::Status CudaKvCache::KeepPath(int /*base*/, absl::Span<const int32_t> /*nodes*/) {
+  return absl::UnimplementedError(absl::StrCat(
+      "tree drafts (KV cache keep path) are not implemented on the CUDA backend (cuda:", device_,
+      "); verify chains there"));
+}
+
 absl::Status CudaKvCache::GrowStorage(int new_capacity) {
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   const uint64_t bytes = DeviceKvCacheBytes(n_layers(), kv_dim(), new_capacity);

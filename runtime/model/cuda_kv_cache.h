@@ -34,6 +34,8 @@ class CudaKvCache final : public KvCache {
   // allocation is rounded up to kDeviceAlignment (DeviceKvCacheBytes).
   uint64_t bytes_per_position() const override;
   uint64_t StorageBytes(int positions) const override;
+  // Unimplemented, by name: tree drafts do not run on the CUDA backend yet.
+  absl::Status KeepPath(int base, absl::Span<const int32_t> nodes) override;
 
   // The rows (fp16 bits) and the positions they hold; null / 0 before the first Reserve.
   uint16_t* device_rows() const { return rows_; }

@@ -7,6 +7,9 @@
 #include "runtime/base/logging.h"
 
 namespace splitspec::model {
+namespace {
+constexpr int kBlock = kernels::kKvBlockPositions;
+}  // namespace
 
 KvCache::KvCache(int n_layers, int kv_dim, int max_tokens)
     : n_layers_(n_layers), kv_dim_(kv_dim), max_tokens_(max_tokens) {
@@ -25,6 +28,41 @@ absl::Status KvCache::Truncate(int new_length) {
   return absl::OkStatus();
 }
 
+absl::Status KvCache::KeepPath(int base, absl::Span<const int32_t> nodes) {
+  if (base < 0 || base > length_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV cache keep path: base ", base, " outside [0, ", length_, "]"));
+  }
+  for (size_t j = 0; j < nodes.size(); ++j) {
+    const int lowest = j == 0 ? 0 : nodes[j - 1] + 1;
+    if (nodes[j] < lowest || base + static_cast<int64_t>(nodes[j]) >= length_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "KV cache keep path: nodes[", j, "] = ", nodes[j], " not in [", lowest, ", ",
+          length_ - base, ") (strictly increasing, below the ", length_ - base,
+          " slots after base ", base, ")"));
+    }
+  }
+  for (size_t j = 0; j < nodes.size(); ++j) {
+    if (nodes[j] == static_cast<int32_t>(j)) continue;
+    const int from = base + nodes[j];
+    const int to = base + static_cast<int>(j);
+    for (int l = 0; l < n_layers_; ++l) {
+      uint16_t* keys = keys_[l].data();
+      const uint16_t* from_key = keys + static_cast<size_t>(from / kBlock) * kv_dim_ * kBlock;
+      uint16_t* to_key = keys + static_cast<size_t>(to / kBlock) * kv_dim_ * kBlock;
+      for (int c = 0; c < kv_dim_; ++c) {
+        to_key[static_cast<size_t>(c) * kBlock + to % kBlock] =
+            from_key[static_cast<size_t>(c) * kBlock + from % kBlock];
+      }
+      uint16_t* values = values_[l].data();
+      std::copy_n(values + static_cast<size_t>(from) * kv_dim_, kv_dim_,
+                  values + static_cast<size_t>(to) * kv_dim_);
+    }
+  }
+  length_ = base + static_cast<int>(nodes.size());
+  return absl::OkStatus();
+}
+
 absl::Status KvCache::Reserve(int new_length) {
   if (new_length > max_tokens_) {
     return absl::OutOfRangeError(absl::StrCat(
@@ -38,7 +76,6 @@ absl::Status KvCache::Reserve(int new_length) {
 }
 
 namespace {
-constexpr int kBlock = kernels::kKvBlockPositions;
 // Positions stored for a capacity: whole blocks (the keys' layout needs them; resizing
 // keeps earlier blocks in place because a block's offset does not depend on capacity).
 size_t StoredPositions(int capacity) {

@@ -18,7 +18,8 @@
 // bytes (SmolLM2-135M: 23 KB).
 //
 // Positions [0, length()) are valid. The transformer appends new positions with
-// Reserve + the row accessors + Commit; nothing else writes to the cache.
+// Reserve + the row accessors + Commit; KeepPath moves rows of a tree forward's
+// accepted path down; nothing else writes to the cache.
 // Thread safety: none; one sequence is used by one forward call at a time
 // (concurrent reads of distinct rows during a forward are fine).
 #ifndef SPLITSPEC_RUNTIME_MODEL_KV_CACHE_H_
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "kernels/cpu/attention.h"
 
 namespace splitspec::model {
@@ -62,6 +64,21 @@ class KvCache {
   absl::Status Truncate(int new_length);
   // Truncate(0).
   void Clear() { length_ = 0; }
+
+  // After a tree forward (SequenceInput::tree_parents) that appended the nodes of
+  // a tree at slots base, base + 1, ...: keeps the accepted path. Moves the rows
+  // of slots base + nodes[j] to slot base + j for every layer, in increasing j
+  // (safe in place: nodes[j] >= j), then sets length = base + nodes.size(). The
+  // path is usually root first (nodes[0] == 0) and any strictly increasing list
+  // of nodes is accepted; an empty one is Truncate(base). Cost: the rows that
+  // move (nodes[j] != j) x n_layers; nothing else is touched. Afterwards the rows
+  // equal bitwise those a chain forward of the path's tokens would have stored
+  // (the tree forward computes each node as its chain does).
+  // Errors (the cache unchanged): InvalidArgument naming the value at fault when
+  // base is outside [0, length()], or nodes are not strictly increasing from >= 0
+  // with base + nodes.back() < length(); Unimplemented where the rows live
+  // elsewhere (a CUDA cache, a tensor-parallel group's mirrored cache).
+  virtual absl::Status KeepPath(int base, absl::Span<const int32_t> nodes);
 
   // --- used by the transformer ---
   // Makes room for positions [0, new_length). Errors: OutOfRange naming both

@@ -34,6 +34,20 @@ struct SequenceInput {
   KvCache* cache = nullptr;          // appended with tokens.size() positions
   absl::Span<const int32_t> tokens;  // new tokens, at positions cache->length() ...
   LogitsMode logits = LogitsMode::kLast;
+  // Empty: the tokens are a chain (each follows the one before). Otherwise a token
+  // tree (a tree draft verified in one forward), one parent per token:
+  // tree_parents[0] == -1 (token 0 is the root: the last committed token or the
+  // correction, at position L = cache->length()) and 0 <= tree_parents[i] < i for
+  // i > 0 (parents before children; drafters send depth-first order, the forward
+  // needs only this). Token i sits at position L + depth(i) (depth(0) = 0; RoPE
+  // uses it) and attends to the committed context [0, L), its ancestors and
+  // itself; with LogitsMode::kAll row i is token i's, bitwise the logits of the
+  // chain root..i fed as ordinary tokens on a cache holding the same context.
+  // Token i's K and V go to cache slot L + i (the cache grows by tokens.size());
+  // KvCache::KeepPath then keeps the accepted path. Refused (Unimplemented, by
+  // name) by the CUDA backend and by a tensor-parallel group of several ranks;
+  // a bad parent list is InvalidArgument naming the sequence and the index.
+  absl::Span<const int32_t> tree_parents = {};
 };
 
 struct ForwardOutput {
@@ -95,6 +109,11 @@ class LanguageModel {
   }
   // The CUDA ordinal that device_logits live on; -1 while they are on the host.
   virtual int logits_device() const { return -1; }
+
+  // Whether Forward takes token trees (SequenceInput::tree_parents): false where
+  // they are refused (the CUDA backend, a tensor-parallel group of several ranks,
+  // a wrapper that does not pass them on), so a caller verifies chains there.
+  virtual bool RunsTrees() const { return false; }
 
   // How the forward calls ran so far (this rank's backend); zeros where nothing is
   // counted (the CPU backend).

@@ -157,6 +157,38 @@ absl::Status Transformer::CheckCacheShape(size_t s, const KvCache& cache) const 
                    cache.kv_dim(), ", ", needs, " ", config_.n_layers, " x ", kv_dim));
 }
 
+absl::Status Transformer::ValidateTree(size_t s, const SequenceInput& in) const {
+  const absl::Span<const int32_t> parents = in.tree_parents;
+  if (parents.empty()) return absl::OkStatus();
+  if (device_.is_cuda()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "sequence ", s, ": tree drafts (a tree forward) are not implemented on the CUDA backend (",
+        device_.ToString(), "); verify chains there"));
+  }
+  if (shard_.size > 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        "sequence ", s, ": tree drafts (a tree forward) are not implemented in a tensor-parallel "
+        "group (", shard_.size, " ranks); verify chains there"));
+  }
+  if (parents.size() != in.tokens.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": ", parents.size(),
+                                                   " tree parents for ", in.tokens.size(),
+                                                   " tokens (one parent per token)"));
+  }
+  if (parents[0] != -1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sequence ", s, ": tree_parents[0] = ", parents[0], ", the root's parent must be -1"));
+  }
+  for (size_t i = 1; i < parents.size(); ++i) {
+    if (parents[i] < 0 || parents[i] >= static_cast<int64_t>(i)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sequence ", s, ": tree_parents[", i, "] = ", parents[i], " outside [0, ",
+                       i, ") (a parent comes before its children)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Transformer::Validate(absl::Span<const SequenceInput> batch) const {
   if (batch.empty()) return absl::InvalidArgumentError("forward needs at least one sequence");
   absl::flat_hash_set<const KvCache*> seen;
@@ -180,6 +212,7 @@ absl::Status Transformer::Validate(absl::Span<const SequenceInput> batch) const 
                                                        config_.vocab_size, ")"));
       }
     }
+    RETURN_IF_ERROR(ValidateTree(s, in));
     const int64_t new_length = static_cast<int64_t>(in.cache->length()) + in.tokens.size();
     if (new_length > in.cache->max_tokens()) {
       return absl::OutOfRangeError(absl::StrCat("sequence ", s, ": ", new_length,
@@ -218,14 +251,21 @@ void Transformer::PlanTokens(absl::Span<const SequenceInput> batch) {
   plan_.batch = batch;
   plan_.token_seq.clear();
   plan_.token_pos.clear();
+  plan_.token_slot.clear();
   plan_.logit_tokens.clear();
   for (size_t s = 0; s < batch.size(); ++s) {
     const int n = static_cast<int>(batch[s].tokens.size());
     const int first_logit = n - LogitRows(batch[s]);
+    const int length = batch[s].cache->length();
+    const absl::Span<const int32_t> parents = batch[s].tree_parents;
+    const size_t first = plan_.token_seq.size();
     for (int i = 0; i < n; ++i) {
       if (i >= first_logit) plan_.logit_tokens.push_back(plan_.token_seq.size());
       plan_.token_seq.push_back(static_cast<int>(s));
-      plan_.token_pos.push_back(batch[s].cache->length() + i);
+      plan_.token_slot.push_back(length + i);
+      // A tree node sits one position after its parent (parents come first).
+      plan_.token_pos.push_back(parents.empty() || i == 0 ? length + i
+                                                          : plan_.token_pos[first + parents[i]] + 1);
     }
   }
   plan_.max_positions = *std::max_element(plan_.token_pos.begin(), plan_.token_pos.end()) + 1;

@@ -142,7 +142,9 @@ class Transformer : public LanguageModel {
   // Appends every sequence's tokens to its cache and fills `out` with the logits
   // asked for. REQUIRES (checked, InvalidArgument naming the sequence): at least one
   // sequence; each has a non-null cache shaped for this model (and rank), distinct
-  // from the others, and at least one token; every token id in [0, vocab). A cache
+  // from the others, and at least one token; every token id in [0, vocab); tree_parents
+  // empty or a valid tree (language_model.h; Unimplemented, by name, on the CUDA
+  // backend and in a group of several ranks). A cache
   // that would grow past its max_tokens gives OutOfRange. These checks come before
   // any collective (PrepareForward). A rank can refuse alone (its cache in the wrong
   // memory, its device out of memory), so a group's ranks agree on
@@ -168,6 +170,9 @@ class Transformer : public LanguageModel {
   absl::Status KeepLogitsOnDevice(bool keep) override;
   int logits_device() const override { return keep_logits_on_device_ ? device_.ordinal : -1; }
 
+  // The CPU backend of a one-rank group (ValidateTree refuses the others).
+  bool RunsTrees() const override { return !device_.is_cuda() && shard_.size == 1; }
+
   // How the backend ran the forward calls so far (eager, graph captures, replays).
   BackendCounters backend_counters() const override { return backend_->counters(); }
   // The next CUDA graph capture fails as a real one does; the call must still succeed
@@ -183,6 +188,8 @@ class Transformer : public LanguageModel {
   absl::Status AttachBackend(const TransformerOptions& options);
 
   absl::Status Validate(absl::Span<const SequenceInput> batch) const;
+  // The tree_parents of sequence s (language_model.h): refusals by backend, then the list.
+  absl::Status ValidateTree(size_t s, const SequenceInput& in) const;
   absl::Status CheckCacheShape(size_t s, const KvCache& cache) const;
   void PlanTokens(absl::Span<const SequenceInput> batch);
   // One pass of the backend over plan_: Begin, the layers, the logits, Finish.

@@ -456,6 +456,7 @@ absl::Status CrossVocabDrafter::Propose(absl::Span<DraftRequest> batch) {
   absl::flat_hash_set<std::string> seen;
   for (DraftRequest& r : batch) {
     r.tokens.clear();
+    r.parents.clear();  // a chain: no trees from model drafters yet
     r.q.clear();
     r.top.clear();
     r.status = absl::OkStatus();

@@ -18,7 +18,9 @@
 // consumed (a model drafter: its KV cache), of length `held`. Start sets it to the
 // given tokens; Propose requires context to extend it (context.size() >= held; the
 // first `held` tokens are the caller's promise, not re-checked) and afterwards holds
-// context + the proposed tokens; Truncate(length) rolls it back to its first
+// context + the proposed tokens (of a tree: the tokens of its first path, nodes
+// 0, 1, ... while each is the child of the one before, the chain it would have
+// proposed); Truncate(length) rolls it back to its first
 // `length` tokens; Release forgets it. k = 0 proposes nothing but takes in the
 // context: a model drafter feeds it to its cache now (a draft worker catching
 // up while speculation is off), so the Propose that drafts next costs no prefill.
@@ -57,10 +59,21 @@ struct DraftRequest {
   // tokens (the speculation cache's guesses at a correction or bonus token). A
   // drafter without a distribution (ngram, lookup) leaves `top` empty.
   int alternatives = 0;
+  // > 0: a draft tree of at most tree_nodes nodes and depth at most k may be
+  // proposed (runtime/spec/draft_tree.h). The lookup and n-gram drafters merge
+  // several earlier continuations into a trie; the model drafters (which need the
+  // target's tree forward to pay) still propose a chain. 0 (the default): a chain.
+  int tree_nodes = 0;
 
   // Outputs, written by Propose.
   absl::Status status;                // this request's error; others are unaffected
-  std::vector<int32_t> tokens;        // [<= k] drafts for positions n, n + 1, ...
+  // A chain: [<= k] drafts for positions n, n + 1, ...; a tree: its nodes'
+  // tokens [<= tree_nodes] in depth-first order, node i drafting position
+  // n + depth(i) - 1.
+  std::vector<int32_t> tokens;
+  // The tree's parent of each token (draft_tree.h; -1 for the root's children);
+  // empty when the proposal is a chain (always when tree_nodes == 0).
+  std::vector<int32_t> parents;
   std::vector<SparseDistribution> q;  // [tokens.size()] in rejection mode, else empty
   // [tokens.size()] when alternatives > 0 and the drafter has a distribution, else
   // empty: the most likely tokens at each drafted position, by decreasing

@@ -1,6 +1,7 @@
 #include "runtime/spec/lookup_drafter.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -57,17 +58,67 @@ LookupMatch LookupIndex::Find(const LookupDrafterConfig& config) const {
   return best;
 }
 
+std::vector<LookupMatch> LookupIndex::FindAll(const LookupDrafterConfig& config) const {
+  const int64_t n = size();
+  std::vector<LookupMatch> matches;
+  if (n < 2) return matches;
+  const std::vector<int64_t>& occurrences = positions_.find(tokens_[n - 1])->second;
+  int examined = 0;
+  for (auto pos = occurrences.rbegin() + 1;
+       pos != occurrences.rend() && examined < config.max_candidates; ++pos, ++examined) {
+    const int64_t j = *pos;
+    int length = 1;
+    while (length < config.max_match && j - length >= 0 &&
+           tokens_[j - length] == tokens_[n - 1 - length]) {
+      ++length;
+    }
+    if (length >= config.min_match) matches.push_back({j + 1, length});
+  }
+  // Latest first already: a stable sort by length keeps the latest among equals first.
+  std::stable_sort(matches.begin(), matches.end(),
+                   [](const LookupMatch& a, const LookupMatch& b) { return a.length > b.length; });
+  return matches;
+}
+
+namespace {
+
+// The continuation of `match` in `context` that the chain would propose.
+absl::Span<const int32_t> MatchContinuation(absl::Span<const int32_t> context,
+                                            const LookupMatch& match, int k,
+                                            const LookupDrafterConfig& config) {
+  const int64_t available = static_cast<int64_t>(context.size()) - match.continuation;
+  const int64_t count = std::min<int64_t>(
+      {k, static_cast<int64_t>(config.tokens_per_matched) * match.length, available});
+  return context.subspan(match.continuation, std::max<int64_t>(count, 0));
+}
+
+DraftTree TreeFromMatches(absl::Span<const int32_t> context, const LookupIndex& index, int k,
+                          int tree_nodes, const LookupDrafterConfig& config) {
+  std::vector<std::vector<int32_t>> continuations;
+  for (const LookupMatch& match : index.FindAll(config)) {
+    const absl::Span<const int32_t> c = MatchContinuation(context, match, k, config);
+    continuations.emplace_back(c.begin(), c.end());
+  }
+  return TrieFromContinuations(continuations, tree_nodes);
+}
+
+}  // namespace
+
 std::vector<int32_t> LookupProposal(absl::Span<const int32_t> context, int k,
                                     const LookupDrafterConfig& config) {
   LookupIndex index;
   index.Extend(context);
   const LookupMatch match = index.Find(config);
   if (match.length == 0 || k <= 0) return {};
-  const int64_t available = static_cast<int64_t>(context.size()) - match.continuation;
-  const int64_t count = std::min<int64_t>(
-      {k, static_cast<int64_t>(config.tokens_per_matched) * match.length, available});
-  return std::vector<int32_t>(context.begin() + match.continuation,
-                              context.begin() + match.continuation + count);
+  const absl::Span<const int32_t> c = MatchContinuation(context, match, k, config);
+  return std::vector<int32_t>(c.begin(), c.end());
+}
+
+DraftTree LookupTreeProposal(absl::Span<const int32_t> context, int k, int tree_nodes,
+                             const LookupDrafterConfig& config) {
+  LookupIndex index;
+  index.Extend(context);
+  return TreeFromMatches(context, index, k, tree_nodes, config);
 }
 
 absl::Status LookupDrafter::Start(const std::string& request_id, absl::Span<const int32_t> tokens) {
@@ -98,6 +149,7 @@ absl::Status LookupDrafter::Truncate(const std::string& request_id, int64_t leng
 
 void LookupDrafter::ProposeOne(DraftRequest& request) {
   request.tokens.clear();
+  request.parents.clear();
   request.q.clear();
   request.status = absl::OkStatus();
   auto it = requests_.find(request.request_id);
@@ -114,25 +166,33 @@ void LookupDrafter::ProposeOne(DraftRequest& request) {
                      " tokens but the drafter holds ", state.held, "; call Truncate first"));
     return;
   }
-  if (request.k < 0 || request.q_top_k < 1) {
+  if (request.k < 0 || request.q_top_k < 1 || request.tree_nodes < 0) {
     request.status = absl::InvalidArgumentError(
         absl::StrCat("lookup drafter: request '", request.request_id, "' has k = ", request.k,
-                     ", q_top_k = ", request.q_top_k));
+                     ", q_top_k = ", request.q_top_k, ", tree_nodes = ", request.tree_nodes));
     return;
   }
   state.index.Extend(request.context);
-  const LookupMatch match = state.index.Find(config_);
-  if (match.length > 0 && request.k > 0) {
-    const int64_t count = std::min<int64_t>(
-        {request.k, static_cast<int64_t>(config_.tokens_per_matched) * match.length,
-         length - match.continuation});
-    request.tokens.assign(request.context.begin() + match.continuation,
-                          request.context.begin() + match.continuation + count);
+  int64_t first_path = 0;  // the proposed tokens the drafter holds
+  if (request.tree_nodes > 0 && request.k > 0) {
+    DraftTree tree =
+        TreeFromMatches(request.context, state.index, request.k, request.tree_nodes, config_);
+    first_path = tree.FirstPathLength();
+    request.tokens = std::move(tree.tokens);
+    if (!tree.IsChain()) request.parents = std::move(tree.parents);
+  } else {
+    const LookupMatch match = state.index.Find(config_);
+    if (match.length > 0 && request.k > 0) {
+      const absl::Span<const int32_t> c =
+          MatchContinuation(request.context, match, request.k, config_);
+      request.tokens.assign(c.begin(), c.end());
+    }
+    first_path = static_cast<int64_t>(request.tokens.size());
   }
   if (request.mode == VerifyMode::kRejection) {
     for (int32_t token : request.tokens) request.q.push_back(SparseDistribution::OneHot(token));
   }
-  state.held = length + static_cast<int64_t>(request.tokens.size());
+  state.held = length + first_path;
 }
 
 absl::Status LookupDrafter::Propose(absl::Span<DraftRequest> batch) {

@@ -17,6 +17,13 @@
 // after the occurrence). Nothing is proposed when the last token never occurred
 // before or the match is shorter than min_match.
 //
+// Trees (DraftRequest.tree_nodes > 0): every match among those occurrences (of
+// length >= min_match) gives a continuation of the length its chain proposal
+// would have; they are merged into a trie (runtime/spec/draft_tree.h) longest
+// match first, latest among equals, within tree_nodes nodes. The first path is
+// the chain proposal; the other branches are what the text continued with at
+// the other places the suffix occurred.
+//
 // Compared with NgramDrafter (suffixes of at most 3 tokens, the latest match,
 // always k tokens): the longest match tells a repeated passage from a common
 // word, and a weak match proposes little, so little verification is wasted.
@@ -30,6 +37,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "runtime/spec/draft_tree.h"
 #include "runtime/spec/drafter.h"
 
 namespace splitspec::spec {
@@ -64,6 +72,10 @@ class LookupIndex {
 
   // The longest match of the indexed sequence's suffix (see the file comment).
   LookupMatch Find(const LookupDrafterConfig& config) const;
+  // Every match among the latest max_candidates occurrences of the last token
+  // with length >= min_match: longest first, latest among equals (the first is
+  // Find()'s).
+  std::vector<LookupMatch> FindAll(const LookupDrafterConfig& config) const;
 
  private:
   std::vector<int32_t> tokens_;
@@ -74,6 +86,11 @@ class LookupIndex {
 // a fresh index: for tests and one-off use; the drafter keeps its index.
 std::vector<int32_t> LookupProposal(absl::Span<const int32_t> context, int k,
                                     const LookupDrafterConfig& config);
+
+// The tree proposal for `context` (see the file comment): depth <= k, at most
+// tree_nodes nodes, no q. Builds a fresh index, as LookupProposal.
+DraftTree LookupTreeProposal(absl::Span<const int32_t> context, int k, int tree_nodes,
+                             const LookupDrafterConfig& config);
 
 class LookupDrafter : public Drafter {
  public:

@@ -189,6 +189,7 @@ absl::Status ModelDrafter::Truncate(const std::string& request_id, int64_t lengt
 void ModelDrafter::Admit(DraftRequest& request, absl::flat_hash_map<std::string, bool>& seen,
                          std::vector<Work>& work) {
   request.tokens.clear();
+  request.parents.clear();  // a chain (drafter.h: model drafters propose no trees yet)
   request.q.clear();
   request.top.clear();
   request.status = absl::OkStatus();

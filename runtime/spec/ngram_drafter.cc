@@ -1,7 +1,9 @@
 #include "runtime/spec/ngram_drafter.h"
 
 #include <algorithm>
+#include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
 namespace splitspec::spec {
@@ -20,8 +22,12 @@ absl::Status NgramDrafterConfig::Validate() const {
   return absl::OkStatus();
 }
 
-std::vector<int32_t> NgramLookup(absl::Span<const int32_t> context, int k,
-                                 const NgramDrafterConfig& config) {
+std::vector<std::vector<int32_t>> NgramContinuations(absl::Span<const int32_t> context, int k,
+                                                     int max_count,
+                                                     const NgramDrafterConfig& config) {
+  std::vector<std::vector<int32_t>> continuations;
+  if (k < 1 || max_count < 1) return continuations;
+  absl::flat_hash_set<std::vector<int32_t>> seen;
   const int64_t length = static_cast<int64_t>(context.size());
   const int64_t window_begin = std::max<int64_t>(0, length - config.window);
   for (int n = std::min<int64_t>(config.max_n, length - 1); n >= config.min_n; --n) {
@@ -31,10 +37,24 @@ std::vector<int32_t> NgramLookup(absl::Span<const int32_t> context, int k,
       if (!std::equal(suffix, suffix + n, context.data() + j)) continue;
       const int64_t from = j + n;
       const int64_t count = std::min<int64_t>(k, length - from);
-      return std::vector<int32_t>(context.begin() + from, context.begin() + from + count);
+      std::vector<int32_t> continuation(context.begin() + from, context.begin() + from + count);
+      if (!seen.insert(continuation).second) continue;
+      continuations.push_back(std::move(continuation));
+      if (static_cast<int>(continuations.size()) == max_count) return continuations;
     }
   }
-  return {};
+  return continuations;
+}
+
+std::vector<int32_t> NgramLookup(absl::Span<const int32_t> context, int k,
+                                 const NgramDrafterConfig& config) {
+  std::vector<std::vector<int32_t>> first = NgramContinuations(context, k, 1, config);
+  return first.empty() ? std::vector<int32_t>() : std::move(first[0]);
+}
+
+DraftTree NgramTreeProposal(absl::Span<const int32_t> context, int k, int tree_nodes,
+                            const NgramDrafterConfig& config) {
+  return TrieFromContinuations(NgramContinuations(context, k, tree_nodes, config), tree_nodes);
 }
 
 absl::Status NgramDrafter::Start(const std::string& request_id, absl::Span<const int32_t> tokens) {
@@ -61,6 +81,7 @@ absl::Status NgramDrafter::Truncate(const std::string& request_id, int64_t lengt
 
 void NgramDrafter::ProposeOne(DraftRequest& request) {
   request.tokens.clear();
+  request.parents.clear();
   request.q.clear();
   request.status = absl::OkStatus();
   auto it = held_.find(request.request_id);
@@ -75,17 +96,26 @@ void NgramDrafter::ProposeOne(DraftRequest& request) {
         " tokens but the drafter holds ", it->second, "; call Truncate first"));
     return;
   }
-  if (request.k < 0 || request.q_top_k < 1) {
+  if (request.k < 0 || request.q_top_k < 1 || request.tree_nodes < 0) {
     request.status = absl::InvalidArgumentError(
         absl::StrCat("ngram drafter: request '", request.request_id, "' has k = ", request.k,
-                     ", q_top_k = ", request.q_top_k));
+                     ", q_top_k = ", request.q_top_k, ", tree_nodes = ", request.tree_nodes));
     return;
   }
-  request.tokens = NgramLookup(request.context, request.k, config_);
+  int64_t first_path = 0;  // the proposed tokens the drafter holds
+  if (request.tree_nodes > 0) {
+    DraftTree tree = NgramTreeProposal(request.context, request.k, request.tree_nodes, config_);
+    first_path = tree.FirstPathLength();
+    request.tokens = std::move(tree.tokens);
+    if (!tree.IsChain()) request.parents = std::move(tree.parents);
+  } else {
+    request.tokens = NgramLookup(request.context, request.k, config_);
+    first_path = static_cast<int64_t>(request.tokens.size());
+  }
   if (request.mode == VerifyMode::kRejection) {
     for (int32_t token : request.tokens) request.q.push_back(SparseDistribution::OneHot(token));
   }
-  it->second = static_cast<int64_t>(request.context.size() + request.tokens.size());
+  it->second = static_cast<int64_t>(request.context.size()) + first_path;
 }
 
 absl::Status NgramDrafter::Propose(absl::Span<DraftRequest> batch) {

@@ -8,6 +8,10 @@
 //   // then the Drafter protocol of runtime/spec/drafter.h
 //
 // Proposes min(k, tokens following the match) tokens, none when nothing matches.
+// Trees (DraftRequest.tree_nodes > 0): the continuations of every earlier match
+// in the window, longest n first, latest first among equal n, distinct by their
+// tokens, merged into a trie (runtime/spec/draft_tree.h) within tree_nodes nodes;
+// its first path is the chain proposal.
 // The draft is deterministic given the context, so its distribution is one-hot:
 // in rejection mode each q row is OneHot(token), and verification accepts x
 // with probability p(x) and corrects from norm(max(0, p - onehot(x))), which is
@@ -21,6 +25,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "runtime/spec/draft_tree.h"
 #include "runtime/spec/drafter.h"
 
 namespace splitspec::spec {
@@ -38,6 +43,18 @@ struct NgramDrafterConfig {
 // k tokens (empty if none). Exposed for tests; the drafter calls it per request.
 std::vector<int32_t> NgramLookup(absl::Span<const int32_t> context, int k,
                                  const NgramDrafterConfig& config);
+
+// Up to max_count distinct continuations (each at most k tokens) of the earlier
+// matches of the context's suffix, in the tree's priority order (see the file
+// comment); the first is NgramLookup's. Empty when k < 1 or nothing matches.
+std::vector<std::vector<int32_t>> NgramContinuations(absl::Span<const int32_t> context, int k,
+                                                     int max_count,
+                                                     const NgramDrafterConfig& config);
+
+// The tree proposal: the trie of NgramContinuations(context, k, tree_nodes), at
+// most tree_nodes nodes, no q.
+DraftTree NgramTreeProposal(absl::Span<const int32_t> context, int k, int tree_nodes,
+                            const NgramDrafterConfig& config);
 
 class NgramDrafter : public Drafter {
  public:

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <queue>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -140,18 +141,40 @@ std::string SpecEstimates::DebugString() const {
                       " batch=", target_batch);
 }
 
-double PredictedRate(const SpecEstimates& e, SpecMode mode, int k, double alpha) {
-  if (mode == SpecMode::kOff || k < 1) return 1.0;
+namespace {
+
+// The costs a block is charged in units of the batch's plain step: the slope of
+// the target's line charged to this request's drafts, the draft's cost ratio C and
+// the block overhead o.
+struct ChargedCosts {
+  double slope = 0.0;
+  double cost_ratio = kFreeDraftRatio;
+  double overhead = 0.0;
+};
+
+ChargedCosts ChargeCosts(const SpecEstimates& e) {
   // The batch's plain step, and the slope charged to this request's drafts: each
   // costs target_step_seconds * slope more for every request of the batch.
   const int batch = std::max(1, e.target_batch);
   const double slope = std::max(0.0, e.target_slope);
   const double batch_step = e.target_step_seconds * (1.0 + slope * (batch - 1));
-  const double charged_slope = batch * slope / (1.0 + slope * (batch - 1));
-  const double cost_ratio = Usable(batch_step) && Usable(e.draft_seconds_per_token)
-                                ? batch_step / e.draft_seconds_per_token
-                                : kFreeDraftRatio;
-  const double overhead = Usable(batch_step) ? e.block_overhead_seconds / batch_step : 0.0;
+  ChargedCosts c;
+  c.slope = batch * slope / (1.0 + slope * (batch - 1));
+  c.cost_ratio = Usable(batch_step) && Usable(e.draft_seconds_per_token)
+                     ? batch_step / e.draft_seconds_per_token
+                     : kFreeDraftRatio;
+  c.overhead = Usable(batch_step) ? e.block_overhead_seconds / batch_step : 0.0;
+  return c;
+}
+
+}  // namespace
+
+double PredictedRate(const SpecEstimates& e, SpecMode mode, int k, double alpha) {
+  if (mode == SpecMode::kOff || k < 1) return 1.0;
+  const ChargedCosts charged = ChargeCosts(e);
+  const double charged_slope = charged.slope;
+  const double cost_ratio = charged.cost_ratio;
+  const double overhead = charged.overhead;
   // Drafting beside the verification slows it by (1 + interference): in units
   // of the slowed step the draft and the overhead shrink by that factor.
   const bool beside = mode != SpecMode::kSequential;
@@ -227,6 +250,167 @@ std::vector<int> ChooseVerifiedDrafts(absl::Span<const VerifyCandidate> candidat
     if (kept[i] < candidates[i].drafted) next.push({survival * alpha[i], i});
   }
   return kept;
+}
+
+// ---------------------------------------------------------------------------
+// Trees.
+
+namespace {
+
+// A node of a tree being grown: its parent (-1: the root), rank among its
+// siblings, depth and value (the probability it is accepted).
+struct GrowNode {
+  int32_t parent = -1;
+  int32_t rank = 1;
+  int depth = 1;
+  double value = 0.0;
+};
+
+// Rule 1 with a depth limit: the first `max_nodes` nodes in decreasing value
+// (fewer if the values reach 0). `a` is non-increasing, in [0, 1], not empty.
+std::vector<GrowNode> GrowByValue(const std::vector<double>& a, int max_nodes, int max_depth) {
+  struct Candidate {
+    double value;
+    int32_t parent;
+    int32_t rank;
+    int depth;
+    bool operator<(const Candidate& o) const { return value < o.value; }  // max-heap
+  };
+  std::vector<GrowNode> nodes;
+  std::priority_queue<Candidate> candidates;
+  candidates.push({a[0], -1, 1, 1});
+  while (static_cast<int>(nodes.size()) < max_nodes && !candidates.empty()) {
+    const Candidate c = candidates.top();
+    candidates.pop();
+    if (!(c.value > 0.0)) break;  // nothing left adds expected tokens
+    const int32_t index = static_cast<int32_t>(nodes.size());
+    nodes.push_back({c.parent, c.rank, c.depth, c.value});
+    const double parent_value = c.parent < 0 ? 1.0 : nodes[c.parent].value;
+    if (c.rank < static_cast<int32_t>(a.size()))  // the next sibling
+      candidates.push({parent_value * a[c.rank], c.parent, c.rank + 1, c.depth});
+    if (c.depth < max_depth) candidates.push({c.value * a[0], index, 1, c.depth + 1});
+  }
+  return nodes;
+}
+
+// The shape of `nodes` (a prefix of a GrowByValue result, or a chain) in
+// depth-first order, children by rank.
+TreeShape ToShape(const std::vector<GrowNode>& nodes) {
+  std::vector<std::vector<int32_t>> children(nodes.size() + 1);  // entry v + 1: node v's
+  for (size_t i = 0; i < nodes.size(); ++i)
+    children[nodes[i].parent + 1].push_back(static_cast<int32_t>(i));
+  for (auto& list : children) {
+    std::sort(list.begin(), list.end(),
+              [&](int32_t x, int32_t y) { return nodes[x].rank < nodes[y].rank; });
+  }
+  TreeShape shape;
+  // Preorder with an explicit stack of (grown node, its index in the shape's parent).
+  std::vector<std::pair<int32_t, int32_t>> stack;
+  for (auto it = children[0].rbegin(); it != children[0].rend(); ++it) stack.push_back({*it, -1});
+  while (!stack.empty()) {
+    const auto [node, parent] = stack.back();
+    stack.pop_back();
+    const int32_t index = static_cast<int32_t>(shape.parents.size());
+    shape.parents.push_back(parent);
+    shape.ranks.push_back(nodes[node].rank);
+    // A node at depth d is one of its parent's children, a node at depth d - 1.
+    const int depth = nodes[node].depth;
+    const int siblings = static_cast<int>(children[nodes[node].parent + 1].size());
+    if (static_cast<int>(shape.branching.size()) < depth) shape.branching.resize(depth, 0);
+    shape.branching[depth - 1] = std::max(shape.branching[depth - 1], siblings);
+    for (auto it = children[node + 1].rbegin(); it != children[node + 1].rend(); ++it)
+      stack.push_back({*it, index});
+  }
+  return shape;
+}
+
+// Rule 2.
+double TreeRate(const ChargedCosts& c, double expected_accepted, int nodes, int depth) {
+  return (1.0 + expected_accepted) / (1.0 + c.slope * nodes + depth / c.cost_ratio + c.overhead);
+}
+
+}  // namespace
+
+bool TreeShape::IsChain() const {
+  for (size_t i = 0; i < parents.size(); ++i) {
+    if (parents[i] != static_cast<int32_t>(i) - 1) return false;
+  }
+  return true;
+}
+
+double ExpectedAcceptedNodes(absl::Span<const double> rank_acceptance,
+                             absl::Span<const int32_t> parents, absl::Span<const int32_t> ranks) {
+  std::vector<double> value(parents.size());
+  double total = 0.0;
+  for (size_t i = 0; i < parents.size(); ++i) {
+    const int32_t r = ranks[i];
+    const double a = r >= 1 && r <= static_cast<int32_t>(rank_acceptance.size())
+                         ? std::clamp(rank_acceptance[r - 1], 0.0, 1.0)
+                         : 0.0;
+    value[i] = (parents[i] < 0 ? 1.0 : value[parents[i]]) * a;
+    total += value[i];
+  }
+  return total;
+}
+
+TreeShape ChooseTreeShape(const SpecEstimates& e, absl::Span<const double> rank_acceptance,
+                          const TreeShapeChoices& choices) {
+  std::vector<double> a(rank_acceptance.begin(), rank_acceptance.end());
+  if (a.empty()) a.push_back(e.AlphaUpper());
+  for (size_t r = 0; r < a.size(); ++r) {
+    a[r] = std::clamp(std::isfinite(a[r]) ? a[r] : 0.0, 0.0, 1.0);
+    if (r > 0) a[r] = std::min(a[r], a[r - 1]);
+  }
+  const ChargedCosts costs = ChargeCosts(e);
+  const int max_nodes = std::max(1, choices.max_nodes);
+  const int max_depth = std::max(1, choices.max_depth);
+
+  // The best (nodes, depth limit) of rule 1's growth, and the best chain.
+  double best_rate = 0.0;
+  int best_nodes = 0, best_limit = 0;
+  bool best_is_chain = false;
+  auto consider = [&](double rate, int nodes, int limit, bool chain) {
+    const bool better = rate > best_rate * (1.0 + 1e-12) ||
+                        (rate >= best_rate * (1.0 - 1e-12) && nodes < best_nodes);
+    if (best_nodes == 0 || better) {
+      best_rate = rate;
+      best_nodes = nodes;
+      best_limit = limit;
+      best_is_chain = chain;
+    }
+  };
+  double chain_expected = 0.0, along = 1.0;
+  for (int k = 1; k <= std::min(max_nodes, max_depth); ++k) {
+    along *= a[0];
+    chain_expected += along;
+    consider(TreeRate(costs, chain_expected, k, k), k, k, /*chain=*/true);
+  }
+  for (int limit = 1; limit <= max_depth; ++limit) {
+    const std::vector<GrowNode> grown = GrowByValue(a, max_nodes, limit);
+    double expected = 0.0;
+    int depth = 0;
+    for (size_t n = 0; n < grown.size(); ++n) {
+      expected += grown[n].value;
+      depth = std::max(depth, grown[n].depth);
+      consider(TreeRate(costs, expected, static_cast<int>(n) + 1, depth), static_cast<int>(n) + 1,
+               limit, /*chain=*/false);
+    }
+  }
+
+  std::vector<GrowNode> nodes;
+  if (best_is_chain) {
+    double value = 1.0;
+    for (int d = 1; d <= best_nodes; ++d) {
+      value *= a[0];
+      nodes.push_back({d - 2, 1, d, value});
+    }
+  } else {
+    nodes = GrowByValue(a, best_nodes, best_limit);
+  }
+  TreeShape shape = ToShape(nodes);
+  for (const GrowNode& node : nodes) shape.expected_accepted += node.value;
+  shape.rate = TreeRate(costs, shape.expected_accepted, shape.nodes(), shape.depth());
+  return shape;
 }
 
 }  // namespace splitspec::spec

@@ -33,6 +33,7 @@
 #ifndef SPLITSPEC_RUNTIME_SPEC_SPEC_POLICY_H_
 #define SPLITSPEC_RUNTIME_SPEC_SPEC_POLICY_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -151,6 +152,56 @@ struct VerifyCandidate {
 // The draft tokens to verify of each candidate, in order. REQUIRES deciding >= 1.
 std::vector<int> ChooseVerifiedDrafts(absl::Span<const VerifyCandidate> candidates, int deciding,
                                       double slope);
+
+// Trees (issue 30): the same rule picks the shape of a draft tree
+// (runtime/spec/draft_tree.h) for a sequential block. Inputs: the per-rank
+// acceptance a_r = P(the drafter's r-th candidate at a reached node is the target's
+// token), r = 1, 2, ... (Sequoia's positional acceptance: it depends on the rank
+// only), and the estimates' costs as PredictedRate charges them (the target's T(fed)
+// line with the batch's slope s, the draft's cost ratio C, the block overhead o).
+//   1. A node's value is the probability that it is accepted, the product of a_r
+//      over its path; a tree's expected accepted length E is the sum of its values.
+//      Values fall along a path and (a made non-increasing: a drafter ranks its own
+//      candidates, an estimate out of order is noise) along siblings, so taking nodes
+//      in decreasing value (a node's next sibling and first child becoming candidates
+//      once it is taken) gives, at every size n, the tree of largest E (Sequoia's
+//      argument; EAGLE-2 expands by the same value). This runs once per depth limit.
+//   2. R(tree) = (1 + E) / (1 + s n + depth / C + o): the sequential pipeline model
+//      of analytic_model.h with the tree's n nodes fed with the previous token (n + 1
+//      tokens) and one draft forward per depth level (a model drafter batches a
+//      level; model-free drafters cost ~0). A chain of k nodes is the pipeline model's
+//      sequential block, R = PredictedRate(e, kSequential, k, a_1); every chain
+//      within the limits is a candidate, so the chain always can win.
+//   3. Choose the largest R (the fewer nodes among ties).
+// Unmeasured costs count as free (rule 1 of the policy); a steep line keeps trees
+// small, a dominant first rank gives a chain, a likely second rank branches.
+struct TreeShape {
+  std::vector<int32_t> parents;  // [nodes] depth-first order (draft_tree.h)
+  std::vector<int32_t> ranks;    // [nodes] 1 = the drafter's first candidate at its parent
+  // [depth] the most children of a node at depth d (d = 0: the root).
+  std::vector<int> branching;
+  double expected_accepted = 0.0;  // E under the estimates
+  double rate = 1.0;               // R, predicted tokens per plain step
+
+  int nodes() const { return static_cast<int>(parents.size()); }
+  int depth() const { return static_cast<int>(branching.size()); }
+  bool IsChain() const;
+};
+
+struct TreeShapeChoices {
+  int max_nodes = 16;  // >= 1
+  int max_depth = 8;   // >= 1
+};
+
+// The expected accepted length of a tree (rule 1): parents [n] as in draft_tree.h,
+// ranks [n] (>= 1; a rank beyond rank_acceptance has acceptance 0).
+double ExpectedAcceptedNodes(absl::Span<const double> rank_acceptance,
+                             absl::Span<const int32_t> parents, absl::Span<const int32_t> ranks);
+
+// The rule. rank_acceptance empty: {AlphaUpper()} (a chain drafter's rank 1).
+// Pure; thread-safe. REQUIRES choices.max_nodes >= 1, choices.max_depth >= 1.
+TreeShape ChooseTreeShape(const SpecEstimates& e, absl::Span<const double> rank_acceptance,
+                          const TreeShapeChoices& choices);
 
 }  // namespace splitspec::spec
 

@@ -465,5 +465,27 @@ TEST_F(CudaRefusalTest, AHostCacheIsRefused) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("KV cache in host memory"));
 }
 
+// Tree drafts run on the CPU only (language_model.h): the CUDA model refuses a tree
+// forward and its caches refuse KeepPath, by name; nothing is appended.
+TEST_F(CudaRefusalTest, TreesAreRefusedByName) {
+  std::unique_ptr<Transformer> gpu = Load(path_, kCuda0);
+  ASSERT_NE(gpu, nullptr);
+  EXPECT_FALSE(gpu->RunsTrees());
+  std::unique_ptr<KvCache> cache = gpu->NewCache(64);
+  const std::vector<int32_t> tokens = {1, 2, 3};
+  const std::vector<int32_t> parents = {-1, 0, 0};
+  ForwardOutput out;
+  absl::Status s = gpu->Forward({{cache.get(), tokens, LogitsMode::kAll, parents}}, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("tree drafts"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("on the CUDA backend"));
+  EXPECT_EQ(cache->length(), 0);
+  ASSERT_TRUE(gpu->Forward({{cache.get(), tokens, LogitsMode::kLast}}, &out).ok());
+  s = cache->KeepPath(0, std::vector<int32_t>{0, 2});
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("on the CUDA backend"));
+  EXPECT_EQ(cache->length(), 3);
+}
+
 }  // namespace
 }  // namespace splitspec::model

@@ -151,5 +151,18 @@ TEST_F(ModelCommandsTest, RefusesBadFlagsWithTheirNames) {
   EXPECT_THAT(missing.stdout_text, HasSubstr("/nonexistent.gguf"));
 }
 
+// --tree: each tree's row beside the chain of as many tokens, and in the JSON line.
+TEST_F(ModelCommandsTest, BenchVerifyTreeTimesTheTreesBesideChains) {
+  const CommandResult r =
+      RunSplitspec(absl::StrCat("bench verify --model ", path_, " --threads 1 --repeats 1 --tree"));
+  ASSERT_EQ(r.exit_code, 0) << r.stdout_text;
+  for (const char* row : {"tree chain5     5 nodes, depth  4", "tree trie2x2x2 15 nodes, depth  3",
+                          "tree star4x4   17 nodes, depth  4", "tree trie16    16 nodes, depth  3",
+                          "tree trie32    32 nodes, depth  4", "chain of 32:", "k=17 ", "k=32 "}) {
+    EXPECT_THAT(r.stdout_text, HasSubstr(row));
+  }
+  EXPECT_THAT(r.stdout_text, HasSubstr("\"tree_cost_ratio\":{\"chain5\":"));
+}
+
 }  // namespace
 }  // namespace splitspec::model

@@ -102,6 +102,75 @@ TEST(LookupDrafterTest, ProposesFromPromptAndOutputAndFollowsTruncation) {
   EXPECT_EQ(batch[0].status.code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// A B C X Y A B C Z W A B C: the suffix (A B C) occurred twice, followed by
+// Z W A (latest) and X Y A; with the equal match lengths the latest is first.
+TEST(LookupTreeProposalTest, MergesTheContinuationsOfEveryMatch) {
+  const LookupDrafterConfig config;
+  const Tokens context = {1, 2, 3, 4, 5, 1, 2, 3, 6, 7, 1, 2, 3};
+  const DraftTree tree = LookupTreeProposal(context, 3, 8, config);
+  ASSERT_TRUE(tree.Validate(10).ok());
+  EXPECT_EQ(tree.tokens, Tokens({6, 7, 1, 4, 5, 1}));
+  EXPECT_EQ(tree.parents, std::vector<int32_t>({-1, 0, 1, -1, 3, 4}));
+  EXPECT_EQ(tree.PathTokens(tree.FirstPathLength() - 1), LookupProposal(context, 3, config));
+  // The budget cuts the later continuation first.
+  EXPECT_EQ(LookupTreeProposal(context, 3, 4, config).tokens, Tokens({6, 7, 1, 4}));
+  // Depth is bounded by k.
+  EXPECT_EQ(LookupTreeProposal(context, 1, 8, config).tokens, Tokens({6, 4}));
+}
+
+// Longer matches come first; continuations that share a prefix share nodes.
+TEST(LookupTreeProposalTest, LongestMatchFirstAndSharedPrefixes) {
+  const LookupDrafterConfig config;
+  // (8 3) at 1..2 -> 4 6 (match 2); (3) at 5 -> 4 5 (match 1, later); suffix (8 3).
+  const Tokens context = {0, 8, 3, 4, 6, 3, 4, 5, 8, 3};
+  const DraftTree tree = LookupTreeProposal(context, 2, 8, config);
+  EXPECT_EQ(tree.tokens, Tokens({4, 6, 5}));
+  EXPECT_EQ(tree.parents, std::vector<int32_t>({-1, 0, 0}));
+  // The match of length 1 proposes tokens_per_matched * 1 = 2 tokens, the other 4.
+  EXPECT_EQ(LookupTreeProposal(context, 4, 8, config).tokens, Tokens({4, 6, 3, 4, 5}));
+  // Nothing matches: the empty tree.
+  EXPECT_TRUE(LookupTreeProposal(Tokens{1, 2, 3}, 4, 8, config).empty());
+}
+
+TEST(LookupDrafterTest, ProposesATreeWithinTheNodeBudget) {
+  LookupDrafter drafter(LookupDrafterConfig{});
+  const Tokens context = {1, 2, 3, 4, 5, 1, 2, 3, 6, 7, 1, 2, 3};
+  ASSERT_TRUE(drafter.Start("r", Tokens(context.begin(), context.begin() + 5)).ok());
+  std::vector<DraftRequest> batch(1);
+  batch[0].request_id = "r";
+  batch[0].context = context;
+  batch[0].k = 3;
+  batch[0].tree_nodes = 5;
+  batch[0].mode = VerifyMode::kRejection;
+  ASSERT_TRUE(drafter.Propose(absl::MakeSpan(batch)).ok());
+  ASSERT_TRUE(batch[0].status.ok()) << batch[0].status;
+  EXPECT_EQ(batch[0].tokens, Tokens({6, 7, 1, 4, 5}));
+  EXPECT_EQ(batch[0].parents, std::vector<int32_t>({-1, 0, 1, -1, 3}));
+  ASSERT_EQ(batch[0].q.size(), 5u);
+  EXPECT_EQ(batch[0].q[3].token_ids, Tokens({4}));  // point-mass candidates
+  // It holds the context and the first path (the chain it would have proposed).
+  const absl::Status too_long = drafter.Truncate("r", 17);
+  EXPECT_NE(too_long.message().find("it holds 16"), std::string::npos) << too_long;
+
+  // A tree without branches is proposed as a chain (no parents); tree_nodes 0 is the chain.
+  ASSERT_TRUE(drafter.Truncate("r", 13).ok());
+  batch[0].tree_nodes = 2;
+  ASSERT_TRUE(drafter.Propose(absl::MakeSpan(batch)).ok());
+  EXPECT_EQ(batch[0].tokens, Tokens({6, 7}));
+  EXPECT_TRUE(batch[0].parents.empty());
+  ASSERT_TRUE(drafter.Truncate("r", 13).ok());
+  batch[0].tree_nodes = 0;
+  ASSERT_TRUE(drafter.Propose(absl::MakeSpan(batch)).ok());
+  EXPECT_EQ(batch[0].tokens, Tokens({6, 7, 1}));
+  EXPECT_TRUE(batch[0].parents.empty());
+
+  ASSERT_TRUE(drafter.Truncate("r", 13).ok());
+  batch[0].tree_nodes = -1;
+  ASSERT_TRUE(drafter.Propose(absl::MakeSpan(batch)).ok());
+  EXPECT_NE(batch[0].status.message().find("tree_nodes = -1"), std::string::npos)
+      << batch[0].status;
+}
+
 TEST(LookupDrafterConfigTest, ValidationNamesTheField) {
   LookupDrafterConfig config;
   config.max_match = 0;

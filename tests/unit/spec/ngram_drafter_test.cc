@@ -36,6 +36,46 @@ TEST(NgramLookupTest, NothingWithoutAMatchOrOutsideTheWindow) {
   EXPECT_TRUE(NgramLookup(std::vector<int32_t>{9, 1, 9}, 1, NgramDrafterConfig{2, 3, 100}).empty());
 }
 
+// Suffix (3 4): the 2-gram matched at 7 (-> 6 7 2) and at 3 (-> 5 8 3); the
+// 1-gram (4) adds the match at 0 (-> 9 1 3) and the same two again (merged).
+TEST(NgramTreeProposalTest, MergesDistinctContinuationsLongestNFirst) {
+  const NgramDrafterConfig config;
+  const std::vector<int32_t> context = {4, 9, 1, 3, 4, 5, 8, 3, 4, 6, 7, 2, 3, 4};
+  const std::vector<std::vector<int32_t>> continuations =
+      NgramContinuations(context, 3, 10, config);
+  EXPECT_EQ(continuations, (std::vector<std::vector<int32_t>>{{6, 7, 2}, {5, 8, 3}, {9, 1, 3}}));
+  EXPECT_EQ(continuations[0], NgramLookup(context, 3, config));
+  const DraftTree tree = NgramTreeProposal(context, 3, 16, config);
+  ASSERT_TRUE(tree.Validate(10).ok());
+  EXPECT_EQ(tree.tokens, std::vector<int32_t>({6, 7, 2, 5, 8, 3, 9, 1, 3}));
+  EXPECT_EQ(tree.parents, std::vector<int32_t>({-1, 0, 1, -1, 3, 4, -1, 6, 7}));
+  EXPECT_EQ(NgramTreeProposal(context, 3, 7, config).tokens,
+            std::vector<int32_t>({6, 7, 2, 5, 8, 3, 9}));
+  // Depth 1: three distinct first tokens.
+  EXPECT_EQ(NgramTreeProposal(context, 1, 16, config).tokens, std::vector<int32_t>({6, 5, 9}));
+  EXPECT_TRUE(NgramTreeProposal(context, 0, 16, config).empty());
+  EXPECT_EQ(NgramContinuations(context, 3, 1, config).size(), 1u);
+}
+
+TEST(NgramDrafterTest, ProposesATreeAndHoldsItsFirstPath) {
+  NgramDrafter drafter(NgramDrafterConfig{});
+  const std::vector<int32_t> context = {4, 9, 1, 3, 4, 5, 8, 3, 4, 6, 7, 2, 3, 4};
+  ASSERT_TRUE(drafter.Start("r", context).ok());
+  std::vector<DraftRequest> batch(1);
+  batch[0].request_id = "r";
+  batch[0].context = context;
+  batch[0].k = 2;
+  batch[0].tree_nodes = 4;
+  batch[0].mode = VerifyMode::kRejection;
+  ASSERT_TRUE(drafter.Propose(absl::MakeSpan(batch)).ok());
+  ASSERT_TRUE(batch[0].status.ok()) << batch[0].status;
+  EXPECT_EQ(batch[0].tokens, std::vector<int32_t>({6, 7, 5, 8}));
+  EXPECT_EQ(batch[0].parents, std::vector<int32_t>({-1, 0, -1, 2}));
+  ASSERT_EQ(batch[0].q.size(), 4u);
+  EXPECT_EQ(drafter.Truncate("r", 17).code(), absl::StatusCode::kOutOfRange);  // holds 14 + 2
+  EXPECT_TRUE(drafter.Truncate("r", 16).ok());
+}
+
 TEST(NgramDrafterTest, ProposesOneHotQInRejectionModeOnly) {
   NgramDrafter drafter(NgramDrafterConfig{});
   const std::vector<int32_t> prompt = {1, 2, 3, 1, 2};

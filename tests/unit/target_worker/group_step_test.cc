@@ -250,5 +250,44 @@ TEST(GroupStepTest, AFollowerThatRefusesAStepTellsItsLeaderAtOnce) {
   EXPECT_EQ(counters.steps, 2u);
 }
 
+// Tree drafts are refused by name before anything is broadcast (a GroupStep carries
+// no parents), and the leader's caches refuse KeepPath: the engine verifies chains
+// there (LanguageModel::RunsTrees is false).
+TEST(GroupStepTest, TreesAreRefusedByNameBeforeAnyBroadcast) {
+  FollowerCounters counters;
+  std::atomic<bool> stop{false};
+  std::vector<absl::Status> results =
+      net::RunGlooRanksAsThreads({.size = 2}, [&](net::Communicator& comm) -> absl::Status {
+        auto model = model::Transformer::Load(TinyPath(), &comm, {.threads = 1});
+        if (!model.ok()) return model.status();
+        if (comm.rank() != 0) {
+          absl::StatusOr<FollowerExit> exit = RunGroupFollower(**model, comm, stop, &counters);
+          if (!exit.ok()) return exit.status();
+          EXPECT_EQ(*exit, FollowerExit::kDisbanded);
+          return absl::OkStatus();
+        }
+        GroupLeaderModel leader(model->get(), &comm);
+        EXPECT_FALSE(leader.RunsTrees());
+        std::unique_ptr<model::KvCache> cache = leader.NewCache(64);
+        const std::vector<int32_t> tokens = {1, 2, 3};
+        const std::vector<int32_t> parents = {-1, 0, 0};
+        model::ForwardOutput out;
+        const absl::Status tree =
+            leader.Forward({{cache.get(), tokens, model::LogitsMode::kAll, parents}}, &out);
+        EXPECT_TRUE(absl::IsUnimplemented(tree)) << tree;
+        EXPECT_NE(tree.message().find("tree drafts"), std::string::npos) << tree;
+        EXPECT_EQ(leader.steps(), 0u) << "nothing was broadcast";
+        EXPECT_TRUE(leader.status().ok()) << "the group is not broken";
+        RETURN_IF_ERROR(leader.Forward({{cache.get(), tokens, model::LogitsMode::kAll}}, &out));
+        const absl::Status keep = cache->KeepPath(0, std::vector<int32_t>{0, 2});
+        EXPECT_TRUE(absl::IsUnimplemented(keep)) << keep;
+        EXPECT_EQ(cache->length(), 3);
+        leader.Leave(/*disband=*/true);
+        return absl::OkStatus();
+      });
+  for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(counters.forwards, 1u);
+}
+
 }  // namespace
 }  // namespace splitspec::target

@@ -1,0 +1,145 @@
+// The tree shape rule of the speculation policy (spec_policy.h, "Trees"), on
+// synthetic per-rank acceptance estimates and target lines.
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "runtime/spec/draft_tree.h"
+#include "runtime/spec/spec_policy.h"
+
+namespace splitspec::spec {
+namespace {
+
+// A target line T(fed) = 10 ms (1 + slope (fed - 1)) and a model-free drafter
+// (10 us a token: C = 1000).
+SpecEstimates Line(double slope) {
+  SpecEstimates e;
+  e.target_step_seconds = 0.01;
+  e.target_slope = slope;
+  e.draft_seconds_per_token = 1e-5;
+  return e;
+}
+
+// The shape is a well-formed tree whose ranks count its siblings, and its
+// expected length is what ExpectedAcceptedNodes computes.
+void ExpectWellFormed(const TreeShape& shape, const std::vector<double>& a) {
+  ASSERT_TRUE(ValidateTreeParents(shape.parents).ok());
+  ASSERT_EQ(shape.ranks.size(), shape.parents.size());
+  DraftTree tree;
+  tree.parents = shape.parents;
+  tree.tokens.assign(shape.parents.size(), 0);
+  for (int32_t v = kTreeRoot; v < tree.size(); ++v) {
+    const std::vector<int32_t> children = tree.Children(v);
+    for (size_t j = 0; j < children.size(); ++j) ASSERT_EQ(shape.ranks[children[j]], j + 1);
+  }
+  EXPECT_EQ(shape.depth(), tree.MaxDepth());
+  EXPECT_NEAR(shape.expected_accepted, ExpectedAcceptedNodes(a, shape.parents, shape.ranks), 1e-12);
+}
+
+TEST(TreeShapeTest, ExpectedAcceptedNodesIsTheSumOfPathProducts) {
+  const std::vector<double> a = {0.5, 0.3};
+  // root -> 0 (rank 1) -> 1 (rank 1); root -> 2 (rank 2); 0 -> 3 (rank 3, beyond a).
+  const std::vector<int32_t> parents = {-1, 0, 0, -1}, ranks = {1, 1, 3, 2};
+  EXPECT_NEAR(ExpectedAcceptedNodes(a, parents, ranks), 0.5 + 0.25 + 0.0 + 0.3, 1e-12);
+}
+
+TEST(TreeShapeTest, DominantFirstRankGivesAChain) {
+  const std::vector<double> a = {0.9, 0.03, 0.01};
+  const TreeShape shape = ChooseTreeShape(Line(0.05), a, {});
+  ExpectWellFormed(shape, a);
+  EXPECT_TRUE(shape.IsChain());
+  EXPECT_GE(shape.nodes(), 4);
+}
+
+TEST(TreeShapeTest, LikelySecondRankBranches) {
+  const std::vector<double> a = {0.5, 0.4, 0.05};
+  const TreeShape tree = ChooseTreeShape(Line(0.02), a, {});
+  ExpectWellFormed(tree, a);
+  EXPECT_FALSE(tree.IsChain());
+  EXPECT_GE(tree.branching[0], 2);
+  // It beats the best chain of the same drafter (rank 1 only) by its own model.
+  const TreeShape chain = ChooseTreeShape(Line(0.02), std::vector<double>{0.5}, {});
+  EXPECT_TRUE(chain.IsChain());
+  EXPECT_GT(tree.rate, chain.rate);
+  EXPECT_GT(tree.expected_accepted, chain.expected_accepted);
+}
+
+TEST(TreeShapeTest, SteepTargetLineKeepsTheTreeSmall) {
+  const std::vector<double> a = {0.6, 0.3, 0.1};
+  const TreeShape flat = ChooseTreeShape(Line(0.01), a, {});
+  const TreeShape steep = ChooseTreeShape(Line(0.5), a, {});
+  ExpectWellFormed(flat, a);
+  ExpectWellFormed(steep, a);
+  EXPECT_GE(flat.nodes(), 8);
+  EXPECT_LE(steep.nodes(), 2);
+  EXPECT_LT(steep.nodes(), flat.nodes());
+}
+
+TEST(TreeShapeTest, FreeVerificationFillsTheNodeBudget) {
+  const std::vector<double> a = {0.5, 0.3};
+  TreeShapeChoices choices;
+  choices.max_nodes = 12;
+  choices.max_depth = 4;
+  const TreeShape shape = ChooseTreeShape(Line(0.0), a, choices);
+  ExpectWellFormed(shape, a);
+  EXPECT_EQ(shape.nodes(), 12);
+  EXPECT_LE(shape.depth(), 4);
+}
+
+// A costly draft (one draft forward per level, C = 4) makes trees shallower.
+TEST(TreeShapeTest, CostlyDraftLevelsMakeTheTreeShallower) {
+  const std::vector<double> a = {0.7, 0.2, 0.05};
+  SpecEstimates costly = Line(0.01);
+  costly.draft_seconds_per_token = 0.0025;
+  const TreeShape cheap_shape = ChooseTreeShape(Line(0.01), a, {});
+  const TreeShape costly_shape = ChooseTreeShape(costly, a, {});
+  ExpectWellFormed(costly_shape, a);
+  EXPECT_LT(costly_shape.depth(), cheap_shape.depth());
+}
+
+// With only the first rank the rule is the policy's chain rule: the best k of
+// PredictedRate(kSequential) at that acceptance, and the same rate.
+TEST(TreeShapeTest, ChainRuleAgreesWithPredictedRate) {
+  for (double alpha : {0.3, 0.6, 0.9}) {
+    for (double slope : {0.0, 0.05, 0.3}) {
+      SpecEstimates e = Line(slope);
+      e.draft_seconds_per_token = 0.001;
+      e.block_overhead_seconds = 0.0005;
+      e.target_batch = 2;
+      TreeShapeChoices choices;
+      choices.max_depth = 8;
+      const TreeShape shape = ChooseTreeShape(e, std::vector<double>{alpha}, choices);
+      ASSERT_TRUE(shape.IsChain());
+      double best = 0.0;
+      int best_k = 0;
+      for (int k = 1; k <= 8; ++k) {
+        const double rate = PredictedRate(e, SpecMode::kSequential, k, alpha);
+        if (rate > best * (1.0 + 1e-12)) {
+          best = rate;
+          best_k = k;
+        }
+      }
+      EXPECT_EQ(shape.nodes(), best_k) << "alpha " << alpha << " slope " << slope;
+      EXPECT_NEAR(shape.rate, best, 1e-9) << "alpha " << alpha << " slope " << slope;
+    }
+  }
+}
+
+TEST(TreeShapeTest, WithoutRankEstimatesTheAcceptanceBoundDrivesAChain) {
+  SpecEstimates e = Line(0.05);
+  e.accepted = 80;
+  e.verified = 100;
+  const TreeShape shape = ChooseTreeShape(e, {}, {});
+  EXPECT_TRUE(shape.IsChain());
+  EXPECT_NEAR(
+      shape.expected_accepted,
+      ExpectedAcceptedNodes(std::vector<double>{e.AlphaUpper()}, shape.parents, shape.ranks),
+      1e-12);
+  // An out-of-order estimate is clamped: rank 2 counts no more than rank 1.
+  const TreeShape clamped = ChooseTreeShape(Line(0.0), std::vector<double>{0.2, 0.9}, {});
+  EXPECT_NEAR(clamped.expected_accepted,
+              ExpectedAcceptedNodes(std::vector<double>{0.2, 0.2}, clamped.parents, clamped.ranks),
+              1e-12);
+}
+
+}  // namespace
+}  // namespace splitspec::spec
