@@ -331,6 +331,44 @@ double TreeRate(const ChargedCosts& c, double expected_accepted, int nodes, int 
 
 }  // namespace
 
+void RankAcceptance::Record(int children, int accepted_rank) {
+  if (children < 1 || accepted_rank < 0 || accepted_rank > children) return;
+  if (static_cast<int>(offered.size()) < children) {
+    offered.resize(children, 0.0);
+    accepted.resize(children, 0.0);
+  }
+  for (size_t r = 0; r < offered.size(); ++r) {
+    offered[r] *= kForget;
+    accepted[r] *= kForget;
+  }
+  for (int r = 0; r < children; ++r) offered[r] += 1.0;
+  if (accepted_rank > 0) accepted[accepted_rank - 1] += 1.0;
+}
+
+void RankAcceptance::RecordTree(absl::Span<const int32_t> parents,
+                                absl::Span<const int32_t> accepted_nodes) {
+  std::vector<std::vector<int32_t>> children(parents.size() + 1);  // entry v + 1: node v's
+  for (size_t i = 0; i < parents.size(); ++i)
+    children[parents[i] + 1].push_back(static_cast<int32_t>(i));
+  int32_t node = -1;
+  for (size_t d = 0;; ++d) {
+    const std::vector<int32_t>& group = children[node + 1];
+    if (group.empty()) return;  // a leaf: nothing was offered
+    const int32_t next = d < accepted_nodes.size() ? accepted_nodes[d] : -1;
+    const auto it = std::find(group.begin(), group.end(), next);
+    const int rank = it == group.end() ? 0 : static_cast<int>(it - group.begin()) + 1;
+    Record(static_cast<int>(group.size()), rank);
+    if (rank == 0) return;
+    node = next;
+  }
+}
+
+std::vector<double> RankAcceptance::Upper() const {
+  std::vector<double> upper(offered.size());
+  for (size_t r = 0; r < offered.size(); ++r) upper[r] = UpperBound(accepted[r], offered[r]);
+  return upper;
+}
+
 bool TreeShape::IsChain() const {
   for (size_t i = 0; i < parents.size(); ++i) {
     if (parents[i] != static_cast<int32_t>(i) - 1) return false;

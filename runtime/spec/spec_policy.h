@@ -157,7 +157,7 @@ std::vector<int> ChooseVerifiedDrafts(absl::Span<const VerifyCandidate> candidat
 // (runtime/spec/draft_tree.h) for a sequential block. Inputs: the per-rank
 // acceptance a_r = P(the drafter's r-th candidate at a reached node is the target's
 // token), r = 1, 2, ... (Sequoia's positional acceptance: it depends on the rank
-// only), and the estimates' costs as PredictedRate charges them (the target's T(fed)
+// only; measured on verified trees by RankAcceptance below), and the estimates' costs as PredictedRate charges them (the target's T(fed)
 // line with the batch's slope s, the draft's cost ratio C, the block overhead o).
 //   1. A node's value is the probability that it is accepted, the product of a_r
 //      over its path; a tree's expected accepted length E is the sum of its values.
@@ -191,6 +191,25 @@ struct TreeShape {
 struct TreeShapeChoices {
   int max_nodes = 16;  // >= 1
   int max_depth = 8;   // >= 1
+};
+
+// The per-rank acceptance evidence of verified trees, the rule's a_r: at each node
+// a verification reached with m children, ranks 1..m were offered and at most one
+// was accepted (the target's token, or the sibling recursive rejection sampling
+// kept). Decayed by kForget per reached node, like the chain's evidence.
+struct RankAcceptance {
+  std::vector<double> accepted;  // [ranks] decayed acceptances of rank r at index r - 1
+  std::vector<double> offered;   // [ranks] decayed nodes reached with at least r children
+
+  // One reached node with `children` candidates; accepted_rank in [1, children], or 0
+  // when none was accepted. Ignored when children < 1 or accepted_rank is out of range.
+  void Record(int children, int accepted_rank);
+  // Every reached node of a verified tree (parents [n] as in draft_tree.h) with its
+  // children, from the root down the accepted path (accepted_nodes of tree_verify.h).
+  void RecordTree(absl::Span<const int32_t> parents, absl::Span<const int32_t> accepted_nodes);
+  // a_r for r = 1.. up to the most offered rank: the upper confidence bound of rule 1
+  // of the policy (an untried rank is optimistic, so trees get tried); empty if no evidence.
+  std::vector<double> Upper() const;
 };
 
 // The expected accepted length of a tree (rule 1): parents [n] as in draft_tree.h,

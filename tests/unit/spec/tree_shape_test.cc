@@ -141,5 +141,54 @@ TEST(TreeShapeTest, WithoutRankEstimatesTheAcceptanceBoundDrivesAChain) {
               1e-12);
 }
 
+TEST(RankAcceptanceTest, RecordsEveryReachedNodeDownTheAcceptedPath) {
+  // root -> 0 -> {1, 2}; root -> 3.
+  const std::vector<int32_t> parents = {-1, 0, 0, -1};
+  RankAcceptance second;
+  second.RecordTree(parents, std::vector<int32_t>{3});  // rank 2 at the root; node 3 is a leaf
+  EXPECT_EQ(second.offered, std::vector<double>({1.0, 1.0}));
+  EXPECT_EQ(second.accepted, std::vector<double>({0.0, 1.0}));
+
+  RankAcceptance deep;
+  deep.RecordTree(parents, std::vector<int32_t>{0, 2});  // rank 1, then rank 2
+  EXPECT_NEAR(deep.offered[0], 1.0 + kForget, 1e-12);
+  EXPECT_NEAR(deep.accepted[0], kForget, 1e-12);
+  EXPECT_NEAR(deep.accepted[1], 1.0, 1e-12);
+
+  RankAcceptance rejected;
+  rejected.RecordTree(parents, std::vector<int32_t>{0});  // rank 1, then none of node 0's
+  EXPECT_NEAR(rejected.offered[1], 1.0 + kForget, 1e-12);
+  EXPECT_NEAR(rejected.accepted[0] + rejected.accepted[1], kForget, 1e-12);
+
+  RankAcceptance none;
+  none.Record(0, 0);  // nothing offered
+  none.Record(2, 3);  // out of range
+  EXPECT_TRUE(none.Upper().empty());
+}
+
+// Evidence in, shape out: a drafter whose second candidate is often the target's
+// gets trees, one whose first candidate dominates gets chains.
+TEST(RankAcceptanceTest, MeasuredRanksDriveTheShape) {
+  const std::vector<int32_t> parents = {-1, -1};  // two candidates at the root
+  // The accepted path: {node} for rank node + 1, {} for a rejection at the root.
+  auto path = [](int node) {
+    return node < 0 ? std::vector<int32_t>() : std::vector<int32_t>{node};
+  };
+  RankAcceptance often_second, rarely_second;
+  for (int i = 0; i < 400; ++i) {
+    often_second.RecordTree(parents, path(i % 10 < 5 ? 0 : i % 10 < 9 ? 1 : -1));
+    rarely_second.RecordTree(parents, path(i % 50 == 0 ? 1 : i % 10 < 9 ? 0 : -1));
+  }
+  const std::vector<double> a = often_second.Upper();
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_NEAR(a[0], 0.5, 0.1);
+  EXPECT_NEAR(a[1], 0.4, 0.1);
+  const TreeShape tree = ChooseTreeShape(Line(0.02), a, {});
+  EXPECT_FALSE(tree.IsChain());
+  EXPECT_GE(tree.branching[0], 2);
+  const TreeShape chain = ChooseTreeShape(Line(0.05), rarely_second.Upper(), {});
+  EXPECT_TRUE(chain.IsChain());
+}
+
 }  // namespace
 }  // namespace splitspec::spec
