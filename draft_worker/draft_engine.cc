@@ -82,6 +82,7 @@ void DraftEngine::Release(const std::string& request_id) {
   if (it == requests_.end()) return;
   if (it->second.cache.has_value()) released_cache_.Merge(it->second.cache->counters());
   requests_.erase(it);
+  ++counters_.requests_released;
   ++generation_;
   drafter_->Release(request_id);
 }
@@ -617,18 +618,27 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
     } else {
       hit.reset();
     }
+    // Off: the empty block's proposal, if cheap, is a shadow block kept here.
+    const bool shadow = k == 0 && ShadowDue(state);
+    const bool off_window = k == 0 && state.adaptive_k && action.mode == spec::SpecMode::kOff;
+    if (k == 0 && !shadow) {
+      // Nothing to draft: the empty block goes without a Propose. One of k = 0 would
+      // feed the drafter the whole context now (a model drafter: a prefill of the
+      // prompt on the cores the target decodes on), which only a block that drafts
+      // needs; before a probe, catch-up feeds it.
+      EmitBlock(id, state, {}, {}, {}, out, off_window ? std::min(action.off_tokens, room) : 0,
+                spec::SpecMode::kOff);
+      continue;
+    }
     std::vector<int32_t>& context = contexts.emplace_back(state.context);
     int want = k;
     if (hit.has_value()) {
       context.insert(context.end(), hit->tokens.begin(), hit->tokens.end());
       want -= static_cast<int>(hit->tokens.size());
     }
-    // Off: the empty block's proposal, if cheap, is a shadow block kept here.
-    const bool shadow = k == 0 && ShadowDue(state);
     if (shadow) want = std::min(action.shadow_k, room);
     batch.push_back(MakeDraftRequest(id, state, &context, want));
     prefixes.push_back(hit.has_value() ? *std::move(hit) : spec::CacheBranch());
-    const bool off_window = k == 0 && state.adaptive_k && action.mode == spec::SpecMode::kOff;
     alone_tokens.push_back(off_window ? std::min(action.off_tokens, room) : 0);
     kinds.push_back(shadow ? EntryKind::kShadowAndEmptyBlock : EntryKind::kBlock);
     actions.push_back(action);

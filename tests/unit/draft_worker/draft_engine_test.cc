@@ -745,6 +745,22 @@ TEST_F(DraftEngineTest, AdaptiveOffWindowLetsTheTargetDecodeAloneUntilTheProbe) 
   EXPECT_GT(off.alone_tokens(), 16u);
 }
 
+// The empty block that opens an off window drafts nothing, so it costs no
+// Propose: one of k = 0 would feed a model drafter the whole context (for a new
+// request, a prefill of its prompt) on the cores the target decodes on.
+TEST_F(DraftEngineTest, AnOffWindowBlockRunsNoPropose) {
+  DraftEngineOptions options;
+  std::vector<int32_t> committed;
+  uint64_t epoch;
+  const proto::DraftBlock off = OpenOffWindow(options, &committed, &epoch);
+  ASSERT_FALSE(HasFailure());
+  ASSERT_EQ(off.tokens_size(), 0);
+  const uint64_t drafted_blocks = engine_->counters().blocks_sent - 1;  // all but the off block
+  EXPECT_EQ(engine_->counters().propose_calls, drafted_blocks);
+  for (const FakeDrafter::Proposal& proposal : drafter_.proposals()) EXPECT_GT(proposal.k, 0);
+  EXPECT_LT(drafter_.Held("r")->size(), committed.size()) << "the drafter was not fed";
+}
+
 // A drafter too costly for shadow blocks (a model) is fed the target's tokens
 // while the target decodes alone, but only near the window's end (a draft
 // model's forwards beside the target cost it memory bandwidth): none while more
