@@ -132,6 +132,9 @@ struct DraftCounters {
   uint64_t cache_blocks_sent = 0;  // blocks sent from the speculation cache (full or partial hit)
   uint64_t catch_up_calls = 0;     // off-window catch-up Propose calls (options.catch_up_tokens)
   uint64_t catch_up_tokens = 0;    // tokens those calls fed the drafter
+  // Requests forgotten (finished, released, or restarted by a new assignment):
+  // once a request is counted here the drafter holds nothing of it.
+  uint64_t requests_released = 0;
 };
 
 class DraftEngine {
