@@ -24,7 +24,10 @@ DraftEngine::DraftEngine(spec::Drafter* drafter, DraftEngineOptions options)
     : drafter_(drafter),
       options_(options),
       verify_cost_(std::make_shared<spec::VerifyCostCurve>(options.prior_verify_slope,
-                                                           1.0 - spec::kCostWeight)) {}
+                                                           1.0 - spec::kCostWeight)) {
+  // Until a block times the draft, the policy prices it by its weights.
+  costs_.draft_cost_prior = drafter->decode_bytes_ratio();
+}
 
 absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
   const std::string& id = assignment.request_id();

@@ -17,7 +17,8 @@
 // (runtime/spec/spec_policy.h) per block: its acceptance is the request's, every
 // cost (draft seconds per token, the target's T(fed) line, block overhead, the
 // interference of drafting beside a verification, the cache's hit rate) is
-// this worker's, measured on every block. The policy chooses the mode
+// this worker's, measured on every block; before the draft's cost is measured
+// the policy takes the drafter's decode_bytes_ratio() for it. The policy chooses the mode
 // (sequential, overlapped, cached, each where the options allow it) and k; off,
 // the engine sends an empty block with alone_tokens = the policy's off_tokens
 // (an off window: the target decodes that many tokens alone, each at the cost

@@ -22,6 +22,14 @@ double UpperBound(double successes, double trials) {
 
 bool Usable(double x) { return x > 0.0 && std::isfinite(x); }
 
+// A draft token's cost in plain target steps: measured, else the prior; 0 if
+// unknown (free: rule 1's optimism).
+double DraftCostInSteps(const SpecEstimates& e) {
+  if (Usable(e.draft_seconds_per_token))
+    return Usable(e.target_step_seconds) ? e.draft_seconds_per_token / e.target_step_seconds : 0.0;
+  return Usable(e.draft_cost_prior) ? e.draft_cost_prior : 0.0;
+}
+
 void Blend(double& average, double sample) {
   average = average > 0.0 ? (1.0 - kCostWeight) * average + kCostWeight * sample : sample;
 }
@@ -35,9 +43,10 @@ SpecAction BestSpeculative(const SpecEstimates& e, const SpecChoices& c, SpecMod
   for (SpecMode mode : {SpecMode::kSequential, SpecMode::kCached, SpecMode::kOverlapped}) {
     if ((mode == SpecMode::kCached && !c.cached) || (mode == SpecMode::kOverlapped && !c.overlapped))
       continue;
-    // An unmeasured draft cost is free (rule 1), but only the cheapest block
+    // An unknown draft cost is free (rule 1), but only the cheapest block
     // measures it: a model as slow as the target must not draft max_k first.
-    const int max_k = Usable(e.draft_seconds_per_token) ? c.max_k : c.min_k;
+    const int max_k =
+        Usable(e.draft_seconds_per_token) || Usable(e.draft_cost_prior) ? c.max_k : c.min_k;
     for (int k = c.min_k; k <= max_k; ++k) {
       const double rate = PredictedRate(e, mode, k, alpha);
       const double score = rate * (mode == previous ? 1.0 + kMargin : 1.0);
@@ -134,7 +143,8 @@ double SpecEstimates::CacheHitUpper() const { return UpperBound(cache_hits, cach
 
 std::string SpecEstimates::DebugString() const {
   return absl::StrCat("alpha=", AlphaMean(), " alpha+=", AlphaUpper(), " evidence=", verified,
-                      " draft_s=", draft_seconds_per_token, " t0=", target_step_seconds,
+                      " draft_s=", draft_seconds_per_token, " prior=", draft_cost_prior,
+                      " t0=", target_step_seconds,
                       " slope=", target_slope, " overhead_s=", block_overhead_seconds,
                       " hit+=", CacheHitUpper(), " interference=", interference,
                       " batch=", target_batch);
@@ -148,9 +158,11 @@ double PredictedRate(const SpecEstimates& e, SpecMode mode, int k, double alpha)
   const double slope = std::max(0.0, e.target_slope);
   const double batch_step = e.target_step_seconds * (1.0 + slope * (batch - 1));
   const double charged_slope = batch * slope / (1.0 + slope * (batch - 1));
-  const double cost_ratio = Usable(batch_step) && Usable(e.draft_seconds_per_token)
-                                ? batch_step / e.draft_seconds_per_token
-                                : kFreeDraftRatio;
+  // T(batch) / draft seconds per token = (1 + slope (batch - 1)) / the draft's
+  // cost in plain steps.
+  const double draft_steps = DraftCostInSteps(e);
+  const double cost_ratio =
+      draft_steps > 0.0 ? (1.0 + slope * (batch - 1)) / draft_steps : kFreeDraftRatio;
   const double overhead = Usable(batch_step) ? e.block_overhead_seconds / batch_step : 0.0;
   // Drafting beside the verification slows it by (1 + interference): in units
   // of the slowed step the draft and the overhead shrink by that factor.
@@ -193,10 +205,7 @@ SpecAction ChooseSpecAction(const SpecEstimates& e, const SpecChoices& c, SpecMo
   // A shadow block is an acceptance sample: worth its cost only if acceptance
   // can still change the verdict (full acceptance would win).
   const bool winnable = BestSpeculative(e, c, SpecMode::kOff, 1.0).rate > 1.0 + kMargin;
-  const double plain_step = e.target_step_seconds;
-  off.shadow = off.shadow_k > 0 && winnable &&
-               (!Usable(e.draft_seconds_per_token) || !Usable(plain_step) ||
-                off.shadow_k * e.draft_seconds_per_token <= kMargin * plain_step);
+  off.shadow = off.shadow_k > 0 && winnable && off.shadow_k * DraftCostInSteps(e) <= kMargin;
   return off;
 }
 

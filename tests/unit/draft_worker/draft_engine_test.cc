@@ -761,6 +761,30 @@ TEST_F(DraftEngineTest, AnOffWindowBlockRunsNoPropose) {
   EXPECT_LT(drafter_.Held("r")->size(), committed.size()) << "the drafter was not fed";
 }
 
+// A drafter whose weights say it costs a target step per token (the target as
+// its own draft: decode_bytes_ratio 1) cannot win even at full acceptance: a
+// fresh worker's first request starts off, without drafting a block to learn
+// it, and sends no probe within the window. A model 50x lighter drafts at once.
+TEST_F(DraftEngineTest, TheDrafterPriorDecidesTheFirstBlock) {
+  drafter_.set_decode_bytes_ratio(1.0);
+  DraftEngineOptions options;
+  options.clock = [] { return absl::UnixEpoch(); };  // nothing is ever timed
+  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0, /*max_tokens=*/1000)).ok());
+  auto first = Step();
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].tokens_size(), 0);
+  EXPECT_EQ(first[0].alone_tokens(), static_cast<uint32_t>(spec::kMaxOffTokens));
+  EXPECT_TRUE(drafter_.proposals().empty()) << "nothing drafted, nothing prefilled";
+
+  drafter_.set_decode_bytes_ratio(0.02);
+  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+  ASSERT_TRUE(engine_->AddRequest(Assign("s", /*draft_k=*/0, /*max_tokens=*/1000)).ok());
+  auto light = Step();
+  ASSERT_EQ(light.size(), 1u);
+  EXPECT_GT(light[0].tokens_size(), 1) << "k chosen at the prior's cost, not min_k";
+}
+
 // A drafter too costly for shadow blocks (a model) is fed the target's tokens
 // while the target decodes alone, but only near the window's end (a draft
 // model's forwards beside the target cost it memory bandwidth): none while more

@@ -79,6 +79,31 @@ TEST(SpecPolicyTest, ARequestWithoutEvidenceTriesABlock) {
   EXPECT_GE(action.k, 1);
 }
 
+// Before a block times the draft, its prior prices it: a draft that reads as many
+// weights as the target (the target as its own draft) loses at full acceptance,
+// so a fresh worker's first request starts off and never probes; a draft 50x
+// lighter speculates from the first block, with k chosen at that cost (not only
+// the min_k of an unknown draft). A measured cost overrides the prior.
+TEST(SpecPolicyTest, TheDraftsPriorPricesItUntilABlockTimesIt) {
+  SpecEstimates self;
+  self.draft_cost_prior = 1.0;
+  const SpecAction off = ChooseSpecAction(self, Choices(true), SpecMode::kOverlapped);
+  EXPECT_EQ(off.mode, SpecMode::kOff);
+  EXPECT_FALSE(off.probe);
+  EXPECT_FALSE(off.shadow);
+  SpecEstimates small;
+  small.draft_cost_prior = 0.02;
+  const SpecAction on = ChooseSpecAction(small, Choices(true), SpecMode::kOff);
+  EXPECT_NE(on.mode, SpecMode::kOff);
+  EXPECT_GT(on.k, 1);
+  EXPECT_NEAR(on.rate, PredictedRate(Make(0.5, 0, 50, 0.0, 0.0), on.mode, on.k, small.AlphaUpper()),
+              1e-9);
+  SpecEstimates measured = self;
+  measured.target_step_seconds = 1.0;
+  measured.draft_seconds_per_token = 0.02;
+  EXPECT_NE(ChooseSpecAction(measured, Choices(true), SpecMode::kOff).mode, SpecMode::kOff);
+}
+
 TEST(SpecPolicyTest, TheUpperBoundTriesAnUnsampledCacheAndDropsOneThatNeverHits) {
   // A costly draft (C = 2): the cache pays only if its pre-drafts hit.
   SpecEstimates e = Make(0.9, 100, 2.0, 0.05, 0.0);
