@@ -174,11 +174,13 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
       estimates.target_step_seconds *
       (1.0 + estimates.target_slope * (estimates.target_batch - 1 + verified_drafts));
   if (!(verify_seconds > 0.0)) return;
-  // The rest of the block's time: trips and turnaround, or, while a draft forward
-  // ran beside it, that forward's slowdown of the verification.
+  // The rest of the block's time beyond what a plain step pays too: trips and
+  // turnaround, or, while a draft forward ran beside it, that forward's slowdown
+  // of the verification.
   if (!block.beside_draft) {
-    costs_.RecordBlockOverhead(std::max(
-        0.0, since_last_result - block.drafted * costs_.draft_seconds_per_token - verify_seconds));
+    costs_.RecordBlockOverhead(std::max(0.0, since_last_result -
+                                                 block.drafted * costs_.draft_seconds_per_token -
+                                                 verify_seconds - estimates.step_overhead_seconds));
     return;
   }
   // Beside a draft forward (overlapped, cached, or another request's drafting):
@@ -305,6 +307,16 @@ spec::SpecEstimates DraftEngine::Estimates(const RequestState& state) const {
     if (other.target_endpoint == state.target_endpoint) ++e.target_batch;
   }
   e.target_batch = std::max(1, e.target_batch);
+  // The loop's time per step beyond the forward: a plain step's round trip
+  // (timed in off windows and on blocks the drafter left empty) less the
+  // forward the target reports for it. Zero when the target reports no line
+  // (then T(0) is that round trip itself).
+  const double plain_round_trip = verify_cost_->MeanSeconds(0);
+  if (costs_.target_step_seconds > 0.0 && plain_round_trip > 0.0) {
+    const double plain_forward =
+        e.target_step_seconds * (1.0 + e.target_slope * (e.target_batch - 1));
+    e.step_overhead_seconds = std::max(0.0, plain_round_trip - plain_forward);
+  }
   return e;
 }
 

@@ -146,6 +146,7 @@ std::string SpecEstimates::DebugString() const {
                       " draft_s=", draft_seconds_per_token, " prior=", draft_cost_prior,
                       " t0=", target_step_seconds,
                       " slope=", target_slope, " overhead_s=", block_overhead_seconds,
+                      " step_overhead_s=", step_overhead_seconds,
                       " hit+=", CacheHitUpper(), " interference=", interference,
                       " batch=", target_batch);
 }
@@ -164,6 +165,10 @@ double PredictedRate(const SpecEstimates& e, SpecMode mode, int k, double alpha)
   const double cost_ratio =
       draft_steps > 0.0 ? (1.0 + slope * (batch - 1)) / draft_steps : kFreeDraftRatio;
   const double overhead = Usable(batch_step) ? e.block_overhead_seconds / batch_step : 0.0;
+  // The loop's time per step, paid by a plain token and by a block alike: a
+  // block's share of it is overhead, and off's rate is 1 / (1 + shared).
+  const double shared =
+      Usable(batch_step) ? std::max(0.0, e.step_overhead_seconds) / batch_step : 0.0;
   // Drafting beside the verification slows it by (1 + interference): in units
   // of the slowed step the draft and the overhead shrink by that factor.
   const bool beside = mode != SpecMode::kSequential;
@@ -175,11 +180,11 @@ double PredictedRate(const SpecEstimates& e, SpecMode mode, int k, double alpha)
   in.verify_slope = charged_slope;
   in.cache_hit_rate = e.CacheHitUpper();
   in.result_wait = mode == SpecMode::kCached ? 0.5 / in.cost_ratio : 0.0;
-  in.block_overhead = overhead / slow;
+  in.block_overhead = (overhead + shared) / slow;
   const PipelineMode pipeline = mode == SpecMode::kSequential   ? PipelineMode::kSequential
                                 : mode == SpecMode::kOverlapped ? PipelineMode::kOverlapped
                                                                 : PipelineMode::kOverlappedCache;
-  return PipelineSpeedup(in, pipeline) / slow;
+  return PipelineSpeedup(in, pipeline) / slow * (1.0 + shared);
 }
 
 SpecAction ChooseSpecAction(const SpecEstimates& e, const SpecChoices& c, SpecMode previous) {

@@ -11,8 +11,9 @@
 //      k in [min_k, max_k] (min_k while the draft's cost is unknown: the
 //      cheapest block measures it), R(m, k) = PipelineSpeedup at alpha+, h+, C = T(0) /
 //      draft seconds per token, the target's slope charged for its batch, block
-//      overhead, and, for modes whose drafting runs beside the verification, the
-//      measured interference (the verification is that much slower).
+//      overhead, the per-step time plain decoding pays too (on both sides), and,
+//      for modes whose drafting runs beside the verification, the measured
+//      interference (the verification is that much slower).
 //   3. Choose the largest R; the previous mode wins unless beaten by kMargin;
 //      off wins unless beaten, by kMargin if speculation is off now.
 //   4. When off: off_tokens = the plain tokens until the evidence, aging by
@@ -78,6 +79,10 @@ struct SpecEstimates {
   double target_slope = 0.0;
   // Per-block time on the critical path outside the target's step and drafting.
   double block_overhead_seconds = 0.0;
+  // Per-step time outside the target's forward that a plain token pays too (the
+  // serving loop: sampling, events, streaming). A block pays it once per step as
+  // a plain token does, so it is no cost of speculation: R(off) pays it as well.
+  double step_overhead_seconds = 0.0;
   // Cache lookups' decayed hit evidence.
   double cache_hits = 0.0;
   double cache_lookups = 0.0;
