@@ -24,7 +24,10 @@ DraftEngine::DraftEngine(spec::Drafter* drafter, DraftEngineOptions options)
     : drafter_(drafter),
       options_(options),
       verify_cost_(std::make_shared<spec::VerifyCostCurve>(options.prior_verify_slope,
-                                                           1.0 - spec::kCostWeight)) {}
+                                                           1.0 - spec::kCostWeight)) {
+  // Until a block times the draft, the policy prices it by its weights.
+  costs_.draft_cost_prior = drafter->decode_bytes_ratio();
+}
 
 absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
   const std::string& id = assignment.request_id();
@@ -82,6 +85,7 @@ void DraftEngine::Release(const std::string& request_id) {
   if (it == requests_.end()) return;
   if (it->second.cache.has_value()) released_cache_.Merge(it->second.cache->counters());
   requests_.erase(it);
+  ++counters_.requests_released;
   ++generation_;
   drafter_->Release(request_id);
 }
@@ -170,11 +174,13 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
       estimates.target_step_seconds *
       (1.0 + estimates.target_slope * (estimates.target_batch - 1 + verified_drafts));
   if (!(verify_seconds > 0.0)) return;
-  // The rest of the block's time: trips and turnaround, or, while a draft forward
-  // ran beside it, that forward's slowdown of the verification.
+  // The rest of the block's time beyond what a plain step pays too: trips and
+  // turnaround, or, while a draft forward ran beside it, that forward's slowdown
+  // of the verification.
   if (!block.beside_draft) {
-    costs_.RecordBlockOverhead(std::max(
-        0.0, since_last_result - block.drafted * costs_.draft_seconds_per_token - verify_seconds));
+    costs_.RecordBlockOverhead(std::max(0.0, since_last_result -
+                                                 block.drafted * costs_.draft_seconds_per_token -
+                                                 verify_seconds - estimates.step_overhead_seconds));
     return;
   }
   // Beside a draft forward (overlapped, cached, or another request's drafting):
@@ -301,6 +307,16 @@ spec::SpecEstimates DraftEngine::Estimates(const RequestState& state) const {
     if (other.target_endpoint == state.target_endpoint) ++e.target_batch;
   }
   e.target_batch = std::max(1, e.target_batch);
+  // The loop's time per step beyond the forward: a plain step's round trip
+  // (timed in off windows and on blocks the drafter left empty) less the
+  // forward the target reports for it. Zero when the target reports no line
+  // (then T(0) is that round trip itself).
+  const double plain_round_trip = verify_cost_->MeanSeconds(0);
+  if (costs_.target_step_seconds > 0.0 && plain_round_trip > 0.0) {
+    const double plain_forward =
+        e.target_step_seconds * (1.0 + e.target_slope * (e.target_batch - 1));
+    e.step_overhead_seconds = std::max(0.0, plain_round_trip - plain_forward);
+  }
   return e;
 }
 
@@ -617,18 +633,27 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
     } else {
       hit.reset();
     }
+    // Off: the empty block's proposal, if cheap, is a shadow block kept here.
+    const bool shadow = k == 0 && ShadowDue(state);
+    const bool off_window = k == 0 && state.adaptive_k && action.mode == spec::SpecMode::kOff;
+    if (k == 0 && !shadow) {
+      // Nothing to draft: the empty block goes without a Propose. One of k = 0 would
+      // feed the drafter the whole context now (a model drafter: a prefill of the
+      // prompt on the cores the target decodes on), which only a block that drafts
+      // needs; before a probe, catch-up feeds it.
+      EmitBlock(id, state, {}, {}, {}, out, off_window ? std::min(action.off_tokens, room) : 0,
+                spec::SpecMode::kOff);
+      continue;
+    }
     std::vector<int32_t>& context = contexts.emplace_back(state.context);
     int want = k;
     if (hit.has_value()) {
       context.insert(context.end(), hit->tokens.begin(), hit->tokens.end());
       want -= static_cast<int>(hit->tokens.size());
     }
-    // Off: the empty block's proposal, if cheap, is a shadow block kept here.
-    const bool shadow = k == 0 && ShadowDue(state);
     if (shadow) want = std::min(action.shadow_k, room);
     batch.push_back(MakeDraftRequest(id, state, &context, want));
     prefixes.push_back(hit.has_value() ? *std::move(hit) : spec::CacheBranch());
-    const bool off_window = k == 0 && state.adaptive_k && action.mode == spec::SpecMode::kOff;
     alone_tokens.push_back(off_window ? std::min(action.off_tokens, room) : 0);
     kinds.push_back(shadow ? EntryKind::kShadowAndEmptyBlock : EntryKind::kBlock);
     actions.push_back(action);

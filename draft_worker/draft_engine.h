@@ -17,7 +17,8 @@
 // (runtime/spec/spec_policy.h) per block: its acceptance is the request's, every
 // cost (draft seconds per token, the target's T(fed) line, block overhead, the
 // interference of drafting beside a verification, the cache's hit rate) is
-// this worker's, measured on every block. The policy chooses the mode
+// this worker's, measured on every block; before the draft's cost is measured
+// the policy takes the drafter's decode_bytes_ratio() for it. The policy chooses the mode
 // (sequential, overlapped, cached, each where the options allow it) and k; off,
 // the engine sends an empty block with alone_tokens = the policy's off_tokens
 // (an off window: the target decodes that many tokens alone, each at the cost
@@ -132,6 +133,9 @@ struct DraftCounters {
   uint64_t cache_blocks_sent = 0;  // blocks sent from the speculation cache (full or partial hit)
   uint64_t catch_up_calls = 0;     // off-window catch-up Propose calls (options.catch_up_tokens)
   uint64_t catch_up_tokens = 0;    // tokens those calls fed the drafter
+  // Requests forgotten (finished, released, or restarted by a new assignment):
+  // once a request is counted here the drafter holds nothing of it.
+  uint64_t requests_released = 0;
 };
 
 class DraftEngine {

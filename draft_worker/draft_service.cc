@@ -33,6 +33,7 @@ absl::Status DraftService::Run(const std::atomic<bool>& stop) {
     RETURN_IF_ERROR(skeleton_->Tick(now));
     skeleton_->DispatchControl(*this);
     DrainTargets();
+    requests_released_.store(engine_.counters().requests_released, std::memory_order_release);
     ReportLoad();
     if (engine_.HasWork()) {
       std::vector<OutgoingBlock> blocks;

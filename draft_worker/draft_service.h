@@ -48,6 +48,9 @@ class DraftService : private worker::ControlHandler {
   absl::Status Run(const std::atomic<bool>& stop);
 
   const DraftEngine& engine() const { return engine_; }
+  // The engine's counters().requests_released as of Run's last loop turn.
+  // Thread-safe: for threads other than Run's (the engine itself is Run's).
+  uint64_t requests_released() const { return requests_released_.load(std::memory_order_acquire); }
 
  private:
   DraftService(spec::Drafter* drafter, DraftServiceOptions options,
@@ -74,6 +77,7 @@ class DraftService : private worker::ControlHandler {
   std::map<std::string, std::string> target_keys_;  // data endpoint -> its channel's server key
   spec::Drafter* drafter_;  // the engine's, for its KV accounting
   DraftEngine engine_;
+  std::atomic<uint64_t> requests_released_{0};
 };
 
 }  // namespace splitspec::draft

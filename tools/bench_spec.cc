@@ -22,8 +22,6 @@
 // of the real protocol messages (a DraftBlock with sparse q, answered by a
 // VerifyResult) over inproc:// and tcp:// loopback gives the transport and
 // protocol cost per round.
-#include <sys/resource.h>
-
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -37,91 +35,16 @@
 #include "runtime/base/trace.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/channel.h"
-#include "runtime/net/request_client.h"
-#include "runtime/net/spec_proto.h"
 #include "runtime/net/wire_format.h"
 #include "runtime/spec/drafter_factory.h"
 #include "runtime/tokenizer/chat_template.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
 #include "tools/bench_spec.h"
-#include "tools/cluster/in_process_cluster.h"
 #include "tools/commands.h"
 #include "tools/default_paths.h"
 #include "tools/sim_drafter.h"
 
 namespace splitspec::tools {
-namespace {
-
-// User + system CPU time of this process (every thread).
-double ProcessCpuSeconds() {
-  struct rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
-}  // namespace
-
-absl::StatusOr<SpecRunResult> RunSpecGeneration(
-    model::Transformer* target, spec::Drafter* drafter, int lookahead, int k,
-    const std::vector<int32_t>& prompt, int max_tokens, const std::vector<int32_t>& stop_token_ids,
-    bool spec_cache, bool adaptive_window, float guidance_scale,
-    const std::vector<int32_t>& negative_prompt, bool cache_guard,
-    const SpecRunConstraint& constraint) {
-  InProcessClusterOptions options;
-  options.target_engine.grammar_compiler = constraint.compiler;
-  options.draft_engine.spec_cache = spec_cache;
-  options.draft_engine.adaptive_window = adaptive_window;
-  options.draft_engine.cache_guard = cache_guard;
-  options.target = target;
-  options.drafter = drafter;
-  options.draft_engine.lookahead_blocks = lookahead;
-  options.draft_engine.default_k = k;
-  options.router.max_new_tokens = max_tokens;
-  ASSIGN_OR_RETURN(std::unique_ptr<InProcessCluster> cluster, InProcessCluster::Start(options));
-  ASSIGN_OR_RETURN(std::unique_ptr<net::RequestClient> client,
-                   net::RequestClient::Connect(cluster->coordinator_endpoint()));
-  static int run_counter = 0;
-  proto::SubmitRequest submit;
-  submit.set_request_id(absl::StrCat("bench-", ++run_counter));
-  submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
-  submit.mutable_params()->set_temperature(0.0f);
-  submit.mutable_params()->set_max_tokens(static_cast<uint32_t>(max_tokens));
-  submit.mutable_params()->mutable_stop_token_ids()->Assign(stop_token_ids.begin(),
-                                                            stop_token_ids.end());
-  if (guidance_scale != 1.0f) {
-    submit.mutable_params()->set_guidance_scale(guidance_scale);
-    submit.mutable_params()->mutable_negative_prompt_tokens()->Assign(negative_prompt.begin(),
-                                                                      negative_prompt.end());
-  }
-  if (constraint.grammar.has_value()) {
-    net::GrammarToProto(*constraint.grammar,
-                        submit.mutable_params()->mutable_processors()->mutable_grammar());
-  }
-  submit.set_verify_mode(proto::VERIFY_MODE_GREEDY);
-  submit.set_draft_k(static_cast<uint32_t>(k));
-  if (drafter == nullptr) submit.set_drafter("none");
-  Tracer::Global().Clear();
-  const double cpu_start = ProcessCpuSeconds();
-  const absl::Time start = absl::Now();
-  ASSIGN_OR_RETURN(net::GenerationResult result, client->Generate(submit, absl::Minutes(10)));
-  const double wall = absl::ToDoubleSeconds(absl::Now() - start);
-  const double cpu = ProcessCpuSeconds() - cpu_start;
-  cluster->KillDraftWorker();  // its counters are safe to read once its thread is gone
-  if (result.finish_reason == proto::FINISH_REASON_ERROR) return absl::InternalError(result.error);
-  SpecRunResult run;
-  run.tokens = static_cast<int>(result.tokens.size());
-  run.output = result.tokens;
-  run.tokens_per_s = run.tokens / wall;
-  run.stats = result.stats;
-  run.wall_s = wall;
-  run.cpu_s = cpu;
-  run.cache = cluster->CacheCountersAfterKill();
-  run.draft_busy_s = absl::ToDoubleSeconds(Tracer::Global().BusyTime("draft"));
-  run.target_busy_s = absl::ToDoubleSeconds(Tracer::Global().BusyTime("target"));
-  return run;
-}
-
 namespace {
 
 constexpr char kEditText[] =

@@ -1,6 +1,7 @@
-// What `splitspec bench spec` measures, shared by its two modes: the built-in
-// two-workload comparison (tools/bench_spec.cc) and `--workload FILE`
-// (tools/bench_spec_workload.cc).
+// What `splitspec bench spec` measures, shared by its modes: the built-in
+// two-workload comparison (tools/bench_spec.cc), `--workload FILE`
+// (tools/bench_spec_workload.cc: one SpecSession per configuration, kept across
+// the workload's requests) and the simulated drafters (tools/bench_spec_sim.cc).
 //
 //   ASSIGN_OR_RETURN(SpecRunResult run, RunSpecGeneration(target, drafter, /*lookahead=*/2,
 //                                                          /*k=*/0, prompt, 96, stop_ids));
@@ -14,12 +15,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "draft_worker/draft_engine.h"
 #include "proto/splitspec.pb.h"
 #include "runtime/grammar/grammar_compiler.h"
 #include "runtime/grammar/grammar_spec.h"
 #include "runtime/model/transformer.h"
+#include "runtime/net/request_client.h"
 #include "runtime/spec/drafter.h"
 #include "runtime/spec/speculation_cache.h"
+#include "tools/cluster/in_process_cluster.h"
 #include "tools/commands.h"
 
 namespace splitspec::tools {
@@ -34,23 +38,95 @@ struct SpecRunResult {
   spec::SpeculationCacheCounters cache;  // the draft worker's speculation cache (spec_cache)
 };
 
-// One greedy generation through a fresh in-process cluster (coordinator, target
-// and draft workers as threads over inproc://): `drafter` null decodes with the
-// target alone; k = 0 lets the draft worker's adaptive controller choose k per
-// block; spec_cache turns the draft worker's speculation cache on (one block in
-// flight, the next pre-drafted for its likeliest outcomes); adaptive_window lets
-// the draft worker choose the schedule per request (draft_worker/draft_engine.h).
-// Wall time runs from submit to the last token (cluster start excluded).
-// Generation stops at max_tokens or at one of `stop_token_ids`.
-// With guidance_scale != 1 the request is guided (classifier-free guidance) with
-// `negative_prompt` as its unconditional prompt. cache_guard: the draft engine's
-// (draft_worker/draft_engine.h). With constraint.grammar the output is constrained
-// (structured outputs) by the target, which compiles with constraint.compiler (REQUIRES:
-// set then; share one across runs so a grammar compiles once).
+// RunSpecGeneration's structured output: with grammar the target constrains the
+// output and compiles it with compiler (REQUIRES: set then).
 struct SpecRunConstraint {
   std::optional<grammar::GrammarSpec> grammar;
   std::shared_ptr<grammar::GrammarCompiler> compiler;
 };
+
+// The workers of one configuration, kept across generations as `serve` keeps its
+// workers: an in-process cluster (coordinator, target and draft workers as threads
+// over inproc://) whose draft worker carries its costs (draft seconds per token,
+// the target's T(fed) line, block overhead, interference, cache hits: the
+// speculation policy's inputs but acceptance, runtime/spec/spec_policy.h) from one
+// request to the next. A policy's cold start is then paid by the session's first
+// request, as a server pays it by its first, not by every request.
+//
+//   ASSIGN_OR_RETURN(auto session, SpecSession::Start({.target = t, .drafter = d}));
+//   ASSIGN_OR_RETURN(SpecRunResult a, session->Generate({.prompt = p1, .max_tokens = 96}));
+//   ASSIGN_OR_RETURN(SpecRunResult b, session->Generate({.prompt = p2, .max_tokens = 96}));
+//   const draft::DraftCounters counters = session->Finish().counters;  // over both
+//
+// Sessions may share a target and a drafter as long as their generations do not
+// overlap (a session between generations runs no forward and no Propose).
+// Thread model: one thread calls Generate and Finish; the services run on their own.
+struct SpecSessionOptions {
+  model::Transformer* target = nullptr;  // required; outlives the session
+  spec::Drafter* drafter = nullptr;      // null: the target decodes alone; outlives the session
+  int lookahead = 2;                     // blocks in flight per request (1: sequential)
+  // Draft tokens per block; 0: the speculation policy chooses k (and off) per block.
+  int k = 0;
+  bool spec_cache = false;       // the draft worker's speculation cache
+  bool adaptive_window = false;  // the policy chooses the schedule (draft_worker/draft_engine.h)
+  bool cache_guard = true;       // the draft engine's cache guard
+  // Compiles the grammars of constrained requests; required for them. Share one
+  // across sessions so that a grammar compiles once.
+  std::shared_ptr<grammar::GrammarCompiler> compiler = nullptr;
+  int max_new_tokens = 0;  // the router's bound on max_tokens; 0: its default
+};
+
+// One greedy generation (temperature 0, greedy verification). Generation stops at
+// max_tokens or at one of stop_token_ids. With guidance_scale != 1 the request is
+// guided (classifier-free guidance) with negative_prompt as its unconditional
+// prompt; with grammar its output is constrained (structured outputs).
+struct SpecRequest {
+  std::vector<int32_t> prompt = {};
+  int max_tokens = 0;
+  std::vector<int32_t> stop_token_ids = {};
+  float guidance_scale = 1.0f;
+  std::vector<int32_t> negative_prompt = {};
+  std::optional<grammar::GrammarSpec> grammar = std::nullopt;
+};
+
+class SpecSession {
+ public:
+  // Starts the services and waits until the workers have registered.
+  // Errors: InvalidArgument (no target); InProcessCluster::Start's.
+  static absl::StatusOr<std::unique_ptr<SpecSession>> Start(const SpecSessionOptions& options);
+  ~SpecSession();
+
+  // Runs one request to its end. Wall time runs from submit to the last token;
+  // Generate returns once the draft worker has released the request too (no
+  // Propose of this session then overlaps another's). SpecRunResult.cache is left
+  // empty (see Finish). Errors: the client's; Internal with the generation's error;
+  // FailedPrecondition after Finish; InProcessCluster::WaitForDraftReleases's.
+  absl::StatusOr<SpecRunResult> Generate(const SpecRequest& request);
+
+  // Stops the draft worker and returns its counters and speculation cache totals
+  // over every generation of the session (zero without a drafter). Call once,
+  // after the last Generate.
+  struct Totals {
+    draft::DraftCounters counters;
+    spec::SpeculationCacheCounters cache;
+  };
+  Totals Finish();
+
+ private:
+  SpecSession() = default;
+
+  std::unique_ptr<InProcessCluster> cluster_;
+  std::unique_ptr<net::RequestClient> client_;
+  bool speculative_ = false;
+  int k_ = 0;
+  uint64_t generated_ = 0;  // requests run to their end
+  bool finished_ = false;
+};
+
+// One greedy generation through a fresh session (SpecSession: cluster start
+// excluded from the wall time), with lookahead, k (0: the policy), spec_cache,
+// adaptive_window and cache_guard as in SpecSessionOptions and the rest as in
+// SpecRequest; the result's `cache` is filled.
 absl::StatusOr<SpecRunResult> RunSpecGeneration(
     model::Transformer* target, spec::Drafter* drafter, int lookahead, int k,
     const std::vector<int32_t>& prompt, int max_tokens, const std::vector<int32_t>& stop_token_ids,

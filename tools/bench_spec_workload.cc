@@ -10,13 +10,18 @@
 // from target-only's), once per configuration:
 //   target-only       the target alone
 //   NAME k=K          drafter NAME with a fixed k (each K of --k)
-//   NAME auto         drafter NAME with the adaptive controller (draft_k 0)
+//   NAME auto         drafter NAME with the speculation policy (draft_k 0)
+// Each configuration keeps one set of workers (a SpecSession, tools/bench_spec.h)
+// for the whole workload, as `serve` keeps its workers across requests: the costs
+// its draft worker measures (the policy's inputs but acceptance) carry over, so
+// the policy's cold start is paid once per run, not once per request.
 // With --guidance-scale S (not 1) every configuration also runs guided ("... cfg":
 // classifier-free guidance at S, unconditional prompt BOS + the empty chat), and a
 // summary per category gives the cost of guidance (target-only cfg / target-only)
 // and the gain of speculation under guidance (each NAME cfg / target-only cfg).
 // Configurations are interleaved per request (request 1 in every configuration,
-// then request 2, ...), so machine noise hits them alike. It prints per category
+// then request 2, ...), so machine noise hits them alike, and request i starts
+// with configuration i (mod their number), so none always runs first. It prints per category
 // tok/s (total tokens / total wall time), the ratio to target-only measured in
 // the same run, acceptance (accepted / verified draft tokens) and tokens per
 // target step; with --json one object per line per (category, configuration)
@@ -24,8 +29,10 @@
 // category (GuidanceSummaryJson). --limit N keeps the first N
 // requests of each category. The target runs on --threads threads (1), each
 // drafter on 1 thread; generation stops at the model's end-of-generation tokens.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -249,21 +256,20 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
   // Structured outputs (a line's response_format): one compiler for the whole run, each
   // grammar compiled before the timed runs (the compiler caches it), so a run's time is
   // decoding under the constraint, not compiling it.
-  std::vector<SpecRunConstraint> constraints(prepared.size());
+  std::vector<std::optional<grammar::GrammarSpec>> grammars(prepared.size());
   std::shared_ptr<grammar::GrammarCompiler> compiler;
   for (size_t i = 0; i < prepared.size(); ++i) {
-    ASSIGN_OR_RETURN(constraints[i].grammar, ResponseFormatGrammar(*prepared[i].request, f.workload));
-    if (!constraints[i].grammar.has_value()) continue;
+    ASSIGN_OR_RETURN(grammars[i], ResponseFormatGrammar(*prepared[i].request, f.workload));
+    if (!grammars[i].has_value()) continue;
     if (compiler == nullptr) {
       ASSIGN_OR_RETURN(compiler, grammar::GrammarCompiler::Create(
                                      tokenizer, {.vocab_size = target->config().vocab_size}));
     }
-    absl::Status compiled = compiler->Compile(*constraints[i].grammar).status();
+    absl::Status compiled = compiler->Compile(*grammars[i]).status();
     if (!compiled.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(f.workload, ":", prepared[i].request->line,
                                                      ": response_format: ", compiled.message()));
     }
-    constraints[i].compiler = compiler;
   }
 
   std::vector<std::unique_ptr<spec::Drafter>> drafters;
@@ -296,28 +302,53 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
         f.workload.c_str(), f.model.c_str(), requests.size(), f.threads, f.lookahead,
         kernels::CpuIsaName(), std::thread::hardware_concurrency());
   }
+  // One session per configuration for the whole workload: its workers, and the
+  // costs its draft worker measures, carry from request to request as a server's do.
+  int max_tokens = 1;
+  for (const Prepared& p : prepared) max_tokens = std::max(max_tokens, p.request->max_tokens);
+  std::vector<std::unique_ptr<SpecSession>> sessions;
+  for (const Configuration& c : configurations) {
+    ASSIGN_OR_RETURN(std::unique_ptr<SpecSession> session,
+                     SpecSession::Start({.target = target.get(),
+                                         .drafter = c.drafter,
+                                         .lookahead = f.lookahead,
+                                         .k = c.k,
+                                         .spec_cache = f.spec_cache,
+                                         .cache_guard = true,
+                                         .compiler = compiler,
+                                         .max_new_tokens = max_tokens}));
+    sessions.push_back(std::move(session));
+  }
   WorkloadTotals totals;
   for (size_t i = 0; i < prepared.size(); ++i) {
     const Prepared& p = prepared[i];
-    std::vector<std::vector<int32_t>> outputs;  // per configuration, for the exactness check
-    for (const Configuration& c : configurations) {
-      absl::StatusOr<SpecRunResult> run = RunSpecGeneration(
-          target.get(), c.drafter, f.lookahead, c.k, p.prompt, p.request->max_tokens, stop_ids,
-          f.spec_cache, /*adaptive_window=*/false, c.guided ? f.guidance_scale : 1.0f,
-          unconditional, /*cache_guard=*/true, constraints[i]);
+    // Per configuration, for the exactness check.
+    std::vector<std::vector<int32_t>> outputs(configurations.size());
+    // Request i starts at configuration i (mod their number): none always runs
+    // first, right after another's work or the request's tokenization.
+    for (size_t j = 0; j < configurations.size(); ++j) {
+      const size_t c = (i + j) % configurations.size();
+      const Configuration& configuration = configurations[c];
+      absl::StatusOr<SpecRunResult> run = sessions[c]->Generate(
+          {.prompt = p.prompt,
+           .max_tokens = p.request->max_tokens,
+           .stop_token_ids = stop_ids,
+           .guidance_scale = configuration.guided ? f.guidance_scale : 1.0f,
+           .negative_prompt = unconditional,
+           .grammar = grammars[i]});
       if (!run.ok()) {
         return absl::Status(run.status().code(),
-                            absl::StrCat(f.workload, ":", p.request->line, " (", c.name,
-                                         "): ", run.status().message()));
+                            absl::StrCat(f.workload, ":", p.request->line, " (",
+                                         configuration.name, "): ", run.status().message()));
       }
-      totals.Add(p.request->category, c.name,
+      totals.Add(p.request->category, configuration.name,
                  {.tokens = run->tokens,
                   .wall_seconds = run->wall_s,
                   .verified = static_cast<int64_t>(run->stats.verified()),
                   .accepted = static_cast<int64_t>(run->stats.accepted()),
                   .steps = static_cast<int64_t>(run->stats.steps()),
                   .cpu_seconds = run->cpu_s});
-      outputs.push_back(run->output);
+      outputs[c] = std::move(run->output);
     }
     RETURN_IF_ERROR(CheckSameAsTargetOnly(configurations, outputs,
                                           absl::StrCat(f.workload, ":", p.request->line)));

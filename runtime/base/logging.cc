@@ -1,5 +1,6 @@
 #include "runtime/base/logging.h"
 
+#include <strings.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,14 +14,7 @@
 namespace splitspec {
 namespace {
 
-LogLevel ReadLevelFromEnv() {
-  const char* env = std::getenv("SPLITSPEC_LOG_LEVEL");
-  if (env == nullptr) return LogLevel::kInfo;
-  if (std::strcmp(env, "DEBUG") == 0) return LogLevel::kDebug;
-  if (std::strcmp(env, "WARNING") == 0) return LogLevel::kWarning;
-  if (std::strcmp(env, "ERROR") == 0) return LogLevel::kError;
-  return LogLevel::kInfo;
-}
+LogLevel ReadLevelFromEnv() { return ParseLogLevel(std::getenv("SPLITSPEC_LOG_LEVEL")); }
 
 const char* LevelLetter(LogLevel level) {
   switch (level) {
@@ -44,6 +38,14 @@ std::atomic<int>& MinLevel() {
 }
 
 }  // namespace
+
+LogLevel ParseLogLevel(const char* name) {
+  if (name == nullptr) return LogLevel::kInfo;
+  if (strcasecmp(name, "DEBUG") == 0) return LogLevel::kDebug;
+  if (strcasecmp(name, "WARNING") == 0) return LogLevel::kWarning;
+  if (strcasecmp(name, "ERROR") == 0) return LogLevel::kError;
+  return LogLevel::kInfo;
+}
 
 bool LogEnabled(LogLevel level) {
   return static_cast<int>(level) >= MinLevel().load(std::memory_order_relaxed);

@@ -4,7 +4,7 @@
 //   SPLITSPEC_CHECK(n > 0) << "n=" << n;   // aborts: programmer errors only
 //
 // The level is read once from the environment variable SPLITSPEC_LOG_LEVEL
-// (DEBUG, INFO, WARNING, ERROR; default INFO). Thread-safe: each message is
+// (DEBUG, INFO, WARNING, ERROR, in any case; default INFO). Thread-safe: each message is
 // formatted into a buffer and written with one call.
 #ifndef SPLITSPEC_RUNTIME_BASE_LOGGING_H_
 #define SPLITSPEC_RUNTIME_BASE_LOGGING_H_
@@ -19,6 +19,10 @@ enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3, kFatal = 
 
 // True if messages of `level` are printed.
 bool LogEnabled(LogLevel level);
+
+// The level a SPLITSPEC_LOG_LEVEL value names, in any case ("debug" is DEBUG);
+// INFO for null or any other value.
+LogLevel ParseLogLevel(const char* name);
 
 // Sets the lowest level printed, unless SPLITSPEC_LOG_LEVEL is set in the
 // environment (the user's choice wins). Tools that run services in-process

@@ -113,6 +113,17 @@ class Drafter {
   // The KV accounting of a drafter that keeps KV caches (a model drafter:
   // runtime/model/kv_budget.h); null for one that keeps none.
   virtual const model::KvBudget* kv_budget() const { return nullptr; }
+
+  // The bytes of weights one draft decode step reads over those one step of the
+  // target reads: what a draft token costs in target steps where both are
+  // memory-bound (the speculation policy's prior for the draft's cost, until a
+  // block times it). 0: negligible (a model-free drafter) or unknown. Set by
+  // whoever knows both models (drafter_factory.h: MakeDrafter).
+  double decode_bytes_ratio() const { return decode_bytes_ratio_; }
+  void set_decode_bytes_ratio(double ratio) { decode_bytes_ratio_ = ratio; }
+
+ private:
+  double decode_bytes_ratio_ = 0.0;
 };
 
 }  // namespace splitspec::spec

@@ -4,7 +4,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/model/gguf_reader.h"
+#include "runtime/model/model_config.h"
 #include "runtime/model/transformer.h"
+#include "runtime/model/weights.h"
 #include "runtime/spec/cross_vocab_drafter.h"
 #include "runtime/spec/lookup_drafter.h"
 #include "runtime/spec/model_drafter.h"
@@ -14,6 +17,28 @@
 
 namespace splitspec::spec {
 namespace {
+
+// Bytes of weights one decode step of the model at `path` reads; 0 if unreadable.
+uint64_t DecodeBytesPerToken(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<model::GgufFile>> file = model::GgufFile::Open(path);
+  if (!file.ok()) return 0;
+  absl::StatusOr<model::ModelConfig> config = model::ReadModelConfig(**file);
+  if (!config.ok()) return 0;
+  absl::StatusOr<model::ModelWeights> weights = model::LoadModelWeights(**file, *config);
+  return weights.ok() ? weights->DecodeBytesPerToken() : 0;
+}
+
+// Sets the drafter's decode_bytes_ratio() from its model's weights and the target's.
+std::unique_ptr<Drafter> WithDecodeBytesRatio(std::unique_ptr<Drafter> drafter,
+                                              uint64_t draft_bytes,
+                                              const std::string& target_path) {
+  const uint64_t target_bytes = DecodeBytesPerToken(target_path);
+  if (target_bytes > 0) {
+    drafter->set_decode_bytes_ratio(static_cast<double>(draft_bytes) /
+                                    static_cast<double>(target_bytes));
+  }
+  return drafter;
+}
 
 // Drafter "model": the draft file's vocabulary decides between the plain model
 // drafter and the cross-vocabulary one.
@@ -104,8 +129,12 @@ absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const DrafterSpec& spec,
       return std::unique_ptr<Drafter>(new NgramDrafter(NgramDrafterConfig{}));
     case DrafterSpec::Kind::kLookup:
       return std::unique_ptr<Drafter>(new LookupDrafter(LookupDrafterConfig{}));
-    case DrafterSpec::Kind::kModel:
-      return MakeModelDrafter(spec, *target_tokenizer, target_vocab_size, options);
+    case DrafterSpec::Kind::kModel: {
+      ASSIGN_OR_RETURN(std::unique_ptr<Drafter> drafter,
+                       MakeModelDrafter(spec, *target_tokenizer, target_vocab_size, options));
+      return WithDecodeBytesRatio(std::move(drafter), DecodeBytesPerToken(spec.draft_path),
+                                  target_path);
+    }
     case DrafterSpec::Kind::kLayerSkip: {
       model::TransformerOptions model_options;
       model_options.threads = threads;
@@ -113,10 +142,11 @@ absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const DrafterSpec& spec,
       model_options.device = spec.device;
       ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> truncated,
                        model::Transformer::Load(target_path, model_options));
+      const uint64_t draft_bytes = truncated->weights().DecodeBytesPerToken();
       ASSIGN_OR_RETURN(std::unique_ptr<ModelDrafter> drafter,
                        ModelDrafter::Create(std::move(truncated), *target_tokenizer,
                                             *target_tokenizer, target_vocab_size, options));
-      return std::unique_ptr<Drafter>(std::move(drafter));
+      return WithDecodeBytesRatio(std::move(drafter), draft_bytes, target_path);
     }
   }
   return absl::InternalError("unreachable drafter kind");

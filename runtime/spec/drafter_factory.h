@@ -48,7 +48,9 @@ absl::StatusOr<DrafterSpec> ParseDrafterSpec(const std::string& name,
 // CrossVocabDrafter borrows it (it must outlive the drafter). Errors:
 // InvalidArgument if a model drafter has no target tokenizer; those of loading
 // the draft model or the target's file (naming the file) and of the
-// vocabulary check.
+// vocabulary check. A model drafter's decode_bytes_ratio() is set from both
+// models' weights (left 0 if the target's file at target_path cannot be read:
+// the prior is then unknown, not an error).
 absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const DrafterSpec& spec,
                                                      const std::string& target_path,
                                                      const model::Tokenizer* target_tokenizer,

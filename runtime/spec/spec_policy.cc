@@ -23,6 +23,14 @@ double UpperBound(double successes, double trials) {
 
 bool Usable(double x) { return x > 0.0 && std::isfinite(x); }
 
+// A draft token's cost in plain target steps: measured, else the prior; 0 if
+// unknown (free: rule 1's optimism).
+double DraftCostInSteps(const SpecEstimates& e) {
+  if (Usable(e.draft_seconds_per_token))
+    return Usable(e.target_step_seconds) ? e.draft_seconds_per_token / e.target_step_seconds : 0.0;
+  return Usable(e.draft_cost_prior) ? e.draft_cost_prior : 0.0;
+}
+
 void Blend(double& average, double sample) {
   average = average > 0.0 ? (1.0 - kCostWeight) * average + kCostWeight * sample : sample;
 }
@@ -36,9 +44,10 @@ SpecAction BestSpeculative(const SpecEstimates& e, const SpecChoices& c, SpecMod
   for (SpecMode mode : {SpecMode::kSequential, SpecMode::kCached, SpecMode::kOverlapped}) {
     if ((mode == SpecMode::kCached && !c.cached) || (mode == SpecMode::kOverlapped && !c.overlapped))
       continue;
-    // An unmeasured draft cost is free (rule 1), but only the cheapest block
+    // An unknown draft cost is free (rule 1), but only the cheapest block
     // measures it: a model as slow as the target must not draft max_k first.
-    const int max_k = Usable(e.draft_seconds_per_token) ? c.max_k : c.min_k;
+    const int max_k =
+        Usable(e.draft_seconds_per_token) || Usable(e.draft_cost_prior) ? c.max_k : c.min_k;
     for (int k = c.min_k; k <= max_k; ++k) {
       const double rate = PredictedRate(e, mode, k, alpha);
       const double score = rate * (mode == previous ? 1.0 + kMargin : 1.0);
@@ -135,8 +144,10 @@ double SpecEstimates::CacheHitUpper() const { return UpperBound(cache_hits, cach
 
 std::string SpecEstimates::DebugString() const {
   return absl::StrCat("alpha=", AlphaMean(), " alpha+=", AlphaUpper(), " evidence=", verified,
-                      " draft_s=", draft_seconds_per_token, " t0=", target_step_seconds,
+                      " draft_s=", draft_seconds_per_token, " prior=", draft_cost_prior,
+                      " t0=", target_step_seconds,
                       " slope=", target_slope, " overhead_s=", block_overhead_seconds,
+                      " step_overhead_s=", step_overhead_seconds,
                       " hit+=", CacheHitUpper(), " interference=", interference,
                       " batch=", target_batch);
 }
@@ -145,11 +156,12 @@ namespace {
 
 // The costs a block is charged in units of the batch's plain step: the slope of
 // the target's line charged to this request's drafts, the draft's cost ratio C and
-// the block overhead o.
+// the block overhead o; and the loop's time per step that plain tokens pay too.
 struct ChargedCosts {
   double slope = 0.0;
   double cost_ratio = kFreeDraftRatio;
   double overhead = 0.0;
+  double shared = 0.0;
 };
 
 ChargedCosts ChargeCosts(const SpecEstimates& e) {
@@ -160,10 +172,14 @@ ChargedCosts ChargeCosts(const SpecEstimates& e) {
   const double batch_step = e.target_step_seconds * (1.0 + slope * (batch - 1));
   ChargedCosts c;
   c.slope = batch * slope / (1.0 + slope * (batch - 1));
-  c.cost_ratio = Usable(batch_step) && Usable(e.draft_seconds_per_token)
-                     ? batch_step / e.draft_seconds_per_token
-                     : kFreeDraftRatio;
+  // T(batch) / draft seconds per token = (1 + slope (batch - 1)) / the draft's
+  // cost in plain steps.
+  const double draft_steps = DraftCostInSteps(e);
+  c.cost_ratio = draft_steps > 0.0 ? (1.0 + slope * (batch - 1)) / draft_steps : kFreeDraftRatio;
   c.overhead = Usable(batch_step) ? e.block_overhead_seconds / batch_step : 0.0;
+  // The loop's time per step, paid by a plain token and by a block alike: a
+  // block's share of it is overhead, and off's rate is 1 / (1 + shared).
+  c.shared = Usable(batch_step) ? std::max(0.0, e.step_overhead_seconds) / batch_step : 0.0;
   return c;
 }
 
@@ -175,6 +191,7 @@ double PredictedRate(const SpecEstimates& e, SpecMode mode, int k, double alpha)
   const double charged_slope = charged.slope;
   const double cost_ratio = charged.cost_ratio;
   const double overhead = charged.overhead;
+  const double shared = charged.shared;
   // Drafting beside the verification slows it by (1 + interference): in units
   // of the slowed step the draft and the overhead shrink by that factor.
   const bool beside = mode != SpecMode::kSequential;
@@ -186,11 +203,11 @@ double PredictedRate(const SpecEstimates& e, SpecMode mode, int k, double alpha)
   in.verify_slope = charged_slope;
   in.cache_hit_rate = e.CacheHitUpper();
   in.result_wait = mode == SpecMode::kCached ? 0.5 / in.cost_ratio : 0.0;
-  in.block_overhead = overhead / slow;
+  in.block_overhead = (overhead + shared) / slow;
   const PipelineMode pipeline = mode == SpecMode::kSequential   ? PipelineMode::kSequential
                                 : mode == SpecMode::kOverlapped ? PipelineMode::kOverlapped
                                                                 : PipelineMode::kOverlappedCache;
-  return PipelineSpeedup(in, pipeline) / slow;
+  return PipelineSpeedup(in, pipeline) / slow * (1.0 + shared);
 }
 
 SpecAction ChooseSpecAction(const SpecEstimates& e, const SpecChoices& c, SpecMode previous) {
@@ -216,10 +233,7 @@ SpecAction ChooseSpecAction(const SpecEstimates& e, const SpecChoices& c, SpecMo
   // A shadow block is an acceptance sample: worth its cost only if acceptance
   // can still change the verdict (full acceptance would win).
   const bool winnable = BestSpeculative(e, c, SpecMode::kOff, 1.0).rate > 1.0 + kMargin;
-  const double plain_step = e.target_step_seconds;
-  off.shadow = off.shadow_k > 0 && winnable &&
-               (!Usable(e.draft_seconds_per_token) || !Usable(plain_step) ||
-                off.shadow_k * e.draft_seconds_per_token <= kMargin * plain_step);
+  off.shadow = off.shadow_k > 0 && winnable && off.shadow_k * DraftCostInSteps(e) <= kMargin;
   return off;
 }
 
@@ -326,7 +340,9 @@ TreeShape ToShape(const std::vector<GrowNode>& nodes) {
 
 // Rule 2.
 double TreeRate(const ChargedCosts& c, double expected_accepted, int nodes, int depth) {
-  return (1.0 + expected_accepted) / (1.0 + c.slope * nodes + depth / c.cost_ratio + c.overhead);
+  // Off's time per token is 1 + shared (in plain steps), as in PredictedRate.
+  return (1.0 + expected_accepted) * (1.0 + c.shared) /
+         (1.0 + c.slope * nodes + depth / c.cost_ratio + c.overhead + c.shared);
 }
 
 }  // namespace

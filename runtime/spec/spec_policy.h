@@ -5,13 +5,15 @@
 // runtime/spec/analytic_model.h):
 //   1. alpha+ = the upper confidence bound of acceptance: the posterior mean
 //      (A + 1) / (V + 2) of the decayed evidence plus kConfidenceZ standard errors;
-//      h+ likewise for the cache hit rate. Unmeasured costs count as free.
+//      h+ likewise for the cache hit rate. An unmeasured draft cost is its prior
+//      (the draft's decode bytes / the target's), other unmeasured costs are free.
 //   2. R(off) = 1. For each allowed mode m in {sequential, overlapped, cached} and
-//      k in [min_k, max_k] (min_k while the draft's cost is unmeasured: the
+//      k in [min_k, max_k] (min_k while the draft's cost is unknown: the
 //      cheapest block measures it), R(m, k) = PipelineSpeedup at alpha+, h+, C = T(0) /
 //      draft seconds per token, the target's slope charged for its batch, block
-//      overhead, and, for modes whose drafting runs beside the verification, the
-//      measured interference (the verification is that much slower).
+//      overhead, the per-step time plain decoding pays too (on both sides), and,
+//      for modes whose drafting runs beside the verification, the measured
+//      interference (the verification is that much slower).
 //   3. Choose the largest R; the previous mode wins unless beaten by kMargin;
 //      off wins unless beaten, by kMargin if speculation is off now.
 //   4. When off: off_tokens = the plain tokens until the evidence, aging by
@@ -69,11 +71,19 @@ struct SpecEstimates {
   double accepted = 0.0;
   double verified = 0.0;
   double draft_seconds_per_token = 0.0;
+  // A draft token's cost in plain target steps until draft_seconds_per_token is
+  // measured (Drafter::decode_bytes_ratio: a fresh worker's first blocks are
+  // chosen at it, not at a free draft); 0: none.
+  double draft_cost_prior = 0.0;
   // The target's T(fed) line: T = target_step_seconds * (1 + target_slope * (fed - 1)).
   double target_step_seconds = 0.0;
   double target_slope = 0.0;
   // Per-block time on the critical path outside the target's step and drafting.
   double block_overhead_seconds = 0.0;
+  // Per-step time outside the target's forward that a plain token pays too (the
+  // serving loop: sampling, events, streaming). A block pays it once per step as
+  // a plain token does, so it is no cost of speculation: R(off) pays it as well.
+  double step_overhead_seconds = 0.0;
   // Cache lookups' decayed hit evidence.
   double cache_hits = 0.0;
   double cache_lookups = 0.0;

@@ -131,6 +131,20 @@ absl::Status InProcessCluster::WaitForWorkers(int expected) {
       absl::StrCat("workers did not register with ", coordinator_endpoint_));
 }
 
+absl::Status InProcessCluster::WaitForDraftReleases(uint64_t count, absl::Duration timeout) const {
+  if (draft_ == nullptr) return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + timeout;
+  while (draft_->requests_released() < count) {
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("the draft worker released ",
+                                                      draft_->requests_released(), " of ", count,
+                                                      " requests within ", absl::FormatDuration(timeout)));
+    }
+    absl::SleepFor(absl::Microseconds(200));
+  }
+  return absl::OkStatus();
+}
+
 void InProcessCluster::KillDraftWorker() {
   stop_draft_ = true;
   if (draft_thread_.joinable()) draft_thread_.join();

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "coordinator/coordinator_service.h"
 #include "draft_worker/draft_service.h"
 #include "runtime/model/transformer.h"
@@ -73,6 +74,11 @@ class InProcessCluster {
   const std::string& coordinator_endpoint() const { return coordinator_endpoint_; }
   // Stops the draft worker's thread without deregistering (as if it died).
   void KillDraftWorker();
+  // Waits until the draft worker has released `count` requests in all (DraftCounters::
+  // requests_released): from then on its drafter holds nothing of them and it runs no
+  // Propose for them, so another cluster may use the same drafter. OK at once
+  // without a draft worker; DeadlineExceeded (naming both counts) after `timeout`.
+  absl::Status WaitForDraftReleases(uint64_t count, absl::Duration timeout) const;
   // The draft worker's engine counters and speculation cache totals. Only after
   // KillDraftWorker (its thread owns them while it runs); zero without a drafter.
   draft::DraftCounters DraftCountersAfterKill() const;

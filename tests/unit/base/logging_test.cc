@@ -27,5 +27,16 @@ TEST(LogLinePrefixTest, ShowsLevelLetterAndFileWithoutDirectory) {
             "W 12:34:56.789 " + std::to_string(getpid()) + " x.cc:7] ");
 }
 
+// SPLITSPEC_LOG_LEVEL=debug asked for DEBUG and silently got INFO.
+TEST(ParseLogLevelTest, NamesAreReadInAnyCase) {
+  EXPECT_EQ(ParseLogLevel("DEBUG"), LogLevel::kDebug);
+  EXPECT_EQ(ParseLogLevel("debug"), LogLevel::kDebug);
+  EXPECT_EQ(ParseLogLevel("Warning"), LogLevel::kWarning);
+  EXPECT_EQ(ParseLogLevel("error"), LogLevel::kError);
+  EXPECT_EQ(ParseLogLevel("info"), LogLevel::kInfo);
+  EXPECT_EQ(ParseLogLevel("verbose"), LogLevel::kInfo);
+  EXPECT_EQ(ParseLogLevel(nullptr), LogLevel::kInfo);
+}
+
 }  // namespace
 }  // namespace splitspec

@@ -745,6 +745,46 @@ TEST_F(DraftEngineTest, AdaptiveOffWindowLetsTheTargetDecodeAloneUntilTheProbe) 
   EXPECT_GT(off.alone_tokens(), 16u);
 }
 
+// The empty block that opens an off window drafts nothing, so it costs no
+// Propose: one of k = 0 would feed a model drafter the whole context (for a new
+// request, a prefill of its prompt) on the cores the target decodes on.
+TEST_F(DraftEngineTest, AnOffWindowBlockRunsNoPropose) {
+  DraftEngineOptions options;
+  std::vector<int32_t> committed;
+  uint64_t epoch;
+  const proto::DraftBlock off = OpenOffWindow(options, &committed, &epoch);
+  ASSERT_FALSE(HasFailure());
+  ASSERT_EQ(off.tokens_size(), 0);
+  const uint64_t drafted_blocks = engine_->counters().blocks_sent - 1;  // all but the off block
+  EXPECT_EQ(engine_->counters().propose_calls, drafted_blocks);
+  for (const FakeDrafter::Proposal& proposal : drafter_.proposals()) EXPECT_GT(proposal.k, 0);
+  EXPECT_LT(drafter_.Held("r")->size(), committed.size()) << "the drafter was not fed";
+}
+
+// A drafter whose weights say it costs a target step per token (the target as
+// its own draft: decode_bytes_ratio 1) cannot win even at full acceptance: a
+// fresh worker's first request starts off, without drafting a block to learn
+// it, and sends no probe within the window. A model 50x lighter drafts at once.
+TEST_F(DraftEngineTest, TheDrafterPriorDecidesTheFirstBlock) {
+  drafter_.set_decode_bytes_ratio(1.0);
+  DraftEngineOptions options;
+  options.clock = [] { return absl::UnixEpoch(); };  // nothing is ever timed
+  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0, /*max_tokens=*/1000)).ok());
+  auto first = Step();
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].tokens_size(), 0);
+  EXPECT_EQ(first[0].alone_tokens(), static_cast<uint32_t>(spec::kMaxOffTokens));
+  EXPECT_TRUE(drafter_.proposals().empty()) << "nothing drafted, nothing prefilled";
+
+  drafter_.set_decode_bytes_ratio(0.02);
+  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+  ASSERT_TRUE(engine_->AddRequest(Assign("s", /*draft_k=*/0, /*max_tokens=*/1000)).ok());
+  auto light = Step();
+  ASSERT_EQ(light.size(), 1u);
+  EXPECT_GT(light[0].tokens_size(), 1) << "k chosen at the prior's cost, not min_k";
+}
+
 // A drafter too costly for shadow blocks (a model) is fed the target's tokens
 // while the target decodes alone, but only near the window's end (a draft
 // model's forwards beside the target cost it memory bandwidth): none while more

@@ -79,6 +79,19 @@ TEST(DrafterFactoryTest, LayerSkipDraftsFromTheTargetsOwnFile) {
   ASSERT_TRUE((*drafter)->Propose(absl::MakeSpan(batch)).ok());
   ASSERT_TRUE(batch[0].status.ok()) << batch[0].status;
   EXPECT_EQ(batch[0].tokens.size(), 3u);
+  // The policy's prior for its cost: one of two layers, the same head and embedding.
+  EXPECT_GT((*drafter)->decode_bytes_ratio(), 0.0);
+  EXPECT_LT((*drafter)->decode_bytes_ratio(), 1.0);
+  // The target as its own draft reads every weight the target reads.
+  auto self = MakeDrafter(*ParseDrafterSpec("model", path), path, &*tokenizer,
+                          tokenizer->vocab_size(), 1);
+  ASSERT_TRUE(self.ok()) << self.status();
+  EXPECT_DOUBLE_EQ((*self)->decode_bytes_ratio(), 1.0);
+  // An unreadable target leaves the prior unknown, not the drafter unmade.
+  auto unknown = MakeDrafter(*ParseDrafterSpec("model", path), "/nonexistent.gguf", &*tokenizer,
+                             tokenizer->vocab_size(), 1);
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  EXPECT_EQ((*unknown)->decode_bytes_ratio(), 0.0);
 
   auto too_deep = MakeDrafter(*ParseDrafterSpec("layerskip:9", ""), path, &*tokenizer,
                               tokenizer->vocab_size(), 1);
@@ -93,6 +106,7 @@ TEST(DrafterFactoryTest, LookupNeedsNoTokenizer) {
   ASSERT_TRUE(drafter.ok()) << drafter.status();
   ASSERT_NE(*drafter, nullptr);
   EXPECT_EQ((*drafter)->name(), "lookup");
+  EXPECT_EQ((*drafter)->decode_bytes_ratio(), 0.0) << "a lookup costs no target step";
 }
 
 TEST(DrafterFactoryTest, NoneMakesNoDrafter) {

@@ -79,6 +79,48 @@ TEST(SpecPolicyTest, ARequestWithoutEvidenceTriesABlock) {
   EXPECT_GE(action.k, 1);
 }
 
+// Before a block times the draft, its prior prices it: a draft that reads as many
+// weights as the target (the target as its own draft) loses at full acceptance,
+// so a fresh worker's first request starts off and never probes; a draft 50x
+// lighter speculates from the first block, with k chosen at that cost (not only
+// the min_k of an unknown draft). A measured cost overrides the prior.
+TEST(SpecPolicyTest, TheDraftsPriorPricesItUntilABlockTimesIt) {
+  SpecEstimates self;
+  self.draft_cost_prior = 1.0;
+  const SpecAction off = ChooseSpecAction(self, Choices(true), SpecMode::kOverlapped);
+  EXPECT_EQ(off.mode, SpecMode::kOff);
+  EXPECT_FALSE(off.probe);
+  EXPECT_FALSE(off.shadow);
+  SpecEstimates small;
+  small.draft_cost_prior = 0.02;
+  const SpecAction on = ChooseSpecAction(small, Choices(true), SpecMode::kOff);
+  EXPECT_NE(on.mode, SpecMode::kOff);
+  EXPECT_GT(on.k, 1);
+  EXPECT_NEAR(on.rate, PredictedRate(Make(0.5, 0, 50, 0.0, 0.0), on.mode, on.k, small.AlphaUpper()),
+              1e-9);
+  SpecEstimates measured = self;
+  measured.target_step_seconds = 1.0;
+  measured.draft_seconds_per_token = 0.02;
+  EXPECT_NE(ChooseSpecAction(measured, Choices(true), SpecMode::kOff).mode, SpecMode::kOff);
+}
+
+// The serving loop's time per step (sampling, events, streaming) is paid by a
+// plain token as by a block: charged to blocks alone it made a block at
+// alpha 0.35, k = 1 look like a loss (1.35 tokens for 1 + 0.2 + 0.25 steps:
+// 0.93x); shared, the block takes 1.45 steps against the 1.25 of a plain token
+// (1.35 / 1.45 * 1.25 = 1.16x), and the policy speculates.
+TEST(SpecPolicyTest, TimePlainDecodingPaysTooIsNoCostOfSpeculation) {
+  SpecEstimates charged = Make(0.35, 10000, 1e9, /*slope=*/0.2, /*overhead=*/0.25);
+  SpecEstimates shared = Make(0.35, 10000, 1e9, /*slope=*/0.2, /*overhead=*/0.0);
+  shared.step_overhead_seconds = 0.25;
+  EXPECT_NEAR(PredictedRate(charged, SpecMode::kSequential, 1, 0.35), 1.35 / 1.45, 1e-6);
+  EXPECT_NEAR(PredictedRate(shared, SpecMode::kSequential, 1, 0.35), 1.35 / 1.45 * 1.25, 1e-6);
+  EXPECT_EQ(ChooseSpecAction(charged, Choices(), SpecMode::kSequential).mode, SpecMode::kOff);
+  const SpecAction on = ChooseSpecAction(shared, Choices(), SpecMode::kSequential);
+  EXPECT_EQ(on.mode, SpecMode::kSequential);
+  EXPECT_GE(on.k, 1);
+}
+
 TEST(SpecPolicyTest, TheUpperBoundTriesAnUnsampledCacheAndDropsOneThatNeverHits) {
   // A costly draft (C = 2): the cache pays only if its pre-drafts hit.
   SpecEstimates e = Make(0.9, 100, 2.0, 0.05, 0.0);

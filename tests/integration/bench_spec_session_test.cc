@@ -1,0 +1,73 @@
+// SpecSession (tools/bench_spec.h), what `bench spec --workload` runs each
+// configuration on: one set of workers serves every request of the session, as a
+// server's do, sessions sharing one target and one draft model take turns
+// without touching each other's requests, and every output is the target's own
+// greedy decode.
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "runtime/model/transformer.h"
+#include "runtime/spec/drafter_factory.h"
+#include "runtime/tokenizer/tokenizer_gguf.h"
+#include "tests/testing/tiny_model.h"
+#include "tools/bench_spec.h"
+
+namespace splitspec {
+namespace {
+
+TEST(SpecSessionTest, OneSetOfWorkersServesEveryRequestOfItsSession) {
+  model::TinyModelOptions options;
+  options.weight_type = kernels::GgmlType::kQ8_0;
+  const std::string path =
+      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-spec-session.gguf";
+  ASSERT_TRUE(model::WriteTinyModel(options, path).ok());
+  struct Remove {
+    std::string path;
+    ~Remove() { std::remove(path.c_str()); }
+  } cleanup{path};
+  auto target = model::Transformer::Load(path, {.threads = 1});
+  ASSERT_TRUE(target.ok()) << target.status();
+  auto tokenizer = model::LoadTokenizerFromGguf((*target)->file());
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  // The target as its own draft: a model drafter, one for both speculative sessions.
+  auto drafter = spec::MakeDrafter(*spec::ParseDrafterSpec("model", path), path, &*tokenizer,
+                                   (*target)->config().vocab_size, 1);
+  ASSERT_TRUE(drafter.ok()) << drafter.status();
+
+  auto plain = tools::SpecSession::Start({.target = target->get()});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  auto fixed = tools::SpecSession::Start({.target = target->get(), .drafter = drafter->get(), .k = 2});
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  auto policy = tools::SpecSession::Start({.target = target->get(), .drafter = drafter->get()});
+  ASSERT_TRUE(policy.ok()) << policy.status();
+
+  const std::vector<std::vector<int32_t>> prompts = {{17, 42, 99}, {5, 6, 7, 8}, {250, 3}};
+  constexpr int kTokens = 20;
+  for (const std::vector<int32_t>& prompt : prompts) {
+    auto want = (*plain)->Generate({.prompt = prompt, .max_tokens = kTokens});
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_EQ(want->tokens, kTokens);
+    for (tools::SpecSession* session : {fixed->get(), policy->get()}) {
+      auto got = session->Generate({.prompt = prompt, .max_tokens = kTokens});
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(got->output, want->output);
+    }
+  }
+  // One draft worker per session saw all three requests, and let go of each.
+  const tools::SpecSession::Totals fixed_totals = (*fixed)->Finish();
+  EXPECT_EQ(fixed_totals.counters.requests_released, prompts.size());
+  EXPECT_GE(fixed_totals.counters.blocks_sent, prompts.size());
+  EXPECT_GT(fixed_totals.counters.tokens_drafted, 0u);
+  EXPECT_EQ((*policy)->Finish().counters.requests_released, prompts.size());
+  EXPECT_EQ((*plain)->Finish().counters.blocks_sent, 0u) << "no draft worker";
+  auto after = (*fixed)->Generate({.prompt = prompts[0], .max_tokens = kTokens});
+  EXPECT_EQ(after.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace splitspec
