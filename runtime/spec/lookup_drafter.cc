@@ -36,6 +36,15 @@ void LookupIndex::Truncate(int64_t length) {
   }
 }
 
+int LookupIndex::SuffixMatchLength(int64_t j, int max_match) const {
+  const int64_t n = size();
+  int length = 1;
+  while (length < max_match && j - length >= 0 && tokens_[j - length] == tokens_[n - 1 - length]) {
+    ++length;
+  }
+  return length;
+}
+
 LookupMatch LookupIndex::Find(const LookupDrafterConfig& config) const {
   const int64_t n = size();
   LookupMatch best;
@@ -46,11 +55,7 @@ LookupMatch LookupIndex::Find(const LookupDrafterConfig& config) const {
   for (auto pos = occurrences.rbegin() + 1;
        pos != occurrences.rend() && examined < config.max_candidates; ++pos, ++examined) {
     const int64_t j = *pos;
-    int length = 1;
-    while (length < config.max_match && j - length >= 0 &&
-           tokens_[j - length] == tokens_[n - 1 - length]) {
-      ++length;
-    }
+    const int length = SuffixMatchLength(j, config.max_match);
     if (length > best.length) best = {j + 1, length};
     if (length == config.max_match) break;  // nothing later can be longer; this is the latest such
   }
@@ -67,11 +72,7 @@ std::vector<LookupMatch> LookupIndex::FindAll(const LookupDrafterConfig& config)
   for (auto pos = occurrences.rbegin() + 1;
        pos != occurrences.rend() && examined < config.max_candidates; ++pos, ++examined) {
     const int64_t j = *pos;
-    int length = 1;
-    while (length < config.max_match && j - length >= 0 &&
-           tokens_[j - length] == tokens_[n - 1 - length]) {
-      ++length;
-    }
+    const int length = SuffixMatchLength(j, config.max_match);
     if (length >= config.min_match) matches.push_back({j + 1, length});
   }
   // Latest first already: a stable sort by length keeps the latest among equals first.

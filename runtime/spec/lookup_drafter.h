@@ -78,6 +78,10 @@ class LookupIndex {
   std::vector<LookupMatch> FindAll(const LookupDrafterConfig& config) const;
 
  private:
+  // How many tokens ending at position j (1 <= result <= max_match) equal the ones
+  // ending at the last token. REQUIRES: tokens_[j] == tokens_.back().
+  int SuffixMatchLength(int64_t j, int max_match) const;
+
   std::vector<int32_t> tokens_;
   absl::flat_hash_map<int32_t, std::vector<int64_t>> positions_;  // ascending
 };
