@@ -150,7 +150,12 @@ proto::VerifyResult TargetRequest::ApplyOutcome(const proto::DraftBlock* block,
       cut_drafts = cut->second;
       cut_drafts_.erase(cut);
     }
-    metrics_.RecordBlock(block->tokens_size(), outcome.accepted, outcome.rejected,
+    // A tree block counts the path positions its verification walked (the accepted
+    // nodes, and the rejected position if any), not its nodes: its acceptance rate
+    // is then the chain's along the accepted path (spec_metrics.h).
+    const int drafted = block->parents_size() > 0 ? outcome.accepted + (outcome.rejected ? 1 : 0)
+                                                  : block->tokens_size();
+    metrics_.RecordBlock(drafted, outcome.accepted, outcome.rejected,
                          static_cast<int>(outcome.committed.size()));
   } else {
     metrics_.RecordBlock(0, 0, false, static_cast<int>(outcome.committed.size()));
