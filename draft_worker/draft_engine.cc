@@ -395,8 +395,8 @@ spec::SpecAction DraftEngine::ChooseAction(const RequestState& state) const {
 }
 
 int DraftEngine::ChooseTree(const RequestState& state, spec::SpecAction& action) const {
-  if (!options_.trees || !state.target_runs_trees || state.cache.has_value() ||
-      options_.max_tree_nodes < 2) {
+  if (!options_.trees || !drafter_->ProposesTrees() || !state.target_runs_trees ||
+      state.cache.has_value() || options_.max_tree_nodes < 2) {
     return 0;
   }
   const spec::SpecEstimates e = Estimates(state);

@@ -43,8 +43,9 @@
 // drafter proposes from exactly the context it is sent at, with the q it was
 // drafted from, and the target verifies it like any other.
 // Trees (issue 30; options.trees): a block may be a draft tree
-// (runtime/spec/draft_tree.h, DraftBlock.parents) when the request's target runs
-// trees (Assignment.target_runs_trees) and the cache is off. The policy's tree rule
+// (runtime/spec/draft_tree.h, DraftBlock.parents) when the drafter proposes trees
+// (Drafter::ProposesTrees: lookup, ngram), the request's target runs trees
+// (Assignment.target_runs_trees) and the cache is off. The policy's tree rule
 // (spec::ChooseTreeShape) picks the node budget and depth from the request's
 // per-rank acceptance (spec::RankAcceptance of its verified trees; rank 1 is the
 // chain's acceptance) against the same costs; the block is a tree only when that

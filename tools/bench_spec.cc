@@ -67,12 +67,13 @@ absl::StatusOr<SpecRunResult> RunSpecGeneration(
     const std::vector<int32_t>& prompt, int max_tokens, const std::vector<int32_t>& stop_token_ids,
     bool spec_cache, bool adaptive_window, float guidance_scale,
     const std::vector<int32_t>& negative_prompt, bool cache_guard,
-    const SpecRunConstraint& constraint) {
+    const SpecRunConstraint& constraint, bool trees) {
   InProcessClusterOptions options;
   options.target_engine.grammar_compiler = constraint.compiler;
   options.draft_engine.spec_cache = spec_cache;
   options.draft_engine.adaptive_window = adaptive_window;
   options.draft_engine.cache_guard = cache_guard;
+  options.draft_engine.trees = trees;
   options.target = target;
   options.drafter = drafter;
   options.draft_engine.lookahead_blocks = lookahead;

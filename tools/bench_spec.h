@@ -46,7 +46,8 @@ struct SpecRunResult {
 // `negative_prompt` as its unconditional prompt. cache_guard: the draft engine's
 // (draft_worker/draft_engine.h). With constraint.grammar the output is constrained
 // (structured outputs) by the target, which compiles with constraint.compiler (REQUIRES:
-// set then; share one across runs so a grammar compiles once).
+// set then; share one across runs so a grammar compiles once). trees: the draft
+// engine may send tree blocks (draft_worker/draft_engine.h "Trees"); false: chains only.
 struct SpecRunConstraint {
   std::optional<grammar::GrammarSpec> grammar;
   std::shared_ptr<grammar::GrammarCompiler> compiler;
@@ -56,7 +57,7 @@ absl::StatusOr<SpecRunResult> RunSpecGeneration(
     const std::vector<int32_t>& prompt, int max_tokens, const std::vector<int32_t>& stop_token_ids,
     bool spec_cache = false, bool adaptive_window = false, float guidance_scale = 1.0f,
     const std::vector<int32_t>& negative_prompt = {}, bool cache_guard = true,
-    const SpecRunConstraint& constraint = {});
+    const SpecRunConstraint& constraint = {}, bool trees = false);
 
 // `splitspec bench spec --workload FILE ...` (argv without "bench spec").
 int RunBenchSpecWorkload(const CommandArgs& args);

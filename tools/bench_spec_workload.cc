@@ -11,6 +11,10 @@
 //   target-only       the target alone
 //   NAME k=K          drafter NAME with a fixed k (each K of --k)
 //   NAME auto         drafter NAME with the adaptive controller (draft_k 0)
+//   NAME tree k=K     with --tree on, for drafters that propose trees (lookup, ngram):
+//   NAME tree auto    as above, but a block may be a draft tree when the policy's tree
+//                     rule predicts it beats the chain (depth <= K; auto: <= max k);
+//                     the other configurations send chains only
 // With --guidance-scale S (not 1) every configuration also runs guided ("... cfg":
 // classifier-free guidance at S, unconditional prompt BOS + the empty chat), and a
 // summary per category gives the cost of guidance (target-only cfg / target-only)
@@ -62,6 +66,7 @@ struct WorkloadBenchFlags {
   int layerskip = 24;
   int lookahead = 2;
   bool spec_cache = false;  // --spec-cache on: every speculative run uses the cache
+  bool trees = false;       // --tree on: also the tree configurations
   bool json = false;
   float guidance_scale = 1.0f;
 };
@@ -92,6 +97,11 @@ absl::StatusOr<WorkloadBenchFlags> ParseWorkloadFlags(const CommandArgs& argv) {
         absl::StrCat("--spec-cache must be on or off, got '", spec_cache, "'"));
   }
   f.spec_cache = spec_cache == "on";
+  const std::string tree = args.GetString("tree", "off");
+  if (tree != "on" && tree != "off") {
+    return absl::InvalidArgumentError(absl::StrCat("--tree must be on or off, got '", tree, "'"));
+  }
+  f.trees = tree == "on";
   if (args.Has("k")) {
     f.ks.clear();
     for (absl::string_view part : absl::StrSplit(args.GetString("k", ""), ',', absl::SkipEmpty())) {
@@ -126,6 +136,7 @@ struct Configuration {
   spec::Drafter* drafter = nullptr;  // null: target-only
   int k = 0;                         // 0: adaptive
   bool guided = false;               // classifier-free guidance at --guidance-scale
+  bool trees = false;                // tree blocks allowed ("NAME tree ...")
 };
 
 // Greedy speculation is lossless: every configuration's output must be the
@@ -273,6 +284,14 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
                      LoadDrafter(name, f, tokenizer, target->config().vocab_size));
     for (int k : f.ks) configurations.push_back({absl::StrCat(name, " k=", k), drafter.get(), k});
     configurations.push_back({absl::StrCat(name, " auto"), drafter.get(), 0});
+    if (f.trees && drafter->ProposesTrees()) {
+      for (int k : f.ks) {
+        configurations.push_back({absl::StrCat(name, " tree k=", k), drafter.get(), k,
+                                  /*guided=*/false, /*trees=*/true});
+      }
+      configurations.push_back(
+          {absl::StrCat(name, " tree auto"), drafter.get(), 0, /*guided=*/false, /*trees=*/true});
+    }
     drafters.push_back(std::move(drafter));
   }
   if (f.guidance_scale != 1.0f) {
@@ -304,7 +323,7 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
       absl::StatusOr<SpecRunResult> run = RunSpecGeneration(
           target.get(), c.drafter, f.lookahead, c.k, p.prompt, p.request->max_tokens, stop_ids,
           f.spec_cache, /*adaptive_window=*/false, c.guided ? f.guidance_scale : 1.0f,
-          unconditional, /*cache_guard=*/true, constraints[i]);
+          unconditional, /*cache_guard=*/true, constraints[i], c.trees);
       if (!run.ok()) {
         return absl::Status(run.status().code(),
                             absl::StrCat(f.workload, ":", p.request->line, " (", c.name,

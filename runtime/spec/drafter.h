@@ -113,6 +113,10 @@ class Drafter {
   // The KV accounting of a drafter that keeps KV caches (a model drafter:
   // runtime/model/kv_budget.h); null for one that keeps none.
   virtual const model::KvBudget* kv_budget() const { return nullptr; }
+
+  // True if Propose may return a tree for a request with tree_nodes > 0 (lookup,
+  // ngram); false: it always proposes chains, so asking it for trees gains nothing.
+  virtual bool ProposesTrees() const { return false; }
 };
 
 }  // namespace splitspec::spec
