@@ -399,6 +399,12 @@ int DraftEngine::ChooseTree(const RequestState& state, spec::SpecAction& action)
       state.cache.has_value() || options_.max_tree_nodes < 2) {
     return 0;
   }
+  // Rows that read the tokens before them (penalties, a grammar) or a second sequence
+  // (guidance): the target verifies a tree's first path only (TargetEngine::RunsTree).
+  if (state.params.guided() || state.params.has_context_processors() ||
+      state.params.grammar.has_value()) {
+    return 0;
+  }
   const spec::SpecEstimates e = Estimates(state);
   // Rank 1 is the chain's acceptance (fed by chains and trees' first paths); rank 2
   // on is the trees' evidence, optimistic until tried.

@@ -45,7 +45,9 @@
 // Trees (issue 30; options.trees): a block may be a draft tree
 // (runtime/spec/draft_tree.h, DraftBlock.parents) when the drafter proposes trees
 // (Drafter::ProposesTrees: lookup, ngram), the request's target runs trees
-// (Assignment.target_runs_trees) and the cache is off. The policy's tree rule
+// (Assignment.target_runs_trees) and its rows read nothing before them (no
+// penalties, grammar or guidance: the target would verify the first path only),
+// and the cache is off. The policy's tree rule
 // (spec::ChooseTreeShape) picks the node budget and depth from the request's
 // per-rank acceptance (spec::RankAcceptance of its verified trees; rank 1 is the
 // chain's acceptance) against the same costs; the block is a tree only when that

@@ -232,14 +232,15 @@ absl::StatusOr<std::vector<Prepared>> Tokenize(const std::vector<WorkloadRequest
 void PrintTable(const std::vector<WorkloadRow>& rows) {
   std::printf(
       "| category      | configuration      | reqs |   tok/s | ratio  | accept | tok/step | cpu "
-      "ms/tok |\n");
+      "ms/tok | trees |\n");
   std::printf(
       "|---------------|--------------------|------|---------|--------|--------|----------|--------"
-      "----|\n");
+      "----|-------|\n");
   for (const WorkloadRow& r : rows) {
-    std::printf("| %-13s | %-18s | %4d | %7.2f | %5.2fx | %6.3f | %8.2f | %10.2f |\n",
+    std::printf("| %-13s | %-18s | %4d | %7.2f | %5.2fx | %6.3f | %8.2f | %10.2f | %5.2f |\n",
                 r.category.c_str(), r.configuration.c_str(), r.requests, r.tok_s,
-                r.ratio_to_target_only, r.acceptance, r.tokens_per_step, r.cpu_ms_per_token);
+                r.ratio_to_target_only, r.acceptance, r.tokens_per_step, r.cpu_ms_per_token,
+                r.tree_share);
   }
 }
 
@@ -335,7 +336,8 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
                   .verified = static_cast<int64_t>(run->stats.verified()),
                   .accepted = static_cast<int64_t>(run->stats.accepted()),
                   .steps = static_cast<int64_t>(run->stats.steps()),
-                  .cpu_seconds = run->cpu_s});
+                  .cpu_seconds = run->cpu_s,
+                  .tree_steps = static_cast<int64_t>(run->stats.tree_steps())});
       outputs.push_back(run->output);
     }
     RETURN_IF_ERROR(CheckSameAsTargetOnly(configurations, outputs,
@@ -354,7 +356,7 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
         "ratio = tok/s / target-only tok/s of the same category in this run; accept = accepted / "
         "verified "
         "draft tokens; tok/step = tokens / target steps; cpu ms/tok = CPU time of all threads / "
-        "tokens\n\n");
+        "tokens; trees = target steps that verified a tree / target steps\n\n");
     PrintTable(rows);
     if (f.guidance_scale != 1.0f) PrintGuidanceSummary(rows, f.guidance_scale);
   }

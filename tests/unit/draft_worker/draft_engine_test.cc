@@ -907,7 +907,7 @@ class DraftEngineTreeTest : public ::testing::Test {
  protected:
   // draft_k 0: the policy chooses k (and may turn speculation off); else fixed k,
   // still with the tree rule's choice between that chain and a tree of depth <= k.
-  void Make(bool trees, bool target_runs_trees, int draft_k = 4) {
+  void Make(bool trees, bool target_runs_trees, int draft_k = 4, float presence_penalty = 0.0f) {
     DraftEngineOptions options;
     options.trees = trees;
     options.shadow_drafts = false;
@@ -917,6 +917,7 @@ class DraftEngineTreeTest : public ::testing::Test {
     proto::Assignment a = Assign("t", draft_k, 256, prompt);
     a.set_prompt_length(static_cast<uint32_t>(prompt.size()));
     a.set_target_runs_trees(target_runs_trees);
+    a.mutable_params()->mutable_processors()->set_presence_penalty(presence_penalty);
     ASSERT_TRUE(engine_->AddRequest(a).ok());
   }
   std::vector<proto::DraftBlock> StepBlocks() {
@@ -1013,10 +1014,13 @@ TEST_F(DraftEngineTreeTest, TurnsToChainsWhenOnlyFirstCandidatesAreAccepted) {
   EXPECT_TRUE(chain_sent);
 }
 
+// Nor to a request whose rows read the tokens before them (a penalty): its target
+// would verify a tree's first path only.
 TEST_F(DraftEngineTreeTest, NeverSendsTreesWhenOffOrTheTargetDoesNotRunThem) {
-  for (const bool trees : {false, true}) {
-    SCOPED_TRACE(trees ? "target without trees" : "--tree off");
-    Make(trees, /*target_runs_trees=*/!trees);
+  for (const int c : {0, 1, 2}) {
+    const bool trees = c > 0;
+    SCOPED_TRACE(c == 0 ? "--tree off" : c == 1 ? "target without trees" : "a penalty");
+    Make(trees, /*target_runs_trees=*/c != 1, /*draft_k=*/4, /*presence_penalty=*/c == 2 ? 0.5f : 0.0f);
     int drafted = 0;
     for (int round = 0; round < 10; ++round) {
       const std::vector<proto::DraftBlock> blocks = StepBlocks();
