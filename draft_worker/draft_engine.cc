@@ -42,8 +42,8 @@ absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
                                                    spec::kPlanMaxK, "]"));
   }
   if (options_.max_tree_nodes < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("draft engine: max_tree_nodes ",
-                                                   options_.max_tree_nodes, " must be >= 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("draft engine: max_tree_nodes ", options_.max_tree_nodes, " must be >= 1"));
   }
   if (!requests_.contains(id) && static_cast<int>(requests_.size()) >= options_.max_requests) {
     return absl::ResourceExhaustedError(
@@ -164,9 +164,9 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
     // The policy's model counts k drafts per block: a position the drafter left
     // empty is a rejection there, like a wrong draft.
     const int accepted = std::min<int>(static_cast<int>(result.accepted()), verified_drafts);
-    const bool rejected = cut > 0 ? accepted < verified_drafts
-                                  : (new_epoch && accepted < block.drafted) ||
-                                        accepted < block.requested;
+    const bool rejected =
+        cut > 0 ? accepted < verified_drafts
+                : (new_epoch && accepted < block.drafted) || accepted < block.requested;
     state.acceptance.RecordBlock(accepted, rejected);
   }
   if (first || block.drafted == 0) return;
@@ -210,7 +210,8 @@ void DraftEngine::LearnFromTree(RequestState& state, const RequestState::SentBlo
   const int n = block.drafted;
   std::vector<int32_t> path;
   if (block.parents.empty()) {
-    for (int i = 0; i < std::min<int>(static_cast<int>(result.accepted()), n); ++i) path.push_back(i);
+    for (int i = 0; i < std::min<int>(static_cast<int>(result.accepted()), n); ++i)
+      path.push_back(i);
   } else {
     path.assign(result.accepted_nodes().begin(), result.accepted_nodes().end());
   }
@@ -779,9 +780,8 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
     if (proposal.parents.empty()) {
       state.held.insert(state.held.end(), proposal.tokens.begin(), proposal.tokens.end());
     } else {  // the drafter holds the tree's first path (drafter.h)
-      for (size_t j = 0; j < proposal.tokens.size() &&
-                         proposal.parents[j] == static_cast<int32_t>(j) - 1;
-           ++j) {
+      for (size_t j = 0;
+           j < proposal.tokens.size() && proposal.parents[j] == static_cast<int32_t>(j) - 1; ++j) {
         state.held.push_back(proposal.tokens[j]);
       }
     }

@@ -219,7 +219,8 @@ class DraftEngine {
     spec::SpecMode spec_mode = spec::SpecMode::kSequential;  // of the last block sent
     // NextAction's answer, valid while `action_generation` is the engine's generation_.
     mutable spec::SpecAction action;
-    mutable int action_tree_nodes = 0;  // > 0: the action's block is a tree of at most this many nodes
+    // > 0: the action's block is a tree of at most this many nodes (ChooseTree).
+    mutable int action_tree_nodes = 0;
     mutable uint64_t action_generation = 0;
     // The speculation cache (options.spec_cache): branches for the block in flight,
     // which starts at `cache_base`, and a hit waiting to be sent.

@@ -10,8 +10,8 @@
 #include "absl/strings/str_join.h"
 #include "coordinator/coordinator_flags.h"
 #include "runtime/base/json_string.h"
-#include "runtime/cli/worker_flags.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/cli/worker_flags.h"
 #include "runtime/net/channel_security.h"
 #include "tools/default_paths.h"
 

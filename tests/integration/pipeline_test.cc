@@ -157,10 +157,9 @@ TEST(PipelineTest, SpeculationPolicyKeepsGreedyOutputExact) {
 // so the first blocks are trees).
 TEST(PipelineTest, LookupTreesKeepGreedyOutputExact) {
   auto model = LoadTinyModel("pipeline-trees");
-  const std::vector<std::vector<int32_t>> prompts = {
-      {10, 20, 30, 10, 20, 40, 10, 20, 50, 10, 20},
-      {5, 6, 7, 8, 5, 6, 9, 8, 5, 6, 7, 3, 5, 6},
-      {100, 3, 100, 4, 100, 3, 100, 5, 100}};
+  const std::vector<std::vector<int32_t>> prompts = {{10, 20, 30, 10, 20, 40, 10, 20, 50, 10, 20},
+                                                     {5, 6, 7, 8, 5, 6, 9, 8, 5, 6, 7, 3, 5, 6},
+                                                     {100, 3, 100, 4, 100, 3, 100, 5, 100}};
   for (const bool in_target : {false, true}) {
     SCOPED_TRACE(in_target ? "the target's own drafter" : "a draft worker");
     spec::LookupDrafter lookup(spec::LookupDrafterConfig{});

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "gtest/gtest.h"
 #include "runtime/spec/draft_tree.h"
 #include "runtime/spec/lookup_drafter.h"
 #include "runtime/spec/spec_policy.h"
-#include "gtest/gtest.h"
 #include "tests/unit/draft_worker/fake_drafter.h"
 
 namespace splitspec::draft {
@@ -889,7 +889,6 @@ TEST_F(DraftEngineTest, AFailedAdaptiveProposalOpensNoOffWindow) {
   EXPECT_TRUE(engine_->HasWork()) << "the draft proposes at the next position";
 }
 
-
 // Trees (issue 30) with the real lookup drafter over a prompt of 300 pseudo-random
 // tokens in {1, 2, 3}: every short suffix recurs with different continuations, so
 // the drafter's tries branch wherever the text goes.
@@ -940,7 +939,8 @@ class DraftEngineTreeTest : public ::testing::Test {
     std::vector<int32_t> path;
     for (int32_t i = 0; i < tree.size() && path.empty(); ++i) {
       const std::vector<int32_t> siblings = tree.Children(tree.parents[i]);
-      if (static_cast<int>(siblings.size()) >= rank && siblings[rank - 1] == i) path = tree.PathTo(i);
+      if (static_cast<int>(siblings.size()) >= rank && siblings[rank - 1] == i)
+        path = tree.PathTo(i);
     }
     proto::VerifyResult r;
     r.set_request_id("t");
@@ -1020,7 +1020,8 @@ TEST_F(DraftEngineTreeTest, NeverSendsTreesWhenOffOrTheTargetDoesNotRunThem) {
   for (const int c : {0, 1, 2}) {
     const bool trees = c > 0;
     SCOPED_TRACE(c == 0 ? "--tree off" : c == 1 ? "target without trees" : "a penalty");
-    Make(trees, /*target_runs_trees=*/c != 1, /*draft_k=*/4, /*presence_penalty=*/c == 2 ? 0.5f : 0.0f);
+    Make(trees, /*target_runs_trees=*/c != 1, /*draft_k=*/4,
+         /*presence_penalty=*/c == 2 ? 0.5f : 0.0f);
     int drafted = 0;
     for (int round = 0; round < 10; ++round) {
       const std::vector<proto::DraftBlock> blocks = StepBlocks();

@@ -46,8 +46,7 @@ class ServePlanTest : public ::testing::Test {
   absl::StatusOr<std::vector<PlannedProcess>> Plan(const CommandArgs& args) {
     absl::StatusOr<ServeOptions> options = ParseServeOptions(args, env_);
     if (!options.ok()) return options.status();
-    return PlanCluster(options->config, env_, options->coordinator_flags,
-                       options->drafting_flags);
+    return PlanCluster(options->config, env_, options->coordinator_flags, options->drafting_flags);
   }
 
   std::filesystem::path dir_;

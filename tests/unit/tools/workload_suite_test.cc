@@ -143,7 +143,11 @@ TEST(WorkloadTotalsTest, AggregatesPerCategoryOverSums) {
   totals.Add("chat", kTargetOnly, {.tokens = 10, .wall_seconds = 1.0, .steps = 10});
   totals.Add("qa", kTargetOnly, {.tokens = 40, .wall_seconds = 1.0, .steps = 40});
   totals.Add("qa", "ngram k=4",
-             {.tokens = 40, .wall_seconds = 1.0, .verified = 10, .accepted = 0, .steps = 30,
+             {.tokens = 40,
+              .wall_seconds = 1.0,
+              .verified = 10,
+              .accepted = 0,
+              .steps = 30,
               .tree_steps = 10});
   const std::vector<WorkloadRow> rows = totals.Rows();
   ASSERT_EQ(rows.size(), 3u);
