@@ -36,6 +36,7 @@ uint64_t Membership::Register(const proto::Register& registration, absl::Time no
   s.set_tp_size(registration.tp_size());
   s.set_pid(registration.pid());
   s.set_host(registration.host());
+  *s.mutable_capabilities() = registration.capabilities();
   member.last_seen = now;
   return id;
 }

@@ -22,6 +22,7 @@ void RequestRouter::OnWorkerAlive(const proto::MemberStatus& member, const std::
   worker.peer = peer;
   worker.data_endpoint = member.data_endpoint();
   worker.tp_group = member.tp_group();
+  worker.runs_trees = member.capabilities().runs_trees();
   for (auto& [id, request] : requests_) {
     if (request.state == State::kQueued) {
       Place(id, request, out);
@@ -293,8 +294,10 @@ proto::Envelope RequestRouter::MakeAssignment(const std::string& id, const Reque
   proto::Assignment* a = envelope.mutable_assignment();
   a->set_request_id(id);
   a->set_target_worker_id(request.target_id);
-  if (auto it = workers_.find(request.target_id); it != workers_.end())
+  if (auto it = workers_.find(request.target_id); it != workers_.end()) {
     a->set_target_endpoint(it->second.data_endpoint);
+    a->set_target_runs_trees(it->second.runs_trees);
+  }
   a->set_draft_worker_id(request.draft_id);
   a->mutable_committed_tokens()->Assign(request.committed.begin(), request.committed.end());
   a->set_prompt_length(static_cast<uint32_t>(request.prompt_length));

@@ -162,6 +162,7 @@ class RequestRouter {
     std::string peer;
     std::string data_endpoint;
     std::string tp_group;  // "" when not tensor-parallel
+    bool runs_trees = false;  // Capabilities.runs_trees (targets): drafts may send it trees
     int load = 0;
     // Target leaders with a KV budget: the bytes free at the last heartbeat,
     // less the prompts placed since; unset: no budget reported (room assumed).

@@ -44,6 +44,10 @@ absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
                                                    options_.max_k, "] must lie in [1, ",
                                                    spec::kPlanMaxK, "]"));
   }
+  if (options_.max_tree_nodes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("draft engine: max_tree_nodes ", options_.max_tree_nodes, " must be >= 1"));
+  }
   if (!requests_.contains(id) && static_cast<int>(requests_.size()) >= options_.max_requests) {
     return absl::ResourceExhaustedError(
         absl::StrCat("draft worker is full (", options_.max_requests, " requests)"));
@@ -55,6 +59,7 @@ absl::Status DraftEngine::AddRequest(const proto::Assignment& assignment) {
   RETURN_IF_ERROR(drafter_->Start(id, committed));
   RequestState state;
   state.target_endpoint = assignment.target_endpoint();
+  state.target_runs_trees = assignment.target_runs_trees();
   state.params = params;
   state.mode = net::VerifyModeFromProto(assignment.verify_mode(), params);
   state.k = assignment.draft_k() > 0 ? static_cast<int>(assignment.draft_k()) : options_.default_k;
@@ -158,13 +163,16 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
     costs_.RecordPlainTokens(result.committed_tokens_size());  // the block costs fade too
     return;
   }
-  // The policy's model counts k drafts per block: a position the drafter left
-  // empty is a rejection there, like a wrong draft.
-  const int accepted = std::min<int>(static_cast<int>(result.accepted()), verified_drafts);
-  const bool rejected = cut > 0 ? accepted < verified_drafts
-                                : (new_epoch && accepted < block.drafted) ||
-                                      accepted < block.requested;
-  state.acceptance.RecordBlock(accepted, rejected);
+  if (block.tree_asked) LearnFromTree(state, block, result);
+  if (block.parents.empty()) {
+    // The policy's model counts k drafts per block: a position the drafter left
+    // empty is a rejection there, like a wrong draft.
+    const int accepted = std::min<int>(static_cast<int>(result.accepted()), verified_drafts);
+    const bool rejected =
+        cut > 0 ? accepted < verified_drafts
+                : (new_epoch && accepted < block.drafted) || accepted < block.requested;
+    state.acceptance.RecordBlock(accepted, rejected);
+  }
   if (first || block.drafted == 0) return;
   const spec::SpecEstimates estimates = Estimates(state);
   // The step that verified it was the batch's: every request of the batch fed
@@ -200,6 +208,48 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
   beside_predicted_ = (1.0 - w) * beside_predicted_ + w * predicted;
   const double realized = plain * beside_tokens_ / beside_seconds_;
   if (realized > 0.0) costs_.interference = std::max(0.0, beside_predicted_ / realized - 1.0);
+}
+
+void DraftEngine::LearnFromTree(RequestState& state, const RequestState::SentBlock& block,
+                                const proto::VerifyResult& result) {
+  // The accepted path: a tree's accepted_nodes, a chain's first `accepted` nodes.
+  const int n = block.drafted;
+  std::vector<int32_t> path;
+  if (block.parents.empty()) {
+    for (int i = 0; i < std::min<int>(static_cast<int>(result.accepted()), n); ++i)
+      path.push_back(i);
+  } else {
+    path.assign(result.accepted_nodes().begin(), result.accepted_nodes().end());
+  }
+  std::vector<std::vector<int32_t>> children(n + 1);  // entry v + 1: node v's, in rank order
+  for (int i = 0; i < n; ++i) {
+    const int32_t parent = block.parents.empty() ? i - 1 : block.parents[i];
+    if (parent >= -1 && parent < i) children[parent + 1].push_back(i);
+  }
+  // Per reached node: its ranks offered, the accepted one's rank (0: none). A node
+  // with one child was asked for two: the missing alternative was not accepted.
+  int32_t node = -1;
+  for (size_t d = 0;; ++d) {
+    const std::vector<int32_t>& group = children[node + 1];
+    if (group.empty()) break;  // a leaf: nothing was offered
+    const int32_t next = d < path.size() ? path[d] : -1;
+    const auto it = std::find(group.begin(), group.end(), next);
+    const int rank = it == group.end() ? 0 : static_cast<int>(it - group.begin()) + 1;
+    state.ranks.Record(std::max<int>(2, static_cast<int>(group.size())), rank);
+    if (rank == 0) break;
+    node = next;
+  }
+  if (block.parents.empty()) return;  // a chain's acceptance is recorded as a chain's
+  // The chain's acceptance: its first path (nodes 0, 1, ... each the child of the
+  // one before), accepted while they are the accepted nodes.
+  int first_path = 0;
+  while (first_path < n && block.parents[first_path] == first_path - 1) ++first_path;
+  int accepted = 0;
+  while (accepted < static_cast<int>(path.size()) && accepted < first_path &&
+         path[accepted] == accepted) {
+    ++accepted;
+  }
+  state.acceptance.RecordBlock(accepted, accepted < block.requested);
 }
 
 void DraftEngine::LearnFromOffWindow(RequestState& state, const proto::VerifyResult& result) {
@@ -251,14 +301,16 @@ ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
     return ResultAction::kIgnored;
   if (base != state.committed_length) return ResultAction::kNeedSync;  // a result went missing
   ScoreShadow(state, base, tokens);
-  if (result.epoch() == state.epoch) {
+  if (result.epoch() == state.epoch && result.accepted_nodes_size() == 0) {
     // Full acceptance without bonus: the tokens are our own draft.
     state.committed_length = frontier;
     state.blocks_in_flight = std::max(0, state.blocks_in_flight - 1);
     if (state.cache.has_value()) state.cache->Clear();
     return ResultAction::kApplied;
   }
-  ++counters_.epochs_seen;
+  // A new epoch, or a tree's accepted path (which need not be the first path the
+  // context holds): roll back to the committed tokens.
+  if (result.epoch() != state.epoch) ++counters_.epochs_seen;
   std::optional<spec::CacheBranch> hit;
   // Only a result of the block the cache planned for is looked up; any other (the
   // target decided a position alone after block_wait: block_sequence 0) drops it.
@@ -323,6 +375,7 @@ spec::SpecEstimates DraftEngine::Estimates(const RequestState& state) const {
 spec::SpecAction DraftEngine::NextAction(const RequestState& state) const {
   if (state.action_generation == generation_) return state.action;
   state.action = ChooseAction(state);
+  state.action_tree_nodes = ChooseTree(state, state.action);
   state.action_generation = generation_;
   return state.action;
 }
@@ -358,8 +411,48 @@ spec::SpecAction DraftEngine::ChooseAction(const RequestState& state) const {
   return action;
 }
 
+int DraftEngine::ChooseTree(const RequestState& state, spec::SpecAction& action) const {
+  if (!options_.trees || !drafter_->ProposesTrees() || !state.target_runs_trees ||
+      state.cache.has_value() || options_.max_tree_nodes < 2) {
+    return 0;
+  }
+  // Rows that read the tokens before them (penalties, a grammar) or a second sequence
+  // (guidance): the target verifies a tree's first path only (TargetEngine::RunsTree).
+  if (state.params.guided() || state.params.has_context_processors() ||
+      state.params.grammar.has_value()) {
+    return 0;
+  }
+  const spec::SpecEstimates e = Estimates(state);
+  // Rank 1 is the chain's acceptance (fed by chains and trees' first paths); rank 2
+  // on is the trees' evidence, optimistic until tried.
+  std::vector<double> ranks = state.ranks.Upper(2);
+  ranks[0] = e.AlphaUpper();
+  const int max_depth = state.adaptive_k ? options_.max_k : std::max(1, state.k);
+  const spec::TreeShape shape = spec::ChooseTreeShape(
+      e, ranks, {.max_nodes = options_.max_tree_nodes, .max_depth = max_depth});
+  // The chain action's rate at the same estimates; off wins unless beaten by kMargin
+  // (rule 3 of the policy).
+  const double chain_rate =
+      action.mode == spec::SpecMode::kOff
+          ? 1.0 + spec::kMargin
+          : spec::PredictedRate(e, action.mode, std::clamp(action.k, 1, spec::kPlanMaxK),
+                                e.AlphaUpper());
+  if (shape.IsChain() || !(shape.rate > chain_rate)) return 0;
+  action.mode = spec::SpecMode::kSequential;
+  action.k = shape.depth();
+  action.rate = shape.rate;
+  action.off_tokens = 0;
+  action.shadow = false;
+  action.shadow_k = 0;
+  return shape.nodes();
+}
+
 bool DraftEngine::HasRoom(const RequestState& state) const {
   if (state.blocks_in_flight >= Window(state)) return false;
+  // Nothing is drafted past a tree: its accepted path is unknown until its result.
+  for (const auto& [sequence, block] : state.sent) {
+    if (!block.parents.empty()) return false;
+  }
   if (static_cast<int>(state.context.size()) >= state.max_length) return false;
   // Inside an off window nothing is sent, unless shadow blocks now predict a win.
   if (static_cast<int>(state.context.size()) < state.alone_until && NextK(state) == 0) return false;
@@ -457,7 +550,8 @@ bool DraftEngine::CacheActive(const RequestState& state) const {
 }
 
 spec::DraftRequest DraftEngine::MakeDraftRequest(const std::string& id, RequestState& state,
-                                                 std::vector<int32_t>* context_store, int k) {
+                                                 std::vector<int32_t>* context_store, int k,
+                                                 int tree_nodes) {
   const size_t keep = CommonPrefix(state.held, *context_store);
   if (keep < state.held.size()) {
     absl::Status truncated = drafter_->Truncate(id, static_cast<int64_t>(keep));
@@ -471,6 +565,7 @@ spec::DraftRequest DraftEngine::MakeDraftRequest(const std::string& id, RequestS
   request.request_id = id;
   request.context = *context_store;
   request.k = k;
+  request.tree_nodes = tree_nodes;
   request.mode = state.mode;
   request.params = state.params;
   request.prompt_length = state.prompt_length;
@@ -519,7 +614,8 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state, std::vec
                             std::vector<spec::SparseDistribution> q,
                             std::vector<spec::SparseDistribution> top,
                             std::vector<OutgoingBlock>* out, int alone_tokens,
-                            std::optional<spec::SpecMode> mode, int requested) {
+                            std::optional<spec::SpecMode> mode, int requested,
+                            std::vector<int32_t> parents, bool tree_asked) {
   if (mode.has_value() && *mode != state.spec_mode) {
     state.spec_mode = *mode;
     ++generation_;
@@ -533,7 +629,9 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state, std::vec
   block.set_block_sequence(state.next_block_sequence++);
   // An empty block tells the target "nothing to propose here; choose yourself".
   block.mutable_tokens()->Assign(tokens.begin(), tokens.end());
-  block.set_policy_sized(state.adaptive_k);
+  // A tree was sized by the tree rule: the target verifies it whole.
+  block.set_policy_sized(state.adaptive_k && parents.empty());
+  block.mutable_parents()->Assign(parents.begin(), parents.end());
   if (!tokens.empty()) {
     state.shadow.clear();  // speculating again: the block itself measures acceptance
     state.alone_until = 0;
@@ -545,13 +643,26 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state, std::vec
   }
   for (const spec::SparseDistribution& row : q) net::SparseToProto(row, block.add_q());
   state.cache_base = static_cast<int>(state.context.size());
-  state.context.insert(state.context.end(), tokens.begin(), tokens.end());
+  // A tree: the context (like the drafter) holds its first path until the result.
+  int context_tokens = static_cast<int>(tokens.size());
+  if (!parents.empty()) {
+    context_tokens = 0;
+    while (context_tokens < static_cast<int>(parents.size()) &&
+           parents[context_tokens] == context_tokens - 1) {
+      ++context_tokens;
+    }
+    ++counters_.tree_blocks_sent;
+    counters_.tree_nodes_sent += tokens.size();
+  }
+  state.context.insert(state.context.end(), tokens.begin(), tokens.begin() + context_tokens);
   ++state.blocks_in_flight;
   state.sent[block.block_sequence()] = {.drafted = static_cast<int>(tokens.size()),
                                         .requested = requested,
                                         .mode = state.spec_mode,
                                         .sent = options_.clock(),
-                                        .alone_until = alone_until};
+                                        .alone_until = alone_until,
+                                        .tree_asked = tree_asked,
+                                        .parents = std::move(parents)};
   ++counters_.blocks_sent;
   counters_.tokens_drafted += tokens.size();
   PlanCache(state, block, top);
@@ -599,6 +710,7 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
   std::vector<int> alone_tokens;              // per batch entry: its off window, 0 if none
   std::vector<EntryKind> kinds;               // per batch entry
   std::vector<spec::SpecAction> actions;      // per batch entry: what its block carries out
+  std::vector<bool> tree_asked;               // per batch entry: the drafter was asked for a tree
   for (auto& [id, state] : requests_) {
     const int room = state.max_length - static_cast<int>(state.context.size());
     if (!HasRoom(state)) {
@@ -610,6 +722,7 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
       alone_tokens.push_back(0);
       kinds.push_back(EntryKind::kShadow);
       actions.push_back(action);
+      tree_asked.push_back(false);
       ids.push_back(id);
       continue;
     }
@@ -652,7 +765,10 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
       want -= static_cast<int>(hit->tokens.size());
     }
     if (shadow) want = std::min(action.shadow_k, room);
-    batch.push_back(MakeDraftRequest(id, state, &context, want));
+    // NextAction's tree budget (a partial cache hit never: trees run without the cache).
+    const int tree_nodes = !shadow && !hit.has_value() && want > 0 ? state.action_tree_nodes : 0;
+    batch.push_back(MakeDraftRequest(id, state, &context, want, tree_nodes));
+    tree_asked.push_back(tree_nodes > 0);
     prefixes.push_back(hit.has_value() ? *std::move(hit) : spec::CacheBranch());
     alone_tokens.push_back(off_window ? std::min(action.off_tokens, room) : 0);
     kinds.push_back(shadow ? EntryKind::kShadowAndEmptyBlock : EntryKind::kBlock);
@@ -686,7 +802,14 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
       continue;
     }
     state.held.assign(proposal.context.begin(), proposal.context.end());
-    state.held.insert(state.held.end(), proposal.tokens.begin(), proposal.tokens.end());
+    if (proposal.parents.empty()) {
+      state.held.insert(state.held.end(), proposal.tokens.begin(), proposal.tokens.end());
+    } else {  // the drafter holds the tree's first path (drafter.h)
+      for (size_t j = 0;
+           j < proposal.tokens.size() && proposal.parents[j] == static_cast<int32_t>(j) - 1; ++j) {
+        state.held.push_back(proposal.tokens[j]);
+      }
+    }
     if (kinds[i] != EntryKind::kBlock) {
       state.shadow = std::move(proposal.tokens);
       state.shadow_start = static_cast<int>(state.context.size());
@@ -707,7 +830,7 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
                                                      static_cast<int>(state.context.size()));
     EmitBlock(ids[i], state, std::move(prefix.tokens), std::move(prefix.q), std::move(prefix.top),
               out, alone_tokens[i], requested > 0 ? actions[i].mode : spec::SpecMode::kOff,
-              requested);
+              requested, std::move(proposal.parents), tree_asked[i]);
   }
   return absl::OkStatus();
 }

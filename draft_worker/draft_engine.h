@@ -43,6 +43,24 @@
 // without the cache. Exactness is untouched: a cached block is the block the
 // drafter proposes from exactly the context it is sent at, with the q it was
 // drafted from, and the target verifies it like any other.
+// Trees (issue 30; options.trees): a block may be a draft tree
+// (runtime/spec/draft_tree.h, DraftBlock.parents) when the drafter proposes trees
+// (Drafter::ProposesTrees: lookup, ngram), the request's target runs trees
+// (Assignment.target_runs_trees) and its rows read nothing before them (no
+// penalties, grammar or guidance: the target would verify the first path only),
+// and the cache is off. The policy's tree rule
+// (spec::ChooseTreeShape) picks the node budget and depth from the request's
+// per-rank acceptance (spec::RankAcceptance of its verified trees; rank 1 is the
+// chain's acceptance) against the same costs; the block is a tree only when that
+// predicts more than the chain action (which stays the choice on a tie), and it is
+// then sequential (nothing is drafted past a tree before its result). A drafter
+// that finds no alternatives returns a chain, sent as one. A tree's result rolls
+// the drafter back to the accepted path (the committed tokens). Its chain
+// acceptance counts the first path only (the chain the drafter would have sent):
+// accepted while its nodes are the accepted ones, then one rejection; the other
+// nodes feed the per-rank evidence, where a reached node with fewer than two
+// children counts the missing alternative as offered and not accepted (a drafter
+// that rarely branches stops being asked for trees).
 // KV state: the drafter holds one sequence per request; the engine remembers
 // which (`held`) and, before each Propose, truncates it to the common prefix with
 // the context it drafts from; Propose re-feeds the rest. Switching branches costs
@@ -97,6 +115,9 @@ struct DraftEngineOptions {
   // window max(2, lookahead_blocks), cached if spec_cache). Adaptive requests
   // may always run overlapped when this is on (else only with lookahead_blocks > 1).
   bool adaptive_window = false;
+  // Trees (see above): false sends chains only (the `--tree off` switch).
+  bool trees = true;
+  int max_tree_nodes = 16;  // the tree rule's node budget, >= 1
   // Shadow blocks while the policy is off (see above); false: never.
   bool shadow_drafts = true;
   // Catch-up chunk: while off and a probe is due within this many tokens, a model
@@ -136,6 +157,8 @@ struct DraftCounters {
   // Requests forgotten (finished, released, or restarted by a new assignment):
   // once a request is counted here the drafter holds nothing of it.
   uint64_t requests_released = 0;
+  uint64_t tree_blocks_sent = 0;   // blocks sent as trees (DraftBlock.parents)
+  uint64_t tree_nodes_sent = 0;    // their nodes (also counted in tokens_drafted)
 };
 
 class DraftEngine {
@@ -171,6 +194,7 @@ class DraftEngine {
     spec::SamplingParams params;
     spec::VerifyMode mode = spec::VerifyMode::kGreedy;
     int k = 4;
+    bool target_runs_trees = false;  // Assignment.target_runs_trees
     int max_length = 0;            // prompt + max new tokens: never draft past it
     int prompt_length = 0;         // the context's first prompt_length tokens are the prompt
     std::vector<int32_t> context;  // committed + drafted ahead
@@ -194,10 +218,13 @@ class DraftEngine {
     // The request's acceptance (the policy's other inputs are the worker's), and
     // whether the policy chooses k and may turn speculation off (draft_k 0).
     spec::SpecEstimates acceptance;
+    spec::RankAcceptance ranks;  // per-rank acceptance of its verified trees
     bool adaptive_k = false;
     spec::SpecMode spec_mode = spec::SpecMode::kSequential;  // of the last block sent
     // NextAction's answer, valid while `action_generation` is the engine's generation_.
     mutable spec::SpecAction action;
+    // > 0: the action's block is a tree of at most this many nodes (ChooseTree).
+    mutable int action_tree_nodes = 0;
     mutable uint64_t action_generation = 0;
     // The speculation cache (options.spec_cache): branches for the block in flight,
     // which starts at `cache_base`, and a hit waiting to be sent.
@@ -211,6 +238,8 @@ class DraftEngine {
       absl::Time sent;
       int alone_until = 0;        // an off window's end, 0 if none
       bool beside_draft = false;  // a draft forward ran while it was in flight
+      bool tree_asked = false;    // the drafter was asked for a tree
+      std::vector<int32_t> parents;  // a tree block's DraftBlock.parents; empty: a chain
     };
     std::map<uint64_t, SentBlock> sent;             // block_sequence -> block
     absl::Time last_result = absl::InfinitePast();  // when the previous result arrived
@@ -220,6 +249,13 @@ class DraftEngine {
   spec::SpecEstimates Estimates(const RequestState& state) const;
   spec::SpecAction NextAction(const RequestState& state) const;  // ChooseAction, memoized
   spec::SpecAction ChooseAction(const RequestState& state) const;
+  // The tree rule over `action` (see "Trees" above): the node budget of the tree
+  // that beats it, with `action` made sequential at the tree's depth; 0 (and
+  // `action` unchanged) when a chain predicts at least as well or trees are not allowed.
+  int ChooseTree(const RequestState& state, spec::SpecAction& action) const;
+  // The evidence of a verified tree block (see "Trees" above).
+  void LearnFromTree(RequestState& state, const RequestState::SentBlock& block,
+                     const proto::VerifyResult& result);
   int NextK(const RequestState& state) const { return NextAction(state).k; }
   // True if the request may send another block now.
   bool HasRoom(const RequestState& state) const;
@@ -237,7 +273,8 @@ class DraftEngine {
   // The draft request for `context`; truncates the drafter to its common prefix
   // with what it holds, so Propose re-feeds only the difference.
   spec::DraftRequest MakeDraftRequest(const std::string& id, RequestState& state,
-                                      std::vector<int32_t>* context_store, int k);
+                                      std::vector<int32_t>* context_store, int k,
+                                      int tree_nodes = 0);
   // Runs one Propose over `batch`, measuring the draft's time per token, and
   // marks every block in flight as verified beside a draft forward.
   // Not timed if some entry's context runs more than 2 tokens past what the
@@ -251,7 +288,8 @@ class DraftEngine {
   void EmitBlock(const std::string& id, RequestState& state, std::vector<int32_t> tokens,
                  std::vector<spec::SparseDistribution> q, std::vector<spec::SparseDistribution> top,
                  std::vector<OutgoingBlock>* out, int alone_tokens = 0,
-                 std::optional<spec::SpecMode> mode = std::nullopt, int requested = 0);
+                 std::optional<spec::SpecMode> mode = std::nullopt, int requested = 0,
+                 std::vector<int32_t> parents = {}, bool tree_asked = false);
   void MarkBesideDraft();
   // The cache: plans branches for a block just sent, pre-drafts one forward.
   void PlanCache(RequestState& state, const proto::DraftBlock& block,

@@ -79,6 +79,7 @@ absl::Status ServeDrafts(splitspec::cli::WorkerFlags flags) {
   options.engine.spec_cache = flags.spec_cache;
   options.engine.cache_guard = flags.cache_guard;
   options.engine.adaptive_window = flags.adaptive_window;
+  options.engine.trees = flags.trees;
   ASSIGN_OR_RETURN(auto service, splitspec::draft::DraftService::Create(drafter.get(), options));
   SPLITSPEC_LOG(INFO) << "draft worker '" << flags.identity.name << "' drafting with " << spec.name
                       << (cross_drafter != nullptr

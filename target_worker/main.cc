@@ -63,6 +63,7 @@ splitspec::target::TargetServiceOptions ServiceOptions(const splitspec::cli::Wor
   options.identity = flags.identity;
   options.engine.step_token_budget = flags.step_tokens;
   options.engine.block_wait = absl::Milliseconds(flags.block_wait_ms);
+  options.local_draft.trees = flags.trees;
   return options;
 }
 

@@ -150,7 +150,13 @@ proto::VerifyResult TargetRequest::ApplyOutcome(const proto::DraftBlock* block,
       cut_drafts = cut->second;
       cut_drafts_.erase(cut);
     }
-    metrics_.RecordBlock(block->tokens_size(), outcome.accepted, outcome.rejected,
+    // A tree block counts the path positions its verification walked (the accepted
+    // nodes, and the rejected position if any), not its nodes: its acceptance rate
+    // is then the chain's along the accepted path (spec_metrics.h).
+    const int drafted = block->parents_size() > 0 ? outcome.accepted + (outcome.rejected ? 1 : 0)
+                                                  : block->tokens_size();
+    if (block->parents_size() > 0) ++tree_steps_;
+    metrics_.RecordBlock(drafted, outcome.accepted, outcome.rejected,
                          static_cast<int>(outcome.committed.size()));
   } else {
     metrics_.RecordBlock(0, 0, false, static_cast<int>(outcome.committed.size()));
@@ -272,6 +278,7 @@ proto::VerifyResult TargetRequest::MakeResult(int first_new_index, int accepted,
   stats->set_accepted(metrics_.accepted);
   stats->set_steps(metrics_.steps);
   stats->set_companion_forward_tokens(companion_forward_tokens_);
+  stats->set_tree_steps(tree_steps_);
   stats->mutable_verified_at()->Add(metrics_.verified_at.begin(), metrics_.verified_at.end());
   stats->mutable_accepted_at()->Add(metrics_.accepted_at.begin(), metrics_.accepted_at.end());
   if (!logprobs_.empty()) {

@@ -239,6 +239,7 @@ class TargetRequest {
   std::vector<int32_t> companion_prompt_;                // guided only
   std::unique_ptr<model::KvCache> companion_cache_;      // guided only
   uint64_t companion_forward_tokens_ = 0;
+  uint64_t tree_steps_ = 0;  // blocks verified as trees (SpecStats.tree_steps)
   spec::SamplingParams params_;
   spec::VerifyMode mode_;
   std::optional<TargetRow> pending_;

@@ -26,6 +26,9 @@ absl::StatusOr<std::unique_ptr<TargetService>> TargetService::Create(model::Lang
   ASSIGN_OR_RETURN(proto::Register registration, net::BuildRegistration(options.identity));
   registration.mutable_capabilities()->set_max_sequences(options.engine.max_requests);
   registration.mutable_capabilities()->set_max_batch_tokens(options.engine.step_token_budget);
+  // Tree blocks run as one tree forward only on a host verifier (TargetEngine::RunsTree).
+  registration.mutable_capabilities()->set_runs_trees(model->RunsTrees() &&
+                                                      options.verify_device < 0);
   registration.mutable_model()->set_vocab_size(model->config().vocab_size);
   ASSIGN_OR_RETURN(std::unique_ptr<worker::WorkerSkeleton> skeleton,
                    worker::WorkerSkeleton::Connect(options.coordinator_endpoint, registration));

@@ -70,6 +70,9 @@ struct SpecSessionOptions {
   bool spec_cache = false;       // the draft worker's speculation cache
   bool adaptive_window = false;  // the policy chooses the schedule (draft_worker/draft_engine.h)
   bool cache_guard = true;       // the draft engine's cache guard
+  // The draft engine may send tree blocks (draft_worker/draft_engine.h "Trees");
+  // false: chains only.
+  bool trees = false;
   // Compiles the grammars of constrained requests; required for them. Share one
   // across sessions so that a grammar compiles once.
   std::shared_ptr<grammar::GrammarCompiler> compiler = nullptr;
@@ -125,14 +128,14 @@ class SpecSession {
 
 // One greedy generation through a fresh session (SpecSession: cluster start
 // excluded from the wall time), with lookahead, k (0: the policy), spec_cache,
-// adaptive_window and cache_guard as in SpecSessionOptions and the rest as in
+// adaptive_window, cache_guard and trees as in SpecSessionOptions and the rest as in
 // SpecRequest; the result's `cache` is filled.
 absl::StatusOr<SpecRunResult> RunSpecGeneration(
     model::Transformer* target, spec::Drafter* drafter, int lookahead, int k,
     const std::vector<int32_t>& prompt, int max_tokens, const std::vector<int32_t>& stop_token_ids,
     bool spec_cache = false, bool adaptive_window = false, float guidance_scale = 1.0f,
     const std::vector<int32_t>& negative_prompt = {}, bool cache_guard = true,
-    const SpecRunConstraint& constraint = {});
+    const SpecRunConstraint& constraint = {}, bool trees = false);
 
 // `splitspec bench spec --workload FILE ...` (argv without "bench spec").
 int RunBenchSpecWorkload(const CommandArgs& args);

@@ -34,6 +34,7 @@ absl::StatusOr<std::unique_ptr<SpecSession>> SpecSession::Start(const SpecSessio
   cluster.draft_engine.spec_cache = options.spec_cache;
   cluster.draft_engine.adaptive_window = options.adaptive_window;
   cluster.draft_engine.cache_guard = options.cache_guard;
+  cluster.draft_engine.trees = options.trees;
   cluster.draft_engine.lookahead_blocks = options.lookahead;
   cluster.draft_engine.default_k = options.k;
   if (options.max_new_tokens > 0) cluster.router.max_new_tokens = options.max_new_tokens;
@@ -107,7 +108,7 @@ absl::StatusOr<SpecRunResult> RunSpecGeneration(
     const std::vector<int32_t>& prompt, int max_tokens, const std::vector<int32_t>& stop_token_ids,
     bool spec_cache, bool adaptive_window, float guidance_scale,
     const std::vector<int32_t>& negative_prompt, bool cache_guard,
-    const SpecRunConstraint& constraint) {
+    const SpecRunConstraint& constraint, bool trees) {
   ASSIGN_OR_RETURN(std::unique_ptr<SpecSession> session,
                    SpecSession::Start({.target = target,
                                        .drafter = drafter,
@@ -116,6 +117,7 @@ absl::StatusOr<SpecRunResult> RunSpecGeneration(
                                        .spec_cache = spec_cache,
                                        .adaptive_window = adaptive_window,
                                        .cache_guard = cache_guard,
+                                       .trees = trees,
                                        .compiler = constraint.compiler,
                                        .max_new_tokens = max_tokens}));
   absl::StatusOr<SpecRunResult> run = session->Generate({.prompt = prompt,

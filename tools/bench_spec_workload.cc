@@ -11,6 +11,10 @@
 //   target-only       the target alone
 //   NAME k=K          drafter NAME with a fixed k (each K of --k)
 //   NAME auto         drafter NAME with the speculation policy (draft_k 0)
+//   NAME tree k=K     with --tree on, for drafters that propose trees (lookup, ngram):
+//   NAME tree auto    as above, but a block may be a draft tree when the policy's tree
+//                     rule predicts it beats the chain (depth <= K; auto: <= max k);
+//                     the other configurations send chains only
 // Each configuration keeps one set of workers (a SpecSession, tools/bench_spec.h)
 // for the whole workload, as `serve` keeps its workers across requests: the costs
 // its draft worker measures (the policy's inputs but acceptance) carry over, so
@@ -69,6 +73,7 @@ struct WorkloadBenchFlags {
   int layerskip = 24;
   int lookahead = 2;
   bool spec_cache = false;  // --spec-cache on: every speculative run uses the cache
+  bool trees = false;       // --tree on: also the tree configurations
   bool json = false;
   float guidance_scale = 1.0f;
 };
@@ -99,6 +104,11 @@ absl::StatusOr<WorkloadBenchFlags> ParseWorkloadFlags(const CommandArgs& argv) {
         absl::StrCat("--spec-cache must be on or off, got '", spec_cache, "'"));
   }
   f.spec_cache = spec_cache == "on";
+  const std::string tree = args.GetString("tree", "off");
+  if (tree != "on" && tree != "off") {
+    return absl::InvalidArgumentError(absl::StrCat("--tree must be on or off, got '", tree, "'"));
+  }
+  f.trees = tree == "on";
   if (args.Has("k")) {
     f.ks.clear();
     for (absl::string_view part : absl::StrSplit(args.GetString("k", ""), ',', absl::SkipEmpty())) {
@@ -133,6 +143,7 @@ struct Configuration {
   spec::Drafter* drafter = nullptr;  // null: target-only
   int k = 0;                         // 0: adaptive
   bool guided = false;               // classifier-free guidance at --guidance-scale
+  bool trees = false;                // tree blocks allowed ("NAME tree ...")
 };
 
 // Greedy speculation is lossless: every configuration's output must be the
@@ -228,14 +239,15 @@ absl::StatusOr<std::vector<Prepared>> Tokenize(const std::vector<WorkloadRequest
 void PrintTable(const std::vector<WorkloadRow>& rows) {
   std::printf(
       "| category      | configuration      | reqs |   tok/s | ratio  | accept | tok/step | cpu "
-      "ms/tok |\n");
+      "ms/tok | trees |\n");
   std::printf(
       "|---------------|--------------------|------|---------|--------|--------|----------|--------"
-      "----|\n");
+      "----|-------|\n");
   for (const WorkloadRow& r : rows) {
-    std::printf("| %-13s | %-18s | %4d | %7.2f | %5.2fx | %6.3f | %8.2f | %10.2f |\n",
+    std::printf("| %-13s | %-18s | %4d | %7.2f | %5.2fx | %6.3f | %8.2f | %10.2f | %5.2f |\n",
                 r.category.c_str(), r.configuration.c_str(), r.requests, r.tok_s,
-                r.ratio_to_target_only, r.acceptance, r.tokens_per_step, r.cpu_ms_per_token);
+                r.ratio_to_target_only, r.acceptance, r.tokens_per_step, r.cpu_ms_per_token,
+                r.tree_share);
   }
 }
 
@@ -279,6 +291,14 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
                      LoadDrafter(name, f, tokenizer, target->config().vocab_size));
     for (int k : f.ks) configurations.push_back({absl::StrCat(name, " k=", k), drafter.get(), k});
     configurations.push_back({absl::StrCat(name, " auto"), drafter.get(), 0});
+    if (f.trees && drafter->ProposesTrees()) {
+      for (int k : f.ks) {
+        configurations.push_back({absl::StrCat(name, " tree k=", k), drafter.get(), k,
+                                  /*guided=*/false, /*trees=*/true});
+      }
+      configurations.push_back(
+          {absl::StrCat(name, " tree auto"), drafter.get(), 0, /*guided=*/false, /*trees=*/true});
+    }
     drafters.push_back(std::move(drafter));
   }
   if (f.guidance_scale != 1.0f) {
@@ -315,6 +335,7 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
                                          .k = c.k,
                                          .spec_cache = f.spec_cache,
                                          .cache_guard = true,
+                                         .trees = c.trees,
                                          .compiler = compiler,
                                          .max_new_tokens = max_tokens}));
     sessions.push_back(std::move(session));
@@ -347,7 +368,8 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
                   .verified = static_cast<int64_t>(run->stats.verified()),
                   .accepted = static_cast<int64_t>(run->stats.accepted()),
                   .steps = static_cast<int64_t>(run->stats.steps()),
-                  .cpu_seconds = run->cpu_s});
+                  .cpu_seconds = run->cpu_s,
+                  .tree_steps = static_cast<int64_t>(run->stats.tree_steps())});
       outputs[c] = std::move(run->output);
     }
     RETURN_IF_ERROR(CheckSameAsTargetOnly(configurations, outputs,
@@ -366,7 +388,7 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
         "ratio = tok/s / target-only tok/s of the same category in this run; accept = accepted / "
         "verified "
         "draft tokens; tok/step = tokens / target steps; cpu ms/tok = CPU time of all threads / "
-        "tokens\n\n");
+        "tokens; trees = target steps that verified a tree / target steps\n\n");
     PrintTable(rows);
     if (f.guidance_scale != 1.0f) PrintGuidanceSummary(rows, f.guidance_scale);
   }

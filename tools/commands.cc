@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/cli/worker_flags.h"
 #include "tools/choice_flags.h"
 #include "tools/guidance_flags.h"
 #include "tools/processor_flags.h"
@@ -84,6 +85,7 @@ const cli::FlagTable& ServeFlagTable() {
                   "decoding, as --drafts 0)"},
                  {"drafts", "N", "", "the count of the config's only draft pool (0: plain decoding)",
                   cli::IntRangeOf<int>()},
+                 {"tree", "auto|off", "auto", cli::kTreeFlagHelp},
                  {"draft-placement", "auto|target|workers", "",
                   "every pool's placement: target = the drafter runs inside the target leaders "
                   "(lookup, ngram); workers = draft worker processes; auto = target for model-free "
@@ -213,6 +215,7 @@ const cli::FlagTable& GenerateFlagTable() {
                   cli::IntRangeOf<int>()},
                  {"trace", "FILE", "", "write a Chrome trace of the workers' busy intervals"},
                  {"sequential", "", "", "the draft waits for each verification (lookahead 1)"},
+                 {"tree", "auto|off", "auto", cli::kTreeFlagHelp},
                  {"ignore-eos", "", "", "do not stop at an end-of-generation token"},
                  {"json", "", "", "print one JSON line per sample"}}},
       /*at=*/5, Concat(Concat(GuidanceFlags(/*with_ids=*/true), ProcessorFlags()), ChoiceFlags()));
@@ -286,6 +289,11 @@ const cli::FlagTable& BenchSpecFlagTable() {
                   cli::IntRangeOf<int>()},
                  {"threads", "N", "1", "with --workload: the target's threads",
                   cli::IntRangeOf<int>()},
+                 {"tree", "on|off", "off",
+                  "with --workload: also run 'NAME tree k=K' and 'NAME tree auto' for the "
+                  "drafters that propose trees (lookup, ngram): a block may be a draft tree "
+                  "when the speculation policy predicts it beats the chain (the other "
+                  "configurations send chains only)"},
                  {"lookahead", "N", "2", "with --workload: blocks in flight per request",
                   cli::IntRangeOf<int>()},
                  {"guidance-scale", "S", "1",

@@ -42,6 +42,7 @@
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/base/trace.h"
+#include "runtime/cli/worker_flags.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/request_client.h"
 #include "runtime/spec/cross_vocab_drafter.h"
@@ -77,6 +78,7 @@ struct GenerateFlags {
   int threads = 0;
   int draft_threads = 1;
   bool sequential = false;
+  bool trees = true;  // --tree auto|off
   bool ignore_eos = false;
   bool json = false;
   model::DeviceSpec device = {};  // --device: the target's and a model drafter's
@@ -174,6 +176,7 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
   f.samples = static_cast<int>(samples);
   f.k = static_cast<int>(k_value);
   f.sequential = args.Has("sequential");
+  ASSIGN_OR_RETURN(f.trees, cli::ParseTreeSwitch(args.GetString("tree", "auto")));
   f.ignore_eos = args.Has("ignore-eos");
   f.json = args.Has("json");
   f.trace_path = args.GetString("trace", "");
@@ -252,6 +255,7 @@ absl::Status RunGenerate(const GenerateFlags& f) {
   options.target_threads = std::max(1, target->num_threads() / f.target_tp);
   if (f.k > 0) options.draft_engine.default_k = f.k;
   options.draft_engine.lookahead_blocks = f.sequential ? 1 : 2;
+  options.draft_engine.trees = f.trees;
   options.router.max_new_tokens = f.max_tokens;
   // --json-schema / --regex / --grammar / --choice: the target masks with this compiler, as
   // a target worker does (target_worker/main.cc).

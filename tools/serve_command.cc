@@ -198,8 +198,9 @@ int RunServeCommand(const CommandArgs& args) {
     }
   }
   absl::StatusOr<std::vector<PlannedProcess>> plan =
-      options.ok() ? PlanCluster(options->config, env, options->coordinator_flags)
-                   : absl::StatusOr<std::vector<PlannedProcess>>(options.status());
+      options.ok()
+          ? PlanCluster(options->config, env, options->coordinator_flags, options->drafting_flags)
+          : absl::StatusOr<std::vector<PlannedProcess>>(options.status());
   if (!plan.ok()) {
     std::fprintf(stderr, "splitspec serve: %s\n", std::string(plan.status().message()).c_str());
     return 2;

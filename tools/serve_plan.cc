@@ -11,6 +11,7 @@
 #include "coordinator/coordinator_flags.h"
 #include "runtime/base/json_string.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/cli/worker_flags.h"
 #include "runtime/net/channel_security.h"
 #include "tools/default_paths.h"
 
@@ -271,6 +272,8 @@ absl::StatusOr<ServeOptions> ParseServeOptions(const CommandArgs& argv,
   ASSIGN_OR_RETURN(options.coordinator_flags, CoordinatorFlagWords(args));
   ASSIGN_OR_RETURN(options.restart, ParseRestartPolicy(args));
   ASSIGN_OR_RETURN(options.register_timeout, ParseRegisterTimeout(args));
+  ASSIGN_OR_RETURN(const bool trees, cli::ParseTreeSwitch(args.GetString("tree", "auto")));
+  if (!trees) options.drafting_flags = {"--tree", "off"};
   return options;
 }
 
@@ -306,7 +309,8 @@ absl::Status PrepareEphemeralKeys(ClusterConfig* config, const ServeEnvironment&
 
 absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
     const ClusterConfig& c, const ServeEnvironment& env,
-    const std::vector<std::string>& coordinator_flags) {
+    const std::vector<std::string>& coordinator_flags,
+    const std::vector<std::string>& drafting_flags) {
   RETURN_IF_ERROR(CheckLimitsHaveFlags(c));
   RETURN_IF_ERROR(CheckTpNetwork(c));
   const std::string run_dir = RunDirOf(c, env);
@@ -367,8 +371,10 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
                 std::to_string(g.tp)};
       // The leader owns the sockets draft workers connect to (docs/architecture.md).
       if (rank == 0) p.argv.insert(p.argv.end(), {"--data-endpoint", g.data_endpoint});
-      if (rank == 0 && in_targets != nullptr)
+      if (rank == 0 && in_targets != nullptr) {
         p.argv.insert(p.argv.end(), {"--drafter", in_targets->drafter});
+        p.argv.insert(p.argv.end(), drafting_flags.begin(), drafting_flags.end());
+      }
       if (g.tp > 1) p.argv.insert(p.argv.end(), {"--tp-address", TpAddressOf(g, rank)});
       if (g.threads > 0) p.argv.insert(p.argv.end(), {"--threads", std::to_string(g.threads)});
       if (!g.kv_cache_memory.empty())
@@ -403,6 +409,7 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
       }
       if (!pool.kv_cache_memory.empty())
         p.argv.insert(p.argv.end(), {"--kv-cache-memory", pool.kv_cache_memory});
+      p.argv.insert(p.argv.end(), drafting_flags.begin(), drafting_flags.end());
       SetDevice(pool.devices[i % pool.devices.size()], &p);
       add(std::move(p));
     }

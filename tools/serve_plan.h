@@ -69,6 +69,9 @@ struct ServeOptions {
   // --register-timeout: a worker not registered this long after its start is
   // killed and restarted (Supervisor::SetRegisterTimeout); infinite: never.
   absl::Duration register_timeout = absl::Seconds(60);
+  // Words passed to every drafting process (draft workers, and target leaders that
+  // run a pool's drafter): "--tree", "off" when serve was given --tree off.
+  std::vector<std::string> drafting_flags = {};
 };
 
 // The coordinator's flags serve accepts and passes on: every flag of
@@ -108,10 +111,12 @@ struct PlannedProcess {
 // Unimplemented for a coordinator limit other than the default
 // (splitspec-coordinator has no flag for it yet); FailedPrecondition, saying
 // why, for a group whose ranks span hosts while security.tp_network is not
-// "trusted" (its Gloo traffic is plaintext TCP).
+// "trusted" (its Gloo traffic is plaintext TCP). `drafting_flags` go to every
+// draft worker and to target leaders that run a pool's drafter (ServeOptions).
 absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
     const config::ClusterConfig& config, const ServeEnvironment& env,
-    const std::vector<std::string>& coordinator_flags = {});
+    const std::vector<std::string>& coordinator_flags = {},
+    const std::vector<std::string>& drafting_flags = {});
 
 // What the cluster will decode with, for serve's start-up line: per target
 // group its compute threads (threads = 0: all `hardware_threads`), per draft

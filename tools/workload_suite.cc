@@ -217,6 +217,7 @@ void WorkloadTotals::Add(const std::string& category, const std::string& configu
   sum.run.accepted += run.accepted;
   sum.run.steps += run.steps;
   sum.run.cpu_seconds += run.cpu_seconds;
+  sum.run.tree_steps += run.tree_steps;
 }
 
 std::vector<WorkloadRow> WorkloadTotals::Rows() const {
@@ -238,6 +239,7 @@ std::vector<WorkloadRow> WorkloadTotals::Rows() const {
       row.acceptance = run.verified > 0 ? static_cast<double>(run.accepted) / run.verified : 0.0;
       row.tokens_per_step = run.steps > 0 ? static_cast<double>(run.tokens) / run.steps : 0.0;
       row.cpu_ms_per_token = run.tokens > 0 ? 1e3 * run.cpu_seconds / run.tokens : 0.0;
+      row.tree_share = run.steps > 0 ? static_cast<double>(run.tree_steps) / run.steps : 0.0;
       rows.push_back(std::move(row));
     }
   }
@@ -247,9 +249,9 @@ std::vector<WorkloadRow> WorkloadTotals::Rows() const {
 std::string WorkloadRowJson(const WorkloadRow& row) {
   return absl::StrFormat(
       "{\"category\":%s,\"configuration\":%s,\"tok_s\":%.3f,\"ratio_to_target_only\":%.4f,"
-      "\"acceptance\":%.4f,\"tokens_per_step\":%.4f}",
+      "\"acceptance\":%.4f,\"tokens_per_step\":%.4f,\"tree_share\":%.4f}",
       JsonQuote(row.category), JsonQuote(row.configuration), row.tok_s, row.ratio_to_target_only,
-      row.acceptance, row.tokens_per_step);
+      row.acceptance, row.tokens_per_step, row.tree_share);
 }
 
 std::vector<GuidanceSummary> GuidanceSummaries(const std::vector<WorkloadRow>& rows) {

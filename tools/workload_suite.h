@@ -80,6 +80,7 @@ struct WorkloadRun {
   int64_t accepted = 0;
   int64_t steps = 0;         // target steps (0: not reported)
   double cpu_seconds = 0.0;  // CPU time of every thread that served it
+  int64_t tree_steps = 0;    // of the steps, blocks verified as trees (SpecStats.tree_steps)
 };
 
 // One (category, configuration) aggregate. Rates are over the sums (total
@@ -95,6 +96,7 @@ struct WorkloadRow {
   // CPU milliseconds per token: unlike tok/s, barely moved by other processes'
   // load (preemption does not count), so configurations compare on a busy machine.
   double cpu_ms_per_token = 0.0;
+  double tree_share = 0.0;  // tree steps / steps; 0 without steps
 };
 
 inline constexpr char kTargetOnly[] = "target-only";

@@ -34,6 +34,7 @@ void AddStats(const proto::SpecStats& add, proto::SpecStats* sum) {
   sum->set_steps(sum->steps() + add.steps());
   sum->set_companion_forward_tokens(sum->companion_forward_tokens() +
                                     add.companion_forward_tokens());
+  sum->set_tree_steps(sum->tree_steps() + add.tree_steps());
 }
 
 }  // namespace

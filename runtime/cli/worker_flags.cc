@@ -65,7 +65,8 @@ FlagTable MakeTargetTable() {
         "graphs (bitwise the eager logits)"},
        {"drafter", "none|lookup|ngram", "none",
         "a model-free drafter the leader runs in its own loop for the requests the coordinator "
-        "gives no draft worker (unless they ask for drafter none); none: those decode alone"}});
+        "gives no draft worker (unless they ask for drafter none); none: those decode alone"},
+       {"tree", "auto|off", "auto", kTreeFlagHelp}});
 }
 
 FlagTable MakeDraftTable() {
@@ -93,7 +94,8 @@ FlagTable MakeDraftTable() {
         "pre-drafting slows the verification (both measured per request)"},
        {"adaptive-window", "on|off", "off",
         "per request, choose sequential, overlapped (--lookahead) or the cache, and with "
-        "assignments of draft_k 0 the block size, from measured acceptance and costs"}});
+        "assignments of draft_k 0 the block size, from measured acceptance and costs"},
+       {"tree", "auto|off", "auto", kTreeFlagHelp}});
 }
 
 absl::Status CheckAtLeastOne(const char* flag, int64_t value) {
@@ -163,6 +165,7 @@ absl::Status ReadSizes(const CliArgs& parsed, WorkerFlags& flags) {
         absl::StrCat("--adaptive-window must be on or off, got '", adaptive_window, "'"));
   }
   flags.adaptive_window = adaptive_window == "on";
+  ASSIGN_OR_RETURN(flags.trees, ParseTreeSwitch(parsed.GetString("tree", "auto")));
   flags.step_tokens = step_tokens;
   flags.block_wait_ms = block_wait_ms;
   flags.k = k;
@@ -199,6 +202,12 @@ absl::Status ReadKvCacheMemory(const CliArgs& parsed, WorkerFlags& flags) {
 }
 
 }  // namespace
+
+absl::StatusOr<bool> ParseTreeSwitch(absl::string_view value) {
+  if (value == "auto") return true;
+  if (value == "off") return false;
+  return absl::InvalidArgumentError(absl::StrCat("--tree must be auto or off, got '", value, "'"));
+}
 
 const FlagTable& WorkerFlagTable(proto::Role role) {
   static const FlagTable* const target = new FlagTable(MakeTargetTable());

@@ -23,6 +23,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "runtime/base/memory_amount.h"
 #include "runtime/cli/cli_args.h"
 #include "runtime/dist/tp_transport.h"
@@ -56,7 +57,18 @@ struct WorkerFlags {
   bool spec_cache = false;       // draft workers: --spec-cache on|off
   bool cache_guard = true;       // draft workers: --cache-guard on|off
   bool adaptive_window = false;  // draft workers: --adaptive-window on|off
+  // Draft workers and a target leader's own drafter: --tree auto|off (tree blocks
+  // when the speculation policy finds they pay; off: chains only).
+  bool trees = true;
 };
+
+// The --tree switch's help text and its value: "auto" -> true, "off" -> false;
+// else InvalidArgument naming --tree and the value. serve and generate take it too.
+inline constexpr const char* kTreeFlagHelp =
+    "draft trees (issue 30): auto = a block is a tree of alternatives when the speculation "
+    "policy predicts it commits more per step than the chain (lookup and ngram drafters, to a "
+    "target that runs trees: CPU, one rank); off = chains only";
+absl::StatusOr<bool> ParseTreeSwitch(absl::string_view value);
 
 // The flag table of a worker of `role` (ROLE_TARGET_WORKER or ROLE_DRAFT_WORKER).
 const FlagTable& WorkerFlagTable(proto::Role role);

@@ -114,6 +114,10 @@ class Drafter {
   // runtime/model/kv_budget.h); null for one that keeps none.
   virtual const model::KvBudget* kv_budget() const { return nullptr; }
 
+  // True if Propose may return a tree for a request with tree_nodes > 0 (lookup,
+  // ngram); false: it always proposes chains, so asking it for trees gains nothing.
+  virtual bool ProposesTrees() const { return false; }
+
   // The bytes of weights one draft decode step reads over those one step of the
   // target reads: what a draft token costs in target steps where both are
   // memory-bound (the speculation policy's prior for the draft's cost, until a

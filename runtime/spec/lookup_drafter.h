@@ -102,6 +102,7 @@ class LookupDrafter : public Drafter {
   explicit LookupDrafter(const LookupDrafterConfig& config) : config_(config) {}
 
   absl::string_view name() const override { return "lookup"; }
+  bool ProposesTrees() const override { return true; }
   absl::Status Start(const std::string& request_id, absl::Span<const int32_t> tokens) override;
   absl::Status Truncate(const std::string& request_id, int64_t length) override;
   void Release(const std::string& request_id) override { requests_.erase(request_id); }

@@ -62,6 +62,7 @@ class NgramDrafter : public Drafter {
   explicit NgramDrafter(const NgramDrafterConfig& config) : config_(config) {}
 
   absl::string_view name() const override { return "ngram"; }
+  bool ProposesTrees() const override { return true; }
   absl::Status Start(const std::string& request_id, absl::Span<const int32_t> tokens) override;
   absl::Status Truncate(const std::string& request_id, int64_t length) override;
   void Release(const std::string& request_id) override { held_.erase(request_id); }

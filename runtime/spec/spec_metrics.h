@@ -7,7 +7,9 @@
 //   double rate = metrics.AcceptanceRate();
 //
 // Definitions:
-//   drafted   = draft tokens received in verified blocks;
+//   drafted   = draft tokens received in verified blocks (a tree block, DraftBlock.parents:
+//               the path positions its verification walked, accepted + 1 if rejected,
+//               not its nodes; the other branches are counted nowhere);
 //   verified  = accepted + 1 for each block that stopped at a rejection (the
 //               rejected token); the discarded tail after it is not counted;
 //   acceptance rate   = accepted / verified   (estimates alpha of the analytic model);

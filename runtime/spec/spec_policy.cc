@@ -379,9 +379,11 @@ void RankAcceptance::RecordTree(absl::Span<const int32_t> parents,
   }
 }
 
-std::vector<double> RankAcceptance::Upper() const {
-  std::vector<double> upper(offered.size());
-  for (size_t r = 0; r < offered.size(); ++r) upper[r] = UpperBound(accepted[r], offered[r]);
+std::vector<double> RankAcceptance::Upper(int min_ranks) const {
+  std::vector<double> upper(std::max(offered.size(), static_cast<size_t>(std::max(0, min_ranks))));
+  for (size_t r = 0; r < upper.size(); ++r) {
+    upper[r] = r < offered.size() ? UpperBound(accepted[r], offered[r]) : UpperBound(0.0, 0.0);
+  }
   return upper;
 }
 

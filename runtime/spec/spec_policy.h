@@ -217,9 +217,10 @@ struct RankAcceptance {
   // Every reached node of a verified tree (parents [n] as in draft_tree.h) with its
   // children, from the root down the accepted path (accepted_nodes of tree_verify.h).
   void RecordTree(absl::Span<const int32_t> parents, absl::Span<const int32_t> accepted_nodes);
-  // a_r for r = 1.. up to the most offered rank: the upper confidence bound of rule 1
-  // of the policy (an untried rank is optimistic, so trees get tried); empty if no evidence.
-  std::vector<double> Upper() const;
+  // a_r for r = 1.. up to the most offered rank, and at least `min_ranks` entries: the
+  // upper confidence bound of rule 1 of the policy (an untried rank gets the bound of no
+  // evidence, which is optimistic, so trees get tried); empty if neither.
+  std::vector<double> Upper(int min_ranks = 0) const;
 };
 
 // The expected accepted length of a tree (rule 1): parents [n] as in draft_tree.h,

@@ -189,32 +189,30 @@ TEST(PipelineDistributionTest, CoupledWithTheSpeculationCacheFollowsTheTarget) {
                                      "pipeline coupled + speculation cache");
 }
 
-// The lookup drafter run inside the target leader (target_worker/local_drafts.h):
-// its blocks are verified like a draft worker's, so sampled continuations keep
-// the target's law. The prompt repeats its first token, so lookup proposes the
-// token that followed it; that token is chosen with p in [0.1, 0.9] under the
-// target, so the test sees acceptances and rejections both.
-TEST(PipelineDistributionTest, TheTargetsOwnLookupDrafterKeepsTheTargetsLaw) {
-  const std::string target_path = WriteModel("local-target", 1);
-  auto target = model::Transformer::Load(target_path, {.threads = 1});
-  ASSERT_TRUE(target.ok()) << target.status();
-  spec::SamplingParams params;
-  params.temperature = 1.0f;
-  params.top_k = 4;
-  std::vector<int32_t> prompt;
-  for (int32_t b = 1; b < (*target)->config().vocab_size && prompt.empty(); ++b) {
-    const std::vector<int32_t> candidate = {17, b, 99, 17};
-    const auto exact = ExactTwoTokenDistribution(**target, candidate, params);
-    double p_b = 0;
-    for (const auto& [pair, p] : exact) p_b += pair.first == b ? p : 0.0;
-    if (p_b >= 0.1 && p_b <= 0.9) prompt = candidate;
-  }
-  ASSERT_FALSE(prompt.empty()) << "no token the target samples with p in [0.1, 0.9]";
-  const auto exact = ExactTwoTokenDistribution(**target, prompt, params);
+// p of the first generated token, from the target itself.
+std::vector<float> FirstTokenProbs(model::Transformer& model, const std::vector<int32_t>& prompt,
+                                   const spec::SamplingParams& params) {
+  const int vocab = model.config().vocab_size;
+  auto cache = model.NewCache();
+  model::ForwardOutput out;
+  EXPECT_TRUE(model.Forward({{cache.get(), prompt, model::LogitsMode::kLast}}, &out).ok());
+  std::vector<float> p(vocab);
+  EXPECT_TRUE(
+      spec::LogitsToProbs(params, absl::MakeConstSpan(out.Row(0, 0), vocab), absl::MakeSpan(p))
+          .ok());
+  return p;
+}
 
+// Sampled 2-token continuations of `prompt` with the lookup drafter in the target
+// leader (target_worker/local_drafts.h) follow the target's law (chi-square as
+// above); `expect_trees`: some blocks were verified as trees (SpecStats.tree_steps).
+void ExpectTargetsLookupKeepsTheLaw(model::Transformer& target, const std::vector<int32_t>& prompt,
+                                    const spec::SamplingParams& params, bool expect_trees,
+                                    const std::string& label) {
+  const auto exact = ExactTwoTokenDistribution(target, prompt, params);
   spec::LookupDrafter lookup(spec::LookupDrafterConfig{});
   tools::InProcessClusterOptions options;
-  options.target = target->get();
+  options.target = &target;
   options.target_drafter = &lookup;  // no draft worker: the target drafts
   options.draft_engine.default_k = 3;
   auto cluster = tools::InProcessCluster::Start(options);
@@ -222,7 +220,7 @@ TEST(PipelineDistributionTest, TheTargetsOwnLookupDrafterKeepsTheTargetsLaw) {
   auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
   ASSERT_TRUE(client.ok());
   constexpr int kSamples = 2000;
-  uint64_t drafted = 0, accepted = 0, verified = 0;
+  uint64_t drafted = 0, accepted = 0, verified = 0, tree_steps = 0;
   const auto draw = [&](int d) {
     std::map<std::pair<int, int>, int64_t> seen;
     for (int batch = 0; batch < kSamples / 50; ++batch) {
@@ -256,6 +254,7 @@ TEST(PipelineDistributionTest, TheTargetsOwnLookupDrafterKeepsTheTargetsLaw) {
         drafted += r.stats.drafted();
         accepted += r.stats.accepted();
         verified += r.stats.verified();
+        tree_steps += r.stats.tree_steps();
       }
     }
     std::vector<int64_t> counts;
@@ -267,7 +266,7 @@ TEST(PipelineDistributionTest, TheTargetsOwnLookupDrafterKeepsTheTargetsLaw) {
     }
     EXPECT_TRUE(seen.empty()) << "a continuation outside the target's support was committed";
     const spec::testing::ChiSquareResult result = spec::testing::ChiSquareTest(counts, expected);
-    spec::testing::PrintChiSquare("target's own lookup drafter, draw " + std::to_string(d), result);
+    spec::testing::PrintChiSquare(label + ", draw " + std::to_string(d), result);
     return result.p_value > 1e-3;
   };
   EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));
@@ -275,6 +274,59 @@ TEST(PipelineDistributionTest, TheTargetsOwnLookupDrafterKeepsTheTargetsLaw) {
   EXPECT_GT(accepted, 0u) << "the draft was never accepted: the test did not exercise acceptance";
   EXPECT_LT(accepted, verified)
       << "the draft was always accepted: the test did not exercise the residual";
+  if (expect_trees) {
+    EXPECT_GT(tree_steps, 0u) << "no tree was verified: nothing was tested";
+  }
+}
+
+// The lookup drafter run inside the target leader (target_worker/local_drafts.h):
+// its blocks are verified like a draft worker's, so sampled continuations keep
+// the target's law. The prompt repeats its first token, so lookup proposes the
+// token that followed it; that token is chosen with p in [0.1, 0.9] under the
+// target, so the test sees acceptances and rejections both.
+TEST(PipelineDistributionTest, TheTargetsOwnLookupDrafterKeepsTheTargetsLaw) {
+  const std::string target_path = WriteModel("local-target", 1);
+  auto target = model::Transformer::Load(target_path, {.threads = 1});
+  ASSERT_TRUE(target.ok()) << target.status();
+  spec::SamplingParams params;
+  params.temperature = 1.0f;
+  params.top_k = 4;
+  std::vector<int32_t> prompt;
+  for (int32_t b = 1; b < (*target)->config().vocab_size && prompt.empty(); ++b) {
+    const std::vector<int32_t> candidate = {17, b, 99, 17};
+    const std::vector<float> first = FirstTokenProbs(**target, candidate, params);
+    if (first[b] >= 0.1 && first[b] <= 0.9) prompt = candidate;
+  }
+  ASSERT_FALSE(prompt.empty()) << "no token the target samples with p in [0.1, 0.9]";
+  ExpectTargetsLookupKeepsTheLaw(**target, prompt, params, /*expect_trees=*/false,
+                                 "target's own lookup drafter");
+}
+
+// Point-mass trees (issue 30): "17" is followed by b and by c earlier in the prompt,
+// so lookup's trie has two candidates at its root, which the target verifies by
+// sequential point-mass rejection (runtime/spec/tree_verify.h) in one tree forward.
+// b and c are chosen each with p >= 0.1 and together <= 0.9, so the first
+// candidate, the second and the correction all commit.
+TEST(PipelineDistributionTest, LookupTreesKeepTheTargetsLaw) {
+  const std::string target_path = WriteModel("tree-target", 1);
+  auto target = model::Transformer::Load(target_path, {.threads = 1});
+  ASSERT_TRUE(target.ok()) << target.status();
+  spec::SamplingParams params;
+  params.temperature = 1.0f;
+  params.top_k = 4;
+  const int vocab = (*target)->config().vocab_size;
+  std::vector<int32_t> prompt;
+  for (int32_t b = 1; b < vocab && prompt.empty(); ++b) {
+    for (int32_t c = 1; c < std::min(vocab, 64) && prompt.empty(); ++c) {
+      if (c == b || c == 17 || c == 99 || b == 17 || b == 99) continue;
+      const std::vector<int32_t> candidate = {17, b, 99, 17, c, 99, 17};
+      const std::vector<float> first = FirstTokenProbs(**target, candidate, params);
+      if (first[b] >= 0.1 && first[c] >= 0.1 && first[b] + first[c] <= 0.9) prompt = candidate;
+    }
+  }
+  ASSERT_FALSE(prompt.empty()) << "no two tokens the target samples with p >= 0.1, together <= 0.9";
+  ExpectTargetsLookupKeepsTheLaw(**target, prompt, params, /*expect_trees=*/true,
+                                 "lookup trees in the target");
 }
 
 // Dropped, delayed and reordered blocks and results: every request still

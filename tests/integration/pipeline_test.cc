@@ -8,6 +8,7 @@
 #include "runtime/model/transformer.h"
 #include "runtime/net/request_client.h"
 #include "runtime/spec/drafter_factory.h"
+#include "runtime/spec/lookup_drafter.h"
 #include "runtime/spec/ngram_drafter.h"
 #include "runtime/spec/sampling.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
@@ -145,6 +146,48 @@ TEST(PipelineTest, SpeculationPolicyKeepsGreedyOutputExact) {
     auto got = client->Generate(submit, absl::Seconds(60));
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(got->tokens, testing::PlainGreedy(*model, prompt, kMaxTokens)) << submit.request_id();
+  }
+}
+
+// Tree blocks (issue 30): the lookup drafter's tries, sent because the target runs
+// trees, verified in one tree forward, commit exactly plain greedy's tokens, with
+// the policy's k (draft_k 0) and a fixed k, through a draft worker and through the
+// target's own drafter (target_worker/local_drafts.h). The prompts repeat "a b"
+// with different continuations, so the tries branch at once (rank 2 is untried,
+// so the first blocks are trees).
+TEST(PipelineTest, LookupTreesKeepGreedyOutputExact) {
+  auto model = LoadTinyModel("pipeline-trees");
+  const std::vector<std::vector<int32_t>> prompts = {{10, 20, 30, 10, 20, 40, 10, 20, 50, 10, 20},
+                                                     {5, 6, 7, 8, 5, 6, 9, 8, 5, 6, 7, 3, 5, 6},
+                                                     {100, 3, 100, 4, 100, 3, 100, 5, 100}};
+  for (const bool in_target : {false, true}) {
+    SCOPED_TRACE(in_target ? "the target's own drafter" : "a draft worker");
+    spec::LookupDrafter lookup(spec::LookupDrafterConfig{});
+    tools::InProcessClusterOptions options;
+    options.target = model.get();
+    (in_target ? options.target_drafter : options.drafter) = &lookup;
+    Running running = StartWithClient(options);
+    ASSERT_NE(running.client, nullptr);
+    uint64_t tree_steps = 0;
+    int i = 0;
+    for (const int k : {0, 4}) {
+      for (const std::vector<int32_t>& prompt : prompts) {
+        proto::SubmitRequest submit = GreedyRequest("tree-" + std::to_string(i++), prompt);
+        submit.set_draft_k(k);
+        auto got = running.client->Generate(submit, absl::Seconds(60));
+        ASSERT_TRUE(got.ok()) << got.status();
+        EXPECT_EQ(got->tokens, testing::PlainGreedy(*model, prompt, kMaxTokens))
+            << submit.request_id();
+        EXPECT_TRUE(got->error.empty()) << got->error;
+        EXPECT_LE(got->stats.accepted(), got->stats.verified());
+        tree_steps += got->stats.tree_steps();
+      }
+    }
+    EXPECT_GT(tree_steps, 0u) << "no tree was verified: nothing was tested";
+    if (!in_target) {
+      running.cluster->KillDraftWorker();
+      EXPECT_GT(running.cluster->DraftCountersAfterKill().tree_blocks_sent, 0u);
+    }
   }
 }
 

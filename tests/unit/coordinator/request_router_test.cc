@@ -139,6 +139,25 @@ TEST_F(RequestRouterTest, PlacesLeastLoadedAcrossTargetGroupsAndDraftWorkers) {
   EXPECT_EQ(AssignmentTo(out, 3, "a").SerializeAsString(), at_target.SerializeAsString());
 }
 
+// A target that registered Capabilities.runs_trees gets (with its draft) assignments
+// that say so; one that did not (CUDA, a tensor-parallel group) gets chains only.
+TEST_F(RequestRouterTest, AssignmentsSayWhetherTheTargetRunsTrees) {
+  proto::MemberStatus trees = Member(1, proto::ROLE_TARGET_WORKER);
+  trees.mutable_capabilities()->set_runs_trees(true);
+  router_.OnWorkerAlive(trees, PeerOf(1), &out_);
+  AddWorker(3, proto::ROLE_DRAFT_WORKER);
+  Take();
+  Submit("a");
+  std::vector<Outgoing> out = Take();
+  EXPECT_TRUE(AssignmentTo(out, 1, "a").target_runs_trees());
+  EXPECT_TRUE(AssignmentTo(out, 3, "a").target_runs_trees());
+  router_.OnWorkerGone(1, &out_);
+  AddWorker(2, proto::ROLE_TARGET_WORKER);  // no runs_trees
+  out = Take();
+  EXPECT_FALSE(AssignmentTo(out, 2, "a").target_runs_trees());
+  EXPECT_FALSE(AssignmentTo(out, 3, "a").target_runs_trees());
+}
+
 // Heartbeats report each target's free KV cache: a request goes to a group
 // whose room holds its prompt, even if that group is busier, and the prompts
 // placed there count against its room until the next heartbeat.

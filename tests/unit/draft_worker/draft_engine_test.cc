@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "runtime/spec/spec_policy.h"
 #include "gtest/gtest.h"
+#include "runtime/spec/draft_tree.h"
+#include "runtime/spec/lookup_drafter.h"
+#include "runtime/spec/spec_policy.h"
 #include "tests/unit/draft_worker/fake_drafter.h"
 
 namespace splitspec::draft {
@@ -925,6 +927,154 @@ TEST_F(DraftEngineTest, AFailedAdaptiveProposalOpensNoOffWindow) {
   ASSERT_EQ(engine_->OnResult(Result("r", 1, {5}, kP + 1, failed[0].block_sequence())),
             ResultAction::kApplied);
   EXPECT_TRUE(engine_->HasWork()) << "the draft proposes at the next position";
+}
+
+// Trees (issue 30) with the real lookup drafter over a prompt of 300 pseudo-random
+// tokens in {1, 2, 3}: every short suffix recurs with different continuations, so
+// the drafter's tries branch wherever the text goes.
+std::vector<int32_t> BranchyPrompt() {
+  std::vector<int32_t> tokens;
+  uint32_t x = 12345;
+  for (int i = 0; i < 300; ++i) {
+    x = x * 1103515245u + 12345u;
+    tokens.push_back(1 + static_cast<int32_t>((x >> 16) % 3));
+  }
+  return tokens;
+}
+
+class DraftEngineTreeTest : public ::testing::Test {
+ protected:
+  // draft_k 0: the policy chooses k (and may turn speculation off); else fixed k,
+  // still with the tree rule's choice between that chain and a tree of depth <= k.
+  void Make(bool trees, bool target_runs_trees, int draft_k = 4, float presence_penalty = 0.0f) {
+    DraftEngineOptions options;
+    options.trees = trees;
+    options.shadow_drafts = false;
+    engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+    drafter_.Release("t");  // a previous engine's
+    const std::vector<int32_t> prompt = BranchyPrompt();
+    proto::Assignment a = Assign("t", draft_k, 256, prompt);
+    a.set_prompt_length(static_cast<uint32_t>(prompt.size()));
+    a.set_target_runs_trees(target_runs_trees);
+    a.mutable_params()->mutable_processors()->set_presence_penalty(presence_penalty);
+    ASSERT_TRUE(engine_->AddRequest(a).ok());
+  }
+  std::vector<proto::DraftBlock> StepBlocks() {
+    std::vector<OutgoingBlock> out;
+    EXPECT_TRUE(engine_->Step(&out).ok());
+    std::vector<proto::DraftBlock> blocks;
+    for (OutgoingBlock& o : out) blocks.push_back(std::move(o.block));
+    return blocks;
+  }
+  // The target's result for `block`: it accepts the path to the first node that
+  // is its parent's `rank`-th child (rank 1: the first path's first node; none
+  // such: nothing), then corrects with a token none of that node's children carries.
+  static proto::VerifyResult Verify(const proto::DraftBlock& block, int rank) {
+    spec::DraftTree tree;
+    tree.tokens.assign(block.tokens().begin(), block.tokens().end());
+    tree.parents.assign(block.parents().begin(), block.parents().end());
+    if (tree.parents.empty()) {
+      for (int i = 0; i < tree.size(); ++i) tree.parents.push_back(i - 1);
+    }
+    std::vector<int32_t> path;
+    for (int32_t i = 0; i < tree.size() && path.empty(); ++i) {
+      const std::vector<int32_t> siblings = tree.Children(tree.parents[i]);
+      if (static_cast<int>(siblings.size()) >= rank && siblings[rank - 1] == i)
+        path = tree.PathTo(i);
+    }
+    proto::VerifyResult r;
+    r.set_request_id("t");
+    r.set_epoch(block.epoch() + 1);
+    r.set_block_sequence(block.block_sequence());
+    // The target's line: each fed node costs a quarter of a plain step (a CPU's).
+    r.set_target_step_seconds(0.01);
+    r.set_target_verify_slope(0.25);
+    r.set_accepted(static_cast<uint32_t>(path.size()));
+    for (int32_t node : path) r.add_committed_tokens(tree.tokens[node]);
+    if (block.parents_size() > 0) r.mutable_accepted_nodes()->Assign(path.begin(), path.end());
+    const int32_t last = path.empty() ? spec::kTreeRoot : path.back();
+    int32_t correction = 1;
+    for (int32_t child : tree.Children(last)) {
+      if (tree.tokens[child] == correction) ++correction;  // children carry distinct tokens
+    }
+    r.add_committed_tokens(correction);
+    r.set_frontier(block.start() + static_cast<uint32_t>(r.committed_tokens_size()));
+    return r;
+  }
+  static bool IsTree(const proto::DraftBlock& block) {
+    if (block.parents_size() == 0) return false;
+    const std::vector<int32_t> parents(block.parents().begin(), block.parents().end());
+    EXPECT_TRUE(spec::ValidateTreeParents(parents).ok());
+    EXPECT_EQ(block.parents_size(), block.tokens_size());
+    spec::DraftTree tree;
+    tree.tokens.assign(block.tokens().begin(), block.tokens().end());
+    tree.parents = parents;
+    return !tree.IsChain();
+  }
+  spec::LookupDrafter drafter_{spec::LookupDrafterConfig{}};
+  std::unique_ptr<DraftEngine> engine_;
+};
+
+TEST_F(DraftEngineTreeTest, SendsTreesToATargetThatRunsThemWhileRankTwoIsAccepted) {
+  Make(/*trees=*/true, /*target_runs_trees=*/true);
+  int trees = 0;
+  for (int round = 0; round < 12; ++round) {
+    const std::vector<proto::DraftBlock> blocks = StepBlocks();
+    ASSERT_EQ(blocks.size(), 1u) << "round " << round;  // nothing is drafted past a tree
+    const proto::DraftBlock& block = blocks[0];
+    EXPECT_EQ(block.start(), static_cast<uint32_t>(engine_->KnownFrontier("t")));
+    const bool tree = IsTree(block);
+    trees += tree;
+    if (tree) {
+      EXPECT_FALSE(block.policy_sized());  // the tree rule sized it: verified whole
+    }
+    // The target accepts a second candidate where there is one: branching pays.
+    const proto::VerifyResult result = Verify(block, tree ? 2 : 1);
+    ASSERT_EQ(engine_->OnResult(result), ResultAction::kApplied);
+    // Rolled back to the accepted path: the draft's frontier is the target's.
+    EXPECT_EQ(engine_->KnownFrontier("t"), static_cast<int>(result.frontier()));
+  }
+  EXPECT_GE(trees, 10);
+  EXPECT_EQ(engine_->counters().tree_blocks_sent, static_cast<uint64_t>(trees));
+}
+
+TEST_F(DraftEngineTreeTest, TurnsToChainsWhenOnlyFirstCandidatesAreAccepted) {
+  Make(/*trees=*/true, /*target_runs_trees=*/true);
+  bool chain_sent = false;
+  std::vector<proto::DraftBlock> pending;
+  for (int round = 0; round < 60 && !chain_sent; ++round) {
+    pending = StepBlocks();
+    ASSERT_FALSE(pending.empty());
+    if (round == 0) {
+      EXPECT_TRUE(IsTree(pending[0]));  // rank 2 untried: optimistic
+    }
+    chain_sent = pending[0].tokens_size() > 0 && pending[0].parents_size() == 0;
+    ASSERT_EQ(engine_->OnResult(Verify(pending[0], /*rank=*/1)), ResultAction::kApplied);
+  }
+  EXPECT_TRUE(chain_sent);
+}
+
+// Nor to a request whose rows read the tokens before them (a penalty): its target
+// would verify a tree's first path only.
+TEST_F(DraftEngineTreeTest, NeverSendsTreesWhenOffOrTheTargetDoesNotRunThem) {
+  for (const int c : {0, 1, 2}) {
+    const bool trees = c > 0;
+    SCOPED_TRACE(c == 0 ? "--tree off" : c == 1 ? "target without trees" : "a penalty");
+    Make(trees, /*target_runs_trees=*/c != 1, /*draft_k=*/4,
+         /*presence_penalty=*/c == 2 ? 0.5f : 0.0f);
+    int drafted = 0;
+    for (int round = 0; round < 10; ++round) {
+      const std::vector<proto::DraftBlock> blocks = StepBlocks();
+      ASSERT_FALSE(blocks.empty());
+      for (const proto::DraftBlock& block : blocks) {
+        EXPECT_EQ(block.parents_size(), 0);
+        drafted += block.tokens_size();
+      }
+      ASSERT_EQ(engine_->OnResult(Verify(blocks[0], /*rank=*/1)), ResultAction::kApplied);
+    }
+    EXPECT_GT(drafted, 0);  // it did draft: chains
+    EXPECT_EQ(engine_->counters().tree_blocks_sent, 0u);
+  }
 }
 
 }  // namespace

@@ -164,6 +164,17 @@ TEST(RankAcceptanceTest, RecordsEveryReachedNodeDownTheAcceptedPath) {
   none.Record(0, 0);  // nothing offered
   none.Record(2, 3);  // out of range
   EXPECT_TRUE(none.Upper().empty());
+  // Asked for at least two ranks: untried ranks get the bound of no evidence, the
+  // same as rank 1 before any evidence (optimistic), and above a refuted rank.
+  const std::vector<double> untried = none.Upper(2);
+  ASSERT_EQ(untried.size(), 2u);
+  EXPECT_GT(untried[1], 0.8);
+  EXPECT_EQ(untried[0], untried[1]);
+  EXPECT_EQ(second.Upper(1).size(), 2u);  // more offered ranks than asked: all of them
+  RankAcceptance refuted;
+  for (int i = 0; i < 20; ++i) refuted.Record(2, 1);
+  EXPECT_LT(refuted.Upper(2)[1], 0.2);
+  EXPECT_GT(refuted.Upper(2)[0], 0.9);
 }
 
 // Evidence in, shape out: a drafter whose second candidate is often the target's

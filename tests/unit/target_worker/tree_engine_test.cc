@@ -202,6 +202,7 @@ class TreeEngineTest : public ::testing::Test {
     for (int i = 0; i < 10 && engine.HasWork(now); ++i) ASSERT_TRUE(engine.Step(now, &events).ok());
     std::vector<int32_t> seen = prompt;
     uint64_t epoch = 0, sequence = 0;
+    uint64_t nodes_sent = 0;
     int round = 0;
     while (engine.Find("r") != nullptr) {
       ASSERT_LT(round, 40) << "no progress";
@@ -229,6 +230,14 @@ class TreeEngineTest : public ::testing::Test {
         EXPECT_TRUE(nodes.empty()) << "round " << round;
       }
       EXPECT_EQ(result->accepted(), nodes.size());
+      if (expect_trees) {
+        // Each tree is one step; it counts the path positions it walked (the accepted
+        // nodes and the rejected one), not its nodes: drafted == verified.
+        EXPECT_EQ(result->stats().tree_steps(), static_cast<uint64_t>(round + 1));
+        EXPECT_EQ(result->stats().drafted(), result->stats().verified()) << "round " << round;
+        nodes_sent += tree.tokens.size();
+        EXPECT_LT(result->stats().drafted(), nodes_sent) << "round " << round;
+      }
       seen.insert(seen.end(), result->committed_tokens().begin(), result->committed_tokens().end());
       epoch = result->epoch();
       // The cache holds the committed tokens but the last (unfed), bitwise.

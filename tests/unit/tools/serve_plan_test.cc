@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -45,7 +46,7 @@ class ServePlanTest : public ::testing::Test {
   absl::StatusOr<std::vector<PlannedProcess>> Plan(const CommandArgs& args) {
     absl::StatusOr<ServeOptions> options = ParseServeOptions(args, env_);
     if (!options.ok()) return options.status();
-    return PlanCluster(options->config, env_, options->coordinator_flags);
+    return PlanCluster(options->config, env_, options->coordinator_flags, options->drafting_flags);
   }
 
   std::filesystem::path dir_;
@@ -293,6 +294,32 @@ TEST_F(ServePlanTest, WithoutConfigUsesTheShippedDefaultConfig) {
   EXPECT_THAT((*plan)[1].argv, ::testing::Contains("/repo/models/default.gguf"));
   EXPECT_THAT((*plan)[1].argv, IsSupersetOf({"--drafter", "lookup"}));
   EXPECT_EQ((*plan)[1].log, std::string(SPLITSPEC_SOURCE_DIR) + "/build/cluster/target.log");
+}
+
+// --tree off reaches every drafting process: draft workers and the leaders that run
+// a pool's drafter; --tree auto (the default) passes nothing (the workers' default).
+TEST_F(ServePlanTest, TreeOffReachesEveryDraftingProcess) {
+  const std::string config = WriteConfig(
+      "[[target_group]]\nname = \"g\"\ntp = 2\n[[draft_pool]]\nname = \"d\"\ncount = 2\n");
+  auto trees_of = [](const PlannedProcess& p) {
+    return std::count(p.argv.begin(), p.argv.end(), "--tree");
+  };
+  absl::StatusOr<std::vector<PlannedProcess>> local = Plan({"--config", config, "--tree", "off"});
+  ASSERT_TRUE(local.ok()) << local.status();
+  ASSERT_EQ(local->size(), 3u);  // coordinator, 2 ranks: lookup in the leader
+  EXPECT_THAT((*local)[1].argv, IsSupersetOf({"--drafter", "lookup", "--tree", "off"}));
+  EXPECT_EQ(trees_of((*local)[2]), 0) << "followers draft nothing";
+  absl::StatusOr<std::vector<PlannedProcess>> workers =
+      Plan({"--config", config, "--draft-placement", "workers", "--tree", "off"});
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  ASSERT_EQ(workers->size(), 5u);
+  EXPECT_THAT((*workers)[3].argv, IsSupersetOf({"--tree", "off"}));
+  EXPECT_THAT((*workers)[4].argv, IsSupersetOf({"--tree", "off"}));
+  absl::StatusOr<std::vector<PlannedProcess>> automatic = Plan({"--config", config});
+  ASSERT_TRUE(automatic.ok()) << automatic.status();
+  for (const PlannedProcess& p : *automatic) EXPECT_EQ(trees_of(p), 0) << p.name;
+  EXPECT_THAT(std::string(Plan({"--config", config, "--tree", "on"}).status().message()),
+              HasSubstr("--tree must be auto or off, got 'on'"));
 }
 
 // Where each pool's drafter runs: model-free ones inside the target leaders

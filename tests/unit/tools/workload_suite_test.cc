@@ -143,7 +143,12 @@ TEST(WorkloadTotalsTest, AggregatesPerCategoryOverSums) {
   totals.Add("chat", kTargetOnly, {.tokens = 10, .wall_seconds = 1.0, .steps = 10});
   totals.Add("qa", kTargetOnly, {.tokens = 40, .wall_seconds = 1.0, .steps = 40});
   totals.Add("qa", "ngram k=4",
-             {.tokens = 40, .wall_seconds = 1.0, .verified = 10, .accepted = 0, .steps = 30});
+             {.tokens = 40,
+              .wall_seconds = 1.0,
+              .verified = 10,
+              .accepted = 0,
+              .steps = 30,
+              .tree_steps = 10});
   const std::vector<WorkloadRow> rows = totals.Rows();
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0].category, "qa");
@@ -157,11 +162,13 @@ TEST(WorkloadTotalsTest, AggregatesPerCategoryOverSums) {
   EXPECT_DOUBLE_EQ(rows[1].acceptance, 0.6);
   EXPECT_DOUBLE_EQ(rows[1].tokens_per_step, 2.0);
   EXPECT_DOUBLE_EQ(rows[1].cpu_ms_per_token, 15.0);  // 1.5 s / 100 tokens
+  EXPECT_DOUBLE_EQ(rows[1].tree_share, 0.2);         // 10 tree steps of 50
   EXPECT_EQ(rows[2].category, "chat");               // no ngram row: chat never ran it
   EXPECT_DOUBLE_EQ(rows[2].tok_s, 10.0);
   EXPECT_EQ(WorkloadRowJson(rows[1]),
             "{\"category\":\"qa\",\"configuration\":\"ngram k=4\",\"tok_s\":50.000,"
-            "\"ratio_to_target_only\":2.0000,\"acceptance\":0.6000,\"tokens_per_step\":2.0000}");
+            "\"ratio_to_target_only\":2.0000,\"acceptance\":0.6000,\"tokens_per_step\":2.0000,"
+            "\"tree_share\":0.2000}");
 }
 
 TEST(GuidanceSummaryTest, CostAndGainPerCategoryFromTheRows) {
