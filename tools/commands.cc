@@ -85,7 +85,7 @@ const cli::FlagTable& ServeFlagTable() {
                   "decoding, as --drafts 0)"},
                  {"drafts", "N", "", "the count of the config's only draft pool (0: plain decoding)",
                   cli::IntRangeOf<int>()},
-                 {"tree", "auto|off", "auto", cli::kTreeFlagHelp},
+                 {"tree", "auto|off", "off", cli::kTreeFlagHelp},
                  {"draft-placement", "auto|target|workers", "",
                   "every pool's placement: target = the drafter runs inside the target leaders "
                   "(lookup, ngram); workers = draft worker processes; auto = target for model-free "
@@ -215,7 +215,7 @@ const cli::FlagTable& GenerateFlagTable() {
                   cli::IntRangeOf<int>()},
                  {"trace", "FILE", "", "write a Chrome trace of the workers' busy intervals"},
                  {"sequential", "", "", "the draft waits for each verification (lookahead 1)"},
-                 {"tree", "auto|off", "auto", cli::kTreeFlagHelp},
+                 {"tree", "auto|off", "off", cli::kTreeFlagHelp},
                  {"ignore-eos", "", "", "do not stop at an end-of-generation token"},
                  {"json", "", "", "print one JSON line per sample"}}},
       /*at=*/5, Concat(Concat(GuidanceFlags(/*with_ids=*/true), ProcessorFlags()), ChoiceFlags()));

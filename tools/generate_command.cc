@@ -78,7 +78,7 @@ struct GenerateFlags {
   int threads = 0;
   int draft_threads = 1;
   bool sequential = false;
-  bool trees = true;  // --tree auto|off
+  bool trees = false;  // --tree auto|off
   bool ignore_eos = false;
   bool json = false;
   model::DeviceSpec device = {};  // --device: the target's and a model drafter's
@@ -176,7 +176,7 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
   f.samples = static_cast<int>(samples);
   f.k = static_cast<int>(k_value);
   f.sequential = args.Has("sequential");
-  ASSIGN_OR_RETURN(f.trees, cli::ParseTreeSwitch(args.GetString("tree", "auto")));
+  ASSIGN_OR_RETURN(f.trees, cli::ParseTreeSwitch(args.GetString("tree", "off")));
   f.ignore_eos = args.Has("ignore-eos");
   f.json = args.Has("json");
   f.trace_path = args.GetString("trace", "");

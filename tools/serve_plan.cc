@@ -272,8 +272,8 @@ absl::StatusOr<ServeOptions> ParseServeOptions(const CommandArgs& argv,
   ASSIGN_OR_RETURN(options.coordinator_flags, CoordinatorFlagWords(args));
   ASSIGN_OR_RETURN(options.restart, ParseRestartPolicy(args));
   ASSIGN_OR_RETURN(options.register_timeout, ParseRegisterTimeout(args));
-  ASSIGN_OR_RETURN(const bool trees, cli::ParseTreeSwitch(args.GetString("tree", "auto")));
-  if (!trees) options.drafting_flags = {"--tree", "off"};
+  ASSIGN_OR_RETURN(const bool trees, cli::ParseTreeSwitch(args.GetString("tree", "off")));
+  if (trees) options.drafting_flags = {"--tree", "auto"};
   return options;
 }
 

@@ -70,7 +70,7 @@ struct ServeOptions {
   // killed and restarted (Supervisor::SetRegisterTimeout); infinite: never.
   absl::Duration register_timeout = absl::Seconds(60);
   // Words passed to every drafting process (draft workers, and target leaders that
-  // run a pool's drafter): "--tree", "off" when serve was given --tree off.
+  // run a pool's drafter): "--tree", "auto" when serve was given --tree auto (off, the default, is the workers' default too).
   std::vector<std::string> drafting_flags = {};
 };
 

@@ -66,7 +66,7 @@ FlagTable MakeTargetTable() {
        {"drafter", "none|lookup|ngram", "none",
         "a model-free drafter the leader runs in its own loop for the requests the coordinator "
         "gives no draft worker (unless they ask for drafter none); none: those decode alone"},
-       {"tree", "auto|off", "auto", kTreeFlagHelp}});
+       {"tree", "auto|off", "off", kTreeFlagHelp}});
 }
 
 FlagTable MakeDraftTable() {
@@ -95,7 +95,7 @@ FlagTable MakeDraftTable() {
        {"adaptive-window", "on|off", "off",
         "per request, choose sequential, overlapped (--lookahead) or the cache, and with "
         "assignments of draft_k 0 the block size, from measured acceptance and costs"},
-       {"tree", "auto|off", "auto", kTreeFlagHelp}});
+       {"tree", "auto|off", "off", kTreeFlagHelp}});
 }
 
 absl::Status CheckAtLeastOne(const char* flag, int64_t value) {
@@ -165,7 +165,7 @@ absl::Status ReadSizes(const CliArgs& parsed, WorkerFlags& flags) {
         absl::StrCat("--adaptive-window must be on or off, got '", adaptive_window, "'"));
   }
   flags.adaptive_window = adaptive_window == "on";
-  ASSIGN_OR_RETURN(flags.trees, ParseTreeSwitch(parsed.GetString("tree", "auto")));
+  ASSIGN_OR_RETURN(flags.trees, ParseTreeSwitch(parsed.GetString("tree", "off")));
   flags.step_tokens = step_tokens;
   flags.block_wait_ms = block_wait_ms;
   flags.k = k;

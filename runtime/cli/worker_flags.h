@@ -59,7 +59,7 @@ struct WorkerFlags {
   bool adaptive_window = false;  // draft workers: --adaptive-window on|off
   // Draft workers and a target leader's own drafter: --tree auto|off (tree blocks
   // when the speculation policy finds they pay; off: chains only).
-  bool trees = true;
+  bool trees = false;
 };
 
 // The --tree switch's help text and its value: "auto" -> true, "off" -> false;
@@ -67,7 +67,8 @@ struct WorkerFlags {
 inline constexpr const char* kTreeFlagHelp =
     "draft trees (issue 30): auto = a block is a tree of alternatives when the speculation "
     "policy predicts it commits more per step than the chain (lookup and ngram drafters, to a "
-    "target that runs trees: CPU, one rank); off = chains only";
+    "target that runs trees: CPU, one rank); off = chains only (the default: on this CPU "
+    "the rule's trees measured slower than chains, README \"Tree drafts\")";
 absl::StatusOr<bool> ParseTreeSwitch(absl::string_view value);
 
 // The flag table of a worker of `role` (ROLE_TARGET_WORKER or ROLE_DRAFT_WORKER).

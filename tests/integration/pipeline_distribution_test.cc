@@ -215,6 +215,7 @@ void ExpectTargetsLookupKeepsTheLaw(model::Transformer& target, const std::vecto
   options.target = &target;
   options.target_drafter = &lookup;  // no draft worker: the target drafts
   options.draft_engine.default_k = 3;
+  options.draft_engine.trees = expect_trees;  // --tree auto; off (chains) is the default
   auto cluster = tools::InProcessCluster::Start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());

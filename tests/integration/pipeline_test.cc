@@ -166,6 +166,7 @@ TEST(PipelineTest, LookupTreesKeepGreedyOutputExact) {
     tools::InProcessClusterOptions options;
     options.target = model.get();
     (in_target ? options.target_drafter : options.drafter) = &lookup;
+    options.draft_engine.trees = true;  // --tree auto (chains are the default)
     Running running = StartWithClient(options);
     ASSERT_NE(running.client, nullptr);
     uint64_t tree_steps = 0;

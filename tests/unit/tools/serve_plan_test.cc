@@ -296,28 +296,32 @@ TEST_F(ServePlanTest, WithoutConfigUsesTheShippedDefaultConfig) {
   EXPECT_EQ((*plan)[1].log, std::string(SPLITSPEC_SOURCE_DIR) + "/build/cluster/target.log");
 }
 
-// --tree off reaches every drafting process: draft workers and the leaders that run
-// a pool's drafter; --tree auto (the default) passes nothing (the workers' default).
-TEST_F(ServePlanTest, TreeOffReachesEveryDraftingProcess) {
+// --tree auto reaches every drafting process: draft workers and the leaders that run
+// a pool's drafter; --tree off (the default) passes nothing (the workers' default).
+TEST_F(ServePlanTest, TreeAutoReachesEveryDraftingProcess) {
   const std::string config = WriteConfig(
       "[[target_group]]\nname = \"g\"\ntp = 2\n[[draft_pool]]\nname = \"d\"\ncount = 2\n");
   auto trees_of = [](const PlannedProcess& p) {
     return std::count(p.argv.begin(), p.argv.end(), "--tree");
   };
-  absl::StatusOr<std::vector<PlannedProcess>> local = Plan({"--config", config, "--tree", "off"});
+  absl::StatusOr<std::vector<PlannedProcess>> local = Plan({"--config", config, "--tree", "auto"});
   ASSERT_TRUE(local.ok()) << local.status();
   ASSERT_EQ(local->size(), 3u);  // coordinator, 2 ranks: lookup in the leader
-  EXPECT_THAT((*local)[1].argv, IsSupersetOf({"--drafter", "lookup", "--tree", "off"}));
+  EXPECT_THAT((*local)[1].argv, IsSupersetOf({"--drafter", "lookup", "--tree", "auto"}));
   EXPECT_EQ(trees_of((*local)[2]), 0) << "followers draft nothing";
   absl::StatusOr<std::vector<PlannedProcess>> workers =
-      Plan({"--config", config, "--draft-placement", "workers", "--tree", "off"});
+      Plan({"--config", config, "--draft-placement", "workers", "--tree", "auto"});
   ASSERT_TRUE(workers.ok()) << workers.status();
   ASSERT_EQ(workers->size(), 5u);
-  EXPECT_THAT((*workers)[3].argv, IsSupersetOf({"--tree", "off"}));
-  EXPECT_THAT((*workers)[4].argv, IsSupersetOf({"--tree", "off"}));
-  absl::StatusOr<std::vector<PlannedProcess>> automatic = Plan({"--config", config});
-  ASSERT_TRUE(automatic.ok()) << automatic.status();
-  for (const PlannedProcess& p : *automatic) EXPECT_EQ(trees_of(p), 0) << p.name;
+  EXPECT_THAT((*workers)[3].argv, IsSupersetOf({"--tree", "auto"}));
+  EXPECT_THAT((*workers)[4].argv, IsSupersetOf({"--tree", "auto"}));
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--config", config},
+        std::vector<std::string>{"--config", config, "--tree", "off"}}) {
+    absl::StatusOr<std::vector<PlannedProcess>> chains = Plan(args);
+    ASSERT_TRUE(chains.ok()) << chains.status();
+    for (const PlannedProcess& p : *chains) EXPECT_EQ(trees_of(p), 0) << p.name;
+  }
   EXPECT_THAT(std::string(Plan({"--config", config, "--tree", "on"}).status().message()),
               HasSubstr("--tree must be auto or off, got 'on'"));
 }
