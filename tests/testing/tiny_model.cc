@@ -165,6 +165,23 @@ const std::vector<std::string>& TinyModelMerges() {
 
 int TinyModelVocabSize() { return 259 + static_cast<int>(TinyModelMerges().size()); }
 
+TinyModelOptions TinyGemma3Options(kernels::GgmlType type, int window) {
+  TinyModelOptions o;
+  o.architecture = "gemma3";
+  o.n_layers = 6;
+  o.n_embd = 64;
+  o.n_ff = 128;
+  o.n_heads = 2;
+  o.n_kv_heads = 1;
+  o.head_dim = 64;
+  o.sliding_window = window;
+  o.rope_freq_base = 1e6f;
+  o.rms_norm_eps = 1e-6f;
+  o.weight_type = type;
+  o.embedding_type = type == kernels::GgmlType::kQ5_0 ? kernels::GgmlType::kQ8_0 : type;
+  return o;
+}
+
 GgufWriter MakeTinyModel(const TinyModelOptions& o) {
   GgufWriter w;
   const std::string& a = o.architecture;

@@ -67,6 +67,11 @@ int TinyModelVocabSize();
 // A writer holding the complete model (tests may add or override keys / tensors).
 GgufWriter MakeTinyModel(const TinyModelOptions& options);
 
+// Gemma 3's shape in small: six layers (five sliding, one global, as Gemma 3 repeats
+// them), heads of 64 (the vector attention paths' size) narrower than the width, the
+// given sliding window, weights (and a matching embedding type) of `type`.
+TinyModelOptions TinyGemma3Options(kernels::GgmlType type, int window);
+
 // A ChatML chat template (the roles between <|im_start|> and <|im_end|>, then the assistant's
 // turn when asked), as SmolLM2 and Qwen2 ship it.
 extern const char kTinyChatMlTemplate[];

@@ -23,26 +23,6 @@ namespace {
 using kernels::GgmlType;
 using ::testing::HasSubstr;
 
-// Six layers (five sliding, one global, as Gemma 3 repeats them), heads of 64 (the vector
-// attention paths' size) narrower than the width, a window that starts inside the 64-position
-// attention blocks and crosses them.
-TinyModelOptions Gemma3Options(GgmlType type, int window) {
-  TinyModelOptions o;
-  o.architecture = "gemma3";
-  o.n_layers = 6;
-  o.n_embd = 64;
-  o.n_ff = 128;
-  o.n_heads = 2;
-  o.n_kv_heads = 1;
-  o.head_dim = 64;
-  o.sliding_window = window;
-  o.rope_freq_base = 1e6f;
-  o.rms_norm_eps = 1e-6f;
-  o.weight_type = type;
-  o.embedding_type = type == GgmlType::kQ5_0 ? GgmlType::kQ8_0 : type;
-  return o;
-}
-
 std::unique_ptr<GgufFile> OpenTiny(const TinyModelOptions& options) {
   auto file = GgufFile::FromBuffer(MakeTinyModel(options).Serialize());
   EXPECT_TRUE(file.ok()) << file.status();
@@ -80,7 +60,7 @@ double RelativeDiff(const std::vector<std::vector<float>>& a,
 }
 
 TEST(Gemma3ConfigTest, ReadsTheGemmaFields) {
-  TinyModelOptions o = Gemma3Options(GgmlType::kF32, 40);
+  TinyModelOptions o = TinyGemma3Options(GgmlType::kF32, 40);
   auto config = ReadModelConfig(*OpenTiny(o));
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->head_dim, 64);
@@ -100,7 +80,7 @@ TEST(Gemma3ConfigTest, ReadsTheGemmaFields) {
 }
 
 TEST(Gemma3ConfigTest, ZeroSlidingWindowIsNamed) {
-  GgufWriter writer = MakeTinyModel(Gemma3Options(GgmlType::kF32, 40));
+  GgufWriter writer = MakeTinyModel(TinyGemma3Options(GgmlType::kF32, 40));
   writer.SetUint32("gemma3.attention.sliding_window", 0);
   auto file = GgufFile::FromBuffer(writer.Serialize());
   ASSERT_TRUE(file.ok());
@@ -123,7 +103,7 @@ class Gemma3ReferenceTest : public ::testing::TestWithParam<LengthCase> {};
 // splits the attention blocks across threads): both against the reference.
 TEST_P(Gemma3ReferenceTest, MatchesReferenceForwardPrefillAndDecode) {
   const LengthCase& c = GetParam();
-  const TinyModelOptions options = Gemma3Options(c.type, c.window);
+  const TinyModelOptions options = TinyGemma3Options(c.type, c.window);
   const std::vector<int32_t> prompt = Prompt(c.length);
   auto reference = ReferenceForward(*OpenTiny(options), prompt);
   ASSERT_TRUE(reference.ok()) << reference.status();
@@ -179,8 +159,8 @@ INSTANTIATE_TEST_SUITE_P(
 // The window matters: the same weights with a window wider than the prompt differ past the
 // narrow window and agree before it.
 TEST(Gemma3WindowTest, TheWindowChangesOnlyPositionsPastIt) {
-  std::unique_ptr<Transformer> narrow = LoadTiny(Gemma3Options(GgmlType::kF32, 16));
-  std::unique_ptr<Transformer> wide = LoadTiny(Gemma3Options(GgmlType::kF32, 512));
+  std::unique_ptr<Transformer> narrow = LoadTiny(TinyGemma3Options(GgmlType::kF32, 16));
+  std::unique_ptr<Transformer> wide = LoadTiny(TinyGemma3Options(GgmlType::kF32, 512));
   ASSERT_NE(narrow, nullptr);
   ASSERT_NE(wide, nullptr);
   const std::vector<int32_t> prompt = Prompt(40);
@@ -193,7 +173,7 @@ TEST(Gemma3WindowTest, TheWindowChangesOnlyPositionsPastIt) {
 }
 
 TEST(Gemma3RefusalTest, CudaRefusesGemma3ByName) {
-  auto model = Transformer::FromFile(OpenTiny(Gemma3Options(GgmlType::kF32, 8)),
+  auto model = Transformer::FromFile(OpenTiny(TinyGemma3Options(GgmlType::kF32, 8)),
                                      {.threads = 1, .device = {DeviceSpec::Kind::kCuda, 0}});
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), absl::StatusCode::kUnimplemented);
@@ -201,7 +181,7 @@ TEST(Gemma3RefusalTest, CudaRefusesGemma3ByName) {
 }
 
 TEST(Gemma3RefusalTest, TensorParallelRefusesGemma3ByName) {
-  std::unique_ptr<GgufFile> file = OpenTiny(Gemma3Options(GgmlType::kF32, 8));
+  std::unique_ptr<GgufFile> file = OpenTiny(TinyGemma3Options(GgmlType::kF32, 8));
   auto config = ReadModelConfig(*file);
   ASSERT_TRUE(config.ok());
   auto weights = LoadModelWeights(*file, *config);

@@ -175,22 +175,9 @@ TinyModelOptions Llama(GgmlType type, int n_embd, int n_heads, int n_kv_heads) {
   return o;
 }
 
-// Gemma 3's shape (gemma3_test.cc): five sliding layers and one global, heads of 64, a
+// Gemma 3's shape (TinyGemma3Options): five sliding layers and one global, heads of 64, a
 // window that starts inside the attention blocks and moves through the tree.
-TinyModelOptions Gemma3(int window) {
-  TinyModelOptions o;
-  o.architecture = "gemma3";
-  o.n_layers = 6;
-  o.n_embd = 64;
-  o.n_ff = 128;
-  o.n_heads = 2;
-  o.n_kv_heads = 1;
-  o.head_dim = 64;
-  o.sliding_window = window;
-  o.rope_freq_base = 1e6f;
-  o.rms_norm_eps = 1e-6f;
-  return o;
-}
+TinyModelOptions Gemma3(int window) { return TinyGemma3Options(GgmlType::kF32, window); }
 
 class TreeForwardTest : public ::testing::TestWithParam<ModelCase> {};
 
