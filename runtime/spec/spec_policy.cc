@@ -338,11 +338,37 @@ TreeShape ToShape(const std::vector<GrowNode>& nodes) {
   return shape;
 }
 
-// Rule 2.
-double TreeRate(const ChargedCosts& c, double expected_accepted, int nodes, int depth) {
+// Per grown node: whether it is on the first path (rank 1 at every depth from the
+// root: the path a block is drafted past while the tree is verified).
+std::vector<bool> OnFirstPath(const std::vector<GrowNode>& nodes) {
+  std::vector<bool> first(nodes.size(), false);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    first[i] = nodes[i].rank == 1 && (nodes[i].parent < 0 || first[nodes[i].parent]);
+  }
+  return first;
+}
+
+// Rule 2. `first_path_value`: the value of the first path's deepest node (the
+// probability that the whole first path is accepted); read when pipelined.
+double TreeRate(const ChargedCosts& c, double interference, bool pipelined,
+                double expected_accepted, int nodes, int depth, double first_path_value) {
   // Off's time per token is 1 + shared (in plain steps), as in PredictedRate.
-  return (1.0 + expected_accepted) * (1.0 + c.shared) /
-         (1.0 + c.slope * nodes + depth / c.cost_ratio + c.overhead + c.shared);
+  const double sequential = (1.0 + expected_accepted) * (1.0 + c.shared) /
+                            (1.0 + c.slope * nodes + depth / c.cost_ratio + c.overhead + c.shared);
+  if (!pipelined) return sequential;
+  // In units of the step slowed by the drafting beside it, as PredictedRate's
+  // overlapped chain: the tree feeds n + 1 tokens (its root is refed when p is
+  // pending), the next block's drafting (priced at the tree's depth) is hidden
+  // when it fits in that step, else nothing is gained over the sequential block.
+  const double slow = 1.0 + std::max(0.0, interference);
+  const double verify = 1.0 + c.slope * nodes;
+  const double draft = depth / (c.cost_ratio * slow);
+  if (draft > verify) return sequential;
+  const double overhead = (c.overhead + c.shared) / slow;
+  const double p = std::clamp(first_path_value, 0.0, 1.0);
+  const double tokens = 1.0 + expected_accepted - p;  // the first path's bonus is forfeited
+  const double cost = verify + (1.0 - p) * (draft + overhead);
+  return tokens / cost / slow * (1.0 + c.shared);
 }
 
 }  // namespace
@@ -420,16 +446,24 @@ TreeShape ChooseTreeShape(const SpecEstimates& e, absl::Span<const double> rank_
   const ChargedCosts costs = ChargeCosts(e);
   const int max_nodes = std::max(1, choices.max_nodes);
   const int max_depth = std::max(1, choices.max_depth);
+  // Rule 2's R: the better of the sequential block and, where allowed, the pipelined one.
+  auto rate = [&](double expected, int nodes, int depth, double first_path_value) {
+    const double sequential =
+        TreeRate(costs, e.interference, false, expected, nodes, depth, first_path_value);
+    if (!choices.pipelined) return sequential;
+    return std::max(sequential, TreeRate(costs, e.interference, true, expected, nodes, depth,
+                                         first_path_value));
+  };
 
   // The best (nodes, depth limit) of rule 1's growth, and the best chain.
   double best_rate = 0.0;
   int best_nodes = 0, best_limit = 0;
   bool best_is_chain = false;
-  auto consider = [&](double rate, int nodes, int limit, bool chain) {
-    const bool better = rate > best_rate * (1.0 + 1e-12) ||
-                        (rate >= best_rate * (1.0 - 1e-12) && nodes < best_nodes);
+  auto consider = [&](double candidate, int nodes, int limit, bool chain) {
+    const bool better = candidate > best_rate * (1.0 + 1e-12) ||
+                        (candidate >= best_rate * (1.0 - 1e-12) && nodes < best_nodes);
     if (best_nodes == 0 || better) {
-      best_rate = rate;
+      best_rate = candidate;
       best_nodes = nodes;
       best_limit = limit;
       best_is_chain = chain;
@@ -439,17 +473,19 @@ TreeShape ChooseTreeShape(const SpecEstimates& e, absl::Span<const double> rank_
   for (int k = 1; k <= std::min(max_nodes, max_depth); ++k) {
     along *= a[0];
     chain_expected += along;
-    consider(TreeRate(costs, chain_expected, k, k), k, k, /*chain=*/true);
+    consider(rate(chain_expected, k, k, along), k, k, /*chain=*/true);
   }
   for (int limit = 1; limit <= max_depth; ++limit) {
     const std::vector<GrowNode> grown = GrowByValue(a, max_nodes, limit);
-    double expected = 0.0;
+    const std::vector<bool> first = OnFirstPath(grown);
+    double expected = 0.0, first_path_value = 0.0;
     int depth = 0;
     for (size_t n = 0; n < grown.size(); ++n) {
       expected += grown[n].value;
       depth = std::max(depth, grown[n].depth);
-      consider(TreeRate(costs, expected, static_cast<int>(n) + 1, depth), static_cast<int>(n) + 1,
-               limit, /*chain=*/false);
+      if (first[n]) first_path_value = grown[n].value;  // grown in decreasing value: deeper
+      consider(rate(expected, static_cast<int>(n) + 1, depth, first_path_value),
+               static_cast<int>(n) + 1, limit, /*chain=*/false);
     }
   }
 
@@ -464,8 +500,17 @@ TreeShape ChooseTreeShape(const SpecEstimates& e, absl::Span<const double> rank_
     nodes = GrowByValue(a, best_nodes, best_limit);
   }
   TreeShape shape = ToShape(nodes);
-  for (const GrowNode& node : nodes) shape.expected_accepted += node.value;
-  shape.rate = TreeRate(costs, shape.expected_accepted, shape.nodes(), shape.depth());
+  const std::vector<bool> first = OnFirstPath(nodes);
+  double first_path_value = 0.0;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    shape.expected_accepted += nodes[n].value;
+    if (first[n]) first_path_value = nodes[n].value;
+  }
+  shape.rate = rate(shape.expected_accepted, shape.nodes(), shape.depth(), first_path_value);
+  shape.pipelined =
+      choices.pipelined &&
+      shape.rate > TreeRate(costs, e.interference, false, shape.expected_accepted, shape.nodes(),
+                            shape.depth(), first_path_value);
   return shape;
 }
 

@@ -164,7 +164,7 @@ std::vector<int> ChooseVerifiedDrafts(absl::Span<const VerifyCandidate> candidat
                                       double slope);
 
 // Trees (issue 30): the same rule picks the shape of a draft tree
-// (runtime/spec/draft_tree.h) for a sequential block. Inputs: the per-rank
+// (runtime/spec/draft_tree.h) for a block. Inputs: the per-rank
 // acceptance a_r = P(the drafter's r-th candidate at a reached node is the target's
 // token), r = 1, 2, ... (Sequoia's positional acceptance: it depends on the rank
 // only; measured on verified trees by RankAcceptance below), and the estimates' costs as PredictedRate charges them (the target's T(fed)
@@ -182,6 +182,23 @@ std::vector<int> ChooseVerifiedDrafts(absl::Span<const VerifyCandidate> candidat
 //      level; model-free drafters cost ~0). A chain of k nodes is the pipeline model's
 //      sequential block, R = PredictedRate(e, kSequential, k, a_1); every chain
 //      within the limits is a candidate, so the chain always can win.
+//      Pipelined (choices.pipelined: the draft worker drafts the next block past the
+//      tree along its first path while the tree is verified, draft_worker/
+//      draft_engine.h), the overlapped model of analytic_model.h with P = the value
+//      of the first path's deepest node (the whole first path is accepted, so the
+//      queued block is the continuation): the bonus is forfeited then, and only a
+//      miss (1 - P) pays the refill (drafting and the round trip o):
+//        R = (1 + E - P) / (V + (1 - P) (depth / C + o)), V = 1 + s n,
+//      in units of the step slowed by the interference of drafting beside it (as
+//      PredictedRate charges an overlapped chain); when the drafting does not fit in
+//      V it is not hidden and R is the sequential one. A tree's root is fed in every
+//      case (refed when p is pending), so unlike a chain's the continuation saves no
+//      fed token: pipelining pays only where the refill (d + o) costs more than the
+//      forfeited bonus, and R is the better of the two (TreeShape::pipelined says
+//      which). Without pipelining the tree pays o and the drafting on every block,
+//      which is what it loses against an overlapped chain (PredictedRate(e,
+//      kOverlapped, k, a_1)); the caller compares R with the chain action's rate, so o
+//      must be measured (an unmeasured o is free).
 //   3. Choose the largest R (the fewer nodes among ties).
 // Unmeasured costs count as free (rule 1 of the policy); a steep line keeps trees
 // small, a dominant first rank gives a chain, a likely second rank branches.
@@ -192,6 +209,7 @@ struct TreeShape {
   std::vector<int> branching;
   double expected_accepted = 0.0;  // E under the estimates
   double rate = 1.0;               // R, predicted tokens per plain step
+  bool pipelined = false;          // R assumes a block drafted past the first path
 
   int nodes() const { return static_cast<int>(parents.size()); }
   int depth() const { return static_cast<int>(branching.size()); }
@@ -201,6 +219,7 @@ struct TreeShape {
 struct TreeShapeChoices {
   int max_nodes = 16;  // >= 1
   int max_depth = 8;   // >= 1
+  bool pipelined = false;  // a block is drafted past the tree (rule 2)
 };
 
 // The per-rank acceptance evidence of verified trees, the rule's a_r: at each node

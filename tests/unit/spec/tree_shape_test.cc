@@ -1,5 +1,6 @@
 // The tree shape rule of the speculation policy (spec_policy.h, "Trees"), on
 // synthetic per-rank acceptance estimates and target lines.
+#include <algorithm>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -122,6 +123,64 @@ TEST(TreeShapeTest, ChainRuleAgreesWithPredictedRate) {
       EXPECT_NEAR(shape.rate, best, 1e-9) << "alpha " << alpha << " slope " << slope;
     }
   }
+}
+
+// The best overlapped chain of the chain rule at acceptance `alpha` (k in 1..8).
+double BestOverlappedChain(const SpecEstimates& e, double alpha) {
+  double best = 0.0;
+  for (int k = 1; k <= 8; ++k) best = std::max(best, PredictedRate(e, SpecMode::kOverlapped, k, alpha));
+  return best;
+}
+
+// Rule 2, pipelined, by hand: root -> {0, 1} (ranks 1, 2 at a = {0.5, 0.5}: each is
+// the target's token with probability 0.5), E = 1, first path node 0 (P = 0.5);
+// V = 1 + 0.1 * 2, d = 1 / 1000, o = 2 steps: R = (1 + 1 - 0.5) / (1.2 + 0.5 (0.001 +
+// 2)), above the sequential 2 / (1.2 + 0.001 + 2) and every chain.
+TEST(TreeShapeTest, PipelinedRateIsTheOverlappedModelOverTheFirstPath) {
+  SpecEstimates e = Line(0.1);
+  e.block_overhead_seconds = 0.02;
+  const std::vector<double> a = {0.5, 0.5};
+  const TreeShape shape = ChooseTreeShape(e, a, {.max_nodes = 2, .max_depth = 1, .pipelined = true});
+  ExpectWellFormed(shape, a);
+  ASSERT_EQ(shape.nodes(), 2);
+  EXPECT_TRUE(shape.pipelined);
+  EXPECT_NEAR(shape.rate, 1.5 / (1.2 + 0.5 * 2.001), 1e-9);
+  const TreeShape sequential = ChooseTreeShape(e, a, {.max_nodes = 2, .max_depth = 1});
+  EXPECT_FALSE(sequential.pipelined);
+  EXPECT_NEAR(sequential.rate, 2.0 / (1.2 + 0.001 + 2.0), 1e-9);
+  // With a free round trip the forfeited bonus is all pipelining changes: sequential.
+  const TreeShape free_trip =
+      ChooseTreeShape(Line(0.1), a, {.max_nodes = 2, .max_depth = 1, .pipelined = true});
+  EXPECT_FALSE(free_trip.pipelined);
+  EXPECT_NEAR(free_trip.rate, 2.0 / (1.2 + 0.001), 1e-9);
+}
+
+// What a tree loses without the pipeline: with a round trip of two steps, a tree
+// verified sequentially predicts less than the overlapped chain (the draft worker's
+// chain alternative), so the chain must win; pipelined, the tree pays the trip on a
+// miss only, as the chain does.
+TEST(TreeShapeTest, AnUnpipelinedTreeLosesToTheOverlappedChainWhenTheRoundTripDominates) {
+  SpecEstimates e = Line(0.05);
+  e.block_overhead_seconds = 0.02;
+  const std::vector<double> a = {0.8, 0.1};
+  const double chain = BestOverlappedChain(e, a[0]);
+  const TreeShape sequential = ChooseTreeShape(e, a, {});
+  EXPECT_FALSE(sequential.pipelined);
+  EXPECT_LT(sequential.rate, chain);
+  const TreeShape pipelined = ChooseTreeShape(e, a, {.pipelined = true});
+  EXPECT_TRUE(pipelined.pipelined);
+  EXPECT_GT(pipelined.rate, sequential.rate);
+}
+
+TEST(TreeShapeTest, APipelinedTreeBeatsTheOverlappedChainWhenSecondCandidatesAreLikely) {
+  SpecEstimates e = Line(0.02);
+  e.block_overhead_seconds = 0.01;
+  const std::vector<double> a = {0.6, 0.5, 0.4};
+  const TreeShape tree = ChooseTreeShape(e, a, {.pipelined = true});
+  ExpectWellFormed(tree, a);
+  EXPECT_FALSE(tree.IsChain());
+  EXPECT_TRUE(tree.pipelined);
+  EXPECT_GT(tree.rate, BestOverlappedChain(e, a[0]) * (1.0 + kMargin));
 }
 
 TEST(TreeShapeTest, WithoutRankEstimatesTheAcceptanceBoundDrivesAChain) {
