@@ -806,8 +806,6 @@ void TargetEngine::VerifyTreeItem(WorkItem& item) {
   tree.draft_q = item.draft_q;
   tree.seed = item.verify.seed;
   tree.start_position = item.verify.start_position;
-  // A tree's next block could follow any of its paths: none is queued, the bonus is taken.
-  item.verify.want_bonus = true;
   tree.want_bonus = true;
   const int vocab = static_cast<int>(item.rows.front().probs.size());
   absl::StatusOr<spec::TreeVerifyOutcome> outcome = spec::VerifyTree(tree, vocab);
@@ -815,6 +813,23 @@ void TargetEngine::VerifyTreeItem(WorkItem& item) {
     item.outcome = outcome.status();
     return;
   }
+  // The draft drafts its next block past a tree along the tree's first path (nodes
+  // 0, 1, ... each the child of the one before; draft_worker/draft_engine.h), so a
+  // block queued right after that path continues it only when the accepted path is
+  // the whole first path: then, as after a chain accepted in full, the bonus is not
+  // taken and that block verifies its position (the same rule at the same position:
+  // exact as a chain's pipeline is). Any other path takes the bonus (or ended in a
+  // correction) and the queued blocks are stale.
+  int first_path = 0;
+  while (first_path < block.parents_size() && block.parents(first_path) == first_path - 1)
+    ++first_path;
+  bool whole_first_path = !outcome->rejected &&
+                          static_cast<int>(outcome->accepted_nodes.size()) == first_path;
+  for (int j = 0; whole_first_path && j < first_path; ++j)
+    whole_first_path = outcome->accepted_nodes[j] == j;
+  item.verify.want_bonus =
+      !(whole_first_path && item.request->HasBlockAt(item.request->frontier() + first_path));
+  if (!item.verify.want_bonus) outcome->committed.pop_back();  // the first path's leaf's bonus
   item.accepted_nodes = outcome->accepted_nodes;
   item.outcome = spec::VerifyOutcome{static_cast<int>(outcome->accepted_nodes.size()),
                                      std::move(outcome->committed), outcome->rejected};
@@ -954,9 +969,15 @@ void TargetEngine::ResolveBlock(WorkItem& item, absl::Time now, std::vector<Targ
     }
   }
   std::vector<spec::TokenLogprob> logprobs = CommittedLogprobs(item);
+  // Every draft accepted and no bonus (a chain in full, or a tree's whole first path,
+  // with the next block queued): p after them is row `accepted` (a tree's rows are its
+  // path's, VerifyTreeItem).
   std::optional<TargetRow> pending_next;
-  if (item.outcome->accepted == k && !item.verify.want_bonus)
-    pending_next = KeepRow(request, std::move(item.rows[k]));
+  const int accepted = item.outcome->accepted;
+  if (!item.verify.want_bonus && static_cast<int>(item.outcome->committed.size()) == accepted &&
+      accepted > 0) {
+    pending_next = KeepRow(request, std::move(item.rows[accepted]));
+  }
   const bool tree_block = block.parents_size() > 0;  // (ApplyOutcome drops `block`)
   proto::VerifyResult result = request.ApplyOutcome(&block, *item.outcome, std::move(pending_next),
                                                     now, std::move(logprobs));

@@ -277,6 +277,139 @@ TEST_F(TreeEngineTest, AChainOnlyTargetVerifiesTheFirstPath) {
   RunTrees(&chains, /*expect_trees=*/false);
 }
 
+// A chain block (parents empty) of `tokens` at `start`.
+proto::DraftBlock ChainBlock(const std::vector<int32_t>& tokens, uint64_t epoch, int start,
+                             uint64_t sequence) {
+  TreeBlock chain;
+  chain.tokens = tokens;
+  proto::DraftBlock block = Block(chain, epoch, start, sequence);
+  block.clear_parents();
+  return block;
+}
+
+// The draft worker drafts its next block past a tree along the tree's first path
+// (draft_worker/draft_engine.h); the target keeps it only when the accepted path is
+// that whole first path.
+class TreePipelineTest : public TreeEngineTest {
+ protected:
+  void Start(TargetEngine& engine) {
+    ASSERT_TRUE(engine.AddRequest(Assign(kPrompt, kNew)).ok());
+    std::vector<TargetEvent> events;
+    for (int i = 0; i < 10 && engine.HasWork(now_); ++i)
+      ASSERT_TRUE(engine.Step(now_, &events).ok());
+  }
+  // One step; the result it reports to the coordinator.
+  proto::VerifyResult StepResult(TargetEngine& engine) {
+    std::vector<TargetEvent> events;
+    EXPECT_TRUE(engine.Step(now_, &events).ok());
+    proto::VerifyResult result;
+    for (const TargetEvent& e : events) {
+      if (e.to_coordinator) result = e.result;
+    }
+    return result;
+  }
+  void ExpectCacheHoldsAllBut(const TargetEngine& engine, const std::vector<int32_t>& committed,
+                              int unfed) {
+    const TargetRequest* request = engine.Find("r");
+    ASSERT_NE(request, nullptr);
+    auto reference = model_->NewCache();
+    model::ForwardOutput out;
+    const std::vector<int32_t> fed(committed.begin(), committed.end() - unfed);
+    ASSERT_TRUE(model_->Forward({{reference.get(), fed, model::LogitsMode::kNone}}, &out).ok());
+    ExpectSameCache(request->cache(), *reference);
+  }
+  TargetEngineOptions Options() const {
+    TargetEngineOptions options;
+    options.block_wait = absl::Hours(1);
+    options.feed_wait = absl::ZeroDuration();
+    return options;
+  }
+  const absl::Time now_ = absl::Now();
+};
+
+TEST_F(TreePipelineTest, ABlockQueuedBehindATreeIsUsedWhenTheWholeFirstPathIsAccepted) {
+  const std::vector<int32_t> truth = GreedyExtend(*model_, kPrompt, 8);
+  const int s = static_cast<int>(kPrompt.size());
+  const int vocab = model_->config().vocab_size;
+  auto wrong = [&](int32_t t) { return (t + 7) % vocab; };
+  TargetEngine engine(model_.get(), Options());
+  Start(engine);
+  // First path truth[s..s+2] (nodes 0, 1, 2), then a wrong child of node 0 and a wrong
+  // child of the root; behind it, the chain truth[s+3], truth[s+4].
+  TreeBlock tree;
+  tree.tokens = {truth[s], truth[s + 1], truth[s + 2], wrong(truth[s + 1]), wrong(truth[s])};
+  tree.parents = {-1, 0, 1, 0, -1};
+  ASSERT_EQ(engine.AddBlock(Block(tree, 0, s, 1), "d"), BlockAdmission::kQueued);
+  ASSERT_EQ(engine.AddBlock(ChainBlock({truth[s + 3], truth[s + 4]}, 0, s + 3, 2), "d"),
+            BlockAdmission::kQueued);
+  const proto::VerifyResult first = StepResult(engine);
+  EXPECT_EQ(std::vector<int32_t>(first.accepted_nodes().begin(), first.accepted_nodes().end()),
+            (std::vector<int32_t>{0, 1, 2}));
+  // No bonus: the queued block verifies that position; the epoch stays.
+  EXPECT_EQ(std::vector<int32_t>(first.committed_tokens().begin(), first.committed_tokens().end()),
+            std::vector<int32_t>(truth.begin() + s, truth.begin() + s + 3));
+  EXPECT_EQ(first.epoch(), 0u);
+  EXPECT_EQ(first.frontier(), static_cast<uint32_t>(s + 3));
+  // The cache holds every committed token (p after them is pending).
+  ExpectCacheHoldsAllBut(engine, std::vector<int32_t>(truth.begin(), truth.begin() + s + 3), 0);
+  const proto::VerifyResult second = StepResult(engine);
+  EXPECT_EQ(second.block_sequence(), 2u) << "the queued block was verified";
+  EXPECT_EQ(second.accepted(), 2u);
+  EXPECT_EQ(std::vector<int32_t>(second.committed_tokens().begin(),
+                                 second.committed_tokens().end()),
+            std::vector<int32_t>(truth.begin() + s + 3, truth.begin() + s + 6))
+      << "plain greedy decoding, token for token (its bonus included)";
+  ExpectCacheHoldsAllBut(engine, std::vector<int32_t>(truth.begin(), truth.begin() + s + 6), 1);
+}
+
+TEST_F(TreePipelineTest, ABlockQueuedBehindATreeIsStaleWhenAnotherPathIsAccepted) {
+  const std::vector<int32_t> truth = GreedyExtend(*model_, kPrompt, 8);
+  const int s = static_cast<int>(kPrompt.size());
+  const int vocab = model_->config().vocab_size;
+  auto wrong = [&](int32_t t) { return (t + 7) % vocab; };
+  for (const bool first_path_rejected : {true, false}) {
+    SCOPED_TRACE(first_path_rejected ? "the second branch is the truth"
+                                     : "the first path is accepted in part");
+    TargetEngine engine(model_.get(), Options());
+    Start(engine);
+    TreeBlock tree;
+    std::vector<int32_t> want_nodes;
+    if (first_path_rejected) {
+      // First path truth[s], wrong (nodes 0, 1); the truth continues at node 2 (a child
+      // of node 0) and node 3.
+      tree.tokens = {truth[s], wrong(truth[s + 1]), truth[s + 1], truth[s + 2]};
+      tree.parents = {-1, 0, 0, 2};
+      want_nodes = {0, 2, 3};
+    } else {
+      // First path truth[s], wrong: the block behind it (at s + 2) is drafted past a
+      // path the target does not accept.
+      tree.tokens = {truth[s], wrong(truth[s + 1]), wrong(truth[s])};
+      tree.parents = {-1, 0, -1};
+      want_nodes = {0};
+    }
+    const int first_path = 2;
+    ASSERT_EQ(engine.AddBlock(Block(tree, 0, s, 1), "d"), BlockAdmission::kQueued);
+    ASSERT_EQ(engine.AddBlock(ChainBlock({truth[s + 2]}, 0, s + first_path, 2), "d"),
+              BlockAdmission::kQueued);
+    const proto::VerifyResult result = StepResult(engine);
+    EXPECT_EQ(std::vector<int32_t>(result.accepted_nodes().begin(), result.accepted_nodes().end()),
+              want_nodes);
+    // The bonus (or the correction) is taken, in a new epoch: the block behind is dropped.
+    const int committed = static_cast<int>(want_nodes.size()) + 1;
+    EXPECT_EQ(std::vector<int32_t>(result.committed_tokens().begin(),
+                                   result.committed_tokens().end()),
+              std::vector<int32_t>(truth.begin() + s, truth.begin() + s + committed));
+    EXPECT_EQ(result.epoch(), 1u);
+    const TargetRequest* request = engine.Find("r");
+    ASSERT_NE(request, nullptr);
+    EXPECT_FALSE(request->HasBlockAt(s + first_path));
+    EXPECT_EQ(engine.AddBlock(ChainBlock({truth[s + committed]}, 0, s + committed, 3), "d"),
+              BlockAdmission::kStaleEpoch);
+    ExpectCacheHoldsAllBut(engine,
+                           std::vector<int32_t>(truth.begin(), truth.begin() + s + committed), 1);
+  }
+}
+
 TEST_F(TreeEngineTest, TreesWithBadParentsAreMalformed) {
   TargetEngine engine(model_.get(), {});
   const std::vector<int32_t> prompt = {0, 72, 101};
