@@ -18,6 +18,13 @@ size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b
   return n;
 }
 
+// Whether `tokens` committed at `base` are the context's own drafts there.
+bool ContinuesContext(const std::vector<int32_t>& context, int base,
+                      const std::vector<int32_t>& tokens) {
+  return base >= 0 && base + tokens.size() <= context.size() &&
+         std::equal(tokens.begin(), tokens.end(), context.begin() + base);
+}
+
 }  // namespace
 
 DraftEngine::DraftEngine(spec::Drafter* drafter, DraftEngineOptions options)
@@ -191,6 +198,8 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
                                                  verify_seconds - estimates.step_overhead_seconds));
     return;
   }
+  // The comparison below predicts a chain's rate: a tree's tells nothing about it.
+  if (!block.parents.empty()) return;
   // Beside a draft forward (overlapped, cached, or another request's drafting):
   // the model counts that forward as free, so the rate it predicts there is
   // compared with the rate realized, over plain steps timed while the target
@@ -301,8 +310,9 @@ ResultAction DraftEngine::OnResult(const proto::VerifyResult& result) {
     return ResultAction::kIgnored;
   if (base != state.committed_length) return ResultAction::kNeedSync;  // a result went missing
   ScoreShadow(state, base, tokens);
-  if (result.epoch() == state.epoch && result.accepted_nodes_size() == 0) {
-    // Full acceptance without bonus: the tokens are our own draft.
+  if (result.epoch() == state.epoch && ContinuesContext(state.context, base, tokens)) {
+    // Full acceptance without bonus (a chain's every draft, or a tree's whole first
+    // path, with the next block queued): the tokens are our own draft.
     state.committed_length = frontier;
     state.blocks_in_flight = std::max(0, state.blocks_in_flight - 1);
     if (state.cache.has_value()) state.cache->Clear();
@@ -428,8 +438,13 @@ int DraftEngine::ChooseTree(const RequestState& state, spec::SpecAction& action)
   std::vector<double> ranks = state.ranks.Upper(2);
   ranks[0] = e.AlphaUpper();
   const int max_depth = state.adaptive_k ? options_.max_k : std::max(1, state.k);
+  // Pipelined where chains may overlap (the next block drafted past the tree), when
+  // the rule finds that pays.
   const spec::TreeShape shape = spec::ChooseTreeShape(
-      e, ranks, {.max_nodes = options_.max_tree_nodes, .max_depth = max_depth});
+      e, ranks,
+      {.max_nodes = options_.max_tree_nodes,
+       .max_depth = max_depth,
+       .pipelined = options_.lookahead_blocks > 1 || options_.adaptive_window});
   // The chain action's rate at the same estimates; off wins unless beaten by kMargin
   // (rule 3 of the policy).
   const double chain_rate =
@@ -438,7 +453,7 @@ int DraftEngine::ChooseTree(const RequestState& state, spec::SpecAction& action)
           : spec::PredictedRate(e, action.mode, std::clamp(action.k, 1, spec::kPlanMaxK),
                                 e.AlphaUpper());
   if (shape.IsChain() || !(shape.rate > chain_rate)) return 0;
-  action.mode = spec::SpecMode::kSequential;
+  action.mode = shape.pipelined ? spec::SpecMode::kOverlapped : spec::SpecMode::kSequential;
   action.k = shape.depth();
   action.rate = shape.rate;
   action.off_tokens = 0;
@@ -449,10 +464,9 @@ int DraftEngine::ChooseTree(const RequestState& state, spec::SpecAction& action)
 
 bool DraftEngine::HasRoom(const RequestState& state) const {
   if (state.blocks_in_flight >= Window(state)) return false;
-  // Nothing is drafted past a tree: its accepted path is unknown until its result.
-  for (const auto& [sequence, block] : state.sent) {
-    if (!block.parents.empty()) return false;
-  }
+  // A block in flight that is a tree: the next one is drafted past its first path
+  // (the context holds it), and is the continuation iff the target accepts that
+  // whole path; else the target's new epoch makes it stale (see "Trees").
   if (static_cast<int>(state.context.size()) >= state.max_length) return false;
   // Inside an off window nothing is sent, unless shadow blocks now predict a win.
   if (static_cast<int>(state.context.size()) < state.alone_until && NextK(state) == 0) return false;
@@ -616,10 +630,14 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state, std::vec
                             std::vector<OutgoingBlock>* out, int alone_tokens,
                             std::optional<spec::SpecMode> mode, int requested,
                             std::vector<int32_t> parents, bool tree_asked) {
-  if (mode.has_value() && *mode != state.spec_mode) {
+  // The chain rule's hysteresis favours the mode of the last chain: a tree's mode
+  // is the tree rule's and must not tilt the chain alternative it is compared with.
+  if (mode.has_value() && *mode != state.spec_mode && parents.empty()) {
     state.spec_mode = *mode;
     ++generation_;
   }
+  const spec::SpecMode block_mode =
+      mode.has_value() && !parents.empty() ? *mode : state.spec_mode;
   OutgoingBlock outgoing;
   outgoing.target_endpoint = state.target_endpoint;
   proto::DraftBlock& block = outgoing.block;
@@ -654,11 +672,17 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state, std::vec
     ++counters_.tree_blocks_sent;
     counters_.tree_nodes_sent += tokens.size();
   }
+  for (const auto& [sequence, sent] : state.sent) {
+    if (!sent.parents.empty()) {
+      ++counters_.blocks_past_trees;
+      break;
+    }
+  }
   state.context.insert(state.context.end(), tokens.begin(), tokens.begin() + context_tokens);
   ++state.blocks_in_flight;
   state.sent[block.block_sequence()] = {.drafted = static_cast<int>(tokens.size()),
                                         .requested = requested,
-                                        .mode = state.spec_mode,
+                                        .mode = block_mode,
                                         .sent = options_.clock(),
                                         .alone_until = alone_until,
                                         .tree_asked = tree_asked,

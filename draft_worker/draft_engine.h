@@ -52,10 +52,20 @@
 // (spec::ChooseTreeShape) picks the node budget and depth from the request's
 // per-rank acceptance (spec::RankAcceptance of its verified trees; rank 1 is the
 // chain's acceptance) against the same costs; the block is a tree only when that
-// predicts more than the chain action (which stays the choice on a tie), and it is
-// then sequential (nothing is drafted past a tree before its result). A drafter
-// that finds no alternatives returns a chain, sent as one. A tree's result rolls
-// the drafter back to the accepted path (the committed tokens). Its chain
+// predicts more than the chain action (which stays the choice on a tie; a tree
+// block leaves the chain rule's previous mode alone, so the chain it is compared
+// with is the one the chain rule would run). Where chains may overlap
+// (lookahead_blocks > 1 or adaptive_window) a tree may be pipelined: the next block
+// is drafted past the tree along its first path (nodes 0, 1, ... each the child of
+// the one before, which the context and the drafter hold after the tree is
+// proposed). The rule prices both ways (spec::TreeShapeChoices::pipelined) and the
+// tree runs overlapped (window 2) where pipelining predicts more, else sequential. The target keeps a block queued right after the first path only when
+// it accepts that whole path (then without the bonus, like a chain accepted in
+// full: the result keeps the epoch and the engine goes on as after a chain); any
+// other path takes the bonus or a correction in a new epoch, and the block behind
+// is stale. A drafter that finds no alternatives returns a chain, sent as one. A
+// tree's result in a new epoch rolls the drafter back to the accepted path (the
+// committed tokens). Its chain
 // acceptance counts the first path only (the chain the drafter would have sent):
 // accepted while its nodes are the accepted ones, then one rejection; the other
 // nodes feed the per-rank evidence, where a reached node with fewer than two
@@ -117,8 +127,7 @@ struct DraftEngineOptions {
   bool adaptive_window = false;
   // Trees (see above): false sends chains only, the default (`--tree off`): measured
   // on the CPU, trees chosen by the rule ran 0.90-0.95x of the chains (README, "Tree
-  // drafts"), so they are opt-in (`--tree auto`) until the rule prices what a tree
-  // loses (a tree block is verified without the lookahead pipeline).
+  // drafts"), so they are opt-in (`--tree auto`).
   bool trees = false;
   int max_tree_nodes = 16;  // the tree rule's node budget, >= 1
   // Shadow blocks while the policy is off (see above); false: never.
@@ -162,6 +171,7 @@ struct DraftCounters {
   uint64_t requests_released = 0;
   uint64_t tree_blocks_sent = 0;   // blocks sent as trees (DraftBlock.parents)
   uint64_t tree_nodes_sent = 0;    // their nodes (also counted in tokens_drafted)
+  uint64_t blocks_past_trees = 0;  // blocks drafted past a tree in flight (pipelined trees)
 };
 
 class DraftEngine {

@@ -950,6 +950,7 @@ class DraftEngineTreeTest : public ::testing::Test {
     DraftEngineOptions options;
     options.trees = trees;
     options.shadow_drafts = false;
+    options.clock = [this] { return now_; };
     engine_ = std::make_unique<DraftEngine>(&drafter_, options);
     drafter_.Release("t");  // a previous engine's
     const std::vector<int32_t> prompt = BranchyPrompt();
@@ -1011,8 +1012,29 @@ class DraftEngineTreeTest : public ::testing::Test {
     tree.parents = parents;
     return !tree.IsChain();
   }
+  // Sequential trees whose second candidates are accepted, each result `round_trip`
+  // after its block, until the engine drafts a block past a tree (the rule pipelines
+  // trees once the measured round trip costs more than the forfeited bonus). Returns
+  // that tree and the block behind it; fails if none comes.
+  std::pair<proto::DraftBlock, proto::DraftBlock> PipelinedTree(absl::Duration round_trip) {
+    for (int round = 0; round < 30; ++round) {
+      std::vector<proto::DraftBlock> blocks = StepBlocks();
+      EXPECT_EQ(blocks.size(), 1u);
+      if (blocks.empty()) break;
+      const proto::DraftBlock block = blocks[0];
+      if (IsTree(block)) {
+        std::vector<proto::DraftBlock> behind = StepBlocks();
+        if (!behind.empty()) return {block, behind[0]};
+      }
+      now_ += round_trip;
+      EXPECT_EQ(engine_->OnResult(Verify(block, IsTree(block) ? 2 : 1)), ResultAction::kApplied);
+    }
+    ADD_FAILURE() << "no block was drafted past a tree";
+    return {};
+  }
   spec::LookupDrafter drafter_{spec::LookupDrafterConfig{}};
   std::unique_ptr<DraftEngine> engine_;
+  absl::Time now_ = absl::FromUnixSeconds(1000);
 };
 
 TEST_F(DraftEngineTreeTest, SendsTreesToATargetThatRunsThemWhileRankTwoIsAccepted) {
@@ -1052,6 +1074,74 @@ TEST_F(DraftEngineTreeTest, TurnsToChainsWhenOnlyFirstCandidatesAreAccepted) {
     ASSERT_EQ(engine_->OnResult(Verify(pending[0], /*rank=*/1)), ResultAction::kApplied);
   }
   EXPECT_TRUE(chain_sent);
+}
+
+// Pipelined trees (lookahead 2, the default): the next block is drafted past a tree
+// along its first path, used when the target accepts that whole path, stale otherwise.
+int FirstPathLength(const proto::DraftBlock& block) {
+  int n = 0;
+  while (n < block.parents_size() && block.parents(n) == n - 1) ++n;
+  return n;
+}
+
+TEST_F(DraftEngineTreeTest, DraftsPastATreeAndGoesOnWhenItsWholeFirstPathIsAccepted) {
+  Make(/*trees=*/true, /*target_runs_trees=*/true);
+  // A fresh request's first tree is sequential: nothing prices a round trip yet.
+  const proto::DraftBlock fresh = StepBlocks().at(0);
+  ASSERT_TRUE(IsTree(fresh));
+  EXPECT_TRUE(StepBlocks().empty());
+  now_ += absl::Milliseconds(200);
+  ASSERT_EQ(engine_->OnResult(Verify(fresh, /*rank=*/2)), ResultAction::kApplied);
+  const auto [tree, behind] = PipelinedTree(absl::Milliseconds(200));
+  ASSERT_TRUE(IsTree(tree));
+  const int path = FirstPathLength(tree);
+  ASSERT_GE(path, 1);
+  EXPECT_EQ(behind.start(), tree.start() + static_cast<uint32_t>(path));
+  EXPECT_EQ(behind.epoch(), tree.epoch());
+  EXPECT_GT(behind.tokens_size(), 0);
+  EXPECT_TRUE(StepBlocks().empty()) << "the window is two blocks";
+  EXPECT_EQ(engine_->counters().blocks_past_trees, 1u);
+  const uint64_t epochs = engine_->counters().epochs_seen;
+  // The target accepts the whole first path, without the bonus: the epoch stays.
+  proto::VerifyResult r;
+  r.set_request_id("t");
+  r.set_epoch(tree.epoch());
+  r.set_block_sequence(tree.block_sequence());
+  r.set_target_step_seconds(0.01);
+  r.set_target_verify_slope(0.25);
+  r.set_accepted(static_cast<uint32_t>(path));
+  for (int j = 0; j < path; ++j) {
+    r.add_committed_tokens(tree.tokens(j));
+    r.add_accepted_nodes(j);
+  }
+  r.set_frontier(tree.start() + static_cast<uint32_t>(path));
+  ASSERT_EQ(engine_->OnResult(r), ResultAction::kApplied);
+  EXPECT_EQ(engine_->KnownFrontier("t"), static_cast<int>(tree.start()) + path);
+  // The block behind it is the continuation: its result applies.
+  const proto::VerifyResult next = Verify(behind, /*rank=*/1);
+  ASSERT_EQ(engine_->OnResult(next), ResultAction::kApplied);
+  EXPECT_EQ(engine_->KnownFrontier("t"), static_cast<int>(next.frontier()));
+  EXPECT_EQ(engine_->counters().epochs_seen, epochs + 1);  // the second result's only
+}
+
+TEST_F(DraftEngineTreeTest, DropsTheBlockPastATreeWhenAnotherPathIsAccepted) {
+  Make(/*trees=*/true, /*target_runs_trees=*/true);
+  const auto [tree, behind] = PipelinedTree(absl::Milliseconds(200));
+  ASSERT_TRUE(IsTree(tree));
+  ASSERT_GT(behind.tokens_size(), 0);
+  // A second candidate is accepted: a new epoch, the block behind is stale.
+  const proto::VerifyResult r = Verify(tree, /*rank=*/2);
+  bool off_first_path = false;  // a rank-2 node ends the path
+  for (int j = 0; j < r.accepted_nodes_size(); ++j) off_first_path |= r.accepted_nodes(j) != j;
+  ASSERT_TRUE(off_first_path);
+  ASSERT_EQ(engine_->OnResult(r), ResultAction::kApplied);
+  EXPECT_EQ(engine_->KnownFrontier("t"), static_cast<int>(r.frontier()));
+  // The target dropped the block behind (no result comes): the next one is drafted
+  // from the accepted path at once, in the new epoch.
+  const std::vector<proto::DraftBlock> redrafted = StepBlocks();
+  ASSERT_EQ(redrafted.size(), 1u);
+  EXPECT_EQ(redrafted[0].start(), r.frontier());
+  EXPECT_EQ(redrafted[0].epoch(), r.epoch());
 }
 
 // Nor to a request whose rows read the tokens before them (a penalty): its target
