@@ -59,14 +59,14 @@
 // is drafted past the tree along its first path (nodes 0, 1, ... each the child of
 // the one before, which the context and the drafter hold after the tree is
 // proposed). The rule prices both ways (spec::TreeShapeChoices::pipelined) and the
-// tree runs overlapped (window 2) where pipelining predicts more, else sequential. The target keeps a block queued right after the first path only when
-// it accepts that whole path (then without the bonus, like a chain accepted in
-// full: the result keeps the epoch and the engine goes on as after a chain); any
-// other path takes the bonus or a correction in a new epoch, and the block behind
-// is stale. A drafter that finds no alternatives returns a chain, sent as one. A
-// tree's result in a new epoch rolls the drafter back to the accepted path (the
-// committed tokens). Its chain
-// acceptance counts the first path only (the chain the drafter would have sent):
+// tree runs overlapped (window 2) where pipelining predicts more, else sequential.
+// The target keeps a block queued right after the first path only when it accepts
+// that whole path (then without the bonus, like a chain accepted in full: the
+// result keeps the epoch and the engine goes on as after a chain); any other path
+// takes the bonus or a correction in a new epoch, and the block behind is stale. A
+// drafter that finds no alternatives returns a chain, sent as one. A tree's result
+// in a new epoch rolls the drafter back to the accepted path (the committed
+// tokens). Its chain acceptance counts the first path only (the chain the drafter would have sent):
 // accepted while its nodes are the accepted ones, then one rejection; the other
 // nodes feed the per-rank evidence, where a reached node with fewer than two
 // children counts the missing alternative as offered and not accepted (a drafter

@@ -25,9 +25,11 @@
 // A tree block (DraftBlock.parents that branch) is fed as one tree forward: the
 // last committed token as its root (fed again when p was pending: the cache drops
 // it first) and every node (SequenceInput::tree_parents); spec::VerifyTree picks the
-// path, which KvCache::KeepPath keeps, and the result names it in accepted_nodes; a
-// tree always ends with a correction or the bonus (its next block could follow any
-// path). Where rows depend on the tokens before them or the verifier is the GPU's
+// path, which KvCache::KeepPath keeps, and the result names it in accepted_nodes. A
+// tree ends with a correction or the bonus, except when the accepted path is its
+// whole first path and a block is queued right after it (the draft drafted it past
+// that path): then, as after a chain accepted in full, that block verifies the
+// next position. Where rows depend on the tokens before them or the verifier is the GPU's
 // (penalties, a grammar, guidance, device rows) or the model refuses trees
 // (LanguageModel::RunsTrees: CUDA, a tensor-parallel group), a tree is verified as
 // its first path (TargetRequest::FlattenReadyTree). Chain-shaped parents are a chain.
