@@ -192,6 +192,45 @@ TEST(PipelineTest, LookupTreesKeepGreedyOutputExact) {
   }
 }
 
+// Pipelined trees: every data message is delayed (up to 4 ms, so some also arrive out
+// of order), which the draft worker measures as a block's round trip; once that costs
+// more than the bonus a pipelined tree forfeits, the tree rule pipelines trees and the
+// draft worker drafts the next block past each tree's first path (the target keeps it
+// when that whole path is accepted, and drops it otherwise). Greedy output stays
+// exactly plain greedy's.
+TEST(PipelineTest, PipelinedLookupTreesKeepGreedyOutputExact) {
+  auto model = LoadTinyModel("pipeline-trees-pipelined");
+  const std::vector<std::vector<int32_t>> prompts = {{10, 20, 30, 10, 20, 40, 10, 20, 50, 10, 20},
+                                                     {5, 6, 7, 8, 5, 6, 9, 8, 5, 6, 7, 3, 5, 6},
+                                                     {100, 3, 100, 4, 100, 3, 100, 5, 100}};
+  spec::LookupDrafter lookup(spec::LookupDrafterConfig{});
+  tools::InProcessClusterOptions options;
+  options.target = model.get();
+  options.drafter = &lookup;
+  options.draft_engine.trees = true;
+  options.draft_engine.lookahead_blocks = 2;
+  options.data_faults = net::FaultOptions{
+      .delay_probability = 1.0, .max_delay = absl::Milliseconds(4), .seed = 7};
+  Running running = StartWithClient(options);
+  ASSERT_NE(running.client, nullptr);
+  int i = 0;
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    for (const std::vector<int32_t>& prompt : prompts) {
+      proto::SubmitRequest submit = GreedyRequest("piped-" + std::to_string(i++), prompt);
+      submit.set_draft_k(4);
+      auto got = running.client->Generate(submit, absl::Seconds(60));
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(got->tokens, testing::PlainGreedy(*model, prompt, kMaxTokens))
+          << submit.request_id();
+      EXPECT_TRUE(got->error.empty()) << got->error;
+    }
+  }
+  running.cluster->KillDraftWorker();
+  const draft::DraftCounters counters = running.cluster->DraftCountersAfterKill();
+  EXPECT_GT(counters.tree_blocks_sent, 0u);
+  EXPECT_GT(counters.blocks_past_trees, 0u) << "no block was drafted past a tree: nothing was tested";
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, PipelineGreedyTest,
                          ::testing::Values(Mode{"target_only", "none", 2},
                                            Mode{"ngram_overlapped", "ngram", 2},
