@@ -376,6 +376,17 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
                                           absl::StrCat(f.workload, ":", p.request->line)));
     std::fprintf(stderr, "bench spec: %zu/%zu requests done\n", i + 1, prepared.size());
   }
+  // The tree configurations' draft side, over all categories: how many blocks were
+  // trees, and how many were drafted past a tree in flight (pipelined trees).
+  for (size_t c = 0; c < configurations.size(); ++c) {
+    if (!configurations[c].trees) continue;
+    const draft::DraftCounters counters = sessions[c]->Finish().counters;
+    std::fprintf(stderr, "bench spec: %s: %llu blocks, %llu trees, %llu blocks drafted past a tree\n",
+                 configurations[c].name.c_str(),
+                 static_cast<unsigned long long>(counters.blocks_sent),
+                 static_cast<unsigned long long>(counters.tree_blocks_sent),
+                 static_cast<unsigned long long>(counters.blocks_past_trees));
+  }
   const std::vector<WorkloadRow> rows = totals.Rows();
   if (f.json) {
     for (const WorkloadRow& row : rows) std::printf("%s\n", WorkloadRowJson(row).c_str());
