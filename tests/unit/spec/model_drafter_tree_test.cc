@@ -9,12 +9,14 @@
 // (EAGLE-2's re-ranking by a node's own value, which tree_expansion.h rules out).
 #include <unistd.h>
 
+#include <cmath>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/sampling_philox.h"
 #include "runtime/model/transformer.h"
 #include "runtime/spec/draft_tree.h"
 #include "runtime/spec/logits_pipeline.h"
@@ -217,6 +219,60 @@ TEST_F(ModelDrafterTreeTest, SampledTreeShipsTheDraftsRowAlongEachPath) {
   ASSERT_TRUE(alone->Propose(absl::MakeSpan(single)).ok());
   EXPECT_EQ(batch[1].tokens, single[0].tokens);
   EXPECT_TRUE(batch[1].parents.empty());
+}
+
+// Coupled mode: the first path is the coupled chain (Gumbel-argmax of q with the
+// target's noise) and each node's next children the next highest log q + noise at
+// its position; exact whatever the tokens (tree_verify.h), so no q is shipped.
+TEST_F(ModelDrafterTreeTest, CoupledTreeRanksByTheTargetsNoise) {
+  const std::vector<int32_t> prompt = {8, 250, 31};
+  SamplingParams params;
+  params.temperature = 0.9f;
+  params.seed = 99;
+  std::unique_ptr<ModelDrafter> chain_drafter = MakeDrafter(draft_);
+  ASSERT_TRUE(chain_drafter->Start("c", prompt).ok());
+  std::vector<DraftRequest> chain = {Request("c", prompt, 3, VerifyMode::kCoupled, params)};
+  ASSERT_TRUE(chain_drafter->Propose(absl::MakeSpan(chain)).ok());
+  ASSERT_TRUE(chain[0].status.ok()) << chain[0].status;
+
+  std::unique_ptr<ModelDrafter> drafter = MakeDrafter(draft_);
+  ASSERT_TRUE(drafter->Start("t", prompt).ok());
+  std::vector<DraftRequest> batch = {
+      Request("t", prompt, 3, VerifyMode::kCoupled, params, /*tree_nodes=*/8)};
+  ASSERT_TRUE(drafter->Propose(absl::MakeSpan(batch)).ok());
+  ASSERT_TRUE(batch[0].status.ok()) << batch[0].status;
+  const DraftTree tree = TreeOf(batch[0]);
+  ASSERT_TRUE(tree.Validate(vocab()).ok()) << tree.Validate(vocab());
+  EXPECT_TRUE(batch[0].q.empty());
+  EXPECT_FALSE(tree.IsChain());
+  ASSERT_EQ(tree.FirstPathLength(), 3);
+  EXPECT_EQ(tree.PathTokens(2), chain[0].tokens);
+  for (int32_t parent = kTreeRoot; parent < tree.size(); ++parent) {
+    const std::vector<int32_t> children = tree.Children(parent);
+    if (children.size() < 2) continue;
+    const std::vector<int32_t> path = parent == kTreeRoot ? std::vector<int32_t>{}
+                                                          : tree.PathTokens(parent);
+    const std::vector<float> q = Probs(params, LastLogits(*draft_.model, Concat(prompt, path)));
+    const int64_t position = static_cast<int64_t>(prompt.size() + path.size());
+    auto score = [&](int32_t x) {
+      return std::log(static_cast<double>(q[x])) + kernels::GumbelNoise(params.seed, position, x);
+    };
+    for (size_t j = 1; j < children.size(); ++j) {
+      EXPECT_GT(q[tree.tokens[children[j]]], 0.0f);
+      if (j >= 2) {
+        EXPECT_GE(score(tree.tokens[children[j - 1]]), score(tree.tokens[children[j]]));
+      }
+      // No token outside the children scores above the j-th child (besides the first).
+      for (int32_t x = 0; x < vocab(); ++x) {
+        if (q[x] <= 0.0f) continue;
+        bool child = false;
+        for (size_t i = 0; i <= j; ++i) child |= tree.tokens[children[i]] == x;
+        if (!child) {
+          EXPECT_LE(score(x), score(tree.tokens[children[j]])) << "token " << x;
+        }
+      }
+    }
+  }
 }
 
 // Requests the target verifies only as chains, or whose per-position guesses a
