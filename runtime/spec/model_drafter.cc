@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -25,7 +24,6 @@ struct ModelDrafter::TreeGrowth {
   int level = 1;  // the depth of the children the next forward's rows give
   std::vector<int32_t> tokens;   // per node
   std::vector<int32_t> parents;  // per node: kTreeRoot or an earlier node
-  std::vector<int32_t> depths;   // per node, 1 for the root's children
   std::vector<double> values;    // per node: product of draft probabilities along its path
   std::vector<int32_t> q_row;    // per node: its parent's row in q_rows (rejection mode)
   std::vector<SparseDistribution> q_rows;
@@ -525,7 +523,6 @@ bool ModelDrafter::GrowTree(Work& w, const model::ForwardOutput& out, int s) {
       if (j == 0 && node == tree.first_path_end) first_path_next = tree.nodes();
       tree.tokens.push_back(drawn[j]);
       tree.parents.push_back(node);
-      tree.depths.push_back(tree.level);
       tree.values.push_back(plan[f].value * probs[j]);
       tree.q_row.push_back(c.q_row);
     }

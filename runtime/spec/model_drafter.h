@@ -158,9 +158,7 @@ class ModelDrafter : public Drafter {
   // so the Propose that drafts next starts from a warm cache.
   absl::Status CatchUp(std::vector<Work>& work, model::ForwardOutput* out);
   static void Rollback(Work& w);
-  // Trees: the forward input of the tree's next level; its candidates from that
-  // forward's rows (sequence `s` of `out`), then the level's children; the
-  // request's outputs once the tree is grown. False (and status set) on error.
+  // Trees. The forward input of the tree's next level.
   model::SequenceInput TreeInput(Work& w);
   // A node's candidates for its children: their probabilities (the plan's
   // ranking, decreasing up to ties) and either the tokens (greedy, coupled) or
@@ -170,9 +168,15 @@ class ModelDrafter : public Drafter {
     std::vector<double> probs;
     int32_t q_row = -1;
   };
+  // Up to `count` candidates of the node whose draft logits are `logits`, its
+  // children at `position`, `row` its context (held tokens + its path).
   absl::Status RankCandidates(const DraftRequest& r, const RowContext& row, const float* logits,
                               int64_t position, int count, TreeGrowth& tree, NodeCandidates& out);
+  // The level's children from that forward's rows (sequence `s` of `out`), then
+  // the next level's frontier (none: the tree is grown). False (the request
+  // rolled back, its status set) on a row error.
   bool GrowTree(Work& w, const model::ForwardOutput& out, int s);
+  // The request's outputs in depth-first order; it then holds context + the first path.
   absl::Status FinishTree(Work& w);
   // Keeps the forward of `inputs` (fed[i] feeds inputs[i]) within the KV budget,
   // as the header says; drops the inputs of requests that failed.
