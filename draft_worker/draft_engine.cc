@@ -8,6 +8,7 @@
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/net/spec_proto.h"
+#include "runtime/spec/draft_tree.h"
 
 namespace splitspec::draft {
 namespace {
@@ -604,8 +605,12 @@ absl::Status DraftEngine::ProposeMeasured(absl::Span<spec::DraftRequest> batch) 
     auto it = requests_.find(r.request_id);
     if (it != requests_.end() && r.status.ok()) it->second.drafter_warm = true;
   }
+  // Draft steps: a chain's tokens; a tree's depth, since a model drafter batches a
+  // level into one forward (the tree rule charges one draft step per level).
   size_t proposed = 0;
-  for (const spec::DraftRequest& r : batch) proposed += r.tokens.size();
+  for (const spec::DraftRequest& r : batch) {
+    proposed += r.parents.empty() ? r.tokens.size() : spec::TreeDepth(r.parents);
+  }
   if (LogEnabled(LogLevel::kDebug)) {
     SPLITSPEC_LOG(DEBUG) << "propose: " << batch.size() << " requests, " << proposed << " tokens"
                          << (prefills ? " (with prefill)" : "") << ", "

@@ -45,7 +45,7 @@
 // drafted from, and the target verifies it like any other.
 // Trees (issue 30; options.trees): a block may be a draft tree
 // (runtime/spec/draft_tree.h, DraftBlock.parents) when the drafter proposes trees
-// (Drafter::ProposesTrees: lookup, ngram), the request's target runs trees
+// (Drafter::ProposesTrees: lookup, ngram, a CPU model drafter), the request's target runs trees
 // (Assignment.target_runs_trees) and its rows read nothing before them (no
 // penalties, grammar or guidance: the target would verify the first path only),
 // and the cache is off. The policy's tree rule

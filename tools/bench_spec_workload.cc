@@ -11,7 +11,8 @@
 //   target-only       the target alone
 //   NAME k=K          drafter NAME with a fixed k (each K of --k)
 //   NAME auto         drafter NAME with the speculation policy (draft_k 0)
-//   NAME tree k=K     with --tree on, for drafters that propose trees (lookup, ngram):
+//   NAME tree k=K     with --tree on, for drafters that propose trees (lookup, ngram,
+//                     model drafters on the CPU: self, layerskip, model:PATH):
 //   NAME tree auto    as above, but a block may be a draft tree when the policy's tree
 //                     rule predicts it beats the chain (depth <= K; auto: <= max k);
 //                     the other configurations send chains only

@@ -291,9 +291,9 @@ const cli::FlagTable& BenchSpecFlagTable() {
                   cli::IntRangeOf<int>()},
                  {"tree", "on|off", "off",
                   "with --workload: also run 'NAME tree k=K' and 'NAME tree auto' for the "
-                  "drafters that propose trees (lookup, ngram): a block may be a draft tree "
-                  "when the speculation policy predicts it beats the chain (the other "
-                  "configurations send chains only)"},
+                  "drafters that propose trees (lookup, ngram, CPU model drafters): a block "
+                  "may be a draft tree when the speculation policy predicts it beats the "
+                  "chain (the other configurations send chains only)"},
                  {"lookahead", "N", "2", "with --workload: blocks in flight per request",
                   cli::IntRangeOf<int>()},
                  {"guidance-scale", "S", "1",

@@ -66,9 +66,9 @@ struct WorkerFlags {
 // else InvalidArgument naming --tree and the value. serve and generate take it too.
 inline constexpr const char* kTreeFlagHelp =
     "draft trees (issue 30): auto = a block is a tree of alternatives when the speculation "
-    "policy predicts it commits more per step than the chain (lookup and ngram drafters, to a "
-    "target that runs trees: CPU, one rank); off = chains only (the default: on this CPU "
-    "the rule's trees measured slower than chains, README \"Tree drafts\")";
+    "policy predicts it commits more per step than the chain (lookup, ngram and CPU model "
+    "drafters, to a target that runs trees: CPU, one rank); off = chains only (the default: "
+    "on this CPU the rule's trees measured slower than chains, README \"Tree drafts\")";
 absl::StatusOr<bool> ParseTreeSwitch(absl::string_view value);
 
 // The flag table of a worker of `role` (ROLE_TARGET_WORKER or ROLE_DRAFT_WORKER).

@@ -105,9 +105,16 @@ std::vector<int32_t> DraftTree::Depths() const {
   return depths;
 }
 
-int32_t DraftTree::MaxDepth() const {
-  const std::vector<int32_t> depths = Depths();
-  return depths.empty() ? 0 : *std::max_element(depths.begin(), depths.end());
+int32_t DraftTree::MaxDepth() const { return TreeDepth(parents); }
+
+int32_t TreeDepth(absl::Span<const int32_t> parents) {
+  std::vector<int32_t> depths(parents.size());
+  int32_t deepest = 0;
+  for (size_t i = 0; i < parents.size(); ++i) {
+    depths[i] = parents[i] == kTreeRoot ? 1 : depths[parents[i]] + 1;
+    deepest = std::max(deepest, depths[i]);
+  }
+  return deepest;
 }
 
 std::vector<int32_t> DraftTree::Children(int32_t node) const {

@@ -89,6 +89,10 @@ absl::Status ValidateTreeParents(absl::Span<const int32_t> parents);
 absl::Status ValidateDraftTree(absl::Span<const int32_t> tokens, absl::Span<const int32_t> parents,
                                absl::Span<const SparseDistribution> q, int32_t vocab);
 
+// The depth of the deepest node (0 for no nodes): how many draft forwards a model
+// drafter spends on the tree, one per level. REQUIRES a valid parent list.
+int32_t TreeDepth(absl::Span<const int32_t> parents);
+
 // The tree's parents in the target forward's layout (SequenceInput.tree_parents):
 // [N + 1], entry 0 = -1 for the root, entry i + 1 = parents[i] + 1.
 std::vector<int32_t> TreeForwardParents(absl::Span<const int32_t> parents);

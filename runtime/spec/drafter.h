@@ -61,8 +61,9 @@ struct DraftRequest {
   int alternatives = 0;
   // > 0: a draft tree of at most tree_nodes nodes and depth at most k may be
   // proposed (runtime/spec/draft_tree.h). The lookup and n-gram drafters merge
-  // several earlier continuations into a trie; the model drafters (which need the
-  // target's tree forward to pay) still propose a chain. 0 (the default): a chain.
+  // several earlier continuations into a trie; a model drafter on the CPU grows
+  // one level per draft forward by path value (model_drafter.h). 0 (the default):
+  // a chain.
   int tree_nodes = 0;
 
   // Outputs, written by Propose.
@@ -115,7 +116,8 @@ class Drafter {
   virtual const model::KvBudget* kv_budget() const { return nullptr; }
 
   // True if Propose may return a tree for a request with tree_nodes > 0 (lookup,
-  // ngram); false: it always proposes chains, so asking it for trees gains nothing.
+  // ngram, a model drafter whose draft runs token trees); false: it always
+  // proposes chains, so asking it for trees gains nothing.
   virtual bool ProposesTrees() const { return false; }
 
   // The bytes of weights one draft decode step reads over those one step of the

@@ -27,6 +27,29 @@
 // ResourceExhausted naming the budget (its cache evicted too): the draft worker
 // then sends an empty block (the target decides that token alone) and restarts
 // the request from the committed tokens, its resync path.
+// Trees (DraftRequest.tree_nodes >= 2, issue 30): on a draft model that runs
+// token trees (model::LanguageModel::RunsTrees: the CPU backend; a CUDA draft
+// keeps proposing chains, and ProposesTrees() says so) a request gets a tree of
+// at most tree_nodes nodes and depth at most k, grown level by level as
+// runtime/spec/tree_expansion.h describes: one batched draft forward per depth
+// level (every request's level in the same forward), over the nodes being
+// expanded and their ancestors (the draft's tree forward takes a whole tree
+// rooted at the cache's end, so a level re-feeds the ancestors of its frontier:
+// its cost is the draft's T(fed nodes), not T(1)). A node's candidates come
+// from its processed row along its path (bitwise the chain's row there):
+//   greedy mode: the chain's argmax first, then the next most likely tokens of
+//     the unshaped softmax (of q itself when the temperature is > 0);
+//   rejection mode: SampleSiblings of the node's top-q_top_k q (without
+//     replacement; the first draw is the chain's), each child shipping that q;
+//   coupled mode: the chain's Gumbel-argmax first, then the next highest
+//     log q + Gumbel noise of the position (tree_verify.h: coupled trees are
+//     exact whatever their tokens; a target equal to the draft takes the first).
+// The tree's first path is the chain this drafter proposes for the same request
+// (down to depth k), and afterwards the request holds context + that path
+// (KvCache::KeepPath keeps its rows). Requests keep chains when they ask for
+// `alternatives` (the speculation cache's guesses are per chain position), or
+// have context processors (penalties), guidance or a grammar (the target
+// verifies only a tree's first path for those).
 // Thread model: one thread (see Drafter); Propose runs the draft model's forward.
 #ifndef SPLITSPEC_RUNTIME_SPEC_MODEL_DRAFTER_H_
 #define SPLITSPEC_RUNTIME_SPEC_MODEL_DRAFTER_H_
@@ -41,6 +64,7 @@
 #include "runtime/model/kv_cache.h"
 #include "runtime/model/transformer.h"
 #include "runtime/spec/drafter.h"
+#include "runtime/spec/logits_pipeline.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace splitspec::spec {
@@ -81,6 +105,8 @@ class ModelDrafter : public Drafter {
   // the same request twice in the batch, invalid params, non-finite draft logits.
   // A failed forward returns its error with every request rolled back.
   absl::Status Propose(absl::Span<DraftRequest> batch) override;
+  // True where the draft model runs token trees (the CPU backend, one rank).
+  bool ProposesTrees() const override { return model_->RunsTrees(); }
   // Restricts the tokens `request_id` may draft to those whose bit is set in
   // `allowed` (logits_pipeline.h's mask layout over this model's logits; borrowed,
   // it must outlive the request or the next call; empty: no restriction), applied
@@ -108,12 +134,14 @@ class ModelDrafter : public Drafter {
     uint64_t started = 0;                   // Start order: the newest is evicted first
     absl::Span<const uint32_t> allowed;     // RestrictTokens' mask; empty: none
   };
+  struct TreeGrowth;  // a tree being grown (model_drafter.cc)
   // One request of a Propose call.
   struct Work {
     DraftRequest* request;
     RequestState* state;
     size_t held_before;  // tokens.size() before the call, for rollback
-    int k;               // tokens to draft
+    int k;               // tokens to draft (a tree: its depth limit)
+    std::shared_ptr<TreeGrowth> tree = nullptr;  // set when the request drafts a tree
   };
 
   ModelDrafter(std::unique_ptr<model::Transformer> draft, int max_tokens);
@@ -130,6 +158,26 @@ class ModelDrafter : public Drafter {
   // so the Propose that drafts next starts from a warm cache.
   absl::Status CatchUp(std::vector<Work>& work, model::ForwardOutput* out);
   static void Rollback(Work& w);
+  // Trees. The forward input of the tree's next level.
+  model::SequenceInput TreeInput(Work& w);
+  // A node's candidates for its children: their probabilities (the plan's
+  // ranking, decreasing up to ties) and either the tokens (greedy, coupled) or
+  // the row of tree.q_rows they will be drawn from (rejection).
+  struct NodeCandidates {
+    std::vector<int32_t> tokens;
+    std::vector<double> probs;
+    int32_t q_row = -1;
+  };
+  // Up to `count` candidates of the node whose draft logits are `logits`, its
+  // children at `position`, `row` its context (held tokens + its path).
+  absl::Status RankCandidates(const DraftRequest& r, const RowContext& row, const float* logits,
+                              int64_t position, int count, TreeGrowth& tree, NodeCandidates& out);
+  // The level's children from that forward's rows (sequence `s` of `out`), then
+  // the next level's frontier (none: the tree is grown). False (the request
+  // rolled back, its status set) on a row error.
+  bool GrowTree(Work& w, const model::ForwardOutput& out, int s);
+  // The request's outputs in depth-first order; it then holds context + the first path.
+  absl::Status FinishTree(Work& w);
   // Keeps the forward of `inputs` (fed[i] feeds inputs[i]) within the KV budget,
   // as the header says; drops the inputs of requests that failed.
   void FitKvBudget(std::vector<Work*>& fed, std::vector<model::SequenceInput>& inputs);

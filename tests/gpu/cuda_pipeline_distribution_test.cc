@@ -90,6 +90,8 @@ void ExpectContinuationsFollowTheTarget(proto::VerifyMode mode, bool spec_cache,
   auto drafter = spec::ModelDrafter::Load(draft_path, *tokenizer, (*target)->config().vocab_size,
                                           {.threads = 1, .device = kCuda0});
   ASSERT_TRUE(drafter.ok()) << drafter.status();
+  // A CUDA draft runs no token trees, so it proposes chains and says so.
+  EXPECT_FALSE((*drafter)->ProposesTrees());
 
   tools::InProcessClusterOptions options;
   options.target = target->get();

@@ -66,9 +66,11 @@ std::map<std::pair<int, int>, double> ExactTwoTokenDistribution(
 // Sampled verification with a different draft model: every committed pair of
 // tokens must follow the target's distribution (chi-square, significance 1e-6 in two stages),
 // with the draft worker's speculation cache off or on (a cached block is
-// verified like any other, so the distribution must not move).
+// verified like any other, so the distribution must not move), and with model
+// drafter trees (issue 30: siblings drawn without replacement, verified by
+// recursive rejection sampling in one tree forward).
 void ExpectContinuationsFollowTheTarget(proto::VerifyMode mode, bool spec_cache,
-                                        const std::string& label) {
+                                        const std::string& label, bool trees = false) {
   const std::string target_path = WriteModel("dist-target", 1);
   const std::string draft_path = WriteModel("dist-draft", 7);
   auto target = model::Transformer::Load(target_path, {.threads = 1});
@@ -77,11 +79,13 @@ void ExpectContinuationsFollowTheTarget(proto::VerifyMode mode, bool spec_cache,
   ASSERT_TRUE(target_file.ok());
   auto tokenizer = model::LoadTokenizerFromGguf(**target_file);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  // With the cache, the draft is the target's own weights quantized coarser: close
-  // to the target (its guesses at a correction can be right, so cached blocks are
-  // verified) yet different (so rejections and corrections happen).
-  const std::string cached_draft_path =
-      spec_cache ? WriteModel("dist-draft-q4", 1, kernels::GgmlType::kQ4_0) : draft_path;
+  // With the cache or trees, the draft is the target's own weights quantized coarser:
+  // close to the target (its guesses at a correction can be right, so cached blocks
+  // are verified; second siblings get accepted) yet different (so rejections and
+  // corrections happen).
+  const std::string cached_draft_path = spec_cache || trees
+                                            ? WriteModel("dist-draft-q4", 1, kernels::GgmlType::kQ4_0)
+                                            : draft_path;
   auto drafter = spec::ModelDrafter::Load(cached_draft_path, *tokenizer,
                                           (*target)->config().vocab_size, {.threads = 1});
   ASSERT_TRUE(drafter.ok()) << drafter.status();
@@ -92,6 +96,7 @@ void ExpectContinuationsFollowTheTarget(proto::VerifyMode mode, bool spec_cache,
   options.draft_engine.default_k = 3;
   options.draft_engine.spec_cache = spec_cache;
   options.draft_engine.cache.correction_candidates = 3;  // the rest of a top-4 support
+  options.draft_engine.trees = trees;                     // --tree auto
   auto cluster = tools::InProcessCluster::Start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
@@ -107,7 +112,7 @@ void ExpectContinuationsFollowTheTarget(proto::VerifyMode mode, bool spec_cache,
   // if two independent draws both fail, so its false alarm is 1e-6. Draws differ in
   // their seeds; which path commits a token depends on timing, so no seed fixes a draw.
   constexpr int kSamples = 2000;
-  uint64_t drafted = 0, accepted = 0, verified = 0;
+  uint64_t drafted = 0, accepted = 0, verified = 0, tree_steps = 0;
   const auto draw = [&](int d) {
     std::map<std::pair<int, int>, int64_t> seen;
     for (int batch = 0; batch < kSamples / 50; ++batch) {
@@ -141,6 +146,7 @@ void ExpectContinuationsFollowTheTarget(proto::VerifyMode mode, bool spec_cache,
         drafted += r.stats.drafted();
         accepted += r.stats.accepted();
         verified += r.stats.verified();
+        tree_steps += r.stats.tree_steps();
       }
     }
     std::vector<int64_t> counts;
@@ -157,6 +163,13 @@ void ExpectContinuationsFollowTheTarget(proto::VerifyMode mode, bool spec_cache,
   };
   EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));
   EXPECT_GT(drafted, 0u);
+  if (trees) {
+    std::printf("%s: %llu tree steps, %llu of %llu draft tokens accepted\n", label.c_str(),
+                static_cast<unsigned long long>(tree_steps),
+                static_cast<unsigned long long>(accepted),
+                static_cast<unsigned long long>(verified));
+    EXPECT_GT(tree_steps, 0u) << "no tree was verified: nothing was tested";
+  }
   EXPECT_GT(accepted, 0u) << "the draft was never accepted: the test did not exercise acceptance";
   EXPECT_LT(accepted, verified)
       << "the draft was always accepted: the test did not exercise the residual";
@@ -182,6 +195,11 @@ TEST(PipelineDistributionTest, RejectionSampledContinuationsFollowTheTarget) {
 TEST(PipelineDistributionTest, RejectionWithTheSpeculationCacheFollowsTheTarget) {
   ExpectContinuationsFollowTheTarget(proto::VERIFY_MODE_REJECTION, true,
                                      "pipeline rejection + speculation cache");
+}
+
+TEST(PipelineDistributionTest, RejectionWithModelDrafterTreesFollowsTheTarget) {
+  ExpectContinuationsFollowTheTarget(proto::VERIFY_MODE_REJECTION, /*spec_cache=*/false,
+                                     "rejection, model drafter trees", /*trees=*/true);
 }
 
 TEST(PipelineDistributionTest, CoupledWithTheSpeculationCacheFollowsTheTarget) {

@@ -231,6 +231,47 @@ TEST(PipelineTest, PipelinedLookupTreesKeepGreedyOutputExact) {
   EXPECT_GT(counters.blocks_past_trees, 0u) << "no block was drafted past a tree: nothing was tested";
 }
 
+// Model drafters' trees (issue 30; runtime/spec/model_drafter.h): a layer-skip
+// draft of the target grows trees by path value on the CPU, one draft forward per
+// level; verified in one tree forward they commit exactly plain greedy's tokens,
+// with the policy's k and a fixed k (rank 2 is untried, so the first blocks are trees).
+TEST(PipelineTest, ModelDrafterTreesKeepGreedyOutputExact) {
+  const std::string path = TinyModelPath("pipeline-model-trees");
+  auto loaded = model::Transformer::Load(path, {.threads = 1});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  std::unique_ptr<model::Transformer> model = *std::move(loaded);
+  auto tokenizer = model::LoadTokenizerFromGguf(model->file());
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  auto spec = spec::ParseDrafterSpec("layerskip:1", path);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto drafter = spec::MakeDrafter(*spec, path, &*tokenizer, model->config().vocab_size, 1);
+  ASSERT_TRUE(drafter.ok()) << drafter.status();
+  ASSERT_TRUE((*drafter)->ProposesTrees());
+  tools::InProcessClusterOptions options;
+  options.target = model.get();
+  options.drafter = drafter->get();
+  options.draft_engine.trees = true;  // --tree auto
+  Running running = StartWithClient(options);
+  ASSERT_NE(running.client, nullptr);
+  uint64_t tree_steps = 0;
+  int i = 0;
+  for (const int k : {0, 4}) {
+    for (const std::vector<int32_t>& prompt : TestPrompts()) {
+      proto::SubmitRequest submit = GreedyRequest("model-tree-" + std::to_string(i++), prompt);
+      submit.set_draft_k(k);
+      auto got = running.client->Generate(submit, absl::Seconds(60));
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(got->tokens, testing::PlainGreedy(*model, prompt, kMaxTokens))
+          << submit.request_id();
+      EXPECT_TRUE(got->error.empty()) << got->error;
+      tree_steps += got->stats.tree_steps();
+    }
+  }
+  EXPECT_GT(tree_steps, 0u) << "no tree was verified: nothing was tested";
+  running.cluster->KillDraftWorker();
+  EXPECT_GT(running.cluster->DraftCountersAfterKill().tree_blocks_sent, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, PipelineGreedyTest,
                          ::testing::Values(Mode{"target_only", "none", 2},
                                            Mode{"ngram_overlapped", "ngram", 2},

@@ -43,6 +43,9 @@ TEST(DraftTreeTest, ShapeQueries) {
   EXPECT_FALSE(tree.IsChain());
   EXPECT_EQ(tree.Depths(), std::vector<int32_t>({1, 2, 3, 2, 1}));
   EXPECT_EQ(tree.MaxDepth(), 3);
+  EXPECT_EQ(TreeDepth(tree.parents), 3);
+  EXPECT_EQ(TreeDepth(std::vector<int32_t>({-1, -1, 1, -1})), 2);
+  EXPECT_EQ(TreeDepth({}), 0);
   EXPECT_EQ(tree.Children(kTreeRoot), std::vector<int32_t>({0, 4}));
   EXPECT_EQ(tree.Children(0), std::vector<int32_t>({1, 3}));
   EXPECT_TRUE(tree.Children(2).empty());
