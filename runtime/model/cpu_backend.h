@@ -45,8 +45,11 @@ class CpuBackend final : public TransformerBackend {
  public:
   // `config` is the whole model's; `shard` and `weights` this rank's (for a
   // one-rank group, the whole model). threads >= 1, including the caller.
+  // kv_cache_type: how NewCache's caches store K and V (q8_0: the head dimension a
+  // multiple of 32, at most 256).
   CpuBackend(const ModelConfig& config, const TensorParallelShard& shard,
-             const ShardedWeights& weights, int threads);
+             const ShardedWeights& weights, int threads,
+             KvCacheType kv_cache_type = KvCacheType::kF16);
 
   int num_threads() const { return pool_.num_threads(); }
 
@@ -79,9 +82,14 @@ class CpuBackend final : public TransformerBackend {
   // One block's rows as AttendKvBlock reads them: the block's keys for every KV
   // dimension ([kv_dim][kKvBlockPositions] halves, the cache's layout) and its first
   // value row (kv_dim halves per row). keys == nullptr: no block.
+  // A block's rows: f16 (keys, values) or, from a q8_0 cache, q8 (per KV head: the
+  // cache and the block, read by q8_block).
   struct KvBlockRows {
     const uint16_t* keys = nullptr;
     const uint16_t* values = nullptr;
+    const KvCache* q8_cache = nullptr;
+    int q8_layer = 0;
+    int q8_block = 0;
   };
   static KvBlockRows CacheBlockRows(const KvCache& cache, int layer, int block);
   std::pair<int, int> AttendBlock(int layer, int kv_head, int block, KvBlockRows rows,
@@ -105,6 +113,7 @@ class CpuBackend final : public TransformerBackend {
   const ShardedWeights& weights_;
   ThreadPool pool_;
   const int64_t q_dim_, kv_dim_, ff_;  // this rank's sizes
+  const KvCacheType kv_cache_type_;
   const ForwardPlan* plan_ = nullptr;  // the current call's
 
   // Scratch, sized per call (T tokens, R logit rows, N ranks).
