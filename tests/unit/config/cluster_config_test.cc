@@ -256,6 +256,19 @@ TEST(ClusterConfigTest, KvCacheMemoryIsPerGroupAndPoolAndCheckedAsAMemoryAmount)
               HasSubstr("draft_pool[0].kv_cache_memory: memory amount '120%'"));
 }
 
+TEST(ClusterConfigTest, KvCacheTypeIsPerGroupAndQ8_0OnlyForOneCpuRank) {
+  absl::StatusOr<ClusterConfig> c = Parse("[[target_group]]\nkv_cache_type = \"q8_0\"\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->target_groups[0].kv_cache_type, "q8_0");
+  EXPECT_EQ(Parse("").value().target_groups[0].kv_cache_type, "f16") << "the default";
+  EXPECT_THAT(ErrorOf("[[target_group]]\nkv_cache_type = \"q4_0\"\n"),
+              HasSubstr("target_group[0].kv_cache_type: \"q4_0\" is not f16 or q8_0"));
+  EXPECT_THAT(ErrorOf("[[target_group]]\ntp = 2\nkv_cache_type = \"q8_0\"\n"),
+              HasSubstr("target_group[0].kv_cache_type: q8_0 needs tp = 1 on the CPU"));
+  EXPECT_THAT(ErrorOf("[[target_group]]\ndevices = [\"cuda:0\"]\nkv_cache_type = \"q8_0\"\n"),
+              HasSubstr("target_group[0].kv_cache_type: q8_0 needs tp = 1 on the CPU"));
+}
+
 TEST(ClusterConfigTest, OneHostNeedsNoReachableEndpoints) {
   // localhost and 127.0.0.1 are the same host.
   EXPECT_TRUE(

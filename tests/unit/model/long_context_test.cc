@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/model/transformer.h"
 #include "tests/testing/tiny_model.h"
@@ -155,6 +156,28 @@ TEST_P(LongContextTest, ChunkedPrefillAndThreadCountEqualOnePrefill) {
 INSTANTIATE_TEST_SUITE_P(KvCacheTypes, LongContextTest,
                          ::testing::Values(KvCacheType::kF16, KvCacheType::kQ8_0),
                          [](const auto& info) { return std::string(KvCacheTypeName(info.param)); });
+
+// q8_0 is CPU only and needs heads of whole q8_0 blocks: refused by name otherwise,
+// before any device is probed.
+TEST(LongContextQ8Test, Q8_0IsRefusedOnCudaAndForHeadsOfOtherSizes) {
+  auto file = GgufFile::FromBuffer(MakeTinyModel(LongContextModel()).Serialize());
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto cuda = Transformer::FromFile(
+      std::move(*file), {.threads = 1,
+                         .device = {.kind = DeviceSpec::Kind::kCuda, .ordinal = 0},
+                         .kv_cache_type = KvCacheType::kQ8_0});
+  EXPECT_EQ(cuda.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(cuda.status().message()), ::testing::HasSubstr("--kv-cache-type q8_0"));
+  TinyModelOptions heads16;  // n_embd 64, 4 heads: 16 per head
+  auto small = GgufFile::FromBuffer(MakeTinyModel(heads16).Serialize());
+  ASSERT_TRUE(small.ok()) << small.status();
+  auto refused =
+      Transformer::FromFile(std::move(*small), {.threads = 1, .kv_cache_type = KvCacheType::kQ8_0});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr("--kv-cache-type q8_0 needs a head dimension that is a multiple "
+                                   "of 32 and at most 256; this model's is 16"));
+}
 
 // q8_0 is a different model: its caches are q8_0, and its logits differ from f16's
 // (the rows are quantized), though not by much.
