@@ -47,15 +47,25 @@ void QuantizeRowQ8_0(const float* x, int n, int8_t* quants, uint16_t* scales) {
   }
 }
 
-void AttendKvBlockQ8Reference(const KvBlockQuery* queries, int count, const KvBlockQ8Rows& rows,
-                              int head_dim, float scale, float* partials) {
-  q8_internal::AttendQ8(queries, count, rows, head_dim, scale, partials,
-                        [&](const int8_t* qq, const float* dq, int n, float sc, float* s) {
-                          ScoresReference(qq, dq, n, sc, rows, head_dim, s);
-                        });
+void QuantizeQueryQ8_0(const float* q, int head_dim, int8_t* qq, float* dq) {
+  uint16_t dq_half[q8_internal::kMaxHeadDim / kQ8BlockValues];
+  QuantizeRowQ8_0(q, head_dim, qq, dq_half);
+  for (int b = 0; b < head_dim / kQ8BlockValues; ++b) dq[b] = Fp16ToFloat(dq_half[b]);
 }
 
-void AttendKvBlockQ8(const KvBlockQuery* queries, int count, const KvBlockQ8Rows& rows,
+void AttendKvBlockQ8Reference(const KvBlockQueryQ8* queries, int count, const KvBlockQ8Rows& rows,
+                              int head_dim, float scale, float* partials) {
+  q8_internal::AttendQ8(
+      queries, count, head_dim, scale, partials,
+      [&](const int8_t* qq, const float* dq, int n, float sc, float* s) {
+        ScoresReference(qq, dq, n, sc, rows, head_dim, s);
+      },
+      [&](float* s, int n, int first, float* partial) {
+        q8_internal::FinishPartialReference(s, n, first, rows, head_dim, partial);
+      });
+}
+
+void AttendKvBlockQ8(const KvBlockQueryQ8* queries, int count, const KvBlockQ8Rows& rows,
                      int head_dim, float scale, float* partials) {
 #if defined(__x86_64__)
   const CpuFeatureSet& f = CpuFeatures();

@@ -3,7 +3,8 @@
 // Q8_0 (blocks of 32 values along the head dimension, int8 quants and a half scale).
 //
 //   QuantizeRowQ8_0(key, kv_dim, quants, scales);     // when the cache stores a row
-//   AttendKvBlockQ8({queries, count}, rows, head_dim, scale, partials);
+//   QuantizeQueryQ8_0(q, head_dim, qq, dq);           // once per query and head
+//   AttendKvBlockQ8({{qq, dq, n}, ...}, count, rows, head_dim, scale, partials);
 //   // then MergeKvBlockPartial / FinishKvBlockPartials as for the f16 cache
 //
 // Quantization (QuantizeRowQ8_0): ggml's reference rule quantize_row_q8_0_ref, per
@@ -14,8 +15,8 @@
 // query is quantized to q8_0 like the keys, scores are integer block dots, and q8_0
 // values are widened to float). For one query q and one block whose positions
 // [first, n) it attends to:
-//   (qq, dq) = QuantizeRowQ8_0(q)  (head_dim / 32 blocks; computed by the kernel from
-//              the float query, the same for every KV block)
+//   (qq, dq) = QuantizeRowQ8_0(q)  (head_dim / 32 blocks, dq widened to float:
+//              QuantizeQueryQ8_0, once per query; the same for every KV block)
 //   s_j = (fma chain over b = 0, 1, ... of float(isum_{j,b}) * (dq_b * dk_{j,b}),
 //          from +0) * scale
 //         where isum_{j,b} = sum over the block's 32 d of qq_d * kq_{j,d} (int32,
@@ -53,6 +54,18 @@ inline constexpr int kQ8BlockValues = 32;
 // of the header.
 void QuantizeRowQ8_0(const float* x, int n, int8_t* quants, uint16_t* scales);
 
+// The query's q8_0 blocks: qq[head_dim], dq[head_dim / 32] (the half scales as floats).
+void QuantizeQueryQ8_0(const float* q, int head_dim, int8_t* qq, float* dq);
+
+// One quantized query of a block (QuantizeQueryQ8_0's output), attending to positions
+// [first, n) of the block as KvBlockQuery (attention.h).
+struct KvBlockQueryQ8 {
+  const int8_t* qq;
+  const float* dq;
+  int n;
+  int first = 0;
+};
+
 // One block of one head of a q8_0 cache (the header's layout).
 struct KvBlockQ8Rows {
   const int8_t* kq = nullptr;
@@ -64,20 +77,20 @@ struct KvBlockQ8Rows {
 };
 
 // partials[i * KvBlockPartialFloats(head_dim) ...] = the partial of queries[i] (the
-// header's order; KvBlockQuery as attention.h). REQUIRES: count >= 0, head_dim a
+// header's order). REQUIRES: count >= 0, head_dim a
 // multiple of 32, <= 256; kq and kd hold a whole block (64 positions: the vector paths
 // read every position's keys, those past a query's n are ignored); vq, vd the rows
 // j < max n. Path: AVX-512 (with VNNI) or AVX2 per CpuFeatures() (so
 // SPLITSPEC_CPU_ISA caps it), else the reference; all give the same bits. Thread-safe.
-void AttendKvBlockQ8(const KvBlockQuery* queries, int count, const KvBlockQ8Rows& rows,
+void AttendKvBlockQ8(const KvBlockQueryQ8* queries, int count, const KvBlockQ8Rows& rows,
                      int head_dim, float scale, float* partials);
-void AttendKvBlockQ8Reference(const KvBlockQuery* queries, int count, const KvBlockQ8Rows& rows,
+void AttendKvBlockQ8Reference(const KvBlockQueryQ8* queries, int count, const KvBlockQ8Rows& rows,
                               int head_dim, float scale, float* partials);
 
 namespace internal {
-void AttendKvBlockQ8Avx2(const KvBlockQuery* queries, int count, const KvBlockQ8Rows& rows,
+void AttendKvBlockQ8Avx2(const KvBlockQueryQ8* queries, int count, const KvBlockQ8Rows& rows,
                          int head_dim, float scale, float* partials);
-void AttendKvBlockQ8Avx512(const KvBlockQuery* queries, int count, const KvBlockQ8Rows& rows,
+void AttendKvBlockQ8Avx512(const KvBlockQueryQ8* queries, int count, const KvBlockQ8Rows& rows,
                            int head_dim, float scale, float* partials);
 }  // namespace internal
 

@@ -41,12 +41,16 @@ void ScoresAvx2(const int8_t* qq, const float* dq, int n, float scale, const KvB
 
 }  // namespace
 
-void AttendKvBlockQ8Avx2(const KvBlockQuery* queries, int count, const KvBlockQ8Rows& rows,
+void AttendKvBlockQ8Avx2(const KvBlockQueryQ8* queries, int count, const KvBlockQ8Rows& rows,
                          int head_dim, float scale, float* partials) {
-  q8_internal::AttendQ8(queries, count, rows, head_dim, scale, partials,
-                        [&](const int8_t* qq, const float* dq, int n, float sc, float* s) {
-                          ScoresAvx2(qq, dq, n, sc, rows, head_dim, s);
-                        });
+  q8_internal::AttendQ8(
+      queries, count, head_dim, scale, partials,
+      [&](const int8_t* qq, const float* dq, int n, float sc, float* s) {
+        ScoresAvx2(qq, dq, n, sc, rows, head_dim, s);
+      },
+      [&](float* s, int n, int first, float* partial) {
+        q8_internal::FinishPartialReference(s, n, first, rows, head_dim, partial);
+      });
 }
 
 }  // namespace splitspec::kernels::internal

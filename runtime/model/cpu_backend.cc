@@ -35,6 +35,7 @@ CpuBackend::CpuBackend(const ModelConfig& config, const TensorParallelShard& sha
   thread_scores_.resize(pool_.num_threads());
   thread_queries_.resize(pool_.num_threads());
   thread_block_queries_.resize(pool_.num_threads());
+  thread_block_queries_q8_.resize(pool_.num_threads());
   thread_rows_.resize(pool_.num_threads());
   thread_path_.resize(pool_.num_threads());
   thread_tree_rows_.resize(pool_.num_threads());

@@ -122,6 +122,10 @@ class CpuBackend final : public TransformerBackend {
   std::vector<float> x_;                    // [T, n_embd] residual stream (replicated)
   std::vector<float> xn_;                   // [T, n_embd] normalized
   std::vector<float> q_, k_, v_;            // [T, q_dim_], [T, kv_dim_], [T, kv_dim_]
+  // q8_0 caches: q_ quantized per head (kernels::QuantizeQueryQ8_0), element i of q_ at
+  // q8_quants_[i], its block's scale at q8_scales_[i / 32]; filled by RopeAndStore.
+  std::vector<int8_t> q8_quants_;
+  std::vector<float> q8_scales_;
   std::vector<float> attn_;                 // [T, q_dim_]
   std::vector<float> partial_;              // [T, n_embd] this rank's share of a sublayer's output
   std::vector<float> gate_, up_;            // [T, ff_]
@@ -133,6 +137,7 @@ class CpuBackend final : public TransformerBackend {
   std::vector<std::vector<float>> thread_scores_;
   std::vector<std::vector<internal::AttentionQuery>> thread_queries_;
   std::vector<std::vector<kernels::KvBlockQuery>> thread_block_queries_;
+  std::vector<std::vector<kernels::KvBlockQueryQ8>> thread_block_queries_q8_;
   std::vector<std::vector<float>> thread_rows_;
   // Per-thread tree scratch: a node's path slots, its gathered blocks (keys then values).
   std::vector<std::vector<int>> thread_path_;

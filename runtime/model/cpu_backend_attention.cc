@@ -66,8 +66,20 @@ void CpuBackend::RopeAndStore(int layer) {
   for (int64_t t = 0; t < tokens(); ++t) {
     internal::PrepareAttentionInputs(config_, &cos_angles[t * pairs], &sin_angles[t * pairs], heads,
                                      kv_heads, &q_[t * q_dim_], &k_[t * kv_dim_], &v_[t * kv_dim_]);
-    plan_->batch[plan_->token_seq[t]].cache->WriteRow(layer, plan_->token_slot[t],
-                                                      &k_[t * kv_dim_], &v_[t * kv_dim_]);
+    KvCache* cache = plan_->batch[plan_->token_seq[t]].cache;
+    cache->WriteRow(layer, plan_->token_slot[t], &k_[t * kv_dim_], &v_[t * kv_dim_]);
+    if (cache->type() == KvCacheType::kQ8_0) {  // its queries as the q8_0 kernel takes them
+      const int64_t need = tokens() * q_dim_;
+      if (static_cast<int64_t>(q8_quants_.size()) < need) {
+        q8_quants_.resize(need);
+        q8_scales_.resize(need / kernels::kQ8BlockValues);
+      }
+      for (int h = 0; h < heads; ++h) {
+        const int64_t at = t * q_dim_ + static_cast<int64_t>(h) * config_.head_dim;
+        kernels::QuantizeQueryQ8_0(&q_[at], config_.head_dim, &q8_quants_[at],
+                                   &q8_scales_[at / kernels::kQ8BlockValues]);
+      }
+    }
   }
 }
 
@@ -297,8 +309,15 @@ std::pair<int, int> CpuBackend::AttendBlock(int layer, int kv_head, int block, K
   }
   const int64_t offset = static_cast<int64_t>(kv_head) * head_dim;
   if (rows.q8_cache != nullptr) {  // q8_0 (kernels/cpu/attention_q8.h)
+    std::vector<kernels::KvBlockQueryQ8>& q8_queries = thread_block_queries_q8_[thread];
+    q8_queries.clear();
+    for (const kernels::KvBlockQuery& query : block_queries) {
+      const int64_t at = query.q - q_.data();  // the query's element in q_
+      q8_queries.push_back({&q8_quants_[at], &q8_scales_[at / kernels::kQ8BlockValues], query.n,
+                            query.first});
+    }
     kernels::AttendKvBlockQ8(
-        block_queries.data(), static_cast<int>(block_queries.size()),
+        q8_queries.data(), static_cast<int>(q8_queries.size()),
         rows.q8_cache->q8_block(rows.q8_layer, rows.q8_block, static_cast<int>(offset)), head_dim,
         config_.AttentionScale(), out + first * kernels::KvBlockPartialFloats(head_dim));
     return {first, last};

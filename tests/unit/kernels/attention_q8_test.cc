@@ -104,11 +104,16 @@ TEST(AttendKvBlockQ8Test, DispatchedPathEqualsReferenceBitwise) {
     const int64_t v_stride = 2 * head_dim + 64;
     for (int count : {1, 2, 3, 5, 9, 16, 48}) {
       const Q8Block b = MakeBlock(head_dim, v_stride, count, rng);
-      std::vector<KvBlockQuery> queries(count);
+      std::vector<KvBlockQueryQ8> queries(count);
+      std::vector<int8_t> qq(count * head_dim);
+      std::vector<float> dq(count * head_dim / kQ8BlockValues);
       for (int i = 0; i < count; ++i) {
         const int n = i % 3 == 0 ? kKvBlockPositions : (i % 3 == 1 ? 1 : n_dist(rng));
         const int first = i % 4 == 3 ? (n - 1) / 2 : 0;
-        queries[i] = {b.q.data() + i * head_dim, n, first};
+        int8_t* qqi = &qq[i * head_dim];
+        float* dqi = &dq[i * head_dim / kQ8BlockValues];
+        QuantizeQueryQ8_0(b.q.data() + i * head_dim, head_dim, qqi, dqi);
+        queries[i] = {qqi, dqi, n, first};
       }
       const size_t floats = count * KvBlockPartialFloats(head_dim);
       std::vector<float> got(floats), want(floats);
@@ -126,13 +131,18 @@ TEST(AttendKvBlockQ8Test, ReferenceIsAttentionOverTheQuantizedValues) {
   std::mt19937 rng(7);
   const int head_dim = 64;
   const Q8Block b = MakeBlock(head_dim, head_dim, 1, rng);
-  KvBlockQuery query{b.q.data(), kKvBlockPositions, 0};
-  std::vector<float> partial(KvBlockPartialFloats(head_dim)), out(head_dim);
-  AttendKvBlockQ8Reference(&query, 1, b.rows(), head_dim, 0.125f, partial.data());
-  FinishKvBlockPartials(partial.data(), head_dim, out.data());
   int8_t qq[64];
   uint16_t dq[2];
   QuantizeRowQ8_0(b.q.data(), head_dim, qq, dq);
+  int8_t query_quants[64];
+  float query_scales[2];
+  QuantizeQueryQ8_0(b.q.data(), head_dim, query_quants, query_scales);
+  for (int d = 0; d < head_dim; ++d) ASSERT_EQ(query_quants[d], qq[d]);
+  ASSERT_EQ(query_scales[1], Fp16ToFloat(dq[1]));
+  KvBlockQueryQ8 query{query_quants, query_scales, kKvBlockPositions, 0};
+  std::vector<float> partial(KvBlockPartialFloats(head_dim)), out(head_dim);
+  AttendKvBlockQ8Reference(&query, 1, b.rows(), head_dim, 0.125f, partial.data());
+  FinishKvBlockPartials(partial.data(), head_dim, out.data());
   std::vector<double> s(kKvBlockPositions);
   double m = -INFINITY;
   for (int j = 0; j < kKvBlockPositions; ++j) {
