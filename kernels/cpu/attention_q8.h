@@ -28,7 +28,10 @@
 // MergeKvBlockPartial / FinishKvBlockPartials. Every path performs exactly these float
 // operations: the scalar reference, AVX2 and AVX-512 (VNNI) agree bit for bit, and a
 // position's output depends on its query, its position and the cache rows only (batch
-// invariance, as attention.h).
+// invariance, as attention.h). Paths: AVX-512 VNNI (vpdpbusd on keys biased by +128,
+// corrected exactly; tiles of up to 4 queries share each key vector and each widened
+// value vector; 16-lane softmax); AVX2 (vpmaddubsw + vpmaddwd scores, then the
+// reference's softmax and value loops compiled for AVX2); the scalar reference.
 //
 // Layout read here (runtime/model/kv_cache.h stores it), per block of kKvBlockPositions
 // positions and one head (head_dim a multiple of 32):

@@ -343,9 +343,10 @@ TEST(ClusterConfigTest, DefaultConfigFileEqualsTheBuiltInDefaults) {
   const TargetGroupConfig& g = file->target_groups[0];
   const TargetGroupConfig& dg = empty->target_groups[0];
   EXPECT_EQ(
-      std::tie(g.name, g.tp, g.devices, g.threads, g.host, g.data_endpoint, g.kv_cache_memory),
+      std::tie(g.name, g.tp, g.devices, g.threads, g.host, g.data_endpoint, g.kv_cache_memory,
+               g.kv_cache_type),
       std::tie(dg.name, dg.tp, dg.devices, dg.threads, dg.host, dg.data_endpoint,
-               dg.kv_cache_memory));
+               dg.kv_cache_memory, dg.kv_cache_type));
   ASSERT_EQ(file->draft_pools.size(), 1u);
   const DraftPoolConfig& p = file->draft_pools[0];
   const DraftPoolConfig& dp = empty->draft_pools[0];
@@ -355,7 +356,7 @@ TEST(ClusterConfigTest, DefaultConfigFileEqualsTheBuiltInDefaults) {
                      dp.lookahead, dp.devices, dp.threads, dp.host, dp.kv_cache_memory,
                      dp.placement));
   // Every key is written out in the file.
-  EXPECT_EQ(file->origins.size(), 32u);
+  EXPECT_EQ(file->origins.size(), 33u);
 }
 
 }  // namespace
