@@ -112,6 +112,7 @@ absl::Status ServeTargets(splitspec::cli::WorkerFlags flags) {
   model_options.device = flags.device;
   model_options.memory.step_tokens = flags.step_tokens;
   model_options.cuda_graphs = flags.cuda_graphs;
+  model_options.kv_cache_type = flags.kv_cache_type;
   // On a GPU the model joins a one-rank NCCL group (single_rank_model.h).
   ASSIGN_OR_RETURN(
       splitspec::target::SingleRankModel target,
@@ -131,7 +132,9 @@ absl::Status ServeTargets(splitspec::cli::WorkerFlags flags) {
   ASSIGN_OR_RETURN(auto service,
                    splitspec::target::TargetService::Create(model.get(), service_options));
   SPLITSPEC_LOG(INFO) << "target worker '" << flags.identity.name << "' serving "
-                      << flags.identity.model_path << " on " << service->data_endpoint();
+                      << flags.identity.model_path << " on " << service->data_endpoint()
+                      << " (KV cache " << splitspec::model::KvCacheTypeName(flags.kv_cache_type)
+                      << ", " << model->NewCache(1)->bytes_per_position() << " bytes per position)";
   return service->Run(splitspec::ShutdownRequested());
 }
 

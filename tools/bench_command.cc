@@ -11,7 +11,7 @@
 //   prefill  one forward over N fresh tokens;     tok/s = N / seconds
 //   context C  (for each C of --context) a prefill of C fresh tokens, timed, then
 //            --decode-tokens greedy steps after it: decode tok/s at that context
-//   kv cache bytes per token (all layers, K and V, half precision) and the cache's
+//   kv cache bytes per token (all layers, K and V, as --kv-cache-type stores them) and the cache's
 //            bytes at the largest context
 //   floor    bytes of weights read per decode token / memory bandwidth measured in
 //            the same run = the memory-bound time per token. On the CPU the
@@ -55,6 +55,7 @@ struct BenchFlags {
   int threads = 0;
   model::DeviceSpec device = {};
   bool cuda_graphs = true;
+  model::KvCacheType kv_cache_type = model::KvCacheType::kF16;  // --kv-cache-type
   int prompt_tokens = 32;
   int decode_tokens = 128;
   int prefill_tokens = 512;
@@ -89,6 +90,7 @@ absl::StatusOr<BenchFlags> ParseFlags(const CommandArgs& argv) {
   f.threads = static_cast<int>(threads);
   ASSIGN_OR_RETURN(f.device, ParseDeviceFlag(args));
   ASSIGN_OR_RETURN(f.cuda_graphs, ParseCudaGraphsFlag(args));
+  ASSIGN_OR_RETURN(f.kv_cache_type, ParseKvCacheTypeFlag(args));
   ASSIGN_OR_RETURN(f.prompt_tokens, PositiveInt(args, "prompt-tokens", 32));
   ASSIGN_OR_RETURN(f.decode_tokens, PositiveInt(args, "decode-tokens", 128));
   ASSIGN_OR_RETURN(f.prefill_tokens, PositiveInt(args, "prefill-tokens", 512));
@@ -278,6 +280,7 @@ model::TransformerOptions LoadOptions(const BenchFlags& f) {
   options.threads = f.threads;
   options.device = f.device;
   options.cuda_graphs = f.cuda_graphs;
+  options.kv_cache_type = f.kv_cache_type;
   const int max_context =
       f.contexts.empty() ? 0 : *std::max_element(f.contexts.begin(), f.contexts.end());
   options.memory.context_tokens = std::max(
@@ -339,9 +342,13 @@ absl::Status RunBench(const BenchFlags& f, const CommandArgs& argv) {
       {"splitspec", "", f.shape, PrefillMeasure(f.prefill_tokens), prefill_tps, command}};
   std::unique_ptr<model::KvCache> probe = model->NewCache(1);
   const uint64_t kv_bytes_per_token = probe->bytes_per_position();
-  std::printf("kv cache: %llu bytes/token (%d layers x K and V x kv_dim %d x 2 bytes, half)\n",
+  std::printf("kv cache: %s, %llu bytes/token (%d layers x K and V x kv_dim %d x %s)\n",
+              model::KvCacheTypeName(f.kv_cache_type),
               static_cast<unsigned long long>(kv_bytes_per_token), c.n_layers,
-              c.n_kv_heads * c.head_dim);
+              c.n_kv_heads * c.head_dim,
+              f.kv_cache_type == model::KvCacheType::kQ8_0
+                  ? "34 bytes per 32 values, q8_0"
+                  : "2 bytes, half");
   std::string context_json;
   for (int context : f.contexts) {
     double context_prefill_s = 0, context_decode_s = 0;

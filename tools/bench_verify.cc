@@ -51,6 +51,7 @@ struct VerifyFlags {
   int threads = 0;
   model::DeviceSpec device = {};
   bool cuda_graphs = true;
+  model::KvCacheType kv_cache_type = model::KvCacheType::kF16;  // --kv-cache-type
   int prompt_tokens = 32;
   int repeats = 30;
   std::vector<int> ks = {1, 2, 3, 5, 8, 9, 16};
@@ -136,6 +137,7 @@ absl::StatusOr<VerifyFlags> ParseVerifyFlags(const CommandArgs& argv) {
   f.threads = static_cast<int>(threads);
   ASSIGN_OR_RETURN(f.device, ParseDeviceFlag(args));
   ASSIGN_OR_RETURN(f.cuda_graphs, ParseCudaGraphsFlag(args));
+  ASSIGN_OR_RETURN(f.kv_cache_type, ParseKvCacheTypeFlag(args));
   f.prompt_tokens = static_cast<int>(prompt);
   f.repeats = static_cast<int>(repeats);
   if (!args.GetString("k", "").empty()) {
@@ -173,6 +175,7 @@ model::TransformerOptions LoadOptions(const VerifyFlags& f) {
   options.threads = f.threads;
   options.device = f.device;
   options.cuda_graphs = f.cuda_graphs;
+  options.kv_cache_type = f.kv_cache_type;
   const int max_k = *std::max_element(f.ks.begin(), f.ks.end());
   options.memory.context_tokens = f.prompt_tokens + max_k;
   options.memory.step_tokens = std::max(f.prompt_tokens, max_k);
@@ -194,6 +197,8 @@ absl::Status RunVerify(const VerifyFlags& f, const CommandArgs& argv) {
   const model::ModelConfig& c = model->config();
   std::printf("model: %s (%s, %d layers, n_embd %d, vocab %d)\n", f.model.c_str(),
               c.architecture.c_str(), c.n_layers, c.n_embd, c.vocab_size);
+  std::printf("kv cache: %s, %llu bytes/token\n", model::KvCacheTypeName(f.kv_cache_type),
+              static_cast<unsigned long long>(model->NewCache(1)->bytes_per_position()));
   const int max_k = *std::max_element(f.ks.begin(), f.ks.end());
   const std::vector<int32_t> prompt = BenchTokens(f.prompt_tokens, c.vocab_size, 1);
   const std::vector<int32_t> block = BenchTokens(max_k, c.vocab_size, 3);

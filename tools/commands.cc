@@ -99,6 +99,9 @@ const cli::FlagTable& ServeFlagTable() {
                  {"kv-cache-memory", "BYTES|PERCENT", "",
                   "every target group's per-rank KV-cache budget (target_group.kv_cache_memory): "
                   "256MiB, 2GiB, or a percentage of the memory left after the weights"},
+                 {"kv-cache-type", "f16|q8_0", "",
+                  absl::StrCat("every target group's target_group.kv_cache_type: ",
+                               model::kKvCacheTypeFlagHelp)},
                  {"log-dir", "DIR", "", "where process logs go (cluster.run_dir)"},
                  {"max-restarts", "N", "5",
                   "restarts of one worker allowed within --restart-window-s; one more death "
@@ -186,6 +189,14 @@ absl::StatusOr<bool> ParseCudaGraphsFlag(const CliArgs& args) {
   return value == "on";
 }
 
+cli::Flag KvCacheTypeFlag() {
+  return {"kv-cache-type", "f16|q8_0", "f16", model::kKvCacheTypeFlagHelp};
+}
+
+absl::StatusOr<model::KvCacheType> ParseKvCacheTypeFlag(const CliArgs& args) {
+  return model::ParseKvCacheType(args.GetString("kv-cache-type", "f16"));
+}
+
 const cli::FlagTable& GenerateFlagTable() {
   static const cli::FlagTable& table = TableWithSampling(
       {.command = "splitspec generate",
@@ -211,6 +222,7 @@ const cli::FlagTable& GenerateFlagTable() {
                   cli::IntRangeOf<int>()},
                  DeviceFlag(),
                  CudaGraphsFlag(),
+                 KvCacheTypeFlag(),
                  {"target-tp", "N", "1", "the target as a tensor-parallel group of N (1, 2, 4, 8)",
                   cli::IntRangeOf<int>()},
                  {"trace", "FILE", "", "write a Chrome trace of the workers' busy intervals"},
@@ -231,6 +243,7 @@ const cli::FlagTable& BenchDecodeFlagTable() {
                         cli::IntRangeOf<int>()},
                        DeviceFlag(),
                        CudaGraphsFlag(),
+                       KvCacheTypeFlag(),
                        {"prompt-tokens", "N", "32", "prompt length before decoding",
                         cli::IntRangeOf<int>()},
                        {"decode-tokens", "N", "128", "greedy decode steps timed",
@@ -323,6 +336,7 @@ const cli::FlagTable& BenchVerifyFlagTable() {
                         cli::IntRangeOf<int>()},
                        DeviceFlag(),
                        CudaGraphsFlag(),
+                       KvCacheTypeFlag(),
                        {"prompt-tokens", "N", "32", "prompt length before the timed forwards",
                         cli::IntRangeOf<int>()},
                        {"repeats", "N", "30", "rounds over every k (medians and minima)",

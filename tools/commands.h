@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "runtime/cli/cli_args.h"
 #include "runtime/model/device.h"
+#include "runtime/model/kv_cache.h"
 
 namespace splitspec::tools {
 
@@ -55,6 +56,10 @@ absl::StatusOr<model::DeviceSpec> ParseDeviceFlag(const CliArgs& args);
 // InvalidArgument naming the flag for another value.
 cli::Flag CudaGraphsFlag();
 absl::StatusOr<bool> ParseCudaGraphsFlag(const CliArgs& args);
+// --kv-cache-type f16|q8_0 of generate, serve and bench decode / verify
+// (TransformerOptions::kv_cache_type); InvalidArgument naming the flag for another value.
+cli::Flag KvCacheTypeFlag();
+absl::StatusOr<model::KvCacheType> ParseKvCacheTypeFlag(const CliArgs& args);
 // --results-jsonl FILE and --shape NAME of bench decode and verify (bench_results.h).
 cli::Flag ResultsJsonlFlag();
 cli::Flag ShapeFlag();

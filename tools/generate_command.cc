@@ -83,6 +83,7 @@ struct GenerateFlags {
   bool json = false;
   model::DeviceSpec device = {};  // --device: the target's and a model drafter's
   bool cuda_graphs = true;        // --cuda-graphs: the target's
+  model::KvCacheType kv_cache_type = model::KvCacheType::kF16;  // --kv-cache-type: the target's
   int target_tp = 1;       // --target-tp N: the target as a tensor-parallel group of N rank threads
   std::string trace_path;  // --trace FILE: Chrome trace of draft / target busy intervals
 };
@@ -142,6 +143,12 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
   f.target_tp = static_cast<int>(target_tp);
   ASSIGN_OR_RETURN(f.device, ParseDeviceFlag(args));
   ASSIGN_OR_RETURN(f.cuda_graphs, ParseCudaGraphsFlag(args));
+  ASSIGN_OR_RETURN(f.kv_cache_type, ParseKvCacheTypeFlag(args));
+  if (f.kv_cache_type != model::KvCacheType::kF16 && f.target_tp > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kv-cache-type ", model::KvCacheTypeName(f.kv_cache_type),
+        " is not implemented for a tensor-parallel target (--target-tp ", f.target_tp, ")"));
+  }
   f.drafter.device = f.device;
   if (f.device.is_cuda() && f.target_tp > 1) {
     return absl::InvalidArgumentError(
@@ -177,6 +184,11 @@ absl::StatusOr<GenerateFlags> ParseFlags(const CommandArgs& argv) {
   f.k = static_cast<int>(k_value);
   f.sequential = args.Has("sequential");
   ASSIGN_OR_RETURN(f.trees, cli::ParseTreeSwitch(args.GetString("tree", "off")));
+  if (f.trees && f.kv_cache_type != model::KvCacheType::kF16) {
+    return absl::InvalidArgumentError(
+        "--tree auto with --kv-cache-type q8_0: tree forwards over a q8_0 cache are not "
+        "implemented; use --tree off");
+  }
   f.ignore_eos = args.Has("ignore-eos");
   f.json = args.Has("json");
   f.trace_path = args.GetString("trace", "");
@@ -229,8 +241,16 @@ absl::Status RunGenerate(const GenerateFlags& f) {
   ASSIGN_OR_RETURN(
       target::SingleRankModel loaded,
       target::LoadSingleRankModel(
-          f.target, {.threads = f.threads, .device = f.device, .cuda_graphs = f.cuda_graphs}));
+          f.target, {.threads = f.threads,
+                     .device = f.device,
+                     .cuda_graphs = f.cuda_graphs,
+                     .kv_cache_type = f.kv_cache_type}));
   const std::unique_ptr<model::Transformer>& target = loaded.model;
+  if (f.kv_cache_type != model::KvCacheType::kF16) {  // a different model: say so
+    std::fprintf(stderr, "splitspec generate: target KV cache %s (%llu bytes per position)\n",
+                 model::KvCacheTypeName(f.kv_cache_type),
+                 static_cast<unsigned long long>(target->NewCache(1)->bytes_per_position()));
+  }
   ASSIGN_OR_RETURN(model::Tokenizer tokenizer, model::LoadTokenizerFromGguf(target->file()));
   ASSIGN_OR_RETURN(std::unique_ptr<spec::Drafter> drafter,
                    spec::MakeDrafter(f.drafter, f.target, &tokenizer, target->config().vocab_size,

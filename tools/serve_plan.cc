@@ -108,6 +108,10 @@ absl::Status OverrideTargetGroups(const CliArgs& args, ClusterConfig* c) {
       g.kv_cache_memory = args.GetString("kv-cache-memory", "");
       SetFieldOrigin(c, absl::StrCat("target_group[", i, "].kv_cache_memory"), "--kv-cache-memory");
     }
+    if (args.Has("kv-cache-type")) {
+      g.kv_cache_type = args.GetString("kv-cache-type", "f16");
+      SetFieldOrigin(c, absl::StrCat("target_group[", i, "].kv_cache_type"), "--kv-cache-type");
+    }
   }
   return absl::OkStatus();
 }
@@ -379,6 +383,7 @@ absl::StatusOr<std::vector<PlannedProcess>> PlanCluster(
       if (g.threads > 0) p.argv.insert(p.argv.end(), {"--threads", std::to_string(g.threads)});
       if (!g.kv_cache_memory.empty())
         p.argv.insert(p.argv.end(), {"--kv-cache-memory", g.kv_cache_memory});
+      if (g.kv_cache_type != "f16") p.argv.insert(p.argv.end(), {"--kv-cache-type", g.kv_cache_type});
       SetDevice(g.DeviceOfRank(rank), &p);
       add(std::move(p));
     }

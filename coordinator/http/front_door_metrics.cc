@@ -143,6 +143,12 @@ void RenderWorkers(const proto::StatusReply& status, std::string* out) {
        [](const proto::MemberStatus& m) {
          return absl::StrCat(m.load().kv_cache_used_bytes());
        }},
+      {"splitspec_worker_kv_cache_bytes_per_position",
+       "Bytes one position (token) takes in the worker's KV caches, all layers, K and V, as "
+       "--kv-cache-type stores them (f16 or q8_0; last heartbeat)",
+       [](const proto::MemberStatus& m) {
+         return absl::StrCat(m.load().kv_cache_bytes_per_position());
+       }},
       {"splitspec_worker_kv_cache_budget_bytes",
        "The worker's KV-cache budget, --kv-cache-memory (0: unlimited; last heartbeat)",
        [](const proto::MemberStatus& m) {

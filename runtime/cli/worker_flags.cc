@@ -66,7 +66,9 @@ FlagTable MakeTargetTable() {
        {"drafter", "none|lookup|ngram", "none",
         "a model-free drafter the leader runs in its own loop for the requests the coordinator "
         "gives no draft worker (unless they ask for drafter none); none: those decode alone"},
-       {"tree", "auto|off", "off", kTreeFlagHelp}});
+       {"tree", "auto|off", "off", kTreeFlagHelp},
+       {"kv-cache-type", "f16|q8_0", "f16",
+        absl::StrCat(model::kKvCacheTypeFlagHelp, "; q8_0: CPU, --tp-size 1, --tree off")}});
 }
 
 FlagTable MakeDraftTable() {
@@ -239,6 +241,21 @@ absl::StatusOr<WorkerFlags> WorkerFlagsFrom(const CliArgs& parsed, proto::Role r
   }
   flags.target_model = parsed.GetString("target-model", "");
   RETURN_IF_ERROR(ReadTensorParallel(parsed, flags));
+  if (role == proto::ROLE_TARGET_WORKER) {
+    ASSIGN_OR_RETURN(flags.kv_cache_type,
+                     model::ParseKvCacheType(parsed.GetString("kv-cache-type", "f16")));
+    if (flags.kv_cache_type != model::KvCacheType::kF16 && flags.trees) {
+      return absl::InvalidArgumentError(
+          "--tree auto with --kv-cache-type q8_0: tree forwards over a q8_0 cache are not "
+          "implemented; use --tree off");
+    }
+    if (flags.kv_cache_type != model::KvCacheType::kF16 && flags.identity.tp_size > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--kv-cache-type ", model::KvCacheTypeName(flags.kv_cache_type),
+          " is not implemented for a tensor-parallel group (--tp-size ", flags.identity.tp_size,
+          "); use f16"));
+    }
+  }
   return flags;
 }
 

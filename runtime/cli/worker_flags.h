@@ -28,6 +28,7 @@
 #include "runtime/cli/cli_args.h"
 #include "runtime/dist/tp_transport.h"
 #include "runtime/model/device.h"
+#include "runtime/model/kv_cache.h"
 #include "runtime/net/worker_identity.h"
 
 namespace splitspec::cli {
@@ -40,6 +41,7 @@ struct WorkerFlags {
   // --kv-cache-memory; unset: the default share (runtime/model/kv_budget.h).
   std::optional<MemoryAmount> kv_cache_memory;
   // Target workers.
+  model::KvCacheType kv_cache_type = model::KvCacheType::kF16;  // --kv-cache-type
   int step_tokens = 512;
   int block_wait_ms = 200;
   int tp_timeout_ms = 30000;                 // bound on each collective of a tensor-parallel group

@@ -182,6 +182,7 @@ absl::Status ReadTargetGroup(const TomlTable& table, int index, const std::strin
   RETURN_IF_ERROR(r.StringList("hosts", &g.hosts));
   RETURN_IF_ERROR(r.String("data_endpoint", &g.data_endpoint));
   RETURN_IF_ERROR(r.String("kv_cache_memory", &g.kv_cache_memory));
+  RETURN_IF_ERROR(r.String("kv_cache_type", &g.kv_cache_type));
   return r.Finish();
 }
 

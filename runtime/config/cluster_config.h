@@ -58,6 +58,8 @@
 //                                # "2GiB") or a percentage ("40%") of the memory
 //                                # left after the weights ["" = the worker's
 //                                # default: 50% of host RAM, 80% of a GPU's]
+//   kv_cache_type = "f16"        # how the ranks' KV caches store K and V: "f16" or
+//                                # "q8_0" (--kv-cache-type; q8_0: tp = 1 on the CPU)
 //   [[draft_pool]]               # one table per pool [one pool, as below]
 //   name = "draft"               # workers are named NAME-0, NAME-1, ...
 //   count = 1                    # workers in the pool (0..64); 0: the pool is off
@@ -145,6 +147,7 @@ struct TargetGroupConfig {
   std::vector<std::string> hosts;  // one per rank, or empty: every rank on `host`
   std::string data_endpoint = "tcp://127.0.0.1:*";
   std::string kv_cache_memory;  // --kv-cache-memory of every rank; "" = the default
+  std::string kv_cache_type = "f16";  // --kv-cache-type of every rank
   // Where rank `rank` runs: hosts[rank] when hosts is set, else host.
   const std::string& HostOfRank(int rank) const { return hosts.empty() ? host : hosts[rank]; }
   // The device of rank `rank`: devices[rank] for GPUs, "cpu" for ["cpu"].

@@ -247,6 +247,13 @@ class Validator {
     if (!IsValidHost(g.host))
       return Fail(p + ".host", absl::StrCat(Quoted(g.host), " is not a host name"));
     RETURN_IF_ERROR(CheckKvCacheMemory(p, g.kv_cache_memory));
+    // The names model::ParseKvCacheType takes (config sits below the model layer).
+    if (g.kv_cache_type != "f16" && g.kv_cache_type != "q8_0")
+      return Fail(p + ".kv_cache_type", absl::StrCat(Quoted(g.kv_cache_type), " is not f16 or q8_0"));
+    if (g.kv_cache_type == "q8_0" && (g.tp != 1 || g.devices != std::vector<std::string>{"cpu"}))
+      return Fail(p + ".kv_cache_type",
+                  "q8_0 needs tp = 1 on the CPU (devices = [\"cpu\"]): the CUDA backend and "
+                  "tensor-parallel groups store f16");
     RETURN_IF_ERROR(CheckRankHosts(p, g));
     Endpoint data;
     if (!ParseEndpoint(g.data_endpoint, true, &data) || IsWildcardHost(data.host)) {

@@ -23,17 +23,19 @@ void AddBias(float* y, const std::vector<float>& bias, int64_t tokens) {
 }  // namespace
 
 CpuBackend::CpuBackend(const ModelConfig& config, const TensorParallelShard& shard,
-                       const ShardedWeights& weights, int threads)
+                       const ShardedWeights& weights, int threads, KvCacheType kv_cache_type)
     : config_(config),
       shard_(shard),
       weights_(weights),
       pool_(threads),
       q_dim_(shard.q_dim(config)),
       kv_dim_(shard.kv_dim(config)),
-      ff_(shard.ff.size()) {
+      ff_(shard.ff.size()),
+      kv_cache_type_(kv_cache_type) {
   thread_scores_.resize(pool_.num_threads());
   thread_queries_.resize(pool_.num_threads());
   thread_block_queries_.resize(pool_.num_threads());
+  thread_block_queries_q8_.resize(pool_.num_threads());
   thread_rows_.resize(pool_.num_threads());
   thread_path_.resize(pool_.num_threads());
   thread_tree_rows_.resize(pool_.num_threads());
@@ -41,7 +43,8 @@ CpuBackend::CpuBackend(const ModelConfig& config, const TensorParallelShard& sha
 }
 
 std::unique_ptr<KvCache> CpuBackend::NewCache(int max_tokens) const {
-  return std::make_unique<KvCache>(config_.n_layers, static_cast<int>(kv_dim_), max_tokens);
+  return std::make_unique<KvCache>(config_.n_layers, static_cast<int>(kv_dim_), max_tokens,
+                                   kv_cache_type_);
 }
 
 void CpuBackend::Begin(const ForwardPlan& plan) {

@@ -45,8 +45,11 @@ class CpuBackend final : public TransformerBackend {
  public:
   // `config` is the whole model's; `shard` and `weights` this rank's (for a
   // one-rank group, the whole model). threads >= 1, including the caller.
+  // kv_cache_type: how NewCache's caches store K and V (q8_0: the head dimension a
+  // multiple of 32, at most 256).
   CpuBackend(const ModelConfig& config, const TensorParallelShard& shard,
-             const ShardedWeights& weights, int threads);
+             const ShardedWeights& weights, int threads,
+             KvCacheType kv_cache_type = KvCacheType::kF16);
 
   int num_threads() const { return pool_.num_threads(); }
 
@@ -79,9 +82,14 @@ class CpuBackend final : public TransformerBackend {
   // One block's rows as AttendKvBlock reads them: the block's keys for every KV
   // dimension ([kv_dim][kKvBlockPositions] halves, the cache's layout) and its first
   // value row (kv_dim halves per row). keys == nullptr: no block.
+  // A block's rows: f16 (keys, values) or, from a q8_0 cache, q8 (per KV head: the
+  // cache and the block, read by q8_block).
   struct KvBlockRows {
     const uint16_t* keys = nullptr;
     const uint16_t* values = nullptr;
+    const KvCache* q8_cache = nullptr;
+    int q8_layer = 0;
+    int q8_block = 0;
   };
   static KvBlockRows CacheBlockRows(const KvCache& cache, int layer, int block);
   std::pair<int, int> AttendBlock(int layer, int kv_head, int block, KvBlockRows rows,
@@ -105,6 +113,7 @@ class CpuBackend final : public TransformerBackend {
   const ShardedWeights& weights_;
   ThreadPool pool_;
   const int64_t q_dim_, kv_dim_, ff_;  // this rank's sizes
+  const KvCacheType kv_cache_type_;
   const ForwardPlan* plan_ = nullptr;  // the current call's
 
   // Scratch, sized per call (T tokens, R logit rows, N ranks).
@@ -113,6 +122,10 @@ class CpuBackend final : public TransformerBackend {
   std::vector<float> x_;                    // [T, n_embd] residual stream (replicated)
   std::vector<float> xn_;                   // [T, n_embd] normalized
   std::vector<float> q_, k_, v_;            // [T, q_dim_], [T, kv_dim_], [T, kv_dim_]
+  // q8_0 caches: q_ quantized per head (kernels::QuantizeQueryQ8_0), element i of q_ at
+  // q8_quants_[i], its block's scale at q8_scales_[i / 32]; filled by RopeAndStore.
+  std::vector<int8_t> q8_quants_;
+  std::vector<float> q8_scales_;
   std::vector<float> attn_;                 // [T, q_dim_]
   std::vector<float> partial_;              // [T, n_embd] this rank's share of a sublayer's output
   std::vector<float> gate_, up_;            // [T, ff_]
@@ -124,6 +137,7 @@ class CpuBackend final : public TransformerBackend {
   std::vector<std::vector<float>> thread_scores_;
   std::vector<std::vector<internal::AttentionQuery>> thread_queries_;
   std::vector<std::vector<kernels::KvBlockQuery>> thread_block_queries_;
+  std::vector<std::vector<kernels::KvBlockQueryQ8>> thread_block_queries_q8_;
   std::vector<std::vector<float>> thread_rows_;
   // Per-thread tree scratch: a node's path slots, its gathered blocks (keys then values).
   std::vector<std::vector<int>> thread_path_;

@@ -66,8 +66,20 @@ void CpuBackend::RopeAndStore(int layer) {
   for (int64_t t = 0; t < tokens(); ++t) {
     internal::PrepareAttentionInputs(config_, &cos_angles[t * pairs], &sin_angles[t * pairs], heads,
                                      kv_heads, &q_[t * q_dim_], &k_[t * kv_dim_], &v_[t * kv_dim_]);
-    plan_->batch[plan_->token_seq[t]].cache->WriteRow(layer, plan_->token_slot[t],
-                                                      &k_[t * kv_dim_], &v_[t * kv_dim_]);
+    KvCache* cache = plan_->batch[plan_->token_seq[t]].cache;
+    cache->WriteRow(layer, plan_->token_slot[t], &k_[t * kv_dim_], &v_[t * kv_dim_]);
+    if (cache->type() == KvCacheType::kQ8_0) {  // its queries as the q8_0 kernel takes them
+      const int64_t need = tokens() * q_dim_;
+      if (static_cast<int64_t>(q8_quants_.size()) < need) {
+        q8_quants_.resize(need);
+        q8_scales_.resize(need / kernels::kQ8BlockValues);
+      }
+      for (int h = 0; h < heads; ++h) {
+        const int64_t at = t * q_dim_ + static_cast<int64_t>(h) * config_.head_dim;
+        kernels::QuantizeQueryQ8_0(&q_[at], config_.head_dim, &q8_quants_[at],
+                                   &q8_scales_[at / kernels::kQ8BlockValues]);
+      }
+    }
   }
 }
 
@@ -270,6 +282,7 @@ void CpuBackend::GroupQueries(int kv_head, int64_t begin, int64_t end,
 // of block + 1 when the caller attends it next (the kernel fetches it while it computes
 // this one), else none.
 CpuBackend::KvBlockRows CpuBackend::CacheBlockRows(const KvCache& cache, int layer, int block) {
+  if (cache.type() == KvCacheType::kQ8_0) return {nullptr, nullptr, &cache, layer, block};
   return {cache.key_block(layer, block), cache.value_row(layer, block * kBlock)};
 }
 
@@ -295,6 +308,20 @@ std::pair<int, int> CpuBackend::AttendBlock(int layer, int kv_head, int block, K
          std::max(0, config_.WindowStart(layer, queries[i].pos) - block_begin)});
   }
   const int64_t offset = static_cast<int64_t>(kv_head) * head_dim;
+  if (rows.q8_cache != nullptr) {  // q8_0 (kernels/cpu/attention_q8.h)
+    std::vector<kernels::KvBlockQueryQ8>& q8_queries = thread_block_queries_q8_[thread];
+    q8_queries.clear();
+    for (const kernels::KvBlockQuery& query : block_queries) {
+      const int64_t at = query.q - q_.data();  // the query's element in q_
+      q8_queries.push_back({&q8_quants_[at], &q8_scales_[at / kernels::kQ8BlockValues], query.n,
+                            query.first});
+    }
+    kernels::AttendKvBlockQ8(
+        q8_queries.data(), static_cast<int>(q8_queries.size()),
+        rows.q8_cache->q8_block(rows.q8_layer, rows.q8_block, static_cast<int>(offset)), head_dim,
+        config_.AttentionScale(), out + first * kernels::KvBlockPartialFloats(head_dim));
+    return {first, last};
+  }
   kernels::KvBlockPrefetch prefetch;
   if (next.keys != nullptr) {
     // Rows of the next block that the last query attends to (the block exists: the
@@ -412,6 +439,13 @@ void CpuBackend::AttendLlamaCppOrder(int layer, const AttentionTask& task,
   const int64_t offset = static_cast<int64_t>(task.kv_head) * head_dim;
   for (int j = 0; j < n; ++j) {
     const int slot = j < path_begin ? j : path[j - path_begin];
+    if (cache.type() != KvCacheType::kF16) {  // q8_0: the values the cache holds, widened
+      for (int d = 0; d < head_dim; ++d) {
+        keys[j * head_dim + d] = cache.KeyAt(layer, slot, static_cast<int>(offset) + d);
+        values[j * head_dim + d] = cache.ValueAt(layer, slot, static_cast<int>(offset) + d);
+      }
+      continue;
+    }
     const uint16_t* kt = cache.key_block(layer, slot / kBlock) + offset * kBlock + slot % kBlock;
     const uint16_t* v = cache.value_row(layer, slot) + offset;
     for (int d = 0; d < head_dim; ++d) {

@@ -17,6 +17,18 @@
 // stored after RoPE. Memory per token: bytes_per_position() = n_layers * 2 * kv_dim * 2
 // bytes (SmolLM2-135M: 23 KB).
 //
+// KvCacheType::kQ8_0 (--kv-cache-type q8_0, llama.cpp's -ctk/-ctv q8_0; CPU only): K
+// and V quantized to GGUF's Q8_0 when a position is written (blocks of 32 values along
+// kv_dim, kernels::QuantizeRowQ8_0: ggml's rule), which changes the model's numerics
+// (the user's choice). Per layer, in the layout of kernels/cpu/attention_q8.h:
+//   key quants  [capacity / 64][kv_dim / 4][64][4] int8: element c of position p at
+//               ((p / 64) * kv_dim / 4 + c / 4) * 256 + (p % 64) * 4 + c % 4
+//   key scales  [capacity / 64][kv_dim / 32][64] halves
+//   value quants [capacity][kv_dim] int8, value scales [capacity][kv_dim / 32] halves
+// bytes_per_position() = n_layers * 2 * kv_dim * 34 / 32 (SmolLM2-135M: 12 KB).
+// REQUIRES for q8_0: kv_dim and the head dimension multiples of 32 (the model layer
+// checks the head dimension and refuses by name).
+//
 // Positions [0, length()) are valid. The transformer appends new positions with
 // Reserve + the row accessors + Commit; KeepPath moves rows of a tree forward's
 // accepted path down; nothing else writes to the cache.
@@ -26,13 +38,31 @@
 #define SPLITSPEC_RUNTIME_MODEL_KV_CACHE_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_q8.h"
 
 namespace splitspec::model {
+
+// How the cache stores K and V (--kv-cache-type).
+enum class KvCacheType {
+  kF16,   // half precision: exact for the transformer's (half-rounded) rows; the default
+  kQ8_0,  // GGUF Q8_0: about half the bytes of f16; changes the numerics
+};
+// "f16" / "q8_0".
+const char* KvCacheTypeName(KvCacheType type);
+// "f16" or "q8_0"; else InvalidArgument naming --kv-cache-type and the value.
+absl::StatusOr<KvCacheType> ParseKvCacheType(absl::string_view text);
+// The --kv-cache-type flag's help text (the same for every binary that takes it).
+inline constexpr const char* kKvCacheTypeFlagHelp =
+    "how the CPU KV cache stores K and V: f16 (exact, the default) or q8_0 (llama.cpp's "
+    "-ctk/-ctv q8_0: ~half the bytes per token, changes the model's numerics)";
 
 // Where a backend's activation buffers and KV caches live (backend.h).
 enum class MemorySpace {
@@ -42,8 +72,9 @@ enum class MemorySpace {
 
 class KvCache {
  public:
-  // REQUIRES: n_layers >= 1, kv_dim >= 1, max_tokens >= 1. Allocates lazily.
-  KvCache(int n_layers, int kv_dim, int max_tokens);
+  // REQUIRES: n_layers >= 1, kv_dim >= 1, max_tokens >= 1; kv_dim % 32 == 0 for
+  // kQ8_0. Allocates lazily.
+  KvCache(int n_layers, int kv_dim, int max_tokens, KvCacheType type = KvCacheType::kF16);
   // Virtual so that a wrapper model can hand out caches that report their
   // release (target_worker/group_leader_model.h mirrors caches on other ranks).
   virtual ~KvCache() = default;
@@ -55,6 +86,7 @@ class KvCache {
   int n_layers() const { return n_layers_; }
   int kv_dim() const { return kv_dim_; }
   int max_tokens() const { return max_tokens_; }
+  KvCacheType type() const { return type_; }
   // Number of valid positions.
   int length() const { return length_; }
 
@@ -86,13 +118,14 @@ class KvCache {
   absl::Status Reserve(int new_length);
   // Stores position `pos` of layer `layer`: key and value are kv_dim floats each,
   // rounded to half precision (exact for values already rounded, as the
-  // transformer's are). REQUIRES: pos < the capacity reserved; 0 <= layer < n_layers.
+  // transformer's are), or quantized to q8_0 (kQ8_0). REQUIRES: pos < the capacity
+  // reserved; 0 <= layer < n_layers.
   void WriteRow(int layer, int pos, const float* key, const float* value);
   // Element c of the stored key / value of position pos, as a float (tests, fakes).
   float KeyAt(int layer, int pos, int c) const;
   float ValueAt(int layer, int pos, int c) const;
-  // Block `block` of the keys of a layer: [kv_dim][kKvBlockPositions] halves, for the
-  // positions block * kKvBlockPositions onwards (the header's layout).
+  // f16 only: block `block` of the keys of a layer: [kv_dim][kKvBlockPositions]
+  // halves, for the positions block * kKvBlockPositions onwards (the header's layout).
   const uint16_t* key_block(int layer, int block) const {
     return &keys_[layer][static_cast<size_t>(block) * kv_dim_ * kernels::kKvBlockPositions];
   }
@@ -100,6 +133,10 @@ class KvCache {
   const uint16_t* value_row(int layer, int pos) const {
     return &values_[layer][static_cast<size_t>(pos) * kv_dim_];
   }
+  // q8_0 only: the rows of block `block` of a layer, starting at element `offset` of
+  // kv_dim (a multiple of 32: a head's first element), in attention_q8.h's layout (vq /
+  // vd point at the block's first position).
+  kernels::KvBlockQ8Rows q8_block(int layer, int block, int offset) const;
   // Marks positions [0, new_length) valid. REQUIRES: new_length <= reserved capacity.
   void Commit(int new_length) { length_ = new_length; }
 
@@ -141,13 +178,22 @@ class KvCache {
   virtual absl::Status GrowStorage(int capacity);
 
  private:
+  // Values quantized per WriteRow step (a stack buffer; a multiple of 32).
+  static constexpr int kMaxQ8Row = 1024;
+  // q8_0: copies position from's rows of a layer to position to.
+  void MoveQ8Row(int layer, int from, int to);
+
   int n_layers_;
   int kv_dim_;
   int max_tokens_;
+  KvCacheType type_;
   int length_ = 0;
   int capacity_ = 0;
   std::vector<std::vector<uint16_t>> keys_;    // [n_layers][blocks * kv_dim * 64] halves
   std::vector<std::vector<uint16_t>> values_;  // [n_layers][capacity * kv_dim] halves
+  // kQ8_0 (the header's layout); keys_ / values_ then hold the scales.
+  std::vector<std::vector<int8_t>> key_quants_;    // [n_layers][capacity * kv_dim]
+  std::vector<std::vector<int8_t>> value_quants_;  // [n_layers][capacity * kv_dim]
 };
 
 }  // namespace splitspec::model

@@ -69,8 +69,20 @@ absl::Status Transformer::AttachBackend(const TransformerOptions& options) {
                        group_->backend_name()));
     }
     InterleaveForCpu(shard_weights_.get());
-    backend_ = std::make_unique<CpuBackend>(config_, shard_, *shard_weights_, threads_);
+    if (options.kv_cache_type == KvCacheType::kQ8_0 &&
+        (config_.head_dim % kernels::kQ8BlockValues != 0 || config_.head_dim > 256)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--kv-cache-type q8_0 needs a head dimension that is a multiple of 32 and at most 256; ",
+          "this model's is ", config_.head_dim));
+    }
+    backend_ = std::make_unique<CpuBackend>(config_, shard_, *shard_weights_, threads_,
+                                            options.kv_cache_type);
     return absl::OkStatus();
+  }
+  if (options.kv_cache_type != KvCacheType::kF16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        device_.ToString(), ": --kv-cache-type ", KvCacheTypeName(options.kv_cache_type),
+        " is CPU only (the CUDA backend stores its KV cache as f16)"));
   }
   if (!CudaBackendRuns(config_)) {
     return absl::UnimplementedError(absl::StrCat(
@@ -169,6 +181,11 @@ absl::Status Transformer::ValidateTree(size_t s, const SequenceInput& in) const 
     return absl::UnimplementedError(absl::StrCat(
         "sequence ", s, ": tree drafts (a tree forward) are not implemented in a tensor-parallel "
         "group (", shard_.size, " ranks); verify chains there"));
+  }
+  if (in.cache->type() == KvCacheType::kQ8_0) {
+    return absl::UnimplementedError(absl::StrCat(
+        "sequence ", s, ": tree drafts (a tree forward) are not implemented over a q8_0 KV cache "
+        "(--kv-cache-type q8_0); verify chains (--tree off) or use --kv-cache-type f16"));
   }
   if (parents.size() != in.tokens.size()) {
     return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": ", parents.size(),

@@ -91,6 +91,9 @@ struct TransformerOptions {
   // graphs, padded to a bucketed shape (cuda_graph_plan.h), with bitwise the
   // logits of launching the kernels one by one. false: always launch eagerly.
   bool cuda_graphs = true;
+  // How KV caches store K and V (kv_cache.h). kQ8_0 changes the numerics; CPU only
+  // (the load refuses it on a CUDA device, InvalidArgument naming --kv-cache-type).
+  KvCacheType kv_cache_type = KvCacheType::kF16;
 };
 
 class Transformer : public LanguageModel {

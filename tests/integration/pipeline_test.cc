@@ -21,9 +21,15 @@ namespace {
 
 constexpr int kMaxTokens = 24;
 
-std::string TinyModelPath(const std::string& name) {
+// kv_cache_type q8_0: heads of 32 (the q8_0 cache's block), as two heads of 64 / 2.
+std::string TinyModelPath(const std::string& name,
+                          model::KvCacheType kv_cache_type = model::KvCacheType::kF16) {
   model::TinyModelOptions options;
   options.weight_type = kernels::GgmlType::kQ8_0;
+  if (kv_cache_type == model::KvCacheType::kQ8_0) {
+    options.n_heads = 2;
+    options.n_kv_heads = 1;
+  }
   const std::string path =
       ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name + ".gguf";
   EXPECT_TRUE(model::WriteTinyModel(options, path).ok());
@@ -75,13 +81,18 @@ struct Mode {
   std::string drafter;  // a DrafterSpec name: none, ngram, model (the target itself), layerskip:1
   int lookahead;
   bool spec_cache = false;  // the draft worker's speculation cache
+  // The target's KV cache: with q8_0 the target is a different model, and speculation
+  // must reproduce that model's greedy output (the drafter keeps its own f16 caches).
+  model::KvCacheType kv_cache_type = model::KvCacheType::kF16;
 };
 
 class PipelineGreedyTest : public ::testing::TestWithParam<Mode> {};
 
 TEST_P(PipelineGreedyTest, SpeculativeGreedyEqualsPlainGreedyTokenForToken) {
-  const std::string path = TinyModelPath("pipeline-greedy-" + GetParam().name);
-  auto loaded = model::Transformer::Load(path, {.threads = 1});
+  const std::string path = TinyModelPath("pipeline-greedy-" + GetParam().name,
+                                         GetParam().kv_cache_type);
+  auto loaded =
+      model::Transformer::Load(path, {.threads = 1, .kv_cache_type = GetParam().kv_cache_type});
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   std::unique_ptr<model::Transformer> model = *std::move(loaded);
   auto tokenizer = model::LoadTokenizerFromGguf(model->file());
@@ -284,7 +295,15 @@ INSTANTIATE_TEST_SUITE_P(Modes, PipelineGreedyTest,
                                            Mode{"layerskip_sequential", "layerskip:1", 1},
                                            Mode{"ngram_cache", "ngram", 1, true},
                                            Mode{"self_draft_cache", "model", 1, true},
-                                           Mode{"layerskip_cache", "layerskip:1", 1, true}),
+                                           Mode{"layerskip_cache", "layerskip:1", 1, true},
+                                           Mode{"target_only_q8_0_kv", "none", 2, false,
+                                                model::KvCacheType::kQ8_0},
+                                           Mode{"ngram_overlapped_q8_0_kv", "ngram", 2, false,
+                                                model::KvCacheType::kQ8_0},
+                                           Mode{"self_draft_sequential_q8_0_kv", "model", 1,
+                                                false, model::KvCacheType::kQ8_0},
+                                           Mode{"lookup_overlapped_q8_0_kv", "lookup", 2, false,
+                                                model::KvCacheType::kQ8_0}),
                          [](const auto& info) { return info.param.name; });
 
 TEST(PipelineTest, SixteenConcurrentRequestsAllFinishExactly) {

@@ -199,6 +199,35 @@ TEST(WorkerFlagsTest, ReadsValuesAndChecksRanges) {
       HasSubstr("--k must be in [1, 64], got 65"));
 }
 
+TEST(WorkerFlagsTest, ReadsTheKvCacheTypeAndRefusesWhatQ8_0DoesNotImplement) {
+  absl::StatusOr<WorkerFlags> defaults = ParseWorkerFlags({}, proto::ROLE_TARGET_WORKER);
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->kv_cache_type, model::KvCacheType::kF16);
+  absl::StatusOr<WorkerFlags> q8 =
+      ParseWorkerFlags({"--kv-cache-type", "q8_0"}, proto::ROLE_TARGET_WORKER);
+  ASSERT_TRUE(q8.ok()) << q8.status();
+  EXPECT_EQ(q8->kv_cache_type, model::KvCacheType::kQ8_0);
+  EXPECT_THAT(std::string(ParseWorkerFlags({"--kv-cache-type", "q4"}, proto::ROLE_TARGET_WORKER)
+                              .status()
+                              .message()),
+              HasSubstr("--kv-cache-type 'q4': not f16 or q8_0"));
+  EXPECT_THAT(std::string(ParseWorkerFlags({"--kv-cache-type", "q8_0", "--tp-group", "g",
+                                            "--tp-size", "2"},
+                                           proto::ROLE_TARGET_WORKER)
+                              .status()
+                              .message()),
+              HasSubstr("--kv-cache-type q8_0 is not implemented for a tensor-parallel group"));
+  EXPECT_THAT(std::string(ParseWorkerFlags({"--kv-cache-type", "q8_0", "--tree", "auto"},
+                                           proto::ROLE_TARGET_WORKER)
+                              .status()
+                              .message()),
+              HasSubstr("--tree auto with --kv-cache-type q8_0"));
+  EXPECT_THAT(std::string(ParseWorkerFlags({"--kv-cache-type", "q8_0"}, proto::ROLE_DRAFT_WORKER)
+                              .status()
+                              .message()),
+              HasSubstr("unknown flag --kv-cache-type"));
+}
+
 TEST(WorkerFlagsTest, ReadsTheDeviceAndRefusesABadOneByName) {
   for (proto::Role role : {proto::ROLE_TARGET_WORKER, proto::ROLE_DRAFT_WORKER}) {
     absl::StatusOr<WorkerFlags> cpu = ParseWorkerFlags({}, role);

@@ -256,6 +256,19 @@ TEST(ClusterConfigTest, KvCacheMemoryIsPerGroupAndPoolAndCheckedAsAMemoryAmount)
               HasSubstr("draft_pool[0].kv_cache_memory: memory amount '120%'"));
 }
 
+TEST(ClusterConfigTest, KvCacheTypeIsPerGroupAndQ8_0OnlyForOneCpuRank) {
+  absl::StatusOr<ClusterConfig> c = Parse("[[target_group]]\nkv_cache_type = \"q8_0\"\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->target_groups[0].kv_cache_type, "q8_0");
+  EXPECT_EQ(Parse("").value().target_groups[0].kv_cache_type, "f16") << "the default";
+  EXPECT_THAT(ErrorOf("[[target_group]]\nkv_cache_type = \"q4_0\"\n"),
+              HasSubstr("target_group[0].kv_cache_type: \"q4_0\" is not f16 or q8_0"));
+  EXPECT_THAT(ErrorOf("[[target_group]]\ntp = 2\nkv_cache_type = \"q8_0\"\n"),
+              HasSubstr("target_group[0].kv_cache_type: q8_0 needs tp = 1 on the CPU"));
+  EXPECT_THAT(ErrorOf("[[target_group]]\ndevices = [\"cuda:0\"]\nkv_cache_type = \"q8_0\"\n"),
+              HasSubstr("target_group[0].kv_cache_type: q8_0 needs tp = 1 on the CPU"));
+}
+
 TEST(ClusterConfigTest, OneHostNeedsNoReachableEndpoints) {
   // localhost and 127.0.0.1 are the same host.
   EXPECT_TRUE(
@@ -330,9 +343,10 @@ TEST(ClusterConfigTest, DefaultConfigFileEqualsTheBuiltInDefaults) {
   const TargetGroupConfig& g = file->target_groups[0];
   const TargetGroupConfig& dg = empty->target_groups[0];
   EXPECT_EQ(
-      std::tie(g.name, g.tp, g.devices, g.threads, g.host, g.data_endpoint, g.kv_cache_memory),
+      std::tie(g.name, g.tp, g.devices, g.threads, g.host, g.data_endpoint, g.kv_cache_memory,
+               g.kv_cache_type),
       std::tie(dg.name, dg.tp, dg.devices, dg.threads, dg.host, dg.data_endpoint,
-               dg.kv_cache_memory));
+               dg.kv_cache_memory, dg.kv_cache_type));
   ASSERT_EQ(file->draft_pools.size(), 1u);
   const DraftPoolConfig& p = file->draft_pools[0];
   const DraftPoolConfig& dp = empty->draft_pools[0];
@@ -342,7 +356,7 @@ TEST(ClusterConfigTest, DefaultConfigFileEqualsTheBuiltInDefaults) {
                      dp.lookahead, dp.devices, dp.threads, dp.host, dp.kv_cache_memory,
                      dp.placement));
   // Every key is written out in the file.
-  EXPECT_EQ(file->origins.size(), 32u);
+  EXPECT_EQ(file->origins.size(), 33u);
 }
 
 }  // namespace

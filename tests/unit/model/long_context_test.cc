@@ -3,10 +3,14 @@
 // blocks), alone (blocks split across threads), in a verification block, in a batch with
 // another sequence, after a chunked prefill, or with another thread count. A tiny model
 // with head_dim 64 so that the vector attention paths run (2 layers: quick).
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/model/transformer.h"
 #include "tests/testing/tiny_model.h"
@@ -26,10 +30,11 @@ TinyModelOptions LongContextModel() {
   return o;
 }
 
-std::unique_ptr<Transformer> Load(int threads) {
+std::unique_ptr<Transformer> Load(int threads, KvCacheType kv_cache_type) {
   auto file = GgufFile::FromBuffer(MakeTinyModel(LongContextModel()).Serialize());
   EXPECT_TRUE(file.ok()) << file.status();
-  auto model = Transformer::FromFile(std::move(*file), {.threads = threads});
+  auto model =
+      Transformer::FromFile(std::move(*file), {.threads = threads, .kv_cache_type = kv_cache_type});
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? std::move(*model) : nullptr;
 }
@@ -57,10 +62,10 @@ bool SameBits(const std::vector<float>& a, const float* b) {
   return std::memcmp(a.data(), b, a.size() * sizeof(float)) == 0;
 }
 
-class LongContextTest : public ::testing::Test {
+class LongContextTest : public ::testing::TestWithParam<KvCacheType> {
  protected:
   void SetUp() override {
-    model_ = Load(2);
+    model_ = Load(2, GetParam());
     ASSERT_NE(model_, nullptr);
     tokens_ = Tokens(kContext, model_->config().vocab_size);
     // The last 16 positions' logits from one prefill of the whole context.
@@ -84,7 +89,7 @@ class LongContextTest : public ::testing::Test {
   std::vector<std::vector<float>> prefill_rows_;  // [16][vocab]
 };
 
-TEST_F(LongContextTest, DecodeStepsEqualThePrefill) {
+TEST_P(LongContextTest, DecodeStepsEqualThePrefill) {
   auto cache = model_->NewCache();
   ForwardOutput out;
   const std::vector<int32_t> head(tokens_.begin(), tokens_.end() - 16);
@@ -96,7 +101,7 @@ TEST_F(LongContextTest, DecodeStepsEqualThePrefill) {
   }
 }
 
-TEST_F(LongContextTest, VerificationBlockEqualsThePrefill) {
+TEST_P(LongContextTest, VerificationBlockEqualsThePrefill) {
   auto cache = model_->NewCache();
   ForwardOutput out;
   const std::vector<int32_t> head(tokens_.begin(), tokens_.end() - 16);
@@ -111,7 +116,7 @@ TEST_F(LongContextTest, VerificationBlockEqualsThePrefill) {
   for (int j = 0; j < 9; ++j) ASSERT_TRUE(SameBits(prefill_rows_[5 + j], out.Row(0, j))) << j;
 }
 
-TEST_F(LongContextTest, BatchedWithAShortSequenceEqualsAlone) {
+TEST_P(LongContextTest, BatchedWithAShortSequenceEqualsAlone) {
   auto long_cache = model_->NewCache();
   auto short_cache = model_->NewCache();
   ForwardOutput out;
@@ -133,8 +138,8 @@ TEST_F(LongContextTest, BatchedWithAShortSequenceEqualsAlone) {
   for (int j = 0; j < 3; ++j) ASSERT_TRUE(SameBits(prefill_rows_[j], out.Row(1, j))) << j;
 }
 
-TEST_F(LongContextTest, ChunkedPrefillAndThreadCountEqualOnePrefill) {
-  std::unique_ptr<Transformer> three = Load(3);
+TEST_P(LongContextTest, ChunkedPrefillAndThreadCountEqualOnePrefill) {
+  std::unique_ptr<Transformer> three = Load(3, GetParam());
   ASSERT_NE(three, nullptr);
   auto cache = three->NewCache();
   ForwardOutput out;
@@ -146,6 +151,56 @@ TEST_F(LongContextTest, ChunkedPrefillAndThreadCountEqualOnePrefill) {
   const std::vector<int32_t> tail(tokens_.end() - 16, tokens_.end());
   ASSERT_TRUE(three->Forward({{cache.get(), tail, LogitsMode::kAll}}, &out).ok());
   for (int j = 0; j < 16; ++j) ASSERT_TRUE(SameBits(prefill_rows_[j], out.Row(0, j))) << j;
+}
+
+INSTANTIATE_TEST_SUITE_P(KvCacheTypes, LongContextTest,
+                         ::testing::Values(KvCacheType::kF16, KvCacheType::kQ8_0),
+                         [](const auto& info) { return std::string(KvCacheTypeName(info.param)); });
+
+// q8_0 is CPU only and needs heads of whole q8_0 blocks: refused by name otherwise,
+// before any device is probed.
+TEST(LongContextQ8Test, Q8_0IsRefusedOnCudaAndForHeadsOfOtherSizes) {
+  auto file = GgufFile::FromBuffer(MakeTinyModel(LongContextModel()).Serialize());
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto cuda = Transformer::FromFile(
+      std::move(*file), {.threads = 1,
+                         .device = {.kind = DeviceSpec::Kind::kCuda, .ordinal = 0},
+                         .kv_cache_type = KvCacheType::kQ8_0});
+  EXPECT_EQ(cuda.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(cuda.status().message()), ::testing::HasSubstr("--kv-cache-type q8_0"));
+  TinyModelOptions heads16;  // n_embd 64, 4 heads: 16 per head
+  auto small = GgufFile::FromBuffer(MakeTinyModel(heads16).Serialize());
+  ASSERT_TRUE(small.ok()) << small.status();
+  auto refused =
+      Transformer::FromFile(std::move(*small), {.threads = 1, .kv_cache_type = KvCacheType::kQ8_0});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr("--kv-cache-type q8_0 needs a head dimension that is a multiple "
+                                   "of 32 and at most 256; this model's is 16"));
+}
+
+// q8_0 is a different model: its caches are q8_0, and its logits differ from f16's
+// (the rows are quantized), though not by much.
+TEST(LongContextQ8Test, Q8_0CacheChangesTheLogitsSlightly) {
+  std::unique_ptr<Transformer> f16 = Load(2, KvCacheType::kF16);
+  std::unique_ptr<Transformer> q8 = Load(2, KvCacheType::kQ8_0);
+  ASSERT_NE(f16, nullptr);
+  ASSERT_NE(q8, nullptr);
+  auto f16_cache = f16->NewCache();
+  auto q8_cache = q8->NewCache();
+  EXPECT_EQ(q8_cache->type(), KvCacheType::kQ8_0);
+  EXPECT_LT(q8_cache->bytes_per_position(), f16_cache->bytes_per_position());
+  const std::vector<int32_t> tokens = Tokens(300, f16->config().vocab_size);
+  ForwardOutput a, b;
+  ASSERT_TRUE(f16->Forward({{f16_cache.get(), tokens, LogitsMode::kLast}}, &a).ok());
+  ASSERT_TRUE(q8->Forward({{q8_cache.get(), tokens, LogitsMode::kLast}}, &b).ok());
+  float max_diff = 0, max_abs = 0;
+  for (int i = 0; i < a.vocab_size; ++i) {
+    max_diff = std::max(max_diff, std::fabs(a.Row(0, 0)[i] - b.Row(0, 0)[i]));
+    max_abs = std::max(max_abs, std::fabs(a.Row(0, 0)[i]));
+  }
+  EXPECT_GT(max_diff, 0.0f);
+  EXPECT_LT(max_diff, 0.1f * max_abs);
 }
 
 }  // namespace

@@ -109,6 +109,26 @@ TEST_F(ServePlanTest, Tp2GroupStartsTwoRanksWithTheirFlags) {
   EXPECT_TRUE((*plan)[4].env.empty());
 }
 
+TEST_F(ServePlanTest, KvCacheTypeReachesTheTargetWorkerOnlyWhenNotTheDefault) {
+  const std::string config = WriteConfig(R"(
+[models]
+target = "t.gguf"
+[[target_group]]
+name = "g"
+)");
+  absl::StatusOr<std::vector<PlannedProcess>> plan = Plan({"--config", config});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_GE(plan->size(), 2u);  // coordinator, the target
+  EXPECT_THAT((*plan)[1].argv, Not(::testing::Contains("--kv-cache-type")));
+  plan = Plan({"--config", config, "--kv-cache-type", "q8_0"});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT((*plan)[1].argv, IsSupersetOf({"--kv-cache-type", "q8_0"}));
+  EXPECT_THAT((*plan)[0].argv, Not(::testing::Contains("--kv-cache-type")));
+  plan = Plan({"--config", config, "--kv-cache-type", "q4"});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(std::string(plan.status().message()), HasSubstr("kv_cache_type"));
+}
+
 TEST_F(ServePlanTest, KvCacheMemoryReachesEachRankAndPoolWorkerAndTheFlagOverridesTheGroups) {
   const std::string config = WriteConfig(R"(
 [models]

@@ -157,6 +157,7 @@ TEST(FrontDoorMetricsTest, QueueDepthAndStepTimeFromTheCoordinatorStatus) {
   target->set_state(proto::MEMBER_STATE_ALIVE);
   target->mutable_load()->set_mean_step_ms(12.5);
   target->mutable_load()->set_cuda_graph_capture_fallbacks(2);
+  target->mutable_load()->set_kv_cache_bytes_per_position(12240);
   const std::string text = FrontDoorMetrics().Render(&status);
   EXPECT_THAT(text, HasSubstr("splitspec_num_requests_waiting 4\n"));
   EXPECT_THAT(text, HasSubstr("splitspec_coordinator_requests_running 9\n"));
@@ -167,6 +168,8 @@ TEST(FrontDoorMetricsTest, QueueDepthAndStepTimeFromTheCoordinatorStatus) {
                 "state=\"alive\"} 0.0125\n"));
   EXPECT_THAT(text, HasSubstr("splitspec_worker_cuda_graph_capture_fallbacks{worker_id=\"1\","
                               "worker_name=\"t\",role=\"target\",state=\"alive\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("splitspec_worker_kv_cache_bytes_per_position{worker_id=\"1\","
+                              "worker_name=\"t\",role=\"target\",state=\"alive\"} 12240\n"));
 }
 
 // Before, every value went through absl::StrCat(double) (6 significant digits): 1234567
