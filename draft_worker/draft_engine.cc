@@ -172,6 +172,8 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
         cut > 0 ? accepted < verified_drafts
                 : (new_epoch && accepted < block.drafted) || accepted < block.requested;
     state.acceptance.RecordBlock(accepted, rejected);
+    // The drafter's classes measure the drafter, not the request: the worker's evidence.
+    if (!block.confidence.empty()) costs_.RecordBlock(accepted, rejected, block.confidence);
   }
   if (first || block.drafted == 0) return;
   const spec::SpecEstimates estimates = Estimates(state);
@@ -380,6 +382,16 @@ spec::SpecAction DraftEngine::NextAction(const RequestState& state) const {
   return state.action;
 }
 
+spec::SpecChoices DraftEngine::AdaptiveChoices() const {
+  spec::SpecChoices choices;
+  choices.min_k = options_.min_k;
+  choices.max_k = options_.max_k;
+  choices.overlapped = options_.lookahead_blocks > 1 || options_.adaptive_window;
+  choices.cached = options_.spec_cache;
+  choices.classed = drafter_reports_classes_;
+  return choices;
+}
+
 spec::SpecAction DraftEngine::ChooseAction(const RequestState& state) const {
   const spec::SpecMode configured = options_.spec_cache ? spec::SpecMode::kCached
                                     : options_.lookahead_blocks > 1
@@ -387,10 +399,7 @@ spec::SpecAction DraftEngine::ChooseAction(const RequestState& state) const {
                                         : spec::SpecMode::kSequential;
   spec::SpecChoices choices;
   if (state.adaptive_k) {
-    choices.min_k = options_.min_k;
-    choices.max_k = options_.max_k;
-    choices.overlapped = options_.lookahead_blocks > 1 || options_.adaptive_window;
-    choices.cached = options_.spec_cache;
+    choices = AdaptiveChoices();
   } else {
     choices.min_k = choices.max_k = std::clamp(state.k, 1, spec::kPlanMaxK);
     choices.allow_off = false;
@@ -615,7 +624,8 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state, std::vec
                             std::vector<spec::SparseDistribution> top,
                             std::vector<OutgoingBlock>* out, int alone_tokens,
                             std::optional<spec::SpecMode> mode, int requested,
-                            std::vector<int32_t> parents, bool tree_asked) {
+                            std::vector<int32_t> parents, bool tree_asked,
+                            std::vector<int8_t> confidence) {
   if (mode.has_value() && *mode != state.spec_mode) {
     state.spec_mode = *mode;
     ++generation_;
@@ -662,7 +672,8 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state, std::vec
                                         .sent = options_.clock(),
                                         .alone_until = alone_until,
                                         .tree_asked = tree_asked,
-                                        .parents = std::move(parents)};
+                                        .parents = std::move(parents),
+                                        .confidence = std::move(confidence)};
   ++counters_.blocks_sent;
   counters_.tokens_drafted += tokens.size();
   PlanCache(state, block, top);
@@ -818,6 +829,33 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
         EmitBlock(ids[i], state, {}, {}, {}, out, alone_tokens[i], spec::SpecMode::kOff);
       continue;
     }
+    spec::SpecAction action = actions[i];
+    if (!proposal.confidence.empty()) {
+      if (!drafter_reports_classes_) ++generation_;  // the policy's choices change
+      drafter_reports_classes_ = true;
+    }
+    if (state.adaptive_k && prefix.tokens.empty() && proposal.parents.empty() &&
+        !proposal.confidence.empty() && proposal.confidence.size() == proposal.tokens.size()) {
+      // The policy prices the proposal itself (its classes): it keeps the prefix
+      // that pays, or sends none (the target decides this position alone).
+      spec::SpecChoices choices = AdaptiveChoices();
+      choices.proposal = proposal.confidence;
+      action = spec::ChooseSpecAction(Estimates(state), choices, state.spec_mode);
+      const size_t keep = action.mode == spec::SpecMode::kOff
+                              ? 0
+                              : std::min<size_t>(std::max(0, action.k), proposal.tokens.size());
+      counters_.draft_tokens_cut += proposal.tokens.size() - keep;
+      proposal.tokens.resize(keep);
+      proposal.confidence.resize(keep);
+      if (proposal.q.size() > keep) proposal.q.resize(keep);
+      if (proposal.top.size() > keep) proposal.top.resize(keep);
+      action.k = static_cast<int>(keep);
+      if (keep == 0) {
+        ++counters_.proposals_withheld;
+        EmitBlock(ids[i], state, {}, {}, {}, out, 0, spec::SpecMode::kOff);
+        continue;
+      }
+    }
     // A partial hit: its pre-drafted tokens, then the rest drafted now.
     prefix.tokens.insert(prefix.tokens.end(), proposal.tokens.begin(), proposal.tokens.end());
     prefix.q.insert(prefix.q.end(), proposal.q.begin(), proposal.q.end());
@@ -826,11 +864,14 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
     } else {
       prefix.top.clear();
     }
-    const int requested = std::min(actions[i].k, state.max_length -
-                                                     static_cast<int>(state.context.size()));
+    // Classes describe the drafter's own proposal: none for a partial cache hit.
+    std::vector<int8_t> confidence;
+    if (prefix.tokens.size() == proposal.confidence.size()) confidence = std::move(proposal.confidence);
+    const int requested = std::min(action.k, state.max_length -
+                                                 static_cast<int>(state.context.size()));
     EmitBlock(ids[i], state, std::move(prefix.tokens), std::move(prefix.q), std::move(prefix.top),
-              out, alone_tokens[i], requested > 0 ? actions[i].mode : spec::SpecMode::kOff,
-              requested, std::move(proposal.parents), tree_asked[i]);
+              out, alone_tokens[i], requested > 0 ? action.mode : spec::SpecMode::kOff,
+              requested, std::move(proposal.parents), tree_asked[i], std::move(confidence));
   }
   return absl::OkStatus();
 }

@@ -86,6 +86,12 @@ class LookupIndex {
   absl::flat_hash_map<int32_t, std::vector<int64_t>> positions_;  // ascending
 };
 
+// The confidence class (DraftRequest.confidence: 0 least likely accepted .. 3) of
+// a chain position whose suffix match, counting the drafts before it as accepted,
+// is `suffix_match` tokens long; `contested`: another examined occurrence of the
+// suffix continues with a different token (the block's first position only).
+int8_t LookupConfidenceClass(int suffix_match, bool contested);
+
 // The proposal for `context` (at most k tokens; empty without a match). Builds
 // a fresh index: for tests and one-off use; the drafter keeps its index.
 std::vector<int32_t> LookupProposal(absl::Span<const int32_t> context, int k,
