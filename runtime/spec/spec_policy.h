@@ -5,22 +5,18 @@
 // runtime/spec/analytic_model.h):
 //   1. alpha+ = the upper confidence bound of acceptance: the posterior mean
 //      (A + 1) / (V + 2) of the decayed evidence plus kConfidenceZ standard errors;
-//      h+ likewise for the cache hit rate, a_c+ for each confidence class c (a
-//      drafter's per-position class, DraftRequest.confidence). A block's position i
-//      is accepted, given the ones before, with a_i = a_c+ of its class in the
-//      proposal (choices.proposal); before a proposal of a drafter that reports
-//      classes, the best class's (it may propose one); else alpha+. An unmeasured
-//      draft cost is its prior (the draft's decode bytes / the target's), other
-//      unmeasured costs are free.
+//      h+ likewise for the cache hit rate, a_c+ for each confidence class c a drafter
+//      reports per position. Position i of a block is accepted (given the ones
+//      before) with a_i = a_c+ of its class in choices.proposal; before a classed
+//      drafter proposes, its best class's; else alpha+. An unmeasured draft cost is
+//      its prior (decode bytes / the target's), other unmeasured costs are free.
 //   2. R(off) = 1. For each allowed mode m in {sequential, overlapped, cached} and
-//      k in [min_k, max_k] (min_k while the draft's cost is unknown: the
-//      cheapest block measures it; at most the proposal's length),
-//      R(m, k) = PipelineSpeedup at the alpha whose geometric block accepts
-//      E(k) = sum_{i<=k} a_1 ... a_i drafts, h+, C = T(0) /
-//      draft seconds per token, the target's slope charged for its batch, block
-//      overhead, the per-step time plain decoding pays too (on both sides), and,
-//      for modes whose drafting runs beside the verification, the measured
-//      interference (the verification is that much slower).
+//      k in [min_k, max_k] (min_k while the draft's cost is unknown; at most the
+//      proposal's length), R(m, k) = PipelineSpeedup at the alpha whose geometric
+//      block accepts E(k) = sum_{i<=k} a_1...a_i drafts, h+, C = T(0) / draft
+//      seconds per token, the target's slope charged for its batch, block overhead,
+//      the per-step time plain decoding pays too (on both sides), and, for modes
+//      drafting beside the verification, the measured interference.
 //   3. Choose the largest R; the previous mode wins unless beaten by kMargin;
 //      off wins unless beaten, by kMargin if speculation is off now.
 //   4. When off: off_tokens = the plain tokens until the evidence, aging by
@@ -29,9 +25,9 @@
 //      full acceptance would win (a sample that could change the verdict).
 // Consequences: a proposal is cut where its next positions' survival no longer
 // pays, and not sent (off: the target decides the next token, the next proposal
-// is asked again) when its first positions are unlikely; rule 4's window opens
-// when even the best class loses; a request's first block is tried (no evidence: alpha+ is high);
-// a failing drafter is retried once its evidence has aged (tens of tokens per
+// is priced again) when its first positions are unlikely; rule 4's window opens
+// only when even the best class loses; a request's first block is tried (no
+// evidence: alpha+ is high); a failing drafter is retried once its evidence has aged (tens of tokens per
 // failed try: probes and back-off); a drafter whose cost loses even at alpha = 1
 // is not (probe = false); a cache whose hits do not pay for its interference is
 // not used; cheap drafters keep scoring acceptance while off (shadow blocks) and
