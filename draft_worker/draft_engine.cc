@@ -388,7 +388,6 @@ spec::SpecChoices DraftEngine::AdaptiveChoices() const {
   choices.max_k = options_.max_k;
   choices.overlapped = options_.lookahead_blocks > 1 || options_.adaptive_window;
   choices.cached = options_.spec_cache;
-  choices.classed = drafter_reports_classes_;
   return choices;
 }
 
@@ -830,10 +829,6 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
       continue;
     }
     spec::SpecAction action = actions[i];
-    if (!proposal.confidence.empty()) {
-      if (!drafter_reports_classes_) ++generation_;  // the policy's choices change
-      drafter_reports_classes_ = true;
-    }
     if (state.adaptive_k && prefix.tokens.empty() && proposal.parents.empty() &&
         !proposal.confidence.empty() && proposal.confidence.size() == proposal.tokens.size()) {
       // The policy prices the proposal itself (its classes): it keeps the prefix

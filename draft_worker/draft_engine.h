@@ -326,10 +326,9 @@ class DraftEngine {
   spec::SpeculationCacheCounters released_cache_;  // of released requests
   // The worker's costs (the policy's inputs but acceptance): they are the
   // drafter's and the hardware's, not a request's, so new requests start from them.
+  // The worker's costs, and the acceptance evidence of the drafter's confidence
+  // classes (a property of the drafter, not of one request).
   spec::SpecEstimates costs_;
-  // The drafter has reported confidence classes (DraftRequest.confidence): the
-  // policy prices its blocks per position, costs_ keeping the classes' evidence.
-  bool drafter_reports_classes_ = false;
   // Blocks verified beside a draft forward: EWMAs of their committed tokens, of
   // their seconds since the previous result, and of the rate the model (without
   // interference) predicted for them. Interference is what makes them slower.

@@ -51,21 +51,13 @@ double EquivalentAlpha(double expected, int k) {
 }
 
 // Rule 1's acceptance of each position of the block rule 2 prices: the
-// proposal's classes' bounds, else (no proposal yet) the best class's for a
-// drafter that reports classes, else alpha+; `max_k` entries at most.
+// proposal's classes' bounds, else alpha+; `max_k` entries at most.
 std::vector<double> PositionAcceptance(const SpecEstimates& e, const SpecChoices& c) {
-  if (!c.proposal.empty()) {
-    std::vector<double> a;
-    for (size_t i = 0; i < c.proposal.size() && static_cast<int>(i) < c.max_k; ++i)
-      a.push_back(e.ClassUpper(c.proposal[i]));
-    return a;
-  }
-  double alpha = e.AlphaUpper();
-  if (c.classed) {
-    alpha = 0.0;
-    for (int k = 0; k < kConfidenceClasses; ++k) alpha = std::max(alpha, e.ClassUpper(k));
-  }
-  return std::vector<double>(c.max_k, alpha);
+  if (c.proposal.empty()) return std::vector<double>(c.max_k, e.AlphaUpper());
+  std::vector<double> a;
+  for (size_t i = 0; i < c.proposal.size() && static_cast<int>(i) < c.max_k; ++i)
+    a.push_back(e.ClassUpper(c.proposal[i]));
+  return a;
 }
 
 // The best speculative action for blocks whose positions are accepted (given

@@ -7,9 +7,9 @@
 //      (A + 1) / (V + 2) of the decayed evidence plus kConfidenceZ standard errors;
 //      h+ likewise for the cache hit rate, a_c+ for each confidence class c a drafter
 //      reports per position. Position i of a block is accepted (given the ones
-//      before) with a_i = a_c+ of its class in choices.proposal; before a classed
-//      drafter proposes, its best class's; else alpha+. An unmeasured draft cost is
-//      its prior (decode bytes / the target's), other unmeasured costs are free.
+//      before) with a_i = a_c+ of its class in choices.proposal, else (no proposal
+//      yet: should one be drafted?) alpha+. An unmeasured draft cost is its prior
+//      (decode bytes / the target's), other unmeasured costs are free.
 //   2. R(off) = 1. For each allowed mode m in {sequential, overlapped, cached} and
 //      k in [min_k, max_k] (min_k while the draft's cost is unknown; at most the
 //      proposal's length), R(m, k) = PipelineSpeedup at the alpha whose geometric
@@ -25,8 +25,8 @@
 //      full acceptance would win (a sample that could change the verdict).
 // Consequences: a proposal is cut where its next positions' survival no longer
 // pays, and not sent (off: the target decides the next token, the next proposal
-// is priced again) when its first positions are unlikely; rule 4's window opens
-// only when even the best class loses; a request's first block is tried (no
+// is priced again) when its first positions are unlikely, while rule 4's window
+// follows the request's blocks as sent; a request's first block is tried (no
 // evidence: alpha+ is high); a failing drafter is retried once its evidence has aged (tens of tokens per
 // failed try: probes and back-off); a drafter whose cost loses even at alpha = 1
 // is not (probe = false); a cache whose hits do not pay for its interference is
@@ -137,9 +137,8 @@ struct SpecChoices {
   bool allow_off = true;
   bool overlapped = false;  // two blocks in flight
   bool cached = false;      // the speculation cache
-  // The drafter reports confidence classes; `proposal`: those of the block it
-  // proposed, to be cut (empty: not proposed yet). Borrowed.
-  bool classed = false;
+  // The confidence classes of the block the drafter proposed, to be cut (empty:
+  // none, or not proposed yet). Borrowed.
   absl::Span<const int8_t> proposal;
 };
 

@@ -275,7 +275,6 @@ TEST(SpecPolicyTest, AProposalIsCutWhereItsNextPositionsNoLongerPay) {
   const SpecEstimates e =
       WithClasses(Make(0.35, 200, 1000, 0.1, 0.0), {0.1, 0.45, 0.7, 0.95}, 200);
   SpecChoices c = Choices();
-  c.classed = true;
   const int8_t strong_then_weak[] = {3, 3, 3, 3, 0, 0, 0, 0};
   c.proposal = strong_then_weak;
   const SpecAction cut = ChooseSpecAction(e, c, SpecMode::kSequential);
@@ -295,30 +294,29 @@ TEST(SpecPolicyTest, AProposalWhoseFirstPositionsAreUnlikelyIsNotSent) {
   const SpecEstimates e =
       WithClasses(Make(0.35, 200, 1000, 0.1, 0.1), {0.1, 0.45, 0.7, 0.95}, 200);
   SpecChoices c = Choices();
-  c.classed = true;
   const int8_t weak_first[] = {0, 3, 3, 3};  // a likely tail behind an unlikely head
   c.proposal = weak_first;
   const SpecAction weak = ChooseSpecAction(e, c, SpecMode::kSequential);
   EXPECT_EQ(weak.mode, SpecMode::kOff);
   EXPECT_EQ(weak.k, 0);
-  // The same drafter before proposing: priced at its best class, it speculates
-  // (the proposal will say whether this block is sent).
-  c.proposal = {};
-  const SpecAction before = ChooseSpecAction(e, c, SpecMode::kOff);
-  EXPECT_NE(before.mode, SpecMode::kOff);
-  EXPECT_GT(before.rate, 1.5);
+  // A confident head is sent, and so is as much of the tail as pays.
+  const int8_t strong_first[] = {3, 3, 0, 3};
+  c.proposal = strong_first;
+  const SpecAction strong = ChooseSpecAction(e, c, SpecMode::kOff);
+  EXPECT_EQ(strong.mode, SpecMode::kSequential);
+  EXPECT_EQ(strong.k, 2);
 }
 
-TEST(SpecPolicyTest, ABatchTooSteepForEvenTheBestClassOpensAnOffWindow) {
+TEST(SpecPolicyTest, ABatchTooSteepForEvenAConfidentProposalWithholdsIt) {
   // Each draft token costs the whole batch: with the slope of a big batch not
-  // even a 0.8 class pays, so rule 4's window opens before any proposal.
+  // even a 0.8 class pays.
   SpecEstimates e = WithClasses(Make(0.3, 200, 1000, 0.5, 0.0), {0.1, 0.3, 0.5, 0.8}, 400);
-  e.target_batch = 64;
   SpecChoices c = Choices();
-  c.classed = true;
-  const SpecAction action = ChooseSpecAction(e, c, SpecMode::kSequential);
-  EXPECT_EQ(action.mode, SpecMode::kOff);
-  EXPECT_GT(action.off_tokens, 1);
+  const int8_t confident[] = {3, 3, 3, 3};
+  c.proposal = confident;
+  EXPECT_EQ(ChooseSpecAction(e, c, SpecMode::kSequential).mode, SpecMode::kSequential);
+  e.target_batch = 64;
+  EXPECT_EQ(ChooseSpecAction(e, c, SpecMode::kSequential).mode, SpecMode::kOff);
 }
 
 // --- the simulated drafter grid ------------------------------------------
