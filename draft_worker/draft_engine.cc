@@ -861,7 +861,8 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
     }
     // Classes describe the drafter's own proposal: none for a partial cache hit.
     std::vector<int8_t> confidence;
-    if (prefix.tokens.size() == proposal.confidence.size()) confidence = std::move(proposal.confidence);
+    if (prefix.tokens.size() == proposal.confidence.size())
+      confidence = std::move(proposal.confidence);
     const int requested = std::min(action.k, state.max_length -
                                                  static_cast<int>(state.context.size()));
     EmitBlock(ids[i], state, std::move(prefix.tokens), std::move(prefix.q), std::move(prefix.top),

@@ -17,6 +17,11 @@
 // after the occurrence). Nothing is proposed when the last token never occurred
 // before or the match is shorter than min_match.
 //
+// A chain proposal reports each position's confidence class (DraftRequest.confidence,
+// LookupConfidenceClass): the match length it continues, counting the drafts before
+// it as accepted, and whether another examined occurrence of the suffix continues
+// with a different first token; the speculation policy cuts the block by them.
+//
 // Trees (DraftRequest.tree_nodes > 0): every match among those occurrences (of
 // length >= min_match) gives a continuation of the length its chain proposal
 // would have; they are merged into a trie (runtime/spec/draft_tree.h) longest

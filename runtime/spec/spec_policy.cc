@@ -196,7 +196,8 @@ double SpecEstimates::CacheHitUpper() const { return UpperBound(cache_hits, cach
 namespace {
 std::string ClassBounds(const SpecEstimates& e) {
   std::string bounds;
-  for (int k = 0; k < kConfidenceClasses; ++k) absl::StrAppend(&bounds, k > 0 ? "/" : "", e.ClassUpper(k));
+  for (int k = 0; k < kConfidenceClasses; ++k)
+    absl::StrAppend(&bounds, k > 0 ? "/" : "", e.ClassUpper(k));
   return bounds;
 }
 }  // namespace
@@ -207,7 +208,8 @@ std::string SpecEstimates::DebugString() const {
                       " t0=", target_step_seconds,
                       " slope=", target_slope, " overhead_s=", block_overhead_seconds,
                       " step_overhead_s=", step_overhead_seconds,
-                      " class+=", ClassBounds(*this), " hit+=", CacheHitUpper(), " interference=", interference,
+                      " class+=", ClassBounds(*this), " hit+=", CacheHitUpper(),
+                      " interference=", interference,
                       " batch=", target_batch);
 }
 

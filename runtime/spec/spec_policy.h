@@ -27,10 +27,10 @@
 // pays, and not sent (off: the target decides the next token, the next proposal
 // is priced again) when its first positions are unlikely, while rule 4's window
 // follows the request's blocks as sent; a request's first block is tried (no
-// evidence: alpha+ is high); a failing drafter is retried once its evidence has aged (tens of tokens per
-// failed try: probes and back-off); a drafter whose cost loses even at alpha = 1
-// is not (probe = false); a cache whose hits do not pay for its interference is
-// not used; cheap drafters keep scoring acceptance while off (shadow blocks) and
+// evidence: alpha+ is high); a failing drafter is retried once its evidence has
+// aged (tens of tokens per failed try: probes and back-off); a drafter whose
+// cost loses even at alpha = 1 is not (probe = false); a cache whose hits do not
+// pay for its interference is not used; cheap drafters keep scoring acceptance while off (shadow blocks) and
 // turn speculation back on as soon as the text turns copyable.
 //
 // Use (any engine; the draft worker's is draft_worker/draft_engine.cc):
