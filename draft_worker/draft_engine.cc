@@ -180,6 +180,8 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
         cut > 0 ? accepted < verified_drafts
                 : (new_epoch && accepted < block.drafted) || accepted < block.requested;
     state.acceptance.RecordBlock(accepted, rejected);
+    // The drafter's classes measure the drafter, not the request: the worker's evidence.
+    if (!block.confidence.empty()) costs_.RecordBlock(accepted, rejected, block.confidence);
   }
   if (first || block.drafted == 0) return;
   const spec::SpecEstimates estimates = Estimates(state);
@@ -391,6 +393,15 @@ spec::SpecAction DraftEngine::NextAction(const RequestState& state) const {
   return state.action;
 }
 
+spec::SpecChoices DraftEngine::AdaptiveChoices() const {
+  spec::SpecChoices choices;
+  choices.min_k = options_.min_k;
+  choices.max_k = options_.max_k;
+  choices.overlapped = options_.lookahead_blocks > 1 || options_.adaptive_window;
+  choices.cached = options_.spec_cache;
+  return choices;
+}
+
 spec::SpecAction DraftEngine::ChooseAction(const RequestState& state) const {
   const spec::SpecMode configured = options_.spec_cache ? spec::SpecMode::kCached
                                     : options_.lookahead_blocks > 1
@@ -398,10 +409,7 @@ spec::SpecAction DraftEngine::ChooseAction(const RequestState& state) const {
                                         : spec::SpecMode::kSequential;
   spec::SpecChoices choices;
   if (state.adaptive_k) {
-    choices.min_k = options_.min_k;
-    choices.max_k = options_.max_k;
-    choices.overlapped = options_.lookahead_blocks > 1 || options_.adaptive_window;
-    choices.cached = options_.spec_cache;
+    choices = AdaptiveChoices();
   } else {
     choices.min_k = choices.max_k = std::clamp(state.k, 1, spec::kPlanMaxK);
     choices.allow_off = false;
@@ -634,7 +642,8 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state, std::vec
                             std::vector<spec::SparseDistribution> top,
                             std::vector<OutgoingBlock>* out, int alone_tokens,
                             std::optional<spec::SpecMode> mode, int requested,
-                            std::vector<int32_t> parents, bool tree_asked) {
+                            std::vector<int32_t> parents, bool tree_asked,
+                            std::vector<int8_t> confidence) {
   // The chain rule's hysteresis favours the mode of the last chain: a tree's mode
   // is the tree rule's and must not tilt the chain alternative it is compared with.
   if (mode.has_value() && *mode != state.spec_mode && parents.empty()) {
@@ -691,7 +700,8 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state, std::vec
                                         .sent = options_.clock(),
                                         .alone_until = alone_until,
                                         .tree_asked = tree_asked,
-                                        .parents = std::move(parents)};
+                                        .parents = std::move(parents),
+                                        .confidence = std::move(confidence)};
   ++counters_.blocks_sent;
   counters_.tokens_drafted += tokens.size();
   PlanCache(state, block, top);
@@ -847,6 +857,29 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
         EmitBlock(ids[i], state, {}, {}, {}, out, alone_tokens[i], spec::SpecMode::kOff);
       continue;
     }
+    spec::SpecAction action = actions[i];
+    if (state.adaptive_k && prefix.tokens.empty() && proposal.parents.empty() &&
+        !proposal.confidence.empty() && proposal.confidence.size() == proposal.tokens.size()) {
+      // The policy prices the proposal itself (its classes): it keeps the prefix
+      // that pays, or sends none (the target decides this position alone).
+      spec::SpecChoices choices = AdaptiveChoices();
+      choices.proposal = proposal.confidence;
+      action = spec::ChooseSpecAction(Estimates(state), choices, state.spec_mode);
+      const size_t keep = action.mode == spec::SpecMode::kOff
+                              ? 0
+                              : std::min<size_t>(std::max(0, action.k), proposal.tokens.size());
+      counters_.draft_tokens_cut += proposal.tokens.size() - keep;
+      proposal.tokens.resize(keep);
+      proposal.confidence.resize(keep);
+      if (proposal.q.size() > keep) proposal.q.resize(keep);
+      if (proposal.top.size() > keep) proposal.top.resize(keep);
+      action.k = static_cast<int>(keep);
+      if (keep == 0) {
+        ++counters_.proposals_withheld;
+        EmitBlock(ids[i], state, {}, {}, {}, out, 0, spec::SpecMode::kOff);
+        continue;
+      }
+    }
     // A partial hit: its pre-drafted tokens, then the rest drafted now.
     prefix.tokens.insert(prefix.tokens.end(), proposal.tokens.begin(), proposal.tokens.end());
     prefix.q.insert(prefix.q.end(), proposal.q.begin(), proposal.q.end());
@@ -855,11 +888,15 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
     } else {
       prefix.top.clear();
     }
-    const int requested = std::min(actions[i].k, state.max_length -
-                                                     static_cast<int>(state.context.size()));
+    // Classes describe the drafter's own proposal: none for a partial cache hit.
+    std::vector<int8_t> confidence;
+    if (prefix.tokens.size() == proposal.confidence.size())
+      confidence = std::move(proposal.confidence);
+    const int requested = std::min(action.k, state.max_length -
+                                                 static_cast<int>(state.context.size()));
     EmitBlock(ids[i], state, std::move(prefix.tokens), std::move(prefix.q), std::move(prefix.top),
-              out, alone_tokens[i], requested > 0 ? actions[i].mode : spec::SpecMode::kOff,
-              requested, std::move(proposal.parents), tree_asked[i]);
+              out, alone_tokens[i], requested > 0 ? action.mode : spec::SpecMode::kOff,
+              requested, std::move(proposal.parents), tree_asked[i], std::move(confidence));
   }
   return absl::OkStatus();
 }

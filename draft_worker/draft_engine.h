@@ -172,6 +172,10 @@ struct DraftCounters {
   uint64_t tree_blocks_sent = 0;   // blocks sent as trees (DraftBlock.parents)
   uint64_t tree_nodes_sent = 0;    // their nodes (also counted in tokens_drafted)
   uint64_t blocks_past_trees = 0;  // blocks drafted past a tree in flight (pipelined trees)
+  // Proposals the policy priced by their confidence classes and did not send
+  // (an empty block went instead), and draft tokens it cut off the ones it sent.
+  uint64_t proposals_withheld = 0;
+  uint64_t draft_tokens_cut = 0;
 };
 
 class DraftEngine {
@@ -253,6 +257,7 @@ class DraftEngine {
       bool beside_draft = false;  // a draft forward ran while it was in flight
       bool tree_asked = false;    // the drafter was asked for a tree
       std::vector<int32_t> parents;  // a tree block's DraftBlock.parents; empty: a chain
+      std::vector<int8_t> confidence;  // [drafted] the drafter's classes, or empty
     };
     std::map<uint64_t, SentBlock> sent;             // block_sequence -> block
     absl::Time last_result = absl::InfinitePast();  // when the previous result arrived
@@ -262,6 +267,8 @@ class DraftEngine {
   spec::SpecEstimates Estimates(const RequestState& state) const;
   spec::SpecAction NextAction(const RequestState& state) const;  // ChooseAction, memoized
   spec::SpecAction ChooseAction(const RequestState& state) const;
+  // What an adaptive request's block may be (the policy's choices).
+  spec::SpecChoices AdaptiveChoices() const;
   // The tree rule over `action` (see "Trees" above): the node budget of the tree
   // that beats it, with `action` made sequential at the tree's depth; 0 (and
   // `action` unchanged) when a chain predicts at least as well or trees are not allowed.
@@ -302,7 +309,8 @@ class DraftEngine {
                  std::vector<spec::SparseDistribution> q, std::vector<spec::SparseDistribution> top,
                  std::vector<OutgoingBlock>* out, int alone_tokens = 0,
                  std::optional<spec::SpecMode> mode = std::nullopt, int requested = 0,
-                 std::vector<int32_t> parents = {}, bool tree_asked = false);
+                 std::vector<int32_t> parents = {}, bool tree_asked = false,
+                 std::vector<int8_t> confidence = {});
   void MarkBesideDraft();
   // The cache: plans branches for a block just sent, pre-drafts one forward.
   void PlanCache(RequestState& state, const proto::DraftBlock& block,
@@ -328,6 +336,8 @@ class DraftEngine {
   spec::SpeculationCacheCounters released_cache_;  // of released requests
   // The worker's costs (the policy's inputs but acceptance): they are the
   // drafter's and the hardware's, not a request's, so new requests start from them.
+  // The worker's costs, and the acceptance evidence of the drafter's confidence
+  // classes (a property of the drafter, not of one request).
   spec::SpecEstimates costs_;
   // Blocks verified beside a draft forward: EWMAs of their committed tokens, of
   // their seconds since the previous result, and of the rate the model (without

@@ -82,6 +82,13 @@ struct DraftRequest {
   // q) they come from the unshaped softmax of the draft's logits. Only a guess:
   // never shipped, never used to verify.
   std::vector<SparseDistribution> top;
+  // [tokens.size()] of a chain, or empty (a tree, or a drafter that reports none):
+  // the drafter's confidence class of each drafted position, in
+  // [0, kConfidenceClasses) (spec_policy.h), a position's class being what the
+  // drafter knows of it once every draft before it is accepted. The speculation
+  // policy keeps acceptance evidence per class and cuts the block where the next
+  // positions no longer pay; verification never reads it.
+  std::vector<int8_t> confidence;
 };
 
 class Drafter {

@@ -17,6 +17,11 @@
 // after the occurrence). Nothing is proposed when the last token never occurred
 // before or the match is shorter than min_match.
 //
+// A chain proposal reports each position's confidence class (DraftRequest.confidence,
+// LookupConfidenceClass): the match length it continues, counting the drafts before
+// it as accepted, and whether another examined occurrence of the suffix continues
+// with a different first token; the speculation policy cuts the block by them.
+//
 // Trees (DraftRequest.tree_nodes > 0): every match among those occurrences (of
 // length >= min_match) gives a continuation of the length its chain proposal
 // would have; they are merged into a trie (runtime/spec/draft_tree.h) longest
@@ -85,6 +90,12 @@ class LookupIndex {
   std::vector<int32_t> tokens_;
   absl::flat_hash_map<int32_t, std::vector<int64_t>> positions_;  // ascending
 };
+
+// The confidence class (DraftRequest.confidence: 0 least likely accepted .. 3) of
+// a chain position whose suffix match, counting the drafts before it as accepted,
+// is `suffix_match` tokens long; `contested`: another examined occurrence of the
+// suffix continues with a different token (the block's first position only).
+int8_t LookupConfidenceClass(int suffix_match, bool contested);
 
 // The proposal for `context` (at most k tokens; empty without a match). Builds
 // a fresh index: for tests and one-off use; the drafter keeps its index.

@@ -35,9 +35,35 @@ void Blend(double& average, double sample) {
   average = average > 0.0 ? (1.0 - kCostWeight) * average + kCostWeight * sample : sample;
 }
 
-// The best speculative action at acceptance `alpha` (rate 0 if none is allowed).
+// The acceptance at which the pipeline model's geometric block (k drafts, the
+// i-th surviving with probability alpha^i) accepts `expected` drafts on average.
+double EquivalentAlpha(double expected, int k) {
+  if (!(expected > 0.0)) return 0.0;
+  if (expected >= k) return 1.0;
+  double low = 0.0, high = 1.0;
+  for (int i = 0; i < 50; ++i) {
+    const double mid = 0.5 * (low + high);
+    double sum = 0.0, power = 1.0;
+    for (int j = 0; j < k; ++j) sum += (power *= mid);
+    (sum < expected ? low : high) = mid;
+  }
+  return 0.5 * (low + high);
+}
+
+// Rule 1's acceptance of each position of the block rule 2 prices: the
+// proposal's classes' bounds, else alpha+; `max_k` entries at most.
+std::vector<double> PositionAcceptance(const SpecEstimates& e, const SpecChoices& c) {
+  if (c.proposal.empty()) return std::vector<double>(c.max_k, e.AlphaUpper());
+  std::vector<double> a;
+  for (size_t i = 0; i < c.proposal.size() && static_cast<int>(i) < c.max_k; ++i)
+    a.push_back(e.ClassUpper(c.proposal[i]));
+  return a;
+}
+
+// The best speculative action for blocks whose positions are accepted (given
+// the ones before) with probabilities `position_alpha` (rate 0 if none is allowed).
 SpecAction BestSpeculative(const SpecEstimates& e, const SpecChoices& c, SpecMode previous,
-                           double alpha) {
+                           absl::Span<const double> position_alpha) {
   SpecAction best;
   best.rate = 0.0;
   double best_score = 0.0;
@@ -46,10 +72,14 @@ SpecAction BestSpeculative(const SpecEstimates& e, const SpecChoices& c, SpecMod
       continue;
     // An unknown draft cost is free (rule 1), but only the cheapest block
     // measures it: a model as slow as the target must not draft max_k first.
-    const int max_k =
-        Usable(e.draft_seconds_per_token) || Usable(e.draft_cost_prior) ? c.max_k : c.min_k;
-    for (int k = c.min_k; k <= max_k; ++k) {
-      const double rate = PredictedRate(e, mode, k, alpha);
+    const int max_k = std::min<int>(
+        Usable(e.draft_seconds_per_token) || Usable(e.draft_cost_prior) ? c.max_k : c.min_k,
+        position_alpha.size());
+    double expected = 0.0, survival = 1.0;  // accepted drafts of the block's first k positions
+    for (int k = 1; k <= max_k; ++k) {
+      expected += (survival *= std::clamp(position_alpha[k - 1], 0.0, 1.0));
+      if (k < std::min(c.min_k, max_k)) continue;
+      const double rate = PredictedRate(e, mode, k, EquivalentAlpha(expected, k));
       const double score = rate * (mode == previous ? 1.0 + kMargin : 1.0);
       if (score > best_score * (1.0 + 1e-12)) {
         best.mode = mode;
@@ -64,7 +94,7 @@ SpecAction BestSpeculative(const SpecEstimates& e, const SpecChoices& c, SpecMod
 
 // Whether rule 3, coming from off, speculates with these estimates.
 bool Speculates(const SpecEstimates& e, const SpecChoices& c) {
-  return BestSpeculative(e, c, SpecMode::kOff, e.AlphaUpper()).rate > 1.0 + kMargin;
+  return BestSpeculative(e, c, SpecMode::kOff, PositionAcceptance(e, c)).rate > 1.0 + kMargin;
 }
 
 SpecEstimates Aged(SpecEstimates e, int tokens) {
@@ -88,12 +118,25 @@ const char* SpecModeName(SpecMode mode) {
   return "unknown";
 }
 
-void SpecEstimates::RecordBlock(int accepted_tokens, bool rejected) {
+void SpecEstimates::RecordBlock(int accepted_tokens, bool rejected,
+                                absl::Span<const int8_t> classes) {
   const int positions = std::max(0, accepted_tokens) + (rejected ? 1 : 0);
   if (positions == 0) return;
   const double keep = std::pow(kForget, positions);
   accepted = keep * accepted + std::max(0, accepted_tokens);
   verified = keep * verified + positions;
+  if (classes.empty()) return;
+  for (int k = 0; k < kConfidenceClasses; ++k) {
+    class_accepted[k] *= keep;
+    class_verified[k] *= keep;
+  }
+  // A position the drafter left empty has no class: only drafted positions count.
+  for (int i = 0; i < std::min<int>(positions, classes.size()); ++i) {
+    const int k = classes[i];
+    if (k < 0 || k >= kConfidenceClasses) continue;
+    class_verified[k] += 1.0;
+    if (i < accepted_tokens) class_accepted[k] += 1.0;
+  }
 }
 
 void SpecEstimates::RecordPlainTokens(int tokens) {
@@ -101,6 +144,10 @@ void SpecEstimates::RecordPlainTokens(int tokens) {
   const double keep = std::pow(kForget, tokens);
   accepted *= keep;
   verified *= keep;
+  for (int k = 0; k < kConfidenceClasses; ++k) {
+    class_accepted[k] *= keep;
+    class_verified[k] *= keep;
+  }
   // Costs measured on blocks are only re-measured by blocks: a verdict taken
   // under a passing load (a spike in overhead or interference) must fade like
   // acceptance evidence, or speculation would stay off for good (rule 4 then
@@ -140,7 +187,20 @@ void SpecEstimates::RecordCacheLookup(bool hit) {
 
 double SpecEstimates::AlphaMean() const { return (accepted + 1.0) / (verified + 2.0); }
 double SpecEstimates::AlphaUpper() const { return UpperBound(accepted, verified); }
+double SpecEstimates::ClassUpper(int confidence_class) const {
+  if (confidence_class < 0 || confidence_class >= kConfidenceClasses) return AlphaUpper();
+  return UpperBound(class_accepted[confidence_class], class_verified[confidence_class]);
+}
 double SpecEstimates::CacheHitUpper() const { return UpperBound(cache_hits, cache_lookups); }
+
+namespace {
+std::string ClassBounds(const SpecEstimates& e) {
+  std::string bounds;
+  for (int k = 0; k < kConfidenceClasses; ++k)
+    absl::StrAppend(&bounds, k > 0 ? "/" : "", e.ClassUpper(k));
+  return bounds;
+}
+}  // namespace
 
 std::string SpecEstimates::DebugString() const {
   return absl::StrCat("alpha=", AlphaMean(), " alpha+=", AlphaUpper(), " evidence=", verified,
@@ -148,7 +208,8 @@ std::string SpecEstimates::DebugString() const {
                       " t0=", target_step_seconds,
                       " slope=", target_slope, " overhead_s=", block_overhead_seconds,
                       " step_overhead_s=", step_overhead_seconds,
-                      " hit+=", CacheHitUpper(), " interference=", interference,
+                      " class+=", ClassBounds(*this), " hit+=", CacheHitUpper(),
+                      " interference=", interference,
                       " batch=", target_batch);
 }
 
@@ -211,7 +272,7 @@ double PredictedRate(const SpecEstimates& e, SpecMode mode, int k, double alpha)
 }
 
 SpecAction ChooseSpecAction(const SpecEstimates& e, const SpecChoices& c, SpecMode previous) {
-  SpecAction best = BestSpeculative(e, c, previous, e.AlphaUpper());
+  SpecAction best = BestSpeculative(e, c, previous, PositionAcceptance(e, c));
   // Off is the yardstick: turning speculation on needs the margin; staying on
   // needs a predicted gain (the optimism of alpha+ is the benefit of the doubt).
   if (!c.allow_off || best.rate > (previous == SpecMode::kOff ? 1.0 + kMargin : 1.0)) return best;
@@ -232,7 +293,8 @@ SpecAction ChooseSpecAction(const SpecEstimates& e, const SpecChoices& c, SpecMo
   }
   // A shadow block is an acceptance sample: worth its cost only if acceptance
   // can still change the verdict (full acceptance would win).
-  const bool winnable = BestSpeculative(e, c, SpecMode::kOff, 1.0).rate > 1.0 + kMargin;
+  const std::vector<double> full(c.max_k, 1.0);
+  const bool winnable = BestSpeculative(e, c, SpecMode::kOff, full).rate > 1.0 + kMargin;
   off.shadow = off.shadow_k > 0 && winnable && off.shadow_k * DraftCostInSteps(e) <= kMargin;
   return off;
 }

@@ -5,26 +5,32 @@
 // runtime/spec/analytic_model.h):
 //   1. alpha+ = the upper confidence bound of acceptance: the posterior mean
 //      (A + 1) / (V + 2) of the decayed evidence plus kConfidenceZ standard errors;
-//      h+ likewise for the cache hit rate. An unmeasured draft cost is its prior
-//      (the draft's decode bytes / the target's), other unmeasured costs are free.
+//      h+ likewise for the cache hit rate, a_c+ for each confidence class c a drafter
+//      reports per position. Position i of a block is accepted (given the ones
+//      before) with a_i = a_c+ of its class in choices.proposal, else (no proposal
+//      yet: should one be drafted?) alpha+. An unmeasured draft cost is its prior
+//      (decode bytes / the target's), other unmeasured costs are free.
 //   2. R(off) = 1. For each allowed mode m in {sequential, overlapped, cached} and
-//      k in [min_k, max_k] (min_k while the draft's cost is unknown: the
-//      cheapest block measures it), R(m, k) = PipelineSpeedup at alpha+, h+, C = T(0) /
-//      draft seconds per token, the target's slope charged for its batch, block
-//      overhead, the per-step time plain decoding pays too (on both sides), and,
-//      for modes whose drafting runs beside the verification, the measured
-//      interference (the verification is that much slower).
+//      k in [min_k, max_k] (min_k while the draft's cost is unknown; at most the
+//      proposal's length), R(m, k) = PipelineSpeedup at the alpha whose geometric
+//      block accepts E(k) = sum_{i<=k} a_1...a_i drafts, h+, C = T(0) / draft
+//      seconds per token, the target's slope charged for its batch, block overhead,
+//      the per-step time plain decoding pays too (on both sides), and, for modes
+//      drafting beside the verification, the measured interference.
 //   3. Choose the largest R; the previous mode wins unless beaten by kMargin;
 //      off wins unless beaten, by kMargin if speculation is off now.
 //   4. When off: off_tokens = the plain tokens until the evidence, aging by
 //      kForget per token, would make rule 3 speculate (at most kMaxOffTokens);
 //      shadow = the drafter's block costs at most kMargin of a plain step and
 //      full acceptance would win (a sample that could change the verdict).
-// Consequences: a request's first block is tried (no evidence: alpha+ is high);
-// a failing drafter is retried once its evidence has aged (tens of tokens per
-// failed try: probes and back-off); a drafter whose cost loses even at alpha = 1
-// is not (probe = false); a cache whose hits do not pay for its interference is
-// not used; cheap drafters keep scoring acceptance while off (shadow blocks) and
+// Consequences: a proposal is cut where its next positions' survival no longer
+// pays, and not sent (off: the target decides the next token, the next proposal
+// is priced again) when its first positions are unlikely, while rule 4's window
+// follows the request's blocks as sent; a request's first block is tried (no
+// evidence: alpha+ is high); a failing drafter is retried once its evidence has
+// aged (tens of tokens per failed try: probes and back-off); a drafter whose
+// cost loses even at alpha = 1 is not (probe = false); a cache whose hits do not
+// pay for its interference is not used; cheap drafters keep scoring acceptance while off (shadow blocks) and
 // turn speculation back on as soon as the text turns copyable.
 //
 // Use (any engine; the draft worker's is draft_worker/draft_engine.cc):
@@ -35,6 +41,7 @@
 #ifndef SPLITSPEC_RUNTIME_SPEC_SPEC_POLICY_H_
 #define SPLITSPEC_RUNTIME_SPEC_SPEC_POLICY_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -58,6 +65,10 @@ inline constexpr double kForget = 0.995;
 inline constexpr double kCostWeight = 0.1;
 // The longest off window: a verdict made under one load is re-asked this often.
 inline constexpr int kMaxOffTokens = 256;
+// Confidence classes a drafter may report per drafted position: four separate
+// the lookup drafter's measured acceptance (13% to 90%, LookupConfidenceClass);
+// more would only spread the evidence thinner.
+inline constexpr int kConfidenceClasses = 4;
 
 enum class SpecMode { kOff, kSequential, kOverlapped, kCached };
 const char* SpecModeName(SpecMode mode);
@@ -70,6 +81,9 @@ struct SpecEstimates {
   // draft positions (a position the drafter left empty counts as rejected).
   double accepted = 0.0;
   double verified = 0.0;
+  // The same per confidence class (only positions whose block reported classes).
+  std::array<double, kConfidenceClasses> class_accepted{};
+  std::array<double, kConfidenceClasses> class_verified{};
   double draft_seconds_per_token = 0.0;
   // A draft token's cost in plain target steps until draft_seconds_per_token is
   // measured (Drafter::decode_bytes_ratio: a fresh worker's first blocks are
@@ -95,7 +109,9 @@ struct SpecEstimates {
   // A verified block (or a shadow block scored against the target's own tokens):
   // the first `accepted` drafts accepted; `rejected`: the position after them was
   // rejected or left undrafted. Ages the evidence by kForget per position.
-  void RecordBlock(int accepted, bool rejected);
+  // `classes`: the block's DraftRequest.confidence, if any: its verified drafted
+  // positions also count for their classes (entries out of range are ignored).
+  void RecordBlock(int accepted, bool rejected, absl::Span<const int8_t> classes = {});
   // Tokens the target decided alone: age the acceptance evidence, and the
   // costs only blocks measure (overhead, interference), so a verdict taken
   // under a passing load is re-tried once they have faded.
@@ -108,6 +124,8 @@ struct SpecEstimates {
 
   double AlphaMean() const;
   double AlphaUpper() const;  // rule 1
+  // a_c+ of rule 1; a class out of range: AlphaUpper().
+  double ClassUpper(int confidence_class) const;
   double CacheHitUpper() const;
   std::string DebugString() const;
 };
@@ -119,6 +137,9 @@ struct SpecChoices {
   bool allow_off = true;
   bool overlapped = false;  // two blocks in flight
   bool cached = false;      // the speculation cache
+  // The confidence classes of the block the drafter proposed, to be cut (empty:
+  // none, or not proposed yet). Borrowed.
+  absl::Span<const int8_t> proposal;
 };
 
 struct SpecAction {

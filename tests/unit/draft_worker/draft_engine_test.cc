@@ -942,6 +942,64 @@ std::vector<int32_t> BranchyPrompt() {
   return tokens;
 }
 
+// A drafter that reports confidence classes: the policy prices each proposal by
+// its classes. Proposals at even positions are confident (class 3) and the
+// target accepts them whole; at odd ones the first draft is class 0 and rejected.
+// Once that is measured, weak proposals are withheld (an empty block: the target
+// decides that token) while confident ones keep going out whole.
+TEST_F(DraftEngineTest, ConfidenceClassesWithholdWeakProposalsAndSendStrongOnes) {
+  DraftEngineOptions options;
+  options.lookahead_blocks = 1;
+  options.shadow_drafts = false;
+  options.clock = [] { return absl::UnixEpoch(); };  // no cost measured: acceptance decides
+  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+  drafter_.ReportConfidence(
+      [](size_t start, int position) -> int8_t { return start % 2 == 0 || position > 0 ? 3 : 0; });
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0, /*max_tokens=*/1000)).ok());
+  std::vector<int32_t> committed = kPrompt;
+  uint64_t epoch = 0;
+  int strong_sent = 0, weak_sent = 0, weak_withheld = 0;
+  for (int round = 0; round < 80; ++round) {
+    const std::vector<proto::DraftBlock> sent = Step();
+    ASSERT_EQ(sent.size(), 1u) << "round " << round;
+    const proto::DraftBlock& block = sent[0];
+    ASSERT_EQ(block.start(), committed.size());
+    const bool strong = committed.size() % 2 == 0;
+    proto::VerifyResult result;
+    if (block.tokens_size() == 0) {
+      EXPECT_FALSE(strong) << "round " << round << ": a confident proposal was withheld";
+      ++weak_withheld;
+      committed.push_back(static_cast<int32_t>((committed.size() * 7) % FakeDrafter::kVocab));
+      result = Result("r", ++epoch, {committed.back()}, static_cast<int>(committed.size()),
+                      block.block_sequence());
+    } else if (strong) {
+      ++strong_sent;
+      const std::vector<int32_t> drafts = Tokens(block);
+      committed.insert(committed.end(), drafts.begin(), drafts.end());
+      // Plus the target's own token, so the next block starts where the target chose.
+      committed.push_back((drafts.back() + 5) % FakeDrafter::kVocab);
+      if (committed.size() % 2 == 0) {  // keep alternating: the next proposal is weak
+        committed.push_back((committed.back() + 5) % FakeDrafter::kVocab);
+      }
+      result = Result("r", ++epoch, Slice(committed, block.start(), committed.size()),
+                      static_cast<int>(committed.size()), block.block_sequence());
+      result.set_accepted(static_cast<uint32_t>(drafts.size()));
+    } else {
+      ++weak_sent;
+      committed.push_back((block.tokens(0) + 1) % FakeDrafter::kVocab);  // rejected
+      result = Result("r", ++epoch, {committed.back()}, static_cast<int>(committed.size()),
+                      block.block_sequence());
+    }
+    ASSERT_EQ(engine_->OnResult(result), ResultAction::kApplied) << "round " << round;
+  }
+  EXPECT_GT(strong_sent, 20);
+  EXPECT_GT(weak_withheld, 20);
+  EXPECT_GE(weak_sent, 1) << "an unmeasured class is tried";
+  // Once measured, mostly withheld: re-tried only as its evidence ages (the probes).
+  EXPECT_GE(weak_withheld, 3 * weak_sent);
+  EXPECT_EQ(engine_->counters().proposals_withheld, static_cast<uint64_t>(weak_withheld));
+}
+
 class DraftEngineTreeTest : public ::testing::Test {
  protected:
   // draft_k 0: the policy chooses k (and may turn speculation off); else fixed k,

@@ -9,6 +9,7 @@
 #ifndef SPLITSPEC_TESTS_UNIT_DRAFT_WORKER_FAKE_DRAFTER_H_
 #define SPLITSPEC_TESTS_UNIT_DRAFT_WORKER_FAKE_DRAFTER_H_
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -44,6 +45,11 @@ class FakeDrafter : public spec::Drafter {
 
   void FailRequest(const std::string& id) { failing_.insert(id); }
   void FailNextPropose(absl::Status status) { fail_next_ = std::move(status); }
+  // Reports confidence classes: class_of(start, i) for the i-th draft of a
+  // proposal starting at position `start` (as the lookup drafter does).
+  void ReportConfidence(std::function<int8_t(size_t start, int position)> class_of) {
+    class_of_ = std::move(class_of);
+  }
   // Proposes nothing for `id` (as a model-free drafter with no match does).
   void ProposeNothingFor(const std::string& id) { silent_.insert(id); }
 
@@ -117,6 +123,9 @@ class FakeDrafter : public spec::Drafter {
       if (request.mode == spec::VerifyMode::kRejection) {
         for (int32_t token : request.tokens) request.q.push_back({{token}, {1.0f}});
       }
+      request.confidence.clear();
+      for (int i = 0; class_of_ && i < static_cast<int>(request.tokens.size()); ++i)
+        request.confidence.push_back(class_of_(context.size(), i));
       it->second = std::move(extended);
     }
     return absl::OkStatus();
@@ -127,6 +136,7 @@ class FakeDrafter : public spec::Drafter {
   std::set<std::string> failing_;
   std::set<std::string> silent_;
   std::optional<absl::Status> fail_next_;
+  std::function<int8_t(size_t, int)> class_of_;
   std::vector<Proposal> proposals_;
 };
 

@@ -102,6 +102,46 @@ TEST(LookupDrafterTest, ProposesFromPromptAndOutputAndFollowsTruncation) {
   EXPECT_EQ(batch[0].status.code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST(LookupConfidenceClassTest, GrowsWithTheMatchAndDropsWhenContested) {
+  EXPECT_EQ(LookupConfidenceClass(1, true), 0);
+  EXPECT_EQ(LookupConfidenceClass(1, false), 1);
+  EXPECT_EQ(LookupConfidenceClass(2, true), 1);
+  EXPECT_EQ(LookupConfidenceClass(2, false), 2);
+  EXPECT_EQ(LookupConfidenceClass(5, true), 2);
+  EXPECT_EQ(LookupConfidenceClass(6, false), 3);
+  EXPECT_EQ(LookupConfidenceClass(32, true), 3);
+}
+
+TEST(LookupDrafterTest, ReportsAConfidenceClassPerDraftedPosition) {
+  LookupDrafter drafter(LookupDrafterConfig{});
+  // 7 8 occurs twice, continuing 1 and 2: the last 8 matches one token and is contested.
+  const Tokens prompt = {7, 8, 1, 5, 7, 8, 2, 6, 8};
+  ASSERT_TRUE(drafter.Start("r", prompt).ok());
+  std::vector<DraftRequest> batch(1);
+  batch[0].request_id = "r";
+  batch[0].context = prompt;
+  batch[0].k = 2;
+  ASSERT_TRUE(drafter.Propose(absl::MakeSpan(batch)).ok());
+  ASSERT_TRUE(batch[0].status.ok()) << batch[0].status;
+  EXPECT_EQ(batch[0].tokens, Tokens({2, 6}));  // the latest among equal matches
+  EXPECT_EQ(batch[0].confidence, std::vector<int8_t>({0, 2}));  // contested; then 2 tokens
+  // A long uncontested match: every position in the top class.
+  const Tokens repeated = {1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6};
+  ASSERT_TRUE(drafter.Start("s", repeated).ok());
+  batch[0].request_id = "s";
+  batch[0].context = repeated;
+  batch[0].k = 3;
+  ASSERT_TRUE(drafter.Propose(absl::MakeSpan(batch)).ok());
+  EXPECT_EQ(batch[0].tokens, Tokens({7, 8, 9}));
+  EXPECT_EQ(batch[0].confidence, std::vector<int8_t>({3, 3, 3}));
+  // A tree reports none.
+  ASSERT_TRUE(drafter.Truncate("s", static_cast<int64_t>(repeated.size())).ok());
+  batch[0].tree_nodes = 4;
+  ASSERT_TRUE(drafter.Propose(absl::MakeSpan(batch)).ok());
+  EXPECT_FALSE(batch[0].tokens.empty());
+  EXPECT_TRUE(batch[0].confidence.empty());
+}
+
 // A B C X Y A B C Z W A B C: the suffix (A B C) occurred twice, followed by
 // Z W A (latest) and X Y A; with the equal match lengths the latest is first.
 TEST(LookupTreeProposalTest, MergesTheContinuationsOfEveryMatch) {

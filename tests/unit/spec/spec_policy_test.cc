@@ -8,6 +8,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "runtime/spec/analytic_model.h"
@@ -234,6 +235,88 @@ TEST(SpecPolicyTest, EstimatesCountPositionsAndIgnoreUnusableSamples) {
   EXPECT_EQ(e.interference, 0.0);
   EXPECT_GT(e.AlphaUpper(), e.AlphaMean());
   EXPECT_LE(e.AlphaUpper(), 1.0);
+}
+
+// Confidence classes: evidence per class, and the rule pricing a proposal's
+// positions by their classes' bounds.
+TEST(SpecPolicyTest, ClassEvidenceCountsEachDraftedPositionForItsClass) {
+  SpecEstimates e;
+  const int8_t classes[] = {1, 3, 3, 2};
+  e.RecordBlock(2, true, classes);  // positions 0, 1 accepted, 2 rejected, 3 unverified
+  EXPECT_NEAR(e.verified, 3.0, 1e-12);
+  EXPECT_NEAR(e.class_verified[1], 1.0, 1e-12);
+  EXPECT_NEAR(e.class_accepted[1], 1.0, 1e-12);
+  EXPECT_NEAR(e.class_verified[3], 2.0, 1e-12);
+  EXPECT_NEAR(e.class_accepted[3], 1.0, 1e-12);
+  EXPECT_EQ(e.class_verified[2], 0.0);
+  EXPECT_EQ(e.class_verified[0], 0.0);
+  const int8_t out_of_range[] = {-1, kConfidenceClasses};
+  e.RecordBlock(1, true, out_of_range);  // counted in the request's evidence only
+  EXPECT_NEAR(e.class_verified[3], 2.0 * std::pow(kForget, 2), 1e-12);
+  EXPECT_NEAR(e.verified, 3.0 * std::pow(kForget, 2) + 2.0, 1e-12);
+  e.RecordPlainTokens(10);
+  EXPECT_NEAR(e.class_verified[3], 2.0 * std::pow(kForget, 12), 1e-12);
+  EXPECT_EQ(e.ClassUpper(kConfidenceClasses), e.AlphaUpper());
+}
+
+// Estimates whose class c was verified `evidence` times at acceptance class_alpha[c].
+SpecEstimates WithClasses(SpecEstimates e, const std::vector<double>& class_alpha,
+                          double evidence) {
+  for (int c = 0; c < kConfidenceClasses; ++c) {
+    e.class_accepted[c] = class_alpha[c] * evidence;
+    e.class_verified[c] = evidence;
+  }
+  return e;
+}
+
+TEST(SpecPolicyTest, AProposalIsCutWhereItsNextPositionsNoLongerPay) {
+  // A mediocre request average (the estimates' alpha 0.35), but classes that
+  // separate: the proposal's confident positions are sent, its weak tail is not.
+  const SpecEstimates e =
+      WithClasses(Make(0.35, 200, 1000, 0.1, 0.0), {0.1, 0.45, 0.7, 0.95}, 200);
+  SpecChoices c = Choices();
+  const int8_t strong_then_weak[] = {3, 3, 3, 3, 0, 0, 0, 0};
+  c.proposal = strong_then_weak;
+  const SpecAction cut = ChooseSpecAction(e, c, SpecMode::kSequential);
+  EXPECT_EQ(cut.mode, SpecMode::kSequential);
+  EXPECT_EQ(cut.k, 4);
+  // All strong: the whole proposal.
+  const int8_t strong[] = {3, 3, 3, 3, 3, 3, 3, 3};
+  c.proposal = strong;
+  EXPECT_EQ(ChooseSpecAction(e, c, SpecMode::kSequential).k, 8);
+  // Without classes the same request is priced at its average: a short block.
+  const SpecAction average = ChooseSpecAction(e, Choices(), SpecMode::kSequential);
+  EXPECT_LT(average.k, 4);
+  EXPECT_LT(average.rate, cut.rate);
+}
+
+TEST(SpecPolicyTest, AProposalWhoseFirstPositionsAreUnlikelyIsNotSent) {
+  const SpecEstimates e =
+      WithClasses(Make(0.35, 200, 1000, 0.1, 0.1), {0.1, 0.45, 0.7, 0.95}, 200);
+  SpecChoices c = Choices();
+  const int8_t weak_first[] = {0, 3, 3, 3};  // a likely tail behind an unlikely head
+  c.proposal = weak_first;
+  const SpecAction weak = ChooseSpecAction(e, c, SpecMode::kSequential);
+  EXPECT_EQ(weak.mode, SpecMode::kOff);
+  EXPECT_EQ(weak.k, 0);
+  // A confident head is sent, and so is as much of the tail as pays.
+  const int8_t strong_first[] = {3, 3, 0, 3};
+  c.proposal = strong_first;
+  const SpecAction strong = ChooseSpecAction(e, c, SpecMode::kOff);
+  EXPECT_EQ(strong.mode, SpecMode::kSequential);
+  EXPECT_EQ(strong.k, 2);
+}
+
+TEST(SpecPolicyTest, ABatchTooSteepForEvenAConfidentProposalWithholdsIt) {
+  // Each draft token costs the whole batch: with the slope of a big batch not
+  // even a 0.8 class pays.
+  SpecEstimates e = WithClasses(Make(0.3, 200, 1000, 0.5, 0.0), {0.1, 0.3, 0.5, 0.8}, 400);
+  SpecChoices c = Choices();
+  const int8_t confident[] = {3, 3, 3, 3};
+  c.proposal = confident;
+  EXPECT_EQ(ChooseSpecAction(e, c, SpecMode::kSequential).mode, SpecMode::kSequential);
+  e.target_batch = 64;
+  EXPECT_EQ(ChooseSpecAction(e, c, SpecMode::kSequential).mode, SpecMode::kOff);
 }
 
 // --- the simulated drafter grid ------------------------------------------
