@@ -26,6 +26,7 @@
 #include "runtime/tokenizer/tokenizer_gguf.h"
 #include "tests/testing/chi_square.h"
 #include "tests/testing/tiny_model.h"
+#include "tests/testing/tiny_model_pair.h"
 #include "tests/unit/spec/spec_test_util.h"
 
 namespace splitspec::spec {
@@ -50,12 +51,7 @@ Loaded WriteAndLoad(uint32_t seed, const std::string& name) {
 }
 
 // The logits after `context`, from scratch (a chain forward on a fresh cache).
-std::vector<float> LastLogits(model::Transformer& m, const std::vector<int32_t>& context) {
-  std::unique_ptr<model::KvCache> cache = m.NewCache();
-  model::ForwardOutput out;
-  EXPECT_TRUE(m.Forward({{cache.get(), context, model::LogitsMode::kLast}}, &out).ok());
-  return std::vector<float>(out.Row(0, 0), out.Row(0, 0) + out.vocab_size);
-}
+using model::LastLogits;
 
 std::vector<float> Probs(const SamplingParams& params, const std::vector<float>& logits) {
   std::vector<float> probs(logits.size());
