@@ -1,11 +1,15 @@
-// AVX-512 path of the block attention order (attention.h). Up to four queries of a tile
-// share every key and value vector converted from half precision: the score chains of
-// a tile are 4 queries x 4 vectors of 16 positions, the value chains 4 queries x 64
-// output elements, all in registers. The same float operations as the reference, so the
-// same bits. With more queries than a tile (a verification block, a prefill tile), the
-// block's rows are read from memory once, by the first tile, and from cache by the
-// others; the first tile also prefetches the caller's next block into L2 (measured on
-// the 2-core EPYC: decode-shaped blocks otherwise wait on each cache miss in turn).
+// AVX-512 path of the block attention order (attention.h). Up to four queries (a decode
+// step's GQA heads) form a tile: its score chains are 4 queries x 4 vectors of 16
+// positions, its value chains 4 queries x 64 output elements, all in registers, so each
+// key and value vector converted from half precision feeds 16 FMAs. Five to sixteen
+// queries (a verification block's tokens x heads, a prefill tile's part) form a wide
+// tile, which runs the loops the other way round: one vector of 16 positions or output
+// elements at a time against all its queries (kCount chains, each vector read and
+// converted once per tile). More than sixteen: wide tiles of near-equal sizes, the block's
+// rows read from memory once, by the first tile, and from cache by the others. The first
+// tile also prefetches the caller's next block into L2 (measured on the 2-core EPYC:
+// decode-shaped blocks otherwise wait on each cache miss in turn). The same float
+// operations as the reference, so the same bits.
 // GCC 12's AVX-512 intrinsic headers seed some results with _mm512_undefined_*, which
 // -W(maybe-)uninitialized reports inside the header (as in matmul_avx512.cc).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -15,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/exp_approx.h"
@@ -25,20 +30,27 @@ namespace {
 constexpr int kVectors = kKvBlockPositions / 16;  // 4 vectors of 16 positions
 constexpr int kTile = 4;                          // queries sharing each converted vector
 constexpr int kDimTile = 64;                      // output elements per pass of the value chains
+constexpr int kMinWideTile = kTile + 1;           // fewer: AttendTile (too few chains per vector)
+constexpr int kMaxWideTile = 16;  // the registers: kMaxWideTile chains + the row vector
+constexpr int kMaxHeadDim = 256;  // the largest head_dim AttendKvBlock dispatches here
 
 inline __m512 LoadHalves16(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-// ExpApprox8<GgmlOrder::kAvx512> (exp_approx.h) on 16 lanes of kN vectors at once: the
-// same operations per lane, so the same bits; each step is applied to every vector before
-// the next step, so the kN dependency chains are in flight together.
+// ExpApprox<GgmlOrder::kAvx512> (exp_approx.h) on 16 lanes of kN vectors at once, for
+// arguments <= 0 or NaN (a softmax's s_j - m, where m is the max of the s_j): the same
+// bits as the scalar function for those. Each step is applied to every vector before the
+// next step, so the kN dependency chains are in flight together. With x <= 0, n =
+// round(x / ln2) <= 0, so the scalar function's second factor 2^max(n - 127, 0) is 1 and
+// its j * 2^n (n >= -126) is one correctly rounded product of j and a power of two, which
+// is what vscalefps(j, n) computes: one instruction instead of building 2^n from bits
+// and multiplying twice (perf: the softmax was about 15% of the kernel's time).
 template <int kN>
-inline void Exp16(__m512 (&x)[kN]) {
+inline void ExpOfNonPositive16(__m512 (&x)[kN]) {
   using namespace exp_approx_internal;
   const __m512 shift = _mm512_set1_ps(kShift);
-  const __m512 lo = _mm512_set1_ps(-126.0f), hi = _mm512_set1_ps(127.0f);
-  const __m512i bias = _mm512_set1_epi32(127);
+  const __m512 lo = _mm512_set1_ps(-126.0f);
   __m512 n[kN], b[kN], u[kN], upper[kN];
   for (int i = 0; i < kN; ++i) {
     n[i] = _mm512_sub_ps(_mm512_fmadd_ps(x[i], _mm512_set1_ps(kInvLn2), shift), shift);
@@ -56,14 +68,7 @@ inline void Exp16(__m512 (&x)[kN]) {
   for (int i = 0; i < kN; ++i) {
     const __m512 j = _mm512_fmadd_ps(
         upper[i], u[i], _mm512_fmadd_ps(_mm512_set1_ps(kC1), b[i], _mm512_set1_ps(1.0f)));
-    // 2^n from the exponent bits, n clamped to [-126, 127]; larger n multiply twice.
-    const __m512 n1 = _mm512_min_ps(_mm512_max_ps(n[i], lo), hi);
-    const __m512 n2 = _mm512_max_ps(_mm512_sub_ps(n[i], hi), _mm512_setzero_ps());
-    const __m512 p1 =
-        _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n1), bias), 23));
-    const __m512 p2 = _mm512_castsi512_ps(
-        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(_mm512_min_ps(n2, hi)), bias), 23));
-    const __m512 result = _mm512_mul_ps(_mm512_mul_ps(j, p1), p2);
+    const __m512 result = _mm512_scalef_ps(j, n[i]);
     // Underflow (n < -126) gives 0; NaN inputs keep their NaN.
     const __mmask16 under = _mm512_cmp_ps_mask(n[i], lo, _CMP_LT_OQ);
     const __mmask16 nan = _mm512_cmp_ps_mask(x[i], x[i], _CMP_UNORD_Q);
@@ -83,6 +88,50 @@ inline float SixteenLaneSum(const __m512 (&e)[kVectors]) {
   u = _mm_add_ps(u, _mm_movehl_ps(u, u));                                              // h = 2
   u = _mm_add_ss(u, _mm_movehdup_ps(u));                                               // h = 1
   return _mm_cvtss_f32(u);
+}
+
+// The softmax of queries [0, kCount) (attention.h's m, e_j and l) from their score
+// chains s (lanes of vector c: positions 16c .. 16c + 15), each step across the queries
+// so that their dependency chains overlap. e_j goes to e[g * kKvBlockPositions + j]
+// (0 where query g does not attend to j), m and l to partials[g * partial_stride].
+template <int kCount>
+inline void Softmax(const KvBlockQuery* queries, __m512 (&s)[kCount][kVectors], float scale,
+                    float* e, float* partials, int64_t partial_stride) {
+  __mmask16 valid[kCount][kVectors];
+  __m512 vmax[kCount];
+  for (int g = 0; g < kCount; ++g) {
+    vmax[g] = _mm512_set1_ps(-INFINITY);
+    for (int c = 0; c < kVectors; ++c) {
+      const int in_vector = std::clamp(queries[g].n - 16 * c, 0, 16);
+      const int masked = std::clamp(queries[g].first - 16 * c, 0, 16);  // before `first`
+      valid[g][c] = static_cast<__mmask16>(((1u << in_vector) - 1u) & ~((1u << masked) - 1u));
+    }
+  }
+  for (int c = 0; c < kVectors; ++c) {
+    for (int g = 0; g < kCount; ++g) {
+      s[g][c] = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), valid[g][c], s[g][c],
+                                   _mm512_set1_ps(scale));
+      vmax[g] = _mm512_max_ps(vmax[g], s[g][c]);
+    }
+  }
+  float m[kCount];
+  for (int g = 0; g < kCount; ++g) m[g] = _mm512_reduce_max_ps(vmax[g]);
+  __m512 x[kCount * kVectors];
+  for (int g = 0; g < kCount; ++g) {
+    for (int c = 0; c < kVectors; ++c) {
+      x[g * kVectors + c] = _mm512_sub_ps(s[g][c], _mm512_set1_ps(m[g]));
+    }
+  }
+  ExpOfNonPositive16(x);  // x <= 0: each s_j <= m
+  for (int g = 0; g < kCount; ++g) {
+    for (int c = 0; c < kVectors; ++c) {
+      s[g][c] = _mm512_maskz_mov_ps(valid[g][c], x[g * kVectors + c]);
+      _mm512_store_ps(e + g * kKvBlockPositions + 16 * c, s[g][c]);
+    }
+    float* partial = partials + g * partial_stride;
+    partial[0] = m[g];
+    partial[1] = SixteenLaneSum(s[g]);
+  }
 }
 
 // Prefetches [p, p + halves) into L2 (a hint: no effect on results). Into L2, not L1:
@@ -137,44 +186,8 @@ void AttendTile(const KvBlockQuery* queries, const uint16_t* kt, const uint16_t*
       }
     }
   }
-  // The softmax of every query of the tile, each step across the tile's queries so that
-  // their dependency chains overlap.
-  __mmask16 valid[kCount][kVectors];
-  __m512 vmax[kCount];
-  for (int g = 0; g < kCount; ++g) {
-    vmax[g] = _mm512_set1_ps(-INFINITY);
-    for (int c = 0; c < kVectors; ++c) {
-      const int in_vector = std::clamp(queries[g].n - 16 * c, 0, 16);
-      const int masked = std::clamp(queries[g].first - 16 * c, 0, 16);  // before `first`
-      valid[g][c] = static_cast<__mmask16>(((1u << in_vector) - 1u) & ~((1u << masked) - 1u));
-    }
-  }
-  for (int c = 0; c < kVectors; ++c) {
-    for (int g = 0; g < kCount; ++g) {
-      s[g][c] = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), valid[g][c], s[g][c],
-                                   _mm512_set1_ps(scale));
-      vmax[g] = _mm512_max_ps(vmax[g], s[g][c]);
-    }
-  }
-  float m[kCount];
-  for (int g = 0; g < kCount; ++g) m[g] = _mm512_reduce_max_ps(vmax[g]);
-  __m512 x[kCount * kVectors];
-  for (int g = 0; g < kCount; ++g) {
-    for (int c = 0; c < kVectors; ++c) {
-      x[g * kVectors + c] = _mm512_sub_ps(s[g][c], _mm512_set1_ps(m[g]));
-    }
-  }
-  Exp16(x);
   alignas(64) float e[kCount][kKvBlockPositions];
-  for (int g = 0; g < kCount; ++g) {
-    for (int c = 0; c < kVectors; ++c) {
-      s[g][c] = _mm512_maskz_mov_ps(valid[g][c], x[g * kVectors + c]);
-      _mm512_store_ps(e[g] + 16 * c, s[g][c]);
-    }
-    float* partial = partials + g * KvBlockPartialFloats(head_dim);
-    partial[0] = m[g];
-    partial[1] = SixteenLaneSum(s[g]);
-  }
+  Softmax<kCount>(queries, s, scale, e[0], partials, KvBlockPartialFloats(head_dim));
   const bool prefetch_values = next.v != nullptr && next.rows > 0;
   for (int d0 = 0; d0 < head_dim; d0 += kDimTile) {
     __m512 a[kCount][kDimTile / 16];
@@ -213,6 +226,112 @@ void AttendTile(const KvBlockQuery* queries, const uint16_t* kt, const uint16_t*
   }
 }
 
+// Queries [0, kCount) of a wide tile, kMinWideTile <= kCount <= kMaxWideTile (a
+// verification block's or a prefill tile's queries). The loops run the other way round
+// from AttendTile's: one vector of 16 positions (scores) or 16 output elements (values)
+// at a time, against every query of the tile, so each vector is loaded and converted
+// from half precision once per tile (AttendTile: once per 4 queries) and the kCount
+// chains of a step are independent, more than the FMA latency of 4 needs. Measured with
+// 15 queries on the 2-core EPYC, blocks in L1: 174 ns per (query, block) against 187
+// for 4-query tiles (the FMA bound: 141). The chains and their order are attention.h's,
+// so the bits are the reference's.
+template <int kCount>
+void AttendWideTile(const KvBlockQuery* queries, const uint16_t* kt, const uint16_t* v,
+                    int64_t v_stride, int head_dim, float scale, const KvBlockPrefetch& next,
+                    float* partials) {
+  int n[kCount];
+  int n_max = 0, n_min = kKvBlockPositions;
+  for (int g = 0; g < kCount; ++g) {
+    n[g] = queries[g].n;
+    n_max = std::max(n_max, n[g]);
+    n_min = std::min(n_min, n[g]);
+  }
+  const int used = (n_max + 15) / 16;
+  // The queries side by side at a fixed stride, q_g[d] at qs[g * kMaxHeadDim + d]: the
+  // broadcasts of a step then address one base pointer with constant offsets (kCount
+  // query pointers would not fit the registers). A vector copy: transposing them instead
+  // cost a tenth of the kernel's time.
+  alignas(64) float qs[kCount * kMaxHeadDim];
+  for (int g = 0; g < kCount; ++g) {
+    std::memcpy(qs + g * kMaxHeadDim, queries[g].q, head_dim * sizeof(float));
+  }
+  // Score chains, one vector of positions at a time; raw[g][j] = the chain of (g, j).
+  alignas(64) float raw[kCount][kKvBlockPositions];
+  for (int c = 0; c < used; ++c) {
+    __m512 acc[kCount];
+    for (auto& a : acc) a = _mm512_setzero_ps();
+    const bool prefetch_keys = c == 0 && next.kt != nullptr;
+    for (int d = 0; d < head_dim; ++d) {
+      if (prefetch_keys) PrefetchHalves(next.kt + d * kKvBlockPositions, kKvBlockPositions);
+      const __m512 k = LoadHalves16(kt + d * kKvBlockPositions + 16 * c);
+      const float* qd = qs + d;
+      for (int g = 0; g < kCount; ++g) {
+        acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(qd[g * kMaxHeadDim]), k, acc[g]);
+      }
+    }
+    for (int g = 0; g < kCount; ++g) _mm512_store_ps(raw[g] + 16 * c, acc[g]);
+  }
+  for (int c = used; c < kVectors; ++c) {  // never attended: masked by Softmax
+    for (int g = 0; g < kCount; ++g) _mm512_store_ps(raw[g] + 16 * c, _mm512_setzero_ps());
+  }
+  // The softmax, two queries at a time (8 exp chains in flight).
+  const int64_t stride = KvBlockPartialFloats(head_dim);
+  alignas(64) float e[kCount][kKvBlockPositions];
+  int g = 0;
+  for (; g + 2 <= kCount; g += 2) {
+    __m512 s[2][kVectors];
+    for (int i = 0; i < 2; ++i) {
+      for (int c = 0; c < kVectors; ++c) s[i][c] = _mm512_load_ps(raw[g + i] + 16 * c);
+    }
+    Softmax<2>(queries + g, s, scale, e[g], partials + g * stride, stride);
+  }
+  if (g < kCount) {
+    __m512 s[1][kVectors];
+    for (int c = 0; c < kVectors; ++c) s[0][c] = _mm512_load_ps(raw[g] + 16 * c);
+    Softmax<1>(queries + g, s, scale, e[g], partials + g * stride, stride);
+  }
+  // Value chains, 16 output elements at a time.
+  const int prefetch_rows = next.v != nullptr ? next.rows : 0;
+  for (int c = 0; c < head_dim / 16; ++c) {
+    __m512 acc[kCount];
+    for (auto& a : acc) a = _mm512_setzero_ps();
+    const uint16_t* column = v + 16 * c;
+    int j = 0;
+    for (; j < n_min; ++j) {  // every query of the tile attends to j
+      if (c == 0 && j < prefetch_rows) PrefetchHalves(next.v + j * v_stride, head_dim);
+      const __m512 vj = LoadHalves16(column + j * v_stride);
+      for (int i = 0; i < kCount; ++i) {
+        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(e[i][j]), vj, acc[i]);
+      }
+    }
+    for (; j < n_max; ++j) {
+      const __m512 vj = LoadHalves16(column + j * v_stride);
+      for (int i = 0; i < kCount; ++i) {
+        if (j < n[i]) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(e[i][j]), vj, acc[i]);
+      }
+    }
+    if (c == 0) {
+      for (int r = n_min; r < prefetch_rows; ++r) PrefetchHalves(next.v + r * v_stride, head_dim);
+    }
+    for (int i = 0; i < kCount; ++i) {
+      _mm512_storeu_ps(partials + i * stride + 2 + 16 * c, acc[i]);
+    }
+  }
+}
+
+// Runs AttendWideTile<kCount> for count in [kMinWideTile, kMaxWideTile].
+template <int kCount = kMinWideTile>
+void DispatchWideTile(int count, const KvBlockQuery* queries, const uint16_t* kt, const uint16_t* v,
+                      int64_t v_stride, int head_dim, float scale, const KvBlockPrefetch& next,
+                      float* partials) {
+  if constexpr (kCount <= kMaxWideTile) {
+    if (count == kCount) {
+      return AttendWideTile<kCount>(queries, kt, v, v_stride, head_dim, scale, next, partials);
+    }
+    DispatchWideTile<kCount + 1>(count, queries, kt, v, v_stride, head_dim, scale, next, partials);
+  }
+}
+
 }  // namespace
 
 // REQUIRES: head_dim % 64 == 0 (AttendKvBlock dispatches only such sizes).
@@ -221,20 +340,28 @@ void AttendKvBlockAvx512(const KvBlockQuery* queries, int count, const uint16_t*
                          float* partials, const KvBlockPrefetch& next) {
   const int64_t stride = KvBlockPartialFloats(head_dim);
   const KvBlockPrefetch none;
-  int i = 0;
-  for (; i + kTile <= count; i += kTile) {
-    AttendTile<kTile>(queries + i, kt, v, v_stride, head_dim, scale, i == 0 ? next : none,
-                      partials + i * stride);
+  if (count >= kMinWideTile) {
+    // Wide tiles of as equal sizes as possible (each >= kMinWideTile), the first of which
+    // reads the block from memory and prefetches the next one.
+    const int tiles = (count + kMaxWideTile - 1) / kMaxWideTile;
+    int begin = 0;
+    for (int t = 0; t < tiles; ++t) {
+      const int size = count / tiles + (t < count % tiles ? 1 : 0);
+      DispatchWideTile(size, queries + begin, kt, v, v_stride, head_dim, scale,
+                       t == 0 ? next : none, partials + begin * stride);
+      begin += size;
+    }
+    return;
   }
-  const KvBlockPrefetch& rest_next = i == 0 ? next : none;
-  float* rest_partials = partials + i * stride;
-  switch (count - i) {
+  switch (count) {
+    case 4:
+      return AttendTile<4>(queries, kt, v, v_stride, head_dim, scale, next, partials);
     case 3:
-      return AttendTile<3>(queries + i, kt, v, v_stride, head_dim, scale, rest_next, rest_partials);
+      return AttendTile<3>(queries, kt, v, v_stride, head_dim, scale, next, partials);
     case 2:
-      return AttendTile<2>(queries + i, kt, v, v_stride, head_dim, scale, rest_next, rest_partials);
+      return AttendTile<2>(queries, kt, v, v_stride, head_dim, scale, next, partials);
     case 1:
-      return AttendTile<1>(queries + i, kt, v, v_stride, head_dim, scale, rest_next, rest_partials);
+      return AttendTile<1>(queries, kt, v, v_stride, head_dim, scale, next, partials);
   }
 }
 

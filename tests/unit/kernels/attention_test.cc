@@ -163,6 +163,74 @@ TEST(AttendKvBlockTest, QueryResultIndependentOfItsTile) {
   }
 }
 
+// Every tile size and split of the AVX-512 path (4 queries or fewer: one tile; 5 to 16:
+// one wide tile; more: wide tiles of near-equal sizes) with ragged ends and window starts
+// mixed within a tile gives the reference's bits, at every head size it dispatches.
+TEST(AttendKvBlockTest, EveryTileSizeWithRaggedQueriesEqualsReferenceBitwise) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE(testing::Message() << "seed " << seed << " isa " << CpuIsaName());
+  std::mt19937 rng(seed);
+  for (int head_dim : {64, 128, 256}) {
+    const int64_t v_stride = head_dim + 32;
+    for (int count = 1; count <= 40; ++count) {
+      const RandomBlock b = MakeBlock(head_dim, v_stride, count, rng);
+      std::vector<KvBlockQuery> queries(count);
+      for (int i = 0; i < count; ++i) {
+        const int n = std::uniform_int_distribution<int>(1, kKvBlockPositions)(rng);
+        const int first = i % 4 == 3 ? std::uniform_int_distribution<int>(0, n - 1)(rng) : 0;
+        queries[i] = {b.q.data() + i * head_dim, i % 5 == 0 ? kKvBlockPositions : n,
+                      i % 5 == 0 ? 0 : first};
+      }
+      const size_t floats = count * KvBlockPartialFloats(head_dim);
+      std::vector<float> got(floats), want(floats);
+      AttendKvBlock(queries.data(), count, b.kt.data(), b.v.data(), v_stride, head_dim, 0.125f,
+                    got.data());
+      AttendKvBlockReference(queries.data(), count, b.kt.data(), b.v.data(), v_stride, head_dim,
+                             0.125f, want.data());
+      ASSERT_TRUE(SameBits(got, want)) << "head_dim " << head_dim << " count " << count;
+    }
+  }
+}
+
+// Scores below the max by 84-93, across exp's underflow boundary (s_j - m < -87.68: 2^n
+// leaves the normal range; the AVX-512 order gives subnormals down to n = -126, then 0):
+// the vector exps give the scalar exp's bits there too, in the one-tile and the wide-tile
+// paths. The max's value row is zero, so a = sum of those tiny e_j * v_j shows every bit.
+TEST(AttendKvBlockTest, SoftmaxThroughTheUnderflowBoundaryEqualsReferenceBitwise) {
+  const int head_dim = 64;
+  std::mt19937 rng(13);
+  for (float below : {84.0f, 86.0f, 87.0f, 88.5f}) {
+    RandomBlock b = MakeBlock(head_dim, head_dim, 15, rng);
+    // s_0 = 0 (the max), s_j = -(below + (j - 1) / 16) for j >= 1: exact in half precision.
+    for (int d = 0; d < head_dim; ++d) {
+      for (int j = 0; j < kKvBlockPositions; ++j) {
+        const float key = d > 0 || j == 0 ? 0.0f : -(below + (j - 1) / 16.0f);
+        b.kt[d * kKvBlockPositions + j] = FloatToFp16(key);
+      }
+      b.v[d] = FloatToFp16(0.0f);
+    }
+    for (int i = 0; i < 15; ++i) b.q[i * head_dim] = 1.0f;
+    for (int count : {1, 3, 15}) {
+      std::vector<KvBlockQuery> queries(count);
+      for (int i = 0; i < count; ++i) queries[i] = {b.q.data() + i * head_dim, kKvBlockPositions};
+      const size_t floats = count * KvBlockPartialFloats(head_dim);
+      std::vector<float> got(floats), want(floats);
+      AttendKvBlock(queries.data(), count, b.kt.data(), b.v.data(), head_dim, head_dim, 1.0f,
+                    got.data());
+      AttendKvBlockReference(queries.data(), count, b.kt.data(), b.v.data(), head_dim, head_dim,
+                             1.0f, want.data());
+      ASSERT_EQ(want[0], 0.0f);  // the max
+      // The tiny products reach a while some e_j > 0; from 87.68 below, every e_j is 0.
+      if (below < 87.0f) {
+        ASSERT_NE(want[2], 0.0f) << "below " << below;
+      } else if (below > 88.0f) {
+        ASSERT_EQ(want[2], 0.0f) << "below " << below;
+      }
+      ASSERT_TRUE(SameBits(got, want)) << "below " << below << " count " << count;
+    }
+  }
+}
+
 // Partials merged over blocks give softmax attention over all positions, within the
 // rounding of float sums and the exp approximation.
 TEST(AttendKvBlockTest, MergedBlocksApproximateExactAttention) {
