@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/attention_exp_avx512.h"
 #include "kernels/cpu/attention_q8.h"
-#include "kernels/cpu/exp_approx.h"
 
 namespace splitspec::kernels::internal {
 namespace {
@@ -70,7 +70,7 @@ constexpr int kTile = 4;                          // queries sharing each widene
 constexpr int kDimTile = 64;                      // output elements per pass of the value chains
 
 // q8_internal::FinishPartialReference's softmax, 16 lanes at a time: the max over the
-// attended positions (exact in any order), e_j by ExpApprox8<kAvx512> (the scalar exp's
+// attended positions (exact in any order), e_j by ExpOfNonPositive16 (the scalar exp's
 // bits) with masked positions 0 (stored back into s), the 16-lane sum as the reference's
 // lanes (vector c holds positions 16c..16c+15). Writes partial[0] = m, partial[1] = l.
 void SoftmaxAvx512(float* s, int n, int first, float* partial) {
@@ -83,13 +83,15 @@ void SoftmaxAvx512(float* s, int n, int first, float* partial) {
     vmax = _mm512_mask_max_ps(vmax, valid[c], vmax, _mm512_load_ps(s + 16 * c));
   }
   const float m = _mm512_reduce_max_ps(vmax);
+  __m512 x[kVectors];  // s_j - m <= 0 where attended (the other lanes are masked below)
+  for (int c = 0; c < kVectors; ++c) {
+    x[c] = c < used ? _mm512_sub_ps(_mm512_load_ps(s + 16 * c), _mm512_set1_ps(m))
+                    : _mm512_setzero_ps();
+  }
+  ExpOfNonPositive16(x);
   __m512 lanes = _mm512_setzero_ps();
   for (int c = 0; c < used; ++c) {
-    const __m512 x = _mm512_sub_ps(_mm512_load_ps(s + 16 * c), _mm512_set1_ps(m));
-    const __m256 e_lo = ExpApprox8<GgmlOrder::kAvx512>(_mm512_castps512_ps256(x));
-    const __m256 e_hi = ExpApprox8<GgmlOrder::kAvx512>(_mm512_extractf32x8_ps(x, 1));
-    const __m512 e = _mm512_maskz_mov_ps(
-        valid[c], _mm512_insertf32x8(_mm512_castps256_ps512(e_lo), e_hi, 1));
+    const __m512 e = _mm512_maskz_mov_ps(valid[c], x[c]);
     lanes = _mm512_add_ps(lanes, e);
     _mm512_store_ps(s + 16 * c, e);
   }
