@@ -172,9 +172,16 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
     return;
   }
   if (block.tree_asked) LearnFromTree(state, block, result);
-  if (block.parents.empty()) {
+  if (block.parents.empty() && block.drafted == 0) {
+    // Asked, the drafter found nothing (a model-free drafter where the text has no
+    // match): no drafted position was rejected; the policy prices such asks by
+    // their chance (spec_policy.h, p+), and the target's token ages the evidence.
+    state.acceptance.RecordAsk(false);
+    state.acceptance.RecordPlainTokens(result.committed_tokens_size());
+  } else if (block.parents.empty()) {
+    state.acceptance.RecordAsk(true);
     // The policy's model counts k drafts per block: a position the drafter left
-    // empty is a rejection there, like a wrong draft.
+    // empty past a shorter proposal is a rejection there, like a wrong draft.
     const int accepted = std::min<int>(static_cast<int>(result.accepted()), verified_drafts);
     const bool rejected =
         cut > 0 ? accepted < verified_drafts
@@ -357,6 +364,8 @@ spec::SpecEstimates DraftEngine::Estimates(const RequestState& state) const {
   spec::SpecEstimates e = costs_;
   e.accepted = state.acceptance.accepted;
   e.verified = state.acceptance.verified;
+  e.proposals = state.acceptance.proposals;
+  e.asks = state.acceptance.asks;
   if (!(e.target_step_seconds > 0.0) && verify_cost_->measured()) {
     // A target that does not report its line: the round trips' fit.
     e.target_step_seconds =

@@ -50,6 +50,18 @@ double EquivalentAlpha(double expected, int k) {
   return 0.5 * (low + high);
 }
 
+// An empty block's time in plain tokens' (defined with ChargeCosts below).
+double EmptyBlockCost(const SpecEstimates& e);
+
+// Rule 2's rate of an ask for a block whose proposal (if any) accepts `expected`
+// drafts at rate `rate`: with chance 1 - p it gets none and costs an empty block.
+double AskRate(const SpecEstimates& e, double rate, double expected, double p) {
+  if (!(p < 1.0) || !(rate > 0.0)) return rate;
+  p = std::max(0.0, p);
+  return (p * (1.0 + expected) + 1.0 - p) /
+         (p * (1.0 + expected) / rate + (1.0 - p) * EmptyBlockCost(e));
+}
+
 // Rule 1's acceptance of each position of the block rule 2 prices: the
 // proposal's classes' bounds, else alpha+; `max_k` entries at most.
 std::vector<double> PositionAcceptance(const SpecEstimates& e, const SpecChoices& c) {
@@ -62,8 +74,10 @@ std::vector<double> PositionAcceptance(const SpecEstimates& e, const SpecChoices
 
 // The best speculative action for blocks whose positions are accepted (given
 // the ones before) with probabilities `position_alpha` (rate 0 if none is allowed).
+// Before a proposal (c.proposal empty) an ask gets one with chance p+ (rule 2).
 SpecAction BestSpeculative(const SpecEstimates& e, const SpecChoices& c, SpecMode previous,
                            absl::Span<const double> position_alpha) {
+  const double proposal_chance = c.proposal.empty() ? e.ProposalUpper() : 1.0;
   SpecAction best;
   best.rate = 0.0;
   double best_score = 0.0;
@@ -79,7 +93,8 @@ SpecAction BestSpeculative(const SpecEstimates& e, const SpecChoices& c, SpecMod
     for (int k = 1; k <= max_k; ++k) {
       expected += (survival *= std::clamp(position_alpha[k - 1], 0.0, 1.0));
       if (k < std::min(c.min_k, max_k)) continue;
-      const double rate = PredictedRate(e, mode, k, EquivalentAlpha(expected, k));
+      const double rate = AskRate(e, PredictedRate(e, mode, k, EquivalentAlpha(expected, k)),
+                                  expected, proposal_chance);
       const double score = rate * (mode == previous ? 1.0 + kMargin : 1.0);
       if (score > best_score * (1.0 + 1e-12)) {
         best.mode = mode;
@@ -154,6 +169,8 @@ void SpecEstimates::RecordPlainTokens(int tokens) {
   // ends the window where the faded costs would let a block be tried).
   block_overhead_seconds *= keep;
   interference *= keep;
+  proposals *= keep;
+  asks *= keep;
 }
 
 void SpecEstimates::RecordDraftSeconds(double seconds_per_token) {
@@ -185,6 +202,15 @@ void SpecEstimates::RecordCacheLookup(bool hit) {
   cache_lookups = kForget * cache_lookups + 1.0;
 }
 
+void SpecEstimates::RecordAsk(bool proposed) {
+  proposals = kForget * proposals + (proposed ? 1.0 : 0.0);
+  asks = kForget * asks + 1.0;
+}
+
+double SpecEstimates::ProposalUpper() const {
+  return asks - proposals > 0.0 ? UpperBound(proposals, asks) : 1.0;
+}
+
 double SpecEstimates::AlphaMean() const { return (accepted + 1.0) / (verified + 2.0); }
 double SpecEstimates::AlphaUpper() const { return UpperBound(accepted, verified); }
 double SpecEstimates::ClassUpper(int confidence_class) const {
@@ -205,12 +231,11 @@ std::string ClassBounds(const SpecEstimates& e) {
 std::string SpecEstimates::DebugString() const {
   return absl::StrCat("alpha=", AlphaMean(), " alpha+=", AlphaUpper(), " evidence=", verified,
                       " draft_s=", draft_seconds_per_token, " prior=", draft_cost_prior,
-                      " t0=", target_step_seconds,
-                      " slope=", target_slope, " overhead_s=", block_overhead_seconds,
-                      " step_overhead_s=", step_overhead_seconds,
-                      " class+=", ClassBounds(*this), " hit+=", CacheHitUpper(),
-                      " interference=", interference,
-                      " batch=", target_batch);
+                      " t0=", target_step_seconds, " slope=", target_slope,
+                      " overhead_s=", block_overhead_seconds,
+                      " step_overhead_s=", step_overhead_seconds, " class+=", ClassBounds(*this),
+                      " hit+=", CacheHitUpper(), " proposal+=", ProposalUpper(),
+                      " interference=", interference, " batch=", target_batch);
 }
 
 namespace {
@@ -242,6 +267,13 @@ ChargedCosts ChargeCosts(const SpecEstimates& e) {
   // block's share of it is overhead, and off's rate is 1 / (1 + shared).
   c.shared = Usable(batch_step) ? std::max(0.0, e.step_overhead_seconds) / batch_step : 0.0;
   return c;
+}
+
+double EmptyBlockCost(const SpecEstimates& e) {
+  // A plain token costs 1 + shared (in the batch's steps); an empty block adds
+  // the block's overhead (a round trip to a remote drafter) to it.
+  const ChargedCosts c = ChargeCosts(e);
+  return 1.0 + c.overhead / (1.0 + c.shared);
 }
 
 }  // namespace

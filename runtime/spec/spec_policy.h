@@ -8,15 +8,22 @@
 //      h+ likewise for the cache hit rate, a_c+ for each confidence class c a drafter
 //      reports per position. Position i of a block is accepted (given the ones
 //      before) with a_i = a_c+ of its class in choices.proposal, else (no proposal
-//      yet: should one be drafted?) alpha+. An unmeasured draft cost is its prior
-//      (decode bytes / the target's), other unmeasured costs are free.
+//      yet: should one be drafted?) alpha+, counting drafted positions only; p+
+//      likewise for the chance that an ask gets a proposal at all. An unmeasured
+//      draft cost is its prior (decode bytes / the target's), other unmeasured
+//      costs are free.
 //   2. R(off) = 1. For each allowed mode m in {sequential, overlapped, cached} and
 //      k in [min_k, max_k] (min_k while the draft's cost is unknown; at most the
 //      proposal's length), R(m, k) = PipelineSpeedup at the alpha whose geometric
 //      block accepts E(k) = sum_{i<=k} a_1...a_i drafts, h+, C = T(0) / draft
 //      seconds per token, the target's slope charged for its batch, block overhead,
 //      the per-step time plain decoding pays too (on both sides), and, for modes
-//      drafting beside the verification, the measured interference.
+//      drafting beside the verification, the measured interference. Before a
+//      proposal, an ask gets none with chance 1 - p+ and then costs a plain step
+//      and the block overhead o: R = (p+ (1 + E) + 1 - p+) / (p+ (1 + E) / R(m, k)
+//      + (1 - p+) (1 + o)), so an ask is sized by its drafted positions'
+//      acceptance, and a drafter that rarely finds anything still goes off where
+//      its empty blocks' overhead is not repaid.
 //   3. Choose the largest R; the previous mode wins unless beaten by kMargin;
 //      off wins unless beaten, by kMargin if speculation is off now.
 //   4. When off: off_tokens = the plain tokens until the evidence, aging by
@@ -78,7 +85,8 @@ const char* SpecModeName(SpecMode mode);
 // only writers in this project. Times are in seconds; 0 means unmeasured.
 struct SpecEstimates {
   // Acceptance evidence (no prior): decayed accepted draft tokens and verified
-  // draft positions (a position the drafter left empty counts as rejected).
+  // draft positions (a position left empty past a shorter proposal counts as
+  // rejected; an ask answered with no proposal at all counts in `asks` only).
   double accepted = 0.0;
   double verified = 0.0;
   // The same per confidence class (only positions whose block reported classes).
@@ -101,6 +109,12 @@ struct SpecEstimates {
   // Cache lookups' decayed hit evidence.
   double cache_hits = 0.0;
   double cache_lookups = 0.0;
+  // Asks for a block the drafter answered with a proposal, of those made (decayed
+  // by kForget per ask and per plain token): a model-free drafter proposes nothing
+  // where the text has no match, and such an ask is no rejection of a drafted
+  // position (rule 1's p+).
+  double proposals = 0.0;
+  double asks = 0.0;
   // Relative slowdown of the target's step while the draft works beside it.
   double interference = 0.0;
   // Requests batched in the target's steps (each verified draft token costs all of them).
@@ -121,12 +135,17 @@ struct SpecEstimates {
   void RecordBlockOverhead(double seconds);
   void RecordInterference(double relative_slowdown);
   void RecordCacheLookup(bool hit);
+  // An ask for a block (k > 0) came back with a proposal (`proposed`) or empty.
+  void RecordAsk(bool proposed);
 
   double AlphaMean() const;
   double AlphaUpper() const;  // rule 1
   // a_c+ of rule 1; a class out of range: AlphaUpper().
   double ClassUpper(int confidence_class) const;
   double CacheHitUpper() const;
+  // p+ of rule 1: the upper confidence bound of proposals / asks; 1 while no ask
+  // went unanswered (a model drafter always proposes).
+  double ProposalUpper() const;
   std::string DebugString() const;
 };
 

@@ -947,6 +947,40 @@ std::vector<int32_t> BranchyPrompt() {
 // target accepts them whole; at odd ones the first draft is class 0 and rejected.
 // Once that is measured, weak proposals are withheld (an empty block: the target
 // decides that token) while confident ones keep going out whole.
+// An ask the drafter answers with nothing (a model-free drafter where the text
+// has no match) rejects no drafted position: it lowers the chance of a proposal
+// (spec_policy.h, p+), which costs nothing while an empty block costs a plain
+// step, so the asks go on, ready for when the text turns copyable.
+TEST_F(DraftEngineTest, AsksAnsweredWithNothingAreNoRejections) {
+  DraftEngineOptions options;
+  options.lookahead_blocks = 1;
+  options.shadow_drafts = false;
+  options.clock = [] { return absl::UnixEpoch(); };  // no cost measured: acceptance decides
+  engine_ = std::make_unique<DraftEngine>(&drafter_, options);
+  ASSERT_TRUE(engine_->AddRequest(Assign("r", /*draft_k=*/0, /*max_tokens=*/1000)).ok());
+  drafter_.ProposeNothingFor("r");
+  std::vector<int32_t> committed = kPrompt;
+  uint64_t epoch = 0;
+  for (int round = 0; round < 40; ++round) {
+    const std::vector<proto::DraftBlock> sent = Step();
+    ASSERT_EQ(sent.size(), 1u) << "round " << round;
+    ASSERT_EQ(sent[0].tokens_size(), 0) << "round " << round;
+    // Still an ask, not an off window (which RejectUntilOff reaches within 60
+    // rejected blocks): the target decides one token and the next block is asked.
+    EXPECT_LE(sent[0].alone_tokens(), 1u) << "round " << round;
+    committed.push_back(static_cast<int32_t>((committed.size() * 7) % FakeDrafter::kVocab));
+    ASSERT_EQ(
+        engine_->OnResult(Result("r", ++epoch, {committed.back()},
+                                 static_cast<int>(committed.size()), sent[0].block_sequence())),
+        ResultAction::kApplied)
+        << "round " << round;
+  }
+  drafter_.ProposeAgainFor("r");
+  const std::vector<proto::DraftBlock> sent = Step();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_GE(sent[0].tokens_size(), 1) << "asked, not off";
+}
+
 TEST_F(DraftEngineTest, ConfidenceClassesWithholdWeakProposalsAndSendStrongOnes) {
   DraftEngineOptions options;
   options.lookahead_blocks = 1;

@@ -52,6 +52,7 @@ class FakeDrafter : public spec::Drafter {
   }
   // Proposes nothing for `id` (as a model-free drafter with no match does).
   void ProposeNothingFor(const std::string& id) { silent_.insert(id); }
+  void ProposeAgainFor(const std::string& id) { silent_.erase(id); }
 
   const std::vector<Proposal>& proposals() const { return proposals_; }
   // The sequence held for `id`, or nullopt if not started.

@@ -269,6 +269,56 @@ SpecEstimates WithClasses(SpecEstimates e, const std::vector<double>& class_alph
   return e;
 }
 
+// Asks a model-free drafter answers with nothing: p+ of rule 1, and rule 2's
+// price of an ask.
+TEST(SpecPolicyTest, AsksAnsweredEmptyLowerTheProposalBoundNotAcceptance) {
+  SpecEstimates e;
+  EXPECT_EQ(e.ProposalUpper(), 1.0);  // no evidence
+  for (int i = 0; i < 10; ++i) e.RecordAsk(true);
+  EXPECT_EQ(e.ProposalUpper(), 1.0);  // never unanswered: a model drafter is priced as before
+  for (int i = 0; i < 10; ++i) e.RecordAsk(false);
+  EXPECT_NEAR(e.asks, (1.0 - std::pow(kForget, 20)) / (1.0 - kForget), 1e-9);
+  EXPECT_GT(e.ProposalUpper(), 0.5);  // about half answered, plus the optimism
+  EXPECT_LT(e.ProposalUpper(), 0.7);
+  EXPECT_EQ(e.verified, 0.0);  // no drafted position was rejected
+  const double before = e.asks;
+  e.RecordPlainTokens(10);  // the target's tokens age this evidence too
+  EXPECT_NEAR(e.asks, before * std::pow(kForget, 10), 1e-9);
+}
+
+TEST(SpecPolicyTest, AnAskIsSizedByItsDraftedPositionsNotByEmptyAnswers) {
+  // A drafter whose proposals are accepted 80% of the time but that finds a
+  // match only every other ask. Counted as rejections, the empty answers drag
+  // acceptance to ~0.45 and the ask to a short block; priced by their chance
+  // (rule 2), the ask is as long as the proposals' acceptance pays for.
+  SpecEstimates as_chance = Make(0.8, 40, 1e5, /*slope=*/0.15, /*overhead=*/0.0);
+  for (int i = 0; i < 40; ++i) as_chance.RecordAsk(i % 2 == 0);
+  SpecEstimates as_rejections = Make(0.8, 40, 1e5, 0.15, 0.0);
+  as_rejections.verified += 20;  // one rejected position per empty answer
+  const SpecAction by_chance = ChooseSpecAction(as_chance, Choices(), SpecMode::kSequential);
+  const SpecAction by_rejections =
+      ChooseSpecAction(as_rejections, Choices(), SpecMode::kSequential);
+  ASSERT_EQ(by_chance.mode, SpecMode::kSequential);
+  EXPECT_GT(by_chance.k, by_rejections.k);
+}
+
+TEST(SpecPolicyTest, EmptyAnswersThatPayABlockOverheadTurnSpeculationOff) {
+  // A remote drafter that rarely finds anything: each empty answer costs a round
+  // trip (overhead 0.5 of a step) for nothing, so rule 3 goes off...
+  SpecEstimates rare = Make(0.8, 40, 1e5, 0.1, /*overhead=*/0.5);
+  for (int i = 0; i < 200; ++i) rare.RecordAsk(i % 10 == 0);
+  EXPECT_EQ(ChooseSpecAction(rare, Choices(), SpecMode::kSequential).mode, SpecMode::kOff);
+  // ...while one that always finds something, at the same acceptance, speculates.
+  SpecEstimates always = Make(0.8, 40, 1e5, 0.1, 0.5);
+  EXPECT_EQ(ChooseSpecAction(always, Choices(), SpecMode::kSequential).mode, SpecMode::kSequential);
+  // A proposal in hand is priced by its classes: the chance of getting one is 1.
+  SpecEstimates classed = WithClasses(rare, {0.9, 0.9, 0.9, 0.9}, 50);
+  const int8_t proposal[] = {3, 3, 3, 3};
+  SpecChoices c = Choices();
+  c.proposal = proposal;
+  EXPECT_EQ(ChooseSpecAction(classed, c, SpecMode::kSequential).mode, SpecMode::kSequential);
+}
+
 TEST(SpecPolicyTest, AProposalIsCutWhereItsNextPositionsNoLongerPay) {
   // A mediocre request average (the estimates' alpha 0.35), but classes that
   // separate: the proposal's confident positions are sent, its weak tail is not.
