@@ -279,6 +279,8 @@ class DraftEngine {
   // The tree rule over `action` (see "Trees" above): the node budget of the tree
   // that beats it, with `action` made sequential at the tree's depth; 0 (and
   // `action` unchanged) when a chain predicts at least as well or trees are not allowed.
+  // A drafter that reports classes, for an adaptive request that would speculate: the
+  // whole budget at depth max_k (CutTreeByClasses prices the proposal).
   int ChooseTree(const RequestState& state, spec::SpecAction& action) const;
   // After the drafter proposed a tree with a class per node (an adaptive request):
   // cuts `proposal` to the sub-tree the classes pay for (spec::CutTreeProposal) and

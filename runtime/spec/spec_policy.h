@@ -273,7 +273,7 @@ double ExpectedAcceptedNodes(absl::Span<const double> rank_acceptance,
 TreeShape ChooseTreeShape(const SpecEstimates& e, absl::Span<const double> rank_acceptance,
                           const TreeShapeChoices& choices);
 
-// Rule 4 (trees priced by the drafter's classes): once a drafter has proposed a tree
+// Trees priced by the drafter's classes (the tree cut): once a drafter has proposed a tree
 // and reported a confidence class per node (DraftRequest.confidence), the tree is
 // cut to the sub-tree that pays, as rule 1 prices a chain proposal by its classes.
 // A node's acceptance given its parent's: its parent's first child, a_c+ of its class
