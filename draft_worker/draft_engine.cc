@@ -269,6 +269,11 @@ void DraftEngine::LearnFromTree(RequestState& state, const RequestState::SentBlo
     ++accepted;
   }
   state.acceptance.RecordBlock(accepted, accepted < block.requested);
+  // The first path's classes measure the drafter as a chain's do (the worker's evidence).
+  if (block.confidence.size() == block.parents.size()) {
+    costs_.RecordBlock(accepted, accepted < first_path,
+                       absl::MakeConstSpan(block.confidence).subspan(0, first_path));
+  }
 }
 
 void DraftEngine::LearnFromOffWindow(RequestState& state, const proto::VerifyResult& result) {
@@ -470,6 +475,16 @@ int DraftEngine::ChooseTree(const RequestState& state, spec::SpecAction& action)
           ? 1.0 + spec::kMargin
           : spec::PredictedRate(e, action.mode, std::clamp(action.k, 1, spec::kPlanMaxK),
                                 e.AlphaUpper());
+  if (drafter_reports_classes_ && state.adaptive_k &&
+      (action.mode != spec::SpecMode::kOff || (!shape.IsChain() && shape.rate > chain_rate))) {
+    // Priced once proposed, by its nodes' classes (CutTreeByClasses): ask for all of it.
+    if (action.mode == spec::SpecMode::kOff) action.mode = spec::SpecMode::kSequential;
+    action.k = max_depth;
+    action.off_tokens = 0;
+    action.shadow = false;
+    action.shadow_k = 0;
+    return options_.max_tree_nodes;
+  }
   if (shape.IsChain() || !(shape.rate > chain_rate)) return 0;
   action.mode = shape.pipelined ? spec::SpecMode::kOverlapped : spec::SpecMode::kSequential;
   action.k = shape.depth();
@@ -478,6 +493,66 @@ int DraftEngine::ChooseTree(const RequestState& state, spec::SpecAction& action)
   action.shadow = false;
   action.shadow_k = 0;
   return shape.nodes();
+}
+
+bool DraftEngine::CutTreeByClasses(const RequestState& state, spec::DraftRequest& proposal,
+                                   spec::SpecAction& action) const {
+  const int n = static_cast<int>(proposal.tokens.size());
+  int first_path = 0;
+  while (first_path < n && proposal.parents[first_path] == first_path - 1) ++first_path;
+  // The chain it could have been: its first path, priced by the chain rule.
+  spec::SpecChoices choices = AdaptiveChoices();
+  const std::vector<int8_t> first_classes(proposal.confidence.begin(),
+                                          proposal.confidence.begin() + first_path);
+  choices.proposal = first_classes;
+  const spec::SpecEstimates e = Estimates(state);
+  const spec::SpecAction chain = spec::ChooseSpecAction(e, choices, state.spec_mode);
+  const double chain_rate =
+      chain.mode == spec::SpecMode::kOff ? 1.0 + spec::kMargin : chain.rate;
+  std::vector<double> ranks = state.ranks.Upper(2);
+  ranks[0] = e.AlphaUpper();
+  const spec::TreeCut cut = spec::CutTreeProposal(
+      e, ranks, proposal.parents, proposal.confidence,
+      {.max_nodes = options_.max_tree_nodes,
+       .max_depth = options_.max_k,
+       .pipelined = options_.lookahead_blocks > 1 || options_.adaptive_window});
+  if (cut.chain || cut.kept.empty() || !(cut.rate > chain_rate)) {
+    // The first path as a chain: the chain rule cuts or withholds it.
+    proposal.tokens.resize(first_path);
+    proposal.parents.clear();
+    proposal.confidence.resize(first_path);
+    if (proposal.q.size() > static_cast<size_t>(first_path)) proposal.q.resize(first_path);
+    if (proposal.top.size() > static_cast<size_t>(first_path)) proposal.top.resize(first_path);
+    return false;
+  }
+  // The kept sub-tree, renumbered (kept is ascending: depth-first order holds).
+  std::vector<int32_t> index(n, -1);
+  spec::DraftRequest kept;
+  int depth = 0;
+  std::vector<int> depths(n, 0);
+  for (const int32_t i : cut.kept) {
+    const int32_t parent = proposal.parents[i];
+    index[i] = static_cast<int32_t>(kept.tokens.size());
+    kept.tokens.push_back(proposal.tokens[i]);
+    kept.parents.push_back(parent < 0 ? -1 : index[parent]);
+    kept.confidence.push_back(proposal.confidence[i]);
+    if (static_cast<size_t>(i) < proposal.q.size()) kept.q.push_back(proposal.q[i]);
+    if (static_cast<size_t>(i) < proposal.top.size()) kept.top.push_back(proposal.top[i]);
+    depths[i] = parent < 0 ? 1 : depths[parent] + 1;
+    depth = std::max(depth, depths[i]);
+  }
+  proposal.tokens = std::move(kept.tokens);
+  proposal.parents = std::move(kept.parents);
+  proposal.confidence = std::move(kept.confidence);
+  proposal.q = std::move(kept.q);
+  proposal.top = std::move(kept.top);
+  action.mode = cut.pipelined ? spec::SpecMode::kOverlapped : spec::SpecMode::kSequential;
+  action.k = depth;
+  action.rate = cut.rate;
+  action.off_tokens = 0;
+  action.shadow = false;
+  action.shadow_k = 0;
+  return true;
 }
 
 bool DraftEngine::HasRoom(const RequestState& state) const {
@@ -867,6 +942,18 @@ absl::Status DraftEngine::Step(std::vector<OutgoingBlock>* out) {
       continue;
     }
     spec::SpecAction action = actions[i];
+    if (!proposal.confidence.empty() && !drafter_reports_classes_) {
+      drafter_reports_classes_ = true;
+      ++generation_;  // trees are now asked whole and cut by their classes
+    }
+    if (tree_asked[i] && state.adaptive_k && prefix.tokens.empty() && !proposal.parents.empty() &&
+        proposal.confidence.size() == proposal.tokens.size()) {
+      const int proposed = static_cast<int>(proposal.tokens.size());
+      // A tree cut to what its classes pay for, or its first path as a chain (then
+      // priced by the chain rule below like any chain proposal).
+      if (!CutTreeByClasses(state, proposal, action)) tree_asked[i] = false;
+      counters_.draft_tokens_cut += proposed - static_cast<int>(proposal.tokens.size());
+    }
     if (state.adaptive_k && prefix.tokens.empty() && proposal.parents.empty() &&
         !proposal.confidence.empty() && proposal.confidence.size() == proposal.tokens.size()) {
       // The policy prices the proposal itself (its classes): it keeps the prefix

@@ -71,6 +71,13 @@
 // nodes feed the per-rank evidence, where a reached node with fewer than two
 // children counts the missing alternative as offered and not accepted (a drafter
 // that rarely branches stops being asked for trees).
+// A drafter that reports a confidence class per node (lookup): an adaptive request
+// that would speculate asks it for a tree of the full budget (max_tree_nodes nodes,
+// depth max_k), and the policy cuts the proposal by its classes
+// (spec::CutTreeProposal): the sub-tree runs if it predicts more than the chain of its
+// first path priced by the chain rule with the same classes, else that chain goes as
+// a chain (cut, or withheld, by the chain rule). So depth follows confidence, and a
+// tree never runs where the chain it could have been predicts as much.
 // KV state: the drafter holds one sequence per request; the engine remembers
 // which (`held`) and, before each Propose, truncates it to the common prefix with
 // the context it drafts from; Propose re-feeds the rest. Switching branches costs
@@ -272,7 +279,16 @@ class DraftEngine {
   // The tree rule over `action` (see "Trees" above): the node budget of the tree
   // that beats it, with `action` made sequential at the tree's depth; 0 (and
   // `action` unchanged) when a chain predicts at least as well or trees are not allowed.
+  // A drafter that reports classes, for an adaptive request that would speculate: the
+  // whole budget at depth max_k (CutTreeByClasses prices the proposal).
   int ChooseTree(const RequestState& state, spec::SpecAction& action) const;
+  // After the drafter proposed a tree with a class per node (an adaptive request):
+  // cuts `proposal` to the sub-tree the classes pay for (spec::CutTreeProposal) and
+  // sets `action` to run it, returning true; or, where the chain its first path gives
+  // predicts at least as much (priced by the chain rule with the same classes), leaves
+  // `proposal` that chain (no parents) and returns false.
+  bool CutTreeByClasses(const RequestState& state, spec::DraftRequest& proposal,
+                        spec::SpecAction& action) const;
   // The evidence of a verified tree block (see "Trees" above).
   void LearnFromTree(RequestState& state, const RequestState::SentBlock& block,
                      const proto::VerifyResult& result);
@@ -339,6 +355,9 @@ class DraftEngine {
   // The worker's costs, and the acceptance evidence of the drafter's confidence
   // classes (a property of the drafter, not of one request).
   spec::SpecEstimates costs_;
+  // The drafter has reported confidence classes (DraftRequest.confidence): trees
+  // are then asked at full budget and cut by their nodes' classes (see "Trees").
+  bool drafter_reports_classes_ = false;
   // Blocks verified beside a draft forward: EWMAs of their committed tokens, of
   // their seconds since the previous result, and of the rate the model (without
   // interference) predicted for them. Interference is what makes them slower.

@@ -82,7 +82,8 @@ struct DraftRequest {
   // q) they come from the unshaped softmax of the draft's logits. Only a guess:
   // never shipped, never used to verify.
   std::vector<SparseDistribution> top;
-  // [tokens.size()] of a chain, or empty (a tree, or a drafter that reports none):
+  // [tokens.size()], or empty (a drafter that reports none; a tree's only from the
+  // lookup drafter, per node as if its path were a chain):
   // the drafter's confidence class of each drafted position, in
   // [0, kConfidenceClasses) (spec_policy.h), a position's class being what the
   // drafter knows of it once every draft before it is accepted. The speculation

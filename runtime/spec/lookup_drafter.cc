@@ -102,14 +102,42 @@ absl::Span<const int32_t> MatchContinuation(absl::Span<const int32_t> context,
   return context.subspan(match.continuation, std::max<int64_t>(count, 0));
 }
 
+// The trie of every match's continuation; `classes` (if not null) gets each node's
+// confidence class as a chain position would have it: the node was first added by the
+// longest (then latest) match whose continuation passes through it, and its class is
+// that match's length plus the node's ancestors (counted as accepted); a child of the
+// root is contested when the matches' continuations begin with different tokens.
 DraftTree TreeFromMatches(absl::Span<const int32_t> context, const LookupIndex& index, int k,
-                          int tree_nodes, const LookupDrafterConfig& config) {
+                          int tree_nodes, const LookupDrafterConfig& config,
+                          std::vector<int8_t>* classes) {
+  const std::vector<LookupMatch> matches = index.FindAll(config);
   std::vector<std::vector<int32_t>> continuations;
-  for (const LookupMatch& match : index.FindAll(config)) {
+  bool contested = false;
+  for (const LookupMatch& match : matches) {
     const absl::Span<const int32_t> c = MatchContinuation(context, match, k, config);
     continuations.emplace_back(c.begin(), c.end());
+    contested = contested || (!c.empty() && !continuations.front().empty() &&
+                              c[0] != continuations.front()[0]);
   }
-  return TrieFromContinuations(continuations, tree_nodes);
+  DraftTree tree = TrieFromContinuations(continuations, tree_nodes);
+  if (classes == nullptr) return tree;
+  classes->clear();
+  std::vector<std::vector<int32_t>> paths(tree.tokens.size());  // each node's tokens from the root
+  for (size_t i = 0; i < tree.tokens.size(); ++i) {
+    if (tree.parents[i] >= 0) paths[i] = paths[tree.parents[i]];
+    paths[i].push_back(tree.tokens[i]);
+    // Continuations were inserted in order: the first through the node added it.
+    size_t j = 0;
+    while (j + 1 < continuations.size() &&
+           !(continuations[j].size() >= paths[i].size() &&
+             std::equal(paths[i].begin(), paths[i].end(), continuations[j].begin()))) {
+      ++j;
+    }
+    const int depth = static_cast<int>(paths[i].size());
+    classes->push_back(
+        LookupConfidenceClass(matches[j].length + depth - 1, depth == 1 && contested));
+  }
+  return tree;
 }
 
 }  // namespace
@@ -125,10 +153,10 @@ std::vector<int32_t> LookupProposal(absl::Span<const int32_t> context, int k,
 }
 
 DraftTree LookupTreeProposal(absl::Span<const int32_t> context, int k, int tree_nodes,
-                             const LookupDrafterConfig& config) {
+                             const LookupDrafterConfig& config, std::vector<int8_t>* classes) {
   LookupIndex index;
   index.Extend(context);
-  return TreeFromMatches(context, index, k, tree_nodes, config);
+  return TreeFromMatches(context, index, k, tree_nodes, config, classes);
 }
 
 absl::Status LookupDrafter::Start(const std::string& request_id, absl::Span<const int32_t> tokens) {
@@ -186,8 +214,8 @@ void LookupDrafter::ProposeOne(DraftRequest& request) {
   state.index.Extend(request.context);
   int64_t first_path = 0;  // the proposed tokens the drafter holds
   if (request.tree_nodes > 0 && request.k > 0) {
-    DraftTree tree =
-        TreeFromMatches(request.context, state.index, request.k, request.tree_nodes, config_);
+    DraftTree tree = TreeFromMatches(request.context, state.index, request.k,
+                                     request.tree_nodes, config_, &request.confidence);
     first_path = tree.FirstPathLength();
     request.tokens = std::move(tree.tokens);
     if (!tree.IsChain()) request.parents = std::move(tree.parents);

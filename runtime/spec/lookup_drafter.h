@@ -27,7 +27,11 @@
 // would have; they are merged into a trie (runtime/spec/draft_tree.h) longest
 // match first, latest among equals, within tree_nodes nodes. The first path is
 // the chain proposal; the other branches are what the text continued with at
-// the other places the suffix occurred.
+// the other places the suffix occurred. Each node reports a confidence class, the
+// class its position has in the chain of the longest match through it
+// (LookupConfidenceClass; a child of the root is contested when the matches begin
+// differently), so the policy prices a tree as it prices a chain (spec_policy.h,
+// CutTreeProposal).
 //
 // Compared with NgramDrafter (suffixes of at most 3 tokens, the latest match,
 // always k tokens): the longest match tells a repeated passage from a common
@@ -103,9 +107,12 @@ std::vector<int32_t> LookupProposal(absl::Span<const int32_t> context, int k,
                                     const LookupDrafterConfig& config);
 
 // The tree proposal for `context` (see the file comment): depth <= k, at most
-// tree_nodes nodes, no q. Builds a fresh index, as LookupProposal.
+// tree_nodes nodes, no q; `classes` (if not null): each node's confidence class, as
+// the drafter reports it (DraftRequest.confidence). Builds a fresh index, as
+// LookupProposal.
 DraftTree LookupTreeProposal(absl::Span<const int32_t> context, int k, int tree_nodes,
-                             const LookupDrafterConfig& config);
+                             const LookupDrafterConfig& config,
+                             std::vector<int8_t>* classes = nullptr);
 
 class LookupDrafter : public Drafter {
  public:

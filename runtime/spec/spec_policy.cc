@@ -608,4 +608,99 @@ TreeShape ChooseTreeShape(const SpecEstimates& e, absl::Span<const double> rank_
   return shape;
 }
 
+TreeCut CutTreeProposal(const SpecEstimates& e, absl::Span<const double> rank_acceptance,
+                        absl::Span<const int32_t> parents, absl::Span<const int8_t> classes,
+                        const TreeShapeChoices& choices) {
+  std::vector<double> a(rank_acceptance.begin(), rank_acceptance.end());
+  if (a.empty()) a.push_back(e.AlphaUpper());
+  for (double& x : a) x = std::clamp(std::isfinite(x) ? x : 0.0, 0.0, 1.0);
+  const int n = static_cast<int>(parents.size());
+  const bool classed = classes.size() == parents.size();
+  // Per node: depth, rank, value; per parent (entry v + 1): acceptance its children used.
+  std::vector<int> depth(n, 1), rank(n, 1);
+  std::vector<double> value(n, 0.0), used(n + 1, 0.0);
+  std::vector<int> children(n + 1, 0);
+  for (int i = 0; i < n; ++i) {
+    const int32_t parent = parents[i];
+    if (parent < -1 || parent >= i) return {};  // not depth-first: nothing to price
+    depth[i] = parent < 0 ? 1 : depth[parent] + 1;
+    rank[i] = ++children[parent + 1];
+    double accept = 0.0;
+    if (rank[i] == 1) {
+      accept = classed ? e.ClassUpper(classes[i]) : a[0];
+    } else if (rank[i] <= static_cast<int>(a.size())) {
+      accept = a[rank[i] - 1];
+    }
+    accept = std::clamp(std::min(accept, 1.0 - used[parent + 1]), 0.0, 1.0);
+    used[parent + 1] += accept;
+    value[i] = (parent < 0 ? 1.0 : value[parent]) * accept;
+  }
+  int first_path = 0;
+  while (first_path < n && parents[first_path] == first_path - 1) ++first_path;
+
+  const ChargedCosts costs = ChargeCosts(e);
+  const int max_nodes = std::max(1, choices.max_nodes);
+  const int max_depth = std::max(1, choices.max_depth);
+  TreeCut best;
+  auto consider = [&](const std::vector<int32_t>& kept, bool chain) {
+    double expected = 0.0, first_path_value = 0.0;
+    int deepest = 0;
+    for (const int32_t i : kept) {
+      expected += value[i];
+      deepest = std::max(deepest, depth[i]);
+    }
+    // The first path's deepest kept node (values fall along it).
+    for (int i = first_path - 1; i >= 0; --i) {
+      if (std::find(kept.begin(), kept.end(), i) != kept.end()) {
+        first_path_value = value[i];
+        break;
+      }
+    }
+    const int nodes = static_cast<int>(kept.size());
+    const double sequential =
+        TreeRate(costs, e.interference, false, expected, nodes, deepest, first_path_value);
+    const double pipelined =
+        choices.pipelined
+            ? TreeRate(costs, e.interference, true, expected, nodes, deepest, first_path_value)
+            : 0.0;
+    const double rate = std::max(sequential, pipelined);
+    const bool better =
+        rate > best.rate * (1.0 + 1e-12) ||
+        (rate >= best.rate * (1.0 - 1e-12) && nodes < static_cast<int>(best.kept.size()));
+    if (best.kept.empty() || better) {
+      best.kept = kept;
+      std::sort(best.kept.begin(), best.kept.end());
+      best.expected_accepted = expected;
+      best.rate = rate;
+      best.pipelined = pipelined > sequential;
+      best.chain = chain;
+    }
+  };
+  // Every prefix of the first path.
+  std::vector<int32_t> kept;
+  for (int i = 0; i < std::min({first_path, max_nodes, max_depth}); ++i) {
+    if (!(value[i] > 0.0)) break;
+    kept.push_back(i);
+    consider(kept, /*chain=*/true);
+  }
+  // Nodes in decreasing value: each prefix is a sub-tree (a child's value is at most
+  // its parent's, and a parent precedes it among ties).
+  std::vector<int32_t> order(n);
+  for (int i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t x, int32_t y) { return value[x] > value[y]; });
+  std::vector<bool> taken(n, false);
+  kept.clear();
+  for (const int32_t i : order) {
+    if (static_cast<int>(kept.size()) >= max_nodes || !(value[i] > 0.0)) break;
+    if (depth[i] > max_depth || (parents[i] >= 0 && !taken[parents[i]])) continue;
+    taken[i] = true;
+    kept.push_back(i);
+    bool chain = true;  // a prefix of the first path
+    for (const int32_t j : kept) chain = chain && j < static_cast<int32_t>(kept.size());
+    consider(kept, chain && static_cast<int>(kept.size()) <= first_path);
+  }
+  return best;
+}
+
 }  // namespace splitspec::spec

@@ -292,6 +292,37 @@ double ExpectedAcceptedNodes(absl::Span<const double> rank_acceptance,
 TreeShape ChooseTreeShape(const SpecEstimates& e, absl::Span<const double> rank_acceptance,
                           const TreeShapeChoices& choices);
 
+// Trees priced by the drafter's classes (the tree cut): once a drafter has proposed a tree
+// and reported a confidence class per node (DraftRequest.confidence), the tree is
+// cut to the sub-tree that pays, as rule 1 prices a chain proposal by its classes.
+// A node's acceptance given its parent's: its parent's first child, a_c+ of its class
+// (ClassUpper), the same term the chain rule uses; a later sibling of rank r, a_r of
+// the per-rank evidence (second candidates are a property of the drafter's ranking, not
+// of the match), at most what the siblings before it leave (1 - their acceptances: at
+// most one sibling is accepted). Values (products along the path) fall along a path, so
+// nodes taken in decreasing value (depth-first index among ties) always form a
+// sub-tree; every such prefix within the limits, and every prefix of the first path
+// (a chain is a tree), is priced by rule 2's R (sequential, or pipelined where
+// allowed), and the largest R wins (fewer nodes among ties). So depth follows
+// confidence (a long match runs as deep as its classes pay, a contested 1-token match
+// adds less than it costs) and the caller, comparing R with the chain the first path
+// gives under rule 1, never runs a tree priced below that chain.
+struct TreeCut {
+  std::vector<int32_t> kept;  // indices of the proposal's nodes kept, ascending
+  double expected_accepted = 0.0;
+  double rate = 0.0;        // R of the kept sub-tree (0: nothing kept)
+  bool pipelined = false;   // R assumes a block drafted past the first path
+  bool chain = false;       // the kept nodes are a prefix of the first path
+};
+
+// parents [n] (draft_tree.h, a node's siblings ranked by index), classes [n] or empty
+// (then every first child counts a_1). rank_acceptance as ChooseTreeShape's. Depths
+// beyond choices.max_depth and nodes beyond choices.max_nodes are never kept.
+// Pure; thread-safe.
+TreeCut CutTreeProposal(const SpecEstimates& e, absl::Span<const double> rank_acceptance,
+                        absl::Span<const int32_t> parents, absl::Span<const int8_t> classes,
+                        const TreeShapeChoices& choices);
+
 }  // namespace splitspec::spec
 
 #endif  // SPLITSPEC_RUNTIME_SPEC_SPEC_POLICY_H_

@@ -4,8 +4,11 @@
 // dropped, delayed and reordered data-plane messages unchanged.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <map>
+#include <numeric>
 
 #include "gtest/gtest.h"
 #include "runtime/model/transformer.h"
@@ -346,6 +349,235 @@ TEST(PipelineDistributionTest, LookupTreesKeepTheTargetsLaw) {
   ASSERT_FALSE(prompt.empty()) << "no two tokens the target samples with p >= 0.1, together <= 0.9";
   ExpectTargetsLookupKeepsTheLaw(**target, prompt, params, /*expect_trees=*/true,
                                  "lookup trees in the target");
+}
+
+// The law of the first `tokens` generated tokens of `prompt` under `params`, exactly,
+// from the target itself: continuation -> probability. `first_row`, if set, replaces
+// the first token's distribution (a deliberately wrong rule's law; the rest stays the
+// target's).
+std::map<std::vector<int32_t>, double> ExactContinuationLaw(
+    model::Transformer& model, const std::vector<int32_t>& prompt,
+    const spec::SamplingParams& params, int tokens,
+    const std::vector<double>* first_row = nullptr) {
+  std::map<std::vector<int32_t>, double> law;
+  std::vector<int32_t> generated;
+  const std::function<void(double)> expand = [&](double probability) {
+    if (static_cast<int>(generated.size()) == tokens) {
+      law[generated] = probability;
+      return;
+    }
+    std::vector<int32_t> context = prompt;
+    context.insert(context.end(), generated.begin(), generated.end());
+    const std::vector<float> p = FirstTokenProbs(model, context, params);
+    for (size_t v = 0; v < p.size(); ++v) {
+      const double pv = generated.empty() && first_row != nullptr ? (*first_row)[v] : p[v];
+      if (pv == 0.0) continue;
+      generated.push_back(static_cast<int32_t>(v));
+      expand(probability * pv);
+      generated.pop_back();
+    }
+  };
+  expand(1.0);
+  return law;
+}
+
+spec::testing::ChiSquareResult LawTest(const std::map<std::vector<int32_t>, double>& law,
+                                       std::map<std::vector<int32_t>, int64_t> seen) {
+  std::vector<int64_t> counts;
+  std::vector<double> expected;
+  for (const auto& [continuation, p] : law) {
+    const auto it = seen.find(continuation);
+    counts.push_back(it == seen.end() ? 0 : it->second);
+    expected.push_back(p);
+    if (it != seen.end()) seen.erase(it);
+  }
+  // A continuation outside the law's support: a cell of probability 0 (p-value 0).
+  int64_t outside = 0;
+  for (const auto& [continuation, n] : seen) outside += n;
+  counts.push_back(outside);
+  expected.push_back(0.0);
+  return spec::testing::ChiSquareTest(counts, expected);
+}
+
+// Pipelined trees under sampling (issue 30): the draft worker drafts the next block
+// past a tree's first path while the tree is verified (draft_worker/draft_engine.h,
+// "Trees"); the target keeps that block only when it accepts the whole first path (the
+// bonus forfeited), else starts a new epoch. Rejection mode, `tokens`-token
+// continuations of `prompt` with blocks of depth <= k, through the whole pipeline with
+// every data-plane message delayed (so the block overhead is measured and pipelining
+// pays): the committed continuations must follow the target's law (chi-square,
+// PassesOneOfTwoDraws: 1e-3 per draw, 1e-6 in all), and the same counts must fail
+// against `wrong_law` (a deliberately wrong rule), so the harness can tell.
+void ExpectPipelinedTreesKeepTheLaw(model::Transformer& target, spec::Drafter& drafter,
+                                    const std::vector<int32_t>& prompt,
+                                    const spec::SamplingParams& params, int tokens, int k,
+                                    const std::map<std::vector<int32_t>, double>& wrong_law,
+                                    const std::string& label) {
+  const auto law = ExactContinuationLaw(target, prompt, params, tokens);
+  tools::InProcessClusterOptions options;
+  options.target = &target;
+  options.drafter = &drafter;
+  options.draft_engine.trees = true;           // --tree auto
+  options.draft_engine.lookahead_blocks = 2;   // trees may be pipelined
+  options.data_faults = net::FaultOptions{
+      .delay_probability = 1.0, .max_delay = absl::Milliseconds(12), .seed = 11};
+  auto cluster = tools::InProcessCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
+  ASSERT_TRUE(client.ok());
+  constexpr int kSamples = 2000;
+  constexpr int kBatch = 50;  // within the target's 64 requests
+  uint64_t accepted = 0, verified = 0, tree_steps = 0;
+  const auto draw = [&](int d) {
+    std::map<std::vector<int32_t>, int64_t> seen;
+    for (int batch = 0; batch < kSamples / kBatch; ++batch) {
+      std::vector<std::string> ids;
+      for (int i = 0; i < kBatch; ++i) {
+        const int n = d * kSamples + batch * kBatch + i;
+        proto::SubmitRequest submit;
+        submit.set_request_id("piped-" + std::to_string(n));
+        submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
+        submit.mutable_params()->set_temperature(params.temperature);
+        submit.mutable_params()->set_top_k(params.top_k);
+        submit.mutable_params()->set_seed(1000003ull * n + 29);
+        submit.mutable_params()->set_max_tokens(tokens);
+        submit.set_verify_mode(proto::VERIFY_MODE_REJECTION);
+        submit.set_draft_k(k);
+        EXPECT_TRUE((*client)->Submit(submit).ok());
+        ids.push_back(submit.request_id());
+      }
+      for (int round = 0; round < 4000; ++round) {
+        bool done = true;
+        for (const std::string& id : ids) done &= (*client)->Done(id);
+        if (done) break;
+        EXPECT_TRUE((*client)->Poll(absl::Milliseconds(20)).ok());
+      }
+      for (const std::string& id : ids) {
+        EXPECT_TRUE((*client)->Done(id)) << id;
+        const net::GenerationResult& r = (*client)->Result(id);
+        EXPECT_EQ(r.tokens.size(), static_cast<size_t>(tokens)) << id << " " << r.error;
+        if (r.tokens.size() != static_cast<size_t>(tokens)) return false;
+        ++seen[r.tokens];
+        accepted += r.stats.accepted();
+        verified += r.stats.verified();
+        tree_steps += r.stats.tree_steps();
+      }
+    }
+    const spec::testing::ChiSquareResult result = LawTest(law, seen);
+    spec::testing::PrintChiSquare(label + ", draw " + std::to_string(d), result);
+    const spec::testing::ChiSquareResult wrong = LawTest(wrong_law, seen);
+    spec::testing::PrintChiSquare("  the same counts vs the wrong rule's law", wrong);
+    EXPECT_LT(wrong.p_value, 1e-3) << label << ": the harness cannot tell the wrong rule";
+    return result.p_value > 1e-3;
+  };
+  EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));
+  (*cluster)->KillDraftWorker();
+  const draft::DraftCounters counters = (*cluster)->DraftCountersAfterKill();
+  std::printf("%s: %llu tree blocks, %llu blocks past trees, %llu tree steps, %llu of %llu "
+              "draft tokens accepted\n",
+              label.c_str(), static_cast<unsigned long long>(counters.tree_blocks_sent),
+              static_cast<unsigned long long>(counters.blocks_past_trees),
+              static_cast<unsigned long long>(tree_steps),
+              static_cast<unsigned long long>(accepted),
+              static_cast<unsigned long long>(verified));
+  EXPECT_GT(tree_steps, 0u) << "no tree was verified: nothing was tested";
+  EXPECT_GT(counters.blocks_past_trees, 0u)
+      << "no block was drafted past a tree: pipelining was not tested";
+  EXPECT_GT(accepted, 0u) << "the draft was never accepted: the test did not exercise acceptance";
+  EXPECT_LT(accepted, verified)
+      << "the draft was always accepted: the test did not exercise the residual";
+}
+
+// The first token's law under a deliberately wrong point-mass tree rule at the root:
+// candidates tried in order, each accepted with its own p (not its share of what the
+// siblings before it left), the correction drawn from p (not the residual). Exact
+// would be p itself.
+std::vector<double> NoResidualFirstRow(const std::vector<float>& p,
+                                       const std::vector<int32_t>& candidates) {
+  std::vector<double> row(p.size(), 0.0);
+  double reach = 1.0;  // P(every candidate before was rejected)
+  for (const int32_t c : candidates) {
+    row[c] += reach * p[c];
+    reach *= 1.0 - p[c];
+  }
+  for (size_t v = 0; v < p.size(); ++v) row[v] += reach * p[v];
+  return row;
+}
+
+// Point-mass trees from the lookup drafter on the draft worker, pipelined: the prompt
+// has "17" followed by b and by c, so the tree's root has two candidates; each of b, c
+// has p >= 0.1 under the target and together <= 0.9, so first candidate, second
+// candidate and correction all commit, and a block drafted past the first path
+// (b or c, then 99) is queued behind the tree.
+TEST(PipelineDistributionTest, PipelinedLookupTreesKeepTheTargetsLaw) {
+  const std::string target_path = WriteModel("piped-tree-target", 1);
+  auto target = model::Transformer::Load(target_path, {.threads = 1});
+  ASSERT_TRUE(target.ok()) << target.status();
+  spec::SamplingParams params;
+  params.temperature = 1.0f;
+  params.top_k = 4;
+  const int vocab = (*target)->config().vocab_size;
+  std::vector<int32_t> prompt;
+  int32_t b = 0, c = 0;
+  for (int32_t x = 1; x < vocab && prompt.empty(); ++x) {
+    for (int32_t y = 1; y < std::min(vocab, 64) && prompt.empty(); ++y) {
+      if (x == y || x == 17 || x == 99 || y == 17 || y == 99) continue;
+      const std::vector<int32_t> candidate = {17, x, 99, 17, y, 99, 17};
+      const std::vector<float> first = FirstTokenProbs(**target, candidate, params);
+      if (first[x] >= 0.1 && first[y] >= 0.1 && first[x] + first[y] <= 0.9) {
+        prompt = candidate;
+        b = x;
+        c = y;
+      }
+    }
+  }
+  ASSERT_FALSE(prompt.empty()) << "no two tokens the target samples with p >= 0.1, together <= 0.9";
+  constexpr int kTokens = 3;
+  const std::vector<float> first = FirstTokenProbs(**target, prompt, params);
+  // The wrong rule's law with b tried first (with c first it is as far off).
+  const std::vector<double> wrong_row = NoResidualFirstRow(first, {b, c});
+  const auto wrong_law = ExactContinuationLaw(**target, prompt, params, kTokens, &wrong_row);
+  spec::LookupDrafter lookup(spec::LookupDrafterConfig{});
+  ExpectPipelinedTreesKeepTheLaw(**target, lookup, prompt, params, kTokens, /*k=*/2, wrong_law,
+                                 "pipelined lookup trees, 3-token continuations");
+}
+
+// Sampled model-drafter trees (siblings drawn without replacement, recursive rejection
+// sampling), pipelined: the draft is the target's weights quantized coarser (close, so
+// whole first paths are accepted and the block behind is verified; different, so
+// rejections happen). The wrong rule, as for lookup trees: the root's candidates (here
+// the draft's two likeliest first tokens) each accepted with its own p, the correction
+// drawn from p rather than the residual (a law on the target's own support).
+TEST(PipelineDistributionTest, PipelinedModelDrafterTreesKeepTheTargetsLaw) {
+  const std::string target_path = WriteModel("piped-model-target", 1);
+  const std::string draft_path = WriteModel("piped-model-draft-q4", 1, kernels::GgmlType::kQ4_0);
+  auto target = model::Transformer::Load(target_path, {.threads = 1});
+  ASSERT_TRUE(target.ok()) << target.status();
+  auto draft_model = model::Transformer::Load(draft_path, {.threads = 1});
+  ASSERT_TRUE(draft_model.ok()) << draft_model.status();
+  auto target_file = model::GgufFile::Open(target_path);
+  ASSERT_TRUE(target_file.ok());
+  auto tokenizer = model::LoadTokenizerFromGguf(**target_file);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  auto drafter = spec::ModelDrafter::Load(draft_path, *tokenizer, (*target)->config().vocab_size,
+                                          {.threads = 1});
+  ASSERT_TRUE(drafter.ok()) << drafter.status();
+  ASSERT_TRUE((*drafter)->ProposesTrees());
+  spec::SamplingParams params;
+  params.temperature = 1.0f;
+  params.top_k = 4;
+  constexpr int kTokens = 3;
+  const std::vector<int32_t> prompt = {17, 42, 99};
+  const std::vector<float> q = FirstTokenProbs(**draft_model, prompt, params);
+  std::vector<int32_t> by_q(q.size());
+  std::iota(by_q.begin(), by_q.end(), 0);
+  std::partial_sort(by_q.begin(), by_q.begin() + 2, by_q.end(),
+                    [&](int32_t x, int32_t y) { return q[x] > q[y]; });
+  const std::vector<double> wrong_row =
+      NoResidualFirstRow(FirstTokenProbs(**target, prompt, params), {by_q[0], by_q[1]});
+  const auto wrong_law = ExactContinuationLaw(**target, prompt, params, kTokens, &wrong_row);
+  ExpectPipelinedTreesKeepTheLaw(**target, **drafter, prompt, params, kTokens, /*k=*/2, wrong_law,
+                                 "pipelined model drafter trees, 3-token continuations");
 }
 
 // Dropped, delayed and reordered blocks and results: every request still

@@ -4,7 +4,9 @@
 // (ask for a sync), finished requests, failed proposals and the length limit.
 #include "draft_worker/draft_engine.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -1038,14 +1040,14 @@ class DraftEngineTreeTest : public ::testing::Test {
  protected:
   // draft_k 0: the policy chooses k (and may turn speculation off); else fixed k,
   // still with the tree rule's choice between that chain and a tree of depth <= k.
-  void Make(bool trees, bool target_runs_trees, int draft_k = 4, float presence_penalty = 0.0f) {
+  void Make(bool trees, bool target_runs_trees, int draft_k = 4, float presence_penalty = 0.0f,
+            const std::vector<int32_t>& prompt = BranchyPrompt()) {
     DraftEngineOptions options;
     options.trees = trees;
     options.shadow_drafts = false;
     options.clock = [this] { return now_; };
     engine_ = std::make_unique<DraftEngine>(&drafter_, options);
     drafter_.Release("t");  // a previous engine's
-    const std::vector<int32_t> prompt = BranchyPrompt();
     proto::Assignment a = Assign("t", draft_k, 256, prompt);
     a.set_prompt_length(static_cast<uint32_t>(prompt.size()));
     a.set_target_runs_trees(target_runs_trees);
@@ -1166,6 +1168,71 @@ TEST_F(DraftEngineTreeTest, TurnsToChainsWhenOnlyFirstCandidatesAreAccepted) {
     ASSERT_EQ(engine_->OnResult(Verify(pending[0], /*rank=*/1)), ResultAction::kApplied);
   }
   EXPECT_TRUE(chain_sent);
+}
+
+// Adaptive requests with a drafter that reports classes (lookup): trees are asked at
+// full budget and cut by their nodes' classes (DraftEngine::CutTreeByClasses). A long
+// passage repeated verbatim: one uncontested match of 12+ tokens, its positions in the
+// top class and all accepted, so the blocks (chains: one match) run deeper than 4.
+TEST_F(DraftEngineTreeTest, ClassPricedBlocksRunAsDeepAsALongMatchPays) {
+  std::vector<int32_t> passage;
+  for (int32_t t = 10; t < 70; ++t) passage.push_back(t);
+  std::vector<int32_t> prompt = passage;
+  prompt.insert(prompt.end(), {5, 6, 7});
+  prompt.insert(prompt.end(), passage.begin(), passage.begin() + 12);
+  drafter_.set_decode_bytes_ratio(1e-4);  // a known, negligible draft cost: any k may pay
+  Make(/*trees=*/true, /*target_runs_trees=*/true, /*draft_k=*/0, 0.0f, prompt);
+  int at = 12;  // the passage's next token
+  int deepest = 0;
+  for (int round = 0; round < 6 && at + 10 < static_cast<int>(passage.size()); ++round) {
+    const std::vector<proto::DraftBlock> blocks = StepBlocks();
+    ASSERT_FALSE(blocks.empty()) << "round " << round;
+    const proto::DraftBlock& block = blocks[0];
+    ASSERT_EQ(block.parents_size(), 0) << "one match proposes a chain";
+    ASSERT_GT(block.tokens_size(), 0) << "round " << round << ": a confident block withheld";
+    for (int j = 0; j < block.tokens_size(); ++j) ASSERT_EQ(block.tokens(j), passage[at + j]);
+    deepest = std::max(deepest, block.tokens_size());
+    // The target accepts it all and adds the passage's next token.
+    proto::VerifyResult r;
+    r.set_request_id("t");
+    r.set_epoch(block.epoch() + 1);
+    r.set_block_sequence(block.block_sequence());
+    r.set_target_step_seconds(0.01);
+    r.set_target_verify_slope(0.25);
+    r.set_accepted(static_cast<uint32_t>(block.tokens_size()));
+    for (int j = 0; j <= block.tokens_size(); ++j) r.add_committed_tokens(passage[at + j]);
+    at += block.tokens_size() + 1;
+    r.set_frontier(block.start() + static_cast<uint32_t>(r.committed_tokens_size()));
+    ASSERT_EQ(engine_->OnResult(r), ResultAction::kApplied) << "round " << round;
+    // Only the block in flight is resolved: drop anything drafted past it.
+    engine_->OnResult(r);
+  }
+  EXPECT_GT(deepest, 4);
+}
+
+// With classes, trees still go where second candidates are accepted as often as first
+// ones: cut within the node budget, verified whole.
+TEST_F(DraftEngineTreeTest, ClassPricedTreesAreSentWhereRankTwoIsAccepted) {
+  drafter_.set_decode_bytes_ratio(1e-4);
+  Make(/*trees=*/true, /*target_runs_trees=*/true, /*draft_k=*/0);
+  std::mt19937 random(7);
+  int trees = 0;
+  for (int round = 0; round < 40; ++round) {
+    const std::vector<proto::DraftBlock> blocks = StepBlocks();
+    ASSERT_FALSE(blocks.empty()) << "round " << round;
+    const proto::DraftBlock& block = blocks[0];
+    const bool tree = IsTree(block);
+    trees += tree;
+    if (tree) {
+      EXPECT_LE(block.tokens_size(), DraftEngineOptions{}.max_tree_nodes);
+      EXPECT_FALSE(block.policy_sized());
+    }
+    // The target's token is the drafter's first candidate or its second, at random
+    // (a chain's first draft is then rejected): half the blocks gain by a branch.
+    const int rank = std::bernoulli_distribution(0.5)(random) ? 1 : 2;
+    ASSERT_EQ(engine_->OnResult(Verify(block, rank)), ResultAction::kApplied);
+  }
+  EXPECT_GE(trees, 10);
 }
 
 // Pipelined trees (lookahead 2, the default): the next block is drafted past a tree

@@ -134,12 +134,42 @@ TEST(LookupDrafterTest, ReportsAConfidenceClassPerDraftedPosition) {
   ASSERT_TRUE(drafter.Propose(absl::MakeSpan(batch)).ok());
   EXPECT_EQ(batch[0].tokens, Tokens({7, 8, 9}));
   EXPECT_EQ(batch[0].confidence, std::vector<int8_t>({3, 3, 3}));
-  // A tree reports none.
+  // Asked for a tree, one match gives the chain with the same classes.
   ASSERT_TRUE(drafter.Truncate("s", static_cast<int64_t>(repeated.size())).ok());
   batch[0].tree_nodes = 4;
   ASSERT_TRUE(drafter.Propose(absl::MakeSpan(batch)).ok());
-  EXPECT_FALSE(batch[0].tokens.empty());
-  EXPECT_TRUE(batch[0].confidence.empty());
+  EXPECT_EQ(batch[0].tokens, Tokens({7, 8, 9}));
+  EXPECT_TRUE(batch[0].parents.empty());
+  EXPECT_EQ(batch[0].confidence, std::vector<int8_t>({3, 3, 3}));
+  // A tree: per node, the class of its position in the chain of its match. Both
+  // 1-token matches of "8" are contested at the root; their second tokens continue
+  // 2-token matches.
+  ASSERT_TRUE(drafter.Truncate("r", static_cast<int64_t>(prompt.size())).ok());
+  batch[0].request_id = "r";
+  batch[0].context = prompt;
+  batch[0].k = 2;
+  ASSERT_TRUE(drafter.Propose(absl::MakeSpan(batch)).ok());
+  ASSERT_TRUE(batch[0].status.ok()) << batch[0].status;
+  EXPECT_EQ(batch[0].tokens, Tokens({2, 6, 1, 5}));
+  EXPECT_EQ(batch[0].parents, std::vector<int32_t>({-1, 0, -1, 2}));
+  EXPECT_EQ(batch[0].confidence, std::vector<int8_t>({0, 2, 0, 2}));
+}
+
+// Each node's class comes from the longest match through it: a node only a shorter
+// match reaches gets that match's class.
+TEST(LookupTreeProposalTest, ReportsEachNodesClassFromItsLongestMatch) {
+  const LookupDrafterConfig config;
+  // Suffix (11 12 13 14 15 3): it occurs at 1..6 continuing 4 6 6 (match 6); (3) at
+  // 10 continues 4 5 (match 1: tokens_per_matched caps it at 2 tokens).
+  const Tokens context = {0, 11, 12, 13, 14, 15, 3, 4, 6, 6, 3, 4, 5, 11, 12, 13, 14, 15, 3};
+  std::vector<int8_t> classes;
+  const DraftTree tree = LookupTreeProposal(context, 3, 8, config, &classes);
+  EXPECT_EQ(tree.tokens, Tokens({4, 6, 6, 5}));
+  EXPECT_EQ(tree.parents, std::vector<int32_t>({-1, 0, 1, 0}));
+  // 4 6 6: the 6-token match (uncontested: both continue with 4), the top class; 5:
+  // reached by the 1-token match only, its second position.
+  EXPECT_EQ(classes, std::vector<int8_t>({3, 3, 3, LookupConfidenceClass(2, false)}));
+  EXPECT_EQ(classes[3], 2);
 }
 
 // A B C X Y A B C Z W A B C: the suffix (A B C) occurred twice, followed by

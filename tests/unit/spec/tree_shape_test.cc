@@ -260,5 +260,119 @@ TEST(RankAcceptanceTest, MeasuredRanksDriveTheShape) {
   EXPECT_TRUE(chain.IsChain());
 }
 
+// Rule 4 (CutTreeProposal): a proposed tree priced by its nodes' confidence classes.
+// Class evidence as the lookup drafter measures it: class 0 ~13%, 1 ~45%, 2 ~70%, 3 ~90%
+// (1,000 verified positions each, so the upper bounds sit near the means).
+SpecEstimates ClassedLine(double slope) {
+  SpecEstimates e = Line(slope);
+  const double rates[kConfidenceClasses] = {0.13, 0.45, 0.70, 0.90};
+  for (int c = 0; c < kConfidenceClasses; ++c) {
+    e.class_verified[c] = 1000.0;
+    e.class_accepted[c] = 1000.0 * rates[c];
+  }
+  e.accepted = 500.0;  // a mixed chain acceptance: what rank 1 would say without classes
+  e.verified = 1000.0;
+  return e;
+}
+
+std::vector<int32_t> ChainParents(int n) {
+  std::vector<int32_t> parents(n);
+  for (int i = 0; i < n; ++i) parents[i] = i - 1;
+  return parents;
+}
+
+TEST(TreeCutTest, ALongConfidentMatchRunsDeeperThanFour) {
+  const SpecEstimates e = ClassedLine(0.05);
+  const std::vector<int8_t> classes(12, 3);
+  const TreeCut cut = CutTreeProposal(e, {0.5, 0.3}, ChainParents(12), classes, {.max_depth = 12});
+  EXPECT_TRUE(cut.chain);
+  EXPECT_GT(cut.kept.size(), 4u);
+  // The same chain priced by the mixed acceptance (no classes) stops earlier.
+  const TreeCut unclassed = CutTreeProposal(e, {0.5, 0.3}, ChainParents(12), {}, {.max_depth = 12});
+  EXPECT_LT(unclassed.kept.size(), cut.kept.size());
+  EXPECT_GT(cut.rate, unclassed.rate);
+}
+
+TEST(TreeCutTest, AContestedOneTokenMatchIsNotWorthDrafting) {
+  // Two contested 1-token candidates at the root (class 0), rank 2 rarely accepted.
+  const SpecEstimates e = ClassedLine(0.3);
+  const TreeCut cut = CutTreeProposal(e, {0.5, 0.05}, {-1, 0, -1, 2}, {0, 1, 0, 1}, {});
+  // Below a plain step (R(off) = 1): the caller sends no block.
+  EXPECT_LT(cut.rate, 1.0);
+  // Confident, the same shape pays.
+  const TreeCut confident = CutTreeProposal(e, {0.5, 0.05}, {-1, 0, -1, 2}, {3, 3, 3, 3}, {});
+  EXPECT_GT(confident.rate, 1.0);
+}
+
+TEST(TreeCutTest, SecondCandidatesFollowTheRankEvidence) {
+  const SpecEstimates e = ClassedLine(0.02);
+  // Root: node 0 (class 1, ~45%) -> node 1; node 2 the second candidate -> node 3.
+  const std::vector<int32_t> parents = {-1, 0, -1, 2};
+  const std::vector<int8_t> classes = {1, 2, 1, 2};
+  const TreeCut branching = CutTreeProposal(e, {0.5, 0.4}, parents, classes, {});
+  EXPECT_FALSE(branching.chain);
+  EXPECT_NE(std::find(branching.kept.begin(), branching.kept.end(), 2), branching.kept.end());
+  const TreeCut chain = CutTreeProposal(e, {0.5, 0.001}, parents, classes, {});
+  EXPECT_EQ(std::find(chain.kept.begin(), chain.kept.end(), 2), chain.kept.end());
+}
+
+TEST(TreeCutTest, ASiblingGetsAtMostWhatTheOnesBeforeItLeave) {
+  SpecEstimates e = Line(0.0);  // free verification: every node with value is kept
+  for (int c = 0; c < kConfidenceClasses; ++c) {
+    e.class_verified[c] = 1e6;
+    e.class_accepted[c] = 0.9e6;  // ~90% + a hair of the bound
+  }
+  const double first = e.ClassUpper(3);
+  const TreeCut cut = CutTreeProposal(e, {0.5, 0.5}, {-1, -1}, {3, 3}, {});
+  ASSERT_EQ(cut.kept.size(), 2u);
+  EXPECT_NEAR(cut.expected_accepted, first + (1.0 - first), 1e-9);
+}
+
+TEST(TreeCutTest, KeptNodesFormASubTreeWithinTheLimits) {
+  const SpecEstimates e = ClassedLine(0.01);
+  // 0 -> 1 -> 2 -> 3; 0 -> 4; root -> 5 -> 6; root -> 7.
+  const std::vector<int32_t> parents = {-1, 0, 1, 2, 0, -1, 5, -1};
+  const std::vector<int8_t> classes = {2, 3, 3, 3, 2, 1, 2, 1};
+  for (const int max_nodes : {1, 3, 5, 8}) {
+    for (const int max_depth : {1, 2, 4}) {
+      const TreeCut cut = CutTreeProposal(e, {0.6, 0.4, 0.3}, parents, classes,
+                                          {.max_nodes = max_nodes, .max_depth = max_depth});
+      ASSERT_FALSE(cut.kept.empty());
+      EXPECT_LE(static_cast<int>(cut.kept.size()), max_nodes);
+      EXPECT_TRUE(std::is_sorted(cut.kept.begin(), cut.kept.end()));
+      for (const int32_t i : cut.kept) {
+        const int32_t parent = parents[i];
+        if (parent >= 0) {
+          EXPECT_NE(std::find(cut.kept.begin(), cut.kept.end(), parent), cut.kept.end());
+        }
+        int depth = 1;
+        for (int32_t v = parent; v >= 0; v = parents[v]) ++depth;
+        EXPECT_LE(depth, max_depth);
+      }
+    }
+  }
+}
+
+// A chain is a tree: the cut is never priced below the best prefix of its first path,
+// sequential or pipelined, whatever the estimates.
+TEST(TreeCutTest, NeverPricedBelowTheFirstPathsChain) {
+  const std::vector<int32_t> parents = {-1, 0, 1, 0, -1, 4, -1};
+  const std::vector<int8_t> classes = {1, 2, 3, 1, 0, 2, 0};
+  for (const double slope : {0.0, 0.02, 0.1, 0.5}) {
+    for (const double overhead : {0.0, 0.01, 0.05}) {
+      for (const bool pipelined : {false, true}) {
+        SpecEstimates e = ClassedLine(slope);
+        e.block_overhead_seconds = overhead;
+        const TreeShapeChoices choices{.pipelined = pipelined};
+        const TreeCut tree = CutTreeProposal(e, {0.5, 0.3, 0.1}, parents, classes, choices);
+        const TreeCut chain =
+            CutTreeProposal(e, {0.5, 0.3, 0.1}, ChainParents(3), {1, 2, 3}, choices);
+        EXPECT_GE(tree.rate, chain.rate * (1.0 - 1e-12))
+            << "slope " << slope << " overhead " << overhead << " pipelined " << pipelined;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace splitspec::spec
