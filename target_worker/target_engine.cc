@@ -370,8 +370,12 @@ void TargetEngine::CutBlocksToBudget() {
     if (ready == nullptr || ready->tokens_size() == 0 || !ready->policy_sized()) continue;
     const spec::SpecMetrics& seen = request->metrics();
     holding.push_back(request);
-    candidates.push_back({static_cast<double>(seen.accepted), static_cast<double>(seen.verified),
-                          ready->tokens_size()});
+    spec::VerifyCandidate candidate{.accepted = static_cast<double>(seen.accepted),
+                                    .verified = static_cast<double>(seen.verified),
+                                    .drafted = ready->tokens_size()};
+    if (ready->acceptance_size() == ready->tokens_size())  // else unknown (protocol.md)
+      candidate.acceptance = absl::MakeConstSpan(ready->acceptance().data(), ready->acceptance_size());
+    candidates.push_back(candidate);
   }
   if (candidates.empty()) return;
   const std::vector<int> kept =

@@ -638,6 +638,75 @@ TEST_F(TargetEngineTest, TheStepBudgetCutsBlocksThatDoNotPayAndCommitsTheSame) {
   }
 }
 
+// The step budget prices each position by its block's own estimates
+// (DraftBlock.acceptance) when the drafter sends them: with the same forward
+// cost line, eight requests whose drafts are all right, four sent as confident
+// (0.99 per position) and four as unconfident (0.05), the confident blocks are
+// verified whole and the unconfident ones cut; without estimates every request
+// is priced at its own average, which (every draft accepted) keeps all blocks
+// whole. Outputs stay plain greedy either way.
+TEST_F(TargetEngineTest, TheStepBudgetKeepsConfidentBlocksAndCutsUnconfidentOnes) {
+  for (const bool estimates : {true, false}) {
+    SCOPED_TRACE(estimates ? "with estimates" : "without estimates");
+    seen_.clear();
+    TargetEngineOptions options;
+    options.cut_blocks_to_budget = true;
+    size_t timed = model_.forwards().size();
+    options.block_wait = absl::Hours(1);
+    options.feed_wait = absl::ZeroDuration();
+    options.clock = [this, &timed] {
+      if (model_.forwards().size() != timed) {
+        timed = model_.forwards().size();
+        int fed = 0;
+        for (const auto& s : model_.forwards().back()) fed += static_cast<int>(s.tokens.size());
+        now_ += absl::Microseconds(1000 + 500 * (fed - 1));
+      }
+      return now_;
+    };
+    engine_ = std::make_unique<TargetEngine>(&model_, options);
+    const int kRequests = 8, kNew = 20;
+    std::map<std::string, std::vector<int32_t>> truth;
+    for (int r = 0; r < kRequests; ++r) {
+      const std::string id = absl::StrCat("r", r);
+      const std::vector<int32_t> prompt = {r + 1, 2, 3};
+      truth[id] = FakeLanguageModel::GreedyExtend(prompt, kNew + 8);
+      ASSERT_TRUE(Add(Assign(id, prompt, kNew, kDraftWorker)).ok());
+    }
+    auto confident = [](const std::string& id) { return id < "r4"; };
+    uint64_t sequence = 0;
+    std::map<std::string, uint32_t> reported_cut;
+    auto propose = [&](const std::string& id, uint64_t epoch, int frontier) {
+      proto::DraftBlock block =
+          Block(id, epoch, frontier, Slice(truth[id], frontier, frontier + 4), ++sequence);
+      block.set_policy_sized(true);
+      if (estimates) {
+        for (int j = 0; j < 4; ++j) block.add_acceptance(confident(id) ? 0.99f : 0.05f);
+      }
+      ASSERT_EQ(engine_->AddBlock(block, "d"), BlockAdmission::kQueued);
+    };
+    for (int r = 0; r < kRequests; ++r) propose(absl::StrCat("r", r), 0, 3);
+    for (int i = 0; i < 400 && engine_->HasWork(now_); ++i) {
+      ASSERT_TRUE(Step().ok());
+      for (const TargetEvent& e : events_) {
+        if (e.draft_peer.empty()) continue;
+        reported_cut[e.result.request_id()] += e.result.cut_drafts();
+        if (e.result.finished()) continue;
+        propose(e.result.request_id(), e.result.epoch(), static_cast<int>(e.result.frontier()));
+      }
+    }
+    EXPECT_EQ(engine_->active_requests(), 0);
+    for (const auto& [id, expected] : truth) EXPECT_EQ(seen_[id], Slice(expected, 0, 3 + kNew)) << id;
+    for (int r = 0; r < kRequests; ++r) {
+      const std::string id = absl::StrCat("r", r);
+      if (estimates && !confident(id)) {
+        EXPECT_GT(reported_cut[id], 0u) << id;
+      } else {
+        EXPECT_EQ(reported_cut[id], 0u) << id;
+      }
+    }
+  }
+}
+
 TEST_F(TargetEngineTest, FailedForwardFinishesTheStepsRequestsWithErrorAndSparesTheOthers) {
   TargetEngineOptions options;
   options.step_token_budget = 4;
