@@ -454,6 +454,15 @@ std::optional<TargetEngine::WorkItem> TargetEngine::PlanRequest(TargetRequest& r
     item.prefill = true;
     if (length + chunk == frontier) {
       item.logits = model::LogitsMode::kLast;
+      // The step budget's edge case: drafts ready before the prompt's last chunk
+      // could only be verified a step later, delaying the first token by a whole
+      // step for what the next block (drafted after it) verifies as well. So a
+      // policy-sized block is cut to nothing and the first token decided now.
+      if (ready != nullptr && ready->tokens_size() > 0 && ready->policy_sized() &&
+          options_.cut_blocks_to_budget) {
+        counters_.cut_draft_tokens += static_cast<uint64_t>(ready->tokens_size());
+        request.CutReadyBlock(0);
+      }
       // An empty block needs only p at the frontier, which this chunk gives.
       if (ready != nullptr && ready->tokens_size() == 0) item.block = ready;
     }

@@ -684,6 +684,9 @@ TEST_F(TargetEngineTest, TheStepBudgetKeepsConfidentBlocksAndCutsUnconfidentOnes
       }
       ASSERT_EQ(engine_->AddBlock(block, "d"), BlockAdmission::kQueued);
     };
+    // The prompts first (a block ready before a prompt's last chunk is cut at
+    // once: PromptsLastChunkCutsTheBlockAndDecidesTheFirstToken).
+    ASSERT_TRUE(Step().ok());
     for (int r = 0; r < kRequests; ++r) propose(absl::StrCat("r", r), 0, 3);
     for (int i = 0; i < 400 && engine_->HasWork(now_); ++i) {
       ASSERT_TRUE(Step().ok());
@@ -704,6 +707,42 @@ TEST_F(TargetEngineTest, TheStepBudgetKeepsConfidentBlocksAndCutsUnconfidentOnes
         EXPECT_EQ(reported_cut[id], 0u) << id;
       }
     }
+  }
+}
+
+// A block ready before the prompt's last chunk could only be verified one step
+// after it, so the first token would wait a whole step: a policy-sized block is
+// cut to nothing (cut_drafts, counted) and the first token decided from the
+// prefill's p in the same step; a block of a fixed k is verified whole, a step
+// later. Either way the output is plain greedy.
+TEST_F(TargetEngineTest, PromptsLastChunkCutsTheBlockAndDecidesTheFirstToken) {
+  for (const bool policy_sized : {true, false}) {
+    SCOPED_TRACE(policy_sized ? "policy_sized" : "fixed k");
+    seen_.clear();
+    Make();
+    const std::vector<int32_t> truth = FakeLanguageModel::GreedyExtend(kPrompt, 12);
+    ASSERT_TRUE(Add(Assign("r", kPrompt, 12, kDraftWorker)).ok());
+    proto::DraftBlock block = Block("r", 0, static_cast<int>(kPrompt.size()),
+                                    Slice(truth, kPrompt.size(), kPrompt.size() + 3), 1);
+    block.set_policy_sized(policy_sized);
+    ASSERT_EQ(engine_->AddBlock(block, "d"), BlockAdmission::kQueued);
+    ASSERT_TRUE(Step().ok());  // the whole prompt
+    const std::vector<proto::VerifyResult> first = ResultsFor("r");
+    if (policy_sized) {
+      ASSERT_EQ(first.size(), 1u) << "the first token comes with the prompt's step";
+      EXPECT_EQ(first[0].committed_tokens_size(), 1);
+      EXPECT_EQ(first[0].accepted(), 0u);
+      EXPECT_EQ(first[0].cut_drafts(), 3u);
+      EXPECT_EQ(engine_->counters().cut_draft_tokens, 3u);
+    } else {
+      EXPECT_TRUE(first.empty()) << "a fixed-k block is verified after the prompt";
+      ASSERT_TRUE(Step().ok());
+      const std::vector<proto::VerifyResult> second = ResultsFor("r");
+      ASSERT_EQ(second.size(), 1u);
+      EXPECT_EQ(second[0].accepted(), 3u);
+      EXPECT_EQ(engine_->counters().cut_draft_tokens, 0u);
+    }
+    EXPECT_EQ(seen_["r"], Slice(truth, 0, static_cast<int>(seen_["r"].size())));
   }
 }
 
