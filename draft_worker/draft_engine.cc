@@ -748,6 +748,12 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state, std::vec
   // A tree was sized by the tree rule: the target verifies it whole.
   block.set_policy_sized(state.adaptive_k && parents.empty());
   block.mutable_parents()->Assign(parents.begin(), parents.end());
+  // What the policy priced each position at (its class's a_c+): the target's
+  // step budget verifies the likeliest positions first (spec::ChooseVerifiedDrafts).
+  if (block.policy_sized() && !confidence.empty() && confidence.size() == tokens.size()) {
+    const spec::SpecEstimates e = Estimates(state);
+    for (int8_t c : confidence) block.add_acceptance(static_cast<float>(e.ClassUpper(c)));
+  }
   if (!tokens.empty()) {
     state.shadow.clear();  // speculating again: the block itself measures acceptance
     state.alone_until = 0;

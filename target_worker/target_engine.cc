@@ -18,49 +18,9 @@
 #include "runtime/spec/verify.h"
 #include "target_worker/grammar_rows.h"
 #include "target_worker/request_setup.h"
+#include "target_worker/target_engine_work_item.h"
 
 namespace splitspec::target {
-
-// One request's share of a step: what Plan chose, then what the forward and
-// the verification made of it.
-struct TargetEngine::WorkItem {
-  enum class Decision {
-    kNone,         // nothing to decide this step (a prompt chunk, or p kept pending)
-    kVerifyBlock,  // verify `block` from p at the frontier and the block's rows
-    kOwnToken,     // no block: the target chooses the frontier's token itself
-  };
-
-  TargetRequest* request = nullptr;
-  // --- Plan ---
-  std::vector<int32_t> tokens;  // fed this step at positions fed_from ...; empty: no forward
-  int fed_from = 0;             // the cache's length when planned
-  model::LogitsMode logits = model::LogitsMode::kNone;
-  const proto::DraftBlock* block = nullptr;  // verified this step, if any
-  bool prefill = false;                      // tokens are a prompt chunk
-  bool feeds_unfed = false;                  // tokens[0] is the last committed token
-  // A tree block (BranchesTree): the forward's parents (root = tokens[0], the last
-  // committed token; spec::TreeForwardParents), and whether the root was in the
-  // cache already (p pending) and is fed again (the cache drops it first).
-  std::vector<int32_t> tree_parents;
-  bool refeeds_root = false;
-  int batch_index = -1;                      // index in the forward's batch, -1 if not fed
-  // Guided requests: what the unconditional companion is fed in the same forward.
-  std::vector<int32_t> companion_tokens;
-  int companion_batch_index = -1;
-  // --- after the forward ---
-  Decision decision = Decision::kNone;
-  std::vector<TargetRow> rows;  // p for positions frontier, frontier + 1, ...
-  // --- verification ---
-  std::vector<float> target_probs;   // host: rows, flattened [k + 1, vocab]
-  std::vector<int64_t> device_rows;  // device: the rows' DeviceRows indices [k + 1]
-  std::vector<int32_t> draft_tokens;
-  std::vector<spec::SparseDistribution> draft_q;
-  spec::VerifyRequest verify;
-  absl::StatusOr<spec::VerifyOutcome> outcome = absl::UnknownError("not verified");
-  // A tree block's accepted path (spec::TreeVerifyOutcome::accepted_nodes), after
-  // which `rows` are those along it (row j: p at frontier + j).
-  std::vector<int32_t> accepted_nodes;
-};
 
 namespace {
 // The forward-cost line's prior slope (before two sizes are timed) and decay.
@@ -410,8 +370,12 @@ void TargetEngine::CutBlocksToBudget() {
     if (ready == nullptr || ready->tokens_size() == 0 || !ready->policy_sized()) continue;
     const spec::SpecMetrics& seen = request->metrics();
     holding.push_back(request);
-    candidates.push_back({static_cast<double>(seen.accepted), static_cast<double>(seen.verified),
-                          ready->tokens_size()});
+    spec::VerifyCandidate candidate{.accepted = static_cast<double>(seen.accepted),
+                                    .verified = static_cast<double>(seen.verified),
+                                    .drafted = ready->tokens_size()};
+    if (ready->acceptance_size() == ready->tokens_size())  // else unknown (protocol.md)
+      candidate.acceptance = absl::MakeConstSpan(ready->acceptance().data(), ready->acceptance_size());
+    candidates.push_back(candidate);
   }
   if (candidates.empty()) return;
   const std::vector<int> kept =
@@ -490,6 +454,15 @@ std::optional<TargetEngine::WorkItem> TargetEngine::PlanRequest(TargetRequest& r
     item.prefill = true;
     if (length + chunk == frontier) {
       item.logits = model::LogitsMode::kLast;
+      // The step budget's edge case: drafts ready before the prompt's last chunk
+      // could only be verified a step later, delaying the first token by a whole
+      // step for what the next block (drafted after it) verifies as well. So a
+      // policy-sized block is cut to nothing and the first token decided now.
+      if (ready != nullptr && ready->tokens_size() > 0 && ready->policy_sized() &&
+          options_.cut_blocks_to_budget) {
+        counters_.cut_draft_tokens += static_cast<uint64_t>(ready->tokens_size());
+        request.CutReadyBlock(0);
+      }
       // An empty block needs only p at the frontier, which this chunk gives.
       if (ready != nullptr && ready->tokens_size() == 0) item.block = ready;
     }
@@ -762,277 +735,6 @@ void TargetEngine::ReadRows(WorkItem& item, const model::ForwardOutput& out,
     row.logprobs = std::move(logprobs);
     item.rows.push_back(std::move(row));
   }
-}
-
-void TargetEngine::Verify(std::vector<WorkItem>& items, absl::Time now) {
-  // Two batches at most: the requests whose p is on the host, and those whose p
-  // is on the device. Each choice is a function of (p, seed, position) alone, so
-  // the split changes nothing that is committed.
-  std::vector<spec::VerifyRequest> host_batch;
-  std::vector<WorkItem*> on_host, on_device;
-  for (WorkItem& item : items) {
-    if (!Decide(item, now)) continue;
-    if (!item.tree_parents.empty()) {
-      VerifyTreeItem(item);
-      continue;
-    }
-    if (VerifiesOnDevice(*item.request)) {
-      on_device.push_back(&item);
-    } else {
-      host_batch.push_back(item.verify);
-      on_host.push_back(&item);
-    }
-  }
-  auto apply = [](const std::vector<WorkItem*>& deciding,
-                  absl::StatusOr<std::vector<absl::StatusOr<spec::VerifyOutcome>>> outcomes) {
-    for (size_t j = 0; j < deciding.size(); ++j) {
-      deciding[j]->outcome = outcomes.ok() ? std::move((*outcomes)[j]) : outcomes.status();
-    }
-  };
-  if (!on_host.empty()) {
-    const int vocab = static_cast<int>(on_host.front()->rows.front().probs.size());
-    apply(on_host, spec::VerifyBatch(host_batch, vocab));
-  }
-  if (!on_device.empty()) apply(on_device, VerifyOnDevice(on_device));
-}
-
-void TargetEngine::VerifyTreeItem(WorkItem& item) {
-  const proto::DraftBlock& block = *item.block;
-  spec::TreeVerifyRequest tree;
-  tree.mode = item.verify.mode;
-  tree.target_probs = item.target_probs;
-  tree.draft_tokens = item.draft_tokens;
-  tree.parents = block.parents();
-  tree.draft_q = item.draft_q;
-  tree.seed = item.verify.seed;
-  tree.start_position = item.verify.start_position;
-  tree.want_bonus = true;
-  const int vocab = static_cast<int>(item.rows.front().probs.size());
-  absl::StatusOr<spec::TreeVerifyOutcome> outcome = spec::VerifyTree(tree, vocab);
-  if (!outcome.ok()) {
-    item.outcome = outcome.status();
-    return;
-  }
-  // The draft drafts its next block past a tree along the tree's first path (nodes
-  // 0, 1, ... each the child of the one before; draft_worker/draft_engine.h), so a
-  // block queued right after that path continues it only when the accepted path is
-  // the whole first path: then, as after a chain accepted in full, the bonus is not
-  // taken and that block verifies its position (the same rule at the same position:
-  // exact as a chain's pipeline is). Any other path takes the bonus (or ended in a
-  // correction) and the queued blocks are stale.
-  int first_path = 0;
-  while (first_path < block.parents_size() && block.parents(first_path) == first_path - 1)
-    ++first_path;
-  bool whole_first_path = !outcome->rejected &&
-                          static_cast<int>(outcome->accepted_nodes.size()) == first_path;
-  for (int j = 0; whole_first_path && j < first_path; ++j)
-    whole_first_path = outcome->accepted_nodes[j] == j;
-  item.verify.want_bonus =
-      !(whole_first_path && item.request->HasBlockAt(item.request->frontier() + first_path));
-  if (!item.verify.want_bonus) outcome->committed.pop_back();  // the first path's leaf's bonus
-  item.accepted_nodes = outcome->accepted_nodes;
-  item.outcome = spec::VerifyOutcome{static_cast<int>(outcome->accepted_nodes.size()),
-                                     std::move(outcome->committed), outcome->rejected};
-  // Row j of the committed tokens is p after the path's first j nodes.
-  std::vector<TargetRow> path_rows;
-  path_rows.push_back(std::move(item.rows[0]));
-  for (int32_t node : item.accepted_nodes) path_rows.push_back(std::move(item.rows[node + 1]));
-  item.rows = std::move(path_rows);
-}
-
-absl::StatusOr<std::vector<absl::StatusOr<spec::VerifyOutcome>>> TargetEngine::VerifyOnDevice(
-    const std::vector<WorkItem*>& deciding) {
-  std::vector<spec::DeviceVerifyRequest> requests;
-  requests.reserve(deciding.size());
-  for (const WorkItem* item : deciding) {
-    spec::DeviceVerifyRequest r;
-    r.mode = item->verify.mode;
-    r.params = item->request->params();
-    r.logit_rows = item->device_rows;
-    r.draft_tokens = item->draft_tokens;
-    r.draft_q = item->draft_q;
-    r.start_position = item->verify.start_position;
-    r.want_bonus = item->verify.want_bonus;
-    requests.push_back(r);
-  }
-  return device_rows_->Verify(requests);
-}
-
-bool TargetEngine::Decide(WorkItem& item, absl::Time now) {
-  TargetRequest& request = *item.request;
-  if (request.finished()) return false;                 // the forward or its rows failed
-  if (item.prefill && item.rows.empty()) return false;  // not the prompt's last chunk
-  // rows[0] must be p at the frontier: from this forward (prefill, unfed) or pending.
-  if (!item.prefill && !item.feeds_unfed) {
-    item.rows.insert(item.rows.begin(), request.pending());
-  }
-  if (item.block != nullptr) {
-    item.decision = WorkItem::Decision::kVerifyBlock;
-  } else if (request.ReadyBlock() == nullptr && DecidesAlone(request, now)) {
-    // (A ready block not fed yet, after a prompt's last chunk, is verified next step.)
-    item.decision = WorkItem::Decision::kOwnToken;
-  } else {
-    return false;  // Resolve keeps p pending until a block comes
-  }
-  FillVerifyRequest(item);
-  return true;
-}
-
-void TargetEngine::FillVerifyRequest(WorkItem& item) const {
-  const TargetRequest& request = *item.request;
-  const int k = item.block == nullptr ? 0 : item.block->tokens_size();
-  const bool on_device = VerifiesOnDevice(request);
-  // One allocation for the k + 1 rows (each is vocab floats: growing by doubling
-  // would copy and fault in a megabyte's pages several times a step).
-  if (!on_device && !item.rows.empty()) {
-    item.target_probs.reserve(static_cast<size_t>(k + 1) * item.rows[0].probs.size());
-  }
-  for (int i = 0; i <= k; ++i) {
-    if (on_device) {
-      item.device_rows.push_back(item.rows[i].device_row);
-    } else {
-      item.target_probs.insert(item.target_probs.end(), item.rows[i].probs.begin(),
-                               item.rows[i].probs.end());
-    }
-  }
-  spec::VerifyRequest& verify = item.verify;
-  verify.mode = request.mode();
-  verify.seed = request.params().seed;
-  verify.start_position = request.frontier();
-  // No bonus when the next block is already queued: it verifies that position
-  // (an empty block is that position's only block, so it always takes the bonus).
-  verify.want_bonus = k == 0 || !request.HasBlockAt(request.frontier() + k);
-  if (item.block != nullptr) {
-    item.draft_tokens.assign(item.block->tokens().begin(), item.block->tokens().end());
-    if (request.mode() == spec::VerifyMode::kRejection) {
-      for (const proto::SparseDistribution& wire : item.block->q()) {
-        item.draft_q.push_back({{wire.token_ids().begin(), wire.token_ids().end()},
-                                {wire.probs().begin(), wire.probs().end()}});
-      }
-    }
-  }
-  verify.target_probs = item.target_probs;
-  verify.draft_tokens = item.draft_tokens;
-  verify.draft_q_sparse = item.draft_q;
-}
-
-void TargetEngine::Resolve(std::vector<WorkItem>& items, absl::Time now,
-                           std::vector<TargetEvent>* events) {
-  for (WorkItem& item : items) {
-    TargetRequest& request = *item.request;
-    if (request.finished()) continue;
-    switch (item.decision) {
-      case WorkItem::Decision::kNone:
-        // p at the frontier, newly computed, waits for the draft's block.
-        if (!item.rows.empty()) request.SetPending(KeepRow(request, std::move(item.rows[0])));
-        break;
-      case WorkItem::Decision::kOwnToken:
-        ResolveOwnToken(item, now, events);
-        break;
-      case WorkItem::Decision::kVerifyBlock:
-        ResolveBlock(item, now, events);
-        break;
-    }
-  }
-}
-
-void TargetEngine::ResolveBlock(WorkItem& item, absl::Time now, std::vector<TargetEvent>* events) {
-  TargetRequest& request = *item.request;
-  const proto::DraftBlock& block = *item.block;
-  if (!item.outcome.ok()) {
-    // A block that cannot be verified (e.g. q(x) = 0 for a drafted token) is
-    // dropped; the cache goes back to holding exactly the committed tokens.
-    ++counters_.malformed_blocks;
-    SPLITSPEC_LOG(WARNING) << "request " << request.id() << ": dropped block at " << block.start()
-                           << ": " << item.outcome.status();
-    request.TruncateCaches(request.frontier());
-    request.SetPending(KeepRow(request, std::move(item.rows[0])));
-    request.DropBlocks();
-    return;
-  }
-  const int k = block.tokens_size();
-  if (k == 0 && block.alone_tokens() > 1) {
-    const int64_t end = int64_t{block.start()} + block.alone_tokens();
-    request.DecideAloneUntil(static_cast<int>(std::min<int64_t>(end, int64_t{1} << 30)));
-  } else if (k > 0) {
-    request.EndAloneWindow();
-  }
-  if (!item.tree_parents.empty()) {
-    // The cache keeps the root and the accepted path (forward nodes 1 + node).
-    std::vector<int32_t> path = {0};
-    for (int32_t node : item.accepted_nodes) path.push_back(node + 1);
-    if (absl::Status kept = request.cache().KeepPath(item.fed_from, path); !kept.ok()) {
-      SPLITSPEC_LOG(ERROR) << "request " << request.id() << ": " << kept;
-      request.Finish(proto::FINISH_REASON_ERROR);
-      Report(request, request.FullSequenceResult(), events);
-      return;
-    }
-  }
-  std::vector<spec::TokenLogprob> logprobs = CommittedLogprobs(item);
-  // Every draft accepted and no bonus (a chain in full, or a tree's whole first path,
-  // with the next block queued): p after them is row `accepted` (a tree's rows are its
-  // path's, VerifyTreeItem).
-  std::optional<TargetRow> pending_next;
-  const int accepted = item.outcome->accepted;
-  if (!item.verify.want_bonus && static_cast<int>(item.outcome->committed.size()) == accepted &&
-      accepted > 0) {
-    pending_next = KeepRow(request, std::move(item.rows[accepted]));
-  }
-  const bool tree_block = block.parents_size() > 0;  // (ApplyOutcome drops `block`)
-  proto::VerifyResult result = request.ApplyOutcome(&block, *item.outcome, std::move(pending_next),
-                                                    now, std::move(logprobs));
-  if (tree_block && item.tree_parents.empty()) {  // verified as a chain: its first nodes
-    for (int j = 0; j < item.outcome->accepted; ++j) result.add_accepted_nodes(j);
-  }
-  result.mutable_accepted_nodes()->Add(item.accepted_nodes.begin(), item.accepted_nodes.end());
-  Report(request, std::move(result), events);
-}
-
-void TargetEngine::ResolveOwnToken(WorkItem& item, absl::Time now,
-                                   std::vector<TargetEvent>* events) {
-  TargetRequest& request = *item.request;
-  if (!item.outcome.ok()) {
-    SPLITSPEC_LOG(ERROR) << "request " << request.id() << ": " << item.outcome.status();
-    request.Finish(proto::FINISH_REASON_ERROR);
-    Report(request, request.FullSequenceResult(), events);
-    return;
-  }
-  ++counters_.own_tokens;
-  Report(request,
-         request.ApplyOutcome(nullptr, *item.outcome, std::nullopt, now, CommittedLogprobs(item)),
-         events);
-}
-
-std::vector<spec::TokenLogprob> TargetEngine::CommittedLogprobs(const WorkItem& item) const {
-  const std::optional<int>& top_n = item.request->params().logprobs;
-  std::vector<spec::TokenLogprob> entries;
-  if (!top_n.has_value()) return entries;
-  // Committed token j sits at frontier + j, whose row is rows[j] (a correction's
-  // and a bonus's rows included): the verifier's own rows.
-  const std::vector<int32_t>& committed = item.outcome->committed;
-  for (size_t j = 0; j < committed.size() && j < item.rows.size(); ++j) {
-    if (item.rows[j].logprobs.empty()) break;  // never: such requests' rows are on the host
-    entries.push_back(spec::TokenLogprobAt(item.rows[j].logprobs, committed[j], *top_n));
-  }
-  return entries;
-}
-
-void TargetEngine::Report(TargetRequest& request, proto::VerifyResult result,
-                          std::vector<TargetEvent>* events) {
-  if (forward_cost_.measured()) {
-    result.set_target_step_seconds(forward_cost_.BaseSeconds());
-    result.set_target_verify_slope(forward_cost_.Slope());
-  }
-  const std::string draft_peer = request.draft_worker_id() == 0
-                                     ? std::string()
-                                     : net::DraftPeerName(request.draft_worker_id());
-  if (request.finished()) {
-    // The coordinator gets the whole sequence, so a lost update never leaves a gap at the end.
-    events->push_back({request.FullSequenceResult(), "", true});
-    if (!draft_peer.empty()) events->push_back({std::move(result), draft_peer, false});
-    return;
-  }
-  events->push_back({std::move(result), draft_peer, true});
 }
 
 void TargetEngine::ReapFinished() {

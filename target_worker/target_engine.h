@@ -136,7 +136,10 @@ struct TargetEngineOptions {
   // (spec::ChooseVerifiedDrafts over the ready blocks the draft's policy sized,
   // DraftBlock.policy_sized, once forwards are timed): at high concurrency such
   // blocks are cut toward plain decoding; a block of a fixed k is verified
-  // whole. False: verify every drafted token.
+  // whole. Positions are priced by the block's own DraftBlock.acceptance when it
+  // has one per token. A policy-sized block ready before its request's last prompt
+  // chunk is cut to nothing (its drafts could only be verified a step later), so
+  // the first token comes from the prefill's step. False: verify every drafted token.
   bool cut_blocks_to_budget = true;
 };
 

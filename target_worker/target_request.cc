@@ -90,6 +90,7 @@ void TargetRequest::CutReadyBlock(int keep) {
     block.mutable_q()->DeleteSubrange(keep, block.q_size() - keep);
   }
   if (block.parents_size() > keep) block.mutable_parents()->Truncate(keep);
+  if (block.acceptance_size() > keep) block.mutable_acceptance()->Truncate(keep);
   cut_drafts_[it->first] += cut;
 }
 

@@ -342,9 +342,15 @@ std::vector<int> ChooseVerifiedDrafts(absl::Span<const VerifyCandidate> candidat
   // offered only once the one before it is kept, so every cut is a prefix.
   std::priority_queue<std::pair<double, size_t>> next;
   std::vector<double> alpha(candidates.size());
+  // a_j of candidate i's j-th draft: the block's own estimate, else alpha+.
+  auto position_alpha = [&](size_t i, int j) {
+    const absl::Span<const float> a = candidates[i].acceptance;
+    if (j >= static_cast<int>(a.size()) || !std::isfinite(a[j])) return alpha[i];
+    return std::clamp(static_cast<double>(a[j]), 0.0, 1.0);
+  };
   for (size_t i = 0; i < candidates.size(); ++i) {
     alpha[i] = UpperBound(candidates[i].accepted, candidates[i].verified);
-    if (candidates[i].drafted > 0) next.push({alpha[i], i});
+    if (candidates[i].drafted > 0) next.push({position_alpha(i, 0), i});
   }
   double tokens = std::max(1, deciding);
   double fed = std::max(1, deciding);
@@ -355,7 +361,7 @@ std::vector<int> ChooseVerifiedDrafts(absl::Span<const VerifyCandidate> candidat
     ++kept[i];
     tokens += survival;
     fed += 1.0;
-    if (kept[i] < candidates[i].drafted) next.push({survival * alpha[i], i});
+    if (kept[i] < candidates[i].drafted) next.push({survival * position_alpha(i, kept[i]), i});
   }
   return kept;
 }

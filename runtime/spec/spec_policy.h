@@ -189,15 +189,19 @@ SpecAction ChooseSpecAction(const SpecEstimates& e, const SpecChoices& choices, 
 // seconds, so it raises the step's tokens per second while
 //   s (1 + slope (fed - 1)) > tokens * slope,
 // tokens and fed counting what is already kept. Positions are taken in
-// decreasing s (s = alpha+ ^ (j + 1) for a block's j-th draft, alpha+ its
-// request's acceptance bound as in rule 1, so a block is always cut to a prefix)
-// until none pays. At one request and a small slope nothing is cut; as the batch
+// decreasing s until none pays: s = a_0 ... a_j for a block's j-th draft, a_i
+// the block's own per-position estimate (its drafter's class bound a_c+, sent
+// with the block) where it has one, else alpha+, its request's acceptance bound
+// as in rule 1; s falls along a block, so a block is always cut to a prefix. At one request and a small slope nothing is cut; as the batch
 // grows the bar nears 1 and speculation shrinks toward off by itself.
 // Cutting a block is exact: its prefix is a draft like any other.
 struct VerifyCandidate {
   double accepted = 0.0;  // the request's accepted draft tokens so far
   double verified = 0.0;  // its verified draft positions (accepted + rejections)
   int drafted = 0;        // draft tokens in the block it has ready
+  // The block's a_i, one per draft (DraftBlock.acceptance); entries past its end
+  // are alpha+. Borrowed; empty: unknown.
+  absl::Span<const float> acceptance = {};
 };
 // The draft tokens to verify of each candidate, in order. REQUIRES deciding >= 1.
 std::vector<int> ChooseVerifiedDrafts(absl::Span<const VerifyCandidate> candidates, int deciding,

@@ -995,12 +995,20 @@ TEST_F(DraftEngineTest, ConfidenceClassesWithholdWeakProposalsAndSendStrongOnes)
   std::vector<int32_t> committed = kPrompt;
   uint64_t epoch = 0;
   int strong_sent = 0, weak_sent = 0, weak_withheld = 0;
+  float last_strong_first = 0.0f, last_weak_first = 0.0f;
   for (int round = 0; round < 80; ++round) {
     const std::vector<proto::DraftBlock> sent = Step();
     ASSERT_EQ(sent.size(), 1u) << "round " << round;
     const proto::DraftBlock& block = sent[0];
     ASSERT_EQ(block.start(), committed.size());
     const bool strong = committed.size() % 2 == 0;
+    // Each sent draft carries the acceptance the policy priced it at (its
+    // class's bound), for the target's step budget.
+    if (block.tokens_size() > 0) {
+      ASSERT_EQ(block.acceptance_size(), block.tokens_size()) << "round " << round;
+      (strong ? last_strong_first : last_weak_first) = block.acceptance(0);
+      for (float a : block.acceptance()) EXPECT_TRUE(a > 0.0f && a <= 1.0f) << a;
+    }
     proto::VerifyResult result;
     if (block.tokens_size() == 0) {
       EXPECT_FALSE(strong) << "round " << round << ": a confident proposal was withheld";
@@ -1034,6 +1042,8 @@ TEST_F(DraftEngineTest, ConfidenceClassesWithholdWeakProposalsAndSendStrongOnes)
   // Once measured, mostly withheld: re-tried only as its evidence ages (the probes).
   EXPECT_GE(weak_withheld, 3 * weak_sent);
   EXPECT_EQ(engine_->counters().proposals_withheld, static_cast<uint64_t>(weak_withheld));
+  EXPECT_GT(last_strong_first, 0.9f);
+  EXPECT_LT(last_weak_first, last_strong_first);
 }
 
 class DraftEngineTreeTest : public ::testing::Test {

@@ -463,7 +463,8 @@ double StepRate(const std::vector<VerifyCandidate>& c, const std::vector<int>& k
     const double n = c[i].verified + 2.0, mean = (c[i].accepted + 1.0) / n;
     const double alpha = std::min(1.0, mean + kConfidenceZ * std::sqrt(mean * (1.0 - mean) / n));
     double s = 1.0;
-    for (int j = 0; j < kept[i]; ++j) tokens += (s *= alpha);
+    for (int j = 0; j < kept[i]; ++j)
+      tokens += (s *= j < static_cast<int>(c[i].acceptance.size()) ? c[i].acceptance[j] : alpha);
     fed += kept[i];
   }
   return tokens / (1.0 + slope * (fed - 1.0));
@@ -476,10 +477,19 @@ TEST(VerifiedDraftsTest, ReachesTheBestStepRateOfEveryPrefixChoice) {
     const int deciding = n + static_cast<int>(rng() % 40);
     const double slope = std::uniform_real_distribution<double>(0.01, 0.6)(rng);
     std::vector<VerifyCandidate> c(n);
-    for (VerifyCandidate& x : c) {
+    // Some blocks carry their own per-position estimates (a prefix of them, or
+    // all): the rule must price those positions by them.
+    std::vector<std::vector<float>> own(n);
+    for (int i = 0; i < n; ++i) {
+      VerifyCandidate& x = c[i];
       x.verified = rng() % 60;
       x.accepted = std::uniform_real_distribution<double>(0.0, 1.0)(rng) * x.verified;
       x.drafted = static_cast<int>(rng() % 6);
+      if (rng() % 2 == 0) {
+        own[i].resize(rng() % (x.drafted + 1));
+        for (float& a : own[i]) a = std::uniform_real_distribution<float>(0.0f, 1.0f)(rng);
+        x.acceptance = own[i];
+      }
     }
     const std::vector<int> kept = ChooseVerifiedDrafts(c, deciding, slope);
     double best = 0.0;
@@ -508,6 +518,32 @@ TEST(VerifiedDraftsTest, OneRequestKeepsItsBlockAndABigBatchCutsAWeakOne) {
   EXPECT_EQ(kept[1], 4);
   // Free extra positions (slope 0): everything is verified.
   EXPECT_EQ(ChooseVerifiedDrafts({{0, 100, 5}}, 64, 0.0), std::vector<int>{5});
+}
+
+TEST(VerifiedDraftsTest, PricesEachPositionByItsBlocksOwnEstimates) {
+  // Two requests with the same average (500 of 1000 accepted: alpha+ 0.52) in a
+  // step of 16 at slope 0.1, where a draft pays only if it survives with > 0.64.
+  const VerifyCandidate average{.accepted = 500, .verified = 1000, .drafted = 4};
+  EXPECT_EQ(ChooseVerifiedDrafts({average, average}, 16, 0.1), (std::vector<int>{0, 0}));
+  // Their drafters priced the blocks differently: the confident block is kept
+  // whole, the unconfident one (and one without estimates) is cut away.
+  const std::vector<float> confident = {0.95f, 0.95f, 0.95f, 0.95f};
+  const std::vector<float> unconfident = {0.3f, 0.9f, 0.9f, 0.9f};
+  VerifyCandidate a = average, b = average;
+  a.acceptance = confident;
+  b.acceptance = unconfident;
+  EXPECT_EQ(ChooseVerifiedDrafts({a, b, average}, 16, 0.1), (std::vector<int>{4, 0, 0}));
+  // A block is cut where its survival stops paying, even when a later position
+  // alone would be likely (survival is the product: 0.95 * 0.2 * 0.99 < 0.64).
+  const std::vector<float> weak_middle = {0.95f, 0.2f, 0.99f};
+  VerifyCandidate c{.accepted = 500, .verified = 1000, .drafted = 3};
+  c.acceptance = weak_middle;
+  EXPECT_EQ(ChooseVerifiedDrafts({c}, 16, 0.1), std::vector<int>{1});
+  // Estimates for only the first positions: the rest are priced at alpha+.
+  const std::vector<float> first_only = {0.99f};
+  VerifyCandidate d{.accepted = 500, .verified = 1000, .drafted = 3};
+  d.acceptance = first_only;
+  EXPECT_EQ(ChooseVerifiedDrafts({d}, 16, 0.1), std::vector<int>{1});
 }
 
 TEST(SpecPolicySimGridTest, NeverSlowerThanPlainBeyondThreePercentAndNearTheOracle) {

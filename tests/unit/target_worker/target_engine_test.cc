@@ -638,6 +638,114 @@ TEST_F(TargetEngineTest, TheStepBudgetCutsBlocksThatDoNotPayAndCommitsTheSame) {
   }
 }
 
+// The step budget prices each position by its block's own estimates
+// (DraftBlock.acceptance) when the drafter sends them: with the same forward
+// cost line, eight requests whose drafts are all right, four sent as confident
+// (0.99 per position) and four as unconfident (0.05), the confident blocks are
+// verified whole and the unconfident ones cut; without estimates every request
+// is priced at its own average, which (every draft accepted) keeps all blocks
+// whole. Outputs stay plain greedy either way.
+TEST_F(TargetEngineTest, TheStepBudgetKeepsConfidentBlocksAndCutsUnconfidentOnes) {
+  for (const bool estimates : {true, false}) {
+    SCOPED_TRACE(estimates ? "with estimates" : "without estimates");
+    seen_.clear();
+    TargetEngineOptions options;
+    options.cut_blocks_to_budget = true;
+    size_t timed = model_.forwards().size();
+    options.block_wait = absl::Hours(1);
+    options.feed_wait = absl::ZeroDuration();
+    options.clock = [this, &timed] {
+      if (model_.forwards().size() != timed) {
+        timed = model_.forwards().size();
+        int fed = 0;
+        for (const auto& s : model_.forwards().back()) fed += static_cast<int>(s.tokens.size());
+        now_ += absl::Microseconds(1000 + 500 * (fed - 1));
+      }
+      return now_;
+    };
+    engine_ = std::make_unique<TargetEngine>(&model_, options);
+    const int kRequests = 8, kNew = 20;
+    std::map<std::string, std::vector<int32_t>> truth;
+    for (int r = 0; r < kRequests; ++r) {
+      const std::string id = absl::StrCat("r", r);
+      const std::vector<int32_t> prompt = {r + 1, 2, 3};
+      truth[id] = FakeLanguageModel::GreedyExtend(prompt, kNew + 8);
+      ASSERT_TRUE(Add(Assign(id, prompt, kNew, kDraftWorker)).ok());
+    }
+    auto confident = [](const std::string& id) { return id < "r4"; };
+    uint64_t sequence = 0;
+    std::map<std::string, uint32_t> reported_cut;
+    auto propose = [&](const std::string& id, uint64_t epoch, int frontier) {
+      proto::DraftBlock block =
+          Block(id, epoch, frontier, Slice(truth[id], frontier, frontier + 4), ++sequence);
+      block.set_policy_sized(true);
+      if (estimates) {
+        for (int j = 0; j < 4; ++j) block.add_acceptance(confident(id) ? 0.99f : 0.05f);
+      }
+      ASSERT_EQ(engine_->AddBlock(block, "d"), BlockAdmission::kQueued);
+    };
+    // The prompts first (a block ready before a prompt's last chunk is cut at
+    // once: PromptsLastChunkCutsTheBlockAndDecidesTheFirstToken).
+    ASSERT_TRUE(Step().ok());
+    for (int r = 0; r < kRequests; ++r) propose(absl::StrCat("r", r), 0, 3);
+    for (int i = 0; i < 400 && engine_->HasWork(now_); ++i) {
+      ASSERT_TRUE(Step().ok());
+      for (const TargetEvent& e : events_) {
+        if (e.draft_peer.empty()) continue;
+        reported_cut[e.result.request_id()] += e.result.cut_drafts();
+        if (e.result.finished()) continue;
+        propose(e.result.request_id(), e.result.epoch(), static_cast<int>(e.result.frontier()));
+      }
+    }
+    EXPECT_EQ(engine_->active_requests(), 0);
+    for (const auto& [id, expected] : truth) EXPECT_EQ(seen_[id], Slice(expected, 0, 3 + kNew)) << id;
+    for (int r = 0; r < kRequests; ++r) {
+      const std::string id = absl::StrCat("r", r);
+      if (estimates && !confident(id)) {
+        EXPECT_GT(reported_cut[id], 0u) << id;
+      } else {
+        EXPECT_EQ(reported_cut[id], 0u) << id;
+      }
+    }
+  }
+}
+
+// A block ready before the prompt's last chunk could only be verified one step
+// after it, so the first token would wait a whole step: a policy-sized block is
+// cut to nothing (cut_drafts, counted) and the first token decided from the
+// prefill's p in the same step; a block of a fixed k is verified whole, a step
+// later. Either way the output is plain greedy.
+TEST_F(TargetEngineTest, PromptsLastChunkCutsTheBlockAndDecidesTheFirstToken) {
+  for (const bool policy_sized : {true, false}) {
+    SCOPED_TRACE(policy_sized ? "policy_sized" : "fixed k");
+    seen_.clear();
+    Make();
+    const std::vector<int32_t> truth = FakeLanguageModel::GreedyExtend(kPrompt, 12);
+    ASSERT_TRUE(Add(Assign("r", kPrompt, 12, kDraftWorker)).ok());
+    proto::DraftBlock block = Block("r", 0, static_cast<int>(kPrompt.size()),
+                                    Slice(truth, kPrompt.size(), kPrompt.size() + 3), 1);
+    block.set_policy_sized(policy_sized);
+    ASSERT_EQ(engine_->AddBlock(block, "d"), BlockAdmission::kQueued);
+    ASSERT_TRUE(Step().ok());  // the whole prompt
+    const std::vector<proto::VerifyResult> first = ResultsFor("r");
+    if (policy_sized) {
+      ASSERT_EQ(first.size(), 1u) << "the first token comes with the prompt's step";
+      EXPECT_EQ(first[0].committed_tokens_size(), 1);
+      EXPECT_EQ(first[0].accepted(), 0u);
+      EXPECT_EQ(first[0].cut_drafts(), 3u);
+      EXPECT_EQ(engine_->counters().cut_draft_tokens, 3u);
+    } else {
+      EXPECT_TRUE(first.empty()) << "a fixed-k block is verified after the prompt";
+      ASSERT_TRUE(Step().ok());
+      const std::vector<proto::VerifyResult> second = ResultsFor("r");
+      ASSERT_EQ(second.size(), 1u);
+      EXPECT_EQ(second[0].accepted(), 3u);
+      EXPECT_EQ(engine_->counters().cut_draft_tokens, 0u);
+    }
+    EXPECT_EQ(seen_["r"], Slice(truth, 0, static_cast<int>(seen_["r"].size())));
+  }
+}
+
 TEST_F(TargetEngineTest, FailedForwardFinishesTheStepsRequestsWithErrorAndSparesTheOthers) {
   TargetEngineOptions options;
   options.step_token_budget = 4;
