@@ -22,6 +22,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "runtime/model/transformer.h"
 #include "runtime/net/channel.h"
@@ -87,6 +90,17 @@ class ServeCluster {
   }
 
   std::string Output() const { return ReadFileOrEmpty(dir_ + "/serve.out"); }
+  // Whether serve's output shows `text` within `timeout`: serve reports what its
+  // supervisor observed (a child reaped, a restart) asynchronously, after the
+  // command that caused it has returned.
+  bool OutputShows(absl::string_view text, absl::Duration timeout = absl::Seconds(15)) const {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (!absl::StrContains(Output(), text)) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return true;
+  }
   std::string LogOf(const std::string& name) const {
     return ReadFileOrEmpty(absl::StrCat(dir_, "/", name, ".log"));
   }
@@ -463,8 +477,7 @@ TEST(ServeSupervisionTest, RotatingKeysUnderLoadLosesNoRequestAndRetiresTheOldKe
   if (pid_at != std::string::npos) replacement = std::atoi(roll_out.c_str() + pid_at + 6);
   EXPECT_EQ(rolled, 0) << roll_out << "\nserve:\n" << cluster.Output();
   EXPECT_TRUE(absl::StrContains(roll_out, "\"event\":\"left\",\"role\":\"draft\"")) << roll_out;
-  EXPECT_TRUE(absl::StrContains(cluster.Output(),
-                                "drained; the cluster keeps running without it"))
+  EXPECT_TRUE(cluster.OutputShows("drained; the cluster keeps running without it"))
       << cluster.Output();
   // The replacement has a key of its own, issued by scale, not the shared draft key.
   const size_t name_at = roll_out.find("\"name\":\"scale-");
