@@ -39,6 +39,12 @@ KvCache::KvCache(int n_layers, int kv_dim, int max_tokens, KvCacheType type)
                   (type != KvCacheType::kQ8_0 || kv_dim % kQ8 == 0))
       << "n_layers=" << n_layers << " kv_dim=" << kv_dim << " max_tokens=" << max_tokens
       << " type=" << KvCacheTypeName(type);
+  keys_.resize(n_layers);
+  values_.resize(n_layers);
+  if (type == KvCacheType::kQ8_0) {
+    key_quants_.resize(n_layers);
+    value_quants_.resize(n_layers);
+  }
 }
 
 absl::Status KvCache::Truncate(int new_length) {
@@ -73,14 +79,14 @@ absl::Status KvCache::KeepPath(int base, absl::Span<const int32_t> nodes) {
         MoveQ8Row(l, from, to);
         continue;
       }
-      uint16_t* keys = Array<uint16_t>(l, kKeys);
+      uint16_t* keys = keys_[l].data();
       const uint16_t* from_key = keys + static_cast<size_t>(from / kBlock) * kv_dim_ * kBlock;
       uint16_t* to_key = keys + static_cast<size_t>(to / kBlock) * kv_dim_ * kBlock;
       for (int c = 0; c < kv_dim_; ++c) {
         to_key[static_cast<size_t>(c) * kBlock + to % kBlock] =
             from_key[static_cast<size_t>(c) * kBlock + from % kBlock];
       }
-      uint16_t* values = Array<uint16_t>(l, kValues);
+      uint16_t* values = values_[l].data();
       std::copy_n(values + static_cast<size_t>(from) * kv_dim_, kv_dim_,
                   values + static_cast<size_t>(to) * kv_dim_);
     }
@@ -109,62 +115,31 @@ size_t StoredPositions(int capacity) {
 }
 }  // namespace
 
-size_t KvCache::ArrayBytesPerPosition(KvArray array) const {
-  const bool q8 = type_ == KvCacheType::kQ8_0;
-  switch (array) {
-    case kKeys:
-    case kValues:  // halves, or q8_0's half scales
-      return (q8 ? kv_dim_ / kQ8 : kv_dim_) * sizeof(uint16_t);
-    case kKeyQuants:
-    case kValueQuants:
-      return q8 ? kv_dim_ * sizeof(int8_t) : 0;
-    case kNumArrays:
-      break;
-  }
-  return 0;
-}
-
-void KvCache::SetLayout(size_t positions) {
-  size_t offset = 0;
-  for (int a = 0; a < kNumArrays; ++a) {
-    array_offsets_[a] = offset;
-    offset += ArrayBytesPerPosition(static_cast<KvArray>(a)) * positions;
-  }
-  layer_bytes_ = offset;
-}
-
 absl::Status KvCache::GrowStorage(int capacity) {
-  // The arrays' offsets depend on the positions stored, so the rows move to a new
-  // allocation; within an array a position's place does not (whole blocks), so each
-  // array's old bytes are a prefix of its new ones.
-  const size_t old_positions = StoredPositions(capacity_);
   const size_t positions = StoredPositions(capacity);
-  HugePageVector<uint8_t> old_storage = std::move(storage_);
-  const size_t old_layer_bytes = layer_bytes_;
-  size_t old_offsets[kNumArrays];
-  std::copy_n(array_offsets_, kNumArrays, old_offsets);
-  SetLayout(positions);
-  storage_ = HugePageVector<uint8_t>(layer_bytes_ * n_layers_);
-  if (old_positions == 0) return absl::OkStatus();
   for (int l = 0; l < n_layers_; ++l) {
-    for (int a = 0; a < kNumArrays; ++a) {
-      std::copy_n(old_storage.data() + l * old_layer_bytes + old_offsets[a],
-                  ArrayBytesPerPosition(static_cast<KvArray>(a)) * old_positions,
-                  Array<uint8_t>(l, static_cast<KvArray>(a)));
+    if (type_ == KvCacheType::kQ8_0) {
+      key_quants_[l].resize(positions * kv_dim_);
+      value_quants_[l].resize(positions * kv_dim_);
+      keys_[l].resize(positions * (kv_dim_ / kQ8));
+      values_[l].resize(positions * (kv_dim_ / kQ8));
+    } else {
+      keys_[l].resize(positions * kv_dim_);
+      values_[l].resize(positions * kv_dim_);
     }
   }
   return absl::OkStatus();
 }
 
 void KvCache::MoveQ8Row(int layer, int from, int to) {
-  int8_t* kq = Array<int8_t>(layer, kKeyQuants);
-  uint16_t* kd = Array<uint16_t>(layer, kKeys);
+  int8_t* kq = key_quants_[layer].data();
+  uint16_t* kd = keys_[layer].data();
   for (int c = 0; c < kv_dim_; ++c) kq[KeyQuantIndex(kv_dim_, to, c)] = kq[KeyQuantIndex(kv_dim_, from, c)];
   for (int b = 0; b < kv_dim_ / kQ8; ++b) {
     kd[KeyScaleIndex(kv_dim_, to, b)] = kd[KeyScaleIndex(kv_dim_, from, b)];
   }
-  int8_t* vq = Array<int8_t>(layer, kValueQuants);
-  uint16_t* vd = Array<uint16_t>(layer, kValues);
+  int8_t* vq = value_quants_[layer].data();
+  uint16_t* vd = values_[layer].data();
   std::copy_n(vq + static_cast<size_t>(from) * kv_dim_, kv_dim_, vq + static_cast<size_t>(to) * kv_dim_);
   std::copy_n(vd + static_cast<size_t>(from) * (kv_dim_ / kQ8), kv_dim_ / kQ8,
               vd + static_cast<size_t>(to) * (kv_dim_ / kQ8));
@@ -182,21 +157,19 @@ void KvCache::WriteRow(int layer, int pos, const float* key, const float* value)
     for (int start = 0; start < kv_dim_; start += kMaxQ8Row) {  // kMaxQ8Row values at a time
       const int n = std::min(kMaxQ8Row, kv_dim_ - start);
       kernels::QuantizeRowQ8_0(key + start, n, quants, scales);
-      int8_t* kq = Array<int8_t>(layer, kKeyQuants);
-      uint16_t* kd = Array<uint16_t>(layer, kKeys);
+      int8_t* kq = key_quants_[layer].data();
+      uint16_t* kd = keys_[layer].data();
       for (int c = 0; c < n; ++c) kq[KeyQuantIndex(kv_dim_, pos, start + c)] = quants[c];
       for (int b = 0; b < n / kQ8; ++b) kd[KeyScaleIndex(kv_dim_, pos, start / kQ8 + b)] = scales[b];
-      kernels::QuantizeRowQ8_0(
-          value + start, n,
-          Array<int8_t>(layer, kValueQuants) + static_cast<size_t>(pos) * kv_dim_ + start,
-          Array<uint16_t>(layer, kValues) + static_cast<size_t>(pos) * (kv_dim_ / kQ8) +
-              start / kQ8);
+      kernels::QuantizeRowQ8_0(value + start, n,
+                               &value_quants_[layer][static_cast<size_t>(pos) * kv_dim_ + start],
+                               &values_[layer][static_cast<size_t>(pos) * (kv_dim_ / kQ8) +
+                                               start / kQ8]);
     }
     return;
   }
-  uint16_t* kt = Array<uint16_t>(layer, kKeys) +
-                 static_cast<size_t>(pos / kBlock) * kv_dim_ * kBlock + pos % kBlock;
-  uint16_t* v = Array<uint16_t>(layer, kValues) + static_cast<size_t>(pos) * kv_dim_;
+  uint16_t* kt = &keys_[layer][static_cast<size_t>(pos / kBlock) * kv_dim_ * kBlock + pos % kBlock];
+  uint16_t* v = &values_[layer][static_cast<size_t>(pos) * kv_dim_];
   for (int c = 0; c < kv_dim_; ++c) {
     kt[static_cast<size_t>(c) * kBlock] = kernels::FloatToFp16(key[c]);
     v[c] = kernels::FloatToFp16(value[c]);
@@ -205,20 +178,16 @@ void KvCache::WriteRow(int layer, int pos, const float* key, const float* value)
 
 float KvCache::KeyAt(int layer, int pos, int c) const {
   if (type_ == KvCacheType::kQ8_0) {
-    const uint16_t scale = Array<uint16_t>(layer, kKeys)[KeyScaleIndex(kv_dim_, pos, c / kQ8)];
-    const int8_t quant = Array<int8_t>(layer, kKeyQuants)[KeyQuantIndex(kv_dim_, pos, c)];
-    return kernels::Fp16ToFloat(scale) * static_cast<float>(quant);
+    return kernels::Fp16ToFloat(keys_[layer][KeyScaleIndex(kv_dim_, pos, c / kQ8)]) *
+           static_cast<float>(key_quants_[layer][KeyQuantIndex(kv_dim_, pos, c)]);
   }
   return kernels::Fp16ToFloat(key_block(layer, pos / kBlock)[c * kBlock + pos % kBlock]);
 }
 
 float KvCache::ValueAt(int layer, int pos, int c) const {
   if (type_ == KvCacheType::kQ8_0) {
-    const uint16_t scale =
-        Array<uint16_t>(layer, kValues)[static_cast<size_t>(pos) * (kv_dim_ / kQ8) + c / kQ8];
-    const int8_t quant =
-        Array<int8_t>(layer, kValueQuants)[static_cast<size_t>(pos) * kv_dim_ + c];
-    return kernels::Fp16ToFloat(scale) * static_cast<float>(quant);
+    return kernels::Fp16ToFloat(values_[layer][static_cast<size_t>(pos) * (kv_dim_ / kQ8) + c / kQ8]) *
+           static_cast<float>(value_quants_[layer][static_cast<size_t>(pos) * kv_dim_ + c]);
   }
   return kernels::Fp16ToFloat(value_row(layer, pos)[c]);
 }
@@ -226,11 +195,10 @@ float KvCache::ValueAt(int layer, int pos, int c) const {
 kernels::KvBlockQ8Rows KvCache::q8_block(int layer, int block, int offset) const {
   const int pos = block * kBlock;
   kernels::KvBlockQ8Rows rows;
-  rows.kq = Array<int8_t>(layer, kKeyQuants) + KeyQuantIndex(kv_dim_, pos, offset);
-  rows.kd = Array<uint16_t>(layer, kKeys) + KeyScaleIndex(kv_dim_, pos, offset / kQ8);
-  rows.vq = Array<int8_t>(layer, kValueQuants) + static_cast<size_t>(pos) * kv_dim_ + offset;
-  rows.vd = Array<uint16_t>(layer, kValues) + static_cast<size_t>(pos) * (kv_dim_ / kQ8) +
-            offset / kQ8;
+  rows.kq = &key_quants_[layer][KeyQuantIndex(kv_dim_, pos, offset)];
+  rows.kd = &keys_[layer][KeyScaleIndex(kv_dim_, pos, offset / kQ8)];
+  rows.vq = &value_quants_[layer][static_cast<size_t>(pos) * kv_dim_ + offset];
+  rows.vd = &values_[layer][static_cast<size_t>(pos) * (kv_dim_ / kQ8) + offset / kQ8];
   rows.vq_stride = kv_dim_;
   rows.vd_stride = kv_dim_ / kQ8;
   return rows;

@@ -29,11 +29,6 @@
 // REQUIRES for q8_0: kv_dim and the head dimension multiples of 32 (the model layer
 // checks the head dimension and refuses by name).
 //
-// All layers' arrays share one allocation (storage_, AllocateHugePageAligned): from
-// 2 MiB on (SmolLM2-135M: 90 positions in f16) it is 2 MiB-aligned and asked for
-// transparent huge pages, which every attention step reading the blocks needs far
-// fewer TLB misses on; one layer's rows alone stay under 2 MiB until ~2,700 positions.
-//
 // Positions [0, length()) are valid. The transformer appends new positions with
 // Reserve + the row accessors + Commit; KeepPath moves rows of a tree forward's
 // accepted path down; nothing else writes to the cache.
@@ -52,7 +47,6 @@
 #include "absl/types/span.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_q8.h"
-#include "runtime/base/huge_page_memory.h"
 
 namespace splitspec::model {
 
@@ -133,12 +127,11 @@ class KvCache {
   // f16 only: block `block` of the keys of a layer: [kv_dim][kKvBlockPositions]
   // halves, for the positions block * kKvBlockPositions onwards (the header's layout).
   const uint16_t* key_block(int layer, int block) const {
-    return Array<uint16_t>(layer, kKeys) +
-           static_cast<size_t>(block) * kv_dim_ * kernels::kKvBlockPositions;
+    return &keys_[layer][static_cast<size_t>(block) * kv_dim_ * kernels::kKvBlockPositions];
   }
   // The value row of position pos: kv_dim halves; rows follow each other.
   const uint16_t* value_row(int layer, int pos) const {
-    return Array<uint16_t>(layer, kValues) + static_cast<size_t>(pos) * kv_dim_;
+    return &values_[layer][static_cast<size_t>(pos) * kv_dim_];
   }
   // q8_0 only: the rows of block `block` of a layer, starting at element `offset` of
   // kv_dim (a multiple of 32: a head's first element), in attention_q8.h's layout (vq /
@@ -180,32 +173,13 @@ class KvCache {
   int capacity() const { return capacity_; }
   // Grows the storage to `capacity` positions (> capacity(), <= max_tokens()),
   // keeping rows [0, length()) (the valid ones; rows past them may be dropped). The
-  // host cache moves its rows to a larger allocation (keeping every row); a device
-  // cache reallocates device memory and copies the valid rows. Errors leave the cache
-  // unchanged.
+  // host cache resizes its vectors (keeping every row); a device cache reallocates
+  // device memory and copies the valid rows. Errors leave the cache unchanged.
   virtual absl::Status GrowStorage(int capacity);
 
  private:
   // Values quantized per WriteRow step (a stack buffer; a multiple of 32).
   static constexpr int kMaxQ8Row = 1024;
-  // The arrays of one layer, in storage order (the header's layouts). f16 uses kKeys and
-  // kValues for the halves; q8_0 uses them for the scales and kKeyQuants / kValueQuants
-  // for the int8 quants.
-  enum KvArray { kKeys, kValues, kKeyQuants, kValueQuants, kNumArrays };
-  // Bytes array `array` of one layer takes per stored position (0 where unused).
-  size_t ArrayBytesPerPosition(KvArray array) const;
-  // Sets layer_bytes_ and array_offsets_ for `positions` stored positions.
-  void SetLayout(size_t positions);
-  // Array `array` of layer `layer` in storage_, as T (its element type).
-  template <typename T>
-  T* Array(int layer, KvArray array) {
-    return reinterpret_cast<T*>(storage_.data() + layer * layer_bytes_ + array_offsets_[array]);
-  }
-  template <typename T>
-  const T* Array(int layer, KvArray array) const {
-    return reinterpret_cast<const T*>(storage_.data() + layer * layer_bytes_ +
-                                      array_offsets_[array]);
-  }
   // q8_0: copies position from's rows of a layer to position to.
   void MoveQ8Row(int layer, int from, int to);
 
@@ -215,12 +189,11 @@ class KvCache {
   KvCacheType type_;
   int length_ = 0;
   int capacity_ = 0;
-  // Every layer's arrays: layer l's array a at l * layer_bytes_ + array_offsets_[a]
-  // (each a multiple of 64 bytes: whole 64-position blocks). One allocation rather than
-  // one per layer, so that it reaches the 2 MiB from which it gets huge pages.
-  HugePageVector<uint8_t> storage_;
-  size_t layer_bytes_ = 0;
-  size_t array_offsets_[kNumArrays] = {};
+  std::vector<std::vector<uint16_t>> keys_;    // [n_layers][blocks * kv_dim * 64] halves
+  std::vector<std::vector<uint16_t>> values_;  // [n_layers][capacity * kv_dim] halves
+  // kQ8_0 (the header's layout); keys_ / values_ then hold the scales.
+  std::vector<std::vector<int8_t>> key_quants_;    // [n_layers][capacity * kv_dim]
+  std::vector<std::vector<int8_t>> value_quants_;  // [n_layers][capacity * kv_dim]
 };
 
 }  // namespace splitspec::model

@@ -1,12 +1,10 @@
 #include "runtime/model/kv_cache.h"
 
-#include <cstdint>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/quant_blocks.h"
-#include "runtime/base/huge_page_memory.h"
 
 namespace splitspec::model {
 namespace {
@@ -111,57 +109,6 @@ TEST(KvCacheTest, Q8_0StoresQuantizedRowsInTheKernelLayout) {
   EXPECT_EQ(cache.length(), 67);
   for (int c = 0; c < kKvDim; ++c) EXPECT_EQ(cache.KeyAt(1, 66, c), cache.KeyAt(1, 67, c)) << c;
   for (int c = 0; c < kKvDim; ++c) EXPECT_EQ(cache.ValueAt(1, 66, c), cache.ValueAt(1, 67, c)) << c;
-}
-
-// Every layer's rows share one allocation (huge pages from 2 MiB on): growing from a few
-// blocks on the heap to megabytes keeps every row of every layer in place, for both
-// storage types, and the large storage starts on a 2 MiB boundary.
-TEST(KvCacheTest, GrowthKeepsEveryLayersRowsAndLargeStorageIsHugePageAligned) {
-  constexpr int kLayers = 3, kKvDim = 64, kWritten = 200;
-  for (KvCacheType type : {KvCacheType::kF16, KvCacheType::kQ8_0}) {
-    SCOPED_TRACE(KvCacheTypeName(type));
-    KvCache cache(kLayers, kKvDim, 8192, type);
-    std::vector<float> key(kKvDim), value(kKvDim);
-    std::vector<float> keys_before, values_before;
-    for (int pos = 0; pos < kWritten; ++pos) {
-      ASSERT_TRUE(cache.Reserve(pos + 1).ok());  // grows 64, 128, 256 positions
-      for (int l = 0; l < kLayers; ++l) {
-        for (int c = 0; c < kKvDim; ++c) {
-          key[c] = 0.25f * static_cast<float>((l * 7 + pos * 3 + c) % 41 - 20);
-          value[c] = -0.125f * static_cast<float>((l * 5 + pos + c * 11) % 37 - 18);
-        }
-        cache.WriteRow(l, pos, key.data(), value.data());
-      }
-      cache.Commit(pos + 1);
-    }
-    for (int l = 0; l < kLayers; ++l) {
-      for (int pos = 0; pos < kWritten; ++pos) {
-        for (int c = 0; c < kKvDim; ++c) {
-          keys_before.push_back(cache.KeyAt(l, pos, c));
-          values_before.push_back(cache.ValueAt(l, pos, c));
-        }
-      }
-    }
-    ASSERT_TRUE(cache.Reserve(8192).ok());  // megabytes: a 2 MiB-aligned mapping
-    EXPECT_GE(cache.memory_bytes(), kHugePageBytes);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(type == KvCacheType::kF16
-                                              ? static_cast<const void*>(cache.key_block(0, 0))
-                                              : cache.q8_block(0, 0, 0).kd) %
-                  kHugePageBytes,
-              0u);
-    size_t i = 0;
-    for (int l = 0; l < kLayers; ++l) {
-      for (int pos = 0; pos < kWritten; ++pos) {
-        for (int c = 0; c < kKvDim; ++c, ++i) {
-          ASSERT_EQ(cache.KeyAt(l, pos, c), keys_before[i]) << l << " " << pos << " " << c;
-          ASSERT_EQ(cache.ValueAt(l, pos, c), values_before[i]) << l << " " << pos << " " << c;
-        }
-      }
-    }
-    if (type == KvCacheType::kF16) {  // the values are exact in half precision
-      EXPECT_EQ(cache.KeyAt(2, 199, 5), 0.25f * static_cast<float>((14 + 597 + 5) % 41 - 20));
-    }
-  }
 }
 
 TEST(KvCacheTest, ParseKvCacheTypeNamesTheFlagOnError) {
