@@ -1,5 +1,5 @@
-// Memory for large buffers that are streamed every decode step (the CPU KV cache, the
-// interleaved weight copies), placed where the kernel can back it with 2 MiB
+// Memory for large buffers that are streamed every decode step (the interleaved weight
+// copies, runtime/model/tp_shard.h), placed where the kernel can back it with 2 MiB
 // transparent huge pages.
 //
 //   void* p = AllocateHugePageAligned(bytes);      // never null
@@ -12,7 +12,10 @@
 // Why: a decode step reads tens to hundreds of MB once each; with 4 KiB pages most of
 // the cost of reading a 64-position KV block was address translation (TLB misses),
 // measured with a harness at SmolLM2's attention shapes: 1-token attention 220-240 ns
-// per (query, block) on huge pages against 327-341 ns on small ones.
+// per (query, block) on huge pages against 327-341 ns on small ones. Measure the whole
+// model before using it for a buffer: the CPU KV cache on huge pages made decode at
+// 6,000 positions slower, not faster (README, "Long context on the CPU"), so it is not
+// used there.
 //
 // Allocations of at least kHugePageBytes are mapped anonymously (Linux: mmap), start
 // on a 2 MiB boundary, are rounded up to whole 2 MiB pages, and are marked
