@@ -109,7 +109,8 @@ std::unique_ptr<ShardedWeights> ShardWeights(const ModelWeights& weights,
 // RunsOnInterleavedRows: Q4_1 unless SPLITSPEC_MATMUL_ORDER=llama.cpp, Q8_0) its
 // interleaved copy (WeightMatrix::interleaved), which the CPU backend's matmuls then read
 // instead of the file rows: same outputs, bitwise (kernels/cpu/matmul.h). Costs as many
-// bytes as those matrices; the CUDA backend does not need it.
+// bytes as those matrices, in one allocation on transparent huge pages where the kernel
+// allows (runtime/base/huge_page_memory.h); the CUDA backend does not need it.
 void InterleaveForCpu(ShardedWeights* weights);
 
 }  // namespace splitspec::model

@@ -29,8 +29,9 @@ struct WeightMatrix {
   int64_t rows = 0;
   int64_t cols = 0;
   // The same rows interleaved for the CPU matmul (kernels::InterleaveRows), 64-byte
-  // aligned, made by InterleaveForCpu (tp_shard.h) for the types that have that layout;
-  // else null. Copies of the matrix share it.
+  // aligned, made by InterleaveForCpu (tp_shard.h) for the types that have that layout
+  // (all of a model's in one huge-page allocation, which this shares ownership of); else
+  // null. Copies of the matrix share it.
   std::shared_ptr<const uint8_t> interleaved;
   // Owns `data` when the rows were converted at load (a Q5_0 tensor widened to Q8_0,
   // kernels::WidenQ5_0ToQ8_0); null when `data` is the file's. Copies share it.
