@@ -6,9 +6,6 @@
 //   ...
 //   FreeHugePageAligned(p, bytes);                 // the same byte count
 //
-//   HugePageVector<uint16_t> keys;                 // a std::vector on that memory
-//   keys.resize(n);
-//
 // Why: a decode step reads tens to hundreds of MB once each; with 4 KiB pages most of
 // the cost of reading a 64-position KV block was address translation (TLB misses),
 // measured with a harness at SmolLM2's attention shapes: 1-token attention 220-240 ns
@@ -35,7 +32,6 @@
 #define SPLITSPEC_RUNTIME_BASE_HUGE_PAGE_MEMORY_H_
 
 #include <cstddef>
-#include <vector>
 
 namespace splitspec {
 
@@ -50,29 +46,6 @@ void* AllocateHugePageAligned(size_t bytes);
 // Frees what AllocateHugePageAligned(bytes) returned; `bytes` must be the same count.
 // Null is ignored.
 void FreeHugePageAligned(void* pointer, size_t bytes);
-
-// A std::allocator for std::vector whose memory comes from AllocateHugePageAligned.
-// Stateless: any two compare equal, so vectors swap and move without copying.
-template <typename T>
-class HugePageAllocator {
- public:
-  using value_type = T;
-
-  HugePageAllocator() = default;
-  template <typename U>
-  HugePageAllocator(const HugePageAllocator<U>&) noexcept {}  // NOLINT: rebinding
-
-  T* allocate(size_t n) { return static_cast<T*>(AllocateHugePageAligned(n * sizeof(T))); }
-  void deallocate(T* pointer, size_t n) noexcept { FreeHugePageAligned(pointer, n * sizeof(T)); }
-
-  template <typename U>
-  bool operator==(const HugePageAllocator<U>&) const noexcept {
-    return true;
-  }
-};
-
-template <typename T>
-using HugePageVector = std::vector<T, HugePageAllocator<T>>;
 
 }  // namespace splitspec
 

@@ -43,18 +43,6 @@ TEST(HugePageMemoryTest, MemoryIsZeroedAndKeepsWhatIsWritten) {
   }
 }
 
-TEST(HugePageMemoryTest, VectorGrowsKeepingItsElements) {
-  HugePageVector<uint16_t> values;
-  values.resize(1000);
-  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<uint16_t>(i);
-  values.resize(3 * kHugePageBytes / sizeof(uint16_t));  // from the heap to a mapping
-  EXPECT_EQ(Address(values.data()) % kHugePageBytes, 0u);
-  for (size_t i = 0; i < 1000; ++i) ASSERT_EQ(values[i], i);
-  for (size_t i = 1000; i < values.size(); ++i) ASSERT_EQ(values[i], 0) << i;
-  HugePageVector<uint16_t> copy = values;
-  EXPECT_EQ(copy, values);
-}
-
 #if defined(__linux__)
 // The bracketed word of /sys/kernel/mm/transparent_hugepage/enabled ("always",
 // "madvise", "never"), or "" when the file is absent.
