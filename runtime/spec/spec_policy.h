@@ -1,35 +1,24 @@
 // The speculation policy (issue 27): one rule decides, per block, whether and how
 // to speculate, from estimates that every measurement feeds.
 //
-// The rule (all rates in units of plain decoding, the pipeline model of
-// runtime/spec/analytic_model.h):
-//   1. alpha+ = the upper confidence bound of acceptance: the posterior mean
-//      (A + 1) / (V + 2) of the decayed evidence plus kConfidenceZ standard errors;
-//      h+ likewise for the cache hit rate, a_c+ for each confidence class c a drafter
-//      reports per position. Position i of a block is accepted (given the ones
-//      before) with a_i = a_c+ of its class in choices.proposal, else (no proposal
-//      yet: should one be drafted?) alpha+, counting drafted positions only; p+
-//      likewise for the chance that an ask gets a proposal at all. An unmeasured
-//      draft cost is its prior (decode bytes / the target's), other unmeasured
-//      costs are free.
-//   2. R(off) = 1. For each allowed mode m in {sequential, overlapped, cached} and
-//      k in [min_k, max_k] (min_k while the draft's cost is unknown; at most the
-//      proposal's length), R(m, k) = PipelineSpeedup at the alpha whose geometric
-//      block accepts E(k) = sum_{i<=k} a_1...a_i drafts, h+, C = T(0) / draft
-//      seconds per token, the target's slope charged for its batch, block overhead,
-//      the per-step time plain decoding pays too (on both sides), and, for modes
-//      drafting beside the verification, the measured interference. Before a
-//      proposal, an ask gets none with chance 1 - p+ and then costs a plain step
-//      and the block overhead o: R = (p+ (1 + E) + 1 - p+) / (p+ (1 + E) / R(m, k)
-//      + (1 - p+) (1 + o)), so an ask is sized by its drafted positions'
-//      acceptance, and a drafter that rarely finds anything still goes off where
-//      its empty blocks' overhead is not repaid.
+// The rule (rates in units of plain decoding; the pipeline model of analytic_model.h):
+//   1. Optimism: alpha+ = the posterior mean (A + 1) / (V + 2) of the decayed evidence
+//      over drafted positions plus kConfidenceZ standard errors; likewise h+ (cache
+//      hits), p+ (an ask gets a proposal) and a_c+ per confidence class c. Position i
+//      of a block survives with a_i = a_c+ of its class in choices.proposal, else alpha+.
+//      An unmeasured draft cost is its prior (decode bytes ratio), other ones are free.
+//   2. R(off) = 1; R(m, k) for m in {sequential, overlapped, cached}, k in [min_k, max_k]
+//      (min_k while the draft cost is unknown; <= the proposal's length) = PipelineSpeedup
+//      at the alpha whose block accepts E(k) = sum_{i<=k} a_1...a_i, with h+, C = T(0) /
+//      draft seconds per token, the batch's slope, the block overhead o, the per-step time
+//      both sides pay and, drafting beside the verification, the interference. Before a
+//      proposal, an ask answered empty (1 - p+) costs a plain step plus o:
+//      R = (p+ (1 + E) + 1 - p+) / (p+ (1 + E) / R(m, k) + (1 - p+) (1 + o)).
 //   3. Choose the largest R; the previous mode wins unless beaten by kMargin;
 //      off wins unless beaten, by kMargin if speculation is off now.
-//   4. When off: off_tokens = the plain tokens until the evidence, aging by
-//      kForget per token, would make rule 3 speculate (at most kMaxOffTokens);
-//      shadow = the drafter's block costs at most kMargin of a plain step and
-//      full acceptance would win (a sample that could change the verdict).
+//   4. When off: off_tokens = the plain tokens until the evidence, aging by kForget per
+//      token, would make rule 3 speculate (<= kMaxOffTokens); shadow = the drafter's
+//      block costs <= kMargin of a plain step and full acceptance would win.
 // Consequences: a proposal is cut where its next positions' survival no longer
 // pays, and not sent (off: the target decides the next token, the next proposal
 // is priced again) when its first positions are unlikely, while rule 4's window
@@ -37,8 +26,9 @@
 // evidence: alpha+ is high); a failing drafter is retried once its evidence has
 // aged (tens of tokens per failed try: probes and back-off); a drafter whose
 // cost loses even at alpha = 1 is not (probe = false); a cache whose hits do not
-// pay for its interference is not used; cheap drafters keep scoring acceptance while off (shadow blocks) and
-// turn speculation back on as soon as the text turns copyable.
+// pay for its interference is not used; cheap drafters keep scoring acceptance
+// while off (shadow blocks) and turn speculation back on as soon as the text turns
+// copyable.
 //
 // Use (any engine; the draft worker's is draft_worker/draft_engine.cc):
 //   SpecEstimates e;                 // fed by every measurement: Record*()
