@@ -182,8 +182,9 @@ SpecAction ChooseSpecAction(const SpecEstimates& e, const SpecChoices& choices, 
 // decreasing s until none pays: s = a_0 ... a_j for a block's j-th draft, a_i
 // the block's own per-position estimate (its drafter's class bound a_c+, sent
 // with the block) where it has one, else alpha+, its request's acceptance bound
-// as in rule 1; s falls along a block, so a block is always cut to a prefix. At one request and a small slope nothing is cut; as the batch
-// grows the bar nears 1 and speculation shrinks toward off by itself.
+// as in rule 1; s falls along a block, so a block is always cut to a prefix. At
+// one request and a small slope nothing is cut; as the batch grows the bar nears
+// 1 and speculation shrinks toward off by itself.
 // Cutting a block is exact: its prefix is a draft like any other.
 struct VerifyCandidate {
   double accepted = 0.0;  // the request's accepted draft tokens so far
@@ -198,11 +199,12 @@ std::vector<int> ChooseVerifiedDrafts(absl::Span<const VerifyCandidate> candidat
                                       double slope);
 
 // Trees (issue 30): the same rule picks the shape of a draft tree
-// (runtime/spec/draft_tree.h) for a block. Inputs: the per-rank
-// acceptance a_r = P(the drafter's r-th candidate at a reached node is the target's
-// token), r = 1, 2, ... (Sequoia's positional acceptance: it depends on the rank
-// only; measured on verified trees by RankAcceptance below), and the estimates' costs as PredictedRate charges them (the target's T(fed)
-// line with the batch's slope s, the draft's cost ratio C, the block overhead o).
+// (runtime/spec/draft_tree.h) for a block. Inputs: the per-rank acceptance
+// a_r = P(the drafter's r-th candidate at a reached node is the target's token),
+// r = 1, 2, ... (Sequoia's positional acceptance: it depends on the rank only;
+// measured on verified trees by RankAcceptance below), and the estimates' costs as
+// PredictedRate charges them (the target's T(fed) line with the batch's slope s,
+// the draft's cost ratio C, the block overhead o).
 //   1. A node's value is the probability that it is accepted, the product of a_r
 //      over its path; a tree's expected accepted length E is the sum of its values.
 //      Values fall along a path and (a made non-increasing: a drafter ranks its own
