@@ -72,7 +72,7 @@ PlanChoice OptimalKWithVerifyCost(double alpha, double cost_ratio, Schedule sche
 
 // ---------------------------------------------------------------------------
 // The pipeline model: what the protocol actually does (docs/protocol.md; the
-// target's no-bonus rule in target_worker/target_engine.cc, the draft's lookahead
+// target's no-bonus rule in target_worker/target_engine_verify.cc, the draft's lookahead
 // in draft_worker/draft_engine.h), with a verification cost that grows with k,
 // T_verify = T_target * (1 + verify_slope * (fed - 1)) for a forward of `fed` tokens.
 // d = k / C is one block's drafting time, in units of T_target; s = verify_slope.

@@ -30,7 +30,7 @@
 // while off (shadow blocks) and turn speculation back on as soon as the text turns
 // copyable.
 //
-// Use (any engine; the draft worker's is draft_worker/draft_engine.cc):
+// Use (any engine; the draft worker's is draft_worker/draft_engine_policy.cc):
 //   SpecEstimates e;                 // fed by every measurement: Record*()
 //   SpecAction a = ChooseSpecAction(e, {.min_k = 1, .max_k = 8}, previous_mode);
 //   // a.mode kOff: decode a.off_tokens alone (shadow-draft a.shadow_k if a.shadow);
