@@ -1,6 +1,7 @@
 // `splitspec bench spec --workload FILE [--model PATH] [--limit N] [--threads N]
 //                       [--k K[,K..]] [--drafters ngram,lookup,layerskip,self]
-//                       [--layerskip L] [--lookahead N] [--guidance-scale S] [--json]`
+//                       [--layerskip L] [--lookahead N] [--guidance-scale S] [--rounds N]
+//                       [--json]`
 //
 // Runs every request of a workload file (tools/workload_suite.h; the suite is
 // bench/workloads/suite.jsonl; a line's response_format constrains its output as over
@@ -31,7 +32,11 @@
 // the same run, acceptance (accepted / verified draft tokens) and tokens per
 // target step; with --json one object per line per (category, configuration)
 // (tools/workload_suite.h: WorkloadRowJson), then under guidance one object per
-// category (GuidanceSummaryJson). --limit N keeps the first N
+// category (GuidanceSummaryJson). --rounds N makes N passes over the workload (pass r
+// starts request i at configuration i + r), the rows total them and give each
+// ratio's lowest and highest pass: on a shared machine one pass's ratio moves by
+// 0.1-0.2 (a category's target-only tok/s by up to 15% within a minute), so a ratio
+// near 1 is judged by the total over several passes. --limit N keeps the first N
 // requests of each category. The target runs on --threads threads (1), each
 // drafter on 1 thread; generation stops at the model's end-of-generation tokens.
 #include <algorithm>
@@ -73,6 +78,7 @@ struct WorkloadBenchFlags {
   std::vector<std::string> drafters = {"ngram", "lookup", "layerskip", "self"};
   int layerskip = 24;
   int lookahead = 2;
+  int rounds = 1;           // passes over the workload
   bool spec_cache = false;  // --spec-cache on: every speculative run uses the cache
   bool trees = false;       // --tree on: also the tree configurations
   bool json = false;
@@ -99,6 +105,7 @@ absl::StatusOr<WorkloadBenchFlags> ParseWorkloadFlags(const CommandArgs& argv) {
   ASSIGN_OR_RETURN(f.threads, BoundedInt(args, "threads", 1, 1, 256));
   ASSIGN_OR_RETURN(f.layerskip, BoundedInt(args, "layerskip", 24, 1, 1024));
   ASSIGN_OR_RETURN(f.lookahead, BoundedInt(args, "lookahead", 2, 1, 8));
+  ASSIGN_OR_RETURN(f.rounds, BoundedInt(args, "rounds", 1, 1, 100));
   const std::string spec_cache = args.GetString("spec-cache", "off");
   if (spec_cache != "on" && spec_cache != "off") {
     return absl::InvalidArgumentError(
@@ -121,8 +128,7 @@ absl::StatusOr<WorkloadBenchFlags> ParseWorkloadFlags(const CommandArgs& argv) {
       f.ks.push_back(k);
     }
   }
-  if (args.Has("drafters"))
-    f.drafters = SplitDrafterList(args.GetString("drafters", ""));
+  if (args.Has("drafters")) f.drafters = SplitDrafterList(args.GetString("drafters", ""));
   for (const std::string& name : f.drafters) {
     if (IsSimDrafterName(name)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -155,17 +161,18 @@ absl::Status CheckSameAsTargetOnly(const std::vector<Configuration>& configurati
                                    const std::string& where) {
   for (size_t c = 0; c < configurations.size(); ++c) {
     for (size_t r = 0; r < configurations.size(); ++r) {
-      if (configurations[r].drafter != nullptr || configurations[r].guided != configurations[c].guided)
+      if (configurations[r].drafter != nullptr ||
+          configurations[r].guided != configurations[c].guided)
         continue;
       const std::vector<int32_t>& want = outputs[r];
       const std::vector<int32_t>& got = outputs[c];
       if (got == want) break;
       size_t at = 0;
       while (at < got.size() && at < want.size() && got[at] == want[at]) ++at;
-      return absl::InternalError(absl::StrCat(
-          where, " (", configurations[c].name, "): greedy output differs from ",
-          configurations[r].name, " at token ", at, " (", got.size(), " vs ", want.size(),
-          " tokens): speculation was not exact"));
+      return absl::InternalError(
+          absl::StrCat(where, " (", configurations[c].name, "): greedy output differs from ",
+                       configurations[r].name, " at token ", at, " (", got.size(), " vs ",
+                       want.size(), " tokens): speculation was not exact"));
     }
   }
   return absl::OkStatus();
@@ -239,16 +246,18 @@ absl::StatusOr<std::vector<Prepared>> Tokenize(const std::vector<WorkloadRequest
 
 void PrintTable(const std::vector<WorkloadRow>& rows) {
   std::printf(
-      "| category      | configuration      | reqs |   tok/s | ratio  | accept | tok/step | cpu "
-      "ms/tok | trees |\n");
+      "| category      | configuration      | reqs |   tok/s | ratio  | passes' ratios | accept | "
+      "tok/step | cpu ms/tok | trees |\n");
   std::printf(
-      "|---------------|--------------------|------|---------|--------|--------|----------|--------"
-      "----|-------|\n");
+      "|---------------|--------------------|------|---------|--------|----------------|--------|-"
+      "---------|------------|-------|\n");
   for (const WorkloadRow& r : rows) {
-    std::printf("| %-13s | %-18s | %4d | %7.2f | %5.2fx | %6.3f | %8.2f | %10.2f | %5.2f |\n",
-                r.category.c_str(), r.configuration.c_str(), r.requests, r.tok_s,
-                r.ratio_to_target_only, r.acceptance, r.tokens_per_step, r.cpu_ms_per_token,
-                r.tree_share);
+    std::printf(
+        "| %-13s | %-18s | %4d | %7.2f | %5.2fx |  %5.2f - %5.2f | %6.3f | %8.2f | %10.2f | %5.2f "
+        "|\n",
+        r.category.c_str(), r.configuration.c_str(), r.requests, r.tok_s, r.ratio_to_target_only,
+        r.ratio_low, r.ratio_high, r.acceptance, r.tokens_per_step, r.cpu_ms_per_token,
+        r.tree_share);
   }
 }
 
@@ -342,53 +351,61 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
     sessions.push_back(std::move(session));
   }
   WorkloadTotals totals;
-  for (size_t i = 0; i < prepared.size(); ++i) {
-    const Prepared& p = prepared[i];
-    // Per configuration, for the exactness check.
-    std::vector<std::vector<int32_t>> outputs(configurations.size());
-    // Request i starts at configuration i (mod their number): none always runs
-    // first, right after another's work or the request's tokenization.
-    for (size_t j = 0; j < configurations.size(); ++j) {
-      const size_t c = (i + j) % configurations.size();
-      const Configuration& configuration = configurations[c];
-      absl::StatusOr<SpecRunResult> run = sessions[c]->Generate(
-          {.prompt = p.prompt,
-           .max_tokens = p.request->max_tokens,
-           .stop_token_ids = stop_ids,
-           .guidance_scale = configuration.guided ? f.guidance_scale : 1.0f,
-           .negative_prompt = unconditional,
-           .grammar = grammars[i]});
-      if (!run.ok()) {
-        return absl::Status(run.status().code(),
-                            absl::StrCat(f.workload, ":", p.request->line, " (",
-                                         configuration.name, "): ", run.status().message()));
+  std::vector<WorkloadTotals> pass_totals(f.rounds);
+  for (int pass = 0; pass < f.rounds; ++pass) {
+    for (size_t i = 0; i < prepared.size(); ++i) {
+      const Prepared& p = prepared[i];
+      // Per configuration, for the exactness check.
+      std::vector<std::vector<int32_t>> outputs(configurations.size());
+      // Request i of pass r starts at configuration i + r (mod their number): none
+      // always runs first, right after another's work or the request's tokenization.
+      for (size_t j = 0; j < configurations.size(); ++j) {
+        const size_t c = (i + pass + j) % configurations.size();
+        const Configuration& configuration = configurations[c];
+        absl::StatusOr<SpecRunResult> run =
+            sessions[c]->Generate({.prompt = p.prompt,
+                                   .max_tokens = p.request->max_tokens,
+                                   .stop_token_ids = stop_ids,
+                                   .guidance_scale = configuration.guided ? f.guidance_scale : 1.0f,
+                                   .negative_prompt = unconditional,
+                                   .grammar = grammars[i]});
+        if (!run.ok()) {
+          return absl::Status(run.status().code(),
+                              absl::StrCat(f.workload, ":", p.request->line, " (",
+                                           configuration.name, "): ", run.status().message()));
+        }
+        const WorkloadRun measured{.tokens = run->tokens,
+                                   .wall_seconds = run->wall_s,
+                                   .verified = static_cast<int64_t>(run->stats.verified()),
+                                   .accepted = static_cast<int64_t>(run->stats.accepted()),
+                                   .steps = static_cast<int64_t>(run->stats.steps()),
+                                   .cpu_seconds = run->cpu_s,
+                                   .tree_steps = static_cast<int64_t>(run->stats.tree_steps())};
+        totals.Add(p.request->category, configuration.name, measured);
+        pass_totals[pass].Add(p.request->category, configuration.name, measured);
+        outputs[c] = std::move(run->output);
       }
-      totals.Add(p.request->category, configuration.name,
-                 {.tokens = run->tokens,
-                  .wall_seconds = run->wall_s,
-                  .verified = static_cast<int64_t>(run->stats.verified()),
-                  .accepted = static_cast<int64_t>(run->stats.accepted()),
-                  .steps = static_cast<int64_t>(run->stats.steps()),
-                  .cpu_seconds = run->cpu_s,
-                  .tree_steps = static_cast<int64_t>(run->stats.tree_steps())});
-      outputs[c] = std::move(run->output);
+      RETURN_IF_ERROR(CheckSameAsTargetOnly(configurations, outputs,
+                                            absl::StrCat(f.workload, ":", p.request->line)));
+      std::fprintf(stderr, "bench spec: pass %d/%d: %zu/%zu requests done\n", pass + 1, f.rounds,
+                   i + 1, prepared.size());
     }
-    RETURN_IF_ERROR(CheckSameAsTargetOnly(configurations, outputs,
-                                          absl::StrCat(f.workload, ":", p.request->line)));
-    std::fprintf(stderr, "bench spec: %zu/%zu requests done\n", i + 1, prepared.size());
   }
   // The tree configurations' draft side, over all categories: how many blocks were
   // trees, and how many were drafted past a tree in flight (pipelined trees).
   for (size_t c = 0; c < configurations.size(); ++c) {
     if (!configurations[c].trees) continue;
     const draft::DraftCounters counters = sessions[c]->Finish().counters;
-    std::fprintf(stderr, "bench spec: %s: %llu blocks, %llu trees, %llu blocks drafted past a tree\n",
-                 configurations[c].name.c_str(),
-                 static_cast<unsigned long long>(counters.blocks_sent),
-                 static_cast<unsigned long long>(counters.tree_blocks_sent),
-                 static_cast<unsigned long long>(counters.blocks_past_trees));
+    std::fprintf(
+        stderr, "bench spec: %s: %llu blocks, %llu trees, %llu blocks drafted past a tree\n",
+        configurations[c].name.c_str(), static_cast<unsigned long long>(counters.blocks_sent),
+        static_cast<unsigned long long>(counters.tree_blocks_sent),
+        static_cast<unsigned long long>(counters.blocks_past_trees));
   }
-  const std::vector<WorkloadRow> rows = totals.Rows();
+  std::vector<WorkloadRow> rows = totals.Rows();
+  std::vector<std::vector<WorkloadRow>> pass_rows;
+  for (const WorkloadTotals& pass : pass_totals) pass_rows.push_back(pass.Rows());
+  SetRatioRanges(pass_rows, rows);
   if (f.json) {
     for (const WorkloadRow& row : rows) std::printf("%s\n", WorkloadRowJson(row).c_str());
     if (f.guidance_scale != 1.0f) {
@@ -397,10 +414,11 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
     }
   } else {
     std::printf(
-        "ratio = tok/s / target-only tok/s of the same category in this run; accept = accepted / "
-        "verified "
+        "ratio = tok/s / target-only tok/s of the same category in this run (%d pass(es) over the "
+        "workload; passes' ratios: the lowest and highest pass); accept = accepted / verified "
         "draft tokens; tok/step = tokens / target steps; cpu ms/tok = CPU time of all threads / "
-        "tokens; trees = target steps that verified a tree / target steps\n\n");
+        "tokens; trees = target steps that verified a tree / target steps\n\n",
+        f.rounds);
     PrintTable(rows);
     if (f.guidance_scale != 1.0f) PrintGuidanceSummary(rows, f.guidance_scale);
   }

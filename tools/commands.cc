@@ -284,7 +284,9 @@ const cli::FlagTable& BenchSpecFlagTable() {
                   "its hit rate) beside the pipeline model's"},
                  {"trace-dir", "DIR", "", "write a Chrome trace per run there"},
                  {"rounds", "N", "5",
-                  "with sim drafters: rounds per drafter, in [1, 100] (rows give medians)",
+                  "with sim drafters: rounds per drafter, in [1, 100] (rows give medians); "
+                  "with --workload: passes over the workload (default 1), rows give totals "
+                  "and each ratio's range over the passes",
                   cli::IntRangeOf<int>()},
                  {"spec-cache", "on|off", "on",
                   "also measure overlapped+cache: one block in flight, the next "

@@ -11,10 +11,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "coordinator/http/json_guard.h"
 #include "coordinator/http/openai_request.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "runtime/base/json_string.h"
 
 namespace splitspec::tools {
@@ -137,9 +137,9 @@ absl::StatusOr<WorkloadRequest> ParseWorkloadLine(absl::string_view text, absl::
     const std::optional<absl::string_view> raw =
         strict.ok() ? coordinator::http::RawJsonValue(text, {"response_format"}) : std::nullopt;
     if (!raw.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          at, "field 'response_format' cannot be read back from the line",
-          strict.ok() ? "" : absl::StrCat(": ", strict.message())));
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, "field 'response_format' cannot be read back from the line",
+                       strict.ok() ? "" : absl::StrCat(": ", strict.message())));
     }
     request.response_format = std::string(*raw);
   }
@@ -240,18 +240,37 @@ std::vector<WorkloadRow> WorkloadTotals::Rows() const {
       row.tokens_per_step = run.steps > 0 ? static_cast<double>(run.tokens) / run.steps : 0.0;
       row.cpu_ms_per_token = run.tokens > 0 ? 1e3 * run.cpu_seconds / run.tokens : 0.0;
       row.tree_share = run.steps > 0 ? static_cast<double>(run.tree_steps) / run.steps : 0.0;
+      row.ratio_low = row.ratio_high = row.ratio_to_target_only;
       rows.push_back(std::move(row));
     }
   }
   return rows;
 }
 
+void SetRatioRanges(const std::vector<std::vector<WorkloadRow>>& passes,
+                    std::vector<WorkloadRow>& rows) {
+  for (WorkloadRow& row : rows) {
+    bool seen = false;
+    for (const std::vector<WorkloadRow>& pass : passes) {
+      for (const WorkloadRow& p : pass) {
+        if (p.category != row.category || p.configuration != row.configuration) continue;
+        row.ratio_low =
+            seen ? std::min(row.ratio_low, p.ratio_to_target_only) : p.ratio_to_target_only;
+        row.ratio_high =
+            seen ? std::max(row.ratio_high, p.ratio_to_target_only) : p.ratio_to_target_only;
+        seen = true;
+      }
+    }
+  }
+}
+
 std::string WorkloadRowJson(const WorkloadRow& row) {
   return absl::StrFormat(
       "{\"category\":%s,\"configuration\":%s,\"tok_s\":%.3f,\"ratio_to_target_only\":%.4f,"
+      "\"ratio_low\":%.4f,\"ratio_high\":%.4f,"
       "\"acceptance\":%.4f,\"tokens_per_step\":%.4f,\"tree_share\":%.4f}",
       JsonQuote(row.category), JsonQuote(row.configuration), row.tok_s, row.ratio_to_target_only,
-      row.acceptance, row.tokens_per_step, row.tree_share);
+      row.ratio_low, row.ratio_high, row.acceptance, row.tokens_per_step, row.tree_share);
 }
 
 std::vector<GuidanceSummary> GuidanceSummaries(const std::vector<WorkloadRow>& rows) {

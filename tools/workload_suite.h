@@ -97,6 +97,11 @@ struct WorkloadRow {
   // load (preemption does not count), so configurations compare on a busy machine.
   double cpu_ms_per_token = 0.0;
   double tree_share = 0.0;  // tree steps / steps; 0 without steps
+  // The lowest and highest ratio_to_target_only of any one pass over the workload
+  // (bench spec --workload --rounds): the machine's noise beside the total's ratio.
+  // Both equal ratio_to_target_only until SetRatioRanges is called.
+  double ratio_low = 0.0;
+  double ratio_high = 0.0;
 };
 
 inline constexpr char kTargetOnly[] = "target-only";
@@ -117,6 +122,11 @@ class WorkloadTotals {
   std::vector<std::string> configurations_;
   std::map<std::pair<std::string, std::string>, Sum> sums_;
 };
+
+// Sets each row's ratio_low / ratio_high to the range of its ratio over `passes`
+// (each the Rows() of one pass; a row absent from a pass is skipped there).
+void SetRatioRanges(const std::vector<std::vector<WorkloadRow>>& passes,
+                    std::vector<WorkloadRow>& rows);
 
 // {"category":..,"configuration":..,"tok_s":..,"ratio_to_target_only":..,
 //  "acceptance":..,"tokens_per_step":..} on one line.

@@ -62,7 +62,8 @@ TEST(WorkloadParseTest, ResponseFormatIsKeptAsWrittenAndReadAsOverHttp) {
       R"({"type": "object", "properties": {"z": {"type": "integer"}, "a": {"type": "string"}}}}})";
   absl::StatusOr<WorkloadRequest> request = ParseWorkloadLine(
       R"({"category": "x", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8, )"
-      R"("response_format": )" + format + "}",
+      R"("response_format": )" +
+          format + "}",
       "w.jsonl", 2);
   ASSERT_TRUE(request.ok()) << request.status();
   EXPECT_EQ(request->response_format, format);  // "z" before "a", as written
@@ -72,8 +73,9 @@ TEST(WorkloadParseTest, ResponseFormatIsKeptAsWrittenAndReadAsOverHttp) {
   ASSERT_TRUE(grammar->has_value());
   EXPECT_EQ((*grammar)->kind, grammar::GrammarKind::kJsonSchema);
   EXPECT_TRUE((*grammar)->strict);
-  EXPECT_EQ((*grammar)->text,
-            R"({"type": "object", "properties": {"z": {"type": "integer"}, "a": {"type": "string"}}})");
+  EXPECT_EQ(
+      (*grammar)->text,
+      R"({"type": "object", "properties": {"z": {"type": "integer"}, "a": {"type": "string"}}})");
 
   EXPECT_EQ(ErrorOf(R"({"category": "x", "prompt": "p", "max_tokens": 8, )"
                     R"("response_format": {"type": "json_object"}})"),
@@ -167,8 +169,35 @@ TEST(WorkloadTotalsTest, AggregatesPerCategoryOverSums) {
   EXPECT_DOUBLE_EQ(rows[2].tok_s, 10.0);
   EXPECT_EQ(WorkloadRowJson(rows[1]),
             "{\"category\":\"qa\",\"configuration\":\"ngram k=4\",\"tok_s\":50.000,"
-            "\"ratio_to_target_only\":2.0000,\"acceptance\":0.6000,\"tokens_per_step\":2.0000,"
-            "\"tree_share\":0.2000}");
+            "\"ratio_to_target_only\":2.0000,\"ratio_low\":2.0000,\"ratio_high\":2.0000,"
+            "\"acceptance\":0.6000,\"tokens_per_step\":2.0000,\"tree_share\":0.2000}");
+}
+
+TEST(WorkloadTotalsTest, RatioRangesSpanThePassesAndSkipRowsAPassLacks) {
+  auto pass = [](double ngram_tok_s, bool with_chat) {
+    WorkloadTotals totals;
+    totals.Add("qa", kTargetOnly, {.tokens = 100, .wall_seconds = 1.0, .steps = 100});
+    totals.Add("qa", "ngram auto",
+               {.tokens = 100, .wall_seconds = 100.0 / ngram_tok_s, .steps = 50});
+    if (with_chat) {
+      totals.Add("chat", kTargetOnly, {.tokens = 10, .wall_seconds = 1.0, .steps = 10});
+      totals.Add("chat", "ngram auto", {.tokens = 10, .wall_seconds = 2.0, .steps = 10});
+    }
+    return totals.Rows();
+  };
+  const std::vector<std::vector<WorkloadRow>> passes = {pass(90.0, true), pass(120.0, false),
+                                                        pass(105.0, false)};
+  std::vector<WorkloadRow> rows = pass(105.0, true);  // stands in for the totals' rows
+  SetRatioRanges(passes, rows);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[1].configuration, "ngram auto");
+  EXPECT_NEAR(rows[1].ratio_low, 0.9, 1e-12);
+  EXPECT_NEAR(rows[1].ratio_high, 1.2, 1e-12);
+  EXPECT_DOUBLE_EQ(rows[0].ratio_low, 1.0);  // target-only is 1 in every pass
+  EXPECT_DOUBLE_EQ(rows[0].ratio_high, 1.0);
+  EXPECT_EQ(rows[3].category, "chat");  // only the first pass ran chat
+  EXPECT_DOUBLE_EQ(rows[3].ratio_low, 0.5);
+  EXPECT_DOUBLE_EQ(rows[3].ratio_high, 0.5);
 }
 
 TEST(GuidanceSummaryTest, CostAndGainPerCategoryFromTheRows) {
