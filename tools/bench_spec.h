@@ -64,7 +64,10 @@ struct SpecRunConstraint {
 struct SpecSessionOptions {
   model::Transformer* target = nullptr;  // required; outlives the session
   spec::Drafter* drafter = nullptr;      // null: the target decodes alone; outlives the session
-  int lookahead = 2;                     // blocks in flight per request (1: sequential)
+  // The drafter runs inside the target worker (target_worker/local_drafts.h, as `serve`
+  // runs lookup and ngram by default) instead of in a draft worker. Model-free drafters only.
+  bool drafter_in_target = false;
+  int lookahead = 2;  // blocks in flight per request (1: sequential)
   // Draft tokens per block; 0: the speculation policy chooses k (and off) per block.
   int k = 0;
   bool spec_cache = false;       // the draft worker's speculation cache

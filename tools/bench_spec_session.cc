@@ -26,10 +26,11 @@ double ProcessCpuSeconds() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SpecSession>> SpecSession::Start(const SpecSessionOptions& options) {
-  if (options.target == nullptr) return absl::InvalidArgumentError("SpecSessionOptions.target is null");
+  if (options.target == nullptr)
+    return absl::InvalidArgumentError("SpecSessionOptions.target is null");
   InProcessClusterOptions cluster;
   cluster.target = options.target;
-  cluster.drafter = options.drafter;
+  (options.drafter_in_target ? cluster.target_drafter : cluster.drafter) = options.drafter;
   cluster.target_engine.grammar_compiler = options.compiler;
   cluster.draft_engine.spec_cache = options.spec_cache;
   cluster.draft_engine.adaptive_window = options.adaptive_window;

@@ -1,7 +1,7 @@
 // `splitspec bench spec --workload FILE [--model PATH] [--limit N] [--threads N]
 //                       [--k K[,K..]] [--drafters ngram,lookup,layerskip,self]
 //                       [--layerskip L] [--lookahead N] [--guidance-scale S] [--rounds N]
-//                       [--json]`
+//                       [--draft-placement auto|target|workers] [--json]`
 //
 // Runs every request of a workload file (tools/workload_suite.h; the suite is
 // bench/workloads/suite.jsonl; a line's response_format constrains its output as over
@@ -17,6 +17,9 @@
 //   NAME tree auto    as above, but a block may be a draft tree when the policy's tree
 //                     rule predicts it beats the chain (depth <= K; auto: <= max k);
 //                     the other configurations send chains only
+// Drafters run where serve runs them (--draft-placement auto): lookup and ngram inside
+// the target worker (target_worker/local_drafts.h), model drafters in a draft worker
+// on 1 thread; target / workers put every drafter in one place.
 // Each configuration keeps one set of workers (a SpecSession, tools/bench_spec.h)
 // for the whole workload, as `serve` keeps its workers across requests: the costs
 // its draft worker measures (the policy's inputs but acceptance) carry over, so
@@ -78,12 +81,19 @@ struct WorkloadBenchFlags {
   std::vector<std::string> drafters = {"ngram", "lookup", "layerskip", "self"};
   int layerskip = 24;
   int lookahead = 2;
-  int rounds = 1;           // passes over the workload
+  int rounds = 1;  // passes over the workload
+  // Where the drafters run (serve's --draft-placement): "auto" (model-free ones in the
+  // target worker, the others in a draft worker), "target" or "workers".
+  std::string draft_placement = "auto";
   bool spec_cache = false;  // --spec-cache on: every speculative run uses the cache
   bool trees = false;       // --tree on: also the tree configurations
   bool json = false;
   float guidance_scale = 1.0f;
 };
+
+// Drafters that need no model, which a target worker may run itself (as serve's
+// placement "auto" does: runtime/config/cluster_config.h).
+bool IsModelFreeDrafter(const std::string& name) { return name == "lookup" || name == "ngram"; }
 
 absl::StatusOr<int> BoundedInt(const CliArgs& args, const char* flag, int fallback, int low,
                                int high) {
@@ -112,6 +122,12 @@ absl::StatusOr<WorkloadBenchFlags> ParseWorkloadFlags(const CommandArgs& argv) {
         absl::StrCat("--spec-cache must be on or off, got '", spec_cache, "'"));
   }
   f.spec_cache = spec_cache == "on";
+  f.draft_placement = args.GetString("draft-placement", "auto");
+  if (f.draft_placement != "auto" && f.draft_placement != "target" &&
+      f.draft_placement != "workers") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--draft-placement must be auto, target or workers, got '", f.draft_placement, "'"));
+  }
   const std::string tree = args.GetString("tree", "off");
   if (tree != "on" && tree != "off") {
     return absl::InvalidArgumentError(absl::StrCat("--tree must be on or off, got '", tree, "'"));
@@ -134,6 +150,12 @@ absl::StatusOr<WorkloadBenchFlags> ParseWorkloadFlags(const CommandArgs& argv) {
       return absl::InvalidArgumentError(absl::StrCat(
           "drafter '", name, "': simulated drafters run without --workload (one prompt)"));
     }
+    if (f.draft_placement == "target" && !IsModelFreeDrafter(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--draft-placement target: drafter '", name,
+                       "' needs a model, which runs in a draft worker (target runs lookup and "
+                       "ngram only)"));
+    }
   }
   f.json = args.Has("json");
   ASSIGN_OR_RETURN(double scale, args.GetDouble("guidance-scale", 1.0));
@@ -151,6 +173,7 @@ struct Configuration {
   int k = 0;                         // 0: adaptive
   bool guided = false;               // classifier-free guidance at --guidance-scale
   bool trees = false;                // tree blocks allowed ("NAME tree ...")
+  bool in_target = false;            // the drafter runs inside the target worker
 };
 
 // Greedy speculation is lossless: every configuration's output must be the
@@ -299,15 +322,21 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
   for (const std::string& name : f.drafters) {
     ASSIGN_OR_RETURN(std::unique_ptr<spec::Drafter> drafter,
                      LoadDrafter(name, f, tokenizer, target->config().vocab_size));
-    for (int k : f.ks) configurations.push_back({absl::StrCat(name, " k=", k), drafter.get(), k});
-    configurations.push_back({absl::StrCat(name, " auto"), drafter.get(), 0});
+    const bool in_target =
+        f.draft_placement == "target" || (f.draft_placement == "auto" && IsModelFreeDrafter(name));
+    for (int k : f.ks) {
+      configurations.push_back({absl::StrCat(name, " k=", k), drafter.get(), k, /*guided=*/false,
+                                /*trees=*/false, in_target});
+    }
+    configurations.push_back({absl::StrCat(name, " auto"), drafter.get(), 0, /*guided=*/false,
+                              /*trees=*/false, in_target});
     if (f.trees && drafter->ProposesTrees()) {
       for (int k : f.ks) {
         configurations.push_back({absl::StrCat(name, " tree k=", k), drafter.get(), k,
-                                  /*guided=*/false, /*trees=*/true});
+                                  /*guided=*/false, /*trees=*/true, in_target});
       }
-      configurations.push_back(
-          {absl::StrCat(name, " tree auto"), drafter.get(), 0, /*guided=*/false, /*trees=*/true});
+      configurations.push_back({absl::StrCat(name, " tree auto"), drafter.get(), 0,
+                                /*guided=*/false, /*trees=*/true, in_target});
     }
     drafters.push_back(std::move(drafter));
   }
@@ -328,9 +357,13 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
   if (!f.json) {
     std::printf(
         "splitspec bench spec --workload %s: model %s, %zu requests, greedy, target %d thread(s), "
-        "drafters 1 thread, lookahead %d, cpu %s, %u hardware threads\n",
-        f.workload.c_str(), f.model.c_str(), requests.size(), f.threads, f.lookahead,
-        kernels::CpuIsaName(), std::thread::hardware_concurrency());
+        "draft placement %s (%s), draft workers 1 thread, lookahead %d, cpu %s, %u hardware "
+        "threads\n",
+        f.workload.c_str(), f.model.c_str(), requests.size(), f.threads, f.draft_placement.c_str(),
+        f.draft_placement == "auto" ? "lookup and ngram in the target worker, as serve runs them"
+        : f.draft_placement == "target" ? "every drafter in the target worker"
+                                        : "every drafter in a draft worker",
+        f.lookahead, kernels::CpuIsaName(), std::thread::hardware_concurrency());
   }
   // One session per configuration for the whole workload: its workers, and the
   // costs its draft worker measures, carry from request to request as a server's do.
@@ -341,6 +374,7 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
     ASSIGN_OR_RETURN(std::unique_ptr<SpecSession> session,
                      SpecSession::Start({.target = target.get(),
                                          .drafter = c.drafter,
+                                         .drafter_in_target = c.in_target,
                                          .lookahead = f.lookahead,
                                          .k = c.k,
                                          .spec_cache = f.spec_cache,
@@ -394,7 +428,8 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
   // The tree configurations' draft side, over all categories: how many blocks were
   // trees, and how many were drafted past a tree in flight (pipelined trees).
   for (size_t c = 0; c < configurations.size(); ++c) {
-    if (!configurations[c].trees) continue;
+    // A drafter in the target keeps its counters there (its draft engine is the target's).
+    if (!configurations[c].trees || configurations[c].in_target) continue;
     const draft::DraftCounters counters = sessions[c]->Finish().counters;
     std::fprintf(
         stderr, "bench spec: %s: %llu blocks, %llu trees, %llu blocks drafted past a tree\n",

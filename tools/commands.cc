@@ -304,6 +304,10 @@ const cli::FlagTable& BenchSpecFlagTable() {
                   cli::IntRangeOf<int>()},
                  {"threads", "N", "1", "with --workload: the target's threads",
                   cli::IntRangeOf<int>()},
+                 {"draft-placement", "auto|target|workers", "auto",
+                  "with --workload: where each drafter runs, as serve's --draft-placement: "
+                  "target = inside the target worker (lookup, ngram), workers = a draft "
+                  "worker, auto = target for model-free drafters (what serve runs)"},
                  {"tree", "on|off", "off",
                   "with --workload: also run 'NAME tree k=K' and 'NAME tree auto' for the "
                   "drafters that propose trees (lookup, ngram, CPU model drafters): a block "

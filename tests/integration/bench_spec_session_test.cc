@@ -69,5 +69,42 @@ TEST(SpecSessionTest, OneSetOfWorkersServesEveryRequestOfItsSession) {
   EXPECT_EQ(after.status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// `bench spec --workload --draft-placement auto` runs lookup and ngram as serve does:
+// inside the target worker, with no draft worker at all.
+TEST(SpecSessionTest, AModelFreeDrafterInTheTargetDraftsWithoutADraftWorker) {
+  model::TinyModelOptions options;
+  options.weight_type = kernels::GgmlType::kQ8_0;
+  const std::string path =
+      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-spec-session-local.gguf";
+  ASSERT_TRUE(model::WriteTinyModel(options, path).ok());
+  struct Remove {
+    std::string path;
+    ~Remove() { std::remove(path.c_str()); }
+  } cleanup{path};
+  auto target = model::Transformer::Load(path, {.threads = 1});
+  ASSERT_TRUE(target.ok()) << target.status();
+  auto lookup = spec::MakeDrafter(*spec::ParseDrafterSpec("lookup", ""), "", nullptr,
+                                  (*target)->config().vocab_size, 1);
+  ASSERT_TRUE(lookup.ok()) << lookup.status();
+
+  auto plain = tools::SpecSession::Start({.target = target->get()});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  auto local = tools::SpecSession::Start(
+      {.target = target->get(), .drafter = lookup->get(), .drafter_in_target = true, .k = 3});
+  ASSERT_TRUE(local.ok()) << local.status();
+
+  // Repeated text: the lookup drafter finds the suffix earlier and proposes what followed it.
+  const std::vector<int32_t> prompt = {5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6};
+  constexpr int kTokens = 24;
+  auto want = (*plain)->Generate({.prompt = prompt, .max_tokens = kTokens});
+  ASSERT_TRUE(want.ok()) << want.status();
+  auto got = (*local)->Generate({.prompt = prompt, .max_tokens = kTokens});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->output, want->output);
+  EXPECT_GT(got->stats.verified(), 0u) << "the target drafted and verified its own proposals";
+  EXPECT_EQ(want->stats.verified(), 0u);
+  EXPECT_EQ((*local)->Finish().counters.blocks_sent, 0u) << "no draft worker";
+}
+
 }  // namespace
 }  // namespace splitspec
