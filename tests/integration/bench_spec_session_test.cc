@@ -20,30 +20,39 @@
 namespace splitspec {
 namespace {
 
-TEST(SpecSessionTest, OneSetOfWorkersServesEveryRequestOfItsSession) {
-  model::TinyModelOptions options;
-  options.weight_type = kernels::GgmlType::kQ8_0;
-  const std::string path =
-      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-spec-session.gguf";
-  ASSERT_TRUE(model::WriteTinyModel(options, path).ok());
-  struct Remove {
-    std::string path;
-    ~Remove() { std::remove(path.c_str()); }
-  } cleanup{path};
-  auto target = model::Transformer::Load(path, {.threads = 1});
-  ASSERT_TRUE(target.ok()) << target.status();
-  auto tokenizer = model::LoadTokenizerFromGguf((*target)->file());
+// A tiny Q8_0 target in a file of its own, removed with the fixture.
+class SpecSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model::TinyModelOptions options;
+    options.weight_type = kernels::GgmlType::kQ8_0;
+    path_ = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".gguf";
+    ASSERT_TRUE(model::WriteTinyModel(options, path_).ok());
+    auto target = model::Transformer::Load(path_, {.threads = 1});
+    ASSERT_TRUE(target.ok()) << target.status();
+    target_ = std::move(*target);
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+
+  std::string path_;
+  std::unique_ptr<model::Transformer> target_;
+};
+
+TEST_F(SpecSessionTest, OneSetOfWorkersServesEveryRequestOfItsSession) {
+  auto tokenizer = model::LoadTokenizerFromGguf(target_->file());
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   // The target as its own draft: a model drafter, one for both speculative sessions.
-  auto drafter = spec::MakeDrafter(*spec::ParseDrafterSpec("model", path), path, &*tokenizer,
-                                   (*target)->config().vocab_size, 1);
+  auto drafter = spec::MakeDrafter(*spec::ParseDrafterSpec("model", path_), path_, &*tokenizer,
+                                   target_->config().vocab_size, 1);
   ASSERT_TRUE(drafter.ok()) << drafter.status();
 
-  auto plain = tools::SpecSession::Start({.target = target->get()});
+  auto plain = tools::SpecSession::Start({.target = target_.get()});
   ASSERT_TRUE(plain.ok()) << plain.status();
-  auto fixed = tools::SpecSession::Start({.target = target->get(), .drafter = drafter->get(), .k = 2});
+  auto fixed =
+      tools::SpecSession::Start({.target = target_.get(), .drafter = drafter->get(), .k = 2});
   ASSERT_TRUE(fixed.ok()) << fixed.status();
-  auto policy = tools::SpecSession::Start({.target = target->get(), .drafter = drafter->get()});
+  auto policy = tools::SpecSession::Start({.target = target_.get(), .drafter = drafter->get()});
   ASSERT_TRUE(policy.ok()) << policy.status();
 
   const std::vector<std::vector<int32_t>> prompts = {{17, 42, 99}, {5, 6, 7, 8}, {250, 3}};
@@ -71,26 +80,15 @@ TEST(SpecSessionTest, OneSetOfWorkersServesEveryRequestOfItsSession) {
 
 // `bench spec --workload --draft-placement auto` runs lookup and ngram as serve does:
 // inside the target worker, with no draft worker at all.
-TEST(SpecSessionTest, AModelFreeDrafterInTheTargetDraftsWithoutADraftWorker) {
-  model::TinyModelOptions options;
-  options.weight_type = kernels::GgmlType::kQ8_0;
-  const std::string path =
-      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-spec-session-local.gguf";
-  ASSERT_TRUE(model::WriteTinyModel(options, path).ok());
-  struct Remove {
-    std::string path;
-    ~Remove() { std::remove(path.c_str()); }
-  } cleanup{path};
-  auto target = model::Transformer::Load(path, {.threads = 1});
-  ASSERT_TRUE(target.ok()) << target.status();
+TEST_F(SpecSessionTest, AModelFreeDrafterInTheTargetDraftsWithoutADraftWorker) {
   auto lookup = spec::MakeDrafter(*spec::ParseDrafterSpec("lookup", ""), "", nullptr,
-                                  (*target)->config().vocab_size, 1);
+                                  target_->config().vocab_size, 1);
   ASSERT_TRUE(lookup.ok()) << lookup.status();
 
-  auto plain = tools::SpecSession::Start({.target = target->get()});
+  auto plain = tools::SpecSession::Start({.target = target_.get()});
   ASSERT_TRUE(plain.ok()) << plain.status();
   auto local = tools::SpecSession::Start(
-      {.target = target->get(), .drafter = lookup->get(), .drafter_in_target = true, .k = 3});
+      {.target = target_.get(), .drafter = lookup->get(), .drafter_in_target = true, .k = 3});
   ASSERT_TRUE(local.ok()) << local.status();
 
   // Repeated text: the lookup drafter finds the suffix earlier and proposes what followed it.
