@@ -283,12 +283,15 @@ void DraftEngine::LearnFromOffWindow(RequestState& state, const proto::VerifyRes
     return;
   }
   // The target commits one token per plain step in the window, back to back:
-  // the time between two results is T(0) with no wait for the draft.
+  // the time between two results is T(0) per token they carry (several when the
+  // window's block asked for its tokens every window_result_tokens steps), with no
+  // wait for the draft.
   const absl::Time now = options_.clock();
-  state.acceptance.RecordPlainTokens(result.committed_tokens_size());
-  costs_.RecordPlainTokens(result.committed_tokens_size());  // the block costs fade too
-  if (state.last_result != absl::InfinitePast() && result.committed_tokens_size() == 1) {
-    verify_cost_->Record(0, absl::ToDoubleSeconds(now - state.last_result));
+  const int tokens = result.committed_tokens_size();
+  state.acceptance.RecordPlainTokens(tokens);
+  costs_.RecordPlainTokens(tokens);  // the block costs fade too
+  if (state.last_result != absl::InfinitePast() && tokens >= 1) {
+    verify_cost_->Record(0, absl::ToDoubleSeconds(now - state.last_result) / tokens);
   }
   state.last_result = now;
 }
@@ -524,6 +527,15 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state, std::vec
   if (tokens.empty() && alone_tokens > 1) {
     block.set_alone_tokens(static_cast<uint32_t>(alone_tokens));
     alone_until = static_cast<int>(state.context.size()) + alone_tokens;
+    // Shadow blocks are scored against each token; without them the window's
+    // tokens can come in bunches.
+    // The target sends one per step again in the window's last window_result_tokens
+    // positions: at least catch_up_tokens of them, where catch-up needs each token.
+    const bool shadows = options_.shadow_drafts && NextAction(state).shadow;
+    if (!shadows && options_.window_result_tokens > 1) {
+      block.set_window_result_tokens(static_cast<uint32_t>(
+          std::max(options_.window_result_tokens, options_.catch_up_tokens)));
+    }
   }
   for (const spec::SparseDistribution& row : q) net::SparseToProto(row, block.add_q());
   state.cache_base = static_cast<int>(state.context.size());

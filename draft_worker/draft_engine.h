@@ -146,6 +146,14 @@ struct DraftEngineOptions {
   // target as its own draft). Only near the end: on a CPU each caught-up token is
   // a draft forward beside the target on the memory bus. 0 turns it off.
   int catch_up_tokens = 8;
+  // In an off window with no shadow blocks to score (a model drafter), the target
+  // need send its tokens only every this many steps (DraftBlock.window_result_tokens;
+  // per step again in the window's last ones, where catch-up and the window's end
+  // need them): each result wakes this worker's thread, which on a CPU shares the
+  // cores the target decodes on, and on a network is a message per token for nothing.
+  // The block asks for max(this, catch_up_tokens), so the window's last catch_up_tokens
+  // steps still come one by one. 0 or 1: a result per step.
+  int window_result_tokens = 8;
   // The time source of every measurement above (block round trips, draft time
   // per token); tests inject a fake one.
   std::function<absl::Time()> clock = absl::Now;

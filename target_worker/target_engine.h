@@ -38,7 +38,10 @@
 // verified at position s: positions s + 1 .. s + N - 1 cost a plain decode step
 // each, with no wait for the draft; a draft block verified inside the window
 // ends it), or when it has waited `block_wait` (a lost block must not hang a
-// request).
+// request). In a window whose block set window_result_tokens M > 1 (a draft
+// that scores no shadow blocks), the draft gets one result per M of the target's
+// own tokens, and one per token in the window's last M positions; the
+// coordinator still gets every token as it is decided.
 //
 // Where p lives. By default the forward's logits come to the host and Verify
 // runs spec::VerifyBatch over host probabilities. After UseDeviceRows (a target
@@ -283,7 +286,10 @@ class TargetEngine {
   bool DecidesAlone(const TargetRequest& request, absl::Time now) const;
   // True if the unfed token waits (feed_wait) for the draft's next block.
   bool WaitsToFeed(const TargetRequest& request, absl::Time now) const;
-  void Report(TargetRequest& request, proto::VerifyResult result, std::vector<TargetEvent>* events);
+  // own_token: the target's own token (no block): in an off window that asked for it
+  // (DraftBlock.window_result_tokens) the draft's copy may be held and sent merged.
+  void Report(TargetRequest& request, proto::VerifyResult result, std::vector<TargetEvent>* events,
+              bool own_token = false);
   void ReapFinished();
   // Forgets a request's place in the KV schedule and its caches' accounting
   // (before the request is destroyed).

@@ -206,7 +206,9 @@ void TargetEngine::ResolveBlock(WorkItem& item, absl::Time now, std::vector<Targ
   const int k = block.tokens_size();
   if (k == 0 && block.alone_tokens() > 1) {
     const int64_t end = int64_t{block.start()} + block.alone_tokens();
-    request.DecideAloneUntil(static_cast<int>(std::min<int64_t>(end, int64_t{1} << 30)));
+    request.DecideAloneUntil(static_cast<int>(std::min<int64_t>(end, int64_t{1} << 30)),
+                             static_cast<int>(std::min<uint32_t>(block.window_result_tokens(),
+                                                                 block.alone_tokens())));
   } else if (k > 0) {
     request.EndAloneWindow();
   }
@@ -253,7 +255,7 @@ void TargetEngine::ResolveOwnToken(WorkItem& item, absl::Time now,
   ++counters_.own_tokens;
   Report(request,
          request.ApplyOutcome(nullptr, *item.outcome, std::nullopt, now, CommittedLogprobs(item)),
-         events);
+         events, /*own_token=*/true);
 }
 
 std::vector<spec::TokenLogprob> TargetEngine::CommittedLogprobs(const WorkItem& item) const {
@@ -271,7 +273,7 @@ std::vector<spec::TokenLogprob> TargetEngine::CommittedLogprobs(const WorkItem& 
 }
 
 void TargetEngine::Report(TargetRequest& request, proto::VerifyResult result,
-                          std::vector<TargetEvent>* events) {
+                          std::vector<TargetEvent>* events, bool own_token) {
   if (forward_cost_.measured()) {
     result.set_target_step_seconds(forward_cost_.BaseSeconds());
     result.set_target_verify_slope(forward_cost_.Slope());
@@ -279,12 +281,28 @@ void TargetEngine::Report(TargetRequest& request, proto::VerifyResult result,
   const std::string draft_peer = request.draft_worker_id() == 0
                                      ? std::string()
                                      : net::DraftPeerName(request.draft_worker_id());
+  // Whatever the draft was not told yet goes first: its results must stay contiguous.
+  auto flush_held = [&] {
+    if (std::optional<proto::VerifyResult> held = request.TakeHeldForDraft(); held.has_value())
+      events->push_back({*std::move(held), draft_peer, false});
+  };
   if (request.finished()) {
     // The coordinator gets the whole sequence, so a lost update never leaves a gap at the end.
     events->push_back({request.FullSequenceResult(), "", true});
-    if (!draft_peer.empty()) events->push_back({std::move(result), draft_peer, false});
+    if (!draft_peer.empty()) {
+      flush_held();
+      events->push_back({std::move(result), draft_peer, false});
+    }
     return;
   }
+  if (own_token && !draft_peer.empty() && request.HoldsForDraft()) {
+    // An off window whose draft asked for its tokens every window_result_tokens steps.
+    request.HoldForDraft(result);
+    events->push_back({std::move(result), "", true});
+    if (request.held_for_draft_tokens() >= request.window_result_tokens()) flush_held();
+    return;
+  }
+  if (!draft_peer.empty()) flush_held();
   events->push_back({std::move(result), draft_peer, true});
 }
 

@@ -130,7 +130,26 @@ void TargetRequest::SetDraftWorker(uint64_t draft_worker_id, const std::string& 
     draft_worker_id_ = draft_worker_id;
     blocks_.clear();
     alone_until_ = 0;  // the new draft worker decides when to speculate
+    window_result_tokens_ = 1;
+    held_for_draft_.reset();  // the new one starts from the Assignment's tokens
   }
+}
+
+void TargetRequest::HoldForDraft(const proto::VerifyResult& result) {
+  if (!held_for_draft_.has_value()) {
+    held_for_draft_ = result;
+    held_for_draft_->clear_logprobs();  // the draft reads no log-probabilities
+    held_for_draft_->clear_logprobs_start();
+    return;
+  }
+  proto::VerifyResult& held = *held_for_draft_;
+  held.mutable_committed_tokens()->Add(result.committed_tokens().begin(),
+                                       result.committed_tokens().end());
+  held.set_frontier(result.frontier());
+  held.set_epoch(result.epoch());
+  *held.mutable_stats() = result.stats();
+  held.set_target_step_seconds(result.target_step_seconds());
+  held.set_target_verify_slope(result.target_verify_slope());
 }
 
 proto::VerifyResult TargetRequest::ApplyOutcome(const proto::DraftBlock* block,

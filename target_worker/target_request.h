@@ -160,10 +160,38 @@ class TargetRequest {
   static constexpr int kFeedWaitsSkippedAfterMiss = 16;
   // The draft asked the target to decide the positions below `end` alone (an
   // empty block's alone_tokens: an off window); reset when the draft worker changes.
-  void DecideAloneUntil(int end) { alone_until_ = std::max(alone_until_, end); }
+  // result_tokens: the block's window_result_tokens (the draft's results in the window
+  // may be held and sent together, HoldsForDraft below).
+  void DecideAloneUntil(int end, int result_tokens = 1) {
+    alone_until_ = std::max(alone_until_, end);
+    window_result_tokens_ = std::max(1, result_tokens);
+  }
   // The draft sent a block again (it ended the window early): wait for its blocks.
-  void EndAloneWindow() { alone_until_ = 0; }
+  void EndAloneWindow() {
+    alone_until_ = 0;
+    window_result_tokens_ = 1;
+  }
   bool in_alone_window() const { return frontier() < alone_until_; }
+
+  // The draft's results in an off window whose block asked for them every
+  // window_result_tokens steps: a result of the target's own token is held (merged
+  // with those before it: tokens appended, the newest frontier, epoch, stats and
+  // cost line) while more than window_result_tokens positions of the window remain.
+  // The caller sends TakeHeldForDraft() once held_for_draft_tokens() reaches
+  // window_result_tokens(), and before any other result to the draft.
+  bool HoldsForDraft() const {
+    return window_result_tokens_ > 1 && alone_until_ - frontier() > window_result_tokens_;
+  }
+  void HoldForDraft(const proto::VerifyResult& result);
+  int held_for_draft_tokens() const {
+    return held_for_draft_.has_value() ? held_for_draft_->committed_tokens_size() : 0;
+  }
+  int window_result_tokens() const { return window_result_tokens_; }
+  std::optional<proto::VerifyResult> TakeHeldForDraft() {
+    std::optional<proto::VerifyResult> held = std::move(held_for_draft_);
+    held_for_draft_.reset();
+    return held;
+  }
 
   // --- feeding ---
   bool prefilling() const {
@@ -258,6 +286,8 @@ class TargetRequest {
   bool expects_block_to_feed_ = false;
   int feed_waits_to_skip_ = 0;
   int alone_until_ = 0;  // positions below it are decided without waiting for blocks
+  int window_result_tokens_ = 1;  // the off window's DraftBlock.window_result_tokens (>= 1)
+  std::optional<proto::VerifyResult> held_for_draft_;  // HoldForDraft's merged result
   bool resident_ = true;
   bool kv_waited_ = false;
 };

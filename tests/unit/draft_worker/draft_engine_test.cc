@@ -789,6 +789,58 @@ TEST_F(DraftEngineTest, TheDrafterPriorDecidesTheFirstBlock) {
   EXPECT_GT(light[0].tokens_size(), 1) << "k chosen at the prior's cost, not min_k";
 }
 
+// A drafter with no shadow blocks to score (a model) needs the target's tokens in
+// an off window only in bunches: its empty block asks for them every
+// window_result_tokens steps, and a result carrying several plain tokens moves it
+// along as their single results would.
+TEST_F(DraftEngineTest, AnOffWindowWithoutShadowBlocksTakesTheTargetsTokensInBunches) {
+  DraftEngineOptions options;
+  options.window_result_tokens = 4;
+  options.catch_up_tokens = 2;
+  std::vector<int32_t> committed;
+  uint64_t epoch;
+  const proto::DraftBlock off = OpenOffWindow(options, &committed, &epoch);
+  ASSERT_FALSE(HasFailure());
+  EXPECT_EQ(off.window_result_tokens(), 4u);
+  ASSERT_GT(off.alone_tokens(), 12u);
+  // The empty block's own result, then two bunches of 4 plain tokens.
+  committed.push_back(11);
+  ASSERT_EQ(engine_->OnResult(Result("r", ++epoch, {committed.back()},
+                                     static_cast<int>(committed.size()), off.block_sequence())),
+            ResultAction::kApplied);
+  for (int bunch = 0; bunch < 2; ++bunch) {
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < 4; ++i) {
+      tokens.push_back(static_cast<int32_t>((committed.size() * 7) % FakeDrafter::kVocab));
+      committed.push_back(tokens.back());
+    }
+    ASSERT_EQ(engine_->OnResult(Result("r", ++epoch, tokens, static_cast<int>(committed.size()))),
+              ResultAction::kApplied)
+        << "bunch " << bunch;
+    EXPECT_FALSE(engine_->HasWork()) << "bunch " << bunch << ": inside the window, nothing to do";
+  }
+  // A bunch that skips a token is a gap, as a lost single result would be.
+  EXPECT_EQ(engine_->OnResult(Result("r", ++epoch, {1, 2}, static_cast<int>(committed.size()) + 3)),
+            ResultAction::kNeedSync);
+}
+
+// Catch-up needs each of the window's last catch_up_tokens tokens: the block's
+// window_result_tokens (the single results at the window's end) is at least that.
+TEST_F(DraftEngineTest, AnOffWindowAsksForSingleResultsOverItsCatchUpChunk) {
+  DraftEngineOptions options;
+  options.window_result_tokens = 2;
+  options.catch_up_tokens = 6;
+  std::vector<int32_t> committed;
+  uint64_t epoch;
+  const proto::DraftBlock off = OpenOffWindow(options, &committed, &epoch);
+  ASSERT_FALSE(HasFailure());
+  EXPECT_EQ(off.window_result_tokens(), 6u);
+  engine_->Release("r");
+  options.window_result_tokens = 0;
+  EXPECT_EQ(OpenOffWindow(options, &committed, &epoch).window_result_tokens(), 0u)
+      << "0: a result per step";
+}
+
 // A drafter too costly for shadow blocks (a model) is fed the target's tokens
 // while the target decodes alone, but only near the window's end (a draft
 // model's forwards beside the target cost it memory bandwidth): none while more
@@ -860,6 +912,7 @@ TEST_F(DraftEngineTest, StaleOffWindowBlockOpensNoWindow) {
 TEST_F(DraftEngineGuardTest, AShadowThatProposesNothingIsNotRetriedAtTheSamePosition) {
   const proto::DraftBlock off = MakeAdaptiveWithShadowsOff();  // with its shadow Propose
   ASSERT_FALSE(HasFailure());
+  EXPECT_EQ(off.window_result_tokens(), 0u) << "shadow blocks are scored against each token";
   drafter_.ProposeNothingFor("r");
   ResolveWindowStart(off, /*match=*/false);
   for (int token = 0; token < 5; ++token) {

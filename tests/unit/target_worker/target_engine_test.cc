@@ -289,6 +289,72 @@ TEST_F(TargetEngineTest, OffWindowDecodesAloneOneForwardPerTokenThenWaitsAgain) 
   EXPECT_EQ(engine_->counters().own_tokens, 3u) << "the first was the empty block's";
 }
 
+// An off window whose block asked for the target's tokens every 4 steps
+// (window_result_tokens, a draft with no shadow blocks to score): the draft gets
+// them in bunches of 4, contiguous, and one per step in the window's last 4
+// positions; the coordinator still gets every token as it is decided.
+TEST_F(TargetEngineTest, AnOffWindowSendsTheDraftItsTokensEveryWindowResultTokensSteps) {
+  Make();
+  ASSERT_TRUE(Add(Assign("r", kPrompt, 20, kDraftWorker)).ok());
+  RunWhileWork();
+  const int f = static_cast<int>(kPrompt.size());
+  proto::DraftBlock off = Block("r", 0, f, {}, /*sequence=*/5);
+  off.set_alone_tokens(16);
+  off.set_window_result_tokens(4);
+  ASSERT_EQ(engine_->AddBlock(off, "draft"), BlockAdmission::kQueued);
+  std::vector<proto::VerifyResult> to_draft;
+  int coordinator_results = 0;
+  for (int i = 0; i < 40 && engine_->HasWork(now_); ++i) {
+    ASSERT_TRUE(Step().ok());
+    for (const TargetEvent& e : events_) {
+      if (e.result.request_id() != "r") continue;
+      if (e.to_coordinator) ++coordinator_results;
+      if (e.draft_peer == net::DraftPeerName(kDraftWorker)) to_draft.push_back(e.result);
+    }
+  }
+  const std::vector<int32_t> greedy = FakeLanguageModel::GreedyExtend(kPrompt, 16);
+  EXPECT_EQ(seen_["r"], greedy);
+  EXPECT_EQ(coordinator_results, 16) << "every token reaches the coordinator at once";
+  // The draft: the empty block's own result, four bunches' worth of the window's
+  // middle, then one per step in its last 4 positions; together every token, in order.
+  std::vector<int> sizes;
+  std::vector<int32_t> told(kPrompt.begin(), kPrompt.end());
+  for (const proto::VerifyResult& r : to_draft) {
+    EXPECT_EQ(r.frontier() - r.committed_tokens_size(), told.size()) << "a gap for the draft";
+    told.insert(told.end(), r.committed_tokens().begin(), r.committed_tokens().end());
+    sizes.push_back(r.committed_tokens_size());
+  }
+  EXPECT_EQ(told, greedy);
+  // Positions f + 1 .. f + 10 are held (more than 4 of the window's 16 remain after
+  // each), in bunches of 4, 4 and the 2 sent before position f + 11's own result;
+  // f + 11 .. f + 15 go one per step.
+  EXPECT_EQ(sizes, (std::vector<int>{1, 4, 4, 2, 1, 1, 1, 1, 1}));
+  EXPECT_FALSE(engine_->HasWork(now_)) << "after the window it waits for a block";
+}
+
+// Without window_result_tokens (a draft that scores shadow blocks) every token of
+// the window goes to the draft as it is decided.
+TEST_F(TargetEngineTest, AnOffWindowWithoutWindowResultTokensTellsTheDraftEveryToken) {
+  Make();
+  ASSERT_TRUE(Add(Assign("r", kPrompt, 20, kDraftWorker)).ok());
+  RunWhileWork();
+  const int f = static_cast<int>(kPrompt.size());
+  proto::DraftBlock off = Block("r", 0, f, {}, /*sequence=*/5);
+  off.set_alone_tokens(8);
+  ASSERT_EQ(engine_->AddBlock(off, "draft"), BlockAdmission::kQueued);
+  int to_draft = 0;
+  for (int i = 0; i < 40 && engine_->HasWork(now_); ++i) {
+    ASSERT_TRUE(Step().ok());
+    for (const TargetEvent& e : events_) {
+      if (e.result.request_id() != "r" || e.draft_peer != net::DraftPeerName(kDraftWorker))
+        continue;
+      ++to_draft;
+      EXPECT_EQ(e.result.committed_tokens_size(), 1);
+    }
+  }
+  EXPECT_EQ(to_draft, 8);
+}
+
 // A new draft worker decides for itself whether to speculate: a reassignment
 // closes the window the old one opened.
 TEST_F(TargetEngineTest, ReassignmentClosesTheOffWindow) {
