@@ -10,7 +10,7 @@
 // greedy decode, and the bench fails if any configuration's output differs
 // from target-only's), once per configuration:
 //   target-only       the target alone
-//   NAME k=K          drafter NAME with a fixed k (each K of --k)
+//   NAME k=K          drafter NAME with a fixed k (each K of --k; `--k auto`: none)
 //   NAME auto         drafter NAME with the speculation policy (draft_k 0)
 //   NAME tree k=K     with --tree on, for drafters that propose trees (lookup, ngram,
 //                     model drafters on the CPU: self, layerskip, model:PATH):
@@ -136,10 +136,11 @@ absl::StatusOr<WorkloadBenchFlags> ParseWorkloadFlags(const CommandArgs& argv) {
   if (args.Has("k")) {
     f.ks.clear();
     for (absl::string_view part : absl::StrSplit(args.GetString("k", ""), ',', absl::SkipEmpty())) {
+      if (part == "auto") continue;  // the policy's rows run anyway: `--k auto` keeps only them
       int k = 0;
       if (!absl::SimpleAtoi(part, &k) || k < 1 || k > 16) {
         return absl::InvalidArgumentError(
-            absl::StrCat("--k: each K must be an integer in [1, 16], got '", part, "'"));
+            absl::StrCat("--k: each K must be an integer in [1, 16] or auto, got '", part, "'"));
       }
       f.ks.push_back(k);
     }

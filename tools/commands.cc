@@ -269,8 +269,11 @@ const cli::FlagTable& BenchSpecFlagTable() {
        .flags = {{"model", "PATH", kDefaultModel, "the model's GGUF"},
                  {"max-tokens", "N", "128", "tokens per run, in [8, 2048]",
                   cli::IntRangeOf<int>()},
-                 {"k", "K", "4", "draft tokens per block, in [1, 16]",
-                  cli::IntRangeOf<int>()},
+                 // Not an int_range: with --workload the value is a list (or auto);
+                 // without it GetInt reads it and refuses what is not an int.
+                 {"k", "K|LIST", "4",
+                  "draft tokens per block, in [1, 16] (with --workload a list K[,K..]: one "
+                  "fixed-k row per K beside each drafter's auto row; auto: the auto rows only)"},
                  {"layerskip", "L", "24", "the layers the layerskip drafter keeps",
                   cli::IntRangeOf<int>()},
                  {"drafters", "LIST", "ngram,layerskip,self",

@@ -4,7 +4,9 @@
 // are the ratios of the rows' own tok/s; the text mode prints the same summary; the
 // flag is refused outside [0, 100] and without --workload. And the bench's runner,
 // RunSpecGeneration, really guides: the companion is fed, greedy guided speculation
-// gives the guided target-only tokens, and guidance changes them.
+// gives the guided target-only tokens, and guidance changes them. Also the workload's
+// other flags on the same tiny model: --k lists and auto, --rounds (each ratio's range
+// over the passes) and --draft-placement.
 #include <unistd.h>
 
 #include <cstdio>
@@ -115,6 +117,51 @@ TEST(BenchSpecGuidanceTest, JsonRowsAndPerCategorySummaryOfTheSameRun) {
       EXPECT_NEAR(Number(gain, name), want, 0.01 * want) << lines[i];
     }
   }
+}
+
+TEST(BenchSpecWorkloadFlagsTest, KListsAutoRoundsAndPlacement) {
+  const std::string model = WriteChatModel(), workload = WriteWorkload();
+  const RemovedAtExit cleanup{{model, workload}};
+  auto rows = [&](const std::vector<std::string>& flags) {
+    std::vector<std::string> args = {"--workload", workload, "--model", model, "--json"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    ::testing::internal::CaptureStdout();
+    const int code = tools::RunBenchSpec(args);
+    const std::string out = ::testing::internal::GetCapturedStdout();
+    EXPECT_EQ(code, 0) << out;
+    std::vector<Struct> parsed;
+    for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty()))
+      parsed.push_back(ParseJson(std::string(line)));
+    return parsed;
+  };
+  // Two fixed k rows and the auto row per category, over two passes: every ratio
+  // lies within its passes' range.
+  const std::vector<Struct> listed =
+      rows({"--drafters", "ngram", "--k", "2,3", "--rounds", "2", "--limit", "1"});
+  ASSERT_EQ(listed.size(), 8u);
+  const std::vector<std::string> want = {"target-only", "ngram k=2", "ngram k=3", "ngram auto"};
+  for (size_t i = 0; i < listed.size(); ++i) {
+    EXPECT_EQ(listed[i].fields().at("configuration").string_value(), want[i % 4]);
+    EXPECT_LE(Number(listed[i], "ratio_low"), Number(listed[i], "ratio_to_target_only") + 1e-3);
+    EXPECT_GE(Number(listed[i], "ratio_high"), Number(listed[i], "ratio_to_target_only") - 1e-3);
+  }
+  // auto: the policy's rows only.
+  const std::vector<Struct> auto_only =
+      rows({"--drafters", "ngram", "--k", "auto", "--limit", "1", "--draft-placement", "workers"});
+  ASSERT_EQ(auto_only.size(), 4u);
+  EXPECT_EQ(auto_only[1].fields().at("configuration").string_value(), "ngram auto");
+
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(tools::RunBenchSpec({"--workload", workload, "--model", model, "--drafters", "self",
+                                 "--draft-placement", "target"}),
+            2);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(),
+            "splitspec bench spec: --draft-placement target: drafter 'self' needs a model, which "
+            "runs in a draft worker (target runs lookup and ngram only)\n");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(tools::RunBenchSpec({"--workload", workload, "--model", model, "--k", "0"}), 2);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(),
+            "splitspec bench spec: --k: each K must be an integer in [1, 16] or auto, got '0'\n");
 }
 
 TEST(BenchSpecGuidanceTest, TextModePrintsTheSummary) {
