@@ -381,24 +381,6 @@ std::map<std::vector<int32_t>, double> ExactContinuationLaw(
   return law;
 }
 
-spec::testing::ChiSquareResult LawTest(const std::map<std::vector<int32_t>, double>& law,
-                                       std::map<std::vector<int32_t>, int64_t> seen) {
-  std::vector<int64_t> counts;
-  std::vector<double> expected;
-  for (const auto& [continuation, p] : law) {
-    const auto it = seen.find(continuation);
-    counts.push_back(it == seen.end() ? 0 : it->second);
-    expected.push_back(p);
-    if (it != seen.end()) seen.erase(it);
-  }
-  // A continuation outside the law's support: a cell of probability 0 (p-value 0).
-  int64_t outside = 0;
-  for (const auto& [continuation, n] : seen) outside += n;
-  counts.push_back(outside);
-  expected.push_back(0.0);
-  return spec::testing::ChiSquareTest(counts, expected);
-}
-
 // Pipelined trees under sampling (issue 30): the draft worker drafts the next block
 // past a tree's first path while the tree is verified (draft_worker/draft_engine.h,
 // "Trees"); the target keeps that block only when it accepts the whole first path (the
@@ -463,9 +445,10 @@ void ExpectPipelinedTreesKeepTheLaw(model::Transformer& target, spec::Drafter& d
         tree_steps += r.stats.tree_steps();
       }
     }
-    const spec::testing::ChiSquareResult result = LawTest(law, seen);
+    const spec::testing::ChiSquareResult result = spec::testing::ChiSquareTestAgainstLaw(law, seen);
     spec::testing::PrintChiSquare(label + ", draw " + std::to_string(d), result);
-    const spec::testing::ChiSquareResult wrong = LawTest(wrong_law, seen);
+    const spec::testing::ChiSquareResult wrong =
+        spec::testing::ChiSquareTestAgainstLaw(wrong_law, seen);
     spec::testing::PrintChiSquare("  the same counts vs the wrong rule's law", wrong);
     EXPECT_LT(wrong.p_value, 1e-3) << label << ": the harness cannot tell the wrong rule";
     return result.p_value > 1e-3;

@@ -148,24 +148,6 @@ std::vector<std::vector<int32_t>> RunAll(net::RequestClient& client,
   return results;
 }
 
-spec::testing::ChiSquareResult LawTest(const std::map<std::vector<int32_t>, double>& law,
-                                    std::map<std::vector<int32_t>, int64_t> seen) {
-  std::vector<int64_t> counts;
-  std::vector<double> expected;
-  for (const auto& [sequence, p] : law) {
-    counts.push_back(seen.count(sequence) ? seen[sequence] : 0);
-    expected.push_back(p);
-    seen.erase(sequence);
-  }
-  int64_t outside = 0;
-  for (const auto& [sequence, n] : seen) outside += n;
-  if (outside > 0) {  // continuations the law gives probability 0
-    counts.push_back(outside);
-    expected.push_back(0.0);
-  }
-  return spec::testing::ChiSquareTest(counts, expected);
-}
-
 TEST(PipelineGuidanceTest, GuidedTokensFollowTheGuidedLawWithAndWithoutSpeculation) {
   Fixture f;
   ASSERT_NO_FATAL_FAILURE(f.Load());
@@ -221,11 +203,11 @@ TEST(PipelineGuidanceTest, GuidedTokensFollowTheGuidedLawWithAndWithoutSpeculati
         EXPECT_EQ(tokens.size(), static_cast<size_t>(kTokens));
         ++seen[tokens];
       }
-      const auto result = LawTest(law, seen);
+      const auto result = spec::testing::ChiSquareTestAgainstLaw(law, seen);
       spec::testing::PrintChiSquare(
           absl::StrCat("pipeline guided s=1.5, ", setups[s].name, ", draw ", d), result);
       passed &= result.p_value > 1e-3 / setups.size();
-      const auto wrong = LawTest(wrong_law, seen);
+      const auto wrong = spec::testing::ChiSquareTestAgainstLaw(wrong_law, seen);
       spec::testing::PrintChiSquare("  the same counts vs the wrong combination", wrong);
       EXPECT_LT(wrong.p_value, 1e-3) << setups[s].name << ": the harness cannot tell";
       if (setups[s].drafter != "none") {  // speculation really ran, both ways

@@ -1,5 +1,6 @@
 #include "tests/testing/chi_square.h"
 
+#include <map>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -23,6 +24,24 @@ TEST(ChiSquareTest, UpperTailMatchesTables) {
 TEST(ChiSquareTest, ObservationInZeroProbabilityCellFails) {
   const ChiSquareResult r = ChiSquareTest({10, 10, 1}, {0.5, 0.5, 0.0});
   EXPECT_EQ(r.p_value, 0.0);
+}
+
+// Against a law over sequences: the cells are the law's, missing sequences count 0,
+// and the result is ChiSquareTest's on those cells.
+TEST(ChiSquareTest, AgainstLawCountsTheLawsCellsInOrder) {
+  const std::map<std::vector<int32_t>, double> law = {{{1, 2}, 0.5}, {{1, 3}, 0.3}, {{4}, 0.2}};
+  const ChiSquareResult r = ChiSquareTestAgainstLaw(law, {{{1, 2}, 60}, {{4}, 40}});
+  const ChiSquareResult want = ChiSquareTest({60, 0, 40}, {0.5, 0.3, 0.2});
+  EXPECT_EQ(r.statistic, want.statistic);
+  EXPECT_EQ(r.dof, want.dof);
+  EXPECT_EQ(r.p_value, want.p_value);
+  EXPECT_LT(r.p_value, 1e-3);  // 0 of an expected 30 in {1, 3}
+}
+
+TEST(ChiSquareTest, AgainstLawASequenceOutsideTheSupportFails) {
+  const std::map<std::vector<int32_t>, double> law = {{{1}, 0.5}, {{2}, 0.5}};
+  EXPECT_GT(ChiSquareTestAgainstLaw(law, {{{1}, 50}, {{2}, 50}}).p_value, 0.5);
+  EXPECT_EQ(ChiSquareTestAgainstLaw(law, {{{1}, 50}, {{2}, 50}, {{3}, 1}}).p_value, 0.0);
 }
 
 // Draws `trials` tokens from `weights` with the Philox stream of the test's seeds;
