@@ -18,6 +18,7 @@
 #include "runtime/spec/ngram_drafter.h"
 #include "runtime/spec/sampling.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
+#include "tests/integration/in_process_pipeline.h"
 #include "tests/integration/plain_greedy.h"
 #include "tests/testing/chi_square.h"
 #include "tests/testing/tiny_model.h"
@@ -100,10 +101,8 @@ void ExpectContinuationsFollowTheTarget(proto::VerifyMode mode, bool spec_cache,
   options.draft_engine.spec_cache = spec_cache;
   options.draft_engine.cache.correction_candidates = 3;  // the rest of a top-4 support
   options.draft_engine.trees = trees;                     // --tree auto
-  auto cluster = tools::InProcessCluster::Start(options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
-  ASSERT_TRUE(client.ok());
+  auto pipeline = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
 
   spec::SamplingParams params;
   params.temperature = 1.0f;
@@ -131,18 +130,18 @@ void ExpectContinuationsFollowTheTarget(proto::VerifyMode mode, bool spec_cache,
         submit.mutable_params()->set_max_tokens(2);
         submit.set_verify_mode(mode);
         submit.set_draft_k(3);
-        EXPECT_TRUE((*client)->Submit(submit).ok());
+        EXPECT_TRUE(pipeline->client->Submit(submit).ok());
         ids.push_back(submit.request_id());
       }
       for (int round = 0; round < 4000; ++round) {
         bool done = true;
-        for (const std::string& id : ids) done &= (*client)->Done(id);
+        for (const std::string& id : ids) done &= pipeline->client->Done(id);
         if (done) break;
-        EXPECT_TRUE((*client)->Poll(absl::Milliseconds(20)).ok());
+        EXPECT_TRUE(pipeline->client->Poll(absl::Milliseconds(20)).ok());
       }
       for (const std::string& id : ids) {
-        EXPECT_TRUE((*client)->Done(id)) << id;
-        const net::GenerationResult& r = (*client)->Result(id);
+        EXPECT_TRUE(pipeline->client->Done(id)) << id;
+        const net::GenerationResult& r = pipeline->client->Result(id);
         EXPECT_EQ(r.tokens.size(), 2u) << id << " " << r.error;
         if (r.tokens.size() != 2u) return false;
         ++seen[{r.tokens[0], r.tokens[1]}];
@@ -177,8 +176,8 @@ void ExpectContinuationsFollowTheTarget(proto::VerifyMode mode, bool spec_cache,
   EXPECT_LT(accepted, verified)
       << "the draft was always accepted: the test did not exercise the residual";
   if (spec_cache) {
-    (*cluster)->KillDraftWorker();
-    const spec::SpeculationCacheCounters cache = (*cluster)->CacheCountersAfterKill();
+    pipeline->cluster->KillDraftWorker();
+    const spec::SpeculationCacheCounters cache = pipeline->cluster->CacheCountersAfterKill();
     std::printf("%s: %llu of %llu lookups hit (%llu partial)\n", label.c_str(),
                 static_cast<unsigned long long>(cache.hits + cache.partial_hits),
                 static_cast<unsigned long long>(cache.lookups),
@@ -237,10 +236,8 @@ void ExpectTargetsLookupKeepsTheLaw(model::Transformer& target, const std::vecto
   options.target_drafter = &lookup;  // no draft worker: the target drafts
   options.draft_engine.default_k = 3;
   options.draft_engine.trees = expect_trees;  // --tree auto; off (chains) is the default
-  auto cluster = tools::InProcessCluster::Start(options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
-  ASSERT_TRUE(client.ok());
+  auto pipeline = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   constexpr int kSamples = 2000;
   uint64_t drafted = 0, accepted = 0, verified = 0, tree_steps = 0;
   const auto draw = [&](int d) {
@@ -258,18 +255,18 @@ void ExpectTargetsLookupKeepsTheLaw(model::Transformer& target, const std::vecto
         submit.mutable_params()->set_max_tokens(2);
         submit.set_verify_mode(proto::VERIFY_MODE_REJECTION);
         submit.set_draft_k(3);
-        EXPECT_TRUE((*client)->Submit(submit).ok());
+        EXPECT_TRUE(pipeline->client->Submit(submit).ok());
         ids.push_back(submit.request_id());
       }
       for (int round = 0; round < 4000; ++round) {
         bool done = true;
-        for (const std::string& id : ids) done &= (*client)->Done(id);
+        for (const std::string& id : ids) done &= pipeline->client->Done(id);
         if (done) break;
-        EXPECT_TRUE((*client)->Poll(absl::Milliseconds(20)).ok());
+        EXPECT_TRUE(pipeline->client->Poll(absl::Milliseconds(20)).ok());
       }
       for (const std::string& id : ids) {
-        EXPECT_TRUE((*client)->Done(id)) << id;
-        const net::GenerationResult& r = (*client)->Result(id);
+        EXPECT_TRUE(pipeline->client->Done(id)) << id;
+        const net::GenerationResult& r = pipeline->client->Result(id);
         EXPECT_EQ(r.tokens.size(), 2u) << id << " " << r.error;
         if (r.tokens.size() != 2u) return false;
         ++seen[{r.tokens[0], r.tokens[1]}];
@@ -403,10 +400,8 @@ void ExpectPipelinedTreesKeepTheLaw(model::Transformer& target, spec::Drafter& d
   options.draft_engine.lookahead_blocks = 2;   // trees may be pipelined
   options.data_faults = net::FaultOptions{
       .delay_probability = 1.0, .max_delay = absl::Milliseconds(12), .seed = 11};
-  auto cluster = tools::InProcessCluster::Start(options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
-  ASSERT_TRUE(client.ok());
+  auto pipeline = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   constexpr int kSamples = 2000;
   constexpr int kBatch = 50;  // within the target's 64 requests
   uint64_t accepted = 0, verified = 0, tree_steps = 0;
@@ -425,18 +420,18 @@ void ExpectPipelinedTreesKeepTheLaw(model::Transformer& target, spec::Drafter& d
         submit.mutable_params()->set_max_tokens(tokens);
         submit.set_verify_mode(proto::VERIFY_MODE_REJECTION);
         submit.set_draft_k(k);
-        EXPECT_TRUE((*client)->Submit(submit).ok());
+        EXPECT_TRUE(pipeline->client->Submit(submit).ok());
         ids.push_back(submit.request_id());
       }
       for (int round = 0; round < 4000; ++round) {
         bool done = true;
-        for (const std::string& id : ids) done &= (*client)->Done(id);
+        for (const std::string& id : ids) done &= pipeline->client->Done(id);
         if (done) break;
-        EXPECT_TRUE((*client)->Poll(absl::Milliseconds(20)).ok());
+        EXPECT_TRUE(pipeline->client->Poll(absl::Milliseconds(20)).ok());
       }
       for (const std::string& id : ids) {
-        EXPECT_TRUE((*client)->Done(id)) << id;
-        const net::GenerationResult& r = (*client)->Result(id);
+        EXPECT_TRUE(pipeline->client->Done(id)) << id;
+        const net::GenerationResult& r = pipeline->client->Result(id);
         EXPECT_EQ(r.tokens.size(), static_cast<size_t>(tokens)) << id << " " << r.error;
         if (r.tokens.size() != static_cast<size_t>(tokens)) return false;
         ++seen[r.tokens];
@@ -454,8 +449,8 @@ void ExpectPipelinedTreesKeepTheLaw(model::Transformer& target, spec::Drafter& d
     return result.p_value > 1e-3;
   };
   EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));
-  (*cluster)->KillDraftWorker();
-  const draft::DraftCounters counters = (*cluster)->DraftCountersAfterKill();
+  pipeline->cluster->KillDraftWorker();
+  const draft::DraftCounters counters = pipeline->cluster->DraftCountersAfterKill();
   std::printf("%s: %llu tree blocks, %llu blocks past trees, %llu tree steps, %llu of %llu "
               "draft tokens accepted\n",
               label.c_str(), static_cast<unsigned long long>(counters.tree_blocks_sent),
@@ -587,10 +582,8 @@ TEST(PipelineFaultTest, GreedyOutputSurvivesDropsDelaysAndReorders) {
                                           .max_delay = absl::Milliseconds(5),
                                           .reorder_probability = 0.15,
                                           .seed = 99};
-  auto cluster = tools::InProcessCluster::Start(options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
-  ASSERT_TRUE(client.ok());
+  auto pipeline = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   const std::vector<std::vector<int32_t>> prompts = {
       {3, 4, 5}, {250, 1, 250, 1}, {77}, {9, 9, 9, 9, 9, 9}};
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -601,19 +594,20 @@ TEST(PipelineFaultTest, GreedyOutputSurvivesDropsDelaysAndReorders) {
     submit.mutable_params()->set_max_tokens(40);
     submit.set_verify_mode(proto::VERIFY_MODE_GREEDY);
     submit.set_draft_k(4);
-    ASSERT_TRUE((*client)->Submit(submit).ok());
+    ASSERT_TRUE(pipeline->client->Submit(submit).ok());
   }
   for (int round = 0; round < 3000; ++round) {
     bool done = true;
     for (size_t i = 0; i < prompts.size(); ++i)
-      done &= (*client)->Done("fault-" + std::to_string(i));
+      done &= pipeline->client->Done("fault-" + std::to_string(i));
     if (done) break;
-    ASSERT_TRUE((*client)->Poll(absl::Milliseconds(20)).ok());
+    ASSERT_TRUE(pipeline->client->Poll(absl::Milliseconds(20)).ok());
   }
   for (size_t i = 0; i < prompts.size(); ++i) {
     const std::string id = "fault-" + std::to_string(i);
-    ASSERT_TRUE((*client)->Done(id)) << id << " hung";
-    EXPECT_EQ((*client)->Result(id).tokens, testing::PlainGreedy(**target, prompts[i], 40)) << id;
+    ASSERT_TRUE(pipeline->client->Done(id)) << id << " hung";
+    EXPECT_EQ(pipeline->client->Result(id).tokens, testing::PlainGreedy(**target, prompts[i], 40))
+        << id;
   }
 }
 

@@ -23,6 +23,7 @@
 #include "runtime/spec/drafter_factory.h"
 #include "runtime/spec/sampling.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
+#include "tests/integration/in_process_pipeline.h"
 #include "tests/testing/chi_square.h"
 #include "tests/testing/tiny_model_pair.h"
 #include "tools/cluster/in_process_cluster.h"
@@ -118,36 +119,6 @@ proto::SubmitRequest GuidedSubmit(const std::string& id, const spec::SamplingPar
   return submit;
 }
 
-// Submits in waves of 50 and returns each request's tokens, in order.
-// `stats` (nullable) sums the requests' speculation stats.
-std::vector<std::vector<int32_t>> RunAll(net::RequestClient& client,
-                                         const std::vector<proto::SubmitRequest>& submits,
-                                         proto::SpecStats* stats = nullptr) {
-  std::vector<std::vector<int32_t>> results;
-  for (size_t first = 0; first < submits.size(); first += 50) {
-    const size_t last = std::min(submits.size(), first + 50);
-    for (size_t i = first; i < last; ++i) EXPECT_TRUE(client.Submit(submits[i]).ok());
-    for (int round = 0; round < 6000; ++round) {
-      bool done = true;
-      for (size_t i = first; i < last; ++i) done &= client.Done(submits[i].request_id());
-      if (done) break;
-      EXPECT_TRUE(client.Poll(absl::Milliseconds(20)).ok());
-    }
-    for (size_t i = first; i < last; ++i) {
-      const std::string& id = submits[i].request_id();
-      EXPECT_TRUE(client.Done(id)) << id << " hung";
-      const net::GenerationResult& r = client.Result(id);
-      EXPECT_NE(r.finish_reason, proto::FINISH_REASON_ERROR) << id << ": " << r.error;
-      results.push_back(r.tokens);
-      if (stats != nullptr) {
-        stats->set_verified(stats->verified() + r.stats.verified());
-        stats->set_accepted(stats->accepted() + r.stats.accepted());
-      }
-    }
-  }
-  return results;
-}
-
 TEST(PipelineGuidanceTest, GuidedTokensFollowTheGuidedLawWithAndWithoutSpeculation) {
   Fixture f;
   ASSERT_NO_FATAL_FAILURE(f.Load());
@@ -156,10 +127,8 @@ TEST(PipelineGuidanceTest, GuidedTokensFollowTheGuidedLawWithAndWithoutSpeculati
   tools::InProcessClusterOptions options;
   options.target = f.target.get();
   options.drafter = drafter->get();
-  auto cluster = tools::InProcessCluster::Start(options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
-  ASSERT_TRUE(client.ok());
+  auto pipeline = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
 
   spec::SamplingParams params;
   params.temperature = 1.0f;
@@ -199,7 +168,8 @@ TEST(PipelineGuidanceTest, GuidedTokensFollowTheGuidedLawWithAndWithoutSpeculati
       }
       std::map<std::vector<int32_t>, int64_t> seen;
       proto::SpecStats stats;
-      for (const std::vector<int32_t>& tokens : RunAll(**client, submits, &stats)) {
+      for (const std::vector<int32_t>& tokens :
+           testing::CollectTokens(*pipeline->client, submits, &stats)) {
         EXPECT_EQ(tokens.size(), static_cast<size_t>(kTokens));
         ++seen[tokens];
       }
@@ -257,10 +227,8 @@ TEST(PipelineGuidanceTest, GreedyGuidedSpeculativeEqualsGreedyGuidedPlainForEver
     tools::InProcessClusterOptions options;
     options.target = f.target.get();
     options.drafter = *drafter ? drafter->get() : ngram->get();  // "none" goes by the request
-    auto cluster = tools::InProcessCluster::Start(options);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
-    ASSERT_TRUE(client.ok());
+    auto pipeline = testing::StartPipelineWithClient(options);
+    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
     spec::SamplingParams params;
     params.temperature = 0.0f;
     params.guidance_scale = 2.0f;
@@ -270,7 +238,7 @@ TEST(PipelineGuidanceTest, GreedyGuidedSpeculativeEqualsGreedyGuidedPlainForEver
                                      proto::VERIFY_MODE_GREEDY, k,
                                      name == std::string("none") ? "none" : "", kNew));
     }
-    for (const std::vector<int32_t>& tokens : RunAll(**client, submits)) {
+    for (const std::vector<int32_t>& tokens : testing::CollectTokens(*pipeline->client, submits)) {
       EXPECT_EQ(tokens, plain);
     }
   }
@@ -293,10 +261,8 @@ TEST(PipelineGuidanceTest, ScaleOneGivesBitwiseTheTokensOfAnUnguidedRequest) {
   options.target = f.target.get();
   options.drafter = drafter->get();
   options.draft_engine.lookahead_blocks = 1;
-  auto cluster = tools::InProcessCluster::Start(options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
-  ASSERT_TRUE(client.ok());
+  auto pipeline = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   struct Setup {
     proto::VerifyMode mode;
     int k;
@@ -327,8 +293,8 @@ TEST(PipelineGuidanceTest, ScaleOneGivesBitwiseTheTokensOfAnUnguidedRequest) {
   }
   std::vector<std::vector<int32_t>> got_guided, got_plain;
   for (size_t i = 0; i < guided.size(); ++i) {
-    got_guided.push_back(RunAll(**client, {guided[i]})[0]);
-    got_plain.push_back(RunAll(**client, {plain[i]})[0]);
+    got_guided.push_back(testing::CollectTokens(*pipeline->client, {guided[i]})[0]);
+    got_plain.push_back(testing::CollectTokens(*pipeline->client, {plain[i]})[0]);
   }
   std::set<std::vector<int32_t>> distinct;
   for (size_t i = 0; i < got_guided.size(); ++i) {

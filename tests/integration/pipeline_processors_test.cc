@@ -28,6 +28,7 @@
 #include "runtime/spec/drafter_factory.h"
 #include "runtime/spec/logits_pipeline.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
+#include "tests/integration/in_process_pipeline.h"
 #include "tests/testing/chi_square.h"
 #include "tests/testing/tiny_model_pair.h"
 #include "tools/cluster/in_process_cluster.h"
@@ -150,35 +151,6 @@ proto::SubmitRequest Submit(const std::string& id, const spec::SamplingParams& p
   return submit;
 }
 
-// Submits in waves of 50 and returns each request's tokens, in order.
-std::vector<std::vector<int32_t>> RunAll(net::RequestClient& client,
-                                         const std::vector<proto::SubmitRequest>& submits,
-                                         proto::SpecStats* stats = nullptr) {
-  std::vector<std::vector<int32_t>> results;
-  for (size_t first = 0; first < submits.size(); first += 50) {
-    const size_t last = std::min(submits.size(), first + 50);
-    for (size_t i = first; i < last; ++i) EXPECT_TRUE(client.Submit(submits[i]).ok());
-    for (int round = 0; round < 6000; ++round) {
-      bool done = true;
-      for (size_t i = first; i < last; ++i) done &= client.Done(submits[i].request_id());
-      if (done) break;
-      EXPECT_TRUE(client.Poll(absl::Milliseconds(20)).ok());
-    }
-    for (size_t i = first; i < last; ++i) {
-      const std::string& id = submits[i].request_id();
-      EXPECT_TRUE(client.Done(id)) << id << " hung";
-      const net::GenerationResult& r = client.Result(id);
-      EXPECT_NE(r.finish_reason, proto::FINISH_REASON_ERROR) << id << ": " << r.error;
-      results.push_back(r.tokens);
-      if (stats != nullptr) {
-        stats->set_verified(stats->verified() + r.stats.verified());
-        stats->set_accepted(stats->accepted() + r.stats.accepted());
-      }
-    }
-  }
-  return results;
-}
-
 TEST(PipelineProcessorsTest, ProcessedTokensFollowTheProcessedLawWithAndWithoutSpeculation) {
   Fixture f;
   ASSERT_NO_FATAL_FAILURE(f.Load());
@@ -187,10 +159,8 @@ TEST(PipelineProcessorsTest, ProcessedTokensFollowTheProcessedLawWithAndWithoutS
   tools::InProcessClusterOptions options;
   options.target = f.target.get();
   options.drafter = drafter->get();
-  auto cluster = tools::InProcessCluster::Start(options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
-  ASSERT_TRUE(client.ok());
+  auto pipeline = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
 
   const spec::SamplingParams params = ProcessedParams(*f.target, 1.0f);
   const auto law = ExactLaw(*f.target, params, /*blind=*/false);
@@ -220,7 +190,8 @@ TEST(PipelineProcessorsTest, ProcessedTokensFollowTheProcessedLawWithAndWithoutS
       }
       std::map<std::vector<int32_t>, int64_t> seen;
       proto::SpecStats stats;
-      for (const std::vector<int32_t>& tokens : RunAll(**client, submits, &stats)) {
+      for (const std::vector<int32_t>& tokens :
+           testing::CollectTokens(*pipeline->client, submits, &stats)) {
         EXPECT_EQ(tokens.size(), static_cast<size_t>(kTokens));
         ++seen[tokens];
       }
@@ -277,16 +248,14 @@ TEST(PipelineProcessorsTest, GreedySpeculativeEqualsGreedyPlainForEveryDrafter) 
     tools::InProcessClusterOptions options;
     options.target = f.target.get();
     options.drafter = *drafter ? drafter->get() : ngram->get();  // "none" goes by the request
-    auto cluster = tools::InProcessCluster::Start(options);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
-    ASSERT_TRUE(client.ok());
+    auto pipeline = testing::StartPipelineWithClient(options);
+    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
     std::vector<proto::SubmitRequest> submits;
     for (int k : {1, 3}) {
       submits.push_back(Submit(absl::StrCat(name, "-k", k), params, proto::VERIFY_MODE_GREEDY, k,
                                name == std::string("none") ? "none" : "", kNew));
     }
-    for (const std::vector<int32_t>& tokens : RunAll(**client, submits)) {
+    for (const std::vector<int32_t>& tokens : testing::CollectTokens(*pipeline->client, submits)) {
       EXPECT_EQ(tokens, plain);
     }
   }

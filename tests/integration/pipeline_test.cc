@@ -12,6 +12,7 @@
 #include "runtime/spec/ngram_drafter.h"
 #include "runtime/spec/sampling.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
+#include "tests/integration/in_process_pipeline.h"
 #include "tests/integration/plain_greedy.h"
 #include "tests/testing/tiny_model.h"
 #include "tools/cluster/in_process_cluster.h"
@@ -54,24 +55,6 @@ proto::SubmitRequest GreedyRequest(const std::string& id, const std::vector<int3
 }
 
 // Prompts with repetition, so prompt lookup finds matches.
-// An in-process cluster and a client connected to it.
-struct Running {
-  std::unique_ptr<tools::InProcessCluster> cluster;
-  std::unique_ptr<net::RequestClient> client;  // null if the start failed
-};
-
-Running StartWithClient(const tools::InProcessClusterOptions& options) {
-  Running running;
-  auto cluster = tools::InProcessCluster::Start(options);
-  EXPECT_TRUE(cluster.ok()) << cluster.status();
-  if (!cluster.ok()) return running;
-  running.cluster = *std::move(cluster);
-  auto client = net::RequestClient::Connect(running.cluster->coordinator_endpoint());
-  EXPECT_TRUE(client.ok()) << client.status();
-  if (client.ok()) running.client = *std::move(client);
-  return running;
-}
-
 std::vector<std::vector<int32_t>> TestPrompts() {
   return {{10, 20, 30, 40, 10, 20, 30}, {5, 6, 7, 5, 6, 7, 5, 6}, {100, 3, 100, 3, 100}, {42}};
 }
@@ -110,9 +93,9 @@ TEST_P(PipelineGreedyTest, SpeculativeGreedyEqualsPlainGreedyTokenForToken) {
   // The cache's blocks are what is tested: pre-draft for every block, whether or
   // not the policy would find it pays on this machine.
   options.draft_engine.cache_guard = false;
-  Running running = StartWithClient(options);
-  ASSERT_NE(running.client, nullptr);
-  auto& client = running.client;
+  auto running = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(running.ok()) << running.status();
+  auto& client = running->client;
 
   uint64_t drafted = 0;
   int i = 0;
@@ -131,11 +114,11 @@ TEST_P(PipelineGreedyTest, SpeculativeGreedyEqualsPlainGreedyTokenForToken) {
     EXPECT_GT(drafted, 0u) << "the drafter never proposed anything";
   }
   if (GetParam().spec_cache) {
-    running.cluster->KillDraftWorker();
-    const spec::SpeculationCacheCounters cache = running.cluster->CacheCountersAfterKill();
+    running->cluster->KillDraftWorker();
+    const spec::SpeculationCacheCounters cache = running->cluster->CacheCountersAfterKill();
     EXPECT_GT(cache.lookups, 0u) << "the cache was never consulted";
     EXPECT_GT(cache.hits + cache.partial_hits, 0u) << "the cache never hit: nothing was tested";
-    EXPECT_GT(running.cluster->DraftCountersAfterKill().cache_blocks_sent, 0u);
+    EXPECT_GT(running->cluster->DraftCountersAfterKill().cache_blocks_sent, 0u);
   }
 }
 
@@ -147,9 +130,9 @@ TEST(PipelineTest, SpeculationPolicyKeepsGreedyOutputExact) {
   tools::InProcessClusterOptions options;
   options.target = model.get();
   options.drafter = &ngram;
-  Running running = StartWithClient(options);
-  ASSERT_NE(running.client, nullptr);
-  auto& client = running.client;
+  auto running = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(running.ok()) << running.status();
+  auto& client = running->client;
   int i = 0;
   for (const std::vector<int32_t>& prompt : TestPrompts()) {
     proto::SubmitRequest submit = GreedyRequest("adaptive-" + std::to_string(i++), prompt);
@@ -178,15 +161,15 @@ TEST(PipelineTest, LookupTreesKeepGreedyOutputExact) {
     options.target = model.get();
     (in_target ? options.target_drafter : options.drafter) = &lookup;
     options.draft_engine.trees = true;  // --tree auto (chains are the default)
-    Running running = StartWithClient(options);
-    ASSERT_NE(running.client, nullptr);
+    auto running = testing::StartPipelineWithClient(options);
+    ASSERT_TRUE(running.ok()) << running.status();
     uint64_t tree_steps = 0;
     int i = 0;
     for (const int k : {0, 4}) {
       for (const std::vector<int32_t>& prompt : prompts) {
         proto::SubmitRequest submit = GreedyRequest("tree-" + std::to_string(i++), prompt);
         submit.set_draft_k(k);
-        auto got = running.client->Generate(submit, absl::Seconds(60));
+        auto got = running->client->Generate(submit, absl::Seconds(60));
         ASSERT_TRUE(got.ok()) << got.status();
         EXPECT_EQ(got->tokens, testing::PlainGreedy(*model, prompt, kMaxTokens))
             << submit.request_id();
@@ -197,8 +180,8 @@ TEST(PipelineTest, LookupTreesKeepGreedyOutputExact) {
     }
     EXPECT_GT(tree_steps, 0u) << "no tree was verified: nothing was tested";
     if (!in_target) {
-      running.cluster->KillDraftWorker();
-      EXPECT_GT(running.cluster->DraftCountersAfterKill().tree_blocks_sent, 0u);
+      running->cluster->KillDraftWorker();
+      EXPECT_GT(running->cluster->DraftCountersAfterKill().tree_blocks_sent, 0u);
     }
   }
 }
@@ -222,22 +205,22 @@ TEST(PipelineTest, PipelinedLookupTreesKeepGreedyOutputExact) {
   options.draft_engine.lookahead_blocks = 2;
   options.data_faults = net::FaultOptions{
       .delay_probability = 1.0, .max_delay = absl::Milliseconds(4), .seed = 7};
-  Running running = StartWithClient(options);
-  ASSERT_NE(running.client, nullptr);
+  auto running = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(running.ok()) << running.status();
   int i = 0;
   for (int repeat = 0; repeat < 3; ++repeat) {
     for (const std::vector<int32_t>& prompt : prompts) {
       proto::SubmitRequest submit = GreedyRequest("piped-" + std::to_string(i++), prompt);
       submit.set_draft_k(4);
-      auto got = running.client->Generate(submit, absl::Seconds(60));
+      auto got = running->client->Generate(submit, absl::Seconds(60));
       ASSERT_TRUE(got.ok()) << got.status();
       EXPECT_EQ(got->tokens, testing::PlainGreedy(*model, prompt, kMaxTokens))
           << submit.request_id();
       EXPECT_TRUE(got->error.empty()) << got->error;
     }
   }
-  running.cluster->KillDraftWorker();
-  const draft::DraftCounters counters = running.cluster->DraftCountersAfterKill();
+  running->cluster->KillDraftWorker();
+  const draft::DraftCounters counters = running->cluster->DraftCountersAfterKill();
   EXPECT_GT(counters.tree_blocks_sent, 0u);
   EXPECT_GT(counters.blocks_past_trees, 0u) << "no block was drafted past a tree: nothing was tested";
 }
@@ -262,15 +245,15 @@ TEST(PipelineTest, ModelDrafterTreesKeepGreedyOutputExact) {
   options.target = model.get();
   options.drafter = drafter->get();
   options.draft_engine.trees = true;  // --tree auto
-  Running running = StartWithClient(options);
-  ASSERT_NE(running.client, nullptr);
+  auto running = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(running.ok()) << running.status();
   uint64_t tree_steps = 0;
   int i = 0;
   for (const int k : {0, 4}) {
     for (const std::vector<int32_t>& prompt : TestPrompts()) {
       proto::SubmitRequest submit = GreedyRequest("model-tree-" + std::to_string(i++), prompt);
       submit.set_draft_k(k);
-      auto got = running.client->Generate(submit, absl::Seconds(60));
+      auto got = running->client->Generate(submit, absl::Seconds(60));
       ASSERT_TRUE(got.ok()) << got.status();
       EXPECT_EQ(got->tokens, testing::PlainGreedy(*model, prompt, kMaxTokens))
           << submit.request_id();
@@ -279,8 +262,8 @@ TEST(PipelineTest, ModelDrafterTreesKeepGreedyOutputExact) {
     }
   }
   EXPECT_GT(tree_steps, 0u) << "no tree was verified: nothing was tested";
-  running.cluster->KillDraftWorker();
-  EXPECT_GT(running.cluster->DraftCountersAfterKill().tree_blocks_sent, 0u);
+  running->cluster->KillDraftWorker();
+  EXPECT_GT(running->cluster->DraftCountersAfterKill().tree_blocks_sent, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, PipelineGreedyTest,
@@ -312,9 +295,9 @@ TEST(PipelineTest, SixteenConcurrentRequestsAllFinishExactly) {
   tools::InProcessClusterOptions options;
   options.target = model.get();
   options.drafter = &ngram;
-  Running running = StartWithClient(options);
-  ASSERT_NE(running.client, nullptr);
-  auto& client = running.client;
+  auto running = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(running.ok()) << running.status();
+  auto& client = running->client;
   std::map<std::string, std::vector<int32_t>> prompts;
   for (int r = 0; r < 16; ++r) {
     std::vector<int32_t> prompt = {r + 3, 2 * r + 7, r + 3, 2 * r + 7, 11};
@@ -342,10 +325,10 @@ TEST(PipelineTest, KilledDraftWorkerLosesNoRequestAndOutputStaysExact) {
   options.drafter = &ngram;
   options.membership.heartbeat_interval = absl::Milliseconds(20);
   options.target_engine.block_wait = absl::Milliseconds(50);
-  Running running = StartWithClient(options);
-  ASSERT_NE(running.client, nullptr);
-  auto& cluster = running.cluster;
-  auto& client = running.client;
+  auto running = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(running.ok()) << running.status();
+  auto& cluster = running->cluster;
+  auto& client = running->client;
   const std::vector<int32_t> prompt = {10, 20, 30, 40, 10, 20, 30};
   proto::SubmitRequest submit = GreedyRequest("kill-draft", prompt);
   submit.mutable_params()->set_max_tokens(400);
@@ -369,9 +352,9 @@ TEST(PipelineTest, PromptBeyondContextIsRefusedWithReason) {
   auto model = LoadTinyModel("pipeline-refuse");
   tools::InProcessClusterOptions options;
   options.target = model.get();
-  Running running = StartWithClient(options);
-  ASSERT_NE(running.client, nullptr);
-  auto& client = running.client;
+  auto running = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(running.ok()) << running.status();
+  auto& client = running->client;
   std::vector<int32_t> prompt(600, 5);  // the tiny model's context is 512
   auto got = client->Generate(GreedyRequest("too-long", prompt), absl::Seconds(30));
   ASSERT_TRUE(got.ok()) << got.status();

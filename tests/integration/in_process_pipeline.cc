@@ -1,0 +1,63 @@
+#include "tests/integration/in_process_pipeline.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "gtest/gtest.h"
+
+namespace splitspec::testing {
+
+absl::StatusOr<PipelineWithClient> StartPipelineWithClient(
+    const tools::InProcessClusterOptions& options) {
+  PipelineWithClient pipeline;
+  absl::StatusOr<std::unique_ptr<tools::InProcessCluster>> cluster =
+      tools::InProcessCluster::Start(options);
+  if (!cluster.ok()) return cluster.status();
+  pipeline.cluster = *std::move(cluster);
+  absl::StatusOr<std::unique_ptr<net::RequestClient>> client =
+      net::RequestClient::Connect(pipeline.cluster->coordinator_endpoint());
+  if (!client.ok()) return client.status();
+  pipeline.client = *std::move(client);
+  return pipeline;
+}
+
+bool RunInWaves(net::RequestClient& client, const std::vector<proto::SubmitRequest>& submits,
+                const Waves& waves, const ResultVisitor& visit) {
+  for (size_t first = 0; first < submits.size(); first += waves.size) {
+    const size_t last = std::min(submits.size(), first + waves.size);
+    for (size_t i = first; i < last; ++i) EXPECT_TRUE(client.Submit(submits[i]).ok());
+    for (int round = 0; round < waves.max_polls; ++round) {
+      bool done = true;
+      for (size_t i = first; i < last; ++i) done &= client.Done(submits[i].request_id());
+      if (done) break;
+      EXPECT_TRUE(client.Poll(waves.poll).ok());
+    }
+    for (size_t i = first; i < last; ++i) {
+      const std::string& id = submits[i].request_id();
+      EXPECT_TRUE(client.Done(id)) << id << " hung";
+      if (!visit(submits[i], client.Result(id))) return false;
+    }
+  }
+  return true;
+}
+
+std::vector<std::vector<int32_t>> CollectTokens(net::RequestClient& client,
+                                                const std::vector<proto::SubmitRequest>& submits,
+                                                proto::SpecStats* stats) {
+  std::vector<std::vector<int32_t>> results;
+  RunInWaves(client, submits, Waves{},
+             [&](const proto::SubmitRequest& submit, const net::GenerationResult& r) {
+               EXPECT_NE(r.finish_reason, proto::FINISH_REASON_ERROR)
+                   << submit.request_id() << ": " << r.error;
+               results.push_back(r.tokens);
+               if (stats != nullptr) {
+                 stats->set_verified(stats->verified() + r.stats.verified());
+                 stats->set_accepted(stats->accepted() + r.stats.accepted());
+               }
+               return true;
+             });
+  return results;
+}
+
+}  // namespace splitspec::testing

@@ -1,0 +1,68 @@
+// Helpers for the tests that run the whole pipeline in one process
+// (tools/cluster/in_process_cluster.h): a started cluster with a connected client,
+// and many requests run through it a wave at a time.
+//
+//   auto pipeline = testing::StartPipelineWithClient(options);
+//   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+//   for (const std::vector<int32_t>& tokens : testing::CollectTokens(*pipeline->client, submits))
+//     ...
+#ifndef SPLITSPEC_TESTS_INTEGRATION_IN_PROCESS_PIPELINE_H_
+#define SPLITSPEC_TESTS_INTEGRATION_IN_PROCESS_PIPELINE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/splitspec.pb.h"
+#include "runtime/net/request_client.h"
+#include "tools/cluster/in_process_cluster.h"
+
+namespace splitspec::testing {
+
+// An in-process cluster and a client connected to its coordinator. The client is
+// declared last so that it is destroyed (its socket closed) before the cluster.
+struct PipelineWithClient {
+  std::unique_ptr<tools::InProcessCluster> cluster;
+  std::unique_ptr<net::RequestClient> client;
+};
+
+// Starts the cluster `options` describe and connects a client to it; the error of
+// whichever of the two failed.
+absl::StatusOr<PipelineWithClient> StartPipelineWithClient(
+    const tools::InProcessClusterOptions& options);
+
+// How RunInWaves paces its requests. The wait is bounded by a count of polls, never
+// by a timed assertion.
+struct Waves {
+  size_t size = 50;      // requests in flight at once (within the target's 64)
+  int max_polls = 6000;  // polls per wave before its unfinished requests count as hung
+  absl::Duration poll = absl::Milliseconds(20);  // each poll's budget
+};
+
+// Called once per request, in the order of `submits`, after its wave; false stops
+// RunInWaves.
+using ResultVisitor =
+    std::function<bool(const proto::SubmitRequest& submit, const net::GenerationResult& result)>;
+
+// Submits `submits` a wave of `waves.size` at a time; when every request of a wave
+// is done (or its polls have run out) calls `visit` on each of them in order. Returns
+// false as soon as `visit` does (the later requests are then neither visited nor
+// submitted), true otherwise. A refused submit, a failed poll and a request not done
+// after the wave's polls fail the current test (EXPECT: the run goes on).
+bool RunInWaves(net::RequestClient& client, const std::vector<proto::SubmitRequest>& submits,
+                const Waves& waves, const ResultVisitor& visit);
+
+// RunInWaves with the default Waves, which also fails the current test on a request
+// that finished with an error. Returns each request's tokens in the order of
+// `submits`; `stats` (nullable) gets the sum of their verified and accepted counts.
+std::vector<std::vector<int32_t>> CollectTokens(net::RequestClient& client,
+                                                const std::vector<proto::SubmitRequest>& submits,
+                                                proto::SpecStats* stats = nullptr);
+
+}  // namespace splitspec::testing
+
+#endif  // SPLITSPEC_TESTS_INTEGRATION_IN_PROCESS_PIPELINE_H_
