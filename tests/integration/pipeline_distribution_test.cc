@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "gtest/gtest.h"
 #include "runtime/model/transformer.h"
@@ -38,33 +39,105 @@ std::string WriteModel(const std::string& name, uint32_t seed,
   return path;
 }
 
-// p over the first two generated tokens, exactly, from the target itself.
-std::map<std::pair<int, int>, double> ExactTwoTokenDistribution(
-    model::Transformer& model, const std::vector<int32_t>& prompt,
-    const spec::SamplingParams& params) {
+// p of the first generated token, from the target itself.
+std::vector<float> FirstTokenProbs(model::Transformer& model, const std::vector<int32_t>& prompt,
+                                   const spec::SamplingParams& params) {
   const int vocab = model.config().vocab_size;
-  auto probs_after = [&](const std::vector<int32_t>& tokens) {
-    auto cache = model.NewCache();
-    model::ForwardOutput out;
-    EXPECT_TRUE(model.Forward({{cache.get(), tokens, model::LogitsMode::kLast}}, &out).ok());
-    std::vector<float> p(vocab);
-    EXPECT_TRUE(
-        spec::LogitsToProbs(params, absl::MakeConstSpan(out.Row(0, 0), vocab), absl::MakeSpan(p))
-            .ok());
-    return p;
-  };
-  std::map<std::pair<int, int>, double> exact;
-  const std::vector<float> first = probs_after(prompt);
-  for (int a = 0; a < vocab; ++a) {
-    if (first[a] == 0.0f) continue;
-    std::vector<int32_t> extended = prompt;
-    extended.push_back(a);
-    const std::vector<float> second = probs_after(extended);
-    for (int b = 0; b < vocab; ++b) {
-      if (second[b] > 0.0f) exact[{a, b}] = static_cast<double>(first[a]) * second[b];
+  auto cache = model.NewCache();
+  model::ForwardOutput out;
+  EXPECT_TRUE(model.Forward({{cache.get(), prompt, model::LogitsMode::kLast}}, &out).ok());
+  std::vector<float> p(vocab);
+  EXPECT_TRUE(
+      spec::LogitsToProbs(params, absl::MakeConstSpan(out.Row(0, 0), vocab), absl::MakeSpan(p))
+          .ok());
+  return p;
+}
+
+// The law of the first `tokens` generated tokens of `prompt` under `params`, exactly,
+// from the target itself: continuation -> probability. `first_row`, if set, replaces
+// the first token's distribution (a deliberately wrong rule's law; the rest stays the
+// target's).
+std::map<std::vector<int32_t>, double> ExactContinuationLaw(
+    model::Transformer& model, const std::vector<int32_t>& prompt,
+    const spec::SamplingParams& params, int tokens,
+    const std::vector<double>* first_row = nullptr) {
+  std::map<std::vector<int32_t>, double> law;
+  std::vector<int32_t> generated;
+  const std::function<void(double)> expand = [&](double probability) {
+    if (static_cast<int>(generated.size()) == tokens) {
+      law[generated] = probability;
+      return;
     }
+    std::vector<int32_t> context = prompt;
+    context.insert(context.end(), generated.begin(), generated.end());
+    const std::vector<float> p = FirstTokenProbs(model, context, params);
+    for (size_t v = 0; v < p.size(); ++v) {
+      const double pv = generated.empty() && first_row != nullptr ? (*first_row)[v] : p[v];
+      if (pv == 0.0) continue;
+      generated.push_back(static_cast<int32_t>(v));
+      expand(probability * pv);
+      generated.pop_back();
+    }
+  };
+  expand(1.0);
+  return law;
+}
+
+// Sums of the speculation stats of a test's requests.
+struct SpecTotals {
+  uint64_t drafted = 0, accepted = 0, verified = 0, tree_steps = 0;
+};
+
+// Draw `d` of a sampled test: `samples` requests PREFIX-n, n = d * samples + i, each
+// for a `tokens`-token continuation of `prompt` under `params`' temperature and top-k
+// with seed 1000003 n + `seed_offset`, verified by `mode` with draft_k `k`; run 50 at
+// a time (within the target's 64), each wave polled at most 4000 times. Returns how
+// often each continuation was committed, or nullopt at the first that is not `tokens`
+// long (which fails the current test). `totals` sums the requests' stats.
+std::optional<std::map<std::vector<int32_t>, int64_t>> DrawContinuations(
+    net::RequestClient& client, const std::string& prefix, int d, int samples,
+    const std::vector<int32_t>& prompt, const spec::SamplingParams& params, int tokens,
+    proto::VerifyMode mode, int k, uint64_t seed_offset, SpecTotals& totals) {
+  std::vector<proto::SubmitRequest> submits(samples);
+  for (int i = 0; i < samples; ++i) {
+    const int n = d * samples + i;
+    proto::SubmitRequest& submit = submits[i];
+    submit.set_request_id(prefix + std::to_string(n));
+    submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
+    submit.mutable_params()->set_temperature(params.temperature);
+    submit.mutable_params()->set_top_k(params.top_k);
+    submit.mutable_params()->set_seed(1000003ull * n + seed_offset);
+    submit.mutable_params()->set_max_tokens(tokens);
+    submit.set_verify_mode(mode);
+    submit.set_draft_k(k);
   }
-  return exact;
+  std::map<std::vector<int32_t>, int64_t> seen;
+  const bool complete =
+      testing::RunInWaves(client, submits, testing::Waves{.max_polls = 4000},
+                          [&](const proto::SubmitRequest& submit, const net::GenerationResult& r) {
+                            EXPECT_EQ(r.tokens.size(), static_cast<size_t>(tokens))
+                                << submit.request_id() << " " << r.error;
+                            if (r.tokens.size() != static_cast<size_t>(tokens)) return false;
+                            ++seen[r.tokens];
+                            totals.drafted += r.stats.drafted();
+                            totals.accepted += r.stats.accepted();
+                            totals.verified += r.stats.verified();
+                            totals.tree_steps += r.stats.tree_steps();
+                            return true;
+                          });
+  if (!complete) return std::nullopt;
+  return seen;
+}
+
+// The chi-square of `seen` against the exact law of 2-token continuations; a
+// continuation outside the law's support also fails the current test.
+spec::testing::ChiSquareResult TwoTokenLawTest(
+    const std::map<std::vector<int32_t>, double>& exact,
+    const std::map<std::vector<int32_t>, int64_t>& seen) {
+  bool outside = false;
+  for (const auto& [continuation, n] : seen) outside |= exact.count(continuation) == 0;
+  EXPECT_FALSE(outside) << "a continuation outside the target's support was committed";
+  return spec::testing::ChiSquareTestAgainstLaw(exact, seen);
 }
 
 // Sampled verification with a different draft model: every committed pair of
@@ -108,72 +181,33 @@ void ExpectContinuationsFollowTheTarget(proto::VerifyMode mode, bool spec_cache,
   params.temperature = 1.0f;
   params.top_k = 4;  // a small support keeps the cell count (and the test) small
   const std::vector<int32_t> prompt = {17, 42, 99};
-  const auto exact = ExactTwoTokenDistribution(**target, prompt, params);
+  const auto exact = ExactContinuationLaw(**target, prompt, params, 2);
 
   // Two-stage (PassesOneOfTwoDraws): each draw is checked at 1e-3, the test fails only
   // if two independent draws both fail, so its false alarm is 1e-6. Draws differ in
   // their seeds; which path commits a token depends on timing, so no seed fixes a draw.
   constexpr int kSamples = 2000;
-  uint64_t drafted = 0, accepted = 0, verified = 0, tree_steps = 0;
+  SpecTotals totals;
   const auto draw = [&](int d) {
-    std::map<std::pair<int, int>, int64_t> seen;
-    for (int batch = 0; batch < kSamples / 50; ++batch) {
-      std::vector<std::string> ids;
-      for (int i = 0; i < 50; ++i) {
-        const int n = d * kSamples + batch * 50 + i;
-        proto::SubmitRequest submit;
-        submit.set_request_id("dist-" + std::to_string(n));
-        submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
-        submit.mutable_params()->set_temperature(params.temperature);
-        submit.mutable_params()->set_top_k(params.top_k);
-        submit.mutable_params()->set_seed(1000003ull * n + 17);
-        submit.mutable_params()->set_max_tokens(2);
-        submit.set_verify_mode(mode);
-        submit.set_draft_k(3);
-        EXPECT_TRUE(pipeline->client->Submit(submit).ok());
-        ids.push_back(submit.request_id());
-      }
-      for (int round = 0; round < 4000; ++round) {
-        bool done = true;
-        for (const std::string& id : ids) done &= pipeline->client->Done(id);
-        if (done) break;
-        EXPECT_TRUE(pipeline->client->Poll(absl::Milliseconds(20)).ok());
-      }
-      for (const std::string& id : ids) {
-        EXPECT_TRUE(pipeline->client->Done(id)) << id;
-        const net::GenerationResult& r = pipeline->client->Result(id);
-        EXPECT_EQ(r.tokens.size(), 2u) << id << " " << r.error;
-        if (r.tokens.size() != 2u) return false;
-        ++seen[{r.tokens[0], r.tokens[1]}];
-        drafted += r.stats.drafted();
-        accepted += r.stats.accepted();
-        verified += r.stats.verified();
-        tree_steps += r.stats.tree_steps();
-      }
-    }
-    std::vector<int64_t> counts;
-    std::vector<double> expected;
-    for (const auto& [pair, p] : exact) {
-      counts.push_back(seen.count(pair) ? seen[pair] : 0);
-      expected.push_back(p);
-      seen.erase(pair);
-    }
-    EXPECT_TRUE(seen.empty()) << "a continuation outside the target's support was committed";
-    const spec::testing::ChiSquareResult result = spec::testing::ChiSquareTest(counts, expected);
+    const auto seen = DrawContinuations(*pipeline->client, "dist-", d, kSamples, prompt, params,
+                                        /*tokens=*/2, mode, /*k=*/3, /*seed_offset=*/17, totals);
+    if (!seen.has_value()) return false;
+    const spec::testing::ChiSquareResult result = TwoTokenLawTest(exact, *seen);
     spec::testing::PrintChiSquare(label + ", draw " + std::to_string(d), result);
     return result.p_value > 1e-3;
   };
   EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));
-  EXPECT_GT(drafted, 0u);
+  EXPECT_GT(totals.drafted, 0u);
   if (trees) {
     std::printf("%s: %llu tree steps, %llu of %llu draft tokens accepted\n", label.c_str(),
-                static_cast<unsigned long long>(tree_steps),
-                static_cast<unsigned long long>(accepted),
-                static_cast<unsigned long long>(verified));
-    EXPECT_GT(tree_steps, 0u) << "no tree was verified: nothing was tested";
+                static_cast<unsigned long long>(totals.tree_steps),
+                static_cast<unsigned long long>(totals.accepted),
+                static_cast<unsigned long long>(totals.verified));
+    EXPECT_GT(totals.tree_steps, 0u) << "no tree was verified: nothing was tested";
   }
-  EXPECT_GT(accepted, 0u) << "the draft was never accepted: the test did not exercise acceptance";
-  EXPECT_LT(accepted, verified)
+  EXPECT_GT(totals.accepted, 0u)
+      << "the draft was never accepted: the test did not exercise acceptance";
+  EXPECT_LT(totals.accepted, totals.verified)
       << "the draft was always accepted: the test did not exercise the residual";
   if (spec_cache) {
     pipeline->cluster->KillDraftWorker();
@@ -209,27 +243,13 @@ TEST(PipelineDistributionTest, CoupledWithTheSpeculationCacheFollowsTheTarget) {
                                      "pipeline coupled + speculation cache");
 }
 
-// p of the first generated token, from the target itself.
-std::vector<float> FirstTokenProbs(model::Transformer& model, const std::vector<int32_t>& prompt,
-                                   const spec::SamplingParams& params) {
-  const int vocab = model.config().vocab_size;
-  auto cache = model.NewCache();
-  model::ForwardOutput out;
-  EXPECT_TRUE(model.Forward({{cache.get(), prompt, model::LogitsMode::kLast}}, &out).ok());
-  std::vector<float> p(vocab);
-  EXPECT_TRUE(
-      spec::LogitsToProbs(params, absl::MakeConstSpan(out.Row(0, 0), vocab), absl::MakeSpan(p))
-          .ok());
-  return p;
-}
-
 // Sampled 2-token continuations of `prompt` with the lookup drafter in the target
 // leader (target_worker/local_drafts.h) follow the target's law (chi-square as
 // above); `expect_trees`: some blocks were verified as trees (SpecStats.tree_steps).
 void ExpectTargetsLookupKeepsTheLaw(model::Transformer& target, const std::vector<int32_t>& prompt,
                                     const spec::SamplingParams& params, bool expect_trees,
                                     const std::string& label) {
-  const auto exact = ExactTwoTokenDistribution(target, prompt, params);
+  const auto exact = ExactContinuationLaw(target, prompt, params, 2);
   spec::LookupDrafter lookup(spec::LookupDrafterConfig{});
   tools::InProcessClusterOptions options;
   options.target = &target;
@@ -239,62 +259,24 @@ void ExpectTargetsLookupKeepsTheLaw(model::Transformer& target, const std::vecto
   auto pipeline = testing::StartPipelineWithClient(options);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   constexpr int kSamples = 2000;
-  uint64_t drafted = 0, accepted = 0, verified = 0, tree_steps = 0;
+  SpecTotals totals;
   const auto draw = [&](int d) {
-    std::map<std::pair<int, int>, int64_t> seen;
-    for (int batch = 0; batch < kSamples / 50; ++batch) {
-      std::vector<std::string> ids;
-      for (int i = 0; i < 50; ++i) {
-        const int n = d * kSamples + batch * 50 + i;
-        proto::SubmitRequest submit;
-        submit.set_request_id("local-" + std::to_string(n));
-        submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
-        submit.mutable_params()->set_temperature(params.temperature);
-        submit.mutable_params()->set_top_k(params.top_k);
-        submit.mutable_params()->set_seed(1000003ull * n + 17);
-        submit.mutable_params()->set_max_tokens(2);
-        submit.set_verify_mode(proto::VERIFY_MODE_REJECTION);
-        submit.set_draft_k(3);
-        EXPECT_TRUE(pipeline->client->Submit(submit).ok());
-        ids.push_back(submit.request_id());
-      }
-      for (int round = 0; round < 4000; ++round) {
-        bool done = true;
-        for (const std::string& id : ids) done &= pipeline->client->Done(id);
-        if (done) break;
-        EXPECT_TRUE(pipeline->client->Poll(absl::Milliseconds(20)).ok());
-      }
-      for (const std::string& id : ids) {
-        EXPECT_TRUE(pipeline->client->Done(id)) << id;
-        const net::GenerationResult& r = pipeline->client->Result(id);
-        EXPECT_EQ(r.tokens.size(), 2u) << id << " " << r.error;
-        if (r.tokens.size() != 2u) return false;
-        ++seen[{r.tokens[0], r.tokens[1]}];
-        drafted += r.stats.drafted();
-        accepted += r.stats.accepted();
-        verified += r.stats.verified();
-        tree_steps += r.stats.tree_steps();
-      }
-    }
-    std::vector<int64_t> counts;
-    std::vector<double> expected;
-    for (const auto& [pair, p] : exact) {
-      counts.push_back(seen.count(pair) ? seen[pair] : 0);
-      expected.push_back(p);
-      seen.erase(pair);
-    }
-    EXPECT_TRUE(seen.empty()) << "a continuation outside the target's support was committed";
-    const spec::testing::ChiSquareResult result = spec::testing::ChiSquareTest(counts, expected);
+    const auto seen = DrawContinuations(*pipeline->client, "local-", d, kSamples, prompt, params,
+                                        /*tokens=*/2, proto::VERIFY_MODE_REJECTION, /*k=*/3,
+                                        /*seed_offset=*/17, totals);
+    if (!seen.has_value()) return false;
+    const spec::testing::ChiSquareResult result = TwoTokenLawTest(exact, *seen);
     spec::testing::PrintChiSquare(label + ", draw " + std::to_string(d), result);
     return result.p_value > 1e-3;
   };
   EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));
-  EXPECT_GT(drafted, 0u) << "the target's lookup drafter proposed nothing";
-  EXPECT_GT(accepted, 0u) << "the draft was never accepted: the test did not exercise acceptance";
-  EXPECT_LT(accepted, verified)
+  EXPECT_GT(totals.drafted, 0u) << "the target's lookup drafter proposed nothing";
+  EXPECT_GT(totals.accepted, 0u)
+      << "the draft was never accepted: the test did not exercise acceptance";
+  EXPECT_LT(totals.accepted, totals.verified)
       << "the draft was always accepted: the test did not exercise the residual";
   if (expect_trees) {
-    EXPECT_GT(tree_steps, 0u) << "no tree was verified: nothing was tested";
+    EXPECT_GT(totals.tree_steps, 0u) << "no tree was verified: nothing was tested";
   }
 }
 
@@ -348,36 +330,6 @@ TEST(PipelineDistributionTest, LookupTreesKeepTheTargetsLaw) {
                                  "lookup trees in the target");
 }
 
-// The law of the first `tokens` generated tokens of `prompt` under `params`, exactly,
-// from the target itself: continuation -> probability. `first_row`, if set, replaces
-// the first token's distribution (a deliberately wrong rule's law; the rest stays the
-// target's).
-std::map<std::vector<int32_t>, double> ExactContinuationLaw(
-    model::Transformer& model, const std::vector<int32_t>& prompt,
-    const spec::SamplingParams& params, int tokens,
-    const std::vector<double>* first_row = nullptr) {
-  std::map<std::vector<int32_t>, double> law;
-  std::vector<int32_t> generated;
-  const std::function<void(double)> expand = [&](double probability) {
-    if (static_cast<int>(generated.size()) == tokens) {
-      law[generated] = probability;
-      return;
-    }
-    std::vector<int32_t> context = prompt;
-    context.insert(context.end(), generated.begin(), generated.end());
-    const std::vector<float> p = FirstTokenProbs(model, context, params);
-    for (size_t v = 0; v < p.size(); ++v) {
-      const double pv = generated.empty() && first_row != nullptr ? (*first_row)[v] : p[v];
-      if (pv == 0.0) continue;
-      generated.push_back(static_cast<int32_t>(v));
-      expand(probability * pv);
-      generated.pop_back();
-    }
-  };
-  expand(1.0);
-  return law;
-}
-
 // Pipelined trees under sampling (issue 30): the draft worker drafts the next block
 // past a tree's first path while the tree is verified (draft_worker/draft_engine.h,
 // "Trees"); the target keeps that block only when it accepts the whole first path (the
@@ -403,47 +355,17 @@ void ExpectPipelinedTreesKeepTheLaw(model::Transformer& target, spec::Drafter& d
   auto pipeline = testing::StartPipelineWithClient(options);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   constexpr int kSamples = 2000;
-  constexpr int kBatch = 50;  // within the target's 64 requests
-  uint64_t accepted = 0, verified = 0, tree_steps = 0;
+  SpecTotals totals;
   const auto draw = [&](int d) {
-    std::map<std::vector<int32_t>, int64_t> seen;
-    for (int batch = 0; batch < kSamples / kBatch; ++batch) {
-      std::vector<std::string> ids;
-      for (int i = 0; i < kBatch; ++i) {
-        const int n = d * kSamples + batch * kBatch + i;
-        proto::SubmitRequest submit;
-        submit.set_request_id("piped-" + std::to_string(n));
-        submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
-        submit.mutable_params()->set_temperature(params.temperature);
-        submit.mutable_params()->set_top_k(params.top_k);
-        submit.mutable_params()->set_seed(1000003ull * n + 29);
-        submit.mutable_params()->set_max_tokens(tokens);
-        submit.set_verify_mode(proto::VERIFY_MODE_REJECTION);
-        submit.set_draft_k(k);
-        EXPECT_TRUE(pipeline->client->Submit(submit).ok());
-        ids.push_back(submit.request_id());
-      }
-      for (int round = 0; round < 4000; ++round) {
-        bool done = true;
-        for (const std::string& id : ids) done &= pipeline->client->Done(id);
-        if (done) break;
-        EXPECT_TRUE(pipeline->client->Poll(absl::Milliseconds(20)).ok());
-      }
-      for (const std::string& id : ids) {
-        EXPECT_TRUE(pipeline->client->Done(id)) << id;
-        const net::GenerationResult& r = pipeline->client->Result(id);
-        EXPECT_EQ(r.tokens.size(), static_cast<size_t>(tokens)) << id << " " << r.error;
-        if (r.tokens.size() != static_cast<size_t>(tokens)) return false;
-        ++seen[r.tokens];
-        accepted += r.stats.accepted();
-        verified += r.stats.verified();
-        tree_steps += r.stats.tree_steps();
-      }
-    }
-    const spec::testing::ChiSquareResult result = spec::testing::ChiSquareTestAgainstLaw(law, seen);
+    const auto seen = DrawContinuations(*pipeline->client, "piped-", d, kSamples, prompt, params,
+                                        tokens, proto::VERIFY_MODE_REJECTION, k,
+                                        /*seed_offset=*/29, totals);
+    if (!seen.has_value()) return false;
+    const spec::testing::ChiSquareResult result =
+        spec::testing::ChiSquareTestAgainstLaw(law, *seen);
     spec::testing::PrintChiSquare(label + ", draw " + std::to_string(d), result);
     const spec::testing::ChiSquareResult wrong =
-        spec::testing::ChiSquareTestAgainstLaw(wrong_law, seen);
+        spec::testing::ChiSquareTestAgainstLaw(wrong_law, *seen);
     spec::testing::PrintChiSquare("  the same counts vs the wrong rule's law", wrong);
     EXPECT_LT(wrong.p_value, 1e-3) << label << ": the harness cannot tell the wrong rule";
     return result.p_value > 1e-3;
@@ -451,18 +373,20 @@ void ExpectPipelinedTreesKeepTheLaw(model::Transformer& target, spec::Drafter& d
   EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));
   pipeline->cluster->KillDraftWorker();
   const draft::DraftCounters counters = pipeline->cluster->DraftCountersAfterKill();
-  std::printf("%s: %llu tree blocks, %llu blocks past trees, %llu tree steps, %llu of %llu "
-              "draft tokens accepted\n",
-              label.c_str(), static_cast<unsigned long long>(counters.tree_blocks_sent),
-              static_cast<unsigned long long>(counters.blocks_past_trees),
-              static_cast<unsigned long long>(tree_steps),
-              static_cast<unsigned long long>(accepted),
-              static_cast<unsigned long long>(verified));
-  EXPECT_GT(tree_steps, 0u) << "no tree was verified: nothing was tested";
+  std::printf(
+      "%s: %llu tree blocks, %llu blocks past trees, %llu tree steps, %llu of %llu "
+      "draft tokens accepted\n",
+      label.c_str(), static_cast<unsigned long long>(counters.tree_blocks_sent),
+      static_cast<unsigned long long>(counters.blocks_past_trees),
+      static_cast<unsigned long long>(totals.tree_steps),
+      static_cast<unsigned long long>(totals.accepted),
+      static_cast<unsigned long long>(totals.verified));
+  EXPECT_GT(totals.tree_steps, 0u) << "no tree was verified: nothing was tested";
   EXPECT_GT(counters.blocks_past_trees, 0u)
       << "no block was drafted past a tree: pipelining was not tested";
-  EXPECT_GT(accepted, 0u) << "the draft was never accepted: the test did not exercise acceptance";
-  EXPECT_LT(accepted, verified)
+  EXPECT_GT(totals.accepted, 0u)
+      << "the draft was never accepted: the test did not exercise acceptance";
+  EXPECT_LT(totals.accepted, totals.verified)
       << "the draft was always accepted: the test did not exercise the residual";
 }
 
