@@ -54,6 +54,21 @@ proto::SubmitRequest GreedyRequest(const std::string& id, const std::vector<int3
   return submit;
 }
 
+// A tiny model (TinyModelPath NAME) and options that draft for it with the n-gram
+// drafter on a draft worker; a test may change the options before it starts them.
+struct NgramSetup {
+  explicit NgramSetup(const std::string& name) : model(LoadTinyModel(name)) {
+    options.target = model.get();
+    options.drafter = &ngram;
+  }
+  NgramSetup(const NgramSetup&) = delete;  // options points at ngram
+  NgramSetup& operator=(const NgramSetup&) = delete;
+
+  std::unique_ptr<model::Transformer> model;
+  spec::NgramDrafter ngram{spec::NgramDrafterConfig{}};
+  tools::InProcessClusterOptions options;
+};
+
 // Prompts with repetition, so prompt lookup finds matches.
 std::vector<std::vector<int32_t>> TestPrompts() {
   return {{10, 20, 30, 40, 10, 20, 30}, {5, 6, 7, 5, 6, 7, 5, 6}, {100, 3, 100, 3, 100}, {42}};
@@ -125,12 +140,9 @@ TEST_P(PipelineGreedyTest, SpeculativeGreedyEqualsPlainGreedyTokenForToken) {
 // The speculation policy (draft_k 0) changes how much is drafted, never what is committed,
 // including the k = 0 steps while speculation is off for a request.
 TEST(PipelineTest, SpeculationPolicyKeepsGreedyOutputExact) {
-  auto model = LoadTinyModel("pipeline-adaptive");
-  spec::NgramDrafter ngram(spec::NgramDrafterConfig{});
-  tools::InProcessClusterOptions options;
-  options.target = model.get();
-  options.drafter = &ngram;
-  auto running = testing::StartPipelineWithClient(options);
+  NgramSetup ngram_setup("pipeline-adaptive");
+  auto& model = ngram_setup.model;
+  auto running = testing::StartPipelineWithClient(ngram_setup.options);
   ASSERT_TRUE(running.ok()) << running.status();
   auto& client = running->client;
   int i = 0;
@@ -290,12 +302,9 @@ INSTANTIATE_TEST_SUITE_P(Modes, PipelineGreedyTest,
                          [](const auto& info) { return info.param.name; });
 
 TEST(PipelineTest, SixteenConcurrentRequestsAllFinishExactly) {
-  auto model = LoadTinyModel("pipeline-concurrent");
-  spec::NgramDrafter ngram(spec::NgramDrafterConfig{});
-  tools::InProcessClusterOptions options;
-  options.target = model.get();
-  options.drafter = &ngram;
-  auto running = testing::StartPipelineWithClient(options);
+  NgramSetup ngram_setup("pipeline-concurrent");
+  auto& model = ngram_setup.model;
+  auto running = testing::StartPipelineWithClient(ngram_setup.options);
   ASSERT_TRUE(running.ok()) << running.status();
   auto& client = running->client;
   std::map<std::string, std::vector<int32_t>> prompts;
@@ -318,14 +327,11 @@ TEST(PipelineTest, SixteenConcurrentRequestsAllFinishExactly) {
 }
 
 TEST(PipelineTest, KilledDraftWorkerLosesNoRequestAndOutputStaysExact) {
-  auto model = LoadTinyModel("pipeline-kill-draft");
-  spec::NgramDrafter ngram(spec::NgramDrafterConfig{});
-  tools::InProcessClusterOptions options;
-  options.target = model.get();
-  options.drafter = &ngram;
-  options.membership.heartbeat_interval = absl::Milliseconds(20);
-  options.target_engine.block_wait = absl::Milliseconds(50);
-  auto running = testing::StartPipelineWithClient(options);
+  NgramSetup ngram_setup("pipeline-kill-draft");
+  auto& model = ngram_setup.model;
+  ngram_setup.options.membership.heartbeat_interval = absl::Milliseconds(20);
+  ngram_setup.options.target_engine.block_wait = absl::Milliseconds(50);
+  auto running = testing::StartPipelineWithClient(ngram_setup.options);
   ASSERT_TRUE(running.ok()) << running.status();
   auto& cluster = running->cluster;
   auto& client = running->client;
