@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "gtest/gtest.h"
+#include "runtime/spec/drafter_factory.h"
 
 namespace splitspec::testing {
 
@@ -19,6 +20,26 @@ absl::StatusOr<PipelineWithClient> StartPipelineWithClient(
       net::RequestClient::Connect(pipeline.cluster->coordinator_endpoint());
   if (!client.ok()) return client.status();
   pipeline.client = *std::move(client);
+  return pipeline;
+}
+
+absl::StatusOr<PipelineWithClient> StartTinyPairPipeline(const model::TinyModelPair& pair,
+                                                         const std::string& drafter_name,
+                                                         int lookahead_blocks) {
+  absl::StatusOr<spec::DrafterSpec> drafter_spec =
+      spec::ParseDrafterSpec(drafter_name, pair.draft_path);
+  if (!drafter_spec.ok()) return drafter_spec.status();
+  absl::StatusOr<std::unique_ptr<spec::Drafter>> drafter =
+      spec::MakeDrafter(*drafter_spec, pair.target_path, pair.tokenizer.get(),
+                        pair.target->config().vocab_size, /*threads=*/1);
+  if (!drafter.ok()) return drafter.status();
+  tools::InProcessClusterOptions options;
+  options.target = pair.target.get();
+  options.drafter = drafter->get();
+  if (lookahead_blocks > 0) options.draft_engine.lookahead_blocks = lookahead_blocks;
+  absl::StatusOr<PipelineWithClient> pipeline = StartPipelineWithClient(options);
+  if (!pipeline.ok()) return pipeline.status();
+  pipeline->drafter = *std::move(drafter);
   return pipeline;
 }
 

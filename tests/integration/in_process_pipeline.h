@@ -13,19 +13,24 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/splitspec.pb.h"
 #include "runtime/net/request_client.h"
+#include "runtime/spec/drafter.h"
+#include "tests/testing/tiny_model_pair.h"
 #include "tools/cluster/in_process_cluster.h"
 
 namespace splitspec::testing {
 
-// An in-process cluster and a client connected to its coordinator. The client is
-// declared last so that it is destroyed (its socket closed) before the cluster.
+// An in-process cluster and a client connected to its coordinator. Destroyed in
+// reverse order: the client (its socket closed) first, the drafter the cluster
+// drafts with last.
 struct PipelineWithClient {
+  std::unique_ptr<spec::Drafter> drafter;  // set when the pipeline owns its drafter
   std::unique_ptr<tools::InProcessCluster> cluster;
   std::unique_ptr<net::RequestClient> client;
 };
@@ -34,6 +39,14 @@ struct PipelineWithClient {
 // whichever of the two failed.
 absl::StatusOr<PipelineWithClient> StartPipelineWithClient(
     const tools::InProcessClusterOptions& options);
+
+// Starts a pipeline on `pair`'s target (TinyModelPair::Load first) whose draft worker
+// drafts with the DrafterSpec `drafter_name` ("model": the pair's draft model; "none":
+// InProcessClusterOptions::drafter null), one thread; `lookahead_blocks` > 0
+// replaces the draft engine's default. The result owns the drafter.
+absl::StatusOr<PipelineWithClient> StartTinyPairPipeline(const model::TinyModelPair& pair,
+                                                         const std::string& drafter_name,
+                                                         int lookahead_blocks = 0);
 
 // How RunInWaves paces its requests. The wait is bounded by a count of polls, never
 // by a timed assertion.

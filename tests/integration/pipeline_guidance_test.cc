@@ -92,12 +92,6 @@ std::map<std::vector<int32_t>, double> ExactGuidedLaw(model::Transformer& model,
 
 struct Fixture : model::TinyModelPair {
   void Load() { TinyModelPair::Load("guided"); }
-
-  // The model drafter on the draft GGUF, one thread.
-  absl::StatusOr<std::unique_ptr<spec::Drafter>> ModelDrafter() const {
-    return spec::MakeDrafter(*spec::ParseDrafterSpec("model", draft_path), target_path,
-                             tokenizer.get(), target->config().vocab_size, 1);
-  }
 };
 
 proto::SubmitRequest GuidedSubmit(const std::string& id, const spec::SamplingParams& params,
@@ -122,12 +116,7 @@ proto::SubmitRequest GuidedSubmit(const std::string& id, const spec::SamplingPar
 TEST(PipelineGuidanceTest, GuidedTokensFollowTheGuidedLawWithAndWithoutSpeculation) {
   Fixture f;
   ASSERT_NO_FATAL_FAILURE(f.Load());
-  auto drafter = f.ModelDrafter();
-  ASSERT_TRUE(drafter.ok()) << drafter.status();
-  tools::InProcessClusterOptions options;
-  options.target = f.target.get();
-  options.drafter = drafter->get();
-  auto pipeline = testing::StartPipelineWithClient(options);
+  auto pipeline = testing::StartTinyPairPipeline(f, "model");
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
 
   spec::SamplingParams params;
@@ -217,17 +206,8 @@ TEST(PipelineGuidanceTest, GreedyGuidedSpeculativeEqualsGreedyGuidedPlainForEver
       << "guidance must change this output, or the test proves nothing";
   for (const std::string name : {"none", "ngram", "lookup", "model", "layerskip:1"}) {
     SCOPED_TRACE(name);
-    auto spec = spec::ParseDrafterSpec(name, f.draft_path);
-    ASSERT_TRUE(spec.ok());
-    auto drafter = spec::MakeDrafter(*spec, f.target_path, f.tokenizer.get(),
-                                     f.target->config().vocab_size, 1);
-    ASSERT_TRUE(drafter.ok()) << drafter.status();
-    auto ngram = spec::MakeDrafter(*spec::ParseDrafterSpec("ngram", ""), f.target_path,
-                                   f.tokenizer.get(), f.target->config().vocab_size, 1);
-    tools::InProcessClusterOptions options;
-    options.target = f.target.get();
-    options.drafter = *drafter ? drafter->get() : ngram->get();  // "none" goes by the request
-    auto pipeline = testing::StartPipelineWithClient(options);
+    // "none" goes by the request (its draft worker drafts with ngram for the others).
+    auto pipeline = testing::StartTinyPairPipeline(f, name == std::string("none") ? "ngram" : name);
     ASSERT_TRUE(pipeline.ok()) << pipeline.status();
     spec::SamplingParams params;
     params.temperature = 0.0f;
@@ -255,13 +235,7 @@ TEST(PipelineGuidanceTest, GreedyGuidedSpeculativeEqualsGreedyGuidedPlainForEver
 TEST(PipelineGuidanceTest, ScaleOneGivesBitwiseTheTokensOfAnUnguidedRequest) {
   Fixture f;
   ASSERT_NO_FATAL_FAILURE(f.Load());
-  auto drafter = f.ModelDrafter();
-  ASSERT_TRUE(drafter.ok()) << drafter.status();
-  tools::InProcessClusterOptions options;
-  options.target = f.target.get();
-  options.drafter = drafter->get();
-  options.draft_engine.lookahead_blocks = 1;
-  auto pipeline = testing::StartPipelineWithClient(options);
+  auto pipeline = testing::StartTinyPairPipeline(f, "model", /*lookahead_blocks=*/1);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   struct Setup {
     proto::VerifyMode mode;

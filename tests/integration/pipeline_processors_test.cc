@@ -112,11 +112,6 @@ std::map<std::vector<int32_t>, double> ExactLaw(model::Transformer& model,
 
 struct Fixture : model::TinyModelPair {
   void Load() { TinyModelPair::Load("processors"); }
-
-  absl::StatusOr<std::unique_ptr<spec::Drafter>> Drafter(const std::string& name) const {
-    return spec::MakeDrafter(*spec::ParseDrafterSpec(name, draft_path), target_path,
-                             tokenizer.get(), target->config().vocab_size, 1);
-  }
 };
 
 // Strong penalties and a bias that lifts a prompt token and buries the first
@@ -154,12 +149,7 @@ proto::SubmitRequest Submit(const std::string& id, const spec::SamplingParams& p
 TEST(PipelineProcessorsTest, ProcessedTokensFollowTheProcessedLawWithAndWithoutSpeculation) {
   Fixture f;
   ASSERT_NO_FATAL_FAILURE(f.Load());
-  auto drafter = f.Drafter("model");
-  ASSERT_TRUE(drafter.ok()) << drafter.status();
-  tools::InProcessClusterOptions options;
-  options.target = f.target.get();
-  options.drafter = drafter->get();
-  auto pipeline = testing::StartPipelineWithClient(options);
+  auto pipeline = testing::StartTinyPairPipeline(f, "model");
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
 
   const spec::SamplingParams params = ProcessedParams(*f.target, 1.0f);
@@ -242,13 +232,8 @@ TEST(PipelineProcessorsTest, GreedySpeculativeEqualsGreedyPlainForEveryDrafter) 
       << "the processors must change this output, or the test proves nothing";
   for (const std::string name : {"none", "ngram", "lookup", "model", "layerskip:1"}) {
     SCOPED_TRACE(name);
-    auto drafter = f.Drafter(name);
-    ASSERT_TRUE(drafter.ok()) << drafter.status();
-    auto ngram = f.Drafter("ngram");
-    tools::InProcessClusterOptions options;
-    options.target = f.target.get();
-    options.drafter = *drafter ? drafter->get() : ngram->get();  // "none" goes by the request
-    auto pipeline = testing::StartPipelineWithClient(options);
+    // "none" goes by the request (its draft worker drafts with ngram for the others).
+    auto pipeline = testing::StartTinyPairPipeline(f, name == std::string("none") ? "ngram" : name);
     ASSERT_TRUE(pipeline.ok()) << pipeline.status();
     std::vector<proto::SubmitRequest> submits;
     for (int k : {1, 3}) {
