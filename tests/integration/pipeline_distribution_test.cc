@@ -53,6 +53,78 @@ std::vector<float> FirstTokenProbs(model::Transformer& model, const std::vector<
   return p;
 }
 
+// A tiny target (one thread) and a model drafter on another GGUF, with the target's
+// tokenizer.
+struct TargetWithModelDrafter {
+  std::unique_ptr<model::Transformer> target;
+  std::unique_ptr<model::Tokenizer> tokenizer;
+  std::unique_ptr<spec::ModelDrafter> drafter;
+};
+
+void LoadTargetWithModelDrafter(const std::string& target_path, const std::string& draft_path,
+                                TargetWithModelDrafter* out) {
+  auto target = model::Transformer::Load(target_path, {.threads = 1});
+  ASSERT_TRUE(target.ok()) << target.status();
+  out->target = *std::move(target);
+  auto target_file = model::GgufFile::Open(target_path);
+  ASSERT_TRUE(target_file.ok()) << target_file.status();
+  auto tokenizer = model::LoadTokenizerFromGguf(**target_file);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  out->tokenizer = std::make_unique<model::Tokenizer>(*std::move(tokenizer));
+  auto drafter = spec::ModelDrafter::Load(draft_path, *out->tokenizer,
+                                          out->target->config().vocab_size, {.threads = 1});
+  ASSERT_TRUE(drafter.ok()) << drafter.status();
+  out->drafter = *std::move(drafter);
+}
+
+// Temperature 1, top-k 4: the sampled tests' parameters (a small support keeps the
+// cell count, and the test, small).
+spec::SamplingParams TopFourParams() {
+  spec::SamplingParams params;
+  params.temperature = 1.0f;
+  params.top_k = 4;
+  return params;
+}
+
+// The tiny target of seed 1 (WriteModel NAME), one thread.
+void LoadTarget(const std::string& name, std::unique_ptr<model::Transformer>* target) {
+  auto loaded = model::Transformer::Load(WriteModel(name, 1), {.threads = 1});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  *target = *std::move(loaded);
+}
+
+// The seed-1 target (LoadTarget NAME), TopFourParams, and a prompt whose lookup trie
+// has two candidates at its root: {17, b, 99, 17, c, 99, 17}, "17" followed by b and
+// by c, with b and c each sampled with p >= 0.1 by the target and together <= 0.9, so
+// the first candidate, the second and the correction all commit (the first such b
+// ascending, then c < 64 ascending).
+struct TwoCandidateSetup {
+  std::unique_ptr<model::Transformer> target;
+  spec::SamplingParams params;
+  std::vector<int32_t> prompt;
+  int32_t b = 0, c = 0;
+};
+
+void SetUpTwoCandidates(const std::string& name, TwoCandidateSetup* setup) {
+  ASSERT_NO_FATAL_FAILURE(LoadTarget(name, &setup->target));
+  setup->params = TopFourParams();
+  const int vocab = setup->target->config().vocab_size;
+  for (int32_t b = 1; b < vocab; ++b) {
+    for (int32_t c = 1; c < std::min(vocab, 64); ++c) {
+      if (c == b || c == 17 || c == 99 || b == 17 || b == 99) continue;
+      const std::vector<int32_t> candidate = {17, b, 99, 17, c, 99, 17};
+      const std::vector<float> first = FirstTokenProbs(*setup->target, candidate, setup->params);
+      if (first[b] >= 0.1 && first[c] >= 0.1 && first[b] + first[c] <= 0.9) {
+        setup->prompt = candidate;
+        setup->b = b;
+        setup->c = c;
+        return;
+      }
+    }
+  }
+  FAIL() << "no two tokens the target samples with p >= 0.1, together <= 0.9";
+}
+
 // The law of the first `tokens` generated tokens of `prompt` under `params`, exactly,
 // from the target itself: continuation -> probability. `first_row`, if set, replaces
 // the first token's distribution (a deliberately wrong rule's law; the rest stays the
@@ -129,15 +201,41 @@ std::optional<std::map<std::vector<int32_t>, int64_t>> DrawContinuations(
   return seen;
 }
 
-// The chi-square of `seen` against the exact law of 2-token continuations; a
-// continuation outside the law's support also fails the current test.
-spec::testing::ChiSquareResult TwoTokenLawTest(
-    const std::map<std::vector<int32_t>, double>& exact,
-    const std::map<std::vector<int32_t>, int64_t>& seen) {
-  bool outside = false;
-  for (const auto& [continuation, n] : seen) outside |= exact.count(continuation) == 0;
-  EXPECT_FALSE(outside) << "a continuation outside the target's support was committed";
-  return spec::testing::ChiSquareTestAgainstLaw(exact, seen);
+// Two-stage (PassesOneOfTwoDraws): each draw of 2000 2-token continuations of `prompt`
+// (DrawContinuations PREFIX, draft_k 3, seed offset 17) is checked against the target's
+// exact law at 1e-3 (a continuation outside its support also fails the current test);
+// the check fails only if two independent draws both fail, so its false alarm is 1e-6.
+// Draws differ in their seeds; which path commits a token depends on timing, so no seed
+// fixes a draw. Returns the requests' stats.
+SpecTotals ExpectTwoTokenContinuationsFollowTheLaw(
+    net::RequestClient& client, model::Transformer& target, const std::string& prefix,
+    const std::vector<int32_t>& prompt, const spec::SamplingParams& params, proto::VerifyMode mode,
+    const std::string& label) {
+  const auto exact = ExactContinuationLaw(target, prompt, params, 2);
+  constexpr int kSamples = 2000;
+  SpecTotals totals;
+  const auto draw = [&](int d) {
+    const auto seen = DrawContinuations(client, prefix, d, kSamples, prompt, params,
+                                        /*tokens=*/2, mode, /*k=*/3, /*seed_offset=*/17, totals);
+    if (!seen.has_value()) return false;
+    bool outside = false;
+    for (const auto& [continuation, n] : *seen) outside |= exact.count(continuation) == 0;
+    EXPECT_FALSE(outside) << "a continuation outside the target's support was committed";
+    const spec::testing::ChiSquareResult result =
+        spec::testing::ChiSquareTestAgainstLaw(exact, *seen);
+    spec::testing::PrintChiSquare(label + ", draw " + std::to_string(d), result);
+    return result.p_value > 1e-3;
+  };
+  EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));
+  return totals;
+}
+
+// Speculation was exercised both ways: some draft tokens accepted, some rejected.
+void ExpectAcceptedAndRejected(const SpecTotals& totals) {
+  EXPECT_GT(totals.accepted, 0u)
+      << "the draft was never accepted: the test did not exercise acceptance";
+  EXPECT_LT(totals.accepted, totals.verified)
+      << "the draft was always accepted: the test did not exercise the residual";
 }
 
 // Sampled verification with a different draft model: every committed pair of
@@ -149,27 +247,19 @@ spec::testing::ChiSquareResult TwoTokenLawTest(
 void ExpectContinuationsFollowTheTarget(proto::VerifyMode mode, bool spec_cache,
                                         const std::string& label, bool trees = false) {
   const std::string target_path = WriteModel("dist-target", 1);
-  const std::string draft_path = WriteModel("dist-draft", 7);
-  auto target = model::Transformer::Load(target_path, {.threads = 1});
-  ASSERT_TRUE(target.ok()) << target.status();
-  auto target_file = model::GgufFile::Open(target_path);
-  ASSERT_TRUE(target_file.ok());
-  auto tokenizer = model::LoadTokenizerFromGguf(**target_file);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   // With the cache or trees, the draft is the target's own weights quantized coarser:
   // close to the target (its guesses at a correction can be right, so cached blocks
   // are verified; second siblings get accepted) yet different (so rejections and
   // corrections happen).
-  const std::string cached_draft_path = spec_cache || trees
-                                            ? WriteModel("dist-draft-q4", 1, kernels::GgmlType::kQ4_0)
-                                            : draft_path;
-  auto drafter = spec::ModelDrafter::Load(cached_draft_path, *tokenizer,
-                                          (*target)->config().vocab_size, {.threads = 1});
-  ASSERT_TRUE(drafter.ok()) << drafter.status();
+  const std::string draft_path = spec_cache || trees
+                                     ? WriteModel("dist-draft-q4", 1, kernels::GgmlType::kQ4_0)
+                                     : WriteModel("dist-draft", 7);
+  TargetWithModelDrafter loaded;
+  ASSERT_NO_FATAL_FAILURE(LoadTargetWithModelDrafter(target_path, draft_path, &loaded));
 
   tools::InProcessClusterOptions options;
-  options.target = target->get();
-  options.drafter = drafter->get();
+  options.target = loaded.target.get();
+  options.drafter = loaded.drafter.get();
   options.draft_engine.default_k = 3;
   options.draft_engine.spec_cache = spec_cache;
   options.draft_engine.cache.correction_candidates = 3;  // the rest of a top-4 support
@@ -177,26 +267,10 @@ void ExpectContinuationsFollowTheTarget(proto::VerifyMode mode, bool spec_cache,
   auto pipeline = testing::StartPipelineWithClient(options);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
 
-  spec::SamplingParams params;
-  params.temperature = 1.0f;
-  params.top_k = 4;  // a small support keeps the cell count (and the test) small
+  const spec::SamplingParams params = TopFourParams();
   const std::vector<int32_t> prompt = {17, 42, 99};
-  const auto exact = ExactContinuationLaw(**target, prompt, params, 2);
-
-  // Two-stage (PassesOneOfTwoDraws): each draw is checked at 1e-3, the test fails only
-  // if two independent draws both fail, so its false alarm is 1e-6. Draws differ in
-  // their seeds; which path commits a token depends on timing, so no seed fixes a draw.
-  constexpr int kSamples = 2000;
-  SpecTotals totals;
-  const auto draw = [&](int d) {
-    const auto seen = DrawContinuations(*pipeline->client, "dist-", d, kSamples, prompt, params,
-                                        /*tokens=*/2, mode, /*k=*/3, /*seed_offset=*/17, totals);
-    if (!seen.has_value()) return false;
-    const spec::testing::ChiSquareResult result = TwoTokenLawTest(exact, *seen);
-    spec::testing::PrintChiSquare(label + ", draw " + std::to_string(d), result);
-    return result.p_value > 1e-3;
-  };
-  EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));
+  const SpecTotals totals = ExpectTwoTokenContinuationsFollowTheLaw(
+      *pipeline->client, *loaded.target, "dist-", prompt, params, mode, label);
   EXPECT_GT(totals.drafted, 0u);
   if (trees) {
     std::printf("%s: %llu tree steps, %llu of %llu draft tokens accepted\n", label.c_str(),
@@ -205,10 +279,7 @@ void ExpectContinuationsFollowTheTarget(proto::VerifyMode mode, bool spec_cache,
                 static_cast<unsigned long long>(totals.verified));
     EXPECT_GT(totals.tree_steps, 0u) << "no tree was verified: nothing was tested";
   }
-  EXPECT_GT(totals.accepted, 0u)
-      << "the draft was never accepted: the test did not exercise acceptance";
-  EXPECT_LT(totals.accepted, totals.verified)
-      << "the draft was always accepted: the test did not exercise the residual";
+  ExpectAcceptedAndRejected(totals);
   if (spec_cache) {
     pipeline->cluster->KillDraftWorker();
     const spec::SpeculationCacheCounters cache = pipeline->cluster->CacheCountersAfterKill();
@@ -249,7 +320,6 @@ TEST(PipelineDistributionTest, CoupledWithTheSpeculationCacheFollowsTheTarget) {
 void ExpectTargetsLookupKeepsTheLaw(model::Transformer& target, const std::vector<int32_t>& prompt,
                                     const spec::SamplingParams& params, bool expect_trees,
                                     const std::string& label) {
-  const auto exact = ExactContinuationLaw(target, prompt, params, 2);
   spec::LookupDrafter lookup(spec::LookupDrafterConfig{});
   tools::InProcessClusterOptions options;
   options.target = &target;
@@ -258,23 +328,10 @@ void ExpectTargetsLookupKeepsTheLaw(model::Transformer& target, const std::vecto
   options.draft_engine.trees = expect_trees;  // --tree auto; off (chains) is the default
   auto pipeline = testing::StartPipelineWithClient(options);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
-  constexpr int kSamples = 2000;
-  SpecTotals totals;
-  const auto draw = [&](int d) {
-    const auto seen = DrawContinuations(*pipeline->client, "local-", d, kSamples, prompt, params,
-                                        /*tokens=*/2, proto::VERIFY_MODE_REJECTION, /*k=*/3,
-                                        /*seed_offset=*/17, totals);
-    if (!seen.has_value()) return false;
-    const spec::testing::ChiSquareResult result = TwoTokenLawTest(exact, *seen);
-    spec::testing::PrintChiSquare(label + ", draw " + std::to_string(d), result);
-    return result.p_value > 1e-3;
-  };
-  EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));
+  const SpecTotals totals = ExpectTwoTokenContinuationsFollowTheLaw(
+      *pipeline->client, target, "local-", prompt, params, proto::VERIFY_MODE_REJECTION, label);
   EXPECT_GT(totals.drafted, 0u) << "the target's lookup drafter proposed nothing";
-  EXPECT_GT(totals.accepted, 0u)
-      << "the draft was never accepted: the test did not exercise acceptance";
-  EXPECT_LT(totals.accepted, totals.verified)
-      << "the draft was always accepted: the test did not exercise the residual";
+  ExpectAcceptedAndRejected(totals);
   if (expect_trees) {
     EXPECT_GT(totals.tree_steps, 0u) << "no tree was verified: nothing was tested";
   }
@@ -286,20 +343,17 @@ void ExpectTargetsLookupKeepsTheLaw(model::Transformer& target, const std::vecto
 // token that followed it; that token is chosen with p in [0.1, 0.9] under the
 // target, so the test sees acceptances and rejections both.
 TEST(PipelineDistributionTest, TheTargetsOwnLookupDrafterKeepsTheTargetsLaw) {
-  const std::string target_path = WriteModel("local-target", 1);
-  auto target = model::Transformer::Load(target_path, {.threads = 1});
-  ASSERT_TRUE(target.ok()) << target.status();
-  spec::SamplingParams params;
-  params.temperature = 1.0f;
-  params.top_k = 4;
+  std::unique_ptr<model::Transformer> target;
+  ASSERT_NO_FATAL_FAILURE(LoadTarget("local-target", &target));
+  const spec::SamplingParams params = TopFourParams();
   std::vector<int32_t> prompt;
-  for (int32_t b = 1; b < (*target)->config().vocab_size && prompt.empty(); ++b) {
+  for (int32_t b = 1; b < target->config().vocab_size && prompt.empty(); ++b) {
     const std::vector<int32_t> candidate = {17, b, 99, 17};
-    const std::vector<float> first = FirstTokenProbs(**target, candidate, params);
+    const std::vector<float> first = FirstTokenProbs(*target, candidate, params);
     if (first[b] >= 0.1 && first[b] <= 0.9) prompt = candidate;
   }
   ASSERT_FALSE(prompt.empty()) << "no token the target samples with p in [0.1, 0.9]";
-  ExpectTargetsLookupKeepsTheLaw(**target, prompt, params, /*expect_trees=*/false,
+  ExpectTargetsLookupKeepsTheLaw(*target, prompt, params, /*expect_trees=*/false,
                                  "target's own lookup drafter");
 }
 
@@ -309,24 +363,9 @@ TEST(PipelineDistributionTest, TheTargetsOwnLookupDrafterKeepsTheTargetsLaw) {
 // b and c are chosen each with p >= 0.1 and together <= 0.9, so the first
 // candidate, the second and the correction all commit.
 TEST(PipelineDistributionTest, LookupTreesKeepTheTargetsLaw) {
-  const std::string target_path = WriteModel("tree-target", 1);
-  auto target = model::Transformer::Load(target_path, {.threads = 1});
-  ASSERT_TRUE(target.ok()) << target.status();
-  spec::SamplingParams params;
-  params.temperature = 1.0f;
-  params.top_k = 4;
-  const int vocab = (*target)->config().vocab_size;
-  std::vector<int32_t> prompt;
-  for (int32_t b = 1; b < vocab && prompt.empty(); ++b) {
-    for (int32_t c = 1; c < std::min(vocab, 64) && prompt.empty(); ++c) {
-      if (c == b || c == 17 || c == 99 || b == 17 || b == 99) continue;
-      const std::vector<int32_t> candidate = {17, b, 99, 17, c, 99, 17};
-      const std::vector<float> first = FirstTokenProbs(**target, candidate, params);
-      if (first[b] >= 0.1 && first[c] >= 0.1 && first[b] + first[c] <= 0.9) prompt = candidate;
-    }
-  }
-  ASSERT_FALSE(prompt.empty()) << "no two tokens the target samples with p >= 0.1, together <= 0.9";
-  ExpectTargetsLookupKeepsTheLaw(**target, prompt, params, /*expect_trees=*/true,
+  TwoCandidateSetup setup;
+  ASSERT_NO_FATAL_FAILURE(SetUpTwoCandidates("tree-target", &setup));
+  ExpectTargetsLookupKeepsTheLaw(*setup.target, setup.prompt, setup.params, /*expect_trees=*/true,
                                  "lookup trees in the target");
 }
 
@@ -384,10 +423,7 @@ void ExpectPipelinedTreesKeepTheLaw(model::Transformer& target, spec::Drafter& d
   EXPECT_GT(totals.tree_steps, 0u) << "no tree was verified: nothing was tested";
   EXPECT_GT(counters.blocks_past_trees, 0u)
       << "no block was drafted past a tree: pipelining was not tested";
-  EXPECT_GT(totals.accepted, 0u)
-      << "the draft was never accepted: the test did not exercise acceptance";
-  EXPECT_LT(totals.accepted, totals.verified)
-      << "the draft was always accepted: the test did not exercise the residual";
+  ExpectAcceptedAndRejected(totals);
 }
 
 // The first token's law under a deliberately wrong point-mass tree rule at the root:
@@ -412,35 +448,18 @@ std::vector<double> NoResidualFirstRow(const std::vector<float>& p,
 // candidate and correction all commit, and a block drafted past the first path
 // (b or c, then 99) is queued behind the tree.
 TEST(PipelineDistributionTest, PipelinedLookupTreesKeepTheTargetsLaw) {
-  const std::string target_path = WriteModel("piped-tree-target", 1);
-  auto target = model::Transformer::Load(target_path, {.threads = 1});
-  ASSERT_TRUE(target.ok()) << target.status();
-  spec::SamplingParams params;
-  params.temperature = 1.0f;
-  params.top_k = 4;
-  const int vocab = (*target)->config().vocab_size;
-  std::vector<int32_t> prompt;
-  int32_t b = 0, c = 0;
-  for (int32_t x = 1; x < vocab && prompt.empty(); ++x) {
-    for (int32_t y = 1; y < std::min(vocab, 64) && prompt.empty(); ++y) {
-      if (x == y || x == 17 || x == 99 || y == 17 || y == 99) continue;
-      const std::vector<int32_t> candidate = {17, x, 99, 17, y, 99, 17};
-      const std::vector<float> first = FirstTokenProbs(**target, candidate, params);
-      if (first[x] >= 0.1 && first[y] >= 0.1 && first[x] + first[y] <= 0.9) {
-        prompt = candidate;
-        b = x;
-        c = y;
-      }
-    }
-  }
-  ASSERT_FALSE(prompt.empty()) << "no two tokens the target samples with p >= 0.1, together <= 0.9";
+  TwoCandidateSetup setup;
+  ASSERT_NO_FATAL_FAILURE(SetUpTwoCandidates("piped-tree-target", &setup));
+  model::Transformer& target = *setup.target;
+  const spec::SamplingParams& params = setup.params;
+  const std::vector<int32_t>& prompt = setup.prompt;
   constexpr int kTokens = 3;
-  const std::vector<float> first = FirstTokenProbs(**target, prompt, params);
+  const std::vector<float> first = FirstTokenProbs(target, prompt, params);
   // The wrong rule's law with b tried first (with c first it is as far off).
-  const std::vector<double> wrong_row = NoResidualFirstRow(first, {b, c});
-  const auto wrong_law = ExactContinuationLaw(**target, prompt, params, kTokens, &wrong_row);
+  const std::vector<double> wrong_row = NoResidualFirstRow(first, {setup.b, setup.c});
+  const auto wrong_law = ExactContinuationLaw(target, prompt, params, kTokens, &wrong_row);
   spec::LookupDrafter lookup(spec::LookupDrafterConfig{});
-  ExpectPipelinedTreesKeepTheLaw(**target, lookup, prompt, params, kTokens, /*k=*/2, wrong_law,
+  ExpectPipelinedTreesKeepTheLaw(target, lookup, prompt, params, kTokens, /*k=*/2, wrong_law,
                                  "pipelined lookup trees, 3-token continuations");
 }
 
@@ -453,21 +472,12 @@ TEST(PipelineDistributionTest, PipelinedLookupTreesKeepTheTargetsLaw) {
 TEST(PipelineDistributionTest, PipelinedModelDrafterTreesKeepTheTargetsLaw) {
   const std::string target_path = WriteModel("piped-model-target", 1);
   const std::string draft_path = WriteModel("piped-model-draft-q4", 1, kernels::GgmlType::kQ4_0);
-  auto target = model::Transformer::Load(target_path, {.threads = 1});
-  ASSERT_TRUE(target.ok()) << target.status();
+  TargetWithModelDrafter loaded;
+  ASSERT_NO_FATAL_FAILURE(LoadTargetWithModelDrafter(target_path, draft_path, &loaded));
   auto draft_model = model::Transformer::Load(draft_path, {.threads = 1});
   ASSERT_TRUE(draft_model.ok()) << draft_model.status();
-  auto target_file = model::GgufFile::Open(target_path);
-  ASSERT_TRUE(target_file.ok());
-  auto tokenizer = model::LoadTokenizerFromGguf(**target_file);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  auto drafter = spec::ModelDrafter::Load(draft_path, *tokenizer, (*target)->config().vocab_size,
-                                          {.threads = 1});
-  ASSERT_TRUE(drafter.ok()) << drafter.status();
-  ASSERT_TRUE((*drafter)->ProposesTrees());
-  spec::SamplingParams params;
-  params.temperature = 1.0f;
-  params.top_k = 4;
+  ASSERT_TRUE(loaded.drafter->ProposesTrees());
+  const spec::SamplingParams params = TopFourParams();
   constexpr int kTokens = 3;
   const std::vector<int32_t> prompt = {17, 42, 99};
   const std::vector<float> q = FirstTokenProbs(**draft_model, prompt, params);
@@ -476,30 +486,23 @@ TEST(PipelineDistributionTest, PipelinedModelDrafterTreesKeepTheTargetsLaw) {
   std::partial_sort(by_q.begin(), by_q.begin() + 2, by_q.end(),
                     [&](int32_t x, int32_t y) { return q[x] > q[y]; });
   const std::vector<double> wrong_row =
-      NoResidualFirstRow(FirstTokenProbs(**target, prompt, params), {by_q[0], by_q[1]});
-  const auto wrong_law = ExactContinuationLaw(**target, prompt, params, kTokens, &wrong_row);
-  ExpectPipelinedTreesKeepTheLaw(**target, **drafter, prompt, params, kTokens, /*k=*/2, wrong_law,
-                                 "pipelined model drafter trees, 3-token continuations");
+      NoResidualFirstRow(FirstTokenProbs(*loaded.target, prompt, params), {by_q[0], by_q[1]});
+  const auto wrong_law = ExactContinuationLaw(*loaded.target, prompt, params, kTokens, &wrong_row);
+  ExpectPipelinedTreesKeepTheLaw(*loaded.target, *loaded.drafter, prompt, params, kTokens, /*k=*/2,
+                                 wrong_law, "pipelined model drafter trees, 3-token continuations");
 }
 
 // Dropped, delayed and reordered blocks and results: every request still
 // finishes, with exactly the target's greedy output.
 TEST(PipelineFaultTest, GreedyOutputSurvivesDropsDelaysAndReorders) {
   const std::string path = WriteModel("fault-target", 3);
-  auto target = model::Transformer::Load(path, {.threads = 1});
-  ASSERT_TRUE(target.ok());
-  auto file = model::GgufFile::Open(path);
-  ASSERT_TRUE(file.ok());
-  auto tokenizer = model::LoadTokenizerFromGguf(**file);
-  ASSERT_TRUE(tokenizer.ok());
   // The same model as its own draft: its blocks are always right, so the
   // faults alone decide what goes wrong.
-  auto self_draft =
-      spec::ModelDrafter::Load(path, *tokenizer, (*target)->config().vocab_size, {.threads = 1});
-  ASSERT_TRUE(self_draft.ok());
+  TargetWithModelDrafter loaded;
+  ASSERT_NO_FATAL_FAILURE(LoadTargetWithModelDrafter(path, path, &loaded));
   tools::InProcessClusterOptions options;
-  options.target = target->get();
-  options.drafter = self_draft->get();
+  options.target = loaded.target.get();
+  options.drafter = loaded.drafter.get();
   options.target_engine.block_wait = absl::Milliseconds(30);
   options.data_faults = net::FaultOptions{.drop_probability = 0.15,
                                           .delay_probability = 0.2,
@@ -530,7 +533,8 @@ TEST(PipelineFaultTest, GreedyOutputSurvivesDropsDelaysAndReorders) {
   for (size_t i = 0; i < prompts.size(); ++i) {
     const std::string id = "fault-" + std::to_string(i);
     ASSERT_TRUE(pipeline->client->Done(id)) << id << " hung";
-    EXPECT_EQ(pipeline->client->Result(id).tokens, testing::PlainGreedy(**target, prompts[i], 40))
+    EXPECT_EQ(pipeline->client->Result(id).tokens,
+              testing::PlainGreedy(*loaded.target, prompts[i], 40))
         << id;
   }
 }
