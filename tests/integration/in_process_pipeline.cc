@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/spec/drafter_factory.h"
 
@@ -41,6 +42,23 @@ absl::StatusOr<PipelineWithClient> StartTinyPairPipeline(const model::TinyModelP
   if (!pipeline.ok()) return pipeline.status();
   pipeline->drafter = *std::move(drafter);
   return pipeline;
+}
+
+void ExpectGreedyEqualsPlainForEveryDrafter(const model::TinyModelPair& pair,
+                                            const std::vector<int32_t>& plain,
+                                            const GreedySubmitMaker& make_submit) {
+  for (const std::string name : {"none", "ngram", "lookup", "model", "layerskip:1"}) {
+    SCOPED_TRACE(name);
+    const bool none = name == "none";
+    auto pipeline = StartTinyPairPipeline(pair, none ? "ngram" : name);
+    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+    std::vector<proto::SubmitRequest> submits;
+    for (int k : {1, 3})
+      submits.push_back(make_submit(absl::StrCat(name, "-k", k), k, none ? "none" : ""));
+    for (const std::vector<int32_t>& tokens : CollectTokens(*pipeline->client, submits)) {
+      EXPECT_EQ(tokens, plain);
+    }
+  }
 }
 
 bool RunInWaves(net::RequestClient& client, const std::vector<proto::SubmitRequest>& submits,

@@ -48,6 +48,19 @@ absl::StatusOr<PipelineWithClient> StartTinyPairPipeline(const model::TinyModelP
                                                          const std::string& drafter_name,
                                                          int lookahead_blocks = 0);
 
+// Builds the greedy request `id` with draft_k `k` and SubmitRequest.drafter `drafter`.
+using GreedySubmitMaker =
+    std::function<proto::SubmitRequest(const std::string& id, int k, const std::string& drafter)>;
+
+// For each drafter of "none", "ngram", "lookup", "model" and "layerskip:1"
+// (StartTinyPairPipeline on `pair`; for "none" the request says so and the draft
+// worker drafts with ngram), the greedy requests NAME-k1 and NAME-k3 (k = 1, 3) commit
+// exactly `plain`. Fails the current test otherwise (fatally when a pipeline does not
+// start).
+void ExpectGreedyEqualsPlainForEveryDrafter(const model::TinyModelPair& pair,
+                                            const std::vector<int32_t>& plain,
+                                            const GreedySubmitMaker& make_submit);
+
 // How RunInWaves paces its requests. The wait is bounded by a count of polls, never
 // by a timed assertion.
 struct Waves {

@@ -24,6 +24,7 @@
 #include "runtime/spec/sampling.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
 #include "tests/integration/in_process_pipeline.h"
+#include "tests/integration/pipeline_law_check.h"
 #include "tests/testing/chi_square.h"
 #include "tests/testing/tiny_model_pair.h"
 #include "tools/cluster/in_process_cluster.h"
@@ -127,56 +128,22 @@ TEST(PipelineGuidanceTest, GuidedTokensFollowTheGuidedLawWithAndWithoutSpeculati
   // A deliberately wrong combination with the same support (so the check is about
   // the weights, not about tokens outside the top-k): the conditional logits alone.
   const auto wrong_law = ExactGuidedLaw(*f.target, params, /*weight_scale=*/1.0);
-  struct Setup {
-    std::string name;
-    proto::VerifyMode mode;
-    int k;
-    std::string drafter;
-  };
-  const std::vector<Setup> setups = {{"plain guided", proto::VERIFY_MODE_REJECTION, 1, "none"},
-                                     {"rejection k=2", proto::VERIFY_MODE_REJECTION, 2, ""},
-                                     {"rejection k=4", proto::VERIFY_MODE_REJECTION, 4, ""},
-                                     {"coupled k=2", proto::VERIFY_MODE_COUPLED, 2, ""}};
   // 3000 samples: the wrong combination's expected statistic is then ~4 standard
   // deviations above the 1e-3 critical value, so that check does not flake either.
-  constexpr int kSamples = 3000;
-  const uint64_t base_seed = (static_cast<uint64_t>(std::random_device{}()) << 32) | 1u;
-  SCOPED_TRACE(absl::StrCat("base seed ", base_seed));
-  // One draw checks every setup at 1e-3 / 4 (Bonferroni: 1e-3 per draw); the law check
-  // fails only if two independent draws both fail (PassesOneOfTwoDraws: 1e-6).
-  const auto draw = [&](int d) {
-    bool passed = true;
-    for (size_t s = 0; s < setups.size(); ++s) {
-      std::vector<proto::SubmitRequest> submits;
-      for (int i = 0; i < kSamples; ++i) {
+  const testing::LawCheck check{.law = law,
+                                .wrong_law = wrong_law,
+                                .tokens = kTokens,
+                                .samples = 3000,
+                                .id_prefix = "g",
+                                .label = "pipeline guided s=1.5",
+                                .wrong_label = "  the same counts vs the wrong combination"};
+  testing::ExpectSetupsFollowTheLaw(
+      *pipeline->client, testing::LawCheckSetups("plain guided"), check,
+      [&](const std::string& id, uint64_t seed, const testing::SampledSetup& setup) {
         spec::SamplingParams seeded = params;
-        seeded.seed = base_seed + 7919ull * ((d * setups.size() + s) * kSamples + i);
-        submits.push_back(GuidedSubmit(absl::StrCat("g", d, "-", s, "-", i), seeded,
-                                       setups[s].mode, setups[s].k, setups[s].drafter,
-                                       kTokens));
-      }
-      std::map<std::vector<int32_t>, int64_t> seen;
-      proto::SpecStats stats;
-      for (const std::vector<int32_t>& tokens :
-           testing::CollectTokens(*pipeline->client, submits, &stats)) {
-        EXPECT_EQ(tokens.size(), static_cast<size_t>(kTokens));
-        ++seen[tokens];
-      }
-      const auto result = spec::testing::ChiSquareTestAgainstLaw(law, seen);
-      spec::testing::PrintChiSquare(
-          absl::StrCat("pipeline guided s=1.5, ", setups[s].name, ", draw ", d), result);
-      passed &= result.p_value > 1e-3 / setups.size();
-      const auto wrong = spec::testing::ChiSquareTestAgainstLaw(wrong_law, seen);
-      spec::testing::PrintChiSquare("  the same counts vs the wrong combination", wrong);
-      EXPECT_LT(wrong.p_value, 1e-3) << setups[s].name << ": the harness cannot tell";
-      if (setups[s].drafter != "none") {  // speculation really ran, both ways
-        EXPECT_GT(stats.accepted(), 0u) << setups[s].name;
-        EXPECT_LT(stats.accepted(), stats.verified()) << setups[s].name;
-      }
-    }
-    return passed;
-  };
-  EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));
+        seeded.seed = seed;
+        return GuidedSubmit(id, seeded, setup.mode, setup.k, setup.drafter, kTokens);
+      });
 }
 
 // The first n greedy guided tokens from the model directly.
@@ -204,24 +171,13 @@ TEST(PipelineGuidanceTest, GreedyGuidedSpeculativeEqualsGreedyGuidedPlainForEver
   const std::vector<int32_t> plain = GuidedPlainGreedy(*f.target, 2.0f, kNew);
   ASSERT_NE(plain, GuidedPlainGreedy(*f.target, 1.0f, kNew))
       << "guidance must change this output, or the test proves nothing";
-  for (const std::string name : {"none", "ngram", "lookup", "model", "layerskip:1"}) {
-    SCOPED_TRACE(name);
-    // "none" goes by the request (its draft worker drafts with ngram for the others).
-    auto pipeline = testing::StartTinyPairPipeline(f, name == std::string("none") ? "ngram" : name);
-    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
-    spec::SamplingParams params;
-    params.temperature = 0.0f;
-    params.guidance_scale = 2.0f;
-    std::vector<proto::SubmitRequest> submits;
-    for (int k : {1, 3}) {
-      submits.push_back(GuidedSubmit(absl::StrCat(name, "-k", k), params,
-                                     proto::VERIFY_MODE_GREEDY, k,
-                                     name == std::string("none") ? "none" : "", kNew));
-    }
-    for (const std::vector<int32_t>& tokens : testing::CollectTokens(*pipeline->client, submits)) {
-      EXPECT_EQ(tokens, plain);
-    }
-  }
+  spec::SamplingParams params;
+  params.temperature = 0.0f;
+  params.guidance_scale = 2.0f;
+  testing::ExpectGreedyEqualsPlainForEveryDrafter(
+      f, plain, [&](const std::string& id, int k, const std::string& drafter) {
+        return GuidedSubmit(id, params, proto::VERIFY_MODE_GREEDY, k, drafter, kNew);
+      });
 }
 
 // s = 1 is plain decoding: a request with guidance_scale 1 (and a negative prompt,

@@ -29,6 +29,7 @@
 #include "runtime/spec/logits_pipeline.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
 #include "tests/integration/in_process_pipeline.h"
+#include "tests/integration/pipeline_law_check.h"
 #include "tests/testing/chi_square.h"
 #include "tests/testing/tiny_model_pair.h"
 #include "tools/cluster/in_process_cluster.h"
@@ -155,51 +156,20 @@ TEST(PipelineProcessorsTest, ProcessedTokensFollowTheProcessedLawWithAndWithoutS
   const spec::SamplingParams params = ProcessedParams(*f.target, 1.0f);
   const auto law = ExactLaw(*f.target, params, /*blind=*/false);
   const auto wrong_law = ExactLaw(*f.target, params, /*blind=*/true);
-  struct Setup {
-    std::string name;
-    proto::VerifyMode mode;
-    int k;
-    std::string drafter;
-  };
-  const std::vector<Setup> setups = {{"plain", proto::VERIFY_MODE_REJECTION, 1, "none"},
-                                     {"rejection k=2", proto::VERIFY_MODE_REJECTION, 2, ""},
-                                     {"rejection k=4", proto::VERIFY_MODE_REJECTION, 4, ""},
-                                     {"coupled k=2", proto::VERIFY_MODE_COUPLED, 2, ""}};
-  constexpr int kSamples = 3000;
-  const uint64_t base_seed = (static_cast<uint64_t>(std::random_device{}()) << 32) | 1u;
-  SCOPED_TRACE(absl::StrCat("base seed ", base_seed));
-  const auto draw = [&](int d) {
-    bool passed = true;
-    for (size_t s = 0; s < setups.size(); ++s) {
-      std::vector<proto::SubmitRequest> submits;
-      for (int i = 0; i < kSamples; ++i) {
+  const testing::LawCheck check{.law = law,
+                                .wrong_law = wrong_law,
+                                .tokens = kTokens,
+                                .samples = 3000,
+                                .id_prefix = "p",
+                                .label = "pipeline processors",
+                                .wrong_label = "  the same counts vs penalties blind to the block"};
+  testing::ExpectSetupsFollowTheLaw(
+      *pipeline->client, testing::LawCheckSetups("plain"), check,
+      [&](const std::string& id, uint64_t seed, const testing::SampledSetup& setup) {
         spec::SamplingParams seeded = params;
-        seeded.seed = base_seed + 7919ull * ((d * setups.size() + s) * kSamples + i);
-        submits.push_back(Submit(absl::StrCat("p", d, "-", s, "-", i), seeded, setups[s].mode,
-                                 setups[s].k, setups[s].drafter, kTokens));
-      }
-      std::map<std::vector<int32_t>, int64_t> seen;
-      proto::SpecStats stats;
-      for (const std::vector<int32_t>& tokens :
-           testing::CollectTokens(*pipeline->client, submits, &stats)) {
-        EXPECT_EQ(tokens.size(), static_cast<size_t>(kTokens));
-        ++seen[tokens];
-      }
-      const auto result = spec::testing::ChiSquareTestAgainstLaw(law, seen);
-      spec::testing::PrintChiSquare(
-          absl::StrCat("pipeline processors, ", setups[s].name, ", draw ", d), result);
-      passed &= result.p_value > 1e-3 / setups.size();
-      const auto wrong = spec::testing::ChiSquareTestAgainstLaw(wrong_law, seen);
-      spec::testing::PrintChiSquare("  the same counts vs penalties blind to the block", wrong);
-      EXPECT_LT(wrong.p_value, 1e-3) << setups[s].name << ": the harness cannot tell";
-      if (setups[s].drafter != "none") {  // speculation really ran, both ways
-        EXPECT_GT(stats.accepted(), 0u) << setups[s].name;
-        EXPECT_LT(stats.accepted(), stats.verified()) << setups[s].name;
-      }
-    }
-    return passed;
-  };
-  EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));
+        seeded.seed = seed;
+        return Submit(id, seeded, setup.mode, setup.k, setup.drafter, kTokens);
+      });
 }
 
 // The first n greedy tokens of the target alone through the pipeline's rows.
@@ -230,20 +200,10 @@ TEST(PipelineProcessorsTest, GreedySpeculativeEqualsGreedyPlainForEveryDrafter) 
   unprocessed.temperature = 0.0f;
   ASSERT_NE(plain, PlainGreedy(*f.target, unprocessed, kNew))
       << "the processors must change this output, or the test proves nothing";
-  for (const std::string name : {"none", "ngram", "lookup", "model", "layerskip:1"}) {
-    SCOPED_TRACE(name);
-    // "none" goes by the request (its draft worker drafts with ngram for the others).
-    auto pipeline = testing::StartTinyPairPipeline(f, name == std::string("none") ? "ngram" : name);
-    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
-    std::vector<proto::SubmitRequest> submits;
-    for (int k : {1, 3}) {
-      submits.push_back(Submit(absl::StrCat(name, "-k", k), params, proto::VERIFY_MODE_GREEDY, k,
-                               name == std::string("none") ? "none" : "", kNew));
-    }
-    for (const std::vector<int32_t>& tokens : testing::CollectTokens(*pipeline->client, submits)) {
-      EXPECT_EQ(tokens, plain);
-    }
-  }
+  testing::ExpectGreedyEqualsPlainForEveryDrafter(
+      f, plain, [&](const std::string& id, int k, const std::string& drafter) {
+        return Submit(id, params, proto::VERIFY_MODE_GREEDY, k, drafter, kNew);
+      });
 }
 
 }  // namespace
