@@ -22,6 +22,7 @@
 #include "tests/integration/in_process_pipeline.h"
 #include "tests/integration/plain_greedy.h"
 #include "tests/testing/chi_square.h"
+#include "tests/testing/sequence_law.h"
 #include "tests/testing/tiny_model.h"
 #include "tools/cluster/in_process_cluster.h"
 
@@ -133,26 +134,13 @@ std::map<std::vector<int32_t>, double> ExactContinuationLaw(
     model::Transformer& model, const std::vector<int32_t>& prompt,
     const spec::SamplingParams& params, int tokens,
     const std::vector<double>* first_row = nullptr) {
-  std::map<std::vector<int32_t>, double> law;
-  std::vector<int32_t> generated;
-  const std::function<void(double)> expand = [&](double probability) {
-    if (static_cast<int>(generated.size()) == tokens) {
-      law[generated] = probability;
-      return;
-    }
+  return spec::testing::ExactSequenceLaw(tokens, [&](const std::vector<int32_t>& generated) {
+    if (generated.empty() && first_row != nullptr) return *first_row;
     std::vector<int32_t> context = prompt;
     context.insert(context.end(), generated.begin(), generated.end());
     const std::vector<float> p = FirstTokenProbs(model, context, params);
-    for (size_t v = 0; v < p.size(); ++v) {
-      const double pv = generated.empty() && first_row != nullptr ? (*first_row)[v] : p[v];
-      if (pv == 0.0) continue;
-      generated.push_back(static_cast<int32_t>(v));
-      expand(probability * pv);
-      generated.pop_back();
-    }
-  };
-  expand(1.0);
-  return law;
+    return std::vector<double>(p.begin(), p.end());
+  });
 }
 
 // Sums of the speculation stats of a test's requests.

@@ -26,6 +26,7 @@
 #include "tests/integration/in_process_pipeline.h"
 #include "tests/integration/pipeline_law_check.h"
 #include "tests/testing/chi_square.h"
+#include "tests/testing/sequence_law.h"
 #include "tests/testing/tiny_model_pair.h"
 #include "tools/cluster/in_process_cluster.h"
 
@@ -49,18 +50,7 @@ std::vector<double> ReferenceGuided(const std::vector<float>& cond,
     for (size_t v = 0; v < g.size(); ++v) g[v] = uncond[v] + s * (cond[v] - uncond[v]);
     return g;
   };
-  const std::vector<double> g = guided(params.guidance_scale), w = guided(weight_scale);
-  std::vector<double> sorted = g;
-  std::sort(sorted.rbegin(), sorted.rend());
-  const double cutoff = sorted[params.top_k - 1];
-  const double max = *std::max_element(w.begin(), w.end());
-  std::vector<double> p(g.size(), 0.0);
-  double total = 0.0;
-  for (size_t v = 0; v < g.size(); ++v) {
-    if (g[v] >= cutoff) total += p[v] = std::exp((w[v] - max) / params.temperature);
-  }
-  for (double& x : p) x /= total;
-  return p;
+  return spec::testing::TopKSoftmax(guided(params.guidance_scale), guided(weight_scale), params);
 }
 
 // The law of the first kTokens guided tokens: sequence -> probability.
@@ -68,27 +58,13 @@ std::vector<double> ReferenceGuided(const std::vector<float>& cond,
 std::map<std::vector<int32_t>, double> ExactGuidedLaw(model::Transformer& model,
                                                       const spec::SamplingParams& params,
                                                       double weight_scale) {
-  std::map<std::vector<int32_t>, double> law;
-  std::function<void(std::vector<int32_t>, double)> expand = [&](std::vector<int32_t> generated,
-                                                                 double probability) {
-    if (static_cast<int>(generated.size()) == kTokens) {
-      law[generated] = probability;
-      return;
-    }
+  return spec::testing::ExactSequenceLaw(kTokens, [&](const std::vector<int32_t>& generated) {
     std::vector<int32_t> cond = kPrompt, uncond = kNegative;
     cond.insert(cond.end(), generated.begin(), generated.end());
     uncond.insert(uncond.end(), generated.begin(), generated.end());
     const std::vector<float> lc = LastLogits(model, cond), lu = LastLogits(model, uncond);
-    const std::vector<double> p = ReferenceGuided(lc, lu, params, weight_scale);
-    for (size_t v = 0; v < p.size(); ++v) {
-      if (p[v] == 0.0) continue;
-      generated.push_back(static_cast<int32_t>(v));
-      expand(generated, probability * p[v]);
-      generated.pop_back();
-    }
-  };
-  expand({}, 1.0);
-  return law;
+    return ReferenceGuided(lc, lu, params, weight_scale);
+  });
 }
 
 struct Fixture : model::TinyModelPair {

@@ -31,6 +31,7 @@
 #include "tests/integration/in_process_pipeline.h"
 #include "tests/integration/pipeline_law_check.h"
 #include "tests/testing/chi_square.h"
+#include "tests/testing/sequence_law.h"
 #include "tests/testing/tiny_model_pair.h"
 #include "tools/cluster/in_process_cluster.h"
 
@@ -65,50 +66,19 @@ std::vector<double> ReferenceProcessed(const std::vector<float>& logits,
   return g;
 }
 
-// top-k of `support` (processed logits), weights softmax(weights / T) on it.
-std::vector<double> TopKSoftmax(const std::vector<double>& support,
-                                const std::vector<double>& weights,
-                                const spec::SamplingParams& params) {
-  std::vector<double> sorted = support;
-  std::sort(sorted.rbegin(), sorted.rend());
-  const double cutoff = sorted[params.top_k - 1];
-  const double max = *std::max_element(weights.begin(), weights.end());
-  std::vector<double> p(support.size(), 0.0);
-  double total = 0.0;
-  for (size_t v = 0; v < p.size(); ++v) {
-    if (support[v] >= cutoff) total += p[v] = std::exp((weights[v] - max) / params.temperature);
-  }
-  for (double& x : p) x /= total;
-  return p;
-}
-
 // The law of the first kTokens processed tokens: sequence -> probability. With
 // `blind` the weights (not the support) come from penalties that see none of
 // the generated tokens: the deliberately wrong processor.
 std::map<std::vector<int32_t>, double> ExactLaw(model::Transformer& model,
                                                 const spec::SamplingParams& params, bool blind) {
-  std::map<std::vector<int32_t>, double> law;
-  std::function<void(std::vector<int32_t>, double)> expand = [&](std::vector<int32_t> generated,
-                                                                 double probability) {
-    if (static_cast<int>(generated.size()) == kTokens) {
-      law[generated] = probability;
-      return;
-    }
+  return spec::testing::ExactSequenceLaw(kTokens, [&](const std::vector<int32_t>& generated) {
     std::vector<int32_t> context = kPrompt;
     context.insert(context.end(), generated.begin(), generated.end());
     const std::vector<float> logits = LastLogits(model, context);
     const std::vector<double> truth = ReferenceProcessed(logits, params, generated);
-    const std::vector<double> p = TopKSoftmax(
-        truth, blind ? ReferenceProcessed(logits, params, {}) : truth, params);
-    for (size_t v = 0; v < p.size(); ++v) {
-      if (p[v] == 0.0) continue;
-      generated.push_back(static_cast<int32_t>(v));
-      expand(generated, probability * p[v]);
-      generated.pop_back();
-    }
-  };
-  expand({}, 1.0);
-  return law;
+    return spec::testing::TopKSoftmax(truth, blind ? ReferenceProcessed(logits, params, {}) : truth,
+                                      params);
+  });
 }
 
 struct Fixture : model::TinyModelPair {

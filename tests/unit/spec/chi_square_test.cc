@@ -1,11 +1,13 @@
 #include "tests/testing/chi_square.h"
 
+#include <cmath>
 #include <map>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/sampling.h"
 #include "kernels/cpu/sampling_philox.h"
+#include "tests/testing/sequence_law.h"
 #include "tests/unit/spec/spec_test_util.h"
 
 namespace splitspec::spec::testing {
@@ -42,6 +44,28 @@ TEST(ChiSquareTest, AgainstLawASequenceOutsideTheSupportFails) {
   const std::map<std::vector<int32_t>, double> law = {{{1}, 0.5}, {{2}, 0.5}};
   EXPECT_GT(ChiSquareTestAgainstLaw(law, {{{1}, 50}, {{2}, 50}}).p_value, 0.5);
   EXPECT_EQ(ChiSquareTestAgainstLaw(law, {{{1}, 50}, {{2}, 50}, {{3}, 1}}).p_value, 0.0);
+}
+
+// The law of two tokens: zeros skipped, products of the rows the prefix picks.
+TEST(SequenceLawTest, ExactSequenceLawMultipliesTheRowsOfEachPrefix) {
+  const auto law = ExactSequenceLaw(2, [](const std::vector<int32_t>& generated) {
+    if (generated.empty()) return std::vector<double>{0.25, 0.0, 0.75};
+    return generated[0] == 0 ? std::vector<double>{1.0} : std::vector<double>{0.5, 0.5};
+  });
+  const std::map<std::vector<int32_t>, double> want = {
+      {{0, 0}, 0.25}, {{2, 0}, 0.375}, {{2, 1}, 0.375}};
+  EXPECT_EQ(law, want);
+}
+
+TEST(SequenceLawTest, TopKSoftmaxKeepsTheSupportsTopKWithTheWeightsSoftmax) {
+  SamplingParams params;
+  params.top_k = 2;
+  params.temperature = 0.5f;
+  const std::vector<double> p = TopKSoftmax({1.0, 3.0, 2.0}, {0.0, 1.0, 0.0}, params);
+  const double e = std::exp(2.0);  // exp((1 - 0) / 0.5) against exp(0)
+  EXPECT_EQ(p[0], 0.0);
+  EXPECT_NEAR(p[1], e / (e + 1.0), 1e-15);
+  EXPECT_NEAR(p[2], 1.0 / (e + 1.0), 1e-15);
 }
 
 // Draws `trials` tokens from `weights` with the Philox stream of the test's seeds;
