@@ -24,6 +24,20 @@ absl::StatusOr<PipelineWithClient> StartPipelineWithClient(
   return pipeline;
 }
 
+proto::SubmitRequest MakeSubmit(const std::string& id, const std::vector<int32_t>& prompt,
+                                proto::SamplingParams params, int max_tokens,
+                                proto::VerifyMode mode, int k, const std::string& drafter) {
+  proto::SubmitRequest submit;
+  submit.set_request_id(id);
+  submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
+  params.set_max_tokens(static_cast<uint32_t>(max_tokens));
+  *submit.mutable_params() = std::move(params);
+  submit.set_verify_mode(mode);
+  submit.set_draft_k(static_cast<uint32_t>(k));
+  submit.set_drafter(drafter);
+  return submit;
+}
+
 absl::StatusOr<PipelineWithClient> StartTinyPairPipeline(const model::TinyModelPair& pair,
                                                          const std::string& drafter_name,
                                                          int lookahead_blocks) {

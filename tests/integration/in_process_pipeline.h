@@ -40,6 +40,13 @@ struct PipelineWithClient {
 absl::StatusOr<PipelineWithClient> StartPipelineWithClient(
     const tools::InProcessClusterOptions& options);
 
+// A request for `prompt` with the sampling parameters `params` (their max_tokens set
+// to `max_tokens`), verified by `mode` with draft_k `k`; `drafter` is
+// SubmitRequest.drafter ("none": the target alone; empty: the cluster's drafter).
+proto::SubmitRequest MakeSubmit(const std::string& id, const std::vector<int32_t>& prompt,
+                                proto::SamplingParams params, int max_tokens,
+                                proto::VerifyMode mode, int k, const std::string& drafter);
+
 // Starts a pipeline on `pair`'s target (TinyModelPair::Load first) whose draft worker
 // drafts with the DrafterSpec `drafter_name` ("model": the pair's draft model; "none":
 // InProcessClusterOptions::drafter null), one thread; `lookahead_blocks` > 0

@@ -74,20 +74,13 @@ struct Fixture : model::TinyModelPair {
 proto::SubmitRequest GuidedSubmit(const std::string& id, const spec::SamplingParams& params,
                                   proto::VerifyMode mode, int k, const std::string& drafter,
                                   int max_tokens) {
-  proto::SubmitRequest submit;
-  submit.set_request_id(id);
-  submit.mutable_prompt_tokens()->Assign(kPrompt.begin(), kPrompt.end());
-  submit.mutable_params()->set_temperature(params.temperature);
-  submit.mutable_params()->set_top_k(params.top_k);
-  submit.mutable_params()->set_seed(params.seed);
-  submit.mutable_params()->set_max_tokens(static_cast<uint32_t>(max_tokens));
-  submit.mutable_params()->set_guidance_scale(params.guidance_scale);
-  submit.mutable_params()->mutable_negative_prompt_tokens()->Assign(kNegative.begin(),
-                                                                   kNegative.end());
-  submit.set_verify_mode(mode);
-  submit.set_draft_k(static_cast<uint32_t>(k));
-  submit.set_drafter(drafter);
-  return submit;
+  proto::SamplingParams wire;
+  wire.set_temperature(params.temperature);
+  wire.set_top_k(params.top_k);
+  wire.set_seed(params.seed);
+  wire.set_guidance_scale(params.guidance_scale);
+  wire.mutable_negative_prompt_tokens()->Assign(kNegative.begin(), kNegative.end());
+  return testing::MakeSubmit(id, kPrompt, wire, max_tokens, mode, k, drafter);
 }
 
 TEST(PipelineGuidanceTest, GuidedTokensFollowTheGuidedLawWithAndWithoutSpeculation) {
@@ -115,10 +108,8 @@ TEST(PipelineGuidanceTest, GuidedTokensFollowTheGuidedLawWithAndWithoutSpeculati
                                 .wrong_label = "  the same counts vs the wrong combination"};
   testing::ExpectSetupsFollowTheLaw(
       *pipeline->client, testing::LawCheckSetups("plain guided"), check,
-      [&](const std::string& id, uint64_t seed, const testing::SampledSetup& setup) {
-        spec::SamplingParams seeded = params;
-        seeded.seed = seed;
-        return GuidedSubmit(id, seeded, setup.mode, setup.k, setup.drafter, kTokens);
+      [&](const std::string& id, const testing::SampledSetup& setup) {
+        return GuidedSubmit(id, params, setup.mode, setup.k, setup.drafter, kTokens);
       });
 }
 

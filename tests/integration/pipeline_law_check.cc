@@ -26,8 +26,8 @@ void ExpectSetupsFollowTheLaw(net::RequestClient& client, const std::vector<Samp
       std::vector<proto::SubmitRequest> submits;
       for (int i = 0; i < check.samples; ++i) {
         const uint64_t seed = base_seed + 7919ull * ((d * setups.size() + s) * check.samples + i);
-        submits.push_back(
-            make_submit(absl::StrCat(check.id_prefix, d, "-", s, "-", i), seed, setups[s]));
+        submits.push_back(make_submit(absl::StrCat(check.id_prefix, d, "-", s, "-", i), setups[s]));
+        submits.back().mutable_params()->set_seed(seed);
       }
       std::map<std::vector<int32_t>, int64_t> seen;
       proto::SpecStats stats;

@@ -43,9 +43,9 @@ struct LawCheck {
   std::string wrong_label;  // the wrong law's chi-square is printed as this
 };
 
-// The request for one sample of `setup`, with its own `seed`.
-using SampledSubmitMaker = std::function<proto::SubmitRequest(const std::string& id, uint64_t seed,
-                                                              const SampledSetup& setup)>;
+// The request for one sample of `setup` (ExpectSetupsFollowTheLaw then sets its seed).
+using SampledSubmitMaker =
+    std::function<proto::SubmitRequest(const std::string& id, const SampledSetup& setup)>;
 
 // Two-stage: each draw runs `check.samples` requests per setup (CollectTokens) with
 // seeds base + 7919 ((draw * setups + setup) * samples + sample), the base random (and

@@ -106,15 +106,8 @@ spec::SamplingParams ProcessedParams(model::Transformer& target, float temperatu
 proto::SubmitRequest Submit(const std::string& id, const spec::SamplingParams& params,
                             proto::VerifyMode mode, int k, const std::string& drafter,
                             int max_tokens) {
-  proto::SubmitRequest submit;
-  submit.set_request_id(id);
-  submit.mutable_prompt_tokens()->Assign(kPrompt.begin(), kPrompt.end());
-  *submit.mutable_params() = net::SamplingParamsToProto(params);
-  submit.mutable_params()->set_max_tokens(static_cast<uint32_t>(max_tokens));
-  submit.set_verify_mode(mode);
-  submit.set_draft_k(static_cast<uint32_t>(k));
-  submit.set_drafter(drafter);
-  return submit;
+  return testing::MakeSubmit(id, kPrompt, net::SamplingParamsToProto(params), max_tokens, mode, k,
+                             drafter);
 }
 
 TEST(PipelineProcessorsTest, ProcessedTokensFollowTheProcessedLawWithAndWithoutSpeculation) {
@@ -133,13 +126,11 @@ TEST(PipelineProcessorsTest, ProcessedTokensFollowTheProcessedLawWithAndWithoutS
                                 .id_prefix = "p",
                                 .label = "pipeline processors",
                                 .wrong_label = "  the same counts vs penalties blind to the block"};
-  testing::ExpectSetupsFollowTheLaw(
-      *pipeline->client, testing::LawCheckSetups("plain"), check,
-      [&](const std::string& id, uint64_t seed, const testing::SampledSetup& setup) {
-        spec::SamplingParams seeded = params;
-        seeded.seed = seed;
-        return Submit(id, seeded, setup.mode, setup.k, setup.drafter, kTokens);
-      });
+  testing::ExpectSetupsFollowTheLaw(*pipeline->client, testing::LawCheckSetups("plain"), check,
+                                    [&](const std::string& id, const testing::SampledSetup& setup) {
+                                      return Submit(id, params, setup.mode, setup.k, setup.drafter,
+                                                    kTokens);
+                                    });
 }
 
 // The first n greedy tokens of the target alone through the pipeline's rows.
