@@ -118,17 +118,15 @@ std::vector<int32_t> GuidedPlainGreedy(model::Transformer& model, float scale, i
   spec::SamplingParams params;
   params.temperature = 0.0f;
   params.guidance_scale = scale;
-  std::vector<int32_t> cond = kPrompt, uncond = kNegative, out;
-  for (int i = 0; i < n; ++i) {
+  return spec::testing::GreedySequence(n, [&](const std::vector<int32_t>& generated) {
+    std::vector<int32_t> cond = kPrompt, uncond = kNegative;
+    cond.insert(cond.end(), generated.begin(), generated.end());
+    uncond.insert(uncond.end(), generated.begin(), generated.end());
     const std::vector<float> lc = LastLogits(model, cond), lu = LastLogits(model, uncond);
     std::vector<float> p(lc.size());
     EXPECT_TRUE(spec::GuidedLogitsToProbs(params, lc, lu, absl::MakeSpan(p)).ok());
-    const int32_t token = static_cast<int32_t>(std::max_element(p.begin(), p.end()) - p.begin());
-    out.push_back(token);
-    cond.push_back(token);
-    uncond.push_back(token);
-  }
-  return out;
+    return p;
+  });
 }
 
 TEST(PipelineGuidanceTest, GreedyGuidedSpeculativeEqualsGreedyGuidedPlainForEveryDrafter) {

@@ -136,19 +136,17 @@ TEST(PipelineProcessorsTest, ProcessedTokensFollowTheProcessedLawWithAndWithoutS
 // The first n greedy tokens of the target alone through the pipeline's rows.
 std::vector<int32_t> PlainGreedy(model::Transformer& model, const spec::SamplingParams& params,
                                  int n) {
-  std::vector<int32_t> context = kPrompt, out;
-  for (int i = 0; i < n; ++i) {
+  return spec::testing::GreedySequence(n, [&](const std::vector<int32_t>& generated) {
+    std::vector<int32_t> context = kPrompt;
+    context.insert(context.end(), generated.begin(), generated.end());
     const std::vector<float> logits = LastLogits(model, context);
     std::vector<float> p(logits.size());
     spec::RowContext row;
     row.tokens = context;
     row.prompt_length = static_cast<int>(kPrompt.size());
     EXPECT_TRUE(spec::ProcessRow(params, row, logits, absl::MakeSpan(p)).ok());
-    const int32_t token = static_cast<int32_t>(std::max_element(p.begin(), p.end()) - p.begin());
-    out.push_back(token);
-    context.push_back(token);
-  }
-  return out;
+    return p;
+  });
 }
 
 TEST(PipelineProcessorsTest, GreedySpeculativeEqualsGreedyPlainForEveryDrafter) {

@@ -27,6 +27,17 @@ std::map<std::vector<int32_t>, double> ExactSequenceLaw(
   return law;
 }
 
+std::vector<int32_t> GreedySequence(
+    int length,
+    const std::function<std::vector<float>(const std::vector<int32_t>& generated)>& next) {
+  std::vector<int32_t> generated;
+  for (int i = 0; i < length; ++i) {
+    const std::vector<float> p = next(generated);
+    generated.push_back(static_cast<int32_t>(std::max_element(p.begin(), p.end()) - p.begin()));
+  }
+  return generated;
+}
+
 std::vector<double> TopKSoftmax(const std::vector<double>& support,
                                 const std::vector<double>& weights, const SamplingParams& params) {
   std::vector<double> sorted = support;

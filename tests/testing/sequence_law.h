@@ -23,6 +23,12 @@ std::map<std::vector<int32_t>, double> ExactSequenceLaw(
     int length,
     const std::function<std::vector<double>(const std::vector<int32_t>& generated)>& next);
 
+// The greedy sequence of `length` tokens: each the argmax (the lowest id on ties) of
+// next(generated), `generated` being the tokens so far.
+std::vector<int32_t> GreedySequence(
+    int length,
+    const std::function<std::vector<float>(const std::vector<int32_t>& generated)>& next);
+
 // Top-k then softmax at params.temperature: the `params.top_k` highest of `support`
 // (ties at the cutoff all kept) get weights exp(weights / T), normalized; the rest 0.
 // `weights` differing from `support` gives a deliberately wrong law on the same support.
