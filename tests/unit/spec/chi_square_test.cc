@@ -57,6 +57,16 @@ TEST(SequenceLawTest, ExactSequenceLawMultipliesTheRowsOfEachPrefix) {
   EXPECT_EQ(law, want);
 }
 
+// Each token the argmax of the row after the tokens so far, the lowest id on ties.
+TEST(SequenceLawTest, GreedySequenceTakesEachRowsArgmax) {
+  const std::vector<int32_t> tokens = GreedySequence(3, [](const std::vector<int32_t>& generated) {
+    if (generated.empty()) return std::vector<float>{0.1f, 0.6f, 0.3f};
+    return generated.back() == 1 ? std::vector<float>{0.4f, 0.2f, 0.4f}
+                                 : std::vector<float>{0.0f, 0.0f, 1.0f};
+  });
+  EXPECT_EQ(tokens, (std::vector<int32_t>{1, 0, 2}));
+}
+
 TEST(SequenceLawTest, TopKSoftmaxKeepsTheSupportsTopKWithTheWeightsSoftmax) {
   SamplingParams params;
   params.top_k = 2;
