@@ -67,8 +67,10 @@ std::map<std::vector<int32_t>, double> ExactGuidedLaw(model::Transformer& model,
   });
 }
 
-struct Fixture : model::TinyModelPair {
-  void Load() { TinyModelPair::Load("guided"); }
+// Every test runs on the tiny pair guided-target.gguf / guided-draft.gguf.
+class PipelineGuidanceTest : public ::testing::Test, public model::TinyModelPair {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(Load("guided")); }
 };
 
 proto::SubmitRequest GuidedSubmit(const std::string& id, const spec::SamplingParams& params,
@@ -83,20 +85,18 @@ proto::SubmitRequest GuidedSubmit(const std::string& id, const spec::SamplingPar
   return testing::MakeSubmit(id, kPrompt, wire, max_tokens, mode, k, drafter);
 }
 
-TEST(PipelineGuidanceTest, GuidedTokensFollowTheGuidedLawWithAndWithoutSpeculation) {
-  Fixture f;
-  ASSERT_NO_FATAL_FAILURE(f.Load());
-  auto pipeline = testing::StartTinyPairPipeline(f, "model");
+TEST_F(PipelineGuidanceTest, GuidedTokensFollowTheGuidedLawWithAndWithoutSpeculation) {
+  auto pipeline = testing::StartTinyPairPipeline(*this, "model");
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
 
   spec::SamplingParams params;
   params.temperature = 1.0f;
   params.top_k = 3;  // 27 continuations: a small table
   params.guidance_scale = 1.5f;
-  const auto law = ExactGuidedLaw(*f.target, params, params.guidance_scale);
+  const auto law = ExactGuidedLaw(*target, params, params.guidance_scale);
   // A deliberately wrong combination with the same support (so the check is about
   // the weights, not about tokens outside the top-k): the conditional logits alone.
-  const auto wrong_law = ExactGuidedLaw(*f.target, params, /*weight_scale=*/1.0);
+  const auto wrong_law = ExactGuidedLaw(*target, params, /*weight_scale=*/1.0);
   // 3000 samples: the wrong combination's expected statistic is then ~4 standard
   // deviations above the 1e-3 critical value, so that check does not flake either.
   const testing::LawCheck check{.law = law,
@@ -129,18 +129,16 @@ std::vector<int32_t> GuidedPlainGreedy(model::Transformer& model, float scale, i
   });
 }
 
-TEST(PipelineGuidanceTest, GreedyGuidedSpeculativeEqualsGreedyGuidedPlainForEveryDrafter) {
-  Fixture f;
-  ASSERT_NO_FATAL_FAILURE(f.Load());
+TEST_F(PipelineGuidanceTest, GreedyGuidedSpeculativeEqualsGreedyGuidedPlainForEveryDrafter) {
   constexpr int kNew = 24;
-  const std::vector<int32_t> plain = GuidedPlainGreedy(*f.target, 2.0f, kNew);
-  ASSERT_NE(plain, GuidedPlainGreedy(*f.target, 1.0f, kNew))
+  const std::vector<int32_t> plain = GuidedPlainGreedy(*target, 2.0f, kNew);
+  ASSERT_NE(plain, GuidedPlainGreedy(*target, 1.0f, kNew))
       << "guidance must change this output, or the test proves nothing";
   spec::SamplingParams params;
   params.temperature = 0.0f;
   params.guidance_scale = 2.0f;
   testing::ExpectGreedyEqualsPlainForEveryDrafter(
-      f, plain, [&](const std::string& id, int k, const std::string& drafter) {
+      *this, plain, [&](const std::string& id, int k, const std::string& drafter) {
         return GuidedSubmit(id, params, proto::VERIFY_MODE_GREEDY, k, drafter, kNew);
       });
 }
@@ -153,10 +151,8 @@ TEST(PipelineGuidanceTest, GreedyGuidedSpeculativeEqualsGreedyGuidedPlainForEver
 // speculation is exact in distribution, but with blocks in flight which drafts
 // the target verifies depends on timing, so two runs of even the same unguided
 // request may differ; sequentially they may not.
-TEST(PipelineGuidanceTest, ScaleOneGivesBitwiseTheTokensOfAnUnguidedRequest) {
-  Fixture f;
-  ASSERT_NO_FATAL_FAILURE(f.Load());
-  auto pipeline = testing::StartTinyPairPipeline(f, "model", /*lookahead_blocks=*/1);
+TEST_F(PipelineGuidanceTest, ScaleOneGivesBitwiseTheTokensOfAnUnguidedRequest) {
+  auto pipeline = testing::StartTinyPairPipeline(*this, "model", /*lookahead_blocks=*/1);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   struct Setup {
     proto::VerifyMode mode;

@@ -81,8 +81,10 @@ std::map<std::vector<int32_t>, double> ExactLaw(model::Transformer& model,
   });
 }
 
-struct Fixture : model::TinyModelPair {
-  void Load() { TinyModelPair::Load("processors"); }
+// Every test runs on the tiny pair processors-target.gguf / processors-draft.gguf.
+class PipelineProcessorsTest : public ::testing::Test, public model::TinyModelPair {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(Load("processors")); }
 };
 
 // Strong penalties and a bias that lifts a prompt token and buries the first
@@ -110,15 +112,13 @@ proto::SubmitRequest Submit(const std::string& id, const spec::SamplingParams& p
                              drafter);
 }
 
-TEST(PipelineProcessorsTest, ProcessedTokensFollowTheProcessedLawWithAndWithoutSpeculation) {
-  Fixture f;
-  ASSERT_NO_FATAL_FAILURE(f.Load());
-  auto pipeline = testing::StartTinyPairPipeline(f, "model");
+TEST_F(PipelineProcessorsTest, ProcessedTokensFollowTheProcessedLawWithAndWithoutSpeculation) {
+  auto pipeline = testing::StartTinyPairPipeline(*this, "model");
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
 
-  const spec::SamplingParams params = ProcessedParams(*f.target, 1.0f);
-  const auto law = ExactLaw(*f.target, params, /*blind=*/false);
-  const auto wrong_law = ExactLaw(*f.target, params, /*blind=*/true);
+  const spec::SamplingParams params = ProcessedParams(*target, 1.0f);
+  const auto law = ExactLaw(*target, params, /*blind=*/false);
+  const auto wrong_law = ExactLaw(*target, params, /*blind=*/true);
   const testing::LawCheck check{.law = law,
                                 .wrong_law = wrong_law,
                                 .tokens = kTokens,
@@ -149,18 +149,16 @@ std::vector<int32_t> PlainGreedy(model::Transformer& model, const spec::Sampling
   });
 }
 
-TEST(PipelineProcessorsTest, GreedySpeculativeEqualsGreedyPlainForEveryDrafter) {
-  Fixture f;
-  ASSERT_NO_FATAL_FAILURE(f.Load());
+TEST_F(PipelineProcessorsTest, GreedySpeculativeEqualsGreedyPlainForEveryDrafter) {
   constexpr int kNew = 24;
-  const spec::SamplingParams params = ProcessedParams(*f.target, 0.0f);
-  const std::vector<int32_t> plain = PlainGreedy(*f.target, params, kNew);
+  const spec::SamplingParams params = ProcessedParams(*target, 0.0f);
+  const std::vector<int32_t> plain = PlainGreedy(*target, params, kNew);
   spec::SamplingParams unprocessed;
   unprocessed.temperature = 0.0f;
-  ASSERT_NE(plain, PlainGreedy(*f.target, unprocessed, kNew))
+  ASSERT_NE(plain, PlainGreedy(*target, unprocessed, kNew))
       << "the processors must change this output, or the test proves nothing";
   testing::ExpectGreedyEqualsPlainForEveryDrafter(
-      f, plain, [&](const std::string& id, int k, const std::string& drafter) {
+      *this, plain, [&](const std::string& id, int k, const std::string& drafter) {
         return Submit(id, params, proto::VERIFY_MODE_GREEDY, k, drafter, kNew);
       });
 }
