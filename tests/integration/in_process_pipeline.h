@@ -91,7 +91,7 @@ bool RunInWaves(net::RequestClient& client, const std::vector<proto::SubmitReque
 
 // RunInWaves with the default Waves, which also fails the current test on a request
 // that finished with an error. Returns each request's tokens in the order of
-// `submits`; `stats` (nullable) gets the sum of their verified and accepted counts.
+// `submits`; their verified and accepted counts are added to `stats` (nullable).
 std::vector<std::vector<int32_t>> CollectTokens(net::RequestClient& client,
                                                 const std::vector<proto::SubmitRequest>& submits,
                                                 proto::SpecStats* stats = nullptr);
