@@ -136,6 +136,33 @@ std::unique_ptr<spec::Drafter> MakeCrossDrafter(const std::string& draft_path,
   return *std::move(drafter);
 }
 
+// Greedy speculative output of `target` with the draft at `draft_path` (another
+// vocabulary: the cross-vocabulary drafter) equals plain greedy under `params` (a
+// greedy temperature, the request's processors), `tokens` tokens after `prompt`, with
+// drafts accepted, under both mappings (auto and intersection). Prints each mapping's
+// acceptance as "LABEL, mapping M: A of D drafts accepted".
+void ExpectGreedyEqualsPlainUnderBothMappings(const Target& target, const std::string& target_path,
+                                              const std::string& draft_path,
+                                              const std::vector<int32_t>& prompt,
+                                              const spec::SamplingParams& params, int tokens,
+                                              const std::string& label) {
+  const std::vector<int32_t> want = PlainGreedy(*target.model, params, prompt, tokens);
+  for (spec::VocabMapping mapping :
+       {spec::VocabMapping::kAuto, spec::VocabMapping::kIntersection}) {
+    std::unique_ptr<spec::Drafter> drafter = MakeCrossDrafter(
+        draft_path, target_path, *target.tokenizer, target.model->config().vocab_size, mapping, 1);
+    ASSERT_NE(drafter, nullptr);
+    const Outcome got = Generate(*target.model, *drafter,
+                                 Submit(prompt, params, proto::VERIFY_MODE_GREEDY, tokens));
+    EXPECT_EQ(got.tokens, want) << spec::VocabMappingName(mapping);
+    EXPECT_GT(got.stats.accepted(), 0u) << spec::VocabMappingName(mapping);
+    std::printf("%s, mapping %s: %llu of %llu drafts accepted\n", label.c_str(),
+                std::string(spec::VocabMappingName(mapping)).c_str(),
+                static_cast<unsigned long long>(got.stats.accepted()),
+                static_cast<unsigned long long>(got.stats.drafted()));
+  }
+}
+
 TEST(CrossVocabPipelineTest, TinyGreedyEqualsPlainUnderBothMappings) {
   const std::string dir = ::testing::TempDir() + "/" + std::to_string(::getpid());
   const std::string target_path = dir + "-xpipe-target.gguf";
@@ -151,65 +178,50 @@ TEST(CrossVocabPipelineTest, TinyGreedyEqualsPlainUnderBothMappings) {
   spec::SamplingParams params;
   params.temperature = 0.0f;
   for (int byte = 0x80; byte < 0x100; ++byte) params.logit_bias.emplace_back(3 + byte, -100.0f);
-  const std::vector<int32_t> want = PlainGreedy(*target.model, params, prompt, 24);
-  for (spec::VocabMapping mapping :
-       {spec::VocabMapping::kAuto, spec::VocabMapping::kIntersection}) {
-    std::unique_ptr<spec::Drafter> drafter = MakeCrossDrafter(
-        draft_path, target_path, *target.tokenizer, target.model->config().vocab_size, mapping, 1);
-    ASSERT_NE(drafter, nullptr);
-    const Outcome got =
-        Generate(*target.model, *drafter, Submit(prompt, params, proto::VERIFY_MODE_GREEDY, 24));
-    EXPECT_EQ(got.tokens, want) << spec::VocabMappingName(mapping);
-    EXPECT_GT(got.stats.accepted(), 0u) << spec::VocabMappingName(mapping);
-    std::printf("tiny greedy, mapping %s: %llu of %llu drafts accepted\n",
-                std::string(spec::VocabMappingName(mapping)).c_str(),
-                static_cast<unsigned long long>(got.stats.accepted()),
-                static_cast<unsigned long long>(got.stats.drafted()));
-  }
+  ExpectGreedyEqualsPlainUnderBothMappings(target, target_path, draft_path, prompt, params, 24,
+                                           "tiny greedy");
 }
 
 std::string ModelPath(const char* file) {
   return std::string(SPLITSPEC_SOURCE_DIR) + "/models/" + file;
 }
 
+const std::string kGemma3 = ModelPath("gemma-3-270m-q4_k_m.gguf");
+const std::string kSmolLm2 = ModelPath("SmolLM2-135M-Instruct.Q4_1.gguf");
+
+// Why the tests of the real pair cannot run (a model is missing), or empty.
+std::string MissingRealModels() {
+  if (std::ifstream(kGemma3) && std::ifstream(kSmolLm2)) return "";
+  return "models not found: " + kGemma3 + " (deploy/models.sh gemma3-270m installs it), " +
+         kSmolLm2;
+}
+
+// Greedy, temperature 0.
+spec::SamplingParams Greedy() {
+  spec::SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  return greedy;
+}
+
 TEST(CrossVocabPipelineRealTest, Gemma3DraftingForSmolLm2IsExactAndAccepted) {
-  const std::string target_path = ModelPath("SmolLM2-135M-Instruct.Q4_1.gguf");
-  const std::string draft_path = ModelPath("gemma-3-270m-q4_k_m.gguf");
-  if (!std::ifstream(draft_path) || !std::ifstream(target_path)) {
-    GTEST_SKIP() << "models not found: " << draft_path
-                 << " (deploy/models.sh gemma3-270m installs it), " << target_path;
-  }
-  Target target = LoadTarget(target_path, 2);
+  if (const std::string missing = MissingRealModels(); !missing.empty()) GTEST_SKIP() << missing;
+  Target target = LoadTarget(kSmolLm2, 2);
   ASSERT_NE(target.model, nullptr);
   const std::vector<int32_t> prompt = target.tokenizer->Encode(
       "<|im_start|>user\nList the days of the week, one per line.<|im_end|>\n"
       "<|im_start|>assistant\n",
       {.add_special = true, .parse_special = true});
-  spec::SamplingParams greedy;
-  greedy.temperature = 0.0f;
   constexpr int kTokens = 32;
-  const std::vector<int32_t> want = PlainGreedy(*target.model, greedy, prompt, kTokens);
-  for (spec::VocabMapping mapping :
-       {spec::VocabMapping::kAuto, spec::VocabMapping::kIntersection}) {
-    std::unique_ptr<spec::Drafter> drafter = MakeCrossDrafter(
-        draft_path, target_path, *target.tokenizer, target.model->config().vocab_size, mapping, 1);
-    ASSERT_NE(drafter, nullptr);
-    const Outcome got = Generate(*target.model, *drafter,
-                                 Submit(prompt, greedy, proto::VERIFY_MODE_GREEDY, kTokens));
-    EXPECT_EQ(got.tokens, want) << spec::VocabMappingName(mapping);
-    EXPECT_GT(got.stats.accepted(), 0u) << spec::VocabMappingName(mapping);
-    std::printf("SmolLM2 target, Gemma 3 draft, greedy, mapping %s: %llu of %llu accepted\n",
-                std::string(spec::VocabMappingName(mapping)).c_str(),
-                static_cast<unsigned long long>(got.stats.accepted()),
-                static_cast<unsigned long long>(got.stats.drafted()));
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectGreedyEqualsPlainUnderBothMappings(target, kSmolLm2, kGemma3, prompt, Greedy(), kTokens,
+                                               "SmolLM2 target, Gemma 3 draft, greedy"));
   // Sampled: intersection under auto; the request finishes with drafts accepted.
   spec::SamplingParams sampled;
   sampled.temperature = 0.7f;
   sampled.seed = 11;
   std::unique_ptr<spec::Drafter> drafter =
-      MakeCrossDrafter(draft_path, target_path, *target.tokenizer,
-                       target.model->config().vocab_size, spec::VocabMapping::kAuto, 1);
+      MakeCrossDrafter(kGemma3, kSmolLm2, *target.tokenizer, target.model->config().vocab_size,
+                       spec::VocabMapping::kAuto, 1);
   ASSERT_NE(drafter, nullptr);
   const Outcome got = Generate(*target.model, *drafter,
                                Submit(prompt, sampled, proto::VERIFY_MODE_REJECTION, kTokens));
@@ -222,34 +234,13 @@ TEST(CrossVocabPipelineRealTest, Gemma3DraftingForSmolLm2IsExactAndAccepted) {
 
 // The other direction: SmolLM2 (135M) drafting for Gemma 3 (270M), greedy.
 TEST(CrossVocabPipelineRealTest, SmolLm2DraftingForGemma3GreedyEqualsPlain) {
-  const std::string target_path = ModelPath("gemma-3-270m-q4_k_m.gguf");
-  const std::string draft_path = ModelPath("SmolLM2-135M-Instruct.Q4_1.gguf");
-  if (!std::ifstream(draft_path) || !std::ifstream(target_path)) {
-    GTEST_SKIP() << "models not found: " << target_path
-                 << " (deploy/models.sh gemma3-270m installs it), " << draft_path;
-  }
-  Target target = LoadTarget(target_path, 2);
+  if (const std::string missing = MissingRealModels(); !missing.empty()) GTEST_SKIP() << missing;
+  Target target = LoadTarget(kGemma3, 2);
   ASSERT_NE(target.model, nullptr);
   const std::vector<int32_t> prompt =
       target.tokenizer->Encode("The history of the Roman Empire began", {.add_special = true});
-  spec::SamplingParams greedy;
-  greedy.temperature = 0.0f;
-  constexpr int kTokens = 32;
-  const std::vector<int32_t> want = PlainGreedy(*target.model, greedy, prompt, kTokens);
-  for (spec::VocabMapping mapping :
-       {spec::VocabMapping::kAuto, spec::VocabMapping::kIntersection}) {
-    std::unique_ptr<spec::Drafter> drafter = MakeCrossDrafter(
-        draft_path, target_path, *target.tokenizer, target.model->config().vocab_size, mapping, 1);
-    ASSERT_NE(drafter, nullptr);
-    const Outcome got = Generate(*target.model, *drafter,
-                                 Submit(prompt, greedy, proto::VERIFY_MODE_GREEDY, kTokens));
-    EXPECT_EQ(got.tokens, want) << spec::VocabMappingName(mapping);
-    EXPECT_GT(got.stats.accepted(), 0u) << spec::VocabMappingName(mapping);
-    std::printf("Gemma 3 target, SmolLM2 draft, greedy, mapping %s: %llu of %llu accepted\n",
-                std::string(spec::VocabMappingName(mapping)).c_str(),
-                static_cast<unsigned long long>(got.stats.accepted()),
-                static_cast<unsigned long long>(got.stats.drafted()));
-  }
+  ExpectGreedyEqualsPlainUnderBothMappings(target, kGemma3, kSmolLm2, prompt, Greedy(), 32,
+                                           "Gemma 3 target, SmolLM2 draft, greedy");
 }
 
 }  // namespace

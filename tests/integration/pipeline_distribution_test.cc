@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "gtest/gtest.h"
 #include "runtime/model/transformer.h"
@@ -18,8 +19,10 @@
 #include "runtime/spec/ngram_drafter.h"
 #include "runtime/spec/sampling.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
+#include "tests/integration/in_process_pipeline.h"
 #include "tests/integration/plain_greedy.h"
 #include "tests/testing/chi_square.h"
+#include "tests/testing/sequence_law.h"
 #include "tests/testing/tiny_model.h"
 #include "tools/cluster/in_process_cluster.h"
 
@@ -37,33 +40,190 @@ std::string WriteModel(const std::string& name, uint32_t seed,
   return path;
 }
 
-// p over the first two generated tokens, exactly, from the target itself.
-std::map<std::pair<int, int>, double> ExactTwoTokenDistribution(
-    model::Transformer& model, const std::vector<int32_t>& prompt,
-    const spec::SamplingParams& params) {
+// p of the first generated token, from the target itself.
+std::vector<float> FirstTokenProbs(model::Transformer& model, const std::vector<int32_t>& prompt,
+                                   const spec::SamplingParams& params) {
   const int vocab = model.config().vocab_size;
-  auto probs_after = [&](const std::vector<int32_t>& tokens) {
-    auto cache = model.NewCache();
-    model::ForwardOutput out;
-    EXPECT_TRUE(model.Forward({{cache.get(), tokens, model::LogitsMode::kLast}}, &out).ok());
-    std::vector<float> p(vocab);
-    EXPECT_TRUE(
-        spec::LogitsToProbs(params, absl::MakeConstSpan(out.Row(0, 0), vocab), absl::MakeSpan(p))
-            .ok());
-    return p;
-  };
-  std::map<std::pair<int, int>, double> exact;
-  const std::vector<float> first = probs_after(prompt);
-  for (int a = 0; a < vocab; ++a) {
-    if (first[a] == 0.0f) continue;
-    std::vector<int32_t> extended = prompt;
-    extended.push_back(a);
-    const std::vector<float> second = probs_after(extended);
-    for (int b = 0; b < vocab; ++b) {
-      if (second[b] > 0.0f) exact[{a, b}] = static_cast<double>(first[a]) * second[b];
+  auto cache = model.NewCache();
+  model::ForwardOutput out;
+  EXPECT_TRUE(model.Forward({{cache.get(), prompt, model::LogitsMode::kLast}}, &out).ok());
+  std::vector<float> p(vocab);
+  EXPECT_TRUE(
+      spec::LogitsToProbs(params, absl::MakeConstSpan(out.Row(0, 0), vocab), absl::MakeSpan(p))
+          .ok());
+  return p;
+}
+
+// A tiny target (one thread) and a model drafter on another GGUF, with the target's
+// tokenizer.
+struct TargetWithModelDrafter {
+  std::unique_ptr<model::Transformer> target;
+  std::unique_ptr<model::Tokenizer> tokenizer;
+  std::unique_ptr<spec::ModelDrafter> drafter;
+};
+
+void LoadTargetWithModelDrafter(const std::string& target_path, const std::string& draft_path,
+                                TargetWithModelDrafter* out) {
+  auto target = model::Transformer::Load(target_path, {.threads = 1});
+  ASSERT_TRUE(target.ok()) << target.status();
+  out->target = *std::move(target);
+  auto target_file = model::GgufFile::Open(target_path);
+  ASSERT_TRUE(target_file.ok()) << target_file.status();
+  auto tokenizer = model::LoadTokenizerFromGguf(**target_file);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  out->tokenizer = std::make_unique<model::Tokenizer>(*std::move(tokenizer));
+  auto drafter = spec::ModelDrafter::Load(draft_path, *out->tokenizer,
+                                          out->target->config().vocab_size, {.threads = 1});
+  ASSERT_TRUE(drafter.ok()) << drafter.status();
+  out->drafter = *std::move(drafter);
+}
+
+// Temperature 1, top-k 4: the sampled tests' parameters (a small support keeps the
+// cell count, and the test, small).
+spec::SamplingParams TopFourParams() {
+  spec::SamplingParams params;
+  params.temperature = 1.0f;
+  params.top_k = 4;
+  return params;
+}
+
+// The tiny target of seed 1 (WriteModel NAME), one thread.
+void LoadTarget(const std::string& name, std::unique_ptr<model::Transformer>* target) {
+  auto loaded = model::Transformer::Load(WriteModel(name, 1), {.threads = 1});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  *target = *std::move(loaded);
+}
+
+// The seed-1 target (LoadTarget NAME), TopFourParams, and a prompt whose lookup trie
+// has two candidates at its root: {17, b, 99, 17, c, 99, 17}, "17" followed by b and
+// by c, with b and c each sampled with p >= 0.1 by the target and together <= 0.9, so
+// the first candidate, the second and the correction all commit (the first such b
+// ascending, then c < 64 ascending).
+struct TwoCandidateSetup {
+  std::unique_ptr<model::Transformer> target;
+  spec::SamplingParams params;
+  std::vector<int32_t> prompt;
+  int32_t b = 0, c = 0;
+};
+
+void SetUpTwoCandidates(const std::string& name, TwoCandidateSetup* setup) {
+  ASSERT_NO_FATAL_FAILURE(LoadTarget(name, &setup->target));
+  setup->params = TopFourParams();
+  const int vocab = setup->target->config().vocab_size;
+  for (int32_t b = 1; b < vocab; ++b) {
+    for (int32_t c = 1; c < std::min(vocab, 64); ++c) {
+      if (c == b || c == 17 || c == 99 || b == 17 || b == 99) continue;
+      const std::vector<int32_t> candidate = {17, b, 99, 17, c, 99, 17};
+      const std::vector<float> first = FirstTokenProbs(*setup->target, candidate, setup->params);
+      if (first[b] >= 0.1 && first[c] >= 0.1 && first[b] + first[c] <= 0.9) {
+        setup->prompt = candidate;
+        setup->b = b;
+        setup->c = c;
+        return;
+      }
     }
   }
-  return exact;
+  FAIL() << "no two tokens the target samples with p >= 0.1, together <= 0.9";
+}
+
+// The law of the first `tokens` generated tokens of `prompt` under `params`, exactly,
+// from the target itself: continuation -> probability. `first_row`, if set, replaces
+// the first token's distribution (a deliberately wrong rule's law; the rest stays the
+// target's).
+std::map<std::vector<int32_t>, double> ExactContinuationLaw(
+    model::Transformer& model, const std::vector<int32_t>& prompt,
+    const spec::SamplingParams& params, int tokens,
+    const std::vector<double>* first_row = nullptr) {
+  return spec::testing::ExactSequenceLaw(tokens, [&](const std::vector<int32_t>& generated) {
+    if (generated.empty() && first_row != nullptr) return *first_row;
+    std::vector<int32_t> context = prompt;
+    context.insert(context.end(), generated.begin(), generated.end());
+    const std::vector<float> p = FirstTokenProbs(model, context, params);
+    return std::vector<double>(p.begin(), p.end());
+  });
+}
+
+// Sums of the speculation stats of a test's requests.
+struct SpecTotals {
+  uint64_t drafted = 0, accepted = 0, verified = 0, tree_steps = 0;
+};
+
+// Draw `d` of a sampled test: `samples` requests PREFIX-n, n = d * samples + i, each
+// for a `tokens`-token continuation of `prompt` under `params`' temperature and top-k
+// with seed 1000003 n + `seed_offset`, verified by `mode` with draft_k `k`; run 50 at
+// a time (within the target's 64), each wave polled at most 4000 times. Returns how
+// often each continuation was committed, or nullopt at the first that is not `tokens`
+// long (which fails the current test). `totals` sums the requests' stats.
+std::optional<std::map<std::vector<int32_t>, int64_t>> DrawContinuations(
+    net::RequestClient& client, const std::string& prefix, int d, int samples,
+    const std::vector<int32_t>& prompt, const spec::SamplingParams& params, int tokens,
+    proto::VerifyMode mode, int k, uint64_t seed_offset, SpecTotals& totals) {
+  std::vector<proto::SubmitRequest> submits(samples);
+  for (int i = 0; i < samples; ++i) {
+    const int n = d * samples + i;
+    proto::SubmitRequest& submit = submits[i];
+    submit.set_request_id(prefix + std::to_string(n));
+    submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
+    submit.mutable_params()->set_temperature(params.temperature);
+    submit.mutable_params()->set_top_k(params.top_k);
+    submit.mutable_params()->set_seed(1000003ull * n + seed_offset);
+    submit.mutable_params()->set_max_tokens(tokens);
+    submit.set_verify_mode(mode);
+    submit.set_draft_k(k);
+  }
+  std::map<std::vector<int32_t>, int64_t> seen;
+  const bool complete =
+      testing::RunInWaves(client, submits, testing::Waves{.max_polls = 4000},
+                          [&](const proto::SubmitRequest& submit, const net::GenerationResult& r) {
+                            EXPECT_EQ(r.tokens.size(), static_cast<size_t>(tokens))
+                                << submit.request_id() << " " << r.error;
+                            if (r.tokens.size() != static_cast<size_t>(tokens)) return false;
+                            ++seen[r.tokens];
+                            totals.drafted += r.stats.drafted();
+                            totals.accepted += r.stats.accepted();
+                            totals.verified += r.stats.verified();
+                            totals.tree_steps += r.stats.tree_steps();
+                            return true;
+                          });
+  if (!complete) return std::nullopt;
+  return seen;
+}
+
+// Two-stage (PassesOneOfTwoDraws): each draw of 2000 2-token continuations of `prompt`
+// (DrawContinuations PREFIX, draft_k 3, seed offset 17) is checked against the target's
+// exact law at 1e-3 (a continuation outside its support also fails the current test);
+// the check fails only if two independent draws both fail, so its false alarm is 1e-6.
+// Draws differ in their seeds; which path commits a token depends on timing, so no seed
+// fixes a draw. Returns the requests' stats.
+SpecTotals ExpectTwoTokenContinuationsFollowTheLaw(
+    net::RequestClient& client, model::Transformer& target, const std::string& prefix,
+    const std::vector<int32_t>& prompt, const spec::SamplingParams& params, proto::VerifyMode mode,
+    const std::string& label) {
+  const auto exact = ExactContinuationLaw(target, prompt, params, 2);
+  constexpr int kSamples = 2000;
+  SpecTotals totals;
+  const auto draw = [&](int d) {
+    const auto seen = DrawContinuations(client, prefix, d, kSamples, prompt, params,
+                                        /*tokens=*/2, mode, /*k=*/3, /*seed_offset=*/17, totals);
+    if (!seen.has_value()) return false;
+    bool outside = false;
+    for (const auto& [continuation, n] : *seen) outside |= exact.count(continuation) == 0;
+    EXPECT_FALSE(outside) << "a continuation outside the target's support was committed";
+    const spec::testing::ChiSquareResult result =
+        spec::testing::ChiSquareTestAgainstLaw(exact, *seen);
+    spec::testing::PrintChiSquare(label + ", draw " + std::to_string(d), result);
+    return result.p_value > 1e-3;
+  };
+  EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));
+  return totals;
+}
+
+// Speculation was exercised both ways: some draft tokens accepted, some rejected.
+void ExpectAcceptedAndRejected(const SpecTotals& totals) {
+  EXPECT_GT(totals.accepted, 0u)
+      << "the draft was never accepted: the test did not exercise acceptance";
+  EXPECT_LT(totals.accepted, totals.verified)
+      << "the draft was always accepted: the test did not exercise the residual";
 }
 
 // Sampled verification with a different draft model: every committed pair of
@@ -75,110 +235,42 @@ std::map<std::pair<int, int>, double> ExactTwoTokenDistribution(
 void ExpectContinuationsFollowTheTarget(proto::VerifyMode mode, bool spec_cache,
                                         const std::string& label, bool trees = false) {
   const std::string target_path = WriteModel("dist-target", 1);
-  const std::string draft_path = WriteModel("dist-draft", 7);
-  auto target = model::Transformer::Load(target_path, {.threads = 1});
-  ASSERT_TRUE(target.ok()) << target.status();
-  auto target_file = model::GgufFile::Open(target_path);
-  ASSERT_TRUE(target_file.ok());
-  auto tokenizer = model::LoadTokenizerFromGguf(**target_file);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   // With the cache or trees, the draft is the target's own weights quantized coarser:
   // close to the target (its guesses at a correction can be right, so cached blocks
   // are verified; second siblings get accepted) yet different (so rejections and
   // corrections happen).
-  const std::string cached_draft_path = spec_cache || trees
-                                            ? WriteModel("dist-draft-q4", 1, kernels::GgmlType::kQ4_0)
-                                            : draft_path;
-  auto drafter = spec::ModelDrafter::Load(cached_draft_path, *tokenizer,
-                                          (*target)->config().vocab_size, {.threads = 1});
-  ASSERT_TRUE(drafter.ok()) << drafter.status();
+  const std::string draft_path = spec_cache || trees
+                                     ? WriteModel("dist-draft-q4", 1, kernels::GgmlType::kQ4_0)
+                                     : WriteModel("dist-draft", 7);
+  TargetWithModelDrafter loaded;
+  ASSERT_NO_FATAL_FAILURE(LoadTargetWithModelDrafter(target_path, draft_path, &loaded));
 
   tools::InProcessClusterOptions options;
-  options.target = target->get();
-  options.drafter = drafter->get();
+  options.target = loaded.target.get();
+  options.drafter = loaded.drafter.get();
   options.draft_engine.default_k = 3;
   options.draft_engine.spec_cache = spec_cache;
   options.draft_engine.cache.correction_candidates = 3;  // the rest of a top-4 support
   options.draft_engine.trees = trees;                     // --tree auto
-  auto cluster = tools::InProcessCluster::Start(options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
-  ASSERT_TRUE(client.ok());
+  auto pipeline = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
 
-  spec::SamplingParams params;
-  params.temperature = 1.0f;
-  params.top_k = 4;  // a small support keeps the cell count (and the test) small
+  const spec::SamplingParams params = TopFourParams();
   const std::vector<int32_t> prompt = {17, 42, 99};
-  const auto exact = ExactTwoTokenDistribution(**target, prompt, params);
-
-  // Two-stage (PassesOneOfTwoDraws): each draw is checked at 1e-3, the test fails only
-  // if two independent draws both fail, so its false alarm is 1e-6. Draws differ in
-  // their seeds; which path commits a token depends on timing, so no seed fixes a draw.
-  constexpr int kSamples = 2000;
-  uint64_t drafted = 0, accepted = 0, verified = 0, tree_steps = 0;
-  const auto draw = [&](int d) {
-    std::map<std::pair<int, int>, int64_t> seen;
-    for (int batch = 0; batch < kSamples / 50; ++batch) {
-      std::vector<std::string> ids;
-      for (int i = 0; i < 50; ++i) {
-        const int n = d * kSamples + batch * 50 + i;
-        proto::SubmitRequest submit;
-        submit.set_request_id("dist-" + std::to_string(n));
-        submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
-        submit.mutable_params()->set_temperature(params.temperature);
-        submit.mutable_params()->set_top_k(params.top_k);
-        submit.mutable_params()->set_seed(1000003ull * n + 17);
-        submit.mutable_params()->set_max_tokens(2);
-        submit.set_verify_mode(mode);
-        submit.set_draft_k(3);
-        EXPECT_TRUE((*client)->Submit(submit).ok());
-        ids.push_back(submit.request_id());
-      }
-      for (int round = 0; round < 4000; ++round) {
-        bool done = true;
-        for (const std::string& id : ids) done &= (*client)->Done(id);
-        if (done) break;
-        EXPECT_TRUE((*client)->Poll(absl::Milliseconds(20)).ok());
-      }
-      for (const std::string& id : ids) {
-        EXPECT_TRUE((*client)->Done(id)) << id;
-        const net::GenerationResult& r = (*client)->Result(id);
-        EXPECT_EQ(r.tokens.size(), 2u) << id << " " << r.error;
-        if (r.tokens.size() != 2u) return false;
-        ++seen[{r.tokens[0], r.tokens[1]}];
-        drafted += r.stats.drafted();
-        accepted += r.stats.accepted();
-        verified += r.stats.verified();
-        tree_steps += r.stats.tree_steps();
-      }
-    }
-    std::vector<int64_t> counts;
-    std::vector<double> expected;
-    for (const auto& [pair, p] : exact) {
-      counts.push_back(seen.count(pair) ? seen[pair] : 0);
-      expected.push_back(p);
-      seen.erase(pair);
-    }
-    EXPECT_TRUE(seen.empty()) << "a continuation outside the target's support was committed";
-    const spec::testing::ChiSquareResult result = spec::testing::ChiSquareTest(counts, expected);
-    spec::testing::PrintChiSquare(label + ", draw " + std::to_string(d), result);
-    return result.p_value > 1e-3;
-  };
-  EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));
-  EXPECT_GT(drafted, 0u);
+  const SpecTotals totals = ExpectTwoTokenContinuationsFollowTheLaw(
+      *pipeline->client, *loaded.target, "dist-", prompt, params, mode, label);
+  EXPECT_GT(totals.drafted, 0u);
   if (trees) {
     std::printf("%s: %llu tree steps, %llu of %llu draft tokens accepted\n", label.c_str(),
-                static_cast<unsigned long long>(tree_steps),
-                static_cast<unsigned long long>(accepted),
-                static_cast<unsigned long long>(verified));
-    EXPECT_GT(tree_steps, 0u) << "no tree was verified: nothing was tested";
+                static_cast<unsigned long long>(totals.tree_steps),
+                static_cast<unsigned long long>(totals.accepted),
+                static_cast<unsigned long long>(totals.verified));
+    EXPECT_GT(totals.tree_steps, 0u) << "no tree was verified: nothing was tested";
   }
-  EXPECT_GT(accepted, 0u) << "the draft was never accepted: the test did not exercise acceptance";
-  EXPECT_LT(accepted, verified)
-      << "the draft was always accepted: the test did not exercise the residual";
+  ExpectAcceptedAndRejected(totals);
   if (spec_cache) {
-    (*cluster)->KillDraftWorker();
-    const spec::SpeculationCacheCounters cache = (*cluster)->CacheCountersAfterKill();
+    pipeline->cluster->KillDraftWorker();
+    const spec::SpeculationCacheCounters cache = pipeline->cluster->CacheCountersAfterKill();
     std::printf("%s: %llu of %llu lookups hit (%llu partial)\n", label.c_str(),
                 static_cast<unsigned long long>(cache.hits + cache.partial_hits),
                 static_cast<unsigned long long>(cache.lookups),
@@ -210,94 +302,26 @@ TEST(PipelineDistributionTest, CoupledWithTheSpeculationCacheFollowsTheTarget) {
                                      "pipeline coupled + speculation cache");
 }
 
-// p of the first generated token, from the target itself.
-std::vector<float> FirstTokenProbs(model::Transformer& model, const std::vector<int32_t>& prompt,
-                                   const spec::SamplingParams& params) {
-  const int vocab = model.config().vocab_size;
-  auto cache = model.NewCache();
-  model::ForwardOutput out;
-  EXPECT_TRUE(model.Forward({{cache.get(), prompt, model::LogitsMode::kLast}}, &out).ok());
-  std::vector<float> p(vocab);
-  EXPECT_TRUE(
-      spec::LogitsToProbs(params, absl::MakeConstSpan(out.Row(0, 0), vocab), absl::MakeSpan(p))
-          .ok());
-  return p;
-}
-
 // Sampled 2-token continuations of `prompt` with the lookup drafter in the target
 // leader (target_worker/local_drafts.h) follow the target's law (chi-square as
 // above); `expect_trees`: some blocks were verified as trees (SpecStats.tree_steps).
 void ExpectTargetsLookupKeepsTheLaw(model::Transformer& target, const std::vector<int32_t>& prompt,
                                     const spec::SamplingParams& params, bool expect_trees,
                                     const std::string& label) {
-  const auto exact = ExactTwoTokenDistribution(target, prompt, params);
   spec::LookupDrafter lookup(spec::LookupDrafterConfig{});
   tools::InProcessClusterOptions options;
   options.target = &target;
   options.target_drafter = &lookup;  // no draft worker: the target drafts
   options.draft_engine.default_k = 3;
   options.draft_engine.trees = expect_trees;  // --tree auto; off (chains) is the default
-  auto cluster = tools::InProcessCluster::Start(options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
-  ASSERT_TRUE(client.ok());
-  constexpr int kSamples = 2000;
-  uint64_t drafted = 0, accepted = 0, verified = 0, tree_steps = 0;
-  const auto draw = [&](int d) {
-    std::map<std::pair<int, int>, int64_t> seen;
-    for (int batch = 0; batch < kSamples / 50; ++batch) {
-      std::vector<std::string> ids;
-      for (int i = 0; i < 50; ++i) {
-        const int n = d * kSamples + batch * 50 + i;
-        proto::SubmitRequest submit;
-        submit.set_request_id("local-" + std::to_string(n));
-        submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
-        submit.mutable_params()->set_temperature(params.temperature);
-        submit.mutable_params()->set_top_k(params.top_k);
-        submit.mutable_params()->set_seed(1000003ull * n + 17);
-        submit.mutable_params()->set_max_tokens(2);
-        submit.set_verify_mode(proto::VERIFY_MODE_REJECTION);
-        submit.set_draft_k(3);
-        EXPECT_TRUE((*client)->Submit(submit).ok());
-        ids.push_back(submit.request_id());
-      }
-      for (int round = 0; round < 4000; ++round) {
-        bool done = true;
-        for (const std::string& id : ids) done &= (*client)->Done(id);
-        if (done) break;
-        EXPECT_TRUE((*client)->Poll(absl::Milliseconds(20)).ok());
-      }
-      for (const std::string& id : ids) {
-        EXPECT_TRUE((*client)->Done(id)) << id;
-        const net::GenerationResult& r = (*client)->Result(id);
-        EXPECT_EQ(r.tokens.size(), 2u) << id << " " << r.error;
-        if (r.tokens.size() != 2u) return false;
-        ++seen[{r.tokens[0], r.tokens[1]}];
-        drafted += r.stats.drafted();
-        accepted += r.stats.accepted();
-        verified += r.stats.verified();
-        tree_steps += r.stats.tree_steps();
-      }
-    }
-    std::vector<int64_t> counts;
-    std::vector<double> expected;
-    for (const auto& [pair, p] : exact) {
-      counts.push_back(seen.count(pair) ? seen[pair] : 0);
-      expected.push_back(p);
-      seen.erase(pair);
-    }
-    EXPECT_TRUE(seen.empty()) << "a continuation outside the target's support was committed";
-    const spec::testing::ChiSquareResult result = spec::testing::ChiSquareTest(counts, expected);
-    spec::testing::PrintChiSquare(label + ", draw " + std::to_string(d), result);
-    return result.p_value > 1e-3;
-  };
-  EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));
-  EXPECT_GT(drafted, 0u) << "the target's lookup drafter proposed nothing";
-  EXPECT_GT(accepted, 0u) << "the draft was never accepted: the test did not exercise acceptance";
-  EXPECT_LT(accepted, verified)
-      << "the draft was always accepted: the test did not exercise the residual";
+  auto pipeline = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  const SpecTotals totals = ExpectTwoTokenContinuationsFollowTheLaw(
+      *pipeline->client, target, "local-", prompt, params, proto::VERIFY_MODE_REJECTION, label);
+  EXPECT_GT(totals.drafted, 0u) << "the target's lookup drafter proposed nothing";
+  ExpectAcceptedAndRejected(totals);
   if (expect_trees) {
-    EXPECT_GT(tree_steps, 0u) << "no tree was verified: nothing was tested";
+    EXPECT_GT(totals.tree_steps, 0u) << "no tree was verified: nothing was tested";
   }
 }
 
@@ -307,20 +331,17 @@ void ExpectTargetsLookupKeepsTheLaw(model::Transformer& target, const std::vecto
 // token that followed it; that token is chosen with p in [0.1, 0.9] under the
 // target, so the test sees acceptances and rejections both.
 TEST(PipelineDistributionTest, TheTargetsOwnLookupDrafterKeepsTheTargetsLaw) {
-  const std::string target_path = WriteModel("local-target", 1);
-  auto target = model::Transformer::Load(target_path, {.threads = 1});
-  ASSERT_TRUE(target.ok()) << target.status();
-  spec::SamplingParams params;
-  params.temperature = 1.0f;
-  params.top_k = 4;
+  std::unique_ptr<model::Transformer> target;
+  ASSERT_NO_FATAL_FAILURE(LoadTarget("local-target", &target));
+  const spec::SamplingParams params = TopFourParams();
   std::vector<int32_t> prompt;
-  for (int32_t b = 1; b < (*target)->config().vocab_size && prompt.empty(); ++b) {
+  for (int32_t b = 1; b < target->config().vocab_size && prompt.empty(); ++b) {
     const std::vector<int32_t> candidate = {17, b, 99, 17};
-    const std::vector<float> first = FirstTokenProbs(**target, candidate, params);
+    const std::vector<float> first = FirstTokenProbs(*target, candidate, params);
     if (first[b] >= 0.1 && first[b] <= 0.9) prompt = candidate;
   }
   ASSERT_FALSE(prompt.empty()) << "no token the target samples with p in [0.1, 0.9]";
-  ExpectTargetsLookupKeepsTheLaw(**target, prompt, params, /*expect_trees=*/false,
+  ExpectTargetsLookupKeepsTheLaw(*target, prompt, params, /*expect_trees=*/false,
                                  "target's own lookup drafter");
 }
 
@@ -330,73 +351,10 @@ TEST(PipelineDistributionTest, TheTargetsOwnLookupDrafterKeepsTheTargetsLaw) {
 // b and c are chosen each with p >= 0.1 and together <= 0.9, so the first
 // candidate, the second and the correction all commit.
 TEST(PipelineDistributionTest, LookupTreesKeepTheTargetsLaw) {
-  const std::string target_path = WriteModel("tree-target", 1);
-  auto target = model::Transformer::Load(target_path, {.threads = 1});
-  ASSERT_TRUE(target.ok()) << target.status();
-  spec::SamplingParams params;
-  params.temperature = 1.0f;
-  params.top_k = 4;
-  const int vocab = (*target)->config().vocab_size;
-  std::vector<int32_t> prompt;
-  for (int32_t b = 1; b < vocab && prompt.empty(); ++b) {
-    for (int32_t c = 1; c < std::min(vocab, 64) && prompt.empty(); ++c) {
-      if (c == b || c == 17 || c == 99 || b == 17 || b == 99) continue;
-      const std::vector<int32_t> candidate = {17, b, 99, 17, c, 99, 17};
-      const std::vector<float> first = FirstTokenProbs(**target, candidate, params);
-      if (first[b] >= 0.1 && first[c] >= 0.1 && first[b] + first[c] <= 0.9) prompt = candidate;
-    }
-  }
-  ASSERT_FALSE(prompt.empty()) << "no two tokens the target samples with p >= 0.1, together <= 0.9";
-  ExpectTargetsLookupKeepsTheLaw(**target, prompt, params, /*expect_trees=*/true,
+  TwoCandidateSetup setup;
+  ASSERT_NO_FATAL_FAILURE(SetUpTwoCandidates("tree-target", &setup));
+  ExpectTargetsLookupKeepsTheLaw(*setup.target, setup.prompt, setup.params, /*expect_trees=*/true,
                                  "lookup trees in the target");
-}
-
-// The law of the first `tokens` generated tokens of `prompt` under `params`, exactly,
-// from the target itself: continuation -> probability. `first_row`, if set, replaces
-// the first token's distribution (a deliberately wrong rule's law; the rest stays the
-// target's).
-std::map<std::vector<int32_t>, double> ExactContinuationLaw(
-    model::Transformer& model, const std::vector<int32_t>& prompt,
-    const spec::SamplingParams& params, int tokens,
-    const std::vector<double>* first_row = nullptr) {
-  std::map<std::vector<int32_t>, double> law;
-  std::vector<int32_t> generated;
-  const std::function<void(double)> expand = [&](double probability) {
-    if (static_cast<int>(generated.size()) == tokens) {
-      law[generated] = probability;
-      return;
-    }
-    std::vector<int32_t> context = prompt;
-    context.insert(context.end(), generated.begin(), generated.end());
-    const std::vector<float> p = FirstTokenProbs(model, context, params);
-    for (size_t v = 0; v < p.size(); ++v) {
-      const double pv = generated.empty() && first_row != nullptr ? (*first_row)[v] : p[v];
-      if (pv == 0.0) continue;
-      generated.push_back(static_cast<int32_t>(v));
-      expand(probability * pv);
-      generated.pop_back();
-    }
-  };
-  expand(1.0);
-  return law;
-}
-
-spec::testing::ChiSquareResult LawTest(const std::map<std::vector<int32_t>, double>& law,
-                                       std::map<std::vector<int32_t>, int64_t> seen) {
-  std::vector<int64_t> counts;
-  std::vector<double> expected;
-  for (const auto& [continuation, p] : law) {
-    const auto it = seen.find(continuation);
-    counts.push_back(it == seen.end() ? 0 : it->second);
-    expected.push_back(p);
-    if (it != seen.end()) seen.erase(it);
-  }
-  // A continuation outside the law's support: a cell of probability 0 (p-value 0).
-  int64_t outside = 0;
-  for (const auto& [continuation, n] : seen) outside += n;
-  counts.push_back(outside);
-  expected.push_back(0.0);
-  return spec::testing::ChiSquareTest(counts, expected);
 }
 
 // Pipelined trees under sampling (issue 30): the draft worker drafts the next block
@@ -421,71 +379,39 @@ void ExpectPipelinedTreesKeepTheLaw(model::Transformer& target, spec::Drafter& d
   options.draft_engine.lookahead_blocks = 2;   // trees may be pipelined
   options.data_faults = net::FaultOptions{
       .delay_probability = 1.0, .max_delay = absl::Milliseconds(12), .seed = 11};
-  auto cluster = tools::InProcessCluster::Start(options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
-  ASSERT_TRUE(client.ok());
+  auto pipeline = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   constexpr int kSamples = 2000;
-  constexpr int kBatch = 50;  // within the target's 64 requests
-  uint64_t accepted = 0, verified = 0, tree_steps = 0;
+  SpecTotals totals;
   const auto draw = [&](int d) {
-    std::map<std::vector<int32_t>, int64_t> seen;
-    for (int batch = 0; batch < kSamples / kBatch; ++batch) {
-      std::vector<std::string> ids;
-      for (int i = 0; i < kBatch; ++i) {
-        const int n = d * kSamples + batch * kBatch + i;
-        proto::SubmitRequest submit;
-        submit.set_request_id("piped-" + std::to_string(n));
-        submit.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
-        submit.mutable_params()->set_temperature(params.temperature);
-        submit.mutable_params()->set_top_k(params.top_k);
-        submit.mutable_params()->set_seed(1000003ull * n + 29);
-        submit.mutable_params()->set_max_tokens(tokens);
-        submit.set_verify_mode(proto::VERIFY_MODE_REJECTION);
-        submit.set_draft_k(k);
-        EXPECT_TRUE((*client)->Submit(submit).ok());
-        ids.push_back(submit.request_id());
-      }
-      for (int round = 0; round < 4000; ++round) {
-        bool done = true;
-        for (const std::string& id : ids) done &= (*client)->Done(id);
-        if (done) break;
-        EXPECT_TRUE((*client)->Poll(absl::Milliseconds(20)).ok());
-      }
-      for (const std::string& id : ids) {
-        EXPECT_TRUE((*client)->Done(id)) << id;
-        const net::GenerationResult& r = (*client)->Result(id);
-        EXPECT_EQ(r.tokens.size(), static_cast<size_t>(tokens)) << id << " " << r.error;
-        if (r.tokens.size() != static_cast<size_t>(tokens)) return false;
-        ++seen[r.tokens];
-        accepted += r.stats.accepted();
-        verified += r.stats.verified();
-        tree_steps += r.stats.tree_steps();
-      }
-    }
-    const spec::testing::ChiSquareResult result = LawTest(law, seen);
+    const auto seen = DrawContinuations(*pipeline->client, "piped-", d, kSamples, prompt, params,
+                                        tokens, proto::VERIFY_MODE_REJECTION, k,
+                                        /*seed_offset=*/29, totals);
+    if (!seen.has_value()) return false;
+    const spec::testing::ChiSquareResult result =
+        spec::testing::ChiSquareTestAgainstLaw(law, *seen);
     spec::testing::PrintChiSquare(label + ", draw " + std::to_string(d), result);
-    const spec::testing::ChiSquareResult wrong = LawTest(wrong_law, seen);
+    const spec::testing::ChiSquareResult wrong =
+        spec::testing::ChiSquareTestAgainstLaw(wrong_law, *seen);
     spec::testing::PrintChiSquare("  the same counts vs the wrong rule's law", wrong);
     EXPECT_LT(wrong.p_value, 1e-3) << label << ": the harness cannot tell the wrong rule";
     return result.p_value > 1e-3;
   };
   EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));
-  (*cluster)->KillDraftWorker();
-  const draft::DraftCounters counters = (*cluster)->DraftCountersAfterKill();
-  std::printf("%s: %llu tree blocks, %llu blocks past trees, %llu tree steps, %llu of %llu "
-              "draft tokens accepted\n",
-              label.c_str(), static_cast<unsigned long long>(counters.tree_blocks_sent),
-              static_cast<unsigned long long>(counters.blocks_past_trees),
-              static_cast<unsigned long long>(tree_steps),
-              static_cast<unsigned long long>(accepted),
-              static_cast<unsigned long long>(verified));
-  EXPECT_GT(tree_steps, 0u) << "no tree was verified: nothing was tested";
+  pipeline->cluster->KillDraftWorker();
+  const draft::DraftCounters counters = pipeline->cluster->DraftCountersAfterKill();
+  std::printf(
+      "%s: %llu tree blocks, %llu blocks past trees, %llu tree steps, %llu of %llu "
+      "draft tokens accepted\n",
+      label.c_str(), static_cast<unsigned long long>(counters.tree_blocks_sent),
+      static_cast<unsigned long long>(counters.blocks_past_trees),
+      static_cast<unsigned long long>(totals.tree_steps),
+      static_cast<unsigned long long>(totals.accepted),
+      static_cast<unsigned long long>(totals.verified));
+  EXPECT_GT(totals.tree_steps, 0u) << "no tree was verified: nothing was tested";
   EXPECT_GT(counters.blocks_past_trees, 0u)
       << "no block was drafted past a tree: pipelining was not tested";
-  EXPECT_GT(accepted, 0u) << "the draft was never accepted: the test did not exercise acceptance";
-  EXPECT_LT(accepted, verified)
-      << "the draft was always accepted: the test did not exercise the residual";
+  ExpectAcceptedAndRejected(totals);
 }
 
 // The first token's law under a deliberately wrong point-mass tree rule at the root:
@@ -510,35 +436,18 @@ std::vector<double> NoResidualFirstRow(const std::vector<float>& p,
 // candidate and correction all commit, and a block drafted past the first path
 // (b or c, then 99) is queued behind the tree.
 TEST(PipelineDistributionTest, PipelinedLookupTreesKeepTheTargetsLaw) {
-  const std::string target_path = WriteModel("piped-tree-target", 1);
-  auto target = model::Transformer::Load(target_path, {.threads = 1});
-  ASSERT_TRUE(target.ok()) << target.status();
-  spec::SamplingParams params;
-  params.temperature = 1.0f;
-  params.top_k = 4;
-  const int vocab = (*target)->config().vocab_size;
-  std::vector<int32_t> prompt;
-  int32_t b = 0, c = 0;
-  for (int32_t x = 1; x < vocab && prompt.empty(); ++x) {
-    for (int32_t y = 1; y < std::min(vocab, 64) && prompt.empty(); ++y) {
-      if (x == y || x == 17 || x == 99 || y == 17 || y == 99) continue;
-      const std::vector<int32_t> candidate = {17, x, 99, 17, y, 99, 17};
-      const std::vector<float> first = FirstTokenProbs(**target, candidate, params);
-      if (first[x] >= 0.1 && first[y] >= 0.1 && first[x] + first[y] <= 0.9) {
-        prompt = candidate;
-        b = x;
-        c = y;
-      }
-    }
-  }
-  ASSERT_FALSE(prompt.empty()) << "no two tokens the target samples with p >= 0.1, together <= 0.9";
+  TwoCandidateSetup setup;
+  ASSERT_NO_FATAL_FAILURE(SetUpTwoCandidates("piped-tree-target", &setup));
+  model::Transformer& target = *setup.target;
+  const spec::SamplingParams& params = setup.params;
+  const std::vector<int32_t>& prompt = setup.prompt;
   constexpr int kTokens = 3;
-  const std::vector<float> first = FirstTokenProbs(**target, prompt, params);
+  const std::vector<float> first = FirstTokenProbs(target, prompt, params);
   // The wrong rule's law with b tried first (with c first it is as far off).
-  const std::vector<double> wrong_row = NoResidualFirstRow(first, {b, c});
-  const auto wrong_law = ExactContinuationLaw(**target, prompt, params, kTokens, &wrong_row);
+  const std::vector<double> wrong_row = NoResidualFirstRow(first, {setup.b, setup.c});
+  const auto wrong_law = ExactContinuationLaw(target, prompt, params, kTokens, &wrong_row);
   spec::LookupDrafter lookup(spec::LookupDrafterConfig{});
-  ExpectPipelinedTreesKeepTheLaw(**target, lookup, prompt, params, kTokens, /*k=*/2, wrong_law,
+  ExpectPipelinedTreesKeepTheLaw(target, lookup, prompt, params, kTokens, /*k=*/2, wrong_law,
                                  "pipelined lookup trees, 3-token continuations");
 }
 
@@ -551,21 +460,12 @@ TEST(PipelineDistributionTest, PipelinedLookupTreesKeepTheTargetsLaw) {
 TEST(PipelineDistributionTest, PipelinedModelDrafterTreesKeepTheTargetsLaw) {
   const std::string target_path = WriteModel("piped-model-target", 1);
   const std::string draft_path = WriteModel("piped-model-draft-q4", 1, kernels::GgmlType::kQ4_0);
-  auto target = model::Transformer::Load(target_path, {.threads = 1});
-  ASSERT_TRUE(target.ok()) << target.status();
+  TargetWithModelDrafter loaded;
+  ASSERT_NO_FATAL_FAILURE(LoadTargetWithModelDrafter(target_path, draft_path, &loaded));
   auto draft_model = model::Transformer::Load(draft_path, {.threads = 1});
   ASSERT_TRUE(draft_model.ok()) << draft_model.status();
-  auto target_file = model::GgufFile::Open(target_path);
-  ASSERT_TRUE(target_file.ok());
-  auto tokenizer = model::LoadTokenizerFromGguf(**target_file);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  auto drafter = spec::ModelDrafter::Load(draft_path, *tokenizer, (*target)->config().vocab_size,
-                                          {.threads = 1});
-  ASSERT_TRUE(drafter.ok()) << drafter.status();
-  ASSERT_TRUE((*drafter)->ProposesTrees());
-  spec::SamplingParams params;
-  params.temperature = 1.0f;
-  params.top_k = 4;
+  ASSERT_TRUE(loaded.drafter->ProposesTrees());
+  const spec::SamplingParams params = TopFourParams();
   constexpr int kTokens = 3;
   const std::vector<int32_t> prompt = {17, 42, 99};
   const std::vector<float> q = FirstTokenProbs(**draft_model, prompt, params);
@@ -574,40 +474,31 @@ TEST(PipelineDistributionTest, PipelinedModelDrafterTreesKeepTheTargetsLaw) {
   std::partial_sort(by_q.begin(), by_q.begin() + 2, by_q.end(),
                     [&](int32_t x, int32_t y) { return q[x] > q[y]; });
   const std::vector<double> wrong_row =
-      NoResidualFirstRow(FirstTokenProbs(**target, prompt, params), {by_q[0], by_q[1]});
-  const auto wrong_law = ExactContinuationLaw(**target, prompt, params, kTokens, &wrong_row);
-  ExpectPipelinedTreesKeepTheLaw(**target, **drafter, prompt, params, kTokens, /*k=*/2, wrong_law,
-                                 "pipelined model drafter trees, 3-token continuations");
+      NoResidualFirstRow(FirstTokenProbs(*loaded.target, prompt, params), {by_q[0], by_q[1]});
+  const auto wrong_law = ExactContinuationLaw(*loaded.target, prompt, params, kTokens, &wrong_row);
+  ExpectPipelinedTreesKeepTheLaw(*loaded.target, *loaded.drafter, prompt, params, kTokens, /*k=*/2,
+                                 wrong_law, "pipelined model drafter trees, 3-token continuations");
 }
 
 // Dropped, delayed and reordered blocks and results: every request still
 // finishes, with exactly the target's greedy output.
 TEST(PipelineFaultTest, GreedyOutputSurvivesDropsDelaysAndReorders) {
   const std::string path = WriteModel("fault-target", 3);
-  auto target = model::Transformer::Load(path, {.threads = 1});
-  ASSERT_TRUE(target.ok());
-  auto file = model::GgufFile::Open(path);
-  ASSERT_TRUE(file.ok());
-  auto tokenizer = model::LoadTokenizerFromGguf(**file);
-  ASSERT_TRUE(tokenizer.ok());
   // The same model as its own draft: its blocks are always right, so the
   // faults alone decide what goes wrong.
-  auto self_draft =
-      spec::ModelDrafter::Load(path, *tokenizer, (*target)->config().vocab_size, {.threads = 1});
-  ASSERT_TRUE(self_draft.ok());
+  TargetWithModelDrafter loaded;
+  ASSERT_NO_FATAL_FAILURE(LoadTargetWithModelDrafter(path, path, &loaded));
   tools::InProcessClusterOptions options;
-  options.target = target->get();
-  options.drafter = self_draft->get();
+  options.target = loaded.target.get();
+  options.drafter = loaded.drafter.get();
   options.target_engine.block_wait = absl::Milliseconds(30);
   options.data_faults = net::FaultOptions{.drop_probability = 0.15,
                                           .delay_probability = 0.2,
                                           .max_delay = absl::Milliseconds(5),
                                           .reorder_probability = 0.15,
                                           .seed = 99};
-  auto cluster = tools::InProcessCluster::Start(options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
-  ASSERT_TRUE(client.ok());
+  auto pipeline = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   const std::vector<std::vector<int32_t>> prompts = {
       {3, 4, 5}, {250, 1, 250, 1}, {77}, {9, 9, 9, 9, 9, 9}};
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -618,19 +509,21 @@ TEST(PipelineFaultTest, GreedyOutputSurvivesDropsDelaysAndReorders) {
     submit.mutable_params()->set_max_tokens(40);
     submit.set_verify_mode(proto::VERIFY_MODE_GREEDY);
     submit.set_draft_k(4);
-    ASSERT_TRUE((*client)->Submit(submit).ok());
+    ASSERT_TRUE(pipeline->client->Submit(submit).ok());
   }
   for (int round = 0; round < 3000; ++round) {
     bool done = true;
     for (size_t i = 0; i < prompts.size(); ++i)
-      done &= (*client)->Done("fault-" + std::to_string(i));
+      done &= pipeline->client->Done("fault-" + std::to_string(i));
     if (done) break;
-    ASSERT_TRUE((*client)->Poll(absl::Milliseconds(20)).ok());
+    ASSERT_TRUE(pipeline->client->Poll(absl::Milliseconds(20)).ok());
   }
   for (size_t i = 0; i < prompts.size(); ++i) {
     const std::string id = "fault-" + std::to_string(i);
-    ASSERT_TRUE((*client)->Done(id)) << id << " hung";
-    EXPECT_EQ((*client)->Result(id).tokens, testing::PlainGreedy(**target, prompts[i], 40)) << id;
+    ASSERT_TRUE(pipeline->client->Done(id)) << id << " hung";
+    EXPECT_EQ(pipeline->client->Result(id).tokens,
+              testing::PlainGreedy(*loaded.target, prompts[i], 40))
+        << id;
   }
 }
 

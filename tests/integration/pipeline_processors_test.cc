@@ -28,7 +28,10 @@
 #include "runtime/spec/drafter_factory.h"
 #include "runtime/spec/logits_pipeline.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
+#include "tests/integration/in_process_pipeline.h"
+#include "tests/integration/pipeline_law_check.h"
 #include "tests/testing/chi_square.h"
+#include "tests/testing/sequence_law.h"
 #include "tests/testing/tiny_model_pair.h"
 #include "tools/cluster/in_process_cluster.h"
 
@@ -63,59 +66,25 @@ std::vector<double> ReferenceProcessed(const std::vector<float>& logits,
   return g;
 }
 
-// top-k of `support` (processed logits), weights softmax(weights / T) on it.
-std::vector<double> TopKSoftmax(const std::vector<double>& support,
-                                const std::vector<double>& weights,
-                                const spec::SamplingParams& params) {
-  std::vector<double> sorted = support;
-  std::sort(sorted.rbegin(), sorted.rend());
-  const double cutoff = sorted[params.top_k - 1];
-  const double max = *std::max_element(weights.begin(), weights.end());
-  std::vector<double> p(support.size(), 0.0);
-  double total = 0.0;
-  for (size_t v = 0; v < p.size(); ++v) {
-    if (support[v] >= cutoff) total += p[v] = std::exp((weights[v] - max) / params.temperature);
-  }
-  for (double& x : p) x /= total;
-  return p;
-}
-
 // The law of the first kTokens processed tokens: sequence -> probability. With
 // `blind` the weights (not the support) come from penalties that see none of
 // the generated tokens: the deliberately wrong processor.
 std::map<std::vector<int32_t>, double> ExactLaw(model::Transformer& model,
                                                 const spec::SamplingParams& params, bool blind) {
-  std::map<std::vector<int32_t>, double> law;
-  std::function<void(std::vector<int32_t>, double)> expand = [&](std::vector<int32_t> generated,
-                                                                 double probability) {
-    if (static_cast<int>(generated.size()) == kTokens) {
-      law[generated] = probability;
-      return;
-    }
+  return spec::testing::ExactSequenceLaw(kTokens, [&](const std::vector<int32_t>& generated) {
     std::vector<int32_t> context = kPrompt;
     context.insert(context.end(), generated.begin(), generated.end());
     const std::vector<float> logits = LastLogits(model, context);
     const std::vector<double> truth = ReferenceProcessed(logits, params, generated);
-    const std::vector<double> p = TopKSoftmax(
-        truth, blind ? ReferenceProcessed(logits, params, {}) : truth, params);
-    for (size_t v = 0; v < p.size(); ++v) {
-      if (p[v] == 0.0) continue;
-      generated.push_back(static_cast<int32_t>(v));
-      expand(generated, probability * p[v]);
-      generated.pop_back();
-    }
-  };
-  expand({}, 1.0);
-  return law;
+    return spec::testing::TopKSoftmax(truth, blind ? ReferenceProcessed(logits, params, {}) : truth,
+                                      params);
+  });
 }
 
-struct Fixture : model::TinyModelPair {
-  void Load() { TinyModelPair::Load("processors"); }
-
-  absl::StatusOr<std::unique_ptr<spec::Drafter>> Drafter(const std::string& name) const {
-    return spec::MakeDrafter(*spec::ParseDrafterSpec(name, draft_path), target_path,
-                             tokenizer.get(), target->config().vocab_size, 1);
-  }
+// Every test runs on the tiny pair processors-target.gguf / processors-draft.gguf.
+class PipelineProcessorsTest : public ::testing::Test, public model::TinyModelPair {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(Load("processors")); }
 };
 
 // Strong penalties and a bias that lifts a prompt token and buries the first
@@ -139,175 +108,59 @@ spec::SamplingParams ProcessedParams(model::Transformer& target, float temperatu
 proto::SubmitRequest Submit(const std::string& id, const spec::SamplingParams& params,
                             proto::VerifyMode mode, int k, const std::string& drafter,
                             int max_tokens) {
-  proto::SubmitRequest submit;
-  submit.set_request_id(id);
-  submit.mutable_prompt_tokens()->Assign(kPrompt.begin(), kPrompt.end());
-  *submit.mutable_params() = net::SamplingParamsToProto(params);
-  submit.mutable_params()->set_max_tokens(static_cast<uint32_t>(max_tokens));
-  submit.set_verify_mode(mode);
-  submit.set_draft_k(static_cast<uint32_t>(k));
-  submit.set_drafter(drafter);
-  return submit;
+  return testing::MakeSubmit(id, kPrompt, net::SamplingParamsToProto(params), max_tokens, mode, k,
+                             drafter);
 }
 
-// Submits in waves of 50 and returns each request's tokens, in order.
-std::vector<std::vector<int32_t>> RunAll(net::RequestClient& client,
-                                         const std::vector<proto::SubmitRequest>& submits,
-                                         proto::SpecStats* stats = nullptr) {
-  std::vector<std::vector<int32_t>> results;
-  for (size_t first = 0; first < submits.size(); first += 50) {
-    const size_t last = std::min(submits.size(), first + 50);
-    for (size_t i = first; i < last; ++i) EXPECT_TRUE(client.Submit(submits[i]).ok());
-    for (int round = 0; round < 6000; ++round) {
-      bool done = true;
-      for (size_t i = first; i < last; ++i) done &= client.Done(submits[i].request_id());
-      if (done) break;
-      EXPECT_TRUE(client.Poll(absl::Milliseconds(20)).ok());
-    }
-    for (size_t i = first; i < last; ++i) {
-      const std::string& id = submits[i].request_id();
-      EXPECT_TRUE(client.Done(id)) << id << " hung";
-      const net::GenerationResult& r = client.Result(id);
-      EXPECT_NE(r.finish_reason, proto::FINISH_REASON_ERROR) << id << ": " << r.error;
-      results.push_back(r.tokens);
-      if (stats != nullptr) {
-        stats->set_verified(stats->verified() + r.stats.verified());
-        stats->set_accepted(stats->accepted() + r.stats.accepted());
-      }
-    }
-  }
-  return results;
-}
+TEST_F(PipelineProcessorsTest, ProcessedTokensFollowTheProcessedLawWithAndWithoutSpeculation) {
+  auto pipeline = testing::StartTinyPairPipeline(*this, "model");
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
 
-spec::testing::ChiSquareResult LawTest(const std::map<std::vector<int32_t>, double>& law,
-                                       std::map<std::vector<int32_t>, int64_t> seen) {
-  std::vector<int64_t> counts;
-  std::vector<double> expected;
-  for (const auto& [sequence, p] : law) {
-    counts.push_back(seen.count(sequence) ? seen[sequence] : 0);
-    expected.push_back(p);
-    seen.erase(sequence);
-  }
-  int64_t outside = 0;
-  for (const auto& [sequence, n] : seen) outside += n;
-  if (outside > 0) {  // continuations the law gives probability 0
-    counts.push_back(outside);
-    expected.push_back(0.0);
-  }
-  return spec::testing::ChiSquareTest(counts, expected);
-}
-
-TEST(PipelineProcessorsTest, ProcessedTokensFollowTheProcessedLawWithAndWithoutSpeculation) {
-  Fixture f;
-  ASSERT_NO_FATAL_FAILURE(f.Load());
-  auto drafter = f.Drafter("model");
-  ASSERT_TRUE(drafter.ok()) << drafter.status();
-  tools::InProcessClusterOptions options;
-  options.target = f.target.get();
-  options.drafter = drafter->get();
-  auto cluster = tools::InProcessCluster::Start(options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
-  ASSERT_TRUE(client.ok());
-
-  const spec::SamplingParams params = ProcessedParams(*f.target, 1.0f);
-  const auto law = ExactLaw(*f.target, params, /*blind=*/false);
-  const auto wrong_law = ExactLaw(*f.target, params, /*blind=*/true);
-  struct Setup {
-    std::string name;
-    proto::VerifyMode mode;
-    int k;
-    std::string drafter;
-  };
-  const std::vector<Setup> setups = {{"plain", proto::VERIFY_MODE_REJECTION, 1, "none"},
-                                     {"rejection k=2", proto::VERIFY_MODE_REJECTION, 2, ""},
-                                     {"rejection k=4", proto::VERIFY_MODE_REJECTION, 4, ""},
-                                     {"coupled k=2", proto::VERIFY_MODE_COUPLED, 2, ""}};
-  constexpr int kSamples = 3000;
-  const uint64_t base_seed = (static_cast<uint64_t>(std::random_device{}()) << 32) | 1u;
-  SCOPED_TRACE(absl::StrCat("base seed ", base_seed));
-  const auto draw = [&](int d) {
-    bool passed = true;
-    for (size_t s = 0; s < setups.size(); ++s) {
-      std::vector<proto::SubmitRequest> submits;
-      for (int i = 0; i < kSamples; ++i) {
-        spec::SamplingParams seeded = params;
-        seeded.seed = base_seed + 7919ull * ((d * setups.size() + s) * kSamples + i);
-        submits.push_back(Submit(absl::StrCat("p", d, "-", s, "-", i), seeded, setups[s].mode,
-                                 setups[s].k, setups[s].drafter, kTokens));
-      }
-      std::map<std::vector<int32_t>, int64_t> seen;
-      proto::SpecStats stats;
-      for (const std::vector<int32_t>& tokens : RunAll(**client, submits, &stats)) {
-        EXPECT_EQ(tokens.size(), static_cast<size_t>(kTokens));
-        ++seen[tokens];
-      }
-      const auto result = LawTest(law, seen);
-      spec::testing::PrintChiSquare(
-          absl::StrCat("pipeline processors, ", setups[s].name, ", draw ", d), result);
-      passed &= result.p_value > 1e-3 / setups.size();
-      const auto wrong = LawTest(wrong_law, seen);
-      spec::testing::PrintChiSquare("  the same counts vs penalties blind to the block", wrong);
-      EXPECT_LT(wrong.p_value, 1e-3) << setups[s].name << ": the harness cannot tell";
-      if (setups[s].drafter != "none") {  // speculation really ran, both ways
-        EXPECT_GT(stats.accepted(), 0u) << setups[s].name;
-        EXPECT_LT(stats.accepted(), stats.verified()) << setups[s].name;
-      }
-    }
-    return passed;
-  };
-  EXPECT_TRUE(spec::testing::PassesOneOfTwoDraws(draw));
+  const spec::SamplingParams params = ProcessedParams(*target, 1.0f);
+  const auto law = ExactLaw(*target, params, /*blind=*/false);
+  const auto wrong_law = ExactLaw(*target, params, /*blind=*/true);
+  const testing::LawCheck check{.law = law,
+                                .wrong_law = wrong_law,
+                                .tokens = kTokens,
+                                .samples = 3000,
+                                .id_prefix = "p",
+                                .label = "pipeline processors",
+                                .wrong_label = "  the same counts vs penalties blind to the block"};
+  testing::ExpectSetupsFollowTheLaw(*pipeline->client, testing::LawCheckSetups("plain"), check,
+                                    [&](const std::string& id, const testing::SampledSetup& setup) {
+                                      return Submit(id, params, setup.mode, setup.k, setup.drafter,
+                                                    kTokens);
+                                    });
 }
 
 // The first n greedy tokens of the target alone through the pipeline's rows.
 std::vector<int32_t> PlainGreedy(model::Transformer& model, const spec::SamplingParams& params,
                                  int n) {
-  std::vector<int32_t> context = kPrompt, out;
-  for (int i = 0; i < n; ++i) {
+  return spec::testing::GreedySequence(n, [&](const std::vector<int32_t>& generated) {
+    std::vector<int32_t> context = kPrompt;
+    context.insert(context.end(), generated.begin(), generated.end());
     const std::vector<float> logits = LastLogits(model, context);
     std::vector<float> p(logits.size());
     spec::RowContext row;
     row.tokens = context;
     row.prompt_length = static_cast<int>(kPrompt.size());
     EXPECT_TRUE(spec::ProcessRow(params, row, logits, absl::MakeSpan(p)).ok());
-    const int32_t token = static_cast<int32_t>(std::max_element(p.begin(), p.end()) - p.begin());
-    out.push_back(token);
-    context.push_back(token);
-  }
-  return out;
+    return p;
+  });
 }
 
-TEST(PipelineProcessorsTest, GreedySpeculativeEqualsGreedyPlainForEveryDrafter) {
-  Fixture f;
-  ASSERT_NO_FATAL_FAILURE(f.Load());
+TEST_F(PipelineProcessorsTest, GreedySpeculativeEqualsGreedyPlainForEveryDrafter) {
   constexpr int kNew = 24;
-  const spec::SamplingParams params = ProcessedParams(*f.target, 0.0f);
-  const std::vector<int32_t> plain = PlainGreedy(*f.target, params, kNew);
+  const spec::SamplingParams params = ProcessedParams(*target, 0.0f);
+  const std::vector<int32_t> plain = PlainGreedy(*target, params, kNew);
   spec::SamplingParams unprocessed;
   unprocessed.temperature = 0.0f;
-  ASSERT_NE(plain, PlainGreedy(*f.target, unprocessed, kNew))
+  ASSERT_NE(plain, PlainGreedy(*target, unprocessed, kNew))
       << "the processors must change this output, or the test proves nothing";
-  for (const std::string name : {"none", "ngram", "lookup", "model", "layerskip:1"}) {
-    SCOPED_TRACE(name);
-    auto drafter = f.Drafter(name);
-    ASSERT_TRUE(drafter.ok()) << drafter.status();
-    auto ngram = f.Drafter("ngram");
-    tools::InProcessClusterOptions options;
-    options.target = f.target.get();
-    options.drafter = *drafter ? drafter->get() : ngram->get();  // "none" goes by the request
-    auto cluster = tools::InProcessCluster::Start(options);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    auto client = net::RequestClient::Connect((*cluster)->coordinator_endpoint());
-    ASSERT_TRUE(client.ok());
-    std::vector<proto::SubmitRequest> submits;
-    for (int k : {1, 3}) {
-      submits.push_back(Submit(absl::StrCat(name, "-k", k), params, proto::VERIFY_MODE_GREEDY, k,
-                               name == std::string("none") ? "none" : "", kNew));
-    }
-    for (const std::vector<int32_t>& tokens : RunAll(**client, submits)) {
-      EXPECT_EQ(tokens, plain);
-    }
-  }
+  testing::ExpectGreedyEqualsPlainForEveryDrafter(
+      *this, plain, [&](const std::string& id, int k, const std::string& drafter) {
+        return Submit(id, params, proto::VERIFY_MODE_GREEDY, k, drafter, kNew);
+      });
 }
 
 }  // namespace

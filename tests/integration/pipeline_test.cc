@@ -12,6 +12,7 @@
 #include "runtime/spec/ngram_drafter.h"
 #include "runtime/spec/sampling.h"
 #include "runtime/tokenizer/tokenizer_gguf.h"
+#include "tests/integration/in_process_pipeline.h"
 #include "tests/integration/plain_greedy.h"
 #include "tests/testing/tiny_model.h"
 #include "tools/cluster/in_process_cluster.h"
@@ -53,25 +54,71 @@ proto::SubmitRequest GreedyRequest(const std::string& id, const std::vector<int3
   return submit;
 }
 
-// Prompts with repetition, so prompt lookup finds matches.
-// An in-process cluster and a client connected to it.
-struct Running {
-  std::unique_ptr<tools::InProcessCluster> cluster;
-  std::unique_ptr<net::RequestClient> client;  // null if the start failed
+// A tiny model (TinyModelPath NAME) and options that draft for it with the n-gram
+// drafter on a draft worker; a test may change the options before it starts them.
+struct NgramSetup {
+  explicit NgramSetup(const std::string& name) : model(LoadTinyModel(name)) {
+    options.target = model.get();
+    options.drafter = &ngram;
+  }
+  NgramSetup(const NgramSetup&) = delete;  // options points at ngram
+  NgramSetup& operator=(const NgramSetup&) = delete;
+
+  std::unique_ptr<model::Transformer> model;
+  spec::NgramDrafter ngram{spec::NgramDrafterConfig{}};
+  tools::InProcessClusterOptions options;
 };
 
-Running StartWithClient(const tools::InProcessClusterOptions& options) {
-  Running running;
-  auto cluster = tools::InProcessCluster::Start(options);
-  EXPECT_TRUE(cluster.ok()) << cluster.status();
-  if (!cluster.ok()) return running;
-  running.cluster = *std::move(cluster);
-  auto client = net::RequestClient::Connect(running.cluster->coordinator_endpoint());
-  EXPECT_TRUE(client.ok()) << client.status();
-  if (client.ok()) running.client = *std::move(client);
-  return running;
+// A tiny model (TinyModelPath NAME with the KV cache `kv_cache_type`) and the drafter
+// the DrafterSpec `drafter_name` names for it ("model": the model itself; "none": null).
+struct ModelWithDrafter {
+  std::unique_ptr<model::Transformer> model;
+  std::unique_ptr<model::Tokenizer> tokenizer;  // the drafter's view of the vocabulary
+  std::unique_ptr<spec::Drafter> drafter;
+};
+
+void LoadModelWithDrafter(const std::string& name, const std::string& drafter_name,
+                          model::KvCacheType kv_cache_type, ModelWithDrafter* out) {
+  const std::string path = TinyModelPath(name, kv_cache_type);
+  auto loaded = model::Transformer::Load(path, {.threads = 1, .kv_cache_type = kv_cache_type});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  out->model = *std::move(loaded);
+  auto tokenizer = model::LoadTokenizerFromGguf(out->model->file());
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  out->tokenizer = std::make_unique<model::Tokenizer>(*std::move(tokenizer));
+  auto spec = spec::ParseDrafterSpec(drafter_name, path);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto drafter =
+      spec::MakeDrafter(*spec, path, out->tokenizer.get(), out->model->config().vocab_size, 1);
+  ASSERT_TRUE(drafter.ok()) << drafter.status();
+  out->drafter = *std::move(drafter);
 }
 
+// Greedy requests PREFIXn (GreedyRequest, n counting from 0) for each k of `ks` (its
+// draft_k) and each of `prompts`, one at a time: each must succeed with exactly plain
+// greedy's tokens. Returns their results, in that order; it stops at a failed request
+// (which fails the current test), so a short result means that.
+std::vector<net::GenerationResult> GenerateGreedyExpectingPlain(
+    net::RequestClient& client, model::Transformer& model, const std::string& prefix,
+    const std::vector<std::vector<int32_t>>& prompts, const std::vector<int>& ks) {
+  std::vector<net::GenerationResult> results;
+  int n = 0;
+  for (const int k : ks) {
+    for (const std::vector<int32_t>& prompt : prompts) {
+      proto::SubmitRequest submit = GreedyRequest(prefix + std::to_string(n++), prompt);
+      submit.set_draft_k(k);
+      auto got = client.Generate(submit, absl::Seconds(60));
+      EXPECT_TRUE(got.ok()) << got.status();
+      if (!got.ok()) return results;
+      EXPECT_EQ(got->tokens, testing::PlainGreedy(model, prompt, kMaxTokens))
+          << submit.request_id();
+      results.push_back(*std::move(got));
+    }
+  }
+  return results;
+}
+
+// Prompts with repetition, so prompt lookup finds matches.
 std::vector<std::vector<int32_t>> TestPrompts() {
   return {{10, 20, 30, 40, 10, 20, 30}, {5, 6, 7, 5, 6, 7, 5, 6}, {100, 3, 100, 3, 100}, {42}};
 }
@@ -89,75 +136,49 @@ struct Mode {
 class PipelineGreedyTest : public ::testing::TestWithParam<Mode> {};
 
 TEST_P(PipelineGreedyTest, SpeculativeGreedyEqualsPlainGreedyTokenForToken) {
-  const std::string path = TinyModelPath("pipeline-greedy-" + GetParam().name,
-                                         GetParam().kv_cache_type);
-  auto loaded =
-      model::Transformer::Load(path, {.threads = 1, .kv_cache_type = GetParam().kv_cache_type});
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  std::unique_ptr<model::Transformer> model = *std::move(loaded);
-  auto tokenizer = model::LoadTokenizerFromGguf(model->file());
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  auto spec = spec::ParseDrafterSpec(GetParam().drafter, path);
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  auto drafter = spec::MakeDrafter(*spec, path, &*tokenizer, model->config().vocab_size, 1);
-  ASSERT_TRUE(drafter.ok()) << drafter.status();
-  const bool with_draft = *drafter != nullptr;
+  ModelWithDrafter loaded;
+  ASSERT_NO_FATAL_FAILURE(LoadModelWithDrafter(
+      "pipeline-greedy-" + GetParam().name, GetParam().drafter, GetParam().kv_cache_type, &loaded));
+  const bool with_draft = loaded.drafter != nullptr;
   tools::InProcessClusterOptions options;
-  options.target = model.get();
-  options.drafter = drafter->get();
+  options.target = loaded.model.get();
+  options.drafter = loaded.drafter.get();
   options.draft_engine.lookahead_blocks = GetParam().lookahead;
   options.draft_engine.spec_cache = GetParam().spec_cache;
   // The cache's blocks are what is tested: pre-draft for every block, whether or
   // not the policy would find it pays on this machine.
   options.draft_engine.cache_guard = false;
-  Running running = StartWithClient(options);
-  ASSERT_NE(running.client, nullptr);
-  auto& client = running.client;
+  auto running = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(running.ok()) << running.status();
 
   uint64_t drafted = 0;
-  int i = 0;
-  for (const std::vector<int32_t>& prompt : TestPrompts()) {
-    const std::vector<int32_t> want = testing::PlainGreedy(*model, prompt, kMaxTokens);
-    auto got =
-        client->Generate(GreedyRequest("greedy-" + std::to_string(i++), prompt), absl::Seconds(60));
-    ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_EQ(got->tokens, want) << "prompt " << i;
-    EXPECT_EQ(got->finish_reason, proto::FINISH_REASON_LENGTH);
-    EXPECT_TRUE(got->error.empty()) << got->error;
-    drafted += got->stats.drafted();
-    EXPECT_LE(got->stats.accepted(), got->stats.verified());
+  for (const net::GenerationResult& got : GenerateGreedyExpectingPlain(
+           *running->client, *loaded.model, "greedy-", TestPrompts(), {/*GreedyRequest's*/ 4})) {
+    EXPECT_EQ(got.finish_reason, proto::FINISH_REASON_LENGTH);
+    EXPECT_TRUE(got.error.empty()) << got.error;
+    drafted += got.stats.drafted();
+    EXPECT_LE(got.stats.accepted(), got.stats.verified());
   }
   if (with_draft) {
     EXPECT_GT(drafted, 0u) << "the drafter never proposed anything";
   }
   if (GetParam().spec_cache) {
-    running.cluster->KillDraftWorker();
-    const spec::SpeculationCacheCounters cache = running.cluster->CacheCountersAfterKill();
+    running->cluster->KillDraftWorker();
+    const spec::SpeculationCacheCounters cache = running->cluster->CacheCountersAfterKill();
     EXPECT_GT(cache.lookups, 0u) << "the cache was never consulted";
     EXPECT_GT(cache.hits + cache.partial_hits, 0u) << "the cache never hit: nothing was tested";
-    EXPECT_GT(running.cluster->DraftCountersAfterKill().cache_blocks_sent, 0u);
+    EXPECT_GT(running->cluster->DraftCountersAfterKill().cache_blocks_sent, 0u);
   }
 }
 
 // The speculation policy (draft_k 0) changes how much is drafted, never what is committed,
 // including the k = 0 steps while speculation is off for a request.
 TEST(PipelineTest, SpeculationPolicyKeepsGreedyOutputExact) {
-  auto model = LoadTinyModel("pipeline-adaptive");
-  spec::NgramDrafter ngram(spec::NgramDrafterConfig{});
-  tools::InProcessClusterOptions options;
-  options.target = model.get();
-  options.drafter = &ngram;
-  Running running = StartWithClient(options);
-  ASSERT_NE(running.client, nullptr);
-  auto& client = running.client;
-  int i = 0;
-  for (const std::vector<int32_t>& prompt : TestPrompts()) {
-    proto::SubmitRequest submit = GreedyRequest("adaptive-" + std::to_string(i++), prompt);
-    submit.set_draft_k(0);
-    auto got = client->Generate(submit, absl::Seconds(60));
-    ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_EQ(got->tokens, testing::PlainGreedy(*model, prompt, kMaxTokens)) << submit.request_id();
-  }
+  NgramSetup ngram_setup("pipeline-adaptive");
+  auto& model = ngram_setup.model;
+  auto running = testing::StartPipelineWithClient(ngram_setup.options);
+  ASSERT_TRUE(running.ok()) << running.status();
+  GenerateGreedyExpectingPlain(*running->client, *model, "adaptive-", TestPrompts(), {0});
 }
 
 // Tree blocks (issue 30): the lookup drafter's tries, sent because the target runs
@@ -178,27 +199,19 @@ TEST(PipelineTest, LookupTreesKeepGreedyOutputExact) {
     options.target = model.get();
     (in_target ? options.target_drafter : options.drafter) = &lookup;
     options.draft_engine.trees = true;  // --tree auto (chains are the default)
-    Running running = StartWithClient(options);
-    ASSERT_NE(running.client, nullptr);
+    auto running = testing::StartPipelineWithClient(options);
+    ASSERT_TRUE(running.ok()) << running.status();
     uint64_t tree_steps = 0;
-    int i = 0;
-    for (const int k : {0, 4}) {
-      for (const std::vector<int32_t>& prompt : prompts) {
-        proto::SubmitRequest submit = GreedyRequest("tree-" + std::to_string(i++), prompt);
-        submit.set_draft_k(k);
-        auto got = running.client->Generate(submit, absl::Seconds(60));
-        ASSERT_TRUE(got.ok()) << got.status();
-        EXPECT_EQ(got->tokens, testing::PlainGreedy(*model, prompt, kMaxTokens))
-            << submit.request_id();
-        EXPECT_TRUE(got->error.empty()) << got->error;
-        EXPECT_LE(got->stats.accepted(), got->stats.verified());
-        tree_steps += got->stats.tree_steps();
-      }
+    for (const net::GenerationResult& got :
+         GenerateGreedyExpectingPlain(*running->client, *model, "tree-", prompts, {0, 4})) {
+      EXPECT_TRUE(got.error.empty()) << got.error;
+      EXPECT_LE(got.stats.accepted(), got.stats.verified());
+      tree_steps += got.stats.tree_steps();
     }
     EXPECT_GT(tree_steps, 0u) << "no tree was verified: nothing was tested";
     if (!in_target) {
-      running.cluster->KillDraftWorker();
-      EXPECT_GT(running.cluster->DraftCountersAfterKill().tree_blocks_sent, 0u);
+      running->cluster->KillDraftWorker();
+      EXPECT_GT(running->cluster->DraftCountersAfterKill().tree_blocks_sent, 0u);
     }
   }
 }
@@ -222,22 +235,14 @@ TEST(PipelineTest, PipelinedLookupTreesKeepGreedyOutputExact) {
   options.draft_engine.lookahead_blocks = 2;
   options.data_faults = net::FaultOptions{
       .delay_probability = 1.0, .max_delay = absl::Milliseconds(4), .seed = 7};
-  Running running = StartWithClient(options);
-  ASSERT_NE(running.client, nullptr);
-  int i = 0;
-  for (int repeat = 0; repeat < 3; ++repeat) {
-    for (const std::vector<int32_t>& prompt : prompts) {
-      proto::SubmitRequest submit = GreedyRequest("piped-" + std::to_string(i++), prompt);
-      submit.set_draft_k(4);
-      auto got = running.client->Generate(submit, absl::Seconds(60));
-      ASSERT_TRUE(got.ok()) << got.status();
-      EXPECT_EQ(got->tokens, testing::PlainGreedy(*model, prompt, kMaxTokens))
-          << submit.request_id();
-      EXPECT_TRUE(got->error.empty()) << got->error;
-    }
+  auto running = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(running.ok()) << running.status();
+  for (const net::GenerationResult& got :  // the prompts three times over, k = 4
+       GenerateGreedyExpectingPlain(*running->client, *model, "piped-", prompts, {4, 4, 4})) {
+    EXPECT_TRUE(got.error.empty()) << got.error;
   }
-  running.cluster->KillDraftWorker();
-  const draft::DraftCounters counters = running.cluster->DraftCountersAfterKill();
+  running->cluster->KillDraftWorker();
+  const draft::DraftCounters counters = running->cluster->DraftCountersAfterKill();
   EXPECT_GT(counters.tree_blocks_sent, 0u);
   EXPECT_GT(counters.blocks_past_trees, 0u) << "no block was drafted past a tree: nothing was tested";
 }
@@ -247,40 +252,25 @@ TEST(PipelineTest, PipelinedLookupTreesKeepGreedyOutputExact) {
 // level; verified in one tree forward they commit exactly plain greedy's tokens,
 // with the policy's k and a fixed k (rank 2 is untried, so the first blocks are trees).
 TEST(PipelineTest, ModelDrafterTreesKeepGreedyOutputExact) {
-  const std::string path = TinyModelPath("pipeline-model-trees");
-  auto loaded = model::Transformer::Load(path, {.threads = 1});
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  std::unique_ptr<model::Transformer> model = *std::move(loaded);
-  auto tokenizer = model::LoadTokenizerFromGguf(model->file());
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  auto spec = spec::ParseDrafterSpec("layerskip:1", path);
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  auto drafter = spec::MakeDrafter(*spec, path, &*tokenizer, model->config().vocab_size, 1);
-  ASSERT_TRUE(drafter.ok()) << drafter.status();
-  ASSERT_TRUE((*drafter)->ProposesTrees());
+  ModelWithDrafter loaded;
+  ASSERT_NO_FATAL_FAILURE(LoadModelWithDrafter("pipeline-model-trees", "layerskip:1",
+                                               model::KvCacheType::kF16, &loaded));
+  ASSERT_TRUE(loaded.drafter->ProposesTrees());
   tools::InProcessClusterOptions options;
-  options.target = model.get();
-  options.drafter = drafter->get();
+  options.target = loaded.model.get();
+  options.drafter = loaded.drafter.get();
   options.draft_engine.trees = true;  // --tree auto
-  Running running = StartWithClient(options);
-  ASSERT_NE(running.client, nullptr);
+  auto running = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(running.ok()) << running.status();
   uint64_t tree_steps = 0;
-  int i = 0;
-  for (const int k : {0, 4}) {
-    for (const std::vector<int32_t>& prompt : TestPrompts()) {
-      proto::SubmitRequest submit = GreedyRequest("model-tree-" + std::to_string(i++), prompt);
-      submit.set_draft_k(k);
-      auto got = running.client->Generate(submit, absl::Seconds(60));
-      ASSERT_TRUE(got.ok()) << got.status();
-      EXPECT_EQ(got->tokens, testing::PlainGreedy(*model, prompt, kMaxTokens))
-          << submit.request_id();
-      EXPECT_TRUE(got->error.empty()) << got->error;
-      tree_steps += got->stats.tree_steps();
-    }
+  for (const net::GenerationResult& got : GenerateGreedyExpectingPlain(
+           *running->client, *loaded.model, "model-tree-", TestPrompts(), {0, 4})) {
+    EXPECT_TRUE(got.error.empty()) << got.error;
+    tree_steps += got.stats.tree_steps();
   }
   EXPECT_GT(tree_steps, 0u) << "no tree was verified: nothing was tested";
-  running.cluster->KillDraftWorker();
-  EXPECT_GT(running.cluster->DraftCountersAfterKill().tree_blocks_sent, 0u);
+  running->cluster->KillDraftWorker();
+  EXPECT_GT(running->cluster->DraftCountersAfterKill().tree_blocks_sent, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, PipelineGreedyTest,
@@ -307,14 +297,11 @@ INSTANTIATE_TEST_SUITE_P(Modes, PipelineGreedyTest,
                          [](const auto& info) { return info.param.name; });
 
 TEST(PipelineTest, SixteenConcurrentRequestsAllFinishExactly) {
-  auto model = LoadTinyModel("pipeline-concurrent");
-  spec::NgramDrafter ngram(spec::NgramDrafterConfig{});
-  tools::InProcessClusterOptions options;
-  options.target = model.get();
-  options.drafter = &ngram;
-  Running running = StartWithClient(options);
-  ASSERT_NE(running.client, nullptr);
-  auto& client = running.client;
+  NgramSetup ngram_setup("pipeline-concurrent");
+  auto& model = ngram_setup.model;
+  auto running = testing::StartPipelineWithClient(ngram_setup.options);
+  ASSERT_TRUE(running.ok()) << running.status();
+  auto& client = running->client;
   std::map<std::string, std::vector<int32_t>> prompts;
   for (int r = 0; r < 16; ++r) {
     std::vector<int32_t> prompt = {r + 3, 2 * r + 7, r + 3, 2 * r + 7, 11};
@@ -335,17 +322,14 @@ TEST(PipelineTest, SixteenConcurrentRequestsAllFinishExactly) {
 }
 
 TEST(PipelineTest, KilledDraftWorkerLosesNoRequestAndOutputStaysExact) {
-  auto model = LoadTinyModel("pipeline-kill-draft");
-  spec::NgramDrafter ngram(spec::NgramDrafterConfig{});
-  tools::InProcessClusterOptions options;
-  options.target = model.get();
-  options.drafter = &ngram;
-  options.membership.heartbeat_interval = absl::Milliseconds(20);
-  options.target_engine.block_wait = absl::Milliseconds(50);
-  Running running = StartWithClient(options);
-  ASSERT_NE(running.client, nullptr);
-  auto& cluster = running.cluster;
-  auto& client = running.client;
+  NgramSetup ngram_setup("pipeline-kill-draft");
+  auto& model = ngram_setup.model;
+  ngram_setup.options.membership.heartbeat_interval = absl::Milliseconds(20);
+  ngram_setup.options.target_engine.block_wait = absl::Milliseconds(50);
+  auto running = testing::StartPipelineWithClient(ngram_setup.options);
+  ASSERT_TRUE(running.ok()) << running.status();
+  auto& cluster = running->cluster;
+  auto& client = running->client;
   const std::vector<int32_t> prompt = {10, 20, 30, 40, 10, 20, 30};
   proto::SubmitRequest submit = GreedyRequest("kill-draft", prompt);
   submit.mutable_params()->set_max_tokens(400);
@@ -369,9 +353,9 @@ TEST(PipelineTest, PromptBeyondContextIsRefusedWithReason) {
   auto model = LoadTinyModel("pipeline-refuse");
   tools::InProcessClusterOptions options;
   options.target = model.get();
-  Running running = StartWithClient(options);
-  ASSERT_NE(running.client, nullptr);
-  auto& client = running.client;
+  auto running = testing::StartPipelineWithClient(options);
+  ASSERT_TRUE(running.ok()) << running.status();
+  auto& client = running->client;
   std::vector<int32_t> prompt(600, 5);  // the tiny model's context is 512
   auto got = client->Generate(GreedyRequest("too-long", prompt), absl::Seconds(30));
   ASSERT_TRUE(got.ok()) << got.status();

@@ -82,6 +82,25 @@ ChiSquareResult ChiSquareTest(const std::vector<int64_t>& counts,
   return result;
 }
 
+ChiSquareResult ChiSquareTestAgainstLaw(const std::map<std::vector<int32_t>, double>& law,
+                                        const std::map<std::vector<int32_t>, int64_t>& seen) {
+  std::vector<int64_t> counts;
+  std::vector<double> expected;
+  int64_t inside = 0, total = 0;
+  for (const auto& [sequence, p] : law) {
+    const auto it = seen.find(sequence);
+    counts.push_back(it == seen.end() ? 0 : it->second);
+    expected.push_back(p);
+    inside += counts.back();
+  }
+  for (const auto& [sequence, n] : seen) total += n;
+  if (total > inside) {  // continuations the law gives probability 0
+    counts.push_back(total - inside);
+    expected.push_back(0.0);
+  }
+  return ChiSquareTest(counts, expected);
+}
+
 void PrintChiSquare(const std::string& name, const ChiSquareResult& result) {
   std::printf("chi2[%s]: statistic=%.3f dof=%d p=%.4g\n", name.c_str(), result.statistic,
               result.dof, result.p_value);

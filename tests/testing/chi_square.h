@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,13 @@ double ChiSquareUpperTail(double x, int dof);
 // counts [cells] observed, expected [cells] probabilities summing to 1.
 ChiSquareResult ChiSquareTest(const std::vector<int64_t>& counts,
                               const std::vector<double>& expected);
+
+// Observed token sequences against an exact law over them (sequence -> probability):
+// ChiSquareTest of the law's cells in the law's order, plus, when any observed sequence
+// lies outside the law's support, one cell of probability 0 holding them all (so a
+// single such observation gives p-value 0).
+ChiSquareResult ChiSquareTestAgainstLaw(const std::map<std::vector<int32_t>, double>& law,
+                                        const std::map<std::vector<int32_t>, int64_t>& seen);
 
 // Prints "chi2[name]: statistic=.. dof=.. p=.." to stdout for the report.
 void PrintChiSquare(const std::string& name, const ChiSquareResult& result);
