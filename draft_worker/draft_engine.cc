@@ -527,9 +527,8 @@ void DraftEngine::EmitBlock(const std::string& id, RequestState& state, std::vec
   if (tokens.empty() && alone_tokens > 1) {
     block.set_alone_tokens(static_cast<uint32_t>(alone_tokens));
     alone_until = static_cast<int>(state.context.size()) + alone_tokens;
-    // Shadow blocks are scored against each token; without them the window's
-    // tokens can come in bunches.
-    // The target sends one per step again in the window's last window_result_tokens
+    // Shadow blocks are scored against each token; without them the window's tokens
+    // may come in bunches, and one by one again in its last window_result_tokens
     // positions: at least catch_up_tokens of them, where catch-up needs each token.
     const bool shadows = options_.shadow_drafts && NextAction(state).shadow;
     if (!shadows && options_.window_result_tokens > 1) {

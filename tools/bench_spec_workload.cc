@@ -58,6 +58,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/config/cluster_config.h"
 #include "runtime/cli/cli_args.h"
 #include "runtime/model/transformer.h"
 #include "runtime/spec/drafter_factory.h"
@@ -91,8 +92,8 @@ struct WorkloadBenchFlags {
   float guidance_scale = 1.0f;
 };
 
-// Drafters that need no model, which a target worker may run itself (as serve's
-// placement "auto" does: runtime/config/cluster_config.h).
+// Drafters that need no model: the only ones --draft-placement target may put in the
+// target worker (runtime/config/cluster_config_validate.cc refuses the rest for serve).
 bool IsModelFreeDrafter(const std::string& name) { return name == "lookup" || name == "ngram"; }
 
 absl::StatusOr<int> BoundedInt(const CliArgs& args, const char* flag, int fallback, int low,
@@ -323,8 +324,11 @@ absl::Status RunWorkload(const WorkloadBenchFlags& f) {
   for (const std::string& name : f.drafters) {
     ASSIGN_OR_RETURN(std::unique_ptr<spec::Drafter> drafter,
                      LoadDrafter(name, f, tokenizer, target->config().vocab_size));
-    const bool in_target =
-        f.draft_placement == "target" || (f.draft_placement == "auto" && IsModelFreeDrafter(name));
+    // Where serve would run it: the pool config's own rule (RunsInTargets).
+    config::DraftPoolConfig pool;
+    pool.drafter = name;
+    pool.placement = f.draft_placement;
+    const bool in_target = pool.RunsInTargets();
     for (int k : f.ks) {
       configurations.push_back({absl::StrCat(name, " k=", k), drafter.get(), k, /*guided=*/false,
                                 /*trees=*/false, in_target});
