@@ -1,5 +1,8 @@
 #include "target_worker/target_service.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
@@ -56,15 +59,20 @@ TargetService::TargetService(model::LanguageModel* model, TargetServiceOptions o
 }
 
 absl::Status TargetService::Assign(const proto::Assignment& assignment) {
-  if (!local_.has_value()) return engine_.AddRequest(assignment);
   proto::Assignment adopted = assignment;
-  if (absl::Status local = local_->Adopt(&adopted); !local.ok()) {
-    // The request still decodes, alone: drafting is an optimization.
-    SPLITSPEC_LOG(WARNING) << "request " << assignment.request_id()
-                           << " decodes without the local drafter: " << local;
+  if (local_.has_value()) {
+    if (absl::Status local = local_->Adopt(&adopted); !local.ok()) {
+      // The request still decodes, alone: drafting is an optimization.
+      SPLITSPEC_LOG(WARNING) << "request " << assignment.request_id()
+                             << " decodes without the local drafter: " << local;
+    }
   }
   absl::Status added = engine_.AddRequest(adopted);
-  if (!added.ok()) local_->Release(assignment.request_id());
+  if (!added.ok()) {
+    if (local_.has_value()) local_->Release(assignment.request_id());
+    return added;
+  }
+  TakeEarlyBlocks(assignment.request_id());
   return added;
 }
 
@@ -165,19 +173,7 @@ void TargetService::DrainData() {
     if (!frame.ok()) return;
     const proto::Envelope& envelope = frame->envelope;
     if (envelope.has_draft_block()) {
-      // A reassigned draft worker's late blocks land here too: refused quietly.
-      if (absl::Status allowed = AuthorizeData(*frame, envelope.draft_block().request_id());
-          absl::IsPermissionDenied(allowed)) {
-        net::CountRefusedMessage();
-        SPLITSPEC_LOG(DEBUG) << "dropped DraftBlock from '" << frame->peer << "': " << allowed;
-        continue;
-      }
-      if (Tracer::Global().enabled()) {
-        Tracer::Global().Mark("block",
-                              absl::StrCat("received ", envelope.draft_block().block_sequence()),
-                              absl::Now());
-      }
-      engine_.AddBlock(envelope.draft_block(), frame->peer);
+      TakeBlock(*std::move(frame));
     } else if (envelope.has_sync_request()) {
       if (absl::Status allowed = AuthorizeData(*frame, envelope.sync_request().request_id());
           absl::IsPermissionDenied(allowed)) {
@@ -194,6 +190,44 @@ void TargetService::DrainData() {
       proto::Envelope reply = net::NewEnvelope();
       *reply.mutable_verify_result() = *std::move(sync);
       (void)data_->Send(frame->peer, reply);
+    }
+  }
+}
+
+void TargetService::TakeBlock(net::Frame frame) {
+  const proto::DraftBlock& block = frame.envelope.draft_block();
+  const absl::Status allowed = AuthorizeData(frame, block.request_id());
+  if (absl::IsPermissionDenied(allowed)) {
+    // A reassigned draft worker's late blocks land here too: refused quietly.
+    net::CountRefusedMessage();
+    SPLITSPEC_LOG(DEBUG) << "dropped DraftBlock from '" << frame.peer << "': " << allowed;
+    return;
+  }
+  if (absl::IsNotFound(allowed)) {  // no Assignment yet, or released
+    if (early_blocks_.size() >= static_cast<size_t>(std::max(1, options_.engine.max_requests)))
+      early_blocks_.pop_front();
+    early_blocks_.push_back({std::move(frame), absl::Now()});
+    return;
+  }
+  if (Tracer::Global().enabled()) {
+    Tracer::Global().Mark("block", absl::StrCat("received ", block.block_sequence()), absl::Now());
+  }
+  engine_.AddBlock(block, frame.peer);
+}
+
+void TargetService::TakeEarlyBlocks(const std::string& request_id) {
+  const absl::Time oldest = absl::Now() - options_.engine.block_wait;
+  std::deque<EarlyBlock> held = std::move(early_blocks_);
+  early_blocks_.clear();
+  for (EarlyBlock& early : held) {
+    if (early.received < oldest) continue;
+    if (early.frame.envelope.draft_block().request_id() == request_id) {
+      SPLITSPEC_LOG(DEBUG) << "request " << request_id << ": block "
+                           << early.frame.envelope.draft_block().block_sequence()
+                           << " came before the assignment, taken now";
+      TakeBlock(std::move(early.frame));
+    } else {
+      early_blocks_.push_back(std::move(early));
     }
   }
 }

@@ -16,6 +16,7 @@
 #define SPLITSPEC_TARGET_WORKER_TARGET_SERVICE_H_
 
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -86,6 +87,12 @@ class TargetService : private worker::ControlHandler {
   // reporting a released request.
   void Release(const std::string& request_id) override;
   void DrainData();
+  // One DraftBlock from the data channel: authorized, then queued in the engine; a
+  // block for a request this target has no Assignment for yet is held (early_blocks_).
+  void TakeBlock(net::Frame frame);
+  // The held blocks of `request_id`, taken in arrival order now that its Assignment
+  // came; held blocks older than the engine's block_wait are dropped on the way.
+  void TakeEarlyBlocks(const std::string& request_id);
   // A DraftBlock or SyncRequest for `request_id` is taken only from the draft
   // worker assigned to it (its data-channel name), holding the draft key.
   absl::Status AuthorizeData(const net::Frame& frame, const std::string& request_id) const;
@@ -113,6 +120,19 @@ class TargetService : private worker::ControlHandler {
   net::SecurityRefresher key_refresher_;  // re-reads the key directory (rotated keys)
   TargetEngine engine_;
   std::optional<LocalDrafts> local_;  // options.local_drafter set
+  // Blocks for requests with no Assignment here yet. The coordinator sends the
+  // Assignment to the target before the draft worker, but on another connection,
+  // so on a loaded machine the draft's first block can arrive first; dropped, it
+  // left the draft waiting for that block's result and the target waiting for a
+  // block (a hung request, or with block_wait a position decided alone). Kept for
+  // the engine's block_wait at most (a block older than that would find its
+  // position decided alone), and at most max_requests of them: blocks of released
+  // requests land here too.
+  struct EarlyBlock {
+    net::Frame frame;
+    absl::Time received;
+  };
+  std::deque<EarlyBlock> early_blocks_;
   double mean_step_ms_ = 0;  // moving average, reported in heartbeats
   uint64_t kv_bytes_per_position_;  // of this model's caches (reported in heartbeats)
 };

@@ -40,7 +40,8 @@ proto::SubmitRequest MakeSubmit(const std::string& id, const std::vector<int32_t
 
 absl::StatusOr<PipelineWithClient> StartTinyPairPipeline(const model::TinyModelPair& pair,
                                                          const std::string& drafter_name,
-                                                         int lookahead_blocks) {
+                                                         int lookahead_blocks,
+                                                         absl::Duration block_wait) {
   absl::StatusOr<spec::DrafterSpec> drafter_spec =
       spec::ParseDrafterSpec(drafter_name, pair.draft_path);
   if (!drafter_spec.ok()) return drafter_spec.status();
@@ -52,6 +53,7 @@ absl::StatusOr<PipelineWithClient> StartTinyPairPipeline(const model::TinyModelP
   options.target = pair.target.get();
   options.drafter = drafter->get();
   if (lookahead_blocks > 0) options.draft_engine.lookahead_blocks = lookahead_blocks;
+  if (block_wait > absl::ZeroDuration()) options.target_engine.block_wait = block_wait;
   absl::StatusOr<PipelineWithClient> pipeline = StartPipelineWithClient(options);
   if (!pipeline.ok()) return pipeline.status();
   pipeline->drafter = *std::move(drafter);

@@ -50,10 +50,13 @@ proto::SubmitRequest MakeSubmit(const std::string& id, const std::vector<int32_t
 // Starts a pipeline on `pair`'s target (TinyModelPair::Load first) whose draft worker
 // drafts with the DrafterSpec `drafter_name` ("model": the pair's draft model; "none":
 // InProcessClusterOptions::drafter null), one thread; `lookahead_blocks` > 0
-// replaces the draft engine's default. The result owns the drafter.
-absl::StatusOr<PipelineWithClient> StartTinyPairPipeline(const model::TinyModelPair& pair,
-                                                         const std::string& drafter_name,
-                                                         int lookahead_blocks = 0);
+// replaces the draft engine's default; `block_wait` > 0 replaces the target's
+// (TargetEngineOptions::block_wait): a test whose sampled outputs must not depend on
+// timing sets it long, so that a block delayed on a loaded machine never makes the
+// target decide that position alone. The result owns the drafter.
+absl::StatusOr<PipelineWithClient> StartTinyPairPipeline(
+    const model::TinyModelPair& pair, const std::string& drafter_name, int lookahead_blocks = 0,
+    absl::Duration block_wait = absl::ZeroDuration());
 
 // Builds the greedy request `id` with draft_k `k` and SubmitRequest.drafter `drafter`.
 using GreedySubmitMaker =
