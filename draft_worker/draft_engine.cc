@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/base/logging.h"
@@ -377,9 +378,7 @@ bool DraftEngine::CatchUpDue(const RequestState& state) const {
   if (state.alone_until - state.committed_length > options_.catch_up_tokens) {
     return false;  // far from the window's end: the target runs alone on the memory bus
   }
-  const int pending =
-      static_cast<int>(state.context.size() - CommonPrefix(state.held, state.context));
-  return pending >= options_.catch_up_tokens;
+  return static_cast<int>(TokensToTakeIn(state, state.context)) >= options_.catch_up_tokens;
 }
 
 absl::StatusOr<bool> DraftEngine::StepCatchUp() {
@@ -388,11 +387,17 @@ absl::StatusOr<bool> DraftEngine::StepCatchUp() {
   std::vector<size_t> pending;  // per entry: tokens the drafter takes in
   for (auto& [id, state] : requests_) {
     if (!CatchUpDue(state)) continue;
+    pending.push_back(TokensToTakeIn(state, state.context));
     batch.push_back(MakeDraftRequest(id, state, &contexts.emplace_back(state.context), 0));
-    pending.push_back(state.context.size() - state.held.size());  // held: its common prefix now
   }
   if (batch.empty()) return false;
+  const absl::Time start = options_.clock();
   RETURN_IF_ERROR(drafter_->Propose(absl::MakeSpan(batch)));
+  const size_t taken_in = std::accumulate(pending.begin(), pending.end(), size_t{0});
+  if (taken_in > 0) {
+    costs_.RecordCatchUpSeconds(absl::ToDoubleSeconds(options_.clock() - start) / taken_in);
+    ++generation_;
+  }
   MarkBesideDraft();
   ++counters_.catch_up_calls;
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -449,11 +454,13 @@ spec::DraftRequest DraftEngine::MakeDraftRequest(const std::string& id, RequestS
 absl::Status DraftEngine::ProposeMeasured(absl::Span<spec::DraftRequest> batch) {
   ++counters_.propose_calls;
   bool prefills = false;
+  size_t taken_in = 0;  // context tokens the drafter did not hold
   for (const spec::DraftRequest& r : batch) {
     auto it = requests_.find(r.request_id);
     const size_t held = it == requests_.end() ? 0 : it->second.held.size();
     const bool warm = it != requests_.end() && it->second.drafter_warm;
     prefills = prefills || !warm || r.context.size() > held + 2;
+    taken_in += it == requests_.end() ? r.context.size() : TokensToTakeIn(it->second, r.context);
   }
   const absl::Time propose_start = options_.clock();
   RETURN_IF_ERROR(drafter_->Propose(batch));
@@ -473,8 +480,14 @@ absl::Status DraftEngine::ProposeMeasured(absl::Span<spec::DraftRequest> batch) 
                          << (prefills ? " (with prefill)" : "") << ", "
                          << absl::ToDoubleMilliseconds(options_.clock() - propose_start) << " ms";
   }
+  const double seconds = absl::ToDoubleSeconds(options_.clock() - propose_start);
   if (proposed > 0 && !prefills) {
-    costs_.RecordDraftSeconds(absl::ToDoubleSeconds(options_.clock() - propose_start) / proposed);
+    costs_.RecordDraftSeconds(seconds / proposed);
+    ++generation_;
+  } else if (prefills && taken_in > 2) {
+    // A catch-up sample (rule 2 of the policy), less the drafting it did.
+    costs_.RecordCatchUpSeconds(
+        std::max(0.0, seconds - proposed * costs_.draft_seconds_per_token) / taken_in);
     ++generation_;
   }
   return absl::OkStatus();

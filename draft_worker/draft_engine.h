@@ -97,6 +97,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "absl/time/time.h"
 #include "proto/splitspec.pb.h"
 #include "runtime/spec/drafter.h"
@@ -303,6 +304,10 @@ class DraftEngine {
   int NextK(const RequestState& state) const { return NextAction(state).k; }
   // True if the request may send another block now.
   bool HasRoom(const RequestState& state) const;
+  // The tokens of `context` the drafter must take in before it drafts past them:
+  // past its common prefix with what it holds, or all of them before its first
+  // Propose (a model drafter starts lazily).
+  static size_t TokensToTakeIn(const RequestState& state, absl::Span<const int32_t> context);
   // Whether a shadow block is due now (off, shadow affordable, none pending), and
   // scoring one against the tokens committed at [base, base + tokens.size()).
   bool ShadowDue(const RequestState& state) const;

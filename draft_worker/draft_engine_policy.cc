@@ -31,6 +31,9 @@ spec::SpecEstimates DraftEngine::Estimates(const RequestState& state) const {
     if (other.target_endpoint == state.target_endpoint) ++e.target_batch;
   }
   e.target_batch = std::max(1, e.target_batch);
+  // Catch-up: what the drafter lacks of the context, and the tokens left to repay it.
+  e.catch_up_tokens = static_cast<int>(TokensToTakeIn(state, state.context));
+  e.horizon_tokens = std::max(0, state.max_length - static_cast<int>(state.context.size()));
   // The loop's time per step beyond the forward: a plain step's round trip
   // (timed in off windows and on blocks the drafter left empty) less the
   // forward the target reports for it. Zero when the target reports no line
@@ -198,6 +201,13 @@ bool DraftEngine::CutTreeByClasses(const RequestState& state, spec::DraftRequest
   action.shadow = false;
   action.shadow_k = 0;
   return true;
+}
+
+size_t DraftEngine::TokensToTakeIn(const RequestState& state, absl::Span<const int32_t> context) {
+  if (!state.drafter_warm) return context.size();  // a model drafter prefills at its first Propose
+  return static_cast<size_t>(
+      context.end() -
+      std::mismatch(state.held.begin(), state.held.end(), context.begin(), context.end()).second);
 }
 
 bool DraftEngine::HasRoom(const RequestState& state) const {

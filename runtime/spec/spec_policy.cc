@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <queue>
 #include <utility>
 
@@ -62,6 +63,21 @@ double AskRate(const SpecEstimates& e, double rate, double expected, double p) {
          (p * (1.0 + expected) / rate + (1.0 - p) * EmptyBlockCost(e));
 }
 
+// Rule 2's catch-up: `rate` once the drafter has taken in the tokens it lacks,
+// paid for over the request's horizon.
+double AfterCatchUp(const SpecEstimates& e, double rate) {
+  if (e.catch_up_tokens <= 0 || !Usable(e.catch_up_seconds_per_token) || !(rate > 0.0))
+    return rate;
+  // The batch's plain step with the loop's share (the unit of R, as ChargeCosts).
+  const double plain_step = e.target_step_seconds * (1.0 + std::max(0.0, e.target_slope) *
+                                                               (std::max(1, e.target_batch) - 1)) +
+                            std::max(0.0, e.step_overhead_seconds);
+  if (!Usable(plain_step)) return rate;
+  const double steps = e.catch_up_tokens * e.catch_up_seconds_per_token / plain_step;
+  const double horizon = std::max(0, e.horizon_tokens);
+  return horizon / (horizon / rate + steps);
+}
+
 // Rule 1's acceptance of each position of the block rule 2 prices: the
 // proposal's classes' bounds, else alpha+; `max_k` entries at most.
 std::vector<double> PositionAcceptance(const SpecEstimates& e, const SpecChoices& c) {
@@ -93,8 +109,9 @@ SpecAction BestSpeculative(const SpecEstimates& e, const SpecChoices& c, SpecMod
     for (int k = 1; k <= max_k; ++k) {
       expected += (survival *= std::clamp(position_alpha[k - 1], 0.0, 1.0));
       if (k < std::min(c.min_k, max_k)) continue;
-      const double rate = AskRate(e, PredictedRate(e, mode, k, EquivalentAlpha(expected, k)),
-                                  expected, proposal_chance);
+      const double rate = AfterCatchUp(
+          e, AskRate(e, PredictedRate(e, mode, k, EquivalentAlpha(expected, k)), expected,
+                     proposal_chance));
       const double score = rate * (mode == previous ? 1.0 + kMargin : 1.0);
       if (score > best_score * (1.0 + 1e-12)) {
         best.mode = mode;
@@ -112,8 +129,13 @@ bool Speculates(const SpecEstimates& e, const SpecChoices& c) {
   return BestSpeculative(e, c, SpecMode::kOff, PositionAcceptance(e, c)).rate > 1.0 + kMargin;
 }
 
+// The estimates after `tokens` more plain tokens: the evidence aged, and (rule 4)
+// tokens the drafter does not take in while off, out of the request's horizon.
 SpecEstimates Aged(SpecEstimates e, int tokens) {
   e.RecordPlainTokens(tokens);
+  e.catch_up_tokens += tokens;
+  if (e.horizon_tokens != std::numeric_limits<int>::max())
+    e.horizon_tokens = std::max(0, e.horizon_tokens - tokens);
   return e;
 }
 
@@ -177,6 +199,10 @@ void SpecEstimates::RecordDraftSeconds(double seconds_per_token) {
   if (Usable(seconds_per_token)) Blend(draft_seconds_per_token, seconds_per_token);
 }
 
+void SpecEstimates::RecordCatchUpSeconds(double seconds_per_token) {
+  if (Usable(seconds_per_token)) Blend(catch_up_seconds_per_token, seconds_per_token);
+}
+
 void SpecEstimates::RecordTargetLine(double step_seconds, double slope) {
   if (!Usable(step_seconds) || !(slope >= 0.0) || !std::isfinite(slope)) return;
   target_step_seconds = step_seconds;  // the target's own fit, already averaged
@@ -235,7 +261,9 @@ std::string SpecEstimates::DebugString() const {
                       " overhead_s=", block_overhead_seconds,
                       " step_overhead_s=", step_overhead_seconds, " class+=", ClassBounds(*this),
                       " hit+=", CacheHitUpper(), " proposal+=", ProposalUpper(),
-                      " interference=", interference, " batch=", target_batch);
+                      " interference=", interference, " batch=", target_batch,
+                      " catch_up_s=", catch_up_seconds_per_token, " catch_up_n=", catch_up_tokens,
+                      " horizon=", horizon_tokens);
 }
 
 namespace {
@@ -312,12 +340,19 @@ SpecAction ChooseSpecAction(const SpecEstimates& e, const SpecChoices& c, SpecMo
   SpecAction off;
   off.shadow_k = best.k;
   // Rule 4: the window ends where aged evidence would turn speculation on.
-  off.probe = Speculates(Aged(e, kMaxOffTokens), c);
+  // Aging raises alpha+ while catch-up and the shrinking horizon lower R, so
+  // speculation may pay after some tokens and no longer after more: the first
+  // doubling that speculates, then bisection below it.
+  int low = 0, high = 1;  // !Speculates at low (or low = 0)
+  while (high <= kMaxOffTokens && !Speculates(Aged(e, high), c)) {
+    low = high;
+    high *= 2;
+  }
+  off.probe = high <= kMaxOffTokens;
   if (!off.probe) {
     off.off_tokens = kMaxOffTokens;
   } else {
-    int low = 0, high = kMaxOffTokens;  // !Speculates at low (or low = 0), Speculates at high
-    while (high - low > 1) {
+    while (high - low > 1) {  // Speculates at high
       const int mid = (low + high) / 2;
       (Speculates(Aged(e, mid), c) ? high : low) = mid;
     }

@@ -14,18 +14,23 @@
 //      both sides pay and, drafting beside the verification, the interference. Before a
 //      proposal, an ask answered empty (1 - p+) costs a plain step plus o:
 //      R = (p+ (1 + E) + 1 - p+) / (p+ (1 + E) / R(m, k) + (1 - p+) (1 + o)).
+//      A drafter lacking n of the context's tokens takes them in first (c = n x its
+//      measured seconds per token, in plain steps), once over the H tokens the request
+//      may still make: R <- H / (H / R + c).
 //   3. Choose the largest R; the previous mode wins unless beaten by kMargin;
 //      off wins unless beaten, by kMargin if speculation is off now.
-//   4. When off: off_tokens = the plain tokens until the evidence, aging by kForget per
-//      token, would make rule 3 speculate (<= kMaxOffTokens); shadow = the drafter's
-//      block costs <= kMargin of a plain step and full acceptance would win.
+//   4. When off: off_tokens = the fewest plain tokens (<= kMaxOffTokens) after which the
+//      evidence, aging by kForget per token (each adding to n, using up H), would make
+//      rule 3 speculate; shadow = the drafter's block costs <= kMargin of a plain step
+//      and full acceptance would win.
 // Consequences: a proposal is cut where its next positions' survival no longer
 // pays, and not sent (off: the target decides the next token, the next proposal
 // is priced again) when its first positions are unlikely, while rule 4's window
 // follows the request's blocks as sent; a request's first block is tried (no
 // evidence: alpha+ is high); a failing drafter is retried once its evidence has
 // aged (tens of tokens per failed try: probes and back-off); a drafter whose
-// cost loses even at alpha = 1 is not (probe = false); a cache whose hits do not
+// cost loses even at alpha = 1 is not (probe = false), nor a model drafter whose
+// catch-up the request's remaining tokens cannot repay; a cache whose hits do not
 // pay for its interference is not used; cheap drafters keep scoring acceptance
 // while off (shadow blocks) and turn speculation back on as soon as the text turns
 // copyable.
@@ -40,6 +45,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -109,6 +115,13 @@ struct SpecEstimates {
   double interference = 0.0;
   // Requests batched in the target's steps (each verified draft token costs all of them).
   int target_batch = 1;
+  // Catch-up (rule 2): the drafter's seconds to take in one context token it does
+  // not hold (a model drafter's prefill; ~0 for a model-free one; 0: unmeasured,
+  // free), the request's tokens it does not hold, and the tokens the request may
+  // still generate (its max_tokens left), over which taking them in is repaid.
+  double catch_up_seconds_per_token = 0.0;
+  int catch_up_tokens = 0;
+  int horizon_tokens = std::numeric_limits<int>::max();
 
   // A verified block (or a shadow block scored against the target's own tokens):
   // the first `accepted` drafts accepted; `rejected`: the position after them was
@@ -121,6 +134,7 @@ struct SpecEstimates {
   // under a passing load is re-tried once they have faded.
   void RecordPlainTokens(int tokens);
   void RecordDraftSeconds(double seconds_per_token);
+  void RecordCatchUpSeconds(double seconds_per_token);
   void RecordTargetLine(double step_seconds, double slope);
   void RecordBlockOverhead(double seconds);
   void RecordInterference(double relative_slowdown);

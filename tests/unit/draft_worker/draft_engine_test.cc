@@ -481,6 +481,34 @@ TEST_F(DraftEngineGuardTest, AcceptedBlocksThatBeatPlainStepsKeepSpeculating) {
   EXPECT_EQ(SpeculativeBlocksBeforeOff(absl::ZeroDuration(), 40), 40);
 }
 
+// A model drafter takes in a request's prompt before its first block (here 5 ms
+// a token against a 10 ms plain step). The worker measured that on its first
+// request; a 300-token prompt then costs 150 plain steps: worth it for a long
+// request, not for one of 8 tokens, which starts off without prefilling the draft.
+TEST_F(DraftEngineGuardTest, APromptTheRequestCannotRepayIsNotPrefilledForADraft) {
+  MakeTimed();
+  drafter_.OnTakeIn([this](size_t tokens) { now_ += absl::Milliseconds(5) * tokens; });
+  ASSERT_EQ(SpeculativeBlocksBeforeOff(absl::ZeroDuration(), 6), 6);
+  engine_->Release("r");
+  const std::vector<int32_t> long_prompt(300, 3);
+  auto assign = [&](const std::string& id, int max_tokens) {
+    proto::Assignment a = Assign(id, /*draft_k=*/0, max_tokens, long_prompt);
+    a.set_prompt_length(static_cast<uint32_t>(long_prompt.size()));
+    return a;
+  };
+  ASSERT_TRUE(engine_->AddRequest(assign("short", 8)).ok());
+  const size_t proposals = drafter_.proposals().size();
+  std::vector<proto::DraftBlock> sent = Step();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].tokens_size(), 0) << "off from the start";
+  EXPECT_EQ(drafter_.proposals().size(), proposals) << "the prompt was prefilled for nothing";
+  engine_->Release("short");
+  ASSERT_TRUE(engine_->AddRequest(assign("long", 100000)).ok());
+  sent = Step();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_GT(sent[0].tokens_size(), 0) << "a long request repays the prefill";
+}
+
 // --- the speculation cache ---
 
 class DraftEngineCacheTest : public DraftEngineTest {

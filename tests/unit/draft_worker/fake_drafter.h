@@ -54,6 +54,13 @@ class FakeDrafter : public spec::Drafter {
   void ProposeNothingFor(const std::string& id) { silent_.insert(id); }
   void ProposeAgainFor(const std::string& id) { silent_.erase(id); }
 
+  // Called in Propose with the context tokens the request's drafter takes in
+  // (past what it holds; all of them at its first Propose, as a model drafter
+  // prefills lazily): a test's clock can charge them.
+  void OnTakeIn(std::function<void(size_t tokens)> on_take_in) {
+    on_take_in_ = std::move(on_take_in);
+  }
+
   const std::vector<Proposal>& proposals() const { return proposals_; }
   // The sequence held for `id`, or nullopt if not started.
   std::optional<std::vector<int32_t>> Held(const std::string& id) const {
@@ -82,7 +89,10 @@ class FakeDrafter : public spec::Drafter {
     return absl::OkStatus();
   }
 
-  void Release(const std::string& id) override { held_.erase(id); }
+  void Release(const std::string& id) override {
+    held_.erase(id);
+    proposed_.erase(id);
+  }
 
   absl::Status Propose(absl::Span<spec::DraftRequest> batch) override {
     if (fail_next_.has_value()) {
@@ -104,6 +114,10 @@ class FakeDrafter : public spec::Drafter {
         request.status = absl::FailedPreconditionError(absl::StrCat(
             "request ", request.request_id, ": context does not extend the held sequence"));
         continue;
+      }
+      if (on_take_in_) {
+        on_take_in_(proposed_.insert(request.request_id).second ? context.size()
+                                                                  : context.size() - held.size());
       }
       if (failing_.contains(request.request_id)) {
         request.status = absl::InternalError("fake draft failure");
@@ -138,6 +152,8 @@ class FakeDrafter : public spec::Drafter {
   std::set<std::string> silent_;
   std::optional<absl::Status> fail_next_;
   std::function<int8_t(size_t, int)> class_of_;
+  std::function<void(size_t)> on_take_in_;
+  std::set<std::string> proposed_;  // requests proposed for since their Start
   std::vector<Proposal> proposals_;
 };
 

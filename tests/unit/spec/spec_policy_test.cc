@@ -197,6 +197,55 @@ TEST(SpecPolicyTest, ACostSpikeFadesWithPlainTokensAndSpeculationIsTriedAgain) {
   EXPECT_NE(ChooseSpecAction(e, Choices(), SpecMode::kOff).mode, SpecMode::kOff);
 }
 
+// A model drafter at a request's start (or after an off window) holds none of
+// the tokens it must draft past: 300 tokens at 0.05 plain steps each are 15 plain
+// steps before its first block. A good drafter (alpha 0.8, C = 10) repays them
+// over a long request, not over the last 20 tokens of one; unmeasured, it is free.
+TEST(SpecPolicyTest, ACatchUpTheRequestsRemainingTokensCannotRepayKeepsSpeculationOff) {
+  SpecEstimates e = Make(0.8, 40, 10);
+  e.catch_up_tokens = 300;
+  e.catch_up_seconds_per_token = 0.05;
+  e.horizon_tokens = 1000;
+  const SpecAction long_request = ChooseSpecAction(e, Choices(), SpecMode::kOff);
+  EXPECT_NE(long_request.mode, SpecMode::kOff);
+  const double free_rate = ChooseSpecAction(Make(0.8, 40, 10), Choices(), SpecMode::kOff).rate;
+  EXPECT_NEAR(long_request.rate, 1000.0 / (1000.0 / free_rate + 15.0), 1e-9);  // rule 2
+  e.horizon_tokens = 20;
+  const SpecAction short_rest = ChooseSpecAction(e, Choices(), SpecMode::kOff);
+  EXPECT_EQ(short_rest.mode, SpecMode::kOff);
+  // Off, each plain token adds to what it lacks and uses up the horizon: no
+  // later point pays either, so no probe.
+  EXPECT_FALSE(short_rest.probe);
+  e.catch_up_seconds_per_token = 0.0;  // unmeasured: free (rule 1)
+  EXPECT_NE(ChooseSpecAction(e, Choices(), SpecMode::kOff).mode, SpecMode::kOff);
+}
+
+// Rule 4 with catch-up: the window ends at the first point where the aged
+// evidence pays for the tokens the drafter will then lack; with a horizon too
+// short for any such point, there is no probe at all.
+TEST(SpecPolicyTest, TheOffWindowCountsTheCatchUpItsTokensAdd) {
+  SpecEstimates e = Make(0.0, 20, 100);
+  e.horizon_tokens = 400;
+  const SpecAction free_catch_up = ChooseSpecAction(e, Choices(), SpecMode::kOff);
+  e.catch_up_seconds_per_token = 0.02;  // a plain step per 50 tokens
+  const SpecAction priced = ChooseSpecAction(e, Choices(), SpecMode::kOff);
+  ASSERT_TRUE(priced.probe);
+  EXPECT_GT(priced.off_tokens, free_catch_up.off_tokens);
+  auto speculates_after = [&](int tokens) {
+    SpecEstimates aged = e;
+    aged.RecordPlainTokens(tokens);
+    aged.catch_up_tokens += tokens;
+    aged.horizon_tokens -= tokens;
+    return ChooseSpecAction(aged, Choices(), SpecMode::kOff).mode != SpecMode::kOff;
+  };
+  EXPECT_FALSE(speculates_after(priced.off_tokens - 1));
+  EXPECT_TRUE(speculates_after(priced.off_tokens));
+  e.horizon_tokens = priced.off_tokens;  // the request ends where the window would
+  const SpecAction ends_first = ChooseSpecAction(e, Choices(), SpecMode::kOff);
+  EXPECT_FALSE(ends_first.probe);
+  EXPECT_EQ(ends_first.off_tokens, kMaxOffTokens);
+}
+
 TEST(SpecPolicyTest, ABatchedTargetChargesEveryDraftTokenToTheWholeBatch) {
   SpecEstimates e = Make(0.6, 200, 50, 0.05);
   EXPECT_NE(ChooseSpecAction(e, Choices(), SpecMode::kSequential).mode, SpecMode::kOff);
