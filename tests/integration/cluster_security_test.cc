@@ -22,6 +22,7 @@
 #include "runtime/spec/lookup_drafter.h"
 #include "target_worker/local_drafts.h"
 #include "target_worker/target_service.h"
+#include "tests/integration/stand_in_coordinator.h"
 #include "tests/testing/tiny_model.h"
 
 namespace splitspec {
@@ -39,17 +40,7 @@ net::CurveKeyPair NewKeys() {
   return *keys;
 }
 
-// The next message of kind `body` on `channel`, skipping others.
-absl::StatusOr<proto::Envelope> AwaitBody(net::Channel& channel,
-                                                          proto::Envelope::BodyCase body,
-                                                          absl::Duration wait) {
-  const absl::Time deadline = absl::Now() + wait;
-  while (true) {
-    absl::StatusOr<net::Frame> frame = channel.Receive(deadline - absl::Now());
-    if (!frame.ok()) return frame.status();
-    if (frame->envelope.body_case() == body) return frame->envelope;
-  }
-}
+using testing::AwaitBody;
 
 class ClusterSecurityTest : public ::testing::Test {
  protected:
@@ -554,17 +545,9 @@ TEST(TargetDataPortSecurityTest, SyncRequestOnlyFromTheAssignedDraftWorker) {
   std::atomic<bool> stop{false};
   std::thread serving([&] { (void)(*service)->Run(stop); });
 
-  absl::StatusOr<net::Frame> registration;
-  do {
-    registration = (*coordinator)->Receive(kReplyWait);
-    ASSERT_TRUE(registration.ok()) << registration.status();
-  } while (!registration->envelope.has_register_worker());
-  proto::Envelope ack = net::NewEnvelope();
-  ack.mutable_register_ack()->set_worker_id(1);
-  ack.mutable_register_ack()->set_heartbeat_interval_ms(1000);
-  ack.mutable_register_ack()->set_suspect_after_missed(2);
-  ack.mutable_register_ack()->set_dead_after_missed(5);
-  ASSERT_TRUE((*coordinator)->Send(registration->peer, ack).ok());
+  absl::StatusOr<std::string> target_peer =
+      testing::AcceptRegistration(**coordinator, 1, kReplyWait);
+  ASSERT_TRUE(target_peer.ok()) << target_peer.status();
   proto::Envelope assignment = net::NewEnvelope();
   proto::Assignment* a = assignment.mutable_assignment();
   a->set_request_id("r");
@@ -577,7 +560,7 @@ TEST(TargetDataPortSecurityTest, SyncRequestOnlyFromTheAssignedDraftWorker) {
   a->set_verify_mode(proto::VERIFY_MODE_GREEDY);
   a->set_draft_k(4);
   a->set_epoch(1);
-  ASSERT_TRUE((*coordinator)->Send(registration->peer, assignment).ok());
+  ASSERT_TRUE((*coordinator)->Send(*target_peer, assignment).ok());
 
   auto draft_peer = [&](const std::string& name, const net::CurveKeyPair& keys) {
     net::ChannelSecurity security;
@@ -619,7 +602,7 @@ TEST(TargetDataPortSecurityTest, SyncRequestOnlyFromTheAssignedDraftWorker) {
   proto::Envelope second = assignment;
   second.mutable_assignment()->set_request_id("r2");
   second.mutable_assignment()->set_draft_worker_id(9);
-  ASSERT_TRUE((*coordinator)->Send(registration->peer, second).ok());
+  ASSERT_TRUE((*coordinator)->Send(*target_peer, second).ok());
   std::unique_ptr<net::Channel> impostor = draft_peer(net::DraftPeerName(9), other_draft_keys);
   proto::Envelope sync_r2 = net::NewEnvelope();
   sync_r2.mutable_sync_request()->set_request_id("r2");
@@ -646,7 +629,7 @@ TEST(TargetDataPortSecurityTest, SyncRequestOnlyFromTheAssignedDraftWorker) {
   third.mutable_assignment()->set_request_id("r3");
   third.mutable_assignment()->set_draft_worker_id(0);
   third.mutable_assignment()->clear_draft_worker_key();
-  ASSERT_TRUE((*coordinator)->Send(registration->peer, third).ok());
+  ASSERT_TRUE((*coordinator)->Send(*target_peer, third).ok());
   std::unique_ptr<net::Channel> squatter = draft_peer(target::LocalDrafts::PeerName(), draft_keys);
   proto::Envelope sync_r3 = net::NewEnvelope();
   sync_r3.mutable_sync_request()->set_request_id("r3");

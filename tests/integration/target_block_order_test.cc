@@ -18,23 +18,13 @@
 #include "runtime/net/channel.h"
 #include "runtime/net/wire_format.h"
 #include "target_worker/target_service.h"
+#include "tests/integration/stand_in_coordinator.h"
 #include "tests/testing/tiny_model.h"
 
 namespace splitspec {
 namespace {
 
 constexpr absl::Duration kReplyWait = absl::Seconds(30);
-
-// The next message of kind `body` on `channel`, skipping others.
-absl::StatusOr<proto::Envelope> AwaitBody(net::Channel& channel, proto::Envelope::BodyCase body,
-                                          absl::Duration wait) {
-  const absl::Time deadline = absl::Now() + wait;
-  while (true) {
-    absl::StatusOr<net::Frame> frame = channel.Receive(deadline - absl::Now());
-    if (!frame.ok()) return frame.status();
-    if (frame->envelope.body_case() == body) return frame->envelope;
-  }
-}
 
 // A target worker on the tiny model, registered with a stand-in coordinator
 // (`coordinator`), waiting as long as it takes for a draft worker's blocks.
@@ -71,18 +61,9 @@ void StartTarget(TargetUnderTest& t) {
   ASSERT_TRUE(service.ok()) << service.status();
   t.service = *std::move(service);
   t.serving = std::thread([&t] { (void)t.service->Run(t.stop); });
-  absl::StatusOr<net::Frame> registration;
-  do {
-    registration = t.coordinator->Receive(kReplyWait);
-    ASSERT_TRUE(registration.ok()) << registration.status();
-  } while (!registration->envelope.has_register_worker());
-  t.coordinator_peer = registration->peer;
-  proto::Envelope ack = net::NewEnvelope();
-  ack.mutable_register_ack()->set_worker_id(1);
-  ack.mutable_register_ack()->set_heartbeat_interval_ms(1000);
-  ack.mutable_register_ack()->set_suspect_after_missed(2);
-  ack.mutable_register_ack()->set_dead_after_missed(5);
-  ASSERT_TRUE(t.coordinator->Send(t.coordinator_peer, ack).ok());
+  absl::StatusOr<std::string> peer = testing::AcceptRegistration(*t.coordinator, 1, kReplyWait);
+  ASSERT_TRUE(peer.ok()) << peer.status();
+  t.coordinator_peer = *peer;
 }
 
 proto::Envelope GreedyAssignment(const std::string& id, uint64_t draft_worker_id) {
@@ -124,7 +105,7 @@ TEST(TargetBlockOrderTest, ABlockThatArrivesBeforeItsAssignmentIsVerifiedOnceItC
   ASSERT_TRUE(t.coordinator->Send(t.coordinator_peer, GreedyAssignment("r", 7)).ok());
   // The block's result: without the block the request would wait an hour.
   absl::StatusOr<proto::Envelope> result =
-      AwaitBody(**draft, proto::Envelope::kVerifyResult, kReplyWait);
+      testing::AwaitBody(**draft, proto::Envelope::kVerifyResult, kReplyWait);
   ASSERT_TRUE(result.ok()) << "the target dropped the block that came before its assignment: "
                            << result.status();
   EXPECT_EQ(result->verify_result().request_id(), "r");
@@ -147,7 +128,7 @@ TEST(TargetBlockOrderTest, AnEarlyBlockIsTakenOnlyFromTheDraftWorkerTheAssignmen
   own.mutable_draft_block()->set_block_sequence(2);
   ASSERT_TRUE((*draft)->Send("", own).ok());
   absl::StatusOr<proto::Envelope> result =
-      AwaitBody(**draft, proto::Envelope::kVerifyResult, kReplyWait);
+      testing::AwaitBody(**draft, proto::Envelope::kVerifyResult, kReplyWait);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->verify_result().block_sequence(), 2u);
   EXPECT_FALSE((*impostor)->Receive(absl::Milliseconds(300)).ok())
