@@ -14,15 +14,13 @@
 //      both sides pay and, drafting beside the verification, the interference. Before a
 //      proposal, an ask answered empty (1 - p+) costs a plain step plus o:
 //      R = (p+ (1 + E) + 1 - p+) / (p+ (1 + E) / R(m, k) + (1 - p+) (1 + o)).
-//      A drafter lacking n of the context's tokens takes them in first (c = n x its
-//      measured seconds per token, in plain steps), once over the H tokens the request
-//      may still make: R <- H / (H / R + c).
+//      A drafter lacking n context tokens takes them in first (c = n x its seconds per
+//      token, in plain steps), repaid over the H tokens left: R <- H / (H / R + c).
 //   3. Choose the largest R; the previous mode wins unless beaten by kMargin;
 //      off wins unless beaten, by kMargin if speculation is off now.
-//   4. When off: off_tokens = the fewest plain tokens (<= kMaxOffTokens) after which the
-//      evidence, aging by kForget per token (each adding to n, using up H), would make
-//      rule 3 speculate; shadow = the drafter's block costs <= kMargin of a plain step
-//      and full acceptance would win.
+//   4. Off: off_tokens = the fewest plain tokens (<= kMaxOffTokens) after which the evidence,
+//      aged by kForget per token (each adding to n, using up H), makes rule 3 speculate;
+//      shadow = a block costs <= kMargin of a plain step and full acceptance would win.
 // Consequences: a proposal is cut where its next positions' survival no longer
 // pays, and not sent (off: the target decides the next token, the next proposal
 // is priced again) when its first positions are unlikely, while rule 4's window
