@@ -64,19 +64,8 @@ double AskRate(const SpecEstimates& e, double rate, double expected, double p) {
 }
 
 // Rule 2's catch-up: `rate` once the drafter has taken in the tokens it lacks,
-// paid for over the request's horizon.
-double AfterCatchUp(const SpecEstimates& e, double rate) {
-  if (e.catch_up_tokens <= 0 || !Usable(e.catch_up_seconds_per_token) || !(rate > 0.0))
-    return rate;
-  // The batch's plain step with the loop's share (the unit of R, as ChargeCosts).
-  const double plain_step = e.target_step_seconds * (1.0 + std::max(0.0, e.target_slope) *
-                                                               (std::max(1, e.target_batch) - 1)) +
-                            std::max(0.0, e.step_overhead_seconds);
-  if (!Usable(plain_step)) return rate;
-  const double steps = e.catch_up_tokens * e.catch_up_seconds_per_token / plain_step;
-  const double horizon = std::max(0, e.horizon_tokens);
-  return horizon / (horizon / rate + steps);
-}
+// paid for over the request's horizon (defined with ChargeCosts below).
+double AfterCatchUp(const SpecEstimates& e, double rate);
 
 // Rule 1's acceptance of each position of the block rule 2 prices: the
 // proposal's classes' bounds, else alpha+; `max_k` entries at most.
@@ -276,6 +265,7 @@ struct ChargedCosts {
   double cost_ratio = kFreeDraftRatio;
   double overhead = 0.0;
   double shared = 0.0;
+  double plain_step_seconds = 0.0;  // the batch's plain step with the loop's share: R's unit
 };
 
 ChargedCosts ChargeCosts(const SpecEstimates& e) {
@@ -294,7 +284,18 @@ ChargedCosts ChargeCosts(const SpecEstimates& e) {
   // The loop's time per step, paid by a plain token and by a block alike: a
   // block's share of it is overhead, and off's rate is 1 / (1 + shared).
   c.shared = Usable(batch_step) ? std::max(0.0, e.step_overhead_seconds) / batch_step : 0.0;
+  c.plain_step_seconds = batch_step * (1.0 + c.shared);
   return c;
+}
+
+double AfterCatchUp(const SpecEstimates& e, double rate) {
+  if (e.catch_up_tokens <= 0 || !Usable(e.catch_up_seconds_per_token) || !(rate > 0.0))
+    return rate;
+  const double plain_step = ChargeCosts(e).plain_step_seconds;
+  if (!Usable(plain_step)) return rate;
+  const double steps = e.catch_up_tokens * e.catch_up_seconds_per_token / plain_step;
+  const double horizon = std::max(0, e.horizon_tokens);
+  return horizon / (horizon / rate + steps);
 }
 
 double EmptyBlockCost(const SpecEstimates& e) {
