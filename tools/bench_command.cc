@@ -296,10 +296,11 @@ absl::Status RunBench(const BenchFlags& f, const CommandArgs& argv) {
   const int threads = f.threads > 0 ? f.threads : ThreadPool::DefaultThreads();
   std::printf("command: splitspec bench %s\n", absl::StrJoin(argv, " ").c_str());
   std::printf(
-      "machine: %s, %d hardware threads, ISA path %s (matmul %s, Q4_1 order %s, CPU attention "
+      "machine: %s, %d hardware threads, ISA path %s (matmul %s%s, Q4_1 order %s, CPU attention "
       "order %s), %d threads used\n",
       CpuModelName().c_str(), ThreadPool::DefaultThreads(), kernels::CpuIsaName(),
-      kernels::MatMulPathName(), kernels::MatMulOrderName(kernels::ActiveMatMulOrder()),
+      kernels::MatMulPathName(), kernels::InterleavedAmxNote(),
+      kernels::MatMulOrderName(kernels::ActiveMatMulOrder()),
       model::CpuAttentionOrderName(model::ActiveCpuAttentionOrder()), threads);
   ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> model,
                    model::Transformer::Load(f.model, LoadOptions(f)));

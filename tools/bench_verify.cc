@@ -186,9 +186,9 @@ absl::Status RunVerify(const VerifyFlags& f, const CommandArgs& argv) {
   const int threads = f.threads > 0 ? f.threads : ThreadPool::DefaultThreads();
   std::printf("command: splitspec bench verify %s\n", absl::StrJoin(argv, " ").c_str());
   std::printf(
-      "machine: %d hardware threads, ISA path %s (matmul %s, Q4_1 order %s), %d threads used\n",
+      "machine: %d hardware threads, ISA path %s (matmul %s%s, Q4_1 order %s), %d threads used\n",
       ThreadPool::DefaultThreads(), kernels::CpuIsaName(), kernels::MatMulPathName(),
-      kernels::MatMulOrderName(kernels::ActiveMatMulOrder()), threads);
+      kernels::InterleavedAmxNote(), kernels::MatMulOrderName(kernels::ActiveMatMulOrder()), threads);
   ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> model,
                    model::Transformer::Load(f.model, LoadOptions(f)));
   std::printf(

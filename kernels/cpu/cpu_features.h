@@ -3,8 +3,8 @@
 //   if (CpuFeatures().avx2) { ... }
 //
 // The probe runs once (thread-safe static); setting the environment variable
-// SPLITSPEC_CPU_ISA=scalar|avx2|avx512 caps the paths used, so that tests and
-// benchmarks can compare paths on one machine.
+// SPLITSPEC_CPU_ISA=scalar|avx2|avx512|avx512-vnni caps the paths used, so that tests
+// and benchmarks can compare paths on one machine (avx512-vnni: everything but AMX).
 #ifndef SPLITSPEC_KERNELS_CPU_CPU_FEATURES_H_
 #define SPLITSPEC_KERNELS_CPU_CPU_FEATURES_H_
 
@@ -14,11 +14,15 @@ struct CpuFeatureSet {
   bool avx2 = false;         // AVX2 + FMA + F16C
   bool avx512 = false;       // AVX-512 F/BW/VL/DQ
   bool avx512_vnni = false;  // AVX-512 VNNI (vpdpbusd)
+  // AMX-TILE + AMX-INT8 beside AVX-512 VNNI, and the OS granted this process the tile
+  // state (Linux: arch_prctl ARCH_REQ_XCOMP_PERM, requested by the probe).
+  bool amx_int8 = false;
 };
 
 const CpuFeatureSet& CpuFeatures();
 
-// "avx512-vnni", "avx512", "avx2" or "scalar": the best path in use.
+// "avx512-vnni", "avx512", "avx2" or "scalar": the best vector path in use (AMX, where
+// used, is reported apart: CpuFeatures().amx_int8).
 const char* CpuIsaName();
 
 // The x86 build of llama.cpp's CPU backend whose order of float operations the

@@ -19,7 +19,13 @@
 // against it, so a verification block of k+1 <= 9 tokens streams the weights from
 // memory once (on AVX-512 in a single pass). Q4_1 and Q8_0 read each 16-row group once
 // per tile of up to 10 tokens; per token and block, 8 vpdpbusd serve 16 rows
-// (matmul_interleaved_avx512.cc).
+// (matmul_interleaved_avx512.cc). Where the CPU has AMX-INT8 and the OS grants the tiles,
+// calls of at least InterleavedAmxMinTokens() tokens (a prompt chunk, a large batch) take
+// tiles of up to 16 tokens, one tile multiply per block (matmul_interleaved_amx.cc),
+// bitwise the VNNI outputs: measured on a 2-core Xeon with AMX (splitspec_bench_matmul,
+// one thread, Q4_1 1536 x 576) 1.15x the VNNI kernel at 16 tokens and 1.3x at 64-128, no
+// gain at 8 and a loss below: the 32-element blocks need their scales applied per block,
+// so each tile multiply is followed by a tile store and a vector epilogue.
 //
 // Q4_1 and Q8_0 order. Q4_1 weights (the default model's) and Q8_0 weights (its output
 // head) run on rows interleaved 16 at a time
@@ -136,6 +142,14 @@ void MatMulRowsInterleaved(GgmlType weight_type, const uint8_t* wi, int64_t cols
 
 // The path MatMulRows uses on this machine: "avx512-vnni", "avx512", "avx2" or "scalar".
 const char* MatMulPathName();
+
+// Whether MatMulRowsInterleaved runs calls of at least InterleavedAmxMinTokens() tokens
+// on AMX tiles in this process (CpuFeatures().amx_int8), and that threshold (16;
+// SPLITSPEC_AMX_MIN_TOKENS overrides it, for benchmarks).
+bool InterleavedRunsOnAmx();
+int InterleavedAmxMinTokens();
+// For benchmark headers: " + amx tiles for calls of >= N tokens" where AMX runs, else "".
+const char* InterleavedAmxNote();
 
 namespace internal {
 // Q4_1 in llama.cpp's order, scalar: what MatMulRows runs for Q4_1 under

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_features.h"
@@ -140,10 +141,23 @@ void RowsByGroups(GgmlType weight_type, GroupFn group_fn, const void* w, int64_t
 
 namespace {
 
+// With AMX: a call of at least kAmxMinTokens tokens runs on the tiles, a smaller one on
+// the VNNI kernel (bitwise the same outputs, matmul_interleaved_amx.cc); below it the
+// tile multiply's fixed cost per block outweighs the vpdpbusd it saves.
+template <internal::GroupFn kAmx, internal::GroupFn kVnni>
+void AmxOrVnni(const uint8_t* group, int64_t nb, const PackedActivations& x, int rows_valid,
+               float* y, int64_t y_stride) {
+  (x.tokens >= InterleavedAmxMinTokens() ? kAmx : kVnni)(group, nb, x, rows_valid, y, y_stride);
+}
+
 // Chosen once per process, on the same features as MatMulRows' path.
 internal::GroupFn ChooseGroupFn(GgmlType type) {
   const CpuFeatureSet& f = CpuFeatures();
   const bool q4_1 = type == GgmlType::kQ4_1;
+  if (f.amx_int8) {
+    return q4_1 ? AmxOrVnni<internal::Q4_1GroupAmx, internal::Q4_1GroupAvx512Vnni>
+                : AmxOrVnni<internal::Q8_0GroupAmx, internal::Q8_0GroupAvx512Vnni>;
+  }
   if (f.avx512_vnni) return q4_1 ? internal::Q4_1GroupAvx512Vnni : internal::Q8_0GroupAvx512Vnni;
   if (f.avx512) return q4_1 ? internal::Q4_1GroupAvx512 : internal::Q8_0GroupAvx512;
   if (f.avx2) return q4_1 ? internal::Q4_1GroupAvx2 : internal::Q8_0GroupAvx2;
@@ -151,6 +165,25 @@ internal::GroupFn ChooseGroupFn(GgmlType type) {
 }
 
 }  // namespace
+
+bool InterleavedRunsOnAmx() { return CpuFeatures().amx_int8; }
+
+int InterleavedAmxMinTokens() {
+  static const int min_tokens = [] {
+    const char* forced = std::getenv("SPLITSPEC_AMX_MIN_TOKENS");
+    return forced != nullptr && std::atoi(forced) > 0 ? std::atoi(forced)
+                                                      : internal::kAmxMinTokens;
+  }();
+  return min_tokens;
+}
+
+const char* InterleavedAmxNote() {
+  static const std::string note =
+      InterleavedRunsOnAmx() ? " + amx tiles for calls of >= " +
+                                   std::to_string(InterleavedAmxMinTokens()) + " tokens"
+                             : "";
+  return note.c_str();
+}
 
 bool HasInterleavedLayout(GgmlType weight_type) {
   return weight_type == GgmlType::kQ4_1 || weight_type == GgmlType::kQ8_0;

@@ -30,7 +30,7 @@ namespace splitspec::kernels::internal {
 namespace {
 
 // 10 accumulators + 8 weights + temporaries < 32 registers.
-constexpr int kMaxTokens = kMaxGroupTileTokens;
+constexpr int kMaxTokens = kMaxVectorTileTokens;
 
 inline int32_t Word(const int8_t* p) {
   int32_t v;

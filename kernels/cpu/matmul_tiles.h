@@ -113,12 +113,23 @@ SPLITSPEC_DECLARE_GROUP_KERNEL(Q8_0GroupScalar);
 SPLITSPEC_DECLARE_GROUP_KERNEL(Q8_0GroupAvx2);
 SPLITSPEC_DECLARE_GROUP_KERNEL(Q8_0GroupAvx512);
 SPLITSPEC_DECLARE_GROUP_KERNEL(Q8_0GroupAvx512Vnni);
+// AMX tile multiplies with the AVX-512 VNNI epilogue (matmul_interleaved_amx.cc): bitwise
+// the VNNI kernels' outputs. REQUIRES: CpuFeatures().amx_int8 (the OS granted the tiles).
+SPLITSPEC_DECLARE_GROUP_KERNEL(Q4_1GroupAmx);
+SPLITSPEC_DECLARE_GROUP_KERNEL(Q8_0GroupAmx);
 #undef SPLITSPEC_DECLARE_GROUP_KERNEL
 
 // The tokens of one tile of a group kernel: each token's packed quants, block scales,
 // d_sum and quant sums (Blocks32View), and its outputs (y[i] points at the group's
-// first row for token i).
-inline constexpr int kMaxGroupTileTokens = 10;
+// first row for token i). The vector kernels take up to 10 tokens a tile (their
+// accumulators and the block's weights fill the registers), the AMX kernels 16 (the
+// rows of a tile).
+inline constexpr int kMaxVectorTileTokens = 10;
+inline constexpr int kAmxMaxTileTokens = 16;
+inline constexpr int kMaxGroupTileTokens = 16;
+// MatMulRowsInterleaved runs calls of at least this many tokens on the AMX kernels
+// (matmul.h, InterleavedAmxMinTokens; measured there).
+inline constexpr int kAmxMinTokens = 16;
 struct GroupTokenTile {
   int count = 0;
   const int8_t* qs[kMaxGroupTileTokens];

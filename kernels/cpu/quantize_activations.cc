@@ -67,13 +67,6 @@ int64_t PackedTokenBytes(GgmlType weight_type, int64_t cols) {
   return (bytes + 63) / 64 * 64;
 }
 
-Blocks32View ViewBlocks32(const uint8_t* token, int64_t cols) {
-  uint8_t* base = const_cast<uint8_t*>(token);
-  const int64_t padded = Blocks32Padded(cols / 32);
-  float* d = reinterpret_cast<float*>(base + cols);  // cols % 32 == 0: 4-byte aligned
-  return Blocks32View{reinterpret_cast<int8_t*>(base), d, d + padded, d + 2 * padded};
-}
-
 namespace internal {
 
 void QuantizeBlocks32Scalar(const float* x, int64_t cols, Blocks32View out) {

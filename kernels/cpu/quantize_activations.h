@@ -38,7 +38,13 @@ struct Blocks32View {
 };
 inline int64_t Blocks32Padded(int64_t nb) { return (nb + 15) / 16 * 16; }
 // The view of a packed token at `token`; readers of a const buffer must only read.
-Blocks32View ViewBlocks32(const uint8_t* token, int64_t cols);
+// Inline: the group kernels take a view per token per 16-row group.
+inline Blocks32View ViewBlocks32(const uint8_t* token, int64_t cols) {
+  uint8_t* base = const_cast<uint8_t*>(token);
+  const int64_t padded = Blocks32Padded(cols / 32);
+  float* d = reinterpret_cast<float*>(base + cols);  // cols % 32 == 0: 4-byte aligned
+  return Blocks32View{reinterpret_cast<int8_t*>(base), d, d + padded, d + 2 * padded};
+}
 
 struct ActivationBlock256 {
   float d;  // scale: x ~= d * qs[i]

@@ -48,6 +48,9 @@ std::vector<GroupPath> GroupPaths(GgmlType type) {
     paths.push_back(
         {"avx512-vnni", q4_1 ? internal::Q4_1GroupAvx512Vnni : internal::Q8_0GroupAvx512Vnni});
   }
+  if (CpuFeatures().amx_int8) {
+    paths.push_back({"amx", q4_1 ? internal::Q4_1GroupAmx : internal::Q8_0GroupAmx});
+  }
   return paths;
 }
 
@@ -142,8 +145,10 @@ TEST(InterleavedRowsTest, Q8_0LayoutHoldsBiasedQuantsScalesAndZeroPadding) {
 }
 
 // Each group kernel, on every group of a 37-row matrix (the last has 5 rows), for token
-// counts around the tile sizes (6 on AVX2, 10 on AVX-512): bitwise the reference's
-// outputs, and the rows after rows_valid untouched.
+// counts around the tile sizes (6 on AVX2, 10 on AVX-512, 16 on AMX) and block counts
+// odd and even (AMX takes blocks in pairs): bitwise the reference's outputs, and the rows
+// after rows_valid untouched. The AMX kernel runs where the CPU and the OS allow it
+// (CpuFeatures().amx_int8).
 TEST(InterleavedRowsTest, GroupKernelsMatchTheReferenceBitwise) {
   std::mt19937 rng(std::random_device{}());
   for (GgmlType type : kTypes) {
@@ -151,7 +156,7 @@ TEST(InterleavedRowsTest, GroupKernelsMatchTheReferenceBitwise) {
       const int64_t rows = 37, nb = cols / 32;
       const std::vector<uint8_t> raw = RandomRows(type, rows, cols, rng);
       const std::vector<uint8_t> wi = Interleaved(type, raw, rows, cols);
-      for (int64_t tokens : {1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 21}) {
+      for (int64_t tokens : {1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 16, 17, 21, 33}) {
         const PackedActivations x = RandomPacked(type, tokens, cols, rng);
         std::vector<float> want(tokens * rows);
         MatMulRowsReference(type, raw.data(), cols, x, 0, rows, want.data(), rows);
@@ -180,7 +185,7 @@ TEST(InterleavedRowsTest, MatMulRowsInterleavedWritesItsRangeWithTheReferenceBit
   for (GgmlType type : kTypes) {
     const std::vector<uint8_t> raw = RandomRows(type, rows, cols, rng);
     const std::vector<uint8_t> wi = Interleaved(type, raw, rows, cols);
-    for (int64_t tokens : {1, 4, 9, 12}) {
+    for (int64_t tokens : {1, 4, 9, 12, 17}) {
       const PackedActivations x = RandomPacked(type, tokens, cols, rng);
       for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 53}, {16, 48}, {32, 41}, {48, 53}}) {
         std::vector<float> want(tokens * stride, -12345.0f), got(tokens * stride, -12345.0f);
