@@ -77,6 +77,7 @@ void SplitNibbles(const uint8_t* group, int64_t nb, uint8_t* out) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* block = GroupQuants(GgmlType::kQ4_1, group, b);
+    PrefetchAhead<GgmlType::kQ4_1>(group, b);
     uint8_t* tile = out + b * kBTileBytes;
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
@@ -133,6 +134,10 @@ __attribute__((noinline)) void AmxTile(const uint8_t* group, const uint8_t* spli
   const int8_t* a = x.qs[0];  // the tile's tokens are token_bytes apart
   int64_t b = 0;
   for (; b + 1 < nb; b += 2) {
+    if constexpr (kType == GgmlType::kQ8_0) {  // Q4_1's blocks were read by SplitNibbles
+      PrefetchAhead<kType>(group, b);
+      PrefetchAhead<kType>(group, b + 1);
+    }
     _tile_zero(0);
     _tile_zero(1);
     _tile_loadd(4, a + 32 * b, token_bytes);

@@ -88,6 +88,7 @@ __attribute__((noinline)) void HalfGroupTile(const uint8_t* group, int half, int
 #pragma GCC unroll 8
   for (int t = 0; t < N; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    if (half == 0) PrefetchAhead<kType>(group, b);  // the second half finds it cached
     HalfBlock<kType> g;
     g.Load(group, b, half);
 #pragma GCC unroll 8

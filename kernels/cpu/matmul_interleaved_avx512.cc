@@ -119,6 +119,7 @@ __attribute__((noinline)) void GroupTile(const uint8_t* group, int64_t nb, const
 #pragma GCC unroll 16
   for (int t = 0; t < N; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    PrefetchAhead<kType>(group, b);
     GroupBlock g;
     LoadGroupBlock<kType, kVnni>(group, b, &g);
 #pragma GCC unroll 16
