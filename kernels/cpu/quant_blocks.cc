@@ -1,6 +1,27 @@
 #include "kernels/cpu/quant_blocks.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "kernels/cpu/cpu_features.h"
+
 namespace splitspec::kernels {
+namespace {
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,f16c"))) void FloatsToFp16F16c(const float* x, int64_t n,
+                                                             uint16_t* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+  }
+  for (; i < n; ++i) out[i] = FloatToFp16(x[i]);
+}
+#endif
+
+}  // namespace
 
 uint16_t FloatToFp16(float f) {
   uint32_t bits;
@@ -31,6 +52,17 @@ uint16_t FloatToFp16(float f) {
   // field (shifted) minus that bit lets a mantissa carry roll into the exponent.
   if (half_exponent != 0) return sign | static_cast<uint16_t>(((half_exponent - 1) << 10) + result);
   return sign | static_cast<uint16_t>(result);  // subnormal (a carry makes it the smallest normal)
+}
+
+void FloatsToFp16(const float* x, int64_t n, uint16_t* out) {
+#if defined(__x86_64__)
+  static const bool f16c = CpuFeatures().avx2;  // AVX2 + FMA + F16C
+  if (f16c) {
+    FloatsToFp16F16c(x, n, out);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i) out[i] = FloatToFp16(x[i]);
 }
 
 uint16_t FloatToBf16(float f) {

@@ -131,6 +131,12 @@ inline float Fp16ToFloat(uint16_t h) {
 // Float -> half, round to nearest even; overflow gives infinity.
 uint16_t FloatToFp16(float f);
 
+// out[i] = FloatToFp16(x[i]) for i < n, bit for bit for every non-NaN x[i] (a NaN gives a
+// quiet NaN, its payload's bits may differ); F16C's vcvtps2ph where the CPU has it
+// (CpuFeatures().avx2), 8 values an instruction: the KV cache's writes, per token per
+// layer. Thread-safe.
+void FloatsToFp16(const float* x, int64_t n, uint16_t* out);
+
 // f rounded to the nearest half-precision value (ties to even), as a float.
 inline float RoundToHalf(float f) { return Fp16ToFloat(FloatToFp16(f)); }
 

@@ -169,10 +169,14 @@ void KvCache::WriteRow(int layer, int pos, const float* key, const float* value)
     return;
   }
   uint16_t* kt = &keys_[layer][static_cast<size_t>(pos / kBlock) * kv_dim_ * kBlock + pos % kBlock];
-  uint16_t* v = &values_[layer][static_cast<size_t>(pos) * kv_dim_];
-  for (int c = 0; c < kv_dim_; ++c) {
-    kt[static_cast<size_t>(c) * kBlock] = kernels::FloatToFp16(key[c]);
-    v[c] = kernels::FloatToFp16(value[c]);
+  kernels::FloatsToFp16(value, kv_dim_, &values_[layer][static_cast<size_t>(pos) * kv_dim_]);
+  // Keys are stored by channel, kBlock positions apart: converted together, then placed.
+  constexpr int kChunk = 256;
+  uint16_t halves[kChunk];
+  for (int start = 0; start < kv_dim_; start += kChunk) {
+    const int n = std::min(kChunk, kv_dim_ - start);
+    kernels::FloatsToFp16(key + start, n, halves);
+    for (int c = 0; c < n; ++c) kt[static_cast<size_t>(start + c) * kBlock] = halves[c];
   }
 }
 

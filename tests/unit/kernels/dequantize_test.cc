@@ -39,6 +39,36 @@ TEST(Fp16Test, KnownValuesAndTiesToEven) {
   EXPECT_EQ(FloatToFp16(std::ldexp(1.5f, -25)), 0x0001);
 }
 
+// The row conversion (F16C where the CPU has it) gives FloatToFp16's bits for every
+// non-NaN float: exact halves, values just off every half (ties, one ulp either side),
+// subnormals, overflow, signed zeros and random normals, at ragged lengths (the vector
+// loop's tail runs the scalar conversion).
+TEST(Fp16Test, RowConversionMatchesTheScalarConversionBitwise) {
+  std::vector<float> x;
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float f = Fp16ToFloat(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    x.push_back(f);
+    x.push_back(std::nextafter(f, INFINITY));
+    x.push_back(std::nextafter(f, -INFINITY));
+    const float next = Fp16ToFloat(static_cast<uint16_t>(h + 1));
+    if (!std::isnan(next) && !std::isinf(next) && !std::isinf(f)) x.push_back((f + next) / 2);
+  }
+  std::mt19937 rng(std::random_device{}());
+  std::normal_distribution<float> normal(0.0f, 300.0f);
+  for (int i = 0; i < 100000; ++i) x.push_back(normal(rng));
+  x.push_back(65520.0f);
+  x.push_back(-1e30f);
+  for (size_t n : {x.size(), x.size() - 1, size_t{7}, size_t{9}, size_t{0}}) {
+    std::vector<uint16_t> got(n + 1, 0xABCD);
+    FloatsToFp16(x.data(), static_cast<int64_t>(n), got.data());
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got[i], FloatToFp16(x[i])) << "x[" << i << "] = " << x[i] << " n = " << n;
+    }
+    EXPECT_EQ(got[n], 0xABCD) << "wrote past n = " << n;
+  }
+}
+
 TEST(Bf16Test, KnownValuesAndRounding) {
   EXPECT_EQ(Bf16ToFloat(0x3F80), 1.0f);
   EXPECT_EQ(Bf16ToFloat(0xC040), -3.0f);
