@@ -701,7 +701,28 @@ void TargetEngine::ReadRows(WorkItem& item, const model::ForwardOutput& out,
     }
     masks = *std::move(made);
   }
-  for (int r = 0; r < rows; ++r) {
+  // A plain greedy request (no processors, grammar, guidance or logprobs) decides
+  // from each row's argmax alone: its p is that token's one-hot, kept as the token
+  // (the verification reads nothing else; a tree's rows stay whole for VerifyTree).
+  const bool greedy_tokens = request.mode() == spec::VerifyMode::kGreedy &&
+                             request.params().greedy() && !guided &&
+                             !request.params().has_context_processors() &&
+                             !masks.has_value() && !request.params().logprobs.has_value() &&
+                             item.tree_parents.empty();
+  for (int r = 0; r < rows && greedy_tokens; ++r) {
+    absl::StatusOr<int32_t> token =
+        spec::GreedyToken(cond_logits.subspan(static_cast<size_t>(r) * vocab, vocab));
+    if (!token.ok()) {
+      SPLITSPEC_LOG(ERROR) << "request " << request.id() << ": " << token.status();
+      request.Finish(proto::FINISH_REASON_ERROR);
+      Report(request, request.FullSequenceResult(), events);
+      return;
+    }
+    TargetRow row;
+    row.greedy_token = *token;
+    item.rows.push_back(std::move(row));
+  }
+  for (int r = 0; r < rows && !greedy_tokens; ++r) {
     std::vector<float> probs(vocab);
     const auto cond = cond_logits.subspan(static_cast<size_t>(r) * vocab, vocab);
     const auto uncond =

@@ -29,6 +29,12 @@ void TargetEngine::Verify(std::vector<WorkItem>& items, absl::Time now) {
       VerifyTreeItem(item);
       continue;
     }
+    if (!item.target_tokens.empty()) {  // greedy tokens: the rule needs no rows
+      item.outcome = spec::VerifyGreedyTokens(item.target_tokens, item.draft_tokens,
+                                              item.verify.start_position, item.verify.want_bonus,
+                                              model_->config().vocab_size);
+      continue;
+    }
     if (VerifiesOnDevice(*item.request)) {
       on_device.push_back(&item);
     } else {
@@ -42,10 +48,7 @@ void TargetEngine::Verify(std::vector<WorkItem>& items, absl::Time now) {
       deciding[j]->outcome = outcomes.ok() ? std::move((*outcomes)[j]) : outcomes.status();
     }
   };
-  if (!on_host.empty()) {
-    const int vocab = static_cast<int>(on_host.front()->rows.front().probs.size());
-    apply(on_host, spec::VerifyBatch(host_batch, vocab));
-  }
+  if (!on_host.empty()) apply(on_host, spec::VerifyBatch(host_batch, model_->config().vocab_size));
   if (!on_device.empty()) apply(on_device, VerifyOnDevice(on_device));
 }
 
@@ -60,8 +63,8 @@ void TargetEngine::VerifyTreeItem(WorkItem& item) {
   tree.seed = item.verify.seed;
   tree.start_position = item.verify.start_position;
   tree.want_bonus = true;
-  const int vocab = static_cast<int>(item.rows.front().probs.size());
-  absl::StatusOr<spec::TreeVerifyOutcome> outcome = spec::VerifyTree(tree, vocab);
+  absl::StatusOr<spec::TreeVerifyOutcome> outcome =
+      spec::VerifyTree(tree, model_->config().vocab_size);
   if (!outcome.ok()) {
     item.outcome = outcome.status();
     return;
@@ -135,17 +138,27 @@ void TargetEngine::FillVerifyRequest(WorkItem& item) const {
   const TargetRequest& request = *item.request;
   const int k = item.block == nullptr ? 0 : item.block->tokens_size();
   const bool on_device = VerifiesOnDevice(request);
+  // Greedy tokens (ReadRows) verify as tokens; a tree, or rows of both kinds, as rows
+  // (a greedy token is its one-hot row).
+  const bool tokens_only =
+      !on_device && item.tree_parents.empty() &&
+      std::all_of(item.rows.begin(), item.rows.begin() + k + 1,
+                  [](const TargetRow& row) { return row.greedy_token >= 0; });
+  const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
   // One allocation for the k + 1 rows (each is vocab floats: growing by doubling
   // would copy and fault in a megabyte's pages several times a step).
-  if (!on_device && !item.rows.empty()) {
-    item.target_probs.reserve(static_cast<size_t>(k + 1) * item.rows[0].probs.size());
-  }
+  if (!on_device && !tokens_only) item.target_probs.reserve(static_cast<size_t>(k + 1) * vocab);
   for (int i = 0; i <= k; ++i) {
+    const TargetRow& row = item.rows[i];
     if (on_device) {
-      item.device_rows.push_back(item.rows[i].device_row);
+      item.device_rows.push_back(row.device_row);
+    } else if (tokens_only) {
+      item.target_tokens.push_back(row.greedy_token);
+    } else if (row.greedy_token >= 0) {
+      item.target_probs.resize(item.target_probs.size() + vocab, 0.0f);
+      item.target_probs[item.target_probs.size() - vocab + row.greedy_token] = 1.0f;
     } else {
-      item.target_probs.insert(item.target_probs.end(), item.rows[i].probs.begin(),
-                               item.rows[i].probs.end());
+      item.target_probs.insert(item.target_probs.end(), row.probs.begin(), row.probs.end());
     }
   }
   spec::VerifyRequest& verify = item.verify;

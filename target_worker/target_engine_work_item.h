@@ -44,6 +44,7 @@ struct TargetEngine::WorkItem {
   std::vector<TargetRow> rows;  // p for positions frontier, frontier + 1, ...
   // --- verification ---
   std::vector<float> target_probs;   // host: rows, flattened [k + 1, vocab]
+  std::vector<int32_t> target_tokens;  // host, every row a greedy token: those [k + 1]
   std::vector<int64_t> device_rows;  // device: the rows' DeviceRows indices [k + 1]
   std::vector<int32_t> draft_tokens;
   std::vector<spec::SparseDistribution> draft_q;

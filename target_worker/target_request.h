@@ -51,8 +51,11 @@ enum class BlockAdmission { kQueued, kStaleEpoch, kStaleStart, kDuplicate, kMalf
 // (host verification), or a row of the engine's DeviceRows (device_rows.h:
 // verification on the GPU; the row holds logits made into p there).
 struct TargetRow {
-  std::vector<float> probs;  // [vocab] on the host; empty for a device row
+  std::vector<float> probs;  // [vocab] on the host; empty for a device row or a greedy token
   int64_t device_row = -1;   // DeviceRows index, or -1 for a host row
+  // A greedy row kept as its token (p is the one-hot of it, spec::GreedyToken), or -1:
+  // a plain greedy request needs no [vocab] row (TargetEngine::ReadRows).
+  int32_t greedy_token = -1;
   // [vocab] the request's row of log probabilities at this position
   // (spec::LogprobRow) when it asked for logprobs; else empty.
   std::vector<float> logprobs = {};

@@ -66,12 +66,8 @@ LogitScan ScanLogits(absl::Span<const float> logits) {
   return scan;
 }
 
-absl::Status ValidateLogits(absl::Span<const float> logits, absl::Span<float> probs) {
-  if (logits.empty() || logits.size() != probs.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("LogitsToProbs: logits has ", logits.size(),
-                                                   " entries, probs ", probs.size(),
-                                                   " (need equal, >= 1)"));
-  }
+// The values' part of ValidateLogits (logits non-empty).
+absl::Status ValidateLogitValues(absl::Span<const float> logits) {
   bool any_finite = false;
   for (size_t v = 0; v < logits.size(); ++v) {
     if (std::isnan(logits[v]) || logits[v] == INFINITY) {
@@ -82,6 +78,15 @@ absl::Status ValidateLogits(absl::Span<const float> logits, absl::Span<float> pr
   if (!any_finite)
     return absl::InvalidArgumentError("every logit is -inf: no token can be sampled");
   return absl::OkStatus();
+}
+
+absl::Status ValidateLogits(absl::Span<const float> logits, absl::Span<float> probs) {
+  if (logits.empty() || logits.size() != probs.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("LogitsToProbs: logits has ", logits.size(),
+                                                   " entries, probs ", probs.size(),
+                                                   " (need equal, >= 1)"));
+  }
+  return ValidateLogitValues(logits);
 }
 
 // True if a is ranked before b: higher probability, then lower id.
@@ -164,6 +169,13 @@ absl::Status LogitsToProbs(const SamplingParams& params, absl::Span<const float>
   kernels::SoftmaxRows(probs.data(), probs.data(), 1, static_cast<int>(probs.size()));
   if (NeedsTruncation(params)) TruncateAndRenormalize(params, probs);
   return absl::OkStatus();
+}
+
+absl::StatusOr<int32_t> GreedyToken(absl::Span<const float> logits) {
+  if (logits.empty()) return absl::InvalidArgumentError("GreedyToken: logits has 0 entries");
+  const LogitScan scan = ScanLogits(logits);
+  if (scan.bad || scan.max == -INFINITY) RETURN_IF_ERROR(ValidateLogitValues(logits));
+  return scan.argmax;
 }
 
 absl::Status GuidedLogitsToProbs(const SamplingParams& params, absl::Span<const float> cond,

@@ -43,6 +43,12 @@ inline constexpr int kDefaultQTopK = 64;
 absl::Status LogitsToProbs(const SamplingParams& params, absl::Span<const float> logits,
                            absl::Span<float> probs);
 
+// The token whose one-hot LogitsToProbs makes p in greedy mode (T == 0): the argmax
+// of `logits`, the lowest id among ties; the same errors as LogitsToProbs (a NaN or
+// +inf logit, every logit -inf, an empty row). For callers that need only that token
+// and not the [vocab] row (TargetEngine's greedy rows).
+absl::StatusOr<int32_t> GreedyToken(absl::Span<const float> logits);
+
 // The target's distribution under classifier-free guidance: the guided logits
 // l_u + s * (l_c - l_u) of the conditional row `cond` and the unconditional
 // companion's row `uncond` (kernels/cpu/guidance.h, s = params.guidance_scale),

@@ -224,6 +224,39 @@ absl::StatusOr<std::vector<absl::StatusOr<VerifyOutcome>>> VerifyBatch(
   return outcomes;
 }
 
+absl::StatusOr<VerifyOutcome> VerifyGreedyTokens(absl::Span<const int32_t> target_tokens,
+                                                 absl::Span<const int32_t> draft_tokens,
+                                                 int64_t start_position, bool want_bonus,
+                                                 int32_t vocab) {
+  const size_t k = draft_tokens.size();
+  if (target_tokens.size() != k + 1) {
+    return absl::InvalidArgumentError(absl::StrCat("target_tokens has ", target_tokens.size(),
+                                                   " tokens, need k + 1 = ", k + 1));
+  }
+  if (start_position < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("start_position must be >= 0, got ", start_position));
+  }
+  // The kernel's greedy rule (kernels/cpu/verify.cc, VerifySequence) on one-hot rows:
+  // a draft token is accepted while it is the row's argmax, the first other argmax is
+  // the correction, and after a full acceptance the last row's argmax is the bonus.
+  VerifyOutcome outcome;
+  for (size_t i = 0; i < k; ++i) {
+    if (draft_tokens[i] < 0 || draft_tokens[i] >= vocab) {
+      return VerifyKernelError(draft_tokens, start_position, kernels::kVerifyTokenOutOfRange,
+                               static_cast<int32_t>(i));
+    }
+    outcome.committed.push_back(target_tokens[i]);
+    if (target_tokens[i] != draft_tokens[i]) {
+      outcome.rejected = true;
+      return outcome;
+    }
+    ++outcome.accepted;
+  }
+  if (want_bonus) outcome.committed.push_back(target_tokens[k]);
+  return outcome;
+}
+
 absl::StatusOr<VerifyOutcome> VerifyBlock(const VerifyRequest& request, int32_t vocab) {
   ASSIGN_OR_RETURN(std::vector<absl::StatusOr<VerifyOutcome>> outcomes,
                    VerifyBatch(absl::MakeConstSpan(&request, 1), vocab));

@@ -87,6 +87,16 @@ struct VerifyOutcome {
 // non-finite entry or no mass. Nothing is committed on error.
 absl::StatusOr<VerifyOutcome> VerifyBlock(const VerifyRequest& request, int32_t vocab);
 
+// VerifyBlock's outcome in greedy mode when row i of the target's p is the one-hot of
+// target_tokens[i] (what LogitsToProbs makes of a greedy row: GreedyToken), without
+// the [k + 1, vocab] rows: target_tokens [k + 1] (k = draft_tokens.size()), the same
+// errors for a draft token outside [0, vocab) (named as VerifyBlock names them).
+// REQUIRES: every target token in [0, vocab).
+absl::StatusOr<VerifyOutcome> VerifyGreedyTokens(absl::Span<const int32_t> target_tokens,
+                                                 absl::Span<const int32_t> draft_tokens,
+                                                 int64_t start_position, bool want_bonus,
+                                                 int32_t vocab);
+
 // Verifies many blocks (ragged k) in one kernel call; outcome j is exactly what
 // VerifyBlock(requests[j], vocab) returns. A request's error never affects the
 // others. Errors of the whole call: vocab < 1 (InvalidArgument).

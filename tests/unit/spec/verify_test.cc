@@ -2,6 +2,7 @@
 // verify_distribution_test.cc, drafter invariance in verify_coupled_test.cc).
 #include "runtime/spec/verify.h"
 
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -303,6 +304,67 @@ TEST(VerifyTest, BatchEqualsSingleBlocksAndIsolatesErrors) {
     EXPECT_EQ((*two)[1]->committed, (*batch)[s]->committed) << "s=" << s;
     EXPECT_EQ((*two)[1]->accepted, (*batch)[s]->accepted) << "s=" << s;
   }
+}
+
+// VerifyGreedyTokens is VerifyBlock on the one-hot rows LogitsToProbs makes of greedy
+// logits: random logits (ties included), drafts that follow the argmax or not, tokens
+// out of range, with and without the bonus: the same outcome or the same error.
+TEST(VerifyTest, GreedyTokensEqualVerifyBlockOnTheOneHotRows) {
+  std::mt19937_64 rng(FreshSeed());
+  const int vocab = 9;
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int k = std::uniform_int_distribution<int>(0, 8)(rng);
+    std::vector<float> rows;
+    std::vector<int32_t> target_tokens, draft;
+    for (int i = 0; i <= k; ++i) {
+      std::vector<float> logits(vocab);
+      for (float& l : logits) l = static_cast<float>(rng() % 5);  // ties are common
+      std::vector<float> probs(vocab);
+      ASSERT_TRUE(LogitsToProbs(greedy, logits, absl::MakeSpan(probs)).ok());
+      rows.insert(rows.end(), probs.begin(), probs.end());
+      absl::StatusOr<int32_t> token = GreedyToken(logits);
+      ASSERT_TRUE(token.ok()) << token.status();
+      ASSERT_EQ(probs[*token], 1.0f) << "GreedyToken is not the one-hot's token";
+      target_tokens.push_back(*token);
+      if (i == k) break;
+      const uint64_t pick = rng() % 8;
+      draft.push_back(pick < 5   ? *token
+                      : pick < 7 ? static_cast<int32_t>(rng() % vocab)
+                                 : (pick == 7 && rng() % 4 == 0 ? vocab + 3 : -1));
+    }
+    const bool want_bonus = rng() % 3 != 0;
+    const int64_t start = static_cast<int64_t>(rng() % 1000);
+    VerifyRequest request;
+    request.mode = VerifyMode::kGreedy;
+    request.target_probs = rows;
+    request.draft_tokens = draft;
+    request.start_position = start;
+    request.want_bonus = want_bonus;
+    const absl::StatusOr<VerifyOutcome> want = VerifyBlock(request, vocab);
+    const absl::StatusOr<VerifyOutcome> got =
+        VerifyGreedyTokens(target_tokens, draft, start, want_bonus, vocab);
+    ASSERT_EQ(got.ok(), want.ok()) << "trial " << trial << ": " << got.status() << " vs "
+                                   << want.status();
+    if (!want.ok()) {
+      EXPECT_EQ(got.status(), want.status());
+      continue;
+    }
+    EXPECT_EQ(got->accepted, want->accepted) << "trial " << trial;
+    EXPECT_EQ(got->rejected, want->rejected) << "trial " << trial;
+    EXPECT_EQ(got->committed, want->committed) << "trial " << trial;
+  }
+}
+
+TEST(VerifyTest, GreedyTokenRefusesWhatLogitsToProbsRefuses) {
+  EXPECT_FALSE(GreedyToken({}).ok());
+  EXPECT_NE(GreedyToken({1.0f, NAN}).status().message().find("logit of token 1"),
+            std::string::npos);
+  EXPECT_NE(GreedyToken({-INFINITY, -INFINITY}).status().message().find("every logit is -inf"),
+            std::string::npos);
+  EXPECT_EQ(*GreedyToken({-INFINITY, 2.0f, 2.0f}), 1);  // the lowest id among ties
+  EXPECT_FALSE(VerifyGreedyTokens({1, 2}, {1, 2}, 0, true, 5).ok());  // k + 1 rows needed
 }
 
 }  // namespace
