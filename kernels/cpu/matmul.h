@@ -96,6 +96,15 @@ struct PackedActivations {
 void PackActivations(GgmlType weight_type, const float* x, int64_t tokens, int64_t cols,
                      PackedActivations* out);
 
+// PackActivations in parts, for callers that pack a large batch on several threads:
+// SizeActivations makes *out a packing of `tokens` tokens of `cols` (its bytes not yet
+// written), then PackActivationTokens writes tokens [token_begin, token_end) of x,
+// the same bytes PackActivations writes for them. Thread-safe for disjoint ranges of
+// one `out`. REQUIRES: as PackActivations; 0 <= token_begin <= token_end <= tokens.
+void SizeActivations(GgmlType weight_type, int64_t tokens, int64_t cols, PackedActivations* out);
+void PackActivationTokens(const float* x, int64_t token_begin, int64_t token_end,
+                          PackedActivations* out);
+
 // y[t * y_stride + r] = dot(row r of w, token t of x) for r in [row_begin, row_end) and
 // every token t < x.tokens.
 // w [rows, cols] in weight_type, rows stored contiguously (RowBytes(weight_type, cols) each),

@@ -98,19 +98,25 @@ void QuantizeBlocks256Scalar(const float* x, int64_t cols, ActivationBlock256* o
 
 }  // namespace internal
 
-void PackActivations(GgmlType weight_type, const float* x, int64_t tokens, int64_t cols,
-                     PackedActivations* out) {
+void SizeActivations(GgmlType weight_type, int64_t tokens, int64_t cols, PackedActivations* out) {
   const int block = GetGgmlTypeTraits(weight_type).block_size;
-  const ActivationFamily family = ActivationFamilyOf(weight_type);
   if (tokens < 0 || cols < 0 || cols % block != 0) std::abort();  // programmer error
-  const int64_t token_bytes = PackedTokenBytes(weight_type, cols);
-  const size_t bytes = static_cast<size_t>(tokens * token_bytes);
+  const size_t bytes = static_cast<size_t>(tokens * PackedTokenBytes(weight_type, cols));
   if (out->data.size() < bytes) out->data.resize(bytes);
   out->weight_type = weight_type;
   out->tokens = tokens;
   out->cols = cols;
+}
+
+void PackActivationTokens(const float* x, int64_t token_begin, int64_t token_end,
+                          PackedActivations* out) {
+  const GgmlType weight_type = out->weight_type;
+  const int64_t cols = out->cols;
+  if (token_begin < 0 || token_end < token_begin || token_end > out->tokens) std::abort();
+  const ActivationFamily family = ActivationFamilyOf(weight_type);
+  const int64_t token_bytes = PackedTokenBytes(weight_type, cols);
   const bool avx2 = CpuFeatures().avx2;
-  for (int64_t t = 0; t < tokens; ++t) {
+  for (int64_t t = token_begin; t < token_end; ++t) {
     const float* row = x + t * cols;
     uint8_t* dst = out->data.data() + t * token_bytes;
     switch (family) {
@@ -135,6 +141,12 @@ void PackActivations(GgmlType weight_type, const float* x, int64_t tokens, int64
       }
     }
   }
+}
+
+void PackActivations(GgmlType weight_type, const float* x, int64_t tokens, int64_t cols,
+                     PackedActivations* out) {
+  SizeActivations(weight_type, tokens, cols, out);
+  PackActivationTokens(x, 0, tokens, out);
 }
 
 }  // namespace splitspec::kernels

@@ -392,6 +392,31 @@ TEST(PackActivationsTest, Avx2PackerMatchesScalarBytes) {
   }
 }
 
+// Packing in parts (SizeActivations, then PackActivationTokens over ranges in any order,
+// as RunMatMulJobs does on several threads) writes PackActivations' bytes, for every
+// activation family, at ragged token counts and split points.
+TEST(PackActivationsTest, PackingInPartsWritesTheSameBytes) {
+  std::mt19937 rng(std::random_device{}());
+  for (GgmlType type : {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kF16}) {
+    const int64_t cols = 512;
+    for (int64_t tokens : {1, 5, 16, 33}) {
+      const std::vector<float> x = RandomActivations(tokens, cols, rng);
+      PackedActivations whole, parts;
+      PackActivations(type, x.data(), tokens, cols, &whole);
+      SizeActivations(type, tokens, cols, &parts);
+      const int64_t split = static_cast<int64_t>(rng() % (tokens + 1));
+      PackActivationTokens(x.data(), split, tokens, &parts);  // the later part first
+      PackActivationTokens(x.data(), 0, split, &parts);
+      EXPECT_EQ(parts.tokens, whole.tokens);
+      EXPECT_EQ(parts.cols, whole.cols);
+      EXPECT_EQ(parts.weight_type, whole.weight_type);
+      ASSERT_EQ(parts.data.size(), whole.data.size());
+      EXPECT_TRUE(parts.data == whole.data)
+          << Name(type) << " tokens=" << tokens << " split=" << split;
+    }
+  }
+}
+
 // llama.cpp's Q8_1 activation blocks: q = round-half-even(x * (127 / amax)) within half a
 // step of x, the scale stored as the half-precision value of amax / 127, and the scaled
 // sum as the half-precision value of (amax / 127) * sum(q).
