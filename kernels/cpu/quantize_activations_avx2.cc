@@ -49,6 +49,12 @@ inline void Quantize32(const float* x, __m256 id, int8_t* q, int32_t* sum_lo, in
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_permutevar8x32_epi32(packed, order));
 }
 
+// RoundToHalf of one float by F16C: the same rounding (to nearest, ties to even,
+// subnormals and overflow included) as the software conversion, in two instructions.
+inline float RoundToHalfF16c(float f) {
+  return _cvtsh_ss(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
 }  // namespace
 
 void QuantizeBlocks32Avx2(const float* x, int64_t cols, Blocks32View out) {
@@ -60,9 +66,9 @@ void QuantizeBlocks32Avx2(const float* x, int64_t cols, Blocks32View out) {
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     int32_t lo, hi;
     Quantize32(src, _mm256_set1_ps(id), out.qs + 32 * b, &lo, &hi);
-    out.d[b] = RoundToHalf(d);
+    out.d[b] = RoundToHalfF16c(d);
     out.sum[b] = static_cast<float>(lo + hi);
-    out.d_sum[b] = RoundToHalf(d * static_cast<float>(lo + hi));
+    out.d_sum[b] = RoundToHalfF16c(d * static_cast<float>(lo + hi));
   }
   for (int64_t b = nb; b < Blocks32Padded(nb); ++b) out.d[b] = out.sum[b] = out.d_sum[b] = 0.0f;
 }

@@ -379,6 +379,10 @@ TEST(PackActivationsTest, Avx2PackerMatchesScalarBytes) {
   for (int64_t cols : {256, 512, 1536}) {
     std::vector<float> x = RandomActivations(1, cols, rng);
     std::fill(x.begin() + 32, x.begin() + 64, 0.0f);  // an all-zero block: d = 0
+    // Blocks whose half-precision d or d * sum is subnormal, tiny, or overflows.
+    for (int i = 64; i < 96; ++i) x[i] *= 1e-6f;
+    for (int i = 96; i < 128; ++i) x[i] *= 3e-9f;
+    for (int i = 128; i < 160; ++i) x[i] = 4000.0f + static_cast<float>(i);
     const int64_t bytes32 = PackedTokenBytes(GgmlType::kQ8_0, cols);
     std::vector<uint8_t> a(bytes32, 0xAB), b(bytes32, 0xAB);
     internal::QuantizeBlocks32Scalar(x.data(), cols, ViewBlocks32(a.data(), cols));
