@@ -101,9 +101,11 @@ void CpuBackend::MatMul(std::initializer_list<MatMulJob> jobs, int64_t rows) {
 
 void CpuBackend::NormRows(const float* weight) {
   const int d = config_.n_embd;
-  for (int64_t t = 0; t < tokens(); ++t) {
-    internal::RmsNormRow(&x_[t * d], weight, config_.rms_norm_eps, d, &xn_[t * d]);
-  }
+  ForTokenRanges([&](int64_t first, int64_t end) {
+    for (int64_t t = first; t < end; ++t) {
+      internal::RmsNormRow(&x_[t * d], weight, config_.rms_norm_eps, d, &xn_[t * d]);
+    }
+  });
 }
 
 void CpuBackend::NormInPlace(const std::vector<float>& weight, int64_t rows, int n, float* x) {
@@ -142,14 +144,18 @@ float* CpuBackend::FeedForward(int layer) {
   const ShardedLayerWeights& lw = weights_.layers[layer];
   NormRows(lw.ffn_norm->data());
   MatMul({{&lw.gate, xn_.data(), gate_.data()}, {&lw.up, xn_.data(), up_.data()}}, tokens());
-  switch (config_.activation) {
-    case FeedForwardActivation::kSilu:
-      internal::SiluMul(kernels::NativeGgmlOrder(), gate_.data(), up_.data(), tokens() * ff_);
-      break;
-    case FeedForwardActivation::kGeluTanh:
-      internal::GeluMul(gate_.data(), up_.data(), tokens() * ff_);
-      break;
-  }
+  ForTokenRanges([&](int64_t first, int64_t end) {  // elementwise: any split, the same bits
+    float* gate = gate_.data() + first * ff_;
+    const float* up = up_.data() + first * ff_;
+    switch (config_.activation) {
+      case FeedForwardActivation::kSilu:
+        internal::SiluMul(kernels::NativeGgmlOrder(), gate, up, (end - first) * ff_);
+        break;
+      case FeedForwardActivation::kGeluTanh:
+        internal::GeluMul(gate, up, (end - first) * ff_);
+        break;
+    }
+  });
   MatMul({{&lw.down, gate_.data(), partial_.data()}}, tokens());
   if (config_.post_norms) {
     NormInPlace(weights_.full->layers[layer].ffn_post_norm, tokens(), config_.n_embd,

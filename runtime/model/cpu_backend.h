@@ -68,6 +68,22 @@ class CpuBackend final : public TransformerBackend {
   int64_t logit_rows() const { return static_cast<int64_t>(plan_->logit_tokens.size()); }
   void Embed();
   void NormRows(const float* weight);  // xn_ = RMSNorm(x_) row by row
+  // fn(first, end) over [0, tokens) in parts on the pool's threads for a step of at
+  // least kParallelRowTokens tokens (a prompt chunk), else once on this thread; for
+  // the per-token work between matmuls, which would leave the other threads idle
+  // (below that size a second dispatch costs more than it splits).
+  static constexpr int64_t kParallelRowTokens = 16;
+  template <class Fn>
+  void ForTokenRanges(Fn&& fn) {
+    const int64_t n = tokens();
+    if (n < kParallelRowTokens || pool_.num_threads() == 1) {
+      fn(int64_t{0}, n);
+      return;
+    }
+    const int64_t parts = 2 * pool_.num_threads();
+    pool_.ParallelFor(parts,
+                      [&](int64_t part, int) { fn(n * part / parts, n * (part + 1) / parts); });
+  }
   // x[rows][n] <- RMSNorm(x) row by row, in place (per-head Q/K norms, post-norms).
   void NormInPlace(const std::vector<float>& weight, int64_t rows, int n, float* x);
   void RopeAndStore(int layer);        // RoPE, half rounding, K and V rows to the caches
