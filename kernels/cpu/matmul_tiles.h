@@ -158,26 +158,34 @@ struct GroupTokenTile {
   float* y[kMaxGroupTileTokens];
 };
 
+// The tile of tokens [t0, t0 + count) of x (count <= kMaxGroupTileTokens), outputs at
+// y + t * y_stride.
+inline GroupTokenTile TokenTileAt(GgmlType weight_type, const PackedActivations& x, int64_t t0,
+                                  int count, float* y, int64_t y_stride) {
+  const int64_t token_bytes = PackedTokenBytes(weight_type, x.cols);
+  GroupTokenTile tile;
+  tile.count = count;
+  for (int i = 0; i < count; ++i) {
+    const Blocks32View v = ViewBlocks32(x.data.data() + (t0 + i) * token_bytes, x.cols);
+    tile.qs[i] = v.qs;
+    tile.d[i] = v.d;
+    tile.d_sum[i] = v.d_sum;
+    tile.sum[i] = v.sum;
+    tile.y[i] = y + (t0 + i) * y_stride;
+  }
+  return tile;
+}
+
 // fn(tile) for the tokens of x in tiles of at most max_tokens (<= kMaxGroupTileTokens),
 // of balanced sizes (they differ by at most one), outputs at y + t * y_stride.
 template <class Fn>
 void ForEachBalancedTile(GgmlType weight_type, const PackedActivations& x, int max_tokens, float* y,
                          int64_t y_stride, Fn&& fn) {
-  const int64_t token_bytes = PackedTokenBytes(weight_type, x.cols);
   const int64_t num_tiles = (x.tokens + max_tokens - 1) / max_tokens;
   for (int64_t k = 0; k < num_tiles; ++k) {
     const int64_t t0 = x.tokens * k / num_tiles;
-    GroupTokenTile tile;
-    tile.count = static_cast<int>(x.tokens * (k + 1) / num_tiles - t0);
-    for (int i = 0; i < tile.count; ++i) {
-      const Blocks32View v = ViewBlocks32(x.data.data() + (t0 + i) * token_bytes, x.cols);
-      tile.qs[i] = v.qs;
-      tile.d[i] = v.d;
-      tile.d_sum[i] = v.d_sum;
-      tile.sum[i] = v.sum;
-      tile.y[i] = y + (t0 + i) * y_stride;
-    }
-    fn(tile);
+    fn(TokenTileAt(weight_type, x, t0, static_cast<int>(x.tokens * (k + 1) / num_tiles - t0), y,
+                   y_stride));
   }
 }
 
