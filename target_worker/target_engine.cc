@@ -709,20 +709,23 @@ void TargetEngine::ReadRows(WorkItem& item, const model::ForwardOutput& out,
                              !request.params().has_context_processors() &&
                              !masks.has_value() && !request.params().logprobs.has_value() &&
                              item.tree_parents.empty();
-  for (int r = 0; r < rows && greedy_tokens; ++r) {
-    absl::StatusOr<int32_t> token =
-        spec::GreedyToken(cond_logits.subspan(static_cast<size_t>(r) * vocab, vocab));
-    if (!token.ok()) {
-      SPLITSPEC_LOG(ERROR) << "request " << request.id() << ": " << token.status();
-      request.Finish(proto::FINISH_REASON_ERROR);
-      Report(request, request.FullSequenceResult(), events);
-      return;
+  if (greedy_tokens) {
+    for (int r = 0; r < rows; ++r) {
+      absl::StatusOr<int32_t> token =
+          spec::GreedyToken(cond_logits.subspan(static_cast<size_t>(r) * vocab, vocab));
+      if (!token.ok()) {
+        SPLITSPEC_LOG(ERROR) << "request " << request.id() << ": " << token.status();
+        request.Finish(proto::FINISH_REASON_ERROR);
+        Report(request, request.FullSequenceResult(), events);
+        return;
+      }
+      TargetRow row;
+      row.greedy_token = *token;
+      item.rows.push_back(std::move(row));
     }
-    TargetRow row;
-    row.greedy_token = *token;
-    item.rows.push_back(std::move(row));
+    return;
   }
-  for (int r = 0; r < rows && !greedy_tokens; ++r) {
+  for (int r = 0; r < rows; ++r) {
     std::vector<float> probs(vocab);
     const auto cond = cond_logits.subspan(static_cast<size_t>(r) * vocab, vocab);
     const auto uncond =

@@ -145,7 +145,7 @@ SPLITSPEC_DECLARE_GROUP_KERNEL(Q8_0GroupAmx);
 // rows of a tile).
 inline constexpr int kMaxVectorTileTokens = 10;
 inline constexpr int kAmxMaxTileTokens = 16;
-inline constexpr int kMaxGroupTileTokens = 16;
+inline constexpr int kMaxGroupTileTokens = kAmxMaxTileTokens;  // the larger of the two
 // MatMulRowsInterleaved runs calls of at least this many tokens on the AMX kernels
 // (matmul.h, InterleavedAmxMinTokens; measured there).
 inline constexpr int kAmxMinTokens = 16;

@@ -69,14 +69,12 @@ class CpuBackend final : public TransformerBackend {
   void Embed();
   void NormRows(const float* weight);  // xn_ = RMSNorm(x_) row by row
   // fn(first, end) over [0, tokens) in parts on the pool's threads for a step of at
-  // least kParallelRowTokens tokens (a prompt chunk), else once on this thread; for
-  // the per-token work between matmuls, which would leave the other threads idle
-  // (below that size a second dispatch costs more than it splits).
-  static constexpr int64_t kParallelRowTokens = 16;
+  // least kParallelTokenWork tokens (matmul_jobs.h), else once on this thread; for the
+  // per-token work between matmuls, which would leave the other threads idle.
   template <class Fn>
   void ForTokenRanges(Fn&& fn) {
     const int64_t n = tokens();
-    if (n < kParallelRowTokens || pool_.num_threads() == 1) {
+    if (n < kParallelTokenWork || pool_.num_threads() == 1) {
       fn(int64_t{0}, n);
       return;
     }

@@ -28,6 +28,11 @@ struct MatMulJob {
 
 inline constexpr int kMaxMatMulJobs = 4;
 
+// A step of at least this many tokens (a prompt chunk) spreads its per-token work between
+// the matmuls (activation packing, norms, gating) over the pool's threads; below it a
+// second dispatch costs more than the work it splits (measured: matmul_jobs.cc).
+inline constexpr int64_t kParallelTokenWork = 16;
+
 // REQUIRES: jobs.size() <= kMaxMatMulJobs (CHECKed); `packed` is scratch reused
 // across calls (resized as needed).
 void RunMatMulJobs(ThreadPool& pool, std::initializer_list<MatMulJob> jobs, int64_t tokens,
