@@ -90,6 +90,29 @@ int8_t LookupConfidenceClass(int suffix_match, bool contested) {
   return suffix_match < 6 ? 2 : 3;
 }
 
+std::vector<int8_t> SuffixMatchTreeClasses(const DraftTree& tree,
+                                           absl::Span<const std::vector<int32_t>> continuations,
+                                           absl::Span<const int> match_lengths, bool contested) {
+  std::vector<int8_t> classes;
+  classes.reserve(tree.tokens.size());
+  std::vector<std::vector<int32_t>> paths(tree.tokens.size());  // each node's tokens from the root
+  for (size_t i = 0; i < tree.tokens.size(); ++i) {
+    if (tree.parents[i] >= 0) paths[i] = paths[tree.parents[i]];
+    paths[i].push_back(tree.tokens[i]);
+    // Continuations were inserted in order: the first through the node added it.
+    size_t j = 0;
+    while (j + 1 < continuations.size() &&
+           !(continuations[j].size() >= paths[i].size() &&
+             std::equal(paths[i].begin(), paths[i].end(), continuations[j].begin()))) {
+      ++j;
+    }
+    const int depth = static_cast<int>(paths[i].size());
+    classes.push_back(
+        LookupConfidenceClass(match_lengths[j] + depth - 1, depth == 1 && contested));
+  }
+  return classes;
+}
+
 namespace {
 
 // The continuation of `match` in `context` that the chain would propose.
@@ -103,40 +126,23 @@ absl::Span<const int32_t> MatchContinuation(absl::Span<const int32_t> context,
 }
 
 // The trie of every match's continuation; `classes` (if not null) gets each node's
-// confidence class as a chain position would have it: the node was first added by the
-// longest (then latest) match whose continuation passes through it, and its class is
-// that match's length plus the node's ancestors (counted as accepted); a child of the
-// root is contested when the matches' continuations begin with different tokens.
+// confidence class (SuffixMatchTreeClasses).
 DraftTree TreeFromMatches(absl::Span<const int32_t> context, const LookupIndex& index, int k,
                           int tree_nodes, const LookupDrafterConfig& config,
                           std::vector<int8_t>* classes) {
   const std::vector<LookupMatch> matches = index.FindAll(config);
   std::vector<std::vector<int32_t>> continuations;
+  std::vector<int> lengths;
   bool contested = false;
   for (const LookupMatch& match : matches) {
     const absl::Span<const int32_t> c = MatchContinuation(context, match, k, config);
     continuations.emplace_back(c.begin(), c.end());
+    lengths.push_back(match.length);
     contested = contested || (!c.empty() && !continuations.front().empty() &&
                               c[0] != continuations.front()[0]);
   }
   DraftTree tree = TrieFromContinuations(continuations, tree_nodes);
-  if (classes == nullptr) return tree;
-  classes->clear();
-  std::vector<std::vector<int32_t>> paths(tree.tokens.size());  // each node's tokens from the root
-  for (size_t i = 0; i < tree.tokens.size(); ++i) {
-    if (tree.parents[i] >= 0) paths[i] = paths[tree.parents[i]];
-    paths[i].push_back(tree.tokens[i]);
-    // Continuations were inserted in order: the first through the node added it.
-    size_t j = 0;
-    while (j + 1 < continuations.size() &&
-           !(continuations[j].size() >= paths[i].size() &&
-             std::equal(paths[i].begin(), paths[i].end(), continuations[j].begin()))) {
-      ++j;
-    }
-    const int depth = static_cast<int>(paths[i].size());
-    classes->push_back(
-        LookupConfidenceClass(matches[j].length + depth - 1, depth == 1 && contested));
-  }
+  if (classes != nullptr) *classes = SuffixMatchTreeClasses(tree, continuations, lengths, contested);
   return tree;
 }
 

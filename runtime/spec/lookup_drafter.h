@@ -99,7 +99,18 @@ class LookupIndex {
 // a chain position whose suffix match, counting the drafts before it as accepted,
 // is `suffix_match` tokens long; `contested`: another examined occurrence of the
 // suffix continues with a different token (the block's first position only).
+// NgramDrafter reports the same classes: its suffixes are matches too.
 int8_t LookupConfidenceClass(int suffix_match, bool contested);
+
+// Each node's confidence class in a trie built by TrieFromContinuations from
+// `continuations` (in insertion order), where continuations[j] follows a suffix
+// match of match_lengths[j] tokens: a node takes the class its position has in the
+// chain of the first continuation through it (its ancestors counted as accepted);
+// `contested`: the continuations begin with different tokens (depth 1 only).
+// REQUIRES match_lengths.size() == continuations.size() >= 1 when the tree has nodes.
+std::vector<int8_t> SuffixMatchTreeClasses(const DraftTree& tree,
+                                           absl::Span<const std::vector<int32_t>> continuations,
+                                           absl::Span<const int> match_lengths, bool contested);
 
 // The proposal for `context` (at most k tokens; empty without a match). Builds
 // a fresh index: for tests and one-off use; the drafter keeps its index.

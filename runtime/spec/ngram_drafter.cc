@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/spec/lookup_drafter.h"
 
 namespace splitspec::spec {
 
@@ -24,8 +25,10 @@ absl::Status NgramDrafterConfig::Validate() const {
 
 std::vector<std::vector<int32_t>> NgramContinuations(absl::Span<const int32_t> context, int k,
                                                      int max_count,
-                                                     const NgramDrafterConfig& config) {
+                                                     const NgramDrafterConfig& config,
+                                                     std::vector<int>* match_lengths) {
   std::vector<std::vector<int32_t>> continuations;
+  if (match_lengths != nullptr) match_lengths->clear();
   if (k < 1 || max_count < 1) return continuations;
   absl::flat_hash_set<std::vector<int32_t>> seen;
   const int64_t length = static_cast<int64_t>(context.size());
@@ -40,21 +43,57 @@ std::vector<std::vector<int32_t>> NgramContinuations(absl::Span<const int32_t> c
       std::vector<int32_t> continuation(context.begin() + from, context.begin() + from + count);
       if (!seen.insert(continuation).second) continue;
       continuations.push_back(std::move(continuation));
+      if (match_lengths != nullptr) match_lengths->push_back(n);
       if (static_cast<int>(continuations.size()) == max_count) return continuations;
     }
   }
   return continuations;
 }
 
+namespace {
+
+// Whether a match of the context's last min_n tokens in the window continues
+// with a token other than `token`: a match of any longer suffix ends in one.
+bool ContestedAfterSuffix(absl::Span<const int32_t> context, int32_t token,
+                          const NgramDrafterConfig& config) {
+  const int64_t length = static_cast<int64_t>(context.size());
+  const int n = config.min_n;
+  const int32_t* suffix = context.data() + length - n;
+  for (int64_t j = length - n - 1; j >= std::max<int64_t>(0, length - config.window); --j) {
+    if (context[j + n] != token && std::equal(suffix, suffix + n, context.data() + j)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::vector<int32_t> NgramLookup(absl::Span<const int32_t> context, int k,
-                                 const NgramDrafterConfig& config) {
-  std::vector<std::vector<int32_t>> first = NgramContinuations(context, k, 1, config);
-  return first.empty() ? std::vector<int32_t>() : std::move(first[0]);
+                                 const NgramDrafterConfig& config, std::vector<int8_t>* classes) {
+  std::vector<int> lengths;
+  std::vector<std::vector<int32_t>> first = NgramContinuations(context, k, 1, config, &lengths);
+  if (classes != nullptr) classes->clear();
+  if (first.empty()) return {};
+  if (classes != nullptr) {
+    const bool contested = ContestedAfterSuffix(context, first[0][0], config);
+    for (int j = 0; j < static_cast<int>(first[0].size()); ++j)
+      classes->push_back(LookupConfidenceClass(lengths[0] + j, j == 0 && contested));
+  }
+  return std::move(first[0]);
 }
 
 DraftTree NgramTreeProposal(absl::Span<const int32_t> context, int k, int tree_nodes,
-                            const NgramDrafterConfig& config) {
-  return TrieFromContinuations(NgramContinuations(context, k, tree_nodes, config), tree_nodes);
+                            const NgramDrafterConfig& config, std::vector<int8_t>* classes) {
+  std::vector<int> lengths;
+  const std::vector<std::vector<int32_t>> continuations =
+      NgramContinuations(context, k, tree_nodes, config, &lengths);
+  DraftTree tree = TrieFromContinuations(continuations, tree_nodes);
+  if (classes != nullptr) {
+    // As the chain's first position: node 0 is the chain's first token.
+    const bool contested =
+        !tree.tokens.empty() && ContestedAfterSuffix(context, tree.tokens[0], config);
+    *classes = SuffixMatchTreeClasses(tree, continuations, lengths, contested);
+  }
+  return tree;
 }
 
 absl::Status NgramDrafter::Start(const std::string& request_id, absl::Span<const int32_t> tokens) {
@@ -83,6 +122,7 @@ void NgramDrafter::ProposeOne(DraftRequest& request) {
   request.tokens.clear();
   request.parents.clear();
   request.q.clear();
+  request.confidence.clear();
   request.status = absl::OkStatus();
   auto it = held_.find(request.request_id);
   if (it == held_.end()) {
@@ -104,12 +144,13 @@ void NgramDrafter::ProposeOne(DraftRequest& request) {
   }
   int64_t first_path = 0;  // the proposed tokens the drafter holds
   if (request.tree_nodes > 0) {
-    DraftTree tree = NgramTreeProposal(request.context, request.k, request.tree_nodes, config_);
+    DraftTree tree = NgramTreeProposal(request.context, request.k, request.tree_nodes, config_,
+                                       &request.confidence);
     first_path = tree.FirstPathLength();
     request.tokens = std::move(tree.tokens);
     if (!tree.IsChain()) request.parents = std::move(tree.parents);
   } else {
-    request.tokens = NgramLookup(request.context, request.k, config_);
+    request.tokens = NgramLookup(request.context, request.k, config_, &request.confidence);
     first_path = static_cast<int64_t>(request.tokens.size());
   }
   if (request.mode == VerifyMode::kRejection) {

@@ -8,6 +8,11 @@
 //   // then the Drafter protocol of runtime/spec/drafter.h
 //
 // Proposes min(k, tokens following the match) tokens, none when nothing matches.
+// Each proposed node reports the lookup drafter's confidence class
+// (DraftRequest.confidence, LookupConfidenceClass): the suffix length n it
+// continues, counting the drafts before it, and whether another match of the
+// last min_n tokens in the window continues with a different token; the
+// speculation policy prices the block by them.
 // Trees (DraftRequest.tree_nodes > 0): the continuations of every earlier match
 // in the window, longest n first, latest first among equal n, distinct by their
 // tokens, merged into a trie (runtime/spec/draft_tree.h) within tree_nodes nodes;
@@ -40,21 +45,26 @@ struct NgramDrafterConfig {
 };
 
 // The continuation of the latest earlier match of the context's suffix, at most
-// k tokens (empty if none). Exposed for tests; the drafter calls it per request.
+// k tokens (empty if none); `classes` (if not null): each token's confidence
+// class (see the file comment). Exposed for tests; the drafter calls it per request.
 std::vector<int32_t> NgramLookup(absl::Span<const int32_t> context, int k,
-                                 const NgramDrafterConfig& config);
+                                 const NgramDrafterConfig& config,
+                                 std::vector<int8_t>* classes = nullptr);
 
 // Up to max_count distinct continuations (each at most k tokens) of the earlier
 // matches of the context's suffix, in the tree's priority order (see the file
 // comment); the first is NgramLookup's. Empty when k < 1 or nothing matches.
+// `match_lengths` (if not null): the suffix length n each continuation follows.
 std::vector<std::vector<int32_t>> NgramContinuations(absl::Span<const int32_t> context, int k,
                                                      int max_count,
-                                                     const NgramDrafterConfig& config);
+                                                     const NgramDrafterConfig& config,
+                                                     std::vector<int>* match_lengths = nullptr);
 
 // The tree proposal: the trie of NgramContinuations(context, k, tree_nodes), at
-// most tree_nodes nodes, no q.
+// most tree_nodes nodes, no q; `classes` (if not null): each node's confidence class.
 DraftTree NgramTreeProposal(absl::Span<const int32_t> context, int k, int tree_nodes,
-                            const NgramDrafterConfig& config);
+                            const NgramDrafterConfig& config,
+                            std::vector<int8_t>* classes = nullptr);
 
 class NgramDrafter : public Drafter {
  public:

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "runtime/spec/lookup_drafter.h"
 
 namespace splitspec::spec {
 namespace {
@@ -57,6 +58,49 @@ TEST(NgramTreeProposalTest, MergesDistinctContinuationsLongestNFirst) {
   EXPECT_EQ(NgramContinuations(context, 3, 1, config).size(), 1u);
 }
 
+// Classes (LookupConfidenceClass): the suffix length n continued, counting the
+// drafts before; the first position is contested when another match of the last
+// min_n tokens continues differently.
+TEST(NgramLookupTest, ReportsTheLookupDrafterConfidenceClasses) {
+  const NgramDrafterConfig unigrams{1, 1, 100};
+  std::vector<int8_t> classes;
+  // 5 was followed by 1 and later by 2: the latest (2) is proposed, contested.
+  EXPECT_EQ(NgramLookup(std::vector<int32_t>{5, 1, 5, 2, 5}, 1, unigrams, &classes),
+            std::vector<int32_t>({2}));
+  EXPECT_EQ(classes, std::vector<int8_t>({LookupConfidenceClass(1, true)}));
+  // Always followed by 1: uncontested; the second draft continues a 2-token match.
+  EXPECT_EQ(NgramLookup(std::vector<int32_t>{5, 1, 5, 1, 5}, 2, unigrams, &classes),
+            std::vector<int32_t>({1, 5}));
+  EXPECT_EQ(classes,
+            std::vector<int8_t>({LookupConfidenceClass(1, false), LookupConfidenceClass(2, false)}));
+  // The 3-gram (7 8 9) continues as 4 5 6; (9) was also followed by 1 (contested).
+  const std::vector<int32_t> context = {0, 7, 8, 9, 4, 5, 6, 2, 8, 9, 1, 3, 7, 8, 9};
+  EXPECT_EQ(NgramLookup(context, 3, NgramDrafterConfig{}, &classes),
+            std::vector<int32_t>({4, 5, 6}));
+  EXPECT_EQ(classes, std::vector<int8_t>({LookupConfidenceClass(3, true),
+                                          LookupConfidenceClass(4, false),
+                                          LookupConfidenceClass(5, false)}));
+  EXPECT_TRUE(NgramLookup(std::vector<int32_t>{1, 2, 3}, 3, unigrams, &classes).empty());
+  EXPECT_TRUE(classes.empty());
+}
+
+// Each node of the tree: the class of its position in the chain of the first
+// continuation through it (see MergesDistinctContinuationsLongestNFirst).
+TEST(NgramTreeProposalTest, ReportsEachNodesClass) {
+  const std::vector<int32_t> context = {4, 9, 1, 3, 4, 5, 8, 3, 4, 6, 7, 2, 3, 4};
+  std::vector<int8_t> classes;
+  const DraftTree tree = NgramTreeProposal(context, 3, 16, NgramDrafterConfig{}, &classes);
+  ASSERT_EQ(tree.tokens, std::vector<int32_t>({6, 7, 2, 5, 8, 3, 9, 1, 3}));
+  const int8_t first_of_bigram = LookupConfidenceClass(2, true);
+  const int8_t first_of_unigram = LookupConfidenceClass(1, true);
+  EXPECT_EQ(classes, std::vector<int8_t>({first_of_bigram, LookupConfidenceClass(3, false),
+                                          LookupConfidenceClass(4, false), first_of_bigram,
+                                          LookupConfidenceClass(3, false),
+                                          LookupConfidenceClass(4, false), first_of_unigram,
+                                          LookupConfidenceClass(2, false),
+                                          LookupConfidenceClass(3, false)}));
+}
+
 TEST(NgramDrafterTest, ProposesATreeAndHoldsItsFirstPath) {
   NgramDrafter drafter(NgramDrafterConfig{});
   const std::vector<int32_t> context = {4, 9, 1, 3, 4, 5, 8, 3, 4, 6, 7, 2, 3, 4};
@@ -72,6 +116,7 @@ TEST(NgramDrafterTest, ProposesATreeAndHoldsItsFirstPath) {
   EXPECT_EQ(batch[0].tokens, std::vector<int32_t>({6, 7, 5, 8}));
   EXPECT_EQ(batch[0].parents, std::vector<int32_t>({-1, 0, -1, 2}));
   ASSERT_EQ(batch[0].q.size(), 4u);
+  EXPECT_EQ(batch[0].confidence.size(), 4u);  // priced by the policy like lookup's
   EXPECT_EQ(drafter.Truncate("r", 17).code(), absl::StatusCode::kOutOfRange);  // holds 14 + 2
   EXPECT_TRUE(drafter.Truncate("r", 16).ok());
 }
@@ -98,6 +143,8 @@ TEST(NgramDrafterTest, ProposesOneHotQInRejectionModeOnly) {
   EXPECT_EQ(batch[0].q[1].token_ids, std::vector<int32_t>({1}));
   EXPECT_EQ(batch[0].q[1].probs, std::vector<float>({1.0f}));
   EXPECT_TRUE(batch[1].q.empty());
+  EXPECT_EQ(batch[1].confidence, batch[0].confidence);
+  EXPECT_EQ(batch[0].confidence.size(), 3u);
 }
 
 // The per-request protocol: Start twice, Propose before Start, a context shorter
