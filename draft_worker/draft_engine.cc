@@ -204,8 +204,9 @@ void DraftEngine::LearnFromResult(RequestState& state, const proto::VerifyResult
   // turnaround, or, while a draft forward ran beside it, that forward's slowdown
   // of the verification.
   if (!block.beside_draft) {
-    costs_.RecordBlockOverhead(since_last_result - block.drafted * costs_.draft_seconds_per_token -
-                               verify_seconds - estimates.step_overhead_seconds);
+    costs_.RecordBlockOverhead(std::max(0.0, since_last_result -
+                                                 block.drafted * costs_.draft_seconds_per_token -
+                                                 verify_seconds - estimates.step_overhead_seconds));
     return;
   }
   // The comparison below predicts a chain's rate: a tree's tells nothing about it.

@@ -199,11 +199,10 @@ void SpecEstimates::RecordTargetLine(double step_seconds, double slope) {
 }
 
 void SpecEstimates::RecordBlockOverhead(double seconds) {
-  if (!std::isfinite(seconds)) return;
-  block_overhead_seconds = block_overhead_measured ? (1.0 - kCostWeight) * block_overhead_seconds +
-                                                         kCostWeight * seconds
-                                                   : seconds;
-  block_overhead_measured = true;
+  if (!(seconds >= 0.0) || !std::isfinite(seconds)) return;
+  block_overhead_seconds = block_overhead_seconds > 0.0
+                               ? (1.0 - kCostWeight) * block_overhead_seconds + kCostWeight * seconds
+                               : seconds;
 }
 
 void SpecEstimates::RecordInterference(double relative_slowdown) {
@@ -281,8 +280,7 @@ ChargedCosts ChargeCosts(const SpecEstimates& e) {
   // cost in plain steps.
   const double draft_steps = DraftCostInSteps(e);
   c.cost_ratio = draft_steps > 0.0 ? (1.0 + slope * (batch - 1)) / draft_steps : kFreeDraftRatio;
-  c.overhead =
-      Usable(batch_step) ? std::max(0.0, e.block_overhead_seconds) / batch_step : 0.0;
+  c.overhead = Usable(batch_step) ? e.block_overhead_seconds / batch_step : 0.0;
   // The loop's time per step, paid by a plain token and by a block alike: a
   // block's share of it is overhead, and off's rate is 1 / (1 + shared).
   c.shared = Usable(batch_step) ? std::max(0.0, e.step_overhead_seconds) / batch_step : 0.0;

@@ -94,13 +94,8 @@ struct SpecEstimates {
   // The target's T(fed) line: T = target_step_seconds * (1 + target_slope * (fed - 1)).
   double target_step_seconds = 0.0;
   double target_slope = 0.0;
-  // Per-block time on the critical path outside the target's step and drafting:
-  // an average of residuals (a block's time less the line's step and its drafting),
-  // which may be negative, since the step's own noise is symmetric; charged as
-  // max(0, it). Averaging clamped residuals instead would charge the noise's
-  // positive half as overhead (measured: ~0.2 ms a block, 5% of a step, on a 2-core CPU).
+  // Per-block time on the critical path outside the target's step and drafting.
   double block_overhead_seconds = 0.0;
-  bool block_overhead_measured = false;
   // Per-step time outside the target's forward that a plain token pays too (the
   // serving loop: sampling, events, streaming). A block pays it once per step as
   // a plain token does, so it is no cost of speculation: R(off) pays it as well.

@@ -197,29 +197,6 @@ TEST(SpecPolicyTest, ACostSpikeFadesWithPlainTokensAndSpeculationIsTriedAgain) {
   EXPECT_NE(ChooseSpecAction(e, Choices(), SpecMode::kOff).mode, SpecMode::kOff);
 }
 
-// A block's overhead is its time less the line's step: residuals scatter both ways
-// with the step's noise. Averaged as they come (negative ones too), a zero overhead
-// reads as zero; clamping each to 0 first would read the noise's positive half as a
-// cost. A negative average is charged as none.
-TEST(SpecPolicyTest, BlockOverheadAveragesResidualsOfBothSigns) {
-  SpecEstimates e = Make(0.6, 40, 100, 0.1, 0.0);
-  std::mt19937 rng(7);
-  std::normal_distribution<double> noise(0.0, 0.1);  // a tenth of a step
-  for (int i = 0; i < 400; ++i) e.RecordBlockOverhead(noise(rng));
-  EXPECT_TRUE(e.block_overhead_measured);
-  EXPECT_LT(std::abs(e.block_overhead_seconds), 0.05);  // clamped samples: ~0.04 + spread
-  SpecEstimates none = e;
-  none.block_overhead_seconds = 0.0;
-  e.block_overhead_seconds = -0.05;
-  EXPECT_DOUBLE_EQ(PredictedRate(e, SpecMode::kSequential, 4, 0.6),
-                   PredictedRate(none, SpecMode::kSequential, 4, 0.6));
-  // The first sample is taken whole, even after zeros would have read as "unmeasured".
-  SpecEstimates fresh;
-  fresh.RecordBlockOverhead(0.0);
-  fresh.RecordBlockOverhead(1.0);
-  EXPECT_DOUBLE_EQ(fresh.block_overhead_seconds, kCostWeight * 1.0);
-}
-
 // A model drafter at a request's start (or after an off window) holds none of
 // the tokens it must draft past: 300 tokens at 0.05 plain steps each are 15 plain
 // steps before its first block. A good drafter (alpha 0.8, C = 10) repays them
